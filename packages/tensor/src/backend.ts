@@ -1,0 +1,56 @@
+import * as tf from '@tensorflow/tfjs-core';
+import '@tensorflow/tfjs-backend-cpu';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+
+export type BackendName = 'tensorflow' | 'wasm' | 'cpu';
+
+const require = createRequire(import.meta.url);
+
+/** Native bindings register the 'tensorflow' backend when their package is installed. */
+async function tryNative(): Promise<boolean> {
+  for (const name of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
+    try {
+      await import(name);
+      return true;
+    } catch {
+      // not installed: fall through to the next candidate
+    }
+  }
+  return false;
+}
+
+let wasmPathsSet = false;
+function prepareWasm(): void {
+  if (wasmPathsSet) return;
+  // Node has no fetch of relative URLs: point the wasm loader at the package's files.
+  const dist = dirname(require.resolve('@tensorflow/tfjs-backend-wasm'));
+  setWasmPaths(`${dist}/`);
+  wasmPathsSet = true;
+}
+
+/** Switches the tfjs backend; throws if it cannot be initialised. */
+export async function setBackend(name: BackendName): Promise<void> {
+  if (name === 'tensorflow' && !(await tryNative())) {
+    throw new Error("backend 'tensorflow' needs @tensorflow/tfjs-node or @tensorflow/tfjs-node-gpu installed");
+  }
+  if (name === 'wasm') prepareWasm();
+  const ok = await tf.setBackend(name);
+  if (!ok) throw new Error(`tfjs backend '${name}' failed to initialise`);
+  await tf.ready();
+}
+
+/** The active backend's name, e.g. 'cpu', 'wasm' or 'tensorflow'. */
+export function getBackend(): string {
+  return tf.getBackend();
+}
+
+/** DDP_BACKEND overrides; otherwise native when installed, else the default pure-JS backend. */
+export async function initBackend(defaultBackend: BackendName = 'cpu'): Promise<string> {
+  const requested = process.env.DDP_BACKEND as BackendName | undefined;
+  if (requested) await setBackend(requested);
+  else if (await tryNative()) await setBackend('tensorflow');
+  else await setBackend(defaultBackend);
+  return getBackend();
+}
