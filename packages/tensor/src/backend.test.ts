@@ -2,12 +2,33 @@ import { describe, expect, it } from 'vitest';
 import { getBackend, setBackend, tf } from './index.js';
 
 describe('backend selection', () => {
-  it('is ready on import and switches on request', async () => {
-    expect(['cpu', 'wasm', 'tensorflow']).toContain(getBackend());
+  it('defaults to wasm (or native/DDP_BACKEND) and switches on request', async () => {
+    expect(getBackend()).toBe(process.env.DDP_BACKEND ?? (getBackend() === 'tensorflow' ? 'tensorflow' : 'wasm'));
     await setBackend('wasm');
     expect(getBackend()).toBe('wasm');
     expect(Array.from(await tf.add(tf.tensor([1, 2]), tf.tensor([3, 4])).data())).toEqual([4, 6]);
     await setBackend('cpu');
     expect(getBackend()).toBe('cpu');
+  });
+
+  it('runs the conv2d weight and gather gradients on wasm like on cpu', async () => {
+    const run = () =>
+      tf.tidy(() => {
+        const x = tf.tensor4d(Array.from({ length: 2 * 5 * 5 * 3 }, (_, i) => Math.sin(i)), [2, 5, 5, 3]);
+        const dy = tf.tensor4d(Array.from({ length: 2 * 5 * 5 * 4 }, (_, i) => Math.cos(i)), [2, 5, 5, 4]);
+        const attrs = { strides: [1, 1], pad: 'same', dataFormat: 'NHWC', dimRoundingMode: undefined, filterShape: [3, 3, 3, 4] };
+        const dw = tf.engine().runKernel('Conv2DBackpropFilter', { x, dy }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor;
+        const rows = tf.tensor2d(Array.from({ length: 12 }, (_, i) => i), [4, 3]);
+        const dtable = tf.unsortedSegmentSum(rows, tf.tensor1d([0, 2, 2, 3], 'int32'), 5);
+        return [Array.from(dw.dataSync()), Array.from(dtable.dataSync())];
+      });
+    await setBackend('cpu');
+    const onCpu = run();
+    await setBackend('wasm');
+    const before = tf.memory().numTensors;
+    const onWasm = run();
+    expect(tf.memory().numTensors).toBe(before);
+    expect(onWasm[1]).toEqual(onCpu[1]);
+    onWasm[0]?.forEach((v, i) => expect(v).toBeCloseTo(onCpu[0]?.[i] as number, 4));
   });
 });

@@ -3,6 +3,28 @@ import { initBackend } from './backend.js';
 
 export { tf };
 export { type BackendName, getBackend, initBackend, setBackend } from './backend.js';
+export {
+  bytesPerElement,
+  DTYPES,
+  type DType,
+  DTypeError,
+  type DTypeInfo,
+  dtypeInfo,
+  isDType,
+  tensorFromTypedArray,
+  tensorToTypedArray,
+  tensorToTypedArraySync,
+  type TypedArray,
+} from './dtype.js';
+export {
+  decodeBfloat16,
+  decodeFloat16,
+  encodeBfloat16,
+  encodeFloat16,
+  float16BitsToNumber,
+  float32BitsToBfloat16,
+  float32BitsToFloat16,
+} from './half.js';
 
 // Importing @ddp/tensor leaves a ready backend behind, so callers never race its async init.
 await initBackend();

@@ -1,0 +1,49 @@
+import * as tf from '@tensorflow/tfjs-core';
+import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
+
+/**
+ * Kernels the cpu backend has and the wasm backend lacks, which training needs:
+ * the conv2d weight gradient and the gather (embedding) gradient. On wasm they run on the
+ * cpu backend: inputs are copied over, outputs copied back, cpu intermediates freed.
+ */
+const NEEDED_ON_WASM = [
+  'Conv2DBackpropFilter',
+  'DepthwiseConv2dNativeBackpropFilter',
+  'DepthwiseConv2dNativeBackpropInput',
+  'UnsortedSegmentSum',
+  'IsNan',
+] as const;
+
+function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
+  return ({ inputs, attrs, backend }) => {
+    const wasm = backend as KernelBackend;
+    const cpu = tf.findBackend('cpu');
+    if (!cpu) throw new Error(`the cpu backend is needed to run ${kernel.kernelName} for wasm`);
+    const cpuInputs: NamedTensorInfoMap = {};
+    for (const [name, info] of Object.entries(inputs)) {
+      if (!info) continue;
+      cpuInputs[name] = { ...info, dataId: cpu.write(wasm.readSync(info.dataId), info.shape, info.dtype) };
+    }
+    const produced = kernel.kernelFunc({ inputs: cpuInputs, attrs, backend: cpu });
+    const outputs = Array.isArray(produced) ? produced : [produced];
+    const copied: TensorInfo[] = outputs.map((o) => ({
+      ...o,
+      dataId: wasm.write(cpu.readSync(o.dataId), o.shape, o.dtype),
+    }));
+    for (const info of [...Object.values(cpuInputs), ...outputs]) if (info) cpu.disposeData(info.dataId, true);
+    return Array.isArray(produced) ? copied : (copied[0] as TensorInfo);
+  };
+}
+
+let registered = false;
+
+/** Registers the cpu versions of NEEDED_ON_WASM for the wasm backend (once). */
+export function registerWasmFallbacks(): void {
+  if (registered) return;
+  registered = true;
+  const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
+  for (const kernel of tf.getKernelsForBackend('cpu')) {
+    if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;
+    tf.registerKernel({ kernelName: kernel.kernelName, backendName: 'wasm', kernelFunc: runOnCpu(kernel) });
+  }
+}
