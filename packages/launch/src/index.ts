@@ -1,1 +1,6 @@
-export {};
+export { LaunchConfigError } from './errors.js';
+export { launch, type LaunchControls, type LaunchResult } from './launch.js';
+export { type LaunchOptions, type LaunchPlan, planLaunch, rankEnv, type WorldStartInfo } from './options.js';
+export { findFreePort } from './port.js';
+export { describeExit, failureSummary, lastErrorLines } from './summary.js';
+export type { RankExit, WorldResult } from './world.js';

@@ -1,0 +1,3 @@
+import { main } from './program.js';
+
+process.exitCode = await main(process.argv);

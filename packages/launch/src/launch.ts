@@ -1,0 +1,86 @@
+import { constants } from 'node:os';
+import { type LaunchOptions, planLaunch } from './options.js';
+import { findFreePort } from './port.js';
+import { describeExit, failureSummary } from './summary.js';
+import { World, type RankExit, type WorldResult } from './world.js';
+
+/** What a launch came to. */
+export interface LaunchResult {
+  /** 0: every rank succeeded; 1: a rank failed (after any restarts); 128+n: interrupted by signal n. */
+  exitCode: number;
+  /** Restarts performed (DDP_RESTART_COUNT of the last attempt). */
+  restarts: number;
+  /** One entry per attempt, oldest first. */
+  attempts: WorldResult[];
+  /** The first rank that failed by itself in the last attempt. */
+  failure: RankExit | undefined;
+  /** The signal ddp-run received and forwarded, if any. */
+  interrupted: NodeJS.Signals | undefined;
+  /** The failure summary written to stderr ('' on success). */
+  summary: string;
+}
+
+/** Extra launch controls for the CLI and embedders. */
+export interface LaunchControls {
+  /** Forward SIGINT and SIGTERM received by this process to the ranks (the CLI does). */
+  forwardSignals?: boolean;
+}
+
+const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+
+/**
+ * Starts `nprocPerNode` ranks of `script` with the torchrun environment, prefixes their output,
+ * ends the world when one fails, and restarts it up to `maxRestarts` times.
+ */
+export async function launch(options: LaunchOptions, controls: LaunchControls = {}): Promise<LaunchResult> {
+  const plan = planLaunch(options);
+  const log = (message: string): void => {
+    plan.stderr.write(`[ddp-run] ${message}\n`);
+  };
+  let world: World | undefined;
+  let interrupted: NodeJS.Signals | undefined;
+  const interrupt = (signal: NodeJS.Signals): void => {
+    interrupted ??= signal;
+    world?.interrupt(signal);
+  };
+  const onAbort = (): void => {
+    const reason: unknown = options.signal?.reason;
+    interrupt(typeof reason === 'string' && reason in constants.signals ? (reason as NodeJS.Signals) : 'SIGTERM');
+  };
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  if (controls.forwardSignals) for (const s of FORWARDED) process.on(s, interrupt);
+
+  const attempts: WorldResult[] = [];
+  try {
+    if (options.signal?.aborted) onAbort();
+    for (let restartCount = 0; interrupted === undefined; restartCount++) {
+      const masterPort = plan.masterPort ?? (await findFreePort(plan.masterAddr));
+      if (interrupted !== undefined) break;
+      world = new World(plan, restartCount, masterPort);
+      options.onWorldStart?.({ restartCount, masterPort, pids: world.pids });
+      const result = await world.done;
+      attempts.push(result);
+      const failed = result.failed;
+      if (failed === undefined || result.interrupted !== undefined || restartCount >= plan.maxRestarts) break;
+      log(
+        `rank ${failed.rank} ${describeExit(failed)}; restarting the world ` +
+          `(restart ${restartCount + 1} of ${plan.maxRestarts})`,
+      );
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    if (controls.forwardSignals) for (const s of FORWARDED) process.off(s, interrupt);
+  }
+
+  const last = attempts.at(-1);
+  const restarts = last?.restartCount ?? 0;
+  const summary = last === undefined ? '' : failureSummary(last, restarts, plan.maxRestarts);
+  if (summary !== '') plan.stderr.write(summary);
+  let exitCode = 0;
+  if (last?.failed !== undefined) exitCode = 1;
+  else if (interrupted !== undefined) {
+    exitCode = 128 + constants.signals[interrupted];
+    log(`interrupted by ${interrupted}; ranks ended`);
+  }
+  return { exitCode, restarts, attempts, failure: last?.failed, interrupted, summary };
+}

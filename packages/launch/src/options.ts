@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Writable } from 'node:stream';
+import { LaunchConfigError } from './errors.js';
+
+/** What `launch()` and the `ddp-run` CLI accept. Names follow torchrun's flags, camelCased. */
+export interface LaunchOptions {
+  /** The script every rank runs (.ts runs directly through tsx; .js and .mjs work too). */
+  script: string;
+  /** Arguments passed to the script after its path. */
+  args?: string[];
+  /** Processes (ranks) started on this node. */
+  nprocPerNode: number;
+  /** Nodes in the world (default 1). */
+  nnodes?: number;
+  /** This node's index, 0 ≤ nodeRank < nnodes (default 0). */
+  nodeRank?: number;
+  /** Where rank 0 hosts the TCPStore (default 127.0.0.1). */
+  masterAddr?: string;
+  /** The TCPStore's port; when omitted on a single node a free port is picked per attempt. */
+  masterPort?: number;
+  /** How many times the whole world restarts after a failure (default 0). */
+  maxRestarts?: number;
+  /** The run's shared secret; default: DDP_SECRET from env, else a fresh random one. */
+  secret?: string;
+  /** Working directory of the ranks (default process.cwd()). */
+  cwd?: string;
+  /** Base environment of the ranks (default process.env); the launcher's variables override it. */
+  env?: NodeJS.ProcessEnv;
+  /** Where the ranks' prefixed stdout lines go (default process.stdout). */
+  stdout?: Writable;
+  /** Where the ranks' prefixed stderr lines and the launcher's messages go (default process.stderr). */
+  stderr?: Writable;
+  /** Time between SIGTERM and SIGKILL when ending ranks (default 5000 ms). */
+  killGraceMs?: number;
+  /** Start children with `--conditions=source`, so workspace packages resolve to their TypeScript (default true). */
+  sourceConditions?: boolean;
+  /** Aborting ends the world: SIGTERM to every rank, then SIGKILL after the grace period. */
+  signal?: AbortSignal;
+  /** Called once a world's processes are started (tests use the pids). */
+  onWorldStart?: (info: WorldStartInfo) => void;
+}
+
+export interface WorldStartInfo {
+  restartCount: number;
+  masterPort: number;
+  pids: number[];
+}
+
+/** LaunchOptions checked and completed with defaults. */
+export interface LaunchPlan {
+  script: string;
+  args: string[];
+  nprocPerNode: number;
+  nnodes: number;
+  nodeRank: number;
+  worldSize: number;
+  masterAddr: string;
+  masterPort: number | undefined;
+  maxRestarts: number;
+  secret: string;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  stdout: Writable;
+  stderr: Writable;
+  killGraceMs: number;
+  sourceConditions: boolean;
+}
+
+function checkInt(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer ≥ ${min}` : `an integer in [${min}, ${max}]`;
+    throw new LaunchConfigError(`${name} must be ${range}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Validates options and fills in defaults; throws LaunchConfigError naming the bad option. */
+export function planLaunch(options: LaunchOptions): LaunchPlan {
+  const cwd = options.cwd ?? process.cwd();
+  const env = options.env ?? process.env;
+  const nprocPerNode = checkInt('nprocPerNode', options.nprocPerNode, 1);
+  const nnodes = checkInt('nnodes', options.nnodes ?? 1, 1);
+  const nodeRank = checkInt('nodeRank', options.nodeRank ?? 0, 0, nnodes - 1);
+  const maxRestarts = checkInt('maxRestarts', options.maxRestarts ?? 0, 0);
+  const killGraceMs = checkInt('killGraceMs', options.killGraceMs ?? 5000, 0);
+  const masterPort =
+    options.masterPort === undefined ? undefined : checkInt('masterPort', options.masterPort, 1, 65535);
+  const script = resolve(cwd, options.script);
+  if (!existsSync(script)) throw new LaunchConfigError(`script not found: ${script}`);
+  const given = options.secret ?? env.DDP_SECRET;
+  if (given === '') throw new LaunchConfigError('secret must not be empty');
+  if (nnodes > 1) {
+    // Every node must agree on where the store is and on the secret; no node can pick them alone.
+    if (options.masterAddr === undefined) throw new LaunchConfigError('nnodes > 1 needs masterAddr (--master-addr)');
+    if (masterPort === undefined) throw new LaunchConfigError('nnodes > 1 needs masterPort (--master-port)');
+    if (given === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret or DDP_SECRET)');
+  }
+  return {
+    script,
+    args: options.args ?? [],
+    nprocPerNode,
+    nnodes,
+    nodeRank,
+    worldSize: nprocPerNode * nnodes,
+    masterAddr: options.masterAddr ?? '127.0.0.1',
+    masterPort,
+    maxRestarts,
+    secret: given ?? randomBytes(32).toString('hex'),
+    cwd,
+    env,
+    stdout: options.stdout ?? process.stdout,
+    stderr: options.stderr ?? process.stderr,
+    killGraceMs,
+    sourceConditions: options.sourceConditions ?? true,
+  };
+}
+
+/** The environment of one rank: the torchrun variables plus the run's secret and restart count. */
+export function rankEnv(plan: LaunchPlan, localRank: number, masterPort: number, restartCount: number): NodeJS.ProcessEnv {
+  return {
+    ...plan.env,
+    RANK: String(plan.nodeRank * plan.nprocPerNode + localRank),
+    LOCAL_RANK: String(localRank),
+    WORLD_SIZE: String(plan.worldSize),
+    LOCAL_WORLD_SIZE: String(plan.nprocPerNode),
+    GROUP_RANK: String(plan.nodeRank),
+    GROUP_WORLD_SIZE: String(plan.nnodes),
+    MASTER_ADDR: plan.masterAddr,
+    MASTER_PORT: String(masterPort),
+    DDP_SECRET: plan.secret,
+    DDP_RESTART_COUNT: String(restartCount),
+    TORCHELASTIC_RESTART_COUNT: String(restartCount),
+    TORCHELASTIC_MAX_RESTARTS: String(plan.maxRestarts),
+  };
+}

@@ -1,0 +1,186 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { PrefixedLines } from './lines.js';
+import { type LaunchPlan, rankEnv } from './options.js';
+
+/** How one rank of one world ended. */
+export interface RankExit {
+  rank: number;
+  localRank: number;
+  pid: number | undefined;
+  /** Exit code, or null when a signal ended it or it never started. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** ddp-run had signalled this rank before it ended (it did not fail by itself). */
+  endedByLauncher: boolean;
+  /** Why the process could not be started, if it could not. */
+  spawnError?: string;
+  stderrTail: string[];
+  stdoutTail: string[];
+}
+
+/** One attempt: every local rank started, run and ended. */
+export interface WorldResult {
+  restartCount: number;
+  masterPort: number;
+  exits: RankExit[];
+  /** The first rank that failed by itself (non-zero exit, signal, or no start). */
+  failed: RankExit | undefined;
+  /** The signal forwarded to the ranks when ddp-run itself was interrupted. */
+  interrupted: NodeJS.Signals | undefined;
+}
+
+interface RankProcess {
+  exit: RankExit;
+  child: ChildProcess;
+  out: PrefixedLines;
+  err: PrefixedLines;
+  exited: boolean;
+  closed: boolean;
+}
+
+/** After a rank exits, how long its pipes may stay open (held by a grandchild) before we stop reading. */
+const PIPE_DRAIN_MS = 2000;
+
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+/** The node arguments that run `script` with TypeScript support. */
+export function childArgs(plan: LaunchPlan): string[] {
+  const conditions = plan.sourceConditions ? ['--conditions=source'] : [];
+  return [...conditions, '--import', tsxLoader, plan.script, ...plan.args];
+}
+
+/** Sends `signal` to a rank's process group (each rank leads its own), so its children end too. */
+function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/**
+ * The local ranks of one attempt. The first rank to fail by itself ends the others: SIGTERM,
+ * then SIGKILL after the plan's grace period. `done` settles once every rank has ended.
+ */
+export class World {
+  readonly done: Promise<WorldResult>;
+  private readonly ranks: RankProcess[];
+  private failed: RankExit | undefined;
+  private interrupted: NodeJS.Signals | undefined;
+  private killTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly plan: LaunchPlan,
+    readonly restartCount: number,
+    readonly masterPort: number,
+  ) {
+    this.ranks = Array.from({ length: plan.nprocPerNode }, (_, localRank) => this.start(localRank));
+    this.done = Promise.all(this.ranks.map((r) => this.closed(r))).then(() => {
+      clearTimeout(this.killTimer);
+      return {
+        restartCount,
+        masterPort,
+        exits: this.ranks.map((r) => r.exit),
+        failed: this.failed,
+        interrupted: this.interrupted,
+      };
+    });
+  }
+
+  get pids(): number[] {
+    return this.ranks.flatMap((r) => (r.child.pid === undefined ? [] : [r.child.pid]));
+  }
+
+  /** Forwards a signal ddp-run received; a second one kills at once. */
+  interrupt(signal: NodeJS.Signals): void {
+    if (this.interrupted !== undefined) {
+      this.end('SIGKILL');
+      return;
+    }
+    this.interrupted = signal;
+    this.end(signal);
+  }
+
+  private start(localRank: number): RankProcess {
+    const rank = this.plan.nodeRank * this.plan.nprocPerNode + localRank;
+    const child = spawn(process.execPath, childArgs(this.plan), {
+      cwd: this.plan.cwd,
+      env: rankEnv(this.plan, localRank, this.masterPort, this.restartCount),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const prefix = `[rank ${rank}] `;
+    const r: RankProcess = {
+      exit: { rank, localRank, pid: child.pid, code: null, signal: null, endedByLauncher: false, stderrTail: [], stdoutTail: [] },
+      child,
+      out: new PrefixedLines(prefix, this.plan.stdout),
+      err: new PrefixedLines(prefix, this.plan.stderr),
+      exited: false,
+      closed: false,
+    };
+    r.exit.stdoutTail = r.out.tail;
+    r.exit.stderrTail = r.err.tail;
+    if (child.stdout) r.out.attach(child.stdout);
+    if (child.stderr) r.err.attach(child.stderr);
+    child.on('exit', (code, signal) => this.onExit(r, code, signal));
+    child.on('error', (error) => {
+      r.exit.spawnError = error.message;
+      this.onExit(r, null, null);
+    });
+    return r;
+  }
+
+  private onExit(r: RankProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (r.exited) return;
+    r.exited = true;
+    r.exit.code = code;
+    r.exit.signal = signal;
+    const failedItself = code !== 0 && !r.exit.endedByLauncher;
+    if (failedItself && this.failed === undefined && this.interrupted === undefined) {
+      this.failed = r.exit;
+      this.end('SIGTERM');
+    }
+  }
+
+  private closed(r: RankProcess): Promise<void> {
+    return new Promise((resolveClosed) => {
+      const finish = (): void => {
+        if (r.closed) return;
+        r.closed = true;
+        r.out.flush();
+        r.err.flush();
+        resolveClosed();
+      };
+      r.child.on('close', finish);
+      const drain = (): void => {
+        setTimeout(() => {
+          r.child.stdout?.destroy();
+          r.child.stderr?.destroy();
+          finish();
+        }, PIPE_DRAIN_MS).unref();
+      };
+      r.child.on('exit', drain);
+      r.child.on('error', drain);
+    });
+  }
+
+  /** Signals every rank still running (or whose group still holds its pipes); SIGKILL follows. */
+  private end(signal: NodeJS.Signals): void {
+    for (const r of this.ranks) {
+      if (r.closed) continue;
+      if (!r.exited) r.exit.endedByLauncher = true;
+      signalGroup(r.child.pid, signal);
+    }
+    if (signal !== 'SIGKILL' && this.killTimer === undefined) {
+      this.killTimer = setTimeout(() => this.end('SIGKILL'), this.plan.killGraceMs);
+      this.killTimer.unref();
+    }
+  }
+}
