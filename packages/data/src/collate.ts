@@ -1,0 +1,154 @@
+import { tf } from '@ddp/tensor';
+import { CollateError } from './errors.js';
+
+export type TypedArray =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Uint16Array
+  | Uint32Array;
+
+/** A typed array with a shape: how a sample says "this is a 28×28 image", not a flat vector. */
+export interface NDArray<A extends TypedArray = TypedArray> {
+  data: A;
+  shape: readonly number[];
+}
+
+/** What defaultCollate makes of a batch of samples of type T. */
+export type Collated<T> = T extends number | boolean
+  ? tf.Tensor1D
+  : T extends TypedArray
+    ? tf.Tensor2D
+    : T extends NDArray | tf.Tensor
+      ? tf.Tensor
+      : T extends string
+        ? string[]
+        : T extends object
+          ? { [K in keyof T]: Collated<T[K]> }
+          : never;
+
+export interface CollateOptions {
+  /**
+   * dtype of plain numbers. 'auto' (default): int32 when every number in the batch is an
+   * integer (labels, like PyTorch's int64 for Python ints), else float32. Force 'float32'
+   * for float targets that may happen to be whole numbers.
+   */
+  numberDtype?: 'auto' | 'float32' | 'int32';
+}
+
+function isNDArray(x: unknown): x is NDArray {
+  if (typeof x !== 'object' || x === null) return false;
+  const r = x as Partial<NDArray>;
+  return ArrayBuffer.isView(r.data) && Array.isArray(r.shape);
+}
+
+function dtypeOf(a: TypedArray): 'float32' | 'int32' {
+  return a instanceof Float32Array || a instanceof Float64Array ? 'float32' : 'int32';
+}
+
+/** Stacks equally shaped typed arrays into one tensor of shape [B, ...shape]. */
+function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
+  const { shape } = arrays[0]!;
+  const dtype = dtypeOf(arrays[0]!.data);
+  const size = shape.reduce((a, b) => a * b, 1);
+  const out = dtype === 'float32' ? new Float32Array(arrays.length * size) : new Int32Array(arrays.length * size);
+  arrays.forEach((a, i) => {
+    if (a.data.length !== size || a.shape.length !== shape.length || a.shape.some((d, k) => d !== shape[k])) {
+      throw new CollateError(
+        `${path}: sample ${i} has shape [${a.shape}] (${a.data.length} values), sample 0 has [${shape}]`,
+      );
+    }
+    if (dtypeOf(a.data) !== dtype) {
+      throw new CollateError(`${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0]!.data.constructor.name}`);
+    }
+    out.set(a.data, i * size);
+  });
+  return tf.tensor(out, [arrays.length, ...shape], dtype);
+}
+
+function collateField(samples: unknown[], path: string, opts: CollateOptions): unknown {
+  const first = samples[0];
+  const kind = (x: unknown): string =>
+    x === null ? 'null' : Array.isArray(x) ? 'array' : ArrayBuffer.isView(x) ? 'typed array' : typeof x;
+  samples.forEach((s, i) => {
+    if (kind(s) !== kind(first)) throw new CollateError(`${path}: sample ${i} is a ${kind(s)}, sample 0 a ${kind(first)}`);
+  });
+  if (typeof first === 'number') {
+    const nums = samples as number[];
+    const dtype = opts.numberDtype && opts.numberDtype !== 'auto' ? opts.numberDtype : nums.every(Number.isInteger) ? 'int32' : 'float32';
+    return tf.tensor1d(nums, dtype);
+  }
+  if (typeof first === 'boolean') return tf.tensor1d(samples as boolean[], 'bool');
+  if (typeof first === 'string') return samples.slice();
+  if (first instanceof tf.Tensor) {
+    const ts = samples as tf.Tensor[];
+    ts.forEach((t, i) => {
+      if (!(t instanceof tf.Tensor)) throw new CollateError(`${path}: sample ${i} is not a tensor`);
+    });
+    return tf.stack(ts);
+  }
+  if (ArrayBuffer.isView(first)) {
+    return stackArrays((samples as TypedArray[]).map((data) => ({ data, shape: [data.length] })), path);
+  }
+  if (isNDArray(first)) {
+    samples.forEach((s, i) => {
+      if (!isNDArray(s)) throw new CollateError(`${path}: sample ${i} is not an NDArray {data, shape}`);
+    });
+    return stackArrays(samples as NDArray[], path);
+  }
+  if (Array.isArray(first)) {
+    const tuples = samples as unknown[][];
+    tuples.forEach((t, i) => {
+      if (t.length !== first.length) throw new CollateError(`${path}: sample ${i} has ${t.length} elements, sample 0 has ${first.length}`);
+    });
+    return first.map((_, k) => collateField(tuples.map((t) => t[k]), `${path}[${k}]`, opts));
+  }
+  if (typeof first === 'object' && first !== null) {
+    const keys = Object.keys(first);
+    const out: Record<string, unknown> = {};
+    for (const key of keys) {
+      const values = samples.map((s, i) => {
+        if (!(key in (s as object))) throw new CollateError(`${path}: sample ${i} has no key '${key}'`);
+        return (s as Record<string, unknown>)[key];
+      });
+      out[key] = collateField(values, `${path}.${key}`, opts);
+    }
+    return out;
+  }
+  throw new CollateError(`${path}: cannot collate a ${kind(first)}`);
+}
+
+/** Every tf.Tensor inside a sample (they are disposed once stacked into the batch). */
+function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
+  if (x instanceof tf.Tensor) out.push(x);
+  else if (Array.isArray(x)) for (const v of x) tensorsIn(v, out);
+  else if (typeof x === 'object' && x !== null && !ArrayBuffer.isView(x)) for (const v of Object.values(x)) tensorsIn(v, out);
+  return out;
+}
+
+/**
+ * Turns a list of samples into a batch, like torch's default_collate: numbers and booleans
+ * become 1-D tensors; typed arrays [B, len] tensors (float arrays → float32, integer arrays
+ * → int32); NDArrays {data, shape} and tf.Tensors are stacked to [B, ...shape]; strings stay
+ * a string[]; arrays (tuples) and objects are collated field by field, keeping their shape.
+ * tf.Tensors in the samples are consumed: they are disposed after stacking. On a CollateError
+ * nothing is leaked.
+ */
+export function createCollate(opts: CollateOptions = {}) {
+  return <T>(samples: readonly T[]): Collated<T> => {
+    if (samples.length === 0) throw new CollateError('cannot collate an empty batch');
+    const inputs = samples.flatMap((s) => tensorsIn(s));
+    try {
+      // tidy disposes whatever a failed collation had already built.
+      return tf.tidy(() => collateField(samples as unknown[], 'batch', opts) as tf.TensorContainer) as Collated<T>;
+    } finally {
+      tf.dispose(inputs);
+    }
+  };
+}
+
+export const defaultCollate = createCollate();

@@ -1,0 +1,156 @@
+import { tf } from '@ddp/tensor';
+import { type Collated, defaultCollate } from './collate.js';
+import { Dataset } from './dataset.js';
+import { DataArgumentError } from './errors.js';
+import type { Generator } from './generator.js';
+import { RandomSampler, type Sampler, SequentialSampler } from './sampler.js';
+
+export interface DataLoaderOptions<T, B> {
+  /** Samples per batch (default 1). */
+  batchSize?: number;
+  /** Reshuffle each epoch with a seeded generator (map-style datasets only). */
+  shuffle?: boolean;
+  /** Seed of the shuffling generator (default 0); the same seed gives the same orders everywhere. */
+  seed?: number;
+  /** Shuffling generator to use instead of one seeded with `seed`. */
+  generator?: Generator;
+  /** Where indices come from (e.g. a DistributedSampler); excludes `shuffle`. */
+  sampler?: Sampler;
+  /** Drop the last batch when it is smaller than batchSize. */
+  dropLast?: boolean;
+  /** Samples → batch (default: defaultCollate, to tf tensors). */
+  collate?: (samples: T[]) => B;
+  /** Batches prepared ahead of the one being consumed (default 1; 0 turns prefetch off). */
+  prefetch?: number;
+}
+
+type Source<T> = Dataset<T> | AsyncIterable<T> | Iterable<T>;
+
+/**
+ * Batches a dataset (torch.utils.data.DataLoader), iterated with `for await`.
+ *
+ * Ownership: each yielded batch belongs to the caller, who disposes it (`tf.dispose(batch)`)
+ * when done with it. Batches the loader prefetched but never handed out (the loop ended
+ * early with break/return/throw) are disposed by the loader.
+ */
+export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
+  readonly batchSize: number;
+  readonly dropLast: boolean;
+  readonly prefetch: number;
+  readonly sampler: Sampler | null;
+  private readonly collate: (samples: T[]) => B;
+
+  constructor(
+    readonly dataset: Source<T>,
+    opts: DataLoaderOptions<T, B> = {},
+  ) {
+    this.batchSize = opts.batchSize ?? 1;
+    if (!Number.isInteger(this.batchSize) || this.batchSize < 1) {
+      throw new DataArgumentError(`batchSize must be a positive integer, got ${opts.batchSize}`);
+    }
+    this.prefetch = opts.prefetch ?? 1;
+    if (!Number.isInteger(this.prefetch) || this.prefetch < 0) {
+      throw new DataArgumentError(`prefetch must be a non-negative integer, got ${opts.prefetch}`);
+    }
+    this.dropLast = opts.dropLast ?? false;
+    this.collate = opts.collate ?? (defaultCollate as unknown as (samples: T[]) => B);
+    if (opts.sampler && opts.shuffle) {
+      throw new DataArgumentError('sampler option is mutually exclusive with shuffle');
+    }
+    if (dataset instanceof Dataset) {
+      this.sampler =
+        opts.sampler ??
+        (opts.shuffle
+          ? new RandomSampler(dataset.length, { seed: opts.seed, generator: opts.generator })
+          : new SequentialSampler(dataset.length));
+    } else {
+      if (opts.sampler || opts.shuffle) {
+        throw new DataArgumentError('an iterable dataset takes no sampler and no shuffle: its stream sets the order');
+      }
+      this.sampler = null;
+    }
+  }
+
+  /** Batches per epoch (map-style datasets only). */
+  get length(): number {
+    if (!this.sampler) throw new DataArgumentError('an iterable dataset has no length');
+    const n = this.sampler.length;
+    return this.dropLast ? Math.floor(n / this.batchSize) : Math.ceil(n / this.batchSize);
+  }
+
+  /** Forwards to the sampler's setEpoch (DistributedSampler); call it before each epoch. */
+  setEpoch(epoch: number): void {
+    this.sampler?.setEpoch?.(epoch);
+  }
+
+  /** Index batches of one epoch, from the sampler. */
+  private *indexBatches(sampler: Sampler): IterableIterator<number[]> {
+    let batch: number[] = [];
+    for (const i of sampler) {
+      batch.push(i);
+      if (batch.length === this.batchSize) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length > 0 && !this.dropLast) yield batch;
+  }
+
+  /** Sample batches of one epoch from a stream, read one batch at a time. */
+  private async *streamBatches(stream: AsyncIterator<T> | Iterator<T>): AsyncGenerator<T[]> {
+    for (;;) {
+      const batch: T[] = [];
+      while (batch.length < this.batchSize) {
+        const r = await stream.next();
+        if (r.done) break;
+        batch.push(r.value);
+      }
+      if (batch.length === this.batchSize || (batch.length > 0 && !this.dropLast)) yield batch;
+      if (batch.length < this.batchSize) return;
+    }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<B> {
+    const dataset = this.dataset;
+    let stream: AsyncIterator<T> | Iterator<T> | null = null;
+    let next: () => Promise<IteratorResult<T[]>>;
+    if (dataset instanceof Dataset) {
+      const indices = this.indexBatches(this.sampler!);
+      next = async () => {
+        const r = indices.next();
+        if (r.done) return { done: true, value: undefined };
+        return { done: false, value: await Promise.all(r.value.map((i) => dataset.getItem(i))) };
+      };
+    } else {
+      stream = Symbol.asyncIterator in dataset ? dataset[Symbol.asyncIterator]() : dataset[Symbol.iterator]();
+      const batches = this.streamBatches(stream);
+      next = () => batches.next();
+    }
+    // In-flight batches, oldest first. Each starts after the previous one has read its samples,
+    // so the order is the sampler's (or the stream's) whatever the I/O timing.
+    const queue: Promise<IteratorResult<B>>[] = [];
+    let tail: Promise<unknown> = Promise.resolve();
+    const start = (): void => {
+      const p = tail.then(next).then((r): IteratorResult<B> => (r.done ? r : { done: false, value: this.collate(r.value) }));
+      p.catch(() => {}); // awaited later; keeps Node from reporting it as unhandled meanwhile
+      tail = p;
+      queue.push(p);
+    };
+    try {
+      for (;;) {
+        while (queue.length < 1 + this.prefetch) start();
+        const r = await queue.shift()!;
+        if (r.done) return;
+        // Start the next batch before handing this one out, so it is prepared meanwhile.
+        start();
+        yield r.value;
+      }
+    } finally {
+      for (const p of queue) {
+        const r = await p.catch(() => null);
+        if (r && !r.done) tf.dispose(r.value as tf.TensorContainer);
+      }
+      await stream?.return?.();
+    }
+  }
+}

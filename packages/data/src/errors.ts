@@ -1,0 +1,24 @@
+/** Base class of every error @ddp/data raises. */
+export class DataError extends Error {
+  override name = 'DataError';
+}
+
+/** An argument out of range or of the wrong kind (batch size, rank, replica count, …). */
+export class DataArgumentError extends DataError {
+  override name = 'DataArgumentError';
+}
+
+/** DistributedSampler was asked for rank or world size, neither was given, and no process group exists. */
+export class NoProcessGroupError extends DataError {
+  override name = 'NoProcessGroupError';
+}
+
+/** A batch could not be collated: samples of different structure, shape or kind. */
+export class CollateError extends DataError {
+  override name = 'CollateError';
+}
+
+/** A malformed IDX file: bad magic, unknown type code, or a size that disagrees with its dims. */
+export class IdxFormatError extends DataError {
+  override name = 'IdxFormatError';
+}

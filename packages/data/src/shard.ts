@@ -1,0 +1,70 @@
+import { defaultGroupRankAndSize } from './comm-defaults.js';
+import { DataArgumentError, NoProcessGroupError } from './errors.js';
+import { IterableDataset } from './dataset.js';
+
+export interface ShardOptions {
+  /** Number of shards (ranks × workers); defaults to the process group's world size. */
+  numShards?: number;
+  /** This shard's index in [0, numShards); defaults to the process group's rank. */
+  shardIndex?: number;
+  /**
+   * Drop the final partial round so every shard yields the same count (floor(n/numShards)),
+   * which DDP needs to keep ranks in step; otherwise shards may differ by one item.
+   */
+  dropLast?: boolean;
+}
+
+/**
+ * Splits a stream round-robin: item i goes to shard i mod numShards, so the shards are
+ * disjoint and together cover the stream (the stream must be the same on every rank).
+ * For ranks with several loader workers, use numShards = worldSize·numWorkers and
+ * shardIndex = rank·numWorkers + workerId.
+ */
+export class ShardedIterableDataset<T> extends IterableDataset<T> {
+  readonly numShards: number;
+  readonly shardIndex: number;
+  readonly dropLast: boolean;
+
+  constructor(
+    private readonly source: AsyncIterable<T> | Iterable<T>,
+    opts: ShardOptions = {},
+  ) {
+    super();
+    let { numShards, shardIndex } = opts;
+    if (numShards === undefined || shardIndex === undefined) {
+      const group = defaultGroupRankAndSize();
+      if (!group) {
+        throw new NoProcessGroupError(
+          'ShardedIterableDataset needs numShards and shardIndex: pass them, or call initProcessGroup() first',
+        );
+      }
+      numShards ??= group.worldSize;
+      shardIndex ??= group.rank;
+    }
+    if (!Number.isInteger(numShards) || numShards < 1) {
+      throw new DataArgumentError(`numShards must be a positive integer, got ${numShards}`);
+    }
+    if (!Number.isInteger(shardIndex) || shardIndex < 0 || shardIndex >= numShards) {
+      throw new DataArgumentError(`shardIndex ${shardIndex} is outside [0, ${numShards - 1}]`);
+    }
+    this.numShards = numShards;
+    this.shardIndex = shardIndex;
+    this.dropLast = opts.dropLast ?? false;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    let position = 0;
+    let mine: { item: T } | null = null;
+    for await (const item of this.source) {
+      if (position === this.shardIndex) mine = { item };
+      position++;
+      if (position === this.numShards) {
+        // A full round: every shard gets its item, so this one may yield.
+        yield mine!.item;
+        mine = null;
+        position = 0;
+      }
+    }
+    if (mine && !this.dropLast) yield mine.item;
+  }
+}
