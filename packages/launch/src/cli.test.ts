@@ -1,0 +1,81 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { binPath, Collect, isAlive, killAll, rankScript, started, waitFor } from './fixtures/harness.js';
+
+afterEach(killAll);
+
+interface Cli {
+  child: ChildProcess;
+  out: Collect;
+  err: Collect;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts the real bin, as a user would: `node bin/ddp-run.js …`. */
+function ddpRun(args: string[]): Cli {
+  const child = spawn(process.execPath, [binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  if (child.pid !== undefined) started.add(child.pid);
+  const out = new Collect();
+  const err = new Collect();
+  child.stdout?.pipe(out);
+  child.stderr?.pipe(err);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('close', (code, signal) => resolve({ code, signal }));
+  });
+  return { child, out, err, exited };
+}
+
+describe('ddp-run CLI', () => {
+  it('prints usage on --help and exits 0', { timeout: 30_000 }, async () => {
+    const cli = ddpRun(['--help']);
+    expect((await cli.exited).code).toBe(0);
+    expect(cli.out.text).toContain('--nproc-per-node <n>');
+    expect(cli.out.text).toContain('--max-restarts <r>');
+  });
+
+  it('exits 2 on a bad flag value and on a missing script', { timeout: 30_000 }, async () => {
+    const bad = ddpRun(['--nproc-per-node', 'two', rankScript]);
+    const missing = ddpRun(['--nproc-per-node', '2', 'no-such-script.ts']);
+    expect((await bad.exited).code).toBe(2);
+    expect(bad.err.text).toContain("argument 'two' is invalid");
+    expect((await missing.exited).code).toBe(2);
+    expect(missing.err.text).toContain('ddp-run: script not found');
+  });
+
+  it('runs a world and passes flags after the script to it', { timeout: 30_000 }, async () => {
+    const cli = ddpRun(['--nproc-per-node', '2', rankScript, 'env', '--nproc-per-node', '9']);
+    expect((await cli.exited).code).toBe(0);
+    const envs = cli.out.lines.map((l) => JSON.parse(l.replace(/^\[rank \d\] ENV /, '')) as Record<string, unknown>);
+    expect(envs.map((e) => e.WORLD_SIZE)).toEqual(['2', '2']);
+    expect(envs[0]?.args).toEqual(['--nproc-per-node', '9']);
+  });
+
+  it('exits 1 with the summary when a rank fails', { timeout: 30_000 }, async () => {
+    const cli = ddpRun(['--nproc-per-node', '2', rankScript, 'fail', '0', '3']);
+    expect((await cli.exited).code).toBe(1);
+    expect(cli.err.text).toContain('[ddp-run] FAILED: rank 0 exited with code 3');
+  });
+
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const)('forwards %s to the ranks and leaves no process behind', { timeout: 30_000 }, async (signal, code) => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const cli = ddpRun(['--nproc-per-node', '2', rankScript, 'pids', dir]);
+      await waitFor('both ranks to write their pids', () => readdirSync(dir).length === 2);
+      const pids = readdirSync(dir).map((f) => Number(readFileSync(join(dir, f), 'utf8')));
+      for (const pid of pids) started.add(pid);
+      expect(pids.every(isAlive)).toBe(true);
+      cli.child.kill(signal);
+      expect(await cli.exited).toEqual({ code, signal: null });
+      expect(cli.err.text).toContain(`[ddp-run] interrupted by ${signal}; ranks ended`);
+      await waitFor('the ranks to be gone', () => !pids.some(isAlive), 5000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,194 @@
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Collect, isAlive, killAll, rankScript, started, waitFor } from './fixtures/harness.js';
+import { type LaunchOptions, launch, type WorldStartInfo } from './index.js';
+
+afterEach(killAll);
+
+interface Run {
+  out: Collect;
+  err: Collect;
+  worlds: WorldStartInfo[];
+  options: LaunchOptions;
+}
+
+function setup(nprocPerNode: number, args: string[], extra: Partial<LaunchOptions> = {}): Run {
+  const out = new Collect();
+  const err = new Collect();
+  const worlds: WorldStartInfo[] = [];
+  const options: LaunchOptions = {
+    script: rankScript,
+    args,
+    nprocPerNode,
+    stdout: out,
+    stderr: err,
+    killGraceMs: 3000,
+    env: { ...process.env, DDP_SECRET: undefined },
+    onWorldStart: (info) => {
+      worlds.push(info);
+      for (const pid of info.pids) started.add(pid);
+    },
+    ...extra,
+  };
+  return { out, err, worlds, options };
+}
+
+function envLines(out: Collect): Map<number, Record<string, unknown>> {
+  const byRank = new Map<number, Record<string, unknown>>();
+  for (const line of out.lines) {
+    const match = /^\[rank (\d+)\] ENV (.*)$/.exec(line);
+    if (match) byRank.set(Number(match[1]), JSON.parse(match[2] ?? '{}') as Record<string, unknown>);
+  }
+  return byRank;
+}
+
+describe('launch: environment', () => {
+  it.each([1, 2, 3])('sets the torchrun variables on %i rank(s)', { timeout: 30_000 }, async (n) => {
+    const run = setup(n, ['env', '--flag', 'value']);
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(0);
+    const envs = envLines(run.out);
+    expect([...envs.keys()].sort()).toEqual(Array.from({ length: n }, (_, i) => i));
+    const port = run.worlds[0]?.masterPort;
+    const secret = envs.get(0)?.DDP_SECRET;
+    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    for (const [rank, env] of envs) {
+      expect(env).toEqual({
+        RANK: String(rank),
+        LOCAL_RANK: String(rank),
+        WORLD_SIZE: String(n),
+        LOCAL_WORLD_SIZE: String(n),
+        GROUP_RANK: '0',
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: String(port),
+        DDP_SECRET: secret,
+        DDP_RESTART_COUNT: '0',
+        TORCHELASTIC_RESTART_COUNT: '0',
+        args: ['--flag', 'value'],
+      });
+    }
+  });
+
+  it('numbers ranks by node on a multi-node world and passes the given secret', { timeout: 30_000 }, async () => {
+    const run = setup(2, ['env'], { nnodes: 3, nodeRank: 1, masterAddr: '127.0.0.2', masterPort: 29500, secret: 's3cret' });
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(0);
+    const envs = envLines(run.out);
+    expect([...envs.keys()].sort()).toEqual([2, 3]);
+    expect(envs.get(3)).toMatchObject({ RANK: '3', LOCAL_RANK: '1', WORLD_SIZE: '6', LOCAL_WORLD_SIZE: '2' });
+    expect(envs.get(2)).toMatchObject({ GROUP_RANK: '1', MASTER_ADDR: '127.0.0.2', MASTER_PORT: '29500', DDP_SECRET: 's3cret' });
+  });
+
+  it('takes the secret from DDP_SECRET and runs a plain .js script from any cwd', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-launch-'));
+    try {
+      writeFileSync(join(dir, 'plain.js'), 'console.log(`plain ${process.env.RANK} ${process.env.DDP_SECRET}`);\n');
+      const run = setup(2, [], { script: 'plain.js', cwd: dir, env: { ...process.env, DDP_SECRET: 'from-env' } });
+      const result = await launch(run.options);
+      expect(result.exitCode).toBe(0);
+      expect(run.out.lines.sort()).toEqual(['[rank 0] plain 0 from-env', '[rank 1] plain 1 from-env']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('launch: output', () => {
+  it('prefixes every line with its rank, whole lines only', { timeout: 30_000 }, async () => {
+    const run = setup(2, ['lines']);
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(0);
+    for (const rank of [0, 1]) {
+      const mine = run.out.lines.filter((l) => l.startsWith(`[rank ${rank}] `));
+      expect(mine).toEqual(
+        [`part-a-${rank}-part-b-${rank}`, `second-${rank}`, `third-${rank}`, `no-newline-${rank}`].map(
+          (l) => `[rank ${rank}] ${l}`,
+        ),
+      );
+    }
+    expect(run.out.lines).toHaveLength(8);
+    expect(run.err.lines.sort()).toEqual(['[rank 0] err-0', '[rank 1] err-1']);
+  });
+});
+
+describe('launch: failures', () => {
+  it('ends the other ranks when one exits 3 and names it in the summary', { timeout: 30_000 }, async () => {
+    const run = setup(3, ['fail', '1', '3']);
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(1);
+    expect(result.failure).toMatchObject({ rank: 1, code: 3, signal: null, endedByLauncher: false });
+    const others = result.attempts[0]?.exits.filter((e) => e.rank !== 1);
+    expect(others?.map((e) => [e.endedByLauncher, e.signal])).toEqual([
+      [true, 'SIGTERM'],
+      [true, 'SIGTERM'],
+    ]);
+    expect(result.summary).toContain('FAILED: rank 1 exited with code 3');
+    expect(result.summary).toContain('Error: rank 1 failing on purpose');
+    expect(result.summary).toContain('rank 0: was killed by SIGTERM (ended by ddp-run)');
+    expect(run.err.text).toContain(result.summary);
+    for (const pid of run.worlds[0]?.pids ?? []) expect(isAlive(pid)).toBe(false);
+  });
+
+  it('names the signal when a rank is killed by SIGKILL', { timeout: 30_000 }, async () => {
+    const run = setup(2, ['sigkill', '0']);
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(1);
+    expect(result.failure).toMatchObject({ rank: 0, code: null, signal: 'SIGKILL' });
+    expect(result.summary).toContain('FAILED: rank 0 was killed by SIGKILL');
+  });
+
+  it('sends SIGKILL to ranks that ignore SIGTERM once the grace period is over', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-launch-'));
+    try {
+      const controller = new AbortController();
+      const run = setup(2, ['pids', dir, 'ignore-term'], { signal: controller.signal, killGraceMs: 500 });
+      const pending = launch(run.options);
+      await waitFor('both ranks ready', () => readdirSync(dir).length === 2);
+      controller.abort();
+      const result = await pending;
+      expect(result.interrupted).toBe('SIGTERM');
+      expect(result.exitCode).toBe(143);
+      expect(result.attempts[0]?.exits.map((e) => e.signal)).toEqual(['SIGKILL', 'SIGKILL']);
+      expect(run.out.text).toContain('ignoring SIGTERM');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('launch: restarts', () => {
+  it('restarts the world after a failure and tells the script the restart count', { timeout: 45_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-launch-'));
+    try {
+      const run = setup(2, ['fail-once', join(dir, 'marker')], { maxRestarts: 2 });
+      const result = await launch(run.options);
+      expect(result.exitCode).toBe(0);
+      expect(result.restarts).toBe(1);
+      expect(result.attempts.map((a) => a.failed?.rank)).toEqual([1, undefined]);
+      expect(run.worlds.map((w) => w.restartCount)).toEqual([0, 1]);
+      expect(run.out.lines).toContain('[rank 0] attempt restart=1');
+      expect(run.out.lines).toContain('[rank 1] attempt restart=1');
+      expect(run.err.text).toContain('[ddp-run] rank 1 exited with code 1; restarting the world (restart 1 of 2)');
+      expect(result.summary).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails once the restarts are used up', { timeout: 60_000 }, async () => {
+    const run = setup(2, ['always-fail'], { maxRestarts: 2 });
+    const result = await launch(run.options);
+    expect(result.exitCode).toBe(1);
+    expect(result.restarts).toBe(2);
+    expect(result.attempts).toHaveLength(3);
+    expect(run.out.lines.filter((l) => l.startsWith('[rank 0] attempt')).sort()).toEqual([
+      '[rank 0] attempt restart=0',
+      '[rank 0] attempt restart=1',
+      '[rank 0] attempt restart=2',
+    ]);
+    expect(result.summary).toContain('FAILED: rank 0 exited with code 7');
+    expect(result.summary).toContain('restarts: 2 of 2 used');
+  });
+});

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { rankScript } from './fixtures/harness.js';
+import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit } from './index.js';
+
+const base: LaunchOptions = { script: rankScript, nprocPerNode: 2, env: {} };
+
+describe('planLaunch', () => {
+  it.each<[string, Partial<LaunchOptions>, RegExp]>([
+    ['no ranks', { nprocPerNode: 0 }, /nprocPerNode must be an integer ≥ 1, got 0/],
+    ['a fractional rank count', { nprocPerNode: 1.5 }, /nprocPerNode must be an integer/],
+    ['a node rank past the last node', { nnodes: 2, nodeRank: 2 }, /nodeRank must be an integer in \[0, 1\], got 2/],
+    ['negative restarts', { maxRestarts: -1 }, /maxRestarts must be an integer ≥ 0/],
+    ['port 0', { masterPort: 0 }, /masterPort must be an integer in \[1, 65535\]/],
+    ['a missing script', { script: 'nope.ts' }, /script not found: .*nope\.ts/],
+    ['an empty secret', { secret: '' }, /secret must not be empty/],
+    ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
+    ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],
+    ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1 }, /needs a shared secret/],
+  ])('rejects %s', (_what, change, message) => {
+    expect(() => planLaunch({ ...base, ...change })).toThrow(LaunchConfigError);
+    expect(() => planLaunch({ ...base, ...change })).toThrow(message);
+  });
+
+  it('draws a fresh secret per run unless one is given', () => {
+    const a = planLaunch(base).secret;
+    expect(a).toMatch(/^[0-9a-f]{64}$/);
+    expect(planLaunch(base).secret).not.toBe(a);
+    expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' } }).secret).toBe('env');
+    expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' }, secret: 'flag' }).secret).toBe('flag');
+  });
+});
+
+function exitWith(stderrTail: string[], stdoutTail: string[] = []): RankExit {
+  return { rank: 0, localRank: 0, pid: 1, code: 1, signal: null, endedByLauncher: false, stderrTail, stdoutTail };
+}
+
+describe('lastErrorLines', () => {
+  it("picks Node's error line and the frames after it", () => {
+    const tail = ['/x.ts:3', '  throw e', '  ^', '', 'PeerLostError: rank 2 lost during allReduce', '    at a (x.ts:3:9)', '    at b (x.ts:9:1)', '    at c (x.ts:12:1)', '', 'Node.js v20.20.2'];
+    expect(lastErrorLines(exitWith(tail))).toEqual([
+      'PeerLostError: rank 2 lost during allReduce',
+      '    at a (x.ts:3:9)',
+      '    at b (x.ts:9:1)',
+    ]);
+  });
+
+  it('falls back to the last lines, and to stdout when stderr is empty', () => {
+    expect(lastErrorLines(exitWith(['a', 'b', 'c', 'd', '']))).toEqual(['b', 'c', 'd']);
+    expect(lastErrorLines(exitWith([], ['only stdout']))).toEqual(['only stdout']);
+  });
+});
