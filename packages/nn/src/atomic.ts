@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import { open, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+
+/** A sibling name for a temporary file or directory that no one else will pick. */
+export function temporarySibling(path: string, tag = 'tmp'): string {
+  return `${path}.${tag}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+/** fsync a directory so a rename inside it survives a power cut. */
+export async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Writes `data` to `path` so that a crash leaves either the old file or the whole new one:
+ * write a temporary sibling, fsync it, rename it over `path`, fsync the directory.
+ */
+export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+  const tmp = temporarySibling(path);
+  try {
+    const handle = await open(tmp, 'wx');
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
+  await syncDirectory(dirname(path));
+}

@@ -1,0 +1,81 @@
+/**
+ * PyTorch's default initialisations, as values (Float32Array) drawn from a Generator.
+ * Shapes here are PyTorch's: Linear [out, in], Conv2d [out, in, kh, kw].
+ */
+import { defaultGenerator, type Generator } from './generator.js';
+
+export type Nonlinearity = 'linear' | 'sigmoid' | 'tanh' | 'relu' | 'leaky_relu';
+export type FanMode = 'fan_in' | 'fan_out';
+
+export class InitError extends Error {
+  override name = 'InitError';
+}
+
+/** torch.nn.init._calculate_fan_in_and_fan_out. */
+export function calculateFanInAndFanOut(shape: readonly number[]): { fanIn: number; fanOut: number } {
+  if (shape.length < 2) throw new InitError(`fan in and fan out need at least 2 dimensions, got shape [${shape.join(', ')}]`);
+  const receptive = shape.slice(2).reduce((a, b) => a * b, 1);
+  return { fanIn: (shape[1] as number) * receptive, fanOut: (shape[0] as number) * receptive };
+}
+
+/** torch.nn.init.calculate_gain. */
+export function calculateGain(nonlinearity: Nonlinearity, param?: number): number {
+  switch (nonlinearity) {
+    case 'linear':
+    case 'sigmoid':
+      return 1;
+    case 'tanh':
+      return 5 / 3;
+    case 'relu':
+      return Math.SQRT2;
+    case 'leaky_relu': {
+      const slope = param ?? 0.01;
+      return Math.sqrt(2 / (1 + slope * slope));
+    }
+  }
+}
+
+const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+export interface KaimingOptions {
+  a?: number;
+  mode?: FanMode;
+  nonlinearity?: Nonlinearity;
+  generator?: Generator;
+}
+
+/** torch.nn.init.kaiming_uniform_: U(-b, b), b = gain·√(3 / fan). */
+export function kaimingUniform(shape: readonly number[], options: KaimingOptions = {}): Float32Array {
+  const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
+  const fan = (options.mode ?? 'fan_in') === 'fan_in' ? fanIn : fanOut;
+  const gain = calculateGain(options.nonlinearity ?? 'leaky_relu', options.a ?? 0);
+  const bound = gain * Math.sqrt(3 / fan);
+  return (options.generator ?? defaultGenerator).uniform(numel(shape), -bound, bound);
+}
+
+/** torch.nn.init.xavier_uniform_: U(-b, b), b = gain·√(6 / (fanIn + fanOut)). */
+export function xavierUniform(shape: readonly number[], gain = 1, generator: Generator = defaultGenerator): Float32Array {
+  const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
+  const bound = gain * Math.sqrt(6 / (fanIn + fanOut));
+  return generator.uniform(numel(shape), -bound, bound);
+}
+
+/** The weight init of nn.Linear and nn.Conv2d: kaiming_uniform_(a=√5), i.e. U(±1/√fanIn). */
+export function defaultWeightInit(shape: readonly number[], generator: Generator = defaultGenerator): Float32Array {
+  return kaimingUniform(shape, { a: Math.sqrt(5), generator });
+}
+
+/** The bias init of nn.Linear and nn.Conv2d: U(±1/√fanIn) with the weight's fan in. */
+export function defaultBiasInit(size: number, fanIn: number, generator: Generator = defaultGenerator): Float32Array {
+  const bound = fanIn > 0 ? 1 / Math.sqrt(fanIn) : 0;
+  return generator.uniform(size, -bound, bound);
+}
+
+/** torch.nn.init.normal_ (nn.Embedding's default is N(0, 1)). */
+export function normalInit(shape: readonly number[], mean = 0, std = 1, generator: Generator = defaultGenerator): Float32Array {
+  return generator.normal(numel(shape), mean, std);
+}
+
+export function constantInit(shape: readonly number[], value: number): Float32Array {
+  return new Float32Array(numel(shape)).fill(value);
+}

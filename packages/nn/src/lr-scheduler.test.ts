@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { SchedulerError, StepLR, WarmupCosineLR, warmupCosineLr } from './lr-scheduler.js';
+
+describe('learning-rate schedules', () => {
+  it('StepLR decays every stepSize steps', () => {
+    const opt = { paramGroups: [{ lr: 1 }, { lr: 0.5 }] };
+    const s = new StepLR(opt, 2, 0.1);
+    const seen: number[][] = [];
+    for (let i = 0; i < 5; i++) {
+      seen.push(s.getLastLr());
+      s.step();
+    }
+    expect(seen.map((lrs) => lrs.map((x) => +x.toPrecision(6)))).toEqual([[1, 0.5], [1, 0.5], [0.1, 0.05], [0.1, 0.05], [0.01, 0.005]]);
+    expect(() => new StepLR(opt, 0)).toThrow(SchedulerError);
+  });
+
+  it('warms up linearly then follows a cosine to minLr', () => {
+    const o = { warmupSteps: 4, totalSteps: 14, minLr: 0.1 };
+    expect(warmupCosineLr(0, 1, o)).toBe(0);
+    expect(warmupCosineLr(2, 1, o)).toBe(0.5);
+    expect(warmupCosineLr(4, 1, o)).toBe(1);
+    expect(warmupCosineLr(9, 1, o)).toBeCloseTo(0.55, 12);
+    expect(warmupCosineLr(14, 1, o)).toBe(0.1);
+    expect(warmupCosineLr(100, 1, o)).toBe(0.1);
+  });
+
+  it('restores from its state dict', () => {
+    const opt = { paramGroups: [{ lr: 2 }] };
+    const s = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });
+    for (let i = 0; i < 5; i++) s.step();
+    const opt2 = { paramGroups: [{ lr: 2 }] };
+    const s2 = new WarmupCosineLR(opt2, { warmupSteps: 2, totalSteps: 10 });
+    s2.loadStateDict(JSON.parse(JSON.stringify(s.stateDict())));
+    expect(opt2.paramGroups[0]?.lr).toBe(opt.paramGroups[0]?.lr);
+    expect(opt.paramGroups[0]?.lr).toBeCloseTo(warmupCosineLr(5, 2, { warmupSteps: 2, totalSteps: 10 }), 12);
+  });
+});

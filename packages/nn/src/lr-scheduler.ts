@@ -1,0 +1,113 @@
+/**
+ * Learning-rate schedules in PyTorch's style: construct with an optimizer, call step() after
+ * each optimizer.step(); the schedule writes each param group's lr from its initial lr.
+ */
+
+/** What a scheduler needs of an optimizer. */
+export interface HasParamGroups {
+  paramGroups: { lr: number; initialLr?: number }[];
+}
+
+export interface SchedulerState {
+  lastEpoch: number;
+  baseLrs: number[];
+}
+
+export class SchedulerError extends Error {
+  override name = 'SchedulerError';
+}
+
+export abstract class LRScheduler {
+  readonly baseLrs: number[];
+  lastEpoch = 0;
+
+  constructor(readonly optimizer: HasParamGroups) {
+    for (const group of optimizer.paramGroups) group.initialLr ??= group.lr;
+    this.baseLrs = optimizer.paramGroups.map((g) => g.initialLr as number);
+  }
+
+  /** The learning rate at `step` for a group whose initial lr is `baseLr`. */
+  abstract lrAt(step: number, baseLr: number): number;
+
+  step(): void {
+    this.lastEpoch++;
+    this.apply();
+  }
+
+  getLastLr(): number[] {
+    return this.optimizer.paramGroups.map((g) => g.lr);
+  }
+
+  stateDict(): SchedulerState {
+    return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs] };
+  }
+
+  loadStateDict(state: SchedulerState): void {
+    if (state.baseLrs.length !== this.baseLrs.length) {
+      throw new SchedulerError(`state has ${state.baseLrs.length} param groups, the optimizer ${this.baseLrs.length}`);
+    }
+    this.lastEpoch = state.lastEpoch;
+    this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
+    this.apply();
+  }
+
+  /** Writes the current step's lr into every group; subclasses call it once constructed. */
+  protected apply(): void {
+    this.optimizer.paramGroups.forEach((g, i) => {
+      g.lr = this.lrAt(this.lastEpoch, this.baseLrs[i] as number);
+    });
+  }
+}
+
+/** torch.optim.lr_scheduler.StepLR: lr = base · gamma^⌊step / stepSize⌋. */
+export class StepLR extends LRScheduler {
+  constructor(
+    optimizer: HasParamGroups,
+    readonly stepSize: number,
+    readonly gamma = 0.1,
+  ) {
+    if (!Number.isInteger(stepSize) || stepSize <= 0) throw new SchedulerError(`stepSize must be a positive integer, got ${stepSize}`);
+    super(optimizer);
+    this.apply();
+  }
+
+  lrAt(step: number, baseLr: number): number {
+    return baseLr * this.gamma ** Math.floor(step / this.stepSize);
+  }
+}
+
+export interface WarmupCosineOptions {
+  warmupSteps: number;
+  totalSteps: number;
+  /** The floor the cosine decays to (default 0). */
+  minLr?: number;
+}
+
+/**
+ * Linear warm-up from 0 to base over `warmupSteps`, then half a cosine from base down to
+ * `minLr` at `totalSteps`, then `minLr` (as transformers' get_cosine_schedule_with_warmup).
+ */
+export function warmupCosineLr(step: number, baseLr: number, { warmupSteps, totalSteps, minLr = 0 }: WarmupCosineOptions): number {
+  if (step < warmupSteps) return (baseLr * step) / warmupSteps;
+  if (step >= totalSteps) return minLr;
+  const progress = (step - warmupSteps) / Math.max(1, totalSteps - warmupSteps);
+  return minLr + (baseLr - minLr) * 0.5 * (1 + Math.cos(Math.PI * progress));
+}
+
+export class WarmupCosineLR extends LRScheduler {
+  constructor(
+    optimizer: HasParamGroups,
+    readonly options: WarmupCosineOptions,
+  ) {
+    const { warmupSteps, totalSteps } = options;
+    if (!(warmupSteps >= 0 && totalSteps >= warmupSteps)) {
+      throw new SchedulerError(`need 0 <= warmupSteps <= totalSteps, got ${warmupSteps} and ${totalSteps}`);
+    }
+    super(optimizer);
+    this.apply();
+  }
+
+  lrAt(step: number, baseLr: number): number {
+    return warmupCosineLr(step, baseLr, this.options);
+  }
+}

@@ -1,0 +1,107 @@
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadSafetensors, parseSafetensors, SafetensorsError, saveSafetensors, serializeSafetensors } from './safetensors.js';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ddp-nn-st-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const sample = {
+  'layer.weight': { dtype: 'float32' as const, shape: [2, 3], data: Float32Array.of(1, 2, 3, 4, 5, 6) },
+  steps: { dtype: 'int32' as const, shape: [], data: Int32Array.of(7) },
+  half: { dtype: 'float16' as const, shape: [3], data: Uint16Array.of(0x3c00, 0x7c00, 0x0001) },
+  wide: { dtype: 'float64' as const, shape: [1, 1], data: Float64Array.of(Math.PI) },
+};
+
+describe('safetensors', () => {
+  it('writes what the specification describes', async () => {
+    const path = join(dir, 'a.safetensors');
+    await saveSafetensors(path, sample, { format: 'pt' });
+    const bytes = new Uint8Array(await readFile(path));
+    // Spec: u64 little-endian N, then N bytes of JSON, then the data buffer.
+    const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+    expect((8 + n) % 8).toBe(0);
+    expect(header.__metadata__).toEqual({ format: 'pt' });
+    expect(header['layer.weight']).toEqual({ dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] });
+    expect(header.steps).toEqual({ dtype: 'I32', shape: [], data_offsets: [24, 28] });
+    expect(header.half).toEqual({ dtype: 'F16', shape: [3], data_offsets: [28, 34] });
+    expect(header.wide).toEqual({ dtype: 'F64', shape: [1, 1], data_offsets: [34, 42] });
+    expect(bytes.length).toBe(8 + n + 42);
+    const data = new DataView(bytes.buffer, bytes.byteOffset + 8 + n);
+    expect(data.getFloat32(4 * 5, true)).toBe(6);
+    expect(data.getInt32(24, true)).toBe(7);
+    expect(data.getUint16(30, true)).toBe(0x7c00);
+    expect(data.getFloat64(34, true)).toBe(Math.PI);
+    expect((await readdir(dir)).filter((f) => f.includes('.tmp-'))).toEqual([]);
+  });
+
+  it('round-trips tensors and metadata', async () => {
+    const path = join(dir, 'b.safetensors');
+    await saveSafetensors(path, sample, { epoch: '3' });
+    const { tensors, metadata } = await loadSafetensors(path);
+    expect(metadata).toEqual({ epoch: '3' });
+    expect([...tensors.keys()]).toEqual(Object.keys(sample));
+    for (const [name, t] of Object.entries(sample)) {
+      const back = tensors.get(name);
+      expect(back?.dtype).toBe(t.dtype);
+      expect(back?.shape).toEqual(t.shape);
+      expect(back?.data).toEqual(t.data);
+    }
+  });
+
+  it('gives typed errors for truncated and corrupted files', async () => {
+    const bytes = serializeSafetensors(sample);
+    const n = Number(new DataView(bytes.buffer).getBigUint64(0, true));
+    const expectKind = (b: Uint8Array, kind: string, message: RegExp) => {
+      let caught: unknown;
+      try {
+        parseSafetensors(b, 'x.safetensors');
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(SafetensorsError);
+      expect((caught as SafetensorsError).kind).toBe(kind);
+      expect((caught as Error).message).toMatch(message);
+    };
+    expectKind(bytes.subarray(0, 5), 'truncated', /shorter than the 8-byte/);
+    expectKind(bytes.subarray(0, 8 + n - 3), 'truncated', /header says/);
+    expectKind(bytes.subarray(0, bytes.length - 1), 'truncated', /tensor 'wide' ends at byte 42/);
+    const garbled = bytes.slice();
+    garbled[9] = 0x7b; // '{' inside the JSON
+    expectKind(garbled, 'corrupt', /not valid UTF-8 JSON/);
+    const hugeHeader = bytes.slice();
+    new DataView(hugeHeader.buffer).setBigUint64(0, 1n << 40n, true);
+    expectKind(hugeHeader, 'corrupt', /implausible/);
+    const withExtra = new Uint8Array(bytes.length + 4);
+    withExtra.set(bytes);
+    expectKind(withExtra, 'corrupt', /trailing bytes/);
+    const rewrite = (edit: (h: Record<string, Record<string, unknown>>) => void) => {
+      const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+      edit(header);
+      const json = new TextEncoder().encode(JSON.stringify(header));
+      const out = new Uint8Array(8 + json.length + bytes.length - 8 - n);
+      new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+      out.set(json, 8);
+      out.set(bytes.subarray(8 + n), 8 + json.length);
+      return out;
+    };
+    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).data_offsets = [20, 24]; }), 'corrupt', /spans|overlap/);
+    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).shape = [2]; }), 'corrupt', /spans 4 bytes/);
+    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).dtype = 'I8'; }), 'unsupported', /dtype I8/);
+    const file = join(dir, 'cut.safetensors');
+    await writeFile(file, bytes.subarray(0, 20));
+    await expect(loadSafetensors(file)).rejects.toThrow(/cut\.safetensors.*header says/);
+  });
+
+  it('rejects tensors whose data does not match', () => {
+    expect(() => serializeSafetensors({ a: { dtype: 'float32', shape: [3], data: new Float32Array(2) } })).toThrow(SafetensorsError);
+    expect(() => serializeSafetensors({ a: { dtype: 'float16', shape: [1], data: new Float32Array(1) } })).toThrow(/typed array/);
+  });
+});

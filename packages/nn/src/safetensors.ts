@@ -1,0 +1,161 @@
+/**
+ * The safetensors format (huggingface/safetensors): an 8-byte little-endian header length N,
+ * N bytes of JSON `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {…}}`,
+ * then the tensors' bytes, little-endian, offsets relative to the end of the header.
+ * Reading checks every length, offset and shape, and raises SafetensorsError on bad input.
+ */
+import { readFile } from 'node:fs/promises';
+import { type DType, DTYPES, type TypedArray } from '@ddp/tensor';
+import { writeFileAtomic } from './atomic.js';
+
+export interface SafeTensor {
+  dtype: DType;
+  shape: number[];
+  /** Elements; Uint16Array holds float16/bfloat16 bits. */
+  data: TypedArray;
+}
+
+export type SafetensorsErrorKind = 'truncated' | 'corrupt' | 'unsupported' | 'invalid';
+
+export class SafetensorsError extends Error {
+  override name = 'SafetensorsError';
+  constructor(
+    readonly kind: SafetensorsErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const CODE: Record<DType, string> = { float32: 'F32', float64: 'F64', int32: 'I32', float16: 'F16', bfloat16: 'BF16' };
+const DTYPE_OF_CODE = new Map(Object.entries(CODE).map(([dtype, code]) => [code, dtype as DType]));
+/** Header sizes above this are taken for corruption (the reference reader's limit). */
+const MAX_HEADER_BYTES = 100_000_000;
+
+if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error('safetensors needs a little-endian machine');
+
+const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+export function serializeSafetensors(
+  tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
+  metadata: Record<string, string> = {},
+): Uint8Array {
+  const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
+  const header: Record<string, unknown> = {};
+  if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const [name, t] of entries) {
+    if (name === '__metadata__') throw new SafetensorsError('invalid', "a tensor may not be named '__metadata__'");
+    const info = DTYPES[t.dtype];
+    if (!info || !(t.data instanceof info.ArrayType)) {
+      throw new SafetensorsError('invalid', `tensor '${name}': dtype ${t.dtype} needs its own typed array, got ${t.data.constructor.name}`);
+    }
+    if (numel(t.shape) !== t.data.length) {
+      throw new SafetensorsError('invalid', `tensor '${name}': ${t.data.length} elements do not fill shape [${t.shape.join(', ')}]`);
+    }
+    header[name] = { dtype: CODE[t.dtype], shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
+    offset += t.data.byteLength;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - ((Buffer.byteLength(json) + 8) % 8)) % 8); // pad so the data starts 8-aligned
+  const headerBytes = new TextEncoder().encode(json);
+  const out = new Uint8Array(8 + headerBytes.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
+  out.set(headerBytes, 8);
+  let at = 8 + headerBytes.length;
+  for (const [, t] of entries) {
+    out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), at);
+    at += t.data.byteLength;
+  }
+  return out;
+}
+
+export interface ParsedSafetensors {
+  tensors: Map<string, SafeTensor>;
+  metadata: Record<string, string>;
+}
+
+function isNonNegativeInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+function parseHeader(bytes: Uint8Array, source: string): { header: Record<string, unknown>; dataStart: number } {
+  if (bytes.length < 8) throw new SafetensorsError('truncated', `${source}: ${bytes.length} bytes, shorter than the 8-byte header length`);
+  const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
+  if (n > BigInt(MAX_HEADER_BYTES)) throw new SafetensorsError('corrupt', `${source}: header length ${n} is implausible`);
+  const headerLength = Number(n);
+  if (8 + headerLength > bytes.length) {
+    throw new SafetensorsError('truncated', `${source}: header says ${headerLength} bytes but only ${bytes.length - 8} follow`);
+  }
+  let header: unknown;
+  try {
+    header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + headerLength)));
+  } catch (error) {
+    throw new SafetensorsError('corrupt', `${source}: header is not valid UTF-8 JSON (${(error as Error).message})`);
+  }
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) {
+    throw new SafetensorsError('corrupt', `${source}: header is not a JSON object`);
+  }
+  return { header: header as Record<string, unknown>, dataStart: 8 + headerLength };
+}
+
+function parseMetadata(value: unknown, source: string): Record<string, string> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Object.values(value).some((v) => typeof v !== 'string')) {
+    throw new SafetensorsError('corrupt', `${source}: __metadata__ must map strings to strings`);
+  }
+  return value as Record<string, string>;
+}
+
+export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data'): ParsedSafetensors {
+  const { header, dataStart } = parseHeader(bytes, source);
+  const dataLength = bytes.length - dataStart;
+  const metadata = parseMetadata(header.__metadata__, source);
+  const spans: { name: string; begin: number; end: number; dtype: DType; shape: number[] }[] = [];
+  for (const [name, entry] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const { dtype: code, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
+    const dtype = typeof code === 'string' ? DTYPE_OF_CODE.get(code) : undefined;
+    if (typeof code !== 'string') throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has no dtype`);
+    if (!dtype) throw new SafetensorsError('unsupported', `${source}: tensor '${name}' has dtype ${code}, not one of ${[...DTYPE_OF_CODE.keys()].join(', ')}`);
+    if (!Array.isArray(shape) || !shape.every(isNonNegativeInt)) throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has a bad shape`);
+    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNonNegativeInt) || offsets[0] > offsets[1]) {
+      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has bad data_offsets ${JSON.stringify(offsets)}`);
+    }
+    const [begin, end] = offsets as [number, number];
+    if (end - begin !== numel(shape) * DTYPES[dtype].bytesPerElement) {
+      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${dtype} needs ${numel(shape) * DTYPES[dtype].bytesPerElement}`);
+    }
+    if (end > dataLength) {
+      throw new SafetensorsError('truncated', `${source}: tensor '${name}' ends at byte ${end} of the data, which has only ${dataLength}`);
+    }
+    spans.push({ name, begin, end, dtype, shape: shape as number[] });
+  }
+  // The spec asks the data to be covered exactly: no overlaps, no holes.
+  const sorted = [...spans].sort((a, b) => a.begin - b.begin);
+  let covered = 0;
+  for (const s of sorted) {
+    if (s.begin !== covered) throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' starts at ${s.begin}, expected ${covered} (overlap or hole)`);
+    covered = s.end;
+  }
+  if (covered !== dataLength) throw new SafetensorsError('corrupt', `${source}: ${dataLength - covered} trailing bytes after the last tensor`);
+  const tensors = new Map<string, SafeTensor>();
+  for (const s of spans) {
+    const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
+    const { ArrayType, bytesPerElement } = DTYPES[s.dtype];
+    tensors.set(s.name, { dtype: s.dtype, shape: s.shape, data: new ArrayType(copy.buffer, 0, copy.length / bytesPerElement) });
+  }
+  return { tensors, metadata };
+}
+
+export async function saveSafetensors(
+  path: string,
+  tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
+  metadata?: Record<string, string>,
+): Promise<void> {
+  await writeFileAtomic(path, serializeSafetensors(tensors, metadata));
+}
+
+export async function loadSafetensors(path: string): Promise<ParsedSafetensors> {
+  return parseSafetensors(new Uint8Array(await readFile(path)), path);
+}
