@@ -1,7 +1,8 @@
 import { tf } from '@ddp/tensor';
 import { CollateError } from './errors.js';
 
-export type TypedArray =
+/** Typed arrays a sample may hold (Uint8Array images included). */
+export type SampleArray =
   | Float32Array
   | Float64Array
   | Int8Array
@@ -13,7 +14,7 @@ export type TypedArray =
   | Uint32Array;
 
 /** A typed array with a shape: how a sample says "this is a 28×28 image", not a flat vector. */
-export interface NDArray<A extends TypedArray = TypedArray> {
+export interface NDArray<A extends SampleArray = SampleArray> {
   data: A;
   shape: readonly number[];
 }
@@ -21,7 +22,7 @@ export interface NDArray<A extends TypedArray = TypedArray> {
 /** What defaultCollate makes of a batch of samples of type T. */
 export type Collated<T> = T extends number | boolean
   ? tf.Tensor1D
-  : T extends TypedArray
+  : T extends SampleArray
     ? tf.Tensor2D
     : T extends NDArray | tf.Tensor
       ? tf.Tensor
@@ -46,7 +47,7 @@ function isNDArray(x: unknown): x is NDArray {
   return ArrayBuffer.isView(r.data) && Array.isArray(r.shape);
 }
 
-function dtypeOf(a: TypedArray): 'float32' | 'int32' {
+function dtypeOf(a: SampleArray): 'float32' | 'int32' {
   return a instanceof Float32Array || a instanceof Float64Array ? 'float32' : 'int32';
 }
 
@@ -92,7 +93,7 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
     return tf.stack(ts);
   }
   if (ArrayBuffer.isView(first)) {
-    return stackArrays((samples as TypedArray[]).map((data) => ({ data, shape: [data.length] })), path);
+    return stackArrays((samples as SampleArray[]).map((data) => ({ data, shape: [data.length] })), path);
   }
   if (isNDArray(first)) {
     samples.forEach((s, i) => {

@@ -138,11 +138,11 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     };
     try {
       for (;;) {
-        while (queue.length < 1 + this.prefetch) start();
+        if (queue.length === 0) start();
         const r = await queue.shift()!;
         if (r.done) return;
-        // Start the next batch before handing this one out, so it is prepared meanwhile.
-        start();
+        // Start the next batches before handing this one out, so they are prepared meanwhile.
+        while (queue.length < this.prefetch) start();
         yield r.value;
       }
     } finally {

@@ -1,4 +1,4 @@
-export { type Collated, type CollateOptions, createCollate, defaultCollate, type NDArray, type TypedArray } from './collate.js';
+export { type Collated, type CollateOptions, createCollate, defaultCollate, type NDArray, type SampleArray } from './collate.js';
 export { DataLoader, type DataLoaderOptions } from './dataloader.js';
 export { ArrayDataset, Dataset, GeneratorDataset, IterableDataset } from './dataset.js';
 export {

@@ -1,0 +1,71 @@
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { createCollate, defaultCollate } from './collate.js';
+import { CollateError } from './errors.js';
+
+describe('defaultCollate', () => {
+  it('numbers: int32 labels, float32 values', () => {
+    const labels = defaultCollate([3, 1, 4]);
+    expect(labels.dtype).toBe('int32');
+    expect(labels.shape).toEqual([3]);
+    expect(Array.from(labels.dataSync())).toEqual([3, 1, 4]);
+    const values = defaultCollate([0.5, 1, 2]);
+    expect(values.dtype).toBe('float32');
+    const forced = createCollate({ numberDtype: 'float32' })([1, 2]);
+    expect(forced.dtype).toBe('float32');
+    tf.dispose([labels, values, forced]);
+  });
+
+  it('typed arrays and NDArrays stack to [B, ...shape] with their dtype family', () => {
+    const f = defaultCollate([Float32Array.of(1, 2), Float32Array.of(3, 4), Float32Array.of(5, 6)]);
+    expect(f.shape).toEqual([3, 2]);
+    expect(f.dtype).toBe('float32');
+    expect(Array.from(f.dataSync())).toEqual([1, 2, 3, 4, 5, 6]);
+    const u = defaultCollate([Uint8Array.of(255, 0), Uint8Array.of(7, 8)]);
+    expect(u.dtype).toBe('int32');
+    expect(Array.from(u.dataSync())).toEqual([255, 0, 7, 8]);
+    const img = defaultCollate([
+      { data: new Float32Array(6).fill(1), shape: [2, 3] },
+      { data: new Float32Array(6).fill(2), shape: [2, 3] },
+    ]);
+    expect(img.shape).toEqual([2, 2, 3]);
+    tf.dispose([f, u, img]);
+  });
+
+  it('nested objects and tuples keep their structure', () => {
+    const batch = defaultCollate([
+      { x: [Float64Array.of(1, 2), 0], meta: { id: 'a', ok: true } },
+      { x: [Float64Array.of(3, 4), 1], meta: { id: 'b', ok: false } },
+    ]);
+    const [x, y] = batch.x;
+    expect(x.shape).toEqual([2, 2]);
+    expect(x.dtype).toBe('float32');
+    expect(y.dtype).toBe('int32');
+    expect(batch.meta.id).toEqual(['a', 'b']);
+    expect(batch.meta.ok.dtype).toBe('bool');
+    tf.dispose(batch);
+  });
+
+  it('stacks tensors and consumes them', () => {
+    const before = tf.memory().numTensors;
+    const batch = defaultCollate([tf.ones([2, 2]), tf.zeros([2, 2])]);
+    expect(batch.shape).toEqual([2, 2, 2]);
+    batch.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('mismatched samples raise CollateError naming the field, and leak nothing', () => {
+    const before = tf.memory().numTensors;
+    const bad = [
+      { a: 1, b: Float32Array.of(1, 2) },
+      { a: 2, b: Float32Array.of(1, 2, 3) },
+    ];
+    expect(() => defaultCollate(bad)).toThrow(/batch\.b: sample 1 has shape \[3\]/);
+    expect(() => defaultCollate([{ a: 1 }, { c: 1 }] as { a?: number; c?: number }[])).toThrow(CollateError);
+    expect(() => defaultCollate([[1, 2], [1]])).toThrow(CollateError);
+    expect(() => defaultCollate([1, 'x'] as (number | string)[])).toThrow(CollateError);
+    expect(() => defaultCollate([Float32Array.of(1), Int32Array.of(1)] as Float32Array[])).toThrow(CollateError);
+    expect(() => defaultCollate([])).toThrow(CollateError);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});

@@ -1,0 +1,171 @@
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { DataLoader } from './dataloader.js';
+import { ArrayDataset, Dataset, GeneratorDataset } from './dataset.js';
+import { DistributedSampler } from './distributed-sampler.js';
+import { DataArgumentError } from './errors.js';
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/** Labels of every batch of one epoch, batches disposed as they go. */
+async function epochLabels<T>(loader: DataLoader<T, tf.Tensor>): Promise<number[][]> {
+  const out: number[][] = [];
+  for await (const batch of loader) {
+    out.push(Array.from(await batch.data()));
+    batch.dispose();
+  }
+  return out;
+}
+
+describe('DataLoader', () => {
+  it('batches in order, keeps or drops the last partial batch', async () => {
+    const ds = new ArrayDataset(range(10));
+    const keep = new DataLoader(ds, { batchSize: 4 });
+    expect(keep.length).toBe(3);
+    expect(await epochLabels(keep)).toEqual([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]);
+    const drop = new DataLoader(ds, { batchSize: 4, dropLast: true });
+    expect(drop.length).toBe(2);
+    expect(await epochLabels(drop)).toEqual([[0, 1, 2, 3], [4, 5, 6, 7]]);
+  });
+
+  it('collates structured samples to tensors of the right shapes and dtypes', async () => {
+    const ds = new ArrayDataset(
+      range(5).map((i) => ({ image: { data: new Float32Array(6).fill(i), shape: [2, 3] }, label: i % 2 })),
+    );
+    const shapes: number[][] = [];
+    for await (const { image, label } of new DataLoader(ds, { batchSize: 2 })) {
+      expect(image.dtype).toBe('float32');
+      expect(label.dtype).toBe('int32');
+      shapes.push(image.shape);
+      tf.dispose([image, label]);
+    }
+    expect(shapes).toEqual([[2, 2, 3], [2, 2, 3], [1, 2, 3]]);
+  });
+
+  it('seeded shuffle: a permutation per epoch, new each epoch, the same for the same seed', async () => {
+    const ds = new ArrayDataset(range(20));
+    const a = new DataLoader(ds, { batchSize: 5, shuffle: true, seed: 11 });
+    const b = new DataLoader(ds, { batchSize: 5, shuffle: true, seed: 11 });
+    const a0 = (await epochLabels(a)).flat();
+    const a1 = (await epochLabels(a)).flat();
+    expect([...a0].sort((x, y) => x - y)).toEqual(range(20));
+    expect(a0).not.toEqual(range(20));
+    expect(a1).not.toEqual(a0);
+    expect((await epochLabels(b)).flat()).toEqual(a0);
+    expect((await epochLabels(b)).flat()).toEqual(a1);
+  });
+
+  it('with a DistributedSampler: each rank loads its share; setEpoch reaches the sampler', async () => {
+    const ds = new ArrayDataset(range(10));
+    const loaders = [0, 1, 2].map(
+      (rank) => new DataLoader(ds, { batchSize: 2, sampler: new DistributedSampler(ds, { numReplicas: 3, rank, seed: 1 }) }),
+    );
+    const epoch0 = await Promise.all(loaders.map(async (l) => (await epochLabels(l)).flat()));
+    for (const l of loaders) expect(l.length).toBe(2);
+    expect(new Set(epoch0.flat()).size).toBe(10);
+    for (const l of loaders) l.setEpoch(1);
+    const epoch1 = await Promise.all(loaders.map(async (l) => (await epochLabels(l)).flat()));
+    expect(epoch1).not.toEqual(epoch0);
+    expect(new Set(epoch1.flat()).size).toBe(10);
+  });
+
+  it('prefetches the next batch while the current one is in use', async () => {
+    const requested: number[] = [];
+    class Slow extends Dataset<number> {
+      get length() {
+        return 8;
+      }
+      async getItem(i: number) {
+        requested.push(i);
+        await new Promise((r) => setTimeout(r, 1));
+        return i;
+      }
+    }
+    const seen: number[] = [];
+    for await (const batch of new DataLoader(new Slow(), { batchSize: 2, prefetch: 1 })) {
+      const first = (await batch.data())[0]!;
+      // Let the prefetched batch's reads finish: they were started before this batch was handed out.
+      await new Promise((r) => setTimeout(r, 20));
+      seen.push(first, Math.max(...requested));
+      batch.dispose();
+    }
+    // While batch k (first index 2k) is held, batch k+1 has already been read.
+    expect(seen).toEqual([0, 3, 2, 5, 4, 7, 6, 7]);
+
+    requested.length = 0;
+    const noPrefetch = new DataLoader(new Slow(), { batchSize: 2, prefetch: 0 });
+    for await (const batch of noPrefetch) {
+      await new Promise((r) => setTimeout(r, 5));
+      expect(Math.max(...requested)).toBe((await batch.data())[1]);
+      batch.dispose();
+    }
+  });
+
+  it('leaks no tensors: full epochs, and an early break disposes the prefetched batches', async () => {
+    const ds = new ArrayDataset(range(12).map((i) => ({ x: Float32Array.of(i, i), y: i })));
+    const loader = new DataLoader(ds, { batchSize: 3, prefetch: 2, shuffle: true });
+    const before = tf.memory().numTensors;
+    for (let epoch = 0; epoch < 3; epoch++) {
+      for await (const batch of loader) tf.dispose(batch);
+      expect(tf.memory().numTensors).toBe(before);
+    }
+    for await (const batch of loader) {
+      tf.dispose(batch);
+      break;
+    }
+    expect(tf.memory().numTensors).toBe(before);
+    await expect(async () => {
+      for await (const batch of loader) {
+        tf.dispose(batch);
+        throw new Error('training step failed');
+      }
+    }).rejects.toThrow('training step failed');
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('a failing getItem surfaces at its batch and leaks nothing', async () => {
+    class Broken extends Dataset<number> {
+      get length() {
+        return 6;
+      }
+      getItem(i: number) {
+        if (i === 4) throw new Error('bad record 4');
+        return i;
+      }
+    }
+    const before = tf.memory().numTensors;
+    const got: number[][] = [];
+    await expect(async () => {
+      for await (const b of new DataLoader(new Broken(), { batchSize: 2, prefetch: 2 })) {
+        got.push(Array.from(await b.data()));
+        b.dispose();
+      }
+    }).rejects.toThrow('bad record 4');
+    expect(got).toEqual([[0, 1], [2, 3]]);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('batches an iterable dataset, with dropLast and a custom collate', async () => {
+    const stream = new GeneratorDataset(async function* () {
+      for (let i = 0; i < 7; i++) yield i;
+    });
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    const collected: number[] = [];
+    for await (const s of new DataLoader(stream, { batchSize: 3, collate: sum })) collected.push(s);
+    expect(collected).toEqual([3, 12, 6]);
+    collected.length = 0;
+    for await (const s of new DataLoader(stream, { batchSize: 3, collate: sum, dropLast: true })) collected.push(s);
+    expect(collected).toEqual([3, 12]);
+    expect(() => new DataLoader(stream, { shuffle: true })).toThrow(DataArgumentError);
+    expect(() => new DataLoader(stream).length).toThrow(DataArgumentError);
+  });
+
+  it('rejects bad options', () => {
+    const ds = new ArrayDataset(range(3));
+    expect(() => new DataLoader(ds, { batchSize: 0 })).toThrow(DataArgumentError);
+    expect(() => new DataLoader(ds, { prefetch: -1 })).toThrow(DataArgumentError);
+    expect(
+      () => new DataLoader(ds, { shuffle: true, sampler: new DistributedSampler(3, { numReplicas: 1, rank: 0 }) }),
+    ).toThrow(DataArgumentError);
+  });
+});
