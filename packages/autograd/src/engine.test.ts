@@ -1,0 +1,137 @@
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import {
+  Function,
+  GraphFreedError,
+  TensorDisposedError,
+  noGrad,
+  queueCallback,
+  randn,
+  tensor,
+  tidy,
+  type Context,
+  type Tensor,
+} from './index.js';
+
+const values = (t: tf.Tensor | null): number[] => Array.from(t!.dataSync());
+
+describe('engine', () => {
+  it('computes gradients with broadcasting and accumulates across backward calls', async () => {
+    const a = tensor([[1, 2, 3], [4, 5, 6]], undefined, { requiresGrad: true });
+    const b = tensor([10, 20, 30], undefined, { requiresGrad: true });
+    await a.mul(b).add(a).sum().backward();
+    expect(values(a.grad)).toEqual([11, 21, 31, 11, 21, 31]);
+    expect(values(b.grad)).toEqual([5, 7, 9]);
+    await a.mul(b).sum().backward();
+    expect(values(b.grad)).toEqual([10, 14, 18]);
+    a.dispose();
+    b.dispose();
+  });
+
+  it('fires post-accumulate hooks in readiness order along a chain, callbacks last', async () => {
+    const ws = [0, 1, 2].map((i) => randn([4, 4], { requiresGrad: true, seed: i }));
+    const events: string[] = [];
+    ws.forEach((w, i) =>
+      w.registerPostAccumulateGradHook((t) => {
+        expect(t.grad).not.toBeNull();
+        events.push(`w${i}`);
+        if (i === 2) queueCallback(() => void events.push('callback'));
+      }),
+    );
+    const x = randn([2, 4], { seed: 9 });
+    const loss = ws.reduce((h, w) => h.matmul(w).exp().mul(0.1), x).sum();
+    await loss.backward();
+    expect(events).toEqual(['w2', 'w1', 'w0', 'callback']);
+    [...ws, x, loss].forEach((t) => t.dispose());
+  });
+
+  it('fires a parameter used twice once, after both contributions', async () => {
+    const w = tensor([2], undefined, { requiresGrad: true });
+    const x = tensor([3]);
+    const seen: number[] = [];
+    w.registerPostAccumulateGradHook((t) => void seen.push(t.grad!.dataSync()[0]!));
+    // y = (w*x) * w + w: dy/dw = 2wx + 1 = 13, from three uses along different depths
+    const loss = w.mul(x).mul(w).add(w).sum();
+    await loss.backward();
+    expect(seen).toEqual([13]);
+    [w, x, loss].forEach((t) => t.dispose());
+  });
+
+  it('lets a tensor hook replace the gradient', async () => {
+    const w = tensor([1, 1], undefined, { requiresGrad: true });
+    const h = w.mul(3);
+    h.registerHook((g) => tf.mul(g, 10));
+    w.registerHook((g) => tf.add(g, 1));
+    const loss = h.sum();
+    await loss.backward();
+    expect(values(w.grad)).toEqual([31, 31]);
+    [w, loss].forEach((t) => t.dispose());
+  });
+
+  it('awaits an async backward and its queued callbacks', async () => {
+    class SlowIdentity extends Function {
+      override readonly asyncBackward = true;
+      forward(_ctx: Context, x: tf.Tensor) {
+        return x.clone();
+      }
+      async backward(_ctx: Context, dy: tf.Tensor) {
+        await new Promise((r) => setTimeout(r, 20));
+        queueCallback(async () => {
+          await new Promise((r) => setTimeout(r, 10));
+          order.push('callback');
+        });
+        order.push('backward');
+        return tf.mul(dy, 2);
+      }
+    }
+    const order: string[] = [];
+    const w = tensor([1, 2], undefined, { requiresGrad: true });
+    const loss = SlowIdentity.apply<Tensor>(w).sum();
+    await loss.backward();
+    order.push('returned');
+    expect(order).toEqual(['backward', 'callback', 'returned']);
+    expect(values(w.grad)).toEqual([2, 2]);
+    [w, loss].forEach((t) => t.dispose());
+  });
+
+  it('refuses a second backward through a freed graph unless retainGraph', async () => {
+    const w = tensor([1, 2], undefined, { requiresGrad: true });
+    const h = w.exp();
+    const loss = h.sum();
+    await loss.backward(undefined, { retainGraph: true });
+    await loss.backward();
+    expect(values(w.grad).map((v) => Math.round(v * 1000))).toEqual([5437, 14778]);
+    await expect(loss.backward()).rejects.toBeInstanceOf(GraphFreedError);
+    expect(() => h.data).toThrow(TensorDisposedError);
+    expect(loss.item()).toBeCloseTo(Math.E + Math.E ** 2, 4);
+    [w, loss].forEach((t) => t.dispose());
+  });
+
+  it('records nothing under noGrad and tidy disposes what fn does not return', () => {
+    const w = tensor([1, 2], undefined, { requiresGrad: true });
+    const before = tf.memory().numTensors;
+    const y = tidy(() => noGrad(() => w.mul(2).add(1).exp()));
+    expect(y.requiresGrad).toBe(false);
+    expect(y.gradFn).toBeNull();
+    expect(tf.memory().numTensors).toBe(before + 1);
+    [w, y].forEach((t) => t.dispose());
+  });
+
+  it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {
+    const w = randn([3, 3], { requiresGrad: true, seed: 1 });
+    const x = randn([5, 3], { seed: 2 });
+    const forward = () => x.matmul(w).exp().mean().sub(w.sum({ dim: 0 }).mean());
+    const step = async () => {
+      const loss = useTidy ? tidy(forward) : forward();
+      await loss.backward();
+      loss.dispose();
+      w.data = tf.tidy(() => tf.sub(w.data, tf.mul(w.grad!, 0.1)));
+      w.grad = null;
+    };
+    await step();
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 5; i++) await step();
+    expect(tf.memory().numTensors).toBe(before);
+    [w, x].forEach((t) => t.dispose());
+  });
+});

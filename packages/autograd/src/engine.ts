@@ -1,0 +1,177 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError, AutogradError, GraphFreedError } from './errors.js';
+import type { FunctionNode, GradResult } from './function.js';
+import { AccumulateGrad, type Node } from './node.js';
+import type { Tensor } from './tensor.js';
+
+export interface BackwardOptions {
+  /** Keep saved tensors and intermediate outputs so the graph can be backwarded again. */
+  retainGraph?: boolean;
+}
+
+type Callback = () => void | Promise<void>;
+
+interface BackwardRun {
+  callbacks: Callback[];
+  pending: Promise<void>[];
+}
+
+let current: BackwardRun | null = null;
+
+/**
+ * Queues fn to run once the current backward() has processed every node (and awaited the
+ * promises returned by post-accumulate hooks), like Variable._execution_engine.queue_callback.
+ */
+export function queueCallback(fn: Callback): void {
+  if (current === null) throw new AutogradError('queueCallback() can only be called during backward()');
+  current.callbacks.push(fn);
+}
+
+/** Counts, for every node reachable from root, how many edges point at it. */
+function countDependencies(root: Node): Map<Node, number> {
+  const deps = new Map<Node, number>([[root, 0]]);
+  const stack = [root];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    if (node.freed) throw new GraphFreedError(node.name);
+    for (const edge of node.next) {
+      if (edge === null) continue;
+      const seen = deps.has(edge.node);
+      deps.set(edge.node, (deps.get(edge.node) ?? 0) + 1);
+      if (!seen) stack.push(edge.node);
+    }
+  }
+  return deps;
+}
+
+/** Runs a tensor's hooks in order; each may replace the gradient (the old one is disposed). */
+function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
+  if (t === undefined) return grad;
+  for (const hook of t.hooks) {
+    const replaced = hook(grad);
+    if (replaced instanceof tf.Tensor && replaced !== grad) {
+      grad.dispose();
+      grad = replaced;
+    }
+  }
+  return grad;
+}
+
+function accumulate(node: AccumulateGrad, incoming: tf.Tensor, run: BackwardRun): void {
+  const leaf = node.variable;
+  const grad = runTensorHooks(leaf, incoming);
+  if (leaf.grad === null) leaf.grad = grad;
+  else {
+    leaf.grad = tf.add(leaf.grad, grad);
+    grad.dispose();
+  }
+  for (const hook of leaf.postAccumulateGradHooks) {
+    const r = hook(leaf);
+    if (r instanceof Promise) run.pending.push(r);
+  }
+}
+
+function normalise(result: GradResult, n: number, name: string): (tf.Tensor | null)[] {
+  const list = Array.isArray(result) ? result : [result];
+  if (list.length !== n) {
+    throw new AutogradError(`${name}.backward returned ${list.length} gradients, expected ${n} (one per forward argument)`);
+  }
+  return list.map((g) => g ?? null);
+}
+
+async function callFunction(node: FunctionNode, grads: tf.Tensor[]): Promise<(tf.Tensor | null)[]> {
+  const { fn, ctx } = node;
+  if (ctx.isFreed) throw new GraphFreedError(node.name);
+  const result = fn.asyncBackward ? await fn.backward(ctx, ...grads) : tf.tidy(() => keepAll(fn.backward(ctx, ...grads)) as tf.Tensor[]);
+  return normalise(result as GradResult, node.next.length, node.name);
+}
+
+function keepAll(r: GradResult | Promise<GradResult>): (tf.Tensor | null)[] {
+  if (r instanceof Promise) throw new AutogradError('a backward returning a promise needs asyncBackward = true');
+  return (Array.isArray(r) ? r : [r]).map((g) => g ?? null);
+}
+
+/** Frees what this node kept for backward and the intermediate outputs nobody retained. */
+function release(node: FunctionNode, root: Tensor): void {
+  node.ctx.release();
+  node.freed = true;
+  for (const out of node.outputs) if (out !== root && !out.retained) out.free('freed by backward()');
+}
+
+/**
+ * The engine: runs every node reachable from root once all gradients flowing into it are in,
+ * later-created nodes first among the ready ones (as PyTorch does), leaves as soon as ready.
+ */
+export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: BackwardOptions): Promise<void> {
+  if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');
+  if (grad === undefined && root.size !== 1) {
+    throw new AutogradArgumentError(`grad can be implicitly created only for scalar outputs (shape [${root.shape}])`);
+  }
+  if (current !== null) throw new AutogradError('backward() is already running; nested backward is not supported');
+  const rootNode = root.isLeaf ? root.gradAccumulator() : root.gradFn!;
+  const deps = countDependencies(rootNode);
+  const buffers = new Map<Node, (tf.Tensor | null)[]>();
+  const rootGrad = grad === undefined ? tf.onesLike(root.data) : grad.clone();
+  buffers.set(rootNode, [...Array<null>(rootNode.numOutputs).fill(null)]);
+  buffers.get(rootNode)![root.outputIndex] = rootGrad;
+  const ready: Node[] = [rootNode];
+  const run: BackwardRun = { callbacks: [], pending: [] };
+  current = run;
+  try {
+    while (ready.length > 0) {
+      ready.sort((a, b) => a.sequenceNr - b.sequenceNr);
+      const node = ready.pop()!;
+      const incoming = buffers.get(node)!;
+      buffers.delete(node);
+      if (node instanceof AccumulateGrad) {
+        if (incoming[0]) accumulate(node, incoming[0], run);
+        continue;
+      }
+      const fnNode = node as FunctionNode;
+      const gradOutputs = incoming.map((g, i) =>
+        g === null ? tf.zeros(fnNode.outputShapes[i]!) : runTensorHooks(fnNode.outputs[i], g),
+      );
+      let inputGrads: (tf.Tensor | null)[] = [];
+      try {
+        inputGrads = await callFunction(fnNode, gradOutputs);
+      } finally {
+        // a backward may pass a gradient through unchanged: that one now belongs to the input
+        for (const g of gradOutputs) if (!inputGrads.includes(g)) g.dispose();
+      }
+      if (!opts.retainGraph) release(fnNode, root);
+      const routed = new Set<tf.Tensor>();
+      fnNode.next.forEach((edge, i) => {
+        let g = inputGrads[i] ?? null;
+        if (g !== null && routed.has(g)) g = g.clone(); // the same tensor returned for two inputs
+        if (g !== null) routed.add(g);
+        if (edge === null) {
+          g?.dispose();
+          return;
+        }
+        if (g !== null) {
+          const buf = buffers.get(edge.node) ?? Array<tf.Tensor | null>(edge.node.numOutputs).fill(null);
+          const prev = buf[edge.outputIndex];
+          buf[edge.outputIndex] = prev ? tf.tidy(() => tf.add(prev, g)) : g;
+          if (prev) {
+            prev.dispose();
+            g.dispose();
+          }
+          buffers.set(edge.node, buf);
+        }
+        const left = deps.get(edge.node)! - 1;
+        deps.set(edge.node, left);
+        if (left === 0) {
+          // a node that received no gradient at all still runs, so its own inputs are released
+          if (!buffers.has(edge.node)) buffers.set(edge.node, Array<tf.Tensor | null>(edge.node.numOutputs).fill(null));
+          ready.push(edge.node);
+        }
+      });
+    }
+    await Promise.all(run.pending);
+    for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]!();
+  } finally {
+    current = null;
+    for (const buf of buffers.values()) for (const g of buf) g?.dispose();
+  }
+}
+

@@ -1,0 +1,31 @@
+/** Base class of every error @ddp/autograd raises. */
+export class AutogradError extends Error {
+  override name = 'AutogradError';
+}
+
+/** backward() reached a node whose saved tensors were already freed by an earlier backward. */
+export class GraphFreedError extends AutogradError {
+  override name = 'GraphFreedError';
+  constructor(op: string) {
+    super(
+      `Trying to backward through the graph a second time (node ${op} was freed by an earlier backward). ` +
+        'Pass { retainGraph: true } to the first backward() if you need to backward twice.',
+    );
+  }
+}
+
+/** A tensor's data was read after it was disposed (by dispose(), tidy() or backward()). */
+export class TensorDisposedError extends AutogradError {
+  override name = 'TensorDisposedError';
+  constructor(what: string) {
+    super(
+      `Tensor data is disposed (${what}). backward() frees intermediate outputs of the graph it consumed; ` +
+        'call t.retain() before backward to keep one, or detach() a copy.',
+    );
+  }
+}
+
+/** Arguments that cannot work: wrong shapes, ranks, dtypes or options. */
+export class AutogradArgumentError extends AutogradError {
+  override name = 'AutogradArgumentError';
+}

@@ -1,0 +1,90 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from './errors.js';
+import { isGradEnabled } from './grad-mode.js';
+import { Context, type Edge, Node } from './node.js';
+import { Tensor } from './tensor.js';
+
+/** What a backward returns: one gradient per forward argument (null where none is needed). */
+export type GradResult = tf.Tensor | null | (tf.Tensor | null | undefined)[];
+type ForwardResult = tf.Tensor | tf.Tensor[];
+
+/**
+ * A differentiable operation, like torch.autograd.Function. Subclass it and define
+ * `forward(ctx, ...args)` (Tensor arguments arrive as tf.Tensors, the rest as given) and
+ * `backward(ctx, ...gradOutputs)`, returning one gradient per forward argument. Call it with
+ * `MyFn.apply(...args)`. Set `asyncBackward = true` for a backward returning a promise
+ * (collectives); otherwise backward runs inside tf.tidy, so temporaries need no disposal.
+ */
+export abstract class Function {
+  readonly asyncBackward: boolean = false;
+
+  abstract forward(ctx: Context, ...args: any[]): ForwardResult | Promise<ForwardResult>;
+  abstract backward(ctx: Context, ...gradOutputs: tf.Tensor[]): GradResult | Promise<GradResult>;
+
+  /** Applies a Function whose forward is synchronous; returns a Tensor (or Tensor[] if forward does). */
+  static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => Function, ...args: unknown[]): T {
+    const fn = new this();
+    const { ctx, unwrapped } = prepare(args);
+    const out = tf.tidy(() => {
+      const r = fn.forward(ctx, ...unwrapped);
+      if (r instanceof Promise) throw new AutogradArgumentError(`${fn.constructor.name}: async forward needs applyAsync()`);
+      return r;
+    });
+    return wrapOutputs(fn, ctx, args, unwrapped, out) as T;
+  }
+
+  /** Applies a Function whose forward is async (e.g. a collective). */
+  static async applyAsync<T extends Tensor | Tensor[] = Tensor>(this: new () => Function, ...args: unknown[]): Promise<T> {
+    const fn = new this();
+    const { ctx, unwrapped } = prepare(args);
+    const out = await fn.forward(ctx, ...unwrapped);
+    return wrapOutputs(fn, ctx, args, unwrapped, out) as T;
+  }
+}
+
+/** The graph node of one Function application. */
+export class FunctionNode extends Node {
+  constructor(
+    readonly fn: Function,
+    readonly ctx: Context,
+    next: (Edge | null)[],
+    /** The output Tensors: their hooks run on incoming grads; backward frees their data. */
+    readonly outputs: Tensor[],
+    readonly outputShapes: number[][],
+  ) {
+    super(next);
+  }
+  get name(): string {
+    return this.fn.constructor.name;
+  }
+  get numOutputs(): number {
+    return this.outputs.length;
+  }
+}
+
+function prepare(args: unknown[]): { ctx: Context; unwrapped: unknown[] } {
+  const recording = isGradEnabled();
+  const needsInputGrad = args.map((a) => recording && a instanceof Tensor && a.requiresGrad);
+  return { ctx: new Context(needsInputGrad), unwrapped: args.map((a) => (a instanceof Tensor ? a.data : a)) };
+}
+
+function edgeTo(t: Tensor): Edge {
+  return t.gradFn === null ? { node: t.gradAccumulator(), outputIndex: 0 } : { node: t.gradFn, outputIndex: t.outputIndex };
+}
+
+function wrapOutputs(fn: Function, ctx: Context, args: unknown[], unwrapped: unknown[], out: ForwardResult): Tensor | Tensor[] {
+  const list = Array.isArray(out) ? out : [out];
+  // A forward may hand back an input unchanged; give the output its own handle so ownership stays separate.
+  const own = list.map((t) => (unwrapped.includes(t) ? t.clone() : t));
+  const outputs = own.map((t) => new Tensor(t));
+  if (ctx.recording) {
+    const next = args.map((a, i) => (ctx.needsInputGrad[i] ? edgeTo(a as Tensor) : null));
+    const node = new FunctionNode(fn, ctx, next, outputs, own.map((t) => t.shape));
+    outputs.forEach((t, i) => {
+      if (t.dtype !== 'float32') return; // integer outputs (indices, masks) carry no gradient
+      t.gradFn = node;
+      t.outputIndex = i;
+    });
+  }
+  return Array.isArray(out) ? outputs : outputs[0]!;
+}

@@ -1,0 +1,81 @@
+import { tf } from '@ddp/tensor';
+import type { Tensor } from './tensor.js';
+
+/** A gradient hook on a tensor: may return a replacement gradient (the engine disposes the old one). */
+export type TensorHook = (grad: tf.Tensor) => tf.Tensor | void;
+/** Fires on a leaf after its .grad was updated. A returned promise is awaited before backward resolves. */
+export type PostAccumulateGradHook = (tensor: Tensor) => void | Promise<void>;
+
+/** Where a gradient goes: the gradient of output `outputIndex` of `node`. */
+export interface Edge {
+  readonly node: Node;
+  readonly outputIndex: number;
+}
+
+let nextSequenceNr = 0;
+
+/** A vertex of the backward graph: a Function application or a leaf's gradient accumulator. */
+export abstract class Node {
+  /** Creation order; the engine runs later-created nodes first among those ready. */
+  readonly sequenceNr: number;
+  /** One edge per forward input; null where the input needs no gradient. */
+  readonly next: (Edge | null)[];
+  freed = false;
+
+  constructor(next: (Edge | null)[], sequenceNr = nextSequenceNr++) {
+    this.next = next;
+    this.sequenceNr = sequenceNr;
+  }
+
+  abstract get name(): string;
+  abstract get numOutputs(): number;
+}
+
+/** Forward-time state of one Function application, handed to its backward. */
+export class Context {
+  private saved: tf.Tensor[] | null = [];
+  /** needsInputGrad[i]: whether input i (a Tensor requiring grad) wants a gradient. */
+  readonly needsInputGrad: readonly boolean[];
+  /** Whether a graph is recorded at all; saveForBackward is a no-op otherwise. */
+  readonly recording: boolean;
+
+  constructor(needsInputGrad: boolean[]) {
+    this.needsInputGrad = needsInputGrad;
+    this.recording = needsInputGrad.some(Boolean);
+  }
+
+  /** Keeps tensors for backward. The context owns clones of them; freed after backward. */
+  saveForBackward(...tensors: tf.Tensor[]): void {
+    if (!this.recording || this.saved === null) return;
+    for (const t of tensors) this.saved.push(tf.keep(t.clone()));
+  }
+
+  get savedTensors(): tf.Tensor[] {
+    if (this.saved === null) throw new Error('saved tensors were freed');
+    return this.saved;
+  }
+
+  get isFreed(): boolean {
+    return this.saved === null;
+  }
+
+  /** Disposes the saved tensors (after backward without retainGraph). */
+  release(): void {
+    if (this.saved === null) return;
+    for (const t of this.saved) t.dispose();
+    this.saved = null;
+  }
+}
+
+/** The sink of a leaf tensor's gradient: runs its hooks and accumulates into .grad. */
+export class AccumulateGrad extends Node {
+  constructor(readonly variable: Tensor) {
+    super([], Number.MAX_SAFE_INTEGER);
+  }
+  get name(): string {
+    return 'AccumulateGrad';
+  }
+  get numOutputs(): number {
+    return 1;
+  }
+}

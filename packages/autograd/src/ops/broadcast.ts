@@ -1,0 +1,25 @@
+import { tf } from '@ddp/tensor';
+
+/** Sums a broadcast gradient back down to `shape` (the input's shape before broadcasting). */
+export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor {
+  if (grad.shape.length === shape.length && grad.shape.every((d, i) => d === shape[i])) return grad;
+  const lead = grad.rank - shape.length;
+  const axes: number[] = [];
+  for (let i = 0; i < grad.rank; i++) {
+    if (i < lead || (shape[i - lead] === 1 && grad.shape[i] !== 1)) axes.push(i);
+  }
+  const summed = axes.length > 0 ? tf.sum(grad, axes) : grad;
+  return tf.reshape(summed, shape as number[]);
+}
+
+/** Normalises possibly negative axes against a rank; undefined means all axes. */
+export function normaliseAxes(axis: number | number[] | undefined, rank: number): number[] {
+  if (axis === undefined) return [...Array(rank).keys()];
+  const list = Array.isArray(axis) ? axis : [axis];
+  return list.map((a) => (a < 0 ? a + rank : a));
+}
+
+/** The shape a reduction over axes would have with keepdim, to broadcast grads back. */
+export function keptShape(shape: readonly number[], axes: number[]): number[] {
+  return shape.map((d, i) => (axes.includes(i) ? 1 : d));
+}

@@ -1,0 +1,64 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+import { sumToShape } from './broadcast.js';
+
+const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
+
+/**
+ * tf.matMul with batch broadcasting done explicitly: tfjs 4.22 mis-broadcasts batch dims of
+ * size 1 on both cpu and wasm. A rank-2 right operand folds the left's batch into its rows.
+ */
+function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.Tensor {
+  const batchA = a.shape.slice(0, -2);
+  const batchB = b.shape.slice(0, -2);
+  if (sameShape(batchA, batchB)) return tf.matMul(a, b, transA, transB);
+  if (b.rank === 2 && !transA) {
+    const [m, k] = a.shape.slice(-2) as [number, number];
+    const y = tf.matMul(tf.reshape(a, [-1, k]), b, false, transB);
+    return tf.reshape(y, [...batchA, m, y.shape[1]!]);
+  }
+  const batch = tf.broadcast_util.assertAndGetBroadcastShape(batchA, batchB);
+  const full = (t: tf.Tensor) => tf.broadcastTo(t, [...batch, ...t.shape.slice(-2)]);
+  return tf.matMul(full(a), full(b), transA, transB);
+}
+
+/** Batched matrix product with optional transposes; batch dimensions broadcast. */
+class MatMul extends Function {
+  private transA = false;
+  private transB = false;
+
+  forward(ctx: Context, a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.Tensor {
+    if (a.rank < 2 || b.rank < 2) {
+      throw new AutogradArgumentError(`matmul needs operands of rank >= 2, got [${a.shape}] and [${b.shape}]`);
+    }
+    this.transA = transA;
+    this.transB = transB;
+    ctx.saveForBackward(a, b);
+    return bmm(a, b, transA, transB);
+  }
+
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [a, b] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const { transA, transB } = this;
+    let da: tf.Tensor | null = null;
+    let db: tf.Tensor | null = null;
+    if (ctx.needsInputGrad[0]) {
+      // C = op(A) op(B): dA follows from dC op(B)^T, transposed back when A was
+      da = transA ? bmm(b, dy, transB, true) : bmm(dy, b, false, !transB);
+      da = sumToShape(da, a.shape);
+    }
+    if (ctx.needsInputGrad[1]) {
+      db = transB ? bmm(dy, a, true, transA) : bmm(a, dy, !transA, false);
+      db = sumToShape(db, b.shape);
+    }
+    return [da, db, null, null];
+  }
+}
+
+/** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
+export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
+  return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false);
+}

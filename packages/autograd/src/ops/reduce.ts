@@ -1,0 +1,64 @@
+import { tf } from '@ddp/tensor';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+import { keptShape, normaliseAxes } from './broadcast.js';
+
+/** Reduction options: which dims (default all; negative counts from the end) and keepdim. */
+export interface ReduceOptions {
+  dim?: number | number[];
+  keepdim?: boolean;
+}
+
+class Sum extends Function {
+  private inShape: number[] = [];
+  private axes: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions): tf.Tensor {
+    this.inShape = x.shape;
+    this.axes = normaliseAxes(opts.dim, x.rank);
+    return tf.sum(x, this.axes, opts.keepdim ?? false);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    return [tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), null];
+  }
+}
+
+class Mean extends Function {
+  private inShape: number[] = [];
+  private axes: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions): tf.Tensor {
+    this.inShape = x.shape;
+    this.axes = normaliseAxes(opts.dim, x.rank);
+    return tf.mean(x, this.axes, opts.keepdim ?? false);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    const count = this.axes.reduce((n, a) => n * this.inShape[a]!, 1);
+    return [tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), count), null];
+  }
+}
+
+/** Max or min over dims; the gradient is split evenly between tied extremes (like PyTorch's amax). */
+class Extreme extends Function {
+  private axes: number[] = [];
+  forward(ctx: Context, x: tf.Tensor, opts: ReduceOptions, which: 'max' | 'min'): tf.Tensor {
+    this.axes = normaliseAxes(opts.dim, x.rank);
+    const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
+    ctx.saveForBackward(tf.cast(tf.equal(x, kept), 'float32'));
+    return opts.keepdim ? kept : tf.squeeze(kept, this.axes);
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [mask] = ctx.savedTensors as [tf.Tensor];
+    const ties = tf.sum(mask, this.axes, true);
+    const dyKept = tf.reshape(dy, keptShape(mask.shape, this.axes));
+    return [tf.div(tf.mul(mask, dyKept), ties), null, null];
+  }
+}
+
+/** Sum over dims (all by default). */
+export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor => Sum.apply(x, opts);
+/** Mean over dims (all by default). */
+export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor => Mean.apply(x, opts);
+/** Maximum over dims (torch.amax). */
+export const max = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, opts, 'max');
+/** Minimum over dims (torch.amin). */
+export const min = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, opts, 'min');

@@ -1,0 +1,69 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+
+class Reshape extends Function {
+  private inShape: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, shape: number[]): tf.Tensor {
+    this.inShape = x.shape;
+    return tf.reshape(x, shape);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    return [tf.reshape(dy, this.inShape), null];
+  }
+}
+
+class Permute extends Function {
+  private perm: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, perm: number[]): tf.Tensor {
+    this.perm = perm.map((d) => (d < 0 ? d + x.rank : d));
+    if (this.perm.length !== x.rank || new Set(this.perm).size !== x.rank) {
+      throw new AutogradArgumentError(`permute: [${perm}] is not a permutation of ${x.rank} dims`);
+    }
+    return tf.transpose(x, this.perm);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    const inverse = Array<number>(this.perm.length);
+    this.perm.forEach((p, i) => (inverse[p] = i));
+    return [tf.transpose(dy, inverse), null];
+  }
+}
+
+/** View with a new shape (one entry may be -1). */
+export const reshape = (x: Tensor, shape: number[]): Tensor => Reshape.apply(x, shape);
+/** Reorders dims: output dim i is input dim dims[i] (torch.permute). */
+export const permute = (x: Tensor, dims: number[]): Tensor => Permute.apply(x, dims);
+
+/** Swaps two dims (torch.transpose); negative dims count from the end. */
+export function transpose(x: Tensor, dim0 = -2, dim1 = -1): Tensor {
+  const r = x.rank;
+  const perm = [...Array(r).keys()];
+  const a = dim0 < 0 ? dim0 + r : dim0;
+  const b = dim1 < 0 ? dim1 + r : dim1;
+  [perm[a], perm[b]] = [perm[b]!, perm[a]!];
+  return permute(x, perm);
+}
+
+/** Inserts a size-1 dim at `dim`. */
+export function unsqueeze(x: Tensor, dim: number): Tensor {
+  const shape = [...x.shape];
+  shape.splice(dim < 0 ? dim + x.rank + 1 : dim, 0, 1);
+  return reshape(x, shape);
+}
+
+/** Removes size-1 dims (all of them, or the given one). */
+export function squeeze(x: Tensor, dim?: number): Tensor {
+  const d = dim === undefined ? undefined : dim < 0 ? dim + x.rank : dim;
+  return reshape(x, x.shape.filter((s, i) => s !== 1 || (d !== undefined && i !== d)));
+}
+
+/** Collapses dims startDim..endDim into one (torch.flatten). */
+export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
+  const s = startDim < 0 ? startDim + x.rank : startDim;
+  const e = endDim < 0 ? endDim + x.rank : endDim;
+  const shape = x.shape;
+  const merged = shape.slice(s, e + 1).reduce((n, d) => n * d, 1);
+  return reshape(x, [...shape.slice(0, s), merged, ...shape.slice(e + 1)]);
+}

@@ -1,0 +1,43 @@
+import { tf } from '@ddp/tensor';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+
+/**
+ * Elementwise op y = f(x) whose gradient is dy * f'(x); `derivative` gets x and y and
+ * `saves` says which of them backward needs (so nothing else is kept alive).
+ */
+function unary(
+  name: string,
+  f: (x: tf.Tensor) => tf.Tensor,
+  derivative: (x: tf.Tensor, y: tf.Tensor) => tf.Tensor,
+  saves: 'x' | 'y' | 'none',
+): (x: Tensor) => Tensor {
+  class Unary extends Function {
+    forward(ctx: Context, x: tf.Tensor): tf.Tensor {
+      const y = f(x);
+      if (saves === 'x') ctx.saveForBackward(x);
+      else if (saves === 'y') ctx.saveForBackward(y);
+      return y;
+    }
+    backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
+      const saved = ctx.savedTensors[0] ?? dy;
+      return tf.mul(dy, derivative(saved, saved));
+    }
+  }
+  Object.defineProperty(Unary, 'name', { value: name });
+  return (x: Tensor) => Unary.apply(x);
+}
+
+/** -x */
+export const neg = unary('Neg', tf.neg, (x) => tf.fill(x.shape, -1), 'none');
+/** e^x */
+export const exp = unary('Exp', tf.exp, (_x, y) => y, 'y');
+/** natural log */
+export const log = unary('Log', tf.log, (x) => tf.reciprocal(x), 'x');
+/** square root */
+export const sqrt = unary('Sqrt', tf.sqrt, (_x, y) => tf.div(0.5, y), 'y');
+/** x * x */
+export const square = unary('Square', tf.square, (x) => tf.mul(2, x), 'x');
+/** |x| (gradient 0 at 0, like PyTorch) */
+export const abs = unary('Abs', tf.abs, (x) => tf.sign(x), 'x');

@@ -1,0 +1,41 @@
+import type { Tensor } from './tensor.js';
+
+const scopes: Set<Tensor>[] = [];
+
+/** Called by the Tensor constructor: the innermost tidy() scope owns the new tensor. */
+export function trackTensor(t: Tensor): void {
+  scopes[scopes.length - 1]?.add(t);
+}
+
+function collectTensors(value: unknown, into: Set<Tensor>, isTensor: (v: unknown) => v is Tensor): void {
+  if (isTensor(value)) into.add(value);
+  else if (Array.isArray(value)) for (const v of value) collectTensors(v, into, isTensor);
+  else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    for (const v of Object.values(value)) collectTensors(v, into, isTensor);
+  }
+}
+
+/**
+ * Runs a synchronous fn and disposes every autograd Tensor created inside it except those it
+ * returns (in an array or plain object too) and leaves that require grad (parameters).
+ * Graph nodes keep their own saved tensors, so a forward wrapped in tidy can still backward.
+ */
+export function tidy<T>(fn: () => T): T {
+  const scope = new Set<Tensor>();
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } finally {
+    scopes.pop();
+  }
+  if (result instanceof Promise) throw new TypeError('tidy() takes a synchronous function');
+  const kept = new Set<Tensor>();
+  collectTensors(result, kept, (v): v is Tensor => scope.has(v as Tensor));
+  const outer = scopes[scopes.length - 1];
+  for (const t of scope) {
+    if (kept.has(t) || (t.isLeaf && t.requiresGrad)) outer?.add(t);
+    else t.dispose();
+  }
+  return result;
+}

@@ -1,0 +1,177 @@
+import { tf } from '@ddp/tensor';
+import { backward, type BackwardOptions } from './engine.js';
+import { AutogradArgumentError, TensorDisposedError } from './errors.js';
+import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
+import { trackTensor } from './scope.js';
+
+/** Removes a registered hook. */
+export interface RemovableHandle {
+  remove(): void;
+}
+
+function addHook<H>(list: H[], hook: H): RemovableHandle {
+  list.push(hook);
+  return {
+    remove: () => {
+      const i = list.indexOf(hook);
+      if (i >= 0) list.splice(i, 1);
+    },
+  };
+}
+
+/**
+ * A tf.Tensor plus autograd state, like torch.Tensor. The Tensor owns `data` and `grad`:
+ * dispose() frees both; assigning `grad` disposes the previous gradient.
+ */
+export class Tensor {
+  private _data: tf.Tensor | null;
+  private _grad: tf.Tensor | null = null;
+  private _requiresGrad: boolean;
+  private accumulator: AccumulateGrad | null = null;
+  private disposedBy = 'dispose()';
+  /** The node that produced this tensor (null for leaves). */
+  gradFn: Node | null = null;
+  /** Which output of gradFn this tensor is. */
+  outputIndex = 0;
+  /** When true, backward() does not free this intermediate's data. */
+  retained = false;
+  readonly hooks: TensorHook[] = [];
+  readonly postAccumulateGradHooks: PostAccumulateGradHook[] = [];
+
+  constructor(data: tf.Tensor, opts: { requiresGrad?: boolean } = {}) {
+    this._data = data;
+    this._requiresGrad = opts.requiresGrad ?? false;
+    if (this._requiresGrad && data.dtype !== 'float32') {
+      throw new AutogradArgumentError(`only float32 tensors can require grad (got ${data.dtype})`);
+    }
+    trackTensor(this);
+  }
+
+  get data(): tf.Tensor {
+    if (this._data === null || this._data.isDisposed) throw new TensorDisposedError(this.disposedBy);
+    return this._data;
+  }
+
+  /** Replaces the data in place (optimizers); disposes the old data. Shape may not change. */
+  set data(value: tf.Tensor) {
+    if (this._data !== null && this._data !== value) this._data.dispose();
+    this._data = value;
+  }
+
+  get isDisposed(): boolean {
+    return this._data === null || this._data.isDisposed;
+  }
+
+  get requiresGrad(): boolean {
+    return this._requiresGrad || this.gradFn !== null;
+  }
+
+  set requiresGrad(value: boolean) {
+    if (this.gradFn !== null && !value) {
+      throw new AutogradArgumentError('requiresGrad can only be changed on leaf tensors; use detach()');
+    }
+    this._requiresGrad = value;
+  }
+
+  /** Sets requiresGrad in place and returns this, like torch's requires_grad_(). */
+  requiresGrad_(value = true): this {
+    this.requiresGrad = value;
+    return this;
+  }
+
+  get isLeaf(): boolean {
+    return this.gradFn === null;
+  }
+
+  /** The accumulated gradient of a leaf (borrowed: do not dispose it, assign null instead). */
+  get grad(): tf.Tensor | null {
+    return this._grad;
+  }
+
+  set grad(value: tf.Tensor | null) {
+    if (this._grad !== null && this._grad !== value) this._grad.dispose();
+    this._grad = value;
+  }
+
+  get shape(): number[] {
+    return this.data.shape;
+  }
+  get dtype(): tf.DataType {
+    return this.data.dtype;
+  }
+  get rank(): number {
+    return this.data.rank;
+  }
+  get size(): number {
+    return this.data.size;
+  }
+
+  /** A new leaf sharing no graph with this one (its own handle on the same values). */
+  detach(): Tensor {
+    return new Tensor(this.data.clone());
+  }
+
+  /** Keeps this intermediate's data alive through backward(); returns this. */
+  retain(): this {
+    this.retained = true;
+    return this;
+  }
+
+  item(): number {
+    if (this.size !== 1) throw new AutogradArgumentError(`item() needs a one-element tensor, got shape [${this.shape}]`);
+    return this.data.dataSync()[0]!;
+  }
+  dataSync(): tf.TypedArray {
+    return this.data.dataSync() as tf.TypedArray;
+  }
+  async array(): Promise<unknown> {
+    return this.data.array();
+  }
+  arraySync(): unknown {
+    return this.data.arraySync();
+  }
+  toString(): string {
+    return `Tensor(shape=[${this.isDisposed ? '?' : this.shape}], requiresGrad=${this.requiresGrad}${
+      this.gradFn ? `, gradFn=${this.gradFn.name}` : ''
+    })`;
+  }
+
+  /** Frees data and grad. Idempotent. */
+  dispose(): void {
+    this.free('dispose()');
+    this.grad = null;
+  }
+
+  /** Frees data only (backward uses this on intermediates). */
+  free(reason: string): void {
+    if (this._data !== null) this._data.dispose();
+    this._data = null;
+    this.disposedBy = reason;
+  }
+
+  /** The leaf's gradient accumulator node, created on first use. */
+  gradAccumulator(): AccumulateGrad {
+    if (!this.isLeaf || !this._requiresGrad) throw new AutogradArgumentError('only leaves requiring grad accumulate');
+    this.accumulator ??= new AccumulateGrad(this);
+    return this.accumulator;
+  }
+
+  /** Registers a hook on the gradient w.r.t. this tensor; it may return a replacement. */
+  registerHook(hook: TensorHook): RemovableHandle {
+    if (!this.requiresGrad) throw new AutogradArgumentError("can't register a hook on a tensor that doesn't require grad");
+    return addHook(this.hooks, hook);
+  }
+
+  /** Registers a hook that fires on a leaf after its .grad has been accumulated. */
+  registerPostAccumulateGradHook(hook: PostAccumulateGradHook): RemovableHandle {
+    if (!this.isLeaf || !this._requiresGrad) {
+      throw new AutogradArgumentError('post-accumulate-grad hooks can only be registered on leaves that require grad');
+    }
+    return addHook(this.postAccumulateGradHooks, hook);
+  }
+
+  /** Computes gradients of this tensor w.r.t. the graph leaves. See the package README. */
+  backward(grad?: tf.Tensor | Tensor, opts: BackwardOptions = {}): Promise<void> {
+    return backward(this, grad instanceof Tensor ? grad.data : grad, opts);
+  }
+}
