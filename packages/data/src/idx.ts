@@ -1,16 +1,16 @@
 import { IdxFormatError } from './errors.js';
 
 /** Element types of the IDX format, by the type code in the magic number's third byte. */
-const IDX_TYPES = {
-  0x08: { dtype: 'uint8', bytes: 1 },
-  0x09: { dtype: 'int8', bytes: 1 },
-  0x0b: { dtype: 'int16', bytes: 2 },
-  0x0c: { dtype: 'int32', bytes: 4 },
-  0x0d: { dtype: 'float32', bytes: 4 },
-  0x0e: { dtype: 'float64', bytes: 8 },
-} as const;
+const IDX_TYPES = [
+  { code: 0x08, dtype: 'uint8', bytes: 1 },
+  { code: 0x09, dtype: 'int8', bytes: 1 },
+  { code: 0x0b, dtype: 'int16', bytes: 2 },
+  { code: 0x0c, dtype: 'int32', bytes: 4 },
+  { code: 0x0d, dtype: 'float32', bytes: 4 },
+  { code: 0x0e, dtype: 'float64', bytes: 8 },
+] as const;
 
-export type IdxDtype = (typeof IDX_TYPES)[keyof typeof IDX_TYPES]['dtype'];
+export type IdxDtype = (typeof IDX_TYPES)[number]['dtype'];
 
 export interface IdxArray {
   dtype: IdxDtype;
@@ -31,7 +31,7 @@ export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
     throw new IdxFormatError(`${name}: magic number must start with two zero bytes, got 0x${hex(buf[0]!)}${hex(buf[1]!)}`);
   }
   const code = buf[2]!;
-  const type = IDX_TYPES[code as keyof typeof IDX_TYPES];
+  const type = IDX_TYPES.find((t) => t.code === code);
   if (!type) throw new IdxFormatError(`${name}: unknown type code 0x${hex(code)}`);
   const ndim = buf[3]!;
   if (ndim === 0) throw new IdxFormatError(`${name}: zero dimensions`);
@@ -49,12 +49,17 @@ export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
       `${name}: dims [${shape}] of ${type.dtype} need ${headerBytes + dataBytes} bytes, the file has ${buf.length}`,
     );
   }
-  return { dtype: type.dtype, shape, data: decode(view, headerBytes, count, type.dtype) };
+  return { dtype: type.dtype, shape, data: decode(view, headerBytes, count, type) };
 }
 
-function decode(view: DataView, offset: number, count: number, dtype: IdxDtype): IdxArray['data'] {
-  const bytes = new Uint8Array(view.buffer, view.byteOffset + offset, count * IDX_TYPES_BY_NAME[dtype]);
-  switch (dtype) {
+function decode(
+  view: DataView,
+  offset: number,
+  count: number,
+  type: (typeof IDX_TYPES)[number],
+): IdxArray['data'] {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset + offset, count * type.bytes);
+  switch (type.dtype) {
     case 'uint8':
       return bytes;
     case 'int8':
@@ -69,11 +74,6 @@ function decode(view: DataView, offset: number, count: number, dtype: IdxDtype):
       return Float64Array.from({ length: count }, (_, i) => view.getFloat64(offset + 8 * i, false));
   }
 }
-
-const IDX_TYPES_BY_NAME = Object.fromEntries(Object.values(IDX_TYPES).map((t) => [t.dtype, t.bytes])) as Record<
-  IdxDtype,
-  number
->;
 
 function hex(b: number): string {
   return b.toString(16).padStart(2, '0');
