@@ -78,4 +78,21 @@ describe('ddp-run CLI', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('sends SIGKILL at once on a second signal to ranks that ignore the first', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const cli = ddpRun(['--nproc-per-node', '2', '--kill-grace-ms', '600000', rankScript, 'pids', dir, 'ignore-term']);
+      await waitFor('both ranks to write their pids', () => readdirSync(dir).length === 2);
+      const pids = readdirSync(dir).map((f) => Number(readFileSync(join(dir, f), 'utf8')));
+      for (const pid of pids) started.add(pid);
+      cli.child.kill('SIGTERM');
+      await waitFor('both ranks to ignore SIGTERM', () => cli.out.lines.filter((l) => l.endsWith('ignoring SIGTERM')).length === 2);
+      cli.child.kill('SIGTERM');
+      expect(await cli.exited).toEqual({ code: 143, signal: null });
+      await waitFor('the ranks to be gone', () => !pids.some(isAlive), 5000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -84,7 +84,7 @@ describe('launch: environment', () => {
   it('takes the secret from DDP_SECRET and runs a plain .js script from any cwd', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-launch-'));
     try {
-      writeFileSync(join(dir, 'plain.js'), 'console.log(`plain ${process.env.RANK} ${process.env.DDP_SECRET}`);\n');
+      writeFileSync(join(dir, 'plain.js'), 'console.log("plain", process.env.RANK, process.env.DDP_SECRET);\n');
       const run = setup(2, [], { script: 'plain.js', cwd: dir, env: { ...process.env, DDP_SECRET: 'from-env' } });
       const result = await launch(run.options);
       expect(result.exitCode).toBe(0);
