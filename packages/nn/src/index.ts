@@ -21,3 +21,16 @@ export {
   type WarmupCosineOptions,
   warmupCosineLr,
 } from './lr-scheduler.js';
+export { Parameter } from './parameter.js';
+export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
+export {
+  Optimizer,
+  OptimizerError,
+  type OptimizerStateDict,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamState,
+} from './optim/optimizer.js';
+export { SGD, type SGDOptions } from './optim/sgd.js';
+export { Adam, AdamW, type AdamOptions } from './optim/adam.js';
+export { clipGradNorm } from './optim/clip-grad.js';

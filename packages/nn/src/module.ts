@@ -1,0 +1,209 @@
+import type { Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { Parameter } from './parameter.js';
+
+/** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
+export type StateDict = Map<string, tf.Tensor>;
+
+export class StateDictError extends Error {
+  override name = 'StateDictError';
+  constructor(
+    readonly missingKeys: string[],
+    readonly unexpectedKeys: string[],
+    readonly shapeMismatches: string[],
+  ) {
+    const parts = [
+      missingKeys.length ? `missing keys: ${missingKeys.join(', ')}` : '',
+      unexpectedKeys.length ? `unexpected keys: ${unexpectedKeys.join(', ')}` : '',
+      shapeMismatches.length ? `shape mismatches: ${shapeMismatches.join('; ')}` : '',
+    ];
+    super(`error(s) loading state dict: ${parts.filter(Boolean).join('; ')}`);
+  }
+}
+
+export class ModuleError extends Error {
+  override name = 'ModuleError';
+}
+
+const NAME = /^[^.]+$/;
+
+/**
+ * Base class of layers and models (torch.nn.Module). Parameters, buffers and children are
+ * kept in registration order, which every rank shares, so DDP can bucket by it.
+ */
+export abstract class Module {
+  training = true;
+  private readonly params = new Map<string, Parameter | null>();
+  private readonly bufs = new Map<string, Tensor | null>();
+  private readonly nonPersistent = new Set<string>();
+  private readonly children_ = new Map<string, Module | null>();
+
+  abstract forward(...inputs: never[]): unknown;
+
+  private checkName(name: string): void {
+    if (!NAME.test(name)) throw new ModuleError(`bad attribute name '${name}': it may not be empty or contain '.'`);
+    if (this.params.has(name) || this.bufs.has(name) || this.children_.has(name)) {
+      throw new ModuleError(`'${name}' is already registered on ${this.constructor.name}`);
+    }
+  }
+
+  registerParameter<P extends Parameter | null>(name: string, param: P): P {
+    this.checkName(name);
+    this.params.set(name, param);
+    return param;
+  }
+
+  /** A buffer is state that is not trained (running statistics); persistent ones are in stateDict. */
+  registerBuffer<T extends Tensor | null>(name: string, tensor: T, persistent = true): T {
+    this.checkName(name);
+    this.bufs.set(name, tensor);
+    if (!persistent) this.nonPersistent.add(name);
+    return tensor;
+  }
+
+  registerModule<M extends Module | null>(name: string, module: M): M {
+    this.checkName(name);
+    this.children_.set(name, module);
+    return module;
+  }
+
+  /** Replaces a registered buffer's tensor (e.g. a running mean after an update), disposing the old one. */
+  protected setBuffer(name: string, tensor: Tensor): void {
+    if (!this.bufs.has(name)) throw new ModuleError(`no buffer '${name}' on ${this.constructor.name}`);
+    const old = this.bufs.get(name);
+    if (old && old !== tensor) old.dispose();
+    this.bufs.set(name, tensor);
+  }
+
+  protected getBuffer(name: string): Tensor {
+    const t = this.bufs.get(name);
+    if (!t) throw new ModuleError(`buffer '${name}' of ${this.constructor.name} is not set`);
+    return t;
+  }
+
+  *namedChildren(): Generator<[string, Module]> {
+    for (const [name, m] of this.children_) if (m) yield [name, m];
+  }
+
+  children(): Module[] {
+    return [...this.namedChildren()].map(([, m]) => m);
+  }
+
+  /** This module and every descendant, depth first, each once. */
+  *namedModules(prefix = '', seen = new Set<Module>()): Generator<[string, Module]> {
+    if (seen.has(this)) return;
+    seen.add(this);
+    yield [prefix, this];
+    for (const [name, m] of this.namedChildren()) yield* m.namedModules(prefix ? `${prefix}.${name}` : name, seen);
+  }
+
+  modules(): Module[] {
+    return [...this.namedModules()].map(([, m]) => m);
+  }
+
+  /** Parameters by dotted name in registration order; a shared parameter is listed once. */
+  namedParameters(recurse = true): [string, Parameter][] {
+    const out: [string, Parameter][] = [];
+    const seen = new Set<Parameter>();
+    for (const [prefix, m] of recurse ? this.namedModules() : [['', this] as [string, Module]]) {
+      for (const [name, p] of m.params) {
+        if (!p || seen.has(p)) continue;
+        seen.add(p);
+        out.push([prefix ? `${prefix}.${name}` : name, p]);
+      }
+    }
+    return out;
+  }
+
+  parameters(recurse = true): Parameter[] {
+    return this.namedParameters(recurse).map(([, p]) => p);
+  }
+
+  namedBuffers(recurse = true, persistentOnly = false): [string, Tensor][] {
+    const out: [string, Tensor][] = [];
+    for (const [prefix, m] of recurse ? this.namedModules() : [['', this] as [string, Module]]) {
+      for (const [name, b] of m.bufs) {
+        if (!b || (persistentOnly && m.nonPersistent.has(name))) continue;
+        out.push([prefix ? `${prefix}.${name}` : name, b]);
+      }
+    }
+    return out;
+  }
+
+  buffers(recurse = true): Tensor[] {
+    return this.namedBuffers(recurse).map(([, b]) => b);
+  }
+
+  train(mode = true): this {
+    for (const m of this.modules()) m.training = mode;
+    return this;
+  }
+
+  eval(): this {
+    return this.train(false);
+  }
+
+  /** Calls fn on every descendant, then on this module (torch's order). */
+  apply(fn: (m: Module) => void): this {
+    for (const child of this.children()) child.apply(fn);
+    fn(this);
+    return this;
+  }
+
+  /** Drops every parameter's gradient (setToNone) or zeroes it in place. */
+  zeroGrad(setToNone = true): void {
+    for (const p of this.parameters()) {
+      if (p.grad === null) continue;
+      p.grad = setToNone ? null : tf.zerosLike(p.grad);
+    }
+  }
+
+  /** Parameters and persistent buffers by dotted name, in registration order (borrowed). */
+  stateDict(): StateDict {
+    const out: StateDict = new Map();
+    for (const [prefix, m] of this.namedModules()) {
+      const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
+      for (const [name, p] of m.params) if (p) out.set(key(name), p.data);
+      for (const [name, b] of m.bufs) if (b && !m.nonPersistent.has(name)) out.set(key(name), b.data);
+    }
+    return out;
+  }
+
+  /**
+   * Copies `state` into the parameters and persistent buffers. Shapes must match; with
+   * `strict` (default) the keys must match too. Throws StateDictError naming every problem
+   * before changing anything.
+   */
+  loadStateDict(state: StateDict | Record<string, tf.Tensor>, strict = true): { missingKeys: string[]; unexpectedKeys: string[] } {
+    const incoming = state instanceof Map ? state : new Map(Object.entries(state));
+    const targets = new Map<string, Tensor>();
+    for (const [prefix, m] of this.namedModules()) {
+      const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
+      for (const [name, p] of m.params) if (p) targets.set(key(name), p);
+      for (const [name, b] of m.bufs) if (b && !m.nonPersistent.has(name)) targets.set(key(name), b);
+    }
+    const missingKeys = [...targets.keys()].filter((k) => !incoming.has(k));
+    const unexpectedKeys = [...incoming.keys()].filter((k) => !targets.has(k));
+    const shapeMismatches: string[] = [];
+    for (const [k, t] of targets) {
+      const v = incoming.get(k);
+      if (v && (v.shape.length !== t.shape.length || v.shape.some((d, i) => d !== t.shape[i]))) {
+        shapeMismatches.push(`${k}: checkpoint [${v.shape.join(', ')}], model [${t.shape.join(', ')}]`);
+      }
+    }
+    if (shapeMismatches.length || (strict && (missingKeys.length || unexpectedKeys.length))) {
+      throw new StateDictError(strict ? missingKeys : [], strict ? unexpectedKeys : [], shapeMismatches);
+    }
+    for (const [k, t] of targets) {
+      const v = incoming.get(k);
+      if (v) t.data = tf.cast(v, t.dtype); // cast gives a fresh copy the target owns
+    }
+    return { missingKeys, unexpectedKeys };
+  }
+
+  /** Frees every parameter and buffer of this module and its descendants. */
+  dispose(): void {
+    for (const p of this.parameters()) p.dispose();
+    for (const b of this.buffers()) b.dispose();
+  }
+}

@@ -1,0 +1,140 @@
+import type { Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+
+/** Per-parameter optimizer state: tensors (momentum buffers, moments) and numbers (step). */
+export type ParamState = Record<string, tf.Tensor | number>;
+
+/** A parameter group: its parameters and the hyperparameters that apply to them. */
+export type ParamGroup<O> = O & { params: Tensor[]; lr: number; initialLr?: number };
+
+/** What the constructor and addParamGroup take: a group with any hyperparameter overridden. */
+export type ParamGroupInput<O> = Partial<O> & { params: Tensor[] };
+
+/**
+ * torch.optim's state dict: parameters are referred to by their position across the groups;
+ * state tensors are borrowed from the optimizer (clone to keep).
+ */
+export interface OptimizerStateDict<O> {
+  state: Map<number, ParamState>;
+  paramGroups: (O & { lr: number; initialLr?: number; params: number[] })[];
+}
+
+export class OptimizerError extends Error {
+  override name = 'OptimizerError';
+}
+
+export abstract class Optimizer<O extends { lr: number }> {
+  readonly paramGroups: ParamGroup<O>[] = [];
+  readonly state = new Map<Tensor, ParamState>();
+
+  constructor(
+    params: Tensor[] | ParamGroupInput<O>[],
+    readonly defaults: O,
+  ) {
+    if (params.length === 0) throw new OptimizerError('optimizer got an empty parameter list');
+    const groups = isGroupList(params) ? params : [{ params } as ParamGroupInput<O>];
+    for (const g of groups) this.addParamGroup(g);
+  }
+
+  addParamGroup(group: ParamGroupInput<O>): void {
+    const seen = new Set(this.paramGroups.flatMap((g) => g.params));
+    for (const p of group.params) {
+      if (seen.has(p)) throw new OptimizerError('some parameters appear in more than one parameter group');
+      if (!p.isLeaf) throw new OptimizerError("can't optimize a non-leaf Tensor");
+    }
+    this.paramGroups.push({ ...this.defaults, ...group, params: [...group.params] } as ParamGroup<O>);
+  }
+
+  /** Applies one update to every parameter that has a gradient. */
+  step(): void {
+    for (const group of this.paramGroups) {
+      for (const p of group.params) {
+        if (p.grad === null) continue;
+        const state = this.state.get(p) ?? {};
+        this.state.set(p, state);
+        const { param, ...next } = tf.tidy(() => this.update(group, p.data, p.grad as tf.Tensor, state));
+        p.data = param;
+        for (const [k, v] of Object.entries(next)) {
+          const old = state[k];
+          if (old instanceof tf.Tensor && old !== v) old.dispose();
+          state[k] = v as tf.Tensor | number;
+        }
+      }
+    }
+  }
+
+  /**
+   * One parameter's update, run inside tf.tidy: returns the new parameter value and the
+   * state entries that changed (the returned tensors survive; replaced ones are disposed).
+   */
+  protected abstract update(group: ParamGroup<O>, param: tf.Tensor, grad: tf.Tensor, state: ParamState): { param: tf.Tensor } & ParamState;
+
+  zeroGrad(setToNone = true): void {
+    for (const g of this.paramGroups) {
+      for (const p of g.params) {
+        if (p.grad !== null) p.grad = setToNone ? null : tf.zerosLike(p.grad);
+      }
+    }
+  }
+
+  stateDict(): OptimizerStateDict<O> {
+    const index = new Map<Tensor, number>();
+    const paramGroups = this.paramGroups.map(({ params, ...hyper }) => ({
+      ...(hyper as unknown as O & { lr: number }),
+      params: params.map((p) => {
+        index.set(p, index.size);
+        return index.size - 1;
+      }),
+    }));
+    const state = new Map<number, ParamState>();
+    for (const [p, s] of this.state) {
+      const i = index.get(p);
+      if (i !== undefined) state.set(i, s);
+    }
+    return { state, paramGroups };
+  }
+
+  /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
+  loadStateDict(sd: OptimizerStateDict<O>): void {
+    if (sd.paramGroups.length !== this.paramGroups.length) {
+      throw new OptimizerError(`state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${this.paramGroups.length}`);
+    }
+    const byIndex: Tensor[] = [];
+    sd.paramGroups.forEach((saved, gi) => {
+      const group = this.paramGroups[gi] as ParamGroup<O>;
+      if (saved.params.length !== group.params.length) {
+        throw new OptimizerError(`parameter group ${gi} has ${saved.params.length} parameters in the state dict, ${group.params.length} in the optimizer`);
+      }
+      saved.params.forEach((idx, j) => {
+        byIndex[idx] = group.params[j] as Tensor;
+      });
+    });
+    for (const [i, s] of sd.state) {
+      const p = byIndex[i];
+      if (!p) throw new OptimizerError(`state for parameter ${i}, which no group holds`);
+      for (const [k, v] of Object.entries(s)) {
+        if (v instanceof tf.Tensor && (v.shape.length !== p.shape.length || v.shape.some((d, j) => d !== p.shape[j]))) {
+          throw new OptimizerError(`state '${k}' of parameter ${i} has shape [${v.shape}], the parameter [${p.shape}]`);
+        }
+      }
+    }
+    for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
+    this.state.clear();
+    sd.paramGroups.forEach(({ params: _params, ...hyper }, gi) => Object.assign(this.paramGroups[gi] as object, hyper));
+    for (const [i, s] of sd.state) {
+      const copy: ParamState = {};
+      for (const [k, v] of Object.entries(s)) copy[k] = v instanceof tf.Tensor ? v.clone() : v;
+      this.state.set(byIndex[i] as Tensor, copy);
+    }
+  }
+
+  /** Frees the optimizer's state tensors. */
+  dispose(): void {
+    for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
+    this.state.clear();
+  }
+}
+
+function isGroupList<O>(params: Tensor[] | ParamGroupInput<O>[]): params is ParamGroupInput<O>[] {
+  return params.length > 0 && Array.isArray((params[0] as { params?: unknown }).params);
+}

@@ -1,0 +1,38 @@
+import { tf } from '@ddp/tensor';
+import type { Tensor } from '@ddp/autograd';
+import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
+
+export interface SGDOptions {
+  lr: number;
+  momentum: number;
+  dampening: number;
+  weightDecay: number;
+  nesterov: boolean;
+  maximize: boolean;
+}
+
+/** torch.optim.SGD: L2 weight decay added to the gradient, heavy-ball or Nesterov momentum. */
+export class SGD extends Optimizer<SGDOptions> {
+  constructor(params: Tensor[] | ParamGroupInput<SGDOptions>[], options: Partial<SGDOptions> & { lr: number }) {
+    const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false, ...options };
+    if (defaults.lr < 0) throw new OptimizerError(`invalid learning rate ${defaults.lr}`);
+    if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
+      throw new OptimizerError('Nesterov momentum requires a momentum and zero dampening');
+    }
+    super(params, defaults);
+  }
+
+  protected update(g: ParamGroup<SGDOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {
+    let d = g.maximize ? tf.neg(grad) : grad;
+    if (g.weightDecay !== 0) d = tf.add(d, tf.mul(param, g.weightDecay));
+    const out: { param: tf.Tensor } & ParamState = { param };
+    if (g.momentum !== 0) {
+      const prev = state.momentumBuffer as tf.Tensor | undefined;
+      const buf = prev ? tf.add(tf.mul(prev, g.momentum), tf.mul(d, 1 - g.dampening)) : tf.clone(d);
+      out.momentumBuffer = buf;
+      d = g.nesterov ? tf.add(d, tf.mul(buf, g.momentum)) : buf;
+    }
+    out.param = tf.sub(param, tf.mul(d, g.lr));
+    return out;
+  }
+}
