@@ -1,3 +1,5 @@
+import { NoProcessGroupError } from './errors.js';
+
 /** The part of @ddp/comm this package needs: the default group's rank and size. */
 interface CommDefaults {
   isInitialized(): boolean;
@@ -15,9 +17,20 @@ const comm: Partial<CommDefaults> = await import('@ddp/comm').then(
   () => ({}),
 );
 
-/** Rank and world size of the default process group, or null when there is none. */
-export function defaultGroupRankAndSize(): { rank: number; worldSize: number } | null {
-  if (!comm.isInitialized || !comm.getRank || !comm.getWorldSize) return null;
-  if (!comm.isInitialized()) return null;
-  return { rank: comm.getRank(), worldSize: comm.getWorldSize() };
+/**
+ * Fills a missing rank or world size from the default process group; throws
+ * NoProcessGroupError, naming `who` and its options, when one is missing and there is no group.
+ */
+export function rankAndSizeOrDefault(
+  given: { rank?: number; size?: number },
+  who: string,
+  names: { rank: string; size: string },
+): { rank: number; size: number } {
+  if (given.rank !== undefined && given.size !== undefined) return { rank: given.rank, size: given.size };
+  if (!comm.isInitialized?.() || !comm.getRank || !comm.getWorldSize) {
+    throw new NoProcessGroupError(
+      `${who} needs ${names.size} and ${names.rank}: pass them, or call initProcessGroup() first`,
+    );
+  }
+  return { rank: given.rank ?? comm.getRank(), size: given.size ?? comm.getWorldSize() };
 }

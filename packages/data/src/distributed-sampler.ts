@@ -1,5 +1,5 @@
-import { defaultGroupRankAndSize } from './comm-defaults.js';
-import { DataArgumentError, NoProcessGroupError } from './errors.js';
+import { rankAndSizeOrDefault } from './comm-defaults.js';
+import { DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 import { checkLength, type Sampler } from './sampler.js';
 
@@ -76,17 +76,11 @@ export class DistributedSampler implements Sampler {
   constructor(dataset: { readonly length: number } | number, opts: DistributedSamplerOptions = {}) {
     this.datasetLength = typeof dataset === 'number' ? dataset : dataset.length;
     checkLength(this.datasetLength, 'DistributedSampler dataset length');
-    let { numReplicas, rank } = opts;
-    if (numReplicas === undefined || rank === undefined) {
-      const group = defaultGroupRankAndSize();
-      if (!group) {
-        throw new NoProcessGroupError(
-          'DistributedSampler needs numReplicas and rank: pass them, or call initProcessGroup() first',
-        );
-      }
-      numReplicas ??= group.worldSize;
-      rank ??= group.rank;
-    }
+    const { rank, size: numReplicas } = rankAndSizeOrDefault(
+      { rank: opts.rank, size: opts.numReplicas },
+      'DistributedSampler',
+      { rank: 'rank', size: 'numReplicas' },
+    );
     checkReplicas(numReplicas, rank);
     this.numReplicas = numReplicas;
     this.rank = rank;

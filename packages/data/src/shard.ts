@@ -1,5 +1,5 @@
-import { defaultGroupRankAndSize } from './comm-defaults.js';
-import { DataArgumentError, NoProcessGroupError } from './errors.js';
+import { rankAndSizeOrDefault } from './comm-defaults.js';
+import { DataArgumentError } from './errors.js';
 import { IterableDataset } from './dataset.js';
 
 export interface ShardOptions {
@@ -30,17 +30,11 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
     opts: ShardOptions = {},
   ) {
     super();
-    let { numShards, shardIndex } = opts;
-    if (numShards === undefined || shardIndex === undefined) {
-      const group = defaultGroupRankAndSize();
-      if (!group) {
-        throw new NoProcessGroupError(
-          'ShardedIterableDataset needs numShards and shardIndex: pass them, or call initProcessGroup() first',
-        );
-      }
-      numShards ??= group.worldSize;
-      shardIndex ??= group.rank;
-    }
+    const { rank: shardIndex, size: numShards } = rankAndSizeOrDefault(
+      { rank: opts.shardIndex, size: opts.numShards },
+      'ShardedIterableDataset',
+      { rank: 'shardIndex', size: 'numShards' },
+    );
     if (!Number.isInteger(numShards) || numShards < 1) {
       throw new DataArgumentError(`numShards must be a positive integer, got ${numShards}`);
     }
