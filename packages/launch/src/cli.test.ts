@@ -36,13 +36,16 @@ describe('ddp-run CLI', () => {
     expect(cli.out.text).toContain('--max-restarts <r>');
   });
 
-  it('exits 2 on a bad flag value and on a missing script', { timeout: 30_000 }, async () => {
+  it('exits 2 on a bad flag value, a missing script, a multi-node run without address', { timeout: 30_000 }, async () => {
     const bad = ddpRun(['--nproc-per-node', 'two', rankScript]);
     const missing = ddpRun(['--nproc-per-node', '2', 'no-such-script.ts']);
     expect((await bad.exited).code).toBe(2);
     expect(bad.err.text).toContain("argument 'two' is invalid");
     expect((await missing.exited).code).toBe(2);
     expect(missing.err.text).toContain('ddp-run: script not found');
+    const multiNode = ddpRun(['--nproc-per-node', '1', '--nnodes', '2', '--master-port', '29500', '--secret', 's', rankScript]);
+    expect((await multiNode.exited).code).toBe(2);
+    expect(multiNode.err.text).toContain('ddp-run: nnodes > 1 needs masterAddr (--master-addr)');
   });
 
   it('runs a world and passes flags after the script to it', { timeout: 30_000 }, async () => {

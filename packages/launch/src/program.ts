@@ -20,7 +20,7 @@ function buildProgram(): Command {
     .addOption(new Option('--nproc-per-node <n>', 'ranks started on this node').argParser(integer).makeOptionMandatory())
     .addOption(new Option('--nnodes <m>', 'nodes in the world').argParser(integer).default(1))
     .addOption(new Option('--node-rank <k>', "this node's index").argParser(integer).default(0))
-    .option('--master-addr <addr>', 'address of the TCPStore host (rank 0)', '127.0.0.1')
+    .option('--master-addr <addr>', 'address of the TCPStore host, rank 0 (default: 127.0.0.1, single node only)')
     .addOption(new Option('--master-port <port>', 'TCPStore port (default: a free port, single node only)').argParser(integer))
     .addOption(new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure').argParser(integer).default(0))
     .option('--secret <s>', "the run's shared secret (default: $DDP_SECRET, else a random one)")
@@ -37,7 +37,7 @@ interface CliOptions {
   nprocPerNode: number;
   nnodes: number;
   nodeRank: number;
-  masterAddr: string;
+  masterAddr?: string;
   masterPort?: number;
   maxRestarts: number;
   secret?: string;

@@ -46,7 +46,7 @@ const PIPE_DRAIN_MS = 2000;
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 /** The node arguments that run `script` with TypeScript support. */
-export function childArgs(plan: LaunchPlan): string[] {
+function childArgs(plan: LaunchPlan): string[] {
   const conditions = plan.sourceConditions ? ['--conditions=source'] : [];
   return [...conditions, '--import', tsxLoader, plan.script, ...plan.args];
 }
