@@ -66,6 +66,7 @@ describe('defaultCollate', () => {
     expect(() => defaultCollate([1, 'x'] as (number | string)[])).toThrow(CollateError);
     expect(() => defaultCollate([Float32Array.of(1), Int32Array.of(1)] as Float32Array[])).toThrow(CollateError);
     expect(() => defaultCollate([])).toThrow(CollateError);
+    expect(() => defaultCollate([Uint32Array.of(2 ** 31)])).toThrow(/above int32/);
     expect(tf.memory().numTensors).toBe(before);
   });
 });

@@ -66,6 +66,9 @@ function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
     if (dtypeOf(a.data) !== dtype) {
       throw new CollateError(`${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0]!.data.constructor.name}`);
     }
+    if (a.data instanceof Uint32Array && a.data.some((v) => v > 0x7fffffff)) {
+      throw new CollateError(`${path}: sample ${i} holds uint32 values above int32's range`);
+    }
     out.set(a.data, i * size);
   });
   return tf.tensor(out, [arrays.length, ...shape], dtype);

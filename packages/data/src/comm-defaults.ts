@@ -12,9 +12,13 @@ interface CommDefaults {
  * initialises a group (single-process training, tests) must still be able to use the
  * samplers with explicit ranks.
  */
+let loadError = '';
 const comm: Partial<CommDefaults> = await import('@ddp/comm').then(
   (m) => m as Partial<CommDefaults>,
-  () => ({}),
+  (e: unknown) => {
+    loadError = ` (@ddp/comm could not be loaded: ${e instanceof Error ? e.message : String(e)})`;
+    return {};
+  },
 );
 
 /**
@@ -29,7 +33,7 @@ export function rankAndSizeOrDefault(
   if (given.rank !== undefined && given.size !== undefined) return { rank: given.rank, size: given.size };
   if (!comm.isInitialized?.() || !comm.getRank || !comm.getWorldSize) {
     throw new NoProcessGroupError(
-      `${who} needs ${names.size} and ${names.rank}: pass them, or call initProcessGroup() first`,
+      `${who} needs ${names.size} and ${names.rank}: pass them, or call initProcessGroup() first${loadError}`,
     );
   }
   return { rank: given.rank ?? comm.getRank(), size: given.size ?? comm.getWorldSize() };
