@@ -1,0 +1,121 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CheckpointError, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import { Generator } from './generator.js';
+import { Module } from './module.js';
+import { Adam } from './optim/adam.js';
+import { Parameter } from './parameter.js';
+import { SafetensorsError } from './safetensors.js';
+
+/** Two parameters and an int32 buffer: enough state for a checkpoint. */
+class Toy extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter;
+  constructor(gen: Generator) {
+    super();
+    this.weight = this.registerParameter('weight', Parameter.fromValues(gen.normal(6), [2, 3]));
+    this.bias = this.registerParameter('bias', Parameter.fromValues(gen.normal(2), [2]));
+    this.registerBuffer('count', new Tensor(tf.tensor([3], [1], 'int32')));
+  }
+  forward(): never {
+    throw new Error('not used');
+  }
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ddp-nn-ckpt-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function trainSteps(model: Toy, opt: Adam, gen: Generator, steps: number): void {
+  for (let s = 0; s < steps; s++) {
+    for (const p of model.parameters()) p.grad = tf.tensor(gen.normal(p.size), p.shape);
+    opt.step();
+  }
+}
+
+const bits = (t: tf.Tensor) => Array.from(new Uint32Array(Float32Array.from(t.dataSync()).buffer));
+
+describe('checkpoints', () => {
+  it('round-trips model, optimizer and generator bit for bit', async () => {
+    const gen = new Generator(5);
+    const model = new Toy(gen);
+    const opt = new Adam(model.parameters(), { lr: 0.01 });
+    trainSteps(model, opt, gen, 3);
+    const path = join(dir, 'ckpt');
+    await saveCheckpoint(path, { model, optimizer: opt, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } });
+    await saveCheckpoint(path, { model, optimizer: opt, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } }); // overwrite
+    expect((await readdir(dir)).sort()).toEqual(['ckpt']);
+
+    const gen2 = new Generator(99);
+    const restored = new Toy(gen2);
+    const opt2 = new Adam(restored.parameters(), { lr: 0.5 });
+    const before = tf.memory().numTensors;
+    const info = await loadCheckpoint(path, { model: restored, optimizer: opt2, generator: gen2 });
+    expect(tf.memory().numTensors - before).toBe(4); // the new optimizer's moments; model tensors were replaced
+    expect(info).toMatchObject({ step: 3, epoch: 1, extra: { note: 'x' } });
+    for (const [k, t] of model.stateDict()) expect(bits(restored.stateDict().get(k) as tf.Tensor), k).toEqual(bits(t));
+    expect(opt2.paramGroups[0]?.lr).toBe(0.01);
+    const a = opt.stateDict();
+    const b = opt2.stateDict();
+    for (const [i, s] of a.state) {
+      expect(b.state.get(i)?.step).toBe(s.step);
+      for (const key of ['expAvg', 'expAvgSq']) expect(bits(b.state.get(i)?.[key] as tf.Tensor)).toEqual(bits(s[key] as tf.Tensor));
+    }
+    // Training on from both gives identical weights: generator and optimizer state came back too.
+    trainSteps(model, opt, gen, 2);
+    trainSteps(restored, opt2, gen2, 2);
+    for (const [k, t] of model.stateDict()) expect(bits(restored.stateDict().get(k) as tf.Tensor), k).toEqual(bits(t));
+    for (const m of [model, restored]) m.dispose();
+    opt.dispose();
+    opt2.dispose();
+  });
+
+  it('writes safetensors files other tools can read: parsed here from the spec', async () => {
+    const gen = new Generator(1);
+    const model = new Toy(gen);
+    const opt = new Adam(model.parameters());
+    trainSteps(model, opt, gen, 1);
+    const path = join(dir, 'spec');
+    await saveCheckpoint(path, { model, optimizer: opt });
+    const readHeader = async (file: string) => {
+      const bytes = new Uint8Array(await readFile(join(path, file)));
+      const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+      return { bytes, n, header: JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) };
+    };
+    const { bytes, n, header } = await readHeader(MODEL_FILE);
+    expect(header.weight).toEqual({ dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] });
+    expect(header.bias).toEqual({ dtype: 'F32', shape: [2], data_offsets: [24, 32] });
+    expect(header.count).toEqual({ dtype: 'I32', shape: [1], data_offsets: [32, 36] });
+    const view = new DataView(bytes.buffer, bytes.byteOffset + 8 + n);
+    const weight = Array.from({ length: 6 }, (_, i) => view.getFloat32(4 * i, true));
+    expect(weight).toEqual(Array.from(model.weight.dataSync()));
+    expect(view.getInt32(32, true)).toBe(3);
+    const optFile = await readHeader(OPTIMIZER_FILE);
+    expect(Object.keys(optFile.header).sort()).toEqual(['state.0.expAvg', 'state.0.expAvgSq', 'state.1.expAvg', 'state.1.expAvgSq']);
+    expect(optFile.header['state.0.expAvg'].shape).toEqual([2, 3]);
+    model.dispose();
+    opt.dispose();
+  });
+
+  it('reports truncated files, and missing checkpoints clearly', async () => {
+    const gen = new Generator(2);
+    const model = new Toy(gen);
+    const path = join(dir, 'bad');
+    await saveCheckpoint(path, { model });
+    const file = join(path, MODEL_FILE);
+    const full = await readFile(file);
+    await writeFile(file, full.subarray(0, full.length - 5));
+    await expect(loadCheckpoint(path, { model })).rejects.toThrow(SafetensorsError);
+    await expect(loadCheckpoint(path, { model })).rejects.toThrow(/model\.safetensors: tensor '\w+' ends at byte \d+ of the data, which has only 31/);
+    await expect(loadCheckpoint(join(dir, 'nowhere'), { model })).rejects.toThrow(CheckpointError);
+    model.dispose();
+  });
+});
