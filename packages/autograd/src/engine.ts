@@ -16,15 +16,17 @@ interface BackwardRun {
   pending: Promise<void>[];
 }
 
-let current: BackwardRun | null = null;
+/** Running backward passes: a backward inside a backward (checkpoint's recomputation) nests. */
+const runs: BackwardRun[] = [];
 
 /**
- * Queues fn to run once the current backward() has processed every node (and awaited the
- * promises returned by post-accumulate hooks), like Variable._execution_engine.queue_callback.
+ * Queues fn to run once the outermost running backward() has processed every node (and
+ * awaited the promises returned by post-accumulate hooks), like queue_callback in PyTorch.
  */
 export function queueCallback(fn: Callback): void {
-  if (current === null) throw new AutogradError('queueCallback() can only be called during backward()');
-  current.callbacks.push(fn);
+  const outermost = runs[0];
+  if (outermost === undefined) throw new AutogradError('queueCallback() can only be called during backward()');
+  outermost.callbacks.push(fn);
 }
 
 /** Counts, for every node reachable from root, how many edges point at it. */
@@ -107,7 +109,6 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
   if (grad === undefined && root.size !== 1) {
     throw new AutogradArgumentError(`grad can be implicitly created only for scalar outputs (shape [${root.shape}])`);
   }
-  if (current !== null) throw new AutogradError('backward() is already running; nested backward is not supported');
   const rootNode = root.isLeaf ? root.gradAccumulator() : root.gradFn!;
   const deps = countDependencies(rootNode);
   const buffers = new Map<Node, (tf.Tensor | null)[]>();
@@ -116,7 +117,7 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
   buffers.get(rootNode)![root.outputIndex] = rootGrad;
   const ready: Node[] = [rootNode];
   const run: BackwardRun = { callbacks: [], pending: [] };
-  current = run;
+  runs.push(run);
   try {
     while (ready.length > 0) {
       ready.sort((a, b) => a.sequenceNr - b.sequenceNr);
@@ -170,7 +171,7 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
     await Promise.all(run.pending);
     for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]!();
   } finally {
-    current = null;
+    runs.splice(runs.indexOf(run), 1);
     for (const buf of buffers.values()) for (const g of buf) g?.dispose();
   }
 }

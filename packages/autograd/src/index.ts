@@ -11,7 +11,15 @@ export { tensor, fromTf, zeros, ones, full, randn, rand, type CreateOptions } fr
 export { sumToShape } from './ops/broadcast.js';
 export { add, sub, mul, div, pow, type Operand } from './ops/arithmetic.js';
 export { neg, exp, log, sqrt, square, abs } from './ops/unary.js';
-export { matmul } from './ops/matmul.js';
+export { matmul, linear } from './ops/matmul.js';
 export { sum, mean, max, min, type ReduceOptions } from './ops/reduce.js';
 export { reshape, permute, transpose, unsqueeze, squeeze, flatten } from './ops/shape.js';
 export { gradcheck, type GradcheckOptions, type GradcheckResult } from './gradcheck.js';
+export { tanh, sigmoid, relu, gelu, logSigmoid } from './ops/activation.js';
+export { softmax, logSoftmax } from './ops/softmax.js';
+export { concat, cat, split, slice, narrow, indexSelect, pad, where, maskedFill, embedding, type Indices } from './ops/indexing.js';
+export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
+export { layerNorm, batchNormStats, l2Normalize } from './ops/norm.js';
+export { crossEntropy, mse, type Reduction } from './ops/loss.js';
+export { dropout, manualSeed } from './ops/dropout.js';
+export { checkpoint } from './checkpoint.js';

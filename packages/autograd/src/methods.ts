@@ -3,6 +3,11 @@ import { matmul } from './ops/matmul.js';
 import { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 import { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
+import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
+import { indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
+import { l2Normalize } from './ops/norm.js';
+import { logSoftmax, softmax } from './ops/softmax.js';
+import type { tf } from '@ddp/tensor';
 import { Tensor } from './tensor.js';
 
 // Torch-like method forms of the ops (x.add(y), x.sum({ dim: 1 })...), attached to the prototype.
@@ -31,10 +36,24 @@ declare module './tensor.js' {
     unsqueeze(dim: number): Tensor;
     squeeze(dim?: number): Tensor;
     flatten(startDim?: number, endDim?: number): Tensor;
+    tanh(): Tensor;
+    sigmoid(): Tensor;
+    relu(): Tensor;
+    gelu(opts?: { approximate?: 'none' | 'tanh' }): Tensor;
+    logSigmoid(): Tensor;
+    softmax(dim?: number): Tensor;
+    logSoftmax(dim?: number): Tensor;
+    split(sizesOrCount: number | number[], dim?: number): Tensor[];
+    slice(begin: number[], size: number[]): Tensor;
+    narrow(dim: number, start: number, length: number): Tensor;
+    indexSelect(dim: number, indices: number[] | tf.Tensor | Tensor): Tensor;
+    pad(paddings: [number, number][], value?: number): Tensor;
+    maskedFill(mask: Tensor | tf.Tensor, value: number): Tensor;
+    l2Normalize(dim?: number, eps?: number): Tensor;
   }
 }
 
-type Method = (this: Tensor, ...args: never[]) => Tensor;
+type Method = (this: Tensor, ...args: never[]) => Tensor | Tensor[];
 const methods: Record<string, Method> = {
   add(o: Operand) { return add(this, o); },
   sub(o: Operand) { return sub(this, o); },
@@ -59,5 +78,19 @@ const methods: Record<string, Method> = {
   unsqueeze(dim: number) { return unsqueeze(this, dim); },
   squeeze(dim?: number) { return squeeze(this, dim); },
   flatten(s?: number, e?: number) { return flatten(this, s, e); },
+  tanh() { return tanh(this); },
+  sigmoid() { return sigmoid(this); },
+  relu() { return relu(this); },
+  gelu(opts?: { approximate?: 'none' | 'tanh' }) { return gelu(this, opts); },
+  logSigmoid() { return logSigmoid(this); },
+  softmax(dim?: number) { return softmax(this, dim); },
+  logSoftmax(dim?: number) { return logSoftmax(this, dim); },
+  split(s: number | number[], dim?: number) { return split(this, s, dim); },
+  slice(begin: number[], size: number[]) { return slice(this, begin, size); },
+  narrow(dim: number, start: number, length: number) { return narrow(this, dim, start, length); },
+  indexSelect(dim: number, idx: number[] | tf.Tensor | Tensor) { return indexSelect(this, dim, idx); },
+  pad(p: [number, number][], value?: number) { return pad(this, p, value); },
+  maskedFill(mask: Tensor | tf.Tensor, value: number) { return maskedFill(this, mask, value); },
+  l2Normalize(dim?: number, eps?: number) { return l2Normalize(this, dim, eps); },
 };
 Object.assign(Tensor.prototype, methods);

@@ -2,6 +2,7 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { Function } from '../function.js';
 import type { Context } from '../node.js';
+import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { sumToShape } from './broadcast.js';
 
@@ -61,4 +62,12 @@ class MatMul extends Function {
 /** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
 export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false);
+}
+
+/** F.linear: x W^T + b, with W [out, in] as in PyTorch. */
+export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
+  return tidy(() => {
+    const y = matmul(x, weight, { transposeB: true });
+    return bias ? y.add(bias) : y;
+  });
 }

@@ -7,7 +7,7 @@ import type { Tensor } from '../tensor.js';
  * Elementwise op y = f(x) whose gradient is dy * f'(x); `derivative` gets x and y and
  * `saves` says which of them backward needs (so nothing else is kept alive).
  */
-function unary(
+export function unary(
   name: string,
   f: (x: tf.Tensor) => tf.Tensor,
   derivative: (x: tf.Tensor, y: tf.Tensor) => tf.Tensor,

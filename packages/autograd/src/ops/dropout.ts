@@ -1,0 +1,44 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+
+// Seeds of unseeded dropout calls come from this counter, so manualSeed() makes runs
+// reproducible and checkpoint() can replay the same masks when it recomputes a segment.
+let rngState = 0x5eed;
+
+/** Seeds the stream of dropout masks (like torch.manual_seed for dropout). */
+export function manualSeed(seed: number): void {
+  rngState = seed >>> 0;
+}
+export const getRngState = (): number => rngState;
+export const setRngState = (state: number): void => {
+  rngState = state;
+};
+function nextSeed(): number {
+  rngState = (Math.imul(rngState, 1664525) + 1013904223) >>> 0;
+  return rngState;
+}
+
+class Dropout extends Function {
+  forward(ctx: Context, x: tf.Tensor, p: number, seed: number): tf.Tensor {
+    const keep = tf.cast(tf.greaterEqual(tf.randomUniform(x.shape, 0, 1, 'float32', seed), p), 'float32');
+    const mask = tf.div(keep, 1 - p);
+    ctx.saveForBackward(mask);
+    return tf.mul(x, mask);
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    return [tf.mul(dy, ctx.savedTensors[0]!), null, null];
+  }
+}
+
+/**
+ * F.dropout: zeroes each element with probability p and scales the rest by 1/(1-p) when
+ * training; identity otherwise. `seed` fixes the mask; without it the mask comes from manualSeed's stream.
+ */
+export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
+  if (!(p >= 0 && p < 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1), got ${p}`);
+  if (opts.training === false || p === 0) return x.mul(1);
+  return Dropout.apply(x, p, opts.seed ?? nextSeed());
+}

@@ -1,0 +1,174 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import { Tensor } from '../tensor.js';
+import { sumToShape } from './broadcast.js';
+
+const axis = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
+
+/** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
+export type Indices = number[] | number[][] | tf.Tensor | Tensor;
+
+export function toIndexTensor(idx: Indices): tf.Tensor {
+  if (idx instanceof Tensor) return tf.cast(idx.data, 'int32');
+  if (idx instanceof tf.Tensor) return tf.cast(idx, 'int32');
+  return tf.tensor(idx as number[], undefined, 'int32');
+}
+
+class Concat extends Function {
+  private sizes: number[] = [];
+  private dim = 0;
+  forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
+    this.dim = axis(dim, xs[0]!.rank);
+    this.sizes = xs.map((x) => x.shape[this.dim]!);
+    return tf.concat(xs, this.dim);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    return [null, ...tf.split(dy, this.sizes, this.dim)];
+  }
+}
+
+class Split extends Function {
+  private dim = 0;
+  forward(_ctx: Context, x: tf.Tensor, sizes: number | number[], dim: number): tf.Tensor[] {
+    this.dim = axis(dim, x.rank);
+    return tf.split(x, sizes, this.dim);
+  }
+  backward(_ctx: Context, ...dys: tf.Tensor[]) {
+    return [tf.concat(dys, this.dim), null, null];
+  }
+}
+
+class Slice extends Function {
+  private inShape: number[] = [];
+  private begin: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, begin: number[], size: number[]): tf.Tensor {
+    this.inShape = x.shape;
+    this.begin = begin;
+    return tf.slice(x, begin, size);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    const padding = this.inShape.map((d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]!] as [number, number]);
+    return [tf.pad(dy, padding), null, null];
+  }
+}
+
+class IndexSelect extends Function {
+  private inShape: number[] = [];
+  private dim = 0;
+  forward(ctx: Context, x: tf.Tensor, dim: number, idx: tf.Tensor): tf.Tensor {
+    this.inShape = x.shape;
+    this.dim = axis(dim, x.rank);
+    ctx.saveForBackward(idx);
+    return tf.gather(x, idx, this.dim);
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [idx] = ctx.savedTensors as [tf.Tensor];
+    const perm = [this.dim, ...[...Array(dy.rank).keys()].filter((d) => d !== this.dim)];
+    const inverse = perm.map((_, i) => perm.indexOf(i));
+    const summed = tf.unsortedSegmentSum(tf.transpose(dy, perm), idx as tf.Tensor1D, this.inShape[this.dim]!);
+    return [tf.transpose(summed, inverse), null, null];
+  }
+}
+
+class Embedding extends Function {
+  private rows = 0;
+  forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor): tf.Tensor {
+    this.rows = table.shape[0]!;
+    const flat = tf.reshape(idx, [-1]);
+    ctx.saveForBackward(flat);
+    return tf.reshape(tf.gather(table, flat, 0), [...idx.shape, table.shape[1]!]);
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [flat] = ctx.savedTensors as [tf.Tensor1D];
+    return [tf.unsortedSegmentSum(tf.reshape(dy, [flat.size, -1]), flat, this.rows), null];
+  }
+}
+
+class Pad extends Function {
+  private paddings: [number, number][] = [];
+  forward(_ctx: Context, x: tf.Tensor, paddings: [number, number][], value: number): tf.Tensor {
+    this.paddings = paddings;
+    return tf.pad(x, paddings, value);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    const begin = this.paddings.map(([b]) => b);
+    const size = dy.shape.map((d, i) => d - this.paddings[i]![0] - this.paddings[i]![1]);
+    return [tf.slice(dy, begin, size), null, null];
+  }
+}
+
+class Where extends Function {
+  private aShape: number[] = [];
+  private bShape: number[] = [];
+  forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
+    const ta = typeof a === 'number' ? tf.scalar(a) : a;
+    const tb = typeof b === 'number' ? tf.scalar(b) : b;
+    this.aShape = ta.shape;
+    this.bShape = tb.shape;
+    const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
+    const c = tf.broadcastTo(tf.cast(cond, 'bool'), shape);
+    ctx.saveForBackward(c);
+    return tf.where(c, tf.broadcastTo(ta, shape), tf.broadcastTo(tb, shape));
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [c] = ctx.savedTensors as [tf.Tensor];
+    const zero = tf.zerosLike(dy);
+    return [
+      null,
+      ctx.needsInputGrad[1] ? sumToShape(tf.where(c, dy, zero), this.aShape) : null,
+      ctx.needsInputGrad[2] ? sumToShape(tf.where(c, zero, dy), this.bShape) : null,
+    ];
+  }
+}
+
+/** Concatenates along dim (torch.cat). */
+export function concat(xs: Tensor[], dim = 0): Tensor {
+  if (xs.length === 0) throw new AutogradArgumentError('concat needs at least one tensor');
+  return Concat.apply(dim, ...xs);
+}
+export { concat as cat };
+
+/** Splits into chunks of the given sizes, or equal chunks when a count is given (tf.split). */
+export const split = (x: Tensor, sizesOrCount: number | number[], dim = 0): Tensor[] =>
+  Split.apply<Tensor[]>(x, sizesOrCount, dim);
+
+/** The block starting at `begin` with `size` (-1 = to the end) per dim (tf.slice). */
+export const slice = (x: Tensor, begin: number[], size: number[]): Tensor => Slice.apply(x, begin, size);
+
+/** `length` entries from `start` along dim (torch.narrow). */
+export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
+  const d = axis(dim, x.rank);
+  return slice(x, x.shape.map((_, i) => (i === d ? start : 0)), x.shape.map((s, i) => (i === d ? length : s)));
+}
+
+/** Picks entries along dim by integer index (torch.index_select); repeated indices accumulate grads. */
+export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
+  const idx = toIndexTensor(indices);
+  try {
+    return IndexSelect.apply(x, dim, idx);
+  } finally {
+    idx.dispose();
+  }
+}
+
+/** Constant padding, one [before, after] pair per dim. */
+export const pad = (x: Tensor, paddings: [number, number][], value = 0): Tensor => Pad.apply(x, paddings, value);
+
+/** cond ? a : b elementwise, all three broadcast (torch.where). */
+export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
+  Where.apply(cond, a, b);
+
+/** x with `value` where mask is true (torch.masked_fill). */
+export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor => Where.apply(mask, value, x);
+
+/** Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). */
+export function embedding(ids: Indices, table: Tensor): Tensor {
+  const idx = toIndexTensor(ids);
+  try {
+    return Embedding.apply(table, idx);
+  } finally {
+    idx.dispose();
+  }
+}

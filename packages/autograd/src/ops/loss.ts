@@ -1,0 +1,62 @@
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+import { tidy } from '../scope.js';
+import { type Indices, toIndexTensor } from './indexing.js';
+import { logSoftmaxKernel } from './softmax.js';
+
+export type Reduction = 'mean' | 'sum' | 'none';
+
+/** Cross entropy of logits [N, C] against integer labels [N]; ignored labels add nothing. */
+class CrossEntropy extends Function {
+  private reduction: Reduction = 'mean';
+  private count = 1;
+  forward(ctx: Context, logits: tf.Tensor, labels: tf.Tensor, ignoreIndex: number, reduction: Reduction): tf.Tensor {
+    if (logits.rank !== 2 || labels.rank !== 1 || labels.shape[0] !== logits.shape[0]) {
+      throw new AutogradArgumentError(`crossEntropy wants logits [N, C] and labels [N], got [${logits.shape}] and [${labels.shape}]`);
+    }
+    this.reduction = reduction;
+    const valid = tf.notEqual(labels, ignoreIndex);
+    const target = tf.mul(tf.oneHot(tf.where(valid, labels, tf.zerosLike(labels)), logits.shape[1]!), tf.expandDims(tf.cast(valid, 'float32'), 1));
+    const logp = logSoftmaxKernel(logits, 1);
+    const perRow = tf.neg(tf.sum(tf.mul(target, logp), 1));
+    this.count = Math.max(1, tf.sum(tf.cast(valid, 'int32')).dataSync()[0]!);
+    ctx.saveForBackward(logp, target);
+    if (reduction === 'none') return perRow;
+    const total = tf.sum(perRow);
+    return reduction === 'sum' ? total : tf.div(total, this.count);
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [logp, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    // d/dlogits = (softmax - onehot) on valid rows (target rows of ignored labels are all zero)
+    const rowValid = tf.sum(target, 1, true);
+    const g = tf.sub(tf.mul(tf.exp(logp), rowValid), target);
+    if (this.reduction === 'none') return [tf.mul(g, tf.expandDims(dy, 1)), null, null, null];
+    const scale = this.reduction === 'sum' ? dy : tf.div(dy, this.count);
+    return [tf.mul(g, scale), null, null, null];
+  }
+}
+
+/**
+ * F.cross_entropy(logits [N, C], labels [N]) with ignoreIndex (default -100) and reduction
+ * (default mean over the labels not ignored).
+ */
+export function crossEntropy(logits: Tensor, labels: Indices, opts: { ignoreIndex?: number; reduction?: Reduction } = {}): Tensor {
+  const idx = toIndexTensor(labels);
+  try {
+    return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');
+  } finally {
+    idx.dispose();
+  }
+}
+
+/** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
+export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
+  const reduction = opts.reduction ?? 'mean';
+  return tidy(() => {
+    const sq = input.sub(target).square();
+    return reduction === 'none' ? sq : reduction === 'sum' ? sq.sum() : sq.mean();
+  });
+}

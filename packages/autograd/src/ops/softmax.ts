@@ -1,0 +1,47 @@
+import { tf } from '@ddp/tensor';
+import { Function } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+
+const lastIfNegative = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
+
+/** Numerically stable log-softmax over one dim. */
+export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
+  const shifted = tf.sub(x, tf.max(x, dim, true));
+  return tf.sub(shifted, tf.log(tf.sum(tf.exp(shifted), dim, true)));
+}
+
+class Softmax extends Function {
+  private dim = -1;
+  forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
+    this.dim = lastIfNegative(dim, x.rank);
+    const y = tf.exp(logSoftmaxKernel(x, this.dim));
+    ctx.saveForBackward(y);
+    return y;
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [y] = ctx.savedTensors as [tf.Tensor];
+    // dx = y * (dy - sum(dy * y))
+    return [tf.mul(y, tf.sub(dy, tf.sum(tf.mul(dy, y), this.dim, true))), null];
+  }
+}
+
+class LogSoftmax extends Function {
+  private dim = -1;
+  forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
+    this.dim = lastIfNegative(dim, x.rank);
+    const y = logSoftmaxKernel(x, this.dim);
+    ctx.saveForBackward(y);
+    return y;
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [y] = ctx.savedTensors as [tf.Tensor];
+    // dx = dy - softmax * sum(dy)
+    return [tf.sub(dy, tf.mul(tf.exp(y), tf.sum(dy, this.dim, true))), null];
+  }
+}
+
+/** softmax over `dim` (default last). */
+export const softmax = (x: Tensor, dim = -1): Tensor => Softmax.apply(x, dim);
+/** log(softmax(x)) over `dim` (default last), computed stably. */
+export const logSoftmax = (x: Tensor, dim = -1): Tensor => LogSoftmax.apply(x, dim);
