@@ -1,16 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { add, div, exp, gradcheck, log, matmul, max, mean, min, mul, neg, permute, pow, rand, randn, reshape, sqrt, sub, sum, transpose, type Tensor } from '../index.js';
-
-/** Random positive-ish leaves requiring grad, with a per-call seed. */
-let seed = 100;
-const leaf = (shape: number[], positive = false): Tensor =>
-  positive ? rand(shape, { low: 0.5, high: 2, requiresGrad: true, seed: seed++ }) : randn(shape, { requiresGrad: true, seed: seed++ });
-
-async function check(fn: (...xs: Tensor[]) => Tensor, inputs: Tensor[]): Promise<void> {
-  const r = await gradcheck(fn, inputs);
-  inputs.forEach((t) => t.dispose());
-  expect(r.ok, r.message).toBe(true);
-}
+import { describe, it } from 'vitest';
+import { expectGradsMatch as check, leaf } from '../test-utils.js';
+import { add, div, exp, log, matmul, max, mean, min, mul, neg, permute, pow, reshape, sqrt, sub, sum, transpose, type Tensor } from '../index.js';
 
 describe('basic ops: finite-difference gradients', () => {
   const pairs: [string, number[], number[]][] = [
