@@ -34,3 +34,21 @@ export {
 export { SGD, type SGDOptions } from './optim/sgd.js';
 export { Adam, AdamW, type AdamOptions } from './optim/adam.js';
 export { clipGradNorm } from './optim/clip-grad.js';
+export {
+  CheckpointError,
+  type CheckpointContents,
+  type LoadedCheckpoint,
+  loadCheckpoint,
+  META_FILE,
+  MODEL_FILE,
+  OPTIMIZER_FILE,
+  saveCheckpoint,
+} from './checkpoint.js';
+export { Linear, type LinearOptions, Embedding } from './layers/linear.js';
+export { ReLU, Tanh, GELU, Dropout } from './layers/activation.js';
+export { Sequential, ModuleList, type TensorModule } from './layers/container.js';
+export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
+export { LayerNorm, type LayerNormOptions, BatchNorm, BatchNorm1d, BatchNorm2d, type BatchNormOptions } from './layers/norm.js';
+export { MultiheadAttention, type MultiheadAttentionOptions, type AttentionCallOptions } from './layers/attention.js';
+export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer.js';
+export { crossEntropy, mse, CrossEntropyLoss, MSELoss } from './losses.js';

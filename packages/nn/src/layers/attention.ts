@@ -1,0 +1,101 @@
+import { dropout, matmul, maskedFill, narrow, softmax, type Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { defaultGenerator, type Generator } from '../generator.js';
+import { xavierUniform } from '../init.js';
+import { Module, ModuleError } from '../module.js';
+import { Parameter } from '../parameter.js';
+import { Linear } from './linear.js';
+
+export interface MultiheadAttentionOptions {
+  bias?: boolean;
+  /** Dropout on the attention weights, in training mode. */
+  dropout?: number;
+  /** Mask future positions (query i sees keys j <= i) on every call. */
+  causal?: boolean;
+  generator?: Generator;
+}
+
+export interface AttentionCallOptions {
+  /** Boolean [T, S] or [B, T, S]; true marks a position that may NOT be attended. */
+  attnMask?: tf.Tensor;
+  /** Causal mask for this call (in addition to the module's `causal`). */
+  isCausal?: boolean;
+}
+
+/**
+ * nn.MultiheadAttention with batch-first [B, T, E] tensors. Parameters keep PyTorch's
+ * names and init: in_proj_weight [3E, E] (xavier uniform), in_proj_bias [3E] (zeros),
+ * out_proj (a Linear, bias zeros). forward returns the attended output only.
+ */
+export class MultiheadAttention extends Module {
+  readonly headDim: number;
+  readonly inProjWeight: Parameter;
+  readonly inProjBias: Parameter | null;
+  readonly outProj: Linear;
+  readonly dropoutP: number;
+  readonly causal: boolean;
+  private readonly generator: Generator;
+
+  constructor(
+    readonly embedDim: number,
+    readonly numHeads: number,
+    { bias = true, dropout: p = 0, causal = false, generator = defaultGenerator }: MultiheadAttentionOptions = {},
+  ) {
+    super();
+    if (embedDim % numHeads !== 0) throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);
+    this.headDim = embedDim / numHeads;
+    this.dropoutP = p;
+    this.causal = causal;
+    this.generator = generator;
+    const shape = [3 * embedDim, embedDim];
+    this.inProjWeight = this.registerParameter('in_proj_weight', Parameter.fromValues(xavierUniform(shape, 1, generator), shape));
+    this.inProjBias = this.registerParameter('in_proj_bias', bias ? new Parameter(tf.zeros([3 * embedDim])) : null);
+    this.outProj = this.registerModule('out_proj', new Linear(embedDim, embedDim, { bias, generator }));
+    if (this.outProj.bias) this.outProj.bias.data = tf.zerosLike(this.outProj.bias.data);
+  }
+
+  /** x [B, L, E] projected by rows [i·E, (i+1)·E) of the packed in-projection, split into heads [B, H, L, D]. */
+  private project(x: Tensor, i: number): Tensor {
+    const [b, l] = x.shape as [number, number, number];
+    let y = matmul(x.reshape([b * l, this.embedDim]), narrow(this.inProjWeight, 0, i * this.embedDim, this.embedDim), { transposeB: true });
+    if (this.inProjBias) y = y.add(narrow(this.inProjBias, 0, i * this.embedDim, this.embedDim));
+    return y.reshape([b, l, this.numHeads, this.headDim]).permute([0, 2, 1, 3]);
+  }
+
+  forward(query: Tensor, key: Tensor = query, value: Tensor = key, options: AttentionCallOptions = {}): Tensor {
+    if (query.rank !== 3 || query.shape[2] !== this.embedDim) {
+      throw new ModuleError(`MultiheadAttention expects [batch, seq, ${this.embedDim}], got [${query.shape}]`);
+    }
+    const [b, t] = query.shape as [number, number, number];
+    const s = key.shape[1] as number;
+    const q = this.project(query, 0);
+    const k = this.project(key, 1);
+    const v = this.project(value, 2);
+    let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]
+    const mask = this.mask(t, s, options);
+    if (mask) {
+      try {
+        scores = maskedFill(scores, mask, Number.NEGATIVE_INFINITY);
+      } finally {
+        mask.dispose();
+      }
+    }
+    let weights = softmax(scores, -1);
+    if (this.training && this.dropoutP > 0) weights = dropout(weights, this.dropoutP, { seed: this.generator.nextUint32() });
+    const heads = matmul(weights, v); // [B, H, T, D]
+    const merged = heads.permute([0, 2, 1, 3]).reshape([b, t, this.embedDim]);
+    return this.outProj.forward(merged);
+  }
+
+  /** The boolean mask (true = blocked) broadcastable to [B, H, T, S], or null. */
+  private mask(t: number, s: number, { attnMask, isCausal }: AttentionCallOptions): tf.Tensor | null {
+    const causal = this.causal || isCausal === true;
+    if (!causal && !attnMask) return null;
+    return tf.tidy(() => {
+      const parts: tf.Tensor[] = [];
+      if (causal) parts.push(tf.greater(tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])));
+      if (attnMask) parts.push(attnMask.rank === 3 ? tf.expandDims(tf.cast(attnMask, 'bool'), 1) : tf.cast(attnMask, 'bool'));
+      return parts.reduce((a, c) => tf.logicalOr(a, c));
+    });
+  }
+}

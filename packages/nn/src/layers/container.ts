@@ -1,0 +1,52 @@
+import type { Tensor } from '@ddp/autograd';
+import { Module, ModuleError } from '../module.js';
+
+/** A module whose forward maps a single tensor to a single tensor. */
+export type TensorModule = Module & { forward(x: Tensor): Tensor };
+
+/** Runs its children in order (nn.Sequential); children are named '0', '1', … */
+export class Sequential extends Module {
+  private readonly layers: TensorModule[];
+  constructor(...layers: TensorModule[]) {
+    super();
+    this.layers = layers.map((m, i) => this.registerModule(String(i), m));
+  }
+  get length(): number {
+    return this.layers.length;
+  }
+  at(i: number): TensorModule {
+    const m = this.layers.at(i);
+    if (!m) throw new ModuleError(`Sequential has ${this.layers.length} layers, no index ${i}`);
+    return m;
+  }
+  forward(x: Tensor): Tensor {
+    return this.layers.reduce((h, layer) => layer.forward(h), x);
+  }
+}
+
+/** A list of registered submodules (nn.ModuleList); it has no forward of its own. */
+export class ModuleList<M extends Module = Module> extends Module {
+  private readonly items: M[] = [];
+  constructor(modules: Iterable<M> = []) {
+    super();
+    for (const m of modules) this.append(m);
+  }
+  append(m: M): this {
+    this.items.push(this.registerModule(String(this.items.length), m));
+    return this;
+  }
+  get length(): number {
+    return this.items.length;
+  }
+  at(i: number): M {
+    const m = this.items.at(i);
+    if (!m) throw new ModuleError(`ModuleList has ${this.items.length} modules, no index ${i}`);
+    return m;
+  }
+  [Symbol.iterator](): Iterator<M> {
+    return this.items[Symbol.iterator]();
+  }
+  forward(): never {
+    throw new ModuleError('ModuleList has no forward; iterate over its modules');
+  }
+}

@@ -1,0 +1,58 @@
+import { conv2d, maxPool2d, type Tensor } from '@ddp/autograd';
+import { defaultGenerator, type Generator } from '../generator.js';
+import { defaultBiasInit, defaultWeightInit } from '../init.js';
+import { Module } from '../module.js';
+import { Parameter } from '../parameter.js';
+
+/** One size for both spatial dims, or [height, width]. */
+export type Pair = number | [number, number];
+const pair = (p: Pair): [number, number] => (typeof p === 'number' ? [p, p] : p);
+
+export interface Conv2dOptions {
+  stride?: Pair;
+  padding?: Pair;
+  bias?: boolean;
+  generator?: Generator;
+}
+
+/** nn.Conv2d on NCHW input; weight [out, in, kH, kW] as in PyTorch, zero padding. */
+export class Conv2d extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+  readonly kernelSize: [number, number];
+  readonly stride: [number, number];
+  readonly padding: [number, number];
+
+  constructor(
+    readonly inChannels: number,
+    readonly outChannels: number,
+    kernelSize: Pair,
+    { stride = 1, padding = 0, bias = true, generator = defaultGenerator }: Conv2dOptions = {},
+  ) {
+    super();
+    this.kernelSize = pair(kernelSize);
+    this.stride = pair(stride);
+    this.padding = pair(padding);
+    const shape = [outChannels, inChannels, ...this.kernelSize];
+    this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit(shape, generator), shape));
+    const fanIn = inChannels * this.kernelSize[0] * this.kernelSize[1];
+    this.bias = this.registerParameter('bias', bias ? Parameter.fromValues(defaultBiasInit(outChannels, fanIn, generator), [outChannels]) : null);
+  }
+
+  forward(x: Tensor): Tensor {
+    return conv2d(x, this.weight, this.bias, { stride: this.stride, padding: this.padding });
+  }
+}
+
+/** nn.MaxPool2d on NCHW input; stride defaults to the kernel size. */
+export class MaxPool2d extends Module {
+  constructor(
+    readonly kernelSize: Pair,
+    readonly options: { stride?: Pair; padding?: Pair } = {},
+  ) {
+    super();
+  }
+  forward(x: Tensor): Tensor {
+    return maxPool2d(x, this.kernelSize, this.options);
+  }
+}

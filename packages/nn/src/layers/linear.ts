@@ -1,0 +1,49 @@
+import { embedding, linear, type Tensor } from '@ddp/autograd';
+import { defaultGenerator, type Generator } from '../generator.js';
+import { defaultBiasInit, defaultWeightInit, normalInit } from '../init.js';
+import { Module } from '../module.js';
+import { Parameter } from '../parameter.js';
+
+export interface LinearOptions {
+  bias?: boolean;
+  generator?: Generator;
+}
+
+/** y = x Wᵀ + b over the last dim (nn.Linear); weight [out, in] as in PyTorch. */
+export class Linear extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+
+  constructor(
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    { bias = true, generator = defaultGenerator }: LinearOptions = {},
+  ) {
+    super();
+    this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit([outFeatures, inFeatures], generator), [outFeatures, inFeatures]));
+    this.bias = this.registerParameter('bias', bias ? Parameter.fromValues(defaultBiasInit(outFeatures, inFeatures, generator), [outFeatures]) : null);
+  }
+
+  forward(x: Tensor): Tensor {
+    return linear(x, this.weight, this.bias);
+  }
+}
+
+/** Rows of a [numEmbeddings, embeddingDim] table for integer ids (nn.Embedding, N(0, 1) init). */
+export class Embedding extends Module {
+  readonly weight: Parameter;
+
+  constructor(
+    readonly numEmbeddings: number,
+    readonly embeddingDim: number,
+    { generator = defaultGenerator }: { generator?: Generator } = {},
+  ) {
+    super();
+    const shape = [numEmbeddings, embeddingDim];
+    this.weight = this.registerParameter('weight', Parameter.fromValues(normalInit(shape, 0, 1, generator), shape));
+  }
+
+  forward(ids: Parameters<typeof embedding>[0]): Tensor {
+    return embedding(ids, this.weight);
+  }
+}

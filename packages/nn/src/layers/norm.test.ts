@@ -1,0 +1,89 @@
+import { fromTf, noGrad, tidy } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../fixtures.js';
+import { BatchNorm1d, BatchNorm2d, LayerNorm } from './norm.js';
+
+type BnKeys = 'x' | 'weight' | 'bias' | 'running_mean' | 'running_var' | 'dy';
+interface BnGolden {
+  inputs: Record<BnKeys, GoldenTensor>;
+  outputs: Record<'y' | 'running_mean' | 'running_var' | 'dx' | 'dweight' | 'dbias', GoldenTensor>;
+}
+
+const close = (got: tf.Tensor | null, want: GoldenTensor, what: string) => {
+  expect(got, what).not.toBeNull();
+  expect(maxAbsDiff((got as tf.Tensor).dataSync(), want.data), what).toBeLessThan(1e-4);
+};
+
+describe('BatchNorm2d reproduces PyTorch', () => {
+  for (const name of ['batchnorm2d_n4_c3', 'batchnorm2d_n6_c2']) {
+    it(`${name}: y, running stats, dx, dweight, dbias`, async () => {
+      const g = loadFixture<BnGolden>(name);
+      const bn = new BatchNorm2d(g.inputs.weight.shape[0] as number);
+      const state = Object.fromEntries(
+        (['weight', 'bias', 'running_mean', 'running_var'] as const).map((k) => [k, goldenToTf(g.inputs[k])]),
+      );
+      bn.loadStateDict({ ...state, num_batches_tracked: tf.scalar(0, 'int32') });
+      tf.dispose(Object.values(state));
+      const x = fromTf(goldenToTf(g.inputs.x), { requiresGrad: true });
+      const dy = goldenToTf(g.inputs.dy);
+      const y = tidy(() => bn.forward(x));
+      close(y.data, g.outputs.y, 'y');
+      await y.backward(dy);
+      close(bn.runningMean.data, g.outputs.running_mean, 'running_mean');
+      close(bn.runningVar.data, g.outputs.running_var, 'running_var');
+      close(x.grad, g.outputs.dx, 'dx');
+      close(bn.weight?.grad ?? null, g.outputs.dweight, 'dweight');
+      close(bn.bias?.grad ?? null, g.outputs.dbias, 'dbias');
+      expect(bn.stateDict().get('num_batches_tracked')?.dataSync()[0]).toBe(1);
+      // Eval mode normalises with the running statistics instead.
+      bn.eval();
+      const yEval = tidy(() => noGrad(() => bn.forward(x)));
+      const want = tf.tidy(() =>
+        tf.add(
+          tf.mul(
+            tf.div(tf.sub(x.data, tf.reshape(bn.runningMean.data, [1, -1, 1, 1])), tf.sqrt(tf.add(tf.reshape(bn.runningVar.data, [1, -1, 1, 1]), 1e-5))),
+            tf.reshape((bn.weight as { data: tf.Tensor }).data, [1, -1, 1, 1]),
+          ),
+          tf.reshape((bn.bias as { data: tf.Tensor }).data, [1, -1, 1, 1]),
+        ),
+      );
+      expect(maxAbsDiff(yEval.dataSync(), want.dataSync())).toBeLessThan(1e-5);
+      tf.dispose([dy, want]);
+      for (const t of [y, yEval, x]) t.dispose();
+      bn.dispose();
+    });
+  }
+
+  it('BatchNorm1d accepts [N, C] and [N, C, L]; cumulative average when momentum is null', () => {
+    const bn = new BatchNorm1d(3, { momentum: null });
+    for (const shape of [[4, 3], [2, 3, 5]]) {
+      const x = fromTf(tf.randomNormal(shape, 2, 1, 'float32', 7));
+      tidy(() => bn.forward(x));
+      x.dispose();
+    }
+    expect(bn.stateDict().get('num_batches_tracked')?.dataSync()[0]).toBe(2);
+    const mean = Array.from(bn.runningMean.dataSync());
+    mean.forEach((m) => expect(m).toBeGreaterThan(1)); // average of the two batch means (about 2), not 0.1-weighted
+    const bad = fromTf(tf.zeros([2, 4]));
+    expect(() => bn.forward(bad)).toThrow(/got 4 channels/);
+    bad.dispose();
+    bn.dispose();
+  });
+});
+
+describe('LayerNorm', () => {
+  it('normalises the trailing dims with ones/zeros affine init', () => {
+    const ln = new LayerNorm(4);
+    expect(Array.from(ln.weight?.dataSync() ?? [])).toEqual([1, 1, 1, 1]);
+    const x = fromTf(tf.tensor([[1, 2, 3, 4], [2, 2, 2, 6]]));
+    const y = tidy(() => ln.forward(x));
+    const rows = y.arraySync() as number[][];
+    for (const r of rows) {
+      expect(r.reduce((a, b) => a + b, 0)).toBeCloseTo(0, 5);
+      expect(r.reduce((a, b) => a + b * b, 0) / 4).toBeCloseTo(1, 3);
+    }
+    for (const t of [x, y]) t.dispose();
+    ln.dispose();
+  });
+});

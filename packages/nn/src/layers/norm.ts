@@ -1,0 +1,127 @@
+import { batchNormStats, layerNorm, noGrad, Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { Module, ModuleError } from '../module.js';
+import { Parameter } from '../parameter.js';
+
+export interface LayerNormOptions {
+  eps?: number;
+  elementwiseAffine?: boolean;
+  bias?: boolean;
+}
+
+/** nn.LayerNorm over the trailing dims `normalizedShape`; weight ones, bias zeros. */
+export class LayerNorm extends Module {
+  readonly normalizedShape: number[];
+  readonly eps: number;
+  readonly weight: Parameter | null;
+  readonly bias: Parameter | null;
+
+  constructor(normalizedShape: number | number[], { eps = 1e-5, elementwiseAffine = true, bias = true }: LayerNormOptions = {}) {
+    super();
+    this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
+    this.eps = eps;
+    this.weight = this.registerParameter('weight', elementwiseAffine ? new Parameter(tf.ones(this.normalizedShape)) : null);
+    this.bias = this.registerParameter('bias', elementwiseAffine && bias ? new Parameter(tf.zeros(this.normalizedShape)) : null);
+  }
+
+  forward(x: Tensor): Tensor {
+    return layerNorm(x, this.weight, this.bias, { eps: this.eps, normalizedDims: this.normalizedShape.length });
+  }
+}
+
+export interface BatchNormOptions {
+  eps?: number;
+  /** Weight of the newest batch in the running averages; null for a cumulative average. */
+  momentum?: number | null;
+  affine?: boolean;
+  trackRunningStats?: boolean;
+}
+
+/**
+ * Batch normalisation over every dim but the channel dim 1 (torch's _BatchNorm): training
+ * normalises with the biased batch variance and updates running_var with the unbiased one;
+ * eval uses the running statistics. Buffers keep PyTorch's names (running_mean,
+ * running_var, num_batches_tracked) so state dicts interoperate.
+ */
+export abstract class BatchNorm extends Module {
+  readonly eps: number;
+  readonly momentum: number | null;
+  readonly trackRunningStats: boolean;
+  readonly weight: Parameter | null;
+  readonly bias: Parameter | null;
+  protected abstract readonly inputRanks: readonly number[];
+
+  constructor(
+    readonly numFeatures: number,
+    { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true }: BatchNormOptions = {},
+  ) {
+    super();
+    this.eps = eps;
+    this.momentum = momentum;
+    this.trackRunningStats = trackRunningStats;
+    this.weight = this.registerParameter('weight', affine ? new Parameter(tf.ones([numFeatures])) : null);
+    this.bias = this.registerParameter('bias', affine ? new Parameter(tf.zeros([numFeatures])) : null);
+    this.registerBuffer('running_mean', trackRunningStats ? new Tensor(tf.zeros([numFeatures])) : null);
+    this.registerBuffer('running_var', trackRunningStats ? new Tensor(tf.ones([numFeatures])) : null);
+    this.registerBuffer('num_batches_tracked', trackRunningStats ? new Tensor(tf.scalar(0, 'int32')) : null);
+  }
+
+  get runningMean(): Tensor {
+    return this.getBuffer('running_mean');
+  }
+  get runningVar(): Tensor {
+    return this.getBuffer('running_var');
+  }
+
+  /** Batch statistics (biased) and the number of values each was taken over. */
+  protected batchStats(x: Tensor, dims: number[]): { mean: Tensor; var: Tensor; count: number } {
+    const count = dims.reduce((n, d) => n * (x.shape[d] as number), 1);
+    return { ...batchNormStats(x, dims), count };
+  }
+
+  /** running ← (1 − m)·running + m·batch, with the unbiased variance (no graph). */
+  protected updateRunningStats(mean: tf.Tensor, biasedVar: tf.Tensor, count: number): void {
+    const tracked = this.getBuffer('num_batches_tracked');
+    const batches = (tracked.dataSync()[0] as number) + 1;
+    tracked.data = tf.scalar(batches, 'int32');
+    const m = this.momentum ?? 1 / batches;
+    const unbiased = count > 1 ? count / (count - 1) : 1;
+    this.runningMean.data = tf.tidy(() => tf.add(tf.mul(this.runningMean.data, 1 - m), tf.mul(mean, m)));
+    this.runningVar.data = tf.tidy(() => tf.add(tf.mul(this.runningVar.data, 1 - m), tf.mul(biasedVar, m * unbiased)));
+  }
+
+  forward(x: Tensor): Tensor {
+    if (!this.inputRanks.includes(x.rank)) {
+      throw new ModuleError(`${this.constructor.name} expects input of rank ${this.inputRanks.join(' or ')}, got shape [${x.shape}]`);
+    }
+    if (x.shape[1] !== this.numFeatures) throw new ModuleError(`${this.constructor.name}(${this.numFeatures}) got ${x.shape[1]} channels`);
+    const dims = x.shape.map((_, i) => i).filter((i) => i !== 1);
+    const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
+    const useBatch = this.training || !this.trackRunningStats;
+    let mean: Tensor;
+    let variance: Tensor;
+    if (useBatch) {
+      const stats = this.batchStats(x, dims);
+      if (this.training && this.trackRunningStats) noGrad(() => this.updateRunningStats(stats.mean.data, stats.var.data, stats.count));
+      mean = stats.mean.reshape(bshape);
+      variance = stats.var.reshape(bshape);
+    } else {
+      mean = new Tensor(tf.reshape(this.runningMean.data, bshape));
+      variance = new Tensor(tf.reshape(this.runningVar.data, bshape));
+    }
+    let y = x.sub(mean).div(variance.add(this.eps).sqrt());
+    if (this.weight) y = y.mul(this.weight.reshape(bshape));
+    if (this.bias) y = y.add(this.bias.reshape(bshape));
+    return y;
+  }
+}
+
+/** nn.BatchNorm1d: input [N, C] or [N, C, L]. */
+export class BatchNorm1d extends BatchNorm {
+  protected readonly inputRanks = [2, 3];
+}
+
+/** nn.BatchNorm2d: input [N, C, H, W]. */
+export class BatchNorm2d extends BatchNorm {
+  protected readonly inputRanks = [4];
+}

@@ -1,0 +1,26 @@
+import { crossEntropy, mse, type Tensor } from '@ddp/autograd';
+import { Module } from './module.js';
+
+export { crossEntropy, mse };
+
+type Reduction = 'mean' | 'sum' | 'none';
+
+/** nn.CrossEntropyLoss: logits [N, C] against integer labels [N]. */
+export class CrossEntropyLoss extends Module {
+  constructor(readonly options: { ignoreIndex?: number; reduction?: Reduction } = {}) {
+    super();
+  }
+  forward(logits: Tensor, labels: Parameters<typeof crossEntropy>[1]): Tensor {
+    return crossEntropy(logits, labels, this.options);
+  }
+}
+
+/** nn.MSELoss. */
+export class MSELoss extends Module {
+  constructor(readonly options: { reduction?: Reduction } = {}) {
+    super();
+  }
+  forward(input: Tensor, target: Tensor): Tensor {
+    return mse(input, target, this.options);
+  }
+}
