@@ -1,1 +1,32 @@
-export {};
+export { type CommArray, type Dtype, type HalfDtype, ReduceOp } from './dtypes.js';
+export {
+  AuthError,
+  CollectiveMismatchError,
+  CommError,
+  CommTimeoutError,
+  InvalidArgumentError,
+  NotInitializedError,
+  PeerLostError,
+  ProtocolError,
+} from './errors.js';
+export { type LaunchEnv, readLaunchEnv } from './env.js';
+export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';
+export type { P2POp, ProcessGroup } from './process-group.js';
+export { HashStore } from './store/hash-store.js';
+export { PrefixStore } from './store/prefix-store.js';
+export type { Store } from './store/store.js';
+export { TCPStore, type TCPStoreOptions } from './store/tcp-store-client.js';
+export { TCPStoreServer } from './store/tcp-store-server.js';
+export type { Work } from './work.js';
+export {
+  destroyProcessGroup,
+  getDefaultGroup,
+  getRank,
+  getStore,
+  getWorldSize,
+  type InitOptions,
+  initProcessGroup,
+  isInitialized,
+  newGroup,
+  newSubgroupsByEnumeration,
+} from './world.js';

@@ -1,0 +1,68 @@
+import { InvalidArgumentError } from './errors.js';
+
+/** Arrays the collectives move. Uint16Array carries float16 or bfloat16 words. */
+export type CommArray = Float32Array | Float64Array | Int32Array | Uint16Array;
+/** Arrays the reduction arithmetic runs on (half words are widened to float32 first). */
+export type NumArray = Float32Array | Float64Array | Int32Array;
+export type HalfDtype = 'float16' | 'bfloat16';
+export type Dtype = 'float32' | 'float64' | 'int32' | HalfDtype;
+
+export const ReduceOp = { SUM: 'sum', AVG: 'avg', MAX: 'max', MIN: 'min', PRODUCT: 'product' } as const;
+export type ReduceOp = (typeof ReduceOp)[keyof typeof ReduceOp];
+
+/** Wire codes of dtypes, reduce ops and collectives (they travel in every frame header). */
+export const DTYPE_CODE: Record<Dtype, number> = { float32: 1, float64: 2, int32: 3, float16: 4, bfloat16: 5 };
+export const REDUCE_CODE: Record<ReduceOp, number> = { sum: 1, avg: 2, max: 3, min: 4, product: 5 };
+export const OP_CODE = {
+  allReduce: 1,
+  broadcast: 2,
+  allGather: 3,
+  allGatherInto: 4,
+  reduceScatter: 5,
+  reduce: 6,
+  gather: 7,
+  scatter: 8,
+  allToAll: 9,
+  barrier: 10,
+  send: 11,
+} as const;
+export type OpName = keyof typeof OP_CODE;
+
+const byCode = <T extends string>(table: Record<T, number>) => Object.fromEntries(Object.entries(table).map(([k, v]) => [v, k])) as Record<number, T>;
+export const DTYPE_NAME = byCode(DTYPE_CODE);
+export const REDUCE_NAME = byCode(REDUCE_CODE);
+export const OP_NAME = byCode(OP_CODE);
+
+export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
+  if (a instanceof Float32Array) return 'float32';
+  if (a instanceof Float64Array) return 'float64';
+  if (a instanceof Int32Array) return 'int32';
+  if (a instanceof Uint16Array) {
+    if (half !== 'float16' && half !== 'bfloat16') throw new InvalidArgumentError("a Uint16Array needs opts.dtype 'float16' or 'bfloat16'");
+    return half;
+  }
+  throw new InvalidArgumentError(`unsupported array type ${(a as object).constructor?.name}`);
+}
+
+export function bytesPerElement(d: Dtype): number {
+  return d === 'float64' ? 8 : d === 'float16' || d === 'bfloat16' ? 2 : 4;
+}
+
+/** A typed view of the given dtype over bytes (half dtypes as Uint16Array). */
+export function viewAs(d: Dtype, buffer: ArrayBufferLike, byteOffset: number, length: number): CommArray {
+  switch (d) {
+    case 'float32':
+      return new Float32Array(buffer, byteOffset, length);
+    case 'float64':
+      return new Float64Array(buffer, byteOffset, length);
+    case 'int32':
+      return new Int32Array(buffer, byteOffset, length);
+    default:
+      return new Uint16Array(buffer, byteOffset, length);
+  }
+}
+
+/** A fresh array of the same type as `like`. */
+export function allocLike(like: CommArray, length: number): CommArray {
+  return new (like.constructor as new (n: number) => CommArray)(length);
+}

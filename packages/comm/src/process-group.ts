@@ -1,0 +1,246 @@
+import type { CommThread } from './comm-thread.js';
+import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, viewAs } from './dtypes.js';
+import { InvalidArgumentError } from './errors.js';
+import type { StagingPool } from './staging.js';
+import { makeWork, type Work } from './work.js';
+import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
+
+/** One transfer of batchIsendIrecv (PyTorch's P2POp); peer is a group rank. */
+export interface P2POp {
+  op: 'isend' | 'irecv';
+  buf: CommArray;
+  peer: number;
+  tag?: number;
+  dtype?: HalfDtype;
+}
+
+export interface ProcessGroup {
+  /** Rank within this group. */
+  readonly rank: number;
+  /** Number of members. */
+  readonly size: number;
+  /** Global ranks of the members, in group-rank order. */
+  readonly ranks: readonly number[];
+  allReduce(buf: CommArray, opts?: { op?: ReduceOp; dtype?: HalfDtype }): Work;
+  broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work;
+  allGather(input: CommArray, opts?: { dtype?: HalfDtype }): Work<CommArray[]>;
+  allGatherInto(output: CommArray, input: CommArray, opts?: { dtype?: HalfDtype }): Work;
+  reduceScatter(output: CommArray, input: CommArray, opts?: { op?: ReduceOp; dtype?: HalfDtype }): Work;
+  reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work;
+  gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null>;
+  scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work;
+  allToAll(outputs: CommArray[], inputs: CommArray[], opts?: { dtype?: HalfDtype }): Work;
+  barrier(): Work;
+  send(buf: CommArray, dst: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
+  recv(buf: CommArray, src: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
+  batchIsendIrecv(ops: P2POp[]): Work;
+}
+
+const bytes = (a: CommArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+
+/** A process group whose collectives run on the process's comm worker thread. */
+export class WorkerProcessGroup implements ProcessGroup {
+  private seq = 0;
+
+  constructor(
+    private readonly comm: CommThread,
+    private readonly staging: StagingPool,
+    readonly id: number,
+    readonly ranks: readonly number[],
+    readonly rank: number,
+    readonly timeoutMs: number,
+  ) {}
+
+  get size(): number {
+    return this.ranks.length;
+  }
+
+  private checkRoot(root: number, what: string): void {
+    if (!Number.isInteger(root) || root < 0 || root >= this.size) {
+      throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${what} ${root} is not a rank of this group of ${this.size}`, { op: what });
+    }
+  }
+
+  /**
+   * Stages `bytes` of data in a shared buffer, runs the op on the worker, then lets
+   * `finish` copy results out before the buffer is reused.
+   */
+  private submit<T>(
+    req: Omit<OpRequest, 'type' | 'id' | 'seq' | 'sab' | 'timeoutMs' | 'groupId'>,
+    stageBytes: number,
+    fill: (sab: SharedArrayBuffer) => void,
+    finish: (sab: SharedArrayBuffer, result: OpResult | undefined) => T,
+  ): Work<T> {
+    const seq = req.op === 'p2p' ? 0 : ++this.seq;
+    const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
+    if (sab) fill(sab);
+    const promise = this.comm
+      .run({ ...req, seq, sab, groupId: this.id, timeoutMs: this.timeoutMs })
+      .then((result) => finish(sab as SharedArrayBuffer, result))
+      .finally(() => this.staging.release(sab));
+    return makeWork(promise);
+  }
+
+  private inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
+    return this.submit(
+      { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
+      buf.byteLength,
+      (sab) => new Uint8Array(sab, 0, buf.byteLength).set(bytes(buf)),
+      (sab) => {
+        if (copyBack) bytes(buf).set(new Uint8Array(sab, 0, buf.byteLength));
+      },
+    );
+  }
+
+  allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
+    return this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: opts.op ?? 'sum' }, true);
+  }
+
+  broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
+    this.checkRoot(opts.src, 'broadcast src');
+    return this.inPlace('broadcast', buf, dtypeOf(buf, opts.dtype ?? 'float16'), { root: opts.src }, this.rank !== opts.src);
+  }
+
+  reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
+    this.checkRoot(opts.dst, 'reduce dst');
+    return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: opts.op ?? 'sum' }, this.rank === opts.dst);
+  }
+
+  allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
+    const d = dtypeOf(input, opts.dtype ?? 'float16');
+    return this.submit(
+      { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
+      input.byteLength,
+      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+      (_, result) => splitResult(d, result as OpResult),
+    );
+  }
+
+  allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
+    if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
+      throw new InvalidArgumentError(`allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`, { op: 'allGatherInto' });
+    }
+    const d = dtypeOf(input, opts.dtype ?? 'float16');
+    return this.submit(
+      { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
+      output.byteLength,
+      (sab) => new Uint8Array(sab, this.rank * input.byteLength, input.byteLength).set(bytes(input)),
+      (sab) => bytes(output).set(new Uint8Array(sab, 0, output.byteLength)),
+    );
+  }
+
+  reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
+    if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
+      throw new InvalidArgumentError(`reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`, { op: 'reduceScatter' });
+    }
+    return this.submit(
+      { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: opts.op ?? 'sum', root: 0, count: input.length, length: input.length },
+      input.byteLength,
+      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+      (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
+    );
+  }
+
+  gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
+    this.checkRoot(opts.dst, 'gather dst');
+    const d = dtypeOf(input, opts.dtype ?? 'float16');
+    return this.submit(
+      { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
+      input.byteLength,
+      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+      (_, result) => (this.rank === opts.dst ? splitResult(d, result as OpResult) : null),
+    );
+  }
+
+  scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
+    this.checkRoot(opts.src, 'scatter src');
+    const d = dtypeOf(output, opts.dtype ?? 'float16');
+    if (this.rank !== opts.src) return this.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
+    const inputs = opts.inputs;
+    if (!inputs || inputs.length !== this.size) {
+      throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, { op: 'scatter' });
+    }
+    const total = inputs.reduce((s, a) => s + a.byteLength, 0);
+    return this.submit(
+      { op: 'scatter', dtype: d, reduceOp: 'sum', root: opts.src, count: 0, length: output.length, sizes: inputs.map((a) => a.length) },
+      total,
+      (sab) => concatInto(sab, 0, inputs),
+      () => {
+        const own = inputs[this.rank] as CommArray;
+        if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
+        bytes(output).set(bytes(own));
+      },
+    );
+  }
+
+  allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
+    if (outputs.length !== this.size || inputs.length !== this.size) {
+      throw new InvalidArgumentError(`allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`, { op: 'allToAll' });
+    }
+    const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
+    const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
+    const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
+    return this.submit(
+      { op: 'allToAll', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: 0, sizes: inputs.map((a) => a.length), outSizes: outputs.map((a) => a.length) },
+      inBytes + outBytes,
+      (sab) => concatInto(sab, 0, inputs),
+      (sab) => {
+        let off = inBytes;
+        for (const o of outputs) {
+          bytes(o).set(new Uint8Array(sab, off, o.byteLength));
+          off += o.byteLength;
+        }
+      },
+    );
+  }
+
+  barrier(): Work {
+    return this.submit({ op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 }, 0, () => {}, () => {});
+  }
+
+  send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
+    return this.batchIsendIrecv([{ op: 'isend', buf, peer: dst, tag, dtype: opts.dtype }]);
+  }
+
+  recv(buf: CommArray, src: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
+    return this.batchIsendIrecv([{ op: 'irecv', buf, peer: src, tag, dtype: opts.dtype }]);
+  }
+
+  /** Starts every send and receive at once; the Work completes when all have. */
+  batchIsendIrecv(ops: P2POp[]): Work {
+    const entries: P2PEntry[] = [];
+    let off = 0;
+    for (const o of ops) {
+      this.checkRoot(o.peer, `${o.op} peer`);
+      if (o.peer === this.rank) throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${o.op} to itself`, { op: o.op });
+      entries.push({ kind: o.op === 'isend' ? 'send' : 'recv', peer: o.peer, tag: o.tag ?? 0, dtype: dtypeOf(o.buf, o.dtype ?? 'float16'), byteOffset: off, count: o.buf.length });
+      off += Math.ceil(o.buf.byteLength / 8) * 8;
+    }
+    return this.submit(
+      { op: 'p2p', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0, p2p: entries },
+      off,
+      (sab) => ops.forEach((o, i) => o.op === 'isend' && new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength).set(bytes(o.buf))),
+      (sab) => ops.forEach((o, i) => o.op === 'irecv' && bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength))),
+    );
+  }
+}
+
+function concatInto(sab: SharedArrayBuffer, offset: number, arrays: CommArray[]): void {
+  let off = offset;
+  for (const a of arrays) {
+    new Uint8Array(sab, off, a.byteLength).set(bytes(a));
+    off += a.byteLength;
+  }
+}
+
+/** Copies per-rank arrays out of a worker-allocated result buffer. */
+function splitResult(d: Dtype, result: OpResult): CommArray[] {
+  const sab = result.sab as SharedArrayBuffer;
+  const out: CommArray[] = [];
+  let off = 0;
+  for (const n of result.sizes ?? []) {
+    out.push(viewAs(d, sab, off, n).slice());
+    off += n * bytesPerElement(d);
+  }
+  return out;
+}

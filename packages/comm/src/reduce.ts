@@ -1,0 +1,56 @@
+import type { NumArray, ReduceOp } from './dtypes.js';
+
+/**
+ * dst[i] = dst[i] ⊕ src[i] for the reduce op (AVG sums here; the caller divides at the end).
+ * Int32 sums and products wrap like C's int32.
+ */
+export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
+  const n = dst.length;
+  if (dst instanceof Int32Array) {
+    const s = src as Int32Array;
+    switch (op) {
+      case 'sum':
+      case 'avg':
+        for (let i = 0; i < n; i++) dst[i] = ((dst[i] as number) + (s[i] as number)) | 0;
+        return;
+      case 'product':
+        for (let i = 0; i < n; i++) dst[i] = Math.imul(dst[i] as number, s[i] as number);
+        return;
+    }
+  }
+  const d = dst as Float64Array;
+  const s = src as Float64Array;
+  switch (op) {
+    case 'sum':
+    case 'avg':
+      for (let i = 0; i < n; i++) d[i] = (d[i] as number) + (s[i] as number);
+      return;
+    case 'product':
+      for (let i = 0; i < n; i++) d[i] = (d[i] as number) * (s[i] as number);
+      return;
+    case 'max':
+      for (let i = 0; i < n; i++) {
+        const a = d[i] as number;
+        const b = s[i] as number;
+        // NaN propagates, as in PyTorch
+        d[i] = a > b || a !== a ? a : b;
+      }
+      return;
+    case 'min':
+      for (let i = 0; i < n; i++) {
+        const a = d[i] as number;
+        const b = s[i] as number;
+        d[i] = a < b || a !== a ? a : b;
+      }
+      return;
+  }
+}
+
+/** Finishes AVG: divides by the number of ranks (int32 truncates toward zero). */
+export function finishAverage(buf: NumArray, size: number): void {
+  if (buf instanceof Int32Array) {
+    for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc((buf[i] as number) / size);
+  } else {
+    for (let i = 0; i < buf.length; i++) buf[i] = (buf[i] as number) / size;
+  }
+}

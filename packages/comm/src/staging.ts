@@ -1,0 +1,34 @@
+/**
+ * SharedArrayBuffers that carry an op's data between the main thread and the comm worker.
+ * Reused across ops (allocating and zeroing 64 MiB per op would cost more than the copy).
+ */
+export class StagingPool {
+  private free: SharedArrayBuffer[] = [];
+  private freeBytes = 0;
+
+  constructor(private readonly maxFreeBytes = 512 * 1024 * 1024) {}
+
+  acquire(bytes: number): SharedArrayBuffer {
+    let best = -1;
+    for (let i = 0; i < this.free.length; i++) {
+      const len = (this.free[i] as SharedArrayBuffer).byteLength;
+      if (len >= bytes && len <= 2 * bytes + 4096 && (best < 0 || len < (this.free[best] as SharedArrayBuffer).byteLength)) best = i;
+    }
+    if (best >= 0) {
+      const [sab] = this.free.splice(best, 1) as [SharedArrayBuffer];
+      this.freeBytes -= sab.byteLength;
+      return sab;
+    }
+    return new SharedArrayBuffer(Math.max(8, bytes));
+  }
+
+  release(sab: SharedArrayBuffer | null): void {
+    if (!sab) return;
+    this.free.push(sab);
+    this.freeBytes += sab.byteLength;
+    while (this.freeBytes > this.maxFreeBytes && this.free.length > 0) {
+      const old = this.free.shift() as SharedArrayBuffer;
+      this.freeBytes -= old.byteLength;
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { CommTimeoutError } from '../errors.js';
+import { KeyValueTable } from './key-value.js';
+import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
+
+/** In-process store (PyTorch's HashStore): for tests and single-process worlds. */
+export class HashStore implements Store {
+  private readonly table = new KeyValueTable();
+  constructor(private readonly timeoutMs = DEFAULT_STORE_TIMEOUT_MS) {}
+
+  async set(key: string, value: string | Uint8Array): Promise<void> {
+    this.table.set(key, toBytes(value).slice());
+  }
+
+  async get(key: string): Promise<Uint8Array> {
+    await this.wait([key]);
+    return (this.table.getNow(key) as Uint8Array).slice();
+  }
+
+  async add(key: string, amount: number): Promise<number> {
+    return this.table.add(key, amount);
+  }
+
+  async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
+    return this.table.compareSet(key, toBytes(expected), toBytes(desired).slice()).slice();
+  }
+
+  wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const cancel = this.table.whenPresent(keys, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      timer = setTimeout(() => {
+        cancel();
+        const missing = keys.filter((k) => !this.table.has(k));
+        reject(new CommTimeoutError(`store wait timed out after ${timeoutMs} ms for keys ${missing.join(', ')}`, { op: 'store.wait' }));
+      }, timeoutMs);
+      if (keys.every((k) => this.table.has(k))) clearTimeout(timer);
+    });
+  }
+
+  async deleteKey(key: string): Promise<boolean> {
+    return this.table.delete(key);
+  }
+
+  async numKeys(): Promise<number> {
+    return this.table.size;
+  }
+
+  async check(keys: string[]): Promise<boolean> {
+    return keys.every((k) => this.table.has(k));
+  }
+
+  async close(): Promise<void> {}
+}

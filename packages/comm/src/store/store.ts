@@ -1,0 +1,41 @@
+/**
+ * A key-value store shared by all ranks, used for rendezvous (PyTorch's c10d::Store).
+ * Values are bytes; strings are stored as UTF-8.
+ */
+export interface Store {
+  set(key: string, value: string | Uint8Array): Promise<void>;
+  /** Waits (up to the store's timeout) until the key exists, then returns its value. */
+  get(key: string): Promise<Uint8Array>;
+  /** Adds to an integer counter (missing = 0) and returns the new value. */
+  add(key: string, amount: number): Promise<number>;
+  /**
+   * Sets key to desired if its current value equals expected (an empty expected matches a
+   * missing key); returns the value after the operation.
+   */
+  compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array>;
+  /** Waits until every key exists; CommTimeoutError after timeoutMs (default: the store's). */
+  wait(keys: string[], timeoutMs?: number): Promise<void>;
+  /** True when the key existed. */
+  deleteKey(key: string): Promise<boolean>;
+  numKeys(): Promise<number>;
+  /** True when every key exists (does not wait). */
+  check(keys: string[]): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
+
+export function toBytes(v: string | Uint8Array): Uint8Array {
+  return typeof v === 'string' ? new TextEncoder().encode(v) : v;
+}
+
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Decodes a store value written as a string. */
+export function decodeText(v: Uint8Array): string {
+  return new TextDecoder().decode(v);
+}

@@ -1,0 +1,197 @@
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
+import { ByteQueue } from '../transport/byte-queue.js';
+import { clientHandshake, Purpose } from '../transport/handshake.js';
+import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
+import { BodyReader, BodyWriter, StoreCmd, takeBodies } from './tcp-store-codec.js';
+import { TCPStoreServer } from './tcp-store-server.js';
+
+export interface TCPStoreOptions {
+  host: string;
+  port: number;
+  /** The run's secret (DDP_SECRET); the server refuses clients that do not know it. */
+  secret: string;
+  /** Start the server in this process (rank 0). */
+  isServer?: boolean;
+  /** Timeout of get/wait and of connecting. */
+  timeoutMs?: number;
+  /** Rank of this client, for error messages. */
+  rank?: number;
+}
+
+interface Pending {
+  resolve: (r: BodyReader) => void;
+  reject: (e: Error) => void;
+  timer?: NodeJS.Timeout;
+}
+
+/** Client of a TCPStoreServer (and, with isServer, its host): PyTorch's TCPStore. */
+export class TCPStore implements Store {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+  private failure: CommError | null = null;
+
+  private constructor(
+    private readonly socket: Socket,
+    readonly server: TCPStoreServer | null,
+    private readonly timeoutMs: number,
+    private readonly rank: number,
+  ) {}
+
+  /** Local address of the connection to the store: this host's address on the route to it. */
+  get localAddress(): string {
+    return this.socket.localAddress ?? '127.0.0.1';
+  }
+
+  get port(): number {
+    return this.socket.remotePort ?? 0;
+  }
+
+  static async create(opts: TCPStoreOptions): Promise<TCPStore> {
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+    const rank = opts.rank ?? -1;
+    const server = opts.isServer ? await TCPStoreServer.listen({ host: opts.host, port: opts.port, secret: opts.secret }) : null;
+    const port = server ? server.port : opts.port;
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      const sock = await tryConnect(opts.host, port).catch((e: Error) => e);
+      if (!(sock instanceof Error)) {
+        try {
+          const { leftover } = await clientHandshake(sock, { secret: opts.secret, purpose: Purpose.Store, rank, timeoutMs: Math.min(10_000, timeoutMs), what: `store client (rank ${rank})` });
+          const store = new TCPStore(sock, server, timeoutMs, rank);
+          store.attach(leftover);
+          return store;
+        } catch (e) {
+          if (e instanceof AuthError || Date.now() > deadline) {
+            await server?.close();
+            throw e;
+          }
+        }
+      } else if (Date.now() > deadline) {
+        await server?.close();
+        throw new CommTimeoutError(`rank ${rank}: could not reach the store at ${opts.host}:${port} within ${timeoutMs} ms (${sock.message})`, { rank, op: 'store.connect' });
+      }
+      await sleep(Math.min(50 * 2 ** attempt, 500));
+    }
+  }
+
+  private attach(leftover: Buffer[]): void {
+    const q = new ByteQueue();
+    const onData = (chunk: Buffer) => {
+      q.push(chunk);
+      try {
+        for (const body of takeBodies(q)) this.onReply(new BodyReader(body));
+      } catch (e) {
+        this.fail(e instanceof CommError ? e : new ProtocolError(String(e), { op: 'store' }));
+      }
+    };
+    for (const c of leftover) onData(c);
+    this.socket.on('data', onData);
+    this.socket.on('error', () => {});
+    this.socket.on('close', () => {
+      if (!this.closed) this.fail(new PeerLostError(`rank ${this.rank}: the store connection closed (is rank 0 alive?)`, { rank: this.rank, ranks: [0], op: 'store' }));
+    });
+  }
+
+  private onReply(r: BodyReader): void {
+    const id = r.u32();
+    const status = r.u8();
+    const p = this.pending.get(id);
+    if (!p) return; // the caller timed out already
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    if (status === 0) p.resolve(r);
+    else p.reject(new CommError(`store: ${Buffer.from(r.bytes()).toString('utf8')}`, { op: 'store', rank: this.rank }));
+  }
+
+  private fail(e: CommError): void {
+    this.failure ??= e;
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(e);
+    }
+    this.pending.clear();
+    this.socket.destroy();
+  }
+
+  private request(cmd: StoreCmd, fill: (w: BodyWriter) => void, what: string, timeoutMs?: number): Promise<BodyReader> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.closed) return Promise.reject(new CommError(`store is closed (${what})`, { op: what }));
+    const id = this.nextId++;
+    const w = new BodyWriter().u32(id).u8(cmd);
+    fill(w);
+    return new Promise((resolve, reject) => {
+      const p: Pending = { resolve, reject };
+      if (timeoutMs !== undefined) {
+        p.timer = setTimeout(() => {
+          this.pending.delete(id);
+          reject(new CommTimeoutError(`rank ${this.rank}: store ${what} timed out after ${timeoutMs} ms`, { rank: this.rank, op: `store.${what}` }));
+        }, timeoutMs);
+      }
+      this.pending.set(id, p);
+      this.socket.write(w.frame());
+    });
+  }
+
+  async set(key: string, value: string | Uint8Array): Promise<void> {
+    await this.request(StoreCmd.Set, (w) => w.str(key).bytes(toBytes(value)), 'set');
+  }
+  async get(key: string): Promise<Uint8Array> {
+    return (await this.request(StoreCmd.Get, (w) => w.str(key), `get(${key})`, this.timeoutMs)).bytes();
+  }
+  async add(key: string, amount: number): Promise<number> {
+    return (await this.request(StoreCmd.Add, (w) => w.str(key).f64(amount), 'add')).f64();
+  }
+  async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
+    return (await this.request(StoreCmd.CompareSet, (w) => w.str(key).bytes(toBytes(expected)).bytes(toBytes(desired)), 'compareSet')).bytes();
+  }
+  async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
+    await this.request(
+      StoreCmd.Wait,
+      (w) => {
+        w.u32(keys.length);
+        for (const k of keys) w.str(k);
+      },
+      `wait(${keys.join(', ')})`,
+      timeoutMs,
+    );
+  }
+  async deleteKey(key: string): Promise<boolean> {
+    return (await this.request(StoreCmd.Delete, (w) => w.str(key), 'deleteKey')).u8() === 1;
+  }
+  async numKeys(): Promise<number> {
+    return (await this.request(StoreCmd.NumKeys, () => {}, 'numKeys')).f64();
+  }
+  async check(keys: string[]): Promise<boolean> {
+    const r = await this.request(
+      StoreCmd.Check,
+      (w) => {
+        w.u32(keys.length);
+        for (const k of keys) w.str(k);
+      },
+      'check',
+    );
+    return r.u8() === 1;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.fail(new CommError('store closed', { op: 'store.close' }));
+    await this.server?.close();
+  }
+}
+
+function tryConnect(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host, port });
+    s.once('connect', () => {
+      s.off('error', reject);
+      s.setNoDelay(true);
+      resolve(s);
+    });
+    s.once('error', reject);
+  });
+}

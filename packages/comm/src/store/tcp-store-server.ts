@@ -1,0 +1,164 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { CommError, ProtocolError } from '../errors.js';
+import { ByteQueue } from '../transport/byte-queue.js';
+import { Purpose, serverHandshake } from '../transport/handshake.js';
+import { KeyValueTable } from './key-value.js';
+import { BodyReader, BodyWriter, StoreCmd, takeBodies } from './tcp-store-codec.js';
+
+export interface TCPStoreServerOptions {
+  /** Address to bind; the server listens on this address only. */
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  secret: string;
+  /** Called for each refused or broken connection (never throws to the caller). */
+  onConnectionError?: (err: CommError) => void;
+}
+
+/** The TCPStore server (rank 0 hosts it): a KeyValueTable served to authenticated clients. */
+export class TCPStoreServer {
+  private readonly table = new KeyValueTable();
+  private readonly sockets = new Set<Socket>();
+  private server: Server | null = null;
+  port = 0;
+
+  private constructor(private readonly opts: TCPStoreServerOptions) {}
+
+  static async listen(opts: TCPStoreServerOptions): Promise<TCPStoreServer> {
+    const s = new TCPStoreServer(opts);
+    await s.start();
+    return s;
+  }
+
+  private start(): Promise<void> {
+    const server = createServer((sock) => this.accept(sock));
+    this.server = server;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: this.opts.host, port: this.opts.port, exclusive: true }, () => {
+        server.off('error', reject);
+        server.on('error', (e) => this.report(new CommError(`store server: ${e.message}`, { op: 'store' })));
+        const addr = server.address();
+        this.port = typeof addr === 'object' && addr ? addr.port : this.opts.port;
+        resolve();
+      });
+    });
+  }
+
+  private report(err: CommError): void {
+    this.opts.onConnectionError?.(err);
+  }
+
+  private async accept(sock: Socket): Promise<void> {
+    this.sockets.add(sock);
+    sock.setNoDelay(true);
+    sock.on('close', () => this.sockets.delete(sock));
+    sock.on('error', () => {});
+    let leftover: Buffer[];
+    try {
+      ({ leftover } = await serverHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Store, timeoutMs: 10_000, what: 'store server' }));
+    } catch (e) {
+      this.report(e instanceof CommError ? e : new CommError(String(e)));
+      return;
+    }
+    const q = new ByteQueue();
+    const cancels = new Set<() => void>();
+    const onData = (chunk: Buffer) => {
+      q.push(chunk);
+      try {
+        for (const body of takeBodies(q)) this.handle(sock, body, cancels);
+      } catch (e) {
+        const err = e instanceof CommError ? e : new ProtocolError(String(e), { op: 'store' });
+        this.report(err);
+        sock.destroy();
+      }
+    };
+    sock.on('close', () => {
+      for (const c of cancels) c();
+    });
+    for (const c of leftover) onData(c);
+    sock.on('data', onData);
+  }
+
+  private handle(sock: Socket, body: Buffer, cancels: Set<() => void>): void {
+    const r = new BodyReader(body);
+    const id = r.u32();
+    const cmd = r.u8();
+    const reply = (fill: (w: BodyWriter) => void) => {
+      const w = new BodyWriter().u32(id).u8(0);
+      fill(w);
+      if (!sock.destroyed) sock.write(w.frame());
+    };
+    const t = this.table;
+    switch (cmd) {
+      case StoreCmd.Set: {
+        const key = r.key();
+        const value = r.bytes();
+        r.end();
+        t.set(key, value);
+        return reply(() => {});
+      }
+      case StoreCmd.Get:
+      case StoreCmd.Wait: {
+        const keys = cmd === StoreCmd.Get ? [r.key()] : r.keys();
+        r.end();
+        let answered = false;
+        let cancel = () => {};
+        cancel = t.whenPresent(keys, () => {
+          answered = true;
+          cancels.delete(cancel);
+          reply((w) => {
+            if (cmd === StoreCmd.Get) w.bytes(t.getNow(keys[0] as string) as Uint8Array);
+          });
+        });
+        if (!answered) cancels.add(cancel);
+        return;
+      }
+      case StoreCmd.Add: {
+        const key = r.key();
+        const amount = r.f64();
+        r.end();
+        let next: number;
+        try {
+          next = t.add(key, amount);
+        } catch (e) {
+          const w = new BodyWriter().u32(id).u8(1).str((e as Error).message);
+          sock.write(w.frame());
+          return;
+        }
+        return reply((w) => w.f64(next));
+      }
+      case StoreCmd.CompareSet: {
+        const key = r.key();
+        const expected = r.bytes();
+        const desired = r.bytes();
+        r.end();
+        const v = t.compareSet(key, expected, desired);
+        return reply((w) => w.bytes(v));
+      }
+      case StoreCmd.Delete: {
+        const key = r.key();
+        r.end();
+        const had = t.delete(key);
+        return reply((w) => w.u8(had ? 1 : 0));
+      }
+      case StoreCmd.NumKeys:
+        r.end();
+        return reply((w) => w.f64(t.size));
+      case StoreCmd.Check: {
+        const keys = r.keys();
+        r.end();
+        return reply((w) => w.u8(keys.every((k) => t.has(k)) ? 1 : 0));
+      }
+      default:
+        throw new ProtocolError(`store server: unknown command ${cmd}`, { op: 'store' });
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    const server = this.server;
+    this.server = null;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,113 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+/** Test helper: starts N real rank processes running a TypeScript script under tsx. */
+
+export interface RankOutcome {
+  rank: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** Parsed `RESULT <json>` lines the script printed. */
+  results: unknown[];
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface WorldOptions {
+  worldSize: number;
+  /** Script path relative to this directory, e.g. 'collectives.child.ts'. */
+  script: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** Per-rank extra environment (e.g. a wrong secret for one rank). */
+  rankEnv?: (rank: number) => Record<string, string>;
+  timeoutMs?: number;
+  /** Called with each child as it starts (e.g. to kill one later). */
+  onSpawn?: (rank: number, child: ChildProcess) => void;
+  /** Called for each RESULT line as it arrives. */
+  onResult?: (rank: number, result: unknown) => void;
+  /** Command prefix, e.g. ['ip', 'netns', 'exec', 'ns1'] per rank. */
+  wrap?: (rank: number) => string[];
+}
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+export async function runWorld(opts: WorldOptions): Promise<RankOutcome[]> {
+  const port = opts.env?.MASTER_PORT ?? String(await freePort());
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const children: ChildProcess[] = [];
+  const runs = Array.from({ length: opts.worldSize }, (_, rank) => {
+    const cmd = [...(opts.wrap?.(rank) ?? []), process.execPath, '--conditions=source', '--import', 'tsx', here + opts.script, ...(opts.args ?? [])];
+    const child = spawn(cmd[0] as string, cmd.slice(1), {
+      env: {
+        ...process.env,
+        RANK: String(rank),
+        WORLD_SIZE: String(opts.worldSize),
+        LOCAL_RANK: String(rank),
+        LOCAL_WORLD_SIZE: String(opts.worldSize),
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: port,
+        DDP_SECRET: 'test-secret',
+        ...opts.env,
+        ...opts.rankEnv?.(rank),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    opts.onSpawn?.(rank, child);
+    const out: RankOutcome = { rank, code: null, signal: null, stdout: '', stderr: '', results: [] };
+    let pending = '';
+    child.stdout?.on('data', (c: Buffer) => {
+      out.stdout += c.toString();
+      pending += c.toString();
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.startsWith('RESULT ')) continue;
+        const r = JSON.parse(line.slice(7));
+        out.results.push(r);
+        opts.onResult?.(rank, r);
+      }
+    });
+    child.stderr?.on('data', (c: Buffer) => {
+      out.stderr += c.toString();
+    });
+    return new Promise<RankOutcome>((resolve) => {
+      child.on('close', (code, signal) => {
+        out.code = code;
+        out.signal = signal;
+        resolve(out);
+      });
+    });
+  });
+  const timer = setTimeout(() => {
+    for (const c of children) c.kill('SIGKILL');
+  }, timeoutMs);
+  try {
+    return await Promise.all(runs);
+  } finally {
+    clearTimeout(timer);
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  }
+}
+
+/** Describes failed ranks for an assertion message. */
+export function explain(outcomes: RankOutcome[]): string {
+  return outcomes
+    .filter((o) => o.code !== 0)
+    .map((o) => `rank ${o.rank} exited ${o.code ?? o.signal}\n${o.stderr.slice(-3000)}\n${o.stdout.slice(-1000)}`)
+    .join('\n---\n');
+}

@@ -1,0 +1,255 @@
+import { randomBytes } from 'node:crypto';
+import { unlinkSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
+import { ByteQueue } from './byte-queue.js';
+import { encodeHeader, type Frame, FrameKind, type FrameHeader, takeFrames } from './frame.js';
+import { clientHandshake, Purpose, serverHandshake } from './handshake.js';
+import { Mailbox } from './mailbox.js';
+
+/** How to reach one rank: TCP always, a Unix-domain socket from the same host. */
+export interface PeerAddress {
+  rank: number;
+  host: string;
+  port: number;
+  uds: string | null;
+  /** Hostname + network namespace + boot id: equal ids can use the Unix socket. */
+  hostId: string;
+}
+
+export interface MeshOptions {
+  rank: number;
+  worldSize: number;
+  secret: string;
+  hostId: string;
+  /** Use TCP even between ranks of one host (DDP_TRANSPORT=tcp). */
+  forceTcp: boolean;
+}
+
+/** Channel name of a frame inside a peer's mailbox. */
+export function channelOf(h: FrameHeader): string {
+  return h.kind === FrameKind.P2P ? `${h.groupId}:p:${h.root}` : `${h.groupId}:c`;
+}
+
+/**
+ * Full mesh of authenticated connections to every other rank (one socket per pair), run on
+ * the comm worker thread. Data frames land in per-peer mailboxes; control frames (abort,
+ * probe) go to onControl; a connection that closes without a goodbye calls onPeerLost.
+ */
+export class PeerMesh {
+  readonly mailboxes: Mailbox[];
+  private readonly sockets: (Socket | undefined)[];
+  private readonly servers: Server[] = [];
+  private udsPath: string | null = null;
+  private closing = false;
+  private readonly said = new Set<number>(); // peers that said goodbye
+  private arrived: (() => void) | null = null;
+  onPeerLost: (peer: number, err: PeerLostError) => void = () => {};
+  onControl: (peer: number, f: Frame) => void = () => {};
+  onConnectionError: (err: CommError) => void = () => {};
+  /** Connections refused or closed for bad bytes (for tests and diagnostics). */
+  refused = 0;
+
+  constructor(readonly opts: MeshOptions) {
+    this.mailboxes = Array.from({ length: opts.worldSize }, () => new Mailbox());
+    this.sockets = new Array(opts.worldSize).fill(undefined);
+  }
+
+  /** Listens on bindHost (TCP, free port) and on a fresh Unix socket path. */
+  async listen(bindHost: string): Promise<PeerAddress> {
+    const tcp = createServer((s) => void this.accept(s));
+    await listenOn(tcp, { host: bindHost, port: 0 });
+    this.servers.push(tcp);
+    const addr = tcp.address();
+    const port = typeof addr === 'object' && addr ? addr.port : 0;
+    let uds: string | null = null;
+    if (!this.opts.forceTcp && process.platform !== 'win32') {
+      uds = join(tmpdir(), `ddp-${process.pid}-${randomBytes(6).toString('hex')}.sock`);
+      const unix = createServer((s) => void this.accept(s));
+      await listenOn(unix, { path: uds });
+      this.servers.push(unix);
+      this.udsPath = uds;
+    }
+    return { rank: this.opts.rank, host: bindHost, port, uds, hostId: this.opts.hostId };
+  }
+
+  private async accept(sock: Socket): Promise<void> {
+    sock.on('error', () => {});
+    try {
+      const { peerRank, leftover } = await serverHandshake(sock, {
+        secret: this.opts.secret,
+        purpose: Purpose.Peer,
+        timeoutMs: 10_000,
+        what: `rank ${this.opts.rank} peer listener`,
+        maxRank: this.opts.worldSize - 1,
+      });
+      if (peerRank <= this.opts.rank || this.sockets[peerRank]) {
+        throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, { op: 'connect', ranks: [peerRank] });
+      }
+      this.adopt(peerRank, sock, leftover);
+    } catch (e) {
+      this.refused++;
+      sock.destroy();
+      this.onConnectionError(e instanceof CommError ? e : new CommError(String(e)));
+    }
+  }
+
+  /** Connects to every lower rank and waits for every higher rank to connect. */
+  async connect(addrs: PeerAddress[], timeoutMs: number): Promise<void> {
+    const { rank } = this.opts;
+    const deadline = Date.now() + timeoutMs;
+    const allHere = new Promise<void>((resolve) => {
+      this.arrived = () => {
+        if (this.sockets.every((s, i) => i === rank || s)) resolve();
+      };
+      this.arrived();
+    });
+    await Promise.all(
+      addrs.filter((a) => a.rank < rank).map(async (a) => {
+        const sameHost = !this.opts.forceTcp && a.uds !== null && a.hostId === this.opts.hostId;
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const sock = await dial(sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
+            const { leftover } = await clientHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what: `rank ${rank} → rank ${a.rank}` });
+            this.adopt(a.rank, sock, leftover);
+            return;
+          } catch (e) {
+            if (e instanceof AuthError || Date.now() > deadline) throw e;
+            await sleep(Math.min(20 * 2 ** attempt, 500));
+          }
+        }
+      }),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const missing = this.sockets.flatMap((s, i) => (i === rank || s ? [] : [i]));
+        reject(new CommTimeoutError(`rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`, { rank, ranks: missing, op: 'connect' }));
+      }, Math.max(0, deadline - Date.now()));
+    });
+    try {
+      await Promise.race([allHere, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private adopt(peer: number, sock: Socket, leftover: Buffer[]): void {
+    this.sockets[peer] = sock;
+    sock.setNoDelay(true);
+    const q = new ByteQueue();
+    const what = `rank ${this.opts.rank} ← rank ${peer}`;
+    const onData = (chunk: Buffer) => {
+      q.push(chunk);
+      let frames: Frame[];
+      try {
+        frames = takeFrames(q, what);
+      } catch (e) {
+        sock.destroy();
+        this.lose(peer, e instanceof CommError ? `${e.message}` : String(e));
+        return;
+      }
+      for (const f of frames) this.dispatch(peer, f);
+    };
+    sock.on('close', () => this.lose(peer, 'connection closed'));
+    for (const c of leftover) onData(c);
+    sock.on('data', onData);
+    this.arrived?.();
+  }
+
+  private dispatch(peer: number, f: Frame): void {
+    const k = f.header.kind;
+    if (k === FrameKind.Data || k === FrameKind.P2P) this.mailboxes[peer]?.deliver(channelOf(f.header), f);
+    else if (k === FrameKind.Bye) this.farewell(peer);
+    else this.onControl(peer, f);
+  }
+
+  /** A peer that left cleanly fails only the receives that wait on it; it poisons nothing. */
+  private farewell(peer: number): void {
+    this.said.add(peer);
+    const box = this.mailboxes[peer] as Mailbox;
+    box.failure ??= new PeerLostError(`rank ${this.opts.rank}: rank ${peer} has left (destroyProcessGroup)`, { rank: this.opts.rank, ranks: [peer] });
+    box.failWaiters(box.failure);
+  }
+
+  private lose(peer: number, why: string): void {
+    if (this.closing || this.said.has(peer)) return;
+    const box = this.mailboxes[peer] as Mailbox;
+    if (box.failure) return;
+    const err = new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${why})`, { rank: this.opts.rank, ranks: [peer] });
+    box.failure = err;
+    box.failWaiters(err);
+    this.onPeerLost(peer, err);
+  }
+
+  isLost(peer: number): boolean {
+    return this.mailboxes[peer]?.failure != null;
+  }
+
+  /** Queues a frame; `done` runs once the bytes are handed to the kernel. */
+  write(peer: number, header: FrameHeader, payload: Uint8Array | null, done?: (err?: Error | null) => void): void {
+    const sock = this.sockets[peer];
+    const box = this.mailboxes[peer] as Mailbox;
+    if (!sock || sock.destroyed || box.failure) {
+      done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: no connection to rank ${peer}`, { rank: this.opts.rank, ranks: [peer] }));
+      return;
+    }
+    const hdr = encodeHeader(header);
+    if (payload && payload.byteLength > 0) {
+      sock.cork();
+      sock.write(hdr);
+      sock.write(payload, done);
+      sock.uncork();
+    } else {
+      sock.write(hdr, done);
+    }
+  }
+
+  /** Says goodbye to every peer, then closes sockets and listeners. */
+  async close(): Promise<void> {
+    const bye: FrameHeader = { payloadLength: 0, kind: FrameKind.Bye, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
+    await Promise.all(
+      this.sockets.map(
+        (s, i) =>
+          new Promise<void>((resolve) => {
+            if (!s || s.destroyed) return resolve();
+            this.write(i, bye, null, () => resolve());
+          }),
+      ),
+    );
+    this.closing = true;
+    for (const s of this.sockets) s?.end();
+    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    for (const s of this.sockets) s?.destroy();
+    if (this.udsPath) {
+      try {
+        unlinkSync(this.udsPath);
+      } catch {}
+    }
+  }
+}
+
+function listenOn(server: Server, where: { host: string; port: number } | { path: string }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(where, () => {
+      server.off('error', reject);
+      server.on('error', () => {});
+      resolve();
+    });
+  });
+}
+
+function dial(where: { host: string; port: number } | { path: string }): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect(where);
+    s.once('connect', () => {
+      s.off('error', reject);
+      resolve(s);
+    });
+    s.once('error', reject);
+  });
+}

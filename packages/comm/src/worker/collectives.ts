@@ -1,0 +1,186 @@
+import { chainBroadcast, ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
+import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, sendSized } from '../algorithms/direct.js';
+import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
+import { bytesOf } from '../algorithms/views.js';
+import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, viewAs } from '../dtypes.js';
+import { finishAverage, reduceInto } from '../reduce.js';
+import { narrowHalf, widenHalf } from '../half.js';
+import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
+import type { OpContext } from './op-context.js';
+import type { OpRequest, OpResult } from './protocol.js';
+import { tuning } from './tuning.js';
+
+const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16';
+
+/** The op's staging array as numbers to reduce (half words widened to float32). */
+function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommArray; work: NumArray; done: () => void } {
+  const bpe = bytesPerElement(req.dtype);
+  const raw = viewAs(req.dtype, req.sab as SharedArrayBuffer, offset * bpe, length);
+  if (!isHalf(req.dtype)) return { raw, work: raw as NumArray, done: () => {} };
+  const work = widenHalf(raw as Uint16Array, req.dtype);
+  return { raw, work, done: () => narrowHalf(work, req.dtype as HalfDtype, raw as Uint16Array) };
+}
+
+function small(ctx: OpContext, bytes: number): boolean {
+  return bytes <= tuning.ringThresholdBytes || ctx.size === 1;
+}
+
+async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
+  const { work, done } = numeric(req);
+  if (small(ctx, work.byteLength)) await directAllReduce(ctx, work, req.reduceOp);
+  else await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
+  if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
+  done();
+}
+
+async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {
+  const { work, done } = numeric(req);
+  if (small(ctx, work.byteLength)) await directReduce(ctx, work, req.root, req.reduceOp);
+  else await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
+  if (ctx.rank !== req.root) return;
+  if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
+  done();
+}
+
+async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
+  const n = req.length / ctx.size;
+  const { work, done } = numeric(req);
+  const bounds = chunkBounds(req.length, ctx.size);
+  const mine = work.subarray(n * ctx.rank, n * (ctx.rank + 1));
+  if (small(ctx, work.byteLength)) {
+    // one round: send chunk p to rank p, reduce the chunks received for us in rank order
+    const Ctor = work.constructor as new (k: number) => NumArray;
+    const parts: NumArray[] = [];
+    for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, bytesOf(work.subarray(n * p, n * (p + 1))));
+    await Promise.all(
+      Array.from({ length: ctx.size }, (_, p) => {
+        if (p === ctx.rank) return undefined;
+        parts[p] = new Ctor(n);
+        return ctx.recvMessageInto(p, bytesOf(parts[p] as NumArray));
+      }),
+    );
+    parts[ctx.rank] = mine.slice();
+    const acc = (parts[0] as NumArray).slice();
+    for (let p = 1; p < ctx.size; p++) reduceInto(acc, parts[p] as NumArray, req.reduceOp);
+    mine.set(acc);
+  } else {
+    await ringReduceScatter(ctx, work, bounds, req.reduceOp, Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)));
+  }
+  if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
+  done();
+}
+
+/** All-gather of per-rank slots (bounds in bytes) already laid out in `bytes`. */
+async function gatherSlots(ctx: OpContext, bytes: Uint8Array, bounds: number[]): Promise<void> {
+  if (small(ctx, bytes.byteLength)) {
+    const own = bytes.subarray(bounds[ctx.rank], bounds[ctx.rank + 1]);
+    await exchange(ctx, own, (p) => bytes.subarray(bounds[p], bounds[p + 1]));
+  } else {
+    await ringAllGather(ctx, bytes, bounds, tuning.segmentBytes);
+  }
+}
+
+async function allGatherInto(ctx: OpContext, req: OpRequest): Promise<void> {
+  const bpe = bytesPerElement(req.dtype);
+  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
+  await gatherSlots(
+    ctx,
+    bytes,
+    chunkBounds(req.length, ctx.size).map((b) => b * bpe),
+  );
+}
+
+async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
+  const bpe = bytesPerElement(req.dtype);
+  const counts = new Float64Array(ctx.size);
+  counts[ctx.rank] = req.length;
+  await exchange(ctx, bytesOf(counts.subarray(ctx.rank, ctx.rank + 1)), (p) => bytesOf(counts.subarray(p, p + 1)));
+  const sizes = [...counts];
+  const bounds = boundsFromSizes(sizes).map((b) => b * bpe);
+  const out = new SharedArrayBuffer(bounds[ctx.size] as number);
+  const bytes = new Uint8Array(out);
+  bytes.set(new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe), bounds[ctx.rank]);
+  await gatherSlots(ctx, bytes, bounds);
+  return { sab: out, sizes };
+}
+
+async function broadcast(ctx: OpContext, req: OpRequest): Promise<void> {
+  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bytesPerElement(req.dtype));
+  if (small(ctx, bytes.byteLength)) await directBroadcast(ctx, bytes, req.root);
+  else await chainBroadcast(ctx, bytes, req.root, tuning.segmentBytes);
+}
+
+async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined> {
+  const bpe = bytesPerElement(req.dtype);
+  const own = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
+  if (ctx.rank !== req.root) {
+    sendSized(ctx, req.root, own, MAX_FRAME_PAYLOAD);
+    return undefined;
+  }
+  const parts = await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? own : recvSized(ctx, p))));
+  for (const p of parts) if (p.byteLength % bpe !== 0) ctx.lengthMismatch(parts.indexOf(p), p.byteLength + bpe - (p.byteLength % bpe), p.byteLength);
+  const sizes = parts.map((p) => p.byteLength / bpe);
+  const bounds = boundsFromSizes(parts.map((p) => p.byteLength));
+  const out = new SharedArrayBuffer(bounds[ctx.size] as number);
+  parts.forEach((p, i) => new Uint8Array(out).set(p, bounds[i]));
+  return { sab: out, sizes };
+}
+
+async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
+  const bpe = bytesPerElement(req.dtype);
+  const sab = req.sab as SharedArrayBuffer;
+  if (ctx.rank !== req.root) {
+    await ctx.recvMessageInto(req.root, new Uint8Array(sab, 0, req.length * bpe));
+    return;
+  }
+  const bounds = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
+  for (let p = 0; p < ctx.size; p++) {
+    if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], (bounds[p + 1] as number) - (bounds[p] as number)));
+  }
+}
+
+async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
+  const bpe = bytesPerElement(req.dtype);
+  const sab = req.sab as SharedArrayBuffer;
+  const inB = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
+  const outB = boundsFromSizes(req.outSizes as number[]).map((b) => b * bpe + (inB[ctx.size] as number));
+  const slot = (b: number[], p: number) => new Uint8Array(sab, b[p], (b[p + 1] as number) - (b[p] as number));
+  for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, slot(inB, p));
+  const mineIn = slot(inB, ctx.rank);
+  const mineOut = slot(outB, ctx.rank);
+  if (mineIn.byteLength !== mineOut.byteLength) ctx.lengthMismatch(ctx.rank, mineOut.byteLength, mineIn.byteLength);
+  mineOut.set(mineIn);
+  await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? undefined : ctx.recvMessageInto(p, slot(outB, p)))));
+}
+
+async function barrier(ctx: OpContext): Promise<void> {
+  await exchange(ctx, new Uint8Array(0), () => new Uint8Array(0));
+}
+
+/** Runs one collective on the worker; returns a new buffer for ops whose output size varies. */
+export async function runCollective(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined | void> {
+  switch (req.op) {
+    case 'allReduce':
+      return allReduce(ctx, req);
+    case 'reduce':
+      return reduce(ctx, req);
+    case 'reduceScatter':
+      return reduceScatter(ctx, req);
+    case 'allGatherInto':
+      return allGatherInto(ctx, req);
+    case 'allGather':
+      return allGather(ctx, req);
+    case 'broadcast':
+      return broadcast(ctx, req);
+    case 'gather':
+      return gather(ctx, req);
+    case 'scatter':
+      return scatter(ctx, req);
+    case 'allToAll':
+      return allToAll(ctx, req);
+    case 'barrier':
+      return barrier(ctx);
+    default:
+      throw new Error(`unknown collective ${req.op}`);
+  }
+}

@@ -1,0 +1,44 @@
+import { parentPort } from 'node:worker_threads';
+import { serializeError } from '../errors.js';
+import { PeerMesh } from '../transport/peer-mesh.js';
+import { Executor } from './executor.js';
+import type { FromWorker, ToWorker } from './protocol.js';
+
+/** Entry point of the comm worker thread: owns the peer connections and runs collectives. */
+const port = parentPort;
+if (!port) throw new Error('comm-worker must run in a worker thread');
+const post = (m: FromWorker) => port.postMessage(m);
+let mesh: PeerMesh | null = null;
+let executor: Executor | null = null;
+
+port.on('message', (msg: ToWorker) => {
+  switch (msg.type) {
+    case 'init': {
+      mesh = new PeerMesh({ rank: msg.rank, worldSize: msg.worldSize, secret: msg.secret, hostId: msg.hostId, forceTcp: msg.forceTcp });
+      executor = new Executor(mesh, post);
+      mesh.listen(msg.bindHost).then(
+        (address) => post({ type: 'listening', address }),
+        (e) => post({ type: 'failed', error: serializeError(e) }),
+      );
+      return;
+    }
+    case 'connect':
+      mesh?.connect(msg.addrs, msg.timeoutMs).then(
+        () => post({ type: 'connected' }),
+        (e) => post({ type: 'failed', error: serializeError(e) }),
+      );
+      return;
+    case 'group':
+      executor?.addGroup(msg.groupId, msg.ranks);
+      return;
+    case 'op':
+      executor?.submit(msg);
+      return;
+    case 'close':
+      (mesh ? mesh.close() : Promise.resolve()).finally(() => {
+        post({ type: 'closed' });
+        port.close();
+      });
+      return;
+  }
+});

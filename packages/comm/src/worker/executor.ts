@@ -1,0 +1,129 @@
+import { CollectiveMismatchError, CommError, CommTimeoutError, PeerLostError, serializeError } from '../errors.js';
+import { DTYPE_CODE, OP_CODE, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
+import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
+import type { PeerMesh } from '../transport/peer-mesh.js';
+import { runCollective } from './collectives.js';
+import { GroupState } from './group-state.js';
+import { OpContext } from './op-context.js';
+import type { FromWorker, OpRequest, OpResult } from './protocol.js';
+
+/**
+ * Runs the ops of every group on the worker thread: one queue per group (ops of a group
+ * run and complete in issue order; groups proceed independently), failure propagation
+ * (a lost peer, a mismatch or a timeout poisons the group on every member).
+ */
+export class Executor {
+  private readonly groups = new Map<number, GroupState>();
+
+  constructor(
+    private readonly mesh: PeerMesh,
+    private readonly post: (m: FromWorker) => void,
+  ) {
+    mesh.onPeerLost = (peer, err) => {
+      for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.poison(g, err);
+    };
+    mesh.onControl = (peer, f) => this.control(peer, f);
+  }
+
+  addGroup(groupId: number, ranks: number[]): void {
+    const g = new GroupState(groupId, ranks, ranks.indexOf(this.mesh.opts.rank));
+    this.groups.set(groupId, g);
+    for (const r of ranks) if (this.mesh.isLost(r)) this.poison(g, this.mesh.mailboxes[r]?.failure as CommError);
+  }
+
+  /** Marks the group failed and wakes every op of it that is waiting on any peer. */
+  private poison(g: GroupState, err: CommError): void {
+    g.failure ??= err;
+    for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(g.failure, g.id);
+  }
+
+  private control(peer: number, f: Frame): void {
+    const g = this.groups.get(f.header.groupId);
+    if (!g) return;
+    if (f.header.kind === FrameKind.Abort) {
+      const msg = Buffer.from(f.payload).toString('utf8').slice(0, 2000);
+      this.poison(g, new CollectiveMismatchError(`${msg} (reported by rank ${peer} to rank ${this.mesh.opts.rank})`, { rank: this.mesh.opts.rank, ranks: [peer] }));
+      for (const r of g.ranks) this.mesh.mailboxes[r]?.dropGroup(g.id);
+    }
+  }
+
+  /** Tells every other member that the group's current collective is mismatched. */
+  private announceMismatch(g: GroupState, err: CollectiveMismatchError): void {
+    if (g.failure) return;
+    const payload = Buffer.from(err.message, 'utf8');
+    const h: FrameHeader = { payloadLength: payload.length, kind: FrameKind.Abort, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq: 0, count: 0, root: 0, aux: 0 };
+    for (const r of g.ranks) if (r !== this.mesh.opts.rank) this.mesh.write(r, h, payload);
+    this.poison(g, err);
+  }
+
+  submit(req: OpRequest): void {
+    const g = this.groups.get(req.groupId);
+    if (!g) {
+      this.post({ type: 'done', id: req.id, error: serializeError(new CommError(`unknown group ${req.groupId}`)) });
+      return;
+    }
+    const run = g.tail.then(() => this.execute(g, req));
+    g.tail = run.then(
+      () => {},
+      () => {},
+    );
+    run.then(
+      (result) => this.post({ type: 'done', id: req.id, result }),
+      (err) => this.post({ type: 'done', id: req.id, error: serializeError(err) }),
+    );
+  }
+
+  private context(g: GroupState, req: OpRequest, kind: FrameKind.Data | FrameKind.P2P, fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>): OpContext {
+    return new OpContext(this.mesh, g, fp, kind, Date.now() + req.timeoutMs, (err) => this.announceMismatch(g, err));
+  }
+
+  private async execute(g: GroupState, req: OpRequest): Promise<OpResult | undefined> {
+    if (g.failure) throw g.failure;
+    try {
+      if (req.op === 'p2p') {
+        await this.runP2P(g, req);
+        return undefined;
+      }
+      g.startedSeq = req.seq;
+      const ctx = this.context(g, req, FrameKind.Data, {
+        op: OP_CODE[req.op],
+        dtype: DTYPE_CODE[req.dtype],
+        reduceOp: req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
+        count: req.count,
+        seq: req.seq,
+        root: req.root,
+      });
+      const result = await runCollective(ctx, req);
+      await ctx.flush();
+      return result ?? undefined;
+    } catch (e) {
+      const err = g.failure ?? (e instanceof CommError ? e : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, { rank: this.mesh.opts.rank, op: req.op }));
+      if (err instanceof CommTimeoutError || err instanceof PeerLostError || err instanceof CollectiveMismatchError) this.poison(g, err);
+      throw err;
+    }
+  }
+
+  /** A batch of sends and receives, all in flight at once; completes when all are done. */
+  private async runP2P(g: GroupState, req: OpRequest): Promise<void> {
+    const sab = req.sab as SharedArrayBuffer;
+    await Promise.all(
+      (req.p2p ?? []).map((e) => {
+        const peerGlobal = g.ranks[e.peer] as number;
+        const ctx = this.context(g, req, FrameKind.P2P, {
+          op: OP_CODE.send,
+          dtype: DTYPE_CODE[e.dtype],
+          reduceOp: 0,
+          count: e.count,
+          seq: g.nextP2P(e.kind, peerGlobal, e.tag),
+          root: e.tag,
+        });
+        const bytes = new Uint8Array(sab, e.byteOffset, e.count * bytesPerElement(e.dtype));
+        if (e.kind === 'send') {
+          ctx.sendMessage(e.peer, bytes);
+          return ctx.flush();
+        }
+        return ctx.recvMessageInto(e.peer, bytes);
+      }),
+    );
+  }
+}

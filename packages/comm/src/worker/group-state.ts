@@ -1,0 +1,37 @@
+import type { CommError } from '../errors.js';
+
+/** Worker-side state of one process group: its members and the failure that poisoned it. */
+export class GroupState {
+  /** Ops run one after another: each waits for the previous one's promise. */
+  tail: Promise<void> = Promise.resolve();
+  /** Once set, every later op of this group fails with it (peer lost, mismatch, timeout). */
+  failure: CommError | null = null;
+  /** Sequence number of the collective this rank most recently started (for timeout probes). */
+  startedSeq = 0;
+  /** Per (peer, tag) message counters of point-to-point traffic. */
+  private readonly p2pCounters = new Map<string, number>();
+
+  constructor(
+    readonly id: number,
+    /** Global ranks of the members, in group-rank order. */
+    readonly ranks: readonly number[],
+    /** This process's rank within the group. */
+    readonly rank: number,
+  ) {}
+
+  get size(): number {
+    return this.ranks.length;
+  }
+
+  /** Group rank of a global rank (−1 when not a member). */
+  groupRankOf(globalRank: number): number {
+    return this.ranks.indexOf(globalRank);
+  }
+
+  nextP2P(direction: 'send' | 'recv', peer: number, tag: number): number {
+    const key = `${direction}:${peer}:${tag}`;
+    const n = (this.p2pCounters.get(key) ?? 0) + 1;
+    this.p2pCounters.set(key, n);
+    return n;
+  }
+}

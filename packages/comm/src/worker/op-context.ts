@@ -1,0 +1,154 @@
+import { CollectiveMismatchError, CommTimeoutError } from '../errors.js';
+import { DTYPE_NAME, OP_NAME, REDUCE_NAME } from '../dtypes.js';
+import { type Fingerprint, type Frame, FrameKind, type FrameHeader, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
+import type { PeerMesh } from '../transport/peer-mesh.js';
+import type { GroupState } from './group-state.js';
+
+export function describe(fp: Fingerprint): string {
+  const op = OP_NAME[fp.op] ?? `op#${fp.op}`;
+  const root = fp.op === 2 || fp.op === 6 || fp.op === 7 || fp.op === 8 ? `, root ${fp.root}` : fp.op === 11 ? `, tag ${fp.root}` : '';
+  const red = fp.reduceOp ? `, ${REDUCE_NAME[fp.reduceOp] ?? fp.reduceOp}` : '';
+  return `${op}(${DTYPE_NAME[fp.dtype] ?? `dtype#${fp.dtype}`}, count ${fp.count}${red}${root}, seq ${fp.seq})`;
+}
+
+function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
+  return a.op === b.op && a.dtype === b.dtype && a.reduceOp === b.reduceOp && a.count === b.count && a.seq === b.seq && a.root === b.root;
+}
+
+/**
+ * What an algorithm sees of one collective: send/receive by group rank, with the
+ * fingerprint stamped on every outgoing frame and checked on every incoming one.
+ */
+export class OpContext {
+  private pendingWrites = 0;
+  private drained: (() => void) | null = null;
+  private writeError: Error | null = null;
+  /** Ranks this op is waiting on right now (named by a timeout). */
+  readonly waitingOn = new Set<number>();
+
+  constructor(
+    private readonly mesh: PeerMesh,
+    readonly group: GroupState,
+    readonly fp: Fingerprint,
+    private readonly kind: FrameKind.Data | FrameKind.P2P,
+    private readonly deadline: number,
+    /** Called on a mismatch so the whole group hears about it. */
+    private readonly onMismatch: (err: CollectiveMismatchError) => void,
+  ) {}
+
+  get rank(): number {
+    return this.group.rank;
+  }
+  get size(): number {
+    return this.group.size;
+  }
+  get name(): string {
+    return describe(this.fp);
+  }
+
+  private header(payloadLength: number, aux: number): FrameHeader {
+    return { ...this.fp, payloadLength, kind: this.kind, groupId: this.group.id, aux };
+  }
+
+  /** Sends one frame (payload ≤ MAX_FRAME_PAYLOAD) to a group rank. */
+  send(to: number, payload: Uint8Array | null, aux = 0): void {
+    this.pendingWrites++;
+    this.mesh.write(this.group.ranks[to] as number, this.header(payload?.byteLength ?? 0, aux), payload, (err) => {
+      if (err) this.writeError ??= err;
+      if (--this.pendingWrites === 0) this.drained?.();
+    });
+  }
+
+  /** Sends bytes of any length as a run of frames. */
+  sendMessage(to: number, bytes: Uint8Array): void {
+    if (bytes.byteLength === 0) return this.send(to, null);
+    for (let off = 0; off < bytes.byteLength; off += MAX_FRAME_PAYLOAD) {
+      this.send(to, bytes.subarray(off, Math.min(bytes.byteLength, off + MAX_FRAME_PAYLOAD)));
+    }
+  }
+
+  /** Receives the next frame from a group rank, checking its fingerprint. */
+  async recv(from: number): Promise<Frame> {
+    const global = this.group.ranks[from] as number;
+    const box = this.mesh.mailboxes[global];
+    if (!box) throw new Error(`no mailbox for rank ${global}`);
+    const channel = this.kind === FrameKind.P2P ? `${this.group.id}:p:${this.fp.root}` : `${this.group.id}:c`;
+    const { promise, cancel } = box.receive(channel, this.group.id);
+    this.waitingOn.add(global);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const frame = await Promise.race([
+        promise,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            cancel();
+            reject(this.timeoutError());
+          }, Math.max(0, this.deadline - Date.now()));
+        }),
+      ]);
+      if (!sameFingerprint(frame.header, this.fp)) this.mismatch(global, frame.header);
+      return frame;
+    } finally {
+      clearTimeout(timer);
+      this.waitingOn.delete(global);
+    }
+  }
+
+  /** Receives a message of exactly `dst.byteLength` bytes into dst (a run of frames). */
+  async recvMessageInto(from: number, dst: Uint8Array): Promise<void> {
+    let off = 0;
+    do {
+      const f = await this.recv(from);
+      const n = f.payload.byteLength;
+      if (off + n > dst.byteLength || (n === 0 && dst.byteLength > 0)) this.lengthMismatch(from, dst.byteLength, off + n);
+      dst.set(f.payload, off);
+      off += n;
+    } while (off < dst.byteLength);
+  }
+
+  timeoutError(): CommTimeoutError {
+    const missing = [...this.waitingOn];
+    return new CommTimeoutError(`rank ${this.mesh.opts.rank}: ${this.name} timed out waiting for rank(s) ${missing.join(', ')}`, {
+      rank: this.mesh.opts.rank,
+      ranks: missing,
+      op: OP_NAME[this.fp.op],
+    });
+  }
+
+  /** Raises (and announces) a mismatch with what a peer sent. */
+  mismatch(peerGlobal: number, theirs: Fingerprint): never {
+    const me = this.mesh.opts.rank;
+    const err = new CollectiveMismatchError(`rank ${me} called ${this.name} but rank ${peerGlobal} called ${describe(theirs)}`, {
+      rank: me,
+      ranks: [me, peerGlobal],
+      op: OP_NAME[this.fp.op],
+    });
+    this.onMismatch(err);
+    throw err;
+  }
+
+  lengthMismatch(fromGroupRank: number, expectedBytes: number, gotBytes: number): never {
+    const me = this.mesh.opts.rank;
+    const peer = this.group.ranks[fromGroupRank] as number;
+    const err = new CollectiveMismatchError(`rank ${me}: ${this.name} expected ${expectedBytes} bytes from rank ${peer} but got ${gotBytes}`, {
+      rank: me,
+      ranks: [me, peer],
+      op: OP_NAME[this.fp.op],
+    });
+    this.onMismatch(err);
+    throw err;
+  }
+
+  /** Resolves once every frame this op sent has been handed to the kernel. */
+  flush(): Promise<void> {
+    if (this.writeError) return Promise.reject(this.writeError);
+    if (this.pendingWrites === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.drained = () => {
+        this.drained = null;
+        if (this.writeError) reject(this.writeError);
+        else resolve();
+      };
+    });
+  }
+}

@@ -1,0 +1,79 @@
+import type { Dtype, OpName, ReduceOp } from '../dtypes.js';
+import type { SerializedError } from '../errors.js';
+import type { PeerAddress } from '../transport/peer-mesh.js';
+
+/** Messages between a ProcessGroup (main thread) and its comm worker thread. */
+
+export interface InitRequest {
+  type: 'init';
+  rank: number;
+  worldSize: number;
+  secret: string;
+  hostId: string;
+  forceTcp: boolean;
+  bindHost: string;
+}
+
+export interface ConnectRequest {
+  type: 'connect';
+  addrs: PeerAddress[];
+  timeoutMs: number;
+}
+
+export interface GroupRequest {
+  type: 'group';
+  groupId: number;
+  ranks: number[];
+}
+
+/** One point-to-point transfer of a batch (isend/irecv); peer is a group rank. */
+export interface P2PEntry {
+  kind: 'send' | 'recv';
+  peer: number;
+  tag: number;
+  dtype: Dtype;
+  /** Byte offset and element count inside the op's staging buffer. */
+  byteOffset: number;
+  count: number;
+}
+
+export interface OpRequest {
+  type: 'op';
+  id: number;
+  groupId: number;
+  op: OpName | 'p2p';
+  seq: number;
+  dtype: Dtype;
+  reduceOp: ReduceOp;
+  /** Root (broadcast, reduce, gather, scatter) as a group rank. */
+  root: number;
+  /** Element count in the fingerprint (0 where sizes may differ across ranks). */
+  count: number;
+  /** Staging buffer and the number of elements of the op's main array in it. */
+  sab: SharedArrayBuffer | null;
+  length: number;
+  /** scatter: input sizes at the root; allToAll: input sizes. */
+  sizes?: number[];
+  /** allToAll: output sizes. */
+  outSizes?: number[];
+  p2p?: P2PEntry[];
+  timeoutMs: number;
+}
+
+export interface CloseRequest {
+  type: 'close';
+}
+
+export type ToWorker = InitRequest | ConnectRequest | GroupRequest | OpRequest | CloseRequest;
+
+export interface OpResult {
+  sab?: SharedArrayBuffer;
+  sizes?: number[];
+}
+
+export type FromWorker =
+  | { type: 'listening'; address: PeerAddress }
+  | { type: 'connected' }
+  | { type: 'closed' }
+  | { type: 'failed'; error: SerializedError }
+  | { type: 'done'; id: number; result?: OpResult; error?: SerializedError };

@@ -1,0 +1,14 @@
+/**
+ * Algorithm switch-over and segment size. Messages up to RING_THRESHOLD_BYTES use the
+ * one-round direct algorithms, larger ones the pipelined ring. The defaults come from the
+ * sweep in apps/bench (src/comm.ts); the environment overrides them for experiments.
+ */
+function envBytes(name: string, fallback: number): number {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+export const tuning = {
+  ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 256 * 1024),
+  segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
+};

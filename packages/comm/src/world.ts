@@ -1,0 +1,155 @@
+import { CommThread } from './comm-thread.js';
+import { readLaunchEnv } from './env.js';
+import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
+import { hostId } from './host-id.js';
+import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
+import { StagingPool } from './staging.js';
+import { PrefixStore } from './store/prefix-store.js';
+import { decodeText, type Store } from './store/store.js';
+import { TCPStore } from './store/tcp-store-client.js';
+import type { PeerAddress } from './transport/peer-mesh.js';
+
+export const DEFAULT_TIMEOUT_MS = 300_000;
+
+export interface InitOptions {
+  /** Rendezvous store; default: a TCPStore at MASTER_ADDR:MASTER_PORT hosted by rank 0. */
+  store?: Store;
+  rank?: number;
+  worldSize?: number;
+  /** Timeout of rendezvous and of every collective (default 300 s, or DDP_TIMEOUT_MS). */
+  timeoutMs?: number;
+}
+
+interface World {
+  thread: CommThread;
+  store: Store;
+  ownsStore: boolean;
+  group: WorkerProcessGroup;
+  staging: StagingPool;
+  timeoutMs: number;
+  nextGroupId: number;
+}
+
+let world: World | null = null;
+
+function parseAddress(text: string, rank: number): PeerAddress {
+  const a = JSON.parse(text) as PeerAddress;
+  if (typeof a !== 'object' || a === null || a.rank !== rank || typeof a.host !== 'string' || typeof a.port !== 'number') {
+    throw new CommError(`rendezvous: bad address record for rank ${rank}`, { op: 'initProcessGroup', ranks: [rank] });
+  }
+  return a;
+}
+
+/**
+ * Forms the world: reads rank/size from options or the launcher's environment, meets the
+ * other ranks through the store, starts the comm worker and connects to every peer.
+ */
+export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
+  if (world) throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', { op: 'initProcessGroup' });
+  const env = readLaunchEnv();
+  const rank = opts.rank ?? env.rank;
+  const worldSize = opts.worldSize ?? env.worldSize;
+  if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
+  const timeoutMs = opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS);
+  const ownsStore = !opts.store;
+  const store = opts.store ?? (await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret: env.secret, isServer: rank === 0, timeoutMs, rank }));
+  try {
+    // a fresh namespace per init, so a store reused across inits never mixes generations
+    const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
+    const rdv = new PrefixStore(`ddp/${generation}`, store);
+    const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
+    const { thread, address } = await CommThread.start({
+      rank,
+      worldSize,
+      secret: env.secret,
+      hostId: hostId(),
+      forceTcp: process.env.DDP_TRANSPORT === 'tcp',
+      bindHost,
+    });
+    try {
+      await rdv.set(`addr/${rank}`, JSON.stringify(address));
+      const addrs = await Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`addr/${r}`)), r)));
+      await thread.connect(addrs, timeoutMs);
+    } catch (e) {
+      await thread.close();
+      throw e;
+    }
+    const ranks = Array.from({ length: worldSize }, (_, r) => r);
+    thread.addGroup(0, ranks);
+    const staging = new StagingPool();
+    const group = new WorkerProcessGroup(thread, staging, 0, ranks, rank, timeoutMs);
+    world = { thread, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1 };
+    return group;
+  } catch (e) {
+    if (ownsStore) await store.close();
+    throw e;
+  }
+}
+
+/** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
+export async function destroyProcessGroup(): Promise<void> {
+  const w = world;
+  world = null;
+  if (!w) return;
+  await w.thread.close();
+  if (w.ownsStore) await w.store.close();
+}
+
+export function isInitialized(): boolean {
+  return world !== null;
+}
+
+function current(what: string): World {
+  if (!world) throw new NotInitializedError(`${what}: the default process group is not initialised (call initProcessGroup)`, { op: what });
+  return world;
+}
+
+export function getDefaultGroup(): ProcessGroup {
+  return current('getDefaultGroup').group;
+}
+
+export function getRank(group?: ProcessGroup): number {
+  return (group ?? getDefaultGroup()).rank;
+}
+
+export function getWorldSize(group?: ProcessGroup): number {
+  return (group ?? getDefaultGroup()).size;
+}
+
+/** The store the world met through (for rendezvous of higher layers). */
+export function getStore(): Store {
+  return current('getStore').store;
+}
+
+/**
+ * A group of some global ranks. Collective over the world: every rank calls it, in the
+ * same order, with the same ranks; non-members get null.
+ */
+export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {}): Promise<ProcessGroup | null> {
+  const w = current('newGroup');
+  const size = w.group.size;
+  const members = [...new Set(ranks)].sort((a, b) => a - b);
+  if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= size)) {
+    throw new InvalidArgumentError(`newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${size}`, { op: 'newGroup' });
+  }
+  const id = w.nextGroupId++;
+  const me = w.group.ranks[w.group.rank] as number;
+  if (!members.includes(me)) return null;
+  w.thread.addGroup(id, members);
+  return new WorkerProcessGroup(w.thread, w.staging, id, members, members.indexOf(me), opts.timeoutMs ?? w.timeoutMs);
+}
+
+/**
+ * One group per rank list (PyTorch's new_subgroups_by_enumeration); returns this rank's
+ * group and all of them (null where this rank is not a member).
+ */
+export async function newSubgroupsByEnumeration(rankLists: number[][], opts: { timeoutMs?: number } = {}): Promise<[ProcessGroup | null, (ProcessGroup | null)[]]> {
+  const seen = new Set<number>();
+  for (const r of rankLists.flat()) {
+    if (seen.has(r)) throw new InvalidArgumentError(`newSubgroupsByEnumeration: rank ${r} appears in two groups`, { op: 'newSubgroupsByEnumeration' });
+    seen.add(r);
+  }
+  const groups: (ProcessGroup | null)[] = [];
+  for (const ranks of rankLists) groups.push(await newGroup(ranks, opts));
+  return [groups.find((g) => g !== null) ?? null, groups];
+}
