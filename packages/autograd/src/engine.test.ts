@@ -24,6 +24,12 @@ describe('engine', () => {
     expect(values(b.grad)).toEqual([5, 7, 9]);
     await a.mul(b).sum().backward();
     expect(values(b.grad)).toEqual([10, 14, 18]);
+    // add hands the same gradient tensor to both inputs, one of which already holds a gradient
+    const c = tensor([1, 2, 3], undefined, { requiresGrad: true });
+    await b.add(c).add(b).sum().backward();
+    expect(values(b.grad)).toEqual([12, 16, 20]);
+    expect(values(c.grad)).toEqual([1, 1, 1]);
+    c.dispose();
     a.dispose();
     b.dispose();
   });

@@ -140,11 +140,10 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
         for (const g of gradOutputs) if (!inputGrads.includes(g)) g.dispose();
       }
       if (!opts.retainGraph) release(fnNode, root);
-      const routed = new Set<tf.Tensor>();
+      // the same tensor returned for two inputs (add's dy) gets a handle per input before routing
+      const distinct = inputGrads.map((g, i) => (g !== null && inputGrads.indexOf(g) < i ? g.clone() : g));
       fnNode.next.forEach((edge, i) => {
-        let g = inputGrads[i] ?? null;
-        if (g !== null && routed.has(g)) g = g.clone(); // the same tensor returned for two inputs
-        if (g !== null) routed.add(g);
+        const g = distinct[i] ?? null;
         if (edge === null) {
           g?.dispose();
           return;

@@ -23,3 +23,4 @@ export { layerNorm, batchNormStats, l2Normalize } from './ops/norm.js';
 export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { dropout, manualSeed } from './ops/dropout.js';
 export { checkpoint } from './checkpoint.js';
+export { allReduce, allGather, reduceScatter, broadcast, type DiffReduceOp } from './collectives.js';
