@@ -3,6 +3,7 @@ import { AutogradArgumentError } from '../errors.js';
 import { Function } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
+import { mul } from './arithmetic.js';
 
 // Seeds of unseeded dropout calls come from this counter, so manualSeed() makes runs
 // reproducible and checkpoint() can replay the same masks when it recomputes a segment.
@@ -39,6 +40,6 @@ class Dropout extends Function {
  */
 export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
   if (!(p >= 0 && p < 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1), got ${p}`);
-  if (opts.training === false || p === 0) return x.mul(1);
+  if (opts.training === false || p === 0) return mul(x, 1);
   return Dropout.apply(x, p, opts.seed ?? nextSeed());
 }

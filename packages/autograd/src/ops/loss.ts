@@ -6,6 +6,9 @@ import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
 import { type Indices, toIndexTensor } from './indexing.js';
 import { logSoftmaxKernel } from './softmax.js';
+import { sub } from './arithmetic.js';
+import { mean, sum } from './reduce.js';
+import { square } from './unary.js';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 
@@ -56,7 +59,7 @@ export function crossEntropy(logits: Tensor, labels: Indices, opts: { ignoreInde
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
   const reduction = opts.reduction ?? 'mean';
   return tidy(() => {
-    const sq = input.sub(target).square();
-    return reduction === 'none' ? sq : reduction === 'sum' ? sq.sum() : sq.mean();
+    const sq = square(sub(input, target));
+    return reduction === 'none' ? sq : reduction === 'sum' ? sum(sq) : mean(sq);
   });
 }

@@ -4,6 +4,7 @@ import { Function } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
+import { add } from './arithmetic.js';
 import { sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
@@ -68,6 +69,6 @@ export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; trans
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return tidy(() => {
     const y = matmul(x, weight, { transposeB: true });
-    return bias ? y.add(bias) : y;
+    return bias ? add(y, bias) : y;
   });
 }
