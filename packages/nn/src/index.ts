@@ -47,6 +47,7 @@ export {
 export { Linear, type LinearOptions, Embedding } from './layers/linear.js';
 export { ReLU, Tanh, GELU, Dropout } from './layers/activation.js';
 export { Sequential, ModuleList, type TensorModule } from './layers/container.js';
+export { Flatten } from './layers/flatten.js';
 export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
 export { LayerNorm, type LayerNormOptions, BatchNorm, BatchNorm1d, BatchNorm2d, type BatchNormOptions } from './layers/norm.js';
 export { MultiheadAttention, type MultiheadAttentionOptions, type AttentionCallOptions } from './layers/attention.js';

@@ -48,11 +48,16 @@ export function float16BitsToNumber(h: number): number {
   return scratch[0] as number;
 }
 
-export function encodeFloat16(values: Float32Array | ArrayLike<number>, out?: Uint16Array): Uint16Array {
-  const bits = bitsOf(values);
-  const dst = out ?? new Uint16Array(bits.length);
-  for (let i = 0; i < bits.length; i++) dst[i] = float32BitsToFloat16(bits[i] as number);
-  return dst;
+type Encoder = (values: Float32Array | ArrayLike<number>, out?: Uint16Array) => Uint16Array;
+
+/** An array encoder from a per-element float32-bits-to-16-bits function. */
+function encoderOf(toBits: (f: number) => number): Encoder {
+  return (values, out) => {
+    const bits = bitsOf(values);
+    const dst = out ?? new Uint16Array(bits.length);
+    for (let i = 0; i < bits.length; i++) dst[i] = toBits(bits[i] as number);
+    return dst;
+  };
 }
 
 export function decodeFloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
@@ -67,12 +72,6 @@ export function float32BitsToBfloat16(f: number): number {
   return ((f + 0x7fff + ((f >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
-export function encodeBfloat16(values: Float32Array | ArrayLike<number>, out?: Uint16Array): Uint16Array {
-  const bits = bitsOf(values);
-  const dst = out ?? new Uint16Array(bits.length);
-  for (let i = 0; i < bits.length; i++) dst[i] = float32BitsToBfloat16(bits[i] as number);
-  return dst;
-}
 
 export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(halves.length);
@@ -80,3 +79,8 @@ export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32
   for (let i = 0; i < halves.length; i++) bits[i] = (halves[i] as number) << 16;
   return dst;
 }
+
+/** float32 values to float16 bits (round to nearest even). */
+export const encodeFloat16: Encoder = encoderOf(float32BitsToFloat16);
+/** float32 values to bfloat16 bits (round to nearest even). */
+export const encodeBfloat16: Encoder = encoderOf(float32BitsToBfloat16);

@@ -4,26 +4,6 @@ import { Module, ModuleError } from '../module.js';
 /** A module whose forward maps a single tensor to a single tensor. */
 export type TensorModule = Module & { forward(x: Tensor): Tensor };
 
-/** Runs its children in order (nn.Sequential); children are named '0', '1', … */
-export class Sequential extends Module {
-  private readonly layers: TensorModule[];
-  constructor(...layers: TensorModule[]) {
-    super();
-    this.layers = layers.map((m, i) => this.registerModule(String(i), m));
-  }
-  get length(): number {
-    return this.layers.length;
-  }
-  at(i: number): TensorModule {
-    const m = this.layers.at(i);
-    if (!m) throw new ModuleError(`Sequential has ${this.layers.length} layers, no index ${i}`);
-    return m;
-  }
-  forward(x: Tensor): Tensor {
-    return this.layers.reduce((h, layer) => layer.forward(h), x);
-  }
-}
-
 /** A list of registered submodules (nn.ModuleList); it has no forward of its own. */
 export class ModuleList<M extends Module = Module> extends Module {
   private readonly items: M[] = [];
@@ -40,13 +20,23 @@ export class ModuleList<M extends Module = Module> extends Module {
   }
   at(i: number): M {
     const m = this.items.at(i);
-    if (!m) throw new ModuleError(`ModuleList has ${this.items.length} modules, no index ${i}`);
+    if (!m) throw new ModuleError(`${this.constructor.name} has ${this.items.length} modules, no index ${i}`);
     return m;
   }
   [Symbol.iterator](): Iterator<M> {
     return this.items[Symbol.iterator]();
   }
-  forward(): never {
-    throw new ModuleError('ModuleList has no forward; iterate over its modules');
+  forward(..._inputs: never[]): unknown {
+    throw new ModuleError(`${this.constructor.name} has no forward; iterate over its modules`);
+  }
+}
+
+/** Runs its children in order (nn.Sequential); children are named '0', '1', … */
+export class Sequential extends ModuleList<TensorModule> {
+  constructor(...layers: TensorModule[]) {
+    super(layers);
+  }
+  override forward(x: Tensor): Tensor {
+    return [...this].reduce((h, layer) => layer.forward(h), x);
   }
 }
