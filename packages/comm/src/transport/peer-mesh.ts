@@ -198,13 +198,19 @@ export class PeerMesh {
       return;
     }
     const hdr = encodeHeader(header);
+    // a write fails only when the peer is gone: report it as that peer's loss
+    const cb = (err?: Error | null) => {
+      if (!err) return done?.();
+      this.lose(peer, `write failed: ${err.message}`);
+      done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${err.message})`, { rank: this.opts.rank, ranks: [peer] }));
+    };
     if (payload && payload.byteLength > 0) {
       sock.cork();
       sock.write(hdr);
-      sock.write(payload, done);
+      sock.write(payload, cb);
       sock.uncork();
     } else {
-      sock.write(hdr, done);
+      sock.write(hdr, cb);
     }
   }
 

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { explain, type RankOutcome, runWorld } from './test/spawn-world.js';
+
+interface Outcome {
+  phase: string;
+  name: string;
+  message?: string;
+  ranks?: number[];
+  at?: number;
+}
+const results = (o: RankOutcome) => o.results as Outcome[];
+const phase = (o: RankOutcome, p: string) => results(o).find((r) => r.phase === p);
+
+describe('faults', () => {
+  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', async () => {
+    const victim = 1;
+    let killedAt = 0;
+    const started = new Set<number>();
+    const children = new Map<number, import('node:child_process').ChildProcess>();
+    const out = await runWorld({
+      worldSize: 3,
+      script: 'faults.child.ts',
+      args: ['kill'],
+      timeoutMs: 60_000,
+      onSpawn: (r, c) => children.set(r, c),
+      onResult: (r, res) => {
+        if ((res as Outcome).phase !== 'started') return;
+        started.add(r);
+        if (started.size === 3) setTimeout(() => {
+          killedAt = Date.now();
+          children.get(victim)?.kill('SIGKILL');
+        }, 300);
+      },
+    });
+    expect(out[victim]?.signal).toBe('SIGKILL');
+    for (const o of out.filter((x) => x.rank !== victim)) {
+      const r = phase(o, 'loop');
+      expect(r?.name, explain(out)).toBe('PeerLostError');
+      expect(r?.ranks).toContain(victim);
+      expect(r?.message).toContain(`rank ${victim}`);
+      expect((r?.at ?? Number.POSITIVE_INFINITY) - killedAt).toBeLessThan(5000);
+    }
+  }, 90_000);
+
+  it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
+    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
+    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    for (const o of out) {
+      expect(phase(o, 'collective')?.name).toBe('CollectiveMismatchError');
+      expect(phase(o, 'collective')?.message).toMatch(/allGather/);
+      expect(phase(o, 'after')?.name).toBe('CollectiveMismatchError');
+    }
+  }, 60_000);
+
+  it('a different element count on one rank (ring-sized): CollectiveMismatchError on every rank', async () => {
+    const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['count'], timeoutMs: 40_000 });
+    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    for (const o of out) expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
+  }, 60_000);
+
+  it('a rank that never arrives: CommTimeoutError naming the collective and that rank', async () => {
+    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['timeout'], timeoutMs: 40_000 });
+    for (const o of out.filter((x) => x.rank !== 2)) {
+      const r = phase(o, 'collective');
+      expect(r?.name, explain(out)).toBe('CommTimeoutError');
+      expect(r?.message).toMatch(/allReduce/);
+      expect(r?.ranks).toEqual([2]);
+    }
+  }, 60_000);
+
+  it('a rank with the wrong secret is refused with AuthError', async () => {
+    const out = await runWorld({
+      worldSize: 2,
+      script: 'faults.child.ts',
+      args: ['auth'],
+      rankEnv: (r): Record<string, string> => (r === 1 ? { DDP_SECRET: 'not-the-secret' } : {}),
+      timeoutMs: 40_000,
+    });
+    expect(phase(out[1] as RankOutcome, 'init')?.name, explain(out)).toBe('AuthError');
+    expect(phase(out[0] as RankOutcome, 'init')?.name).toBe('CommTimeoutError');
+  }, 60_000);
+
+  it('random bytes sent to every listening port crash nothing; the next collectives complete', async () => {
+    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['fuzz'], timeoutMs: 40_000 });
+    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect((phase(out[0] as RankOutcome, 'fuzzed') as unknown as { sent: number }).sent).toBeGreaterThan(20);
+    for (const o of out) expect(phase(o, 'collective')?.name).toBe('ok');
+  }, 60_000);
+});

@@ -1,0 +1,95 @@
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AuthError, CommTimeoutError, HashStore, PrefixStore, type Store, TCPStore } from '../index.js';
+import { decodeText } from './store.js';
+
+const text = (v: Uint8Array) => decodeText(v);
+const opened: Store[] = [];
+afterEach(async () => {
+  for (const s of opened.splice(0).reverse()) await s.close();
+});
+
+async function tcpPair(): Promise<[TCPStore, TCPStore]> {
+  const server = await TCPStore.create({ host: '127.0.0.1', port: 0, secret: 's3', isServer: true, timeoutMs: 2000 });
+  const client = await TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 's3', timeoutMs: 2000 });
+  opened.push(server, client);
+  return [server, client];
+}
+
+const flavours: [string, () => Promise<[Store, Store]>][] = [
+  ['HashStore', async () => {
+    const s = new HashStore(2000);
+    return [s, s];
+  }],
+  ['TCPStore', tcpPair],
+  ['PrefixStore over TCPStore', async () => {
+    const [a, b] = await tcpPair();
+    return [new PrefixStore('p', a), new PrefixStore('p', b)];
+  }],
+];
+
+describe.each(flavours)('%s', (_, make) => {
+  it('set/get, add, compareSet, deleteKey, numKeys, check', async () => {
+    const [a, b] = await make();
+    await a.set('k', 'v1');
+    expect(text(await b.get('k'))).toBe('v1');
+    expect(await a.add('n', 3)).toBe(3);
+    expect(await b.add('n', -5)).toBe(-2);
+    expect(text(await b.compareSet('k', 'nope', 'x'))).toBe('v1');
+    expect(text(await b.compareSet('k', 'v1', 'v2'))).toBe('v2');
+    expect(text(await a.compareSet('fresh', '', 'init'))).toBe('init');
+    expect(await a.check(['k', 'n'])).toBe(true);
+    expect(await a.check(['k', 'missing'])).toBe(false);
+    expect(await a.numKeys()).toBeGreaterThanOrEqual(3);
+    expect(await b.deleteKey('k')).toBe(true);
+    expect(await b.deleteKey('k')).toBe(false);
+    await a.set('bin', new Uint8Array([0, 255, 7]));
+    expect([...(await b.get('bin'))]).toEqual([0, 255, 7]);
+  });
+
+  it('get and wait block until another client sets the key', async () => {
+    const [a, b] = await make();
+    const got = b.get('later');
+    const waited = b.wait(['later', 'later2']);
+    const setter = new Promise((resolve) => setTimeout(resolve, 50)).then(() => a.set('later', 'x')).then(() => a.set('later2', 'y'));
+    expect(text(await got)).toBe('x');
+    await waited;
+    await setter;
+  });
+
+  it('wait raises CommTimeoutError after its timeout', async () => {
+    const [, b] = await make();
+    await expect(b.wait(['never'], 100)).rejects.toBeInstanceOf(CommTimeoutError);
+    // the store still works after a timed-out wait
+    await b.set('after', '1');
+    expect(text(await b.get('after'))).toBe('1');
+  });
+});
+
+describe('TCPStore security', () => {
+  it('refuses a client with the wrong secret (AuthError) and keeps serving', async () => {
+    const [server] = await tcpPair();
+    await expect(TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 'wrong', timeoutMs: 2000 })).rejects.toBeInstanceOf(AuthError);
+    await server.set('still', 'ok');
+    expect(text(await server.get('still'))).toBe('ok');
+  });
+
+  it('survives random bytes and an oversized length prefix', async () => {
+    const [server, client] = await tcpPair();
+    for (const junk of [Buffer.from('GET / HTTP/1.1\r\n\r\n'), Buffer.alloc(4096, 0xff), Buffer.from([0xff, 0xff, 0xff, 0x7f])]) {
+      await new Promise<void>((resolve) => {
+        const s = connect({ host: '127.0.0.1', port: server.port }, () => s.end(junk));
+        s.on('error', () => resolve());
+        s.on('close', () => resolve());
+      });
+    }
+    await client.set('alive', 'yes');
+    expect(text(await server.get('alive'))).toBe('yes');
+  });
+
+  it('binds only the address it is given', async () => {
+    const [server] = await tcpPair();
+    const addr = (server.server as unknown as { server: { address(): { address: string } } }).server.address();
+    expect(addr.address).toBe('127.0.0.1');
+  });
+});

@@ -1,0 +1,51 @@
+import { connect, type Socket } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { AuthError } from '../errors.js';
+import { clientHandshake, Purpose } from './handshake.js';
+import { PeerMesh } from './peer-mesh.js';
+
+const meshes: PeerMesh[] = [];
+afterEach(async () => {
+  for (const m of meshes.splice(0)) await m.close();
+});
+
+function dial(where: { host: string; port: number } | { path: string }): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect(where, () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+async function listening(): Promise<{ mesh: PeerMesh; addr: Awaited<ReturnType<PeerMesh['listen']>> }> {
+  const mesh = new PeerMesh({ rank: 0, worldSize: 2, secret: 'right', hostId: 'h', forceTcp: false });
+  meshes.push(mesh);
+  return { mesh, addr: await mesh.listen('127.0.0.1') };
+}
+
+describe('peer handshake', () => {
+  it('a client with the wrong secret gets AuthError and the listener refuses it', async () => {
+    const { mesh, addr } = await listening();
+    for (const where of [{ host: '127.0.0.1', port: addr.port }, { path: addr.uds as string }]) {
+      const sock = await dial(where);
+      await expect(clientHandshake(sock, { secret: 'wrong', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' })).rejects.toBeInstanceOf(AuthError);
+    }
+    await vi.waitFor(() => expect(mesh.refused).toBe(2), { timeout: 2000 });
+  });
+
+  it('the right secret is accepted; a second claim to the same rank is refused', async () => {
+    const { mesh, addr } = await listening();
+    const ok = await dial({ host: '127.0.0.1', port: addr.port });
+    await clientHandshake(ok, { secret: 'right', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' });
+    const dup = await dial({ host: '127.0.0.1', port: addr.port });
+    await clientHandshake(dup, { secret: 'right', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' }).catch(() => {});
+    await new Promise<void>((resolve) => (dup.destroyed ? resolve() : dup.on('close', () => resolve())));
+    await vi.waitFor(() => expect(mesh.refused).toBe(1), { timeout: 2000 });
+    ok.destroy();
+  });
+
+  it('a server without the secret is detected by the client (mutual authentication)', async () => {
+    const { addr } = await listening();
+    const sock = await dial({ host: '127.0.0.1', port: addr.port });
+    await expect(clientHandshake(sock, { secret: 'other', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' })).rejects.toThrow(/server does not know/);
+  });
+});

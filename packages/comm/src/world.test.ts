@@ -1,0 +1,44 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  destroyProcessGroup,
+  getDefaultGroup,
+  getRank,
+  getWorldSize,
+  HashStore,
+  initProcessGroup,
+  isInitialized,
+  NotInitializedError,
+} from './index.js';
+
+afterEach(async () => {
+  await destroyProcessGroup();
+});
+
+describe('a world of one in this process (HashStore)', () => {
+  it('initialises, runs collectives on the worker thread, and destroys', async () => {
+    expect(isInitialized()).toBe(false);
+    expect(() => getDefaultGroup()).toThrow(NotInitializedError);
+    const pg = await initProcessGroup({ store: new HashStore(), rank: 0, worldSize: 1, timeoutMs: 10_000 });
+    expect(isInitialized()).toBe(true);
+    expect([getRank(), getWorldSize(), pg.ranks]).toEqual([0, 1, [0]]);
+    const a = new Float32Array([1, 2, 3]);
+    const w1 = pg.allReduce(a, { op: 'avg' });
+    const gathered = pg.allGather(new Int32Array([4, 5]));
+    await w1.wait();
+    expect([...a]).toEqual([1, 2, 3]);
+    expect((await gathered.wait()).map((x) => [...x])).toEqual([[4, 5]]);
+    const out = new Float64Array(2);
+    await pg.reduceScatter(out, new Float64Array([7, 8])).wait();
+    expect([...out]).toEqual([7, 8]);
+    await pg.barrier().wait();
+    await destroyProcessGroup();
+    expect(isInitialized()).toBe(false);
+  });
+
+  it('rejects bad arguments with a typed error', async () => {
+    const pg = await initProcessGroup({ store: new HashStore(), rank: 0, worldSize: 1 });
+    expect(() => pg.reduceScatter(new Float32Array(2), new Float32Array(3))).toThrow(/reduceScatter/);
+    expect(() => pg.broadcast(new Float32Array(2), { src: 1 })).toThrow(/broadcast src 1/);
+    expect(() => pg.allReduce(new Uint16Array(2))).toThrow(/float16/);
+  });
+});
