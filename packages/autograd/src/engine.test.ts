@@ -123,6 +123,19 @@ describe('engine', () => {
     [w, y].forEach((t) => t.dispose());
   });
 
+  it('tidy frees the saved tensors of a graph nobody can backward any more', async () => {
+    const w = randn([4, 4], { requiresGrad: true, seed: 4 });
+    const x = randn([3, 4], { seed: 5 });
+    const before = tf.memory().numTensors;
+    const score = tidy(() => x.matmul(w).tanh().mean().item());
+    expect(Number.isFinite(score)).toBe(true);
+    expect(tf.memory().numTensors).toBe(before);
+    const kept = tidy(() => x.matmul(w).tanh().mean());
+    await kept.backward();
+    expect(w.grad).not.toBeNull();
+    [w, x, kept].forEach((t) => t.dispose());
+  });
+
   it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {
     const w = randn([3, 3], { requiresGrad: true, seed: 1 });
     const x = randn([5, 3], { seed: 2 });

@@ -95,8 +95,7 @@ function keepAll(r: GradResult | Promise<GradResult>): (tf.Tensor | null)[] {
 
 /** Frees what this node kept for backward and the intermediate outputs nobody retained. */
 function release(node: FunctionNode, root: Tensor): void {
-  node.ctx.release();
-  node.freed = true;
+  node.releaseSaved();
   for (const out of node.outputs) if (out !== root && !out.retained) out.free('freed by backward()');
 }
 

@@ -60,6 +60,10 @@ export class FunctionNode extends Node {
   get numOutputs(): number {
     return this.outputs.length;
   }
+  override releaseSaved(): void {
+    this.ctx.release();
+    super.releaseSaved();
+  }
 }
 
 function prepare(args: unknown[]): { ctx: Context; unwrapped: unknown[] } {

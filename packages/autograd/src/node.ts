@@ -29,6 +29,11 @@ export abstract class Node {
 
   abstract get name(): string;
   abstract get numOutputs(): number;
+
+  /** Drops what backward would need; a later backward through this node raises GraphFreedError. */
+  releaseSaved(): void {
+    this.freed = true;
+  }
 }
 
 /** Forward-time state of one Function application, handed to its backward. */

@@ -1,3 +1,4 @@
+import type { Node } from './node.js';
 import type { Tensor } from './tensor.js';
 
 const scopes: Set<Tensor>[] = [];
@@ -13,6 +14,24 @@ function collectTensors(value: unknown, into: Set<Tensor>, isTensor: (v: unknown
   else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     for (const v of Object.values(value)) collectTensors(v, into, isTensor);
   }
+}
+
+/**
+ * Graph nodes made inside a scope that no returned tensor leads to can never be backwarded:
+ * free their saved tensors now (an eval forward run with grad enabled would leak them).
+ */
+function releaseUnreachableNodes(scope: Set<Tensor>, kept: Set<Tensor>): void {
+  const made = new Set<Node>();
+  for (const t of scope) if (t.gradFn) made.add(t.gradFn);
+  const reachable = new Set<Node>();
+  const stack = [...kept].flatMap((t) => (t.gradFn && made.has(t.gradFn) ? [t.gradFn] : []));
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    if (reachable.has(node)) continue;
+    reachable.add(node);
+    for (const edge of node.next) if (edge && made.has(edge.node)) stack.push(edge.node);
+  }
+  for (const node of made) if (!reachable.has(node)) node.releaseSaved();
 }
 
 /**
@@ -32,6 +51,7 @@ export function tidy<T>(fn: () => T): T {
   if (result instanceof Promise) throw new TypeError('tidy() takes a synchronous function');
   const kept = new Set<Tensor>();
   collectTensors(result, kept, (v): v is Tensor => scope.has(v as Tensor));
+  releaseUnreachableNodes(scope, kept);
   const outer = scopes[scopes.length - 1];
   for (const t of scope) {
     if (kept.has(t) || (t.isLeaf && t.requiresGrad)) outer?.add(t);
