@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tensor } from '@ddp/autograd';
@@ -103,6 +103,24 @@ describe('checkpoints', () => {
     expect(optFile.header['state.0.expAvg'].shape).toEqual([2, 3]);
     model.dispose();
     opt.dispose();
+  });
+
+  it('a save that fails midway leaves the previous checkpoint whole and no temporaries', async () => {
+    const gen = new Generator(3);
+    const model = new Toy(gen);
+    const path = join(dir, 'crash');
+    await saveCheckpoint(path, { model, step: 1 });
+    const broken = new Toy(gen);
+    broken.bias.dispose(); // reading its state dict now throws midway through the save
+    await expect(saveCheckpoint(path, { model: broken, step: 2 })).rejects.toThrow();
+    expect((await readdir(dir)).filter((f) => f.startsWith('crash'))).toEqual(['crash']);
+    const restored = new Toy(new Generator(4));
+    expect((await loadCheckpoint(path, { model: restored })).step).toBe(1);
+    expect(Array.from(restored.weight.dataSync())).toEqual(Array.from(model.weight.dataSync()));
+    // A crash between moving the old directory aside and renaming the new one in: the old one is found.
+    await rename(path, `${path}.old-1234-abcd`);
+    expect(await loadCheckpoint(path, { model: restored })).toMatchObject({ step: 1, path: `${path}.old-1234-abcd` });
+    for (const m of [model, broken, restored]) m.dispose();
   });
 
   it('reports truncated files, and missing checkpoints clearly', async () => {

@@ -9,6 +9,9 @@ export type BackendName = 'tensorflow' | 'wasm' | 'cpu';
 
 const require = createRequire(import.meta.url);
 
+// At import, so the fallbacks are there however wasm gets selected (also by tf.setBackend).
+registerWasmFallbacks();
+
 /** Native bindings register the 'tensorflow' backend when their package is installed. */
 async function tryNative(): Promise<boolean> {
   for (const name of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
@@ -28,7 +31,6 @@ function prepareWasm(): void {
   // Node has no fetch of relative URLs: point the wasm loader at the package's files.
   const dist = dirname(require.resolve('@tensorflow/tfjs-backend-wasm'));
   setWasmPaths(`${dist}/`);
-  registerWasmFallbacks();
   wasmPathsSet = true;
 }
 

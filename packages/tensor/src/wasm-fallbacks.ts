@@ -11,7 +11,6 @@ const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
   'DepthwiseConv2dNativeBackpropInput',
   'UnsortedSegmentSum',
-  'IsNan',
 ] as const;
 
 function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
