@@ -10,17 +10,40 @@ import { Tensor } from './tensor.js';
 
 type Segment = (...inputs: Tensor[]) => Tensor;
 
+/** Random state a recomputed segment must replay (dropout masks): read it, and restore it. */
+export interface RngStateSource {
+  get(): unknown;
+  set(state: unknown): void;
+}
+
+const rngSources: RngStateSource[] = [{ get: getRngState, set: (s) => setRngState(s as number) }];
+
+/**
+ * Registers a random generator that checkpoint() must snapshot before a segment's forward and
+ * restore while recomputing it (like torch's preserve_rng_state). autograd's own dropout stream
+ * is registered already. Returns a function that unregisters it.
+ */
+export function registerCheckpointRngState(source: RngStateSource): () => void {
+  rngSources.push(source);
+  return () => {
+    const i = rngSources.indexOf(source);
+    if (i >= 0) rngSources.splice(i, 1);
+  };
+}
+const snapshot = (): unknown[] => rngSources.map((s) => s.get());
+const restore = (states: unknown[]): void => rngSources.forEach((s, i) => s.set(states[i]));
+
 /** Runs a segment without recording it; its backward recomputes it and backwards through that. */
 class Checkpoint extends Function {
   override readonly asyncBackward = true;
   private segment: Segment = () => {
     throw new Error('unset');
   };
-  private rng = 0;
+  private rng: unknown[] = [];
 
   forward(ctx: Context, segment: Segment, ...inputs: tf.Tensor[]): tf.Tensor {
     this.segment = segment;
-    this.rng = getRngState();
+    this.rng = snapshot();
     ctx.saveForBackward(...inputs);
     const out = noGrad(() => tidy(() => segment(...inputs.map((x) => new Tensor(x.clone())))));
     if (!(out instanceof Tensor)) throw new AutogradArgumentError('checkpoint: the segment must return one Tensor');
@@ -31,10 +54,14 @@ class Checkpoint extends Function {
 
   async backward(ctx: Context, dy: tf.Tensor) {
     const inputs = ctx.savedTensors.map((x, i) => new Tensor(x.clone(), { requiresGrad: ctx.needsInputGrad[i + 1] ?? false }));
-    const rngNow = getRngState();
-    setRngState(this.rng); // replay the same dropout masks
-    const out = enableGrad(() => tidy(() => this.segment(...inputs)));
-    setRngState(rngNow);
+    const rngNow = snapshot();
+    restore(this.rng); // replay the same dropout masks
+    let out: Tensor;
+    try {
+      out = enableGrad(() => tidy(() => this.segment(...inputs)));
+    } finally {
+      restore(rngNow);
+    }
     try {
       if (out.requiresGrad) await backward(out, dy, {});
       return [null, ...inputs.map((x) => (x.requiresGrad && x.grad ? x.grad.clone() : null))];

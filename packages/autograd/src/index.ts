@@ -22,5 +22,5 @@ export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
 export { layerNorm, batchNormStats, l2Normalize } from './ops/norm.js';
 export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { dropout, manualSeed } from './ops/dropout.js';
-export { checkpoint } from './checkpoint.js';
+export { checkpoint, registerCheckpointRngState, type RngStateSource } from './checkpoint.js';
 export { allReduce, allGather, reduceScatter, broadcast, type DiffReduceOp } from './collectives.js';

@@ -2,7 +2,7 @@ import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
   batchNormStats, checkpoint, concat, conv2d, crossEntropy, dropout, embedding, gelu, indexSelect, l2Normalize,
-  layerNorm, linear, logSigmoid, logSoftmax, maskedFill, maxPool2d, mse, narrow, pad, relu, sigmoid, slice,
+  layerNorm, linear, logSigmoid, manualSeed, logSoftmax, maskedFill, maxPool2d, mse, narrow, pad, relu, sigmoid, slice,
   softmax, split, tanh, tensor, where, type Tensor,
 } from '../index.js';
 import { expectGradsMatch as check, leaf, randomShape } from '../test-utils.js';
@@ -82,6 +82,25 @@ describe('conv, pool, norms, losses, dropout: finite-difference gradients', () =
 });
 
 describe('op details', () => {
+  it('checkpoint replays unseeded dropout masks when it recomputes', async () => {
+    const x = leaf([6, 6]);
+    const segment = (a: Tensor) => dropout(a.exp(), 0.5).tanh();
+    const grads: number[][] = [];
+    for (const wrap of [false, true]) {
+      manualSeed(42);
+      const y = wrap ? checkpoint(segment, x) : segment(x);
+      dropout(x, 0.5).dispose(); // draws from the stream between forward and backward
+      const loss = y.sum();
+      await loss.backward();
+      grads.push(Array.from(x.grad!.dataSync()));
+      [y, loss].forEach((t) => t.dispose());
+      x.grad = null;
+    }
+    expect(grads[1]).toEqual(grads[0]);
+    expect(grads[0]!.filter((g) => g === 0).length).toBeGreaterThan(5);
+    x.dispose();
+  });
+
   it('dropout zeroes about p of the values, scales the rest, and is the identity in eval', () => {
     const x = tensor(Array(4000).fill(1), [4000]);
     const y = dropout(x, 0.25);
