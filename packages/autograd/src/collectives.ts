@@ -11,27 +11,30 @@ export type DiffReduceOp = 'sum' | 'avg';
 // Collectives move float32 host copies; a fresh copy, since backends may hand out their own storage.
 const hostCopy = async (t: tf.Tensor): Promise<Float32Array> => Float32Array.from((await t.data()) as Float32Array);
 
-function checkFloat(t: tf.Tensor, op: string, group: ProcessGroup): void {
-  if (t.dtype !== 'float32') {
-    throw new AutogradArgumentError(`rank ${group.ranks[group.rank]}: ${op} moves float32 tensors, got ${t.dtype}`);
-  }
-}
-
 async function allReduceTensor(t: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
   const buf = await hostCopy(t);
   await group.allReduce(buf, { op }).wait();
   return tf.tensor(buf, t.shape);
 }
 
-/** y = sum (or mean) over ranks of x; dx = the same reduction of dy over ranks. */
-class AllReduce extends Function {
+/** A collective Function: remembers its group (and reduction) for the async backward. */
+abstract class Collective extends Function {
   override readonly asyncBackward = true;
-  private group!: ProcessGroup;
-  private op: DiffReduceOp = 'sum';
-  async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
-    checkFloat(x, 'allReduce', group);
+  protected group!: ProcessGroup;
+  protected op: DiffReduceOp = 'sum';
+  protected setup(x: tf.Tensor, name: string, group: ProcessGroup, op: DiffReduceOp = 'sum'): void {
+    if (x.dtype !== 'float32') {
+      throw new AutogradArgumentError(`rank ${group.ranks[group.rank]}: ${name} moves float32 tensors, got ${x.dtype}`);
+    }
     this.group = group;
     this.op = op;
+  }
+}
+
+/** y = sum (or mean) over ranks of x; dx = the same reduction of dy over ranks. */
+class AllReduce extends Collective {
+  async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
+    this.setup(x, 'allReduce', group, op);
     return allReduceTensor(x, group, op);
   }
   async backward(_ctx: Context, dy: tf.Tensor) {
@@ -40,12 +43,9 @@ class AllReduce extends Function {
 }
 
 /** One output per rank (equal shapes); dx = sum over ranks of their gradient for this rank's piece. */
-class AllGather extends Function {
-  override readonly asyncBackward = true;
-  private group!: ProcessGroup;
+class AllGather extends Collective {
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup): Promise<tf.Tensor[]> {
-    checkFloat(x, 'allGather', group);
-    this.group = group;
+    this.setup(x, 'allGather', group);
     const out = new Float32Array(x.size * group.size);
     await group.allGatherInto(out, await hostCopy(x)).wait();
     return [...Array(group.size).keys()].map((r) => tf.tensor(out.subarray(r * x.size, (r + 1) * x.size), x.shape));
@@ -61,17 +61,12 @@ class AllGather extends Function {
 }
 
 /** x's dim-0 splits into size chunks; rank r gets the reduction of chunk r; dx = all-gather of dy. */
-class ReduceScatter extends Function {
-  override readonly asyncBackward = true;
-  private group!: ProcessGroup;
-  private op: DiffReduceOp = 'sum';
+class ReduceScatter extends Collective {
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
-    checkFloat(x, 'reduceScatter', group);
+    this.setup(x, 'reduceScatter', group, op);
     if (x.rank === 0 || x.shape[0]! % group.size !== 0) {
       throw new AutogradArgumentError(`rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the group size ${group.size}`);
     }
-    this.group = group;
-    this.op = op;
     const out = new Float32Array(x.size / group.size);
     await group.reduceScatter(out, await hostCopy(x), { op }).wait();
     return tf.tensor(out, [x.shape[0]! / group.size, ...x.shape.slice(1)]);
@@ -85,13 +80,10 @@ class ReduceScatter extends Function {
 }
 
 /** y = src's x on every rank; src receives the sum of every rank's dy, the others zero. */
-class Broadcast extends Function {
-  override readonly asyncBackward = true;
-  private group!: ProcessGroup;
+class Broadcast extends Collective {
   private src = 0;
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, src: number): Promise<tf.Tensor> {
-    checkFloat(x, 'broadcast', group);
-    this.group = group;
+    this.setup(x, 'broadcast', group);
     this.src = src;
     const buf = await hostCopy(x);
     await group.broadcast(buf, { src }).wait();

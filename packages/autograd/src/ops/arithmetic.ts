@@ -7,101 +7,56 @@ import { sumToShape } from './broadcast.js';
 /** An operand: a Tensor or a plain number (a constant). */
 export type Operand = Tensor | number;
 type Raw = tf.Tensor | number;
+/** The gradient w.r.t. one operand before reduction to its shape, given dy, a, b and y. */
+type Partial = (dy: tf.Tensor, a: tf.Tensor, b: tf.Tensor, y: tf.Tensor) => tf.Tensor;
 
 const asTensor = (x: Raw): tf.Tensor => (typeof x === 'number' ? tf.scalar(x) : x);
-const shapeOf = (x: Raw): number[] => (typeof x === 'number' ? [] : x.shape);
 
-/** Binary elementwise op with broadcasting; subclasses give the kernel and the two partials. */
-abstract class Binary extends Function {
-  protected aShape: number[] = [];
-  protected bShape: number[] = [];
-
-  abstract kernel(a: Raw, b: Raw): tf.Tensor;
-
-  forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
-    this.aShape = shapeOf(a);
-    this.bShape = shapeOf(b);
-    const y = this.kernel(a, b);
-    this.save(ctx, a, b, y);
-    return y;
+/**
+ * A binary elementwise op with broadcasting: y = kernel(a, b), and da, db from the partials,
+ * summed back to each operand's shape. `saves` lists what backward reads (nothing else is kept).
+ */
+function binary(name: string, kernel: (a: Raw, b: Raw) => tf.Tensor, da: Partial, db: Partial, saves: 'none' | 'ab' | 'aby') {
+  class Binary extends Function {
+    private shapes: [number[], number[]] = [[], []];
+    forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
+      this.shapes = [asTensor(a).shape, asTensor(b).shape];
+      const y = kernel(a, b);
+      if (saves !== 'none') ctx.saveForBackward(asTensor(a), asTensor(b));
+      if (saves === 'aby') ctx.saveForBackward(y);
+      return y;
+    }
+    backward(ctx: Context, dy: tf.Tensor) {
+      const [a, b, y] = saves === 'none' ? [dy, dy, dy] : (ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor]);
+      return [
+        ctx.needsInputGrad[0] ? sumToShape(da(dy, a, b, y), this.shapes[0]) : null,
+        ctx.needsInputGrad[1] ? sumToShape(db(dy, a, b, y), this.shapes[1]) : null,
+      ];
+    }
   }
-
-  protected save(_ctx: Context, _a: Raw, _b: Raw, _y: tf.Tensor): void {}
-}
-
-class Add extends Binary {
-  kernel(a: Raw, b: Raw): tf.Tensor {
-    return tf.add(a, b);
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    return [ctx.needsInputGrad[0] ? sumToShape(dy, this.aShape) : null, ctx.needsInputGrad[1] ? sumToShape(dy, this.bShape) : null];
-  }
-}
-
-class Sub extends Binary {
-  kernel(a: Raw, b: Raw): tf.Tensor {
-    return tf.sub(a, b);
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    return [ctx.needsInputGrad[0] ? sumToShape(dy, this.aShape) : null, ctx.needsInputGrad[1] ? sumToShape(tf.neg(dy), this.bShape) : null];
-  }
-}
-
-class Mul extends Binary {
-  kernel(a: Raw, b: Raw): tf.Tensor {
-    return tf.mul(a, b);
-  }
-  protected override save(ctx: Context, a: Raw, b: Raw): void {
-    ctx.saveForBackward(asTensor(a), asTensor(b));
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    const [a, b] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    return [
-      ctx.needsInputGrad[0] ? sumToShape(tf.mul(dy, b), this.aShape) : null,
-      ctx.needsInputGrad[1] ? sumToShape(tf.mul(dy, a), this.bShape) : null,
-    ];
-  }
-}
-
-class Div extends Binary {
-  kernel(a: Raw, b: Raw): tf.Tensor {
-    return tf.div(a, b);
-  }
-  protected override save(ctx: Context, a: Raw, b: Raw): void {
-    ctx.saveForBackward(asTensor(a), asTensor(b));
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    const [a, b] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    return [
-      ctx.needsInputGrad[0] ? sumToShape(tf.div(dy, b), this.aShape) : null,
-      ctx.needsInputGrad[1] ? sumToShape(tf.neg(tf.div(tf.mul(dy, a), tf.square(b))), this.bShape) : null,
-    ];
-  }
-}
-
-class Pow extends Binary {
-  kernel(a: Raw, b: Raw): tf.Tensor {
-    return tf.pow(a, b);
-  }
-  protected override save(ctx: Context, a: Raw, b: Raw, y: tf.Tensor): void {
-    ctx.saveForBackward(asTensor(a), asTensor(b), y);
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    const [a, b, y] = ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor];
-    return [
-      ctx.needsInputGrad[0] ? sumToShape(tf.mul(dy, tf.mul(b, tf.pow(a, tf.sub(b, 1)))), this.aShape) : null,
-      ctx.needsInputGrad[1] ? sumToShape(tf.mul(dy, tf.mul(y, tf.log(a))), this.bShape) : null,
-    ];
-  }
+  Object.defineProperty(Binary, 'name', { value: name });
+  return (a: Operand, b: Operand): Tensor => Binary.apply(a, b);
 }
 
 /** a + b with broadcasting. */
-export const add = (a: Operand, b: Operand): Tensor => Add.apply(a, b);
+export const add = binary('Add', tf.add, (dy) => dy, (dy) => dy, 'none');
 /** a - b with broadcasting. */
-export const sub = (a: Operand, b: Operand): Tensor => Sub.apply(a, b);
+export const sub = binary('Sub', tf.sub, (dy) => dy, (dy) => tf.neg(dy), 'none');
 /** a * b elementwise with broadcasting. */
-export const mul = (a: Operand, b: Operand): Tensor => Mul.apply(a, b);
+export const mul = binary('Mul', tf.mul, (dy, _a, b) => tf.mul(dy, b), (dy, a) => tf.mul(dy, a), 'ab');
 /** a / b elementwise with broadcasting. */
-export const div = (a: Operand, b: Operand): Tensor => Div.apply(a, b);
+export const div = binary(
+  'Div',
+  tf.div,
+  (dy, _a, b) => tf.div(dy, b),
+  (dy, a, b) => tf.neg(tf.div(tf.mul(dy, a), tf.square(b))),
+  'ab',
+);
 /** a ** b elementwise with broadcasting (the gradient w.r.t. b needs a > 0). */
-export const pow = (a: Operand, b: Operand): Tensor => Pow.apply(a, b);
+export const pow = binary(
+  'Pow',
+  tf.pow,
+  (dy, a, b) => tf.mul(dy, tf.mul(b, tf.pow(a, tf.sub(b, 1)))),
+  (dy, a, _b, y) => tf.mul(dy, tf.mul(y, tf.log(a))),
+  'aby',
+);

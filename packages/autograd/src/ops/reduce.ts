@@ -10,30 +10,19 @@ export interface ReduceOptions {
   keepdim?: boolean;
 }
 
-class Sum extends Function {
+/** Sum or mean over dims: the gradient broadcasts dy back (divided by the count for a mean). */
+class SumOrMean extends Function {
   private inShape: number[] = [];
   private axes: number[] = [];
-  forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions): tf.Tensor {
+  private divisor = 1;
+  forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions, isMean: boolean): tf.Tensor {
     this.inShape = x.shape;
     this.axes = normaliseAxes(opts.dim, x.rank);
-    return tf.sum(x, this.axes, opts.keepdim ?? false);
+    this.divisor = isMean ? this.axes.reduce((n, a) => n * x.shape[a]!, 1) : 1;
+    return (isMean ? tf.mean : tf.sum)(x, this.axes, opts.keepdim ?? false);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
-    return [tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), null];
-  }
-}
-
-class Mean extends Function {
-  private inShape: number[] = [];
-  private axes: number[] = [];
-  forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions): tf.Tensor {
-    this.inShape = x.shape;
-    this.axes = normaliseAxes(opts.dim, x.rank);
-    return tf.mean(x, this.axes, opts.keepdim ?? false);
-  }
-  backward(_ctx: Context, dy: tf.Tensor) {
-    const count = this.axes.reduce((n, a) => n * this.inShape[a]!, 1);
-    return [tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), count), null];
+    return [tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), this.divisor), null, null];
   }
 }
 
@@ -55,9 +44,9 @@ class Extreme extends Function {
 }
 
 /** Sum over dims (all by default). */
-export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor => Sum.apply(x, opts);
+export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor => SumOrMean.apply(x, opts, false);
 /** Mean over dims (all by default). */
-export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor => Mean.apply(x, opts);
+export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor => SumOrMean.apply(x, opts, true);
 /** Maximum over dims (torch.amax). */
 export const max = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, opts, 'max');
 /** Minimum over dims (torch.amin). */
