@@ -41,6 +41,23 @@ function elementwiseWorkload(rows: number, cols: number): Workload {
   };
 }
 
+/** A conv layer's forward and both gradients (the weight gradient runs on the cpu fallback under wasm). */
+function convWorkload(): Workload {
+  return {
+    name: 'conv2d 3x3 fwd+bwd, x [8,16,16,8], w [3,3,8,16]',
+    run: () => {
+      tf.tidy(() => {
+        const x = tf.randomNormal([8, 16, 16, 8]) as tf.Tensor4D;
+        const w = tf.randomNormal([3, 3, 8, 16]) as tf.Tensor4D;
+        const y = tf.conv2d(x, w, 1, 'same');
+        const attrs = { strides: [1, 1], pad: 'same', dataFormat: 'NHWC', dilations: [1, 1], filterShape: [3, 3, 8, 16] };
+        (tf.engine().runKernel('Conv2DBackpropFilter', { x, dy: y }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor).dataSync();
+        tf.conv2dTranspose(y, w, x.shape, 1, 'same').dataSync();
+      });
+    },
+  };
+}
+
 function timeIt(w: Workload, iters: number): number {
   for (let i = 0; i < 3; i++) w.run(); // warm-up: kernel compilation, allocator
   const t0 = performance.now();
@@ -48,7 +65,7 @@ function timeIt(w: Workload, iters: number): number {
   return (performance.now() - t0) / iters;
 }
 
-const workloads = [matmulWorkload(256), elementwiseWorkload(64, 512)];
+const workloads = [matmulWorkload(256), elementwiseWorkload(64, 512), convWorkload()];
 const backends: BackendName[] = ['cpu', 'wasm'];
 const rows: string[] = ['| workload | cpu ms | wasm ms |', '| --- | ---: | ---: |'];
 const results = new Map<string, number[]>();
