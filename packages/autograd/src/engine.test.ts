@@ -100,6 +100,25 @@ describe('engine', () => {
     [w, loss].forEach((t) => t.dispose());
   });
 
+  it('keeps the callbacks of concurrent backwards apart', async () => {
+    const order: string[] = [];
+    const runOne = async (name: string, delayMs: number) => {
+      const w = tensor([1], undefined, { requiresGrad: true });
+      w.registerPostAccumulateGradHook(() => {
+        queueCallback(async () => {
+          await new Promise((r) => setTimeout(r, delayMs));
+          order.push(`${name} callback`);
+        });
+      });
+      const loss = w.mul(2).sum();
+      await loss.backward();
+      order.push(`${name} done`);
+      [w, loss].forEach((t) => t.dispose());
+    };
+    await Promise.all([runOne('a', 30), runOne('b', 1)]);
+    expect(order).toEqual(['b callback', 'b done', 'a callback', 'a done']);
+  });
+
   it('refuses a second backward through a freed graph unless retainGraph', async () => {
     const w = tensor([1, 2], undefined, { requiresGrad: true });
     const h = w.exp();

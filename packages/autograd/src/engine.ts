@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError, AutogradError, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
@@ -14,19 +15,23 @@ type Callback = () => void | Promise<void>;
 interface BackwardRun {
   callbacks: Callback[];
   pending: Promise<void>[];
+  /** The backward this one runs inside (checkpoint's recomputation), if any. */
+  parent: BackwardRun | undefined;
 }
 
-/** Running backward passes: a backward inside a backward (checkpoint's recomputation) nests. */
-const runs: BackwardRun[] = [];
+// The backward a hook or Function runs under; async-context local, so concurrent backwards
+// (several simulated ranks in one process) keep their callbacks apart.
+const currentRun = new AsyncLocalStorage<BackwardRun>();
 
 /**
  * Queues fn to run once the outermost running backward() has processed every node (and
  * awaited the promises returned by post-accumulate hooks), like queue_callback in PyTorch.
  */
 export function queueCallback(fn: Callback): void {
-  const outermost = runs[0];
-  if (outermost === undefined) throw new AutogradError('queueCallback() can only be called during backward()');
-  outermost.callbacks.push(fn);
+  let run = currentRun.getStore();
+  if (run === undefined) throw new AutogradError('queueCallback() can only be called during backward()');
+  while (run.parent !== undefined) run = run.parent;
+  run.callbacks.push(fn);
 }
 
 /** Counts, for every node reachable from root, how many edges point at it. */
@@ -99,24 +104,42 @@ function release(node: FunctionNode, root: Tensor): void {
   for (const out of node.outputs) if (out !== root && !out.retained) out.free('freed by backward()');
 }
 
-/**
- * The engine: runs every node reachable from root once all gradients flowing into it are in,
- * later-created nodes first among the ready ones (as PyTorch does), leaves as soon as ready.
- */
-export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: BackwardOptions): Promise<void> {
-  if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');
-  if (grad === undefined && root.size !== 1) {
-    throw new AutogradArgumentError(`grad can be implicitly created only for scalar outputs (shape [${root.shape}])`);
-  }
+type Buffers = Map<Node, (tf.Tensor | null)[]>;
+const emptyBuffer = (node: Node) => Array<tf.Tensor | null>(node.numOutputs).fill(null);
+
+/** Adds a node's input gradients into the buffers of the nodes they flow to; queues those now complete. */
+function route(node: FunctionNode, inputGrads: (tf.Tensor | null)[], buffers: Buffers, deps: Map<Node, number>, ready: Node[]): void {
+  // the same tensor returned for two inputs (add's dy) gets a handle per input before routing
+  const distinct = inputGrads.map((g, i) => (g !== null && inputGrads.indexOf(g) < i ? g.clone() : g));
+  node.next.forEach((edge, i) => {
+    const g = distinct[i] ?? null;
+    if (edge === null) {
+      g?.dispose();
+      return;
+    }
+    const buf = buffers.get(edge.node) ?? emptyBuffer(edge.node);
+    buffers.set(edge.node, buf);
+    if (g !== null) {
+      const prev = buf[edge.outputIndex];
+      buf[edge.outputIndex] = prev ? tf.add(prev, g) : g;
+      if (prev) {
+        prev.dispose();
+        g.dispose();
+      }
+    }
+    const left = deps.get(edge.node)! - 1;
+    deps.set(edge.node, left);
+    // a node that received no gradient at all still runs, so its own inputs are released
+    if (left === 0) ready.push(edge.node);
+  });
+}
+
+/** Runs the graph below root, then awaits hook promises and runs queued callbacks. */
+async function execute(root: Tensor, rootGrad: tf.Tensor, deps: Map<Node, number>, opts: BackwardOptions, run: BackwardRun): Promise<void> {
   const rootNode = root.isLeaf ? root.gradAccumulator() : root.gradFn!;
-  const deps = countDependencies(rootNode);
-  const buffers = new Map<Node, (tf.Tensor | null)[]>();
-  const rootGrad = grad === undefined ? tf.onesLike(root.data) : grad.clone();
-  buffers.set(rootNode, [...Array<null>(rootNode.numOutputs).fill(null)]);
+  const buffers: Buffers = new Map([[rootNode, emptyBuffer(rootNode)]]);
   buffers.get(rootNode)![root.outputIndex] = rootGrad;
   const ready: Node[] = [rootNode];
-  const run: BackwardRun = { callbacks: [], pending: [] };
-  runs.push(run);
   try {
     while (ready.length > 0) {
       ready.sort((a, b) => a.sequenceNr - b.sequenceNr);
@@ -128,9 +151,7 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
         continue;
       }
       const fnNode = node as FunctionNode;
-      const gradOutputs = incoming.map((g, i) =>
-        g === null ? tf.zeros(fnNode.outputShapes[i]!) : runTensorHooks(fnNode.outputs[i], g),
-      );
+      const gradOutputs = incoming.map((g, i) => (g === null ? tf.zeros(fnNode.outputShapes[i]!) : runTensorHooks(fnNode.outputs[i], g)));
       let inputGrads: (tf.Tensor | null)[] = [];
       try {
         inputGrads = await callFunction(fnNode, gradOutputs);
@@ -139,38 +160,29 @@ export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: 
         for (const g of gradOutputs) if (!inputGrads.includes(g)) g.dispose();
       }
       if (!opts.retainGraph) release(fnNode, root);
-      // the same tensor returned for two inputs (add's dy) gets a handle per input before routing
-      const distinct = inputGrads.map((g, i) => (g !== null && inputGrads.indexOf(g) < i ? g.clone() : g));
-      fnNode.next.forEach((edge, i) => {
-        const g = distinct[i] ?? null;
-        if (edge === null) {
-          g?.dispose();
-          return;
-        }
-        if (g !== null) {
-          const buf = buffers.get(edge.node) ?? Array<tf.Tensor | null>(edge.node.numOutputs).fill(null);
-          const prev = buf[edge.outputIndex];
-          buf[edge.outputIndex] = prev ? tf.tidy(() => tf.add(prev, g)) : g;
-          if (prev) {
-            prev.dispose();
-            g.dispose();
-          }
-          buffers.set(edge.node, buf);
-        }
-        const left = deps.get(edge.node)! - 1;
-        deps.set(edge.node, left);
-        if (left === 0) {
-          // a node that received no gradient at all still runs, so its own inputs are released
-          if (!buffers.has(edge.node)) buffers.set(edge.node, Array<tf.Tensor | null>(edge.node.numOutputs).fill(null));
-          ready.push(edge.node);
-        }
-      });
+      route(fnNode, inputGrads, buffers, deps, ready);
     }
     await Promise.all(run.pending);
     for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]!();
   } finally {
-    runs.splice(runs.indexOf(run), 1);
     for (const buf of buffers.values()) for (const g of buf) g?.dispose();
   }
 }
 
+/**
+ * The engine: runs every node reachable from root once all gradients flowing into it are in,
+ * later-created nodes first among the ready ones (as PyTorch does), leaves as soon as ready.
+ */
+export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: BackwardOptions): Promise<void> {
+  if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');
+  if (grad === undefined && root.size !== 1) {
+    throw new AutogradArgumentError(`grad can be implicitly created only for scalar outputs (shape [${root.shape}])`);
+  }
+  if (grad !== undefined && !tf.util.arraysEqual(grad.shape, root.shape)) {
+    throw new AutogradArgumentError(`backward: grad shape [${grad.shape}] does not match the tensor's [${root.shape}]`);
+  }
+  const deps = countDependencies(root.isLeaf ? root.gradAccumulator() : root.gradFn!);
+  const rootGrad = grad === undefined ? tf.onesLike(root.data) : grad.clone();
+  const run: BackwardRun = { callbacks: [], pending: [], parent: currentRun.getStore() };
+  await currentRun.run(run, () => execute(root, rootGrad, deps, opts, run));
+}
