@@ -56,7 +56,10 @@ function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
   for (const [i, state] of sd.state) {
     for (const [key, v] of Object.entries(state)) {
       if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-      else (scalars[i] ??= {})[key] = v;
+      else {
+        scalars[i] ??= {};
+        scalars[i][key] = v;
+      }
     }
   }
   return { tensors, scalars };

@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
-import { Parameter } from './parameter.js';
+import type { Parameter } from './parameter.js';
 
 /** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
 export type StateDict = Map<string, tf.Tensor>;

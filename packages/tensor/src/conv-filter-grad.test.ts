@@ -50,7 +50,7 @@ describe('Conv2DBackpropFilter as a dilated convolution', () => {
         expect(dw.shape).toEqual(f);
         const want = reference(x, dy, f, s, pad);
         const got = dw.dataSync();
-        want.forEach((v, i) => expect(got[i]).toBeCloseTo(v, 3));
+        for (const [i, v] of want.entries()) expect(got[i]).toBeCloseTo(v, 3);
         dw.dispose();
         expect(tf.memory().numTensors).toBe(before);
         tf.dispose([x, dy]);

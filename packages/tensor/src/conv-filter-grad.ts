@@ -33,7 +33,10 @@ function dilatedConvFilterGrad(backendName: string, fallback: KernelFunc): Kerne
     const run = (name: string, ins: Record<string, TensorInfo>, at: NamedAttrMap) =>
       (tf.getKernel(name, backendName) as KernelConfig).kernelFunc({ inputs: ins, attrs: at, backend: be }) as TensorInfo;
     const temps: TensorInfo[] = [];
-    const keep = (t: TensorInfo) => (temps.push(t), t);
+    const keep = (t: TensorInfo) => {
+      temps.push(t);
+      return t;
+    };
     try {
       // Pad (top/left as the forward did) and cut to exactly the rows and columns the filter sweeps.
       const padded = keep(

@@ -64,7 +64,7 @@ describe('BatchNorm2d reproduces PyTorch', () => {
     }
     expect(bn.stateDict().get('num_batches_tracked')?.dataSync()[0]).toBe(2);
     const mean = Array.from(bn.runningMean.dataSync());
-    mean.forEach((m) => expect(m).toBeGreaterThan(1)); // average of the two batch means (about 2), not 0.1-weighted
+    for (const m of mean) expect(m).toBeGreaterThan(1); // average of the two batch means (about 2), not 0.1-weighted
     const bad = fromTf(tf.zeros([2, 4]));
     expect(() => bn.forward(bad)).toThrow(/got 4 channels/);
     bad.dispose();

@@ -120,7 +120,7 @@ export abstract class Optimizer<O extends { lr: number }> {
     }
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
-    sd.paramGroups.forEach(({ params: _params, ...hyper }, gi) => Object.assign(this.paramGroups[gi] as object, hyper));
+    for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[gi] as object, hyper);
     for (const [i, s] of sd.state) {
       const copy: ParamState = {};
       for (const [k, v] of Object.entries(s)) copy[k] = v instanceof tf.Tensor ? v.clone() : v;
