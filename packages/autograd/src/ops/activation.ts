@@ -7,9 +7,9 @@ const INV_SQRT_2 = Math.SQRT1_2;
 const GELU_TANH_C = 0.044715;
 
 /** tanh */
-export const tanh = unary('Tanh', tf.tanh, (_x, y) => tf.sub(1, tf.square(y)), 'y');
+export const tanh = unary('Tanh', tf.tanh, (y) => tf.sub(1, tf.square(y)), 'y');
 /** logistic sigmoid */
-export const sigmoid = unary('Sigmoid', tf.sigmoid, (_x, y) => tf.mul(y, tf.sub(1, y)), 'y');
+export const sigmoid = unary('Sigmoid', tf.sigmoid, (y) => tf.mul(y, tf.sub(1, y)), 'y');
 /** max(x, 0); gradient 0 at 0 like PyTorch */
 export const relu = unary('Relu', tf.relu, (x) => tf.cast(tf.greater(x, 0), 'float32'), 'x');
 /** log(sigmoid(x)), computed stably as -softplus(-x) */

@@ -4,13 +4,13 @@ import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
 /**
- * Elementwise op y = f(x) whose gradient is dy * f'(x); `derivative` gets x and y and
- * `saves` says which of them backward needs (so nothing else is kept alive).
+ * Elementwise op y = f(x) whose gradient is dy * f'(x). `saves` says whether f' is computed
+ * from x or from y, and `derivative` receives that one (only it is kept for backward).
  */
 export function unary(
   name: string,
   f: (x: tf.Tensor) => tf.Tensor,
-  derivative: (x: tf.Tensor, y: tf.Tensor) => tf.Tensor,
+  derivative: (saved: tf.Tensor) => tf.Tensor,
   saves: 'x' | 'y' | 'none',
 ): (x: Tensor) => Tensor {
   class Unary extends Function {
@@ -21,8 +21,7 @@ export function unary(
       return y;
     }
     backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
-      const saved = ctx.savedTensors[0] ?? dy;
-      return tf.mul(dy, derivative(saved, saved));
+      return tf.mul(dy, derivative(ctx.savedTensors[0] ?? dy));
     }
   }
   Object.defineProperty(Unary, 'name', { value: name });
@@ -30,13 +29,13 @@ export function unary(
 }
 
 /** -x */
-export const neg = unary('Neg', tf.neg, (x) => tf.fill(x.shape, -1), 'none');
+export const neg = unary('Neg', tf.neg, (dy) => tf.fill(dy.shape, -1), 'none');
 /** e^x */
-export const exp = unary('Exp', tf.exp, (_x, y) => y, 'y');
+export const exp = unary('Exp', tf.exp, (y) => y, 'y');
 /** natural log */
 export const log = unary('Log', tf.log, (x) => tf.reciprocal(x), 'x');
 /** square root */
-export const sqrt = unary('Sqrt', tf.sqrt, (_x, y) => tf.div(0.5, y), 'y');
+export const sqrt = unary('Sqrt', tf.sqrt, (y) => tf.div(0.5, y), 'y');
 /** x * x */
 export const square = unary('Square', tf.square, (x) => tf.mul(2, x), 'x');
 /** |x| (gradient 0 at 0, like PyTorch) */
