@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { getBackend, setBackend, tf } from './index.js';
+import { BackendError, type BackendName, getBackend, initBackend, setBackend, tf } from './index.js';
 
 describe('backend selection', () => {
   it('defaults to wasm (or native/DDP_BACKEND) and switches on request', async () => {
@@ -9,6 +9,20 @@ describe('backend selection', () => {
     expect(Array.from(await tf.add(tf.tensor([1, 2]), tf.tensor([3, 4])).data())).toEqual([4, 6]);
     await setBackend('cpu');
     expect(getBackend()).toBe('cpu');
+  });
+
+  it('rejects unknown backends from the API and from DDP_BACKEND', async () => {
+    await expect(setBackend('webgl' as BackendName)).rejects.toThrow(BackendError);
+    const saved = process.env.DDP_BACKEND;
+    process.env.DDP_BACKEND = 'gpu';
+    try {
+      await expect(initBackend()).rejects.toThrow(/DDP_BACKEND=gpu is not a backend/);
+      process.env.DDP_BACKEND = 'cpu';
+      expect(await initBackend()).toBe('cpu');
+    } finally {
+      if (saved === undefined) delete process.env.DDP_BACKEND;
+      else process.env.DDP_BACKEND = saved;
+    }
   });
 
   it('runs the conv2d weight and gather gradients on wasm like on cpu', async () => {

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { initBackend } from './backend.js';
 
 export { tf };
-export { type BackendName, getBackend, initBackend, setBackend } from './backend.js';
+export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export {
   bytesPerElement,
   DTYPES,
