@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckpointError, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
 import { Generator } from './generator.js';
 import { Module } from './module.js';
+import { WarmupCosineLR } from './lr-scheduler.js';
 import { Adam } from './optim/adam.js';
 import { Parameter } from './parameter.js';
 import { SafetensorsError } from './safetensors.js';
@@ -48,21 +49,27 @@ describe('checkpoints', () => {
     const gen = new Generator(5);
     const model = new Toy(gen);
     const opt = new Adam(model.parameters(), { lr: 0.01 });
+    const sched = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });
     trainSteps(model, opt, gen, 3);
+    for (let i = 0; i < 3; i++) sched.step();
     const path = join(dir, 'ckpt');
-    await saveCheckpoint(path, { model, optimizer: opt, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } });
-    await saveCheckpoint(path, { model, optimizer: opt, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } }); // overwrite
+    const contents = { model, optimizer: opt, scheduler: sched, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } };
+    await saveCheckpoint(path, contents);
+    await saveCheckpoint(path, contents); // overwrite
     expect((await readdir(dir)).sort()).toEqual(['ckpt']);
 
     const gen2 = new Generator(99);
     const restored = new Toy(gen2);
     const opt2 = new Adam(restored.parameters(), { lr: 0.5 });
+    const sched2 = new WarmupCosineLR(opt2, { warmupSteps: 2, totalSteps: 10 });
     const before = tf.memory().numTensors;
-    const info = await loadCheckpoint(path, { model: restored, optimizer: opt2, generator: gen2 });
+    const info = await loadCheckpoint(path, { model: restored, optimizer: opt2, generator: gen2, scheduler: sched2 });
     expect(tf.memory().numTensors - before).toBe(4); // the new optimizer's moments; model tensors were replaced
     expect(info).toMatchObject({ step: 3, epoch: 1, extra: { note: 'x' } });
     for (const [k, t] of model.stateDict()) expect(bits(restored.stateDict().get(k) as tf.Tensor), k).toEqual(bits(t));
-    expect(opt2.paramGroups[0]?.lr).toBe(0.01);
+    expect(sched2.lastEpoch).toBe(3);
+    expect(opt2.paramGroups[0]?.lr).toBe(opt.paramGroups[0]?.lr);
+    expect(opt2.paramGroups[0]?.initialLr).toBe(0.01);
     const a = opt.stateDict();
     const b = opt2.stateDict();
     for (const [i, s] of a.state) {

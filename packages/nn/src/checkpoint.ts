@@ -1,6 +1,6 @@
 /**
  * Training checkpoints: a directory holding model.safetensors, optimizer.safetensors and
- * checkpoint.json (step, epoch, generator state, optimizer hyperparameters and scalars).
+ * checkpoint.json (step, epoch, generator and scheduler state, optimizer hyperparameters and scalars).
  * The directory is built beside the target and renamed into place, so a crash leaves either
  * the previous checkpoint or the new one, never a mix; if it strikes between the two renames,
  * the previous one is at `<dir>.old-*`, where loadCheckpoint finds it.
@@ -10,6 +10,7 @@ import { basename, dirname, join } from 'node:path';
 import { type DType, tensorFromTypedArray, tensorToTypedArraySync, tf } from '@ddp/tensor';
 import { syncDirectory, temporarySibling, writeFileAtomic } from './atomic.js';
 import type { Generator, GeneratorState } from './generator.js';
+import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
 import { loadSafetensors, type SafeTensor, saveSafetensors } from './safetensors.js';
@@ -31,7 +32,8 @@ export interface CheckpointContents {
   step?: number;
   epoch?: number;
   generator?: Generator;
-  /** Anything else JSON-serialisable (scheduler state, metrics). */
+  scheduler?: LRScheduler;
+  /** Anything else JSON-serialisable (metrics, data-loader position). */
   extra?: unknown;
 }
 
@@ -41,6 +43,7 @@ interface CheckpointMeta {
   step: number;
   epoch: number;
   generator: GeneratorState | null;
+  scheduler: SchedulerState | null;
   optimizer: { paramGroups: unknown[]; scalars: Record<string, Record<string, number>> } | null;
   extra: unknown;
 }
@@ -85,6 +88,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       step: contents.step ?? 0,
       epoch: contents.epoch ?? 0,
       generator: contents.generator?.getState() ?? null,
+      scheduler: contents.scheduler?.stateDict() ?? null,
       optimizer,
       extra: contents.extra ?? null,
     };
@@ -138,7 +142,7 @@ export interface LoadedCheckpoint {
  */
 export async function loadCheckpoint(
   dir: string,
-  contents: { model: Module; optimizer?: AnyOptimizer; generator?: Generator; strict?: boolean },
+  contents: { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler; strict?: boolean },
 ): Promise<LoadedCheckpoint> {
   const path = await locate(dir);
   const meta = parseMeta(await readFile(join(path, META_FILE), 'utf8'), join(path, META_FILE));
@@ -168,6 +172,7 @@ export async function loadCheckpoint(
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (contents.generator && meta.generator) contents.generator.setState(meta.generator);
+    if (contents.scheduler && meta.scheduler) contents.scheduler.loadStateDict(meta.scheduler);
   } finally {
     tf.dispose(owned);
   }
