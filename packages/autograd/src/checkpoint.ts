@@ -1,7 +1,7 @@
-import { tf } from '@ddp/tensor';
+import type { tf } from '@ddp/tensor';
 import { backward } from './engine.js';
 import { AutogradArgumentError } from './errors.js';
-import { Function } from './function.js';
+import { AutogradFunction } from './function.js';
 import { enableGrad, noGrad } from './grad-mode.js';
 import type { Context } from './node.js';
 import { getRngState, setRngState } from './ops/dropout.js';
@@ -31,10 +31,12 @@ export function registerCheckpointRngState(source: RngStateSource): () => void {
   };
 }
 const snapshot = (): unknown[] => rngSources.map((s) => s.get());
-const restore = (states: unknown[]): void => rngSources.forEach((s, i) => s.set(states[i]));
+function restore(states: unknown[]): void {
+  for (const [i, s] of rngSources.entries()) s.set(states[i]);
+}
 
 /** Runs a segment without recording it; its backward recomputes it and backwards through that. */
-class Checkpoint extends Function {
+class Checkpoint extends AutogradFunction {
   override readonly asyncBackward = true;
   private segment: Segment = () => {
     throw new Error('unset');

@@ -2,6 +2,7 @@ import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { allGather, allReduce, broadcast, concat, mul, randn, reduceScatter, sum, type Tensor } from './index.js';
 import { fakeWorld } from './fake-process-group.js';
+import { disposeAll, expectAllClose } from './test-utils.js';
 
 const N = 3;
 type Setup = { xShape: number[]; cShape: number[] };
@@ -30,12 +31,10 @@ async function compare(
   const refs = xs.map((x) => x.detach().requiresGrad_());
   const total = refs.map((_, r) => sum(mul(single(refs, r), cs[r]!))).reduce((a, b) => a.add(b));
   await total.backward();
-  xs.forEach((x, r) => {
-    const got = x.grad!.dataSync();
-    const want = refs[r]!.grad?.dataSync() ?? new Float32Array(x.size);
-    want.forEach((w, i) => expect(got[i]).toBeCloseTo(w, 4));
-  });
-  [...cs, ...xs, ...refs, total].forEach((t) => t.dispose());
+  for (const [r, x] of xs.entries()) {
+    expectAllClose(x.grad!.dataSync(), refs[r]!.grad?.dataSync() ?? new Float32Array(x.size), 4);
+  }
+  disposeAll(...cs, ...xs, ...refs, total);
   expect(tf.memory().numTensors).toBe(before);
 }
 
@@ -54,7 +53,7 @@ describe('differentiable collectives on a fake 3-rank group', () => {
       async (x, _r, g) => {
         const parts = await allGather(x, g);
         const y = concat(parts, 0);
-        parts.forEach((p) => p.dispose());
+        disposeAll(...parts);
         return y;
       },
       (xs) => concat(xs, 0),

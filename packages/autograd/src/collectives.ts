@@ -1,7 +1,7 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from './errors.js';
-import { Function } from './function.js';
+import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';
 import type { Tensor } from './tensor.js';
 
@@ -18,7 +18,7 @@ async function allReduceTensor(t: tf.Tensor, group: ProcessGroup, op: DiffReduce
 }
 
 /** A collective Function: remembers its group (and reduction) for the async backward. */
-abstract class Collective extends Function {
+abstract class Collective extends AutogradFunction {
   override readonly asyncBackward = true;
   protected group!: ProcessGroup;
   protected op: DiffReduceOp = 'sum';

@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
-  Function,
+  AutogradFunction,
   GraphFreedError,
   TensorDisposedError,
   noGrad,
@@ -12,6 +12,7 @@ import {
   type Context,
   type Tensor,
 } from './index.js';
+import { disposeAll } from './test-utils.js';
 
 const values = (t: tf.Tensor | null): number[] => Array.from(t!.dataSync());
 
@@ -37,18 +38,18 @@ describe('engine', () => {
   it('fires post-accumulate hooks in readiness order along a chain, callbacks last', async () => {
     const ws = [0, 1, 2].map((i) => randn([4, 4], { requiresGrad: true, seed: i }));
     const events: string[] = [];
-    ws.forEach((w, i) =>
+    for (const [i, w] of ws.entries()) {
       w.registerPostAccumulateGradHook((t) => {
         expect(t.grad).not.toBeNull();
         events.push(`w${i}`);
         if (i === 2) queueCallback(() => void events.push('callback'));
-      }),
-    );
+      });
+    }
     const x = randn([2, 4], { seed: 9 });
     const loss = ws.reduce((h, w) => h.matmul(w).exp().mul(0.1), x).sum();
     await loss.backward();
     expect(events).toEqual(['w2', 'w1', 'w0', 'callback']);
-    [...ws, x, loss].forEach((t) => t.dispose());
+    disposeAll(...ws, x, loss);
   });
 
   it('fires a parameter used twice once, after both contributions', async () => {
@@ -60,7 +61,7 @@ describe('engine', () => {
     const loss = w.mul(x).mul(w).add(w).sum();
     await loss.backward();
     expect(seen).toEqual([13]);
-    [w, x, loss].forEach((t) => t.dispose());
+    disposeAll(w, x, loss);
   });
 
   it('lets a tensor hook replace the gradient', async () => {
@@ -71,11 +72,11 @@ describe('engine', () => {
     const loss = h.sum();
     await loss.backward();
     expect(values(w.grad)).toEqual([31, 31]);
-    [w, loss].forEach((t) => t.dispose());
+    disposeAll(w, loss);
   });
 
   it('awaits an async backward and its queued callbacks', async () => {
-    class SlowIdentity extends Function {
+    class SlowIdentity extends AutogradFunction {
       override readonly asyncBackward = true;
       forward(_ctx: Context, x: tf.Tensor) {
         return x.clone();
@@ -97,7 +98,7 @@ describe('engine', () => {
     order.push('returned');
     expect(order).toEqual(['backward', 'callback', 'returned']);
     expect(values(w.grad)).toEqual([2, 2]);
-    [w, loss].forEach((t) => t.dispose());
+    disposeAll(w, loss);
   });
 
   it('keeps the callbacks of concurrent backwards apart', async () => {
@@ -113,7 +114,7 @@ describe('engine', () => {
       const loss = w.mul(2).sum();
       await loss.backward();
       order.push(`${name} done`);
-      [w, loss].forEach((t) => t.dispose());
+      disposeAll(w, loss);
     };
     await Promise.all([runOne('a', 30), runOne('b', 1)]);
     expect(order).toEqual(['b callback', 'b done', 'a callback', 'a done']);
@@ -129,7 +130,7 @@ describe('engine', () => {
     await expect(loss.backward()).rejects.toBeInstanceOf(GraphFreedError);
     expect(() => h.data).toThrow(TensorDisposedError);
     expect(loss.item()).toBeCloseTo(Math.E + Math.E ** 2, 4);
-    [w, loss].forEach((t) => t.dispose());
+    disposeAll(w, loss);
   });
 
   it('records nothing under noGrad and tidy disposes what fn does not return', () => {
@@ -139,7 +140,7 @@ describe('engine', () => {
     expect(y.requiresGrad).toBe(false);
     expect(y.gradFn).toBeNull();
     expect(tf.memory().numTensors).toBe(before + 1);
-    [w, y].forEach((t) => t.dispose());
+    disposeAll(w, y);
   });
 
   it('tidy frees the saved tensors of a graph nobody can backward any more', async () => {
@@ -152,7 +153,7 @@ describe('engine', () => {
     const kept = tidy(() => x.matmul(w).tanh().mean());
     await kept.backward();
     expect(w.grad).not.toBeNull();
-    [w, x, kept].forEach((t) => t.dispose());
+    disposeAll(w, x, kept);
   });
 
   it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {
@@ -170,6 +171,6 @@ describe('engine', () => {
     const before = tf.memory().numTensors;
     for (let i = 0; i < 5; i++) await step();
     expect(tf.memory().numTensors).toBe(before);
-    [w, x].forEach((t) => t.dispose());
+    disposeAll(w, x);
   });
 });

@@ -70,7 +70,11 @@ export class FakeProcessGroup implements ProcessGroup {
     return work(this.exchange(input));
   }
   allGatherInto(output: CommArray, input: CommArray): Work {
-    return work(this.exchange(input).then((all) => all.forEach((v, r) => output.set(v, r * input.length))));
+    return work(
+      this.exchange(input).then((all) => {
+        for (const [r, v] of all.entries()) output.set(v, r * input.length);
+      }),
+    );
   }
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp } = {}): Work {
     return work(

@@ -16,14 +16,14 @@ type ForwardResult = tf.Tensor | tf.Tensor[];
  * `MyFn.apply(...args)`. Set `asyncBackward = true` for a backward returning a promise
  * (collectives); otherwise backward runs inside tf.tidy, so temporaries need no disposal.
  */
-export abstract class Function {
+export abstract class AutogradFunction {
   readonly asyncBackward: boolean = false;
 
-  abstract forward(ctx: Context, ...args: any[]): ForwardResult | Promise<ForwardResult>;
+  abstract forward(ctx: Context, ...args: unknown[]): ForwardResult | Promise<ForwardResult>;
   abstract backward(ctx: Context, ...gradOutputs: tf.Tensor[]): GradResult | Promise<GradResult>;
 
   /** Applies a Function whose forward is synchronous; returns a Tensor (or Tensor[] if forward does). */
-  static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => Function, ...args: unknown[]): T {
+  static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): T {
     const fn = new this();
     const { ctx, unwrapped } = prepare(args);
     const out = tf.tidy(() => {
@@ -35,7 +35,7 @@ export abstract class Function {
   }
 
   /** Applies a Function whose forward is async (e.g. a collective). */
-  static async applyAsync<T extends Tensor | Tensor[] = Tensor>(this: new () => Function, ...args: unknown[]): Promise<T> {
+  static async applyAsync<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): Promise<T> {
     const fn = new this();
     const { ctx, unwrapped } = prepare(args);
     const out = await fn.forward(ctx, ...unwrapped);
@@ -43,10 +43,13 @@ export abstract class Function {
   }
 }
 
+/** PyTorch's name for it: `class MyOp extends Function`. */
+export { AutogradFunction as Function };
+
 /** The graph node of one Function application. */
 export class FunctionNode extends Node {
   constructor(
-    readonly fn: Function,
+    readonly fn: AutogradFunction,
     readonly ctx: Context,
     next: (Edge | null)[],
     /** The output Tensors: their hooks run on incoming grads; backward frees their data. */
@@ -77,7 +80,7 @@ function edgeTo(t: Tensor): Edge {
   return t.gradFn === null ? { node: t.gradAccumulator(), outputIndex: 0 } : { node: t.gradFn, outputIndex: t.outputIndex };
 }
 
-function wrapOutputs(fn: Function, ctx: Context, args: unknown[], unwrapped: unknown[], out: ForwardResult): Tensor | Tensor[] {
+function wrapOutputs(fn: AutogradFunction, ctx: Context, args: unknown[], unwrapped: unknown[], out: ForwardResult): Tensor | Tensor[] {
   const list = Array.isArray(out) ? out : [out];
   // A forward may hand back an input unchanged; give the output its own handle so ownership stays separate.
   const own = list.map((t) => (unwrapped.includes(t) ? t.clone() : t));

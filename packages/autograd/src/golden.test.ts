@@ -54,8 +54,8 @@ function expectClose(actual: tf.Tensor | null, expected: { shape: number[]; data
   expect(actual, what).not.toBeNull();
   expect(actual!.shape, what).toEqual(expected.shape);
   const a = actual!.dataSync();
-  let worst = 0;
-  expected.data.forEach((e, i) => (worst = Math.max(worst, Math.abs(a[i]! - e) / (1e-5 / 1e-4 + Math.abs(e)))));
+  // |a - e| <= 1e-5 + 1e-4 |e|, as a ratio that must stay below 1e-4
+  const worst = Math.max(...expected.data.map((e, i) => Math.abs(a[i]! - e) / (1e-5 / 1e-4 + Math.abs(e))));
   expect(worst, `${what}: worst relative error`).toBeLessThan(1e-4);
 }
 

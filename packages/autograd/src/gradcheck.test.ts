@@ -1,8 +1,8 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { Function, gradcheck, randn, type Context, type Tensor } from './index.js';
+import { AutogradFunction, gradcheck, randn, type Context, type Tensor } from './index.js';
 
-class WrongSquare extends Function {
+class WrongSquare extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor) {
     ctx.saveForBackward(x);
     return tf.square(x);

@@ -1,7 +1,7 @@
 import './methods.js';
 
 export { Tensor, type RemovableHandle } from './tensor.js';
-export { Function, FunctionNode, type GradResult } from './function.js';
+export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { Context, Node, AccumulateGrad, type Edge, type TensorHook, type PostAccumulateGradHook } from './node.js';
 export { backward, queueCallback, type BackwardOptions } from './engine.js';
 export { noGrad, enableGrad, isGradEnabled } from './grad-mode.js';

@@ -2,6 +2,7 @@ import { tf } from '@ddp/tensor';
 import type { Tensor } from './tensor.js';
 
 /** A gradient hook on a tensor: may return a replacement gradient (the engine disposes the old one). */
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook that returns nothing keeps the gradient
 export type TensorHook = (grad: tf.Tensor) => tf.Tensor | void;
 /** Fires on a leaf after its .grad was updated. A returned promise is awaited before backward resolves. */
 export type PostAccumulateGradHook = (tensor: Tensor) => void | Promise<void>;

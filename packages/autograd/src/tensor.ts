@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import type { tf } from '@ddp/tensor';
 import { backward, type BackwardOptions } from './engine.js';
 import { AutogradArgumentError, TensorDisposedError } from './errors.js';
 import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';

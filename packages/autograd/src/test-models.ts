@@ -4,6 +4,7 @@ import {
   checkpoint, crossEntropy, embedding, fromTf, gelu, layerNorm, linear, maskedFill, matmul, ones, randn, softmax, tidy, zeros,
   type Tensor,
 } from './index.js';
+import { disposeAll } from './test-utils.js';
 
 /** A parameter factory: scaled normal initial values, reproducible per model from `seed`. */
 function paramFactory(seed: number): (shape: number[], scale: number) => Tensor {
@@ -44,7 +45,7 @@ export function mlp(): Model {
         return crossEntropy(h, labels);
       }),
     dispose: () => {
-      [...ws, ...bs, x].forEach((t) => t.dispose());
+      disposeAll(...ws, ...bs, x);
       labels.dispose();
     },
   };
@@ -102,7 +103,7 @@ export function transformer(opts: TransformerOptions = {}): Model {
         return crossEntropy(logits, targets);
       }),
     dispose: () => {
-      params.forEach((p) => p.dispose());
+      disposeAll(...params);
       targets.dispose();
       future.dispose();
     },

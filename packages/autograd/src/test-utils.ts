@@ -4,6 +4,17 @@ import { gradcheck, type GradcheckOptions } from './gradcheck.js';
 import { rand, randn } from './creation.js';
 import type { Tensor } from './tensor.js';
 
+/** Disposes every tensor given (test cleanup). */
+export function disposeAll(...tensors: { dispose(): void }[]): void {
+  for (const t of tensors) t.dispose();
+}
+
+/** Elementwise toBeCloseTo over two arrays of the same length. */
+export function expectAllClose(got: ArrayLike<number>, want: ArrayLike<number>, digits: number): void {
+  expect(got.length).toBe(want.length);
+  for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i]!, digits);
+}
+
 let seed = 100;
 
 /** A random leaf requiring grad: standard normal, or uniform in [0.5, 2) when positive. */
@@ -15,7 +26,7 @@ export const leaf = (shape: number[], positive = false): Tensor =>
 /** Asserts backward() matches central differences for fn at inputs, then disposes them. */
 export async function expectGradsMatch(fn: (...xs: Tensor[]) => Tensor, inputs: Tensor[], opts?: GradcheckOptions): Promise<void> {
   const r = await gradcheck(fn, inputs, opts);
-  inputs.forEach((t) => t.dispose());
+  disposeAll(...inputs);
   expect(r.ok, r.message).toBe(true);
 }
 

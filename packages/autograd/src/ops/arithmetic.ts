@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { sumToShape } from './broadcast.js';
@@ -17,7 +17,7 @@ const asTensor = (x: Raw): tf.Tensor => (typeof x === 'number' ? tf.scalar(x) : 
  * summed back to each operand's shape. `saves` lists what backward reads (nothing else is kept).
  */
 function binary(name: string, kernel: (a: Raw, b: Raw) => tf.Tensor, da: Partial, db: Partial, saves: 'none' | 'ab' | 'aby') {
-  class Binary extends Function {
+  class Binary extends AutogradFunction {
     private shapes: [number[], number[]] = [[], []];
     forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
       this.shapes = [asTensor(a).shape, asTensor(b).shape];

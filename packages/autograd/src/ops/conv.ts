@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
@@ -13,7 +13,7 @@ type Padding = [[number, number], [number, number], [number, number], [number, n
 const explicit = ([ph, pw]: [number, number]): Padding => [[0, 0], [ph, ph], [pw, pw], [0, 0]];
 
 /** 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). */
-class Conv2d extends Function {
+class Conv2d extends AutogradFunction {
   private strides: [number, number] = [1, 1];
   private pad: Padding = explicit([0, 0]);
   private xShape: number[] = [];
@@ -50,7 +50,7 @@ class Conv2d extends Function {
   }
 }
 
-class MaxPool2d extends Function {
+class MaxPool2d extends AutogradFunction {
   private attrs: tf.NamedAttrMap = {};
   forward(ctx: Context, x: tf.Tensor, kernel: Pair, stride: Pair, padding: Pair): tf.Tensor {
     const xh = toNHWC(x) as tf.Tensor4D;

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { mul } from './arithmetic.js';
@@ -22,7 +22,7 @@ function nextSeed(): number {
   return rngState;
 }
 
-class Dropout extends Function {
+class Dropout extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor, p: number, seed: number): tf.Tensor {
     const keep = tf.cast(tf.greaterEqual(tf.randomUniform(x.shape, 0, 1, 'float32', seed), p), 'float32');
     const mask = tf.div(keep, 1 - p);

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
 import { sumToShape } from './broadcast.js';
@@ -16,7 +16,7 @@ export function toIndexTensor(idx: Indices): tf.Tensor {
   return tf.tensor(idx as number[], undefined, 'int32');
 }
 
-class Concat extends Function {
+class Concat extends AutogradFunction {
   private sizes: number[] = [];
   private dim = 0;
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
@@ -29,7 +29,7 @@ class Concat extends Function {
   }
 }
 
-class Split extends Function {
+class Split extends AutogradFunction {
   private dim = 0;
   forward(_ctx: Context, x: tf.Tensor, sizes: number | number[], dim: number): tf.Tensor[] {
     this.dim = axis(dim, x.rank);
@@ -40,7 +40,7 @@ class Split extends Function {
   }
 }
 
-class Slice extends Function {
+class Slice extends AutogradFunction {
   private inShape: number[] = [];
   private begin: number[] = [];
   forward(_ctx: Context, x: tf.Tensor, begin: number[], size: number[]): tf.Tensor {
@@ -54,7 +54,7 @@ class Slice extends Function {
   }
 }
 
-class IndexSelect extends Function {
+class IndexSelect extends AutogradFunction {
   private inShape: number[] = [];
   private dim = 0;
   forward(ctx: Context, x: tf.Tensor, dim: number, idx: tf.Tensor): tf.Tensor {
@@ -72,7 +72,7 @@ class IndexSelect extends Function {
   }
 }
 
-class Embedding extends Function {
+class Embedding extends AutogradFunction {
   private rows = 0;
   forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor): tf.Tensor {
     this.rows = table.shape[0]!;
@@ -86,7 +86,7 @@ class Embedding extends Function {
   }
 }
 
-class Pad extends Function {
+class Pad extends AutogradFunction {
   private paddings: [number, number][] = [];
   forward(_ctx: Context, x: tf.Tensor, paddings: [number, number][], value: number): tf.Tensor {
     this.paddings = paddings;
@@ -99,7 +99,7 @@ class Pad extends Function {
   }
 }
 
-class Where extends Function {
+class Where extends AutogradFunction {
   private aShape: number[] = [];
   private bShape: number[] = [];
   forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {

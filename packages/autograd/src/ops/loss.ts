@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
@@ -13,7 +13,7 @@ import { square } from './unary.js';
 export type Reduction = 'mean' | 'sum' | 'none';
 
 /** Cross entropy of logits [N, C] against integer labels [N]; ignored labels add nothing. */
-class CrossEntropy extends Function {
+class CrossEntropy extends AutogradFunction {
   private reduction: Reduction = 'mean';
   private count = 1;
   forward(ctx: Context, logits: tf.Tensor, labels: tf.Tensor, ignoreIndex: number, reduction: Reduction): tf.Tensor {

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
@@ -28,7 +28,7 @@ function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.T
 }
 
 /** Batched matrix product with optional transposes; batch dimensions broadcast. */
-class MatMul extends Function {
+class MatMul extends AutogradFunction {
   private transA = false;
   private transB = false;
 

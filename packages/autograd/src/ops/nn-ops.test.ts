@@ -6,6 +6,7 @@ import {
   softmax, split, tanh, tensor, where, type Tensor,
 } from '../index.js';
 import { expectGradsMatch as check, leaf, randomShape } from '../test-utils.js';
+import { disposeAll } from '../test-utils.js';
 
 describe('activations and softmax: finite-difference gradients on random shapes', () => {
   for (let trial = 0; trial < 2; trial++) {
@@ -93,7 +94,7 @@ describe('op details', () => {
       const loss = y.sum();
       await loss.backward();
       grads.push(Array.from(x.grad!.dataSync()));
-      [y, loss].forEach((t) => t.dispose());
+      disposeAll(y, loss);
       x.grad = null;
     }
     expect(grads[1]).toEqual(grads[0]);
@@ -111,13 +112,13 @@ describe('op details', () => {
     expect(v.every((e) => e === 0 || Math.abs(e - 4 / 3) < 1e-6)).toBe(true);
     const z = dropout(x, 0.25, { training: false });
     expect(Array.from(z.dataSync()).every((e) => e === 1)).toBe(true);
-    [x, y, z].forEach((t) => t.dispose());
+    disposeAll(x, y, z);
   });
 
   it('crossEntropy ignores labels equal to ignoreIndex in the mean', () => {
     const logits = tensor([[0, Math.log(3)], [5, -5]]);
     const l = crossEntropy(logits, [1, -100]);
     expect(l.item()).toBeCloseTo(-Math.log(0.75), 5);
-    [logits, l].forEach((t) => t.dispose());
+    disposeAll(logits, l);
   });
 });

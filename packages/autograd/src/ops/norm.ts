@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { normaliseAxes } from './broadcast.js';
@@ -7,7 +7,7 @@ import { normaliseAxes } from './broadcast.js';
 const trailingAxes = (rank: number, count: number) => [...Array(count).keys()].map((i) => rank - count + i);
 
 /** Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias. */
-class LayerNorm extends Function {
+class LayerNorm extends AutogradFunction {
   private axes: number[] = [];
   private outer: number[] = [];
   forward(ctx: Context, x: tf.Tensor, w: tf.Tensor | null, b: tf.Tensor | null, normalizedDims: number, eps: number): tf.Tensor {
@@ -36,7 +36,7 @@ class LayerNorm extends Function {
 }
 
 /** Biased mean and variance over dims (two outputs), the statistics of batch norm. */
-class BatchNormStats extends Function {
+class BatchNormStats extends AutogradFunction {
   private axes: number[] = [];
   private count = 1;
   forward(ctx: Context, x: tf.Tensor, dim: number[]): tf.Tensor[] {
@@ -59,7 +59,7 @@ class BatchNormStats extends Function {
 }
 
 /** Unit L2 norm along dim: x / max(||x||, eps) (F.normalize). */
-class L2Normalize extends Function {
+class L2Normalize extends AutogradFunction {
   private dim = -1;
   forward(ctx: Context, x: tf.Tensor, dim: number, eps: number): tf.Tensor {
     this.dim = dim < 0 ? dim + x.rank : dim;

@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { keptShape, normaliseAxes } from './broadcast.js';
@@ -11,7 +11,7 @@ export interface ReduceOptions {
 }
 
 /** Sum or mean over dims: the gradient broadcasts dy back (divided by the count for a mean). */
-class SumOrMean extends Function {
+class SumOrMean extends AutogradFunction {
   private inShape: number[] = [];
   private axes: number[] = [];
   private divisor = 1;
@@ -27,7 +27,7 @@ class SumOrMean extends Function {
 }
 
 /** Max or min over dims; the gradient is split evenly between tied extremes (like PyTorch's amax). */
-class Extreme extends Function {
+class Extreme extends AutogradFunction {
   private axes: number[] = [];
   forward(ctx: Context, x: tf.Tensor, opts: ReduceOptions, which: 'max' | 'min'): tf.Tensor {
     this.axes = normaliseAxes(opts.dim, x.rank);

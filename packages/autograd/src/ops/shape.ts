@@ -1,10 +1,10 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
-class Reshape extends Function {
+class Reshape extends AutogradFunction {
   private inShape: number[] = [];
   forward(_ctx: Context, x: tf.Tensor, shape: number[]): tf.Tensor {
     this.inShape = x.shape;
@@ -15,7 +15,7 @@ class Reshape extends Function {
   }
 }
 
-class Permute extends Function {
+class Permute extends AutogradFunction {
   private perm: number[] = [];
   forward(_ctx: Context, x: tf.Tensor, perm: number[]): tf.Tensor {
     this.perm = perm.map((d) => (d < 0 ? d + x.rank : d));
@@ -26,7 +26,7 @@ class Permute extends Function {
   }
   backward(_ctx: Context, dy: tf.Tensor) {
     const inverse = Array<number>(this.perm.length);
-    this.perm.forEach((p, i) => (inverse[p] = i));
+    for (const [i, p] of this.perm.entries()) inverse[p] = i;
     return [tf.transpose(dy, inverse), null];
   }
 }

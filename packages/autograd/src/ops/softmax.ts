@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
@@ -11,7 +11,7 @@ export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
   return tf.sub(shifted, tf.log(tf.sum(tf.exp(shifted), dim, true)));
 }
 
-class Softmax extends Function {
+class Softmax extends AutogradFunction {
   private dim = -1;
   forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
     this.dim = lastIfNegative(dim, x.rank);
@@ -26,7 +26,7 @@ class Softmax extends Function {
   }
 }
 
-class LogSoftmax extends Function {
+class LogSoftmax extends AutogradFunction {
   private dim = -1;
   forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
     this.dim = lastIfNegative(dim, x.rank);

@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { Function } from '../function.js';
+import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
@@ -13,7 +13,7 @@ export function unary(
   derivative: (saved: tf.Tensor) => tf.Tensor,
   saves: 'x' | 'y' | 'none',
 ): (x: Tensor) => Tensor {
-  class Unary extends Function {
+  class Unary extends AutogradFunction {
     forward(ctx: Context, x: tf.Tensor): tf.Tensor {
       const y = f(x);
       if (saves === 'x') ctx.saveForBackward(x);
