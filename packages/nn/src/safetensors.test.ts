@@ -95,9 +95,25 @@ describe('safetensors', () => {
     expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).data_offsets = [20, 24]; }), 'corrupt', /spans|overlap/);
     expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).shape = [2]; }), 'corrupt', /spans 4 bytes/);
     expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).dtype = 'I8'; }), 'unsupported', /dtype I8/);
+    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).dtype = 'I64'; }), 'corrupt', /spans 4 bytes, shape \[\] of I64 needs 8/);
     const file = join(dir, 'cut.safetensors');
     await writeFile(file, bytes.subarray(0, 20));
     await expect(loadSafetensors(file)).rejects.toThrow(/cut\.safetensors.*header says/);
+  });
+
+  it("reads PyTorch's int64 buffers as int32, refusing values that do not fit", () => {
+    const header = new TextEncoder().encode(JSON.stringify({ num_batches_tracked: { dtype: 'I64', shape: [], data_offsets: [0, 8] } }));
+    const file = (value: bigint) => {
+      const out = new Uint8Array(8 + header.length + 8);
+      const view = new DataView(out.buffer);
+      view.setBigUint64(0, BigInt(header.length), true);
+      out.set(header, 8);
+      view.setBigInt64(8 + header.length, value, true);
+      return out;
+    };
+    const t = parseSafetensors(file(42n)).tensors.get('num_batches_tracked');
+    expect(t).toEqual({ dtype: 'int32', shape: [], data: Int32Array.of(42) });
+    expect(() => parseSafetensors(file(1n << 40n))).toThrow(/does not fit int32/);
   });
 
   it('rejects tensors whose data does not match', () => {

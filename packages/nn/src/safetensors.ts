@@ -3,6 +3,7 @@
  * N bytes of JSON `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {…}}`,
  * then the tensors' bytes, little-endian, offsets relative to the end of the header.
  * Reading checks every length, offset and shape, and raises SafetensorsError on bad input.
+ * Written dtypes: F32, F64, I32, F16, BF16; read also: I64 (as int32, range-checked).
  */
 import { readFile } from 'node:fs/promises';
 import { type DType, DTYPES, type TypedArray } from '@ddp/tensor';
@@ -28,7 +29,33 @@ export class SafetensorsError extends Error {
 }
 
 const CODE: Record<DType, string> = { float32: 'F32', float64: 'F64', int32: 'I32', float16: 'F16', bfloat16: 'BF16' };
-const DTYPE_OF_CODE = new Map(Object.entries(CODE).map(([dtype, code]) => [code, dtype as DType]));
+/** How a stored dtype is read: its element size and the dtype and array it becomes. */
+interface Reader {
+  dtype: DType;
+  bytes: number;
+  decode(raw: ArrayBuffer, n: number, name: string): TypedArray;
+}
+const READERS = new Map<string, Reader>(
+  Object.entries(CODE).map(([dtype, code]) => {
+    const { ArrayType, bytesPerElement } = DTYPES[dtype as DType];
+    return [code, { dtype: dtype as DType, bytes: bytesPerElement, decode: (raw, n) => new ArrayType(raw, 0, n) }];
+  }),
+);
+// PyTorch stores integer buffers (BatchNorm's num_batches_tracked) as int64: read them as int32.
+READERS.set('I64', {
+  dtype: 'int32',
+  bytes: 8,
+  decode: (raw, n, name) => {
+    const wide = new BigInt64Array(raw, 0, n);
+    const out = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      const v = wide[i] as bigint;
+      if (v < -2147483648n || v > 2147483647n) throw new SafetensorsError('unsupported', `tensor '${name}': I64 value ${v} does not fit int32`);
+      out[i] = Number(v);
+    }
+    return out;
+  },
+});
 /** Header sizes above this are taken for corruption (the reference reader's limit). */
 const MAX_HEADER_BYTES = 100_000_000;
 
@@ -111,25 +138,25 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
   const { header, dataStart } = parseHeader(bytes, source);
   const dataLength = bytes.length - dataStart;
   const metadata = parseMetadata(header.__metadata__, source);
-  const spans: { name: string; begin: number; end: number; dtype: DType; shape: number[] }[] = [];
+  const spans: { name: string; begin: number; end: number; reader: Reader; shape: number[] }[] = [];
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') continue;
     const { dtype: code, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
-    const dtype = typeof code === 'string' ? DTYPE_OF_CODE.get(code) : undefined;
     if (typeof code !== 'string') throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has no dtype`);
-    if (!dtype) throw new SafetensorsError('unsupported', `${source}: tensor '${name}' has dtype ${code}, not one of ${[...DTYPE_OF_CODE.keys()].join(', ')}`);
+    const reader = READERS.get(code);
+    if (!reader) throw new SafetensorsError('unsupported', `${source}: tensor '${name}' has dtype ${code}, not one of ${[...READERS.keys()].join(', ')}`);
     if (!Array.isArray(shape) || !shape.every(isNonNegativeInt)) throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has a bad shape`);
     if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNonNegativeInt) || offsets[0] > offsets[1]) {
       throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has bad data_offsets ${JSON.stringify(offsets)}`);
     }
     const [begin, end] = offsets as [number, number];
-    if (end - begin !== numel(shape) * DTYPES[dtype].bytesPerElement) {
-      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${dtype} needs ${numel(shape) * DTYPES[dtype].bytesPerElement}`);
+    if (end - begin !== numel(shape) * reader.bytes) {
+      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${code} needs ${numel(shape) * reader.bytes}`);
     }
     if (end > dataLength) {
       throw new SafetensorsError('truncated', `${source}: tensor '${name}' ends at byte ${end} of the data, which has only ${dataLength}`);
     }
-    spans.push({ name, begin, end, dtype, shape: shape as number[] });
+    spans.push({ name, begin, end, reader, shape: shape as number[] });
   }
   // The spec asks the data to be covered exactly: no overlaps, no holes.
   const sorted = [...spans].sort((a, b) => a.begin - b.begin);
@@ -142,8 +169,8 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
   const tensors = new Map<string, SafeTensor>();
   for (const s of spans) {
     const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
-    const { ArrayType, bytesPerElement } = DTYPES[s.dtype];
-    tensors.set(s.name, { dtype: s.dtype, shape: s.shape, data: new ArrayType(copy.buffer, 0, copy.length / bytesPerElement) });
+    const data = s.reader.decode(copy.buffer, copy.length / s.reader.bytes, s.name);
+    tensors.set(s.name, { dtype: s.reader.dtype, shape: s.shape, data });
   }
   return { tensors, metadata };
 }
