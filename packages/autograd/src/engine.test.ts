@@ -2,6 +2,7 @@ import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
   AutogradFunction,
+  type FunctionNode,
   GraphFreedError,
   TensorDisposedError,
   noGrad,
@@ -154,6 +155,29 @@ describe('engine', () => {
     await kept.backward();
     expect(w.grad).not.toBeNull();
     disposeAll(w, x, kept);
+  });
+
+  it('frees a graph when its last tensor is disposed, backwarded or not', async () => {
+    const w = randn([4, 4], { requiresGrad: true, seed: 4 });
+    const x = randn([3, 4], { seed: 5 });
+    const before = tf.memory().numTensors;
+    const m = x.matmul(w);
+    const h = m.tanh();
+    const loss = h.exp().mean();
+    disposeAll(m, h); // loss's graph still holds what its backward would need
+    expect(tf.memory().numTensors).toBeGreaterThan(before + 1);
+    const [e] = (loss.gradFn!.next[0]!.node as FunctionNode).outputs;
+    loss.dispose();
+    // h.exp(), never disposed, is still the caller's, and could still be backwarded
+    expect(e!.gradFn!.freed).toBe(false);
+    e!.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    const kept = tidy(() => x.matmul(w).sigmoid().sum());
+    await kept.backward(undefined, { retainGraph: true });
+    kept.dispose();
+    w.grad = null;
+    expect(tf.memory().numTensors).toBe(before);
+    disposeAll(w, x);
   });
 
   it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {

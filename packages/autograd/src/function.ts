@@ -2,7 +2,6 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from './errors.js';
 import { isGradEnabled } from './grad-mode.js';
 import { Context, type Edge, Node } from './node.js';
-import { trackNode } from './scope.js';
 import { Tensor } from './tensor.js';
 
 /** What a backward returns: one gradient per forward argument (null where none is needed). */
@@ -88,12 +87,13 @@ function wrapOutputs(fn: AutogradFunction, ctx: Context, args: unknown[], unwrap
   if (ctx.recording) {
     const next = args.map((a, i) => (ctx.needsInputGrad[i] ? edgeTo(a as Tensor) : null));
     const node = new FunctionNode(fn, ctx, next, outputs, own.map((t) => t.shape));
-    trackNode(node);
-    outputs.forEach((t, i) => {
-      if (t.dtype !== 'float32') return; // integer outputs (indices, masks) carry no gradient
+    for (const edge of next) edge?.node.addRef();
+    for (const [i, t] of outputs.entries()) {
+      if (t.dtype !== 'float32') continue; // integer outputs (indices, masks) carry no gradient
       t.gradFn = node;
       t.outputIndex = i;
-    });
+      node.addRef();
+    }
   }
   return Array.isArray(out) ? outputs : outputs[0]!;
 }

@@ -31,9 +31,26 @@ export abstract class Node {
   abstract get name(): string;
   abstract get numOutputs(): number;
 
+  /** Live output Tensors plus live consumer nodes that point at this node. */
+  private refs = 0;
+
   /** Drops what backward would need; a later backward through this node raises GraphFreedError. */
   releaseSaved(): void {
     this.freed = true;
+  }
+
+  addRef(): void {
+    this.refs++;
+  }
+
+  /**
+   * Drops one reference. When the last output Tensor is disposed and no live node consumes this
+   * one, nobody can backward through it: free it, and drop its own references to its inputs.
+   */
+  releaseRef(): void {
+    if (--this.refs > 0 || this.freed) return;
+    this.releaseSaved();
+    for (const edge of this.next) edge?.node.releaseRef();
   }
 }
 
@@ -84,4 +101,7 @@ export class AccumulateGrad extends Node {
   get numOutputs(): number {
     return 1;
   }
+  // a leaf's accumulator lives as long as the leaf
+  override addRef(): void {}
+  override releaseRef(): void {}
 }

@@ -142,11 +142,13 @@ export class Tensor {
     this.grad = null;
   }
 
-  /** Frees data only (backward uses this on intermediates). */
+  /** Frees data only (backward uses this on intermediates); the graph node loses this reference. */
   free(reason: string): void {
-    if (this._data !== null) this._data.dispose();
+    if (this._data === null) return;
+    this._data.dispose();
     this._data = null;
     this.disposedBy = reason;
+    this.gradFn?.releaseRef();
   }
 
   /** The leaf's gradient accumulator node, created on first use. */
