@@ -16,6 +16,24 @@ export function toIndexTensor(idx: Indices): tf.Tensor {
   return tf.tensor(idx as number[], undefined, 'int32');
 }
 
+/**
+ * Row scatter-add: out[ids[i]] += values[i] for values [n, ...] and out [rows, ...]. Done on the
+ * host: tfjs's cpu UnsortedSegmentSum (also what wasm runs) loops over every segment, which made
+ * the embedding gradient the slowest op of a training step.
+ */
+function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Tensor {
+  const n = values.shape[0]!;
+  const width = n === 0 ? 0 : values.size / n;
+  const src = values.dataSync() as Float32Array;
+  const index = ids.dataSync();
+  const out = new Float32Array(rows * width);
+  for (let i = 0; i < n; i++) {
+    const row = index[i]!;
+    for (let j = 0, o = row * width, v = i * width; j < width; j++) out[o + j]! += src[v + j]!;
+  }
+  return tf.tensor(out, [rows, ...values.shape.slice(1)]);
+}
+
 class Concat extends AutogradFunction {
   private sizes: number[] = [];
   private dim = 0;
@@ -67,7 +85,7 @@ class IndexSelect extends AutogradFunction {
     const [idx] = ctx.savedTensors as [tf.Tensor];
     const perm = [this.dim, ...[...Array(dy.rank).keys()].filter((d) => d !== this.dim)];
     const inverse = perm.map((_, i) => perm.indexOf(i));
-    const summed = tf.unsortedSegmentSum(tf.transpose(dy, perm), idx as tf.Tensor1D, this.inShape[this.dim]!);
+    const summed = scatterAddRows(tf.transpose(dy, perm), idx, this.inShape[this.dim]!);
     return [tf.transpose(summed, inverse), null, null];
   }
 }
@@ -81,8 +99,8 @@ class Embedding extends AutogradFunction {
     return tf.reshape(tf.gather(table, flat, 0), [...idx.shape, table.shape[1]!]);
   }
   backward(ctx: Context, dy: tf.Tensor) {
-    const [flat] = ctx.savedTensors as [tf.Tensor1D];
-    return [tf.unsortedSegmentSum(tf.reshape(dy, [flat.size, -1]), flat, this.rows), null];
+    const [flat] = ctx.savedTensors as [tf.Tensor];
+    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows), null];
   }
 }
 
