@@ -66,3 +66,14 @@ export function viewAs(d: Dtype, buffer: ArrayBufferLike, byteOffset: number, le
 export function allocLike(like: CommArray, length: number): CommArray {
   return new (like.constructor as new (n: number) => CommArray)(length);
 }
+
+type ArrayCtor = Float32ArrayConstructor | Float64ArrayConstructor | Int32ArrayConstructor | Uint16ArrayConstructor;
+
+/**
+ * An array backed by a SharedArrayBuffer: allReduce and broadcast on it skip the copies to
+ * and from the comm thread's staging buffer (use it for gradient buckets).
+ */
+export function sharedArray<C extends ArrayCtor>(ctor: C, length: number): InstanceType<C> {
+  const Ctor = ctor as unknown as new (b: SharedArrayBuffer) => InstanceType<C>;
+  return new Ctor(new SharedArrayBuffer(length * ctor.BYTES_PER_ELEMENT));
+}

@@ -1,4 +1,4 @@
-export { type CommArray, type Dtype, type HalfDtype, ReduceOp } from './dtypes.js';
+export { type CommArray, type Dtype, type HalfDtype, ReduceOp, sharedArray } from './dtypes.js';
 export {
   AuthError,
   CollectiveMismatchError,

@@ -66,7 +66,7 @@ export class WorkerProcessGroup implements ProcessGroup {
    * `finish` copy results out before the buffer is reused.
    */
   private submit<T>(
-    req: Omit<OpRequest, 'type' | 'id' | 'seq' | 'sab' | 'timeoutMs' | 'groupId'>,
+    req: Omit<OpRequest, 'type' | 'id' | 'seq' | 'sab' | 'sabOffset' | 'timeoutMs' | 'groupId'>,
     stageBytes: number,
     fill: (sab: SharedArrayBuffer) => void,
     finish: (sab: SharedArrayBuffer, result: OpResult | undefined) => T,
@@ -75,13 +75,21 @@ export class WorkerProcessGroup implements ProcessGroup {
     const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
     if (sab) fill(sab);
     const promise = this.comm
-      .run({ ...req, seq, sab, groupId: this.id, timeoutMs: this.timeoutMs })
+      .run({ ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs })
       .then((result) => finish(sab as SharedArrayBuffer, result))
       .finally(() => this.staging.release(sab));
     return makeWork(promise);
   }
 
   private inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
+    if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
+      // the caller's array is shared memory already: the worker works on it in place
+      const promise = this.comm.run({
+        op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra,
+        seq: ++this.seq, sab: buf.buffer, sabOffset: buf.byteOffset, groupId: this.id, timeoutMs: this.timeoutMs,
+      });
+      return makeWork(promise.then(() => {}));
+    }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
       buf.byteLength,

@@ -1,8 +1,7 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { reduceInto } from '../reduce.js';
 import type { OpContext } from '../worker/op-context.js';
 import { chunkBounds, mod, segments } from './partition.js';
-import { bytesOf, numView } from './views.js';
+import { bytesOf } from './views.js';
 
 /**
  * Bandwidth-optimal ring algorithms, segmented and pipelined: every segment is forwarded
@@ -19,14 +18,18 @@ export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: 
   const left = mod(r - 1, n);
   const chunkSegs = (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, segElems);
   for (const [s, e] of chunkSegs(mod(r - 1, n))) ctx.send(right, bytesOf(data.subarray(s, e)));
+  // every receive of the phase is posted at once (they complete in order): each segment is
+  // reduced straight from the socket's read buffer, then forwarded
+  const steps: Step<NumArray>[] = [];
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 2 - k, n))) {
-      const f = await ctx.recv(left);
       const dst = data.subarray(s, e);
-      if (f.payload.byteLength !== dst.byteLength) ctx.lengthMismatch(left, dst.byteLength, f.payload.byteLength);
-      reduceInto(dst, numView(data, f.payload), op);
-      if (k < n - 2) ctx.send(right, bytesOf(dst));
+      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvReduce(left, dst, op)) });
     }
+  }
+  for (const st of steps) {
+    await st.done;
+    if (st.forward) ctx.send(right, bytesOf(st.dst));
   }
 }
 
@@ -39,13 +42,16 @@ export async function ringAllGather(ctx: OpContext, bytes: Uint8Array, bounds: n
   const left = mod(r - 1, n);
   const chunkSegs = (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, segBytes);
   for (const [s, e] of chunkSegs(r)) ctx.send(right, bytes.subarray(s, e));
+  const steps: Step<Uint8Array>[] = [];
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 1 - k, n))) {
-      const f = await ctx.recv(left);
-      if (f.payload.byteLength !== e - s) ctx.lengthMismatch(left, e - s, f.payload.byteLength);
-      bytes.set(f.payload, s);
-      if (k < n - 2) ctx.send(right, bytes.subarray(s, e));
+      const dst = bytes.subarray(s, e);
+      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvInto(left, dst)) });
     }
+  }
+  for (const st of steps) {
+    await st.done;
+    if (st.forward) ctx.send(right, st.dst);
   }
 }
 
@@ -71,12 +77,26 @@ export async function chainBroadcast(ctx: OpContext, bytes: Uint8Array, root: nu
   const pos = mod(ctx.rank - root, n);
   const next = mod(ctx.rank + 1, n);
   const prev = mod(ctx.rank - 1, n);
-  for (const [s, e] of segments(0, bytes.byteLength, segBytes)) {
-    if (pos > 0) {
-      const f = await ctx.recv(prev);
-      if (f.payload.byteLength !== e - s) ctx.lengthMismatch(prev, e - s, f.payload.byteLength);
-      bytes.set(f.payload, s);
-    }
-    if (pos < n - 1) ctx.send(next, bytes.subarray(s, e));
+  const segs = segments(0, bytes.byteLength, segBytes).map(([s, e]) => bytes.subarray(s, e));
+  if (pos === 0) {
+    for (const seg of segs) ctx.send(next, seg);
+    return;
   }
+  const steps = segs.map((dst) => ({ dst, forward: pos < n - 1, done: quiet(ctx.recvInto(prev, dst)) }));
+  for (const st of steps) {
+    await st.done;
+    if (st.forward) ctx.send(next, st.dst);
+  }
+}
+
+interface Step<T> {
+  dst: T;
+  forward: boolean;
+  done: Promise<unknown>;
+}
+
+/** Marks a posted receive as handled: it is awaited later, in order, and may fail first. */
+function quiet<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {});
+  return p;
 }

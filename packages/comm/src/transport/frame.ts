@@ -1,8 +1,6 @@
-import { ProtocolError } from '../errors.js';
-import type { ByteQueue } from './byte-queue.js';
 
 /**
- * Peer frame: a fixed 32-byte little-endian header, then `payloadLength` bytes.
+ * Peer frame: a fixed 32-byte little-endian header, then `payloadLength` bytes (padded to 8).
  * The header carries the collective's fingerprint (op, dtype, reduce op, count, sequence
  * number, root) so every receiver can check that all ranks run the same collective.
  *
@@ -21,7 +19,7 @@ export const enum FrameKind {
   Probe = 5,
   ProbeReply = 6,
 }
-const MAX_KIND = 6;
+export const MAX_KIND = 6;
 
 /** What every rank must agree on for one collective. */
 export interface Fingerprint {
@@ -39,6 +37,13 @@ export interface FrameHeader extends Fingerprint {
   groupId: number;
   aux: number;
 }
+
+/** Zero bytes after a payload so the next frame starts 8-byte aligned in the stream. */
+export function padOf(payloadLength: number): number {
+  return (8 - (payloadLength & 7)) & 7;
+}
+
+export const PAD = new Uint8Array(8);
 
 export interface Frame {
   header: FrameHeader;
@@ -60,7 +65,7 @@ export function encodeHeader(h: FrameHeader): Buffer {
   return b;
 }
 
-function decodeHeader(b: Buffer): FrameHeader {
+export function decodeHeader(b: Buffer): FrameHeader {
   return {
     payloadLength: b.readUInt32LE(0),
     kind: b[4] as FrameKind,
@@ -73,26 +78,4 @@ function decodeHeader(b: Buffer): FrameHeader {
     root: b.readInt32LE(24),
     aux: b.readUInt32LE(28),
   };
-}
-
-/**
- * Takes every complete frame off the queue. A header that cannot be valid (unknown kind,
- * payload over the bound, non-integer count) throws ProtocolError before anything is allocated.
- */
-export function takeFrames(q: ByteQueue, what: string): Frame[] {
-  const out: Frame[] = [];
-  const hb = Buffer.allocUnsafe(HEADER_BYTES);
-  while (q.length >= HEADER_BYTES) {
-    q.peekInto(hb, HEADER_BYTES);
-    const h = decodeHeader(hb);
-    if (h.kind < 1 || h.kind > MAX_KIND) throw new ProtocolError(`${what}: unknown frame kind ${h.kind}`, { op: 'transport' });
-    if (h.payloadLength > MAX_FRAME_PAYLOAD) {
-      throw new ProtocolError(`${what}: frame payload of ${h.payloadLength} bytes exceeds ${MAX_FRAME_PAYLOAD}`, { op: 'transport' });
-    }
-    if (!Number.isSafeInteger(h.count) || h.count < 0) throw new ProtocolError(`${what}: bad element count ${h.count}`, { op: 'transport' });
-    if (q.length < HEADER_BYTES + h.payloadLength) break;
-    q.skip(HEADER_BYTES);
-    out.push({ header: h, payload: q.take(h.payloadLength) });
-  }
-  return out;
 }

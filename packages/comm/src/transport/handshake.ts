@@ -34,21 +34,33 @@ function mac(secret: string, parts: (Buffer | Uint8Array)[]): Buffer {
   return h.digest();
 }
 
+/** Subscribes to a socket's incoming bytes; returns the unsubscribe function. */
+export type ByteSource = (onBytes: (chunk: Uint8Array) => void) => () => void;
+
+function dataEvents(socket: Socket): ByteSource {
+  return (fn) => {
+    socket.on('data', fn);
+    return () => socket.off('data', fn);
+  };
+}
+
 /** Reads exact byte counts from a socket until detached; rejects on close or timeout. */
 class Reader {
   private q = new ByteQueue();
   private want: { n: number; resolve: (b: Uint8Array) => void; reject: (e: Error) => void } | null = null;
   private failure: Error | null = null;
   private timer: NodeJS.Timeout;
-  private readonly onData = (c: Buffer) => {
-    this.q.push(c);
+  private readonly onData = (c: Uint8Array) => {
+    // copied: an onread source reuses its buffer
+    this.q.push(Buffer.from(c));
     this.pump();
   };
+  private unsubscribe: () => void;
   private readonly onEnd = () => this.fail(new ProtocolError(`${this.what}: connection closed during handshake`, { op: 'handshake' }));
   private readonly onError = (e: Error) => this.fail(new ProtocolError(`${this.what}: ${e.message}`, { op: 'handshake' }));
 
-  constructor(private readonly socket: Socket, private readonly what: string, timeoutMs: number) {
-    socket.on('data', this.onData);
+  constructor(private readonly socket: Socket, private readonly what: string, timeoutMs: number, source?: ByteSource) {
+    this.unsubscribe = (source ?? dataEvents(socket))(this.onData);
     socket.on('end', this.onEnd);
     socket.on('close', this.onEnd);
     socket.on('error', this.onError);
@@ -83,7 +95,7 @@ class Reader {
 
   detach(): Buffer[] {
     clearTimeout(this.timer);
-    this.socket.off('data', this.onData);
+    this.unsubscribe();
     this.socket.off('end', this.onEnd);
     this.socket.off('close', this.onEnd);
     this.socket.off('error', this.onError);
@@ -94,9 +106,9 @@ class Reader {
 /** Client side: proves the secret and checks that the server knows it too. */
 export async function clientHandshake(
   socket: Socket,
-  opts: { secret: string; purpose: Purpose; rank: number; timeoutMs: number; what: string },
+  opts: { secret: string; purpose: Purpose; rank: number; timeoutMs: number; what: string; source?: ByteSource },
 ): Promise<Handshaken> {
-  const reader = new Reader(socket, opts.what, opts.timeoutMs);
+  const reader = new Reader(socket, opts.what, opts.timeoutMs, opts.source);
   try {
     const nonceC = randomBytes(16);
     const hello = Buffer.alloc(HELLO_LEN);

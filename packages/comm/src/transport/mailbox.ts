@@ -1,11 +1,36 @@
 import type { CommError } from '../errors.js';
-import type { Frame } from './frame.js';
+import type { Frame, FrameHeader } from './frame.js';
+
+/**
+ * Where a posted receive wants a frame's payload to go, so it is consumed straight from
+ * the socket's read buffer (no intermediate copy): copied into place or reduced into place.
+ */
+export interface Sink {
+  /** Checks the header (fingerprint, length); throws a CommError to refuse the frame. */
+  begin(h: FrameHeader): void;
+  /** A piece of the payload, valid only during the call. */
+  write(chunk: Uint8Array): void;
+  /** Optionally, memory the next socket read may fill directly (at most `remaining` bytes). */
+  direct?(remaining: number): Uint8Array | null;
+  /** Called after `direct` memory received `n` bytes. */
+  wrote?(n: number): void;
+}
 
 interface Waiter {
   groupId: number;
+  sink: Sink | null;
   resolve: (f: Frame) => void;
   reject: (e: CommError) => void;
 }
+
+/** A receive the frame reader has taken for the frame whose header it just read. */
+export interface Claimed {
+  sink: Sink;
+  resolve: (f: Frame) => void;
+  reject: (e: CommError) => void;
+}
+
+const EMPTY = new Uint8Array(0);
 
 /** Frames from one peer, queued per channel (group + collective, or group + p2p tag). */
 export class Mailbox {
@@ -14,12 +39,26 @@ export class Mailbox {
   /** Set once the peer is gone: every later receive fails with it. */
   failure: CommError | null = null;
 
+  /**
+   * Called when a frame's header arrives: the first receive posted on the channel takes it
+   * (if it has a sink and no earlier frame is queued), else the payload will be buffered.
+   */
+  claim(channel: string): Claimed | null {
+    if (this.frames.has(channel)) return null;
+    const ws = this.waiters.get(channel);
+    const w = ws?.[0];
+    if (!w || !w.sink) return null;
+    ws?.shift();
+    if (ws?.length === 0) this.waiters.delete(channel);
+    return { sink: w.sink, resolve: w.resolve, reject: w.reject };
+  }
+
   deliver(channel: string, f: Frame): void {
     const ws = this.waiters.get(channel);
     const w = ws?.shift();
     if (w) {
       if (ws?.length === 0) this.waiters.delete(channel);
-      w.resolve(f);
+      feed(w, f);
       return;
     }
     let q = this.frames.get(channel);
@@ -30,18 +69,21 @@ export class Mailbox {
     q.push(f);
   }
 
-  /** Next frame on the channel; `cancel` removes the wait (for timeouts). */
-  receive(channel: string, groupId: number): { promise: Promise<Frame>; cancel: () => void } {
+  /** Next frame on the channel (into `sink` if given); `cancel` withdraws the wait. */
+  receive(channel: string, groupId: number, sink: Sink | null): { promise: Promise<Frame>; cancel: () => void } {
     const q = this.frames.get(channel);
     const f = q?.shift();
     if (f) {
       if (q?.length === 0) this.frames.delete(channel);
-      return { promise: Promise.resolve(f), cancel: () => {} };
+      return {
+        promise: new Promise((resolve, reject) => feed({ groupId, sink, resolve, reject }, f)),
+        cancel: () => {},
+      };
     }
     if (this.failure) return { promise: Promise.reject(this.failure), cancel: () => {} };
     let waiter!: Waiter;
     const promise = new Promise<Frame>((resolve, reject) => {
-      waiter = { groupId, resolve, reject };
+      waiter = { groupId, sink, resolve, reject };
     });
     const list = this.waiters.get(channel) ?? [];
     list.push(waiter);
@@ -69,5 +111,17 @@ export class Mailbox {
   /** Drops queued frames of a group (after an abort, they can never be matched). */
   dropGroup(groupId: number): void {
     for (const ch of this.frames.keys()) if (ch.startsWith(`${groupId}:`)) this.frames.delete(ch);
+  }
+}
+
+/** Hands a fully buffered frame to a waiter, through its sink if it has one. */
+function feed(w: Waiter, f: Frame): void {
+  if (!w.sink) return w.resolve(f);
+  try {
+    w.sink.begin(f.header);
+    if (f.payload.byteLength > 0) w.sink.write(f.payload);
+    w.resolve({ header: f.header, payload: EMPTY });
+  } catch (e) {
+    w.reject(e as CommError);
   }
 }

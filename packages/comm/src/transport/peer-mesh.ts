@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
-import { ByteQueue } from './byte-queue.js';
-import { encodeHeader, type Frame, FrameKind, type FrameHeader, takeFrames } from './frame.js';
-import { clientHandshake, Purpose, serverHandshake } from './handshake.js';
+import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
+import { FrameReader } from './frame-reader.js';
+import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
 
 /** How to reach one rank: TCP always, a Unix-domain socket from the same host. */
@@ -35,13 +35,18 @@ export function channelOf(h: FrameHeader): string {
 }
 
 /**
- * Full mesh of authenticated connections to every other rank (one socket per pair), run on
- * the comm worker thread. Data frames land in per-peer mailboxes; control frames (abort,
+ * Full mesh of authenticated connections, run on the comm worker thread. Each rank dials
+ * every other rank and reads only from the sockets it dialed (with `onread`, so bytes land
+ * in its own buffers or straight in a posted receive's memory); it writes only to the
+ * sockets it accepted. Data frames land in per-peer mailboxes; control frames (abort,
  * probe) go to onControl; a connection that closes without a goodbye calls onPeerLost.
  */
 export class PeerMesh {
   readonly mailboxes: Mailbox[];
-  private readonly sockets: (Socket | undefined)[];
+  /** Sockets this rank dialed: it reads from them. */
+  private readonly inbound: (Socket | undefined)[];
+  /** Sockets this rank accepted: it writes to them. */
+  private readonly outbound: (Socket | undefined)[];
   private readonly servers: Server[] = [];
   private udsPath: string | null = null;
   private closing = false;
@@ -54,8 +59,10 @@ export class PeerMesh {
   refused = 0;
 
   constructor(readonly opts: MeshOptions) {
-    this.mailboxes = Array.from({ length: opts.worldSize }, () => new Mailbox());
-    this.sockets = new Array(opts.worldSize).fill(undefined);
+    const n = opts.worldSize;
+    this.mailboxes = Array.from({ length: n }, () => new Mailbox());
+    this.inbound = new Array(n).fill(undefined);
+    this.outbound = new Array(n).fill(undefined);
   }
 
   /** Listens on bindHost (TCP, free port) and on a fresh Unix socket path. */
@@ -86,10 +93,18 @@ export class PeerMesh {
         what: `rank ${this.opts.rank} peer listener`,
         maxRank: this.opts.worldSize - 1,
       });
-      if (peerRank <= this.opts.rank || this.sockets[peerRank]) {
+      if (peerRank < 0 || peerRank === this.opts.rank || this.outbound[peerRank] || leftover.length > 0) {
         throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, { op: 'connect', ranks: [peerRank] });
       }
-      this.adopt(peerRank, sock, leftover);
+      this.outbound[peerRank] = sock;
+      sock.setNoDelay(true);
+      // nothing may arrive on a send-only connection
+      sock.on('data', () => {
+        sock.destroy();
+        this.lose(peerRank, 'unexpected bytes on its send-only connection');
+      });
+      sock.on('close', () => this.lose(peerRank, 'connection closed'));
+      this.arrived?.();
     } catch (e) {
       this.refused++;
       sock.destroy();
@@ -97,24 +112,25 @@ export class PeerMesh {
     }
   }
 
-  /** Connects to every lower rank and waits for every higher rank to connect. */
+  private complete(): boolean {
+    return this.inbound.every((s, i) => i === this.opts.rank || (s && this.outbound[i]));
+  }
+
+  /** Dials every other rank and waits until every other rank has dialed this one. */
   async connect(addrs: PeerAddress[], timeoutMs: number): Promise<void> {
     const { rank } = this.opts;
     const deadline = Date.now() + timeoutMs;
     const allHere = new Promise<void>((resolve) => {
       this.arrived = () => {
-        if (this.sockets.every((s, i) => i === rank || s)) resolve();
+        if (this.complete()) resolve();
       };
-      this.arrived();
     });
     await Promise.all(
-      addrs.filter((a) => a.rank < rank).map(async (a) => {
+      addrs.filter((a) => a.rank !== rank).map(async (a) => {
         const sameHost = !this.opts.forceTcp && a.uds !== null && a.hostId === this.opts.hostId;
         for (let attempt = 0; ; attempt++) {
           try {
-            const sock = await dial(sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
-            const { leftover } = await clientHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what: `rank ${rank} → rank ${a.rank}` });
-            this.adopt(a.rank, sock, leftover);
+            await this.dialPeer(a.rank, sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
             return;
           } catch (e) {
             if (e instanceof AuthError || Date.now() > deadline) throw e;
@@ -123,10 +139,11 @@ export class PeerMesh {
         }
       }),
     );
+    this.arrived?.();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const missing = this.sockets.flatMap((s, i) => (i === rank || s ? [] : [i]));
+        const missing = this.outbound.flatMap((s, i) => (i === rank || s ? [] : [i]));
         reject(new CommTimeoutError(`rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`, { rank, ranks: missing, op: 'connect' }));
       }, Math.max(0, deadline - Date.now()));
     });
@@ -137,27 +154,44 @@ export class PeerMesh {
     }
   }
 
-  private adopt(peer: number, sock: Socket, leftover: Buffer[]): void {
-    this.sockets[peer] = sock;
-    sock.setNoDelay(true);
-    const q = new ByteQueue();
-    const what = `rank ${this.opts.rank} ← rank ${peer}`;
-    const onData = (chunk: Buffer) => {
-      q.push(chunk);
-      let frames: Frame[];
-      try {
-        frames = takeFrames(q, what);
-      } catch (e) {
-        sock.destroy();
-        this.lose(peer, e instanceof CommError ? `${e.message}` : String(e));
-        return;
-      }
-      for (const f of frames) this.dispatch(peer, f);
+  /** Dials a peer's listener and makes the connection this rank's inbound stream from it. */
+  private async dialPeer(peer: number, where: { host: string; port: number } | { path: string }): Promise<void> {
+    let handshakeBytes: ((c: Uint8Array) => void) | null = null;
+    let reader: FrameReader | null = null;
+    const spare = Buffer.allocUnsafeSlow(64 * 1024);
+    const sock = await dial({
+      ...where,
+      onread: {
+        buffer: () => (reader ? reader.nextBuffer() : spare),
+        callback: (n: number, buf: Uint8Array) => {
+          if (!reader) return handshakeBytes?.(buf.subarray(0, n));
+          try {
+            reader.consume(n, buf);
+          } catch (e) {
+            sock.destroy();
+            this.lose(peer, e instanceof Error ? e.message : String(e));
+          }
+        },
+      },
+    });
+    const source: ByteSource = (fn) => {
+      handshakeBytes = fn;
+      return () => {
+        handshakeBytes = null;
+      };
     };
+    const { rank } = this.opts;
+    const { leftover } = await clientHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what: `rank ${rank} → rank ${peer}`, source });
+    if (this.inbound[peer]) {
+      sock.destroy();
+      throw new ProtocolError(`rank ${rank}: already connected to rank ${peer}`, { op: 'connect', ranks: [peer] });
+    }
+    const r = new FrameReader(this.mailboxes[peer] as Mailbox, channelOf, (f) => this.dispatch(peer, f), `rank ${rank} ← rank ${peer}`);
+    this.inbound[peer] = sock;
+    sock.setNoDelay(true);
     sock.on('close', () => this.lose(peer, 'connection closed'));
-    for (const c of leftover) onData(c);
-    sock.on('data', onData);
-    this.arrived?.();
+    for (const c of leftover) r.push(c);
+    reader = r;
   }
 
   private dispatch(peer: number, f: Frame): void {
@@ -182,6 +216,8 @@ export class PeerMesh {
     const err = new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${why})`, { rank: this.opts.rank, ranks: [peer] });
     box.failure = err;
     box.failWaiters(err);
+    this.inbound[peer]?.destroy();
+    this.outbound[peer]?.destroy();
     this.onPeerLost(peer, err);
   }
 
@@ -191,34 +227,41 @@ export class PeerMesh {
 
   /** Queues a frame; `done` runs once the bytes are handed to the kernel. */
   write(peer: number, header: FrameHeader, payload: Uint8Array | null, done?: (err?: Error | null) => void): void {
-    const sock = this.sockets[peer];
+    const sock = this.outbound[peer];
     const box = this.mailboxes[peer] as Mailbox;
     if (!sock || sock.destroyed || box.failure) {
       done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: no connection to rank ${peer}`, { rank: this.opts.rank, ranks: [peer] }));
       return;
     }
-    const hdr = encodeHeader(header);
     // a write fails only when the peer is gone: report it as that peer's loss
     const cb = (err?: Error | null) => {
       if (!err) return done?.();
       this.lose(peer, `write failed: ${err.message}`);
       done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${err.message})`, { rank: this.opts.rank, ranks: [peer] }));
     };
-    if (payload && payload.byteLength > 0) {
-      sock.cork();
-      sock.write(hdr);
-      sock.write(payload, cb);
-      sock.uncork();
-    } else {
+    const len = payload?.byteLength ?? 0;
+    const hdr = encodeHeader(header);
+    if (len === 0) {
       sock.write(hdr, cb);
+      return;
     }
+    sock.cork();
+    sock.write(hdr);
+    const pad = padOf(len);
+    if (pad) {
+      sock.write(payload as Uint8Array);
+      sock.write(PAD.subarray(0, pad), cb);
+    } else {
+      sock.write(payload as Uint8Array, cb);
+    }
+    sock.uncork();
   }
 
   /** Says goodbye to every peer, then closes sockets and listeners. */
   async close(): Promise<void> {
     const bye: FrameHeader = { payloadLength: 0, kind: FrameKind.Bye, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
     await Promise.all(
-      this.sockets.map(
+      this.outbound.map(
         (s, i) =>
           new Promise<void>((resolve) => {
             if (!s || s.destroyed) return resolve();
@@ -227,9 +270,9 @@ export class PeerMesh {
       ),
     );
     this.closing = true;
-    for (const s of this.sockets) s?.end();
+    for (const s of this.outbound) s?.end();
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-    for (const s of this.sockets) s?.destroy();
+    for (const s of [...this.inbound, ...this.outbound]) s?.destroy();
     if (this.udsPath) {
       try {
         unlinkSync(this.udsPath);
@@ -249,9 +292,9 @@ function listenOn(server: Server, where: { host: string; port: number } | { path
   });
 }
 
-function dial(where: { host: string; port: number } | { path: string }): Promise<Socket> {
+function dial(opts: ({ host: string; port: number } | { path: string }) & { onread?: unknown }): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const s = connect(where);
+    const s = connect(opts as unknown as NetConnectOpts);
     s.once('connect', () => {
       s.off('error', reject);
       resolve(s);

@@ -15,7 +15,7 @@ const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16
 /** The op's staging array as numbers to reduce (half words widened to float32). */
 function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommArray; work: NumArray; done: () => void } {
   const bpe = bytesPerElement(req.dtype);
-  const raw = viewAs(req.dtype, req.sab as SharedArrayBuffer, offset * bpe, length);
+  const raw = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset + offset * bpe, length);
   if (!isHalf(req.dtype)) return { raw, work: raw as NumArray, done: () => {} };
   const work = widenHalf(raw as Uint16Array, req.dtype);
   return { raw, work, done: () => narrowHalf(work, req.dtype as HalfDtype, raw as Uint16Array) };
@@ -105,7 +105,7 @@ async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
 }
 
 async function broadcast(ctx: OpContext, req: OpRequest): Promise<void> {
-  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bytesPerElement(req.dtype));
+  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, req.sabOffset, req.length * bytesPerElement(req.dtype));
   if (small(ctx, bytes.byteLength)) await directBroadcast(ctx, bytes, req.root);
   else await chainBroadcast(ctx, bytes, req.root, tuning.segmentBytes);
 }

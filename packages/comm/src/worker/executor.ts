@@ -1,4 +1,4 @@
-import { CollectiveMismatchError, CommError, CommTimeoutError, PeerLostError, serializeError } from '../errors.js';
+import { CollectiveMismatchError, CommError, serializeError } from '../errors.js';
 import { DTYPE_CODE, OP_CODE, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
 import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
@@ -98,7 +98,8 @@ export class Executor {
       return result ?? undefined;
     } catch (e) {
       const err = g.failure ?? (e instanceof CommError ? e : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, { rank: this.mesh.opts.rank, op: req.op }));
-      if (err instanceof CommTimeoutError || err instanceof PeerLostError || err instanceof CollectiveMismatchError) this.poison(g, err);
+      // receives this op posted may still be waiting: nothing later in this group can be trusted
+      this.poison(g, err);
       throw err;
     }
   }

@@ -1,5 +1,7 @@
 import { CollectiveMismatchError, CommTimeoutError } from '../errors.js';
-import { DTYPE_NAME, OP_NAME, REDUCE_NAME } from '../dtypes.js';
+import { DTYPE_NAME, type NumArray, OP_NAME, REDUCE_NAME, type ReduceOp } from '../dtypes.js';
+import type { Sink } from '../transport/mailbox.js';
+import { CopySink, ReduceSink } from './sinks.js';
 import { type Fingerprint, type Frame, FrameKind, type FrameHeader, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import type { GroupState } from './group-state.js';
@@ -24,7 +26,7 @@ export class OpContext {
   private drained: (() => void) | null = null;
   private writeError: Error | null = null;
   /** Ranks this op is waiting on right now (named by a timeout). */
-  readonly waitingOn = new Set<number>();
+  readonly waitingOn = new Map<number, number>();
 
   constructor(
     private readonly mesh: PeerMesh,
@@ -69,15 +71,45 @@ export class OpContext {
 
   /** Receives the next frame from a group rank, checking its fingerprint. */
   async recv(from: number): Promise<Frame> {
+    const frame = await this.wait(from, null);
+    this.check(frame.header, from);
+    return frame;
+  }
+
+  /** Receives one frame of exactly dst.byteLength bytes straight into dst. */
+  recvInto(from: number, dst: Uint8Array): Promise<unknown> {
+    return this.wait(from, new CopySink(this, from, dst));
+  }
+
+  /** Receives one frame of dst.byteLength bytes and reduces it into dst as it streams in. */
+  recvReduce(from: number, dst: NumArray, op: ReduceOp): Promise<unknown> {
+    return this.wait(from, new ReduceSink(this, from, dst, op));
+  }
+
+  /** Receives a message of exactly `dst.byteLength` bytes (a run of frames, see sendMessage). */
+  async recvMessageInto(from: number, dst: Uint8Array): Promise<void> {
+    if (dst.byteLength === 0) {
+      await this.recvInto(from, dst);
+      return;
+    }
+    const parts: Promise<unknown>[] = [];
+    for (let off = 0; off < dst.byteLength; off += MAX_FRAME_PAYLOAD) {
+      parts.push(this.recvInto(from, dst.subarray(off, Math.min(dst.byteLength, off + MAX_FRAME_PAYLOAD))));
+    }
+    await Promise.all(parts);
+  }
+
+  /** Posts a receive (into a sink if given) and waits for it, up to the op's deadline. */
+  private async wait(from: number, sink: Sink | null): Promise<Frame> {
     const global = this.group.ranks[from] as number;
     const box = this.mesh.mailboxes[global];
     if (!box) throw new Error(`no mailbox for rank ${global}`);
     const channel = this.kind === FrameKind.P2P ? `${this.group.id}:p:${this.fp.root}` : `${this.group.id}:c`;
-    const { promise, cancel } = box.receive(channel, this.group.id);
-    this.waitingOn.add(global);
+    const { promise, cancel } = box.receive(channel, this.group.id, sink);
+    this.waitingOn.set(global, (this.waitingOn.get(global) ?? 0) + 1);
     let timer: NodeJS.Timeout | undefined;
     try {
-      const frame = await Promise.race([
+      return await Promise.race([
         promise,
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
@@ -86,28 +118,21 @@ export class OpContext {
           }, Math.max(0, this.deadline - Date.now()));
         }),
       ]);
-      if (!sameFingerprint(frame.header, this.fp)) this.mismatch(global, frame.header);
-      return frame;
     } finally {
       clearTimeout(timer);
-      this.waitingOn.delete(global);
+      const left = (this.waitingOn.get(global) ?? 1) - 1;
+      if (left > 0) this.waitingOn.set(global, left);
+      else this.waitingOn.delete(global);
     }
   }
 
-  /** Receives a message of exactly `dst.byteLength` bytes into dst (a run of frames). */
-  async recvMessageInto(from: number, dst: Uint8Array): Promise<void> {
-    let off = 0;
-    do {
-      const f = await this.recv(from);
-      const n = f.payload.byteLength;
-      if (off + n > dst.byteLength || (n === 0 && dst.byteLength > 0)) this.lengthMismatch(from, dst.byteLength, off + n);
-      dst.set(f.payload, off);
-      off += n;
-    } while (off < dst.byteLength);
+  /** Raises a mismatch unless the header carries this op's fingerprint. */
+  check(h: FrameHeader, from: number): void {
+    if (!sameFingerprint(h, this.fp)) this.mismatch(this.group.ranks[from] as number, h);
   }
 
   timeoutError(): CommTimeoutError {
-    const missing = [...this.waitingOn];
+    const missing = [...this.waitingOn.keys()];
     return new CommTimeoutError(`rank ${this.mesh.opts.rank}: ${this.name} timed out waiting for rank(s) ${missing.join(', ')}`, {
       rank: this.mesh.opts.rank,
       ranks: missing,

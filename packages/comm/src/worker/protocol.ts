@@ -51,6 +51,8 @@ export interface OpRequest {
   count: number;
   /** Staging buffer and the number of elements of the op's main array in it. */
   sab: SharedArrayBuffer | null;
+  /** Byte offset of the op's data in sab (non-zero when the caller's array is shared memory). */
+  sabOffset: number;
   length: number;
   /** scatter: input sizes at the root; allToAll: input sizes. */
   sizes?: number[];
