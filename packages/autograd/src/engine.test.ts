@@ -1,6 +1,8 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
+  AutogradArgumentError,
+  AutogradError,
   AutogradFunction,
   type FunctionNode,
   GraphFreedError,
@@ -132,6 +134,21 @@ describe('engine', () => {
     expect(() => h.data).toThrow(TensorDisposedError);
     expect(loss.item()).toBeCloseTo(Math.E + Math.E ** 2, 4);
     disposeAll(w, loss);
+  });
+
+  it('raises typed errors for bad backward calls', async () => {
+    const x = tensor([1, 2]);
+    const w = tensor([1, 2], undefined, { requiresGrad: true });
+    const y = w.mul(2);
+    await expect(x.backward()).rejects.toBeInstanceOf(AutogradArgumentError);
+    await expect(y.backward()).rejects.toThrow(/only for scalar outputs/);
+    const wrongShape = tf.ones([3]);
+    await expect(y.backward(wrongShape)).rejects.toThrow(/does not match/);
+    expect(() => queueCallback(() => {})).toThrow(AutogradError);
+    expect(() => y.registerPostAccumulateGradHook(() => {})).toThrow(AutogradArgumentError);
+    expect(() => tensor([1], undefined, { dtype: 'int32', requiresGrad: true })).toThrow(AutogradArgumentError);
+    wrongShape.dispose();
+    disposeAll(x, w, y);
   });
 
   it('records nothing under noGrad and tidy disposes what fn does not return', () => {

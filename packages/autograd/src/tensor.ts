@@ -42,6 +42,7 @@ export class Tensor {
     this._data = data;
     this._requiresGrad = opts.requiresGrad ?? false;
     if (this._requiresGrad && data.dtype !== 'float32') {
+      data.dispose(); // the Tensor took ownership of it
       throw new AutogradArgumentError(`only float32 tensors can require grad (got ${data.dtype})`);
     }
     trackTensor(this);
