@@ -68,6 +68,8 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
     bounds.map((b) => b * bpe),
     segBytes,
   );
+  // the caller may rewrite `data` next (AVG's division): the last segments must be out
+  await ctx.flush();
 }
 
 /** Pipelined chain broadcast root → root+1 → … (bytes), for large messages. */
