@@ -32,6 +32,7 @@ describe('basic ops: finite-difference gradients', () => {
     await check((a, b) => matmul(a!, b!, { transposeB: true }), [leaf([3, 4]), leaf([2, 4])]);
     await check((a, b) => matmul(a!, b!, { transposeA: true, transposeB: true }), [leaf([4, 3]), leaf([2, 4])]);
     await check((a, b) => matmul(a!, b!), [leaf([2, 3, 4]), leaf([4, 2])]);
+    await check((a, b) => matmul(a!, b!, { transposeB: true }), [leaf([2, 2, 3, 4]), leaf([5, 4])]);
     await check((a, b) => matmul(a!, b!, { transposeA: true }), [leaf([2, 1, 4, 3]), leaf([3, 4, 2])]);
   });
 

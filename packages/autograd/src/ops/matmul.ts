@@ -52,7 +52,11 @@ class MatMul extends AutogradFunction {
       da = transA ? bmm(b, dy, transB, true) : bmm(dy, b, false, !transB);
       da = sumToShape(da, a.shape);
     }
-    if (ctx.needsInputGrad[1]) {
+    if (ctx.needsInputGrad[1] && b.rank === 2 && a.rank > 2 && !transA) {
+      // a shared weight under a batched input: fold the batch into the rows, one matmul
+      const rows = (t: tf.Tensor) => tf.reshape(t, [-1, t.shape[t.rank - 1]!]);
+      db = transB ? tf.matMul(rows(dy), rows(a), true, false) : tf.matMul(rows(a), rows(dy), true, false);
+    } else if (ctx.needsInputGrad[1]) {
       db = transB ? bmm(dy, a, true, transA) : bmm(a, dy, !transA, false);
       db = sumToShape(db, b.shape);
     }
