@@ -197,6 +197,20 @@ describe('engine', () => {
     disposeAll(w, x);
   });
 
+  it('keeps grad mode per async flow', async () => {
+    const w = tensor([1], undefined, { requiresGrad: true });
+    let insideNoGrad: Tensor | null = null;
+    const evaluation = noGrad(async () => {
+      await new Promise((r) => setTimeout(r, 10));
+      insideNoGrad = w.mul(2);
+    });
+    const recorded = w.mul(3); // runs while the noGrad body is pending
+    await evaluation;
+    expect(recorded.requiresGrad).toBe(true);
+    expect(insideNoGrad!.requiresGrad).toBe(false);
+    disposeAll(w, recorded, insideNoGrad!);
+  });
+
   it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {
     const w = randn([3, 3], { requiresGrad: true, seed: 1 });
     const x = randn([5, 3], { seed: 2 });
