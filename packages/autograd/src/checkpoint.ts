@@ -37,7 +37,6 @@ function restore(states: unknown[]): void {
 
 /** Runs a segment without recording it; its backward recomputes it and backwards through that. */
 class Checkpoint extends AutogradFunction {
-  override readonly asyncBackward = true;
   private segment: Segment = () => {
     throw new Error('unset');
   };

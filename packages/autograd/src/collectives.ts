@@ -19,7 +19,6 @@ async function allReduceTensor(t: tf.Tensor, group: ProcessGroup, op: DiffReduce
 
 /** A collective Function: remembers its group (and reduction) for the async backward. */
 abstract class Collective extends AutogradFunction {
-  override readonly asyncBackward = true;
   protected group!: ProcessGroup;
   protected op: DiffReduceOp = 'sum';
   protected setup(x: tf.Tensor, name: string, group: ProcessGroup, op: DiffReduceOp = 'sum'): void {

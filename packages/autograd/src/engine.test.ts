@@ -80,8 +80,7 @@ describe('engine', () => {
 
   it('awaits an async backward and its queued callbacks', async () => {
     class SlowIdentity extends AutogradFunction {
-      override readonly asyncBackward = true;
-      forward(_ctx: Context, x: tf.Tensor) {
+          forward(_ctx: Context, x: tf.Tensor) {
         return x.clone();
       }
       async backward(_ctx: Context, dy: tf.Tensor) {

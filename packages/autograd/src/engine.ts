@@ -89,7 +89,7 @@ function normalise(result: GradResult, n: number, name: string): (tf.Tensor | nu
 async function callFunction(node: FunctionNode, grads: tf.Tensor[]): Promise<(tf.Tensor | null)[]> {
   const { fn, ctx } = node;
   if (ctx.isFreed) throw new GraphFreedError(node.name);
-  const result = fn.asyncBackward ? await fn.backward(ctx, ...grads) : tf.tidy(() => keepAll(fn.backward(ctx, ...grads)) as tf.Tensor[]);
+  const result = fn.backwardIsAsync ? await fn.backward(ctx, ...grads) : tf.tidy(() => keepAll(fn.backward(ctx, ...grads)) as tf.Tensor[]);
   return normalise(result as GradResult, node.next.length, node.name);
 }
 

@@ -12,11 +12,17 @@ type ForwardResult = tf.Tensor | tf.Tensor[];
  * A differentiable operation, like torch.autograd.Function. Subclass it and define
  * `forward(ctx, ...args)` (Tensor arguments arrive as tf.Tensors, the rest as given) and
  * `backward(ctx, ...gradOutputs)`, returning one gradient per forward argument. Call it with
- * `MyFn.apply(...args)`. Set `asyncBackward = true` for a backward returning a promise
- * (collectives); otherwise backward runs inside tf.tidy, so temporaries need no disposal.
+ * `MyFn.apply(...args)`. A synchronous backward runs inside tf.tidy, so temporaries need no
+ * disposal; an `async backward` (collectives) owns its temporaries. A non-async backward that
+ * returns a promise must set `asyncBackward = true`.
  */
 export abstract class AutogradFunction {
   readonly asyncBackward: boolean = false;
+
+  /** Whether backward returns a promise (so it cannot run inside tf.tidy). */
+  get backwardIsAsync(): boolean {
+    return this.asyncBackward || this.backward.constructor.name === 'AsyncFunction';
+  }
 
   abstract forward(ctx: Context, ...args: unknown[]): ForwardResult | Promise<ForwardResult>;
   abstract backward(ctx: Context, ...gradOutputs: tf.Tensor[]): GradResult | Promise<GradResult>;
