@@ -2,7 +2,7 @@ import type { tf } from '@ddp/tensor';
 import { backward } from './engine.js';
 import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
-import { enableGrad, noGrad } from './grad-mode.js';
+import { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 import type { Context } from './node.js';
 import { getRngState, setRngState } from './ops/dropout.js';
 import { tidy } from './scope.js';
@@ -78,8 +78,10 @@ class Checkpoint extends AutogradFunction {
  * recomputes it during backward. Leaves the segment captures (parameters) receive their
  * gradients, and fire their hooks, during that recomputation's backward; pass a leaf as an
  * input if it is also used outside the segment and must fire its hooks only once. The segment
- * must be synchronous and return one Tensor; dropout masks are replayed.
+ * must be synchronous and return one Tensor; dropout masks are replayed. When no input requires
+ * grad the graph would have no edge into the segment, so it runs plainly (recorded, no saving).
  */
 export function checkpoint(segment: Segment, ...inputs: Tensor[]): Tensor {
+  if (!isGradEnabled() || !inputs.some((x) => x.requiresGrad)) return segment(...inputs);
   return Checkpoint.apply(segment, ...inputs);
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   batchNormStats, checkpoint, concat, conv2d, crossEntropy, dropout, embedding, gelu, indexSelect, l2Normalize,
   layerNorm, linear, logSigmoid, manualSeed, logSoftmax, maskedFill, maxPool2d, mse, narrow, pad, relu, sigmoid, slice,
-  softmax, split, tanh, tensor, where, type Tensor,
+  randn, softmax, split, tanh, tensor, where, type Tensor,
 } from '../index.js';
 import { expectGradsMatch as check, leaf, randomShape } from '../test-utils.js';
 import { disposeAll } from '../test-utils.js';
@@ -78,6 +78,14 @@ describe('conv, pool, norms, losses, dropout: finite-difference gradients', () =
     const segment = (x: Tensor) => gelu(linear(x, w)).mul(x);
     await check((x) => checkpoint(segment, x!), [leaf([2, 3])]);
     await check((x) => checkpoint((a, b) => a!.mul(b!).tanh(), x!, w), [leaf([3, 3])]);
+    // inputs without grad: the segment's parameters must still get theirs
+    const data = randn([2, 3], { seed: 3 });
+    await check((v) => checkpoint(segment, data).mul(v!), [leaf([2, 3])]);
+    w.grad = null;
+    const loss = checkpoint(segment, data).sum();
+    await loss.backward();
+    expect(w.grad).not.toBeNull();
+    disposeAll(data, loss);
     w.dispose();
   });
 });
