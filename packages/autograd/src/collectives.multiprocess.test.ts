@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { runCases } from './collective-cases.js';
 import { fakeWorld } from './fake-process-group.js';
 import { expectAllClose } from './test-utils.js';
