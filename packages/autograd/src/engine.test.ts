@@ -103,6 +103,20 @@ describe('engine', () => {
     disposeAll(w, loss);
   });
 
+  it('awaits promises returned by post-accumulate hooks before the callbacks', async () => {
+    const order: string[] = [];
+    const w = tensor([1, 2], undefined, { requiresGrad: true });
+    w.registerPostAccumulateGradHook(async () => {
+      queueCallback(() => void order.push('callback'));
+      await new Promise((r) => setTimeout(r, 20));
+      order.push('hook settled');
+    });
+    const loss = w.mul(w).sum();
+    await loss.backward();
+    expect(order).toEqual(['hook settled', 'callback']);
+    disposeAll(w, loss);
+  });
+
   it('keeps the callbacks of concurrent backwards apart', async () => {
     const order: string[] = [];
     const runOne = async (name: string, delayMs: number) => {
