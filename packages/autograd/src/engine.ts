@@ -57,6 +57,9 @@ function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
   for (const hook of t.hooks) {
     const replaced = hook(grad);
     if (replaced instanceof tf.Tensor && replaced !== grad) {
+      if (!tf.util.arraysEqual(replaced.shape, grad.shape)) {
+        throw new AutogradArgumentError(`a hook returned a gradient of shape [${replaced.shape}] for one of shape [${grad.shape}]`);
+      }
       grad.dispose();
       grad = replaced;
     }
