@@ -58,13 +58,14 @@ describe('faults', () => {
     for (const o of out) expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
   }, 60_000);
 
-  it('a rank that never arrives: CommTimeoutError naming the collective and that rank', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['timeout'], timeoutMs: 40_000 });
-    for (const o of out.filter((x) => x.rank !== 2)) {
+  it('a rank that never arrives: CommTimeoutError on every other rank naming the collective and that rank', async () => {
+    // a ring: most ranks wait on a neighbour that is itself waiting; the probe finds rank 3
+    const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['timeout'], timeoutMs: 40_000 });
+    for (const o of out.filter((x) => x.rank !== 3)) {
       const r = phase(o, 'collective');
       expect(r?.name, explain(out)).toBe('CommTimeoutError');
-      expect(r?.message).toMatch(/allReduce/);
-      expect(r?.ranks).toEqual([2]);
+      expect(r?.message).toMatch(/allReduce\(float32, count 300000, sum, seq 1\)/);
+      expect(r?.ranks).toEqual([3]);
     }
   }, 60_000);
 

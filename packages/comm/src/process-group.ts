@@ -227,8 +227,16 @@ export class WorkerProcessGroup implements ProcessGroup {
     return this.submit(
       { op: 'p2p', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0, p2p: entries },
       off,
-      (sab) => ops.forEach((o, i) => o.op === 'isend' && new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength).set(bytes(o.buf))),
-      (sab) => ops.forEach((o, i) => o.op === 'irecv' && bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength))),
+      (sab) => {
+        ops.forEach((o, i) => {
+          if (o.op === 'isend') new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength).set(bytes(o.buf));
+        });
+      },
+      (sab) => {
+        ops.forEach((o, i) => {
+          if (o.op === 'irecv') bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength));
+        });
+      },
     );
   }
 }

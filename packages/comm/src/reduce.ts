@@ -33,14 +33,14 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
         const a = d[i] as number;
         const b = s[i] as number;
         // NaN propagates, as in PyTorch
-        d[i] = a > b || a !== a ? a : b;
+        d[i] = a > b || Number.isNaN(a) ? a : b;
       }
       return;
     case 'min':
       for (let i = 0; i < n; i++) {
         const a = d[i] as number;
         const b = s[i] as number;
-        d[i] = a < b || a !== a ? a : b;
+        d[i] = a < b || Number.isNaN(a) ? a : b;
       }
       return;
   }

@@ -89,7 +89,10 @@ export async function recvSized(ctx: OpContext, from: number): Promise<Uint8Arra
 
 /** Sends a message whose length the receiver learns from the aux field (recvSized). */
 export function sendSized(ctx: OpContext, to: number, bytes: Uint8Array, maxFrame: number): void {
-  if (bytes.byteLength === 0) return ctx.send(to, null, 0);
+  if (bytes.byteLength === 0) {
+    ctx.send(to, null, 0);
+    return;
+  }
   for (let off = 0; off < bytes.byteLength; off += maxFrame) {
     ctx.send(to, bytes.subarray(off, Math.min(bytes.byteLength, off + maxFrame)), bytes.byteLength);
   }

@@ -6,7 +6,7 @@ export const MAX_STORE_BODY = 64 * 1024 * 1024 + 4096;
 export const MAX_KEY_BYTES = 4096;
 export const MAX_KEYS = 65536;
 
-export const enum StoreCmd {
+export enum StoreCmd {
   Set = 1,
   Get = 2,
   Add = 3,

@@ -96,7 +96,8 @@ export class TCPStoreServer {
         const value = r.bytes();
         r.end();
         t.set(key, value);
-        return reply(() => {});
+        reply(() => {});
+        return;
       }
       case StoreCmd.Get:
       case StoreCmd.Wait: {
@@ -126,7 +127,8 @@ export class TCPStoreServer {
           sock.write(w.frame());
           return;
         }
-        return reply((w) => w.f64(next));
+        reply((w) => w.f64(next));
+        return;
       }
       case StoreCmd.CompareSet: {
         const key = r.key();
@@ -134,21 +136,25 @@ export class TCPStoreServer {
         const desired = r.bytes();
         r.end();
         const v = t.compareSet(key, expected, desired);
-        return reply((w) => w.bytes(v));
+        reply((w) => w.bytes(v));
+        return;
       }
       case StoreCmd.Delete: {
         const key = r.key();
         r.end();
         const had = t.delete(key);
-        return reply((w) => w.u8(had ? 1 : 0));
+        reply((w) => w.u8(had ? 1 : 0));
+        return;
       }
       case StoreCmd.NumKeys:
         r.end();
-        return reply((w) => w.f64(t.size));
+        reply((w) => w.f64(t.size));
+        return;
       case StoreCmd.Check: {
         const keys = r.keys();
         r.end();
-        return reply((w) => w.u8(keys.every((k) => t.has(k)) ? 1 : 0));
+        reply((w) => w.u8(keys.every((k) => t.has(k)) ? 1 : 0));
+        return;
       }
       default:
         throw new ProtocolError(`store server: unknown command ${cmd}`, { op: 'store' });

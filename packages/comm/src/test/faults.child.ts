@@ -9,7 +9,7 @@ import { decodeText } from '../store/store.js';
  *   kill      – loops large allReduces; the test kills one rank; survivors report the error
  *   mismatch  – the last rank calls allGather while the others call allReduce
  *   count     – rank 0 all-reduces one more element than the others (ring-sized)
- *   timeout   – the last rank sleeps instead of calling allReduce
+ *   timeout   – the last rank sleeps instead of calling a (ring-sized) allReduce
  *   fuzz      – rank 0 sends random bytes to every listening port, then the world all-reduces
  *   auth      – initProcessGroup only (the test gives one rank a wrong secret)
  */
@@ -58,7 +58,9 @@ switch (mode) {
     break;
   case 'timeout':
     if (pg.rank === last) await sleep(4000);
-    else await attempt('collective', () => pg.allReduce(new Float32Array(16)).wait());
+    else await attempt('collective', () => pg.allReduce(new Float32Array(300_000)).wait());
+    // stay to answer the other ranks' probes
+    await sleep(1500);
     break;
   case 'fuzz': {
     if (pg.rank === 0) {

@@ -35,7 +35,9 @@ export function issue(g: ProcessGroup, what: ScenarioName, a: ScenarioArgs): Sce
   const G = g.ranks as number[];
   const gl = (r: number) => G[r] as number;
   const name = `${what} ${d}×${n} ${op} root ${root} salt ${salt} group [${G.join(',')}]`;
-  const each = (f: (r: number) => void) => G.forEach((_, r) => f(r));
+  const each = (f: (r: number) => void) => {
+    for (let r = 0; r < G.length; r++) f(r);
+  };
   switch (what) {
     case 'allReduce': {
       const buf = generate(d, gl(me), n, salt);

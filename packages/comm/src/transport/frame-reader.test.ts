@@ -20,7 +20,9 @@ const header = (payloadLength: number, seq: number): FrameHeader => ({
 
 function stream(payloads: Uint8Array[]): Uint8Array {
   const parts: Uint8Array[] = [];
-  payloads.forEach((p, i) => parts.push(encodeHeader(header(p.byteLength, i)), p, PAD.subarray(0, padOf(p.byteLength))));
+  payloads.forEach((p, i) => {
+    parts.push(encodeHeader(header(p.byteLength, i)), p, PAD.subarray(0, padOf(p.byteLength)));
+  });
   return Buffer.concat(parts);
 }
 
@@ -39,7 +41,10 @@ function feed(reader: FrameReader, bytes: Uint8Array, rand: () => number): void 
 describe('FrameReader', () => {
   it('delivers frames split at any byte into posted sinks and into the queue, in order', () => {
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
     for (let trial = 0; trial < 30; trial++) {
       const box = new Mailbox();
       const reader = new FrameReader(box, channelOf, (f) => box.deliver(channelOf(f.header), f), 'test');
@@ -65,7 +70,9 @@ describe('FrameReader', () => {
       for (let i = 0; i < 6; i++) done.push(box.receive('0:c', 0, sink(i)).promise);
       feed(reader, stream(payloads), rand);
       for (let i = 6; i < 12; i++) done.push(box.receive('0:c', 0, sink(i)).promise);
-      got.forEach((g, i) => expect([...g]).toEqual([...(payloads[i] as Uint8Array)]));
+      got.forEach((g, i) => {
+        expect([...g]).toEqual([...(payloads[i] as Uint8Array)]);
+      });
       expect(done).toHaveLength(12);
     }
   });

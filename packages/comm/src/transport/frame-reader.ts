@@ -1,4 +1,4 @@
-import { CommError, ProtocolError } from '../errors.js';
+import { type CommError, ProtocolError } from '../errors.js';
 import { decodeHeader, type Frame, FrameKind, type FrameHeader, HEADER_BYTES, MAX_FRAME_PAYLOAD, MAX_KIND, padOf } from './frame.js';
 import type { Claimed, Mailbox } from './mailbox.js';
 
@@ -32,6 +32,14 @@ export class FrameReader {
     private readonly onFrame: (f: Frame) => void,
     private readonly what: string,
   ) {}
+
+  /** The connection died: a receive that was taking a frame's payload fails now. */
+  abort(err: CommError): void {
+    const claimed = this.claimed;
+    this.claimed = null;
+    this.header = null;
+    claimed?.reject(err);
+  }
 
   /** Memory for the next socket read: a posted receive's destination when possible. */
   nextBuffer(): Uint8Array {

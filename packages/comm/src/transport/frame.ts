@@ -11,7 +11,7 @@ export const HEADER_BYTES = 32;
 /** No frame payload may exceed this: senders split larger messages into segments. */
 export const MAX_FRAME_PAYLOAD = 16 * 1024 * 1024;
 
-export const enum FrameKind {
+export enum FrameKind {
   Data = 1,
   P2P = 2,
   Abort = 3,

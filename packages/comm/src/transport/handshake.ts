@@ -12,7 +12,7 @@ import { ByteQueue } from './byte-queue.js';
  *   client → server  HMAC(secret, "C"|purpose|rank|nonceS|nonceC)           (32 bytes)
  *   server → client  1 byte: 1 = accepted, 0 = refused
  */
-export const enum Purpose {
+export enum Purpose {
   Store = 1,
   Peer = 2,
 }

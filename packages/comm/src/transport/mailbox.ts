@@ -47,7 +47,7 @@ export class Mailbox {
     if (this.frames.has(channel)) return null;
     const ws = this.waiters.get(channel);
     const w = ws?.[0];
-    if (!w || !w.sink) return null;
+    if (!w?.sink) return null;
     ws?.shift();
     if (ws?.length === 0) this.waiters.delete(channel);
     return { sink: w.sink, resolve: w.resolve, reject: w.reject };
@@ -116,7 +116,10 @@ export class Mailbox {
 
 /** Hands a fully buffered frame to a waiter, through its sink if it has one. */
 function feed(w: Waiter, f: Frame): void {
-  if (!w.sink) return w.resolve(f);
+  if (!w.sink) {
+    w.resolve(f);
+    return;
+  }
   try {
     w.sink.begin(f.header);
     if (f.payload.byteLength > 0) w.sink.write(f.payload);

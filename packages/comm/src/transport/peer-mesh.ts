@@ -47,6 +47,8 @@ export class PeerMesh {
   private readonly inbound: (Socket | undefined)[];
   /** Sockets this rank accepted: it writes to them. */
   private readonly outbound: (Socket | undefined)[];
+  /** Parsers of the inbound streams (to fail a receive caught mid-frame when a peer dies). */
+  private readonly readers: (FrameReader | undefined)[] = [];
   private readonly servers: Server[] = [];
   private udsPath: string | null = null;
   private closing = false;
@@ -188,6 +190,7 @@ export class PeerMesh {
     }
     const r = new FrameReader(this.mailboxes[peer] as Mailbox, channelOf, (f) => this.dispatch(peer, f), `rank ${rank} ← rank ${peer}`);
     this.inbound[peer] = sock;
+    this.readers[peer] = r;
     sock.setNoDelay(true);
     sock.on('close', () => this.lose(peer, 'connection closed'));
     for (const c of leftover) r.push(c);
@@ -216,6 +219,7 @@ export class PeerMesh {
     const err = new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${why})`, { rank: this.opts.rank, ranks: [peer] });
     box.failure = err;
     box.failWaiters(err);
+    this.readers[peer]?.abort(err);
     this.inbound[peer]?.destroy();
     this.outbound[peer]?.destroy();
     this.onPeerLost(peer, err);

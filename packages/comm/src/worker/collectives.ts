@@ -21,8 +21,13 @@ function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommAr
   return { raw, work, done: () => narrowHalf(work, req.dtype as HalfDtype, raw as Uint16Array) };
 }
 
+/**
+ * Direct (one round) or ring? Direct moves (N−1)·bytes per rank in one step and reduces
+ * N−1 inputs on every rank; the ring moves 2(N−1)/N·bytes in 2(N−1) steps. Measured
+ * (apps/bench comm): the crossover shrinks about as (N−1)², hence the rule.
+ */
 function small(ctx: OpContext, bytes: number): boolean {
-  return bytes <= tuning.ringThresholdBytes || ctx.size === 1;
+  return bytes * (ctx.size - 1) ** 2 <= tuning.ringThresholdBytes || ctx.size === 1;
 }
 
 async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
@@ -122,7 +127,9 @@ async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefi
   const sizes = parts.map((p) => p.byteLength / bpe);
   const bounds = boundsFromSizes(parts.map((p) => p.byteLength));
   const out = new SharedArrayBuffer(bounds[ctx.size] as number);
-  parts.forEach((p, i) => new Uint8Array(out).set(p, bounds[i]));
+  parts.forEach((p, i) => {
+    new Uint8Array(out).set(p, bounds[i]);
+  });
   return { sab: out, sizes };
 }
 
@@ -153,34 +160,27 @@ async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
   await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? undefined : ctx.recvMessageInto(p, slot(outB, p)))));
 }
 
-async function barrier(ctx: OpContext): Promise<void> {
+async function barrier(ctx: OpContext, _req: OpRequest): Promise<void> {
   await exchange(ctx, new Uint8Array(0), () => new Uint8Array(0));
 }
 
+const inPlace: Record<string, (ctx: OpContext, req: OpRequest) => Promise<void>> = {
+  allReduce,
+  reduce,
+  reduceScatter,
+  allGatherInto,
+  broadcast,
+  scatter,
+  allToAll,
+  barrier,
+};
+
 /** Runs one collective on the worker; returns a new buffer for ops whose output size varies. */
-export async function runCollective(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined | void> {
-  switch (req.op) {
-    case 'allReduce':
-      return allReduce(ctx, req);
-    case 'reduce':
-      return reduce(ctx, req);
-    case 'reduceScatter':
-      return reduceScatter(ctx, req);
-    case 'allGatherInto':
-      return allGatherInto(ctx, req);
-    case 'allGather':
-      return allGather(ctx, req);
-    case 'broadcast':
-      return broadcast(ctx, req);
-    case 'gather':
-      return gather(ctx, req);
-    case 'scatter':
-      return scatter(ctx, req);
-    case 'allToAll':
-      return allToAll(ctx, req);
-    case 'barrier':
-      return barrier(ctx);
-    default:
-      throw new Error(`unknown collective ${req.op}`);
-  }
+export async function runCollective(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined> {
+  if (req.op === 'allGather') return allGather(ctx, req);
+  if (req.op === 'gather') return gather(ctx, req);
+  const run = inPlace[req.op];
+  if (!run) throw new Error(`unknown collective ${req.op}`);
+  await run(ctx, req);
+  return undefined;
 }

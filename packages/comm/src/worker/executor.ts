@@ -14,6 +14,8 @@ import type { FromWorker, OpRequest, OpResult } from './protocol.js';
  */
 export class Executor {
   private readonly groups = new Map<number, GroupState>();
+  private nextProbe = 1;
+  private readonly probes = new Map<number, (peer: number, startedSeq: number) => void>();
 
   constructor(
     private readonly mesh: PeerMesh,
@@ -38,7 +40,17 @@ export class Executor {
   }
 
   private control(peer: number, f: Frame): void {
-    const g = this.groups.get(f.header.groupId);
+    const h = f.header;
+    if (h.kind === FrameKind.Probe) {
+      const started = this.groups.get(h.groupId)?.startedSeq ?? 0;
+      this.mesh.write(peer, { ...h, kind: FrameKind.ProbeReply, payloadLength: 0, aux: started }, null);
+      return;
+    }
+    if (h.kind === FrameKind.ProbeReply) {
+      this.probes.get(h.root)?.(peer, h.aux);
+      return;
+    }
+    const g = this.groups.get(h.groupId);
     if (!g) return;
     if (f.header.kind === FrameKind.Abort) {
       const msg = Buffer.from(f.payload).toString('utf8').slice(0, 2000);
@@ -74,7 +86,41 @@ export class Executor {
   }
 
   private context(g: GroupState, req: OpRequest, kind: FrameKind.Data | FrameKind.P2P, fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>): OpContext {
-    return new OpContext(this.mesh, g, fp, kind, Date.now() + req.timeoutMs, (err) => this.announceMismatch(g, err));
+    return new OpContext(
+      this.mesh,
+      g,
+      fp,
+      kind,
+      Date.now() + req.timeoutMs,
+      (err) => this.announceMismatch(g, err),
+      () => this.behind(g, req.seq),
+    );
+  }
+
+  /**
+   * After a timeout: asks every other member which collective it last started; those still
+   * before `seq` (or silent for a second) are the ranks that never arrived.
+   */
+  private behind(g: GroupState, seq: number): Promise<number[]> {
+    const id = this.nextProbe++;
+    const me = this.mesh.opts.rank;
+    const others = g.ranks.filter((r) => r !== me);
+    const started = new Map<number, number>();
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        this.probes.delete(id);
+        // silent peers count as missing unless they are gone (that is reported as their loss)
+        resolve(others.filter((r) => (started.has(r) ? (started.get(r) as number) < seq : !this.mesh.isLost(r))));
+      };
+      const timer = setTimeout(finish, 1000);
+      this.probes.set(id, (peer, s) => {
+        started.set(peer, s);
+        if (started.size === others.length) finish();
+      });
+      const h: FrameHeader = { payloadLength: 0, kind: FrameKind.Probe, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq, count: 0, root: id, aux: 0 };
+      for (const r of others) this.mesh.write(r, h, null);
+    });
   }
 
   private async execute(g: GroupState, req: OpRequest): Promise<OpResult | undefined> {

@@ -36,6 +36,8 @@ export class OpContext {
     private readonly deadline: number,
     /** Called on a mismatch so the whole group hears about it. */
     private readonly onMismatch: (err: CollectiveMismatchError) => void,
+    /** Asks the group which ranks have not reached this collective (global ranks). */
+    private readonly probe: () => Promise<number[]> = async () => [],
   ) {}
 
   get rank(): number {
@@ -63,7 +65,10 @@ export class OpContext {
 
   /** Sends bytes of any length as a run of frames. */
   sendMessage(to: number, bytes: Uint8Array): void {
-    if (bytes.byteLength === 0) return this.send(to, null);
+    if (bytes.byteLength === 0) {
+      this.send(to, null);
+      return;
+    }
     for (let off = 0; off < bytes.byteLength; off += MAX_FRAME_PAYLOAD) {
       this.send(to, bytes.subarray(off, Math.min(bytes.byteLength, off + MAX_FRAME_PAYLOAD)));
     }
@@ -114,7 +119,11 @@ export class OpContext {
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             cancel();
-            reject(this.timeoutError());
+            const waiting = [...this.waitingOn.keys()];
+            this.probe().then(
+              (behind) => reject(this.timeoutError(behind.length > 0 ? behind : waiting)),
+              () => reject(this.timeoutError(waiting)),
+            );
           }, Math.max(0, this.deadline - Date.now()));
         }),
       ]);
@@ -131,9 +140,9 @@ export class OpContext {
     if (!sameFingerprint(h, this.fp)) this.mismatch(this.group.ranks[from] as number, h);
   }
 
-  timeoutError(): CommTimeoutError {
-    const missing = [...this.waitingOn.keys()];
-    return new CommTimeoutError(`rank ${this.mesh.opts.rank}: ${this.name} timed out waiting for rank(s) ${missing.join(', ')}`, {
+  /** Names the collective and the ranks that never arrived (or, failing that, the awaited ones). */
+  timeoutError(missing: number[]): CommTimeoutError {
+    return new CommTimeoutError(`rank ${this.mesh.opts.rank}: ${this.name} timed out: rank(s) ${missing.join(', ')} never arrived`, {
       rank: this.mesh.opts.rank,
       ranks: missing,
       op: OP_NAME[this.fp.op],

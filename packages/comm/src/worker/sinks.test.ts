@@ -19,7 +19,8 @@ describe('ReduceSink', () => {
         let off = 0;
         let k = trial;
         while (off < bytes.byteLength) {
-          const len = Math.min(bytes.byteLength - off, 1 + ((k = (k * 7 + 3) % 23)));
+          k = (k * 7 + 3) % 23;
+          const len = Math.min(bytes.byteLength - off, 1 + k);
           // copy to a misaligned place, as a socket read buffer could be
           const holder = new Uint8Array(len + 3);
           holder.set(bytes.subarray(off, off + len), 3);

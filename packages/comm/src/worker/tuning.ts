@@ -1,7 +1,8 @@
 /**
- * Algorithm switch-over and segment size. Messages up to RING_THRESHOLD_BYTES use the
- * one-round direct algorithms, larger ones the pipelined ring. The defaults come from the
- * sweep in apps/bench (src/comm.ts); the environment overrides them for experiments.
+ * Algorithm switch-over and segment size. A message of `bytes` on N ranks uses the
+ * one-round direct algorithms while bytes·(N−1)² ≤ ringThresholdBytes, else the pipelined
+ * ring. The defaults come from the sweep in apps/bench (src/comm.ts, which forces each
+ * algorithm through these variables); the environment overrides them for experiments.
  */
 function envBytes(name: string, fallback: number): number {
   const v = Number(process.env[name]);

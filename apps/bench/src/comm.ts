@@ -1,0 +1,202 @@
+/**
+ * `pnpm bench comm`: all-reduce sweep of @ddp/comm (4 KiB–64 MiB, 2 and 4 ranks) against
+ * Gloo (PyTorch's CPU backend, when /usr/bin/python3 imports torch), same sizes, same run.
+ * Also measures the direct (one-round) and ring algorithms on their own to place the
+ * switch-over. Writes results/comm.{json,md,png}.
+ *
+ *   node --conditions=source --import tsx apps/bench/src/comm.ts [--quick]
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+
+interface Sample {
+  impl: string;
+  world: number;
+  bytes: number;
+  us: number;
+}
+
+const KiB = 1024;
+const quick = process.argv.includes('--quick');
+const SIZES = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
+const WORLDS = [2, 4];
+/** Iterations per size: ~128 MiB of traffic, at least 3, at most 300 (same on every rank). */
+const itersFor = (bytes: number) => Math.max(3, Math.min(300, Math.round((128 * KiB * KiB) / bytes)));
+const busBandwidth = (s: Sample) => ((2 * (s.world - 1)) / s.world) * (s.bytes / (s.us * 1e-6)) / 1e9;
+
+/** One rank of a @ddp/comm world (this file started with --rank). */
+async function rankMain(): Promise<void> {
+  const sizes = (process.env.BENCH_SIZES ?? '').split(',').map(Number);
+  const pg = await initProcessGroup({ timeoutMs: 120_000 });
+  for (const bytes of sizes) {
+    const buf = sharedArray(Float32Array, bytes / 4).fill(1);
+    await pg.allReduce(buf).wait();
+    await pg.barrier().wait();
+    const n = itersFor(bytes);
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
+    const us = Number(process.hrtime.bigint() - t0) / 1e3 / n;
+    if (pg.rank === 0) console.log(`SAMPLE ${JSON.stringify({ bytes, us })}`);
+  }
+  await destroyProcessGroup();
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** Runs processes, collects `SAMPLE {json}` lines of all of them; rejects on a failure. */
+function collect(cmds: { cmd: string; args: string[]; env: NodeJS.ProcessEnv }[], timeoutMs: number): Promise<{ bytes: number; us: number }[]> {
+  const samples: { bytes: number; us: number }[] = [];
+  const runs = cmds.map(
+    ({ cmd, args, env }) =>
+      new Promise<void>((resolve, reject) => {
+        const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let err = '';
+        const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+        child.stdout.on('data', (c: Buffer) => {
+          for (const line of c.toString().split('\n')) if (line.startsWith('SAMPLE ')) samples.push(JSON.parse(line.slice(7)));
+        });
+        child.stderr.on('data', (c: Buffer) => {
+          err += c.toString();
+        });
+        child.on('close', (code) => {
+          clearTimeout(timer);
+          if (code === 0) resolve();
+          else reject(new Error(`${cmd} exited ${code}: ${err.slice(-2000)}`));
+        });
+      }),
+  );
+  return Promise.all(runs).then(() => samples);
+}
+
+async function runDdp(world: number, sizes: number[], extraEnv: Record<string, string> = {}): Promise<{ bytes: number; us: number }[]> {
+  const port = String(await freePort());
+  const secret = randomBytes(16).toString('hex');
+  const self = fileURLToPath(import.meta.url);
+  return collect(
+    Array.from({ length: world }, (_, rank) => ({
+      cmd: process.execPath,
+      args: ['--conditions=source', '--import', 'tsx', self, '--rank'],
+      env: {
+        ...process.env,
+        ...extraEnv,
+        RANK: String(rank),
+        WORLD_SIZE: String(world),
+        LOCAL_RANK: String(rank),
+        LOCAL_WORLD_SIZE: String(world),
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: port,
+        DDP_SECRET: secret,
+        BENCH_SIZES: sizes.join(','),
+      },
+    })),
+    300_000,
+  );
+}
+
+const GLOO = `
+import json, os, sys, time, torch, torch.distributed as dist
+rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])
+torch.set_num_threads(1)
+dist.init_process_group('gloo', rank=rank, world_size=world)
+for b in [int(x) for x in os.environ['BENCH_SIZES'].split(',')]:
+    t = torch.ones(b // 4, dtype=torch.float32)
+    dist.all_reduce(t); dist.barrier()
+    n = max(3, min(300, round(128 * 1024 * 1024 / b)))
+    s = time.perf_counter()
+    for _ in range(n): dist.all_reduce(t)
+    us = (time.perf_counter() - s) / n * 1e6
+    if rank == 0: print('SAMPLE ' + json.dumps({'bytes': b, 'us': us}), flush=True)
+dist.destroy_process_group()
+`;
+
+function glooAvailable(): string | null {
+  const r = spawnSync('/usr/bin/python3', ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'], { encoding: 'utf8' });
+  return r.status === 0 && r.stdout.includes('True') ? r.stdout.trim().split(' ')[0] ?? 'torch' : null;
+}
+
+async function runGloo(world: number, sizes: number[]): Promise<{ bytes: number; us: number }[]> {
+  const port = String(await freePort());
+  return collect(
+    Array.from({ length: world }, (_, rank) => ({
+      cmd: '/usr/bin/python3',
+      args: ['-c', GLOO],
+      env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(world), MASTER_ADDR: '127.0.0.1', MASTER_PORT: port, BENCH_SIZES: sizes.join(','), OMP_NUM_THREADS: '1' },
+    })),
+    300_000,
+  );
+}
+
+const label = (bytes: number) => (bytes >= KiB * KiB ? `${bytes / KiB / KiB} MiB` : `${bytes / KiB} KiB`);
+
+async function main(): Promise<void> {
+  const torch = glooAvailable();
+  const samples: Sample[] = [];
+  const add = (impl: string, world: number, xs: { bytes: number; us: number }[]) => {
+    for (const x of xs) samples.push({ impl, world, ...x });
+  };
+  for (const world of WORLDS) {
+    console.log(`world ${world}: @ddp/comm …`);
+    add('ddp', world, await runDdp(world, SIZES));
+    if (torch) {
+      console.log(`world ${world}: gloo (torch ${torch}) …`);
+      add('gloo', world, await runGloo(world, SIZES));
+    }
+    // the switch-over: each algorithm forced over the sizes around it
+    const around = SIZES.filter((b) => b <= 4096 * KiB);
+    add('ddp-direct', world, await runDdp(world, around, { DDP_RING_THRESHOLD_BYTES: String(2 ** 40) }));
+    add('ddp-ring', world, await runDdp(world, around, { DDP_RING_THRESHOLD_BYTES: '1' }));
+  }
+  const find = (impl: string, world: number, bytes: number) => samples.find((s) => s.impl === impl && s.world === world && s.bytes === bytes);
+  const rows = samples
+    .filter((s) => s.impl === 'ddp' || s.impl === 'gloo')
+    .map((s) => {
+      const gloo = find('gloo', s.world, s.bytes);
+      return {
+        impl: s.impl,
+        world: s.world,
+        size: label(s.bytes),
+        bytes: s.bytes,
+        latencyUs: Math.round(s.us),
+        busGBs: Number(busBandwidth(s).toFixed(3)),
+        // Gloo's time over ours: > 1 means @ddp/comm is faster (same factor for bus bandwidth)
+        speedupVsGloo: s.impl === 'ddp' && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
+        series: `${s.impl} × ${s.world}`,
+      };
+    });
+  const crossover = WORLDS.map((world) => {
+    const sizes = SIZES.filter((b) => find('ddp-ring', world, b) && find('ddp-direct', world, b));
+    const first = sizes.find((b) => (find('ddp-ring', world, b)?.us ?? 0) < (find('ddp-direct', world, b)?.us ?? 0));
+    const cells = sizes.map((b) => `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`);
+    return `- world ${world}: ring first faster at ${first ? label(first) : 'none of the sizes'} (${cells.join('; ')})`;
+  });
+  const notes = [
+    `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ${process.version}); bus bandwidth = 2(N−1)/N · bytes / time.`,
+    torch ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.` : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
+    'Switch-over between the direct (one-round) and ring algorithms, each forced:',
+    ...crossover,
+  ].join('\n');
+  const { writeReport } = await import('@ddp/plot');
+  const outDir = fileURLToPath(new URL('../results', import.meta.url));
+  const files = await writeReport(outDir, 'comm', rows, {
+    meta: { quick, torch, samples },
+    notes,
+    chart: { x: 'bytes', y: 'busGBs', series: 'series', title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo', logX: true },
+  });
+  console.log(notes);
+  console.log(`wrote ${files.join(', ')}`);
+}
+
+if (process.argv.includes('--rank')) await rankMain();
+else await main();
