@@ -38,57 +38,33 @@ export function firstSlurmHost(nodeList: string): string {
   return prefix + (first.split('-')[0] ?? '');
 }
 
+/** Variable names of each launcher, in the order they are tried. */
+const LAUNCHERS = [
+  { source: 'torchrun', rank: 'RANK', size: 'WORLD_SIZE', localRank: 'LOCAL_RANK', localSize: 'LOCAL_WORLD_SIZE' },
+  { source: 'openmpi', rank: 'OMPI_COMM_WORLD_RANK', size: 'OMPI_COMM_WORLD_SIZE', localRank: 'OMPI_COMM_WORLD_LOCAL_RANK', localSize: 'OMPI_COMM_WORLD_LOCAL_SIZE' },
+  { source: 'slurm', rank: 'SLURM_PROCID', size: 'SLURM_NTASKS', localRank: 'SLURM_LOCALID', localSize: 'SLURM_NTASKS_PER_NODE' },
+] as const;
+
 /** Reads the launcher's variables: torchrun's, else Open MPI's, else Slurm's. */
 export function readLaunchEnv(env: Env = process.env): LaunchEnv {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
-  if (env.RANK !== undefined && env.WORLD_SIZE !== undefined) {
-    const worldSize = int(env, 'WORLD_SIZE') ?? 1;
-    return {
-      rank: int(env, 'RANK') ?? 0,
-      worldSize,
-      localRank: int(env, 'LOCAL_RANK') ?? int(env, 'RANK') ?? 0,
-      localWorldSize: int(env, 'LOCAL_WORLD_SIZE') ?? worldSize,
-      masterAddr: env.MASTER_ADDR || '127.0.0.1',
-      masterPort,
-      secret,
-      source: 'torchrun',
-    };
+  const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined);
+  if (!l) {
+    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, masterAddr: env.MASTER_ADDR || '127.0.0.1', masterPort, secret, source: 'default' };
   }
-  if (env.OMPI_COMM_WORLD_RANK !== undefined && env.OMPI_COMM_WORLD_SIZE !== undefined) {
-    const worldSize = int(env, 'OMPI_COMM_WORLD_SIZE') ?? 1;
-    return {
-      rank: int(env, 'OMPI_COMM_WORLD_RANK') ?? 0,
-      worldSize,
-      localRank: int(env, 'OMPI_COMM_WORLD_LOCAL_RANK') ?? 0,
-      localWorldSize: int(env, 'OMPI_COMM_WORLD_LOCAL_SIZE') ?? worldSize,
-      masterAddr: env.MASTER_ADDR || '127.0.0.1',
-      masterPort,
-      secret,
-      source: 'openmpi',
-    };
-  }
-  if (env.SLURM_PROCID !== undefined && env.SLURM_NTASKS !== undefined) {
-    const worldSize = int(env, 'SLURM_NTASKS') ?? 1;
-    return {
-      rank: int(env, 'SLURM_PROCID') ?? 0,
-      worldSize,
-      localRank: int(env, 'SLURM_LOCALID') ?? 0,
-      localWorldSize: Number.parseInt(env.SLURM_NTASKS_PER_NODE ?? '', 10) || worldSize,
-      masterAddr: env.MASTER_ADDR || firstSlurmHost(env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1'),
-      masterPort,
-      secret,
-      source: 'slurm',
-    };
-  }
+  const rank = int(env, l.rank) ?? 0;
+  const worldSize = int(env, l.size) ?? 1;
+  const slurmHost = l.source === 'slurm' ? firstSlurmHost(env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1') : '127.0.0.1';
   return {
-    rank: 0,
-    worldSize: 1,
-    localRank: 0,
-    localWorldSize: 1,
-    masterAddr: env.MASTER_ADDR || '127.0.0.1',
+    rank,
+    worldSize,
+    // torchrun without LOCAL_RANK: a single host; Slurm's per-node count may read "2(x4)"
+    localRank: int(env, l.localRank) ?? (l.source === 'torchrun' ? rank : 0),
+    localWorldSize: Number.parseInt(env[l.localSize] ?? '', 10) || worldSize,
+    masterAddr: env.MASTER_ADDR || slurmHost,
     masterPort,
     secret,
-    source: 'default',
+    source: l.source,
   };
 }

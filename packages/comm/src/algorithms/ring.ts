@@ -9,14 +9,17 @@ import { bytesOf } from './views.js';
  * data at once. All-reduce = reduce-scatter + all-gather; each rank sends 2(N−1)/N of the data.
  */
 
-/** After this, rank r holds chunk r (bounds in elements) reduced over all ranks. */
-export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: number[], op: ReduceOp, segElems: number): Promise<void> {
+/** Ring neighbours and the segments of chunk c (bounds in items, segments of `seg` items). */
+function ring(ctx: OpContext, bounds: number[], seg: number) {
   const n = ctx.size;
   const r = ctx.rank;
+  return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, seg) };
+}
+
+/** After this, rank r holds chunk r (bounds in elements) reduced over all ranks. */
+export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: number[], op: ReduceOp, segElems: number): Promise<void> {
+  const { n, r, right, left, chunkSegs } = ring(ctx, bounds, segElems);
   if (n === 1) return;
-  const right = mod(r + 1, n);
-  const left = mod(r - 1, n);
-  const chunkSegs = (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, segElems);
   for (const [s, e] of chunkSegs(mod(r - 1, n))) ctx.send(right, bytesOf(data.subarray(s, e)));
   // every receive of the phase is posted at once (they complete in order): each segment is
   // reduced straight from the socket's read buffer, then forwarded
@@ -35,12 +38,8 @@ export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: 
 
 /** Rank r starts with chunk r of `bytes` (bounds in bytes); afterwards every rank has all. */
 export async function ringAllGather(ctx: OpContext, bytes: Uint8Array, bounds: number[], segBytes: number): Promise<void> {
-  const n = ctx.size;
-  const r = ctx.rank;
+  const { n, r, right, left, chunkSegs } = ring(ctx, bounds, segBytes);
   if (n === 1) return;
-  const right = mod(r + 1, n);
-  const left = mod(r - 1, n);
-  const chunkSegs = (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, segBytes);
   for (const [s, e] of chunkSegs(r)) ctx.send(right, bytes.subarray(s, e));
   const steps: Step<Uint8Array>[] = [];
   for (let k = 0; k < n - 1; k++) {

@@ -24,10 +24,11 @@ function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommAr
 /**
  * Direct (one round) or ring? Direct moves (N−1)·bytes per rank in one step and reduces
  * N−1 inputs on every rank; the ring moves 2(N−1)/N·bytes in 2(N−1) steps. Measured
- * (apps/bench comm): the crossover shrinks about as (N−1)², hence the rule.
+ * (apps/bench comm, each forced): the ring wins from 64 KiB at 2 ranks and from 64 KiB at
+ * 4 ranks, direct up to 16 KiB at both; hence direct while (N−1)·bytes ≤ 48 KiB.
  */
 function small(ctx: OpContext, bytes: number): boolean {
-  return bytes * (ctx.size - 1) ** 2 <= tuning.ringThresholdBytes || ctx.size === 1;
+  return bytes * (ctx.size - 1) <= tuning.ringThresholdBytes || ctx.size === 1;
 }
 
 async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * Algorithm switch-over and segment size. A message of `bytes` on N ranks uses the
- * one-round direct algorithms while bytes·(N−1)² ≤ ringThresholdBytes, else the pipelined
+ * one-round direct algorithms while bytes·(N−1) ≤ ringThresholdBytes, else the pipelined
  * ring. The defaults come from the sweep in apps/bench (src/comm.ts, which forces each
  * algorithm through these variables); the environment overrides them for experiments.
  */
@@ -10,6 +10,6 @@ function envBytes(name: string, fallback: number): number {
 }
 
 export const tuning = {
-  ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 256 * 1024),
+  ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 48 * 1024),
   segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
 };
