@@ -35,6 +35,13 @@ describe('a world of one in this process (HashStore)', () => {
     expect(isInitialized()).toBe(false);
   });
 
+  it('needs no store, port or environment for a world of one', async () => {
+    const pg = await initProcessGroup({ rank: 0, worldSize: 1 });
+    const a = new Int32Array([5]);
+    await pg.allReduce(a).wait();
+    expect([...a]).toEqual([5]);
+  });
+
   it('rejects bad arguments with a typed error', async () => {
     const pg = await initProcessGroup({ store: new HashStore(), rank: 0, worldSize: 1 });
     expect(() => pg.reduceScatter(new Float32Array(2), new Float32Array(3))).toThrow(/reduceScatter/);

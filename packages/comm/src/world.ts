@@ -4,6 +4,7 @@ import { CommError, InvalidArgumentError, NotInitializedError } from './errors.j
 import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
 import { StagingPool } from './staging.js';
+import { HashStore } from './store/hash-store.js';
 import { PrefixStore } from './store/prefix-store.js';
 import { decodeText, type Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
@@ -12,7 +13,7 @@ import type { PeerAddress } from './transport/peer-mesh.js';
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
 export interface InitOptions {
-  /** Rendezvous store; default: a TCPStore at MASTER_ADDR:MASTER_PORT hosted by rank 0. */
+  /** Rendezvous store; default: a TCPStore at MASTER_ADDR:MASTER_PORT hosted by rank 0 (none for a world of one). */
   store?: Store;
   rank?: number;
   worldSize?: number;
@@ -52,7 +53,10 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
   const timeoutMs = opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS);
   const ownsStore = !opts.store;
-  const store = opts.store ?? (await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret: env.secret, isServer: rank === 0, timeoutMs, rank }));
+  // a world of one needs nobody to meet: no server, no port
+  const store =
+    opts.store ??
+    (worldSize === 1 ? new HashStore(timeoutMs) : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret: env.secret, isServer: rank === 0, timeoutMs, rank }));
   try {
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
