@@ -42,6 +42,38 @@ describe('faults', () => {
     }
   }, 90_000);
 
+  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it within 5 s by heartbeat', async () => {
+    const victim = 2;
+    let stoppedAt = 0;
+    let reported = 0;
+    const started = new Set<number>();
+    const children = new Map<number, import('node:child_process').ChildProcess>();
+    const out = await runWorld({
+      worldSize: 3,
+      script: 'faults.child.ts',
+      args: ['kill'],
+      timeoutMs: 60_000,
+      onSpawn: (r, c) => children.set(r, c),
+      onResult: (r, res) => {
+        const phaseName = (res as Outcome).phase;
+        if (phaseName === 'started') {
+          started.add(r);
+          if (started.size === 3)
+            setTimeout(() => {
+              stoppedAt = Date.now();
+              children.get(victim)?.kill('SIGSTOP');
+            }, 300);
+        } else if (phaseName === 'loop' && ++reported === 2) children.get(victim)?.kill('SIGKILL');
+      },
+    });
+    for (const o of out.filter((x) => x.rank !== victim)) {
+      const r = phase(o, 'loop');
+      expect(r?.name, explain(out)).toBe('PeerLostError');
+      expect(r?.ranks).toEqual([victim]);
+      expect((r?.at ?? Number.POSITIVE_INFINITY) - stoppedAt).toBeLessThan(5000);
+    }
+  }, 90_000);
+
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
     expect(out.every((o) => o.code === 0), explain(out)).toBe(true);

@@ -18,8 +18,10 @@ export enum FrameKind {
   Bye = 4,
   Probe = 5,
   ProbeReply = 6,
+  /** Liveness only (see heartbeat.ts). */
+  Heartbeat = 7,
 }
-export const MAX_KIND = 6;
+export const MAX_KIND = 7;
 
 /** What every rank must agree on for one collective. */
 export interface Fingerprint {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
+import { Heartbeat, heartbeatInterval } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
 
@@ -59,12 +60,21 @@ export class PeerMesh {
   onConnectionError: (err: CommError) => void = () => {};
   /** Connections refused or closed for bad bytes (for tests and diagnostics). */
   refused = 0;
+  private readonly heartbeat: Heartbeat;
 
   constructor(readonly opts: MeshOptions) {
     const n = opts.worldSize;
     this.mailboxes = Array.from({ length: n }, () => new Mailbox());
     this.inbound = new Array(n).fill(undefined);
     this.outbound = new Array(n).fill(undefined);
+    const beat: FrameHeader = { payloadLength: 0, kind: FrameKind.Heartbeat, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
+    this.heartbeat = new Heartbeat(
+      n,
+      heartbeatInterval(),
+      () => this.inbound.flatMap((s, i) => (s && !this.isLost(i) ? [i] : [])),
+      (peer) => this.write(peer, beat, null),
+      (peer, ms) => this.lose(peer, `nothing heard for ${ms} ms`),
+    );
   }
 
   /** Listens on bindHost (TCP, free port) and on a fresh Unix socket path. */
@@ -154,6 +164,7 @@ export class PeerMesh {
     } finally {
       clearTimeout(timer);
     }
+    this.heartbeat.start();
   }
 
   /** Dials a peer's listener and makes the connection this rank's inbound stream from it. */
@@ -167,6 +178,7 @@ export class PeerMesh {
         buffer: () => (reader ? reader.nextBuffer() : spare),
         callback: (n: number, buf: Uint8Array) => {
           if (!reader) return handshakeBytes?.(buf.subarray(0, n));
+          this.heartbeat.seen(peer);
           try {
             reader.consume(n, buf);
           } catch (e) {
@@ -201,7 +213,7 @@ export class PeerMesh {
     const k = f.header.kind;
     if (k === FrameKind.Data || k === FrameKind.P2P) this.mailboxes[peer]?.deliver(channelOf(f.header), f);
     else if (k === FrameKind.Bye) this.farewell(peer);
-    else this.onControl(peer, f);
+    else if (k !== FrameKind.Heartbeat) this.onControl(peer, f);
   }
 
   /** A peer that left cleanly fails only the receives that wait on it; it poisons nothing. */
@@ -263,6 +275,7 @@ export class PeerMesh {
 
   /** Says goodbye to every peer, then closes sockets and listeners. */
   async close(): Promise<void> {
+    this.heartbeat.stop();
     const bye: FrameHeader = { payloadLength: 0, kind: FrameKind.Bye, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
     await Promise.all(
       this.outbound.map(
