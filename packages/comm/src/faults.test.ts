@@ -11,68 +11,45 @@ interface Outcome {
 const results = (o: RankOutcome) => o.results as Outcome[];
 const phase = (o: RankOutcome, p: string) => results(o).find((r) => r.phase === p);
 
-describe('faults', () => {
-  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', async () => {
-    const victim = 1;
-    let killedAt = 0;
-    const started = new Set<number>();
-    const children = new Map<number, import('node:child_process').ChildProcess>();
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'faults.child.ts',
-      args: ['kill'],
-      timeoutMs: 60_000,
-      onSpawn: (r, c) => children.set(r, c),
-      onResult: (r, res) => {
-        if ((res as Outcome).phase !== 'started') return;
-        started.add(r);
-        if (started.size === 3) setTimeout(() => {
-          killedAt = Date.now();
-          children.get(victim)?.kill('SIGKILL');
+/**
+ * Three ranks loop large allReduces; once all have started, `signal` hits the victim. The
+ * survivors must raise PeerLostError naming it within 5 s (then the victim is killed).
+ */
+async function loseVictim(victim: number, signal: NodeJS.Signals): Promise<void> {
+  let hitAt = 0;
+  let reported = 0;
+  const started = new Set<number>();
+  const children = new Map<number, import('node:child_process').ChildProcess>();
+  const out = await runWorld({
+    worldSize: 3,
+    script: 'faults.child.ts',
+    args: ['kill'],
+    timeoutMs: 60_000,
+    onSpawn: (r, c) => children.set(r, c),
+    onResult: (r, res) => {
+      const p = (res as Outcome).phase;
+      if (p === 'started') started.add(r);
+      if (p === 'started' && started.size === 3) {
+        setTimeout(() => {
+          hitAt = Date.now();
+          children.get(victim)?.kill(signal);
         }, 300);
-      },
-    });
-    expect(out[victim]?.signal).toBe('SIGKILL');
-    for (const o of out.filter((x) => x.rank !== victim)) {
-      const r = phase(o, 'loop');
-      expect(r?.name, explain(out)).toBe('PeerLostError');
-      expect(r?.ranks).toContain(victim);
-      expect(r?.message).toContain(`rank ${victim}`);
-      expect((r?.at ?? Number.POSITIVE_INFINITY) - killedAt).toBeLessThan(5000);
-    }
-  }, 90_000);
+      } else if (p === 'loop' && ++reported === 2) children.get(victim)?.kill('SIGKILL');
+    },
+  });
+  for (const o of out.filter((x) => x.rank !== victim)) {
+    const r = phase(o, 'loop');
+    expect(r?.name, explain(out)).toBe('PeerLostError');
+    expect(r?.ranks).toEqual([victim]);
+    expect(r?.message).toContain(`rank ${victim}`);
+    expect((r?.at ?? Number.POSITIVE_INFINITY) - hitAt).toBeLessThan(5000);
+  }
+}
 
-  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it within 5 s by heartbeat', async () => {
-    const victim = 2;
-    let stoppedAt = 0;
-    let reported = 0;
-    const started = new Set<number>();
-    const children = new Map<number, import('node:child_process').ChildProcess>();
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'faults.child.ts',
-      args: ['kill'],
-      timeoutMs: 60_000,
-      onSpawn: (r, c) => children.set(r, c),
-      onResult: (r, res) => {
-        const phaseName = (res as Outcome).phase;
-        if (phaseName === 'started') {
-          started.add(r);
-          if (started.size === 3)
-            setTimeout(() => {
-              stoppedAt = Date.now();
-              children.get(victim)?.kill('SIGSTOP');
-            }, 300);
-        } else if (phaseName === 'loop' && ++reported === 2) children.get(victim)?.kill('SIGKILL');
-      },
-    });
-    for (const o of out.filter((x) => x.rank !== victim)) {
-      const r = phase(o, 'loop');
-      expect(r?.name, explain(out)).toBe('PeerLostError');
-      expect(r?.ranks).toEqual([victim]);
-      expect((r?.at ?? Number.POSITIVE_INFINITY) - stoppedAt).toBeLessThan(5000);
-    }
-  }, 90_000);
+describe('faults', () => {
+  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', () => loseVictim(1, 'SIGKILL'), 90_000);
+
+  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it within 5 s by heartbeat', () => loseVictim(2, 'SIGSTOP'), 90_000);
 
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });

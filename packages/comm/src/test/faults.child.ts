@@ -46,6 +46,8 @@ switch (mode) {
     await attempt('loop', async () => {
       for (let i = 0; i < 100_000; i++) await pg.allReduce(buf).wait();
     });
+    // let the other survivors detect the victim themselves before this rank goes away
+    await sleep(2000);
     process.exit(0);
     break;
   }
