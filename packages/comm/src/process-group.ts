@@ -168,16 +168,14 @@ export class WorkerProcessGroup implements ProcessGroup {
     if (!inputs || inputs.length !== this.size) {
       throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, { op: 'scatter' });
     }
+    const own = inputs[this.rank] as CommArray;
+    if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
     const total = inputs.reduce((s, a) => s + a.byteLength, 0);
     return this.submit(
       { op: 'scatter', dtype: d, reduceOp: 'sum', root: opts.src, count: 0, length: output.length, sizes: inputs.map((a) => a.length) },
       total,
       (sab) => concatInto(sab, 0, inputs),
-      () => {
-        const own = inputs[this.rank] as CommArray;
-        if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
-        bytes(output).set(bytes(own));
-      },
+      () => bytes(output).set(bytes(own)),
     );
   }
 
