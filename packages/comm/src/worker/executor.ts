@@ -16,6 +16,8 @@ export class Executor {
   private readonly groups = new Map<number, GroupState>();
   private nextProbe = 1;
   private readonly probes = new Map<number, (peer: number, startedSeq: number) => void>();
+  /** Aborts that arrived before this rank created the group (newGroup runs late here). */
+  private readonly earlyAborts = new Map<number, CommError>();
 
   constructor(
     private readonly mesh: PeerMesh,
@@ -31,6 +33,9 @@ export class Executor {
     const g = new GroupState(groupId, ranks, ranks.indexOf(this.mesh.opts.rank));
     this.groups.set(groupId, g);
     for (const r of ranks) if (this.mesh.isLost(r)) this.poison(g, this.mesh.mailboxes[r]?.failure as CommError);
+    const early = this.earlyAborts.get(groupId);
+    if (early) this.poison(g, early);
+    this.earlyAborts.delete(groupId);
   }
 
   /** Marks the group failed and wakes every op of it that is waiting on any peer. */
@@ -50,13 +55,16 @@ export class Executor {
       this.probes.get(h.root)?.(peer, h.aux);
       return;
     }
+    if (h.kind !== FrameKind.Abort) return;
+    const msg = Buffer.from(f.payload).toString('utf8').slice(0, 2000);
+    const err = new CollectiveMismatchError(`${msg} (reported by rank ${peer} to rank ${this.mesh.opts.rank})`, { rank: this.mesh.opts.rank, ranks: [peer] });
     const g = this.groups.get(h.groupId);
-    if (!g) return;
-    if (f.header.kind === FrameKind.Abort) {
-      const msg = Buffer.from(f.payload).toString('utf8').slice(0, 2000);
-      this.poison(g, new CollectiveMismatchError(`${msg} (reported by rank ${peer} to rank ${this.mesh.opts.rank})`, { rank: this.mesh.opts.rank, ranks: [peer] }));
-      for (const r of g.ranks) this.mesh.mailboxes[r]?.dropGroup(g.id);
+    if (!g) {
+      this.earlyAborts.set(h.groupId, err);
+      return;
     }
+    this.poison(g, err);
+    for (const r of g.ranks) this.mesh.mailboxes[r]?.dropGroup(g.id);
   }
 
   /** Tells every other member that the group's current collective is mismatched. */
