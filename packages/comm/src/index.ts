@@ -30,3 +30,4 @@ export {
   newGroup,
   newSubgroupsByEnumeration,
 } from './world.js';
+export { gridGroupLists, type GridSizes, ProcessGroupManager } from './grid.js';
