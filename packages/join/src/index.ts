@@ -1,0 +1,10 @@
+export { EarlyTerminationError, JoinArgumentError } from './errors.js';
+export {
+  isJoinActive,
+  type JoinHook,
+  type JoinHookOptions,
+  type Joinable,
+  type JoinOptions,
+  join,
+  notifyJoinContext,
+} from './join.js';

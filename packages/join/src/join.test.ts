@@ -1,0 +1,75 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { describe, expect, it } from 'vitest';
+import { EarlyTerminationError, isJoinActive, type JoinHook, type Joinable, JoinArgumentError, join, notifyJoinContext } from './index.js';
+
+/** A world of one: every all-reduce leaves its buffer as is; counts the collectives issued. */
+function soloGroup(): ProcessGroup & { issued: number } {
+  const done = { promise: Promise.resolve(), wait: () => Promise.resolve() };
+  const group = { rank: 0, size: 1, ranks: [0], issued: 0, allReduce: () => (group.issued++, done) };
+  return group as unknown as ProcessGroup & { issued: number };
+}
+
+function recorder(group: ProcessGroup, log: string[]): Joinable {
+  return {
+    joinProcessGroup: group,
+    joinHook: (opts): JoinHook => {
+      log.push(`hook ${JSON.stringify(opts)}`);
+      return { mainHook: () => void log.push('main'), postHook: (last) => void log.push(`post ${last}`) };
+    },
+  };
+}
+
+describe('join on one rank', () => {
+  it('runs fn, then each postHook as last joiner, passing the hook options through', async () => {
+    const group = soloGroup();
+    const log: string[] = [];
+    const a = recorder(group, log);
+    const b = recorder(group, log);
+    const result = await join(
+      [a, b],
+      async () => {
+        expect(isJoinActive(a)).toBe(true);
+        await notifyJoinContext(a);
+        await notifyJoinContext(b); // not the first joinable: no collective
+        return 42;
+      },
+      { divideByInitialWorldSize: false, syncMaxCount: true },
+    );
+    expect(result).toBe(42);
+    expect(log).toEqual(['hook {"divideByInitialWorldSize":false,"syncMaxCount":true}', 'hook {"divideByInitialWorldSize":false,"syncMaxCount":true}', 'post true', 'post true']);
+    expect(group.issued).toBe(2); // one "still active" flag, one join-loop count
+    expect(isJoinActive(a)).toBe(false);
+  });
+
+  it('outside join and with enable: false, notifyJoinContext does nothing', async () => {
+    const group = soloGroup();
+    const log: string[] = [];
+    const a = recorder(group, log);
+    await notifyJoinContext(a);
+    await join([a], () => notifyJoinContext(a), { enable: false });
+    expect(group.issued).toBe(0);
+    expect(log).toEqual([]);
+  });
+
+  it('an error thrown by fn propagates without running the hooks', async () => {
+    const log: string[] = [];
+    const a = recorder(soloGroup(), log);
+    await expect(join([a], () => Promise.reject(new RangeError('boom')))).rejects.toThrow('boom');
+    expect(log).toEqual([]);
+    expect(isJoinActive(a)).toBe(false);
+  });
+
+  it('rejects no joinables, repeated ones and mixed process groups with JoinArgumentError', async () => {
+    const a = recorder(soloGroup(), []);
+    const b = recorder(soloGroup(), []);
+    await expect(join([], async () => 0)).rejects.toThrow(JoinArgumentError);
+    await expect(join([a, a], async () => 0)).rejects.toThrow('listed twice');
+    await expect(join([a, b], async () => 0)).rejects.toThrow('different process group');
+  });
+
+  it('EarlyTerminationError names the rank', () => {
+    const e = new EarlyTerminationError(3, 'exhausted its inputs first');
+    expect(e.name).toBe('EarlyTerminationError');
+    expect(e.message).toContain('rank 3');
+  });
+});

@@ -1,0 +1,135 @@
+import type { ProcessGroup, Work } from '@ddp/comm';
+import { EarlyTerminationError, JoinArgumentError } from './errors.js';
+
+/**
+ * What a joined rank runs in place of a Joinable's per-iteration collectives
+ * (PyTorch's JoinHook).
+ */
+export interface JoinHook {
+  /** Called once per iteration in which some rank is still active: shadow its collectives. */
+  mainHook(): Promise<void> | void;
+  /** Called once after every rank has joined; `isLastJoiner` is true on the ranks that joined last. */
+  postHook(isLastJoiner: boolean): Promise<void> | void;
+}
+
+/** Options handed to every `joinHook` (the keyword arguments of PyTorch's `Join(...)`). */
+export interface JoinHookOptions {
+  /** DDP: divide gradients by the initial world size (true) or by the ranks still active (false). */
+  divideByInitialWorldSize?: boolean;
+  [k: string]: unknown;
+}
+
+/** A class that can take part in `join` (PyTorch's Joinable). */
+export interface Joinable {
+  joinHook(opts: JoinHookOptions): JoinHook;
+  readonly joinProcessGroup: ProcessGroup;
+}
+
+export interface JoinOptions extends JoinHookOptions {
+  /** false: `fn` runs as is, no join bookkeeping at all (default true). */
+  enable?: boolean;
+  /** Raise EarlyTerminationError on every rank as soon as one rank runs out of inputs. */
+  throwOnEarlyTermination?: boolean;
+}
+
+interface JoinConfig {
+  readonly throwOnEarlyTermination: boolean;
+  /** Only the first joinable of a join issues the per-iteration all-reduce. */
+  readonly isFirstJoinable: boolean;
+  /** Set once this rank's `fn` returned: hooks may call code that notifies, which must do nothing then. */
+  joined: boolean;
+  /** The last "still active" all-reduce, left in flight like PyTorch's async_op. */
+  pending: Work | null;
+}
+
+const configs = new WeakMap<Joinable, JoinConfig>();
+
+/**
+ * Runs `fn` (a training loop over this rank's inputs) so that ranks with fewer inputs than
+ * others keep shadowing the others' collectives once they run out: the async counterpart
+ * of PyTorch's `with Join(joinables, ...)`.
+ *
+ * Every active iteration, the first joinable's `notifyJoinContext` all-reduces a 1 ("still
+ * active"). Once `fn` returns, this rank all-reduces 0s: while the sum is non-zero, some
+ * rank is still active, so every joinable's `mainHook` runs to match that rank's
+ * collectives. When the sum is 0, every rank has joined and each `postHook(isLastJoiner)` runs.
+ */
+export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts: JoinOptions = {}): Promise<T> {
+  const { enable = true, throwOnEarlyTermination = false, ...hookOpts } = opts;
+  if (!enable) return fn();
+  const group = checkJoinables(joinables);
+  const previous = joinables.map((j) => configs.get(j));
+  const own = joinables.map((_, i): JoinConfig => ({ throwOnEarlyTermination, isFirstJoinable: i === 0, joined: false, pending: null }));
+  joinables.forEach((j, i) => configs.set(j, own[i]!));
+  try {
+    const result = await fn();
+    for (const config of own) config.joined = true;
+    await own[0]!.pending?.wait();
+    await joinLoop(joinables.map((j) => j.joinHook(hookOpts)), group, throwOnEarlyTermination);
+    return result;
+  } finally {
+    joinables.forEach((j, i) => {
+      const before = previous[i];
+      if (before) configs.set(j, before);
+      else configs.delete(j);
+    });
+  }
+}
+
+async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTermination: boolean): Promise<void> {
+  let isLastJoiner = true;
+  for (;;) {
+    const active = await allReduceFlag(group, 0);
+    if (active === 0) break;
+    if (throwOnEarlyTermination) {
+      // the active ranks' second all-reduce in notifyJoinContext sees this 1 and throws too
+      await allReduceFlag(group, 1);
+      throw new EarlyTerminationError(group.ranks[group.rank]!, 'exhausted its inputs first');
+    }
+    for (const hook of hooks) await hook.mainHook();
+    isLastJoiner = false;
+  }
+  for (const hook of hooks) await hook.postHook(isLastJoiner);
+}
+
+/**
+ * Called by a Joinable once per iteration, before that iteration's collectives (PyTorch's
+ * `Join.notify_join_context`). Outside `join`, after this rank has joined, or for any
+ * joinable but the first, it does nothing.
+ */
+export async function notifyJoinContext(joinable: Joinable): Promise<void> {
+  const config = configs.get(joinable);
+  if (!config || !config.isFirstJoinable || config.joined) return;
+  const group = joinable.joinProcessGroup;
+  // issue order is completion order on a group, so the flag need not be awaited here;
+  // waiting on the previous one surfaces a failed collective at the next iteration
+  await config.pending?.wait();
+  config.pending = group.allReduce(Int32Array.of(1));
+  if (config.throwOnEarlyTermination && (await allReduceFlag(group, 0)) > 0) {
+    throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
+  }
+}
+
+/** Whether `joinable` runs inside an enabled `join` and this rank has not joined yet. */
+export function isJoinActive(joinable: Joinable): boolean {
+  const config = configs.get(joinable);
+  return config !== undefined && !config.joined;
+}
+
+async function allReduceFlag(group: ProcessGroup, value: number): Promise<number> {
+  const flag = Int32Array.of(value);
+  await group.allReduce(flag).wait();
+  return flag[0]!;
+}
+
+function checkJoinables(joinables: Joinable[]): ProcessGroup {
+  if (joinables.length === 0) throw new JoinArgumentError('join needs at least one Joinable');
+  const group = joinables[0]!.joinProcessGroup;
+  joinables.forEach((j, i) => {
+    if (j.joinProcessGroup !== group) {
+      throw new JoinArgumentError(`joinable ${i} uses a different process group than joinable 0; every Joinable of a join must share one`);
+    }
+  });
+  if (new Set(joinables).size !== joinables.length) throw new JoinArgumentError('the same Joinable is listed twice');
+  return group;
+}
