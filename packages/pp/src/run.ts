@@ -1,0 +1,153 @@
+import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
+import { tf } from '@ddp/tensor';
+import { checkSchedule } from './check.js';
+import { allReduceGradients } from './grad-sync.js';
+import { type Channel, makeSchedule, pipelineSchedules, type Schedule, type ScheduleName, type Transfer } from './schedule.js';
+import { type PipelineStage, PipelineStageError } from './stage.js';
+
+/** One micro-batch: the first stage reads `input`, the last `target`. */
+export interface MicroBatch {
+  input?: Indices;
+  target?: Indices;
+}
+
+export interface PipelineStepOptions {
+  /** The pipeline group: its rank r runs stage r. */
+  ppGroup: ProcessGroup;
+  /** Shape of one micro-batch's activation between stages, e.g. [batch, seq, dModel]. */
+  activationShape: number[];
+  /** 'afab' or '1f1b' (default), or an explicit schedule for this stage. */
+  schedule?: ScheduleName | Schedule;
+  /** Data-parallel replicas of this stage: gradients are averaged over it after the last micro-batch's backward. */
+  dpGroup?: ProcessGroup;
+  /** Simulate every stage's schedule before running (default true for named schedules; explicit ones are not checkable alone). */
+  check?: boolean;
+}
+
+export interface PipelineStepResult {
+  /** Mean loss over the micro-batches on the last stage; null elsewhere. */
+  loss: number | null;
+  /** Most micro-batches whose activations were held (forward done, backward not) at once. */
+  peakLiveActivations: number;
+  /** Most tf bytes allocated, sampled after each forward. */
+  peakBytes: number;
+}
+
+const TAG: Record<Channel, number> = { activation: 0, gradient: 1 };
+const checked = new Set<string>();
+
+/** A micro-batch's tensors kept from its forward to its backward. */
+interface Stash {
+  /** The received activation (a leaf that collects its gradient), null on the first stage. */
+  input: Tensor | null;
+  /** The stage output, or the scaled loss on the last stage. */
+  output: Tensor;
+}
+
+/**
+ * Runs one training step of a pipeline stage over `microBatches`: forwards and backwards in the
+ * order of the schedule, activations and their gradients sent point to point on `ppGroup`.
+ * Each micro-batch's loss is divided by their number, so the accumulated gradients are those of
+ * the mean loss over the whole batch. With `dpGroup`, gradients are averaged across the
+ * replicas once, after the last micro-batch's backward. The caller steps the optimizer and
+ * zeroes the gradients.
+ */
+export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatch[], opts: PipelineStepOptions): Promise<PipelineStepResult> {
+  const m = microBatches.length;
+  const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
+  if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
+    throw new PipelineStageError(`pipelineStep: stage ${stage.stage} of ${stage.numStages} runs on pp-group rank ${ppGroup.rank} of ${ppGroup.size}; they must agree`);
+  }
+  let schedule: Schedule;
+  if (typeof named === 'string') {
+    const key = `${named}/${stage.numStages}/${m}`;
+    if ((opts.check ?? true) && !checked.has(key)) {
+      checkSchedule(pipelineSchedules(named, stage.numStages, m), m);
+      checked.add(key);
+    }
+    schedule = makeSchedule(named, stage.stage, stage.numStages, m);
+  } else {
+    schedule = named;
+  }
+
+  const count = activationShape.reduce((a, b) => a * b, 1);
+  const stash = new Map<number, Stash>();
+  const received = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
+  const toSend = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
+  const lastBackward = schedule.map((a) => a.op).lastIndexOf('backward');
+  let loss = 0;
+  let peakLive = 0;
+  let peakBytes = 0;
+  let gradSync: Promise<void> | null = null;
+
+  const take = <T>(map: Map<number, T>, mb: number, what: string): T => {
+    const v = map.get(mb);
+    if (v === undefined) throw new PipelineStageError(`stage ${stage.stage}: no ${what} for micro-batch ${mb}`);
+    map.delete(mb);
+    return v;
+  };
+
+  const forward = (mb: number): void => {
+    const batch = microBatches[mb]!;
+    let input: Tensor | null = null;
+    if (!stage.isFirst) input = fromTf(tf.tensor(take(received.activation, mb, 'received activation'), activationShape), { requiresGrad: true });
+    const x = input ?? batch.input;
+    if (x === undefined) throw new PipelineStageError(`stage 0: micro-batch ${mb} has no input`);
+    let output: Tensor;
+    if (stage.isLast) {
+      const target = batch.target;
+      if (target === undefined) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
+      output = tidy(() => stage.loss(stage.forward(x), target).div(m));
+      loss += output.item();
+    } else {
+      output = tidy(() => stage.forward(x));
+      toSend.activation.set(mb, Float32Array.from(output.dataSync() as Float32Array));
+    }
+    stash.set(mb, { input, output });
+    peakLive = Math.max(peakLive, stash.size);
+    peakBytes = Math.max(peakBytes, tf.memory().numBytes);
+  };
+
+  const backward = async (mb: number, index: number): Promise<void> => {
+    const { input, output } = take(stash, mb, 'stashed forward');
+    if (stage.isLast) {
+      await output.backward();
+    } else {
+      const grad = tf.tensor(take(received.gradient, mb, 'received gradient'), activationShape);
+      await output.backward(grad);
+      grad.dispose();
+    }
+    output.dispose();
+    if (input) {
+      if (!input.grad) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
+      toSend.gradient.set(mb, Float32Array.from(input.grad.dataSync() as Float32Array));
+      input.dispose();
+    }
+    if (index === lastBackward && dpGroup && dpGroup.size > 1) gradSync = allReduceGradients(stage.parameters(), dpGroup);
+  };
+
+  const communicate = async (transfers: Transfer[]): Promise<void> => {
+    const ops = transfers.map((t) => {
+      const buf = t.kind === 'send' ? take(toSend[t.channel], t.microBatch, `${t.channel} to send`) : new Float32Array(count);
+      if (t.kind === 'recv') received[t.channel].set(t.microBatch, buf);
+      return { op: t.kind === 'send' ? ('isend' as const) : ('irecv' as const), buf, peer: t.peer, tag: TAG[t.channel] };
+    });
+    await ppGroup.batchIsendIrecv(ops).wait();
+  };
+
+  try {
+    for (const [i, a] of schedule.entries()) {
+      if (a.op === 'forward') forward(a.microBatch);
+      else if (a.op === 'backward') await backward(a.microBatch, i);
+      else await communicate(a.transfers);
+    }
+    await gradSync;
+  } finally {
+    for (const { input, output } of stash.values()) {
+      input?.dispose();
+      output.dispose();
+    }
+  }
+  return { loss: stage.isLast ? loss : null, peakLiveActivations: peakLive, peakBytes };
+}
