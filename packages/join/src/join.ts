@@ -95,18 +95,24 @@ async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTerm
 /**
  * Called by a Joinable once per iteration, before that iteration's collectives (PyTorch's
  * `Join.notify_join_context`). Outside `join`, after this rank has joined, or for any
- * joinable but the first, it does nothing.
+ * joinable but the first, it does nothing. Its collectives are issued synchronously, at the
+ * call: a caller may start its own collectives before awaiting the returned promise.
  */
 export async function notifyJoinContext(joinable: Joinable): Promise<void> {
   const config = configs.get(joinable);
   if (!config || !config.isFirstJoinable || config.joined) return;
   const group = joinable.joinProcessGroup;
-  // issue order is completion order on a group, so the flag need not be awaited here;
-  // waiting on the previous one surfaces a failed collective at the next iteration
-  await config.pending?.wait();
+  // Issued before the first await, so the flag is ordered before any collective the caller
+  // issues right after this call (even without awaiting it). Issue order is completion
+  // order on a group, so the flag itself need not be awaited; the next call awaits it.
+  const previous = config.pending;
   config.pending = group.allReduce(Int32Array.of(1));
-  if (config.throwOnEarlyTermination && (await allReduceFlag(group, 0)) > 0) {
-    throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
+  const check = config.throwOnEarlyTermination ? Int32Array.of(0) : null;
+  const checked = check ? group.allReduce(check) : null;
+  await previous?.wait();
+  if (check && checked) {
+    await checked.wait();
+    if (check[0]! > 0) throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
   }
 }
 
