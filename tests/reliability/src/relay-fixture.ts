@@ -1,0 +1,39 @@
+import { TCPStoreServer } from '@ddp/comm';
+import { type FaultPlan, FaultRelay } from './relay.js';
+import { runWorld, type WorldRun } from './world.js';
+
+/** A relay plus a store server behind it, and a world of children/relayed.child.ts wired through both. */
+export interface RelayedWorld {
+  relay: FaultRelay;
+  run: (args: string[], opts: { nproc: number; timeoutMs: number; env?: Record<string, string>; onResult?: (rank: number, r: Record<string, unknown>) => void }) => Promise<WorldRun>;
+  close: () => Promise<void>;
+}
+
+const SECRET = 'reliability-secret';
+
+export async function relayedWorld(plan: FaultPlan = {}, seed = 1): Promise<RelayedWorld> {
+  const relay = new FaultRelay('127.0.0.1', plan, seed);
+  const control = await relay.listenControl();
+  const store = await TCPStoreServer.listen({ host: '127.0.0.1', port: 0, secret: SECRET });
+  const front = await relay.route({ host: '127.0.0.1', port: store.port }, 'store');
+  return {
+    relay,
+    run: (args, opts) =>
+      runWorld('relayed.child.ts', opts.nproc, {
+        args,
+        timeoutMs: opts.timeoutMs,
+        secret: SECRET,
+        onResult: opts.onResult,
+        env: {
+          DDP_TRANSPORT: 'tcp',
+          RELAY_CONTROL: `${control.host}:${control.port}`,
+          STORE_FRONT: `${front.host}:${front.port}`,
+          ...opts.env,
+        },
+      }),
+    close: async () => {
+      await relay.close();
+      await store.close();
+    },
+  };
+}
