@@ -19,7 +19,7 @@ export async function relayedWorld(plan: FaultPlan = {}, seed = 1): Promise<Rela
   return {
     relay,
     run: (args, opts) =>
-      runWorld('relayed.child.ts', opts.nproc, {
+      runWorld('collectives.child.ts', opts.nproc, {
         args,
         timeoutMs: opts.timeoutMs,
         secret: SECRET,

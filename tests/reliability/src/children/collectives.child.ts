@@ -1,12 +1,14 @@
-import { destroyProcessGroup, initProcessGroup, readLaunchEnv, TCPStore } from '@ddp/comm';
+import { destroyProcessGroup, initProcessGroup, readLaunchEnv, type Store, TCPStore } from '@ddp/comm';
 import { RelayedStore } from '../relayed-store.js';
 import { collectiveSuite, describeError } from '../suite.js';
 
 /**
- * A rank whose store and peer connections all pass through a FaultRelay.
- * Env: RELAY_CONTROL (host:port of the relay's control listener), STORE_FRONT (host:port
- * of the relay's route to the store server). Args: `suite <rounds>` runs the collective
- * suite `rounds` times and reports failures; `loop` runs it until an error and reports it.
+ * A rank running the collective suite. Args: `suite <rounds>` runs it `rounds` times and
+ * reports failures; `loop [--exit-code]` runs it until an error, reports the error, and
+ * exits 0 (or 1 with --exit-code, so ddp-run sees a failure).
+ * With RELAY_CONTROL (host:port of a FaultRelay's control listener) and STORE_FRONT
+ * (host:port of its route to the store server) the store and every peer connection pass
+ * through the relay; otherwise the world meets as usual (MASTER_ADDR/PORT).
  */
 const env = readLaunchEnv();
 const [mode, rounds = '1'] = process.argv.slice(2);
@@ -15,12 +17,16 @@ const hostPort = (v: string | undefined) => {
   return { host: host as string, port: Number(port) };
 };
 const timeoutMs = Number(process.env.DDP_TIMEOUT_MS) || 10_000;
-const front = hostPort(process.env.STORE_FRONT);
-const inner = await TCPStore.create({ ...front, secret: env.secret, timeoutMs, rank: env.rank });
-const store = new RelayedStore(inner, hostPort(process.env.RELAY_CONTROL));
+let inner: Store | undefined;
+let store: Store | undefined;
+if (process.env.RELAY_CONTROL) {
+  inner = await TCPStore.create({ ...hostPort(process.env.STORE_FRONT), secret: env.secret, timeoutMs, rank: env.rank });
+  store = new RelayedStore(inner, hostPort(process.env.RELAY_CONTROL));
+}
 const pg = await initProcessGroup({ store, rank: env.rank, worldSize: env.worldSize, timeoutMs });
 console.log('RESULT {"ready":true}');
 let salt = 0;
+let code = 0;
 try {
   if (mode === 'suite') {
     const failures: string[] = [];
@@ -33,11 +39,12 @@ try {
       console.log(`RESULT ${JSON.stringify({ error: null })}`);
     } catch (e) {
       console.log(`RESULT ${JSON.stringify({ ...describeError(e), afterMs: Date.now() - started, rounds: salt })}`);
+      if (process.argv.includes('--exit-code')) code = 1;
     }
   }
 } finally {
   // a poisoned world may not say goodbye cleanly: do not let that hold the exit
   await Promise.race([destroyProcessGroup().catch(() => {}), new Promise((r) => setTimeout(r, 3000).unref())]);
-  await Promise.race([inner.close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
+  if (inner) await Promise.race([inner.close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
 }
-process.exit(0);
+process.exit(code);

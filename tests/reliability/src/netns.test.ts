@@ -1,0 +1,50 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { explainHosts, TwoHosts } from './netns.js';
+import { childScript } from './world.js';
+
+/**
+ * Two hosts (network namespaces + veth), 2 ranks each, one `ddp-run` per host: the
+ * collective suite under a token-bucket bandwidth limit, and a link taken down mid-run.
+ * Needs root; skips with a printed reason otherwise.
+ */
+const hosts = new TwoHosts();
+const skipReason = hosts.setUp();
+if (skipReason) console.log(`network-namespace tests skipped: ${skipReason}`);
+const script = childScript('collectives.child.ts');
+
+describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, link down)', () => {
+  afterAll(() => hosts.tearDown());
+
+  it('the collective suite is bit-exact under a 40 Mbit/s token-bucket limit', { timeout: 120_000 }, async () => {
+    hosts.limit('40mbit');
+    const runs = await hosts.run(script, ['suite', '2'], { timeoutMs: 100_000 });
+    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
+    for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 2 });
+    expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
+    // the bucket really held traffic back
+    expect(hosts.overlimits()).toBeGreaterThan(0);
+  });
+
+  it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', { timeout: 120_000 }, async () => {
+    const ready = new Set<string>();
+    let downed = false;
+    const runs = await hosts.run(script, ['loop', '--exit-code'], {
+      timeoutMs: 90_000,
+      env: { DDP_TIMEOUT_MS: '30000' },
+      onResult: (host, rank, r) => {
+        if (r.ready) ready.add(`${host}/${rank}`);
+        if (ready.size === 4 && !downed) {
+          downed = true;
+          setTimeout(() => hosts.linkDown(1), 1000);
+        }
+      },
+    });
+    expect(downed).toBe(true);
+    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([1, 1]);
+    // on each host, the rank that failed first names the lost peer (PeerLostError)
+    for (const r of runs) {
+      const errors = r.out.last(4).filter((x) => x && 'error' in x).map((x) => x?.error);
+      expect(errors, explainHosts(runs)).toContain('PeerLostError');
+    }
+  });
+});
