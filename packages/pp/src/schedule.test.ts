@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkSchedule, ScheduleError } from './check.js';
-import { afabSchedule, oneFOneBSchedule, peakInFlight, pipelineSchedules, type Schedule, type ScheduleName } from './schedule.js';
+import { type Action, afabSchedule, oneFOneBSchedule, peakInFlight, pipelineSchedules, type Schedule, type ScheduleName } from './schedule.js';
 import { distributeLayers } from './stage.js';
 
 const NAMES: ScheduleName[] = ['afab', '1f1b'];
@@ -21,7 +21,7 @@ function expectScheduleError(fn: () => void, kind: string, stages: number[], tex
 
 /** Every batched comm action split into one action per transfer, sends first: the naive order. */
 function unbatched(s: Schedule): Schedule {
-  return s.flatMap((a) => {
+  return s.flatMap((a): Action[] => {
     if (a.op !== 'comm') return [a];
     const ordered = [...a.transfers].sort((x, y) => (x.kind === y.kind ? 0 : x.kind === 'send' ? -1 : 1));
     return ordered.map((t) => ({ op: 'comm' as const, transfers: [t] }));

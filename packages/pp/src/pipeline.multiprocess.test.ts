@@ -1,0 +1,112 @@
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { launch } from '@ddp/launch';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { makeSchedule, peakInFlight, type ScheduleName } from './index.js';
+import { CFG, type NamedValues, referenceRun } from './test-model.js';
+
+interface Run {
+  params: NamedValues;
+  losses: (number | null)[];
+  numTensors: number[];
+  peakLive: number;
+  peakBytes: number;
+}
+interface RankResult {
+  rank: number;
+  ppRank: number;
+  dpRank: number;
+  runs: Record<ScheduleName, Run>;
+}
+
+/** Collects what the ranks print (prefixed `[rank N] ` by the launcher). */
+class Collect extends Writable {
+  text = '';
+  override _write(chunk: Buffer, _enc: string, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
+async function runWorld(pp: number, dp: number): Promise<RankResult[]> {
+  const out = new Collect();
+  const err = new Collect();
+  const result = await launch({
+    script: fileURLToPath(new URL('./train.child.ts', import.meta.url)),
+    args: [String(pp), String(dp)],
+    nprocPerNode: pp * dp,
+    stdout: out,
+    stderr: err,
+    env: { ...process.env, DDP_HEARTBEAT_MS: '0' },
+    signal: AbortSignal.timeout(100_000),
+  });
+  if (result.exitCode !== 0) throw new Error(`world pp ${pp} × dp ${dp} failed: ${result.summary}\n${err.text.slice(-3000)}`);
+  const results = out.text
+    .split('\n')
+    .map((l) => /^\[rank \d+\] RESULT (.*)$/.exec(l)?.[1])
+    .filter((j): j is string => j !== undefined)
+    .map((j) => JSON.parse(j) as RankResult);
+  expect(results.length).toBe(pp * dp);
+  return results.sort((a, b) => a.rank - b.rank);
+}
+
+const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+
+for (const [pp, dp] of [
+  [2, 1],
+  [2, 2],
+] as const) {
+  describe(`pipeline parallel, pp = ${pp} × dp = ${dp} on ${pp * dp} processes`, () => {
+    let ranks: RankResult[];
+    let reference: Awaited<ReturnType<typeof referenceRun>>;
+    beforeAll(async () => {
+      reference = await referenceRun(dp);
+      ranks = await runWorld(pp, dp);
+    }, 150_000);
+
+    for (const schedule of ['afab', '1f1b'] as const) {
+      it(`${schedule}: every stage's weights after ${CFG.steps} steps match the single-process run within 1e-5`, () => {
+        const seen = new Set<string>();
+        for (const r of ranks) {
+          for (const [name, values] of Object.entries(r.runs[schedule].params)) {
+            const want = reference.params[name];
+            expect(want, `${name} of rank ${r.rank} is not a parameter of the whole model`).toBeDefined();
+            expect(maxAbsDiff(values, want!), `${name} on rank ${r.rank}`).toBeLessThan(1e-5);
+            seen.add(name);
+          }
+        }
+        expect([...seen].sort()).toEqual(Object.keys(reference.params).sort());
+        // Every weight moved well beyond the tolerance, so matching it says something.
+        for (const [name, values] of Object.entries(reference.params)) expect(maxAbsDiff(values, reference.initial[name]!), name).toBeGreaterThan(1e-3);
+      });
+
+      it(`${schedule}: the last stages' losses average to the single-process loss at every step`, () => {
+        const last = ranks.filter((r) => r.ppRank === pp - 1);
+        for (let step = 0; step < CFG.steps; step++) {
+          const mean = last.reduce((s, r) => s + r.runs[schedule].losses[step]!, 0) / last.length;
+          expect(Math.abs(mean - reference.losses[step]!)).toBeLessThan(1e-5);
+        }
+        expect(reference.losses.at(-1)!).toBeLessThan(reference.losses[0]!);
+        for (const r of ranks.filter((x) => x.ppRank !== pp - 1)) expect(r.runs[schedule].losses.every((l) => l === null)).toBe(true);
+      });
+
+      it(`${schedule}: tf.memory().numTensors stays flat across steps on every rank`, () => {
+        for (const r of ranks) {
+          const counts = r.runs[schedule].numTensors;
+          expect(new Set(counts.slice(1)).size, `rank ${r.rank}: ${counts.join(' ')}`).toBe(1);
+        }
+      });
+    }
+
+    it('1F1B holds fewer micro-batches of activations per stage than AFAB (counted while running)', () => {
+      for (const r of ranks) {
+        const { afab, '1f1b': ofob } = r.runs;
+        expect(afab.peakLive).toBe(CFG.numMicroBatches);
+        expect(ofob.peakLive).toBe(pp - r.ppRank);
+        expect(ofob.peakLive).toBe(peakInFlight(makeSchedule('1f1b', r.ppRank, pp, CFG.numMicroBatches)));
+        expect(ofob.peakLive).toBeLessThan(afab.peakLive);
+        console.log(`pp ${pp} × dp ${dp}, rank ${r.rank} (stage ${r.ppRank}): peak live activations AFAB ${afab.peakLive}, 1F1B ${ofob.peakLive}; peak tf bytes AFAB ${afab.peakBytes}, 1F1B ${ofob.peakBytes}`);
+      }
+    });
+  });
+}
