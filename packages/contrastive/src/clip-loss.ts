@@ -1,0 +1,42 @@
+import { concat, crossEntropy, l2Normalize, matmul, mul, narrow, type Tensor, tidy } from '@ddp/autograd';
+import { ContrastiveError } from './errors.js';
+import { logitScaleFromLog } from './scale.js';
+import { gatherForLoss, type LossOptions, rangeFrom } from './world.js';
+
+/**
+ * CLIP's symmetric InfoNCE loss over a batch spread across ranks. Each rank L2-normalises its
+ * features, all-gathers both modalities in one collective (backward: reduce-scatter), and
+ * computes [local × global] logits both ways, scaled by exp(min(logitScale, ln 100)). Row i of
+ * this rank is sample offset + i globally, offset being the rows on lower ranks.
+ *
+ * The returned loss is this rank's sum of cross-entropies × worldSize / globalBatch: with equal
+ * batches that is the mean over local rows, and for any batch sizes the average over ranks (what
+ * DDP's gradient averaging computes) is the single-process mean loss.
+ */
+export async function clipLoss(imageFeatures: Tensor, textFeatures: Tensor, logitScale: Tensor, opts: LossOptions = {}): Promise<Tensor> {
+  const [n, d] = imageFeatures.shape;
+  if (imageFeatures.rank !== 2 || textFeatures.rank !== 2 || textFeatures.shape[0] !== n || textFeatures.shape[1] !== d) {
+    throw new ContrastiveError(
+      `image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`,
+      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      'clipLoss',
+    );
+  }
+  const both = tidy(() => concat([l2Normalize(imageFeatures), l2Normalize(textFeatures)], 1));
+  const g = await gatherForLoss(both, opts);
+  const total = g.rowsPerRank.reduce((a, b) => a + b, 0);
+  const loss = tidy(() => {
+    const img = narrow(both, 1, 0, d!);
+    const txt = narrow(both, 1, d!, d!);
+    const allImg = narrow(g.gathered, 1, 0, d!);
+    const allTxt = narrow(g.gathered, 1, d!, d!);
+    const scale = logitScaleFromLog(logitScale);
+    const labels = rangeFrom(g.offset, n!);
+    const perImage = crossEntropy(mul(matmul(img, allTxt, { transposeB: true }), scale), labels, { reduction: 'sum' });
+    const perText = crossEntropy(mul(matmul(txt, allImg, { transposeB: true }), scale), labels, { reduction: 'sum' });
+    return mul(perImage.add(perText), g.worldSize / (2 * total));
+  });
+  both.dispose();
+  if (g.own) g.gathered.dispose();
+  return loss;
+}

@@ -1,0 +1,66 @@
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { launch } from '@ddp/launch';
+import { describe, expect, it } from 'vitest';
+import { expectClose, maxAbsDiff } from './expect.js';
+import { arrayOf, casesFor, golden, runCase } from './test-cases.js';
+
+type RankResult = { rank: number; results: Record<string, { loss: number; grads: Record<string, number[]> }> };
+
+/** Runs contrastive.child.ts on `world` real rank processes through @ddp/launch; one RESULT per rank. */
+async function runWorld(world: number): Promise<RankResult[]> {
+  let out = '';
+  const stdout = new Writable({ write: (chunk: Buffer, _enc, done) => ((out += chunk.toString()), done()) });
+  let err = '';
+  const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((err += chunk.toString()), done()) });
+  const result = await launch(
+    { script: fileURLToPath(new URL('./contrastive.child.ts', import.meta.url)), args: [], nprocPerNode: world, stdout, stderr, signal: AbortSignal.timeout(100_000) },
+    { forwardSignals: false },
+  );
+  expect(result.exitCode, `${result.summary}\n${err.slice(-3000)}`).toBe(0);
+  const ranks = out
+    .split('\n')
+    .map((l) => /^\[rank \d+\] RESULT (.*)$/.exec(l)?.[1])
+    .filter((l): l is string => l !== undefined)
+    .map((l) => JSON.parse(l) as RankResult);
+  expect(ranks).toHaveLength(world);
+  return ranks.sort((a, b) => a.rank - b.rank);
+}
+
+/** What each leaf's gradient must be: PyTorch's for the golden cases, a single process's for SigLIP. */
+async function expectedGrads(name: string, world: number): Promise<{ loss: number; grads: Record<string, number[]> }> {
+  const c = casesFor(world).find((x) => x.name === name)!;
+  if (c.kind === 'siglip') {
+    const { loss, grads, leaves } = await runCase(c);
+    for (const t of Object.values(leaves)) t.dispose();
+    return { loss, grads };
+  }
+  const g = golden(c.fixture!);
+  const grads: Record<string, number[]> = {};
+  for (const [k, v] of Object.entries(g.outputs)) if (k.startsWith('grad_')) grads[k.slice(5)] = arrayOf(v).data;
+  return { loss: arrayOf(g.outputs.loss).data[0]!, grads };
+}
+
+describe.each([2, 3, 4])('%i real ranks', (world) => {
+  it('reproduce the single-process losses and, after DDP averaging, gradients; the naive gather does not', async () => {
+    const ranks = await runWorld(world);
+    for (const c of casesFor(world)) {
+      const want = await expectedGrads(c.name, world);
+      const losses = ranks.map((r) => r.results[c.name]!.loss);
+      // averaging the ranks' losses is what DDP's averaged gradients differentiate
+      expectClose([losses.reduce((a, b) => a + b, 0) / world], [want.loss], `${c.name}: mean of local losses`);
+      const perRank = c.fixture ? (golden(c.fixture).outputs.local_loss_per_rank as Record<string, number[]> | undefined)?.[String(world)] : undefined;
+      if (perRank && c.split.every((n) => n === c.split[0])) expectClose(losses, perRank, `${c.name}: local_loss_per_rank`);
+      for (const r of ranks) {
+        for (const [leaf, g] of Object.entries(want.grads)) {
+          const got = r.results[c.name]!.grads[leaf]!;
+          if (c.naive) {
+            if (leaf !== 'logit_scale_log') expect(maxAbsDiff(got, g), `${c.name}: ${leaf} must be wrong`).toBeGreaterThan(1e-3);
+          } else {
+            expectClose(got, g, `${c.name}: rank ${r.rank} grad ${leaf}`);
+          }
+        }
+      }
+    }
+  }, 120_000);
+});
