@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { batchRows, loadGolden } from './test/golden.js';
+import { runRanks } from './test/run-ranks.js';
+
+interface RankResult {
+  y: number[];
+  dx: number[];
+  dweight: number[];
+  dbias: number[];
+  runningMean: number[];
+  runningVar: number[];
+  leaked: number;
+  evalY: number[];
+  evalRunningMean: number[];
+  evalRunningVar: number[];
+}
+
+function expectClose(actual: number[], expected: number[], what: string): void {
+  expect(actual.length, what).toBe(expected.length);
+  const worst = Math.max(0, ...actual.map((a, i) => Math.abs(a - expected[i]!) - 1e-4 * Math.abs(expected[i]!)));
+  expect(worst, `${what}: worst error beyond 1e-4 relative`).toBeLessThan(1e-5);
+}
+
+/** Eval-mode output of BatchNorm with the given running stats (what every rank must compute locally). */
+function evalReference(x: number[], channels: number, plane: number, mean: number[], variance: number[], w: number[], b: number[]): number[] {
+  return x.map((v, i) => {
+    const c = Math.floor(i / plane) % channels;
+    return ((v - mean[c]!) / Math.sqrt(variance[c]! + 1e-5)) * w[c]! + b[c]!;
+  });
+}
+
+const cases: [string, number[]][] = [
+  ['batchnorm2d_n4_c3', [2, 2]],
+  ['batchnorm2d_n4_c3', [0, 4]],
+  ['batchnorm2d_n4_c3', [1, 0, 3]],
+  ['batchnorm2d_n6_c2', [1, 5]],
+  ['batchnorm2d_n6_c2', [2, 2, 2]],
+  ['batchnorm2d_n6_c2', [3, 1, 2]],
+];
+
+describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the whole batch', () => {
+  it.each(cases)('%s split %j', async (name, split) => {
+    const g = loadGolden(name);
+    const ranks = await runRanks<RankResult>('./syncbn.child.ts', split.length, [name, split.join(',')]);
+    const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
+    let start = 0;
+    for (const [rank, r] of ranks.entries()) {
+      const n = split[rank]!;
+      const at = `rank ${rank} (${n} rows)`;
+      expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`);
+      expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`);
+      expectClose(r.runningMean, g.outputs.running_mean.data, `${at} running_mean`);
+      expectClose(r.runningVar, g.outputs.running_var.data, `${at} running_var`);
+      // Every rank's loss is its share of the whole batch's, so DDP's average is 1/N of PyTorch's gradient.
+      expectClose(r.dweight.map((v) => v * split.length), g.outputs.dweight.data, `${at} dweight`);
+      expectClose(r.dbias.map((v) => v * split.length), g.outputs.dbias.data, `${at} dbias`);
+      expect(r.leaked, `${at} tensors leaked per step`).toBe(0);
+      const x = batchRows(g.inputs.x, start, n);
+      const wt = g.inputs.weight.data;
+      const bs = g.inputs.bias.data;
+      expectClose(r.evalY, evalReference(x, channels, h * w, r.evalRunningMean, r.evalRunningVar, wt, bs), `${at} eval y`);
+      start += n;
+    }
+  }, 90_000);
+});

@@ -1,0 +1,54 @@
+import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
+import { noGrad, type Tensor } from '@ddp/autograd';
+import { BatchNorm, type BatchNormOptions, ModuleError } from '@ddp/nn';
+import type { tf } from '@ddp/tensor';
+import { SyncBatchNormError } from './errors.js';
+import { SyncBatchNormFn } from './sync-batch-norm-fn.js';
+
+export interface SyncBatchNormOptions extends BatchNormOptions {
+  /** The ranks whose samples are normalised together (default: the world). */
+  processGroup?: ProcessGroup | null;
+}
+
+/**
+ * nn.SyncBatchNorm for inputs [N, C, …] (1d and 2d alike): in training the statistics are
+ * those of the batch on every rank of the group together. Its training forward communicates,
+ * so it is async: `await bn.forwardAsync(x)`. `forward(x)` (synchronous) serves eval mode and
+ * groups of one rank, where nothing is exchanged, and otherwise raises SyncBatchNormError.
+ * Unlike PyTorch's, it runs on CPU.
+ */
+export class SyncBatchNorm extends BatchNorm {
+  protected readonly inputRanks = [2, 3, 4, 5];
+  processGroup: ProcessGroup | null;
+
+  constructor(numFeatures: number, { processGroup = null, ...opts }: SyncBatchNormOptions = {}) {
+    super(numFeatures, opts);
+    this.processGroup = processGroup;
+  }
+
+  /** The group statistics are taken over, or null when nothing needs exchanging. */
+  private syncGroup(): ProcessGroup | null {
+    if (!(this.training || !this.trackRunningStats)) return null;
+    const group = this.processGroup ?? (isInitialized() ? getDefaultGroup() : null);
+    return group && group.size > 1 ? group : null;
+  }
+
+  override forward(x: Tensor): Tensor {
+    const group = this.syncGroup();
+    if (group) {
+      throw new SyncBatchNormError(`rank ${group.ranks[group.rank]}: SyncBatchNorm in training over ${group.size} ranks communicates; call await forwardAsync(x)`);
+    }
+    return super.forward(x);
+  }
+
+  async forwardAsync(x: Tensor): Promise<Tensor> {
+    const group = this.syncGroup();
+    if (!group) return super.forward(x);
+    if (!this.inputRanks.includes(x.rank) || x.shape[1] !== this.numFeatures) {
+      throw new ModuleError(`rank ${group.ranks[group.rank]}: SyncBatchNorm(${this.numFeatures}) expects [N, ${this.numFeatures}, …] of rank 2 to 5, got [${x.shape}]`);
+    }
+    const track = this.training && this.trackRunningStats;
+    const onStats = track ? (m: tf.Tensor, v: tf.Tensor, n: number) => noGrad(() => this.updateRunningStats(m, v, n)) : undefined;
+    return SyncBatchNormFn.applyAsync(x, this.weight, this.bias, { group, eps: this.eps, onStats });
+  }
+}
