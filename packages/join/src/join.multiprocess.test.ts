@@ -6,6 +6,7 @@ interface CounterResult {
   seen: number;
   count: number;
   maxCount: number;
+  active: number[];
   threw: string;
 }
 
@@ -25,6 +26,7 @@ describe('join across real processes (the Counter of the Join tutorial)', () => 
       [6, 17, 18],
       [7, 18, 18],
     ]);
+    expect(ranks[2]!.active).toEqual([3, 3, 3, 3, 3, 2, 1]);
   }, 70_000);
 
   it('throwOnEarlyTermination raises EarlyTerminationError on every rank, no hang', async () => {

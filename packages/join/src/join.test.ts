@@ -29,8 +29,8 @@ describe('join on one rank', () => {
       [a, b],
       async () => {
         expect(isJoinActive(a)).toBe(true);
-        await notifyJoinContext(a);
-        await notifyJoinContext(b); // not the first joinable: no collective
+        expect(await notifyJoinContext(a)).toBe(1);
+        expect(await notifyJoinContext(b)).toBe(null); // not the first joinable: no collective
         return 42;
       },
       { divideByInitialWorldSize: false, syncMaxCount: true },

@@ -38,7 +38,7 @@ interface JoinConfig {
   readonly isFirstJoinable: boolean;
   /** Set once this rank's `fn` returned: hooks may call code that notifies, which must do nothing then. */
   joined: boolean;
-  /** The last "still active" all-reduce, left in flight like PyTorch's async_op. */
+  /** The last "still active" all-reduce (callers need not await it); awaited when this rank joins. */
   pending: Work | null;
 }
 
@@ -94,26 +94,30 @@ async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTerm
 
 /**
  * Called by a Joinable once per iteration, before that iteration's collectives (PyTorch's
- * `Join.notify_join_context`). Outside `join`, after this rank has joined, or for any
- * joinable but the first, it does nothing. Its collectives are issued synchronously, at the
- * call: a caller may start its own collectives before awaiting the returned promise.
+ * `Join.notify_join_context`). Resolves with the number of ranks still active this
+ * iteration (what DDP divides by when `divideByInitialWorldSize` is false), or null when
+ * nothing was sent: outside `join`, for any joinable but the first, after this rank joined.
+ * Its collectives are issued synchronously, at the call: a caller may start its own
+ * collectives before awaiting the returned promise, and may await it late (or never).
  */
-export async function notifyJoinContext(joinable: Joinable): Promise<void> {
+export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   const config = configs.get(joinable);
-  if (!config || !config.isFirstJoinable || config.joined) return;
+  if (!config || !config.isFirstJoinable || config.joined) return Promise.resolve(null);
   const group = joinable.joinProcessGroup;
-  // Issued before the first await, so the flag is ordered before any collective the caller
-  // issues right after this call (even without awaiting it). Issue order is completion
-  // order on a group, so the flag itself need not be awaited; the next call awaits it.
-  const previous = config.pending;
-  config.pending = group.allReduce(Int32Array.of(1));
+  const active = Int32Array.of(1);
+  const work = group.allReduce(active);
+  config.pending = work;
   const check = config.throwOnEarlyTermination ? Int32Array.of(0) : null;
   const checked = check ? group.allReduce(check) : null;
-  await previous?.wait();
-  if (check && checked) {
-    await checked.wait();
-    if (check[0]! > 0) throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
-  }
+  const result = (async () => {
+    await work.wait();
+    await checked?.wait();
+    if (check && check[0]! > 0) throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
+    return active[0]!;
+  })();
+  // a caller that never awaits must not crash the process; awaiting still sees the rejection
+  result.catch(() => {});
+  return result;
 }
 
 /** Whether `joinable` runs inside an enabled `join` and this rank has not joined yet. */

@@ -5,12 +5,15 @@ import { type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext }
 export class Counter implements Joinable {
   count = 0;
   maxCount = 0;
+  /** What notifyJoinContext reported each iteration: the ranks still active. */
+  readonly active: (number | null)[] = [];
 
   constructor(readonly joinProcessGroup: ProcessGroup) {}
 
   /** One iteration: every active rank adds its 1 to the count. */
   async step(): Promise<void> {
-    await notifyJoinContext(this);
+    // awaited first: with throwOnEarlyTermination it throws here, before this iteration's all-reduce
+    this.active.push(await notifyJoinContext(this));
     const one = Float32Array.of(1);
     await this.joinProcessGroup.allReduce(one).wait();
     this.count += one[0]!;
