@@ -1,0 +1,64 @@
+import { type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
+import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from '@ddp/tensor';
+import type { BucketSlot } from './bucket.js';
+
+/** What a communication hook receives: one bucket of summed-locally gradients (PyTorch's GradBucket). */
+export interface GradBucket {
+  readonly index: number;
+  /** The flat gradients of this bucket on this rank. The hook may overwrite it. */
+  readonly buffer: Float32Array;
+  /** The parameters of this bucket and where each sits in `buffer`. */
+  readonly parameters: readonly BucketSlot[];
+  readonly isLast: boolean;
+  /** The group to communicate on (counts the bytes the hook hands to collectives). */
+  readonly processGroup: ProcessGroup;
+}
+
+/**
+ * A communication hook: returns the bucket's gradients averaged over the group (a
+ * Float32Array as long as `bucket.buffer`; it may be that buffer). The reducer calls hooks
+ * in bucket order and synchronously: every rank must issue the same collectives in the
+ * same order, so a hook issues its first collective before its first `await` (or chains its
+ * work on its own state).
+ */
+export type CommHook<S = unknown> = (state: S, bucket: GradBucket) => Promise<Float32Array>;
+
+/** The default: all-reduce the flat buffer in place and average (PyTorch's allreduce_hook). */
+export const allreduceHook: CommHook<unknown> = async (_state, bucket) => {
+  await bucket.processGroup.allReduce(bucket.buffer, { op: ReduceOp.AVG }).wait();
+  return bucket.buffer;
+};
+
+const halfBuffers = new WeakMap<Float32Array, Uint16Array>();
+
+function halfBufferFor(buffer: Float32Array): Uint16Array {
+  let half = halfBuffers.get(buffer);
+  if (half === undefined) {
+    half = sharedArray(Uint16Array, buffer.length);
+    halfBuffers.set(buffer, half);
+  }
+  return half;
+}
+
+/**
+ * Compresses to 16 bits, all-reduces (half the bytes of float32 on the wire; the sum is
+ * computed in float32 by @ddp/comm and rounded back), decompresses into the bucket.
+ * Dividing by the group size before compressing keeps the sum in range, as PyTorch does.
+ */
+function compressHook(dtype: 'float16' | 'bfloat16'): CommHook<unknown> {
+  const encode = dtype === 'float16' ? encodeFloat16 : encodeBfloat16;
+  const decode = dtype === 'float16' ? decodeFloat16 : decodeBfloat16;
+  return async (_state, bucket) => {
+    const { buffer, processGroup } = bucket;
+    const size = processGroup.size;
+    for (let i = 0; i < buffer.length; i++) buffer[i]! /= size;
+    const half = encode(buffer, halfBufferFor(buffer));
+    await processGroup.allReduce(half, { op: ReduceOp.SUM, dtype }).wait();
+    return decode(half, buffer);
+  };
+}
+
+/** float16 compression (PyTorch's fp16_compress_hook). */
+export const fp16CompressHook: CommHook<unknown> = compressHook('float16');
+/** bfloat16 compression (PyTorch's bf16_compress_hook): float32's range, 8 bits of mantissa. */
+export const bf16CompressHook: CommHook<unknown> = compressHook('bfloat16');

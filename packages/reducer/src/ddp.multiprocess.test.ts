@@ -1,0 +1,76 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { expectParamsClose, okResultsOf, resultsOf } from './test/expect.js';
+import { loadGolden, MLP_KEYS } from './test/models.js';
+import { runWorld, type WorldResult } from './test/run-ranks.js';
+
+const golden = loadGolden();
+type Params = Record<string, number[]>;
+
+for (const world of [2, 3]) {
+  describe(`DistributedDataParallel on ${world} real processes`, () => {
+    let results: WorldResult;
+    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks'];
+    beforeAll(async () => {
+      results = await runWorld(world, scenarios, 150_000);
+    }, 160_000);
+
+    for (const scenario of world === 2 ? ['golden', 'goldenNaive'] : ['golden']) {
+      it(`${scenario}: reproduces mlp_sgd_3steps.json within 1e-5 on every rank`, () => {
+        for (const r of okResultsOf(results, scenario)) {
+          (r.steps as Params[]).forEach((step, s) => {
+            const want = Object.fromEntries(Object.entries(MLP_KEYS).map(([g, key]) => [key, golden.outputs.weights_after_step[s]![g as keyof typeof MLP_KEYS].data]));
+            expectParamsClose(step, want, 1e-5);
+          });
+        }
+      });
+    }
+
+    it('transformer: 20 AdamW steps match the single process on the global batch within 1e-4, buckets agree, memory flat', () => {
+      const ranks = okResultsOf(results, 'transformer');
+      const reference = ranks[0]!.reference as Params;
+      for (const r of ranks) {
+        expectParamsClose(r.params as Params, reference, 1e-4);
+        expect(r.rebuiltLayout).toEqual(ranks[0]!.rebuiltLayout);
+        const [at5, at20] = r.numTensors as number[];
+        expect(at20).toBe(at5);
+      }
+      const layout = ranks[0]!.rebuiltLayout as string[][];
+      expect(layout.length).toBeGreaterThan(2);
+      expect(layout.flat().sort()).toEqual((ranks[0]!.initialLayout as string[][]).flat().sort());
+    });
+
+    it('noSync over 4 micro-batches then a synced step equals one step on the concatenated batch', () => {
+      const ranks = okResultsOf(results, 'noSync');
+      for (const r of ranks) expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-5);
+    });
+
+    it('findUnusedParameters: a layer used on one rank only gets that rank\'s gradient averaged', () => {
+      const ranks = okResultsOf(results, 'unusedOnSomeRanks');
+      for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+    });
+
+    if (world === 2) {
+      it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {
+        for (const r of resultsOf(results, 'unusedError')) {
+          expect(r.error?.name).toBe('UnusedParametersError');
+          expect(r.error?.message).toContain('extra.weight');
+          expect(r.error?.message).toContain('extra.bias');
+          expect(r.error?.message).toContain('findUnusedParameters');
+        }
+      });
+
+      it('with findUnusedParameters, unused everywhere keeps grad null and the rest is exact', () => {
+        const ranks = okResultsOf(results, 'unusedFound');
+        for (const r of ranks) {
+          expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+          expect((r.grads as Record<string, unknown>)['extra.weight']).toBeNull();
+        }
+      });
+
+      it('tied weights (embedding reused as the output projection) get the summed, averaged gradient', () => {
+        const ranks = okResultsOf(results, 'tied');
+        for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+      });
+    }
+  });
+}

@@ -1,0 +1,74 @@
+/** Base class of every error @ddp/reducer raises. */
+export class DDPError extends Error {
+  override name = 'DDPError';
+}
+
+/** Ranks hold models whose parameters differ in number, name or shape. */
+export class ParameterMismatchError extends DDPError {
+  override name = 'ParameterMismatchError';
+  constructor(
+    readonly parameter: string,
+    readonly ranks: number[],
+    detail: string,
+  ) {
+    super(`DistributedDataParallel: parameter "${parameter}" differs between ranks ${ranks.join(' and ')}: ${detail}`);
+  }
+}
+
+/**
+ * Some parameters took part in no gradient this backward (without findUnusedParameters).
+ * Raised on every rank with the union of every rank's unused parameters.
+ */
+export class UnusedParametersError extends DDPError {
+  override name = 'UnusedParametersError';
+  constructor(
+    readonly parameters: string[],
+    readonly rank: number,
+    readonly iteration: number,
+  ) {
+    super(
+      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${parameters.length} parameter(s) received no gradient in this backward: ` +
+        `${parameters.join(', ')}. Either they were not used to compute the loss (pass findUnusedParameters: true to DistributedDataParallel.create, ` +
+        `or set requiresGrad = false on parameters you never train), or the loss does not depend on them in this iteration.`,
+    );
+  }
+}
+
+/** A gradient averaged over the ranks holds NaN or Infinity (checkFinite option). */
+export class NonFiniteGradientError extends DDPError {
+  override name = 'NonFiniteGradientError';
+  constructor(
+    readonly parameter: string,
+    readonly value: number,
+    readonly iteration: number,
+  ) {
+    super(`DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after the all-reduce (some rank produced a non-finite gradient)`);
+  }
+}
+
+/**
+ * A gradient collective failed (a peer lost, a timeout, ranks issuing different
+ * collectives). The usual cause is uneven inputs: one rank left the training loop while
+ * the others still call backward.
+ */
+export class DDPCommError extends DDPError {
+  override name = 'DDPCommError';
+  constructor(
+    readonly rank: number,
+    readonly operation: string,
+    readonly iteration: number,
+    override readonly cause: unknown,
+  ) {
+    const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    super(
+      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${operation} failed: ${why}. ` +
+        `If ranks have different numbers of batches, wrap the training loop in join([ddp], ...) from @ddp/join; ` +
+        `if parameters get gradients on some ranks only, pass findUnusedParameters: true.`,
+    );
+  }
+}
+
+/** Misuse of the DDP API (backward during a pending reduction, bad options). */
+export class DDPUsageError extends DDPError {
+  override name = 'DDPUsageError';
+}

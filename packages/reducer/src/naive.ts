@@ -1,0 +1,50 @@
+import { type ProcessGroup, getDefaultGroup, ReduceOp, sharedArray } from '@ddp/comm';
+import type { Module } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
+
+/**
+ * picotron's DataParallelNaive: each parameter's gradient is all-reduced on its own, from
+ * its post-accumulate hook, as soon as it is ready. Correct and simple; one collective per
+ * parameter makes it latency-bound (compare DistributedDataParallel's buckets).
+ */
+export class DataParallelNaive<M extends Module = Module> {
+  private requireSync = true;
+
+  private constructor(
+    readonly module: M,
+    readonly processGroup: ProcessGroup,
+  ) {
+    for (const p of module.parameters().filter((q) => q.requiresGrad)) {
+      const staging = sharedArray(Float32Array, p.size);
+      p.registerPostAccumulateGradHook(async (param) => {
+        if (!this.requireSync) return;
+        staging.set(param.grad!.dataSync() as Float32Array);
+        await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
+        param.grad = tf.tensor(staging.slice(), param.shape);
+      });
+    }
+  }
+
+  /** Checks shapes across ranks and broadcasts rank 0's parameters and buffers. */
+  static async create<M extends Module>(module: M, opts: { processGroup?: ProcessGroup } = {}): Promise<DataParallelNaive<M>> {
+    const group = opts.processGroup ?? getDefaultGroup();
+    await verifyParameterShapes(module.namedParameters(), group);
+    await broadcastTensors(moduleState(module, true), group, 0);
+    return new DataParallelNaive(module, group);
+  }
+
+  forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
+    return (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
+  }
+
+  /** Runs fn without gradient synchronization. */
+  async noSync<T>(fn: () => Promise<T> | T): Promise<T> {
+    this.requireSync = false;
+    try {
+      return await fn();
+    } finally {
+      this.requireSync = true;
+    }
+  }
+}

@@ -1,0 +1,185 @@
+// Test-only: DDP scenarios each rank runs (rank.child.ts); rank 0 also trains the single-process reference.
+import type { ProcessGroup } from '@ddp/comm';
+import { tidy } from '@ddp/autograd';
+import { AdamW, Generator, Linear, Module, mse, SGD, crossEntropy, type Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { DistributedDataParallel } from '../index.js';
+import { goldenMlp, gradSnapshot, loadGolden, mlp, normal, rows, shareOf, snapshot, TiedLM, transformer } from './models.js';
+
+type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
+
+/** One optimizer step of `model` (through `forward`) on x, y with an mse loss, scaled by `scale`. */
+async function backwardMse(forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, x: ReturnType<typeof rows>, y: ReturnType<typeof rows>, scale = 1): Promise<void> {
+  const loss = tidy(() => mse(forward(x), y).mul(scale));
+  await loss.backward();
+  loss.dispose();
+  x.dispose();
+  y.dispose();
+}
+
+async function golden(pg: ProcessGroup, naive: boolean): Promise<Record<string, unknown>> {
+  const g = loadGolden();
+  const model = goldenMlp(g);
+  const { DataParallelNaive } = await import('../index.js');
+  const wrapped = naive ? await DataParallelNaive.create(model) : await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  const opt = new SGD(model.parameters(), { lr: 0.1 });
+  const X = tf.tensor(g.inputs.X.data, g.inputs.X.shape);
+  const Y = tf.tensor(g.inputs.Y.data, g.inputs.Y.shape);
+  const [from, to] = shareOf(12, pg.rank, pg.size);
+  const steps: Record<string, number[]>[] = [];
+  for (let s = 0; s < 3; s++) {
+    const xs = tf.squeeze(tf.slice(X, [s], [1]), [0]);
+    const ys = tf.squeeze(tf.slice(Y, [s], [1]), [0]);
+    await backwardMse((x) => wrapped.forward(x), rows(xs, from, to), rows(ys, from, to));
+    tf.dispose([xs, ys]);
+    opt.step();
+    opt.zeroGrad();
+    steps.push(snapshot(model));
+  }
+  const buckets = naive ? null : (wrapped as DistributedDataParallel).bucketLayout;
+  tf.dispose([X, Y]);
+  return { steps, buckets };
+}
+
+/** 20 AdamW steps of a 2-block transformer; rank 0 also trains the same model on the global batch. */
+async function transformerScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const B = 6;
+  const batch = (s: number) => ({ x: normal([B, 4, 16], 1000 + s), y: normal([B, 4, 4], 2000 + s) });
+  const train = async (model: Sequential, forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, from: number, to: number, onStep?: (s: number) => void) => {
+    const opt = new AdamW(model.parameters(), { lr: 1e-2 });
+    for (let s = 0; s < 20; s++) {
+      const { x, y } = batch(s);
+      await backwardMse(forward, rows(x, from, to), rows(y, from, to));
+      tf.dispose([x, y]);
+      opt.step();
+      opt.zeroGrad();
+      onStep?.(s);
+    }
+    opt.dispose();
+  };
+  let reference: Record<string, number[]> | null = null;
+  if (pg.rank === 0) {
+    const ref = transformer(7);
+    await train(ref, (x) => ref.forward(x), 0, B);
+    reference = snapshot(ref);
+    ref.dispose();
+  }
+  const model = transformer(pg.rank === 0 ? 7 : 99); // other ranks start elsewhere: create() broadcasts rank 0's weights
+  const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 0.002, bucketCapMB: 0.01 });
+  const initialLayout = ddp.bucketLayout;
+  const numTensors: number[] = [];
+  const [from, to] = shareOf(B, pg.rank, pg.size);
+  await train(model, (x) => ddp.forward(x), from, to, (s) => {
+    if (s === 4 || s === 19) numTensors.push(tf.memory().numTensors);
+  });
+  return { params: snapshot(model), reference, initialLayout, rebuiltLayout: ddp.bucketLayout, numTensors };
+}
+
+/** 4 micro-batches (3 under noSync) then one SGD step, twice; rank 0's reference steps on the concatenated batch. */
+async function noSyncScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const N = 24;
+  const data = (s: number) => ({ x: normal([N, 5], 300 + s), y: normal([N, 3], 400 + s) });
+  let reference: Record<string, number[]> | null = null;
+  if (pg.rank === 0) {
+    const ref = mlp(5);
+    const opt = new SGD(ref.parameters(), { lr: 0.1, momentum: 0.9 });
+    for (let s = 0; s < 2; s++) {
+      const { x, y } = data(s);
+      await backwardMse((t) => ref.forward(t), rows(x, 0, N), rows(y, 0, N));
+      tf.dispose([x, y]);
+      opt.step();
+      opt.zeroGrad();
+    }
+    reference = snapshot(ref);
+  }
+  const model = mlp(5);
+  const ddp = await DistributedDataParallel.create(model);
+  const opt = new SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });
+  const [from, to] = shareOf(N, pg.rank, pg.size);
+  const micro = (to - from) / 4;
+  for (let s = 0; s < 2; s++) {
+    const { x, y } = data(s);
+    for (let k = 0; k < 4; k++) {
+      const step = () => backwardMse((t) => ddp.forward(t), rows(x, from + k * micro, from + (k + 1) * micro), rows(y, from + k * micro, from + (k + 1) * micro), 1 / 4);
+      if (k < 3) await ddp.noSync(step);
+      else await step();
+    }
+    tf.dispose([x, y]);
+    opt.step();
+    opt.zeroGrad();
+  }
+  return { params: snapshot(model), reference };
+}
+
+/** A model whose `extra` layer is used on the ranks listed in `extraOn` only. */
+class Branchy extends Module {
+  readonly a: Linear;
+  readonly extra: Linear;
+  constructor(readonly useExtra: boolean) {
+    super();
+    const generator = new Generator(11);
+    this.a = this.registerModule('a', new Linear(5, 3, { generator }));
+    this.extra = this.registerModule('extra', new Linear(5, 3, { generator }));
+  }
+  forward(x: ReturnType<typeof rows>): ReturnType<typeof rows> {
+    const y = this.a.forward(x);
+    return this.useExtra ? y.add(this.extra.forward(x)) : y;
+  }
+}
+
+/**
+ * Gradients of DDP vs. rank 0's single process on Σ_r loss_r / N, where rank r's forward
+ * may differ (extraOn). Returns the error instead when DDP raises.
+ */
+async function gradsVsReference(pg: ProcessGroup, makeModel: (rank: number) => Module, lossOf: (m: Module, rank: number) => ReturnType<typeof rows>, findUnusedParameters: boolean): Promise<Record<string, unknown>> {
+  let reference: Record<string, number[] | null> | null = null;
+  if (pg.rank === 0) {
+    for (let r = 0; r < pg.size; r++) {
+      const ref = makeModel(r);
+      const loss = tidy(() => lossOf(ref, r).div(pg.size));
+      await loss.backward();
+      loss.dispose();
+      const grads = gradSnapshot(ref);
+      reference ??= Object.fromEntries(Object.keys(grads).map((k) => [k, null]));
+      for (const [k, g] of Object.entries(grads)) if (g) reference[k] = reference[k] ? reference[k].map((v, i) => v + g[i]!) : g;
+      ref.dispose();
+    }
+  }
+  const model = makeModel(pg.rank);
+  const ddp = await DistributedDataParallel.create(model, { findUnusedParameters, firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  const loss = tidy(() => lossOf(ddp.module, pg.rank));
+  try {
+    await loss.backward();
+  } catch (e) {
+    return { error: { name: (e as Error).name, message: (e as Error).message } };
+  } finally {
+    loss.dispose();
+  }
+  return { grads: gradSnapshot(model), reference };
+}
+
+const branchyLoss = (m: Module, r: number) => {
+  const x = normal([4, 5], 50 + r);
+  const y = normal([4, 3], 60 + r);
+  const out = mse((m as Branchy).forward(rows(x, 0, 4)), rows(y, 0, 4));
+  tf.dispose([x, y]);
+  return out;
+};
+const branchy = (extraOn: (r: number) => boolean) => (r: number) => new Branchy(extraOn(r));
+
+export const coreScenarios: Record<string, Scenario> = {
+  golden: (pg) => golden(pg, false),
+  goldenNaive: (pg) => golden(pg, true),
+  transformer: transformerScenario,
+  noSync: noSyncScenario,
+  unusedError: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, false),
+  unusedFound: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, true),
+  unusedOnSomeRanks: (pg) => gradsVsReference(pg, branchy((r) => r === 1), branchyLoss, true),
+  tied: (pg) =>
+    gradsVsReference(
+      pg,
+      () => new TiedLM(3),
+      (m, r) => crossEntropy((m as TiedLM).forward([r, 2, 5, 9, r + 1]), [1, 2, 3, 4, r]),
+      false,
+    ),
+};
