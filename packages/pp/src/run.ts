@@ -32,6 +32,9 @@ export interface PipelineStepResult {
   peakLiveActivations: number;
   /** Most tf bytes allocated, sampled after each forward. */
   peakBytes: number;
+  /** Time spent in forwards and backwards, and in the whole step (ms); 1 − compute / elapsed is this stage's bubble. */
+  computeMs: number;
+  elapsedMs: number;
 }
 
 const TAG: Record<Channel, number> = { activation: 0, gradient: 1 };
@@ -136,11 +139,15 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
     await ppGroup.batchIsendIrecv(ops).wait();
   };
 
+  const start = performance.now();
+  let computeMs = 0;
   try {
     for (const [i, a] of schedule.entries()) {
+      const t0 = performance.now();
       if (a.op === 'forward') forward(a.microBatch);
       else if (a.op === 'backward') await backward(a.microBatch, i);
       else await communicate(a.transfers);
+      if (a.op !== 'comm') computeMs += performance.now() - t0;
     }
     await gradSync;
   } finally {
@@ -149,5 +156,5 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       output.dispose();
     }
   }
-  return { loss: stage.isLast ? loss : null, peakLiveActivations: peakLive, peakBytes };
+  return { loss: stage.isLast ? loss : null, peakLiveActivations: peakLive, peakBytes, computeMs, elapsedMs: performance.now() - start };
 }

@@ -1,0 +1,85 @@
+import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { tf } from '@ddp/tensor';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PipelineStage, PipelineStageError, pipelineStep, type Schedule } from './index.js';
+import { buildParts, CFG, makeOptimizer, microBatches, namedValues, referenceRun } from './test-model.js';
+
+describe('PipelineStage', () => {
+  it('keeps the embedding on the first stage, the head on the last, and names parameters as the whole model does', () => {
+    const whole = new PipelineStage(buildParts(), 0, 1);
+    const names = whole.namedParameters().map(([n]) => n);
+    const first = new PipelineStage(buildParts(), 0, 2);
+    const last = new PipelineStage(buildParts(), 1, 2);
+    const firstNames = first.namedParameters().map(([n]) => n);
+    const lastNames = last.namedParameters().map(([n]) => n);
+    expect(firstNames[0]).toBe('embedding.weight');
+    expect(firstNames.some((n) => n.startsWith('head.') || n.startsWith('layers.2.'))).toBe(false);
+    expect(lastNames.some((n) => n.startsWith('embedding.') || n.startsWith('layers.1.'))).toBe(false);
+    expect(lastNames.filter((n) => n.startsWith('head.')).length).toBe(4);
+    expect([...firstNames, ...lastNames]).toEqual(names);
+    const values = namedValues(whole);
+    for (const [name, v] of Object.entries({ ...namedValues(first), ...namedValues(last) })) expect(v).toEqual(values[name]);
+    for (const m of [whole, first, last]) m.dispose();
+  });
+
+  it('disposes the parts it does not keep', () => {
+    const before = tf.memory().numTensors;
+    const stage = new PipelineStage(buildParts(), 1, 2);
+    expect(tf.memory().numTensors - before).toBe(stage.parameters().length + stage.buffers().length);
+    stage.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('refuses a hidden state that is not a Tensor after the first stage, and a loss before the last', () => {
+    const [first, last] = [new PipelineStage(buildParts(), 0, 2), new PipelineStage(buildParts(), 1, 2)];
+    expect(() => last.forward([[1, 2]])).toThrow(PipelineStageError);
+    expect(() => first.loss(first.forward([[1]]), [1])).toThrow(/stage 0 of 2 is not the last stage/);
+    first.dispose();
+    last.dispose();
+  });
+});
+
+describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro-batches)', () => {
+  let group: ProcessGroup;
+  beforeAll(async () => {
+    group = await initProcessGroup({ rank: 0, worldSize: 1 });
+  });
+  afterAll(() => destroyProcessGroup());
+
+  for (const schedule of ['afab', '1f1b'] as const) {
+    it(`${schedule}: ${CFG.steps} steps on ${CFG.numMicroBatches} micro-batches match the whole batch, with flat tensor counts`, async () => {
+      const reference = await referenceRun(1);
+      const stage = new PipelineStage(buildParts(), 0, 1);
+      const opt = makeOptimizer(stage);
+      const counts: number[] = [];
+      for (let step = 0; step < CFG.steps; step++) {
+        const res = await pipelineStep(stage, microBatches(step, 0), { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], schedule });
+        opt.step();
+        opt.zeroGrad();
+        expect(Math.abs(res.loss! - reference.losses[step]!)).toBeLessThan(1e-5);
+        expect(res.peakLiveActivations).toBe(schedule === 'afab' ? CFG.numMicroBatches : 1);
+        counts.push(tf.memory().numTensors);
+      }
+      for (const [name, v] of Object.entries(namedValues(stage))) {
+        const want = reference.params[name]!;
+        expect(Math.max(...v.map((x, i) => Math.abs(x - want[i]!))), name).toBeLessThan(1e-5);
+      }
+      expect(new Set(counts.slice(1)).size).toBe(1);
+      opt.dispose();
+      stage.dispose();
+    });
+  }
+
+  it('refuses a stage that does not match its pp-group rank, and a micro-batch without a target', async () => {
+    const stage = new PipelineStage(buildParts(), 1, 2);
+    await expect(pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] })).rejects.toThrow(/stage 1 of 2 runs on pp-group rank 0 of 1/);
+    stage.dispose();
+    const one = new PipelineStage(buildParts(), 0, 1);
+    const before = tf.memory().numTensors;
+    const noTarget = microBatches(0, 0).map(({ input }) => ({ input }));
+    const explicit: Schedule = [{ op: 'forward', microBatch: 0 }];
+    await expect(pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit })).rejects.toThrow(/micro-batch 0 has no target/);
+    expect(tf.memory().numTensors).toBe(before);
+    one.dispose();
+  });
+});
