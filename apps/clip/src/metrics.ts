@@ -1,0 +1,53 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Row, writeReport } from '@ddp/plot';
+
+/** One line of metrics.jsonl: a training step, or an evaluation (with zeroShotTop1). */
+export interface MetricRow {
+  step: number;
+  loss?: number;
+  lr?: number;
+  samplesPerSec?: number;
+  logitScale?: number;
+  zeroShotTop1?: number;
+}
+
+/** metrics.jsonl in the output directory; on resume, rows past the checkpoint's step are dropped. */
+export class MetricsLog {
+  readonly path: string;
+  constructor(readonly dir: string) {
+    this.path = join(dir, 'metrics.jsonl');
+  }
+
+  async open(resumedStep: number | null): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const kept = resumedStep === null ? [] : this.rows().filter((r) => r.step <= resumedStep);
+    await writeFile(this.path, kept.map((r) => `${JSON.stringify(r)}\n`).join(''));
+  }
+
+  async append(row: MetricRow): Promise<void> {
+    await appendFile(this.path, `${JSON.stringify(row)}\n`);
+  }
+
+  rows(): MetricRow[] {
+    if (!existsSync(this.path)) return [];
+    return readFileSync(this.path, 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as MetricRow);
+  }
+
+  /** curves.png (+ .json, .md): training loss (mean of every `every` steps) and zero-shot top-1 against step. */
+  async plot(every = 5): Promise<string[]> {
+    const rows = this.rows();
+    const points: Row[] = [];
+    const losses = rows.filter((r) => r.loss !== undefined);
+    for (let i = 0; i < losses.length; i += every) {
+      const chunk = losses.slice(i, i + every);
+      points.push({ step: chunk.at(-1)!.step, metric: 'train loss', value: chunk.reduce((a, r) => a + r.loss!, 0) / chunk.length });
+    }
+    for (const r of rows) if (r.zeroShotTop1 !== undefined) points.push({ step: r.step, metric: 'zero-shot top-1', value: r.zeroShotTop1 });
+    return writeReport(this.dir, 'curves', points, { chart: { x: 'step', y: 'value', series: 'metric', title: 'CLIP on two-digit MNIST: loss and zero-shot top-1' } });
+  }
+}

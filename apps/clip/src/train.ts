@@ -1,0 +1,148 @@
+// CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { tidy } from '@ddp/autograd';
+import { clampLogitScale_, clipLoss } from '@ddp/contrastive';
+import { AdamW, Generator, loadCheckpoint, META_FILE, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { SingleBar } from 'cli-progress';
+import { Command, InvalidArgumentError } from 'commander';
+import { GlobalBatchSampler } from './batches.js';
+import { DigitPairs } from './data.js';
+import { zeroShotTop1 } from './eval.js';
+import { MetricsLog } from './metrics.js';
+import { ClipModel } from './model.js';
+import { averageGradients } from './sync.js';
+
+const int = (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${v}'`);
+  return n;
+};
+const positive = (v: string) => {
+  const n = Number(v);
+  if (!(n > 0)) throw new InvalidArgumentError(`expected a positive number, got '${v}'`);
+  return n;
+};
+
+const opts = new Command('clip-train')
+  .description('Train a tiny CLIP on two-digit MNIST pairs; run through ddp-run for several ranks.')
+  .option('--steps <n>', 'optimizer steps', int, 250)
+  .option('--batch-size <n>', 'global batch per micro-batch, split over the ranks (contrastive negatives)', int, 256)
+  .option('--lr <x>', 'peak learning rate (AdamW, linear warm-up then cosine)', positive, 2e-3)
+  .option('--grad-accum <k>', 'micro-batches per optimizer step', int, 1)
+  .option('--checkpoint-every <n>', 'save every n optimizer steps (0: only at the end)', int, 50)
+  .option('--checkpoint-dir <dir>', 'checkpoint directory', 'runs/clip/checkpoint')
+  .option('--grad-checkpointing', 'recompute activations in backward instead of keeping them', false)
+  .option('--resume', 'continue from the checkpoint in --checkpoint-dir, if there is one', false)
+  .option('--seed <n>', 'seed of the weights and of the data order', int, 0)
+  .option('--eval-every <n>', 'zero-shot evaluation every n optimizer steps (0: only at the end)', int, 50)
+  .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
+  .option('--out <dir>', 'where metrics.jsonl and curves.png go', 'runs/clip')
+  .parse()
+  .opts<{
+    steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
+    gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string;
+  }>();
+
+const group = await initProcessGroup();
+const rank = group.rank;
+const world = group.size;
+if (opts.batchSize < world || opts.gradAccum < 1) throw new InvalidArgumentError(`--batch-size (${opts.batchSize}) must be ≥ the world size (${world}) and --grad-accum ≥ 1`);
+
+const generator = new Generator(opts.seed);
+const model = new ClipModel({ generator, gradCheckpointing: opts.gradCheckpointing });
+const params = model.parameters();
+// CLIP's recipe: no weight decay on gains, biases and the temperature
+const optimizer = new AdamW(
+  [
+    { params: params.filter((p) => p.rank >= 2), weightDecay: 0.1 },
+    { params: params.filter((p) => p.rank < 2), weightDecay: 0 },
+  ],
+  { lr: opts.lr, betas: [0.9, 0.98], eps: 1e-6 },
+);
+const scheduler = new WarmupCosineLR(optimizer, { warmupSteps: Math.max(1, Math.round(opts.steps * 0.1)), totalSteps: opts.steps, minLr: opts.lr * 0.05 });
+
+let step = 0;
+if (opts.resume && existsSync(join(opts.checkpointDir, META_FILE))) {
+  const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
+  step = loaded.step;
+  if (rank === 0) console.log(`resumed from ${loaded.path} at step ${step}`);
+}
+
+const train = DigitPairs.load('train');
+const test = DigitPairs.load('test');
+const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
+const metrics = new MetricsLog(opts.out);
+if (rank === 0) await metrics.open(step > 0 ? step : null);
+
+async function checkpointNow(): Promise<void> {
+  if (rank === 0) {
+    const position = sampler.position(step * opts.gradAccum);
+    await saveCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator, step, epoch: position.epoch, extra: { sampler: position, seed: opts.seed } });
+  }
+  await group.barrier().wait();
+}
+
+async function evaluate(): Promise<void> {
+  const top1 = await zeroShotTop1(model, test, opts.evalSize, group);
+  if (rank === 0) {
+    await metrics.append({ step, zeroShotTop1: top1 });
+    bar?.update(step, { top1: (100 * top1).toFixed(1) });
+  }
+}
+
+const bar =
+  rank === 0
+    ? new SingleBar({
+        format: 'step {value}/{total} |{bar}| loss {loss} | {sps} samples/s | zero-shot {top1}% | ETA {eta_formatted}',
+        noTTYOutput: true,
+        notTTYSchedule: 5000,
+        etaBuffer: 20,
+      })
+    : null;
+bar?.start(opts.steps, step, { loss: '-', sps: '-', top1: '-' });
+
+while (step < opts.steps) {
+  const started = performance.now();
+  let lossSum = 0;
+  let samples = 0;
+  for (let micro = 0; micro < opts.gradAccum; micro++) {
+    const { images, tokens } = train.batch(sampler.indices(step * opts.gradAccum + micro));
+    samples += images.shape[0];
+    const features = tidy(() => model.forward(images, tokens));
+    const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
+    const loss = tidy(() => raw.div(opts.gradAccum));
+    raw.dispose();
+    features.image.dispose();
+    features.text.dispose();
+    tf.dispose([images, tokens]);
+    await loss.backward();
+    lossSum += loss.item();
+    loss.dispose();
+  }
+  await averageGradients(params, group);
+  optimizer.step();
+  clampLogitScale_(model.logitScale);
+  const lr = optimizer.paramGroups[0]!.lr as number;
+  scheduler.step();
+  optimizer.zeroGrad();
+  step++;
+  if (rank === 0) {
+    const sps = (samples * world) / ((performance.now() - started) / 1000);
+    await metrics.append({ step, loss: lossSum, lr, samplesPerSec: Math.round(sps), logitScale: Math.exp(model.logitScale.item()) });
+    bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
+  }
+  if ((opts.evalEvery > 0 && step % opts.evalEvery === 0) || step === opts.steps) await evaluate();
+  if ((opts.checkpointEvery > 0 && step % opts.checkpointEvery === 0) || step === opts.steps) await checkpointNow();
+}
+bar?.stop();
+if (rank === 0) {
+  const last = metrics.rows().filter((r) => r.zeroShotTop1 !== undefined).at(-1);
+  const files = await metrics.plot();
+  console.log(`final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ${metrics.path}, ${files.join(', ')}`);
+}
+model.dispose();
+optimizer.dispose();
+await destroyProcessGroup();
