@@ -40,10 +40,11 @@ const opts = new Command('clip-train')
   .option('--eval-every <n>', 'zero-shot evaluation every n optimizer steps (0: only at the end)', int, 50)
   .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
   .option('--out <dir>', 'where metrics.jsonl and curves.png go', 'runs/clip')
+  .option('--exit-after <n>', 'stop after n optimizer steps of this run, checkpointing first (a planned interruption)', int)
   .parse()
   .opts<{
     steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
-    gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string;
+    gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string; exitAfter?: number;
   }>();
 
 const group = await initProcessGroup();
@@ -104,7 +105,8 @@ const bar =
     : null;
 bar?.start(opts.steps, step, { loss: '-', sps: '-', top1: '-' });
 
-while (step < opts.steps) {
+const lastStep = Math.min(opts.steps, opts.exitAfter === undefined ? Infinity : step + opts.exitAfter);
+while (step < lastStep) {
   const started = performance.now();
   let lossSum = 0;
   let samples = 0;
@@ -135,7 +137,7 @@ while (step < opts.steps) {
     bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
   }
   if ((opts.evalEvery > 0 && step % opts.evalEvery === 0) || step === opts.steps) await evaluate();
-  if ((opts.checkpointEvery > 0 && step % opts.checkpointEvery === 0) || step === opts.steps) await checkpointNow();
+  if ((opts.checkpointEvery > 0 && step % opts.checkpointEvery === 0) || step === lastStep) await checkpointNow();
 }
 bar?.stop();
 if (rank === 0) {
