@@ -1,0 +1,4 @@
+/** Bad use of ZeroRedundancyOptimizer (wrong stage, state dict not consolidated, mismatched groups). */
+export class ZeroError extends Error {
+  override readonly name = 'ZeroError';
+}

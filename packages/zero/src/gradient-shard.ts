@@ -1,0 +1,76 @@
+import type { RemovableHandle, Tensor } from '@ddp/autograd';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { tf } from '@ddp/tensor';
+
+/**
+ * ZeRO stage 2's gradient sharding. A post-accumulate-grad hook on every parameter reduces
+ * its gradient to the parameter's owner (AVG over the group) as soon as backward produces
+ * it; every other rank frees it at once, so no rank holds more than its shard's gradients
+ * plus the few in flight. Parameters are owned whole, so this is a reduce-scatter of the flat
+ * gradient cut along parameter boundaries: one `reduce` per parameter, overlapping backward.
+ *
+ * The order hooks fired in is recorded, so a rank that has joined (uneven inputs) can
+ * replay the same reduces with zeros while the others still train.
+ */
+export class GradientSharder {
+  private readonly handles: RemovableHandle[];
+  /** Parameters whose gradients were reduced this iteration, in issue order. */
+  private order: Tensor[] = [];
+  private lastOrder: Tensor[] = [];
+
+  constructor(
+    params: readonly Tensor[],
+    private readonly owner: Map<Tensor, number>,
+    private readonly group: ProcessGroup,
+    /** Called synchronously before the iteration's first reduce is issued. */
+    private readonly onIterationStart: () => Promise<unknown>,
+  ) {
+    this.handles = params.filter((p) => p.requiresGrad).map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+  }
+
+  private async reduceGradient(p: Tensor): Promise<void> {
+    const started = this.order.length === 0 ? this.onIterationStart() : Promise.resolve();
+    const grad = p.grad;
+    if (grad === null) return;
+    const buf = Float32Array.from(grad.dataSync());
+    const dst = this.owner.get(p)!;
+    const mine = dst === this.group.rank;
+    if (!mine) p.grad = null;
+    const work = this.group.reduce(buf, { dst, op: ReduceOp.AVG });
+    this.order.push(p);
+    await started;
+    await work.wait();
+    if (mine) p.grad = tf.tensor(buf, p.shape, 'float32');
+  }
+
+  /**
+   * On a joined rank: issue the reduces of the last iteration with zero gradients (in the
+   * same order), keeping the averaged result for the parameters this rank owns.
+   */
+  async replayWithZeros(): Promise<void> {
+    const pending = this.lastOrder.map((p) => {
+      const buf = new Float32Array(p.size);
+      const dst = this.owner.get(p)!;
+      return { p, buf, mine: dst === this.group.rank, work: this.group.reduce(buf, { dst, op: ReduceOp.AVG }) };
+    });
+    for (const { p, buf, mine, work } of pending) {
+      await work.wait();
+      if (mine) p.grad = tf.tensor(buf, p.shape, 'float32');
+    }
+  }
+
+  /** Whether this iteration's gradients have started to be reduced (its join flag was sent). */
+  get iterationStarted(): boolean {
+    return this.order.length > 0;
+  }
+
+  /** Ends an iteration (called by the optimizer's step). */
+  endIteration(): void {
+    if (this.order.length > 0) this.lastOrder = this.order;
+    this.order = [];
+  }
+
+  remove(): void {
+    for (const h of this.handles) h.remove();
+  }
+}

@@ -1,0 +1,225 @@
+import type { Tensor } from '@ddp/autograd';
+import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
+import { type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
+import { Optimizer, type OptimizerStateDict, type ParamGroup, type ParamGroupInput, type ParamState } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { ZeroError } from './errors.js';
+import { GradientSharder } from './gradient-shard.js';
+import { type Partition, partitionParameters } from './partition.js';
+import { gatherStateDict, shardStateDict } from './state-dict.js';
+
+/** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
+export type OptimizerClass<O extends { lr: number }> = new (params: ParamGroupInput<O>[], options: Partial<O>) => Optimizer<O>;
+
+export interface ZeroOptions {
+  /** Default: the world group. */
+  processGroup?: ProcessGroup;
+  /** 1: shard optimizer state (default); 2: also shard gradients (see GradientSharder). */
+  stage?: 1 | 2;
+  /**
+   * true: updated parameters travel as one all-gather of a flat buffer per rank's shard
+   * (padded to the largest shard); false (default): one broadcast per rank of its shard.
+   */
+  parametersAsBucketView?: boolean;
+}
+
+/**
+ * PyTorch's ZeroRedundancyOptimizer (ZeRO-DP stages 1 and 2). Parameters are partitioned
+ * across the ranks by the sorted-greedy rule; each rank keeps the wrapped optimizer's state
+ * for its own shard only (about 1/N of it), steps that shard, and the updated values reach
+ * every rank. `paramGroups` are the global groups: change hyperparameters (or run an LR
+ * scheduler) there, they are copied to the local optimizer before each step.
+ *
+ * Stage 1 expects gradients already averaged across ranks (DDP). Stage 2 averages them
+ * itself, each to its owner only: use it on the bare module, not inside DDP.
+ */
+export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer<O> implements Joinable {
+  readonly processGroup: ProcessGroup;
+  readonly stage: 1 | 2;
+  readonly parametersAsBucketView: boolean;
+  readonly partition: Partition;
+  /** The wrapped optimizer over this rank's shard; null when the rank owns no parameter. */
+  readonly optim: Optimizer<O> | null;
+  /** Global group index of each of the local optimizer's groups. */
+  private readonly localGroupOf: number[] = [];
+  private readonly sharder: GradientSharder | null = null;
+  private notified = false;
+  private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
+
+  constructor(params: Tensor[] | ParamGroupInput<O>[], optimizerClass: OptimizerClass<O>, options: Partial<O> = {}, zero: ZeroOptions = {}) {
+    super(params, options as O);
+    this.processGroup = zero.processGroup ?? getDefaultGroup();
+    this.stage = zero.stage ?? 1;
+    if (this.stage !== 1 && this.stage !== 2) throw new ZeroError(`stage must be 1 or 2, got ${String(this.stage)}`);
+    this.parametersAsBucketView = zero.parametersAsBucketView ?? false;
+    // complete the global groups with the wrapped optimizer's defaults (a probe that never steps)
+    const probe = new optimizerClass([{ params: [this.paramGroups[0]!.params[0]!] } as ParamGroupInput<O>], options);
+    Object.assign(this.defaults, probe.defaults);
+    for (let g = 0; g < this.paramGroups.length; g++) this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g]! };
+    this.partition = partitionParameters(
+      this.paramGroups.map((g) => g.params),
+      this.processGroup.size,
+    );
+    const localGroups: ParamGroupInput<O>[] = [];
+    this.partition.byRank[this.processGroup.rank]!.forEach((owned, g) => {
+      if (owned.length === 0) return;
+      this.localGroupOf.push(g);
+      localGroups.push({ ...hyperparameters(this.paramGroups[g]!), params: owned } as ParamGroupInput<O>);
+    });
+    this.optim = localGroups.length > 0 ? new optimizerClass(localGroups, options) : null;
+    if (this.stage === 2) {
+      this.sharder = new GradientSharder(this.allParams(), this.partition.owner, this.processGroup, () => this.notifyOnce());
+    }
+  }
+
+  get joinProcessGroup(): ProcessGroup {
+    return this.processGroup;
+  }
+
+  /** The parameters this rank updates. */
+  get ownedParams(): Tensor[] {
+    return this.partition.byRank[this.processGroup.rank]!.flat();
+  }
+
+  /**
+   * Steps this rank's shard with the wrapped optimizer, then sends every shard to every rank.
+   * All ranks must call it (it is collective).
+   */
+  override async step(): Promise<void> {
+    const notified = this.notifyOnce();
+    for (const [i, g] of this.localGroupOf.entries()) Object.assign(this.optim!.paramGroups[i]!, hyperparameters(this.paramGroups[g]!));
+    this.optim?.step();
+    await notified;
+    await this.exchangeParameters();
+    this.notified = false;
+    this.sharder?.endIteration();
+  }
+
+  protected update(): never {
+    throw new ZeroError('ZeroRedundancyOptimizer steps through its wrapped optimizer');
+  }
+
+  /** A Joinable's per-iteration notification, once per iteration (in backward for stage 2). */
+  private notifyOnce(): Promise<unknown> {
+    if (this.notified) return Promise.resolve();
+    this.notified = true;
+    return notifyJoinContext(this);
+  }
+
+  private async exchangeParameters(): Promise<void> {
+    const { rank, size } = this.processGroup;
+    const sizes = this.partition.sizes;
+    const own = flatten(this.partition.byRank[rank]!.flat(), sizes[rank]!);
+    let shards: Float32Array[];
+    if (this.parametersAsBucketView) {
+      const max = Math.max(...sizes);
+      if (max === 0) return;
+      const input = new Float32Array(max);
+      input.set(own);
+      const output = new Float32Array(max * size);
+      await this.processGroup.allGatherInto(output, input).wait();
+      shards = sizes.map((n, r) => output.subarray(r * max, r * max + n));
+    } else {
+      shards = sizes.map((n, r) => (r === rank ? own : new Float32Array(n)));
+      const works = shards.map((buf, r) => (buf.length > 0 ? this.processGroup.broadcast(buf, { src: r }) : null));
+      for (const w of works) await w?.wait();
+    }
+    shards.forEach((buf, r) => {
+      if (r !== rank) unflatten(buf, this.partition.byRank[r]!.flat());
+    });
+  }
+
+  /**
+   * Gathers every rank's shard of the optimizer state on rank `to` (a group rank), where
+   * `stateDict()` then returns the whole state in torch.optim's layout (as if one optimizer
+   * held every parameter), e.g. for `saveCheckpoint`. Collective: every rank calls it.
+   */
+  async consolidateStateDict(to = 0): Promise<void> {
+    this.disposeConsolidated();
+    const index = this.globalIndex();
+    const entries: [number, ParamState][] = this.optim ? [...this.optim.state].map(([p, s]) => [index.get(p)!, s]) : [];
+    const state = await gatherStateDict(this.processGroup, entries, to);
+    if (state === null) return;
+    const paramGroups = this.paramGroups.map(({ params, ...hyper }) => ({ ...(hyper as unknown as O), params: params.map((p) => index.get(p)!) }));
+    const owned = [...state.values()].flatMap((s) => Object.values(s).filter((v): v is tf.Tensor => v instanceof tf.Tensor));
+    this.consolidated = { state: { state, paramGroups }, owned };
+  }
+
+  /** The consolidated state (borrowed), on the rank `consolidateStateDict` gathered it on. */
+  override stateDict(): OptimizerStateDict<O> {
+    if (!this.consolidated) {
+      throw new ZeroError(`rank ${this.processGroup.ranks[this.processGroup.rank]}: no consolidated state; call consolidateStateDict(to) on every rank, then stateDict() on rank \`to\``);
+    }
+    return this.consolidated.state;
+  }
+
+  /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
+  override loadStateDict(sd: OptimizerStateDict<O>): void {
+    const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
+    sd.paramGroups.forEach(({ params: _params, ...hyper }, g) => Object.assign(this.paramGroups[g]!, hyper));
+    if (local) this.optim!.loadStateDict(local);
+  }
+
+  /** A joined rank still steps its shard and sends it (stage 2: after replaying the gradient reduces). */
+  joinHook(opts: JoinHookOptions): JoinHook {
+    if (this.stage === 2 && opts.divideByInitialWorldSize === false) {
+      throw new ZeroError('stage 2 averages gradients over the initial world size; divideByInitialWorldSize: false is not supported');
+    }
+    return {
+      mainHook: async () => {
+        await this.sharder?.replayWithZeros();
+        await this.step();
+      },
+      postHook: () => {},
+    };
+  }
+
+  override dispose(): void {
+    this.sharder?.remove();
+    this.optim?.dispose();
+    this.disposeConsolidated();
+  }
+
+  private disposeConsolidated(): void {
+    if (this.consolidated) tf.dispose(this.consolidated.owned);
+    this.consolidated = null;
+  }
+
+  private allParams(): Tensor[] {
+    return this.paramGroups.flatMap((g) => g.params);
+  }
+
+  private globalIndex(): Map<Tensor, number> {
+    return new Map(this.allParams().map((p, i) => [p, i]));
+  }
+}
+
+function hyperparameters<O>(group: ParamGroup<O>): Omit<ParamGroup<O>, 'params'> {
+  const { params: _params, ...hyper } = group;
+  return hyper;
+}
+
+function flatten(params: Tensor[], n: number): Float32Array {
+  const out = new Float32Array(n);
+  let at = 0;
+  for (const p of params) {
+    out.set(p.data.dataSync() as Float32Array, at);
+    at += p.size;
+  }
+  return out;
+}
+
+function unflatten(buf: Float32Array, params: Tensor[]): void {
+  let at = 0;
+  for (const p of params) {
+    p.data = tf.tensor(buf.slice(at, at + p.size), p.shape, 'float32');
+    at += p.size;
+  }
+}
+
+/** Bytes held by an optimizer's state tensors (moments, momentum buffers). */
+export function optimizerStateBytes(optimizer: Optimizer<{ lr: number }> | null): number {
+  let bytes = 0;
+  for (const s of optimizer?.state.values() ?? []) for (const v of Object.values(s)) if (v instanceof tf.Tensor) bytes += v.size * 4;
+  return bytes;
+}
