@@ -3,6 +3,7 @@ export {
   afabSchedule,
   type Channel,
   describeAction,
+  idealBubbleFraction,
   makeSchedule,
   oneFOneBSchedule,
   peakInFlight,

@@ -105,6 +105,12 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       loss += output.item();
     } else {
       output = tidy(() => stage.forward(x));
+      if (output.size !== count) {
+        const shape = output.shape.join(', ');
+        output.dispose();
+        input?.dispose();
+        throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s output has shape [${shape}], not the activationShape [${activationShape.join(', ')}] the next stage receives`);
+      }
       toSend.activation.set(mb, Float32Array.from(output.dataSync() as Float32Array));
     }
     stash.set(mb, { input, output });

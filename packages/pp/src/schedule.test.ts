@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkSchedule, ScheduleError } from './check.js';
-import { type Action, afabSchedule, oneFOneBSchedule, peakInFlight, pipelineSchedules, type Schedule, type ScheduleName } from './schedule.js';
+import { type Action, afabSchedule, idealBubbleFraction, oneFOneBSchedule, peakInFlight, pipelineSchedules, type Schedule, type ScheduleName } from './schedule.js';
 import { distributeLayers } from './stage.js';
 
 const NAMES: ScheduleName[] = ['afab', '1f1b'];
@@ -58,6 +58,12 @@ describe('schedules', () => {
       expect(peakInFlight(s)).toBe(p - stage);
       expect(peakInFlight(afabSchedule(stage, p, m))).toBe(m);
     }
+  });
+
+  it('the ideal bubble is (p − 1) / (m + p − 1)', () => {
+    expect(idealBubbleFraction(1, 4)).toBe(0);
+    expect(idealBubbleFraction(2, 1)).toBe(0.5);
+    expect(idealBubbleFraction(4, 8)).toBeCloseTo(3 / 11, 12);
   });
 
   it('the last stage alternates strictly under 1F1B', () => {

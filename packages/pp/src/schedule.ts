@@ -127,6 +127,11 @@ export function peakInFlight(schedule: Schedule): number {
   return peak;
 }
 
+/** The idle fraction of an ideal pipeline of p equal stages over m micro-batches: (p − 1) / (m + p − 1). */
+export function idealBubbleFraction(numStages: number, numMicroBatches: number): number {
+  return (numStages - 1) / (numMicroBatches + numStages - 1);
+}
+
 /** A readable one-line form of an action, for errors and logs. */
 export function describeAction(a: Action): string {
   if (a.op !== 'comm') return `${a.op}(${a.microBatch})`;

@@ -39,6 +39,9 @@ describe('PipelineStage', () => {
   });
 });
 
+/** Stands in for rank 0 of a 2-rank pp group in a test that never communicates. */
+const fakePipelineGroup = { rank: 0, size: 2 } as ProcessGroup;
+
 describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro-batches)', () => {
   let group: ProcessGroup;
   beforeAll(async () => {
@@ -81,5 +84,12 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     await expect(pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit })).rejects.toThrow(/micro-batch 0 has no target/);
     expect(tf.memory().numTensors).toBe(before);
     one.dispose();
+    const two = new PipelineStage(buildParts(), 0, 2);
+    const onlyForward: Schedule = [{ op: 'forward', microBatch: 0 }];
+    const wrongShape = { ppGroup: fakePipelineGroup, activationShape: [CFG.microBatch, CFG.seq, CFG.dim + 1], schedule: onlyForward };
+    const before2 = tf.memory().numTensors;
+    await expect(pipelineStep(two, microBatches(0, 0), wrongShape)).rejects.toThrow(/output has shape \[2, 6, 8\], not the activationShape \[2, 6, 9\]/);
+    expect(tf.memory().numTensors).toBe(before2);
+    two.dispose();
   });
 });

@@ -39,7 +39,7 @@ class LayerSlice extends Module {
     start: number,
   ) {
     super();
-    items.forEach((m, i) => this.registerModule(String(start + i), m));
+    for (const [i, m] of items.entries()) this.registerModule(String(start + i), m);
   }
   forward(x: Tensor): Tensor {
     return this.items.reduce((h, layer) => layer.forward(h), x);
@@ -75,7 +75,7 @@ export class PipelineStage extends Module {
     this.lossFn = parts.lossFn;
     if (!this.isFirst) parts.embedding.dispose();
     if (!this.isLast) parts.head.dispose();
-    parts.layers.forEach((layer, i) => (i < start || i >= end) && layer.dispose());
+    for (const [i, layer] of parts.layers.entries()) if (i < start || i >= end) layer.dispose();
   }
 
   get isFirst(): boolean {

@@ -22,7 +22,11 @@ export const makeOptimizer = (stage: PipelineStage) => new SGD(stage.parameters(
 /** Row r of step s's global batch: a pseudo-random sequence whose target is each token's successor rule. */
 function row(step: number, r: number): { input: number[]; target: number[] } {
   let x = (step * 131 + r * 37 + 7) % 9973;
-  const input = [...Array(CFG.seq).keys()].map(() => (x = (x * 1103 + 12345) % 9973) % CFG.vocab);
+  const input: number[] = [];
+  for (let t = 0; t < CFG.seq; t++) {
+    x = (x * 1103 + 12345) % 9973;
+    input.push(x % CFG.vocab);
+  }
   return { input, target: input.map((t) => (t * 3 + 1) % CFG.vocab) };
 }
 
