@@ -1,0 +1,48 @@
+import { writeFileSync } from 'node:fs';
+import { destroyProcessGroup } from '@ddp/comm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { attempt, CASES, type Outcome } from './bad-input.js';
+
+/**
+ * Bad input at each package's public entry points must raise a typed error. Rows listed in
+ * KNOWN_UNTYPED do not today (see RELIABILITY.md); they run as expected failures, so a fix
+ * shows up as a failing "expected to fail" test and the row moves out of the list.
+ */
+const KNOWN_UNTYPED = new Set<string>([
+  'comm initProcessGroup: timeoutMs -5',
+  "comm ProcessGroup.allReduce: op 'median'",
+  'autograd matmul: [2,3] @ [2,3]',
+  'autograd add: [2,3] + [4] (not broadcastable)',
+  'autograd reshape: 6 elements to [4]',
+  'autograd mse: input [2,3], target [3,2]',
+  'autograd crossEntropy: label 9 with 3 classes',
+  'nn Linear: inFeatures -1',
+  'nn Linear: outFeatures 2.5',
+  'nn Linear.forward: input [2,3] into Linear(4, 2)',
+  'nn SGD: lr missing',
+  'nn clipGradNorm: maxNorm -1',
+  'launch planLaunch: script missing',
+  'reducer DistributedDataParallel.create: bucketCapMB -1',
+  'reducer DistributedDataParallel.create: a module without parameters',
+  'reducer loss.backward (DDP, default options): NaN in the input → NaN gradient',
+  'syncbn SyncBatchNorm: numFeatures -1',
+  'contrastive ntXentLoss: tau -1',
+]);
+
+const key = (c: (typeof CASES)[number]) => `${c.pkg} ${c.entry}: ${c.input}`;
+const seen: Record<string, Outcome & { expect: string }> = {};
+
+describe('bad input at public entry points gets a typed error', () => {
+  afterAll(async () => {
+    await destroyProcessGroup();
+    writeFileSync(new URL('../results/bad-input.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`);
+  });
+  for (const c of CASES) {
+    const run = KNOWN_UNTYPED.has(key(c)) ? it.fails : it;
+    run(`${key(c)} → ${c.expect}`, async () => {
+      const o = await attempt(c);
+      seen[key(c)] = { ...o, expect: c.expect };
+      expect(o.typed, `${o.name}: ${o.message}`).toBe(true);
+    });
+  }
+});
