@@ -1,0 +1,60 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { Embedding, type Module, TransformerBlock } from '@ddp/nn';
+import { TensorParallelBlock } from './block.js';
+import { VocabParallelEmbedding } from './layers.js';
+
+/**
+ * Puts `replacement` where `parent` holds `old`: nn's Module has no public way to swap a
+ * registered child (PyTorch's setattr), so this updates its child map and the fields and
+ * arrays (ModuleList's items) that point at `old`.
+ */
+function replaceChild(parent: Module, old: Module, replacement: Module): void {
+  const slots = parent as unknown as Record<string, unknown> & { children_: Map<string, Module | null> };
+  for (const [name, child] of slots.children_) if (child === old) slots.children_.set(name, replacement);
+  for (const key of Object.keys(slots)) {
+    const value = slots[key];
+    if (value === old) slots[key] = replacement;
+    else if (Array.isArray(value)) {
+      for (const [i, v] of value.entries()) if (v === old) value[i] = replacement;
+    }
+  }
+}
+
+function parallelize(m: Module, group: ProcessGroup, embeddings: boolean): Module {
+  if (m instanceof TransformerBlock) {
+    const block = new TensorParallelBlock(m, group);
+    m.attn.dispose();
+    for (const layer of m.mlp) layer.dispose();
+    return block;
+  }
+  if (embeddings && m instanceof Embedding && m.numEmbeddings % group.size === 0) {
+    const e = VocabParallelEmbedding.fromEmbedding(m, group);
+    m.dispose();
+    return e;
+  }
+  return m;
+}
+
+export interface ApplyTensorParallelOptions {
+  /** Also split every Embedding whose vocabulary divides by the tp size (default true). */
+  embeddings?: boolean;
+}
+
+/**
+ * Shards a model over the tp group in place (picotron's apply_tensor_parallel): every
+ * TransformerBlock becomes a TensorParallelBlock (q, k, v and the MLP's up projection
+ * column-parallel, attention output and MLP down projection row-parallel) and, unless
+ * disabled, every Embedding a VocabParallelEmbedding. Shards are cut from the model's own
+ * weights, so build the model identically on every rank (same Generator seed) first.
+ * The parallel modules' forwards are async: the model's forward must await its blocks and
+ * embeddings. Returns the model (a new module only when `model` itself is replaced).
+ */
+export function applyTensorParallel(model: Module, group: ProcessGroup, { embeddings = true }: ApplyTensorParallelOptions = {}): Module {
+  const top = parallelize(model, group, embeddings);
+  if (top !== model) return top;
+  for (const child of model.children()) {
+    const converted = applyTensorParallel(child, group, { embeddings });
+    if (converted !== child) replaceChild(model, child, converted);
+  }
+  return model;
+}

@@ -1,0 +1,63 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { matmul, maskedFill, softmax, type Tensor } from '@ddp/autograd';
+import { Module, type MultiheadAttention } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { TensorParallelError } from './errors.js';
+import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
+
+/**
+ * nn.MultiheadAttention (batch-first, self-attention) split by heads over the tp ranks: the
+ * q, k and v projections are column-parallel (rank r computes heads [r·H/tp, (r+1)·H/tp)),
+ * attention runs on local heads only, and the output projection is row-parallel (its
+ * all-reduce is the block's only forward communication). Shards come from the unsharded
+ * module's packed in_proj_weight [3E, E] and out_proj.
+ */
+export class TensorParallelAttention extends Module {
+  readonly qProj: ColumnParallelLinear;
+  readonly kProj: ColumnParallelLinear;
+  readonly vProj: ColumnParallelLinear;
+  readonly outProj: RowParallelLinear;
+  readonly localHeads: number;
+  readonly headDim: number;
+  readonly causal: boolean;
+
+  constructor(mha: MultiheadAttention, readonly group: ProcessGroup) {
+    super();
+    const rank = group.ranks[group.rank];
+    if (mha.numHeads % group.size !== 0) throw new TensorParallelError(`rank ${rank}: ${mha.numHeads} heads are not divisible by the tp size ${group.size}`);
+    if (mha.dropoutP > 0) throw new TensorParallelError(`rank ${rank}: TensorParallelAttention does not support attention dropout (p = ${mha.dropoutP})`);
+    const e = mha.embedDim;
+    const part = (i: number) => {
+      const weight = tf.slice(mha.inProjWeight.data, [i * e, 0], [e, e]);
+      const bias = mha.inProjBias ? tf.slice(mha.inProjBias.data, [i * e], [e]) : null;
+      try {
+        return new ColumnParallelLinear({ weight, bias }, group);
+      } finally {
+        tf.dispose(bias ? [weight, bias] : [weight]);
+      }
+    };
+    this.qProj = this.registerModule('q_proj', part(0));
+    this.kProj = this.registerModule('k_proj', part(1));
+    this.vProj = this.registerModule('v_proj', part(2));
+    this.outProj = this.registerModule('out_proj', RowParallelLinear.fromLinear(mha.outProj, group));
+    this.localHeads = mha.numHeads / group.size;
+    this.headDim = mha.headDim;
+    this.causal = mha.causal;
+  }
+
+  async forward(x: Tensor): Promise<Tensor> {
+    const [b, t] = x.shape as [number, number, number];
+    const heads = async (proj: ColumnParallelLinear) => (await proj.forward(x)).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
+    const q = await heads(this.qProj);
+    const k = await heads(this.kProj);
+    const v = await heads(this.vProj);
+    let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim));
+    if (this.causal) {
+      const future = tf.tidy(() => tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])));
+      scores = maskedFill(scores, future, Number.NEGATIVE_INFINITY);
+      future.dispose();
+    }
+    const merged = matmul(softmax(scores, -1), v).permute([0, 2, 1, 3]).reshape([b, t, this.localHeads * this.headDim]);
+    return this.outProj.forward(merged);
+  }
+}

@@ -1,0 +1,114 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
+import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
+import { replicateParameter, shardParameter } from './shard.js';
+
+/** A master layer's values: weight [out, in] and optional bias [out], the same on every tp rank. */
+export interface LinearMaster {
+  weight: tf.Tensor;
+  bias: tf.Tensor | null;
+}
+
+const masterOf = (l: Linear): LinearMaster => ({ weight: l.weight.data, bias: l.bias?.data ?? null });
+
+/**
+ * Y = X Aᵀ with A split by output rows: each tp rank holds out/tp rows of the weight (and
+ * bias) and computes its slice of the output features. The input passes copyToTp (its
+ * gradient is all-reduced); with gatherOutput the slices are all-gathered.
+ */
+export class ColumnParallelLinear extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+
+  constructor(
+    master: LinearMaster,
+    readonly group: ProcessGroup,
+    readonly gatherOutput = false,
+  ) {
+    super();
+    this.weight = this.registerParameter('weight', shardParameter(master.weight, 0, group, 'ColumnParallelLinear weight'));
+    this.bias = this.registerParameter('bias', master.bias ? shardParameter(master.bias, 0, group, 'ColumnParallelLinear bias') : null);
+  }
+
+  /** Shards an nn Linear (which stays the caller's). */
+  static fromLinear(l: Linear, group: ProcessGroup, { gatherOutput = false } = {}): ColumnParallelLinear {
+    return new ColumnParallelLinear(masterOf(l), group, gatherOutput);
+  }
+
+  async forward(x: Tensor): Promise<Tensor> {
+    const y = linear(copyToTp(x, this.group), this.weight, this.bias);
+    return this.gatherOutput ? gatherFromTp(y, this.group) : y;
+  }
+}
+
+/**
+ * Y = X Aᵀ + b with A split by input columns: each tp rank multiplies its slice of the input
+ * features by its in/tp weight columns and the partial outputs are summed (reduceFromTp);
+ * the bias is replicated and added once, after the sum. With inputIsParallel false the full
+ * input is split first.
+ */
+export class RowParallelLinear extends Module {
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+
+  constructor(
+    master: LinearMaster,
+    readonly group: ProcessGroup,
+    readonly inputIsParallel = true,
+  ) {
+    super();
+    this.weight = this.registerParameter('weight', shardParameter(master.weight, 1, group, 'RowParallelLinear weight'));
+    this.bias = this.registerParameter('bias', master.bias ? replicateParameter(master.bias) : null);
+  }
+
+  static fromLinear(l: Linear, group: ProcessGroup, { inputIsParallel = true } = {}): RowParallelLinear {
+    return new RowParallelLinear(masterOf(l), group, inputIsParallel);
+  }
+
+  async forward(x: Tensor): Promise<Tensor> {
+    const input = this.inputIsParallel ? x : splitToTp(x, this.group);
+    const y = await reduceFromTp(linear(input, this.weight), this.group);
+    return this.bias ? y.add(this.bias) : y;
+  }
+}
+
+/**
+ * An embedding table split by vocabulary rows: rank r holds ids [r·V/tp, (r+1)·V/tp). Each
+ * rank looks up the ids it owns (zeros elsewhere) and the results are summed across ranks.
+ */
+export class VocabParallelEmbedding extends Module {
+  readonly weight: Parameter;
+  readonly vocabStart: number;
+  readonly vocabEnd: number;
+
+  constructor(
+    masterWeight: tf.Tensor,
+    readonly group: ProcessGroup,
+  ) {
+    super();
+    this.weight = this.registerParameter('weight', shardParameter(masterWeight, 0, group, 'VocabParallelEmbedding weight'));
+    const part = this.weight.shape[0]!;
+    this.vocabStart = group.rank * part;
+    this.vocabEnd = this.vocabStart + part;
+  }
+
+  static fromEmbedding(e: Embedding, group: ProcessGroup): VocabParallelEmbedding {
+    return new VocabParallelEmbedding(e.weight.data, group);
+  }
+
+  /** ids: integer ids of any shape (nested arrays or an int32 tf.Tensor); returns [...ids.shape, dim]. */
+  async forward(ids: number[] | number[][] | tf.Tensor): Promise<Tensor> {
+    const [local, keep] = tf.tidy(() => {
+      const t = ids instanceof tf.Tensor ? tf.cast(ids, 'int32') : tf.tensor(ids as number[], undefined, 'int32');
+      const owned = tf.logicalAnd(tf.greaterEqual(t, this.vocabStart), tf.less(t, this.vocabEnd));
+      return [tf.where(owned, tf.sub(t, this.vocabStart), tf.zerosLike(t)), tf.expandDims(tf.cast(owned, 'float32'), -1)];
+    });
+    try {
+      return await reduceFromTp(mul(embedding(local, this.weight), keep), this.group);
+    } finally {
+      tf.dispose([local, keep]);
+    }
+  }
+}

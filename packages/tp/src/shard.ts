@@ -1,0 +1,21 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { Parameter } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { TensorParallelError } from './errors.js';
+
+/** The tp rank's 1/size part of `t` along `dim` (rows [r·n/size, (r+1)·n/size)), as a new Parameter. */
+export function shardParameter(t: tf.Tensor, dim: number, group: ProcessGroup, what: string, requiresGrad = true): Parameter {
+  const n = t.shape[dim]!;
+  if (n % group.size !== 0) {
+    throw new TensorParallelError(`rank ${group.ranks[group.rank]}: ${what} has ${n} along dim ${dim}, not divisible by the tp size ${group.size}`);
+  }
+  const part = n / group.size;
+  const begin = t.shape.map((_, i) => (i === dim ? group.rank * part : 0));
+  const size = t.shape.map((d, i) => (i === dim ? part : d));
+  return new Parameter(tf.slice(t, begin, size), requiresGrad);
+}
+
+/** A full copy of `t` as a new Parameter (replicated on every tp rank). */
+export function replicateParameter(t: tf.Tensor, requiresGrad = true): Parameter {
+  return new Parameter(tf.clone(t), requiresGrad);
+}

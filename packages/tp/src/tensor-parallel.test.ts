@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { runRanks } from './test/run-ranks.js';
+
+interface RankResult {
+  logits: number;
+  weights: number;
+  worst: string[];
+  leaked: number;
+  layers: Record<string, number>;
+  dpRank: number;
+  tpRank: number;
+}
+
+function check(results: RankResult[]): void {
+  for (const [rank, r] of results.entries()) {
+    expect(r.logits, `rank ${rank}: logits vs the unsharded model`).toBeLessThan(1e-5);
+    expect(r.weights, `rank ${rank}: weights after one AdamW step (${r.worst.join(', ')})`).toBeLessThan(1e-5);
+    expect(r.leaked, `rank ${rank}: tensors leaked per training step`).toBe(0);
+    for (const [what, d] of Object.entries(r.layers)) expect(d, `rank ${rank}: ${what} vs nn.Linear`).toBeLessThan(1e-5);
+  }
+}
+
+describe('tensor parallelism across real processes', () => {
+  it('tp = 2: a 2-block transformer gives the unsharded logits, and weights after an AdamW step', async () => {
+    const results = await runRanks<RankResult>('./tp.child.ts', 2, ['2']);
+    expect(results.map((r) => r.tpRank)).toEqual([0, 1]);
+    check(results);
+  }, 90_000);
+
+  it('dp 2 × tp 2 on 4 ranks: each tp group of the grid does the same', async () => {
+    const results = await runRanks<RankResult>('./tp.child.ts', 4, ['2']);
+    expect(results.map((r) => [r.dpRank, r.tpRank])).toEqual([[0, 0], [0, 1], [1, 0], [1, 1]]);
+    check(results);
+  }, 90_000);
+});
