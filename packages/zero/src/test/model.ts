@@ -23,7 +23,7 @@ export function batch(t: number, r: number): { x: Tensor; y: Tensor } {
   return { x, y };
 }
 
-export function lossOf(model: Module & { forward(x: Tensor): Tensor }, t: number, r: number): Tensor {
+export function lossOf(model: { forward(x: Tensor): Tensor }, t: number, r: number): Tensor {
   const { x, y } = batch(t, r);
   const loss = mse(model.forward(x), y);
   x.dispose();

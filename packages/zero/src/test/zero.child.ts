@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
+import { DistributedDataParallel } from '@ddp/reducer';
 import { loadCheckpoint, saveCheckpoint, type Optimizer } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '../index.js';
@@ -20,6 +21,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'even' },
     bucket: { type: 'boolean', default: false },
     dir: { type: 'string', default: '' },
+    ddp: { type: 'boolean', default: false },
   },
 });
 const stage = Number(values.stage) as 1 | 2;
@@ -37,11 +39,13 @@ function makeZero(model: ReturnType<typeof makeModel>) {
 
 let model = makeModel();
 let zero = makeZero(model);
-let averager = stage === 1 ? new GradAverager(model.parameters(), group) : null;
+// stage 1 needs averaged gradients: DDP (@ddp/reducer) or the test's GradAverager
+const ddp = values.ddp ? await DistributedDataParallel.create(model) : null;
+let averager = stage === 1 && !ddp ? new GradAverager(model.parameters(), group) : null;
 
 async function trainStep(t: number): Promise<void> {
   const notified = averager?.startIteration();
-  const loss = tidy(() => lossOf(model, t, rank));
+  const loss = tidy(() => lossOf(ddp ?? model, t, rank));
   await loss.backward();
   loss.dispose();
   await notified;
@@ -69,7 +73,7 @@ const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, 
 const result: Record<string, unknown> = { rank };
 let tensorsAfter5 = 0;
 if (mode === 'uneven') {
-  await join(stage === 1 ? [averager!, zero] : [zero], async () => {
+  await join(ddp ? [ddp, zero] : averager ? [averager, zero] : [zero], async () => {
     for (let t = 0; t < stepsOf(rank); t++) await trainStep(t);
   });
   for (let t = 0; t < maxSteps; t++) await refStep(t);
@@ -118,7 +122,7 @@ if (mode === 'uneven') {
   model.dispose();
   model = makeModel();
   zero = makeZero(model);
-  averager = stage === 1 ? new GradAverager(model.parameters(), group) : null;
+  averager = stage === 1 ? new GradAverager(model.parameters(), group) : null; // checkpoint mode runs without DDP
   result.resumedAt = (await loadCheckpoint(dir, { model, optimizer: zero })).step;
   for (let t = half; t < maxSteps; t++) {
     await trainStep(t);
