@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { clampLogitScale_, clipLoss } from '@ddp/contrastive';
+import { DistributedDataParallel } from '@ddp/reducer';
 import { AdamW, Generator, loadCheckpoint, META_FILE, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { SingleBar } from 'cli-progress';
@@ -13,7 +14,6 @@ import { DigitPairs } from './data.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
-import { averageGradients } from './sync.js';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -66,12 +66,14 @@ const optimizer = new AdamW(
 const scheduler = new WarmupCosineLR(optimizer, { warmupSteps: Math.max(1, Math.round(opts.steps * 0.1)), totalSteps: opts.steps, minLr: opts.lr * 0.05 });
 
 let step = 0;
+// DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && existsSync(join(opts.checkpointDir, META_FILE))) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
   step = loaded.step;
   if (rank === 0) console.log(`resumed from ${loaded.path} at step ${step}`);
 }
 
+const ddp = await DistributedDataParallel.create(model, { processGroup: group });
 const train = DigitPairs.load('train');
 const test = DigitPairs.load('test');
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
@@ -111,20 +113,23 @@ while (step < lastStep) {
   let lossSum = 0;
   let samples = 0;
   for (let micro = 0; micro < opts.gradAccum; micro++) {
-    const { images, tokens } = train.batch(sampler.indices(step * opts.gradAccum + micro));
-    samples += images.shape[0];
-    const features = tidy(() => model.forward(images, tokens));
-    const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
-    const loss = tidy(() => raw.div(opts.gradAccum));
-    raw.dispose();
-    features.image.dispose();
-    features.text.dispose();
-    tf.dispose([images, tokens]);
-    await loss.backward();
-    lossSum += loss.item();
-    loss.dispose();
+    const u = step * opts.gradAccum + micro;
+    const microStep = async () => {
+      const { images, tokens } = train.batch(sampler.indices(u));
+      samples += images.shape[0];
+      const features = tidy(() => ddp.forward(images, tokens));
+      const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
+      const loss = tidy(() => raw.div(opts.gradAccum));
+      raw.dispose();
+      features.image.dispose();
+      features.text.dispose();
+      tf.dispose([images, tokens]);
+      await loss.backward(); // the last micro-batch's backward also averages the summed gradients over the ranks
+      lossSum += loss.item();
+      loss.dispose();
+    };
+    await (micro < opts.gradAccum - 1 ? ddp.noSync(microStep) : microStep());
   }
-  await averageGradients(params, group);
   optimizer.step();
   clampLogitScale_(model.logitScale);
   const lr = optimizer.paramGroups[0]!.lr as number;
