@@ -13,6 +13,8 @@ interface RankResult {
   evalY: number[];
   evalRunningMean: number[];
   evalRunningVar: number[];
+  syncForwardError: string;
+  oneD: Record<string, number>;
 }
 
 function expectClose(actual: number[], expected: number[], what: string): void {
@@ -59,6 +61,8 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
       const wt = g.inputs.weight.data;
       const bs = g.inputs.bias.data;
       expectClose(r.evalY, evalReference(x, channels, h * w, r.evalRunningMean, r.evalRunningVar, wt, bs), `${at} eval y`);
+      expect(r.syncForwardError, `${at}: synchronous forward in training`).toBe('SyncBatchNormError');
+      for (const [what, d] of Object.entries(r.oneD)) expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
       start += n;
     }
   }, 90_000);

@@ -1,8 +1,9 @@
 // One rank of the SyncBatchNorm golden test: argv = fixture name, batch rows per rank ("1,0,3").
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { tensor } from '@ddp/autograd';
+import { BatchNorm1d } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { SyncBatchNorm } from '../index.js';
+import { SyncBatchNorm, SyncBatchNormError } from '../index.js';
 import { batchRows, loadGolden } from './golden.js';
 
 const [name, splitArg] = process.argv.slice(2) as [string, string];
@@ -50,6 +51,39 @@ async function step() {
   return out;
 }
 
+// The synchronous forward refuses to train over several ranks (it would need a collective).
+let syncForwardError = '';
+try {
+  bn.forward(x);
+} catch (e) {
+  syncForwardError = e instanceof SyncBatchNormError ? e.name : String(e);
+}
+
+/** 1d ([N, C]) against nn.BatchNorm1d on the whole batch in this process: largest differences. */
+async function oneD(): Promise<Record<string, number>> {
+  const total = split.reduce((a, b) => a + b, 0);
+  const values = (seed: number) => Array.from({ length: total * 3 }, (_, i) => Math.sin(i * 1.7 + seed) * (1 + (i % 5)));
+  const [xs, dys] = [values(1), values(2)];
+  const ref = new BatchNorm1d(3, { momentum: 0.2 });
+  const xFull = tensor(xs, [total, 3], { requiresGrad: true });
+  const yFull = ref.forward(xFull);
+  await yFull.backward(tf.tensor(dys, [total, 3]));
+  const sync = new SyncBatchNorm(3, { momentum: 0.2 });
+  const xl = tensor(xs.slice(start * 3, (start + count) * 3), [count, 3], { requiresGrad: true });
+  const y = await sync.forwardAsync(xl);
+  await y.backward(tf.tensor(dys.slice(start * 3, (start + count) * 3), [count, 3]));
+  const dw = Float32Array.from(sync.weight!.grad!.dataSync());
+  await group.allReduce(dw).wait();
+  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i]!)));
+  const rows = (t: { dataSync(): ArrayLike<number> }) => Array.from(t.dataSync()).slice(start * 3, (start + count) * 3);
+  return {
+    y: diff(y.dataSync(), rows(yFull)),
+    dx: diff(xl.grad!.dataSync(), rows(xFull.grad!)),
+    runningVar: diff(sync.runningVar.dataSync(), ref.runningVar.dataSync()),
+    dweight: diff(dw, ref.weight!.grad!.dataSync()),
+  };
+}
+
 const first = await step();
 const before = tf.memory().numTensors;
 await step();
@@ -58,5 +92,6 @@ bn.eval();
 const evalY = bn.forward(x); // running stats, no communication
 const evalOut = Array.from(evalY.dataSync());
 evalY.dispose();
-console.log(`RESULT ${JSON.stringify({ ...first, leaked, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`);
+const oneDDiffs = await oneD();
+console.log(`RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`);
 await destroyProcessGroup();
