@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { CommError, deserializeError } from './errors.js';
+import { CommError, deserializeError, serializeError } from './errors.js';
 import type { PeerAddress } from './transport/peer-mesh.js';
 import type { FromWorker, InitRequest, OpRequest, OpResult, ToWorker } from './worker/protocol.js';
 
@@ -47,7 +47,19 @@ export class CommThread {
     return { thread, address: reply.address };
   }
 
+  /** The comm thread poisoned a group (mismatch, lost peer, timeout). */
+  onPoisoned: (groupId: number, err: CommError) => void = () => {};
+
+  /** Tells the comm thread that the main thread's executor poisoned a group. */
+  poison(groupId: number, err: CommError): void {
+    if (!this.dead) this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err) } satisfies ToWorker);
+  }
+
   private onMessage(m: FromWorker): void {
+    if (m.type === 'poisoned') {
+      this.onPoisoned(m.groupId, deserializeError(m.error));
+      return;
+    }
     if (m.type === 'done') {
       const op = this.ops.get(m.id);
       if (!op) return;

@@ -15,7 +15,7 @@ const phase = (o: RankOutcome, p: string) => results(o).find((r) => r.phase === 
  * Three ranks loop large allReduces; once all have started, `signal` hits the victim. The
  * survivors must raise PeerLostError naming it within 5 s (then the victim is killed).
  */
-async function loseVictim(victim: number, signal: NodeJS.Signals): Promise<void> {
+async function loseVictim(victim: number, signal: NodeJS.Signals, env: Record<string, string> = {}): Promise<void> {
   let hitAt = 0;
   let reported = 0;
   const started = new Set<number>();
@@ -24,6 +24,7 @@ async function loseVictim(victim: number, signal: NodeJS.Signals): Promise<void>
     worldSize: 3,
     script: 'faults.child.ts',
     args: ['kill'],
+    env,
     timeoutMs: 60_000,
     onSpawn: (r, c) => children.set(r, c),
     onResult: (r, res) => {
@@ -49,7 +50,7 @@ async function loseVictim(victim: number, signal: NodeJS.Signals): Promise<void>
 describe('faults', () => {
   it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', () => loseVictim(1, 'SIGKILL'), 90_000);
 
-  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it within 5 s by heartbeat', () => loseVictim(2, 'SIGSTOP'), 90_000);
+  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it by heartbeat (300 ms × 10)', () => loseVictim(2, 'SIGSTOP', { DDP_HEARTBEAT_MS: '300' }), 90_000);
 
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
@@ -65,6 +66,15 @@ describe('faults', () => {
     const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['count'], timeoutMs: 40_000 });
     expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
     for (const o of out) expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
+  }, 60_000);
+
+  it('counts so different that ranks run the collective on different threads: CollectiveMismatchError on every rank', async () => {
+    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['route'], timeoutMs: 40_000 });
+    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    for (const o of out) {
+      expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
+      expect(phase(o, 'after')?.name, o.stdout).toBe('CollectiveMismatchError');
+    }
   }, 60_000);
 
   it('a rank that never arrives: CommTimeoutError on every other rank naming the collective and that rank', async () => {

@@ -1,4 +1,6 @@
 import type { CommThread } from './comm-thread.js';
+import type { MainRunner } from './main-runner.js';
+import { onMainThread } from './routing.js';
 import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, viewAs } from './dtypes.js';
 import { InvalidArgumentError } from './errors.js';
 import type { StagingPool } from './staging.js';
@@ -42,8 +44,13 @@ const bytes = (a: CommArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLen
 export class WorkerProcessGroup implements ProcessGroup {
   private seq = 0;
 
+  /** Settles when every Work issued so far has (Works complete in issue order). */
+  private tail: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly comm: CommThread,
+    /** Runs small collectives on the main thread (routing.ts); null to use only the comm thread. */
+    private readonly main: MainRunner | null,
     private readonly staging: StagingPool,
     readonly id: number,
     readonly ranks: readonly number[],
@@ -74,20 +81,42 @@ export class WorkerProcessGroup implements ProcessGroup {
     const seq = req.op === 'p2p' ? 0 : ++this.seq;
     const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
     if (sab) fill(sab);
-    const promise = this.comm
-      .run({ ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs })
+    const promise = this.dispatch({ ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs }, stageBytes)
       .then((result) => finish(sab as SharedArrayBuffer, result))
       .finally(() => this.staging.release(sab));
     return makeWork(promise);
   }
 
+  /**
+   * Runs the op on the main thread or the comm thread (routing.ts) and holds its result
+   * back until every earlier Work of this group has completed.
+   */
+  private dispatch(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): Promise<OpResult | undefined> {
+    const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
+    if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.id, req.seq, req.op);
+    const run = onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
+    const prev = this.tail;
+    const ordered = run.then(
+      (r) => prev.then(() => r),
+      (e) =>
+        prev.then(() => {
+          throw e;
+        }),
+    );
+    this.tail = ordered.catch(() => {});
+    return ordered;
+  }
+
   private inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
-      const promise = this.comm.run({
-        op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra,
-        seq: ++this.seq, sab: buf.buffer, sabOffset: buf.byteOffset, groupId: this.id, timeoutMs: this.timeoutMs,
-      });
+      const promise = this.dispatch(
+        {
+          op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra,
+          seq: ++this.seq, sab: buf.buffer, sabOffset: buf.byteOffset, groupId: this.id, timeoutMs: this.timeoutMs,
+        },
+        buf.byteLength,
+      );
       return makeWork(promise.then(() => {}));
     }
     return this.submit(

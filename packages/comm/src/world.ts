@@ -1,4 +1,5 @@
 import { CommThread } from './comm-thread.js';
+import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
 import { hostId } from './host-id.js';
@@ -23,6 +24,7 @@ export interface InitOptions {
 
 interface World {
   thread: CommThread;
+  main: MainRunner;
   store: Store;
   ownsStore: boolean;
   group: WorkerProcessGroup;
@@ -62,27 +64,29 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
-    const { thread, address } = await CommThread.start({
-      rank,
-      worldSize,
-      secret: env.secret,
-      hostId: hostId(),
-      forceTcp: process.env.DDP_TRANSPORT === 'tcp',
-      bindHost,
-    });
+    const meshOpts = { rank, worldSize, secret: env.secret, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
+    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost });
+    const main = new MainRunner(meshOpts);
     try {
+      const mainAddress = await main.listen(bindHost);
       await rdv.set(`addr/${rank}`, JSON.stringify(address));
-      const addrs = await Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`addr/${r}`)), r)));
-      await thread.connect(addrs, timeoutMs);
+      await rdv.set(`mainaddr/${rank}`, JSON.stringify(mainAddress));
+      const read = (key: string) => Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`${key}/${r}`)), r)));
+      const [addrs, mainAddrs] = await Promise.all([read('addr'), read('mainaddr')]);
+      await Promise.all([thread.connect(addrs, timeoutMs), main.connect(mainAddrs, timeoutMs)]);
     } catch (e) {
-      await thread.close();
+      await Promise.all([thread.close(), main.close()]);
       throw e;
     }
+    // a group poisoned on one thread is poisoned on the other
+    thread.onPoisoned = (groupId, err) => main.executor.adoptPoison(groupId, err);
+    main.executor.onPoison = (groupId, err) => thread.poison(groupId, err);
     const ranks = Array.from({ length: worldSize }, (_, r) => r);
     thread.addGroup(0, ranks);
+    main.addGroup(0, ranks);
     const staging = new StagingPool();
-    const group = new WorkerProcessGroup(thread, staging, 0, ranks, rank, timeoutMs);
-    world = { thread, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1 };
+    const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);
+    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1 };
     return group;
   } catch (e) {
     if (ownsStore) await store.close();
@@ -95,6 +99,7 @@ export async function destroyProcessGroup(): Promise<void> {
   const w = world;
   world = null;
   if (!w) return;
+  await w.main.close();
   await w.thread.close();
   if (w.ownsStore) await w.store.close();
 }
@@ -140,7 +145,8 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const me = w.group.ranks[w.group.rank] as number;
   if (!members.includes(me)) return null;
   w.thread.addGroup(id, members);
-  return new WorkerProcessGroup(w.thread, w.staging, id, members, members.indexOf(me), opts.timeoutMs ?? w.timeoutMs);
+  w.main.addGroup(id, members);
+  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), opts.timeoutMs ?? w.timeoutMs);
 }
 
 /**

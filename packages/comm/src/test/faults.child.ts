@@ -9,6 +9,7 @@ import { decodeText } from '../store/store.js';
  *   kill      – loops large allReduces; the test kills one rank; survivors report the error
  *   mismatch  – the last rank calls allGather while the others call allReduce
  *   count     – rank 0 all-reduces one more element than the others (ring-sized)
+ *   route     – rank 0 all-reduces 5 elements (main thread), the others 300000 (comm thread)
  *   timeout   – the last rank sleeps instead of calling a (ring-sized) allReduce
  *   fuzz      – rank 0 sends random bytes to every listening port, then the world all-reduces
  *   auth      – initProcessGroup only (the test gives one rank a wrong secret)
@@ -58,6 +59,10 @@ switch (mode) {
   case 'count':
     await attempt('collective', () => pg.allReduce(new Float32Array(pg.rank === 0 ? 300_001 : 300_000)).wait());
     break;
+  case 'route':
+    await attempt('collective', () => pg.allReduce(new Float32Array(pg.rank === 0 ? 5 : 300_000)).wait());
+    await attempt('after', () => pg.allReduce(new Float32Array(5)).wait());
+    break;
   case 'timeout':
     if (pg.rank === last) await sleep(4000);
     else await attempt('collective', () => pg.allReduce(new Float32Array(300_000)).wait());
@@ -68,9 +73,11 @@ switch (mode) {
     if (pg.rank === 0) {
       const targets: ({ host: string; port: number } | { path: string })[] = [{ host: process.env.MASTER_ADDR as string, port: Number(process.env.MASTER_PORT) }];
       for (let r = 0; r < pg.size; r++) {
-        const a = JSON.parse(decodeText(await getStore().get(`ddp/0/addr/${r}`)));
-        targets.push({ host: a.host, port: a.port });
-        if (a.uds) targets.push({ path: a.uds });
+        for (const key of ['addr', 'mainaddr']) {
+          const a = JSON.parse(decodeText(await getStore().get(`ddp/0/${key}/${r}`)));
+          targets.push({ host: a.host, port: a.port });
+          if (a.uds) targets.push({ path: a.uds });
+        }
       }
       const junks = [randomBytes(1), randomBytes(64), randomBytes(70_000), Buffer.from('DDPH\x01\x02\x00\x00\x00\x00'), Buffer.alloc(26, 0xff)];
       let sent = 0;

@@ -108,6 +108,11 @@ export class Mailbox {
     }
   }
 
+  /** The first queued frame of a channel that matches. */
+  find(channel: string, match: (h: FrameHeader) => boolean): Frame | undefined {
+    return this.frames.get(channel)?.find((f) => match(f.header));
+  }
+
   /** Drops queued frames of a group (after an abort, they can never be matched). */
   dropGroup(groupId: number): void {
     for (const ch of this.frames.keys()) if (ch.startsWith(`${groupId}:`)) this.frames.delete(ch);

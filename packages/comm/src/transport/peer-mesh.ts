@@ -28,6 +28,8 @@ export interface MeshOptions {
   hostId: string;
   /** Use TCP even between ranks of one host (DDP_TRANSPORT=tcp). */
   forceTcp: boolean;
+  /** Off for the main thread's mesh: a main thread busy computing must not look dead. */
+  heartbeat?: boolean;
 }
 
 /** Channel name of a frame inside a peer's mailbox. */
@@ -57,6 +59,8 @@ export class PeerMesh {
   private arrived: (() => void) | null = null;
   onPeerLost: (peer: number, err: PeerLostError) => void = () => {};
   onControl: (peer: number, f: Frame) => void = () => {};
+  /** Sees every data frame before its mailbox; returning false drops it. */
+  admit: (peer: number, f: Frame) => boolean = () => true;
   onConnectionError: (err: CommError) => void = () => {};
   /** Connections refused or closed for bad bytes (for tests and diagnostics). */
   refused = 0;
@@ -70,7 +74,7 @@ export class PeerMesh {
     const beat: FrameHeader = { payloadLength: 0, kind: FrameKind.Heartbeat, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
     this.heartbeat = new Heartbeat(
       n,
-      heartbeatInterval(),
+      opts.heartbeat === false ? 0 : heartbeatInterval(),
       () => this.inbound.flatMap((s, i) => (s && !this.isLost(i) ? [i] : [])),
       (peer) => this.write(peer, beat, null),
       (peer, ms) => this.lose(peer, `nothing heard for ${ms} ms`),
@@ -211,7 +215,9 @@ export class PeerMesh {
 
   private dispatch(peer: number, f: Frame): void {
     const k = f.header.kind;
-    if (k === FrameKind.Data || k === FrameKind.P2P) this.mailboxes[peer]?.deliver(channelOf(f.header), f);
+    if (k === FrameKind.Data || k === FrameKind.P2P) {
+      if (this.admit(peer, f)) this.mailboxes[peer]?.deliver(channelOf(f.header), f);
+    }
     else if (k === FrameKind.Bye) this.farewell(peer);
     else if (k !== FrameKind.Heartbeat) this.onControl(peer, f);
   }

@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { serializeError } from '../errors.js';
+import { deserializeError, serializeError } from '../errors.js';
 import { PeerMesh } from '../transport/peer-mesh.js';
 import { Executor } from './executor.js';
 import type { FromWorker, ToWorker } from './protocol.js';
@@ -16,6 +16,7 @@ port.on('message', (msg: ToWorker) => {
     case 'init': {
       mesh = new PeerMesh({ rank: msg.rank, worldSize: msg.worldSize, secret: msg.secret, hostId: msg.hostId, forceTcp: msg.forceTcp });
       executor = new Executor(mesh, post);
+      executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(
         (address) => post({ type: 'listening', address }),
         (e) => post({ type: 'failed', error: serializeError(e) }),
@@ -33,6 +34,9 @@ port.on('message', (msg: ToWorker) => {
       return;
     case 'op':
       executor?.submit(msg);
+      return;
+    case 'poison':
+      executor?.adoptPoison(msg.groupId, deserializeError(msg.error));
       return;
     case 'close':
       (mesh ? mesh.close() : Promise.resolve()).finally(() => {

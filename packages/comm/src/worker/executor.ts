@@ -4,7 +4,7 @@ import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { runCollective } from './collectives.js';
 import { GroupState } from './group-state.js';
-import { OpContext } from './op-context.js';
+import { describe, OpContext } from './op-context.js';
 import type { FromWorker, OpRequest, OpResult } from './protocol.js';
 
 /**
@@ -18,6 +18,10 @@ export class Executor {
   private readonly probes = new Map<number, (peer: number, startedSeq: number) => void>();
   /** Aborts that arrived before this rank created the group (newGroup runs late here). */
   private readonly earlyAborts = new Map<number, CommError>();
+  /** Collectives (group → seq → op) this rank runs on its other executor (see routing.ts). */
+  private readonly away = new Map<number, Map<number, string>>();
+  /** Called when a group is poisoned here, so the other executor can follow. */
+  onPoison: (groupId: number, err: CommError) => void = () => {};
 
   constructor(
     private readonly mesh: PeerMesh,
@@ -27,6 +31,47 @@ export class Executor {
       for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.poison(g, err);
     };
     mesh.onControl = (peer, f) => this.control(peer, f);
+    mesh.admit = (peer, f) => this.admit(peer, f);
+  }
+
+  /**
+   * This rank runs collective `seq` of the group on its other executor, so a frame of that
+   * collective arriving here means the ranks disagree on what they are running.
+   */
+  routedAway(groupId: number, seq: number, op: string): void {
+    let m = this.away.get(groupId);
+    if (!m) {
+      m = new Map();
+      this.away.set(groupId, m);
+    }
+    m.set(seq, op);
+    // collectives complete in order: ones far behind cannot receive frames any more
+    if (m.size > 4096) for (const s of m.keys()) if (s < seq - 4096) m.delete(s);
+    const g = this.groups.get(groupId);
+    if (!g) return;
+    for (const r of g.ranks) {
+      const f = this.mesh.mailboxes[r]?.find(`${groupId}:c`, (h) => h.seq === seq);
+      if (f) this.admit(r, f);
+    }
+  }
+
+  private admit(peer: number, f: Frame): boolean {
+    const h = f.header;
+    const op = h.kind === FrameKind.Data ? this.away.get(h.groupId)?.get(h.seq) : undefined;
+    const g = this.groups.get(h.groupId);
+    if (op === undefined || !g) return true;
+    const me = this.mesh.opts.rank;
+    this.announceMismatch(
+      g,
+      new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, { rank: me, ranks: [me, peer], op }),
+    );
+    return false;
+  }
+
+  /** The other executor poisoned the group: follow without echoing back. */
+  adoptPoison(groupId: number, err: CommError): void {
+    const g = this.groups.get(groupId);
+    if (g && !g.failure) this.poison(g, err, false);
   }
 
   addGroup(groupId: number, ranks: number[]): void {
@@ -39,9 +84,11 @@ export class Executor {
   }
 
   /** Marks the group failed and wakes every op of it that is waiting on any peer. */
-  private poison(g: GroupState, err: CommError): void {
+  private poison(g: GroupState, err: CommError, echo = true): void {
+    const fresh = !g.failure;
     g.failure ??= err;
     for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(g.failure, g.id);
+    if (fresh && echo) this.onPoison(g.id, g.failure);
   }
 
   private control(peer: number, f: Frame): void {

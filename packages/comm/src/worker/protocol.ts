@@ -66,7 +66,14 @@ export interface CloseRequest {
   type: 'close';
 }
 
-export type ToWorker = InitRequest | ConnectRequest | GroupRequest | OpRequest | CloseRequest;
+/** The main thread's executor poisoned a group: the comm thread's follows. */
+export interface PoisonRequest {
+  type: 'poison';
+  groupId: number;
+  error: SerializedError;
+}
+
+export type ToWorker = InitRequest | ConnectRequest | GroupRequest | OpRequest | CloseRequest | PoisonRequest;
 
 export interface OpResult {
   sab?: SharedArrayBuffer;
@@ -78,4 +85,5 @@ export type FromWorker =
   | { type: 'connected' }
   | { type: 'closed' }
   | { type: 'failed'; error: SerializedError }
+  | { type: 'poisoned'; groupId: number; error: SerializedError }
   | { type: 'done'; id: number; result?: OpResult; error?: SerializedError };

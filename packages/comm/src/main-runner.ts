@@ -1,0 +1,56 @@
+import { type CommError, deserializeError } from './errors.js';
+import { type MeshOptions, type PeerAddress, PeerMesh } from './transport/peer-mesh.js';
+import { Executor } from './worker/executor.js';
+import type { FromWorker, OpRequest, OpResult } from './worker/protocol.js';
+
+/**
+ * Small collectives run on the main thread itself, on a mesh of their own: for them the
+ * two thread hand-offs (main → comm thread → main) cost more than the work, and there is
+ * nothing to overlap. Which ops come here is decided by routing.ts, the same way on every
+ * rank. The main mesh sends no heartbeats (a main thread busy computing must not look dead;
+ * the comm thread's mesh watches liveness).
+ */
+export class MainRunner {
+  readonly mesh: PeerMesh;
+  readonly executor: Executor;
+  private nextId = 1;
+  private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
+
+  constructor(opts: MeshOptions) {
+    this.mesh = new PeerMesh({ ...opts, heartbeat: false });
+    this.executor = new Executor(this.mesh, (m) => this.onDone(m));
+  }
+
+  private onDone(m: FromWorker): void {
+    if (m.type !== 'done') return;
+    const op = this.ops.get(m.id);
+    if (!op) return;
+    this.ops.delete(m.id);
+    if (m.error) op.reject(deserializeError(m.error));
+    else op.resolve(m.result);
+  }
+
+  listen(bindHost: string): Promise<PeerAddress> {
+    return this.mesh.listen(bindHost);
+  }
+
+  connect(addrs: PeerAddress[], timeoutMs: number): Promise<void> {
+    return this.mesh.connect(addrs, timeoutMs);
+  }
+
+  addGroup(groupId: number, ranks: number[]): void {
+    this.executor.addGroup(groupId, ranks);
+  }
+
+  run(req: Omit<OpRequest, 'type' | 'id'>): Promise<OpResult | undefined> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.ops.set(id, { resolve, reject });
+      this.executor.submit({ type: 'op', id, ...req });
+    });
+  }
+
+  close(): Promise<void> {
+    return this.mesh.close();
+  }
+}
