@@ -5,3 +5,4 @@ export { allreduceHook, fp16CompressHook, bf16CompressHook, type CommHook, type 
 export { ByteCounter, countingGroup } from './byte-counter.js';
 export { DDPJoinHook } from './join-hook.js';
 export { DDPError, DDPCommError, DDPUsageError, NonFiniteGradientError, ParameterMismatchError, UnusedParametersError } from './errors.js';
+export { PowerSGDState, powerSGDHook, type PowerSGDOptions } from './powersgd.js';

@@ -2,8 +2,10 @@
 // `RESULT <name> <json>` for each (a thrown error becomes { error }).
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { coreScenarios } from './scenarios-core.js';
+import { hookScenarios } from './scenarios-hooks.js';
+import { joinScenarios } from './scenarios-join.js';
 
-const scenarios = { ...coreScenarios };
+const scenarios = { ...coreScenarios, ...hookScenarios, ...joinScenarios };
 const group = await initProcessGroup({ timeoutMs: Number(process.env.DDP_TIMEOUT_MS ?? 30_000) });
 for (const name of process.argv.slice(2)) {
   const run = scenarios[name as keyof typeof scenarios];

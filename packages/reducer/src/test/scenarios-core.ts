@@ -183,3 +183,6 @@ export const coreScenarios: Record<string, Scenario> = {
       false,
     ),
 };
+
+/** Rank 1 alone uses `extra`, without findUnusedParameters: every rank must raise, none may hang. */
+coreScenarios.unusedDivergentError = (pg) => gradsVsReference(pg, branchy((r) => r === 1), branchyLoss, false);

@@ -1,0 +1,55 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { maxAbsDiff, okResultsOf } from './test/expect.js';
+import { runWorld, type WorldResult } from './test/run-ranks.js';
+
+type Grads = Record<string, number[]>;
+interface HookRun {
+  grads: Grads;
+  bytes: number;
+}
+
+/** Largest error of any parameter's gradient, relative to that gradient's largest magnitude. */
+function relativeError(got: Grads, want: Grads): number {
+  return Math.max(...Object.keys(want).map((k) => maxAbsDiff(got[k]!, want[k]!) / Math.max(...want[k]!.map(Math.abs))));
+}
+
+describe('communication hooks on 2 real processes', () => {
+  let results: WorldResult;
+  beforeAll(async () => {
+    results = await runWorld(2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000);
+  }, 130_000);
+
+  it('fp16 and bf16 compression stay within their rounding error and hand half the bytes to the all-reduce', () => {
+    for (const r of okResultsOf(results, 'compression')) {
+      const exact = r.allreduce as HookRun;
+      const fp16 = r.fp16 as HookRun;
+      const bf16 = r.bf16 as HookRun;
+      // float16 keeps 11 significant bits (2^-11 ≈ 4.9e-4), bfloat16 8 (2^-8 ≈ 3.9e-3)
+      expect(relativeError(fp16.grads, exact.grads)).toBeLessThan(2e-3);
+      expect(relativeError(bf16.grads, exact.grads)).toBeLessThan(1.6e-2);
+      expect(relativeError(fp16.grads, exact.grads)).toBeGreaterThan(0); // really compressed
+      expect(fp16.bytes * 2).toBe(exact.bytes);
+      expect(bf16.bytes * 2).toBe(exact.bytes);
+      expect(exact.bytes).toBe(4 * (32 * 64 + 64 + 64 * 16 + 16));
+    }
+  });
+
+  it('PowerSGD of rank ≥ the gradients\' rank reproduces the exact average with fewer bytes', () => {
+    for (const r of okResultsOf(results, 'powerSGDExact')) {
+      const { exact, power } = r as unknown as { exact: HookRun; power: HookRun };
+      expect(relativeError(power.grads, exact.grads)).toBeLessThan(1e-4);
+      expect(power.bytes).toBeLessThan(exact.bytes / 4);
+    }
+  });
+
+  it('rank-1 PowerSGD with error feedback and warm start trains, every rank holds the same parameters, memory flat', () => {
+    const ranks = okResultsOf(results, 'powerSGDTrain');
+    for (const r of ranks) {
+      const losses = r.losses as number[];
+      expect(losses.at(-1)!).toBeLessThan(losses[0]! / 4);
+      for (const [k, v] of Object.entries(r.params as Grads)) expect(maxAbsDiff(v, (ranks[0]!.params as Grads)[k]!)).toBe(0);
+      const [at10, at30] = r.numTensors as number[];
+      expect(at30).toBe(at10);
+    }
+  });
+});

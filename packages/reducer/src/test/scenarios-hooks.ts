@@ -1,0 +1,69 @@
+// Test-only: communication hook scenarios (rank.child.ts).
+import type { ProcessGroup } from '@ddp/comm';
+import { tidy } from '@ddp/autograd';
+import { mse, SGD, type Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { allreduceHook, bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook, PowerSGDState, powerSGDHook } from '../index.js';
+import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js';
+
+type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
+
+/** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes it sent. */
+async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTotal: number, hook: CommHook<unknown>, state: unknown = null) {
+  const model = makeModel();
+  const ddp = await DistributedDataParallel.create(model);
+  ddp.registerCommHook(state, hook);
+  const [from, to] = shareOf(rowsTotal, pg.rank, pg.size);
+  const inDim = model.parameters()[0]!.shape[1]!;
+  const outDim = model.parameters().at(-1)!.shape[0]!;
+  const x = normal([rowsTotal, inDim], 77);
+  const y = normal([rowsTotal, outDim], 78);
+  const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));
+  await loss.backward();
+  loss.dispose();
+  tf.dispose([x, y]);
+  const grads = gradSnapshot(model);
+  model.dispose();
+  return { grads, bytes: ddp.commBytes.bytes };
+}
+
+async function compressionScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const make = () => mlp(21, [32, 64, 16]);
+  const out: Record<string, unknown> = {};
+  for (const [name, hook] of [['allreduce', allreduceHook], ['fp16', fp16CompressHook], ['bf16', bf16CompressHook]] as const) out[name] = await gradsWith(pg, make, 12, hook);
+  return out;
+}
+
+/** Gradients of rank ≤ 4 (4 rows in the global batch): PowerSGD of rank 4 is exact. */
+async function powerSGDExact(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const make = () => mlp(22, [64, 64, 64]);
+  const exact = await gradsWith(pg, make, 6, allreduceHook);
+  const power = await gradsWith(pg, make, 6, powerSGDHook as CommHook<unknown>, new PowerSGDState({ matrixApproximationRank: 6, startPowerSGDIter: 0 }));
+  return { exact, power };
+}
+
+/** Rank-1 PowerSGD with error feedback and warm start trains a regression: loss falls, ranks agree. */
+async function powerSGDTrain(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const model = mlp(23, [16, 32, 8]);
+  const ddp = await DistributedDataParallel.create(model);
+  ddp.registerCommHook(new PowerSGDState({ matrixApproximationRank: 1, startPowerSGDIter: 2 }), powerSGDHook);
+  const opt = new SGD(model.parameters(), { lr: 0.2, momentum: 0.5 });
+  const x = normal([12, 16], 90);
+  const y = normal([12, 8], 91);
+  const [from, to] = shareOf(12, pg.rank, pg.size);
+  const losses: number[] = [];
+  const numTensors: number[] = [];
+  for (let s = 0; s < 30; s++) {
+    const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));
+    await loss.backward();
+    losses.push(loss.item());
+    loss.dispose();
+    opt.step();
+    opt.zeroGrad();
+    if (s === 9 || s === 29) numTensors.push(tf.memory().numTensors);
+  }
+  tf.dispose([x, y]);
+  return { losses, params: snapshot(model), numTensors, bytes: ddp.commBytes.bytes };
+}
+
+export const hookScenarios: Record<string, Scenario> = { compression: compressionScenario, powerSGDExact, powerSGDTrain };

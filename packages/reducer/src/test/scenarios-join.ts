@@ -1,0 +1,104 @@
+// Test-only: uneven inputs (join) and failure scenarios (rank.child.ts).
+import type { ProcessGroup } from '@ddp/comm';
+import { tidy } from '@ddp/autograd';
+import { join } from '@ddp/join';
+import { mse, SGD } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { DistributedDataParallel } from '../index.js';
+import { mlp, normal, rows, snapshot } from './models.js';
+
+type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
+
+const batchesOf = (rank: number) => 5 + rank;
+const batch = (rank: number, s: number) => ({ x: normal([4, 5], 1000 * rank + s), y: normal([4, 3], 500 + 1000 * rank + s) });
+
+/**
+ * Rank r trains on 5 + r batches inside join; rank 0 also computes what
+ * divideByInitialWorldSize prescribes: at step s the gradient is the sum over the ranks
+ * still active of their batch's gradient, divided by N (true) or by the active count (false).
+ */
+async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean): Promise<Record<string, unknown>> {
+  let reference: Record<string, number[]> | null = null;
+  const steps = batchesOf(pg.size - 1);
+  if (pg.rank === 0) {
+    const ref = mlp(31);
+    const opt = new SGD(ref.parameters(), { lr: 0.1 });
+    for (let s = 0; s < steps; s++) {
+      const active = [...Array(pg.size).keys()].filter((r) => batchesOf(r) > s);
+      for (const r of active) {
+        const { x, y } = batch(r, s);
+        const loss = tidy(() => mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByInitialWorldSize ? pg.size : active.length));
+        await loss.backward();
+        loss.dispose();
+        tf.dispose([x, y]);
+      }
+      opt.step();
+      opt.zeroGrad();
+    }
+    reference = snapshot(ref);
+  }
+  const model = mlp(31);
+  const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  const opt = new SGD(model.parameters(), { lr: 0.1 });
+  await join(
+    [ddp],
+    async () => {
+      for (let s = 0; s < batchesOf(pg.rank); s++) {
+        const { x, y } = batch(pg.rank, s);
+        const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+        await loss.backward();
+        loss.dispose();
+        tf.dispose([x, y]);
+        opt.step();
+        opt.zeroGrad();
+      }
+    },
+    { divideByInitialWorldSize },
+  );
+  return { params: snapshot(model), reference, iterations: ddp.iteration };
+}
+
+/** Without join, rank 0 runs out of batches first and goes on to a barrier (or, `exits`, leaves). */
+async function unevenWithoutJoin(pg: ProcessGroup, exits = false): Promise<Record<string, unknown>> {
+  const model = mlp(32);
+  const ddp = await DistributedDataParallel.create(model);
+  for (let s = 0; s < 2 + pg.rank; s++) {
+    const { x, y } = batch(pg.rank, s);
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    tf.dispose([x, y]);
+  }
+  if (!exits) await pg.barrier().wait();
+  return {};
+}
+
+/** Rank 1 builds a wider hidden layer. */
+async function shapeMismatch(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  await DistributedDataParallel.create(mlp(33, [5, pg.rank === 1 ? 9 : 8, 3]));
+  return {};
+}
+
+/** Rank 1's input holds a NaN: checkFinite names the parameter on every rank. */
+async function nonFinite(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const model = mlp(34);
+  const ddp = await DistributedDataParallel.create(model, { checkFinite: true });
+  const x = tf.tensor2d([[pg.rank === 1 ? Number.NaN : 1, 2, 3, 4, 5]]);
+  const loss = tidy(() => mse(ddp.forward(rows(x, 0, 1)), rows(tf.zeros([1, 3]), 0, 1)));
+  x.dispose();
+  try {
+    await loss.backward();
+  } finally {
+    loss.dispose();
+  }
+  return {};
+}
+
+export const joinScenarios: Record<string, Scenario> = {
+  joinInitial: (pg) => joinScenario(pg, true),
+  joinActive: (pg) => joinScenario(pg, false),
+  unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
+  unevenExit: (pg) => unevenWithoutJoin(pg, true),
+  shapeMismatch,
+  nonFinite,
+};
