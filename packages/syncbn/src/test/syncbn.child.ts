@@ -1,7 +1,8 @@
 // One rank of the SyncBatchNorm golden test: argv = fixture name, batch rows per rank ("1,0,3").
-import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
-import { tensor } from '@ddp/autograd';
-import { BatchNorm1d } from '@ddp/nn';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { type Tensor, tensor } from '@ddp/autograd';
+import { BatchNorm1d, Module } from '@ddp/nn';
+import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { SyncBatchNorm, SyncBatchNormError } from '../index.js';
 import { batchRows, loadGolden } from './golden.js';
@@ -25,24 +26,32 @@ bn.loadStateDict(
     ['num_batches_tracked', tf.scalar(0, 'int32')],
   ]),
 );
+/** The layer as a model whose forward is async, so that DDP can wrap it. */
+class Net extends Module {
+  constructor(readonly bn: SyncBatchNorm) {
+    super();
+    this.registerModule('bn', bn);
+  }
+  forward(input: Tensor): Promise<Tensor> {
+    return this.bn.forwardAsync(input);
+  }
+}
+const ddp = await DistributedDataParallel.create(new Net(bn));
 const x = tensor(batchRows(g.inputs.x, start, count), shape, { requiresGrad: true });
 const dy = tf.tensor(batchRows(g.inputs.dy, start, count), shape);
 
 async function step() {
-  const y = await bn.forwardAsync(x);
+  const y = await ddp.forward(x);
   const yValues = Array.from(y.dataSync());
-  await y.backward(dy);
+  await y.backward(dy); // resolves once DDP has averaged the gradients over the ranks
   y.dispose();
-  const dw = Float32Array.from(bn.weight!.grad!.dataSync());
-  const db = Float32Array.from(bn.bias!.grad!.dataSync());
-  // DDP's averaging of the parameter gradients.
-  await group.allReduce(dw, { op: ReduceOp.AVG }).wait();
-  await group.allReduce(db, { op: ReduceOp.AVG }).wait();
+  const dw = Array.from(bn.weight!.grad!.dataSync());
+  const db = Array.from(bn.bias!.grad!.dataSync());
   const out = {
     y: yValues,
     dx: Array.from(x.grad!.dataSync()),
-    dweight: Array.from(dw),
-    dbias: Array.from(db),
+    dweight: dw,
+    dbias: db,
     runningMean: Array.from(bn.runningMean.dataSync()),
     runningVar: Array.from(bn.runningVar.dataSync()),
   };
