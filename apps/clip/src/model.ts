@@ -1,6 +1,6 @@
 import { checkpoint, fromTf, type Tensor } from '@ddp/autograd';
 import { Conv2d, Embedding, Flatten, type Generator, LayerNorm, Linear, Module, Parameter, ReLU, Sequential, TransformerBlock } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import type { tf } from '@ddp/tensor';
 
 export interface ClipModelOptions {
   /** Width of the shared embedding space. */

@@ -16,7 +16,12 @@ const TINY = ['--steps', '6', '--batch-size', '24', '--lr', '3e-3', '--checkpoin
 /** train.ts on 2 real ranks through @ddp/launch (what `ddp-run --nproc-per-node 2` does). */
 async function train(name: string, extra: string[]): Promise<string> {
   let out = '';
-  const sink = new Writable({ write: (c: Buffer, _e, done) => ((out += c.toString()), done()) });
+  const sink = new Writable({
+    write(c: Buffer, _e, done) {
+      out += c.toString();
+      done();
+    },
+  });
   const result = await launch(
     {
       script: fileURLToPath(new URL('./train.ts', import.meta.url)),

@@ -7,18 +7,29 @@ import { arrayOf, casesFor, golden, runCase } from './test-cases.js';
 
 type RankResult = { rank: number; results: Record<string, { loss: number; grads: Record<string, number[]> }> };
 
+/** A Writable that keeps what is written to it. */
+function collector(): Writable & { text: string } {
+  const sink = Object.assign(
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        sink.text += chunk.toString();
+        done();
+      },
+    }),
+    { text: '' },
+  );
+  return sink;
+}
+
 /** Runs contrastive.child.ts on `world` real rank processes through @ddp/launch; one RESULT per rank. */
 async function runWorld(world: number): Promise<RankResult[]> {
-  let out = '';
-  const stdout = new Writable({ write: (chunk: Buffer, _enc, done) => ((out += chunk.toString()), done()) });
-  let err = '';
-  const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((err += chunk.toString()), done()) });
+  const [stdout, stderr] = [collector(), collector()];
   const result = await launch(
     { script: fileURLToPath(new URL('./contrastive.child.ts', import.meta.url)), args: [], nprocPerNode: world, stdout, stderr, signal: AbortSignal.timeout(100_000) },
     { forwardSignals: false },
   );
-  expect(result.exitCode, `${result.summary}\n${err.slice(-3000)}`).toBe(0);
-  const ranks = out
+  expect(result.exitCode, `${result.summary}\n${stderr.text.slice(-3000)}`).toBe(0);
+  const ranks = stdout.text
     .split('\n')
     .map((l) => /^\[rank \d+\] RESULT (.*)$/.exec(l)?.[1])
     .filter((l): l is string => l !== undefined)

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import type { ProcessGroup } from '@ddp/comm';
 import { narrow, type Tensor, tensor } from '@ddp/autograd';
+import { Generator } from '@ddp/nn';
 import { clipLoss } from './clip-loss.js';
 import { ntXentLoss } from './ntxent.js';
 import { sigLipLoss } from './siglip.js';
@@ -56,13 +57,10 @@ export function casesFor(n: number): Case[] {
   return table[n] ?? [];
 }
 
-/** Deterministic inputs for SigLIP (no golden file): a small LCG, scale ln 10, bias −2. */
+/** Deterministic inputs for SigLIP (no golden file): N(0, 1) from a seeded generator, scale ln 10, bias −2. */
 export function sigLipInputs(rows: number, dim = 6): { image: number[]; text: number[]; scaleLog: number; bias: number } {
-  let s = 12345;
-  const next = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) * 2 - 1;
-  const image = [...Array(rows * dim)].map(next);
-  const text = [...Array(rows * dim)].map(next);
-  return { image, text, scaleLog: Math.log(10), bias: -2 };
+  const gen = new Generator(12345);
+  return { image: Array.from(gen.normal(rows * dim)), text: Array.from(gen.normal(rows * dim)), scaleLog: Math.log(10), bias: -2 };
 }
 
 /** The full-batch inputs of a case as leaves (what DDP's parameters upstream of the features stand for). */
