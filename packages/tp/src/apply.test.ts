@@ -1,0 +1,43 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { Generator, TransformerBlock } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { applyTensorParallel, TensorParallelBlock, TensorParallelError, VocabParallelEmbedding } from './index.js';
+import { TinyGpt } from './test/tiny-gpt.js';
+
+/** Sharding reads only a group's rank and size; a group of one never communicates. */
+const groupOf = (size: number, rank = 0) => ({ rank, size, ranks: [...Array(size).keys()] }) as unknown as ProcessGroup;
+
+const config = { vocab: 12, seq: 4, dim: 8, heads: 2, layers: 2 };
+const ids = [
+  [1, 5, 7, 2],
+  [0, 11, 3, 3],
+];
+
+describe('applyTensorParallel', () => {
+  it('replaces every block and embedding in place, and with tp = 1 computes the same logits', async () => {
+    const plain = new TinyGpt(config, new Generator(5));
+    const sharded = new TinyGpt(config, new Generator(5));
+    expect(applyTensorParallel(sharded, groupOf(1))).toBe(sharded);
+    expect([...sharded.blocks].every((b) => b instanceof TensorParallelBlock)).toBe(true);
+    expect(sharded.wte).toBeInstanceOf(VocabParallelEmbedding);
+    expect(sharded.modules().some((m) => m instanceof TransformerBlock)).toBe(false);
+    const [want, got] = [await plain.forward(ids), await sharded.forward(ids)];
+    expect(tf.max(tf.abs(tf.sub(want.data, got.data))).dataSync()[0]).toBeLessThan(1e-6);
+  });
+
+  it('cuts rank 1 of 2 the rows (column-parallel) and columns (row-parallel) of the master weights', () => {
+    const block = new TransformerBlock(8, 2, { generator: new Generator(9) });
+    const up = Array.from(block.mlp.at(0).parameters()[0]!.dataSync());
+    const down = block.mlp.at(2).parameters()[0]!.arraySync() as number[][];
+    const tpBlock = applyTensorParallel(block, groupOf(2, 1)) as TensorParallelBlock;
+    expect(Array.from(tpBlock.mlp.up.weight.dataSync())).toEqual(up.slice(up.length / 2));
+    expect(tpBlock.mlp.down.weight.arraySync()).toEqual(down.map((row) => row.slice(row.length / 2)));
+  });
+
+  it('raises TensorParallelError when the heads do not divide by the tp size', () => {
+    const model = new TinyGpt(config, new Generator(5));
+    expect(() => applyTensorParallel(model, groupOf(3))).toThrow(TensorParallelError);
+    expect(() => applyTensorParallel(new TinyGpt(config, new Generator(5)), groupOf(3))).toThrow(/2 heads are not divisible by the tp size 3/);
+  });
+});
