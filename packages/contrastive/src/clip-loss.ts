@@ -3,6 +3,15 @@ import { ContrastiveError } from './errors.js';
 import { logitScaleFromLog } from './scale.js';
 import { gatherForLoss, type LossOptions, rangeFrom } from './world.js';
 
+/** [batch, dim] and [batch, dim], or a ContrastiveError naming the loss; returns [batch, dim]. */
+function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string): [number, number] {
+  const [n, d] = image.shape;
+  if (image.rank !== 2 || text.rank !== 2 || text.shape[0] !== n || text.shape[1] !== d) {
+    throw new ContrastiveError(`image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, op);
+  }
+  return [n!, d!];
+}
+
 /**
  * CLIP's symmetric InfoNCE loss over a batch spread across ranks. Each rank L2-normalises its
  * features, all-gathers both modalities in one collective (backward: reduce-scatter), and
@@ -14,27 +23,42 @@ import { gatherForLoss, type LossOptions, rangeFrom } from './world.js';
  * DDP's gradient averaging computes) is the single-process mean loss.
  */
 export async function clipLoss(imageFeatures: Tensor, textFeatures: Tensor, logitScale: Tensor, opts: LossOptions = {}): Promise<Tensor> {
-  const [n, d] = imageFeatures.shape;
-  if (imageFeatures.rank !== 2 || textFeatures.rank !== 2 || textFeatures.shape[0] !== n || textFeatures.shape[1] !== d) {
-    throw new ContrastiveError(
-      `image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`,
-      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
-      'clipLoss',
-    );
-  }
+  const [n, d] = checkPairs(imageFeatures, textFeatures, opts, 'clipLoss');
   const both = tidy(() => concat([l2Normalize(imageFeatures), l2Normalize(textFeatures)], 1));
   const g = await gatherForLoss(both, opts);
   const total = g.rowsPerRank.reduce((a, b) => a + b, 0);
   const loss = tidy(() => {
-    const img = narrow(both, 1, 0, d!);
-    const txt = narrow(both, 1, d!, d!);
-    const allImg = narrow(g.gathered, 1, 0, d!);
-    const allTxt = narrow(g.gathered, 1, d!, d!);
+    const img = narrow(both, 1, 0, d);
+    const txt = narrow(both, 1, d, d);
+    const allImg = narrow(g.gathered, 1, 0, d);
+    const allTxt = narrow(g.gathered, 1, d, d);
     const scale = logitScaleFromLog(logitScale);
-    const labels = rangeFrom(g.offset, n!);
+    const labels = rangeFrom(g.offset, n);
     const perImage = crossEntropy(mul(matmul(img, allTxt, { transposeB: true }), scale), labels, { reduction: 'sum' });
     const perText = crossEntropy(mul(matmul(txt, allImg, { transposeB: true }), scale), labels, { reduction: 'sum' });
     return mul(perImage.add(perText), g.worldSize / (2 * total));
+  });
+  both.dispose();
+  if (g.own) g.gathered.dispose();
+  return loss;
+}
+
+/**
+ * The common implementation, kept for comparison (benchmarks): every rank gathers both
+ * modalities and computes the whole [global × global] logit matrix both ways, so every rank
+ * returns the same, global, loss. With allGatherWithGrad's summing backward its gradients are
+ * exact too (each rank's inputs get N × their share, DDP's average divides by N), but each rank
+ * does N× the compute of `clipLoss` and holds G/B× its logits.
+ */
+export async function clipLossFullMatrix(imageFeatures: Tensor, textFeatures: Tensor, logitScale: Tensor, opts: LossOptions = {}): Promise<Tensor> {
+  const [, d] = checkPairs(imageFeatures, textFeatures, opts, 'clipLossFullMatrix');
+  const both = tidy(() => concat([l2Normalize(imageFeatures), l2Normalize(textFeatures)], 1));
+  const g = await gatherForLoss(both, opts);
+  const total = g.rowsPerRank.reduce((a, b) => a + b, 0);
+  const loss = tidy(() => {
+    const logits = mul(matmul(narrow(g.gathered, 1, 0, d), narrow(g.gathered, 1, d, d), { transposeB: true }), logitScaleFromLog(logitScale));
+    const labels = rangeFrom(0, total);
+    return mul(crossEntropy(logits, labels, { reduction: 'sum' }).add(crossEntropy(logits.transpose(), labels, { reduction: 'sum' })), 1 / (2 * total));
   });
   both.dispose();
   if (g.own) g.gathered.dispose();

@@ -1,5 +1,5 @@
 export { allGatherWithGrad, allGatherRows, allGatherLocalGrad, type GatheredRows } from './gather.js';
-export { clipLoss } from './clip-loss.js';
+export { clipLoss, clipLossFullMatrix } from './clip-loss.js';
 export { ntXentLoss } from './ntxent.js';
 export { sigLipLoss } from './siglip.js';
 export { ringExchange } from './ring.js';

@@ -11,10 +11,11 @@ import { arrayOf, type Case, golden, leavesFor, runCase } from './test-cases.js'
 const single = (c: Omit<Case, 'split'>, total: number): Case => ({ ...c, split: [total] });
 
 describe('single process against PyTorch', () => {
-  for (const [fixture, total] of [['clip_loss_b8_d4', 8], ['clip_loss_b12_d6', 12]] as const) {
-    it(`clipLoss reproduces ${fixture}`, async () => {
+  const clipCases = [['clip', 'clip_loss_b8_d4', 8], ['clip', 'clip_loss_b12_d6', 12], ['clip-full', 'clip_loss_b8_d4', 8]] as const;
+  for (const [kind, fixture, total] of clipCases) {
+    it(`${kind === 'clip' ? 'clipLoss' : 'clipLossFullMatrix'} reproduces ${fixture}`, async () => {
       const g = golden(fixture);
-      const { loss, grads, leaves } = await runCase(single({ name: fixture, kind: 'clip', fixture }, total));
+      const { loss, grads, leaves } = await runCase(single({ name: fixture, kind, fixture }, total));
       for (const t of Object.values(leaves)) t.dispose();
       expectClose([loss], arrayOf(g.outputs.loss).data, 'loss');
       expectClose(grads.image_features!, arrayOf(g.outputs.grad_image_features).data, 'grad image');

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { ProcessGroup } from '@ddp/comm';
 import { narrow, type Tensor, tensor } from '@ddp/autograd';
 import { Generator } from '@ddp/nn';
-import { clipLoss } from './clip-loss.js';
+import { clipLoss, clipLossFullMatrix } from './clip-loss.js';
 import { ntXentLoss } from './ntxent.js';
 import { sigLipLoss } from './siglip.js';
 
@@ -16,7 +16,7 @@ export const golden = (name: string): Golden =>
   JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8')) as Golden;
 export const arrayOf = (v: unknown): { shape: number[]; data: number[] } => v as { shape: number[]; data: number[] };
 
-export type Kind = 'clip' | 'ntxent' | 'siglip';
+export type Kind = 'clip' | 'clip-full' | 'ntxent' | 'siglip';
 export interface Case {
   name: string;
   kind: Kind;
@@ -34,6 +34,7 @@ export function casesFor(n: number): Case[] {
       { name: 'clip b12 equal', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [6, 6] },
       { name: 'clip b12 unequal', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [5, 7] },
       { name: 'clip b12 naive', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [6, 6], naive: true },
+      { name: 'clip full-matrix b12 unequal', kind: 'clip-full', fixture: 'clip_loss_b12_d6', split: [5, 7] },
       { name: 'ntxent equal', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [3, 3] },
       { name: 'ntxent unequal', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [1, 5] },
       { name: 'siglip unequal', kind: 'siglip', split: [4, 6] },
@@ -50,6 +51,7 @@ export function casesFor(n: number): Case[] {
       { name: 'clip b12 equal', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [3, 3, 3, 3] },
       { name: 'clip b12 unequal', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [1, 2, 4, 5] },
       { name: 'clip b12 naive', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [3, 3, 3, 3], naive: true },
+      { name: 'clip full-matrix b8 equal', kind: 'clip-full', fixture: 'clip_loss_b8_d4', split: [2, 2, 2, 2] },
       { name: 'ntxent unequal', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [1, 2, 1, 2] },
       { name: 'siglip unequal', kind: 'siglip', split: [1, 3, 2, 4] },
     ],
@@ -96,9 +98,9 @@ export async function runCase(c: Case, group?: ProcessGroup): Promise<{ loss: nu
   const mine = (t: Tensor) => narrow(t, 0, offset, rows);
   const opts = { group, naiveGather: c.naive };
   let loss: Tensor;
-  if (c.kind === 'clip') {
+  if (c.kind === 'clip' || c.kind === 'clip-full') {
     const [img, txt] = [mine(leaves.image_features!), mine(leaves.text_features!)];
-    loss = await clipLoss(img, txt, leaves.logit_scale_log!, opts);
+    loss = await (c.kind === 'clip' ? clipLoss : clipLossFullMatrix)(img, txt, leaves.logit_scale_log!, opts);
     img.dispose();
     txt.dispose();
   } else if (c.kind === 'ntxent') {
