@@ -1,7 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { destroyProcessGroup } from '@ddp/comm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { attempt, CASES, type Outcome } from './bad-input.js';
+import { attempt, CASES as CORE, type Outcome } from './bad-input.js';
+import { PARALLEL_CASES } from './bad-input-parallel.js';
+
+const CASES = [...CORE, ...PARALLEL_CASES];
 
 /**
  * Bad input at each package's public entry points must raise a typed error. Rows listed in

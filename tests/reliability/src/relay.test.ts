@@ -1,6 +1,7 @@
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { FaultRelay } from './relay.js';
 import { type RelayedWorld, relayedWorld } from './relay-fixture.js';
 import { explain } from './world.js';
@@ -70,6 +71,9 @@ describe('FaultRelay on its own', () => {
 describe('collectives through the relay (3 ranks, TCP)', () => {
   let world: RelayedWorld | undefined;
   afterEach(async () => world?.close());
+  // what each rank saw under each fatal fault, for RELIABILITY.md
+  const seen: Record<string, unknown> = {};
+  afterAll(() => writeFileSync(new URL('../results/relay-faults.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`));
 
   it.each([
     ['delay 2 ms + jitter 0–8 ms', { delayMs: 2, jitterMs: 8 }],
@@ -77,10 +81,10 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
     ['stalls (400 ms every 1.5 s, below the heartbeat limit)', { stallEveryMs: 1500, stallMs: 400 }],
   ])('the suite is bit-exact under %s', { timeout: 90_000 }, async (_name, plan) => {
     world = await relayedWorld(plan);
-    const run = await world.run(['suite', '2'], { nproc: 3, timeoutMs: 80_000 });
+    const run = await world.run(['suite', '1'], { nproc: 3, timeoutMs: 80_000 });
     expect(run.result.exitCode, explain(run)).toBe(0);
-    expect(world.relay.bytes).toBeGreaterThan(3 * 2 * 64 * 1024 * 4); // the ring sizes went through the relay
-    for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 2 });
+    expect(world.relay.bytes).toBeGreaterThan(3 * 64 * 1024 * 4); // the ring sizes went through the relay
+    for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
   });
 
   const faults: [string, (relay: FaultRelay) => void][] = [
@@ -88,16 +92,17 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
     ['peer connections half-closed toward the reader', (r) => r.halfCloseAll('toDialer', (l) => l.startsWith('peer:'))],
     ['peer connections half-closed toward the writer', (r) => r.halfCloseAll('toListener', (l) => l.startsWith('peer:'))],
     ['one rank’s connections reset', (r) => r.resetAll((l) => l === 'peer:1')],
-    ['a 6 s stall (heartbeat limit is 3 s)', (r) => r.stall(6000)],
+    // bytes held, sockets open (a host that froze): the heartbeat (10 × DDP_HEARTBEAT_MS) or the op timeout fires
+    ['an endless stall', (r) => r.stall(120_000)],
   ];
-  it.each(faults)('%s mid-run: a typed error on every rank, no hang', { timeout: 90_000 }, async (_name, inject) => {
+  it.each(faults)('%s mid-run: a typed error on every rank, no hang', { timeout: 90_000 }, async (name, inject) => {
     world = await relayedWorld();
     const ready = new Set<number>();
     const w = world;
     const run = await world.run(['loop'], {
       nproc: 3,
       timeoutMs: 60_000,
-      env: { DDP_TIMEOUT_MS: '8000' },
+      env: { DDP_TIMEOUT_MS: '8000', DDP_HEARTBEAT_MS: '500' },
       onResult: (rank, r) => {
         if (!r.ready) return;
         ready.add(rank);
@@ -107,6 +112,7 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
     });
     expect(run.result.exitCode, explain(run)).toBe(0);
     const outcomes = run.out.last(3);
+    seen[name] = outcomes.map((o) => (o ? `${o.error}: ${o.message}` : null));
     for (const o of outcomes) expect(ACCEPTED, explain(run)).toContain(o?.error);
   });
 });
