@@ -49,12 +49,12 @@ export function namedValues(stage: PipelineStage): NamedValues {
 }
 
 /** Trains the unsplit model on each step's whole global batch (dp replicas' rows together). */
-export async function referenceRun(dp: number): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
+export async function referenceRun(dp: number, steps: number = CFG.steps): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
   const model = new PipelineStage(buildParts(), 0, 1);
   const initial = namedValues(model);
   const opt = makeOptimizer(model);
   const losses: number[] = [];
-  for (let step = 0; step < CFG.steps; step++) {
+  for (let step = 0; step < steps; step++) {
     const { input, target } = rows(step, 0, dp * CFG.numMicroBatches * CFG.microBatch);
     const loss = tidy(() => model.loss(model.forward(input), target));
     await loss.backward();

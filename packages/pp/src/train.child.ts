@@ -5,7 +5,7 @@ import { tf } from '@ddp/tensor';
 import { PipelineStage, pipelineStep, type ScheduleName } from './index.js';
 import { buildParts, CFG, makeOptimizer, microBatches, namedValues } from './test-model.js';
 
-const [pp, dp] = process.argv.slice(2).map(Number) as [number, number];
+const [pp, dp, steps] = process.argv.slice(2).map(Number) as [number, number, number];
 await initProcessGroup({ timeoutMs: 60_000 });
 const grid = await ProcessGroupManager.create({ dp, pp, timeoutMs: 60_000 });
 
@@ -17,7 +17,7 @@ for (const schedule of ['afab', '1f1b'] as ScheduleName[]) {
   const numTensors: number[] = [];
   let peakLive = 0;
   let peakBytes = 0;
-  for (let step = 0; step < CFG.steps; step++) {
+  for (let step = 0; step < steps; step++) {
     const res = await pipelineStep(stage, microBatches(step, grid.dpRank), {
       ppGroup: grid.ppGroup,
       dpGroup: grid.dpGroup,
