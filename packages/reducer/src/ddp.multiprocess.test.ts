@@ -9,7 +9,7 @@ type Params = Record<string, number[]>;
 for (const world of [2, 3]) {
   describe(`DistributedDataParallel on ${world} real processes`, () => {
     let results: WorldResult;
-    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks'];
+    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
     beforeAll(async () => {
       results = await runWorld(world, scenarios, 150_000);
     }, 160_000);
@@ -48,6 +48,36 @@ for (const world of [2, 3]) {
       const ranks = okResultsOf(results, 'unusedOnSomeRanks');
       for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
     });
+
+    if (world === 3) {
+      it('join with 5 + r batches on rank r: every rank ends with the parameters divideByInitialWorldSize prescribes', () => {
+        for (const scenario of ['joinInitial', 'joinActive']) {
+          const ranks = okResultsOf(results, scenario);
+          for (const r of ranks) {
+            expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-5);
+            expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
+          }
+        }
+        // the two divisors really lead to different models
+        const a = okResultsOf(results, 'joinInitial')[0]!.reference as Params;
+        const b = okResultsOf(results, 'joinActive')[0]!.reference as Params;
+        expect(Math.abs(a['0.weight']![0]! - b['0.weight']![0]!)).toBeGreaterThan(1e-5);
+      });
+
+      it('parameter shapes that differ across ranks raise ParameterMismatchError naming the parameter and ranks, on every rank', () => {
+        for (const r of resultsOf(results, 'shapeMismatch')) {
+          expect(r.error?.name).toBe('ParameterMismatchError');
+          expect(r.error?.message).toMatch(/"0\.weight" differs between ranks 0 and 1: shape \[8, 5\] on rank 0, \[9, 5\] on rank 1/);
+        }
+      });
+
+      it('checkFinite names the parameter whose averaged gradient is NaN, on every rank', () => {
+        for (const r of resultsOf(results, 'nonFinite')) {
+          expect(r.error?.name).toBe('NonFiniteGradientError');
+          expect(r.error?.message).toContain('"2.bias" holds NaN');
+        }
+      });
+    }
 
     if (world === 2) {
       it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {

@@ -92,7 +92,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.params = module.namedParameters().filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param }));
     const reverse = this.params.map((_, i) => this.params.length - 1 - i);
     this.setBuckets(reverse);
-    this.params.forEach(({ param }, i) => param.registerPostAccumulateGradHook(() => this.markReady(i)));
+    this.params.forEach(({ param }, i) => {
+      param.registerPostAccumulateGradHook(() => this.markReady(i));
+    });
   }
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */

@@ -30,6 +30,8 @@ export function resultsOf(world: WorldResult, scenario: string): ScenarioResult[
 /** Like resultsOf, and none of them is an error. */
 export function okResultsOf(world: WorldResult, scenario: string): ScenarioResult[] {
   const results = resultsOf(world, scenario);
-  results.forEach((r, rank) => expect(r.error, `rank ${rank}: ${r.error?.message}`).toBeUndefined());
+  results.forEach((r, rank) => {
+    expect(r.error, `rank ${rank}: ${r.error?.message}`).toBeUndefined();
+  });
   return results;
 }

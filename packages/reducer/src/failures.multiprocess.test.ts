@@ -1,0 +1,40 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { resultsOf } from './test/expect.js';
+import { runWorld, type WorldResult } from './test/run-ranks.js';
+
+describe('failures on real processes: typed errors on every rank, no hang', () => {
+  let barrier: WorldResult;
+  let exit: WorldResult;
+  let divergent: WorldResult;
+  beforeAll(async () => {
+    // worlds whose group ends poisoned run alone; a short collective timeout bounds any hang
+    const env = { DDP_TIMEOUT_MS: '15000' };
+    [barrier, exit, divergent] = await Promise.all([
+      runWorld(2, ['unevenWithoutJoin'], 150_000, env),
+      runWorld(2, ['unevenExit'], 150_000, env),
+      runWorld(2, ['unusedDivergentError'], 150_000, env),
+    ]);
+  }, 160_000);
+
+  it('without join, a rank that runs out of batches and moves on gives typed errors on every rank, not a hang', () => {
+    const [r0, r1] = resultsOf(barrier, 'unevenWithoutJoin');
+    expect(r0!.error?.name).toBe('CollectiveMismatchError');
+    expect(r1!.error?.name).toBe('DDPCommError');
+    expect(r1!.error?.message).toMatch(/rank 1, iteration 2\): gradient all-reduce of bucket 0 .* rank 0 called barrier.*join\(\[ddp\]/);
+  });
+
+  it('without join, a rank that runs out of batches and exits gives the others a DDPCommError naming it', () => {
+    const [r0, r1] = resultsOf(exit, 'unevenExit');
+    expect(r0!.error).toBeUndefined();
+    expect(r1!.error?.name).toBe('DDPCommError');
+    expect(r1!.error?.message).toMatch(/PeerLostError: .*rank 0 has left/);
+  });
+
+  it('a parameter without gradient on one rank only (no findUnusedParameters) raises on every rank', () => {
+    const [r0, r1] = resultsOf(divergent, 'unusedDivergentError');
+    expect(r0!.error?.name).toBe('UnusedParametersError');
+    expect(r0!.error?.message).toContain('extra.weight');
+    expect(r1!.error?.name).toBe('DDPCommError');
+    expect(r1!.error?.message).toContain('findUnusedParameters');
+  });
+});
