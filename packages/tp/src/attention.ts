@@ -4,6 +4,7 @@ import { Module, type MultiheadAttention } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
+import { copyToTp } from './regions.js';
 
 /**
  * nn.MultiheadAttention (batch-first, self-attention) split by heads over the tp ranks: the
@@ -47,10 +48,10 @@ export class TensorParallelAttention extends Module {
 
   async forward(x: Tensor): Promise<Tensor> {
     const [b, t] = x.shape as [number, number, number];
-    const heads = async (proj: ColumnParallelLinear) => (await proj.forward(x)).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
-    const q = await heads(this.qProj);
-    const k = await heads(this.kProj);
-    const v = await heads(this.vProj);
+    // One copyToTp for q, k and v: one all-reduce of the input gradient in backward, not three.
+    const xParallel = copyToTp(x, this.group);
+    const heads = (proj: ColumnParallelLinear) => proj.local(xParallel).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
+    const [q, k, v] = [heads(this.qProj), heads(this.kProj), heads(this.vProj)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim));
     if (this.causal) {
       const future = tf.tidy(() => tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])));

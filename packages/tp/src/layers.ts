@@ -37,8 +37,13 @@ export class ColumnParallelLinear extends Module {
     return new ColumnParallelLinear(masterOf(l), group, gatherOutput);
   }
 
+  /** This rank's output slice for an input already inside the tp region (copied once for several layers). */
+  local(xParallel: Tensor): Tensor {
+    return linear(xParallel, this.weight, this.bias);
+  }
+
   async forward(x: Tensor): Promise<Tensor> {
-    const y = linear(copyToTp(x, this.group), this.weight, this.bias);
+    const y = this.local(copyToTp(x, this.group));
     return this.gatherOutput ? gatherFromTp(y, this.group) : y;
   }
 }
