@@ -92,26 +92,30 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
   };
 
   const forward = (mb: number): void => {
-    const batch = microBatches[mb]!;
+    const batch = microBatches[mb];
+    if (!batch) throw new PipelineStageError(`stage ${stage.stage}: the schedule forwards micro-batch ${mb} of ${m}`);
     let input: Tensor | null = null;
     if (!stage.isFirst) input = fromTf(tf.tensor(take(received.activation, mb, 'received activation'), activationShape), { requiresGrad: true });
-    const x = input ?? batch.input;
-    if (x === undefined) throw new PipelineStageError(`stage 0: micro-batch ${mb} has no input`);
-    let output: Tensor;
-    if (stage.isLast) {
-      const target = batch.target;
-      if (target === undefined) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
-      output = tidy(() => stage.loss(stage.forward(x), target).div(m));
-      loss += output.item();
-    } else {
-      output = tidy(() => stage.forward(x));
-      if (output.size !== count) {
-        const shape = output.shape.join(', ');
-        output.dispose();
-        input?.dispose();
-        throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s output has shape [${shape}], not the activationShape [${activationShape.join(', ')}] the next stage receives`);
+    let output: Tensor | null = null;
+    try {
+      const x = input ?? batch.input;
+      if (x === undefined) throw new PipelineStageError(`stage 0: micro-batch ${mb} has no input`);
+      if (stage.isLast) {
+        const target = batch.target;
+        if (target === undefined) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
+        output = tidy(() => stage.loss(stage.forward(x), target).div(m));
+        loss += output.item();
+      } else {
+        output = tidy(() => stage.forward(x));
+        if (output.size !== count) {
+          throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the activationShape [${activationShape.join(', ')}] the next stage receives`);
+        }
+        toSend.activation.set(mb, Float32Array.from(output.dataSync() as Float32Array));
       }
-      toSend.activation.set(mb, Float32Array.from(output.dataSync() as Float32Array));
+    } catch (e) {
+      output?.dispose();
+      input?.dispose();
+      throw e;
     }
     stash.set(mb, { input, output });
     peakLive = Math.max(peakLive, stash.size);
@@ -120,20 +124,22 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
 
   const backward = async (mb: number, index: number): Promise<void> => {
     const { input, output } = take(stash, mb, 'stashed forward');
-    if (stage.isLast) {
-      await output.backward();
-    } else {
-      const grad = tf.tensor(take(received.gradient, mb, 'received gradient'), activationShape);
-      await output.backward(grad);
-      grad.dispose();
+    const grad = stage.isLast ? null : tf.tensor(take(received.gradient, mb, 'received gradient'), activationShape);
+    try {
+      await output.backward(grad ?? undefined);
+      if (input) {
+        if (!input.grad) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
+        toSend.gradient.set(mb, Float32Array.from(input.grad.dataSync() as Float32Array));
+      }
+    } finally {
+      grad?.dispose();
+      output.dispose();
+      input?.dispose();
     }
-    output.dispose();
-    if (input) {
-      if (!input.grad) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
-      toSend.gradient.set(mb, Float32Array.from(input.grad.dataSync() as Float32Array));
-      input.dispose();
+    if (index === lastBackward && dpGroup && dpGroup.size > 1) {
+      gradSync = allReduceGradients(stage.parameters(), dpGroup);
+      gradSync.catch(() => undefined); // awaited at the end of the step; this only keeps an earlier failure from going unhandled
     }
-    if (index === lastBackward && dpGroup && dpGroup.size > 1) gradSync = allReduceGradients(stage.parameters(), dpGroup);
   };
 
   const communicate = async (transfers: Transfer[]): Promise<void> => {
