@@ -1,0 +1,158 @@
+/**
+ * `pnpm bench zero`: peak tensor memory per rank of one training run of a ~50 M-parameter MLP
+ * (12 × Linear(2048, 2048), Adam) under plain DDP, DDP + ZeRO stage 1, and ZeRO stage 2
+ * (gradients reduced to their owner, no DDP), at 2 and 4 ranks. Peak = tfjs's peakBytes over
+ * the whole run (model, gradients, optimizer state, temporaries; comm buffers are plain JS
+ * memory and not counted), measured with tf.profile on every rank. Writes results/zero.*.
+ *
+ *   node --conditions=source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { tensor, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
+import { DistributedDataParallel } from '@ddp/reducer';
+import { tf } from '@ddp/tensor';
+import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
+
+const WIDTH = 2048;
+const LAYERS = 12;
+const BATCH = 8;
+const MODES = ['ddp', 'zero1', 'zero2'] as const;
+type Mode = (typeof MODES)[number];
+const MB = 1024 * 1024;
+
+const { values } = parseArgs({
+  options: {
+    rank: { type: 'boolean', default: false },
+    mode: { type: 'string', default: 'ddp' },
+    steps: { type: 'string', default: '2' },
+    worlds: { type: 'string', default: '2,4' },
+  },
+});
+
+interface RankSample {
+  rank: number;
+  params: number;
+  peakBytes: number;
+  stateBytes: number;
+  seconds: number;
+}
+
+/** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
+async function rankMain(mode: Mode, steps: number): Promise<void> {
+  const group = await initProcessGroup({ timeoutMs: 600_000 });
+  const gen = new Generator(0);
+  const layers: TensorModule[] = Array.from({ length: LAYERS }, () => new Linear(WIDTH, WIDTH, { generator: gen }));
+  const model = new Sequential(...layers);
+  const params = model.parameters().reduce((n, p) => n + p.size, 0);
+  const t0 = performance.now();
+  let optimizer: Optimizer<{ lr: number }> | null = null;
+  const profile = await tf.profile(async () => {
+    const ddp = mode === 'zero2' ? null : await DistributedDataParallel.create(model);
+    optimizer =
+      mode === 'ddp'
+        ? new Adam(model.parameters(), { lr: 1e-4 })
+        : new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 1e-4 }, { stage: mode === 'zero1' ? 1 : 2, processGroup: group });
+    const data = new Generator(100 + group.rank);
+    for (let s = 0; s < steps; s++) {
+      const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
+      const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
+      const loss = tidy(() => mse((ddp ?? model).forward(x), y));
+      await loss.backward();
+      loss.dispose();
+      x.dispose();
+      y.dispose();
+      await optimizer.step();
+      optimizer.zeroGrad();
+    }
+    return [];
+  });
+  const stateBytes = optimizer instanceof ZeroRedundancyOptimizer ? optimizerStateBytes(optimizer.optim) : optimizerStateBytes(optimizer);
+  const sample: RankSample = { rank: group.rank, params, peakBytes: profile.peakBytes, stateBytes, seconds: (performance.now() - t0) / 1000 };
+  console.log(`SAMPLE ${JSON.stringify(sample)}`);
+  await destroyProcessGroup();
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** Starts `world` rank processes of this file; resolves with every rank's sample. */
+async function runWorld(world: number, mode: Mode, steps: number): Promise<RankSample[]> {
+  const port = String(await freePort());
+  const secret = randomBytes(16).toString('hex');
+  const script = fileURLToPath(import.meta.url);
+  const timeoutMs = 900_000;
+  return Promise.all(
+    Array.from(
+      { length: world },
+      (_, rank) =>
+        new Promise<RankSample>((resolve, reject) => {
+          const env = { ...process.env, RANK: `${rank}`, LOCAL_RANK: `${rank}`, WORLD_SIZE: `${world}`, LOCAL_WORLD_SIZE: `${world}`, MASTER_ADDR: '127.0.0.1', MASTER_PORT: port, DDP_SECRET: secret };
+          const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, '--rank', '--mode', mode, '--steps', `${steps}`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          let out = '';
+          let err = '';
+          const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+          child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+          child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+          child.on('close', (code) => {
+            clearTimeout(timer);
+            const line = out.split('\n').find((l) => l.startsWith('SAMPLE '));
+            if (code === 0 && line) resolve(JSON.parse(line.slice(7)) as RankSample);
+            else reject(new Error(`${mode} rank ${rank}/${world} exited with ${code}\n${err.slice(-2000)}`));
+          });
+        }),
+    ),
+  );
+}
+
+async function main(): Promise<void> {
+  const steps = Number(values.steps);
+  const worlds = values.worlds!.split(',').map(Number);
+  const rows = [];
+  const samples: Record<string, RankSample[]> = {};
+  for (const world of worlds) {
+    for (const mode of MODES) {
+      const ranks = await runWorld(world, mode, steps);
+      samples[`${mode}@${world}`] = ranks;
+      const peak = Math.max(...ranks.map((r) => r.peakBytes));
+      const state = Math.max(...ranks.map((r) => r.stateBytes));
+      rows.push({
+        ranks: world,
+        mode,
+        params: ranks[0]!.params,
+        peakMBPerRank: Math.round((peak / MB) * 10) / 10,
+        optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
+        seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
+      });
+      console.log(JSON.stringify(rows.at(-1)));
+    }
+  }
+  const { writeReport } = await import('@ddp/plot');
+  const outDir = fileURLToPath(new URL('../results', import.meta.url));
+  const files = await writeReport(outDir, 'zero', rows, {
+    meta: { model: `${LAYERS} × Linear(${WIDTH}, ${WIDTH})`, optimizer: 'Adam', batch: BATCH, steps, backend: tf.getBackend(), samples },
+    notes:
+      `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
+      `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
+      'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
+      'their owner in backward). Communication buffers are JS memory and not counted.',
+    chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
+  });
+  console.log(files.join('\n'));
+}
+
+if (values.rank) await rankMain(values.mode as Mode, Number(values.steps));
+else await main();
