@@ -51,10 +51,10 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   const model = new Sequential(...layers);
   const params = model.parameters().reduce((n, p) => n + p.size, 0);
   const t0 = performance.now();
-  let optimizer: Optimizer<{ lr: number }> | null = null;
+  let stateBytes = 0;
   const profile = await tf.profile(async () => {
     const ddp = mode === 'zero2' ? null : await DistributedDataParallel.create(model);
-    optimizer =
+    const optimizer: Optimizer<{ lr: number }> =
       mode === 'ddp'
         ? new Adam(model.parameters(), { lr: 1e-4 })
         : new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 1e-4 }, { stage: mode === 'zero1' ? 1 : 2, processGroup: group });
@@ -70,9 +70,9 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
       await optimizer.step();
       optimizer.zeroGrad();
     }
+    stateBytes = optimizerStateBytes(optimizer instanceof ZeroRedundancyOptimizer ? optimizer.optim : optimizer);
     return [];
   });
-  const stateBytes = optimizer instanceof ZeroRedundancyOptimizer ? optimizerStateBytes(optimizer.optim) : optimizerStateBytes(optimizer);
   const sample: RankSample = { rank: group.rank, params, peakBytes: profile.peakBytes, stateBytes, seconds: (performance.now() - t0) / 1000 };
   console.log(`SAMPLE ${JSON.stringify(sample)}`);
   await destroyProcessGroup();
