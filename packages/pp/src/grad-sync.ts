@@ -5,11 +5,14 @@ import { tf } from '@ddp/tensor';
 /**
  * Averages the gradients of `params` over `group` in one all-reduce of a flat buffer (the
  * data-parallel sync of a pipeline stage, run once per step rather than per micro-batch).
- * A parameter without a gradient contributes zeros and receives the average.
+ * A parameter without a gradient contributes zeros and receives the average. Pass `flat` (a
+ * `sharedArray` of the parameters' total size) to reuse one buffer across steps.
  */
-export async function allReduceGradients(params: Tensor[], group: ProcessGroup): Promise<void> {
+export async function allReduceGradients(params: Tensor[], group: ProcessGroup, flat?: Float32Array): Promise<void> {
   const total = params.reduce((n, p) => n + p.size, 0);
-  const flat = sharedArray(Float32Array, total);
+  if (!flat) flat = sharedArray(Float32Array, total);
+  else if (flat.length !== total) throw new RangeError(`allReduceGradients: the buffer holds ${flat.length} values, the gradients ${total}`);
+  flat.fill(0);
   let off = 0;
   for (const p of params) {
     if (p.grad) flat.set(p.grad.dataSync() as Float32Array, off);
@@ -18,7 +21,7 @@ export async function allReduceGradients(params: Tensor[], group: ProcessGroup):
   await group.allReduce(flat, { op: ReduceOp.AVG }).wait();
   off = 0;
   for (const p of params) {
-    p.grad = tf.tensor(flat.subarray(off, off + p.size), p.shape);
+    p.grad = tf.tensor(flat.slice(off, off + p.size), p.shape); // a copy: the buffer is reused next step
     off += p.size;
   }
 }

@@ -1,5 +1,5 @@
 import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
-import type { ProcessGroup } from '@ddp/comm';
+import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { checkSchedule } from './check.js';
 import { allReduceGradients } from './grad-sync.js';
@@ -39,6 +39,17 @@ export interface PipelineStepResult {
 
 const TAG: Record<Channel, number> = { activation: 0, gradient: 1 };
 const checked = new Set<string>();
+const flatBuffers = new WeakMap<PipelineStage, Float32Array>();
+
+/** The stage's reusable shared buffer for the data-parallel all-reduce of its gradients. */
+function flatGradients(stage: PipelineStage): Float32Array {
+  let flat = flatBuffers.get(stage);
+  if (!flat) {
+    flat = sharedArray(Float32Array, stage.parameters().reduce((n, p) => n + p.size, 0));
+    flatBuffers.set(stage, flat);
+  }
+  return flat;
+}
 
 /** A micro-batch's tensors kept from its forward to its backward. */
 interface Stash {
@@ -110,7 +121,7 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
         if (output.size !== count) {
           throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the activationShape [${activationShape.join(', ')}] the next stage receives`);
         }
-        toSend.activation.set(mb, Float32Array.from(output.dataSync() as Float32Array));
+        toSend.activation.set(mb, output.dataSync() as Float32Array); // a read-only view is enough: the send copies it
       }
     } catch (e) {
       output?.dispose();
@@ -129,7 +140,7 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       await output.backward(grad ?? undefined);
       if (input) {
         if (!input.grad) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
-        toSend.gradient.set(mb, Float32Array.from(input.grad.dataSync() as Float32Array));
+        toSend.gradient.set(mb, input.grad.dataSync() as Float32Array);
       }
     } finally {
       grad?.dispose();
@@ -137,7 +148,7 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       input?.dispose();
     }
     if (index === lastBackward && dpGroup && dpGroup.size > 1) {
-      gradSync = allReduceGradients(stage.parameters(), dpGroup);
+      gradSync = allReduceGradients(stage.parameters(), dpGroup, flatGradients(stage));
       gradSync.catch(() => undefined); // awaited at the end of the step; this only keeps an earlier failure from going unhandled
     }
   };
