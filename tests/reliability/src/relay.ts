@@ -37,9 +37,10 @@ export class RelayConnection {
     readonly upstream: Socket,
   ) {}
 
-  /** Both ends get a TCP RST. */
-  reset(): void {
-    for (const s of [this.dialer, this.upstream]) if (!s.destroyed) s.resetAndDestroy();
+  /** Both ends (or only the dialer's, or only the listener's) get a TCP RST; the other side, if any, a FIN. */
+  reset(side: 'both' | 'dialer' | 'listener' = 'both'): void {
+    const rst = side === 'both' ? [this.dialer, this.upstream] : [side === 'dialer' ? this.dialer : this.upstream];
+    for (const s of rst) if (!s.destroyed) s.resetAndDestroy();
   }
 
   /** Sends FIN one way (as a peer calling shutdown(SHUT_WR)); the other way keeps flowing. */
@@ -128,9 +129,9 @@ export class FaultRelay {
     return this.connections.filter((c) => !filter || filter(c.label));
   }
 
-  resetAll(filter?: (label: string) => boolean): number {
+  resetAll(filter?: (label: string) => boolean, side: 'both' | 'dialer' | 'listener' = 'both'): number {
     const cs = this.select(filter);
-    for (const c of cs) c.reset();
+    for (const c of cs) c.reset(side);
     return cs.length;
   }
 

@@ -4,7 +4,7 @@ import { collectiveSuite, describeError } from '../suite.js';
 
 /**
  * A rank running the collective suite. Args: `suite <rounds>` runs it `rounds` times and
- * reports failures; `loop [--exit-code]` runs it until an error, reports the error, and
+ * reports failures; `idle` runs it once, then reports `idle`, waits 1.5 s and reports how the next suite ends; `loop [--exit-code]` runs it until an error, reports the error, and
  * exits 0 (or 1 with --exit-code, so ddp-run sees a failure).
  * With RELAY_CONTROL (host:port of a FaultRelay's control listener) and STORE_FRONT
  * (host:port of its route to the store server) the store and every peer connection pass
@@ -28,7 +28,18 @@ console.log('RESULT {"ready":true}');
 let salt = 0;
 let code = 0;
 try {
-  if (mode === 'suite') {
+  if (mode === 'idle') {
+    // one suite, then report idle and wait (heartbeats only) until a fault ends the world
+    await collectiveSuite(pg, ++salt, [7]);
+    console.log('RESULT {"idle":true}');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await collectiveSuite(pg, ++salt);
+      console.log(`RESULT ${JSON.stringify({ error: null })}`);
+    } catch (e) {
+      console.log(`RESULT ${JSON.stringify(describeError(e))}`);
+    }
+  } else if (mode === 'suite') {
     const failures: string[] = [];
     for (let i = 0; i < Number(rounds); i++) failures.push(...(await collectiveSuite(pg, ++salt)));
     console.log(`RESULT ${JSON.stringify({ failures, rounds: salt })}`);
