@@ -57,9 +57,9 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
       args: ['--large'],
       env: { MASTER_ADDR: addr[0] as string },
       wrap: (rank) => ['ip', 'netns', 'exec', ns[rank < 2 ? 0 : 1] as string],
-      timeoutMs: 110_000,
+      timeoutMs: 200_000,
     });
     expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
     for (const o of out) expect((o.results[0] as { failures: string[] }).failures).toEqual([]);
-  }, 120_000);
+  }, 220_000);
 });
