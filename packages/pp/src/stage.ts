@@ -1,4 +1,4 @@
-import type { Indices, Tensor } from '@ddp/autograd';
+import { type Indices, Tensor } from '@ddp/autograd';
 import { Module, type TensorModule } from '@ddp/nn';
 
 /** A model cut into pipeline parts: embedding → layers → head, then the loss. */
@@ -89,7 +89,7 @@ export class PipelineStage extends Module {
   forward(input: Indices | Tensor): Tensor {
     let x: Tensor;
     if (this.embedding) x = this.embedding.forward(input);
-    else if (isTensor(input)) x = input;
+    else if (input instanceof Tensor) x = input;
     else throw new PipelineStageError(`stage ${this.stage}: a stage after the first takes the previous stage's activation (a Tensor)`);
     x = this.layers.forward(x);
     return this.head ? this.head.forward(x) : x;
@@ -100,8 +100,4 @@ export class PipelineStage extends Module {
     if (!this.isLast) throw new PipelineStageError(`stage ${this.stage} of ${this.numStages} is not the last stage; only it computes the loss`);
     return this.lossFn(output, target);
   }
-}
-
-function isTensor(x: unknown): x is Tensor {
-  return typeof x === 'object' && x !== null && 'gradFn' in x && 'requiresGrad' in x;
 }
