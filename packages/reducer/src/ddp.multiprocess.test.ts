@@ -1,3 +1,4 @@
+import { findFreePort } from '@ddp/launch';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { expectParamsClose, okResultsOf, resultsOf } from './test/expect.js';
 import { loadGolden, MLP_KEYS } from './test/models.js';
@@ -11,7 +12,7 @@ for (const world of [2, 3]) {
     let results: WorldResult;
     const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
     beforeAll(async () => {
-      results = await runWorld(world, scenarios, 150_000);
+      results = await runWorld(await findFreePort(), world, scenarios, 150_000);
     }, 160_000);
 
     for (const scenario of world === 2 ? ['golden', 'goldenNaive'] : ['golden']) {

@@ -1,3 +1,4 @@
+import { findFreePort } from '@ddp/launch';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { resultsOf } from './test/expect.js';
 import { runWorld, type WorldResult } from './test/run-ranks.js';
@@ -10,9 +11,9 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
     // worlds whose group ends poisoned run alone; a short collective timeout bounds any hang
     const env = { DDP_TIMEOUT_MS: '15000' };
     [barrier, exit, divergent] = await Promise.all([
-      runWorld(2, ['unevenWithoutJoin'], 150_000, env),
-      runWorld(2, ['unevenExit'], 150_000, env),
-      runWorld(2, ['unusedDivergentError'], 150_000, env),
+      runWorld(await findFreePort(), 2, ['unevenWithoutJoin'], 150_000, env),
+      runWorld(await findFreePort(), 2, ['unevenExit'], 150_000, env),
+      runWorld(await findFreePort(), 2, ['unusedDivergentError'], 150_000, env),
     ]);
   }, 160_000);
 

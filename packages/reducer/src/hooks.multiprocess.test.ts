@@ -1,3 +1,4 @@
+import { findFreePort } from '@ddp/launch';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { maxAbsDiff, okResultsOf } from './test/expect.js';
 import { runWorld, type WorldResult } from './test/run-ranks.js';
@@ -16,7 +17,7 @@ function relativeError(got: Grads, want: Grads): number {
 describe('communication hooks on 2 real processes', () => {
   let results: WorldResult;
   beforeAll(async () => {
-    results = await runWorld(2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000);
+    results = await runWorld(await findFreePort(), 2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000);
   }, 130_000);
 
   it('fp16 and bf16 compression stay within their rounding error and hand half the bytes to the all-reduce', () => {

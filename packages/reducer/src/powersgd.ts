@@ -16,16 +16,25 @@ export interface PowerSGDOptions {
   seed?: number;
 }
 
-/** A bucket's matrices (compressed) and its other tensors (all-reduced as they are). */
-interface Layout {
+/** One bucket's layout (matrices compressed, other tensors all-reduced as they are) and buffers. */
+interface BucketState {
   matrices: { offset: number; n: number; m: number; r: number }[];
   plain: { offset: number; size: number }[];
-  plainSize: number;
-  pSize: number;
-  qSize: number;
+  /** The uncompressed tensors, concatenated. */
+  plainBuf: Float32Array;
+  /** Every matrix's P (n × r), then its Q (m × r), row-major, concatenated. */
+  p: Float32Array;
+  q: Float32Array;
+  /** Last iteration's compression error (error feedback). */
+  error: Float32Array | null;
+  /** q holds last iteration's Q (warm start). */
+  warm: boolean;
 }
 
-/** PowerSGD's state (PyTorch's PowerSGDState): error feedback and warm-start Qs per bucket. */
+/**
+ * PowerSGD's state (PyTorch's PowerSGDState). Per bucket, keyed by the bucket's buffer:
+ * when DDP rebuilds its buckets after the first iteration, the new buckets start afresh.
+ */
 export class PowerSGDState {
   readonly rank: number;
   readonly startIter: number;
@@ -33,9 +42,7 @@ export class PowerSGDState {
   readonly warmStart: boolean;
   /** Completed iterations (counted on each last bucket). */
   iter = 0;
-  readonly errors = new Map<number, Float32Array>();
-  readonly qs = new Map<number, Float32Array>();
-  private readonly layouts = new Map<number, Layout>();
+  private readonly buckets = new WeakMap<Float32Array, BucketState>();
   private readonly generator: Generator;
   /** Buckets are processed one after the other, so every rank issues the same collectives in the same order. */
   chain: Promise<unknown> = Promise.resolve();
@@ -48,36 +55,31 @@ export class PowerSGDState {
     this.generator = new Generator(opts.seed ?? 0);
   }
 
-  layoutOf(bucket: GradBucket): Layout {
-    let layout = this.layouts.get(bucket.index);
-    if (layout === undefined) {
-      layout = { matrices: [], plain: [], plainSize: 0, pSize: 0, qSize: 0 };
+  stateOf(bucket: GradBucket): BucketState {
+    let state = this.buckets.get(bucket.buffer);
+    if (state === undefined) {
+      const matrices: BucketState['matrices'] = [];
+      const plain: BucketState['plain'] = [];
+      let pSize = 0;
+      let qSize = 0;
       for (const s of bucket.parameters) {
         const n = s.shape[0] ?? 1;
         const m = s.size / n;
         const r = Math.min(this.rank, n, m);
         // compress only matrices whose factors are smaller than the matrix itself
         if (s.shape.length >= 2 && (n + m) * r < n * m) {
-          layout.matrices.push({ offset: s.offset, n, m, r });
-          layout.pSize += n * r;
-          layout.qSize += m * r;
-        } else {
-          layout.plain.push({ offset: s.offset, size: s.size });
-          layout.plainSize += s.size;
-        }
+          matrices.push({ offset: s.offset, n, m, r });
+          pSize += n * r;
+          qSize += m * r;
+        } else plain.push({ offset: s.offset, size: s.size });
       }
-      this.layouts.set(bucket.index, layout);
+      const plainSize = plain.reduce((t, x) => t + x.size, 0);
+      state = { matrices, plain, plainBuf: sharedArray(Float32Array, plainSize), p: sharedArray(Float32Array, pSize), q: sharedArray(Float32Array, qSize), error: null, warm: false };
+      this.buckets.set(bucket.buffer, state);
     }
-    return layout;
-  }
-
-  /** The Q of each matrix of the bucket: last iteration's (warm start) or fresh standard normal. */
-  initialQ(bucket: GradBucket, qSize: number): Float32Array {
-    const kept = this.warmStart ? this.qs.get(bucket.index) : undefined;
-    if (kept !== undefined) return kept;
-    const q = this.generator.normal(qSize);
-    if (this.warmStart) this.qs.set(bucket.index, q);
-    return q;
+    if (!state.warm) state.q.set(this.generator.normal(state.q.length));
+    state.warm = this.warmStart;
+    return state;
   }
 }
 
@@ -96,61 +98,48 @@ function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: nu
   }
 }
 
+/** [n, k] and [m, k] views of row-major data for tf. */
+const mat = (data: Float32Array, offset: number, rows: number, cols: number) => tf.tensor2d(data.subarray(offset, offset + rows * cols), [rows, cols]);
+
 async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float32Array> {
   const { buffer, processGroup: group } = bucket;
-  const layout = state.layoutOf(bucket);
-  if (state.useErrorFeedback) {
-    const error = state.errors.get(bucket.index);
-    if (error) for (let i = 0; i < buffer.length; i++) buffer[i]! += error[i]!;
-  }
+  const b = state.stateOf(bucket);
+  if (b.error) for (let i = 0; i < buffer.length; i++) buffer[i]! += b.error[i]!;
   const input = state.useErrorFeedback ? buffer.slice() : null;
   // the other tensors: one all-reduce of their concatenation
-  const plain = sharedArray(Float32Array, layout.plainSize);
   let at = 0;
-  for (const t of layout.plain) {
-    plain.set(buffer.subarray(t.offset, t.offset + t.size), at);
+  for (const t of b.plain) {
+    b.plainBuf.set(buffer.subarray(t.offset, t.offset + t.size), at);
     at += t.size;
   }
-  const plainWork = layout.plainSize > 0 ? group.allReduce(plain, { op: ReduceOp.AVG }) : null;
-  // P = M Q for every matrix, all-reduced (summed) together, then orthonormalized
-  const q = state.initialQ(bucket, layout.qSize);
-  const p = sharedArray(Float32Array, layout.pSize);
-  let pAt = 0;
-  let qAt = 0;
-  for (const { offset, n, m, r } of layout.matrices) {
-    p.set(tf.tidy(() => tf.matMul(tf.tensor2d(buffer.subarray(offset, offset + n * m), [n, m]), tf.tensor2d(q.subarray(qAt, qAt + m * r), [m, r])).dataSync() as Float32Array), pAt);
-    pAt += n * r;
-    qAt += m * r;
-  }
-  await group.allReduce(p, { op: ReduceOp.SUM }).wait();
-  // Q = Mᵀ P, averaged over ranks; then M ≈ P Qᵀ
-  const qNew = sharedArray(Float32Array, layout.qSize);
-  pAt = 0;
-  qAt = 0;
-  for (const { offset, n, m, r } of layout.matrices) {
-    orthonormalizeColumns(p, pAt, n, r);
-    qNew.set(tf.tidy(() => tf.matMul(tf.tensor2d(buffer.subarray(offset, offset + n * m), [n, m]), tf.tensor2d(p.subarray(pAt, pAt + n * r), [n, r]), true, false).dataSync() as Float32Array), qAt);
-    pAt += n * r;
-    qAt += m * r;
-  }
-  await group.allReduce(qNew, { op: ReduceOp.AVG }).wait();
-  pAt = 0;
-  qAt = 0;
-  for (const { offset, n, m, r } of layout.matrices) {
-    buffer.set(tf.tidy(() => tf.matMul(tf.tensor2d(p.subarray(pAt, pAt + n * r), [n, r]), tf.tensor2d(qNew.subarray(qAt, qAt + m * r), [m, r]), false, true).dataSync() as Float32Array), offset);
-    pAt += n * r;
-    qAt += m * r;
-  }
-  if (state.warmStart) state.qs.set(bucket.index, qNew.slice());
+  const plainWork = b.plainBuf.length > 0 ? group.allReduce(b.plainBuf, { op: ReduceOp.AVG }) : null;
+  // P = M Q for every matrix, summed over ranks, orthonormalized; Q = Mᵀ P averaged over ranks; M ≈ P Qᵀ
+  const each = (fn: (x: { offset: number; n: number; m: number; r: number }, pAt: number, qAt: number) => void) => {
+    let pAt = 0;
+    let qAt = 0;
+    for (const x of b.matrices) {
+      fn(x, pAt, qAt);
+      pAt += x.n * x.r;
+      qAt += x.m * x.r;
+    }
+  };
+  each(({ offset, n, m, r }, pAt, qAt) => b.p.set(tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.q, qAt, m, r)).dataSync() as Float32Array), pAt));
+  await group.allReduce(b.p, { op: ReduceOp.SUM }).wait();
+  each(({ offset, n, m, r }, pAt, qAt) => {
+    orthonormalizeColumns(b.p, pAt, n, r);
+    b.q.set(tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.p, pAt, n, r), true, false).dataSync() as Float32Array), qAt);
+  });
+  await group.allReduce(b.q, { op: ReduceOp.AVG }).wait();
+  each(({ offset, n, m, r }, pAt, qAt) => buffer.set(tf.tidy(() => tf.matMul(mat(b.p, pAt, n, r), mat(b.q, qAt, m, r), false, true).dataSync() as Float32Array), offset));
   await plainWork?.wait();
   at = 0;
-  for (const t of layout.plain) {
-    buffer.set(plain.subarray(at, at + t.size), t.offset);
+  for (const t of b.plain) {
+    buffer.set(b.plainBuf.subarray(at, at + t.size), t.offset);
     at += t.size;
   }
   if (input !== null) {
     for (let i = 0; i < input.length; i++) input[i]! -= buffer[i]!;
-    state.errors.set(bucket.index, input);
+    b.error = input;
   }
   return buffer;
 }

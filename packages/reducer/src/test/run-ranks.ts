@@ -1,29 +1,17 @@
 // Test-only: starts one real process per rank on rank.child.ts and collects each scenario's result.
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export type ScenarioResult = Record<string, unknown> & { error?: { name: string; message: string } };
 /** Per rank: scenario name → its result. */
 export type WorldResult = Record<string, ScenarioResult>[];
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
 /**
- * Runs the named scenarios, in order, in one world of `world` ranks. Resolves when every
+ * Runs the named scenarios, in order, in one world of `world` ranks (rank 0's store on `port`). Resolves when every
  * rank exited (any exit code: a scenario may end its rank on purpose); a rank still
  * running after timeoutMs is killed and reported.
  */
-export async function runWorld(world: number, scenarios: string[], timeoutMs = 60_000, env: Record<string, string> = {}): Promise<WorldResult> {
-  const port = String(await freePort());
+export async function runWorld(port: number, world: number, scenarios: string[], timeoutMs = 60_000, env: Record<string, string> = {}): Promise<WorldResult> {
   const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
   return Promise.all(
     [...Array(world).keys()].map(
@@ -38,7 +26,7 @@ export async function runWorld(world: number, scenarios: string[], timeoutMs = 6
               LOCAL_RANK: `${rank}`,
               LOCAL_WORLD_SIZE: `${world}`,
               MASTER_ADDR: '127.0.0.1',
-              MASTER_PORT: port,
+              MASTER_PORT: `${port}`,
               DDP_SECRET: 'reducer-test',
             },
             stdio: ['ignore', 'pipe', 'pipe'],
