@@ -28,7 +28,7 @@ const positive = (v: string) => {
 
 const opts = new Command('clip-train')
   .description('Train a tiny CLIP on two-digit MNIST pairs; run through ddp-run for several ranks.')
-  .option('--steps <n>', 'optimizer steps', int, 250)
+  .option('--steps <n>', 'optimizer steps', int, 150)
   .option('--batch-size <n>', 'global batch per micro-batch, split over the ranks (contrastive negatives)', int, 256)
   .option('--lr <x>', 'peak learning rate (AdamW, linear warm-up then cosine)', positive, 2e-3)
   .option('--grad-accum <k>', 'micro-batches per optimizer step', int, 1)
@@ -41,7 +41,8 @@ const opts = new Command('clip-train')
   .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
   .option('--out <dir>', 'where metrics.jsonl and curves.png go', 'runs/clip')
   .option('--exit-after <n>', 'stop after n optimizer steps of this run, checkpointing first (a planned interruption)', int)
-  .parse()
+  // `pnpm clip -- --steps 9` hands the script a literal `--` first: not an end of options here
+  .parse(process.argv.filter((a, i) => !(i === 2 && a === '--')))
   .opts<{
     steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
     gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string; exitAfter?: number;
@@ -111,12 +112,10 @@ const lastStep = Math.min(opts.steps, opts.exitAfter === undefined ? Infinity : 
 while (step < lastStep) {
   const started = performance.now();
   let lossSum = 0;
-  let samples = 0;
   for (let micro = 0; micro < opts.gradAccum; micro++) {
     const u = step * opts.gradAccum + micro;
     const microStep = async () => {
       const { images, tokens } = train.batch(sampler.indices(u));
-      samples += images.shape[0];
       const features = tidy(() => ddp.forward(images, tokens));
       const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
       const loss = tidy(() => raw.div(opts.gradAccum));
@@ -137,7 +136,7 @@ while (step < lastStep) {
   optimizer.zeroGrad();
   step++;
   if (rank === 0) {
-    const sps = (samples * world) / ((performance.now() - started) / 1000);
+    const sps = (opts.batchSize * opts.gradAccum) / ((performance.now() - started) / 1000);
     await metrics.append({ step, loss: lossSum, lr, samplesPerSec: Math.round(sps), logitScale: Math.exp(model.logitScale.item()) });
     bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
   }
