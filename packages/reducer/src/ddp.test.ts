@@ -1,0 +1,72 @@
+import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
+import { tidy } from '@ddp/autograd';
+import { mse } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assignBuckets } from './bucket.js';
+import type { CommHook } from './comm-hooks.js';
+import { DistributedDataParallel } from './ddp.js';
+import { DDPUsageError } from './errors.js';
+import { mlp, normal, rows } from './test/models.js';
+
+describe('assignBuckets', () => {
+  it('closes a bucket once it holds its limit, the first limit being the first bucket\'s', () => {
+    // sizes in floats (4 bytes): first limit 40 bytes, then 100 bytes
+    expect(assignBuckets([4, 4, 4, 30, 1, 1, 20], 40, 100)).toEqual([[0, 1, 2], [3], [4, 5, 6]]);
+    expect(assignBuckets([100], 40, 100)).toEqual([[0]]);
+    expect(assignBuckets([], 40, 100)).toEqual([]);
+  });
+});
+
+describe('DistributedDataParallel in a world of one', () => {
+  beforeAll(async () => {
+    await initProcessGroup({ rank: 0, worldSize: 1 });
+  });
+  afterAll(async () => {
+    await destroyProcessGroup();
+  });
+
+  it('launches the first bucket while backward has not reached the first layer yet', async () => {
+    const model = mlp(1, [5, 8, 3]);
+    const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-5, bucketCapMB: 1e-5 });
+    const firstLayerDoneAtLaunch: boolean[] = [];
+    const recording: CommHook<null> = async (_s, bucket) => {
+      firstLayerDoneAtLaunch.push(model.parameters()[0]!.grad !== null);
+      await bucket.processGroup.allReduce(bucket.buffer, { op: ReduceOp.AVG }).wait();
+      return bucket.buffer;
+    };
+    ddp.registerCommHook(null, recording);
+    const x = normal([4, 5], 1);
+    const y = normal([4, 3], 2);
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    expect(ddp.bucketLayout[0]).toEqual(['2.bias']);
+    expect(firstLayerDoneAtLaunch[0]).toBe(false);
+    expect(firstLayerDoneAtLaunch.at(-1)).toBe(true);
+    expect(() => ddp.registerCommHook(null, recording)).toThrow(DDPUsageError);
+    tf.dispose([x, y]);
+    model.dispose();
+  });
+
+  it('noSync leaves gradients local; the next synced backward reduces their sum', async () => {
+    const model = mlp(2);
+    const ddp = await DistributedDataParallel.create(model);
+    const x = normal([4, 5], 3);
+    const y = normal([4, 3], 4);
+    const step = async () => {
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      await loss.backward();
+      loss.dispose();
+    };
+    await ddp.noSync(step);
+    expect(ddp.iteration).toBe(0);
+    const once = [...(model.parameters()[0]!.grad!.dataSync() as Float32Array)];
+    await step();
+    expect(ddp.iteration).toBe(1);
+    const twice = model.parameters()[0]!.grad!.dataSync() as Float32Array;
+    once.forEach((g, i) => expect(twice[i]).toBeCloseTo(2 * g, 6));
+    tf.dispose([x, y]);
+    model.dispose();
+  });
+});
