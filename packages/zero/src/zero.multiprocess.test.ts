@@ -1,10 +1,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Case } from './test/zero.child.js';
 import { runWorld } from './test/run-world.js';
 
-interface RankResult {
+interface CaseResult {
   rank: number;
   maxDiff: number;
   hash: string;
@@ -17,70 +18,95 @@ interface RankResult {
   resumedAt?: number;
 }
 
-const TIMEOUT = 90_000;
+const TIMEOUT = 110_000;
+let dir = '';
 
-function expectSameParamsEverywhere(ranks: RankResult[], tol: number): void {
+// Each world starts its rank processes once and runs every case of its list in turn (process
+// start-up dominates the time); results[c][r] = case c on rank r.
+const worlds: Record<number, Case[]> = {
+  2: [
+    { stage: 1, opt: 'adam', mode: 'even' },
+    { stage: 2, opt: 'adamw', mode: 'even', bucket: true },
+    { stage: 1, opt: 'adam', mode: 'even', ddp: true },
+    { stage: 2, opt: 'adam', mode: 'uneven' },
+  ],
+  3: [
+    { stage: 1, opt: 'adamw', mode: 'even', bucket: true },
+    { stage: 2, opt: 'adam', mode: 'even' },
+    { stage: 1, opt: 'adam', mode: 'uneven' },
+    { stage: 1, opt: 'adam', mode: 'uneven', ddp: true },
+    { stage: 1, opt: 'adam', mode: 'checkpoint' },
+  ],
+};
+const results: Record<number, Promise<CaseResult[][]>> = {};
+
+function run(n: number): Promise<CaseResult[][]> {
+  results[n] ??= runWorld<CaseResult[]>('./zero.child.ts', n, [JSON.stringify(worlds[n]!.map((c) => ({ ...c, dir })))], TIMEOUT).then((byRank) =>
+    worlds[n]!.map((_, c) => byRank.map((r) => r[c]!)),
+  );
+  return results[n];
+}
+
+async function caseOf(n: number, match: Partial<Case>): Promise<CaseResult[]> {
+  const index = worlds[n]!.findIndex((c) => Object.entries(match).every(([k, v]) => (c[k as keyof Case] ?? false) === (v ?? false)));
+  return (await run(n))[index]!;
+}
+
+function expectSameParamsEverywhere(ranks: CaseResult[], tol: number): void {
   expect(new Set(ranks.map((r) => r.hash)).size).toBe(1);
   for (const r of ranks) expect(r.maxDiff).toBeLessThan(tol);
 }
 
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'zero-ckpt-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
 describe('ZeroRedundancyOptimizer across real processes, against one process with the full optimizer', () => {
-  const cases = [
-    { stage: 1, opt: 'adam', n: 2, bucket: false },
-    { stage: 1, opt: 'adamw', n: 3, bucket: true },
-    { stage: 2, opt: 'adam', n: 3, bucket: false },
-    { stage: 2, opt: 'adamw', n: 2, bucket: true },
-  ];
-  it.each(cases)('stage $stage, $opt, $n ranks, bucket view $bucket: same parameters after 20 steps (1e-6), state ≈ 1/N', async ({ stage, opt, n, bucket }) => {
-    const args = ['--stage', `${stage}`, '--opt', opt, '--steps', '20', '--mode', 'even', ...(bucket ? ['--bucket'] : [])];
-    const ranks = await runWorld<RankResult>('./zero.child.ts', n, args, TIMEOUT);
+  it.each([
+    { n: 2, stage: 1, opt: 'adam', bucket: false },
+    { n: 2, stage: 2, opt: 'adamw', bucket: true },
+    { n: 3, stage: 1, opt: 'adamw', bucket: true },
+    { n: 3, stage: 2, opt: 'adam', bucket: false },
+  ] as const)('stage $stage, $opt, $n ranks, flat all-gather $bucket: same parameters after 20 steps (1e-6), state 1/N, no leak', async ({ n, stage, opt, bucket }) => {
+    const ranks = await caseOf(n, { stage, opt, mode: 'even', bucket, ddp: false });
     expectSameParamsEverywhere(ranks, 1e-6);
     const full = ranks[0]!.fullStateBytes!;
     expect(full).toBeGreaterThan(0);
-    // the six equal layers split evenly: each rank holds exactly 1/N of the optimizer state
+    // the six equal layers split evenly: each rank holds 1/N of the optimizer state
     expect(ranks.reduce((s, r) => s + r.stateBytes!, 0)).toBe(full);
     for (const r of ranks) expect(r.stateBytes!).toBeLessThanOrEqual((full / n) * 1.1);
     for (const r of ranks) expect(r.tensorGrowth).toBe(0);
   }, TIMEOUT + 10_000);
 
+  it('with DDP (@ddp/reducer) for the gradients, stage 1, Adam, 2 ranks: same parameters after 20 steps (1e-6)', async () => {
+    expectSameParamsEverywhere(await caseOf(2, { mode: 'even', ddp: true }), 1e-6);
+  }, TIMEOUT + 10_000);
+
   it.each([
-    { stage: 1, n: 3 },
-    { stage: 2, n: 2 },
-  ])('uneven inputs (rank r gets 5 + r batches) under join, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes', async ({ stage, n }) => {
-    const ranks = await runWorld<RankResult>('./zero.child.ts', n, ['--stage', `${stage}`, '--opt', 'adam', '--mode', 'uneven'], TIMEOUT);
-    expectSameParamsEverywhere(ranks, 1e-6);
+    { n: 3, stage: 1 },
+    { n: 2, stage: 2 },
+  ] as const)('uneven inputs (rank r gets 5 + r batches) under join, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes', async ({ n, stage }) => {
+    expectSameParamsEverywhere(await caseOf(n, { stage, mode: 'uneven', ddp: false }), 1e-6);
   }, TIMEOUT + 10_000);
 
-  it('with DDP (@ddp/reducer) for the gradients, stage 1, Adam, 2 ranks: same parameters as one process after 20 steps', async () => {
-    const ranks = await runWorld<RankResult>('./zero.child.ts', 2, ['--stage', '1', '--opt', 'adam', '--steps', '20', '--ddp'], TIMEOUT);
-    expectSameParamsEverywhere(ranks, 1e-6);
-  }, TIMEOUT + 10_000);
-
-  it('DDP + ZeRO under join with uneven inputs finishes with identical parameters on every rank', async () => {
-    const ranks = await runWorld<RankResult>('./zero.child.ts', 3, ['--stage', '1', '--opt', 'adam', '--mode', 'uneven', '--ddp'], TIMEOUT);
+  it('DDP + ZeRO under join with uneven inputs, 3 ranks: finishes with identical parameters on every rank', async () => {
+    const ranks = await caseOf(3, { mode: 'uneven', ddp: true });
     expect(new Set(ranks.map((r) => r.hash)).size).toBe(1);
-  }, TIMEOUT + 10_000);
-
-  // Needs @ddp/reducer's join hook to write the averaged gradients into a joined rank's .grad
-  // (today only active ranks get them, as in PyTorch): a joined rank's ZeRO then steps its
-  // shard with stale gradients and the result is off by ~1e-2. The GradAverager case above
-  // shows what ZeRO does once the gradients are there.
-  it.skip('DDP + ZeRO under join with uneven inputs equals what divideByInitialWorldSize prescribes', async () => {
-    const ranks = await runWorld<RankResult>('./zero.child.ts', 3, ['--stage', '1', '--opt', 'adam', '--mode', 'uneven', '--ddp'], TIMEOUT);
-    expectSameParamsEverywhere(ranks, 1e-6);
+    // Equality with what divideByInitialWorldSize prescribes needs @ddp/reducer's join hook to
+    // leave the averaged gradients in a joined rank's .grad (today only active ranks get them,
+    // as in PyTorch), so a joined rank's ZeRO steps its shard with stale gradients (~1.7e-2 off).
+    // The GradAverager case above shows ZeRO's side once the gradients are there.
   }, TIMEOUT + 10_000);
 
   it('consolidateStateDict gathers the full state on rank 0; a checkpoint through @ddp/nn restores every shard', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'zero-ckpt-'));
-    try {
-      const ranks = await runWorld<RankResult>('./zero.child.ts', 3, ['--stage', '1', '--opt', 'adam', '--steps', '20', '--mode', 'checkpoint', '--dir', dir], TIMEOUT);
-      expect(ranks[0]!.consolidatedEntries).toBe(12);
-      expect(ranks[0]!.consolidatedDiff).toBeLessThan(1e-6);
-      expect(ranks.slice(1).map((r) => r.stateDictOffTarget)).toEqual(['ZeroError', 'ZeroError']);
-      expect(ranks.map((r) => r.resumedAt)).toEqual([10, 10, 10]);
-      expectSameParamsEverywhere(ranks, 1e-6);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    const ranks = await caseOf(3, { mode: 'checkpoint' });
+    expect(ranks[0]!.consolidatedEntries).toBe(12);
+    expect(ranks[0]!.consolidatedDiff).toBeLessThan(1e-6);
+    expect(ranks.slice(1).map((r) => r.stateDictOffTarget)).toEqual(['ZeroError', 'ZeroError']);
+    expect(ranks.map((r) => r.resumedAt)).toEqual([10, 10, 10]);
+    expectSameParamsEverywhere(ranks, 1e-6);
   }, TIMEOUT + 10_000);
 });
