@@ -10,6 +10,8 @@ export interface MetricRow {
   lr?: number;
   samplesPerSec?: number;
   logitScale?: number;
+  /** tf.memory().numTensors after the step: must stay flat. */
+  numTensors?: number;
   zeroShotTop1?: number;
 }
 

@@ -49,6 +49,8 @@ describe('apps/clip on 2 ranks', () => {
     await train('straight', []);
     const losses = rows('straight').filter((r) => r.loss !== undefined).map((r) => r.loss!);
     expect(losses).toHaveLength(6);
+    const live = rows('straight').filter((r) => r.numTensors !== undefined).map((r) => r.numTensors);
+    expect(live[5], `tf.memory().numTensors per step: ${live}`).toBe(live[1]);
     expect(losses.slice(3).reduce((a, b) => a + b) / 3).toBeLessThan(losses.slice(0, 3).reduce((a, b) => a + b) / 3);
     expect(rows('straight').at(-1)!.zeroShotTop1).toBeGreaterThanOrEqual(0);
     expect(JSON.parse(bytes('straight', META_FILE).toString()).step).toBe(6);

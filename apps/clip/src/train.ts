@@ -137,7 +137,7 @@ while (step < lastStep) {
   step++;
   if (rank === 0) {
     const sps = (opts.batchSize * opts.gradAccum) / ((performance.now() - started) / 1000);
-    await metrics.append({ step, loss: lossSum, lr, samplesPerSec: Math.round(sps), logitScale: Math.exp(model.logitScale.item()) });
+    await metrics.append({ step, loss: lossSum, lr, samplesPerSec: Math.round(sps), logitScale: Math.exp(model.logitScale.item()), numTensors: tf.memory().numTensors });
     bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
   }
   if ((opts.evalEvery > 0 && step % opts.evalEvery === 0) || step === opts.steps) await evaluate();
