@@ -17,7 +17,7 @@ const train = fileURLToPath(new URL('../../../apps/clip/src/train.ts', import.me
 const dir = mkdtempSync(join(tmpdir(), 'reliability-elastic-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const STEPS = 8;
+const STEPS = 6;
 const ARGS = ['--steps', String(STEPS), '--batch-size', '24', '--lr', '3e-3', '--checkpoint-every', '2', '--eval-every', '0', '--eval-size', '40', '--seed', '5', '--resume'];
 
 interface ClipRun {

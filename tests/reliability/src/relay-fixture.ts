@@ -5,7 +5,8 @@ import { runWorld, type WorldRun } from './world.js';
 /** A relay plus a store server behind it, and a world of children/relayed.child.ts wired through both. */
 export interface RelayedWorld {
   relay: FaultRelay;
-  run: (args: string[], opts: { nproc: number; timeoutMs: number; env?: Record<string, string>; onResult?: (rank: number, r: Record<string, unknown>) => void }) => Promise<WorldRun>;
+  run: (args: string[], opts: {
+    script?: string; nproc: number; timeoutMs: number; env?: Record<string, string>; onResult?: (rank: number, r: Record<string, unknown>) => void }) => Promise<WorldRun>;
   close: () => Promise<void>;
 }
 
@@ -19,7 +20,7 @@ export async function relayedWorld(plan: FaultPlan = {}, seed = 1): Promise<Rela
   return {
     relay,
     run: (args, opts) =>
-      runWorld('collectives.child.ts', opts.nproc, {
+      runWorld(opts.script ?? 'collectives.child.ts', opts.nproc, {
         args,
         timeoutMs: opts.timeoutMs,
         secret: SECRET,

@@ -1,20 +1,23 @@
 import { fromTf, tidy } from '@ddp/autograd';
-import { type CommArray, destroyProcessGroup, initProcessGroup, type ProcessGroup, type Work } from '@ddp/comm';
+import { createHash } from 'node:crypto';
+import { type CommArray, type ProcessGroup, type Work } from '@ddp/comm';
 import { Generator, Linear, mse, SGD, Sequential, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { seededRandom } from '../relay.js';
 import { type Sample, slopes } from '../slope.js';
 import { value } from '../suite.js';
+import { connectWorld } from './connect.js';
 
 /**
  * Soak: `<collectives> <ddpSteps>` random small collectives (8 in flight, each checked bit
  * for bit against a local reference), then DDP steps of a tiny MLP; samples RSS, heap
  * (after a forced GC when --expose-gc is on) and tf.memory().numTensors, and reports the
- * least-squares slopes after warm-up plus whether the ranks' final parameters are identical.
+ * least-squares slopes after warm-up, whether the ranks' final parameters are identical and
+ * their SHA-256. The world may sit behind a FaultRelay (see connect.ts).
  */
 const [collectives = 2000, ddpSteps = 100] = process.argv.slice(2).filter((a) => !a.startsWith('--')).map(Number);
-const pg = await initProcessGroup({ timeoutMs: Number(process.env.DDP_TIMEOUT_MS) || 60_000 });
+const { pg, close } = await connectWorld(Number(process.env.DDP_TIMEOUT_MS) || 60_000);
 const gc = (globalThis as { gc?: () => void }).gc;
 
 function sample(op: number): Sample {
@@ -79,7 +82,7 @@ async function allReduceGrad(p: { grad: tf.Tensor | null | { dataSync(): unknown
   await pg.allReduce(buf, { op: 'avg' }).wait();
 }
 
-async function soakDdp(steps: number): Promise<{ samples: Sample[]; paramsIdentical: boolean; finalLoss: number }> {
+async function soakDdp(steps: number): Promise<{ samples: Sample[]; paramsIdentical: boolean; finalLoss: number; paramsSha256: string }> {
   const gen = new Generator(7);
   const model = new Sequential(new Linear(8, 32, { generator: gen }), new Tanh(), new Linear(32, 4, { generator: gen }));
   // --no-ddp: the same loop with gradients averaged by hand (to tell DDP's memory from the rest)
@@ -113,7 +116,8 @@ async function soakDdp(steps: number): Promise<{ samples: Sample[]; paramsIdenti
   const paramsIdentical = all.every((a) => bits(a).every((w, i) => w === bits(all[0] as Float32Array)[i]));
   tf.dispose([X, Y]);
   opt.dispose();
-  return { samples, paramsIdentical, finalLoss };
+  const paramsSha256 = createHash('sha256').update(new Uint8Array(flat.buffer)).digest('hex');
+  return { samples, paramsIdentical, finalLoss, paramsSha256 };
 }
 
 const c = await soakCollectives(collectives);
@@ -127,9 +131,10 @@ console.log(
     collectiveSlopes: slopes(c.samples),
     ddpSlopes: slopes(d.samples),
     paramsIdentical: d.paramsIdentical,
+    paramsSha256: d.paramsSha256,
     finalLoss: d.finalLoss,
     rssStart: c.samples[0]?.rss,
     rssEnd: d.samples.at(-1)?.rss,
   })}`,
 );
-await destroyProcessGroup();
+await close();
