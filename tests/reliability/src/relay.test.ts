@@ -112,6 +112,24 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
     for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
   });
 
+  it('the store connections reset after rendezvous: collectives carry on, bit-exact', { timeout: 90_000 }, async () => {
+    world = await relayedWorld();
+    const w = world;
+    const ready = new Set<number>();
+    let resets = 0;
+    const run = await world.run(['suite', '1'], {
+      nproc: 3,
+      timeoutMs: 60_000,
+      onResult: (rank, r) => {
+        if (r.ready) ready.add(rank);
+        if (r.ready && ready.size === 3) resets = w.relay.resetAll((l) => l === 'store');
+      },
+    });
+    expect(resets).toBe(3);
+    expect(run.result.exitCode, explain(run)).toBe(0);
+    for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
+  });
+
   it('20 DDP steps under delay, jitter and slow reads end with the same parameters, bit for bit, as without the relay', { timeout: 120_000 }, async () => {
     const args = ['0', '20'];
     const direct = await runWorld('soak.child.ts', 3, { args, timeoutMs: 60_000 });
