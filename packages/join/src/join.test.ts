@@ -5,7 +5,10 @@ import { EarlyTerminationError, isJoinActive, type JoinHook, type Joinable, Join
 /** A world of one: every all-reduce leaves its buffer as is; counts the collectives issued. */
 function soloGroup(): ProcessGroup & { issued: number } {
   const done = { promise: Promise.resolve(), wait: () => Promise.resolve() };
-  const group = { rank: 0, size: 1, ranks: [0], issued: 0, allReduce: () => (group.issued++, done) };
+  const group = { rank: 0, size: 1, ranks: [0], issued: 0, allReduce: () => {
+      group.issued++;
+      return done;
+    } };
   return group as unknown as ProcessGroup & { issued: number };
 }
 

@@ -60,7 +60,7 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
   const group = checkJoinables(joinables);
   const previous = joinables.map((j) => configs.get(j));
   const own = joinables.map((_, i): JoinConfig => ({ throwOnEarlyTermination, isFirstJoinable: i === 0, joined: false, pending: null }));
-  joinables.forEach((j, i) => configs.set(j, own[i]!));
+  for (const [i, j] of joinables.entries()) configs.set(j, own[i]!);
   try {
     const result = await fn();
     for (const config of own) config.joined = true;
@@ -102,7 +102,7 @@ async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTerm
  */
 export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   const config = configs.get(joinable);
-  if (!config || !config.isFirstJoinable || config.joined) return Promise.resolve(null);
+  if (!config?.isFirstJoinable || config.joined) return Promise.resolve(null);
   const group = joinable.joinProcessGroup;
   const active = Int32Array.of(1);
   const work = group.allReduce(active);

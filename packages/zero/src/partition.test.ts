@@ -10,7 +10,7 @@ describe('partitionParameters (sorted greedy)', () => {
     expect(part.sizes).toEqual([55, 50]);
     expect(part.byRank[0]![0]).toEqual([a, b, e]);
     expect(part.byRank[1]![0]).toEqual([c, d]);
-    [a, b, c, d, e].forEach((t) => t!.dispose());
+    for (const t of [a, b, c, d, e]) t!.dispose();
   });
 
   it('carries loads across parameter groups and leaves a rank empty when there are too few parameters', () => {
@@ -19,6 +19,6 @@ describe('partitionParameters (sorted greedy)', () => {
     expect(part.sizes).toEqual([8, 8, 0]);
     expect(part.byRank[2]).toEqual([[], []]);
     expect(part.owner.get(b!)).toBe(1);
-    [a, b].forEach((t) => t!.dispose());
+    for (const t of [a, b]) t!.dispose();
   });
 });

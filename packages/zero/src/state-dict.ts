@@ -42,7 +42,7 @@ export function shardStateDict<O extends { lr: number }>(
     if (saved.params.length !== params.length) {
       throw new ZeroError(`parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in the optimizer`);
     }
-    saved.params.forEach((idx, j) => byIndex.set(idx, params[j]!));
+    for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]!);
   });
   if (!local) return null;
   const localIndex = new Map(local.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));

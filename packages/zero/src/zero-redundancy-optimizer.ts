@@ -156,7 +156,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
-    sd.paramGroups.forEach(({ params: _params, ...hyper }, g) => Object.assign(this.paramGroups[g]!, hyper));
+    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[g]!, hyper);
     if (local) this.optim!.loadStateDict(local);
   }
 

@@ -20,7 +20,7 @@ export class Counter implements Joinable {
   }
 
   joinHook(opts: JoinHookOptions): JoinHook {
-    const syncMaxCount = opts['syncMaxCount'] === true;
+    const syncMaxCount = opts.syncMaxCount === true;
     const group = this.joinProcessGroup;
     return {
       // shadow step()'s all-reduce with a zero
