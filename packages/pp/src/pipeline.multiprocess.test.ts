@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { launch } from '@ddp/launch';
+import { runWorld } from '@ddp/launch/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { makeSchedule, peakInFlight, type ScheduleName } from './index.js';
 import { CFG, type NamedValues, referenceRun } from './test-model.js';
@@ -19,35 +17,15 @@ interface RankResult {
   runs: Record<ScheduleName, Run>;
 }
 
-/** Collects what the ranks print (prefixed `[rank N] ` by the launcher). */
-class Collect extends Writable {
-  text = '';
-  override _write(chunk: Buffer, _enc: string, done: () => void): void {
-    this.text += chunk.toString();
-    done();
-  }
-}
-
-async function runWorld(pp: number, dp: number, steps: number): Promise<RankResult[]> {
-  const out = new Collect();
-  const err = new Collect();
-  const result = await launch({
-    script: fileURLToPath(new URL('./train.child.ts', import.meta.url)),
+async function runPipelineWorld(pp: number, dp: number, steps: number): Promise<RankResult[]> {
+  const { results } = await runWorld<RankResult>({
+    script: new URL('./train.child.ts', import.meta.url),
+    nprocs: pp * dp,
     args: [String(pp), String(dp), String(steps)],
-    nprocPerNode: pp * dp,
-    stdout: out,
-    stderr: err,
-    env: { ...process.env, DDP_HEARTBEAT_MS: '0' },
-    signal: AbortSignal.timeout(140_000),
+    env: { DDP_HEARTBEAT_MS: '0' },
+    timeoutMs: 140_000,
   });
-  if (result.exitCode !== 0) throw new Error(`world pp ${pp} × dp ${dp} failed: ${result.summary}\n${err.text.slice(-3000)}`);
-  const results = out.text
-    .split('\n')
-    .map((l) => /^\[rank \d+\] RESULT (.*)$/.exec(l)?.[1])
-    .filter((j): j is string => j !== undefined)
-    .map((j) => JSON.parse(j) as RankResult);
-  expect(results.length).toBe(pp * dp);
-  return results.sort((a, b) => a.rank - b.rank);
+  return results;
 }
 
 const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
@@ -66,7 +44,7 @@ const references = new Map<string, Awaited<ReturnType<typeof referenceRun>>>();
 
 // The worlds run at once: their ranks spend most of their time waiting on each other.
 beforeAll(async () => {
-  const running = Promise.all(WORLDS.map(async ([pp, dp, steps]) => worlds.set(`${pp}x${dp}`, await runWorld(pp, dp, steps))));
+  const running = Promise.all(WORLDS.map(async ([pp, dp, steps]) => worlds.set(`${pp}x${dp}`, await runPipelineWorld(pp, dp, steps))));
   for (const [, dp, steps] of WORLDS) if (!references.has(`${dp}/${steps}`)) references.set(`${dp}/${steps}`, await referenceRun(dp, steps));
   await running;
 }, 150_000);

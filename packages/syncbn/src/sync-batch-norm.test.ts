@@ -1,32 +1,6 @@
-import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { launch } from '@ddp/launch';
+import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { batchRows, loadGolden } from './test/golden.js';
-
-/** Test helper: runs `script` (in src/test/) on `n` real ranks; returns each rank's `RESULT <json>` line. */
-async function runRanks<T>(script: string, n: number, args: string[] = [], timeoutMs = 60_000): Promise<T[]> {
-  let out = '';
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      out += chunk.toString();
-      done();
-    },
-  });
-  const result = await launch({
-    script: fileURLToPath(new URL(script, new URL('./test/', import.meta.url))),
-    args,
-    nprocPerNode: n,
-    stdout: sink,
-    stderr: sink,
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  if (result.exitCode !== 0) throw new Error(`ranks failed (exit ${result.exitCode}):\n${result.summary}\n${out.slice(-3000)}`);
-  const results: T[] = [];
-  for (const m of out.matchAll(/^\[rank (\d+)\] RESULT (.*)$/gm)) results[Number(m[1])] = JSON.parse(m[2]!) as T;
-  if (results.filter(Boolean).length !== n) throw new Error(`expected a RESULT from each of ${n} ranks:\n${out.slice(-3000)}`);
-  return results;
-}
 
 interface RankResult {
   y: number[];
@@ -68,7 +42,7 @@ const cases: [string, number[]][] = [
 describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the whole batch', () => {
   it.each(cases)('%s split %j', async (name, split) => {
     const g = loadGolden(name);
-    const ranks = await runRanks<RankResult>('./syncbn.child.ts', split.length, [name, split.join(',')]);
+    const { results: ranks } = await runWorld<RankResult>({ script: new URL('./test/syncbn.child.ts', import.meta.url), nprocs: split.length, args: [name, split.join(',')] });
     const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
     let start = 0;
     for (const [rank, r] of ranks.entries()) {
