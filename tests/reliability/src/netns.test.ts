@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { explainHosts, TwoHosts } from './netns.js';
 import { childScript } from './world.js';
@@ -40,6 +41,14 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
       },
     });
     expect(downed).toBe(true);
+    // what the user sees, for RELIABILITY.md
+    const seen = runs.map((r, host) => ({
+      host,
+      exitCode: r.code,
+      ranks: r.out.last(4).flatMap((x, rank) => (x && 'error' in x ? [`rank ${rank}: ${x.error}: ${x.message}`] : [])),
+      launcher: r.err.text.split('\n').filter((l) => l.startsWith('[ddp-run]')).slice(0, 3),
+    }));
+    writeFileSync(new URL('../results/netns-link-down.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`);
     expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([1, 1]);
     // on each host, the rank that failed first names the lost peer (PeerLostError)
     for (const r of runs) {
