@@ -71,6 +71,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** Order in which gradients became ready in the first synchronized backward. */
   private readyOrder: number[] = [];
   private bucketsRebuilt = false;
+  /** The join context's per-iteration notification, issued by forward. */
+  private joinNotice: Promise<unknown> | null = null;
   /** Parameters the last forward's graph does not reach (findUnusedParameters). */
   private unusedAtForward: number[] = [];
   /** Set by joinHook on ranks that joined; travels to the active ranks in the join all-reduce. */
@@ -117,7 +119,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** module.forward plus DDP's per-iteration bookkeeping (join notification, unused-parameter search). */
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
     if (this.reduction !== null) throw new DDPUsageError('DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first');
-    if (isJoinActive(this)) void notifyJoinContext(this).catch(() => {});
+    if (isJoinActive(this)) {
+      // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there (throwOnEarlyTermination)
+      this.joinNotice?.catch(() => {});
+      this.joinNotice = notifyJoinContext(this);
+    }
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
     if (this.findUnusedParameters && this.requireSync && isGradEnabled()) this.unusedAtForward = this.unreachedParameters(outputTensors(out));
     return out;
@@ -232,6 +238,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       const unready = this.params.flatMap((_, i) => (reduction.ready[i] ? [] : [i]));
       if (unready.length > 0 && !this.findUnusedParameters) await this.raiseUnused(unready);
       for (const i of unready) this.place(i, null);
+      const notice = this.joinNotice;
+      this.joinNotice = null;
+      await notice;
       await this.completeIteration(reduction, true);
     } finally {
       this.reduction = null;

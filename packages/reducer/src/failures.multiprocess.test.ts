@@ -7,13 +7,15 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
   let barrier: WorldResult;
   let exit: WorldResult;
   let divergent: WorldResult;
+  let earlyTermination: WorldResult;
   beforeAll(async () => {
     // worlds whose group ends poisoned run alone; a short collective timeout bounds any hang
     const env = { DDP_TIMEOUT_MS: '15000' };
-    [barrier, exit, divergent] = await Promise.all([
+    [barrier, exit, divergent, earlyTermination] = await Promise.all([
       runWorld(await findFreePort(), 2, ['unevenWithoutJoin'], 150_000, env),
       runWorld(await findFreePort(), 2, ['unevenExit'], 150_000, env),
       runWorld(await findFreePort(), 2, ['unusedDivergentError'], 150_000, env),
+      runWorld(await findFreePort(), 2, ['joinThrow'], 150_000, env),
     ]);
   }, 160_000);
 
@@ -37,5 +39,12 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
     expect(r0!.error?.message).toContain('extra.weight');
     expect(r1!.error?.name).toBe('DDPCommError');
     expect(r1!.error?.message).toContain('findUnusedParameters');
+  });
+
+  it('join with throwOnEarlyTermination: EarlyTerminationError on every rank, the active one from its DDP backward', () => {
+    const [r0, r1] = resultsOf(earlyTermination, 'joinThrow');
+    expect(r0!.error?.name).toBe('EarlyTerminationError');
+    expect(r1!.error?.name).toBe('EarlyTerminationError');
+    expect(r1!.error?.message).toContain('saw a rank that exhausted its inputs');
   });
 });

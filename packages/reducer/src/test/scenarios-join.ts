@@ -17,10 +17,10 @@ const batch = (rank: number, s: number) => ({ x: normal([4, 5], 1000 * rank + s)
  * divideByInitialWorldSize prescribes: at step s the gradient is the sum over the ranks
  * still active of their batch's gradient, divided by N (true) or by the active count (false).
  */
-async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean): Promise<Record<string, unknown>> {
+async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean, throwOnEarlyTermination = false): Promise<Record<string, unknown>> {
   let reference: Record<string, number[]> | null = null;
   const steps = batchesOf(pg.size - 1);
-  if (pg.rank === 0) {
+  if (pg.rank === 0 && !throwOnEarlyTermination) {
     const ref = mlp(31);
     const opt = new SGD(ref.parameters(), { lr: 0.1 });
     for (let s = 0; s < steps; s++) {
@@ -53,7 +53,7 @@ async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean)
         opt.zeroGrad();
       }
     },
-    { divideByInitialWorldSize },
+    { divideByInitialWorldSize, throwOnEarlyTermination },
   );
   return { params: snapshot(model), reference, iterations: ddp.iteration };
 }
@@ -97,6 +97,7 @@ async function nonFinite(pg: ProcessGroup): Promise<Record<string, unknown>> {
 export const joinScenarios: Record<string, Scenario> = {
   joinInitial: (pg) => joinScenario(pg, true),
   joinActive: (pg) => joinScenario(pg, false),
+  joinThrow: (pg) => joinScenario(pg, true, true),
   unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
   unevenExit: (pg) => unevenWithoutJoin(pg, true),
   shapeMismatch,
