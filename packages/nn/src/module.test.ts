@@ -7,7 +7,7 @@ import { ModuleList, Sequential } from './layers/container.js';
 import { Conv2d, MaxPool2d } from './layers/conv.js';
 import { Embedding, Linear } from './layers/linear.js';
 import { BatchNorm2d } from './layers/norm.js';
-import { type Module, StateDictError } from './module.js';
+import { Module, ModuleError, StateDictError } from './module.js';
 
 function net(seed: number) {
   const g = new Generator(seed);
@@ -23,6 +23,33 @@ describe('Module', () => {
     expect([...m.namedModules()].map(([k]) => k)).toEqual(['', '0', '1', '2', '3']);
     expect([...m.stateDict().keys()]).toEqual(['0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', '1.running_var', '1.num_batches_tracked']);
     m.dispose();
+  });
+
+  it('replaceModule swaps a child in place: registration order, fields and ModuleList items follow', () => {
+    class Net extends Module {
+      readonly body = this.registerModule('body', new Sequential(new Linear(2, 2), new ReLU()));
+      head = this.registerModule('head', new Linear(2, 1));
+      forward(): void {}
+    }
+    const m = new Net();
+    const [oldHead, oldFirst] = [m.head, m.body.at(0)];
+    const [head, first] = [new Linear(2, 3), new Linear(2, 2)];
+    expect(m.replaceModule('head', head)).toBe(oldHead);
+    expect(m.body.replaceModule('0', first)).toBe(oldFirst);
+    expect(m.head).toBe(head);
+    expect([...m.body][0]).toBe(first);
+    const modules = [...m.namedModules()];
+    expect(modules.map(([k]) => k)).toEqual(['', 'body', 'body.0', 'body.1', 'head']);
+    expect(modules[2]![1]).toBe(first);
+    expect(modules[4]![1]).toBe(head);
+    expect(m.namedParameters().map(([k, p]) => [k, p.shape])).toEqual([
+      ['body.0.weight', [2, 2]],
+      ['body.0.bias', [2]],
+      ['head.weight', [3, 2]],
+      ['head.bias', [3]],
+    ]);
+    expect(() => m.replaceModule('tail', head)).toThrow(ModuleError);
+    for (const x of [m, oldHead, oldFirst]) x.dispose();
   });
 
   it('lists a shared parameter once', () => {

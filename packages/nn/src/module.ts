@@ -67,6 +67,26 @@ export abstract class Module {
     return module;
   }
 
+  /**
+   * Puts `module` in place of the child registered as `name` (PyTorch's setattr on a submodule),
+   * keeping its place in registration order, and points this module's own fields and array
+   * slots (ModuleList's items) that held the old child at the new one. Returns the old child,
+   * which the caller disposes or reuses. A child registered under several names keeps its
+   * fields until the last of its names is replaced.
+   */
+  replaceModule(name: string, module: Module | null): Module | null {
+    if (!this.children_.has(name)) throw new ModuleError(`no child module '${name}' on ${this.constructor.name}`);
+    const old = this.children_.get(name)!;
+    this.children_.set(name, module);
+    if (old === null || old === module || [...this.children_.values()].includes(old)) return old;
+    const slots = this as unknown as Record<string, unknown>;
+    for (const [key, value] of Object.entries(slots)) {
+      if (value === old) slots[key] = module;
+      else if (Array.isArray(value)) for (const [i, v] of value.entries()) if (v === old) value[i] = module;
+    }
+    return old;
+  }
+
   /** Replaces a registered buffer's tensor (e.g. a running mean after an update), disposing the old one. */
   protected setBuffer(name: string, tensor: Tensor): void {
     if (!this.bufs.has(name)) throw new ModuleError(`no buffer '${name}' on ${this.constructor.name}`);

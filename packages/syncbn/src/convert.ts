@@ -2,23 +2,6 @@ import type { ProcessGroup } from '@ddp/comm';
 import { BatchNorm, type Module } from '@ddp/nn';
 import { SyncBatchNorm } from './sync-batch-norm.js';
 
-/**
- * Puts `replacement` where `parent` holds `old`: nn's Module has no public way to swap a
- * registered child (PyTorch's add_module/setattr), so this updates its child map and the
- * fields and arrays (ModuleList's items) that point at `old`.
- */
-function replaceChild(parent: Module, old: Module, replacement: Module): void {
-  const slots = parent as unknown as Record<string, unknown> & { children_: Map<string, Module | null> };
-  for (const [name, child] of slots.children_) if (child === old) slots.children_.set(name, replacement);
-  for (const key of Object.keys(slots)) {
-    const value = slots[key];
-    if (value === old) slots[key] = replacement;
-    else if (Array.isArray(value)) {
-      for (const [i, v] of value.entries()) if (v === old) value[i] = replacement;
-    }
-  }
-}
-
 function toSync(bn: BatchNorm, processGroup: ProcessGroup | null): SyncBatchNorm {
   const sync = new SyncBatchNorm(bn.numFeatures, {
     eps: bn.eps,
@@ -47,9 +30,9 @@ export function convertSyncBatchnorm<M extends Module>(module: M, processGroup: 
     module.dispose();
     return sync;
   }
-  for (const child of module.children()) {
+  for (const [name, child] of [...module.namedChildren()]) {
     const converted = convertSyncBatchnorm(child, processGroup);
-    if (converted !== child) replaceChild(module, child, converted);
+    if (converted !== child) module.replaceModule(name, converted);
   }
   return module;
 }

@@ -3,23 +3,6 @@ import { Embedding, type Module, TransformerBlock } from '@ddp/nn';
 import { TensorParallelBlock } from './block.js';
 import { VocabParallelEmbedding } from './layers.js';
 
-/**
- * Puts `replacement` where `parent` holds `old`: nn's Module has no public way to swap a
- * registered child (PyTorch's setattr), so this updates its child map and the fields and
- * arrays (ModuleList's items) that point at `old`.
- */
-function replaceChild(parent: Module, old: Module, replacement: Module): void {
-  const slots = parent as unknown as Record<string, unknown> & { children_: Map<string, Module | null> };
-  for (const [name, child] of slots.children_) if (child === old) slots.children_.set(name, replacement);
-  for (const key of Object.keys(slots)) {
-    const value = slots[key];
-    if (value === old) slots[key] = replacement;
-    else if (Array.isArray(value)) {
-      for (const [i, v] of value.entries()) if (v === old) value[i] = replacement;
-    }
-  }
-}
-
 function parallelize(m: Module, group: ProcessGroup, embeddings: boolean): Module {
   if (m instanceof TransformerBlock) {
     const block = new TensorParallelBlock(m, group);
@@ -52,9 +35,9 @@ export interface ApplyTensorParallelOptions {
 export function applyTensorParallel(model: Module, group: ProcessGroup, { embeddings = true }: ApplyTensorParallelOptions = {}): Module {
   const top = parallelize(model, group, embeddings);
   if (top !== model) return top;
-  for (const child of model.children()) {
+  for (const [name, child] of [...model.namedChildren()]) {
     const converted = applyTensorParallel(child, group, { embeddings });
-    if (converted !== child) replaceChild(model, child, converted);
+    if (converted !== child) model.replaceModule(name, converted);
   }
   return model;
 }
