@@ -18,16 +18,11 @@ async function train(model: Model, steps: number, lr: number) {
 }
 
 describe('training keeps tf.memory().numTensors flat', () => {
-  it('3-layer MLP, 200 steps', async () => {
-    const model = mlp();
-    const r = await train(model, 200, 0.1);
-    expect(r.numTensors[200]).toBe(r.numTensors[10]);
-    expect(r.last).toBeLessThan(r.first * 0.5);
-    model.dispose();
-  });
-
-  it('2-block causal transformer, 200 steps', async () => {
-    const model = transformer();
+  it.each([
+    ['3-layer MLP', mlp],
+    ['2-block causal transformer', transformer],
+  ])('%s, 200 steps', async (_name, build) => {
+    const model = build();
     const r = await train(model, 200, 0.1);
     expect(r.numTensors[200]).toBe(r.numTensors[10]);
     expect(r.last).toBeLessThan(r.first * 0.5);
