@@ -6,13 +6,7 @@ import { FaultRelay } from './relay.js';
 import { type RelayedWorld, relayedWorld } from './relay-fixture.js';
 import { explain, runWorld } from './world.js';
 
-const TYPED = ['PeerLostError', 'ProtocolError', 'CommTimeoutError'];
-/**
- * A TCP reset currently crashes comm's worker on the reading side ("comm worker crashed:
- * read ECONNRESET", a plain CommError naming no peer). Accepted by default so CI checks
- * "typed, no hang"; RELIABILITY_STRICT=1 demands PeerLostError/ProtocolError/CommTimeoutError.
- */
-const ACCEPTED = process.env.RELIABILITY_STRICT === '1' ? TYPED : [...TYPED, 'CommError'];
+const ACCEPTED = ['PeerLostError', 'ProtocolError', 'CommTimeoutError'];
 
 describe('FaultRelay on its own', () => {
   let relay: FaultRelay | undefined;
@@ -68,14 +62,11 @@ describe('FaultRelay on its own', () => {
   });
 });
 
-describe('known comm defect: a reset toward the reading side crashes the comm worker', () => {
+describe('a reset toward the reading side is a lost peer, not a crashed comm worker', () => {
   let world: RelayedWorld | undefined;
   afterEach(async () => world?.close());
-  // packages/comm/src/transport/peer-mesh.ts dial(): once connected, the dialed socket has no
-  // 'error' listener, so an RST (read ECONNRESET) is an uncaught exception on the comm thread:
-  // the rank gets "CommError: comm worker crashed: read ECONNRESET" naming no peer instead of
-  // PeerLostError naming it. Expected to fail until comm handles it; then drop `.fails`.
-  it.fails('RST toward the dialers only, while idle between collectives: PeerLostError on every rank', { timeout: 60_000 }, async () => {
+  // regression: the dialed (reading) socket once had no 'error' listener, so an RST crashed the comm thread
+  it('RST toward the dialers only, while idle between collectives: PeerLostError on every rank', { timeout: 60_000 }, async () => {
     world = await relayedWorld();
     const w = world;
     const ready = new Set<number>();

@@ -192,6 +192,8 @@ export class PeerMesh {
         },
       },
     });
+    // dial() drops its one-shot listener on connect: a reset read must become this peer's loss, not a crash
+    sock.on('error', (e) => this.lose(peer, `read failed: ${e.message}`));
     const source: ByteSource = (fn) => {
       handshakeBytes = fn;
       return () => {
