@@ -10,7 +10,7 @@ type Params = Record<string, number[]>;
 for (const world of [2, 3]) {
   describe(`DistributedDataParallel on ${world} real processes`, () => {
     let results: WorldResult;
-    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
+    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied', 'buffers'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
     beforeAll(async () => {
       results = await runWorld(await findFreePort(), world, scenarios, 150_000);
     }, 160_000);
@@ -81,6 +81,12 @@ for (const world of [2, 3]) {
     }
 
     if (world === 2) {
+      it('buffers (BatchNorm running stats) are rank 0\'s on every rank after a synced backward; local with broadcastBuffers off', () => {
+        const [r0, r1] = okResultsOf(results, 'buffers');
+        expect(r1!.synced).toEqual(r0!.synced);
+        expect(r1!.local).not.toEqual(r0!.local);
+      });
+
       it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {
         for (const r of resultsOf(results, 'unusedError')) {
           expect(r.error?.name).toBe('UnusedParametersError');

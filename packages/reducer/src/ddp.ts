@@ -8,7 +8,7 @@ import { ByteCounter, countingGroup } from './byte-counter.js';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError, NonFiniteGradientError, UnusedParametersError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
-import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
+import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
 
 export interface DDPOptions {
   /** Defaults to the world group. */
@@ -338,7 +338,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   private async syncBuffers(): Promise<void> {
-    const buffers = moduleState(this.module, true).slice(this.module.parameters().length);
+    const buffers = buffersOf(this.module);
     if (buffers.length > 0) await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, 0));
   }
 

@@ -66,8 +66,10 @@ export async function broadcastTensors(tensors: readonly Tensor[], group: Proces
   }
 }
 
+/** The module's buffers that hold a tensor (a registered buffer may be null). */
+export const buffersOf = (module: Module): Tensor[] => module.buffers().filter((b): b is Tensor => b !== null);
+
 /** Parameters (then buffers) of module, as DDP broadcasts them. */
 export function moduleState(module: Module, withBuffers: boolean): Tensor[] {
-  const buffers = withBuffers ? module.buffers().filter((b): b is Tensor => b !== null) : [];
-  return [...module.parameters(), ...buffers];
+  return [...module.parameters(), ...(withBuffers ? buffersOf(module) : [])];
 }

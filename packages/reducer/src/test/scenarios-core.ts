@@ -1,7 +1,7 @@
 // Test-only: DDP scenarios each rank runs (rank.child.ts); rank 0 also trains the single-process reference.
 import type { ProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
-import { AdamW, Generator, Linear, Module, mse, SGD, crossEntropy, type Sequential } from '@ddp/nn';
+import { AdamW, BatchNorm1d, Generator, Linear, Module, mse, SGD, crossEntropy, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DistributedDataParallel } from '../index.js';
 import { goldenMlp, gradSnapshot, loadGolden, mlp, normal, rows, shareOf, snapshot, TiedLM, transformer } from './models.js';
@@ -186,3 +186,20 @@ export const coreScenarios: Record<string, Scenario> = {
 
 /** Rank 1 alone uses `extra`, without findUnusedParameters: every rank must raise, none may hang. */
 coreScenarios.unusedDivergentError = (pg) => gradsVsReference(pg, branchy((r) => r === 1), branchyLoss, false);
+
+/** BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless broadcastBuffers is off). */
+coreScenarios.buffers = async (pg) => {
+  const out: Record<string, unknown> = {};
+  for (const broadcastBuffers of [true, false]) {
+    const model = new Sequential(new Linear(5, 4, { generator: new Generator(40) }), new BatchNorm1d(4));
+    const ddp = await DistributedDataParallel.create(model, { broadcastBuffers });
+    const x = normal([6, 5], 41 + pg.rank);
+    const loss = tidy(() => ddp.forward(rows(x, 0, 6)).square().mean());
+    await loss.backward();
+    loss.dispose();
+    x.dispose();
+    out[broadcastBuffers ? 'synced' : 'local'] = [...model.namedBuffers()[0]![1].dataSync()];
+    model.dispose();
+  }
+  return out;
+};
