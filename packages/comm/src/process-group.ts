@@ -1,7 +1,7 @@
 import type { CommThread } from './comm-thread.js';
 import type { MainRunner } from './main-runner.js';
 import { onMainThread } from './routing.js';
-import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, viewAs } from './dtypes.js';
+import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, REDUCE_CODE, type ReduceOp, viewAs } from './dtypes.js';
 import { InvalidArgumentError } from './errors.js';
 import type { StagingPool } from './staging.js';
 import { makeWork, type Work } from './work.js';
@@ -14,6 +14,15 @@ export interface P2POp {
   peer: number;
   tag?: number;
   dtype?: HalfDtype;
+}
+
+/** The reduce op named in the options ('sum' when absent); anything else is an InvalidArgumentError. */
+function reduceOpOf(op: ReduceOp | undefined, what: string): ReduceOp {
+  if (op === undefined) return 'sum';
+  if (typeof op !== 'string' || !Object.hasOwn(REDUCE_CODE, op)) {
+    throw new InvalidArgumentError(`${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`, { op: what });
+  }
+  return op;
 }
 
 export interface ProcessGroup {
@@ -130,7 +139,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: opts.op ?? 'sum' }, true);
+    return this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true);
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
@@ -140,7 +149,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
     this.checkRoot(opts.dst, 'reduce dst');
-    return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: opts.op ?? 'sum' }, this.rank === opts.dst);
+    return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: reduceOpOf(opts.op, 'reduce') }, this.rank === opts.dst);
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
@@ -171,7 +180,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       throw new InvalidArgumentError(`reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`, { op: 'reduceScatter' });
     }
     return this.submit(
-      { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: opts.op ?? 'sum', root: 0, count: input.length, length: input.length },
+      { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: reduceOpOf(opts.op, 'reduceScatter'), root: 0, count: input.length, length: input.length },
       input.byteLength,
       (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
       (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),

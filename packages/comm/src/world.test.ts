@@ -6,6 +6,7 @@ import {
   getWorldSize,
   HashStore,
   initProcessGroup,
+  InvalidArgumentError,
   isInitialized,
   NotInitializedError,
 } from './index.js';
@@ -47,5 +48,13 @@ describe('a world of one in this process (HashStore)', () => {
     expect(() => pg.reduceScatter(new Float32Array(2), new Float32Array(3))).toThrow(/reduceScatter/);
     expect(() => pg.broadcast(new Float32Array(2), { src: 1 })).toThrow(/broadcast src 1/);
     expect(() => pg.allReduce(new Uint16Array(2))).toThrow(/float16/);
+    expect(() => pg.allReduce(new Float32Array(2), { op: 'median' as 'sum' })).toThrow(InvalidArgumentError);
+    expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(/unknown reduce op "median"/);
+  });
+
+  it('rejects a timeout that is not positive before forming the world', async () => {
+    await expect(initProcessGroup({ rank: 0, worldSize: 1, timeoutMs: -5 })).rejects.toThrow(InvalidArgumentError);
+    await expect(initProcessGroup({ rank: 0, worldSize: 1, timeoutMs: Number.NaN })).rejects.toThrow(/timeoutMs/);
+    expect(isInitialized()).toBe(false);
   });
 });

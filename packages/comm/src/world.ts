@@ -43,6 +43,12 @@ function parseAddress(text: string, rank: number): PeerAddress {
   return a;
 }
 
+/** A timeout must be a positive number of milliseconds (Infinity allowed). */
+function checkTimeout(ms: number, op: string): number {
+  if (typeof ms !== 'number' || !(ms > 0)) throw new InvalidArgumentError(`${op}: timeoutMs must be a positive number of milliseconds, got ${ms}`, { op });
+  return ms;
+}
+
 /**
  * Forms the world: reads rank/size from options or the launcher's environment, meets the
  * other ranks through the store, starts the comm worker and connects to every peer.
@@ -53,7 +59,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const rank = opts.rank ?? env.rank;
   const worldSize = opts.worldSize ?? env.worldSize;
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
-  const timeoutMs = opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS);
+  const timeoutMs = checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
   const ownsStore = !opts.store;
   // a world of one needs nobody to meet: no server, no port
   const store =
@@ -146,7 +152,7 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   if (!members.includes(me)) return null;
   w.thread.addGroup(id, members);
   w.main.addGroup(id, members);
-  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), opts.timeoutMs ?? w.timeoutMs);
+  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), opts.timeoutMs === undefined ? w.timeoutMs : checkTimeout(opts.timeoutMs, 'newGroup'));
 }
 
 /**
