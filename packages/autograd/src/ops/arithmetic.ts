@@ -2,7 +2,7 @@ import { tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { sumToShape } from './broadcast.js';
+import { broadcastShapes, sumToShape } from './broadcast.js';
 
 /** An operand: a Tensor or a plain number (a constant). */
 export type Operand = Tensor | number;
@@ -21,6 +21,7 @@ function binary(name: string, kernel: (a: Raw, b: Raw) => tf.Tensor, da: Partial
     private shapes: [number[], number[]] = [[], []];
     forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
       this.shapes = [asTensor(a).shape, asTensor(b).shape];
+      broadcastShapes(name.toLowerCase(), ...this.shapes);
       const y = kernel(a, b);
       if (saves !== 'none') ctx.saveForBackward(asTensor(a), asTensor(b));
       if (saves === 'aby') ctx.saveForBackward(y);

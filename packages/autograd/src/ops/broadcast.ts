@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 
 /** Sums a broadcast gradient back down to `shape` (the input's shape before broadcasting). */
 export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor {
@@ -22,4 +23,22 @@ export function normaliseAxes(axis: number | number[] | undefined, rank: number)
 /** The shape a reduction over axes would have with keepdim, to broadcast grads back. */
 export function keptShape(shape: readonly number[], axes: number[]): number[] {
   return shape.map((d, i) => (axes.includes(i) ? 1 : d));
+}
+
+/**
+ * The shape a and b broadcast to (numpy rules), or an AutogradArgumentError naming `op` and
+ * both shapes: plain shape arithmetic, checked before tfjs sees the operands.
+ */
+export function broadcastShapes(op: string, a: readonly number[], b: readonly number[]): number[] {
+  const rank = Math.max(a.length, b.length);
+  const out = Array<number>(rank);
+  for (let i = 1; i <= rank; i++) {
+    const da = a[a.length - i] ?? 1;
+    const db = b[b.length - i] ?? 1;
+    if (da !== db && da !== 1 && db !== 1) {
+      throw new AutogradArgumentError(`${op}: shapes [${a}] and [${b}] cannot be broadcast together (dim ${-i}: ${da} vs ${db})`);
+    }
+    out[rank - i] = da === 1 ? db : da;
+  }
+  return out;
 }

@@ -4,6 +4,7 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
+import { broadcastShapes } from './broadcast.js';
 import { type Indices, toIndexTensor } from './indexing.js';
 import { logSoftmaxKernel } from './softmax.js';
 import { sub } from './arithmetic.js';
@@ -21,11 +22,19 @@ class CrossEntropy extends AutogradFunction {
       throw new AutogradArgumentError(`crossEntropy wants logits [N, C] and labels [N], got [${logits.shape}] and [${labels.shape}]`);
     }
     this.reduction = reduction;
+    const classes = logits.shape[1]!;
     const valid = tf.notEqual(labels, ignoreIndex);
-    const target = tf.mul(tf.oneHot(tf.where(valid, labels, tf.zerosLike(labels)), logits.shape[1]!), tf.expandDims(tf.cast(valid, 'float32'), 1));
+    // labels outside [0, C) that are not ignored: counted in the same read as the valid labels
+    const outside = tf.logicalAnd(valid, tf.logicalOr(tf.less(labels, 0), tf.greaterEqual(labels, classes)));
+    const [validCount, badCount] = tf.stack([tf.sum(tf.cast(valid, 'int32')), tf.sum(tf.cast(outside, 'int32'))]).dataSync() as Int32Array;
+    if (badCount! > 0) {
+      const bad = [...labels.dataSync()].filter((l) => l !== ignoreIndex && (l < 0 || l >= classes));
+      throw new AutogradArgumentError(`crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${badCount} such labels; ignoreIndex is ${ignoreIndex})`);
+    }
+    const target = tf.mul(tf.oneHot(tf.where(valid, labels, tf.zerosLike(labels)), classes), tf.expandDims(tf.cast(valid, 'float32'), 1));
     const logp = logSoftmaxKernel(logits, 1);
     const perRow = tf.neg(tf.sum(tf.mul(target, logp), 1));
-    this.count = Math.max(1, tf.sum(tf.cast(valid, 'int32')).dataSync()[0]!);
+    this.count = Math.max(1, validCount!);
     ctx.saveForBackward(logp, target);
     if (reduction === 'none') return perRow;
     const total = tf.sum(perRow);
@@ -58,6 +67,7 @@ export function crossEntropy(logits: Tensor, labels: Indices, opts: { ignoreInde
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
   const reduction = opts.reduction ?? 'mean';
+  broadcastShapes('mse (input, target)', input.shape, target.shape);
   return tidy(() => {
     const sq = square(sub(input, target));
     return reduction === 'none' ? sq : reduction === 'sum' ? sum(sq) : mean(sq);

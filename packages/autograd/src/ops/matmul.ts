@@ -5,7 +5,7 @@ import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { add } from './arithmetic.js';
-import { sumToShape } from './broadcast.js';
+import { broadcastShapes, sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
 
@@ -36,6 +36,13 @@ class MatMul extends AutogradFunction {
     if (a.rank < 2 || b.rank < 2) {
       throw new AutogradArgumentError(`matmul needs operands of rank >= 2, got [${a.shape}] and [${b.shape}]`);
     }
+    const inner = (s: number[], last: boolean) => s[s.length - (last ? 1 : 2)];
+    const [ka, kb] = [inner(a.shape, !transA), inner(b.shape, transB)];
+    if (ka !== kb) {
+      const t = `${transA ? ', a transposed' : ''}${transB ? ', b transposed' : ''}`;
+      throw new AutogradArgumentError(`matmul: inner dimensions of [${a.shape}] and [${b.shape}] differ (${ka} vs ${kb}${t})`);
+    }
+    if (!(b.rank === 2 && !transA)) broadcastShapes(`matmul of [${a.shape}] and [${b.shape}], batch dims`, a.shape.slice(0, -2), b.shape.slice(0, -2));
     this.transA = transA;
     this.transB = transB;
     ctx.saveForBackward(a, b);

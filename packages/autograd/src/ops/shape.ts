@@ -4,10 +4,22 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
+/** A reshape target must hold as many elements as the input (one -1 dim is inferred). */
+function checkReshape(from: readonly number[], to: readonly number[]): void {
+  const size = from.reduce((n, d) => n * d, 1);
+  const fail = (why: string) => new AutogradArgumentError(`reshape: cannot reshape [${from}] (${size} elements) to [${to}]: ${why}`);
+  const inferred = to.filter((d) => d === -1).length;
+  if (inferred > 1) throw fail('only one dim can be -1');
+  if (to.some((d) => d !== -1 && !(Number.isInteger(d) && d >= 0))) throw fail('dims must be non-negative integers or -1');
+  const known = to.reduce((n, d) => (d === -1 ? n : n * d), 1);
+  if (inferred === 0 ? known !== size : known === 0 ? size !== 0 : size % known !== 0) throw fail('sizes differ');
+}
+
 class Reshape extends AutogradFunction {
   private inShape: number[] = [];
   forward(_ctx: Context, x: tf.Tensor, shape: number[]): tf.Tensor {
     this.inShape = x.shape;
+    checkReshape(x.shape, shape);
     return tf.reshape(x, shape);
   }
   backward(_ctx: Context, dy: tf.Tensor) {

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { tf } from '@ddp/tensor';
+import { add, AutogradArgumentError, crossEntropy, matmul, mse, mul, reshape, tensor, zeros } from '../index.js';
+
+/** Shape and label errors are AutogradArgumentErrors naming the op and the shapes, raised before tfjs runs. */
+describe('bad input gets an AutogradArgumentError', () => {
+  const t23 = () => tensor([1, 2, 3, 4, 5, 6], [2, 3]);
+
+  it('matmul with mismatched inner dims or batch dims', () => {
+    expect(() => matmul(t23(), t23())).toThrow(AutogradArgumentError);
+    expect(() => matmul(t23(), t23())).toThrow(/matmul: inner dimensions of \[2,3\] and \[2,3\] differ \(3 vs 2\)/);
+    expect(() => matmul(zeros([2, 2, 3]), zeros([3, 3, 4]))).toThrow(/matmul of \[2,2,3\] and \[3,3,4\], batch dims.*cannot be broadcast/);
+    expect(matmul(t23(), t23(), { transposeB: true }).shape).toEqual([2, 2]);
+    expect(matmul(t23(), t23(), { transposeA: true }).shape).toEqual([3, 3]);
+    expect(matmul(zeros([5, 2, 3]), zeros([1, 3, 4])).shape).toEqual([5, 2, 4]);
+  });
+
+  it('elementwise ops on shapes that do not broadcast', () => {
+    expect(() => add(t23(), tensor([1, 2, 3, 4], [4]))).toThrow(/add: shapes \[2,3\] and \[4\] cannot be broadcast/);
+    expect(() => mul(zeros([2, 3]), zeros([3, 1]))).toThrow(AutogradArgumentError);
+    expect(add(zeros([2, 1, 4]), zeros([3, 1])).shape).toEqual([2, 3, 4]);
+    expect(add(t23(), 1).shape).toEqual([2, 3]);
+  });
+
+  it('reshape to a different number of elements', () => {
+    expect(() => reshape(t23(), [4])).toThrow(/reshape: cannot reshape \[2,3\] \(6 elements\) to \[4\]/);
+    expect(() => reshape(t23(), [-1, -1])).toThrow(AutogradArgumentError);
+    expect(() => reshape(t23(), [4, -1])).toThrow(AutogradArgumentError);
+    expect(reshape(t23(), [3, -1]).shape).toEqual([3, 2]);
+    expect(reshape(zeros([0, 3]), [-1, 3]).shape).toEqual([0, 3]);
+  });
+
+  it('mse with input and target shapes that do not broadcast', () => {
+    expect(() => mse(t23(), tensor([1, 2, 3, 4, 5, 6], [3, 2]))).toThrow(/mse \(input, target\): shapes \[2,3\] and \[3,2\]/);
+  });
+
+  it('crossEntropy with a label out of range, from an array or a tensor', () => {
+    const logits = () => tensor([1, 2, 3, 4, 5, 6], [2, 3]);
+    expect(() => crossEntropy(logits(), [0, 9])).toThrow(/crossEntropy: label 9 is out of range for 3 classes/);
+    expect(() => crossEntropy(logits(), tf.tensor1d([-2, 1], 'int32'))).toThrow(AutogradArgumentError);
+    expect(crossEntropy(logits(), [-100, 2]).shape).toEqual([]);
+    expect(crossEntropy(logits(), [7, 2], { ignoreIndex: 7 }).shape).toEqual([]);
+  });
+});
