@@ -1,12 +1,17 @@
 import { embedding, linear, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit, normalInit } from '../init.js';
-import { Module } from '../module.js';
+import { Module, ModuleError } from '../module.js';
 import { Parameter } from '../parameter.js';
 
 export interface LinearOptions {
   bias?: boolean;
   generator?: Generator;
+}
+
+/** A layer size must be a non-negative integer (0 is allowed, as in PyTorch). */
+function checkSize(layer: string, what: string, n: number): void {
+  if (!(Number.isInteger(n) && n >= 0)) throw new ModuleError(`${layer}: ${what} must be a non-negative integer, got ${n}`);
 }
 
 /** y = x Wᵀ + b over the last dim (nn.Linear); weight [out, in] as in PyTorch. */
@@ -20,11 +25,16 @@ export class Linear extends Module {
     { bias = true, generator = defaultGenerator }: LinearOptions = {},
   ) {
     super();
+    checkSize('Linear', 'inFeatures', inFeatures);
+    checkSize('Linear', 'outFeatures', outFeatures);
     this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit([outFeatures, inFeatures], generator), [outFeatures, inFeatures]));
     this.bias = this.registerParameter('bias', bias ? Parameter.fromValues(defaultBiasInit(outFeatures, inFeatures, generator), [outFeatures]) : null);
   }
 
   forward(x: Tensor): Tensor {
+    if (x.shape[x.shape.length - 1] !== this.inFeatures) {
+      throw new ModuleError(`Linear(${this.inFeatures}, ${this.outFeatures}): input [${x.shape}] must end in ${this.inFeatures} features`);
+    }
     return linear(x, this.weight, this.bias);
   }
 }
@@ -39,6 +49,8 @@ export class Embedding extends Module {
     { generator = defaultGenerator }: { generator?: Generator } = {},
   ) {
     super();
+    checkSize('Embedding', 'numEmbeddings', numEmbeddings);
+    checkSize('Embedding', 'embeddingDim', embeddingDim);
     const shape = [numEmbeddings, embeddingDim];
     this.weight = this.registerParameter('weight', Parameter.fromValues(normalInit(shape, 0, 1, generator), shape));
   }

@@ -56,6 +56,7 @@ export abstract class BatchNorm extends Module {
     { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true }: BatchNormOptions = {},
   ) {
     super();
+    if (!(Number.isInteger(numFeatures) && numFeatures > 0)) throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);
     this.eps = eps;
     this.momentum = momentum;
     this.trackRunningStats = trackRunningStats;

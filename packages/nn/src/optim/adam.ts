@@ -13,7 +13,7 @@ export interface AdamOptions {
 
 function adamDefaults(options: Partial<AdamOptions>, weightDecay: number): AdamOptions {
   const o = { lr: 1e-3, betas: [0.9, 0.999] as [number, number], eps: 1e-8, weightDecay, amsgrad: false, maximize: false, ...options };
-  if (o.lr < 0) throw new OptimizerError(`invalid learning rate ${o.lr}`);
+  if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`invalid learning rate ${o.lr}`);
   if (!o.betas.every((b) => b >= 0 && b < 1)) throw new OptimizerError(`invalid betas ${o.betas}`);
   if (o.eps < 0) throw new OptimizerError(`invalid eps ${o.eps}`);
   return o;

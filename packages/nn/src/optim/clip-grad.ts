@@ -1,11 +1,14 @@
 import type { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
+import { OptimizerError } from './optimizer.js';
 
 /**
  * torch.nn.utils.clip_grad_norm_: scales every gradient by min(1, maxNorm / (total + 1e-6)),
  * where total is the norm of all gradients together. Returns the total norm before clipping.
  */
 export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType = 2): number {
+  if (!(typeof maxNorm === 'number' && maxNorm >= 0)) throw new OptimizerError(`clipGradNorm: maxNorm must be >= 0, got ${maxNorm}`);
+  if (!(typeof normType === 'number' && normType > 0)) throw new OptimizerError(`clipGradNorm: normType must be > 0 (or Infinity), got ${normType}`);
   const withGrad = [...params].filter((p) => p.grad !== null);
   if (withGrad.length === 0) return 0;
   const total = tf.tidy(() => {
