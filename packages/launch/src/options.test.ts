@@ -12,6 +12,8 @@ describe('planLaunch', () => {
     ['negative restarts', { maxRestarts: -1 }, /maxRestarts must be an integer ≥ 0/],
     ['port 0', { masterPort: 0 }, /masterPort must be an integer in \[1, 65535\]/],
     ['a missing script', { script: 'nope.ts' }, /script not found: .*nope\.ts/],
+    ['an empty script path', { script: '' }, /script must name the file/],
+    ['a directory as the script', { script: '.' }, /script is not a file/],
     ['an empty secret', { secret: '' }, /secret must not be empty/],
     ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
     ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],

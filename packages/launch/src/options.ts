@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { LaunchConfigError } from './errors.js';
@@ -87,8 +87,10 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   const killGraceMs = checkInt('killGraceMs', options.killGraceMs ?? 5000, 0);
   const masterPort =
     options.masterPort === undefined ? undefined : checkInt('masterPort', options.masterPort, 1, 65535);
+  if (typeof options.script !== 'string' || options.script.trim() === '') throw new LaunchConfigError('script must name the file every rank runs, got an empty path');
   const script = resolve(cwd, options.script);
   if (!existsSync(script)) throw new LaunchConfigError(`script not found: ${script}`);
+  if (!statSync(script).isFile()) throw new LaunchConfigError(`script is not a file: ${script}`);
   const given = options.secret ?? env.DDP_SECRET;
   if (given === '') throw new LaunchConfigError('secret must not be empty');
   if (nnodes > 1) {
