@@ -2,7 +2,7 @@ import { tensor } from '@ddp/autograd';
 import { BatchNorm1d, BatchNorm2d, Conv2d, Module, ReLU, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { convertSyncBatchnorm, SyncBatchNorm } from './index.js';
+import { convertSyncBatchnorm, SyncBatchNorm, SyncBatchNormError } from './index.js';
 
 class Net extends Module {
   readonly features = this.registerModule('features', new Sequential(new Conv2d(2, 3, 3, { padding: 1 }), new BatchNorm2d(3, { momentum: 0.3 }), new ReLU()));
@@ -11,6 +11,13 @@ class Net extends Module {
     throw new Error('not used');
   }
 }
+
+describe('SyncBatchNorm construction', () => {
+  it('rejects a channel count that is not a positive integer with SyncBatchNormError', () => {
+    expect(() => new SyncBatchNorm(-1)).toThrow(SyncBatchNormError);
+    expect(() => new SyncBatchNorm(2.5)).toThrow(/numFeatures must be a positive integer, got 2.5/);
+  });
+});
 
 describe('convertSyncBatchnorm', () => {
   it('replaces every BatchNorm, keeping options, weights, running stats and state-dict keys', () => {

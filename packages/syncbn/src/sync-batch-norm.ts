@@ -10,6 +10,12 @@ export interface SyncBatchNormOptions extends BatchNormOptions {
   processGroup?: ProcessGroup | null;
 }
 
+/** numFeatures is the channel count: a positive integer. */
+function checkNumFeatures(numFeatures: number): number {
+  if (!(Number.isInteger(numFeatures) && numFeatures > 0)) throw new SyncBatchNormError(`SyncBatchNorm: numFeatures must be a positive integer, got ${numFeatures}`);
+  return numFeatures;
+}
+
 /**
  * nn.SyncBatchNorm for inputs [N, C, …] (1d and 2d alike): in training the statistics are
  * those of the batch on every rank of the group together. Its training forward communicates,
@@ -22,7 +28,7 @@ export class SyncBatchNorm extends BatchNorm {
   processGroup: ProcessGroup | null;
 
   constructor(numFeatures: number, { processGroup = null, ...opts }: SyncBatchNormOptions = {}) {
-    super(numFeatures, opts);
+    super(checkNumFeatures(numFeatures), opts);
     this.processGroup = processGroup;
   }
 
