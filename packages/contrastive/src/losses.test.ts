@@ -83,6 +83,13 @@ describe('input checks and memory', () => {
     for (const t of [x, y, s]) t.dispose();
   });
 
+  it('rejects a temperature that is not positive with a ContrastiveError', async () => {
+    const [x, y] = [tensor([1, 2, 3, 4], [2, 2]), tensor([4, 3, 2, 1], [2, 2])];
+    await expect(ntXentLoss(x, y, { tau: -1 })).rejects.toThrow(ContrastiveError);
+    await expect(ntXentLoss(x, y, { tau: 0 })).rejects.toThrow(/ntXentLoss: temperature tau must be a positive finite number, got 0/);
+    for (const t of [x, y]) t.dispose();
+  });
+
   it('leaves no tensors behind across repeated losses and backwards', async () => {
     const c: Case = { name: 'clip', kind: 'clip', fixture: 'clip_loss_b8_d4', split: [8] };
     const counts: number[] = [];
