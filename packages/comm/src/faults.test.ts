@@ -13,9 +13,11 @@ const phase = (o: RankOutcome, p: string) => results(o).find((r) => r.phase === 
 
 /**
  * Three ranks loop large allReduces; once all have started, `signal` hits the victim. The
- * survivors must raise PeerLostError naming it within 5 s (then the victim is killed).
+ * survivors must raise PeerLostError naming it within `limitMs` (then the victim is killed):
+ * 5 s for a death the sockets report; a silent peer is found by the heartbeat, whose
+ * interval × 10 is only a floor on a loaded machine, so it gets more slack.
  */
-async function loseVictim(victim: number, signal: NodeJS.Signals, env: Record<string, string> = {}): Promise<void> {
+async function loseVictim(victim: number, signal: NodeJS.Signals, limitMs: number, env: Record<string, string> = {}): Promise<void> {
   let hitAt = 0;
   let reported = 0;
   const started = new Set<number>();
@@ -43,14 +45,14 @@ async function loseVictim(victim: number, signal: NodeJS.Signals, env: Record<st
     expect(r?.name, explain(out)).toBe('PeerLostError');
     expect(r?.ranks).toEqual([victim]);
     expect(r?.message).toContain(`rank ${victim}`);
-    expect((r?.at ?? Number.POSITIVE_INFINITY) - hitAt).toBeLessThan(5000);
+    expect((r?.at ?? Number.POSITIVE_INFINITY) - hitAt).toBeLessThan(limitMs);
   }
 }
 
 describe('faults', () => {
-  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', () => loseVictim(1, 'SIGKILL'), 90_000);
+  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', () => loseVictim(1, 'SIGKILL', 5000), 90_000);
 
-  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it by heartbeat (300 ms × 10)', () => loseVictim(2, 'SIGSTOP', { DDP_HEARTBEAT_MS: '300' }), 90_000);
+  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it by heartbeat (300 ms × 10)', () => loseVictim(2, 'SIGSTOP', 15_000, { DDP_HEARTBEAT_MS: '300' }), 90_000);
 
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
