@@ -8,11 +8,10 @@
  *
  * --quick: 4 sizes, one round (a smoke run); the default is 8 sizes, best of 2 rounds.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
+import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
   impl: string;
@@ -42,69 +41,14 @@ async function rankMain(): Promise<void> {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
     const us = Number(process.hrtime.bigint() - t0) / 1e3 / n;
-    if (pg.rank === 0) console.log(`SAMPLE ${JSON.stringify({ bytes, us })}`);
+    if (pg.rank === 0) printSample({ bytes, us });
   }
   await destroyProcessGroup();
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
-
-/** Runs processes, collects `SAMPLE {json}` lines of all of them; rejects on a failure. */
-function collect(cmds: { cmd: string; args: string[]; env: NodeJS.ProcessEnv }[], timeoutMs: number): Promise<{ bytes: number; us: number }[]> {
-  const samples: { bytes: number; us: number }[] = [];
-  const runs = cmds.map(
-    ({ cmd, args, env }) =>
-      new Promise<void>((resolve, reject) => {
-        const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-        let err = '';
-        const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-        child.stdout.on('data', (c: Buffer) => {
-          for (const line of c.toString().split('\n')) if (line.startsWith('SAMPLE ')) samples.push(JSON.parse(line.slice(7)));
-        });
-        child.stderr.on('data', (c: Buffer) => {
-          err += c.toString();
-        });
-        child.on('close', (code) => {
-          clearTimeout(timer);
-          if (code === 0) resolve();
-          else reject(new Error(`${cmd} exited ${code}: ${err.slice(-2000)}`));
-        });
-      }),
-  );
-  return Promise.all(runs).then(() => samples);
-}
-
 async function runDdp(world: number, sizes: number[], extraEnv: Record<string, string> = {}): Promise<{ bytes: number; us: number }[]> {
-  const port = String(await freePort());
-  const secret = randomBytes(16).toString('hex');
-  const self = fileURLToPath(import.meta.url);
-  return collect(
-    Array.from({ length: world }, (_, rank) => ({
-      cmd: process.execPath,
-      args: ['--conditions=source', '--import', 'tsx', self, '--rank', `--sizes=${sizes.join(',')}`],
-      env: {
-        ...process.env,
-        ...extraEnv,
-        RANK: String(rank),
-        WORLD_SIZE: String(world),
-        LOCAL_RANK: String(rank),
-        LOCAL_WORLD_SIZE: String(world),
-        MASTER_ADDR: '127.0.0.1',
-        MASTER_PORT: port,
-        DDP_SECRET: secret,
-      },
-    })),
-    300_000,
-  );
+  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', `--sizes=${sizes.join(',')}`];
+  return (await runSampleWorld<{ bytes: number; us: number }>(world, process.execPath, args, { env: extraEnv, timeoutMs: 300_000 })).flat();
 }
 
 const GLOO = `
@@ -129,15 +73,8 @@ function glooAvailable(): string | null {
 }
 
 async function runGloo(world: number, sizes: number[]): Promise<{ bytes: number; us: number }[]> {
-  const port = String(await freePort());
-  return collect(
-    Array.from({ length: world }, (_, rank) => ({
-      cmd: '/usr/bin/python3',
-      args: ['-c', GLOO, sizes.join(',')],
-      env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(world), MASTER_ADDR: '127.0.0.1', MASTER_PORT: port, OMP_NUM_THREADS: '1' },
-    })),
-    300_000,
-  );
+  const args = ['-c', GLOO, sizes.join(',')];
+  return (await runSampleWorld<{ bytes: number; us: number }>(world, '/usr/bin/python3', args, { env: { OMP_NUM_THREADS: '1' }, timeoutMs: 300_000 })).flat();
 }
 
 const label = (bytes: number) => (bytes >= KiB * KiB ? `${bytes / KiB / KiB} MiB` : `${bytes / KiB} KiB`);

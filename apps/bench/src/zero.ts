@@ -7,9 +7,6 @@
  *
  *   node --conditions=source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { tensor, tidy } from '@ddp/autograd';
@@ -18,6 +15,7 @@ import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorMo
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
+import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
 const LAYERS = 12;
@@ -74,48 +72,18 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     return [];
   });
   const sample: RankSample = { rank: group.rank, params, peakBytes: profile.peakBytes, stateBytes, seconds: (performance.now() - t0) / 1000 };
-  console.log(`SAMPLE ${JSON.stringify(sample)}`);
+  printSample(sample);
   await destroyProcessGroup();
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
 }
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
 async function runWorld(world: number, mode: Mode, steps: number): Promise<RankSample[]> {
-  const port = String(await freePort());
-  const secret = randomBytes(16).toString('hex');
-  const script = fileURLToPath(import.meta.url);
-  const timeoutMs = 900_000;
-  return Promise.all(
-    Array.from(
-      { length: world },
-      (_, rank) =>
-        new Promise<RankSample>((resolve, reject) => {
-          const env = { ...process.env, RANK: `${rank}`, LOCAL_RANK: `${rank}`, WORLD_SIZE: `${world}`, LOCAL_WORLD_SIZE: `${world}`, MASTER_ADDR: '127.0.0.1', MASTER_PORT: port, DDP_SECRET: secret };
-          const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, '--rank', '--mode', mode, '--steps', `${steps}`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-          let out = '';
-          let err = '';
-          const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-          child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-          child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-          child.on('close', (code) => {
-            clearTimeout(timer);
-            const line = out.split('\n').find((l) => l.startsWith('SAMPLE '));
-            if (code === 0 && line) resolve(JSON.parse(line.slice(7)) as RankSample);
-            else reject(new Error(`${mode} rank ${rank}/${world} exited with ${code}\n${err.slice(-2000)}`));
-          });
-        }),
-    ),
-  );
+  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', '--mode', mode, '--steps', `${steps}`];
+  const ranks = await runSampleWorld<RankSample>(world, process.execPath, args);
+  return ranks.map((samples, rank) => {
+    if (!samples[0]) throw new Error(`${mode} rank ${rank}/${world} printed no sample`);
+    return samples[0];
+  });
 }
 
 async function main(): Promise<void> {

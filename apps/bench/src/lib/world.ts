@@ -1,0 +1,63 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { findFreePort } from '@ddp/launch';
+
+/** How a benchmark rank process reports a figure: one `SAMPLE {json}` line on stdout. */
+export const SAMPLE_PREFIX = 'SAMPLE ';
+
+export function printSample(sample: unknown): void {
+  console.log(`${SAMPLE_PREFIX}${JSON.stringify(sample)}`);
+}
+
+/**
+ * Starts `world` processes of `cmd args` with the torchrun environment (a fresh port and
+ * secret; works for our ranks and for PyTorch's) and resolves with each rank's samples.
+ * Rejects, naming the rank, when one exits non-zero or outlives `timeoutMs`.
+ */
+export async function runSampleWorld<T>(
+  world: number,
+  cmd: string,
+  args: string[],
+  opts: { env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<T[][]> {
+  const port = String(await findFreePort());
+  const secret = randomBytes(16).toString('hex');
+  const timeoutMs = opts.timeoutMs ?? 900_000;
+  return Promise.all(
+    Array.from(
+      { length: world },
+      (_, rank) =>
+        new Promise<T[]>((resolve, reject) => {
+          const env = {
+            ...process.env,
+            ...opts.env,
+            RANK: `${rank}`,
+            LOCAL_RANK: `${rank}`,
+            WORLD_SIZE: `${world}`,
+            LOCAL_WORLD_SIZE: `${world}`,
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: port,
+            DDP_SECRET: secret,
+          };
+          const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          const samples: T[] = [];
+          let pending = '';
+          let err = '';
+          const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+          child.stdout.on('data', (c: Buffer) => {
+            const lines = (pending + c.toString()).split('\n');
+            pending = lines.pop() ?? '';
+            for (const l of lines) if (l.startsWith(SAMPLE_PREFIX)) samples.push(JSON.parse(l.slice(SAMPLE_PREFIX.length)) as T);
+          });
+          child.stderr.on('data', (c: Buffer) => {
+            err = (err + c.toString()).slice(-4000);
+          });
+          child.on('close', (code, signal) => {
+            clearTimeout(timer);
+            if (code === 0) resolve(samples);
+            else reject(new Error(`${cmd} rank ${rank}/${world} ended with ${signal ?? code}\n${err.slice(-2000)}`));
+          });
+        }),
+    ),
+  );
+}
