@@ -8,10 +8,9 @@
  *
  * --quick: 4 sizes, one round (a smoke run); the default is 8 sizes, best of 2 rounds.
  */
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
-import { printSample, runSampleWorld } from './lib/world.js';
+import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
   impl: string;
@@ -67,10 +66,6 @@ for b in [int(x) for x in sys.argv[1].split(',')]:
 dist.destroy_process_group()
 `;
 
-function glooAvailable(): string | null {
-  const r = spawnSync('/usr/bin/python3', ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'], { encoding: 'utf8' });
-  return r.status === 0 && r.stdout.includes('True') ? r.stdout.trim().split(' ')[0] ?? 'torch' : null;
-}
 
 async function runGloo(world: number, sizes: number[]): Promise<{ bytes: number; us: number }[]> {
   const args = ['-c', GLOO, sizes.join(',')];
@@ -80,7 +75,7 @@ async function runGloo(world: number, sizes: number[]): Promise<{ bytes: number;
 const label = (bytes: number) => (bytes >= KiB * KiB ? `${bytes / KiB / KiB} MiB` : `${bytes / KiB} KiB`);
 
 async function main(): Promise<void> {
-  const torch = glooAvailable();
+  const torch = glooTorchVersion();
   const samples: Sample[] = [];
   // the machine is shared: runs alternate between implementations and each size keeps its
   // best (lowest) time over the rounds

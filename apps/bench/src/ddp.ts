@@ -11,10 +11,8 @@
  *
  *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--batch=32] [--rounds=2]
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 const quick = process.argv.includes('--quick');
 const arg = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
@@ -75,52 +73,15 @@ async function rankMain(variant: string): Promise<void> {
     }
   }
   times.sort((a, b) => a - b);
-  if (pg.rank === 0) console.log(`SAMPLE ${JSON.stringify({ ms: times[Math.floor(times.length / 2)] })}`);
+  if (pg.rank === 0) printSample({ ms: times[Math.floor(times.length / 2)] });
   await destroyProcessGroup();
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
-
-/** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's SAMPLE. */
+/** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step time. */
 async function runWorld(world: number, cmd: string, args: string[]): Promise<number> {
-  const port = String(await freePort());
-  const secret = randomBytes(16).toString('hex');
-  const outs = await Promise.all(
-    Array.from(
-      { length: world },
-      (_, rank) =>
-        new Promise<string>((resolve, reject) => {
-          const env = { ...process.env, RANK: `${rank}`, WORLD_SIZE: `${world}`, LOCAL_RANK: `${rank}`, LOCAL_WORLD_SIZE: `${world}` };
-          const child = spawn(cmd, args, { env: { ...env, MASTER_ADDR: '127.0.0.1', MASTER_PORT: port, DDP_SECRET: secret, OMP_NUM_THREADS: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
-          let out = '';
-          let err = '';
-          const timer = setTimeout(() => child.kill('SIGKILL'), 900_000);
-          child.stdout.on('data', (c: Buffer) => {
-            out += c.toString();
-          });
-          child.stderr.on('data', (c: Buffer) => {
-            err += c.toString();
-          });
-          child.on('close', (code) => {
-            clearTimeout(timer);
-            if (code === 0) resolve(out);
-            else reject(new Error(`${cmd} rank ${rank} exited ${code}: ${err.slice(-2000)}`));
-          });
-        }),
-    ),
-  );
-  const line = outs.join('\n').split('\n').find((l) => l.startsWith('SAMPLE '));
-  if (!line) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
-  return (JSON.parse(line.slice(7)) as { ms: number }).ms;
+  const [sample] = (await runSampleWorld<{ ms: number }>(world, cmd, args, { env: { OMP_NUM_THREADS: '1' } })).flat();
+  if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
+  return sample.ms;
 }
 
 const TORCH = `
@@ -149,15 +110,11 @@ if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'ms': times[len(times) //
 dist.destroy_process_group()
 `;
 
-function torchVersion(): string | null {
-  const r = spawnSync('/usr/bin/python3', ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'], { encoding: 'utf8' });
-  return r.status === 0 && r.stdout.includes('True') ? (r.stdout.trim().split(' ')[0] ?? 'torch') : null;
-}
 
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
   const ours = (world: number, variant: string) => runWorld(world, process.execPath, ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--batch=${BATCH}`, ...(quick ? ['--quick'] : [])]);
-  const torch = torchVersion();
+  const torch = glooTorchVersion();
   const samples: Sample[] = [];
   const plan: [string, number][] = [
     ['compute', 1],

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { findFreePort } from '@ddp/launch';
 
@@ -60,4 +60,10 @@ export async function runSampleWorld<T>(
         }),
     ),
   );
+}
+
+/** PyTorch's version when /usr/bin/python3 imports torch with Gloo (the peer we compare with), else null. */
+export function glooTorchVersion(): string | null {
+  const r = spawnSync('/usr/bin/python3', ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'], { encoding: 'utf8' });
+  return r.status === 0 && r.stdout.includes('True') ? (r.stdout.trim().split(' ')[0] ?? 'torch') : null;
 }
