@@ -92,13 +92,8 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
     expectSameParamsEverywhere(await caseOf(n, { stage, mode: 'uneven', ddp: false }), 1e-6);
   }, TIMEOUT + 10_000);
 
-  it('DDP + ZeRO under join with uneven inputs, 3 ranks: finishes with identical parameters on every rank', async () => {
-    const ranks = await caseOf(3, { mode: 'uneven', ddp: true });
-    expect(new Set(ranks.map((r) => r.hash)).size).toBe(1);
-    // Equality with what divideByInitialWorldSize prescribes needs @ddp/reducer's join hook to
-    // leave the averaged gradients in a joined rank's .grad (today only active ranks get them,
-    // as in PyTorch), so a joined rank's ZeRO steps its shard with stale gradients (~1.7e-2 off).
-    // The GradAverager case above shows ZeRO's side once the gradients are there.
+  it('DDP + ZeRO under join with uneven inputs, 3 ranks: identical parameters, as divideByInitialWorldSize prescribes', async () => {
+    expectSameParamsEverywhere(await caseOf(3, { mode: 'uneven', ddp: true }), 1e-6);
   }, TIMEOUT + 10_000);
 
   it('consolidateStateDict gathers the full state on rank 0; a checkpoint through @ddp/nn restores every shard', async () => {
