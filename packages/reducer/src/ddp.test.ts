@@ -1,6 +1,6 @@
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
-import { mse } from '@ddp/nn';
+import { mse, Sequential, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignBuckets } from './bucket.js';
@@ -68,5 +68,10 @@ describe('DistributedDataParallel in a world of one', () => {
     once.forEach((g, i) => expect(twice[i]).toBeCloseTo(2 * g, 6));
     tf.dispose([x, y]);
     model.dispose();
+  });
+  it('refuses bucket sizes that are not positive and a module with nothing to synchronise', async () => {
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapMB: -1 })).rejects.toThrow(DDPUsageError);
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(/firstBucketMB must be a positive/);
+    await expect(DistributedDataParallel.create(new Sequential(new Tanh()))).rejects.toThrow(/no parameter that requires grad/);
   });
 });

@@ -21,7 +21,7 @@ export interface DDPOptions {
   findUnusedParameters?: boolean;
   /** Broadcast rank 0's buffers so every forward starts from them (default true). */
   broadcastBuffers?: boolean;
-  /** Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default false). */
+  /** Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass over the averages, which writeBack reads anyway). */
   checkFinite?: boolean;
 }
 
@@ -87,7 +87,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.processGroup = opts.processGroup ?? getDefaultGroup();
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
-    this.checkFinite = opts.checkFinite ?? false;
+    this.checkFinite = opts.checkFinite ?? true;
     this.firstCapBytes = (opts.firstBucketMB ?? 1) * MB;
     this.capBytes = (opts.bucketCapMB ?? 25) * MB;
     this.hookGroup = countingGroup(this.processGroup, this.commBytes);
@@ -101,6 +101,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
   static async create<M extends Module>(module: M, opts: DDPOptions = {}): Promise<DistributedDataParallel<M>> {
+    for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
+      const v = opts[key];
+      if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new DDPUsageError(`DistributedDataParallel.create: ${key} must be a positive number of MiB, got ${v}`);
+    }
+    if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
+      throw new DDPUsageError('DistributedDataParallel.create: the module has no parameter that requires grad; there is nothing to synchronise');
+    }
     const ddp = new DistributedDataParallel(module, opts);
     await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
     await broadcastTensors(moduleState(module, ddp.broadcastBuffers), ddp.processGroup, 0);
@@ -276,7 +283,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       usedAnywhere = Int32Array.from(reduction.used);
       await this.collective('used-parameter all-reduce', () => this.processGroup.allReduce(usedAnywhere!).wait());
     }
-    if (active) this.writeBack(results, scale, usedAnywhere);
+    // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
+    this.writeBack(results, scale, usedAnywhere);
     if (!this.bucketsRebuilt) await this.rebuildBuckets();
     if (this.broadcastBuffers) await this.syncBuffers();
     this.iteration++;
