@@ -2,8 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Case } from './test/zero.child.js';
-import { runWorld } from './test/run-world.js';
+import { runWorld } from '@ddp/launch/testing';
+import type { Case } from '../test/zero.child.js';
 
 interface CaseResult {
   rank: number;
@@ -41,7 +41,12 @@ const worlds: Record<number, Case[]> = {
 const results: Record<number, Promise<CaseResult[][]>> = {};
 
 function run(n: number): Promise<CaseResult[][]> {
-  results[n] ??= runWorld<CaseResult[]>('./zero.child.ts', n, [JSON.stringify(worlds[n]!.map((c) => ({ ...c, dir })))], TIMEOUT).then((byRank) =>
+  results[n] ??= runWorld<CaseResult[]>({
+    script: new URL('../test/zero.child.ts', import.meta.url),
+    nprocs: n,
+    args: [JSON.stringify(worlds[n]!.map((c) => ({ ...c, dir })))],
+    timeoutMs: TIMEOUT,
+  }).then(({ results: byRank }) =>
     worlds[n]!.map((_, c) => byRank.map((r) => r[c]!)),
   );
   return results[n];

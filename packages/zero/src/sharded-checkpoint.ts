@@ -1,0 +1,209 @@
+/**
+ * Sharded checkpoints for ZeroRedundancyOptimizer: every rank writes the optimizer state of
+ * the parameters it owns (no gather on one rank), rank 0 writes the model and a manifest.
+ * The manifest is written last, after every rank has confirmed its shard, and removed first
+ * when a save begins: a directory without one is never taken for a checkpoint. State is keyed
+ * by the parameter's global index, so a checkpoint loads onto any world size (resharding).
+ */
+import { access, mkdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Tensor } from '@ddp/autograd';
+import { ReduceOp } from '@ddp/comm';
+import { loadSafetensors, type Module, type OptimizerStateDict, type ParamState, type SafeTensor, saveSafetensors, writeFileAtomic } from '@ddp/nn';
+import { tensorFromTypedArray, tensorToTypedArraySync, tf } from '@ddp/tensor';
+import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
+
+export const MANIFEST_FILE = 'manifest.json';
+export const MODEL_FILE = 'model.safetensors';
+/** Written instead of the model when none is given: every parameter, as `param.<global index>`. */
+export const PARAMS_FILE = 'params.safetensors';
+
+export const shardFile = (rank: number, worldSize: number) => `optimizer-shard-${rank}-of-${worldSize}.safetensors`;
+
+/** A sharded checkpoint that is missing, incomplete, unreadable or does not fit the optimizer. */
+export class ShardedCheckpointError extends Error {
+  override readonly name = 'ShardedCheckpointError';
+  /** The file at fault, when one is. */
+  readonly file: string | undefined;
+  constructor(message: string, file?: string) {
+    super(message);
+    this.file = file;
+  }
+}
+
+export interface ShardedManifest {
+  format: 'ddp-zero-sharded-checkpoint';
+  version: 1;
+  worldSize: number;
+  step: number;
+  /** One per global parameter position: its name (the model's, or `param.<i>`), shape and shard. */
+  parameters: { name: string; shape: number[]; shard: number }[];
+  /** The global groups' hyperparameters, `params` as global indices. */
+  paramGroups: Record<string, unknown>[];
+  shards: string[];
+  weights: string;
+  extra: unknown;
+}
+
+type AnyZero = ZeroRedundancyOptimizer<{ lr: number }>;
+
+const exists = (path: string) => access(path).then(() => true, () => false);
+
+function toSafeTensor(t: tf.Tensor): SafeTensor {
+  return { dtype: t.dtype === 'int32' ? 'int32' : 'float32', shape: [...t.shape], data: tensorToTypedArraySync(t, t.dtype === 'int32' ? 'int32' : 'float32') };
+}
+
+function globalParams(zero: AnyZero): Tensor[] {
+  return zero.paramGroups.flatMap((g) => g.params);
+}
+
+/** Every rank learns whether every rank succeeded (MAX of the failure flags), so none waits on a failed peer. */
+async function allSucceeded(zero: AnyZero, failed: boolean): Promise<boolean> {
+  const flag = new Int32Array([failed ? 1 : 0]);
+  await zero.processGroup.allReduce(flag, { op: ReduceOp.MAX }).wait();
+  return flag[0] === 0;
+}
+
+/**
+ * Writes a sharded checkpoint of `optimizer` (and `model`) into `dir`. Collective: every rank
+ * of the optimizer's process group calls it.
+ */
+export async function saveShardedCheckpoint(dir: string, contents: { model?: Module; optimizer: AnyZero; step: number; extra?: unknown }): Promise<void> {
+  const zero = contents.optimizer;
+  const { rank, size } = zero.processGroup;
+  const params = globalParams(zero);
+  const index = new Map(params.map((p, i) => [p, i]));
+  // the manifest goes first, so a crash from here on leaves a directory that does not load
+  if (rank === 0) {
+    await mkdir(dir, { recursive: true });
+    await rm(join(dir, MANIFEST_FILE), { force: true });
+  }
+  await zero.processGroup.barrier().wait();
+
+  let error: unknown = null;
+  try {
+    const tensors = new Map<string, SafeTensor>();
+    const scalars: Record<string, Record<string, number>> = {};
+    for (const [p, state] of zero.optim?.state ?? []) {
+      const i = index.get(p)!;
+      for (const [key, v] of Object.entries(state)) {
+        if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
+        else (scalars[i] ??= {})[key] = v;
+      }
+    }
+    await saveSafetensors(join(dir, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+    if (rank === 0) {
+      const weights = contents.model
+        ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
+        : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
+      await saveSafetensors(join(dir, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
+    }
+  } catch (e) {
+    error = e;
+  }
+  if (!(await allSucceeded(zero, error !== null))) {
+    throw error ?? new ShardedCheckpointError(`saveShardedCheckpoint(${dir}): another rank failed to write its shard; the checkpoint is incomplete`);
+  }
+
+  if (rank === 0) {
+    const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
+    const manifest: ShardedManifest = {
+      format: 'ddp-zero-sharded-checkpoint',
+      version: 1,
+      worldSize: size,
+      step: contents.step,
+      parameters: params.map((p, i) => ({ name: names.get(p) ?? `param.${i}`, shape: [...p.shape], shard: zero.partition.owner.get(p)! })),
+      paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({ ...hyper, params: ps.map((p) => index.get(p)!) })),
+      shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
+      weights: contents.model ? MODEL_FILE : PARAMS_FILE,
+      extra: contents.extra ?? null,
+    };
+    await writeFileAtomic(join(dir, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+  }
+  // nobody returns before the checkpoint is complete
+  await zero.processGroup.barrier().wait();
+}
+
+async function readManifest(dir: string): Promise<ShardedManifest> {
+  const path = join(dir, MANIFEST_FILE);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    throw new ShardedCheckpointError(`no complete sharded checkpoint at ${dir}: ${MANIFEST_FILE} is missing`, path);
+  }
+  let manifest: ShardedManifest;
+  try {
+    manifest = JSON.parse(text) as ShardedManifest;
+  } catch (e) {
+    throw new ShardedCheckpointError(`${path} is not valid JSON: ${(e as Error).message}`, path);
+  }
+  if (manifest?.format !== 'ddp-zero-sharded-checkpoint' || manifest.version !== 1) throw new ShardedCheckpointError(`${path} is not a ZeRO sharded checkpoint (version 1)`, path);
+  return manifest;
+}
+
+/**
+ * Loads a sharded checkpoint written on any world size: each rank reads the manifest and the
+ * shards holding the parameters its current partition owns, and keeps their state only.
+ * Not collective. Everything is read and checked before anything changes.
+ */
+export async function loadShardedCheckpoint(dir: string, contents: { model?: Module; optimizer: AnyZero }): Promise<{ step: number; extra: unknown; worldSize: number }> {
+  const zero = contents.optimizer;
+  const manifest = await readManifest(dir);
+  const params = globalParams(zero);
+  if (manifest.parameters.length !== params.length) {
+    throw new ShardedCheckpointError(`${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`, join(dir, MANIFEST_FILE));
+  }
+  params.forEach((p, i) => {
+    const saved = manifest.parameters[i]!;
+    if (saved.shape.join(',') !== p.shape.join(',')) {
+      throw new ShardedCheckpointError(`parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`, join(dir, MANIFEST_FILE));
+    }
+  });
+  // every rank checks every file, so all ranks fail alike on a damaged checkpoint
+  for (const f of [...manifest.shards, manifest.weights]) {
+    if (!(await exists(join(dir, f)))) throw new ShardedCheckpointError(`sharded checkpoint ${dir} is missing ${f}`, join(dir, f));
+  }
+
+  const index = new Map(params.map((p, i) => [p, i]));
+  const owned = zero.ownedParams.map((p) => index.get(p)!);
+  const needed = new Set(owned.map((i) => manifest.parameters[i]!.shard));
+  const created: tf.Tensor[] = [];
+  const toTf = (t: SafeTensor) => {
+    const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
+    created.push(out);
+    return out;
+  };
+  try {
+    const state = new Map<number, ParamState>();
+    const wanted = new Set(owned);
+    for (const s of needed) {
+      const file = await loadSafetensors(join(dir, manifest.shards[s]!));
+      const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
+      for (const [i, values] of Object.entries(scalars)) if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
+      for (const [name, t] of file.tensors) {
+        const match = /^state\.(\d+)\.(.+)$/.exec(name);
+        if (!match) throw new ShardedCheckpointError(`${manifest.shards[s]}: unexpected tensor '${name}'`, join(dir, manifest.shards[s]!));
+        const i = Number(match[1]);
+        if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]!]: toTf(t) });
+      }
+    }
+    const weights = await loadSafetensors(join(dir, manifest.weights));
+    const sd = { state, paramGroups: manifest.paramGroups } as unknown as OptimizerStateDict<{ lr: number }>;
+    if (contents.model && manifest.weights === MODEL_FILE) {
+      contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
+    } else {
+      // no model given (or none saved): the parameters by their saved names
+      params.forEach((p, i) => {
+        const { name } = manifest.parameters[i]!;
+        const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
+        if (!t) throw new ShardedCheckpointError(`${manifest.weights} has no tensor for parameter ${i} (${name})`, join(dir, manifest.weights));
+        p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);
+      });
+    }
+    zero.loadStateDict(sd);
+  } finally {
+    tf.dispose(created);
+  }
+  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize };
+}
