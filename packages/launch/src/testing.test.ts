@@ -24,7 +24,7 @@ describe('runWorld', () => {
   });
 
   it('rejects on a failed rank with the summary; allowFailure resolves with every exit', async () => {
-    await expect(runWorld({ script, nprocs: 2, args: ['fail', '1', '3'] })).rejects.toThrow(/failed \(exit 1\)[^]*rank 1 failing on purpose/);
+    await expect(runWorld({ script, nprocs: 2, args: ['fail', '1', '3'] })).rejects.toThrow(/failed \(exit 1\)[\s\S]*rank 1 failing on purpose/);
     const run = await runWorld({ script, nprocs: 2, args: ['fail', '1', '3'], allowFailure: true });
     expect(run.ranks.map((r) => [r.code, r.endedByLauncher])).toEqual([
       [null, true],

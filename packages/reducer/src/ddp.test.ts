@@ -65,7 +65,7 @@ describe('DistributedDataParallel in a world of one', () => {
     await step();
     expect(ddp.iteration).toBe(1);
     const twice = model.parameters()[0]!.grad!.dataSync() as Float32Array;
-    once.forEach((g, i) => expect(twice[i]).toBeCloseTo(2 * g, 6));
+    for (const [i, g] of once.entries()) expect(twice[i]).toBeCloseTo(2 * g, 6);
     tf.dispose([x, y]);
     model.dispose();
   });

@@ -53,7 +53,7 @@ export class TwoHosts {
 
   /** Token-bucket limit on both ends of the link. */
   limit(rate: string): void {
-    this.ns.forEach((n, i) => tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i] as string, 'root', 'tbf', 'rate', rate, 'burst', '32kbit', 'latency', '400ms'));
+    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i] as string, 'root', 'tbf', 'rate', rate, 'burst', '32kbit', 'latency', '400ms');
   }
 
   /** Packets the token bucket held back (over its rate), summed over both ends. */

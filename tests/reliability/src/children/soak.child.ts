@@ -1,6 +1,6 @@
 import { fromTf, tidy } from '@ddp/autograd';
 import { createHash } from 'node:crypto';
-import { type CommArray, type ProcessGroup, type Work } from '@ddp/comm';
+import type { CommArray, ProcessGroup, Work } from '@ddp/comm';
 import { Generator, Linear, mse, SGD, Sequential, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
