@@ -88,7 +88,10 @@ export async function saveShardedCheckpoint(dir: string, contents: { model?: Mod
       const i = index.get(p)!;
       for (const [key, v] of Object.entries(state)) {
         if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-        else (scalars[i] ??= {})[key] = v;
+        else {
+          scalars[i] ??= {};
+          scalars[i][key] = v;
+        }
       }
     }
     await saveSafetensors(join(dir, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
