@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { explainHosts, TwoHosts } from './netns.js';
-import { childScript } from './world.js';
+import { childScript, explain, runWorld } from './world.js';
 
 /**
  * Two hosts (network namespaces + veth), 2 ranks each, one `ddp-run` per host: the
- * collective suite under a token-bucket bandwidth limit, and a link taken down mid-run.
+ * collective suite and a DDP run under a token-bucket bandwidth limit, and a link taken down mid-run.
  * Needs root; skips with a printed reason otherwise.
  */
 const hosts = new TwoHosts();
@@ -24,6 +24,19 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
     // the bucket really held traffic back
     expect(hosts.overlimits()).toBeGreaterThan(0);
+  });
+
+  it('20 DDP steps across the hosts under the limit end with the parameters of the same run on one host, bit for bit', { timeout: 180_000 }, async () => {
+    const args = ['0', '20'];
+    const local = await runWorld('soak.child.ts', 4, { args, timeoutMs: 120_000 });
+    expect(local.result.exitCode, explain(local)).toBe(0);
+    const want = local.out.last(4).map((r) => r?.paramsSha256);
+    expect(new Set(want).size).toBe(1);
+    hosts.limit('40mbit');
+    const runs = await hosts.run(childScript('soak.child.ts'), args, { timeoutMs: 150_000 });
+    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
+    const got = runs.flatMap((r) => r.out.last(4).filter(Boolean)).map((r) => r?.paramsSha256);
+    expect(got).toEqual([want[0], want[0], want[0], want[0]]);
   });
 
   it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', { timeout: 120_000 }, async () => {
