@@ -7,13 +7,13 @@
  */
 import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { type DType, tensorFromTypedArray, tensorToTypedArraySync, tf } from '@ddp/tensor';
+import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { syncDirectory, temporarySibling, writeFileAtomic } from './atomic.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
-import { loadSafetensors, type SafeTensor, saveSafetensors } from './safetensors.js';
+import { loadSafetensors, type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
 
 export const MODEL_FILE = 'model.safetensors';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
@@ -46,11 +46,6 @@ interface CheckpointMeta {
   scheduler: SchedulerState | null;
   optimizer: { paramGroups: unknown[]; scalars: Record<string, Record<string, number>> } | null;
   extra: unknown;
-}
-
-function toSafeTensor(t: tf.Tensor): SafeTensor {
-  const dtype: DType = t.dtype === 'int32' ? 'int32' : 'float32';
-  return { dtype, shape: [...t.shape], data: tensorToTypedArraySync(t, dtype) };
 }
 
 function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {

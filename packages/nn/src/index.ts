@@ -10,6 +10,7 @@ export {
   type SafetensorsErrorKind,
   saveSafetensors,
   serializeSafetensors,
+  toSafeTensor,
 } from './safetensors.js';
 export {
   type HasParamGroups,

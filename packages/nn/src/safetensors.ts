@@ -6,7 +6,7 @@
  * Written dtypes: F32, F64, I32, F16, BF16; read also: I64 (as int32, range-checked).
  */
 import { readFile } from 'node:fs/promises';
-import { type DType, DTYPES, type TypedArray } from '@ddp/tensor';
+import { type DType, DTYPES, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 
 export interface SafeTensor {
@@ -14,6 +14,12 @@ export interface SafeTensor {
   shape: number[];
   /** Elements; Uint16Array holds float16/bfloat16 bits. */
   data: TypedArray;
+}
+
+/** A copy of a tf tensor's values as a SafeTensor (int32 stays int32, everything else float32). */
+export function toSafeTensor(t: tf.Tensor): SafeTensor {
+  const dtype: DType = t.dtype === 'int32' ? 'int32' : 'float32';
+  return { dtype, shape: [...t.shape], data: tensorToTypedArraySync(t, dtype) };
 }
 
 export type SafetensorsErrorKind = 'truncated' | 'corrupt' | 'unsupported' | 'invalid';

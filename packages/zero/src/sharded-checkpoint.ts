@@ -9,8 +9,8 @@ import { access, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import { ReduceOp } from '@ddp/comm';
-import { loadSafetensors, type Module, type OptimizerStateDict, type ParamState, type SafeTensor, saveSafetensors, writeFileAtomic } from '@ddp/nn';
-import { tensorFromTypedArray, tensorToTypedArraySync, tf } from '@ddp/tensor';
+import { loadSafetensors, type Module, type OptimizerStateDict, type ParamState, type SafeTensor, saveSafetensors, toSafeTensor, writeFileAtomic } from '@ddp/nn';
+import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -48,10 +48,6 @@ export interface ShardedManifest {
 type AnyZero = ZeroRedundancyOptimizer<{ lr: number }>;
 
 const exists = (path: string) => access(path).then(() => true, () => false);
-
-function toSafeTensor(t: tf.Tensor): SafeTensor {
-  return { dtype: t.dtype === 'int32' ? 'int32' : 'float32', shape: [...t.shape], data: tensorToTypedArraySync(t, t.dtype === 'int32' ? 'int32' : 'float32') };
-}
 
 function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
