@@ -305,10 +305,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       for (const slot of bucket.slots) {
         if (usedAnywhere !== null && usedAnywhere[slot.index] === 0) continue;
         const values = result.slice(slot.offset, slot.offset + slot.size);
-        if (scale !== 1) for (let i = 0; i < values.length; i++) values[i]! *= scale;
-        if (this.checkFinite) {
-          const bad = values.find((v) => !Number.isFinite(v));
-          if (bad !== undefined) throw new NonFiniteGradientError(slot.name, bad, this.iteration);
+        // one tight pass over the averages: scale (join's divisor) and the finite check together
+        for (let i = 0; i < values.length; i++) {
+          const v = values[i]! * scale;
+          if (this.checkFinite && !Number.isFinite(v)) throw new NonFiniteGradientError(slot.name, v, this.iteration);
+          values[i] = v;
         }
         slot.param.grad = tf.tensor(values, [...slot.shape]);
       }
