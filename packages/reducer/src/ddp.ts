@@ -2,7 +2,7 @@ import { type ProcessGroup, getDefaultGroup, ReduceOp } from '@ddp/comm';
 import { AccumulateGrad, type Node, queueCallback, Tensor, isGradEnabled } from '@ddp/autograd';
 import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
 import { type Bucket, type BucketSlot, buildBuckets } from './bucket.js';
 import { ByteCounter, countingGroup } from './byte-counter.js';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
@@ -42,6 +42,22 @@ function outputTensors(out: unknown, found: Tensor[] = []): Tensor[] {
   else if (Array.isArray(out)) for (const o of out) outputTensors(o, found);
   else if (out !== null && typeof out === 'object') for (const o of Object.values(out)) outputTensors(o, found);
   return found;
+}
+
+function scaleInPlace(values: Float32Array, scale: number): void {
+  for (let i = 0; i < values.length; i++) values[i]! *= scale;
+}
+
+/**
+ * Index of the first NaN or ±Inf, or -1. A branch-free pass over the bits first (an all-ones
+ * exponent plus one exponent step sets the sign bit), the search only when it finds one.
+ */
+function firstNonFinite(values: Float32Array): number {
+  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
+  const n = bits.length;
+  let probe = 0;
+  for (let i = 0; i < n; i++) probe |= (bits[i]! & 0x7f800000) + 0x00800000;
+  return probe >= 0 ? -1 : values.findIndex((v) => !Number.isFinite(v));
 }
 
 /**
@@ -181,8 +197,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     if (reduction.ready[index]) {
       throw new DDPUsageError(`parameter "${this.params[index]!.name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`);
     }
-    const grad = this.params[index]!.param.grad;
-    this.place(index, grad === null ? null : (grad.dataSync() as Float32Array));
+    this.place(index, this.params[index]!.param.grad);
   }
 
   private startReduction(): Reduction {
@@ -195,17 +210,17 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return reduction;
   }
 
-  /** Writes a gradient (null: zeros) into its bucket slot and launches the buckets now complete. */
-  private place(index: number, values: Float32Array | null): void {
+  /** Copies a gradient (null: zeros) into its bucket slot and launches the buckets now complete. */
+  private place(index: number, grad: tf.Tensor | null): void {
     const reduction = this.reduction!;
     reduction.ready[index] = 1;
-    if (values !== null) {
+    if (grad !== null) {
       reduction.used[index] = 1;
       if (!this.bucketsRebuilt) this.readyOrder.push(index);
     }
     const { bucket, slot } = this.slotOf[index]!;
-    if (values === null) bucket.buffer.fill(0, slot.offset, slot.offset + slot.size);
-    else bucket.buffer.set(values, slot.offset);
+    if (grad === null) bucket.buffer.fill(0, slot.offset, slot.offset + slot.size);
+    else copyTensorInto(grad, bucket.buffer, slot.offset);
     bucket.pending--;
     while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.pending === 0) {
       this.launch(this.buckets[reduction.nextBucket++]!, reduction);
@@ -302,16 +317,12 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private writeBack(results: Float32Array[], scale: number, usedAnywhere: Int32Array | null): void {
     for (const bucket of this.buckets) {
       const result = results[bucket.index]!;
+      if (scale !== 1) scaleInPlace(result, scale);
+      const bad = this.checkFinite ? firstNonFinite(result) : -1;
       for (const slot of bucket.slots) {
         if (usedAnywhere !== null && usedAnywhere[slot.index] === 0) continue;
-        const values = result.slice(slot.offset, slot.offset + slot.size);
-        // one tight pass over the averages: scale (join's divisor) and the finite check together
-        for (let i = 0; i < values.length; i++) {
-          const v = values[i]! * scale;
-          if (this.checkFinite && !Number.isFinite(v)) throw new NonFiniteGradientError(slot.name, v, this.iteration);
-          values[i] = v;
-        }
-        slot.param.grad = tf.tensor(values, [...slot.shape]);
+        if (bad >= slot.offset && bad < slot.offset + slot.size) throw new NonFiniteGradientError(slot.name, result[bad]!, this.iteration);
+        slot.param.grad = tensorFromFloat32(result.subarray(slot.offset, slot.offset + slot.size), slot.shape);
       }
     }
   }

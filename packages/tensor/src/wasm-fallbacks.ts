@@ -1,12 +1,14 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
+import { registerUntransposedMatMul } from './wasm-matmul.js';
 
 /**
  * Kernels the cpu backend has and the wasm backend lacks, which training needs: the gather
  * (embedding) gradient and the depthwise gradients. On wasm they run on the cpu backend:
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
- * gradient gets a faster form on both backends (conv-filter-grad.ts).
+ * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
+ * faster route for transposed operands (wasm-matmul.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -37,13 +39,14 @@ function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
 
 let registered = false;
 
-/** Registers the cpu versions of NEEDED_ON_WASM for the wasm backend, and the fast conv filter gradient (once). */
+/** Registers the cpu versions of NEEDED_ON_WASM for the wasm backend, the fast conv filter gradient and matmul (once). */
 export function registerWasmFallbacks(): void {
   if (registered) return;
   registered = true;
   const cpuFilterGrad = tf.getKernel('Conv2DBackpropFilter', 'cpu') as KernelConfig;
   registerConvFilterGrad('cpu', cpuFilterGrad.kernelFunc);
   registerConvFilterGrad('wasm', runOnCpu(cpuFilterGrad));
+  registerUntransposedMatMul();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

@@ -1,0 +1,44 @@
+import * as tf from '@tensorflow/tfjs-core';
+
+/** What the wasm and cpu backends keep per tensor (internals of tfjs 4.x, checked at run time). */
+interface WasmBackend {
+  wasm: { HEAPU8: Uint8Array };
+  dataIdMap: { get(id: object): { memoryOffset: number | null } | undefined };
+}
+interface CpuBackend {
+  data: { get(id: object): { values?: unknown } | undefined };
+}
+
+function wasmBackend(): WasmBackend | null {
+  const b = tf.backend() as unknown as Partial<WasmBackend>;
+  return tf.getBackend() === 'wasm' && b.wasm?.HEAPU8 && b.dataIdMap ? (b as WasmBackend) : null;
+}
+
+/**
+ * Copies a float32 tensor's values into `target` at `offset`: one copy straight out of the
+ * backend's memory on wasm and cpu (dataSync would allocate and copy once more), dataSync
+ * elsewhere. The hot path of gradient bucketing.
+ */
+export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): void {
+  if (t.dtype !== 'float32') throw new TypeError(`copyTensorInto: expected a float32 tensor, got ${t.dtype}`);
+  if (offset < 0 || offset + t.size > target.length) {
+    throw new RangeError(`copyTensorInto: ${t.size} values at offset ${offset} do not fit in ${target.length}`);
+  }
+  const wasm = wasmBackend();
+  const onWasm = wasm?.dataIdMap.get(t.dataId)?.memoryOffset;
+  if (wasm && typeof onWasm === 'number') {
+    target.set(new Float32Array(wasm.wasm.HEAPU8.buffer, onWasm, t.size), offset);
+    return;
+  }
+  const onCpu = tf.getBackend() === 'cpu' ? (tf.backend() as unknown as CpuBackend).data.get(t.dataId)?.values : undefined;
+  target.set(onCpu instanceof Float32Array && onCpu.length === t.size ? onCpu : (t.dataSync() as Float32Array), offset);
+}
+
+/**
+ * A float32 tensor holding a copy of `values` (which may be a view into a larger, reused
+ * buffer). On wasm the backend's own upload is the copy; other backends may keep the array
+ * they are given, so they get a private copy.
+ */
+export function tensorFromFloat32(values: Float32Array, shape: readonly number[]): tf.Tensor {
+  return tf.tensor(wasmBackend() ? values : values.slice(), [...shape], 'float32');
+}
