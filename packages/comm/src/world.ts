@@ -9,7 +9,7 @@ import { HashStore } from './store/hash-store.js';
 import { PrefixStore } from './store/prefix-store.js';
 import { decodeText, type Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
-import type { PeerAddress } from './transport/peer-mesh.js';
+import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -31,6 +31,7 @@ interface World {
   staging: StagingPool;
   timeoutMs: number;
   nextGroupId: number;
+  wireStats: SharedArrayBuffer;
 }
 
 let world: World | null = null;
@@ -71,8 +72,9 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const rdv = new PrefixStore(`ddp/${generation}`, store);
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
     const meshOpts = { rank, worldSize, secret: env.secret, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
-    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost });
-    const main = new MainRunner(meshOpts);
+    const wireStats = new SharedArrayBuffer(32);
+    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats });
+    const main = new MainRunner({ ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread });
     try {
       const mainAddress = await main.listen(bindHost);
       await rdv.set(`addr/${rank}`, JSON.stringify(address));
@@ -92,12 +94,26 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     main.addGroup(0, ranks);
     const staging = new StagingPool();
     const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);
-    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1 };
+    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats };
     return group;
   } catch (e) {
     if (ownsStore) await store.close();
     throw e;
   }
+}
+
+/** What this process has written to its peer connections since initProcessGroup. */
+export interface WireStats {
+  /** Frame headers, payloads and padding, heartbeats included: what the wire carried. */
+  bytesSent: number;
+  framesSent: number;
+}
+
+/** Bytes and frames this process has sent to its peers, over every group (to check what a collective or a compression really costs). */
+export function getWireStats(): WireStats {
+  if (!world) throw new NotInitializedError('getWireStats: call initProcessGroup first');
+  const { commThread, mainThread } = wireCounterViews(world.wireStats);
+  return { bytesSent: commThread[0]! + mainThread[0]!, framesSent: commThread[1]! + mainThread[1]! };
 }
 
 /** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */

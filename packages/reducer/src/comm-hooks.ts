@@ -10,7 +10,7 @@ export interface GradBucket {
   /** The parameters of this bucket and where each sits in `buffer`. */
   readonly parameters: readonly BucketSlot[];
   readonly isLast: boolean;
-  /** The group to communicate on (counts the bytes the hook hands to collectives). */
+  /** The group to communicate on. */
   readonly processGroup: ProcessGroup;
 }
 

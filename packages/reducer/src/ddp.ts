@@ -4,7 +4,6 @@ import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notif
 import type { Module, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
 import { type Bucket, type BucketSlot, buildBuckets } from './bucket.js';
-import { ByteCounter, countingGroup } from './byte-counter.js';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError, NonFiniteGradientError, UnusedParametersError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
@@ -70,8 +69,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   readonly findUnusedParameters: boolean;
   readonly broadcastBuffers: boolean;
   readonly checkFinite: boolean;
-  /** Payload bytes this DDP handed to collectives through its comm hook. */
-  readonly commBytes = new ByteCounter();
   /** Completed synchronized backwards. */
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
@@ -79,7 +76,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */
   private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
-  private readonly hookGroup: ProcessGroup;
   private hook: CommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
   private requireSync = true;
@@ -106,7 +102,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.checkFinite = opts.checkFinite ?? true;
     this.firstCapBytes = (opts.firstBucketMB ?? 1) * MB;
     this.capBytes = (opts.bucketCapMB ?? 25) * MB;
-    this.hookGroup = countingGroup(this.processGroup, this.commBytes);
     this.params = module.namedParameters().filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param }));
     const reverse = this.params.map((_, i) => this.params.length - 1 - i);
     this.setBuckets(reverse);
@@ -228,7 +223,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   private launch(bucket: Bucket, reduction: Reduction): void {
-    const gb: GradBucket = { index: bucket.index, buffer: bucket.buffer, parameters: bucket.slots, isLast: bucket.index === this.buckets.length - 1, processGroup: this.hookGroup };
+    const gb: GradBucket = { index: bucket.index, buffer: bucket.buffer, parameters: bucket.slots, isLast: bucket.index === this.buckets.length - 1, processGroup: this.processGroup };
     let work: Promise<Float32Array>;
     try {
       work = this.hook(this.hookState, gb);

@@ -20,7 +20,7 @@ describe('communication hooks on 2 real processes', () => {
     results = await runWorld(await findFreePort(), 2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000);
   }, 130_000);
 
-  it('fp16 and bf16 compression stay within their rounding error and hand half the bytes to the all-reduce', () => {
+  it('fp16 and bf16 compression stay within their rounding error and put half the bytes on the wire', () => {
     for (const r of okResultsOf(results, 'compression')) {
       const exact = r.allreduce as HookRun;
       const fp16 = r.fp16 as HookRun;
@@ -29,9 +29,13 @@ describe('communication hooks on 2 real processes', () => {
       expect(relativeError(fp16.grads, exact.grads)).toBeLessThan(2e-3);
       expect(relativeError(bf16.grads, exact.grads)).toBeLessThan(1.6e-2);
       expect(relativeError(fp16.grads, exact.grads)).toBeGreaterThan(0); // really compressed
-      expect(fp16.bytes * 2).toBe(exact.bytes);
-      expect(bf16.bytes * 2).toBe(exact.bytes);
-      expect(exact.bytes).toBe(4 * (32 * 64 + 64 + 64 * 16 + 16));
+      // bytes written to sockets during backward: the gradients plus frame headers (and, from
+      // rank 0, the first iteration's bucket-order broadcast)
+      expect(exact.bytes).toBeGreaterThanOrEqual(4 * (32 * 64 + 64 + 64 * 16 + 16));
+      for (const half of [fp16, bf16]) {
+        expect(half.bytes / exact.bytes).toBeGreaterThan(0.49);
+        expect(half.bytes / exact.bytes).toBeLessThan(0.52);
+      }
     }
   });
 

@@ -2,7 +2,6 @@ export { DistributedDataParallel, type DDPOptions } from './ddp.js';
 export { DataParallelNaive } from './naive.js';
 export { Bucket, type BucketSlot, assignBuckets } from './bucket.js';
 export { allreduceHook, fp16CompressHook, bf16CompressHook, type CommHook, type GradBucket } from './comm-hooks.js';
-export { ByteCounter, countingGroup } from './byte-counter.js';
 export { DDPJoinHook } from './join-hook.js';
 export { DDPError, DDPCommError, DDPUsageError, NonFiniteGradientError, ParameterMismatchError, UnusedParametersError } from './errors.js';
 export { PowerSGDState, powerSGDHook, type PowerSGDOptions } from './powersgd.js';

@@ -1,4 +1,5 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
+import { finishAverage } from '../reduce.js';
 import type { OpContext } from '../worker/op-context.js';
 import { chunkBounds, mod, segments } from './partition.js';
 import { bytesOf } from './views.js';
@@ -10,7 +11,7 @@ import { bytesOf } from './views.js';
  */
 
 /** Ring neighbours and the segments of chunk c (bounds in items, segments of `seg` items). */
-function ring(ctx: OpContext, bounds: number[], seg: number) {
+export function ring(ctx: OpContext, bounds: number[], seg: number) {
   const n = ctx.size;
   const r = ctx.rank;
   return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, seg) };
@@ -54,11 +55,13 @@ export async function ringAllGather(ctx: OpContext, bytes: Uint8Array, bounds: n
   }
 }
 
-/** Ring all-reduce in place. */
+/** Ring all-reduce in place; AVG comes out averaged. */
 export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp, segBytes: number): Promise<void> {
   const bpe = data.BYTES_PER_ELEMENT;
   const bounds = chunkBounds(data.length, ctx.size);
   await ringReduceScatter(ctx, data, bounds, op, Math.max(1, Math.floor(segBytes / bpe)));
+  // each rank divides only the chunk it owns, before gathering: 1/N of the division pass
+  if (op === 'avg') finishAverage(data.subarray(bounds[ctx.rank], bounds[ctx.rank + 1]), ctx.size);
   // segments sent above point into `data`: let them leave before all-gather overwrites it
   await ctx.flush();
   await ringAllGather(
@@ -67,7 +70,7 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
     bounds.map((b) => b * bpe),
     segBytes,
   );
-  // the caller may rewrite `data` next (AVG's division): the last segments must be out
+  // the caller may hand `data` back to the user next: the last segments must be out
   await ctx.flush();
 }
 
@@ -90,14 +93,14 @@ export async function chainBroadcast(ctx: OpContext, bytes: Uint8Array, root: nu
   }
 }
 
-interface Step<T> {
+export interface Step<T> {
   dst: T;
   forward: boolean;
   done: Promise<unknown>;
 }
 
 /** Marks a posted receive as handled: it is awaited later, in order, and may fail first. */
-function quiet<T>(p: Promise<T>): Promise<T> {
+export function quiet<T>(p: Promise<T>): Promise<T> {
   p.catch(() => {});
   return p;
 }

@@ -30,6 +30,16 @@ export interface MeshOptions {
   forceTcp: boolean;
   /** Off for the main thread's mesh: a main thread busy computing must not look dead. */
   heartbeat?: boolean;
+  /** [bytes, frames] this mesh has written to its sockets, headers and padding included. */
+  wireCounters?: Float64Array;
+}
+
+/**
+ * The two meshes of a process (comm thread, main thread) each count what they write in
+ * their own half of one shared buffer: one writer per counter, no atomics needed.
+ */
+export function wireCounterViews(sab: SharedArrayBuffer): { commThread: Float64Array; mainThread: Float64Array } {
+  return { commThread: new Float64Array(sab, 0, 2), mainThread: new Float64Array(sab, 16, 2) };
 }
 
 /** Channel name of a frame inside a peer's mailbox. */
@@ -265,6 +275,11 @@ export class PeerMesh {
     };
     const len = payload?.byteLength ?? 0;
     const hdr = encodeHeader(header);
+    const counters = this.opts.wireCounters;
+    if (counters) {
+      counters[0]! += hdr.byteLength + len + padOf(len);
+      counters[1]! += 1;
+    }
     if (len === 0) {
       sock.write(hdr, cb);
       return;

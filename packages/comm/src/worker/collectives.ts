@@ -1,5 +1,6 @@
 import { chainBroadcast, ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, sendSized } from '../algorithms/direct.js';
+import { halfAllReduce } from '../algorithms/half.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, viewAs } from '../dtypes.js';
@@ -32,20 +33,30 @@ function small(ctx: OpContext, bytes: number): boolean {
 }
 
 async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
+  if (isHalf(req.dtype)) {
+    const words = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length) as Uint16Array;
+    await halfAllReduce(ctx, words, req.dtype, req.reduceOp, !small(ctx, words.byteLength), tuning.segmentBytes);
+    return;
+  }
   const { work, done } = numeric(req);
-  if (small(ctx, work.byteLength)) await directAllReduce(ctx, work, req.reduceOp);
-  else await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
-  if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
+  if (small(ctx, work.byteLength)) {
+    await directAllReduce(ctx, work, req.reduceOp);
+    if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
+  } else {
+    await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
+  }
   done();
 }
 
 async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {
   const { work, done } = numeric(req);
-  if (small(ctx, work.byteLength)) await directReduce(ctx, work, req.root, req.reduceOp);
-  else await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
-  if (ctx.rank !== req.root) return;
-  if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
-  done();
+  if (small(ctx, work.byteLength)) {
+    await directReduce(ctx, work, req.root, req.reduceOp);
+    if (ctx.rank === req.root && req.reduceOp === 'avg') finishAverage(work, ctx.size);
+  } else {
+    await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
+  }
+  if (ctx.rank === req.root) done();
 }
 
 async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {

@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import { deserializeError, serializeError } from '../errors.js';
-import { PeerMesh } from '../transport/peer-mesh.js';
+import { PeerMesh, wireCounterViews } from '../transport/peer-mesh.js';
 import { Executor } from './executor.js';
 import type { FromWorker, ToWorker } from './protocol.js';
 
@@ -14,7 +14,8 @@ let executor: Executor | null = null;
 port.on('message', (msg: ToWorker) => {
   switch (msg.type) {
     case 'init': {
-      mesh = new PeerMesh({ rank: msg.rank, worldSize: msg.worldSize, secret: msg.secret, hostId: msg.hostId, forceTcp: msg.forceTcp });
+      const { rank, worldSize, secret, hostId, forceTcp } = msg;
+      mesh = new PeerMesh({ rank, worldSize, secret, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread });
       executor = new Executor(mesh, post);
       executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(

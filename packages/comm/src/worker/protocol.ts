@@ -12,6 +12,8 @@ export interface InitRequest {
   hostId: string;
   forceTcp: boolean;
   bindHost: string;
+  /** The comm thread's [bytes, frames] written to peers (wireCounterViews). */
+  wireStats: SharedArrayBuffer;
 }
 
 export interface ConnectRequest {

@@ -1,5 +1,5 @@
 // Test-only: communication hook scenarios (rank.child.ts).
-import type { ProcessGroup } from '@ddp/comm';
+import { getWireStats, type ProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { mse, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -8,7 +8,7 @@ import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js'
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
-/** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes it sent. */
+/** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire meanwhile. */
 async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTotal: number, hook: CommHook<unknown>, state: unknown = null) {
   const model = makeModel();
   const ddp = await DistributedDataParallel.create(model);
@@ -19,12 +19,14 @@ async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTota
   const x = normal([rowsTotal, inDim], 77);
   const y = normal([rowsTotal, outDim], 78);
   const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));
+  const before = getWireStats().bytesSent;
   await loss.backward();
+  const bytes = getWireStats().bytesSent - before;
   loss.dispose();
   tf.dispose([x, y]);
   const grads = gradSnapshot(model);
   model.dispose();
-  return { grads, bytes: ddp.commBytes.bytes };
+  return { grads, bytes };
 }
 
 async function compressionScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
@@ -63,7 +65,7 @@ async function powerSGDTrain(pg: ProcessGroup): Promise<Record<string, unknown>>
     if (s === 9 || s === 29) numTensors.push(tf.memory().numTensors);
   }
   tf.dispose([x, y]);
-  return { losses, params: snapshot(model), numTensors, bytes: ddp.commBytes.bytes };
+  return { losses, params: snapshot(model), numTensors };
 }
 
 export const hookScenarios: Record<string, Scenario> = { compression: compressionScenario, powerSGDExact, powerSGDTrain };

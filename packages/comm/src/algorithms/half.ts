@@ -1,0 +1,62 @@
+import type { HalfDtype, ReduceOp } from '../dtypes.js';
+import { narrowHalf, widenHalf } from '../half.js';
+import { finishAverage, reduceInto } from '../reduce.js';
+import type { OpContext } from '../worker/op-context.js';
+import { exchange } from './direct.js';
+import { chunkBounds, mod } from './partition.js';
+import { quiet, ring, ringAllGather, type Step } from './ring.js';
+import { bytesOf } from './views.js';
+
+/**
+ * All-reduce of float16/bfloat16 words that carries 16-bit words on the wire (half the bytes
+ * of widening first) and combines in float32.
+ * - direct (small): every rank gets every peer's words and reduces the N inputs in rank
+ *   order in float32, rounding once;
+ * - ring (large): each received segment is widened, combined with this rank's values and
+ *   rounded back to 16 bits before it is forwarded, as NCCL does. With two ranks that is
+ *   still the float32 result rounded once; with more, partial sums are rounded per hop.
+ */
+export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: HalfDtype, op: ReduceOp, useRing: boolean, segBytes: number): Promise<void> {
+  if (ctx.size === 1) return;
+  if (!useRing) {
+    const inputs: Uint16Array[] = [];
+    await exchange(ctx, bytesOf(words), (p) => bytesOf((inputs[p] = new Uint16Array(words.length))));
+    inputs[ctx.rank] = words;
+    const acc = widenHalf(inputs[0] as Uint16Array, dtype);
+    for (let p = 1; p < ctx.size; p++) reduceInto(acc, widenHalf(inputs[p] as Uint16Array, dtype), op);
+    if (op === 'avg') finishAverage(acc, ctx.size);
+    // our frames still point into `words` until the kernel has them
+    await ctx.flush();
+    narrowHalf(acc, dtype, words);
+    return;
+  }
+  const bounds = chunkBounds(words.length, ctx.size);
+  const { n, r, right, left, chunkSegs } = ring(ctx, bounds, Math.max(1, Math.floor(segBytes / 2)));
+  for (const [s, e] of chunkSegs(mod(r - 1, n))) ctx.send(right, bytesOf(words.subarray(s, e)));
+  // received segments land in `incoming` at their own offsets (no two steps share a chunk)
+  const incoming = new Uint16Array(words.length);
+  const steps: (Step<Uint16Array> & { last: boolean })[] = [];
+  for (let k = 0; k < n - 1; k++) {
+    for (const [s, e] of chunkSegs(mod(r - 2 - k, n))) {
+      const into = incoming.subarray(s, e);
+      steps.push({ dst: words.subarray(s, e), forward: k < n - 2, last: k === n - 2, done: quiet(ctx.recvInto(left, bytesOf(into)).then(() => into)) });
+    }
+  }
+  for (const st of steps) {
+    const got = (await st.done) as Uint16Array;
+    const acc = widenHalf(st.dst, dtype);
+    reduceInto(acc, widenHalf(got, dtype), op);
+    if (st.last && op === 'avg') finishAverage(acc, ctx.size);
+    narrowHalf(acc, dtype, st.dst);
+    if (st.forward) ctx.send(right, bytesOf(st.dst));
+  }
+  // segments sent above point into `words`: let them leave before all-gather overwrites it
+  await ctx.flush();
+  await ringAllGather(
+    ctx,
+    bytesOf(words),
+    bounds.map((b) => b * 2),
+    segBytes,
+  );
+  await ctx.flush();
+}

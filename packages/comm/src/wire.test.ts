@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { explain, runWorld } from './test/spawn-world.js';
+
+type Sent = Record<string, { sent: number; ok: boolean }>;
+
+describe('bytes on the wire (getWireStats)', () => {
+  for (const worldSize of [2, 3]) {
+    it(`world of ${worldSize}: float16/bfloat16 all-reduces send half the bytes of float32, with right results`, async () => {
+      const out = await runWorld({ worldSize, script: 'wire.child.ts', timeoutMs: 100_000 });
+      expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+      for (const o of out) {
+        const r = o.results[0] as Sent;
+        expect(Object.entries(r).filter(([, v]) => !v.ok).map(([k]) => k)).toEqual([]);
+        // the ring sends 2(N−1)/N of the payload, plus frame headers
+        const payload = (1 << 18) * 4 * ((2 * (worldSize - 1)) / worldSize);
+        expect(r['ring/float32/sum']!.sent / payload).toBeGreaterThanOrEqual(1);
+        expect(r['ring/float32/sum']!.sent / payload).toBeLessThan(1.01);
+        for (const path of ['direct', 'ring']) {
+          for (const d of ['float16', 'bfloat16']) {
+            for (const op of ['sum', 'avg', 'max']) {
+              const ratio = r[`${path}/${d}/${op}`]!.sent / r[`${path}/float32/${op}`]!.sent;
+              expect(ratio, `${path}/${d}/${op}`).toBeGreaterThan(0.49);
+              expect(ratio, `${path}/${d}/${op}`).toBeLessThan(0.53);
+            }
+          }
+        }
+      }
+    }, 120_000);
+  }
+});
