@@ -12,13 +12,14 @@ export function printSample(sample: unknown): void {
 /**
  * Starts `world` processes of `cmd args` with the torchrun environment (a fresh port and
  * secret; works for our ranks and for PyTorch's) and resolves with each rank's samples.
+ * `wrap` prefixes a rank's command (e.g. `ip netns exec` to put it on another "host").
  * Rejects, naming the rank, when one exits non-zero or outlives `timeoutMs`.
  */
 export async function runSampleWorld<T>(
   world: number,
   cmd: string,
   args: string[],
-  opts: { env?: Record<string, string>; timeoutMs?: number } = {},
+  opts: { env?: Record<string, string>; timeoutMs?: number; masterAddr?: string; wrap?: (rank: number) => string[] } = {},
 ): Promise<T[][]> {
   const port = String(await findFreePort());
   const secret = randomBytes(16).toString('hex');
@@ -35,11 +36,12 @@ export async function runSampleWorld<T>(
             LOCAL_RANK: `${rank}`,
             WORLD_SIZE: `${world}`,
             LOCAL_WORLD_SIZE: `${world}`,
-            MASTER_ADDR: '127.0.0.1',
+            MASTER_ADDR: opts.masterAddr ?? '127.0.0.1',
             MASTER_PORT: port,
             DDP_SECRET: secret,
           };
-          const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          const [bin, ...rest] = [...(opts.wrap?.(rank) ?? []), cmd, ...args];
+          const child = spawn(bin as string, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
           const samples: T[] = [];
           let pending = '';
           let err = '';

@@ -20,7 +20,10 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
   if (ctx.size === 1) return;
   if (!useRing) {
     const inputs: Uint16Array[] = [];
-    await exchange(ctx, bytesOf(words), (p) => bytesOf((inputs[p] = new Uint16Array(words.length))));
+    await exchange(ctx, bytesOf(words), (p) => {
+      inputs[p] = new Uint16Array(words.length);
+      return bytesOf(inputs[p]);
+    });
     inputs[ctx.rank] = words;
     const acc = widenHalf(inputs[0] as Uint16Array, dtype);
     for (let p = 1; p < ctx.size; p++) reduceInto(acc, widenHalf(inputs[p] as Uint16Array, dtype), op);
