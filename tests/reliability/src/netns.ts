@@ -1,21 +1,7 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { TwoHosts as NetnsHosts } from '@ddp/netns';
 import { RankLines } from './world.js';
-
-/**
- * Two "hosts": network namespaces joined by a veth pair (as packages/comm's two-host test
- * does), with helpers to shape the link (tc tbf: this kernel has no netem), take it down,
- * and run `ddp-run` on each host as node 0 and node 1 of one world. Needs root.
- */
-
-export function ip(...args: string[]): string {
-  return execFileSync('ip', args, { stdio: 'pipe' }).toString();
-}
-
-function tc(...args: string[]): string {
-  return execFileSync('tc', args, { stdio: 'pipe' }).toString();
-}
 
 const ddpRun = fileURLToPath(new URL('../node_modules/@ddp/launch/bin/ddp-run.js', import.meta.url));
 
@@ -26,43 +12,10 @@ export interface HostRun {
   err: RankLines;
 }
 
-export class TwoHosts {
-  readonly tag = randomBytes(3).toString('hex');
-  readonly ns = [`ddp-ra-${this.tag}`, `ddp-rb-${this.tag}`];
-  readonly veth = [`rv${this.tag}a`, `rv${this.tag}b`];
-  readonly addr = ['10.231.78.1', '10.231.78.2'];
-
-  /** Creates both namespaces; returns why it cannot (not root, no ip netns), or null. */
-  setUp(): string | null {
-    if (process.getuid?.() !== 0) return 'not root';
-    try {
-      for (const n of this.ns) ip('netns', 'add', n);
-      ip('link', 'add', this.veth[0] as string, 'type', 'veth', 'peer', 'name', this.veth[1] as string);
-      this.ns.forEach((n, i) => {
-        ip('link', 'set', this.veth[i] as string, 'netns', n);
-        ip('-n', n, 'addr', 'add', `${this.addr[i]}/24`, 'dev', this.veth[i] as string);
-        ip('-n', n, 'link', 'set', this.veth[i] as string, 'up');
-        ip('-n', n, 'link', 'set', 'lo', 'up');
-      });
-      return null;
-    } catch (e) {
-      this.tearDown();
-      return `cannot create network namespaces: ${(e as Error).message.split('\n')[0]}`;
-    }
-  }
-
-  /** Token-bucket limit on both ends of the link. */
-  limit(rate: string): void {
-    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i] as string, 'root', 'tbf', 'rate', rate, 'burst', '32kbit', 'latency', '400ms');
-  }
-
-  /** Packets the token bucket held back (over its rate), summed over both ends. */
-  overlimits(): number {
-    return this.ns.reduce((sum, n, i) => sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i] as string))?.[1] ?? 0), 0);
-  }
-
-  linkDown(host: number): void {
-    ip('-n', this.ns[host] as string, 'link', 'set', this.veth[host] as string, 'down');
+/** @ddp/netns's two hosts, running `ddp-run` on each as node 0 and node 1 of one world. */
+export class TwoHosts extends NetnsHosts {
+  constructor() {
+    super('r', '10.231.78');
   }
 
   /**
@@ -100,17 +53,6 @@ export class TwoHosts {
     }
   }
 
-  /** Ends any process still in the namespaces (all started by this test), then deletes them. */
-  tearDown(): void {
-    for (const n of this.ns) {
-      try {
-        for (const pid of ip('netns', 'pids', n).split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
-      } catch {}
-      try {
-        ip('netns', 'del', n);
-      } catch {}
-    }
-  }
 }
 
 export function explainHosts(runs: HostRun[]): string {

@@ -1,0 +1,80 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+
+/**
+ * Several "hosts" on one machine: two network namespaces joined by a veth pair, for tests
+ * and benchmarks that need traffic to cross a real (shapeable) link. Ranks on different
+ * namespaces see different host ids and talk TCP. Needs root and `ip`; `tc` for limits
+ * (tbf only: this kernel has no netem).
+ */
+export function ip(...args: string[]): string {
+  return execFileSync('ip', args, { stdio: 'pipe' }).toString();
+}
+
+function tc(...args: string[]): string {
+  return execFileSync('tc', args, { stdio: 'pipe' }).toString();
+}
+
+export class TwoHosts {
+  readonly tag = randomBytes(3).toString('hex');
+  readonly ns: [string, string];
+  readonly veth: [string, string];
+  readonly addr: [string, string];
+
+  /** `name` tells the namespaces of concurrent users apart; `subnet` is a free /24's first three octets. */
+  constructor(name: string, subnet: string) {
+    this.ns = [`ddp-${name}a-${this.tag}`, `ddp-${name}b-${this.tag}`];
+    this.veth = [`${name.slice(0, 3)}${this.tag}a`, `${name.slice(0, 3)}${this.tag}b`];
+    this.addr = [`${subnet}.1`, `${subnet}.2`];
+  }
+
+  /** Creates both namespaces and the link; returns why it cannot (not root, no ip netns), or null. */
+  setUp(): string | null {
+    if (process.getuid?.() !== 0) return 'not root';
+    try {
+      for (const n of this.ns) ip('netns', 'add', n);
+      ip('link', 'add', this.veth[0], 'type', 'veth', 'peer', 'name', this.veth[1]);
+      this.ns.forEach((n, i) => {
+        ip('link', 'set', this.veth[i] as string, 'netns', n);
+        ip('-n', n, 'addr', 'add', `${this.addr[i]}/24`, 'dev', this.veth[i] as string);
+        ip('-n', n, 'link', 'set', this.veth[i] as string, 'up');
+        ip('-n', n, 'link', 'set', 'lo', 'up');
+      });
+      return null;
+    } catch (e) {
+      this.tearDown();
+      return `cannot create network namespaces: ${(e as Error).message.split('\n')[0]}`;
+    }
+  }
+
+  /** The command prefix that runs a program on `host`. */
+  exec(host: number): string[] {
+    return ['ip', 'netns', 'exec', this.ns[host] as string];
+  }
+
+  /** Token-bucket limit (e.g. '40mbit') on both ends of the link; fast rates need a burst of about rate / 250 Hz. */
+  limit(rate: string, burst = '32kbit'): void {
+    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i] as string, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', '400ms');
+  }
+
+  /** Packets the token bucket held back (over its rate), summed over both ends. */
+  overlimits(): number {
+    return this.ns.reduce((sum, n, i) => sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i] as string))?.[1] ?? 0), 0);
+  }
+
+  linkDown(host: number): void {
+    ip('-n', this.ns[host] as string, 'link', 'set', this.veth[host] as string, 'down');
+  }
+
+  /** Ends any process still in the namespaces (all started by their user), then deletes them. */
+  tearDown(): void {
+    for (const n of this.ns) {
+      try {
+        for (const pid of ip('netns', 'pids', n).split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+      } catch {}
+      try {
+        ip('netns', 'del', n);
+      } catch {}
+    }
+  }
+}
