@@ -1,30 +1,42 @@
 /**
  * `pnpm bench ddp`: training-step time of an MLP (~12.6 M parameters by default) under
- * @ddp/reducer, weak scaling (the same per-rank batch at every world size):
+ * @ddp/reducer, weak scaling (the same per-rank batch at every world size), on this host:
  * - `ddp`: DistributedDataParallel (25 MiB buckets, first 1 MiB) at 1 and 2 ranks;
  * - `after`: DDP with one bucket for all gradients, i.e. the all-reduce starts after backward;
  * - `naive`: DataParallelNaive, one all-reduce per parameter;
  * - `compute`: the same step without any gradient communication (the floor);
  * - `comm`: the all-reduce of all gradients alone;
  * - `torch`: PyTorch DDP over Gloo on the same model and batch, when /usr/bin/python3 imports torch.
- * Writes results/ddp.{json,md,png}.
+ * Then, as root, two ranks on two "hosts" (network namespaces) over a link limited by tc tbf
+ * (LINK below): compute, comm, ddp and after again, and the fraction of communication
+ * hidden behind backward there. Writes results/ddp.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--batch=32] [--rounds=2]
+ *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=25] [--rounds=2] [--no-link]
  */
 import { fileURLToPath } from 'node:url';
+import { TwoHosts } from '@ddp/netns';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 const quick = process.argv.includes('--quick');
 const arg = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
 const WIDTH = arg('width', 2048);
+const DEPTH = arg('depth', 4);
 const BATCH = arg('batch', 32);
+const BUCKET_MB = arg('bucket-mb', 25);
 const STEPS = quick ? 3 : 6;
 /** Rounds over all variants, alternating; each variant keeps its best round (the machine's load drifts). */
 const ROUNDS = quick ? 1 : arg('rounds', 2);
 const WARMUP = 2;
-/** Linear(W/2 → W), GELU, Linear(W → W), GELU, Linear(W → W), GELU, Linear(W → W/2). */
-const dims = [WIDTH / 2, WIDTH, WIDTH, WIDTH, WIDTH / 2];
-const paramCount = dims.slice(1).reduce((n, d, i) => n + dims[i]! * d + d, 0);
+/**
+ * The limited link: a model of many equal layers (so buckets fill as backward goes), 4 MiB
+ * buckets and a batch whose backward outlasts the all-reduce at this rate: what overlap needs.
+ */
+const LINK = { rate: '1gbit', burst: '1mb', width: 1024, depth: 12, batch: 256, bucketMB: 4 };
+/** Linear(W/2 → W), GELU, (Linear(W → W), GELU) × (depth − 2), Linear(W → W/2). */
+const dimsOf = (width: number, depth: number) => [width / 2, ...Array<number>(depth - 1).fill(width), width / 2];
+const paramsOf = (dims: number[]) => dims.slice(1).reduce((n, d, i) => n + dims[i]! * d + d, 0);
+const dims = dimsOf(WIDTH, DEPTH);
+const paramCount = paramsOf(dims);
 
 interface Sample {
   variant: string;
@@ -32,56 +44,75 @@ interface Sample {
   ms: number;
 }
 
-/** One rank: times STEPS training steps of `variant` (after WARMUP), rank 0 prints the median. */
+type StepTimes = Record<string, number>;
+
+/**
+ * One rank. `interleaved`: one DDP model, and each step runs, one after the other, a step
+ * without gradient sync (`compute`, under noSync), a DDP step whose comm hook communicates
+ * nothing (`local`: DDP's own work, the bucket copies and checks), a DDP step (`ddp`) and
+ * the all-reduce of all gradients alone (`comm`); the machine's drifting load then hits them alike.
+ * `after` (one bucket, reduced after backward) and `naive` (DataParallelNaive) run alone.
+ * Rank 0 prints the median time of each.
+ */
 async function rankMain(variant: string): Promise<void> {
   const { initProcessGroup, destroyProcessGroup, sharedArray } = await import('@ddp/comm');
   const { fromTf, tidy } = await import('@ddp/autograd');
   const { GELU, Generator, Linear, mse, SGD, Sequential } = await import('@ddp/nn');
   const { tf } = await import('@ddp/tensor');
-  const { DataParallelNaive, DistributedDataParallel } = await import('@ddp/reducer');
+  const { allreduceHook, DataParallelNaive, DistributedDataParallel } = await import('@ddp/reducer');
   const pg = await initProcessGroup({ timeoutMs: 300_000 });
   const gen = new Generator(0);
   const layers = dims.slice(1).flatMap((d, i) => [new Linear(dims[i]!, d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
   const model = new Sequential(...layers);
-  const times: number[] = [];
-  if (variant === 'comm') {
-    const flat = sharedArray(Float32Array, paramCount).fill(1);
-    for (let s = 0; s < WARMUP + STEPS; s++) {
-      const t0 = performance.now();
-      await pg.allReduce(flat).wait();
-      if (s >= WARMUP) times.push(performance.now() - t0);
-    }
-  } else {
-    const wrapped =
-      variant === 'naive'
-        ? await DataParallelNaive.create(model)
-        : variant === 'compute'
-          ? model
-          : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : {});
-    const opt = new SGD(model.parameters(), { lr: 1e-3 });
-    const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]!), [BATCH, dims[0]!]));
-    const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
-    for (let s = 0; s < WARMUP + STEPS; s++) {
+  const wrapped =
+    variant === 'naive'
+      ? await DataParallelNaive.create(model)
+      : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : { bucketCapMB: BUCKET_MB });
+  const opt = new SGD(model.parameters(), { lr: 1e-3 });
+  const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]!), [BATCH, dims[0]!]));
+  const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
+  const backward = async () => {
+    const loss = tidy(() => mse(wrapped.forward(x) as ReturnType<typeof model.forward>, y));
+    await loss.backward();
+    loss.dispose();
+  };
+  const train = async (sync: boolean) => {
+    await (sync ? backward() : wrapped.noSync(backward));
+    opt.step();
+    opt.zeroGrad();
+  };
+  const flat = sharedArray(Float32Array, paramCount).fill(1);
+  const hook = { communicate: true };
+  if (wrapped instanceof DistributedDataParallel) wrapped.registerCommHook(hook, (h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve(bucket.buffer)));
+  const local = async () => {
+    hook.communicate = false;
+    await train(true);
+    hook.communicate = true;
+  };
+  const modes: Record<string, () => Promise<unknown>> =
+    variant !== 'interleaved'
+      ? { [variant]: () => train(true) }
+      : { compute: () => train(false), local, ddp: () => train(true), ...(pg.size > 1 ? { comm: () => pg.allReduce(flat).wait() } : {}) };
+  const times: Record<string, number[]> = Object.fromEntries(Object.keys(modes).map((m) => [m, []]));
+  for (let s = 0; s < WARMUP + STEPS; s++) {
+    for (const [mode, run] of Object.entries(modes)) {
       await pg.barrier().wait();
       const t0 = performance.now();
-      const loss = tidy(() => mse(wrapped.forward(x) as ReturnType<typeof model.forward>, y));
-      await loss.backward();
-      loss.dispose();
-      opt.step();
-      opt.zeroGrad();
-      if (s >= WARMUP) times.push(performance.now() - t0);
+      await run();
+      if (s >= WARMUP) times[mode]!.push(performance.now() - t0);
     }
   }
-  times.sort((a, b) => a - b);
-  if (pg.rank === 0) printSample({ ms: times[Math.floor(times.length / 2)] });
+  const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)]!;
+  if (pg.rank === 0) printSample(Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])));
   await destroyProcessGroup();
 }
 
-/** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step time. */
-async function runWorld(world: number, cmd: string, args: string[]): Promise<number> {
-  const [sample] = (await runSampleWorld<{ ms: number }>(world, cmd, args, { env: { OMP_NUM_THREADS: '1' } })).flat();
+/** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
+async function runWorld(world: number, cmd: string, args: string[], hosts?: TwoHosts): Promise<StepTimes> {
+  const where = hosts ? { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(rank) } : {};
+  const [sample] = (await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1' }, ...where })).flat();
   if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
-  return sample.ms;
+  return sample;
 }
 
 const TORCH = `
@@ -106,53 +137,90 @@ for s in range(warmup + steps):
     opt.zero_grad(set_to_none=True)
     if s >= warmup: times.append((time.perf_counter() - t0) * 1e3)
 times.sort()
-if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'ms': times[len(times) // 2]}), flush=True)
+if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times) // 2]}), flush=True)
 dist.destroy_process_group()
 `;
 
 
-async function main(): Promise<void> {
-  const self = fileURLToPath(import.meta.url);
-  const ours = (world: number, variant: string) => runWorld(world, process.execPath, ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--batch=${BATCH}`, ...(quick ? ['--quick'] : [])]);
-  const torch = glooTorchVersion();
-  const samples: Sample[] = [];
-  const plan: [string, number][] = [
-    ['compute', 1],
-    ['ddp', 1],
-    ['compute', 2],
-    ['comm', 2],
-    ['ddp', 2],
-    ['after', 2],
-    ['naive', 2],
-  ];
-  if (torch) plan.push(['torch', 1], ['torch', 2]);
-  const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
+/**
+ * Runs every [variant, world] of the plan ROUNDS times, alternating; keeps each step time's
+ * best round in `samples`; returns every round's step times at 2 ranks of the interleaved run.
+ */
+async function measure(plan: [string, number][], run: (variant: string, world: number) => Promise<StepTimes>, label: string, samples: Sample[]): Promise<StepTimes[]> {
+  const interleaved: StepTimes[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const [variant, world] of plan) {
-      const ms = variant === 'torch' ? await runWorld(world, '/usr/bin/python3', torchArgs) : await ours(world, variant);
-      const old = samples.find((s) => s.variant === variant && s.world === world);
-      if (old) old.ms = Math.min(old.ms, ms);
-      else samples.push({ variant, world, ms });
-      console.log(`round ${round + 1}/${ROUNDS}: ${variant === 'torch' ? `torch ${torch} DDP/Gloo` : variant} × ${world}: ${ms.toFixed(1)} ms per step`);
+      const times = await run(variant, world);
+      if (variant === 'interleaved' && world === 2) interleaved.push(times);
+      for (const [mode, ms] of Object.entries(times)) {
+        const name = `${label}${mode}`;
+        const old = samples.find((s) => s.variant === name && s.world === world);
+        if (old) old.ms = Math.min(old.ms, ms);
+        else samples.push({ variant: name, world, ms });
+        console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)} ms`);
+      }
     }
   }
+  return interleaved;
+}
+
+/** The limited-link runs (their interleaved step times by round), or why they were skipped. */
+async function overLink(self: string, samples: Sample[]): Promise<StepTimes[] | string> {
+  if (process.argv.includes('--no-link')) return 'skipped (--no-link)';
+  const hosts = new TwoHosts('bl', '10.231.80');
+  const skip = hosts.setUp();
+  if (skip) return `skipped: ${skip}`;
+  try {
+    hosts.limit(LINK.rate, LINK.burst);
+    const args = (variant: string) => ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${LINK.width}`, `--depth=${LINK.depth}`, `--batch=${LINK.batch}`, `--bucket-mb=${LINK.bucketMB}`, ...(quick ? ['--quick'] : [])];
+    const plan: [string, number][] = [['interleaved', 1], ['interleaved', 2], ['after', 2]];
+    return await measure(plan, (variant, world) => runWorld(world, process.execPath, args(variant), hosts), 'link-', samples);
+  } finally {
+    hosts.tearDown();
+  }
+}
+
+/**
+ * The share of the all-reduce that backward hides, from one interleaved run at 2 ranks:
+ * 1 − (DDP step − DDP step that communicates nothing) / all-reduce alone, in [0, 1].
+ */
+const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp! - t.local!) / t.comm!));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main(): Promise<void> {
+  const self = fileURLToPath(import.meta.url);
+  const ours = (variant: string, world: number) => runWorld(world, process.execPath, ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--depth=${DEPTH}`, `--batch=${BATCH}`, `--bucket-mb=${BUCKET_MB}`, ...(quick ? ['--quick'] : [])]);
+  const torch = glooTorchVersion();
+  const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
+  const samples: Sample[] = [];
+  const plan: [string, number][] = [['interleaved', 1], ['interleaved', 2], ['after', 2], ['naive', 2]];
+  if (torch) plan.push(['torch', 1], ['torch', 2]);
+  const hostRounds = await measure(plan, (variant, world) => (variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : ours(variant, world)), '', samples);
+  const link = await overLink(self, samples);
   const ms = (variant: string, world: number) => samples.find((s) => s.variant === variant && s.world === world)?.ms ?? Number.NaN;
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
-  const exposed = ms('ddp', 2) - ms('compute', 2);
-  const hidden = Math.min(1, Math.max(0, 1 - exposed / ms('comm', 2)));
-  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
+  const computeScaling = ms('compute', 1) / ms('compute', 2);
+  const hiddenByRound = hostRounds.map(hiddenFraction);
+  const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
+  const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
+  const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
+  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !s.variant.startsWith('link-') ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
+  const linkDims = dimsOf(LINK.width, LINK.depth);
   const notes = [
-    `MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${((paramCount * 4) / 2 ** 20).toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank on this ${process.platform} machine (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${(efficiency * 100).toFixed(0)} %.`,
-    `Communication hidden behind backward: 1 − (DDP step − compute-only step) / all-reduce alone, at 2 ranks: ${(hidden * 100).toFixed(0)} % (exposed ${exposed.toFixed(0)} ms of ${ms('comm', 2).toFixed(0)} ms).`,
+    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${((paramCount * 4) / 2 ** 20).toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${BUCKET_MB} MiB buckets; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
+    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike.',
+    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}. Its ceiling here is the compute alone: two single-threaded ranks on the 2 cores slow each other (compute step at 1 rank / at 2 ranks: ${pct(computeScaling)}), and no core is idle to run the all-reduce beside backward.`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks, on this host: ${rounds(hiddenByRound)}.`,
     `All-reduce after backward (one bucket) / bucketed DDP: ${(ms('after', 2) / ms('ddp', 2)).toFixed(2)}; DataParallelNaive / DDP: ${(ms('naive', 2) / ms('ddp', 2)).toFixed(2)}.`,
-    torch ? `PyTorch ${torch} DDP over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
-    'Not measured here: a bandwidth-limited link (network namespaces + tc).',
+    torch ? `PyTorch ${torch} DDP over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
+    typeof link === 'string'
+      ? `Limited link: ${link}.`
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, ${LINK.bucketMB} MiB buckets: communication hidden behind backward ${rounds(linkHiddenByRound)}.`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
   const files = await writeReport(outDir, 'ddp', rows, {
-    meta: { quick, width: WIDTH, batch: BATCH, paramCount, torch, samples, efficiency, hidden },
+    meta: { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMB: BUCKET_MB, paramCount, torch, samples, efficiency, computeScaling, hiddenByRound, link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link } },
     notes,
     chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },
   });
