@@ -96,13 +96,22 @@ async function rankMain(variant: string): Promise<void> {
     variant !== 'interleaved'
       ? { [variant]: () => train(true) }
       : { compute: () => train(false), local, ddp: () => train(true), ...(pg.size > 1 ? { comm: () => pg.allReduce(flat).wait() } : {}) };
-  const times: Record<string, number[]> = Object.fromEntries(Object.keys(modes).map((m) => [m, []]));
+  // wall time per mode, and CPU time (all threads and the kernel on this process's behalf) as `cpu:<mode>`
+  const times: Record<string, number[]> = Object.fromEntries(Object.keys(modes).flatMap((m) => [[m, []], [`cpu:${m}`, []]]));
   for (let s = 0; s < WARMUP + STEPS; s++) {
     for (const [mode, run] of Object.entries(modes)) {
       await pg.barrier().wait();
       const t0 = performance.now();
+      const cpu0 = process.cpuUsage();
       await run();
-      if (s >= WARMUP) times[mode]!.push(performance.now() - t0);
+      const cpu = process.cpuUsage(cpu0);
+      // a step lasts until the slowest rank is done: without this barrier compute and local
+      // would time one rank while ddp waits for the slowest (measured: 20–35 % apart per step)
+      await pg.barrier().wait();
+      if (s >= WARMUP) {
+        times[mode]!.push(performance.now() - t0);
+        times[`cpu:${mode}`]!.push((cpu.user + cpu.system) / 1000);
+      }
     }
   }
   const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)]!;
@@ -188,6 +197,8 @@ async function overLink(self: string, samples: Sample[]): Promise<StepTimes[] | 
  * 1 − (DDP step − DDP step that communicates nothing) / all-reduce alone, in [0, 1].
  */
 const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp! - t.local!) / t.comm!));
+/** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
+const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp']! - t['cpu:local']!, comm: t['cpu:comm']! });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
@@ -206,19 +217,24 @@ async function main(): Promise<void> {
   const hiddenByRound = hostRounds.map(hiddenFraction);
   const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
   const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
+  const cpuNote = (runs: StepTimes[]) => {
+    const cpu = runs.map(cpuOf);
+    const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
+    return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
+  };
   const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
-  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !s.variant.startsWith('link-') ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
+  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !/^link-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const notes = [
     `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${((paramCount * 4) / 2 ** 20).toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${BUCKET_MB} MiB buckets; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike.',
+    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf).',
     `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}. Its ceiling here is the compute alone: two single-threaded ranks on the 2 cores slow each other (compute step at 1 rank / at 2 ranks: ${pct(computeScaling)}), and no core is idle to run the all-reduce beside backward.`,
-    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks, on this host: ${rounds(hiddenByRound)}.`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
     `All-reduce after backward (one bucket) / bucketed DDP: ${(ms('after', 2) / ms('ddp', 2)).toFixed(2)}; DataParallelNaive / DDP: ${(ms('naive', 2) / ms('ddp', 2)).toFixed(2)}.`,
     torch ? `PyTorch ${torch} DDP over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, ${LINK.bucketMB} MiB buckets: communication hidden behind backward ${rounds(linkHiddenByRound)}.`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, ${LINK.bucketMB} MiB buckets: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
