@@ -25,8 +25,9 @@ function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommAr
 /**
  * Direct (one round) or ring? Direct moves (N−1)·bytes per rank in one step and reduces
  * N−1 inputs on every rank; the ring moves 2(N−1)/N·bytes in 2(N−1) steps. Measured
- * (apps/bench comm, each forced): the ring wins from 64 KiB at 2 ranks and from 64 KiB at
- * 4 ranks, direct up to 16 KiB at both; hence direct while (N−1)·bytes ≤ 48 KiB.
+ * (apps/bench comm, each forced): on an idle machine direct still wins at 64 KiB on 2 and
+ * 4 ranks (685 vs 827 µs; 2328 vs 2488 µs) and the ring from 256 KiB; under load the ring
+ * won from 64 KiB. Hence direct while (N−1)·bytes ≤ 128 KiB.
  */
 function small(ctx: OpContext, bytes: number): boolean {
   return bytes * (ctx.size - 1) <= tuning.ringThresholdBytes || ctx.size === 1;

@@ -10,6 +10,6 @@ function envBytes(name: string, fallback: number): number {
 }
 
 export const tuning = {
-  ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 48 * 1024),
+  ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 128 * 1024),
   segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
 };
