@@ -34,7 +34,8 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
     return;
   }
   const bounds = chunkBounds(words.length, ctx.size);
-  const { n, r, right, left, chunkSegs } = ring(ctx, bounds, Math.max(1, Math.floor(segBytes / 2)));
+  const seg = Math.max(1, Math.floor(segBytes / 2));
+  const { n, r, right, left, chunkSegs } = ring(ctx, bounds, seg);
   for (const [s, e] of chunkSegs(mod(r - 1, n))) ctx.send(right, bytesOf(words.subarray(s, e)));
   // received segments land in `incoming` at their own offsets (no two steps share a chunk)
   const incoming = new Uint16Array(words.length);
@@ -45,10 +46,12 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
       steps.push({ dst: words.subarray(s, e), forward: k < n - 2, last: k === n - 2, done: quiet(ctx.recvInto(left, bytesOf(into)).then(() => into)) });
     }
   }
+  // float32 scratch for one segment, reused by every step
+  const [accAll, gotAll] = [new Float32Array(seg), new Float32Array(seg)];
   for (const st of steps) {
     const got = (await st.done) as Uint16Array;
-    const acc = widenHalf(st.dst, dtype);
-    reduceInto(acc, widenHalf(got, dtype), op);
+    const acc = widenHalf(st.dst, dtype, accAll.subarray(0, got.length));
+    reduceInto(acc, widenHalf(got, dtype, gotAll.subarray(0, got.length)), op);
     if (st.last && op === 'avg') finishAverage(acc, ctx.size);
     narrowHalf(acc, dtype, st.dst);
     if (st.forward) ctx.send(right, bytesOf(st.dst));
