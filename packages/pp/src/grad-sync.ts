@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 
 /**
  * Averages the gradients of `params` over `group` in one all-reduce of a flat buffer (the
@@ -15,13 +15,13 @@ export async function allReduceGradients(params: Tensor[], group: ProcessGroup, 
   flat.fill(0);
   let off = 0;
   for (const p of params) {
-    if (p.grad) flat.set(p.grad.dataSync() as Float32Array, off);
+    if (p.grad) copyTensorInto(p.grad, flat, off);
     off += p.size;
   }
   await group.allReduce(flat, { op: ReduceOp.AVG }).wait();
   off = 0;
   for (const p of params) {
-    p.grad = tf.tensor(flat.slice(off, off + p.size), p.shape); // a copy: the buffer is reused next step
+    p.grad = tensorFromFloat32(flat.subarray(off, off + p.size), p.shape); // a copy: the buffer is reused next step
     off += p.size;
   }
 }

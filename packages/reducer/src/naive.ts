@@ -1,6 +1,6 @@
 import { type ProcessGroup, getDefaultGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
 
 /**
@@ -19,9 +19,9 @@ export class DataParallelNaive<M extends Module = Module> {
       const staging = sharedArray(Float32Array, p.size);
       p.registerPostAccumulateGradHook(async (param) => {
         if (!this.requireSync) return;
-        staging.set(param.grad!.dataSync() as Float32Array);
+        copyTensorInto(param.grad!, staging);
         await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
-        param.grad = tf.tensor(staging.slice(), param.shape);
+        param.grad = tensorFromFloat32(staging, param.shape);
       });
     }
   }
