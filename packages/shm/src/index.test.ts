@@ -1,0 +1,53 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { loadSharedMemory } from './index.js';
+
+const shm = loadSharedMemory();
+const name = () => `/ddp-test-${randomBytes(6).toString('hex')}`;
+
+describe.skipIf(!shm)('shared memory addon', () => {
+  const mem = shm as NonNullable<typeof shm>;
+
+  it('maps the same pages twice and unlinks the name', () => {
+    const n = name();
+    const a = new Int32Array(mem.map(n, 1 << 16));
+    const b = new Int32Array(mem.map(n, 1 << 16));
+    a[100] = 7;
+    expect(b[100]).toBe(7);
+    mem.unlink(n);
+    expect(existsSync(`/dev/shm${n}`)).toBe(false);
+    mem.unlink(n);
+  });
+
+  it('wait times out, returns at once on a changed word, and is woken from another process', async () => {
+    const n = name();
+    const sab = mem.map(n, 4096);
+    const words = new Int32Array(sab);
+    expect(await mem.wait(sab, 0, 0, 20)).toBe(true);
+    expect(await mem.wait(sab, 0, 1, 1000)).toBe(false);
+    const addon = new URL('../build/Release/ddp_shm.node', import.meta.url).pathname;
+    const child = spawn(process.execPath, [
+      '-e',
+      `const m = require(${JSON.stringify(addon)}); const a = new Int32Array(m.map(${JSON.stringify(n)}, 4096)); setTimeout(() => { Atomics.store(a, 1, 5); m.wake(a.buffer, 4); }, 100);`,
+    ]);
+    const timedOut = await mem.wait(sab, 4, 0, 10_000);
+    expect(timedOut).toBe(false);
+    expect(Atomics.load(words, 1)).toBe(5);
+    await new Promise((resolve) => child.on('exit', resolve));
+    mem.unlink(n);
+  });
+
+  it('refuses bad arguments with an error, not a crash', () => {
+    const sab = new SharedArrayBuffer(8);
+    expect(() => mem.wake(sab, 6)).toThrow(/aligned word/);
+    expect(() => mem.wake(sab, 8)).toThrow(/aligned word/);
+    expect(() => mem.map('/ddp-x', 10)).toThrow(/between/);
+  });
+});
+
+// where the install step can build it, it must have been built (else the tests above silently skip)
+it.runIf(process.platform === 'linux' && existsSync('/usr/bin/g++'))('is built on Linux with a compiler', () => {
+  expect(shm).not.toBeNull();
+});

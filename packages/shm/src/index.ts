@@ -1,0 +1,30 @@
+import { createRequire } from 'node:module';
+
+/** The native addon's functions (src/shm.cc). */
+export interface SharedMemory {
+  /** Creates or opens /dev/shm/<name> (name starts with '/'), reserves `bytes` and maps it. */
+  map(name: string, bytes: number): SharedArrayBuffer;
+  /** Removes the name; existing mappings stay valid. Missing names are not an error. */
+  unlink(name: string): void;
+  /** Wakes every waiter, in any process, on the 32-bit word at byteOffset. */
+  wake(sab: SharedArrayBuffer, byteOffset: number): number;
+  /**
+   * Sleeps (on libuv's thread pool, not the caller's thread) while the word at byteOffset
+   * equals `expected`: resolves false when woken or changed, true when timeoutMs passed.
+   */
+  wait(sab: SharedArrayBuffer, byteOffset: number, expected: number, timeoutMs: number): Promise<boolean>;
+}
+
+let loaded: SharedMemory | null | undefined;
+
+/** The addon, or null where it was not built (not Linux, no compiler): callers fall back to sockets. */
+export function loadSharedMemory(): SharedMemory | null {
+  if (loaded === undefined) {
+    try {
+      loaded = createRequire(import.meta.url)('../build/Release/ddp_shm.node') as SharedMemory;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
