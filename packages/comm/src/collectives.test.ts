@@ -7,9 +7,17 @@ interface Summary {
 }
 
 describe('collectives across real processes', () => {
-  for (const worldSize of [2, 3, 4]) {
-    it(`world of ${worldSize}: every collective, op and dtype at sizes 0, 1, 7${worldSize === 4 ? ' and 17 MiB' : ''}`, async () => {
-      const out = await runWorld({ worldSize, script: 'collectives.child.ts', args: worldSize >= 3 ? ['--large'] : [], timeoutMs: 200_000 });
+  // one host: all-reduces go through shared memory when @ddp/shm is built; once more over Unix sockets
+  const worlds = [
+    { worldSize: 2, transport: 'default' },
+    { worldSize: 3, transport: 'default' },
+    { worldSize: 4, transport: 'default' },
+    { worldSize: 3, transport: 'uds' },
+  ];
+  for (const { worldSize, transport } of worlds) {
+    it(`world of ${worldSize} (${transport} transport): every collective, op and dtype at sizes 0, 1, 7${worldSize >= 3 ? ' and 17 MiB' : ''}`, async () => {
+      const env = transport === 'default' ? {} : { DDP_TRANSPORT: transport };
+      const out = await runWorld({ worldSize, script: 'collectives.child.ts', args: worldSize >= 3 ? ['--large'] : [], timeoutMs: 200_000, env });
       expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
       for (const o of out) {
         const s = o.results[0] as Summary;

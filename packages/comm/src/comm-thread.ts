@@ -96,8 +96,8 @@ export class CommThread {
     await this.call({ type: 'connect', addrs, timeoutMs });
   }
 
-  addGroup(groupId: number, ranks: number[]): void {
-    this.worker.postMessage({ type: 'group', groupId, ranks } satisfies ToWorker);
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
+    this.worker.postMessage({ type: 'group', groupId, ranks, shm } satisfies ToWorker);
   }
 
   /** Submits an op; resolves when the worker has completed it. */

@@ -1,5 +1,7 @@
+import type { SharedMemory } from '@ddp/shm';
 import { type CommError, deserializeError } from './errors.js';
 import { type MeshOptions, type PeerAddress, PeerMesh } from './transport/peer-mesh.js';
+import { Lane } from './transport/shm-lane.js';
 import { Executor } from './worker/executor.js';
 import type { FromWorker, OpRequest, OpResult } from './worker/protocol.js';
 
@@ -16,9 +18,9 @@ export class MainRunner {
   private nextId = 1;
   private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
 
-  constructor(opts: MeshOptions) {
+  constructor(opts: MeshOptions, mem: SharedMemory | null) {
     this.mesh = new PeerMesh({ ...opts, heartbeat: false });
-    this.executor = new Executor(this.mesh, (m) => this.onDone(m));
+    this.executor = new Executor(this.mesh, (m) => this.onDone(m), mem, Lane.Main);
   }
 
   private onDone(m: FromWorker): void {
@@ -38,8 +40,8 @@ export class MainRunner {
     return this.mesh.connect(addrs, timeoutMs);
   }
 
-  addGroup(groupId: number, ranks: number[]): void {
-    this.executor.addGroup(groupId, ranks);
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
+    this.executor.addGroup(groupId, ranks, shm);
   }
 
   run(req: Omit<OpRequest, 'type' | 'id'>): Promise<OpResult | undefined> {

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import type { SharedMemory } from '@ddp/shm';
 import { CommThread } from './comm-thread.js';
 import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
@@ -10,6 +12,7 @@ import { PrefixStore } from './store/prefix-store.js';
 import { decodeText, type Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
 import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
+import { mapSegment, sharedMemory } from './transport/shm-lane.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -32,6 +35,11 @@ interface World {
   timeoutMs: number;
   nextGroupId: number;
   wireStats: SharedArrayBuffer;
+  /** Every rank's comm-thread address (host ids, shared-memory keys). */
+  addrs: PeerAddress[];
+  mem: SharedMemory | null;
+  /** Shared-memory names this rank mapped (unlinked again at destroy, in case a peer never attached). */
+  shmNames: string[];
 }
 
 let world: World | null = null;
@@ -73,14 +81,17 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
     const meshOpts = { rank, worldSize, secret: env.secret, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
     const wireStats = new SharedArrayBuffer(32);
+    const mem = sharedMemory();
     const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats });
-    const main = new MainRunner({ ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread });
+    const main = new MainRunner({ ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread }, mem);
+    let addrs: PeerAddress[] = [];
     try {
       const mainAddress = await main.listen(bindHost);
-      await rdv.set(`addr/${rank}`, JSON.stringify(address));
+      await rdv.set(`addr/${rank}`, JSON.stringify({ ...address, shm: mem ? randomBytes(8).toString('hex') : null }));
       await rdv.set(`mainaddr/${rank}`, JSON.stringify(mainAddress));
       const read = (key: string) => Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`${key}/${r}`)), r)));
-      const [addrs, mainAddrs] = await Promise.all([read('addr'), read('mainaddr')]);
+      let mainAddrs: PeerAddress[];
+      [addrs, mainAddrs] = await Promise.all([read('addr'), read('mainaddr')]);
       await Promise.all([thread.connect(addrs, timeoutMs), main.connect(mainAddrs, timeoutMs)]);
     } catch (e) {
       await Promise.all([thread.close(), main.close()]);
@@ -90,11 +101,10 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     thread.onPoisoned = (groupId, err) => main.executor.adoptPoison(groupId, err);
     main.executor.onPoison = (groupId, err) => thread.poison(groupId, err);
     const ranks = Array.from({ length: worldSize }, (_, r) => r);
-    thread.addGroup(0, ranks);
-    main.addGroup(0, ranks);
     const staging = new StagingPool();
     const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);
-    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats };
+    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats, addrs, mem, shmNames: [] };
+    addGroup(world, 0, ranks);
     return group;
   } catch (e) {
     if (ownsStore) await store.close();
@@ -123,6 +133,7 @@ export async function destroyProcessGroup(): Promise<void> {
   if (!w) return;
   await w.main.close();
   await w.thread.close();
+  for (const name of w.shmNames) w.mem?.unlink(name);
   if (w.ownsStore) await w.store.close();
 }
 
@@ -166,9 +177,26 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const id = w.nextGroupId++;
   const me = w.group.ranks[w.group.rank] as number;
   if (!members.includes(me)) return null;
-  w.thread.addGroup(id, members);
-  w.main.addGroup(id, members);
+  addGroup(w, id, members);
   return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), opts.timeoutMs === undefined ? w.timeoutMs : checkTimeout(opts.timeoutMs, 'newGroup'));
+}
+
+/**
+ * Announces a group to both executors, with a shared-memory segment when every member has
+ * the addon and all share this host (named after the lowest member's key, so all agree).
+ */
+function addGroup(w: World, id: number, members: number[]): void {
+  const peers = members.map((r) => w.addrs[r] as PeerAddress);
+  const first = peers[0] as PeerAddress;
+  const local = w.mem && members.length > 1 && peers.every((a) => a.shm && a.hostId === first.hostId);
+  let shm: SharedArrayBuffer | null = null;
+  if (local && w.mem) {
+    const name = `/ddp-${first.shm}-${id}`;
+    shm = mapSegment(w.mem, name, members.length);
+    w.shmNames.push(name);
+  }
+  w.thread.addGroup(id, members, shm);
+  w.main.addGroup(id, members, shm);
 }
 
 /**

@@ -27,6 +27,8 @@ describe.skipIf(!shm)('shared memory addon', () => {
     const words = new Int32Array(sab);
     expect(await mem.wait(sab, 0, 0, 20)).toBe(true);
     expect(await mem.wait(sab, 0, 1, 1000)).toBe(false);
+    expect(mem.waitSync(sab, 0, 0, 5)).toBe(true);
+    expect(mem.waitSync(sab, 0, 1, 1000)).toBe(false);
     const addon = new URL('../build/Release/ddp_shm.node', import.meta.url).pathname;
     const child = spawn(process.execPath, [
       '-e',
@@ -37,6 +39,34 @@ describe.skipIf(!shm)('shared memory addon', () => {
     expect(Atomics.load(words, 1)).toBe(5);
     await new Promise((resolve) => child.on('exit', resolve));
     mem.unlink(n);
+  });
+
+  it('reduce gives bit-identical results to the JavaScript loops, NaN, infinities and int32 wrap-around included', () => {
+    const js: Record<number, (a: number, b: number) => number> = {
+      0: (a, b) => a + b,
+      1: (a, b) => a * b,
+      2: (a, b) => (a > b || Number.isNaN(a) ? a : b),
+      3: (a, b) => (a < b || Number.isNaN(a) ? a : b),
+    };
+    const jsInt: Record<number, (a: number, b: number) => number> = { ...js, 0: (a, b) => (a + b) | 0, 1: (a, b) => Math.imul(a, b) };
+    const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 0, 3.5e38, 2 ** 31 - 1, -(2 ** 31)];
+    let seed = 1;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 - 0.5) * 2 ** ((seed % 40) - 10);
+    for (const C of [Float32Array, Float64Array, Int32Array]) {
+      const n = 1031;
+      const src = C.from({ length: n }, (_, i) => (i < special.length ? (special[i] as number) : rand()));
+      const base = C.from({ length: n }, (_, i) => (i < special.length ? (special[(i + 3) % special.length] as number) : rand()));
+      for (const op of [0, 1, 2, 3] as const) {
+        const got = base.slice();
+        mem.reduce(got, src, op);
+        const want = base.slice();
+        const f = C === Int32Array ? jsInt[op] : js[op];
+        for (let i = 0; i < n; i++) want[i] = (f as (a: number, b: number) => number)(want[i] as number, src[i] as number);
+        expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${C.name} op ${op}`).toBe(true);
+      }
+    }
+    expect(() => mem.reduce(new Float32Array(2), new Float32Array(3), 0)).toThrow(/lengths/);
+    expect(() => mem.reduce(new Float32Array(2), new Float64Array(2) as unknown as Float32Array, 0)).toThrow(/reduce/);
   });
 
   it('refuses bad arguments with an error, not a crash', () => {

@@ -13,6 +13,13 @@ export interface SharedMemory {
    * equals `expected`: resolves false when woken or changed, true when timeoutMs passed.
    */
   wait(sab: SharedArrayBuffer, byteOffset: number, expected: number, timeoutMs: number): Promise<boolean>;
+  /** As wait, blocking the calling thread (a wake-up costs one context switch, not three). */
+  waitSync(sab: SharedArrayBuffer, byteOffset: number, expected: number, timeoutMs: number): boolean;
+  /**
+   * dst[i] = dst[i] ⊕ src[i] (op 0 sum, 1 product, 2 max, 3 min) in vectorised C: the same
+   * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster.
+   */
+  reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3): void;
 }
 
 let loaded: SharedMemory | null | undefined;

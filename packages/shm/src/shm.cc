@@ -83,6 +83,71 @@ void Wake(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(static_cast<double>(n < 0 ? 0 : n));
 }
 
+// Sleeps until the word is not `expected` or woken, at most timeoutMs; true when the time ran out.
+bool FutexWait(int32_t* word, int32_t expected, double timeoutMs) {
+  double ms = timeoutMs < 0 ? 0 : timeoutMs;
+  time_t sec = static_cast<time_t>(ms / 1000);
+  timespec ts{sec, static_cast<long>((ms - 1000.0 * static_cast<double>(sec)) * 1e6)};
+  long r = syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+  return r != 0 && errno == ETIMEDOUT;
+}
+
+// waitSync(sab, byteOffset, expected, timeoutMs): as wait, but blocks the calling thread.
+void WaitSync(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  int32_t* word = WordOf(args, "waitSync");
+  if (!word) return;
+  if (!args[2]->IsInt32() || !args[3]->IsNumber()) return ThrowError(iso, "waitSync(sab, byteOffset, expected, timeoutMs)");
+  args.GetReturnValue().Set(FutexWait(word, args[2].As<Int32>()->Value(), args[3].As<Number>()->Value()));
+}
+
+// The elements of a typed array (SharedArrayBuffer-backed or not).
+template <typename T>
+T* ElementsOf(Local<Value> v) {
+  Local<ArrayBufferView> view = v.As<ArrayBufferView>();
+  return reinterpret_cast<T*>(static_cast<char*>(view->Buffer()->Data()) + view->ByteOffset());
+}
+
+// dst[i] = dst[i] op src[i], with the semantics of @ddp/comm's reduceInto: NaN propagates
+// through max/min; float32 results equal JavaScript's (one rounding either way).
+template <typename T>
+void ReduceFloat(T* d, const T* s, size_t n, int op) {
+  switch (op) {
+    case 0: for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i]; break;
+    case 1: for (size_t i = 0; i < n; i++) d[i] = d[i] * s[i]; break;
+    case 2: for (size_t i = 0; i < n; i++) d[i] = (d[i] > s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
+    case 3: for (size_t i = 0; i < n; i++) d[i] = (d[i] < s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
+  }
+}
+
+// int32 sums and products wrap, like JavaScript's `| 0` and Math.imul
+void ReduceInt32(int32_t* d, const int32_t* s, size_t n, int op) {
+  auto* u = reinterpret_cast<uint32_t*>(d);
+  auto* v = reinterpret_cast<const uint32_t*>(s);
+  switch (op) {
+    case 0: for (size_t i = 0; i < n; i++) u[i] = u[i] + v[i]; break;
+    case 1: for (size_t i = 0; i < n; i++) u[i] = u[i] * v[i]; break;
+    case 2: for (size_t i = 0; i < n; i++) d[i] = d[i] > s[i] ? d[i] : s[i]; break;
+    case 3: for (size_t i = 0; i < n; i++) d[i] = d[i] < s[i] ? d[i] : s[i]; break;
+  }
+}
+
+// reduce(dst, src, op): op 0 sum, 1 product, 2 max, 3 min; dst and src of one type and length.
+void Reduce(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  Local<Value> d = args[0], s = args[1];
+  bool f32 = d->IsFloat32Array() && s->IsFloat32Array();
+  bool f64 = d->IsFloat64Array() && s->IsFloat64Array();
+  bool i32 = d->IsInt32Array() && s->IsInt32Array();
+  if (!(f32 || f64 || i32) || !args[2]->IsUint32()) return ThrowError(iso, "reduce(dst, src, op): two Float32Array, Float64Array or Int32Array and an op code");
+  size_t n = d.As<TypedArray>()->Length();
+  uint32_t op = args[2].As<Uint32>()->Value();
+  if (s.As<TypedArray>()->Length() != n || op > 3) return ThrowError(iso, "reduce: lengths differ or op code is not 0–3");
+  if (f32) ReduceFloat(ElementsOf<float>(d), ElementsOf<float>(s), n, op);
+  else if (f64) ReduceFloat(ElementsOf<double>(d), ElementsOf<double>(s), n, op);
+  else ReduceInt32(ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
+}
+
 struct WaitJob {
   uv_work_t req;
   Isolate* iso;
@@ -117,10 +182,7 @@ void Wait(const FunctionCallbackInfo<Value>& args) {
       node::GetCurrentEventLoop(iso), &job->req,
       [](uv_work_t* req) {
         auto* j = static_cast<WaitJob*>(req->data);
-        double ms = j->timeoutMs < 0 ? 0 : j->timeoutMs;
-        timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>((ms - 1000.0 * static_cast<double>(static_cast<time_t>(ms / 1000))) * 1e6)};
-        long r = syscall(SYS_futex, j->word, FUTEX_WAIT, j->expected, &ts, nullptr, 0);
-        j->timedOut = r != 0 && errno == ETIMEDOUT;
+        j->timedOut = FutexWait(j->word, j->expected, j->timeoutMs);
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<WaitJob> j(static_cast<WaitJob*>(req->data));
@@ -143,4 +205,6 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   set("unlink", Unlink);
   set("wake", Wake);
   set("wait", Wait);
+  set("waitSync", WaitSync);
+  set("reduce", Reduce);
 }

@@ -19,6 +19,8 @@ export interface PeerAddress {
   uds: string | null;
   /** Hostname + network namespace + boot id: equal ids can use the Unix socket. */
   hostId: string;
+  /** Names this rank's shared-memory segments; null when it has no shared memory (shm-lane.ts). */
+  shm?: string | null;
 }
 
 export interface MeshOptions {

@@ -1,6 +1,8 @@
 import { chainBroadcast, ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
 import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, sendSized } from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
+import { shmAllReduce } from '../algorithms/shm.js';
+import type { ShmLane } from '../transport/shm-lane.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, viewAs } from '../dtypes.js';
@@ -47,6 +49,13 @@ async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
     await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
   }
   done();
+}
+
+/** allReduce over the group's shared memory (all ranks on one host). */
+export async function shmAllReduceOp(ctx: OpContext, lane: ShmLane, req: OpRequest): Promise<undefined> {
+  const data = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length);
+  await shmAllReduce(ctx, lane, data, req.reduceOp, isHalf(req.dtype) ? req.dtype : null);
+  return undefined;
 }
 
 async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {

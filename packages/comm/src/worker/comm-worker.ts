@@ -1,6 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import { deserializeError, serializeError } from '../errors.js';
 import { PeerMesh, wireCounterViews } from '../transport/peer-mesh.js';
+import { Lane, sharedMemory } from '../transport/shm-lane.js';
 import { Executor } from './executor.js';
 import type { FromWorker, ToWorker } from './protocol.js';
 
@@ -16,7 +17,7 @@ port.on('message', (msg: ToWorker) => {
     case 'init': {
       const { rank, worldSize, secret, hostId, forceTcp } = msg;
       mesh = new PeerMesh({ rank, worldSize, secret, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread });
-      executor = new Executor(mesh, post);
+      executor = new Executor(mesh, post, sharedMemory(), Lane.Comm);
       executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(
         (address) => post({ type: 'listening', address }),
@@ -31,7 +32,7 @@ port.on('message', (msg: ToWorker) => {
       );
       return;
     case 'group':
-      executor?.addGroup(msg.groupId, msg.ranks);
+      executor?.addGroup(msg.groupId, msg.ranks, msg.shm);
       return;
     case 'op':
       executor?.submit(msg);

@@ -2,7 +2,11 @@ import { CollectiveMismatchError, CommError, serializeError } from '../errors.js
 import { DTYPE_CODE, OP_CODE, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
 import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
-import { runCollective } from './collectives.js';
+import { availableParallelism } from 'node:os';
+import type { SharedMemory } from '@ddp/shm';
+import { type Lane, ShmLane } from '../transport/shm-lane.js';
+import { runCollective, shmAllReduceOp } from './collectives.js';
+import { tuning } from './tuning.js';
 import { GroupState } from './group-state.js';
 import { describe, OpContext } from './op-context.js';
 import type { FromWorker, OpRequest, OpResult } from './protocol.js';
@@ -26,6 +30,8 @@ export class Executor {
   constructor(
     private readonly mesh: PeerMesh,
     private readonly post: (m: FromWorker) => void,
+    private readonly mem: SharedMemory | null,
+    private readonly lane: Lane,
   ) {
     mesh.onPeerLost = (peer, err) => {
       for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.poison(g, err);
@@ -74,8 +80,12 @@ export class Executor {
     if (g && !g.failure) this.poison(g, err, false);
   }
 
-  addGroup(groupId: number, ranks: number[]): void {
-    const g = new GroupState(groupId, ranks, ranks.indexOf(this.mesh.opts.rank));
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
+    const rank = ranks.indexOf(this.mesh.opts.rank);
+    // ranks that outnumber the cores must not spin: a spinning rank holds the core its peer needs
+    const spinMs = ranks.length > availableParallelism() ? 0 : tuning.shmSpinMs[this.lane];
+    const lane = shm && this.mem ? new ShmLane(this.mem, shm, ranks.length, rank, this.lane, { spinMs, blockMs: tuning.shmBlockMs }) : null;
+    const g = new GroupState(groupId, ranks, rank, lane);
     this.groups.set(groupId, g);
     for (const r of ranks) if (this.mesh.isLost(r)) this.poison(g, this.mesh.mailboxes[r]?.failure as CommError);
     const early = this.earlyAborts.get(groupId);
@@ -194,7 +204,8 @@ export class Executor {
         seq: req.seq,
         root: req.root,
       });
-      const result = await runCollective(ctx, req);
+      g.shm?.record(ctx.fp);
+      const result = g.shm && req.op === 'allReduce' ? await shmAllReduceOp(ctx, g.shm, req) : await runCollective(ctx, req);
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {

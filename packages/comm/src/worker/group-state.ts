@@ -1,4 +1,5 @@
 import type { CommError } from '../errors.js';
+import type { ShmLane } from '../transport/shm-lane.js';
 
 /** Worker-side state of one process group: its members and the failure that poisoned it. */
 export class GroupState {
@@ -17,6 +18,8 @@ export class GroupState {
     readonly ranks: readonly number[],
     /** This process's rank within the group. */
     readonly rank: number,
+    /** This thread's lane of the group's shared memory, when all members share a host. */
+    readonly shm: ShmLane | null,
   ) {}
 
   get size(): number {

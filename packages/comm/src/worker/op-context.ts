@@ -33,7 +33,7 @@ export class OpContext {
     readonly group: GroupState,
     readonly fp: Fingerprint,
     private readonly kind: FrameKind.Data | FrameKind.P2P,
-    private readonly deadline: number,
+    readonly deadline: number,
     /** Called on a mismatch so the whole group hears about it. */
     private readonly onMismatch: (err: CollectiveMismatchError) => void,
     /** Asks the group which ranks have not reached this collective (global ranks). */
@@ -136,7 +136,7 @@ export class OpContext {
   }
 
   /** Raises a mismatch unless the header carries this op's fingerprint. */
-  check(h: FrameHeader, from: number): void {
+  check(h: Fingerprint, from: number): void {
     if (!sameFingerprint(h, this.fp)) this.mismatch(this.group.ranks[from] as number, h);
   }
 
@@ -149,10 +149,11 @@ export class OpContext {
     });
   }
 
-  /** Raises (and announces) a mismatch with what a peer sent. */
-  mismatch(peerGlobal: number, theirs: Fingerprint): never {
+  /** Raises (and announces) a mismatch with what a peer sent (or a description of it). */
+  mismatch(peerGlobal: number, theirs: Fingerprint | string): never {
     const me = this.mesh.opts.rank;
-    const err = new CollectiveMismatchError(`rank ${me} called ${this.name} but rank ${peerGlobal} called ${describe(theirs)}`, {
+    const what = typeof theirs === 'string' ? theirs : describe(theirs);
+    const err = new CollectiveMismatchError(`rank ${me} called ${this.name} but rank ${peerGlobal} called ${what}`, {
       rank: me,
       ranks: [me, peerGlobal],
       op: OP_NAME[this.fp.op],

@@ -26,6 +26,8 @@ export interface GroupRequest {
   type: 'group';
   groupId: number;
   ranks: number[];
+  /** The group's shared-memory segment when all its ranks share a host (shm-lane.ts). */
+  shm: SharedArrayBuffer | null;
 }
 
 /** One point-to-point transfer of a batch (isend/irecv); peer is a group rank. */

@@ -12,4 +12,12 @@ function envBytes(name: string, fallback: number): number {
 export const tuning = {
   ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 128 * 1024),
   segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
+  /**
+   * Shared-memory waits (shm-lane.ts) spin for spinMs [comm lane, main lane], then block on
+   * a futex for up to blockMs, then sleep on the thread pool. Measured (apps/bench comm, 4 KiB,
+   * 2 ranks): ... The main thread runs only small collectives, whose peers are usually
+   * microseconds away; the comm thread spins little, its cores are busy with backward.
+   */
+  shmSpinMs: [envBytes('DDP_SHM_SPIN_MS', 0.05), envBytes('DDP_SHM_SPIN_MS', 1)] as const,
+  shmBlockMs: envBytes('DDP_SHM_BLOCK_MS', 2),
 };

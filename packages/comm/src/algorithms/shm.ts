@@ -1,0 +1,56 @@
+import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
+import { narrowHalf, widenHalf } from '../half.js';
+import { finishAverage, reduceInto } from '../reduce.js';
+import type { ShmLane } from '../transport/shm-lane.js';
+import type { OpContext } from '../worker/op-context.js';
+import { chunkBounds } from './partition.js';
+
+type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
+
+/**
+ * All-reduce through a shared segment, in pieces of one slot. Every rank copies its piece
+ * into its slot (all but the chunk it owns, which only it reads); reduces the chunk it owns
+ * from every slot into its own data and publishes the result in its slot; then copies every
+ * other owner's result out. Each element is reduced once, by its owner, so all ranks get
+ * identical results; per piece a rank copies (N−1)/N in, 1/N back and (N−1)/N out, with
+ * no sockets and no kernel copies. Half-precision words are reduced in float32, rounded once.
+ */
+export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArray, op: ReduceOp, half: HalfDtype | null): Promise<void> {
+  await lane.meet(ctx);
+  const n = lane.size;
+  const me = lane.rank;
+  const C = data.constructor as Ctor;
+  const cap = Math.floor(lane.slotBytes / data.BYTES_PER_ELEMENT);
+  for (let start = 0; start < data.length; start += cap) {
+    const piece = data.subarray(start, Math.min(data.length, start + cap));
+    const b = chunkBounds(piece.length, n);
+    const chunk = (a: CommArray, r: number) => a.subarray(b[r], b[r + 1]);
+    const set = lane.nextSet();
+    const slots = Array.from({ length: n }, (_, r) => {
+      const s = lane.slot(set, r);
+      return new C(s.buffer, s.byteOffset, piece.length);
+    });
+    const mine = slots[me] as CommArray;
+    for (let r = 0; r < n; r++) if (r !== me) chunk(mine, r).set(chunk(piece, r));
+    await lane.step(ctx);
+    const inputs = slots.map((s, r) => chunk(r === me ? piece : s, me));
+    const own = chunk(piece, me);
+    if (half) reduceHalves(inputs, own as Uint16Array, n, op, half);
+    else {
+      for (let r = 0; r < n; r++) if (r !== me) reduceInto(own as NumArray, inputs[r] as NumArray, op);
+      if (op === 'avg') finishAverage(own as NumArray, n);
+    }
+    chunk(mine, me).set(own);
+    await lane.step(ctx);
+    for (let r = 0; r < n; r++) if (r !== me) chunk(piece, r).set(chunk(slots[r] as CommArray, r));
+  }
+}
+
+/** Widens every rank's chunk to float32, reduces in rank order, rounds once into `out`. */
+function reduceHalves(inputs: CommArray[], out: Uint16Array, n: number, op: ReduceOp, dtype: HalfDtype): void {
+  const acc = widenHalf(inputs[0] as Uint16Array, dtype);
+  const scratch = new Float32Array(acc.length);
+  for (let r = 1; r < n; r++) reduceInto(acc, widenHalf(inputs[r] as Uint16Array, dtype, scratch), op);
+  if (op === 'avg') finishAverage(acc, n);
+  narrowHalf(acc, dtype, out);
+}
