@@ -1,8 +1,9 @@
 /**
  * `pnpm bench comm`: all-reduce sweep of @ddp/comm (4 KiB–64 MiB, 2 and 4 ranks) against
  * Gloo (PyTorch's CPU backend, when /usr/bin/python3 imports torch), same sizes, same run.
- * Also measures the direct (one-round) and ring algorithms on their own to place the
- * switch-over. Writes results/comm.{json,md,png}.
+ * The default transport (shared memory between the ranks of a host when @ddp/shm is built)
+ * and Unix sockets alone; over sockets, the direct (one-round) and ring algorithms each on
+ * their own, to place the switch-over. Writes results/comm.{json,md,png}.
  *
  *   node --conditions=source --import tsx apps/bench/src/comm.ts [--quick]
  *
@@ -10,6 +11,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { loadSharedMemory } from '@ddp/shm';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
@@ -20,6 +22,7 @@ interface Sample {
 }
 
 const KiB = 1024;
+const native = loadSharedMemory() !== null;
 const quick = process.argv.includes('--quick');
 const SIZES = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
 const WORLDS = [2, 4];
@@ -34,9 +37,10 @@ async function rankMain(): Promise<void> {
   const pg = await initProcessGroup({ timeoutMs: 120_000 });
   for (const bytes of sizes) {
     const buf = sharedArray(Float32Array, bytes / 4).fill(1);
-    await pg.allReduce(buf).wait();
-    await pg.barrier().wait();
     const n = itersFor(bytes);
+    // warm-up (JIT tiers, first-touch pages) as long as the timed loop, for Gloo too
+    for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
+    await pg.barrier().wait();
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
     const us = Number(process.hrtime.bigint() - t0) / 1e3 / n;
@@ -57,8 +61,9 @@ torch.set_num_threads(1)
 dist.init_process_group('gloo', rank=rank, world_size=world)
 for b in [int(x) for x in sys.argv[1].split(',')]:
     t = torch.ones(b // 4, dtype=torch.float32)
-    dist.all_reduce(t); dist.barrier()
     n = max(3, min(300, round(128 * 1024 * 1024 / b)))
+    for _ in range(n): dist.all_reduce(t)
+    dist.barrier()
     s = time.perf_counter()
     for _ in range(n): dist.all_reduce(t)
     us = (time.perf_counter() - s) / n * 1e6
@@ -91,15 +96,17 @@ async function main(): Promise<void> {
       console.log(`round ${round + 1}/${ROUNDS}, world ${world}: @ddp/comm${torch ? `, gloo (torch ${torch})` : ''}, direct vs ring …`);
       add('ddp', world, await runDdp(world, SIZES));
       if (torch) add('gloo', world, await runGloo(world, SIZES));
-      // the switch-over: each algorithm forced over the sizes around it
+      // the socket transport on its own, and its switch-over: each algorithm forced around it
+      const uds = { DDP_TRANSPORT: 'uds' };
+      add('ddp-uds', world, await runDdp(world, SIZES, uds));
       const around = SIZES.filter((b) => b <= 4096 * KiB);
-      add('ddp-direct', world, await runDdp(world, around, { DDP_RING_THRESHOLD_BYTES: String(2 ** 40) }));
-      add('ddp-ring', world, await runDdp(world, around, { DDP_RING_THRESHOLD_BYTES: '1' }));
+      add('ddp-direct', world, await runDdp(world, around, { ...uds, DDP_RING_THRESHOLD_BYTES: String(2 ** 40) }));
+      add('ddp-ring', world, await runDdp(world, around, { ...uds, DDP_RING_THRESHOLD_BYTES: '1' }));
     }
   }
   const find = (impl: string, world: number, bytes: number) => samples.find((s) => s.impl === impl && s.world === world && s.bytes === bytes);
   const rows = samples
-    .filter((s) => s.impl === 'ddp' || s.impl === 'gloo')
+    .filter((s) => s.impl === 'ddp' || s.impl === 'ddp-uds' || s.impl === 'gloo')
     .map((s) => {
       const gloo = find('gloo', s.world, s.bytes);
       return {
@@ -110,7 +117,7 @@ async function main(): Promise<void> {
         latencyUs: Math.round(s.us),
         busGBs: Number(busBandwidth(s).toFixed(3)),
         // Gloo's time over ours: > 1 means @ddp/comm is faster (same factor for bus bandwidth)
-        speedupVsGloo: s.impl === 'ddp' && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
+        speedupVsGloo: s.impl !== 'gloo' && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
         series: `${s.impl} × ${s.world}`,
       };
     });
@@ -123,7 +130,8 @@ async function main(): Promise<void> {
   const notes = [
     `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ${process.version}); bus bandwidth = 2(N−1)/N · bytes / time; best of ${ROUNDS} alternating round(s).`,
     torch ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.` : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
-    'Switch-over between the direct (one-round) and ring algorithms, each forced:',
+    `ddp: the default transport (${native ? 'shared memory between ranks of this host, @ddp/shm built' : '@ddp/shm not built: Unix sockets'}); ddp-uds: Unix sockets (DDP_TRANSPORT=uds).`,
+    'Switch-over between the direct (one-round) and ring algorithms over sockets, each forced:',
     ...crossover,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');

@@ -51,7 +51,10 @@ describe.skipIf(!shm)('shared memory addon', () => {
     const jsInt: Record<number, (a: number, b: number) => number> = { ...js, 0: (a, b) => (a + b) | 0, 1: (a, b) => Math.imul(a, b) };
     const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 0, 3.5e38, 2 ** 31 - 1, -(2 ** 31)];
     let seed = 1;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 - 0.5) * 2 ** ((seed % 40) - 10);
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return (seed / 2 ** 31 - 0.5) * 2 ** ((seed % 40) - 10);
+    };
     for (const C of [Float32Array, Float64Array, Int32Array]) {
       const n = 1031;
       const src = C.from({ length: n }, (_, i) => (i < special.length ? (special[i] as number) : rand()));

@@ -16,10 +16,8 @@ import type { Fingerprint } from './frame.js';
  * and futex-woken on every publish) · progress, one line per (lane, rank) · fingerprint
  * table, TABLE entries per rank · data, per lane: 2 sets × size slots.
  */
-export const enum Lane {
-  Comm = 0,
-  Main = 1,
-}
+export const Lane = { Comm: 0, Main: 1 } as const;
+export type Lane = (typeof Lane)[keyof typeof Lane];
 
 const LINE = 64;
 const TABLE = 256;
@@ -38,7 +36,7 @@ function layout(size: number) {
   const progress = bells + size * LINE;
   const table = progress + 2 * size * LINE;
   const data = table + size * TABLE * ENTRY_WORDS * 4;
-  const lanes = SLOT_BYTES.map((slot, i) => data + (i === 0 ? 0 : 2 * size * SLOT_BYTES[0]));
+  const lanes = [data, data + 2 * size * SLOT_BYTES[0]];
   return { bells, progress, table, lanes, total: (lanes[1] as number) + 2 * size * SLOT_BYTES[1] };
 }
 
@@ -116,15 +114,12 @@ export class ShmLane {
 
   /** Waits until every peer has started collective fp.seq, and checks they all called fp. */
   async meet(ctx: OpContext): Promise<void> {
-    const fp = ctx.fp;
-    for (let r = 0; r < this.size; r++) {
-      if (r === this.rank) continue;
-      let theirs = null as ReturnType<ShmLane['fingerprintOf']>;
-      await this.until(r, () => (theirs = this.fingerprintOf(r, fp.seq)) !== null, ctx);
-      const t = theirs as unknown as Fingerprint | 'passed';
-      const peer = ctx.group.ranks[r] as number;
-      if (t === 'passed') ctx.mismatch(peer, `something else at seq ${fp.seq} (it has gone past it)`);
-      ctx.check({ ...t, seq: fp.seq }, r);
+    const seq = ctx.fp.seq;
+    const absent = () => this.peers().filter((r) => this.fingerprintOf(r, seq) === null);
+    for (const r of this.peers()) {
+      const theirs = await this.until(r, () => this.fingerprintOf(r, seq), ctx, absent);
+      if (theirs === 'passed') ctx.mismatch(ctx.group.ranks[r] as number, `something else at seq ${seq} (it has gone past it)`);
+      ctx.check(theirs, r);
     }
   }
 
@@ -133,9 +128,13 @@ export class ShmLane {
     const target = ++this.gen;
     Atomics.store(this.words, this.progress(this.rank), target);
     this.ring();
-    for (let r = 0; r < this.size; r++) {
-      if (r !== this.rank) await this.until(r, () => Atomics.load(this.words, this.progress(r)) >= target, ctx);
-    }
+    const reached = (r: number) => Atomics.load(this.words, this.progress(r)) >= target;
+    const behind = () => this.peers().filter((r) => !reached(r));
+    for (const r of this.peers()) await this.until(r, () => (reached(r) ? true : null), ctx, behind);
+  }
+
+  private peers(): number[] {
+    return Array.from({ length: this.size }, (_, r) => r).filter((r) => r !== this.rank);
   }
 
   /** The data set for the next piece: sets alternate, so writing one never races readers of the other. */
@@ -150,23 +149,29 @@ export class ShmLane {
   }
 
   /**
-   * Waits for `ready()` about peer r: spins briefly (the peer is often microseconds away),
-   * then sleeps on its bell — blocking this thread for up to blockMs (a futex wake-up is one
-   * context switch), then on the thread pool so this thread's event loop runs — checking the
-   * group's failure and the op's deadline between sleeps.
+   * Waits until `probe()` about peer r gives a value: spins briefly (the peer is often
+   * microseconds away), then sleeps on its bell — blocking this thread for up to blockMs (a
+   * futex wake-up is one context switch), then on the thread pool so this thread's event
+   * loop runs — checking the group's failure and the op's deadline between sleeps. A
+   * timeout names the group ranks `missing()` returns.
    */
-  private async until(r: number, ready: () => boolean, ctx: OpContext): Promise<void> {
-    if (ready()) return;
+  private async until<T>(r: number, probe: () => T | null, ctx: OpContext, missing: () => number[]): Promise<T> {
+    const first = probe();
+    if (first !== null) return first;
     const spinEnd = performance.now() + this.waits.spinMs;
-    while (performance.now() < spinEnd) if (ready()) return;
+    while (performance.now() < spinEnd) {
+      const v = probe();
+      if (v !== null) return v;
+    }
     const blockEnd = performance.now() + this.waits.blockMs;
     const at = this.bell(r);
     for (;;) {
       const bell = Atomics.load(this.words, at);
-      if (ready()) return;
+      const v = probe();
+      if (v !== null) return v;
       if (ctx.group.failure) throw ctx.group.failure;
       const left = ctx.deadline - Date.now();
-      if (left <= 0) throw ctx.timeoutError([ctx.group.ranks[r] as number]);
+      if (left <= 0) throw ctx.timeoutError(missing().map((p) => ctx.group.ranks[p] as number));
       const block = blockEnd - performance.now();
       if (block > 0) this.mem.waitSync(this.sab, at * 4, bell, Math.min(block, left));
       else await this.mem.wait(this.sab, at * 4, bell, Math.min(left, 50));
