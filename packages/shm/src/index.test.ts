@@ -55,10 +55,16 @@ describe.skipIf(!shm)('shared memory addon', () => {
       seed = (seed * 1103515245 + 12345) % 2 ** 31;
       return (seed / 2 ** 31 - 0.5) * 2 ** ((seed % 40) - 10);
     };
-    for (const C of [Float32Array, Float64Array, Int32Array]) {
+    const ctors: (new (n: number) => Float32Array | Float64Array | Int32Array)[] = [Float32Array, Float64Array, Int32Array];
+    for (const C of ctors) {
       const n = 1031;
-      const src = C.from({ length: n }, (_, i) => (i < special.length ? (special[i] as number) : rand()));
-      const base = C.from({ length: n }, (_, i) => (i < special.length ? (special[(i + 3) % special.length] as number) : rand()));
+      const make = (value: (i: number) => number) => {
+        const a = new C(n);
+        for (let i = 0; i < n; i++) a[i] = value(i);
+        return a;
+      };
+      const src = make((i) => (i < special.length ? (special[i] as number) : rand()));
+      const base = make((i) => (i < special.length ? (special[(i + 3) % special.length] as number) : rand()));
       for (const op of [0, 1, 2, 3] as const) {
         const got = base.slice();
         mem.reduce(got, src, op);
