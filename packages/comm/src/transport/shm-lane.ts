@@ -169,7 +169,9 @@ export class ShmLane {
       const bell = Atomics.load(this.words, at);
       const v = probe();
       if (v !== null) return v;
-      if (ctx.group.failure) throw ctx.group.failure;
+      // a peer that left cleanly poisons nothing, but cannot arrive either
+      const failure = ctx.group.failure ?? ctx.peerFailure(r);
+      if (failure) throw failure;
       const left = ctx.deadline - Date.now();
       if (left <= 0) throw ctx.timeoutError(missing().map((p) => ctx.group.ranks[p] as number));
       const block = blockEnd - performance.now();

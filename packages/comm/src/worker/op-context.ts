@@ -1,4 +1,4 @@
-import { CollectiveMismatchError, CommTimeoutError } from '../errors.js';
+import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
 import { DTYPE_NAME, type NumArray, OP_NAME, REDUCE_NAME, type ReduceOp } from '../dtypes.js';
 import type { Sink } from '../transport/mailbox.js';
 import { CopySink, ReduceSink } from './sinks.js';
@@ -133,6 +133,11 @@ export class OpContext {
       if (left > 0) this.waitingOn.set(global, left);
       else this.waitingOn.delete(global);
     }
+  }
+
+  /** Why a group rank can no longer take part (it left or was lost), else null. */
+  peerFailure(groupRank: number): CommError | null {
+    return this.mesh.mailboxes[this.group.ranks[groupRank] as number]?.failure ?? null;
   }
 
   /** Raises a mismatch unless the header carries this op's fingerprint. */
