@@ -103,8 +103,14 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const ranks = Array.from({ length: worldSize }, (_, r) => r);
     const staging = new StagingPool();
     const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);
-    world = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats, addrs, mem, shmNames: [] };
-    addGroup(world, 0, ranks);
+    const w: World = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats, addrs, mem, shmNames: [] };
+    try {
+      addGroup(w, 0, ranks);
+    } catch (e) {
+      await Promise.all([thread.close(), main.close()]);
+      throw e;
+    }
+    world = w;
     return group;
   } catch (e) {
     if (ownsStore) await store.close();
@@ -192,7 +198,7 @@ function addGroup(w: World, id: number, members: number[]): void {
   let shm: SharedArrayBuffer | null = null;
   if (local && w.mem) {
     const name = `/ddp-${first.shm}-${id}`;
-    shm = mapSegment(w.mem, name, members.length);
+    shm = mapSegment(w.mem, name, members.length, w.group.ranks[w.group.rank] as number);
     w.shmNames.push(name);
   }
   w.thread.addGroup(id, members, shm);

@@ -41,12 +41,13 @@ function layout(size: number) {
 }
 
 /** Maps (creating if first) the segment of a group; the last member to attach unlinks its name. */
-export function mapSegment(mem: SharedMemory, name: string, size: number): SharedArrayBuffer {
+export function mapSegment(mem: SharedMemory, name: string, size: number, rank: number): SharedArrayBuffer {
   let sab: SharedArrayBuffer;
   try {
     sab = mem.map(name, layout(size).total);
   } catch (e) {
-    throw new CommError(`shared memory for a group of ${size}: ${(e as Error).message} (set DDP_TRANSPORT=uds to use sockets)`, { op: 'newGroup' });
+    const why = `rank ${rank}: shared memory for a group of ${size}: ${(e as Error).message} (set DDP_TRANSPORT=uds to use sockets)`;
+    throw new CommError(why, { rank, op: 'newGroup' });
   }
   if (Atomics.add(new Int32Array(sab, 0, 1), 0, 1) + 1 === size) mem.unlink(name);
   return sab;
