@@ -13,6 +13,6 @@ if (process.platform !== 'linux') skip(`futexes are Linux-only, this is ${proces
 // tarballs): then node-gyp needs no download
 const prefix = dirname(dirname(process.execPath));
 const local = existsSync(join(prefix, 'include', 'node', 'node.h')) && !process.env.npm_config_nodedir;
-const r = spawnSync('node-gyp', ['rebuild', ...(local ? [`--nodedir=${prefix}`] : [])], { stdio: 'inherit' });
+const r = spawnSync('node-gyp', ['rebuild', '--loglevel=warn', ...(local ? [`--nodedir=${prefix}`] : [])], { stdio: 'inherit' });
 if (r.error) skip(`node-gyp: ${r.error.message}`);
 if (r.status !== 0) skip(`node-gyp exited with ${r.status}`);

@@ -1,4 +1,4 @@
-import type { SharedMemory } from '@ddp/shm';
+import type { SharedMemory } from './native.js';
 import { type CommError, deserializeError } from './errors.js';
 import { type MeshOptions, type PeerAddress, PeerMesh } from './transport/peer-mesh.js';
 import { Lane } from './transport/shm-lane.js';

@@ -1,5 +1,7 @@
 import type { SharedMemory } from '@ddp/shm';
 
+export type { SharedMemory };
+
 /**
  * The optional native addon (@ddp/shm): shared memory between the ranks of a host and
  * vectorised reductions. null where it is not installed or was not built; everything then

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { SharedMemory } from '@ddp/shm';
+import type { SharedMemory } from './native.js';
 import { CommThread } from './comm-thread.js';
 import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';

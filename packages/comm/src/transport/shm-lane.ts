@@ -1,4 +1,4 @@
-import type { SharedMemory } from '@ddp/shm';
+import type { SharedMemory } from '../native.js';
 import { CommError } from '../errors.js';
 import { native } from '../native.js';
 import type { OpContext } from '../worker/op-context.js';

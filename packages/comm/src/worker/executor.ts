@@ -3,7 +3,7 @@ import { DTYPE_CODE, OP_CODE, REDUCE_CODE, bytesPerElement } from '../dtypes.js'
 import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { availableParallelism } from 'node:os';
-import type { SharedMemory } from '@ddp/shm';
+import type { SharedMemory } from '../native.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
 import { tuning } from './tuning.js';
