@@ -194,9 +194,8 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
 function addGroup(w: World, id: number, members: number[]): void {
   const peers = members.map((r) => w.addrs[r] as PeerAddress);
   const first = peers[0] as PeerAddress;
-  const local = w.mem && members.length > 1 && peers.every((a) => a.shm && a.hostId === first.hostId);
   let shm: SharedArrayBuffer | null = null;
-  if (local && w.mem) {
+  if (w.mem && members.length > 1 && peers.every((a) => a.shm && a.hostId === first.hostId)) {
     const name = `/ddp-${first.shm}-${id}`;
     shm = mapSegment(w.mem, name, members.length, w.group.ranks[w.group.rank] as number);
     w.shmNames.push(name);
