@@ -14,9 +14,10 @@ export const tuning = {
   segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
   /**
    * Shared-memory waits (shm-lane.ts) spin for spinMs [comm lane, main lane], then block on
-   * a futex for up to blockMs, then sleep on the thread pool. Measured (4 KiB all-reduces
-   * back to back on 2 ranks, 3 × 3000, main lane): thread pool only 232–290 µs; blocking
-   * futex, no spin 98–149 µs; spin, no blocking 21–32 µs; both 15–19 µs. The main thread runs
+   * a futex for up to blockMs, then sleep on the thread pool. Measured by `pnpm bench
+   * shm-wait` (4 KiB all-reduces back to back on 2 ranks, warm, main lane): thread pool only
+   * 202–227 µs; blocking futex, no spin 75–92 µs; spin, no blocking 14–22 µs; both 16–21 µs
+   * (Unix sockets: 85–131 µs). The main thread runs
    * only small collectives, whose peers are usually microseconds away; the comm thread
    * spins little, its cores are busy with backward. Ranks that outnumber the cores never spin.
    */
