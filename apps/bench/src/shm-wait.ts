@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   for (const [policy, env] of POLICIES) {
     const args = ['--conditions=source', '--import', 'tsx', self, '--rank', `--iters=${ITERS}`];
     const samples = (await runSampleWorld<{ us: number }>(2, process.execPath, args, { env, timeoutMs: 300_000 })).flat();
-    samples.forEach((s, rep) => rows.push({ policy, rep: rep + 1, us: Number(s.us.toFixed(1)) }));
+    for (const [rep, s] of samples.entries()) rows.push({ policy, rep: rep + 1, us: Number(s.us.toFixed(1)) });
     console.log(`${policy}: ${samples.map((s) => `${s.us.toFixed(1)} µs`).join(', ')}`);
   }
   const notes = `4 KiB all-reduce (float32, sum) back to back on 2 ranks, µs per op: ${REPS} timed loops of ${ITERS} after ${ITERS} warm-up ones, per wait policy.`;
