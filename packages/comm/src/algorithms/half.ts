@@ -7,6 +7,15 @@ import { chunkBounds, mod } from './partition.js';
 import { quiet, ring, ringAllGather, type Step } from './ring.js';
 import { bytesOf } from './views.js';
 
+/** Every rank's 16-bit words widened and reduced in rank order in float32 (AVG divided), not yet rounded. */
+export function combineHalves(inputs: Uint16Array[], dtype: HalfDtype, op: ReduceOp): Float32Array {
+  const acc = widenHalf(inputs[0] as Uint16Array, dtype);
+  const scratch = new Float32Array(acc.length);
+  for (let r = 1; r < inputs.length; r++) reduceInto(acc, widenHalf(inputs[r] as Uint16Array, dtype, scratch), op);
+  if (op === 'avg') finishAverage(acc, inputs.length);
+  return acc;
+}
+
 /**
  * All-reduce of float16/bfloat16 words that carries 16-bit words on the wire (half the bytes
  * of widening first) and combines in float32.
@@ -25,9 +34,7 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
       return bytesOf(inputs[p]);
     });
     inputs[ctx.rank] = words;
-    const acc = widenHalf(inputs[0] as Uint16Array, dtype);
-    for (let p = 1; p < ctx.size; p++) reduceInto(acc, widenHalf(inputs[p] as Uint16Array, dtype), op);
-    if (op === 'avg') finishAverage(acc, ctx.size);
+    const acc = combineHalves(inputs, dtype, op);
     // our frames still point into `words` until the kernel has them
     await ctx.flush();
     narrowHalf(acc, dtype, words);

@@ -1,8 +1,9 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
-import { narrowHalf, widenHalf } from '../half.js';
+import { narrowHalf } from '../half.js';
 import { finishAverage, reduceInto } from '../reduce.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 import type { OpContext } from '../worker/op-context.js';
+import { combineHalves } from './half.js';
 import { chunkBounds } from './partition.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
@@ -35,7 +36,7 @@ export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArra
     await lane.step(ctx);
     const inputs = slots.map((s, r) => chunk(r === me ? piece : s, me));
     const own = chunk(piece, me);
-    if (half) reduceHalves(inputs, own as Uint16Array, n, op, half);
+    if (half) narrowHalf(combineHalves(inputs as Uint16Array[], half, op), half, own as Uint16Array);
     else {
       for (let r = 0; r < n; r++) if (r !== me) reduceInto(own as NumArray, inputs[r] as NumArray, op);
       if (op === 'avg') finishAverage(own as NumArray, n);
@@ -44,13 +45,4 @@ export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArra
     await lane.step(ctx);
     for (let r = 0; r < n; r++) if (r !== me) chunk(piece, r).set(chunk(slots[r] as CommArray, r));
   }
-}
-
-/** Widens every rank's chunk to float32, reduces in rank order, rounds once into `out`. */
-function reduceHalves(inputs: CommArray[], out: Uint16Array, n: number, op: ReduceOp, dtype: HalfDtype): void {
-  const acc = widenHalf(inputs[0] as Uint16Array, dtype);
-  const scratch = new Float32Array(acc.length);
-  for (let r = 1; r < n; r++) reduceInto(acc, widenHalf(inputs[r] as Uint16Array, dtype, scratch), op);
-  if (op === 'avg') finishAverage(acc, n);
-  narrowHalf(acc, dtype, out);
 }

@@ -1,6 +1,5 @@
-import type { SharedMemory } from '../native.js';
 import { CommError } from '../errors.js';
-import { native } from '../native.js';
+import { native, type SharedMemory } from '../native.js';
 import type { OpContext } from '../worker/op-context.js';
 import type { Fingerprint } from './frame.js';
 
@@ -57,6 +56,8 @@ export function mapSegment(mem: SharedMemory, name: string, size: number, rank: 
 export class ShmLane {
   private readonly words: Int32Array;
   private readonly at: ReturnType<typeof layout>;
+  /** Group ranks other than this one. */
+  private readonly peers: number[];
   /** Progress of this lane: every rank's counter takes the same values in the same order. */
   private gen = 0;
   private piece = 0;
@@ -73,6 +74,7 @@ export class ShmLane {
     this.words = new Int32Array(sab);
     this.at = layout(size);
     this.slotBytes = SLOT_BYTES[lane];
+    this.peers = Array.from({ length: size }, (_, r) => r).filter((r) => r !== rank);
   }
 
   private bell(r: number): number {
@@ -116,8 +118,8 @@ export class ShmLane {
   /** Waits until every peer has started collective fp.seq, and checks they all called fp. */
   async meet(ctx: OpContext): Promise<void> {
     const seq = ctx.fp.seq;
-    const absent = () => this.peers().filter((r) => this.fingerprintOf(r, seq) === null);
-    for (const r of this.peers()) {
+    const absent = () => this.peers.filter((r) => this.fingerprintOf(r, seq) === null);
+    for (const r of this.peers) {
       const theirs = await this.until(r, () => this.fingerprintOf(r, seq), ctx, absent);
       if (theirs === 'passed') ctx.mismatch(ctx.group.ranks[r] as number, `something else at seq ${seq} (it has gone past it)`);
       ctx.check(theirs, r);
@@ -130,12 +132,8 @@ export class ShmLane {
     Atomics.store(this.words, this.progress(this.rank), target);
     this.ring();
     const reached = (r: number) => Atomics.load(this.words, this.progress(r)) >= target;
-    const behind = () => this.peers().filter((r) => !reached(r));
-    for (const r of this.peers()) await this.until(r, () => (reached(r) ? true : null), ctx, behind);
-  }
-
-  private peers(): number[] {
-    return Array.from({ length: this.size }, (_, r) => r).filter((r) => r !== this.rank);
+    const behind = () => this.peers.filter((r) => !reached(r));
+    for (const r of this.peers) await this.until(r, () => (reached(r) ? true : null), ctx, behind);
   }
 
   /** The data set for the next piece: sets alternate, so writing one never races readers of the other. */
