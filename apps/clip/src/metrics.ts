@@ -47,9 +47,13 @@ export class MetricsLog {
     const losses = rows.filter((r) => r.loss !== undefined);
     for (let i = 0; i < losses.length; i += every) {
       const chunk = losses.slice(i, i + every);
-      points.push({ step: chunk.at(-1)!.step, metric: 'train loss', value: chunk.reduce((a, r) => a + r.loss!, 0) / chunk.length });
+      const value = chunk.reduce((a, r) => a + r.loss!, 0) / chunk.length;
+      points.push({ step: chunk.at(-1)!.step, metric: 'train loss', value });
     }
-    for (const r of rows) if (r.zeroShotTop1 !== undefined) points.push({ step: r.step, metric: 'zero-shot top-1', value: r.zeroShotTop1 });
-    return writeReport(this.dir, 'curves', points, { chart: { x: 'step', y: 'value', series: 'metric', title: 'CLIP on two-digit MNIST: loss and zero-shot top-1' } });
+    for (const r of rows) {
+      if (r.zeroShotTop1 !== undefined) points.push({ step: r.step, metric: 'zero-shot top-1 (%)', value: 100 * r.zeroShotTop1 });
+    }
+    const title = 'CLIP on two-digit MNIST: train loss and zero-shot top-1 (%)';
+    return writeReport(this.dir, 'curves', points, { chart: { x: 'step', y: 'value', series: 'metric', panel: 'metric', title } });
   }
 }

@@ -6,11 +6,15 @@ import * as vegaLite from 'vega-lite';
 
 export type Row = Record<string, string | number | boolean | null>;
 
-/** A line chart of `y` against `x`, one line per value of `series`. */
+/**
+ * A line chart of `y` against `x`, one line per value of `series`. With `panel`, one panel per
+ * value of that field, stacked, each with its own y axis: unlike units never share an axis.
+ */
 export interface LineChart {
   x: string;
   y: string;
   series?: string;
+  panel?: string;
   title?: string;
   logX?: boolean;
   logY?: boolean;
@@ -23,19 +27,22 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
     type: 'quantitative' as const,
     ...(log ? { scale: { type: 'log' as const } } : {}),
   });
+  const panels = chart.panel ? new Set(rows.map((r) => r[chart.panel!])).size : 1;
   const spec: vegaLite.TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: chart.title,
     width: 640,
-    height: 360,
+    height: panels > 1 ? 200 : 360,
     // vega annotates the objects it is given: hand it copies.
     data: { values: rows.map((r) => ({ ...r })) },
     mark: { type: 'line', point: true },
     encoding: {
       x: axis(chart.x, chart.logX),
-      y: axis(chart.y, chart.logY),
+      y: { ...axis(chart.y, chart.logY), ...(chart.panel ? { title: null } : {}) },
       ...(chart.series ? { color: { field: chart.series, type: 'nominal' as const } } : {}),
+      ...(chart.panel ? { row: { field: chart.panel, type: 'nominal' as const, title: null } } : {}),
     },
+    ...(chart.panel ? { resolve: { scale: { y: 'independent' as const } } } : {}),
     config: { background: 'white' },
   };
   const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' });
