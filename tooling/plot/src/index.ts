@@ -11,6 +11,8 @@ export interface LineChart {
   x: string;
   y: string;
   series?: string;
+  /** One panel per value of this field, stacked, each with its own y axis: for measures in unlike units. */
+  panel?: string;
   title?: string;
   logX?: boolean;
   logY?: boolean;
@@ -23,21 +25,29 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
     type: 'quantitative' as const,
     ...(log ? { scale: { type: 'log' as const } } : {}),
   });
-  const spec: vegaLite.TopLevelSpec = {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: chart.title,
-    width: 640,
-    height: 360,
-    // vega annotates the objects it is given: hand it copies.
-    data: { values: rows.map((r) => ({ ...r })) },
-    mark: { type: 'line', point: true },
+  const lines = {
+    mark: { type: 'line' as const, point: true },
     encoding: {
       x: axis(chart.x, chart.logX),
       y: axis(chart.y, chart.logY),
       ...(chart.series ? { color: { field: chart.series, type: 'nominal' as const } } : {}),
     },
+  };
+  const common = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: chart.title,
+    // vega annotates the objects it is given: hand it copies.
+    data: { values: rows.map((r) => ({ ...r })) },
     config: { background: 'white' },
   };
+  const spec: vegaLite.TopLevelSpec = chart.panel
+    ? {
+        ...common,
+        facet: { row: { field: chart.panel, type: 'nominal' } },
+        spec: { width: 640, height: 200, ...lines },
+        resolve: { scale: { y: 'independent' } },
+      }
+    : { ...common, width: 640, height: 360, ...lines };
   const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();
