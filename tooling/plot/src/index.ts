@@ -20,16 +20,18 @@ export interface LineChart {
 
 /** Renders a line chart to PNG bytes (vega-lite → SVG → resvg). */
 export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Buffer> {
-  const axis = (field: string, log?: boolean) => ({
+  const axis = (field: string, log?: boolean, title?: null) => ({
     field,
     type: 'quantitative' as const,
     ...(log ? { scale: { type: 'log' as const } } : {}),
+    ...(title === null ? { title } : {}),
   });
   const lines = {
     mark: { type: 'line' as const, point: true },
     encoding: {
       x: axis(chart.x, chart.logX),
-      y: axis(chart.y, chart.logY),
+      // with panels, each panel's header names what its y axis measures
+      y: axis(chart.y, chart.logY, chart.panel ? null : undefined),
       ...(chart.series ? { color: { field: chart.series, type: 'nominal' as const } } : {}),
     },
   };
@@ -43,7 +45,7 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
   const spec: vegaLite.TopLevelSpec = chart.panel
     ? {
         ...common,
-        facet: { row: { field: chart.panel, type: 'nominal' } },
+        facet: { row: { field: chart.panel, type: 'nominal', title: null } },
         spec: { width: 640, height: 200, ...lines },
         resolve: { scale: { y: 'independent' } },
       }
