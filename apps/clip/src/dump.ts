@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MAX_LOGIT_SCALE } from '@ddp/contrastive';
 import { mnistDataDir } from '@ddp/data';
-import { type AdamOptions, type AdamW, saveSafetensors, toSafeTensor, type WarmupCosineLR } from '@ddp/nn';
+import { type AdamW, saveSafetensors, toSafeTensor, type WarmupCosineLR } from '@ddp/nn';
 import { GlobalBatchSampler } from './batches.js';
 import { ALL_CAPTIONS, type DigitPairs, partner, tokenize } from './data.js';
 import type { ClipModel } from './model.js';
@@ -44,27 +44,38 @@ export interface DumpSource {
  * micro-batch's global batch as image-index pairs [left, right] in sampler order (rank r takes
  * r, r+N, … of each), the evaluated test pairs, the 100 captions' tokens, and the settings.
  */
-export async function dumpRun(dir: string, { model, optimizer, scheduler, train, test, run }: DumpSource): Promise<string[]> {
+export async function dumpRun(dir: string, source: DumpSource): Promise<string[]> {
+  const { model, optimizer, scheduler, train, test, run } = source;
   await mkdir(dir, { recursive: true });
   const files = [join(dir, DUMP_FILES.weights), join(dir, DUMP_FILES.data), join(dir, DUMP_FILES.run)];
-  await saveSafetensors(files[0]!, new Map([...model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)])), { format: 'pt' });
+  const weights = new Map([...model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
+  await saveSafetensors(files[0]!, weights, { format: 'pt' });
   // one rank seeing the whole global batch: the sampler's order before it is dealt out
   const global = new GlobalBatchSampler(train.length, run.batchSize, 0, 1, run.seed);
   const micro = run.steps * run.gradAccum;
   const pairsOf = (split: DigitPairs, ids: number[]) => ids.flatMap((i) => [i, partner(i, split.length)]);
-  const trainPairs = Int32Array.from([...Array(micro).keys()].flatMap((u) => pairsOf(train, global.indices(u))));
-  const testPairs = Int32Array.from(pairsOf(test, [...Array(run.evalSize).keys()]));
+  const int32 = (shape: number[], data: number[]) => ({ dtype: 'int32' as const, shape, data: Int32Array.from(data) });
+  const batches = [...Array(micro).keys()].flatMap((u) => pairsOf(train, global.indices(u)));
   await saveSafetensors(files[1]!, {
-    train_pairs: { dtype: 'int32', shape: [micro, run.batchSize, 2], data: trainPairs },
-    test_pairs: { dtype: 'int32', shape: [run.evalSize, 2], data: testPairs },
-    caption_tokens: { dtype: 'int32', shape: [ALL_CAPTIONS.length, 2], data: Int32Array.from(ALL_CAPTIONS.flatMap(tokenize)) },
+    train_pairs: int32([micro, run.batchSize, 2], batches),
+    test_pairs: int32([run.evalSize, 2], pairsOf(test, [...Array(run.evalSize).keys()])),
+    caption_tokens: int32([ALL_CAPTIONS.length, 2], ALL_CAPTIONS.flatMap(tokenize)),
   });
   const names = new Map(model.namedParameters().map(([name, p]) => [p as unknown, name]));
-  const groups = optimizer.paramGroups.map((g) => {
-    const { betas, eps, weightDecay } = g as AdamOptions;
-    return { params: g.params.map((p) => names.get(p)!), lr: g.initialLr ?? g.lr, betas, eps, weightDecay };
-  });
-  const dumped: DumpedRun = { ...run, mnistDir: mnistDataDir(), schedule: scheduler.options, optimizer: groups, maxLogitScale: MAX_LOGIT_SCALE };
+  const groups = optimizer.paramGroups.map(({ params, lr, initialLr, betas, eps, weightDecay }) => ({
+    params: params.map((p) => names.get(p)!),
+    lr: initialLr ?? lr,
+    betas,
+    eps,
+    weightDecay,
+  }));
+  const dumped: DumpedRun = {
+    ...run,
+    mnistDir: mnistDataDir(),
+    schedule: scheduler.options,
+    optimizer: groups,
+    maxLogitScale: MAX_LOGIT_SCALE,
+  };
   await writeFile(files[2]!, `${JSON.stringify(dumped, null, 2)}\n`);
   return files;
 }
