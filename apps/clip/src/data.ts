@@ -17,7 +17,7 @@ export const ALL_CAPTIONS: string[] = [...Array(100).keys()].map((c) => caption(
 
 // A fixed bijection i → partner(i) of [0, n): the right-hand digit of pair i. 7919 is prime and
 // divides neither 60 000 nor 10 000, so every image is a left digit once and a right digit once.
-const partner = (i: number, n: number) => (i * 7919 + 4241) % n;
+export const partner = (i: number, n: number) => (i * 7919 + 4241) % n;
 
 /** Two MNIST digits side by side (28×56) with their caption; pair i of a split is always the same. */
 export class DigitPairs {

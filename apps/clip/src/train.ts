@@ -11,6 +11,7 @@ import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
 import { GlobalBatchSampler } from './batches.js';
 import { DigitPairs } from './data.js';
+import { dumpRun } from './dump.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
@@ -41,11 +42,13 @@ const opts = new Command('clip-train')
   .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
   .option('--out <dir>', 'where metrics.jsonl and curves.png go', 'runs/clip')
   .option('--exit-after <n>', 'stop after n optimizer steps of this run, checkpointing first (a planned interruption)', int)
+  .option('--dump-init <dir>', 'write the initial weights, every batch and the settings there, then exit without training')
   // `pnpm clip -- --steps 9` hands the script a literal `--` first: not an end of options here
   .parse(process.argv.filter((a, i) => !(i === 2 && a === '--')))
   .opts<{
     steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
     gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string; exitAfter?: number;
+    dumpInit?: string;
   }>();
 
 const group = await initProcessGroup();
@@ -78,6 +81,16 @@ const ddp = await DistributedDataParallel.create(model, { processGroup: group })
 const train = DigitPairs.load('train');
 const test = DigitPairs.load('test');
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
+if (opts.dumpInit !== undefined) {
+  const { steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery } = opts;
+  const run = { world, steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery };
+  if (rank === 0) console.log(`wrote ${(await dumpRun(opts.dumpInit, { model, optimizer, scheduler, train, test, run })).join(', ')}`);
+  await group.barrier().wait();
+  model.dispose();
+  optimizer.dispose();
+  await destroyProcessGroup();
+  process.exit(0);
+}
 const metrics = new MetricsLog(opts.out);
 if (rank === 0) await metrics.open(step > 0 ? step : null);
 

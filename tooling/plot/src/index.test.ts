@@ -20,15 +20,16 @@ describe('writeReport', () => {
 
   it('draws one panel per value of `panel`, each with its own y axis', async () => {
     const rows = [
-      { step: 1, metric: 'loss', value: 2 },
-      { step: 2, metric: 'loss', value: 1 },
-      { step: 2, metric: 'top-1 (%)', value: 90 },
+      { step: 1, value: 0.5, metric: 'loss', impl: 'a' },
+      { step: 2, value: 0.4, metric: 'loss', impl: 'a' },
+      { step: 1, value: 900, metric: 'samples/s', impl: 'a' },
+      { step: 2, value: 950, metric: 'samples/s', impl: 'a' },
     ];
-    const height = (png: Buffer) => png.readUInt32BE(20);
-    const chart = { x: 'step', y: 'value', series: 'metric' };
-    const one = await renderLineChart(rows, chart);
-    const two = await renderLineChart(rows, { ...chart, panel: 'metric' });
-    expect(height(two)).toBeGreaterThan(height(one));
+    const one = await renderLineChart(rows, { x: 'step', y: 'value', series: 'impl' });
+    const panels = await renderLineChart(rows, { x: 'step', y: 'value', series: 'impl', panel: 'metric' });
+    expect(panels.subarray(1, 4).toString()).toBe('PNG');
+    // PNG height (IHDR, bytes 20–23): two stacked 200-px panels outgrow the single 360-px chart
+    expect(panels.readUInt32BE(20)).toBeGreaterThan(one.readUInt32BE(20) + 40);
   });
 
   it('formats an empty table', () => {

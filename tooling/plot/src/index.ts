@@ -6,14 +6,12 @@ import * as vegaLite from 'vega-lite';
 
 export type Row = Record<string, string | number | boolean | null>;
 
-/**
- * A line chart of `y` against `x`, one line per value of `series`. With `panel`, one panel per
- * value of that field, stacked, each with its own y axis: unlike units never share an axis.
- */
+/** A line chart of `y` against `x`, one line per value of `series`. */
 export interface LineChart {
   x: string;
   y: string;
   series?: string;
+  /** One panel per value of this field, stacked, each with its own y axis: for measures in unlike units. */
   panel?: string;
   title?: string;
   logX?: boolean;
@@ -22,29 +20,36 @@ export interface LineChart {
 
 /** Renders a line chart to PNG bytes (vega-lite → SVG → resvg). */
 export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Buffer> {
-  const axis = (field: string, log?: boolean) => ({
+  const axis = (field: string, log?: boolean, title?: null) => ({
     field,
     type: 'quantitative' as const,
     ...(log ? { scale: { type: 'log' as const } } : {}),
+    ...(title === null ? { title } : {}),
   });
-  const panels = chart.panel ? new Set(rows.map((r) => r[chart.panel!])).size : 1;
-  const spec: vegaLite.TopLevelSpec = {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: chart.title,
-    width: 640,
-    height: panels > 1 ? 200 : 360,
-    // vega annotates the objects it is given: hand it copies.
-    data: { values: rows.map((r) => ({ ...r })) },
-    mark: { type: 'line', point: true },
+  const lines = {
+    mark: { type: 'line' as const, point: true },
     encoding: {
       x: axis(chart.x, chart.logX),
-      y: { ...axis(chart.y, chart.logY), ...(chart.panel ? { title: null } : {}) },
+      // with panels, each panel's header names what its y axis measures
+      y: axis(chart.y, chart.logY, chart.panel ? null : undefined),
       ...(chart.series ? { color: { field: chart.series, type: 'nominal' as const } } : {}),
-      ...(chart.panel ? { row: { field: chart.panel, type: 'nominal' as const, title: null } } : {}),
     },
-    ...(chart.panel ? { resolve: { scale: { y: 'independent' as const } } } : {}),
+  };
+  const common = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: chart.title,
+    // vega annotates the objects it is given: hand it copies.
+    data: { values: rows.map((r) => ({ ...r })) },
     config: { background: 'white' },
   };
+  const spec: vegaLite.TopLevelSpec = chart.panel
+    ? {
+        ...common,
+        facet: { row: { field: chart.panel, type: 'nominal', title: null } },
+        spec: { width: 640, height: 200, ...lines },
+        resolve: { scale: { y: 'independent' } },
+      }
+    : { ...common, width: 640, height: 360, ...lines };
   const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();
