@@ -71,7 +71,8 @@ describe('apps/clip: 2 ranks against 1', () => {
     const args = ['--exit-after', '3', '--batch-size', '25'];
     await train('one', args, 1);
     await train('two', args, 2);
-    const [one, two] = [await loadSafetensors(join(dir, 'one', 'ckpt', LATEST_LINK, MODEL_FILE)), await loadSafetensors(join(dir, 'two', 'ckpt', LATEST_LINK, MODEL_FILE))];
+    const weights = (name: string) => loadSafetensors(join(dir, name, 'ckpt', LATEST_LINK, MODEL_FILE));
+    const [one, two] = [await weights('one'), await weights('two')];
     expect([...two.tensors.keys()]).toEqual([...one.tensors.keys()]);
     let worst = 0;
     for (const [name, t] of one.tensors) {

@@ -28,7 +28,8 @@ afterAll(async () => {
 });
 
 function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  return spawn(process.execPath, ['--conditions=source', '--import', 'tsx', ...args], { env: { ...process.env, ...env }, stdio: 'ignore' });
+  const node = ['--conditions=source', '--import', 'tsx'];
+  return spawn(process.execPath, [...node, ...args], { env: { ...process.env, ...env }, stdio: 'ignore' });
 }
 
 async function saveInChild(dir: string, step: number, crashAt: string): Promise<NodeJS.Signals | null> {
@@ -43,7 +44,8 @@ async function loadStep(dir: string): Promise<{ step: number; weightsMatch: bool
   const model = modelAtStep(-1);
   const { step } = await loadCheckpoint(dir, { model });
   const expected = modelAtStep(step);
-  const weightsMatch = [...model.stateDict()].every(([k, t]) => String(t.dataSync()) === String(expected.stateDict().get(k)?.dataSync()));
+  const values = (t: { dataSync(): ArrayLike<number> } | undefined) => String(t?.dataSync());
+  const weightsMatch = [...model.stateDict()].every(([k, t]) => values(t) === values(expected.stateDict().get(k)));
   model.dispose();
   expected.dispose();
   return { step, weightsMatch };

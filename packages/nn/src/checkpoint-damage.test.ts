@@ -71,7 +71,7 @@ describe('damaged checkpoints', () => {
 
   // a 1 MiB tmpfs: the first checkpoint fits, the second (a 2.3 MB model) does not
   const isRoot = process.getuid?.() === 0;
-  it.skipIf(!isRoot)('a full disk: a typed error naming the file; the previous checkpoint stays loadable, no leftovers', async () => {
+  it.skipIf(!isRoot)('a full disk: a typed error naming the file; the previous checkpoint loads; no leftovers', async () => {
     const mount = join(root, 'tiny');
     await mkdir(mount);
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);

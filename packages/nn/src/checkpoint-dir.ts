@@ -78,7 +78,9 @@ async function listEntries(dir: string): Promise<Entry[]> {
  * `<dir>.tmp-*` / `<dir>.old-*` sibling holding one.
  */
 export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
-  for (const entry of await listEntries(dir)) if (await exists(join(dir, entry.name, metaFile))) return join(dir, entry.name);
+  for (const entry of await listEntries(dir)) {
+    if (await exists(join(dir, entry.name, metaFile))) return join(dir, entry.name);
+  }
   if (await exists(join(dir, metaFile))) return dir;
   const parent = dirname(dir);
   const prefix = basename(dir);
@@ -157,7 +159,8 @@ async function removeLegacySiblings(dir: string): Promise<void> {
   const parent = dirname(dir);
   const prefix = basename(dir);
   const names = (await readdir(parent).catch(() => [] as string[])).filter((name) => name.startsWith(prefix));
-  const stale = names.filter((name) => isDeadLegacyTemporary(name) && LEGACY_TEMPORARY.exec(name)?.index === prefix.length);
+  const ours = (name: string) => LEGACY_TEMPORARY.exec(name)?.index === prefix.length;
+  const stale = names.filter((name) => ours(name) && isDeadLegacyTemporary(name));
   await Promise.all(stale.map((name) => rm(join(parent, name), { recursive: true, force: true })));
 }
 

@@ -1,10 +1,18 @@
-import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckpointError, latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import {
+  CheckpointError,
+  latestCheckpoint,
+  loadCheckpoint,
+  META_FILE,
+  MODEL_FILE,
+  OPTIMIZER_FILE,
+  saveCheckpoint,
+} from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
 import { Generator } from './generator.js';
 import { Module } from './module.js';
@@ -109,7 +117,8 @@ describe('checkpoints', () => {
     expect(weight).toEqual(Array.from(model.weight.dataSync()));
     expect(view.getInt32(32, true)).toBe(3);
     const optFile = await readHeader(OPTIMIZER_FILE);
-    expect(Object.keys(optFile.header).sort()).toEqual(['__metadata__', 'state.0.expAvg', 'state.0.expAvgSq', 'state.1.expAvg', 'state.1.expAvgSq']);
+    const names = ['__metadata__', 'state.0.expAvg', 'state.0.expAvgSq', 'state.1.expAvg', 'state.1.expAvgSq'];
+    expect(Object.keys(optFile.header).sort()).toEqual(names);
     expect(optFile.header['state.0.expAvg'].shape).toEqual([2, 3]);
     model.dispose();
     opt.dispose();
@@ -147,6 +156,27 @@ describe('checkpoints', () => {
     await saveCheckpoint(path, { model, step: 5 });
     expect((await readdir(path)).sort()).toEqual(['00000001-step-5', LATEST_LINK]);
     for (const m of [model, restored]) m.dispose();
+  });
+
+  it("finds the old layout's crash leftovers (newest metadata first); the next save removes them", async () => {
+    const gen = new Generator(8);
+    const model = new Toy(gen);
+    const path = join(dir, 'oldcrash');
+    // the old save killed between its renames: the previous checkpoint at .old-*, the new one at .tmp-*
+    const dead = 4194301; // a pid no process has here
+    for (const [step, name] of [[1, `oldcrash.old-${dead}-aaaa`], [2, `oldcrash.tmp-${dead}-bbbb`]] as const) {
+      await saveCheckpoint(join(dir, name), { model, step });
+      const entry = (await latestCheckpoint(join(dir, name))) as string;
+      for (const f of await readdir(entry)) await rename(join(entry, f), join(dir, name, f));
+      await rm(entry, { recursive: true });
+      await rm(join(dir, name, LATEST_LINK));
+      await utimes(join(dir, name, META_FILE), 1000 * step, 1000 * step);
+    }
+    const newer = join(dir, `oldcrash.tmp-${dead}-bbbb`);
+    expect(await loadCheckpoint(path, { model })).toMatchObject({ step: 2, path: newer });
+    await saveCheckpoint(path, { model, step: 3 });
+    expect((await readdir(dir)).filter((f) => f.startsWith('oldcrash'))).toEqual(['oldcrash']);
+    model.dispose();
   });
 
   it('reports truncated files, and missing checkpoints clearly', async () => {

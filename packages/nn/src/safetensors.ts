@@ -25,7 +25,14 @@ export function toSafeTensor(t: tf.Tensor): SafeTensor {
   return { dtype, shape: [...t.shape], data: tensorToTypedArraySync(t, dtype) };
 }
 
-export type SafetensorsErrorKind = 'truncated' | 'corrupt' | 'checksum' | 'unsupported' | 'invalid' | 'missing' | 'unreadable';
+export type SafetensorsErrorKind =
+  | 'truncated'
+  | 'corrupt'
+  | 'checksum'
+  | 'unsupported'
+  | 'invalid'
+  | 'missing'
+  | 'unreadable';
 
 export class SafetensorsError extends Error {
   override name = 'SafetensorsError';
@@ -82,7 +89,9 @@ export function serializeSafetensors(
   metadata: Record<string, string> = {},
 ): Uint8Array {
   const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
-  if (CHECKSUMS in metadata) throw new SafetensorsError('invalid', `metadata key '${CHECKSUMS}' is reserved for the checksums`);
+  if (CHECKSUMS in metadata) {
+    throw new SafetensorsError('invalid', `metadata key '${CHECKSUMS}' is reserved for the checksums`);
+  }
   const header: Record<string, unknown> = { __metadata__: null };
   const checksums: Record<string, string> = {};
   let offset = 0;
@@ -202,9 +211,13 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
   for (const s of spans) {
     const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
     const expected = checksums?.[s.name];
-    if (checksums && expected === undefined) throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' has no checksum`);
+    if (checksums && expected === undefined) {
+      throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' has no checksum`);
+    }
     if (expected !== undefined && checksum(copy) !== expected) {
-      throw new SafetensorsError('checksum', `${source}: tensor '${s.name}' fails its checksum (CRC-32 ${checksum(copy)}, stored ${expected}): the file is damaged`);
+      const found = checksum(copy);
+      const why = `tensor '${s.name}' fails its checksum (CRC-32 ${found}, stored ${expected})`;
+      throw new SafetensorsError('checksum', `${source}: ${why}`);
     }
     const data = s.reader.decode(copy.buffer, copy.length / s.reader.bytes, s.name);
     tensors.set(s.name, { dtype: s.reader.dtype, shape: s.shape, data });
@@ -226,7 +239,8 @@ export async function loadSafetensors(path: string): Promise<ParsedSafetensors> 
     bytes = await readFile(path);
   } catch (error) {
     const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new SafetensorsError(missing ? 'missing' : 'unreadable', `${path}: ${missing ? 'no such file' : (error as Error).message}`, { cause: error });
+    const why = missing ? 'no such file' : (error as Error).message;
+    throw new SafetensorsError(missing ? 'missing' : 'unreadable', `${path}: ${why}`, { cause: error });
   }
   return parseSafetensors(new Uint8Array(bytes), path);
 }

@@ -27,7 +27,8 @@ let ckpt = '';
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'zero-sharded-crash-'));
   ckpt = join(root, 'ckpt');
-  await runWorld<RankResult>({ script, nprocs: 2, args: ['--from', '0', '--to', '5', '--save', ckpt], timeoutMs: 60_000 });
+  const args = ['--from', '0', '--to', '5', '--save', ckpt];
+  await runWorld<RankResult>({ script, nprocs: 2, args, timeoutMs: 60_000 });
 }, 90_000);
 
 afterAll(async () => {
@@ -56,10 +57,11 @@ describe('sharded checkpoints under SIGKILL mid-save', () => {
     expect(await stepOf(dir)).toBe(COMMITTED.has(point) ? 7 : 5);
   }, 90_000);
 
-  it('a world resumes from the killed save\'s directory, matches an uninterrupted run, and leaves it clean', async () => {
+  it('a world resumes from the killed save directory, matches an uninterrupted run, and leaves it clean', async () => {
     const dir = join(root, 'shard-written');
     expect((await readdir(dir)).filter((f) => f.startsWith('.tmp-'))).toHaveLength(1);
-    const { results } = await runWorld<RankResult>({ script, nprocs: 2, args: ['--load', dir, '--to', '10'], timeoutMs: 90_000 });
+    const args = ['--load', dir, '--to', '10'];
+    const { results } = await runWorld<RankResult>({ script, nprocs: 2, args, timeoutMs: 90_000 });
     for (const r of results) {
       expect(r.resumedAt).toBe(5);
       expect(r.maxDiff).toBeLessThan(1e-6);

@@ -143,8 +143,15 @@ export async function saveShardedCheckpoint(dir: string, contents: { model?: Mod
         version: 1,
         worldSize: size,
         step: contents.step,
-        parameters: params.map((p, i) => ({ name: names.get(p) ?? `param.${i}`, shape: [...p.shape], shard: zero.partition.owner.get(p)! })),
-        paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({ ...hyper, params: ps.map((p) => index.get(p)!) })),
+        parameters: params.map((p, i) => ({
+          name: names.get(p) ?? `param.${i}`,
+          shape: [...p.shape],
+          shard: zero.partition.owner.get(p)!,
+        })),
+        paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
+          ...hyper,
+          params: ps.map((q) => index.get(q)!),
+        })),
         shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
         weights: contents.model ? MODEL_FILE : PARAMS_FILE,
         extra: contents.extra ?? null,
@@ -181,7 +188,8 @@ async function newestEntry(location: string): Promise<string> {
   await cleanCheckpointDir(location, MANIFEST_FILE);
   const entry = await latestEntry(location, MANIFEST_FILE);
   if (entry === null) {
-    throw new ShardedCheckpointError(`no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`, join(location, MANIFEST_FILE));
+    const why = `no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`;
+    throw new ShardedCheckpointError(why, join(location, MANIFEST_FILE));
   }
   return entry;
 }

@@ -54,9 +54,12 @@ class Conv2d extends AutogradFunction {
  * g [N, OH, OW, C] placed at rows i + sh·oh and columns j + sw·ow of a zero [N, hp, wp, C]:
  * zeros interleaved after each element (the stride), then shifted by the window offset.
  */
-function spread(g: tf.Tensor, [i, j]: [number, number], [sh, sw]: [number, number], [hp, wp]: [number, number]): tf.Tensor {
+type Dims = [number, number];
+
+function spread(g: tf.Tensor, [i, j]: Dims, [sh, sw]: Dims, [hp, wp]: Dims): tf.Tensor {
   const [n, oh, ow, c] = g.shape as [number, number, number, number];
-  const strided = tf.pad(tf.reshape(g, [n, oh, 1, ow, 1, c]), [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]]);
+  const interleave: [number, number][] = [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]];
+  const strided = tf.pad(tf.reshape(g, [n, oh, 1, ow, 1, c]), interleave);
   const rows = Math.min(oh * sh, hp - i);
   const cols = Math.min(ow * sw, wp - j);
   const cut = tf.slice(tf.reshape(strided, [n, oh * sh, ow * sw, c]), [0, 0, 0, 0], [n, rows, cols, c]);
@@ -69,11 +72,11 @@ function spread(g: tf.Tensor, [i, j]: [number, number], [sh, sw]: [number, numbe
  * Each window's dy goes to its first maximum in row-major order (PyTorch's tie-break); windows
  * that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
  */
-function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: [number, number], stride: [number, number], padding: [number, number]): tf.Tensor {
+function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, stride: Dims, padding: Dims): tf.Tensor {
   const [n, h, w, c] = x.shape as [number, number, number, number];
   const [, oh, ow] = y.shape as [number, number, number, number];
   const [ph, pw] = padding;
-  const padded = [h + 2 * ph, w + 2 * pw] as [number, number];
+  const padded: Dims = [h + 2 * ph, w + 2 * pw];
   const xp = tf.pad(x, explicit(padding), -Infinity);
   let taken = tf.zeros(y.shape, 'bool');
   let dxp = tf.zeros([n, ...padded, c]);
@@ -90,13 +93,14 @@ function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: [number,
 }
 
 class MaxPool2d extends AutogradFunction {
-  private kernel: [number, number] = [1, 1];
-  private stride: [number, number] = [1, 1];
-  private padding: [number, number] = [0, 0];
+  private kernel: Dims = [1, 1];
+  private stride: Dims = [1, 1];
+  private padding: Dims = [0, 0];
   forward(ctx: Context, x: tf.Tensor, kernel: Pair, stride: Pair, padding: Pair): tf.Tensor {
     const xh = toNHWC(x) as tf.Tensor4D;
     [this.kernel, this.stride, this.padding] = [pair(kernel), pair(stride), pair(padding)];
-    const yh = tf.engine().runKernel('MaxPool', { x: xh }, { filterSize: this.kernel, strides: this.stride, pad: explicit(this.padding) }) as tf.Tensor;
+    const attrs = { filterSize: this.kernel, strides: this.stride, pad: explicit(this.padding) };
+    const yh = tf.engine().runKernel('MaxPool', { x: xh }, attrs) as tf.Tensor;
     ctx.saveForBackward(xh, yh);
     return toNCHW(yh);
   }
