@@ -6,6 +6,7 @@ import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileWriteError } from './atomic.js';
 import { latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import { LATEST_LINK } from './checkpoint-dir.js';
 import { modelAtStep } from './checkpoint-crash.fixture.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
@@ -92,5 +93,21 @@ describe('damaged checkpoints', () => {
       big.dispose();
     }
   });
-  if (!isRoot) console.log('skipped the full-disk test: mounting a tmpfs needs root');
+  it.skipIf(!isRoot)('a checkpoint on a read-only file system loads (its clean-up is skipped)', async () => {
+    const dir = join(root, 'writable');
+    const model = modelAtStep(2);
+    await saveCheckpoint(dir, { model, step: 2 });
+    await rm(join(dir, LATEST_LINK)); // a load would point it again
+    const readOnly = join(root, 'read-only');
+    await mkdir(readOnly);
+    execFileSync('mount', ['--bind', dir, readOnly]);
+    try {
+      execFileSync('mount', ['-o', 'remount,ro,bind', readOnly]);
+      expect((await loadCheckpoint(readOnly, { model })).step).toBe(2);
+    } finally {
+      execFileSync('umount', [readOnly]);
+      model.dispose();
+    }
+  });
+  if (!isRoot) console.log('skipped the full-disk and read-only tests: mounting needs root');
 });

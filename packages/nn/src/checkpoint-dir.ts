@@ -164,6 +164,15 @@ async function removeLegacySiblings(dir: string): Promise<void> {
   await Promise.all(stale.map((name) => rm(join(parent, name), { recursive: true, force: true })));
 }
 
+/**
+ * What a load reads: the newest complete entry (latestEntry), after a clean-up. The clean-up is
+ * best effort, so a checkpoint on a read-only file system still loads.
+ */
+export async function entryToLoad(dir: string, metaFile: string): Promise<string | null> {
+  await cleanCheckpointDir(dir, metaFile).catch(() => undefined);
+  return latestEntry(dir, metaFile);
+}
+
 /** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */
 export async function createTemporaryEntry(dir: string, name = temporaryEntryName()): Promise<string> {
   await mkdir(join(dir, name), { recursive: true });

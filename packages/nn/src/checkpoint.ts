@@ -9,7 +9,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
-import { cleanCheckpointDir, commitEntry, crashPoint, createTemporaryEntry, latestEntry } from './checkpoint-dir.js';
+import { cleanCheckpointDir, commitEntry, crashPoint, createTemporaryEntry, entryToLoad, latestEntry } from './checkpoint-dir.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -143,8 +143,7 @@ export async function loadCheckpoint(
   dir: string,
   contents: { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler; strict?: boolean },
 ): Promise<LoadedCheckpoint> {
-  await cleanCheckpointDir(dir, META_FILE);
-  const path = await latestEntry(dir, META_FILE);
+  const path = await entryToLoad(dir, META_FILE);
   if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const meta = parseMeta(await readFile(join(path, META_FILE), 'utf8'), join(path, META_FILE));
   if (contents.optimizer && !meta.optimizer) throw new CheckpointError(`${path} holds no optimizer state`);

@@ -6,6 +6,7 @@ export {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
+  entryToLoad,
   LATEST_LINK,
   latestEntry,
   temporaryEntryName,

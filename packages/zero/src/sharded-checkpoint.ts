@@ -16,7 +16,7 @@ import {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
-  latestEntry,
+  entryToLoad,
   loadSafetensors,
   type Module,
   type OptimizerStateDict,
@@ -183,10 +183,9 @@ async function readManifest(dir: string): Promise<ShardedManifest> {
   return manifest;
 }
 
-/** The newest committed entry of `location`, once what is provably stale is removed. */
+/** The newest committed entry of `location`. */
 async function newestEntry(location: string): Promise<string> {
-  await cleanCheckpointDir(location, MANIFEST_FILE);
-  const entry = await latestEntry(location, MANIFEST_FILE);
+  const entry = await entryToLoad(location, MANIFEST_FILE);
   if (entry === null) {
     const why = `no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`;
     throw new ShardedCheckpointError(why, join(location, MANIFEST_FILE));
