@@ -86,9 +86,9 @@ async function onEveryRank(zero: AnyZero, work: () => Promise<void>, failure: st
   if (flag[0] !== 0) throw error ?? new ShardedCheckpointError(failure);
 }
 
-/** Rank 0's choice of `name`, on every rank. */
+/** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
 async function fromRank0(zero: AnyZero, name: string): Promise<string> {
-  const buf = new Int32Array(256);
+  const buf = new Int32Array(512);
   if (zero.processGroup.rank === 0) buf.set(new TextEncoder().encode(name));
   await zero.processGroup.broadcast(buf, { src: 0 }).wait();
   return new TextDecoder().decode(Uint8Array.from(buf.subarray(0, buf.indexOf(0))));
