@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { launch } from '@ddp/launch';
-import { loadSafetensors, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
+import { LATEST_LINK, loadSafetensors, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { MetricRow } from './metrics.js';
 
@@ -42,7 +42,7 @@ const rows = (name: string): MetricRow[] =>
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l) as MetricRow);
-const bytes = (name: string, file: string) => readFileSync(join(dir, name, 'ckpt', file));
+const bytes = (name: string, file: string) => readFileSync(join(dir, name, 'ckpt', LATEST_LINK, file));
 
 describe('apps/clip on 2 ranks', () => {
   it('trains (loss falls), checkpoints, and a resumed run ends bit-identical to an uninterrupted one', async () => {
@@ -71,7 +71,8 @@ describe('apps/clip: 2 ranks against 1', () => {
     const args = ['--exit-after', '3', '--batch-size', '25'];
     await train('one', args, 1);
     await train('two', args, 2);
-    const [one, two] = [await loadSafetensors(join(dir, 'one', 'ckpt', MODEL_FILE)), await loadSafetensors(join(dir, 'two', 'ckpt', MODEL_FILE))];
+    const weights = (name: string) => loadSafetensors(join(dir, name, 'ckpt', LATEST_LINK, MODEL_FILE));
+    const [one, two] = [await weights('one'), await weights('two')];
     expect([...two.tensors.keys()]).toEqual([...one.tensors.keys()]);
     let worst = 0;
     for (const [name, t] of one.tensors) {

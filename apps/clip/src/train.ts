@@ -1,11 +1,9 @@
 // CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { clampLogitScale_, clipLoss } from '@ddp/contrastive';
 import { DistributedDataParallel } from '@ddp/reducer';
-import { AdamW, Generator, loadCheckpoint, META_FILE, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
+import { AdamW, Generator, latestCheckpoint, loadCheckpoint, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
@@ -71,7 +69,7 @@ const scheduler = new WarmupCosineLR(optimizer, { warmupSteps: Math.max(1, Math.
 
 let step = 0;
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
-if (opts.resume && existsSync(join(opts.checkpointDir, META_FILE))) {
+if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
   step = loaded.step;
   if (rank === 0) console.log(`resumed from ${loaded.path} at step ${step}`);

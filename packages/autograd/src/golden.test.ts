@@ -38,6 +38,9 @@ const cases: Record<string, { leaves: string[]; run: (v: Record<string, Tensor>,
   op_linear: { leaves: ['x', 'W', 'b'], run: (v) => linear(v.x!, v.W!, v.b!) },
   op_log_softmax: { leaves: ['x'], run: (v) => logSoftmax(v.x!) },
   op_maxpool2d: { leaves: ['x'], run: (v) => maxPool2d(v.x!, 2) },
+  // fixtures/make_maxpool2d_fixtures.py: all-negative windows, ties, overlap, padding
+  op_maxpool2d_negative_k3_s2_p1: { leaves: ['x'], run: (v) => maxPool2d(v.x!, 3, { stride: 2, padding: 1 }) },
+  op_maxpool2d_ties_k2x3_s1: { leaves: ['x'], run: (v) => maxPool2d(v.x!, [2, 3], { stride: 1 }) },
   batchnorm2d_n4_c3: {
     leaves: ['x', 'weight', 'bias'],
     grads: { x: 'dx', weight: 'dweight', bias: 'dbias' },

@@ -2,6 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { open, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
+/** Writing a file failed (a full disk, no permission): names the file, keeps the system error's code. */
+export class FileWriteError extends Error {
+  override name = 'FileWriteError';
+  readonly code: string | undefined;
+  constructor(
+    readonly path: string,
+    cause: unknown,
+  ) {
+    super(`cannot write ${path}: ${(cause as Error).message}`, { cause });
+    this.code = (cause as NodeJS.ErrnoException).code;
+  }
+}
+
 /** A sibling name for a temporary file or directory that no one else will pick. */
 export function temporarySibling(path: string, tag = 'tmp'): string {
   return `${path}.${tag}-${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -32,9 +45,9 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
       await handle.close();
     }
     await rename(tmp, path);
+    await syncDirectory(dirname(path));
   } catch (error) {
     await rm(tmp, { force: true });
-    throw error;
+    throw new FileWriteError(path, error);
   }
-  await syncDirectory(dirname(path));
 }

@@ -1,10 +1,19 @@
-import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckpointError, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import {
+  CheckpointError,
+  latestCheckpoint,
+  loadCheckpoint,
+  META_FILE,
+  MODEL_FILE,
+  OPTIMIZER_FILE,
+  saveCheckpoint,
+} from './checkpoint.js';
+import { LATEST_LINK } from './checkpoint-dir.js';
 import { Generator } from './generator.js';
 import { Module } from './module.js';
 import { WarmupCosineLR } from './lr-scheduler.js';
@@ -57,6 +66,8 @@ describe('checkpoints', () => {
     await saveCheckpoint(path, contents);
     await saveCheckpoint(path, contents); // overwrite
     expect((await readdir(dir)).sort()).toEqual(['ckpt']);
+    expect((await readdir(path)).sort()).toEqual(['00000002-step-3', LATEST_LINK]);
+    expect(await latestCheckpoint(path)).toBe(join(path, '00000002-step-3'));
 
     const gen2 = new Generator(99);
     const restored = new Toy(gen2);
@@ -93,7 +104,7 @@ describe('checkpoints', () => {
     const path = join(dir, 'spec');
     await saveCheckpoint(path, { model, optimizer: opt });
     const readHeader = async (file: string) => {
-      const bytes = new Uint8Array(await readFile(join(path, file)));
+      const bytes = new Uint8Array(await readFile(join(path, LATEST_LINK, file)));
       const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
       return { bytes, n, header: JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) };
     };
@@ -106,7 +117,8 @@ describe('checkpoints', () => {
     expect(weight).toEqual(Array.from(model.weight.dataSync()));
     expect(view.getInt32(32, true)).toBe(3);
     const optFile = await readHeader(OPTIMIZER_FILE);
-    expect(Object.keys(optFile.header).sort()).toEqual(['state.0.expAvg', 'state.0.expAvgSq', 'state.1.expAvg', 'state.1.expAvgSq']);
+    const names = ['__metadata__', 'state.0.expAvg', 'state.0.expAvgSq', 'state.1.expAvg', 'state.1.expAvgSq'];
+    expect(Object.keys(optFile.header).sort()).toEqual(names);
     expect(optFile.header['state.0.expAvg'].shape).toEqual([2, 3]);
     model.dispose();
     opt.dispose();
@@ -121,13 +133,50 @@ describe('checkpoints', () => {
     broken.bias.dispose(); // reading its state dict now throws midway through the save
     await expect(saveCheckpoint(path, { model: broken, step: 2 })).rejects.toThrow();
     expect((await readdir(dir)).filter((f) => f.startsWith('crash'))).toEqual(['crash']);
+    expect((await readdir(path)).sort()).toEqual(['00000001-step-1', LATEST_LINK]);
     const restored = new Toy(new Generator(4));
     expect((await loadCheckpoint(path, { model: restored })).step).toBe(1);
     expect(Array.from(restored.weight.dataSync())).toEqual(Array.from(model.weight.dataSync()));
-    // A crash between moving the old directory aside and renaming the new one in: the old one is found.
-    await rename(path, `${path}.old-1234-abcd`);
-    expect(await loadCheckpoint(path, { model: restored })).toMatchObject({ step: 1, path: `${path}.old-1234-abcd` });
     for (const m of [model, broken, restored]) m.dispose();
+  });
+
+  it('loads the old single-directory layout, and the next save replaces its files', async () => {
+    const gen = new Generator(6);
+    const model = new Toy(gen);
+    const path = join(dir, 'legacy');
+    await saveCheckpoint(path, { model, step: 4 });
+    // rewrite as the old layout: the files directly in the directory
+    const entry = (await latestCheckpoint(path)) as string;
+    for (const f of await readdir(entry)) await rename(join(entry, f), join(path, f));
+    await rm(entry, { recursive: true });
+    await rm(join(path, LATEST_LINK));
+    const restored = new Toy(new Generator(7));
+    expect(await loadCheckpoint(path, { model: restored })).toMatchObject({ step: 4, path });
+    expect(bits(restored.weight.data)).toEqual(bits(model.weight.data));
+    await saveCheckpoint(path, { model, step: 5 });
+    expect((await readdir(path)).sort()).toEqual(['00000001-step-5', LATEST_LINK]);
+    for (const m of [model, restored]) m.dispose();
+  });
+
+  it("finds the old layout's crash leftovers (newest metadata first); the next save removes them", async () => {
+    const gen = new Generator(8);
+    const model = new Toy(gen);
+    const path = join(dir, 'oldcrash');
+    // the old save killed between its renames: the previous checkpoint at .old-*, the new one at .tmp-*
+    const dead = 4194301; // a pid no process has here
+    for (const [step, name] of [[1, `oldcrash.old-${dead}-aaaa`], [2, `oldcrash.tmp-${dead}-bbbb`]] as const) {
+      await saveCheckpoint(join(dir, name), { model, step });
+      const entry = (await latestCheckpoint(join(dir, name))) as string;
+      for (const f of await readdir(entry)) await rename(join(entry, f), join(dir, name, f));
+      await rm(entry, { recursive: true });
+      await rm(join(dir, name, LATEST_LINK));
+      await utimes(join(dir, name, META_FILE), 1000 * step, 1000 * step);
+    }
+    const newer = join(dir, `oldcrash.tmp-${dead}-bbbb`);
+    expect(await loadCheckpoint(path, { model })).toMatchObject({ step: 2, path: newer });
+    await saveCheckpoint(path, { model, step: 3 });
+    expect((await readdir(dir)).filter((f) => f.startsWith('oldcrash'))).toEqual(['oldcrash']);
+    model.dispose();
   });
 
   it('reports truncated files, and missing checkpoints clearly', async () => {
@@ -135,7 +184,7 @@ describe('checkpoints', () => {
     const model = new Toy(gen);
     const path = join(dir, 'bad');
     await saveCheckpoint(path, { model });
-    const file = join(path, MODEL_FILE);
+    const file = join(path, LATEST_LINK, MODEL_FILE);
     const full = await readFile(file);
     await writeFile(file, full.subarray(0, full.length - 5));
     await expect(loadCheckpoint(path, { model })).rejects.toThrow(SafetensorsError);

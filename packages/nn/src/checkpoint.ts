@@ -1,14 +1,15 @@
 /**
- * Training checkpoints: a directory holding model.safetensors, optimizer.safetensors and
- * checkpoint.json (step, epoch, generator and scheduler state, optimizer hyperparameters and scalars).
- * The directory is built beside the target and renamed into place, so a crash leaves either
- * the previous checkpoint or the new one, never a mix; if it strikes between the two renames,
- * the previous one is at `<dir>.old-*`, where loadCheckpoint finds it.
+ * Training checkpoints: each one an entry of a checkpoint directory (checkpoint-dir.ts) holding
+ * model.safetensors, optimizer.safetensors and checkpoint.json (step, epoch, generator and
+ * scheduler state, optimizer hyperparameters and scalars; written last). An entry is written
+ * whole and fsynced before one rename commits it, so a crash at any point leaves the previous
+ * checkpoint or the new one, never a mix, and loading always finds the newest committed one.
  */
-import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
-import { syncDirectory, temporarySibling, writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from './atomic.js';
+import { cleanCheckpointDir, commitEntry, crashPoint, createTemporaryEntry, entryToLoad, latestEntry } from './checkpoint-dir.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -63,13 +64,20 @@ function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
   return { tensors, scalars };
 }
 
-/** Writes a checkpoint directory atomically (see the module comment). */
+/**
+ * Writes a checkpoint as a new entry of `dir` and commits it (see the module comment); older
+ * entries and leftovers of killed saves are removed after the commit. A failed write (a full
+ * disk) raises a typed error naming the file and leaves the previous checkpoint as it was.
+ */
 export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<void> {
-  const tmp = temporarySibling(dir);
-  await mkdir(tmp, { recursive: true });
+  let tmp: string | null = null;
   try {
+    await cleanCheckpointDir(dir, META_FILE);
+    tmp = await createTemporaryEntry(dir);
+    crashPoint('entry-created');
     const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
     await saveSafetensors(join(tmp, MODEL_FILE), model, { format: 'pt' });
+    crashPoint('model-written');
     let optimizer: CheckpointMeta['optimizer'] = null;
     if (contents.optimizer) {
       const sd = contents.optimizer.stateDict();
@@ -88,27 +96,23 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       extra: contents.extra ?? null,
     };
     await writeFileAtomic(join(tmp, META_FILE), `${JSON.stringify(meta, null, 2)}\n`);
-    await syncDirectory(tmp);
-    const exists = await stat(dir).then(() => true, () => false);
-    const old = temporarySibling(dir, 'old');
-    if (exists) await rename(dir, old);
-    await rename(tmp, dir);
-    await syncDirectory(dirname(dir));
-    if (exists) await rm(old, { recursive: true, force: true });
+    await commitEntry(dir, tmp, meta.step, META_FILE);
   } catch (error) {
-    await rm(tmp, { recursive: true, force: true });
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+    // an fs error of the directory's own (mkdir, rename): typed, naming what failed
+    if (typeof (error as NodeJS.ErrnoException).syscall === 'string') {
+      throw new CheckpointError(`saveCheckpoint(${dir}): ${(error as Error).message}`, { cause: error });
+    }
     throw error;
   }
 }
 
-/** The directory to read: `dir`, or the previous checkpoint left by a crash mid-swap. */
-async function locate(dir: string): Promise<string> {
-  if (await stat(join(dir, META_FILE)).then(() => true, () => false)) return dir;
-  const prefix = `${basename(dir)}.old-`;
-  const parent = dirname(dir);
-  const olds = (await readdir(parent).catch(() => [] as string[])).filter((f) => f.startsWith(prefix));
-  for (const f of olds) if (await stat(join(parent, f, META_FILE)).then(() => true, () => false)) return join(parent, f);
-  throw new CheckpointError(`no checkpoint at ${dir} (no ${META_FILE})`);
+/**
+ * The checkpoint loadCheckpoint would read: the newest complete entry of `dir` (or a checkpoint
+ * of the old single-directory layout), or null when there is none.
+ */
+export async function latestCheckpoint(dir: string): Promise<string | null> {
+  return latestEntry(dir, META_FILE);
 }
 
 function parseMeta(text: string, path: string): CheckpointMeta {
@@ -126,7 +130,7 @@ export interface LoadedCheckpoint {
   step: number;
   epoch: number;
   extra: unknown;
-  /** The directory actually read (a `.old-*` sibling after an interrupted save). */
+  /** The entry actually read. */
   path: string;
 }
 
@@ -139,7 +143,8 @@ export async function loadCheckpoint(
   dir: string,
   contents: { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler; strict?: boolean },
 ): Promise<LoadedCheckpoint> {
-  const path = await locate(dir);
+  const path = await entryToLoad(dir, META_FILE);
+  if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const meta = parseMeta(await readFile(join(path, META_FILE), 'utf8'), join(path, META_FILE));
   if (contents.optimizer && !meta.optimizer) throw new CheckpointError(`${path} holds no optimizer state`);
   const model = await loadSafetensors(join(path, MODEL_FILE));

@@ -1,6 +1,16 @@
 export { Generator, GeneratorStateError, type GeneratorState, defaultGenerator, manualSeed, philox4x32 } from './generator.js';
 export * as init from './init.js';
-export { temporarySibling, writeFileAtomic } from './atomic.js';
+export { FileWriteError, temporarySibling, writeFileAtomic } from './atomic.js';
+export {
+  cleanCheckpointDir,
+  commitEntry,
+  crashPoint,
+  createTemporaryEntry,
+  entryToLoad,
+  LATEST_LINK,
+  latestEntry,
+  temporaryEntryName,
+} from './checkpoint-dir.js';
 export {
   loadSafetensors,
   type ParsedSafetensors,
@@ -39,6 +49,7 @@ export {
   CheckpointError,
   type CheckpointContents,
   type LoadedCheckpoint,
+  latestCheckpoint,
   loadCheckpoint,
   META_FILE,
   MODEL_FILE,

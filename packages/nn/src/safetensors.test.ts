@@ -28,7 +28,10 @@ describe('safetensors', () => {
     const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
     const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
     expect((8 + n) % 8).toBe(0);
-    expect(header.__metadata__).toEqual({ format: 'pt' });
+    expect(header.__metadata__).toEqual({ format: 'pt', 'ddp.crc32': expect.any(String) });
+    // the CRC-32 of each tensor's bytes (zlib's, as Python's zlib.crc32 computes it)
+    const crc32s = { 'layer.weight': '1939e524', steps: 'bc93e7a5', half: '91e35451', wide: 'f2bacb72' };
+    expect(JSON.parse(header.__metadata__['ddp.crc32'])).toEqual(crc32s);
     expect(header['layer.weight']).toEqual({ dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] });
     expect(header.steps).toEqual({ dtype: 'I32', shape: [], data_offsets: [24, 28] });
     expect(header.half).toEqual({ dtype: 'F16', shape: [3], data_offsets: [28, 34] });

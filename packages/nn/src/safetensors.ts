@@ -4,8 +4,11 @@
  * then the tensors' bytes, little-endian, offsets relative to the end of the header.
  * Reading checks every length, offset and shape, and raises SafetensorsError on bad input.
  * Written dtypes: F32, F64, I32, F16, BF16; read also: I64 (as int32, range-checked).
+ * Writing stores each tensor's CRC-32 in the metadata (key `ddp.crc32`, a JSON object by tensor
+ * name); reading verifies them when present, so a flipped bit is an error naming the tensor.
  */
 import { readFile } from 'node:fs/promises';
+import { crc32 } from 'node:zlib';
 import { type DType, DTYPES, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 
@@ -22,15 +25,23 @@ export function toSafeTensor(t: tf.Tensor): SafeTensor {
   return { dtype, shape: [...t.shape], data: tensorToTypedArraySync(t, dtype) };
 }
 
-export type SafetensorsErrorKind = 'truncated' | 'corrupt' | 'unsupported' | 'invalid';
+export type SafetensorsErrorKind =
+  | 'truncated'
+  | 'corrupt'
+  | 'checksum'
+  | 'unsupported'
+  | 'invalid'
+  | 'missing'
+  | 'unreadable';
 
 export class SafetensorsError extends Error {
   override name = 'SafetensorsError';
   constructor(
     readonly kind: SafetensorsErrorKind,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 
@@ -68,14 +79,21 @@ const MAX_HEADER_BYTES = 100_000_000;
 if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error('safetensors needs a little-endian machine');
 
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+/** The metadata key holding the tensors' checksums. */
+const CHECKSUMS = 'ddp.crc32';
+const checksum = (bytes: Uint8Array) => crc32(bytes).toString(16).padStart(8, '0');
+const bytesOf = (t: TypedArray) => new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
 
 export function serializeSafetensors(
   tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
   metadata: Record<string, string> = {},
 ): Uint8Array {
   const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
-  const header: Record<string, unknown> = {};
-  if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
+  if (CHECKSUMS in metadata) {
+    throw new SafetensorsError('invalid', `metadata key '${CHECKSUMS}' is reserved for the checksums`);
+  }
+  const header: Record<string, unknown> = { __metadata__: null };
+  const checksums: Record<string, string> = {};
   let offset = 0;
   for (const [name, t] of entries) {
     if (name === '__metadata__') throw new SafetensorsError('invalid', "a tensor may not be named '__metadata__'");
@@ -87,8 +105,10 @@ export function serializeSafetensors(
       throw new SafetensorsError('invalid', `tensor '${name}': ${t.data.length} elements do not fill shape [${t.shape.join(', ')}]`);
     }
     header[name] = { dtype: CODE[t.dtype], shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
+    checksums[name] = checksum(bytesOf(t.data));
     offset += t.data.byteLength;
   }
+  header.__metadata__ = { ...metadata, [CHECKSUMS]: JSON.stringify(checksums) };
   let json = JSON.stringify(header);
   json += ' '.repeat((8 - ((Buffer.byteLength(json) + 8) % 8)) % 8); // pad so the data starts 8-aligned
   const headerBytes = new TextEncoder().encode(json);
@@ -97,7 +117,7 @@ export function serializeSafetensors(
   out.set(headerBytes, 8);
   let at = 8 + headerBytes.length;
   for (const [, t] of entries) {
-    out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), at);
+    out.set(bytesOf(t.data), at);
     at += t.data.byteLength;
   }
   return out;
@@ -140,10 +160,25 @@ function parseMetadata(value: unknown, source: string): Record<string, string> {
   return value as Record<string, string>;
 }
 
+/** The per-tensor checksums (undefined for files written elsewhere, which carry none). */
+function parseChecksums(value: string | undefined, source: string): Record<string, string> | undefined {
+  if (value === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(value) as unknown;
+    if (typeof parsed === 'object' && parsed !== null && Object.values(parsed).every((v) => typeof v === 'string')) {
+      return parsed as Record<string, string>;
+    }
+  } catch {
+    // reported below
+  }
+  throw new SafetensorsError('corrupt', `${source}: metadata '${CHECKSUMS}' is not a JSON object of checksums`);
+}
+
 export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data'): ParsedSafetensors {
   const { header, dataStart } = parseHeader(bytes, source);
   const dataLength = bytes.length - dataStart;
-  const metadata = parseMetadata(header.__metadata__, source);
+  const { [CHECKSUMS]: stored, ...metadata } = parseMetadata(header.__metadata__, source);
+  const checksums = parseChecksums(stored, source);
   const spans: { name: string; begin: number; end: number; reader: Reader; shape: number[] }[] = [];
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') continue;
@@ -175,6 +210,15 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
   const tensors = new Map<string, SafeTensor>();
   for (const s of spans) {
     const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
+    const expected = checksums?.[s.name];
+    if (checksums && expected === undefined) {
+      throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' has no checksum`);
+    }
+    if (expected !== undefined && checksum(copy) !== expected) {
+      const found = checksum(copy);
+      const why = `tensor '${s.name}' fails its checksum (CRC-32 ${found}, stored ${expected})`;
+      throw new SafetensorsError('checksum', `${source}: ${why}`);
+    }
     const data = s.reader.decode(copy.buffer, copy.length / s.reader.bytes, s.name);
     tensors.set(s.name, { dtype: s.reader.dtype, shape: s.shape, data });
   }
@@ -190,5 +234,13 @@ export async function saveSafetensors(
 }
 
 export async function loadSafetensors(path: string): Promise<ParsedSafetensors> {
-  return parseSafetensors(new Uint8Array(await readFile(path)), path);
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch (error) {
+    const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
+    const why = missing ? 'no such file' : (error as Error).message;
+    throw new SafetensorsError(missing ? 'missing' : 'unreadable', `${path}: ${why}`, { cause: error });
+  }
+  return parseSafetensors(new Uint8Array(bytes), path);
 }

@@ -13,6 +13,8 @@ interface RankResult {
 }
 
 const TIMEOUT = 110_000;
+/** The one entry of a fresh checkpoint directory: generation 1, step 5. */
+const ENTRY = '00000001-step-5';
 const script = new URL('./sharded-checkpoint.child.ts', import.meta.url);
 let root = '';
 let ckpt = '';
@@ -24,8 +26,8 @@ beforeAll(async () => {
   ckpt = join(root, 'ckpt');
   broken = join(root, 'broken');
   await runWorld<RankResult>({ script, nprocs: 2, args: ['--from', '0', '--to', '5', '--save', ckpt], timeoutMs: 60_000 });
-  await cp(ckpt, broken, { recursive: true });
-  await rm(join(broken, 'optimizer-shard-1-of-2.safetensors'));
+  await cp(ckpt, broken, { recursive: true, verbatimSymlinks: true });
+  await rm(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
 }, TIMEOUT);
 
 afterAll(async () => {
@@ -33,10 +35,11 @@ afterAll(async () => {
 });
 
 describe('sharded ZeRO checkpoints', () => {
-  it('writes one shard per rank and a manifest naming them', async () => {
-    const files = (await readdir(ckpt)).sort();
+  it('writes one shard per rank and a manifest naming them, in an entry that `latest` points at', async () => {
+    expect((await readdir(ckpt)).sort()).toEqual([ENTRY, 'latest']);
+    const files = (await readdir(join(ckpt, 'latest'))).sort();
     expect(files).toEqual(['manifest.json', 'model.safetensors', 'optimizer-shard-0-of-2.safetensors', 'optimizer-shard-1-of-2.safetensors']);
-    const manifest = JSON.parse(await readFile(join(ckpt, 'manifest.json'), 'utf8'));
+    const manifest = JSON.parse(await readFile(join(ckpt, ENTRY, 'manifest.json'), 'utf8'));
     expect(manifest.worldSize).toBe(2);
     expect(manifest.step).toBe(5);
     expect(manifest.parameters.map((p: { name: string }) => p.name)).toEqual(['0.weight', '0.bias', '2.weight', '2.bias', '4.weight', '4.bias']);
@@ -59,7 +62,7 @@ describe('sharded ZeRO checkpoints', () => {
         for (const r of results) {
           expect(r!.broken?.name).toBe('ShardedCheckpointError');
           expect(r!.broken?.message).toContain('optimizer-shard-1-of-2.safetensors');
-          expect(r!.broken?.file).toBe(join(broken, 'optimizer-shard-1-of-2.safetensors'));
+          expect(r!.broken?.file).toBe(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
         }
       }
     },

@@ -1,15 +1,32 @@
 /**
  * Sharded checkpoints for ZeroRedundancyOptimizer: every rank writes the optimizer state of
  * the parameters it owns (no gather on one rank), rank 0 writes the model and a manifest.
- * The manifest is written last, after every rank has confirmed its shard, and removed first
- * when a save begins: a directory without one is never taken for a checkpoint. State is keyed
- * by the parameter's global index, so a checkpoint loads onto any world size (resharding).
+ * A save is a new entry of the checkpoint directory (@ddp/nn's checkpoint-dir: entries
+ * committed by one rename, a `latest` pointer), written beside the previous checkpoint: the
+ * manifest goes in after every rank has confirmed its shard, then rank 0 commits the entry.
+ * A crash at any point leaves the previous checkpoint loadable. State is keyed by the
+ * parameter's global index, so a checkpoint loads onto any world size (resharding).
  */
-import { access, mkdir, readFile, rm } from 'node:fs/promises';
+import { access, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import { ReduceOp } from '@ddp/comm';
-import { loadSafetensors, type Module, type OptimizerStateDict, type ParamState, type SafeTensor, saveSafetensors, toSafeTensor, writeFileAtomic } from '@ddp/nn';
+import {
+  cleanCheckpointDir,
+  commitEntry,
+  crashPoint,
+  createTemporaryEntry,
+  entryToLoad,
+  loadSafetensors,
+  type Module,
+  type OptimizerStateDict,
+  type ParamState,
+  type SafeTensor,
+  saveSafetensors,
+  temporaryEntryName,
+  toSafeTensor,
+  writeFileAtomic,
+} from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
@@ -53,74 +70,99 @@ function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
 }
 
-/** Every rank learns whether every rank succeeded (MAX of the failure flags), so none waits on a failed peer. */
-async function allSucceeded(zero: AnyZero, failed: boolean): Promise<boolean> {
-  const flag = new Int32Array([failed ? 1 : 0]);
+/**
+ * Runs `work` on every rank, then every rank learns whether every rank succeeded (MAX of the
+ * failure flags), so none waits on a failed peer and all fail together.
+ */
+async function onEveryRank(zero: AnyZero, work: () => Promise<void>, failure: string): Promise<void> {
+  let error: unknown = null;
+  try {
+    await work();
+  } catch (e) {
+    error = e;
+  }
+  const flag = new Int32Array([error === null ? 0 : 1]);
   await zero.processGroup.allReduce(flag, { op: ReduceOp.MAX }).wait();
-  return flag[0] === 0;
+  if (flag[0] !== 0) throw error ?? new ShardedCheckpointError(failure);
+}
+
+/** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
+async function fromRank0(zero: AnyZero, name: string): Promise<string> {
+  const buf = new Int32Array(512);
+  if (zero.processGroup.rank === 0) buf.set(new TextEncoder().encode(name));
+  await zero.processGroup.broadcast(buf, { src: 0 }).wait();
+  return new TextDecoder().decode(Uint8Array.from(buf.subarray(0, buf.indexOf(0))));
 }
 
 /**
- * Writes a sharded checkpoint of `optimizer` (and `model`) into `dir`. Collective: every rank
- * of the optimizer's process group calls it.
+ * Writes a sharded checkpoint of `optimizer` (and `model`) as a new entry of `dir`. Collective:
+ * every rank of the optimizer's process group calls it; it returns once the entry is committed.
  */
 export async function saveShardedCheckpoint(dir: string, contents: { model?: Module; optimizer: AnyZero; step: number; extra?: unknown }): Promise<void> {
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
   const params = globalParams(zero);
   const index = new Map(params.map((p, i) => [p, i]));
-  // the manifest goes first, so a crash from here on leaves a directory that does not load
-  if (rank === 0) {
-    await mkdir(dir, { recursive: true });
-    await rm(join(dir, MANIFEST_FILE), { force: true });
-  }
-  await zero.processGroup.barrier().wait();
-
-  let error: unknown = null;
+  const entry = join(dir, await fromRank0(zero, temporaryEntryName()));
+  const failed = `saveShardedCheckpoint(${dir})`;
   try {
-    const tensors = new Map<string, SafeTensor>();
-    const scalars: Record<string, Record<string, number>> = {};
-    for (const [p, state] of zero.optim?.state ?? []) {
-      const i = index.get(p)!;
-      for (const [key, v] of Object.entries(state)) {
-        if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-        else {
-          scalars[i] ??= {};
-          scalars[i][key] = v;
+    await onEveryRank(zero, async () => {
+      if (rank !== 0) return;
+      await cleanCheckpointDir(dir, MANIFEST_FILE);
+      await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+    }, `${failed}: rank 0 could not create ${entry}`);
+
+    await onEveryRank(zero, async () => {
+      const tensors = new Map<string, SafeTensor>();
+      const scalars: Record<string, Record<string, number>> = {};
+      for (const [p, state] of zero.optim?.state ?? []) {
+        const i = index.get(p)!;
+        for (const [key, v] of Object.entries(state)) {
+          if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
+          else {
+            scalars[i] ??= {};
+            scalars[i][key] = v;
+          }
         }
       }
-    }
-    await saveSafetensors(join(dir, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
-    if (rank === 0) {
-      const weights = contents.model
-        ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
-        : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
-      await saveSafetensors(join(dir, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
-    }
-  } catch (e) {
-    error = e;
-  }
-  if (!(await allSucceeded(zero, error !== null))) {
-    throw error ?? new ShardedCheckpointError(`saveShardedCheckpoint(${dir}): another rank failed to write its shard; the checkpoint is incomplete`);
-  }
+      await saveSafetensors(join(entry, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+      if (rank === 0) {
+        const weights = contents.model
+          ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
+          : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
+        await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
+      }
+      crashPoint('shard-written');
+    }, `${failed}: another rank failed to write its shard; the checkpoint is incomplete`);
 
-  if (rank === 0) {
-    const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
-    const manifest: ShardedManifest = {
-      format: 'ddp-zero-sharded-checkpoint',
-      version: 1,
-      worldSize: size,
-      step: contents.step,
-      parameters: params.map((p, i) => ({ name: names.get(p) ?? `param.${i}`, shape: [...p.shape], shard: zero.partition.owner.get(p)! })),
-      paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({ ...hyper, params: ps.map((p) => index.get(p)!) })),
-      shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
-      weights: contents.model ? MODEL_FILE : PARAMS_FILE,
-      extra: contents.extra ?? null,
-    };
-    await writeFileAtomic(join(dir, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+    await onEveryRank(zero, async () => {
+      if (rank !== 0) return;
+      const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
+      const manifest: ShardedManifest = {
+        format: 'ddp-zero-sharded-checkpoint',
+        version: 1,
+        worldSize: size,
+        step: contents.step,
+        parameters: params.map((p, i) => ({
+          name: names.get(p) ?? `param.${i}`,
+          shape: [...p.shape],
+          shard: zero.partition.owner.get(p)!,
+        })),
+        paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
+          ...hyper,
+          params: ps.map((q) => index.get(q)!),
+        })),
+        shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
+        weights: contents.model ? MODEL_FILE : PARAMS_FILE,
+        extra: contents.extra ?? null,
+      };
+      await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+      await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
+    }, `${failed}: rank 0 failed to commit the checkpoint`);
+  } catch (error) {
+    if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
+    throw error;
   }
-  // nobody returns before the checkpoint is complete
-  await zero.processGroup.barrier().wait();
 }
 
 async function readManifest(dir: string): Promise<ShardedManifest> {
@@ -129,7 +171,7 @@ async function readManifest(dir: string): Promise<ShardedManifest> {
   try {
     text = await readFile(path, 'utf8');
   } catch {
-    throw new ShardedCheckpointError(`no complete sharded checkpoint at ${dir}: ${MANIFEST_FILE} is missing`, path);
+    throw new ShardedCheckpointError(`sharded checkpoint ${dir}: ${MANIFEST_FILE} is missing`, path);
   }
   let manifest: ShardedManifest;
   try {
@@ -141,13 +183,27 @@ async function readManifest(dir: string): Promise<ShardedManifest> {
   return manifest;
 }
 
+/** The newest committed entry of `location`. */
+async function newestEntry(location: string): Promise<string> {
+  const entry = await entryToLoad(location, MANIFEST_FILE);
+  if (entry === null) {
+    const why = `no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`;
+    throw new ShardedCheckpointError(why, join(location, MANIFEST_FILE));
+  }
+  return entry;
+}
+
 /**
- * Loads a sharded checkpoint written on any world size: each rank reads the manifest and the
- * shards holding the parameters its current partition owns, and keeps their state only.
- * Not collective. Everything is read and checked before anything changes.
+ * Loads the newest sharded checkpoint in `location`, written on any world size: each rank reads
+ * the manifest and the shards holding the parameters its current partition owns, and keeps
+ * their state only. Not collective. Everything is read and checked before anything changes.
  */
-export async function loadShardedCheckpoint(dir: string, contents: { model?: Module; optimizer: AnyZero }): Promise<{ step: number; extra: unknown; worldSize: number }> {
+export async function loadShardedCheckpoint(
+  location: string,
+  contents: { model?: Module; optimizer: AnyZero },
+): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
   const zero = contents.optimizer;
+  const dir = await newestEntry(location);
   const manifest = await readManifest(dir);
   const params = globalParams(zero);
   if (manifest.parameters.length !== params.length) {
@@ -204,5 +260,5 @@ export async function loadShardedCheckpoint(dir: string, contents: { model?: Mod
   } finally {
     tf.dispose(created);
   }
-  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize };
+  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize, path: dir };
 }

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
+import { LATEST_LINK, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
 import { afterAll, describe, expect, it } from 'vitest';
 import { explain, RankLines } from './world.js';
 import { launch, type LaunchResult } from '@ddp/launch';
@@ -44,9 +44,9 @@ async function runClip(name: string, killAfterCheckpoint: boolean): Promise<Clip
     signal: AbortSignal.timeout(150_000),
     onWorldStart: ({ restartCount, pids }) => {
       if (!killAfterCheckpoint || restartCount > 0) return;
-      // kill -9 rank 1 as soon as the first checkpoint is complete (its metadata is renamed in last)
+      // kill -9 rank 1 as soon as the first checkpoint is committed (`latest` points at it)
       poll = setInterval(() => {
-        const meta = join(ckpt, META_FILE);
+        const meta = join(ckpt, LATEST_LINK, META_FILE);
         if (!existsSync(meta)) return;
         clearInterval(poll);
         killedAtStep = (JSON.parse(readFileSync(meta, 'utf8')) as { step: number }).step;
@@ -58,7 +58,7 @@ async function runClip(name: string, killAfterCheckpoint: boolean): Promise<Clip
   return { result, out, err, killedAtStep };
 }
 
-const file = (name: string, f: string) => readFileSync(join(dir, name, 'ckpt', f));
+const file = (name: string, f: string) => readFileSync(join(dir, name, 'ckpt', LATEST_LINK, f));
 
 describe('elastic restart of apps/clip under ddp-run --max-restarts 2', () => {
   it('a rank killed with SIGKILL: the world restarts, resumes, and ends bit-identical to an uninterrupted run', { timeout: 320_000 }, async () => {

@@ -50,19 +50,63 @@ class Conv2d extends AutogradFunction {
   }
 }
 
+/**
+ * g [N, OH, OW, C] placed at rows i + sh·oh and columns j + sw·ow of a zero [N, hp, wp, C]:
+ * zeros interleaved after each element (the stride), then shifted by the window offset.
+ */
+type Dims = [number, number];
+
+function spread(g: tf.Tensor, [i, j]: Dims, [sh, sw]: Dims, [hp, wp]: Dims): tf.Tensor {
+  const [n, oh, ow, c] = g.shape as [number, number, number, number];
+  const interleave: [number, number][] = [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]];
+  const strided = tf.pad(tf.reshape(g, [n, oh, 1, ow, 1, c]), interleave);
+  const rows = Math.min(oh * sh, hp - i);
+  const cols = Math.min(ow * sw, wp - j);
+  const cut = tf.slice(tf.reshape(strided, [n, oh * sh, ow * sw, c]), [0, 0, 0, 0], [n, rows, cols, c]);
+  return tf.pad(cut, [[0, 0], [i, hp - i - rows], [j, wp - j - cols], [0, 0]]);
+}
+
+/**
+ * The max-pool gradient from tfjs's generic ops, not the MaxPoolGrad kernel (wasm 4.22's starts
+ * its running maximum at the smallest positive float, so all-negative windows got no gradient).
+ * Each window's dy goes to its first maximum in row-major order (PyTorch's tie-break); windows
+ * that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
+ */
+function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, stride: Dims, padding: Dims): tf.Tensor {
+  const [n, h, w, c] = x.shape as [number, number, number, number];
+  const [, oh, ow] = y.shape as [number, number, number, number];
+  const [ph, pw] = padding;
+  const padded: Dims = [h + 2 * ph, w + 2 * pw];
+  const xp = tf.pad(x, explicit(padding), -Infinity);
+  let taken = tf.zeros(y.shape, 'bool');
+  let dxp = tf.zeros([n, ...padded, c]);
+  for (let i = 0; i < kernel[0]; i++) {
+    for (let j = 0; j < kernel[1]; j++) {
+      const end = [n, i + stride[0] * (oh - 1) + 1, j + stride[1] * (ow - 1) + 1, c];
+      const candidate = tf.stridedSlice(xp, [0, i, j, 0], end, [1, ...stride, 1]);
+      const first = tf.logicalAnd(tf.equal(candidate, y), tf.logicalNot(taken));
+      taken = tf.logicalOr(taken, first);
+      dxp = tf.add(dxp, spread(tf.where(first, dy, tf.zerosLike(dy)), [i, j], stride, padded));
+    }
+  }
+  return tf.slice(dxp, [0, ph, pw, 0], [n, h, w, c]);
+}
+
 class MaxPool2d extends AutogradFunction {
-  private attrs: tf.NamedAttrMap = {};
+  private kernel: Dims = [1, 1];
+  private stride: Dims = [1, 1];
+  private padding: Dims = [0, 0];
   forward(ctx: Context, x: tf.Tensor, kernel: Pair, stride: Pair, padding: Pair): tf.Tensor {
     const xh = toNHWC(x) as tf.Tensor4D;
-    this.attrs = { filterSize: pair(kernel), strides: pair(stride), pad: explicit(pair(padding)) };
-    const yh = tf.engine().runKernel('MaxPool', { x: xh }, this.attrs) as tf.Tensor;
+    [this.kernel, this.stride, this.padding] = [pair(kernel), pair(stride), pair(padding)];
+    const attrs = { filterSize: this.kernel, strides: this.stride, pad: explicit(this.padding) };
+    const yh = tf.engine().runKernel('MaxPool', { x: xh }, attrs) as tf.Tensor;
     ctx.saveForBackward(xh, yh);
     return toNCHW(yh);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [xh, yh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    const dxh = tf.engine().runKernel('MaxPoolGrad', { dy: toNHWC(dy), input: xh, output: yh }, this.attrs) as tf.Tensor;
-    return [toNCHW(dxh), null, null, null];
+    return [toNCHW(maxPoolGrad(xh, yh, toNHWC(dy), this.kernel, this.stride, this.padding)), null, null, null];
   }
 }
 

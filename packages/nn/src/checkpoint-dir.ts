@@ -1,0 +1,180 @@
+/**
+ * A checkpoint location as a directory of immutable entries plus a pointer:
+ *
+ *   dir/00000007-step-120/   a complete checkpoint (generation 7, step 120)
+ *   dir/latest -> 00000007-step-120
+ *   dir/.tmp-<host>-<pid>-<hex>/   an entry being written (or left by a killed writer)
+ *
+ * A writer fills a temporary entry, fsyncs it, renames it to the next generation (the commit:
+ * one atomic rename), fsyncs dir, then points `latest` at it (a symlink renamed over the old
+ * one, for tools) and removes what is stale. Readers take the complete entry of the highest
+ * generation, so whatever moment a writer dies at, the newest committed checkpoint is found.
+ * Stale: entries older than the newest; temporaries of a dead process on this host (a live
+ * writer's, or another host's, are left alone); files of the old single-directory layout.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { syncDirectory } from './atomic.js';
+
+export const LATEST_LINK = 'latest';
+const ENTRY = /^(\d{8})-step-(\d+)$/;
+const TEMPORARY = /^\.tmp-(.+)-(\d+)-[0-9a-f]+$/;
+/** Temporaries of the old layout: `<dir>.tmp-<pid>-<hex>`, `<dir>.old-<pid>-<hex>` (and files' `.tmp-`). */
+const LEGACY_TEMPORARY = /\.(?:tmp|old)-(\d+)-[0-9a-f]+$/;
+const HOST = hostname().replaceAll('/', '_');
+
+/**
+ * Test hook: `DDP_CHECKPOINT_CRASH_AT=<point>` kills this process with SIGKILL when a save
+ * reaches that point, so tests can crash a real save between any two of its steps.
+ */
+export function crashPoint(point: string): void {
+  if (process.env.DDP_CHECKPOINT_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
+}
+
+const exists = (path: string) => access(path).then(() => true, () => false);
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A temporary whose writer provably died: written on this host by a process that no longer runs. */
+function isDeadTemporary(name: string): boolean {
+  const match = TEMPORARY.exec(name);
+  if (!match || match[1] !== HOST) return false;
+  const pid = Number(match[2]);
+  return pid !== process.pid && !processIsAlive(pid);
+}
+
+/** A name for a temporary entry in dir; it carries host and pid, so its staleness can be proved. */
+export function temporaryEntryName(): string {
+  return `.tmp-${HOST}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+interface Entry {
+  name: string;
+  generation: number;
+  step: number;
+}
+
+async function listEntries(dir: string): Promise<Entry[]> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  return names
+    .map((name) => ENTRY.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ name: m[0], generation: Number(m[1]), step: Number(m[2]) }))
+    .sort((a, b) => b.generation - a.generation);
+}
+
+/**
+ * The newest complete checkpoint under dir (one holding `metaFile`), or null. Falls back to the
+ * old layouts: `metaFile` directly in dir, or (a crash of the old two-rename save) the newest
+ * `<dir>.tmp-*` / `<dir>.old-*` sibling holding one.
+ */
+export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
+  for (const entry of await listEntries(dir)) {
+    if (await exists(join(dir, entry.name, metaFile))) return join(dir, entry.name);
+  }
+  if (await exists(join(dir, metaFile))) return dir;
+  const parent = dirname(dir);
+  const prefix = basename(dir);
+  let newest: { path: string; mtime: number } | null = null;
+  for (const name of await readdir(parent).catch(() => [] as string[])) {
+    if (!name.startsWith(prefix) || LEGACY_TEMPORARY.exec(name)?.index !== prefix.length) continue;
+    const mtime = await stat(join(parent, name, metaFile)).then((s) => s.mtimeMs, () => null);
+    if (mtime !== null && (newest === null || mtime > newest.mtime)) newest = { path: join(parent, name), mtime };
+  }
+  return newest?.path ?? null;
+}
+
+/**
+ * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
+ * its path. The rename is the commit; the pointer switch and the clean-up follow.
+ */
+export async function commitEntry(dir: string, temporary: string, step: number, metaFile: string): Promise<string> {
+  await syncDirectory(temporary);
+  crashPoint('before-commit');
+  for (;;) {
+    const generation = ((await listEntries(dir))[0]?.generation ?? 0) + 1;
+    const name = `${String(generation).padStart(8, '0')}-step-${step}`;
+    try {
+      await rename(temporary, join(dir, name));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') continue; // another writer took this generation
+      throw error;
+    }
+    await syncDirectory(dir);
+    crashPoint('committed');
+    await pointLatestAt(dir, name);
+    crashPoint('pointer-switched');
+    await cleanCheckpointDir(dir, metaFile);
+    return join(dir, name);
+  }
+}
+
+async function pointLatestAt(dir: string, name: string): Promise<void> {
+  if ((await readlink(join(dir, LATEST_LINK)).catch(() => null)) === name) return;
+  const link = join(dir, temporaryEntryName());
+  await symlink(name, link);
+  await rename(link, join(dir, LATEST_LINK));
+  await syncDirectory(dir);
+}
+
+/**
+ * Points `latest` at the newest complete entry, then removes what is provably stale (see the
+ * module comment). Safe to run at any time, by any number of processes at once.
+ */
+export async function cleanCheckpointDir(dir: string, metaFile: string): Promise<void> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const stale = names.filter((name) => isDeadTemporary(name) || isDeadLegacyTemporary(name));
+  const entries = await listEntries(dir);
+  let newest: Entry | undefined;
+  for (const e of entries) if (!newest && (await exists(join(dir, e.name, metaFile)))) newest = e;
+  if (newest) {
+    await pointLatestAt(dir, newest.name);
+    const generation = newest.generation;
+    stale.push(...entries.filter((e) => e.generation < generation).map((e) => e.name));
+    // the old layout's files, superseded by a committed entry
+    stale.push(...names.filter((name) => name === metaFile || name.endsWith('.safetensors')));
+  }
+  await Promise.all(stale.map((name) => rm(join(dir, name), { recursive: true, force: true })));
+  if (newest || (await exists(join(dir, metaFile)))) await removeLegacySiblings(dir);
+}
+
+/** A file or directory of the old layout's temporaries (`<name>.tmp-<pid>-<hex>`, `.old-`) whose writer died. */
+function isDeadLegacyTemporary(name: string): boolean {
+  const match = LEGACY_TEMPORARY.exec(name);
+  return match !== null && !processIsAlive(Number(match[1]));
+}
+
+/** `<dir>.tmp-*` / `<dir>.old-*` of dead writers, once dir holds a complete checkpoint (newer than they are). */
+async function removeLegacySiblings(dir: string): Promise<void> {
+  const parent = dirname(dir);
+  const prefix = basename(dir);
+  const names = (await readdir(parent).catch(() => [] as string[])).filter((name) => name.startsWith(prefix));
+  const ours = (name: string) => LEGACY_TEMPORARY.exec(name)?.index === prefix.length;
+  const stale = names.filter((name) => ours(name) && isDeadLegacyTemporary(name));
+  await Promise.all(stale.map((name) => rm(join(parent, name), { recursive: true, force: true })));
+}
+
+/**
+ * What a load reads: the newest complete entry (latestEntry), after a clean-up. The clean-up is
+ * best effort, so a checkpoint on a read-only file system still loads.
+ */
+export async function entryToLoad(dir: string, metaFile: string): Promise<string | null> {
+  await cleanCheckpointDir(dir, metaFile).catch(() => undefined);
+  return latestEntry(dir, metaFile);
+}
+
+/** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */
+export async function createTemporaryEntry(dir: string, name = temporaryEntryName()): Promise<string> {
+  await mkdir(join(dir, name), { recursive: true });
+  return join(dir, name);
+}
