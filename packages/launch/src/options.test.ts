@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { rankScript } from './fixtures/harness.js';
 import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit } from './index.js';
 
@@ -18,6 +21,8 @@ describe('planLaunch', () => {
     ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
     ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],
     ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1 }, /needs a shared secret/],
+    ['a secret and a secret file', { secret: 's', secretFile: 'f' }, /secret or secretFile, not both/],
+    ['a missing secret file', { secretFile: '/nonexistent/secret' }, /secretFile: cannot read \/nonexistent\/secret/],
   ])('rejects %s', (_what, change, message) => {
     expect(() => planLaunch({ ...base, ...change })).toThrow(LaunchConfigError);
     expect(() => planLaunch({ ...base, ...change })).toThrow(message);
@@ -29,6 +34,32 @@ describe('planLaunch', () => {
     expect(planLaunch(base).secret).not.toBe(a);
     expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' } }).secret).toBe('env');
     expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' }, secret: 'flag' }).secret).toBe('flag');
+  });
+});
+
+describe('secretFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ddp-secret-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const secretFile = (name: string, text: string, mode: number): string => {
+    const file = join(dir, name);
+    writeFileSync(file, text);
+    chmodSync(file, mode);
+    return file;
+  };
+
+  it('reads the secret from a file only its owner can read', () => {
+    expect(planLaunch({ ...base, secretFile: secretFile('ok', 'from-file\n', 0o600) }).secret).toBe('from-file');
+    expect(planLaunch({ ...base, secretFile: secretFile('ro', 'read-only', 0o400), env: { DDP_SECRET: 'env' } }).secret).toBe('read-only');
+  });
+
+  it.each([0o644, 0o640, 0o604, 0o660])('refuses a file with mode %o, as ssh does with keys', (mode) => {
+    const file = secretFile(`open-${mode}`, 'leaky', mode);
+    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(LaunchConfigError);
+    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(`is readable by group or others (mode 0${mode.toString(8)}); run chmod 600`);
+  });
+
+  it('refuses an empty file', () => {
+    expect(() => planLaunch({ ...base, secretFile: secretFile('empty', '\n', 0o600) })).toThrow(/is empty/);
   });
 });
 

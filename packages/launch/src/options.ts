@@ -3,6 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { LaunchConfigError } from './errors.js';
+import { readSecretFile } from './secret-file.js';
 
 /** What `launch()` and the `ddp-run` CLI accept. Names follow torchrun's flags, camelCased. */
 export interface LaunchOptions {
@@ -24,6 +25,8 @@ export interface LaunchOptions {
   maxRestarts?: number;
   /** The run's shared secret; default: DDP_SECRET from env, else a fresh random one. */
   secret?: string;
+  /** A file holding the secret, readable by its owner only (instead of `secret`). */
+  secretFile?: string;
   /** Working directory of the ranks (default process.cwd()). */
   cwd?: string;
   /** Base environment of the ranks (default process.env); the launcher's variables override it. */
@@ -91,13 +94,17 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   const script = resolve(cwd, options.script);
   if (!existsSync(script)) throw new LaunchConfigError(`script not found: ${script}`);
   if (!statSync(script).isFile()) throw new LaunchConfigError(`script is not a file: ${script}`);
-  const given = options.secret ?? env.DDP_SECRET;
+  if (options.secret !== undefined && options.secretFile !== undefined) {
+    throw new LaunchConfigError('give secret or secretFile, not both');
+  }
+  const fromFile = options.secretFile === undefined ? undefined : readSecretFile(options.secretFile, cwd);
+  const given = options.secret ?? fromFile ?? env.DDP_SECRET;
   if (given === '') throw new LaunchConfigError('secret must not be empty');
   if (nnodes > 1) {
     // Every node must agree on where the store is and on the secret; no node can pick them alone.
     if (options.masterAddr === undefined) throw new LaunchConfigError('nnodes > 1 needs masterAddr (--master-addr)');
     if (masterPort === undefined) throw new LaunchConfigError('nnodes > 1 needs masterPort (--master-port)');
-    if (given === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret or DDP_SECRET)');
+    if (given === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret-file or DDP_SECRET)');
   }
   return {
     script,
