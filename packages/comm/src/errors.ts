@@ -35,6 +35,16 @@ export class AuthError extends CommError {
   override name = 'AuthError';
 }
 
+/** A connection from or to another run: run ids (DDP_RUN_ID) differ, e.g. two worlds on one port. */
+export class RunMismatchError extends CommError {
+  override name = 'RunMismatchError';
+}
+
+/** The address a server must listen on (the store's MASTER_PORT) is taken by another process. */
+export class AddressInUseError extends CommError {
+  override name = 'AddressInUseError';
+}
+
 /** Bytes on a connection did not parse (bad magic, out-of-bounds length, unknown kind). */
 export class ProtocolError extends CommError {
   override name = 'ProtocolError';
@@ -56,6 +66,8 @@ const errorClasses = {
   PeerLostError,
   CollectiveMismatchError,
   AuthError,
+  RunMismatchError,
+  AddressInUseError,
   ProtocolError,
   NotInitializedError,
   InvalidArgumentError,

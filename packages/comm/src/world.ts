@@ -3,7 +3,7 @@ import type { SharedMemory } from './native.js';
 import { CommThread } from './comm-thread.js';
 import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
-import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
+import { CommError, InvalidArgumentError, NotInitializedError, RunMismatchError } from './errors.js';
 import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
 import { StagingPool } from './staging.js';
@@ -52,6 +52,11 @@ function parseAddress(text: string, rank: number): PeerAddress {
   return a;
 }
 
+/** The store's host learns of another run's ranks knocking (its own run carries on). */
+function warnOtherRun(err: CommError): void {
+  if (err instanceof RunMismatchError) process.emitWarning(err);
+}
+
 /** A timeout must be a positive number of milliseconds (Infinity allowed). */
 function checkTimeout(ms: number, op: string): number {
   if (typeof ms !== 'number' || !(ms > 0)) throw new InvalidArgumentError(`${op}: timeoutMs must be a positive number of milliseconds, got ${ms}`, { op });
@@ -70,16 +75,19 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
   const timeoutMs = checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
   const ownsStore = !opts.store;
+  const { secret, runId } = env;
   // a world of one needs nobody to meet: no server, no port
   const store =
     opts.store ??
-    (worldSize === 1 ? new HashStore(timeoutMs) : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret: env.secret, isServer: rank === 0, timeoutMs, rank }));
+    (worldSize === 1
+      ? new HashStore(timeoutMs)
+      : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret, runId, isServer: rank === 0, timeoutMs, rank, onConnectionError: warnOtherRun }));
   try {
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
-    const meshOpts = { rank, worldSize, secret: env.secret, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
+    const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
     const wireStats = new SharedArrayBuffer(32);
     const mem = sharedMemory();
     const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats });

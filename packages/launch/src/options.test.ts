@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rankScript } from './fixtures/harness.js';
-import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit } from './index.js';
+import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit, rankEnv } from './index.js';
 
 const base: LaunchOptions = { script: rankScript, nprocPerNode: 2, env: {} };
 
@@ -20,7 +20,9 @@ describe('planLaunch', () => {
     ['an empty secret', { secret: '' }, /secret must not be empty/],
     ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
     ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],
-    ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1 }, /needs a shared secret/],
+    ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1, rdzvId: 'r' }, /needs a shared secret/],
+    ['multi-node without run id', { nnodes: 2, masterAddr: 'h', masterPort: 1, secret: 's' }, /needs a shared run id \(--rdzv-id\)/],
+    ['a run id with a space', { rdzvId: 'my run' }, /rdzvId must be 1 to 255 printable ASCII/],
     ['a secret and a secret file', { secret: 's', secretFile: 'f' }, /secret or secretFile, not both/],
     ['a missing secret file', { secretFile: '/nonexistent/secret' }, /secretFile: cannot read \/nonexistent\/secret/],
   ])('rejects %s', (_what, change, message) => {
@@ -60,6 +62,16 @@ describe('secretFile', () => {
 
   it('refuses an empty file', () => {
     expect(() => planLaunch({ ...base, secretFile: secretFile('empty', '\n', 0o600) })).toThrow(/is empty/);
+  });
+});
+
+describe('run id', () => {
+  it('is random per launch unless rdzvId is given, and reaches every rank as DDP_RUN_ID and TORCHELASTIC_RUN_ID', () => {
+    const a = planLaunch(base);
+    expect(a.runId).toMatch(/^[0-9a-f]{32}$/);
+    expect(planLaunch(base).runId).not.toBe(a.runId);
+    const given = planLaunch({ ...base, rdzvId: 'job-42' });
+    expect(rankEnv(given, 1, 29500, 0)).toMatchObject({ DDP_RUN_ID: 'job-42', TORCHELASTIC_RUN_ID: 'job-42' });
   });
 });
 

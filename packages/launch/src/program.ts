@@ -29,6 +29,7 @@ function buildProgram(): Command {
     .addOption(new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure').argParser(integer).default(0))
     .option('--secret-file <path>', "a file holding the run's shared secret, readable by its owner only (chmod 600)")
     .option('--secret <s>', 'the secret itself: every user of this machine sees it in ps (prefer --secret-file or $DDP_SECRET)')
+    .option('--rdzv-id <id>', "the run's id, the same on every node (default: a random one; required with --nnodes > 1)")
     .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
     .option('--no-source-conditions', 'do not pass --conditions=source to the ranks (published installs)')
     .argument('<script>', 'the script each rank runs (.ts or .js)')
@@ -47,6 +48,7 @@ interface CliOptions {
   maxRestarts: number;
   secret?: string;
   secretFile?: string;
+  rdzvId?: string;
   killGraceMs: number;
   sourceConditions: boolean;
 }
@@ -76,6 +78,7 @@ export async function main(argv: string[]): Promise<number> {
         maxRestarts: opts.maxRestarts,
         secret: opts.secret,
         secretFile: opts.secretFile,
+        rdzvId: opts.rdzvId,
         killGraceMs: opts.killGraceMs,
         sourceConditions: opts.sourceConditions,
       },

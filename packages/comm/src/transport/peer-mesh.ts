@@ -4,7 +4,7 @@ import { connect, createServer, type NetConnectOpts, type Server, type Socket } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { Heartbeat, heartbeatInterval } from './heartbeat.js';
@@ -27,6 +27,8 @@ export interface MeshOptions {
   rank: number;
   worldSize: number;
   secret: string;
+  /** The run's id (DDP_RUN_ID): a peer of another run is refused (RunMismatchError). */
+  runId: string;
   hostId: string;
   /** Use TCP even between ranks of one host (DDP_TRANSPORT=tcp). */
   forceTcp: boolean;
@@ -116,6 +118,7 @@ export class PeerMesh {
     try {
       const { peerRank, leftover } = await serverHandshake(sock, {
         secret: this.opts.secret,
+        runId: this.opts.runId,
         purpose: Purpose.Peer,
         timeoutMs: 10_000,
         what: `rank ${this.opts.rank} peer listener`,
@@ -161,7 +164,7 @@ export class PeerMesh {
             await this.dialPeer(a.rank, sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
             return;
           } catch (e) {
-            if (e instanceof AuthError || Date.now() > deadline) throw e;
+            if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) throw e;
             await sleep(Math.min(20 * 2 ** attempt, 500));
           }
         }
@@ -213,7 +216,9 @@ export class PeerMesh {
       };
     };
     const { rank } = this.opts;
-    const { leftover } = await clientHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what: `rank ${rank} → rank ${peer}`, source });
+    const { secret, runId } = this.opts;
+    const what = `rank ${rank} → rank ${peer}`;
+    const { leftover } = await clientHandshake(sock, { secret, runId, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what, source });
     if (this.inbound[peer]) {
       sock.destroy();
       throw new ProtocolError(`rank ${rank}: already connected to rank ${peer}`, { op: 'connect', ranks: [peer] });

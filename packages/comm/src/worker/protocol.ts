@@ -9,6 +9,7 @@ export interface InitRequest {
   rank: number;
   worldSize: number;
   secret: string;
+  runId: string;
   hostId: string;
   forceTcp: boolean;
   bindHost: string;
