@@ -45,6 +45,11 @@ export class AddressInUseError extends CommError {
   override name = 'AddressInUseError';
 }
 
+/** Ranks were started with different world sizes (WORLD_SIZE); names both sizes. */
+export class WorldSizeMismatchError extends CommError {
+  override name = 'WorldSizeMismatchError';
+}
+
 /** Bytes on a connection did not parse (bad magic, out-of-bounds length, unknown kind). */
 export class ProtocolError extends CommError {
   override name = 'ProtocolError';
@@ -68,6 +73,7 @@ const errorClasses = {
   AuthError,
   RunMismatchError,
   AddressInUseError,
+  WorldSizeMismatchError,
   ProtocolError,
   NotInitializedError,
   InvalidArgumentError,

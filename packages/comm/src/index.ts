@@ -10,6 +10,7 @@ export {
   PeerLostError,
   ProtocolError,
   RunMismatchError,
+  WorldSizeMismatchError,
 } from './errors.js';
 export { type LaunchEnv, readLaunchEnv } from './env.js';
 export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';

@@ -46,4 +46,24 @@ describe('rendezvous', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
+
+  it.each([
+    [0, 2],
+    [2, 4],
+  ])('rank %i started with WORLD_SIZE=%i among ranks of 3: WorldSizeMismatchError naming both sizes on every rank', async (odd, size) => {
+    const out = await runWorld({
+      worldSize: 3,
+      script: 'rendezvous.child.ts',
+      args: ['init'],
+      rankEnv: (r): Record<string, string> => (r === odd ? { WORLD_SIZE: String(size) } : {}),
+      timeoutMs: 40_000,
+    });
+    for (const o of out) {
+      const r = phase(o, 'init');
+      expect(r?.name, explain(out)).toBe('WorldSizeMismatchError');
+      const [mine, theirs] = o.rank === odd ? [size, 3] : [3, size];
+      // the rank that recorded the size first learns of the conflict from another rank, which may be any
+      expect(r?.message).toMatch(new RegExp(`this rank has WORLD_SIZE=${mine}, rank \\d has ${theirs}`));
+    }
+  }, 60_000);
 });

@@ -8,8 +8,9 @@ import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
+import { agreeOnWorldSize, readAddresses } from './rendezvous.js';
 import { PrefixStore } from './store/prefix-store.js';
-import { decodeText, type Store } from './store/store.js';
+import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
 import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
@@ -44,14 +45,6 @@ interface World {
 
 let world: World | null = null;
 
-function parseAddress(text: string, rank: number): PeerAddress {
-  const a = JSON.parse(text) as PeerAddress;
-  if (typeof a !== 'object' || a === null || a.rank !== rank || typeof a.host !== 'string' || typeof a.port !== 'number') {
-    throw new CommError(`rendezvous: bad address record for rank ${rank}`, { op: 'initProcessGroup', ranks: [rank] });
-  }
-  return a;
-}
-
 /** The store's host learns of another run's ranks knocking (its own run carries on). */
 function warnOtherRun(err: CommError): void {
   if (err instanceof RunMismatchError) process.emitWarning(err);
@@ -83,6 +76,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
       ? new HashStore(timeoutMs)
       : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret, runId, isServer: rank === 0, timeoutMs, rank, onConnectionError: warnOtherRun }));
   try {
+    if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
@@ -97,7 +91,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
       const mainAddress = await main.listen(bindHost);
       await rdv.set(`addr/${rank}`, JSON.stringify({ ...address, shm: mem ? randomBytes(8).toString('hex') : null }));
       await rdv.set(`mainaddr/${rank}`, JSON.stringify(mainAddress));
-      const read = (key: string) => Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`${key}/${r}`)), r)));
+      const read = (key: string) => readAddresses(rdv, store, key, { rank, worldSize, timeoutMs });
       let mainAddrs: PeerAddress[];
       [addrs, mainAddrs] = await Promise.all([read('addr'), read('mainaddr')]);
       await Promise.all([thread.connect(addrs, timeoutMs), main.connect(mainAddrs, timeoutMs)]);
