@@ -14,6 +14,7 @@ import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
 import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
+import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -67,6 +68,8 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const worldSize = opts.worldSize ?? env.worldSize;
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
   const timeoutMs = checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
+  // files of ranks that died (sockets from before abstract names, or off Linux)
+  await removeStaleSocketFiles();
   const ownsStore = !opts.store;
   const { secret, runId } = env;
   // a world of one needs nobody to meet: no server, no port

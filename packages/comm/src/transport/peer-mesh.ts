@@ -1,8 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
 import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
@@ -10,6 +7,7 @@ import { FrameReader } from './frame-reader.js';
 import { Heartbeat, heartbeatInterval } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
+import { isSocketFile, unixSocketAddress } from './unix-socket.js';
 
 /** How to reach one rank: TCP always, a Unix-domain socket from the same host. */
 export interface PeerAddress {
@@ -95,7 +93,7 @@ export class PeerMesh {
     );
   }
 
-  /** Listens on bindHost (TCP, free port) and on a fresh Unix socket path. */
+  /** Listens on bindHost (TCP, free port) and on a fresh Unix socket (unix-socket.ts). */
   async listen(bindHost: string): Promise<PeerAddress> {
     const tcp = createServer((s) => void this.accept(s));
     await listenOn(tcp, { host: bindHost, port: 0 });
@@ -104,7 +102,7 @@ export class PeerMesh {
     const port = typeof addr === 'object' && addr ? addr.port : 0;
     let uds: string | null = null;
     if (!this.opts.forceTcp && process.platform !== 'win32') {
-      uds = join(tmpdir(), `ddp-${process.pid}-${randomBytes(6).toString('hex')}.sock`);
+      uds = unixSocketAddress();
       const unix = createServer((s) => void this.accept(s));
       await listenOn(unix, { path: uds });
       this.servers.push(unix);
@@ -320,7 +318,7 @@ export class PeerMesh {
     for (const s of this.outbound) s?.end();
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     for (const s of [...this.inbound, ...this.outbound]) s?.destroy();
-    if (this.udsPath) {
+    if (this.udsPath && isSocketFile(this.udsPath)) {
       try {
         unlinkSync(this.udsPath);
       } catch {}
