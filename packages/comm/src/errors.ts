@@ -25,6 +25,14 @@ export class PeerLostError extends CommError {
   override name = 'PeerLostError';
 }
 
+/**
+ * This rank's own process did not run for longer than its peers wait (SIGSTOP, swapped out,
+ * starved of CPU), so they gave it up: the loss it sees is its own doing, not a peer's.
+ */
+export class RankStalledError extends PeerLostError {
+  override name = 'RankStalledError';
+}
+
 /** Ranks issued different collectives (op, dtype, count, root or sequence differ). */
 export class CollectiveMismatchError extends CommError {
   override name = 'CollectiveMismatchError';
@@ -69,6 +77,7 @@ const errorClasses = {
   CommError,
   CommTimeoutError,
   PeerLostError,
+  RankStalledError,
   CollectiveMismatchError,
   AuthError,
   RunMismatchError,

@@ -9,6 +9,7 @@ export {
   NotInitializedError,
   PeerLostError,
   ProtocolError,
+  RankStalledError,
   RunMismatchError,
   WorldSizeMismatchError,
 } from './errors.js';

@@ -12,6 +12,7 @@ import { agreeOnWorldSize, readAddresses } from './rendezvous.js';
 import { PrefixStore } from './store/prefix-store.js';
 import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
+import { HEARTBEAT_CLOCK_BYTES } from './transport/heartbeat.js';
 import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
 import { removeStaleSocketFiles } from './transport/unix-socket.js';
@@ -86,9 +87,12 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
     const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
     const wireStats = new SharedArrayBuffer(32);
+    // the comm thread's heartbeat keeps time; the main thread's mesh reads it to recognise a stall of this process
+    const heartbeatClock = new SharedArrayBuffer(HEARTBEAT_CLOCK_BYTES);
     const mem = sharedMemory();
-    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats });
-    const main = new MainRunner({ ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread }, mem);
+    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats, heartbeatClock });
+    const mainMeshOpts = { ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread, heartbeatClock: new Float64Array(heartbeatClock) };
+    const main = new MainRunner(mainMeshOpts, mem);
     let addrs: PeerAddress[] = [];
     try {
       const mainAddress = await main.listen(bindHost);

@@ -1,10 +1,10 @@
 import { unlinkSync } from 'node:fs';
 import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RankStalledError, RunMismatchError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { Heartbeat, heartbeatInterval } from './heartbeat.js';
+import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, recentStall } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
 import { isSocketFile, unixSocketAddress } from './unix-socket.js';
@@ -32,6 +32,8 @@ export interface MeshOptions {
   forceTcp: boolean;
   /** Off for the main thread's mesh: a main thread busy computing must not look dead. */
   heartbeat?: boolean;
+  /** The comm thread's heartbeat clock (heartbeat.ts), shared with the main thread's mesh to tell a stall of this process from a peer's loss. */
+  heartbeatClock?: Float64Array;
   /** [bytes, frames] this mesh has written to its sockets, headers and padding included. */
   wireCounters?: Float64Array;
 }
@@ -77,12 +79,14 @@ export class PeerMesh {
   /** Connections refused or closed for bad bytes (for tests and diagnostics). */
   refused = 0;
   private readonly heartbeat: Heartbeat;
+  private readonly heartbeatClock: Float64Array;
 
   constructor(readonly opts: MeshOptions) {
     const n = opts.worldSize;
     this.mailboxes = Array.from({ length: n }, () => new Mailbox());
     this.inbound = new Array(n).fill(undefined);
     this.outbound = new Array(n).fill(undefined);
+    this.heartbeatClock = opts.heartbeatClock ?? new Float64Array(new ArrayBuffer(HEARTBEAT_CLOCK_BYTES));
     const beat: FrameHeader = { payloadLength: 0, kind: FrameKind.Heartbeat, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
     this.heartbeat = new Heartbeat(
       n,
@@ -90,6 +94,7 @@ export class PeerMesh {
       () => this.inbound.flatMap((s, i) => (s && !this.isLost(i) ? [i] : [])),
       (peer) => this.write(peer, beat, null),
       (peer, ms) => this.lose(peer, `nothing heard for ${ms} ms`),
+      this.heartbeatClock,
     );
   }
 
@@ -251,13 +256,25 @@ export class PeerMesh {
     if (this.closing || this.said.has(peer)) return;
     const box = this.mailboxes[peer] as Mailbox;
     if (box.failure) return;
-    const err = new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${why})`, { rank: this.opts.rank, ranks: [peer] });
+    const err = this.lossError(peer, why);
     box.failure = err;
     box.failWaiters(err);
     this.readers[peer]?.abort(err);
     this.inbound[peer]?.destroy();
     this.outbound[peer]?.destroy();
     this.onPeerLost(peer, err);
+  }
+
+  /** A peer's loss, or this rank's own stall when the heartbeat clock says it stood still long enough to be given up. */
+  private lossError(peer: number, why: string): PeerLostError {
+    const { rank } = this.opts;
+    const stall = recentStall(this.heartbeatClock);
+    if (!stall) return new PeerLostError(`rank ${rank}: lost rank ${peer} (${why})`, { rank, ranks: [peer] });
+    return new RankStalledError(
+      `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms (its process did not run: stopped, swapped out or starved of CPU), ` +
+        `longer than its peers wait (${stall.limitMs} ms), so they gave it up: lost rank ${peer} (${why})`,
+      { rank, ranks: [rank] },
+    );
   }
 
   isLost(peer: number): boolean {

@@ -16,7 +16,8 @@ port.on('message', (msg: ToWorker) => {
   switch (msg.type) {
     case 'init': {
       const { rank, worldSize, secret, runId, hostId, forceTcp } = msg;
-      mesh = new PeerMesh({ rank, worldSize, secret, runId, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread });
+      const heartbeatClock = new Float64Array(msg.heartbeatClock);
+      mesh = new PeerMesh({ rank, worldSize, secret, runId, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread, heartbeatClock });
       executor = new Executor(mesh, post, sharedMemory(), Lane.Comm);
       executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(

@@ -15,6 +15,8 @@ export interface InitRequest {
   bindHost: string;
   /** The comm thread's [bytes, frames] written to peers (wireCounterViews). */
   wireStats: SharedArrayBuffer;
+  /** The comm thread's heartbeat clock, read by the main thread's mesh (heartbeat.ts). */
+  heartbeatClock: SharedArrayBuffer;
 }
 
 export interface ConnectRequest {
