@@ -53,6 +53,9 @@ describe('ddp-run CLI', () => {
     expect((await cli.exited).code).toBe(0);
     const envs = cli.out.lines.map((l) => JSON.parse(l.replace(/^\[rank \d\] ENV /, '')) as Record<string, unknown>);
     expect(envs.map((e) => e.WORLD_SIZE)).toEqual(['2', '2']);
+    // one run id per launch, the same on every rank
+    expect(envs[0]?.DDP_RUN_ID).toMatch(/^[0-9a-f]{32}$/);
+    expect(envs[1]?.DDP_RUN_ID).toBe(envs[0]?.DDP_RUN_ID);
     expect(envs[0]?.args).toEqual(['--nproc-per-node', '9']);
   });
 
