@@ -119,6 +119,12 @@ describe('TCPStore security', () => {
     await expect(second).rejects.toThrow(`port ${server.port} is in use`);
   });
 
+  it('refuses a port that cannot exist before trying to connect', async () => {
+    for (const port of [-1, 65536, 1.5]) {
+      await expect(TCPStore.create({ host: '127.0.0.1', port, secret: 's', timeoutMs: 30_000 })).rejects.toThrow(`port must be an integer in [0, 65535], got ${port}`);
+    }
+  });
+
   it('binds only the address it is given', async () => {
     const [server] = await tcpPair();
     const addr = (server.server as unknown as { server: { address(): { address: string } } }).server.address();

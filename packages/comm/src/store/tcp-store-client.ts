@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_RUN_ID } from '../env.js';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
+import { AuthError, CommError, CommTimeoutError, InvalidArgumentError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
@@ -57,6 +57,9 @@ export class TCPStore implements Store {
   static async create(opts: TCPStoreOptions): Promise<TCPStore> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     const rank = opts.rank ?? -1;
+    if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
+      throw new InvalidArgumentError(`TCPStore.create: port must be an integer in [0, 65535], got ${opts.port}`, { rank, op: 'store.connect' });
+    }
     const runId = opts.runId ?? DEFAULT_RUN_ID;
     const { host, secret, onConnectionError } = opts;
     const server = opts.isServer ? await TCPStoreServer.listen({ host, port: opts.port, secret, runId, onConnectionError }) : null;
@@ -80,7 +83,12 @@ export class TCPStore implements Store {
         }
       } else if (Date.now() > deadline) {
         await server?.close();
-        throw new CommTimeoutError(`rank ${rank}: could not reach the store at ${opts.host}:${port} within ${timeoutMs} ms (${sock.message})`, { rank, op: 'store.connect' });
+        // rank 0 hosts no store when it believes it is a world of one (WORLD_SIZE=1)
+        const hint = 'is rank 0 running, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?';
+        throw new CommTimeoutError(`rank ${rank}: could not reach the store at ${opts.host}:${port} within ${timeoutMs} ms (${sock.message}; ${hint})`, {
+          rank,
+          op: 'store.connect',
+        });
       }
       await sleep(Math.min(50 * 2 ** attempt, 500));
     }
