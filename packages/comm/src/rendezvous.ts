@@ -11,6 +11,8 @@ import type { PeerAddress } from './transport/peer-mesh.js';
 const SIZE_KEY = 'ddp/world_size';
 const CONFLICT_KEY = 'ddp/world_size_conflict';
 const CONFLICT_POLL_MS = 500;
+/** How long the store's host keeps serving after a conflict, so the ranks still waiting can read it. */
+export const CONFLICT_LINGER_MS = 3 * CONFLICT_POLL_MS;
 
 /** Which rank claimed which size. */
 interface SizeClaim {
@@ -20,12 +22,13 @@ interface SizeClaim {
 
 function mismatch(rank: number, worldSize: number, other: SizeClaim): WorldSizeMismatchError {
   return new WorldSizeMismatchError(
-    `rank ${rank}: ranks disagree on the world size: this rank has WORLD_SIZE=${worldSize}, rank ${other.rank} has ${other.worldSize}`,
+    `rank ${rank}: ranks disagree on the world size: ` +
+      `this rank has WORLD_SIZE=${worldSize}, rank ${other.rank} has ${other.worldSize}`,
     { rank, ranks: [other.rank], op: 'initProcessGroup' },
   );
 }
 
-/** Records this rank's world size, or raises WorldSizeMismatchError (and tells the others) if another was recorded first. */
+/** Records this rank's world size, or raises WorldSizeMismatchError (telling the others) if another came first. */
 export async function agreeOnWorldSize(store: Store, rank: number, worldSize: number): Promise<void> {
   const mine = JSON.stringify({ rank, worldSize } satisfies SizeClaim);
   const first = JSON.parse(decodeText(await store.compareSet(SIZE_KEY, '', mine))) as SizeClaim;
@@ -36,7 +39,13 @@ export async function agreeOnWorldSize(store: Store, rank: number, worldSize: nu
 
 function parseAddress(text: string, rank: number): PeerAddress {
   const a = JSON.parse(text) as PeerAddress;
-  if (typeof a !== 'object' || a === null || a.rank !== rank || typeof a.host !== 'string' || typeof a.port !== 'number') {
+  if (
+    typeof a !== 'object' ||
+    a === null ||
+    a.rank !== rank ||
+    typeof a.host !== 'string' ||
+    typeof a.port !== 'number'
+  ) {
     throw new CommError(`rendezvous: bad address record for rank ${rank}`, { op: 'initProcessGroup', ranks: [rank] });
   }
   return a;
@@ -62,15 +71,14 @@ export async function readAddresses(
     } catch (e) {
       if (!(e instanceof CommTimeoutError)) throw e;
     }
-    if (await store.check([CONFLICT_KEY])) throw mismatch(rank, worldSize, JSON.parse(decodeText(await store.get(CONFLICT_KEY))) as SizeClaim);
+    if (await store.check([CONFLICT_KEY])) {
+      throw mismatch(rank, worldSize, JSON.parse(decodeText(await store.get(CONFLICT_KEY))) as SizeClaim);
+    }
     if (Date.now() >= deadline) {
       const here = await Promise.all(keys.map((k) => rdv.check([k])));
       const missing = keys.flatMap((_, r) => (here[r] ? [] : [r]));
-      throw new CommTimeoutError(`rank ${rank}: rendezvous: ranks ${missing.join(', ')} never arrived within ${timeoutMs} ms (WORLD_SIZE=${worldSize})`, {
-        rank,
-        ranks: missing,
-        op: 'initProcessGroup',
-      });
+      const why = `ranks ${missing.join(', ')} never arrived within ${timeoutMs} ms (WORLD_SIZE=${worldSize})`;
+      throw new CommTimeoutError(`rank ${rank}: rendezvous: ${why}`, { rank, ranks: missing, op: 'initProcessGroup' });
     }
   }
   return Promise.all(keys.map(async (k, r) => parseAddress(decodeText(await rdv.get(k)), r)));

@@ -1,14 +1,21 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { SharedMemory } from './native.js';
 import { CommThread } from './comm-thread.js';
 import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
-import { CommError, InvalidArgumentError, NotInitializedError, RunMismatchError } from './errors.js';
+import {
+  CommError,
+  InvalidArgumentError,
+  NotInitializedError,
+  RunMismatchError,
+  WorldSizeMismatchError,
+} from './errors.js';
 import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
-import { agreeOnWorldSize, readAddresses } from './rendezvous.js';
+import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { PrefixStore } from './store/prefix-store.js';
 import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
@@ -78,21 +85,31 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     opts.store ??
     (worldSize === 1
       ? new HashStore(timeoutMs)
-      : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret, runId, isServer: rank === 0, timeoutMs, rank, onConnectionError: warnOtherRun }));
+      : await TCPStore.create({
+          host: env.masterAddr,
+          port: env.masterPort,
+          secret,
+          runId,
+          isServer: rank === 0,
+          timeoutMs,
+          rank,
+          onConnectionError: warnOtherRun,
+        }));
   try {
     if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
-    const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
+    const forceTcp = process.env.DDP_TRANSPORT === 'tcp';
+    const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp };
     const wireStats = new SharedArrayBuffer(32);
     // the comm thread's heartbeat keeps time; the main thread's mesh reads it to recognise a stall of this process
     const heartbeatClock = new SharedArrayBuffer(HEARTBEAT_CLOCK_BYTES);
     const mem = sharedMemory();
     const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats, heartbeatClock });
-    const mainMeshOpts = { ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread, heartbeatClock: new Float64Array(heartbeatClock) };
-    const main = new MainRunner(mainMeshOpts, mem);
+    const wireCounters = wireCounterViews(wireStats).mainThread;
+    const main = new MainRunner({ ...meshOpts, wireCounters, heartbeatClock: new Float64Array(heartbeatClock) }, mem);
     let addrs: PeerAddress[] = [];
     try {
       const mainAddress = await main.listen(bindHost);
@@ -122,6 +139,8 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     world = w;
     return group;
   } catch (e) {
+    const hostsStore = ownsStore && store instanceof TCPStore && store.server !== null;
+    if (hostsStore && e instanceof WorldSizeMismatchError) await sleep(CONFLICT_LINGER_MS);
     if (ownsStore) await store.close();
     throw e;
   }
