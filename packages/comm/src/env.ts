@@ -64,7 +64,9 @@ function launcherRunId(env: Env, source: LaunchEnv['source']): string | undefine
 
 function runIdOf(env: Env, source: LaunchEnv['source']): string {
   const id = env.DDP_RUN_ID || env.TORCHELASTIC_RUN_ID || launcherRunId(env, source) || DEFAULT_RUN_ID;
-  if (Buffer.byteLength(id) > MAX_RUN_ID_BYTES) throw new InvalidArgumentError(`DDP_RUN_ID is longer than ${MAX_RUN_ID_BYTES} bytes`);
+  if (Buffer.byteLength(id) > MAX_RUN_ID_BYTES) {
+    throw new InvalidArgumentError(`DDP_RUN_ID is longer than ${MAX_RUN_ID_BYTES} bytes`);
+  }
   return id;
 }
 
@@ -75,7 +77,9 @@ export function readLaunchEnv(env: Env = process.env): LaunchEnv {
   const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined);
   if (!l) {
     const masterAddr = env.MASTER_ADDR || '127.0.0.1';
-    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, masterAddr, masterPort, secret, runId: runIdOf(env, 'default'), source: 'default' };
+    const runId = runIdOf(env, 'default');
+    const alone = { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1 };
+    return { ...alone, masterAddr, masterPort, secret, runId, source: 'default' };
   }
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;

@@ -31,10 +31,22 @@ describe('rendezvous', () => {
         onResult: (_r, res) => (res as Outcome).phase === 'init' && ++ready === 2 && bothUp(),
       });
       await up;
-      const second = await runWorld({ worldSize: 2, script: 'rendezvous.child.ts', args: ['init'], env: { MASTER_PORT: port, DDP_RUN_ID: 'run-b' }, timeoutMs: 30_000 });
+      const second = await runWorld({
+        worldSize: 2,
+        script: 'rendezvous.child.ts',
+        args: ['init'],
+        env: { MASTER_PORT: port, DDP_RUN_ID: 'run-b' },
+        timeoutMs: 30_000,
+      });
       writeFileSync(stop, '');
       const a = await first;
-      expect(a.map((o) => [phase(o, 'init')?.sum, phase(o, 'after')?.sum]), explain(a)).toEqual([[3, 3], [3, 3]]);
+      expect(
+        a.map((o) => [phase(o, 'init')?.sum, phase(o, 'after')?.sum]),
+        explain(a),
+      ).toEqual([
+        [3, 3],
+        [3, 3],
+      ]);
       const [b0, b1] = second.map((o) => phase(o, 'init') as Outcome);
       expect(b0?.name, explain(second)).toBe('AddressInUseError');
       expect(b0?.message).toContain(`port ${port} is in use`);
@@ -50,20 +62,24 @@ describe('rendezvous', () => {
   it.each([
     [0, 2],
     [2, 4],
-  ])('rank %i started with WORLD_SIZE=%i among ranks of 3: WorldSizeMismatchError naming both sizes on every rank', async (odd, size) => {
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'rendezvous.child.ts',
-      args: ['init'],
-      rankEnv: (r): Record<string, string> => (r === odd ? { WORLD_SIZE: String(size) } : {}),
-      timeoutMs: 40_000,
-    });
-    for (const o of out) {
-      const r = phase(o, 'init');
-      expect(r?.name, explain(out)).toBe('WorldSizeMismatchError');
-      const [mine, theirs] = o.rank === odd ? [size, 3] : [3, size];
-      // the rank that recorded the size first learns of the conflict from another rank, which may be any
-      expect(r?.message).toMatch(new RegExp(`this rank has WORLD_SIZE=${mine}, rank \\d has ${theirs}`));
-    }
-  }, 60_000);
+  ])(
+    'rank %i started with WORLD_SIZE=%i among ranks of 3: WorldSizeMismatchError naming both sizes on every rank',
+    async (odd, size) => {
+      const out = await runWorld({
+        worldSize: 3,
+        script: 'rendezvous.child.ts',
+        args: ['init'],
+        rankEnv: (r): Record<string, string> => (r === odd ? { WORLD_SIZE: String(size) } : {}),
+        timeoutMs: 40_000,
+      });
+      for (const o of out) {
+        const r = phase(o, 'init');
+        expect(r?.name, explain(out)).toBe('WorldSizeMismatchError');
+        const [mine, theirs] = o.rank === odd ? [size, 3] : [3, size];
+        // the rank that recorded the size first learns of the conflict from another rank, which may be any
+        expect(r?.message).toMatch(new RegExp(`this rank has WORLD_SIZE=${mine}, rank \\d has ${theirs}`));
+      }
+    },
+    60_000,
+  );
 });

@@ -8,14 +8,17 @@ import { removeStaleSocketFiles } from './transport/unix-socket.js';
 import { explain, runWorld } from './test/spawn-world.js';
 
 /** Socket files in the temp directory that name one of `pids` (other worktrees' tests run beside this one). */
-const socketFilesOf = (pids: number[]) => readdirSync(tmpdir()).filter((f) => pids.some((pid) => f.startsWith(`ddp-${pid}-`) && f.endsWith('.sock')));
+const socketFilesOf = (pids: number[]) =>
+  readdirSync(tmpdir()).filter((f) => pids.some((pid) => f.startsWith(`ddp-${pid}-`) && f.endsWith('.sock')));
 
-/** A process that listens on a ddp-style socket file named after its own pid, then is killed with -9: a real stale file. */
+/** A process listening on a ddp-style socket file named after its own pid, killed with -9: a real stale file. */
 async function staleSocketFile(dir: string): Promise<{ path: string; pid: number }> {
-  const code = `const s = require('net').createServer(); const p = require('path').join(${JSON.stringify(dir)}, 'ddp-' + process.pid + '-0badc0de.sock');
-s.listen(p, () => console.log(p));`;
+  const code = `const p = require('path').join(${JSON.stringify(dir)}, 'ddp-' + process.pid + '-0badc0de.sock');
+require('net').createServer().listen(p, () => console.log(p));`;
   const child: ChildProcess = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const path = await new Promise<string>((resolve) => child.stdout?.once('data', (b: Buffer) => resolve(b.toString().trim())));
+  const path = await new Promise<string>((resolve) =>
+    child.stdout?.once('data', (b: Buffer) => resolve(b.toString().trim())),
+  );
   const gone = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await gone;
@@ -37,8 +40,17 @@ afterEach(async () => {
 describe('Unix socket files', () => {
   it('a world leaves none behind, whether it ends cleanly or its ranks are killed with -9', async () => {
     const clean: number[] = [];
-    const ok = await runWorld({ worldSize: 3, script: 'rendezvous.child.ts', args: ['init'], env: { DDP_TRANSPORT: 'uds' }, onSpawn: (_r, c) => clean.push(c.pid as number) });
-    expect(ok.map((o) => (o.results[0] as { sum?: number }).sum), explain(ok)).toEqual([6, 6, 6]);
+    const ok = await runWorld({
+      worldSize: 3,
+      script: 'rendezvous.child.ts',
+      args: ['init'],
+      env: { DDP_TRANSPORT: 'uds' },
+      onSpawn: (_r, c) => clean.push(c.pid as number),
+    });
+    expect(
+      ok.map((o) => (o.results[0] as { sum?: number }).sum),
+      explain(ok),
+    ).toEqual([6, 6, 6]);
     expect(socketFilesOf(clean)).toEqual([]);
 
     const killed: number[] = [];
@@ -57,7 +69,10 @@ describe('Unix socket files', () => {
         if (++up === 3) for (const c of children) c.kill('SIGKILL');
       },
     });
-    expect(out.map((o) => o.signal), explain(out)).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL']);
+    expect(
+      out.map((o) => o.signal),
+      explain(out),
+    ).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL']);
     expect(socketFilesOf(killed)).toEqual([]);
   }, 90_000);
 
@@ -65,7 +80,10 @@ describe('Unix socket files', () => {
     const stale = await staleSocketFile(tmpdir());
     expect(existsSync(stale.path)).toBe(true);
     const out = await runWorld({ worldSize: 2, script: 'rendezvous.child.ts', args: ['init'] });
-    expect(out.map((o) => (o.results[0] as { sum?: number }).sum), explain(out)).toEqual([3, 3]);
+    expect(
+      out.map((o) => (o.results[0] as { sum?: number }).sum),
+      explain(out),
+    ).toEqual([3, 3]);
     expect(existsSync(stale.path)).toBe(false);
   }, 60_000);
 

@@ -59,12 +59,13 @@ describe('ddp-run CLI', () => {
     expect(envs[0]?.args).toEqual(['--nproc-per-node', '9']);
   });
 
-  it('warns that --secret is visible in ps; --secret-file is quiet and reaches the ranks', { timeout: 30_000 }, async () => {
+  it('warns that ps shows --secret; --secret-file is quiet and reaches the ranks', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
     try {
       const flag = ddpRun(['--nproc-per-node', '1', '--secret', 'on-the-command-line', rankScript, 'env']);
       expect((await flag.exited).code).toBe(0);
-      expect(flag.err.lines).toEqual([expect.stringMatching(/^ddp-run: warning: --secret shows the secret to every user .*--secret-file/)]);
+      const warning = /^ddp-run: warning: --secret shows the secret to every user .*--secret-file/;
+      expect(flag.err.lines).toEqual([expect.stringMatching(warning)]);
       const file = join(dir, 'secret');
       writeFileSync(file, 'in-a-file\n', { mode: 0o600 });
       const quiet = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);

@@ -21,7 +21,7 @@ describe('planLaunch', () => {
     ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
     ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],
     ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1, rdzvId: 'r' }, /needs a shared secret/],
-    ['multi-node without run id', { nnodes: 2, masterAddr: 'h', masterPort: 1, secret: 's' }, /needs a shared run id \(--rdzv-id\)/],
+    ['multi-node without run id', { nnodes: 2, masterAddr: 'h', masterPort: 1, secret: 's' }, /needs a shared run id/],
     ['a run id with a space', { rdzvId: 'my run' }, /rdzvId must be 1 to 255 printable ASCII/],
     ['a secret and a secret file', { secret: 's', secretFile: 'f' }, /secret or secretFile, not both/],
     ['a missing secret file', { secretFile: '/nonexistent/secret' }, /secretFile: cannot read \/nonexistent\/secret/],
@@ -51,13 +51,15 @@ describe('secretFile', () => {
 
   it('reads the secret from a file only its owner can read', () => {
     expect(planLaunch({ ...base, secretFile: secretFile('ok', 'from-file\n', 0o600) }).secret).toBe('from-file');
-    expect(planLaunch({ ...base, secretFile: secretFile('ro', 'read-only', 0o400), env: { DDP_SECRET: 'env' } }).secret).toBe('read-only');
+    const readOnly = secretFile('ro', 'read-only', 0o400);
+    expect(planLaunch({ ...base, secretFile: readOnly, env: { DDP_SECRET: 'env' } }).secret).toBe('read-only');
   });
 
   it.each([0o644, 0o640, 0o604, 0o660])('refuses a file with mode %o, as ssh does with keys', (mode) => {
     const file = secretFile(`open-${mode}`, 'leaky', mode);
     expect(() => planLaunch({ ...base, secretFile: file })).toThrow(LaunchConfigError);
-    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(`is readable by group or others (mode 0${mode.toString(8)}); run chmod 600`);
+    const why = `is readable by group or others (mode 0${mode.toString(8)}); run chmod 600`;
+    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(why);
   });
 
   it('refuses an empty file', () => {
@@ -66,7 +68,7 @@ describe('secretFile', () => {
 });
 
 describe('run id', () => {
-  it('is random per launch unless rdzvId is given, and reaches every rank as DDP_RUN_ID and TORCHELASTIC_RUN_ID', () => {
+  it('is random per launch unless rdzvId is given; every rank gets DDP_RUN_ID and TORCHELASTIC_RUN_ID', () => {
     const a = planLaunch(base);
     expect(a.runId).toMatch(/^[0-9a-f]{32}$/);
     expect(planLaunch(base).runId).not.toBe(a.runId);

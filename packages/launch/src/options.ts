@@ -108,13 +108,16 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   if (given === '') throw new LaunchConfigError('secret must not be empty');
   const { rdzvId } = options;
   if (rdzvId !== undefined && !/^[\x21-\x7e]{1,255}$/.test(rdzvId)) {
-    throw new LaunchConfigError(`rdzvId must be 1 to 255 printable ASCII characters without spaces, got ${JSON.stringify(rdzvId)}`);
+    const got = JSON.stringify(rdzvId);
+    throw new LaunchConfigError(`rdzvId must be 1 to 255 printable ASCII characters without spaces, got ${got}`);
   }
   if (nnodes > 1) {
     // Every node must agree on where the store is and on the secret; no node can pick them alone.
     if (options.masterAddr === undefined) throw new LaunchConfigError('nnodes > 1 needs masterAddr (--master-addr)');
     if (masterPort === undefined) throw new LaunchConfigError('nnodes > 1 needs masterPort (--master-port)');
-    if (given === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret-file or DDP_SECRET)');
+    if (given === undefined) {
+      throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret-file or DDP_SECRET)');
+    }
     if (rdzvId === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared run id (--rdzv-id)');
   }
   return {

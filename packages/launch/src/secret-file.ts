@@ -18,10 +18,14 @@ export function readSecretFile(path: string, cwd: string): string {
   if (!stat.isFile()) throw new LaunchConfigError(`secretFile: ${file} is not a file`);
   const mode = (stat.mode & 0o777).toString(8).padStart(4, '0');
   if ((stat.mode & 0o077) !== 0) {
-    throw new LaunchConfigError(`secretFile: ${file} is readable by group or others (mode ${mode}); run chmod 600 ${file}`);
+    throw new LaunchConfigError(
+      `secretFile: ${file} is readable by group or others (mode ${mode}); run chmod 600 ${file}`,
+    );
   }
   if (process.getuid && stat.uid !== process.getuid()) {
-    throw new LaunchConfigError(`secretFile: ${file} belongs to uid ${stat.uid}, not to this user (uid ${process.getuid()})`);
+    throw new LaunchConfigError(
+      `secretFile: ${file} belongs to uid ${stat.uid}, not to this user (uid ${process.getuid()})`,
+    );
   }
   const secret = readFileSync(file, 'utf8').trim();
   if (secret === '') throw new LaunchConfigError(`secretFile: ${file} is empty`);

@@ -29,7 +29,8 @@ export class TwoHosts extends NetnsHosts {
       const out = new RankLines();
       const err = new RankLines();
       out.onResult = (rank, r) => opts.onResult?.(host, rank, r);
-      const flags = ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--master-addr', this.addr[0] as string, '--master-port', port, '--rdzv-id', 'netns', '--kill-grace-ms', '2000'];
+      const flags = ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--kill-grace-ms', '2000'];
+      flags.push('--master-addr', this.addr[0] as string, '--master-port', port, '--rdzv-id', 'netns');
       const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, script, ...args], {
         // the secret in the environment, not on the command line, where ps shows it
         env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env },

@@ -1,7 +1,15 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_RUN_ID } from '../env.js';
-import { AuthError, CommError, CommTimeoutError, InvalidArgumentError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
+import {
+  AuthError,
+  CommError,
+  CommTimeoutError,
+  InvalidArgumentError,
+  PeerLostError,
+  ProtocolError,
+  RunMismatchError,
+} from '../errors.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
@@ -58,11 +66,13 @@ export class TCPStore implements Store {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     const rank = opts.rank ?? -1;
     if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
-      throw new InvalidArgumentError(`TCPStore.create: port must be an integer in [0, 65535], got ${opts.port}`, { rank, op: 'store.connect' });
+      const what = `TCPStore.create: port must be an integer in [0, 65535], got ${opts.port}`;
+      throw new InvalidArgumentError(what, { rank, op: 'store.connect' });
     }
     const runId = opts.runId ?? DEFAULT_RUN_ID;
     const { host, secret, onConnectionError } = opts;
-    const server = opts.isServer ? await TCPStoreServer.listen({ host, port: opts.port, secret, runId, onConnectionError }) : null;
+    const listen = { host, port: opts.port, secret, runId, onConnectionError };
+    const server = opts.isServer ? await TCPStoreServer.listen(listen) : null;
     const port = server ? server.port : opts.port;
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -70,7 +80,8 @@ export class TCPStore implements Store {
       if (!(sock instanceof Error)) {
         try {
           const what = `rank ${rank}: store client of ${opts.host}:${port}`;
-          const { leftover } = await clientHandshake(sock, { secret, runId, purpose: Purpose.Store, rank, timeoutMs: Math.min(10_000, timeoutMs), what });
+          const hello = { secret, runId, purpose: Purpose.Store, rank, timeoutMs: Math.min(10_000, timeoutMs), what };
+          const { leftover } = await clientHandshake(sock, hello);
           const store = new TCPStore(sock, server, timeoutMs, rank);
           store.attach(leftover);
           return store;
@@ -85,10 +96,9 @@ export class TCPStore implements Store {
         await server?.close();
         // rank 0 hosts no store when it believes it is a world of one (WORLD_SIZE=1)
         const hint = 'is rank 0 running, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?';
-        throw new CommTimeoutError(`rank ${rank}: could not reach the store at ${opts.host}:${port} within ${timeoutMs} ms (${sock.message}; ${hint})`, {
-          rank,
-          op: 'store.connect',
-        });
+        const where = `${opts.host}:${port}`;
+        const why = `could not reach the store at ${where} within ${timeoutMs} ms (${sock.message}; ${hint})`;
+        throw new CommTimeoutError(`rank ${rank}: ${why}`, { rank, op: 'store.connect' });
       }
       await sleep(Math.min(50 * 2 ** attempt, 500));
     }

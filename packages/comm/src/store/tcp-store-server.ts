@@ -41,7 +41,8 @@ export class TCPStoreServer {
       server.once('error', (e: NodeJS.ErrnoException) => {
         if (e.code !== 'EADDRINUSE') return reject(e);
         const where = `${host}:${port}`;
-        reject(new AddressInUseError(`store: cannot listen on ${where}: port ${port} is in use (another run's store? pick another MASTER_PORT)`, { op: 'store.listen' }));
+        const why = `port ${port} is in use (another run's store? pick another MASTER_PORT)`;
+        reject(new AddressInUseError(`store: cannot listen on ${where}: ${why}`, { op: 'store.listen' }));
       });
       server.listen({ host, port, exclusive: true }, () => {
         server.removeAllListeners('error');

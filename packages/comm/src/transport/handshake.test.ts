@@ -9,6 +9,16 @@ afterEach(async () => {
   for (const m of meshes.splice(0)) await m.close();
 });
 
+/** A client's side of the handshake, as rank 1. */
+const hello = (secret: string, runId: string) => ({
+  secret,
+  runId,
+  purpose: Purpose.Peer,
+  rank: 1,
+  timeoutMs: 2000,
+  what: 'test',
+});
+
 function dial(where: { host: string; port: number } | { path: string }): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const s = connect(where, () => resolve(s));
@@ -27,7 +37,7 @@ describe('peer handshake', () => {
     const { mesh, addr } = await listening();
     for (const where of [{ host: '127.0.0.1', port: addr.port }, { path: addr.uds as string }]) {
       const sock = await dial(where);
-      await expect(clientHandshake(sock, { secret: 'wrong', runId: 'run-a', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' })).rejects.toBeInstanceOf(AuthError);
+      await expect(clientHandshake(sock, hello('wrong', 'run-a'))).rejects.toBeInstanceOf(AuthError);
     }
     await vi.waitFor(() => expect(mesh.refused).toBe(2), { timeout: 2000 });
   });
@@ -38,7 +48,7 @@ describe('peer handshake', () => {
     mesh.onConnectionError = (e) => refusals.push(e.name);
     for (const where of [{ host: '127.0.0.1', port: addr.port }, { path: addr.uds as string }]) {
       const sock = await dial(where);
-      const other = clientHandshake(sock, { secret: 'right', runId: 'run-b', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' });
+      const other = clientHandshake(sock, hello('right', 'run-b'));
       await expect(other).rejects.toBeInstanceOf(RunMismatchError);
       await expect(other).rejects.toThrow(/belongs to run "run-a", this rank to run "run-b"/);
     }
@@ -48,9 +58,9 @@ describe('peer handshake', () => {
   it('the right secret is accepted; a second claim to the same rank is refused', async () => {
     const { mesh, addr } = await listening();
     const ok = await dial({ host: '127.0.0.1', port: addr.port });
-    await clientHandshake(ok, { secret: 'right', runId: 'run-a', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' });
+    await clientHandshake(ok, hello('right', 'run-a'));
     const dup = await dial({ host: '127.0.0.1', port: addr.port });
-    await clientHandshake(dup, { secret: 'right', runId: 'run-a', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' }).catch(() => {});
+    await clientHandshake(dup, hello('right', 'run-a')).catch(() => {});
     await new Promise<void>((resolve) => (dup.destroyed ? resolve() : dup.on('close', () => resolve())));
     await vi.waitFor(() => expect(mesh.refused).toBe(1), { timeout: 2000 });
     ok.destroy();
@@ -59,6 +69,6 @@ describe('peer handshake', () => {
   it('a server without the secret is detected by the client (mutual authentication)', async () => {
     const { addr } = await listening();
     const sock = await dial({ host: '127.0.0.1', port: addr.port });
-    await expect(clientHandshake(sock, { secret: 'other', runId: 'run-a', purpose: Purpose.Peer, rank: 1, timeoutMs: 2000, what: 'test' })).rejects.toThrow(/server does not know/);
+    await expect(clientHandshake(sock, hello('other', 'run-a'))).rejects.toThrow(/server does not know/);
   });
 });

@@ -118,7 +118,15 @@ class Reader {
 /** Client side: proves the secret and checks that the server knows it too and is of the same run. */
 export async function clientHandshake(
   socket: Socket,
-  opts: { secret: string; runId: string; purpose: Purpose; rank: number; timeoutMs: number; what: string; source?: ByteSource },
+  opts: {
+    secret: string;
+    runId: string;
+    purpose: Purpose;
+    rank: number;
+    timeoutMs: number;
+    what: string;
+    source?: ByteSource;
+  },
 ): Promise<Handshaken> {
   const reader = new Reader(socket, opts.what, opts.timeoutMs, opts.source);
   try {
@@ -134,10 +142,9 @@ export async function clientHandshake(
     const magic = Buffer.from(await reader.read(MAGIC_LEN)).toString('latin1');
     if (magic === 'DDPX') {
       const theirs = Buffer.from(await reader.read((await reader.read(1))[0] as number)).toString('utf8');
-      throw new RunMismatchError(
-        `${opts.what}: the other side belongs to run "${theirs}", this rank to run "${opts.runId}" (two worlds on one MASTER_PORT?)`,
-        { op: 'handshake', rank: opts.rank },
-      );
+      const runs = `the other side belongs to run "${theirs}", this rank to run "${opts.runId}"`;
+      const why = `${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`;
+      throw new RunMismatchError(why, { op: 'handshake', rank: opts.rank });
     }
     if (magic !== 'DDPS') throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
     const ch = Buffer.from(await reader.read(CHALLENGE_LEN - MAGIC_LEN));
@@ -180,10 +187,8 @@ export async function serverHandshake(
     const runId = encodeRunId(opts.runId);
     if (theirs !== opts.runId) {
       socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), runId]));
-      throw new RunMismatchError(`${opts.what}: refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`, {
-        op: 'handshake',
-        ranks: [rank],
-      });
+      const runs = `refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`;
+      throw new RunMismatchError(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
     }
     if (rank < -1 || (opts.maxRank !== undefined && rank > opts.maxRank)) {
       throw new ProtocolError(`${opts.what}: client claims out-of-range rank ${rank}`, { op: 'handshake' });

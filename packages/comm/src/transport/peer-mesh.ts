@@ -1,7 +1,15 @@
 import { unlinkSync } from 'node:fs';
 import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RankStalledError, RunMismatchError } from '../errors.js';
+import {
+  AuthError,
+  CommError,
+  CommTimeoutError,
+  PeerLostError,
+  ProtocolError,
+  RankStalledError,
+  RunMismatchError,
+} from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, recentStall } from './heartbeat.js';
@@ -32,7 +40,10 @@ export interface MeshOptions {
   forceTcp: boolean;
   /** Off for the main thread's mesh: a main thread busy computing must not look dead. */
   heartbeat?: boolean;
-  /** The comm thread's heartbeat clock (heartbeat.ts), shared with the main thread's mesh to tell a stall of this process from a peer's loss. */
+  /**
+   * The comm thread's heartbeat clock (heartbeat.ts), shared with the main thread's mesh: it
+   * tells a stall of this process from a peer's loss.
+   */
   heartbeatClock?: Float64Array;
   /** [bytes, frames] this mesh has written to its sockets, headers and padding included. */
   wireCounters?: Float64Array;
@@ -221,7 +232,8 @@ export class PeerMesh {
     const { rank } = this.opts;
     const { secret, runId } = this.opts;
     const what = `rank ${rank} → rank ${peer}`;
-    const { leftover } = await clientHandshake(sock, { secret, runId, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what, source });
+    const hello = { secret, runId, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what, source };
+    const { leftover } = await clientHandshake(sock, hello);
     if (this.inbound[peer]) {
       sock.destroy();
       throw new ProtocolError(`rank ${rank}: already connected to rank ${peer}`, { op: 'connect', ranks: [peer] });
@@ -265,13 +277,14 @@ export class PeerMesh {
     this.onPeerLost(peer, err);
   }
 
-  /** A peer's loss, or this rank's own stall when the heartbeat clock says it stood still long enough to be given up. */
+  /** A peer's loss, or this rank's own stall when the heartbeat clock says it stood still too long. */
   private lossError(peer: number, why: string): PeerLostError {
     const { rank } = this.opts;
     const stall = recentStall(this.heartbeatClock);
     if (!stall) return new PeerLostError(`rank ${rank}: lost rank ${peer} (${why})`, { rank, ranks: [peer] });
     return new RankStalledError(
-      `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms (its process did not run: stopped, swapped out or starved of CPU), ` +
+      `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms ` +
+        '(its process did not run: stopped, swapped out or starved of CPU), ' +
         `longer than its peers wait (${stall.limitMs} ms), so they gave it up: lost rank ${peer} (${why})`,
       { rank, ranks: [rank] },
     );

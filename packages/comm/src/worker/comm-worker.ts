@@ -17,7 +17,8 @@ port.on('message', (msg: ToWorker) => {
     case 'init': {
       const { rank, worldSize, secret, runId, hostId, forceTcp } = msg;
       const heartbeatClock = new Float64Array(msg.heartbeatClock);
-      mesh = new PeerMesh({ rank, worldSize, secret, runId, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread, heartbeatClock });
+      const wireCounters = wireCounterViews(msg.wireStats).commThread;
+      mesh = new PeerMesh({ rank, worldSize, secret, runId, hostId, forceTcp, wireCounters, heartbeatClock });
       executor = new Executor(mesh, post, sharedMemory(), Lane.Comm);
       executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(
