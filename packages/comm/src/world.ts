@@ -13,9 +13,9 @@ import {
 } from './errors.js';
 import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
+import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
-import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { PrefixStore } from './store/prefix-store.js';
 import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';

@@ -1,3 +1,5 @@
+import { PeerLostError, RankStalledError } from '../errors.js';
+
 /** Milliseconds on a clock that steps with neither NTP nor the wall, comparable across threads. */
 const monotonicMs = (): number => performance.timeOrigin + performance.now();
 
@@ -81,12 +83,24 @@ export class Heartbeat {
  * (`limitMs`) and recently enough that a loss seen now is their doing: the heartbeat timer
  * is that late right now, or was within the last limit. Null otherwise, and when heartbeats are off.
  */
-export function recentStall(clock: Float64Array): { stalledMs: number; limitMs: number } | null {
+function recentStall(clock: Float64Array): { stalledMs: number; limitMs: number } | null {
   const [lastTick = 0, stallEnd = 0, stallMs = 0, limitMs = 0] = clock;
   if (lastTick === 0) return null;
   const now = monotonicMs();
   if (now - lastTick > limitMs) return { stalledMs: Math.round(now - lastTick), limitMs };
   return stallMs > 0 && now - stallEnd < limitMs ? { stalledMs: Math.round(stallMs), limitMs } : null;
+}
+
+/** The loss of `peer` as rank `rank` saw it, or its own stall when the heartbeat clock says it stood still too long. */
+export function peerLoss(clock: Float64Array, rank: number, peer: number, why: string): PeerLostError {
+  const stall = recentStall(clock);
+  if (!stall) return new PeerLostError(`rank ${rank}: lost rank ${peer} (${why})`, { rank, ranks: [peer] });
+  return new RankStalledError(
+    `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms ` +
+      '(its comm thread did not run: the process was stopped, swapped out, starved of CPU or blocked), ' +
+      `longer than its peers wait (${stall.limitMs} ms), so they gave it up: lost rank ${peer} (${why})`,
+    { rank, ranks: [rank] },
+  );
 }
 
 /** DDP_HEARTBEAT_MS (default 1000; 0 turns heartbeats off). */

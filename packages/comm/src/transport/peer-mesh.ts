@@ -1,18 +1,10 @@
 import { unlinkSync } from 'node:fs';
 import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  AuthError,
-  CommError,
-  CommTimeoutError,
-  PeerLostError,
-  ProtocolError,
-  RankStalledError,
-  RunMismatchError,
-} from '../errors.js';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, recentStall } from './heartbeat.js';
+import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
 import { isSocketFile, unixSocketAddress } from './unix-socket.js';
@@ -268,26 +260,13 @@ export class PeerMesh {
     if (this.closing || this.said.has(peer)) return;
     const box = this.mailboxes[peer] as Mailbox;
     if (box.failure) return;
-    const err = this.lossError(peer, why);
+    const err = peerLoss(this.heartbeatClock, this.opts.rank, peer, why);
     box.failure = err;
     box.failWaiters(err);
     this.readers[peer]?.abort(err);
     this.inbound[peer]?.destroy();
     this.outbound[peer]?.destroy();
     this.onPeerLost(peer, err);
-  }
-
-  /** A peer's loss, or this rank's own stall when the heartbeat clock says it stood still too long. */
-  private lossError(peer: number, why: string): PeerLostError {
-    const { rank } = this.opts;
-    const stall = recentStall(this.heartbeatClock);
-    if (!stall) return new PeerLostError(`rank ${rank}: lost rank ${peer} (${why})`, { rank, ranks: [peer] });
-    return new RankStalledError(
-      `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms ` +
-        '(its process did not run: stopped, swapped out or starved of CPU), ' +
-        `longer than its peers wait (${stall.limitMs} ms), so they gave it up: lost rank ${peer} (${why})`,
-      { rank, ranks: [rank] },
-    );
   }
 
   isLost(peer: number): boolean {
