@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstSlurmHost, INSECURE_DEFAULT_SECRET, readLaunchEnv } from './env.js';
+import { DEFAULT_RUN_ID, firstSlurmHost, INSECURE_DEFAULT_SECRET, readLaunchEnv } from './env.js';
 
 describe('readLaunchEnv', () => {
   it('reads the torchrun variables first', () => {
@@ -21,6 +21,16 @@ describe('readLaunchEnv', () => {
   });
   it('is a world of one without any launcher', () => {
     expect(readLaunchEnv({})).toMatchObject({ rank: 0, worldSize: 1, source: 'default' });
+  });
+  it("reads the run id: DDP_RUN_ID, torchrun's, the mpirun job, the Slurm step, else torchrun's default", () => {
+    expect(readLaunchEnv({ DDP_RUN_ID: 'a', TORCHELASTIC_RUN_ID: 'b' }).runId).toBe('a');
+    expect(readLaunchEnv({ RANK: '0', WORLD_SIZE: '2', TORCHELASTIC_RUN_ID: 'b' }).runId).toBe('b');
+    const mpi = { OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '2', OMPI_MCA_ess_base_jobid: '77' };
+    expect(readLaunchEnv(mpi).runId).toBe('openmpi-77');
+    const slurm = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '9', SLURM_STEP_ID: '1' };
+    expect(readLaunchEnv(slurm).runId).toBe('slurm-9.1');
+    expect(readLaunchEnv({ RANK: '0', WORLD_SIZE: '2' }).runId).toBe(DEFAULT_RUN_ID);
+    expect(() => readLaunchEnv({ DDP_RUN_ID: 'x'.repeat(256) })).toThrow(/longer than 255 bytes/);
   });
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);

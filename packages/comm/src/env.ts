@@ -10,6 +10,11 @@ export interface LaunchEnv {
   masterPort: number;
   /** The run's shared secret for HMAC handshakes (DDP_SECRET). */
   secret: string;
+  /**
+   * The run's identity, checked by the store and every peer handshake: DDP_RUN_ID, else
+   * TORCHELASTIC_RUN_ID, else the mpirun job id or Slurm job step, else DEFAULT_RUN_ID.
+   */
+  runId: string;
   /** Which variables were read: 'torchrun' | 'openmpi' | 'slurm' | 'default'. */
   source: 'torchrun' | 'openmpi' | 'slurm' | 'default';
 }
@@ -17,6 +22,11 @@ export interface LaunchEnv {
 export const DEFAULT_MASTER_PORT = 29500;
 /** Used only when DDP_SECRET is unset (torchrun/mpirun users); anyone on the network knows it. */
 export const INSECURE_DEFAULT_SECRET = 'ddp-insecure-default-secret';
+
+/** torchrun's default --rdzv-id: ranks started by hand agree on it without being told. */
+export const DEFAULT_RUN_ID = 'none';
+/** Run ids travel in the handshake with a one-byte length. */
+export const MAX_RUN_ID_BYTES = 255;
 
 type Env = Record<string, string | undefined>;
 
@@ -45,13 +55,31 @@ const LAUNCHERS = [
   { source: 'slurm', rank: 'SLURM_PROCID', size: 'SLURM_NTASKS', localRank: 'SLURM_LOCALID', localSize: 'SLURM_NTASKS_PER_NODE' },
 ] as const;
 
+/** The run id a launcher gives every process of one job without being asked. */
+function launcherRunId(env: Env, source: LaunchEnv['source']): string | undefined {
+  if (source === 'openmpi' && env.OMPI_MCA_ess_base_jobid) return `openmpi-${env.OMPI_MCA_ess_base_jobid}`;
+  if (source === 'slurm' && env.SLURM_JOB_ID) return `slurm-${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? 0}`;
+  return undefined;
+}
+
+function runIdOf(env: Env, source: LaunchEnv['source']): string {
+  const id = env.DDP_RUN_ID || env.TORCHELASTIC_RUN_ID || launcherRunId(env, source) || DEFAULT_RUN_ID;
+  if (Buffer.byteLength(id) > MAX_RUN_ID_BYTES) {
+    throw new InvalidArgumentError(`DDP_RUN_ID is longer than ${MAX_RUN_ID_BYTES} bytes`);
+  }
+  return id;
+}
+
 /** Reads the launcher's variables: torchrun's, else Open MPI's, else Slurm's. */
 export function readLaunchEnv(env: Env = process.env): LaunchEnv {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
   const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined);
   if (!l) {
-    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, masterAddr: env.MASTER_ADDR || '127.0.0.1', masterPort, secret, source: 'default' };
+    const masterAddr = env.MASTER_ADDR || '127.0.0.1';
+    const runId = runIdOf(env, 'default');
+    const alone = { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1 };
+    return { ...alone, masterAddr, masterPort, secret, runId, source: 'default' };
   }
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;
@@ -65,6 +93,7 @@ export function readLaunchEnv(env: Env = process.env): LaunchEnv {
     masterAddr: env.MASTER_ADDR || slurmHost,
     masterPort,
     secret,
+    runId: runIdOf(env, l.source),
     source: l.source,
   };
 }

@@ -25,6 +25,14 @@ export class PeerLostError extends CommError {
   override name = 'PeerLostError';
 }
 
+/**
+ * This rank's own process did not run for longer than its peers wait (SIGSTOP, swapped out,
+ * starved of CPU), so they gave it up: the loss it sees is its own doing, not a peer's.
+ */
+export class RankStalledError extends PeerLostError {
+  override name = 'RankStalledError';
+}
+
 /** Ranks issued different collectives (op, dtype, count, root or sequence differ). */
 export class CollectiveMismatchError extends CommError {
   override name = 'CollectiveMismatchError';
@@ -33,6 +41,21 @@ export class CollectiveMismatchError extends CommError {
 /** A connection failed the HMAC challenge-response (wrong or missing secret). */
 export class AuthError extends CommError {
   override name = 'AuthError';
+}
+
+/** A connection from or to another run: run ids (DDP_RUN_ID) differ, e.g. two worlds on one port. */
+export class RunMismatchError extends CommError {
+  override name = 'RunMismatchError';
+}
+
+/** The address a server must listen on (the store's MASTER_PORT) is taken by another process. */
+export class AddressInUseError extends CommError {
+  override name = 'AddressInUseError';
+}
+
+/** Ranks were started with different world sizes (WORLD_SIZE); names both sizes. */
+export class WorldSizeMismatchError extends CommError {
+  override name = 'WorldSizeMismatchError';
 }
 
 /** Bytes on a connection did not parse (bad magic, out-of-bounds length, unknown kind). */
@@ -54,8 +77,12 @@ const errorClasses = {
   CommError,
   CommTimeoutError,
   PeerLostError,
+  RankStalledError,
   CollectiveMismatchError,
   AuthError,
+  RunMismatchError,
+  AddressInUseError,
+  WorldSizeMismatchError,
   ProtocolError,
   NotInitializedError,
   InvalidArgumentError,

@@ -1,5 +1,6 @@
 export { type CommArray, type Dtype, type HalfDtype, ReduceOp, sharedArray } from './dtypes.js';
 export {
+  AddressInUseError,
   AuthError,
   CollectiveMismatchError,
   CommError,
@@ -8,6 +9,9 @@ export {
   NotInitializedError,
   PeerLostError,
   ProtocolError,
+  RankStalledError,
+  RunMismatchError,
+  WorldSizeMismatchError,
 } from './errors.js';
 export { type LaunchEnv, readLaunchEnv } from './env.js';
 export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';

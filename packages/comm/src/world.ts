@@ -1,18 +1,28 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { SharedMemory } from './native.js';
 import { CommThread } from './comm-thread.js';
 import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
-import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
+import {
+  CommError,
+  InvalidArgumentError,
+  NotInitializedError,
+  RunMismatchError,
+  WorldSizeMismatchError,
+} from './errors.js';
 import { hostId } from './host-id.js';
 import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
+import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
 import { PrefixStore } from './store/prefix-store.js';
-import { decodeText, type Store } from './store/store.js';
+import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
+import { HEARTBEAT_CLOCK_BYTES } from './transport/heartbeat.js';
 import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
+import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
@@ -44,12 +54,9 @@ interface World {
 
 let world: World | null = null;
 
-function parseAddress(text: string, rank: number): PeerAddress {
-  const a = JSON.parse(text) as PeerAddress;
-  if (typeof a !== 'object' || a === null || a.rank !== rank || typeof a.host !== 'string' || typeof a.port !== 'number') {
-    throw new CommError(`rendezvous: bad address record for rank ${rank}`, { op: 'initProcessGroup', ranks: [rank] });
-  }
-  return a;
+/** The store's host learns of another run's ranks knocking (its own run carries on). */
+function warnOtherRun(err: CommError): void {
+  if (err instanceof RunMismatchError) process.emitWarning(err);
 }
 
 /** A timeout must be a positive number of milliseconds (Infinity allowed). */
@@ -69,27 +76,46 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const worldSize = opts.worldSize ?? env.worldSize;
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
   const timeoutMs = checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
+  // files of ranks that died (sockets from before abstract names, or off Linux)
+  await removeStaleSocketFiles();
   const ownsStore = !opts.store;
+  const { secret, runId } = env;
   // a world of one needs nobody to meet: no server, no port
   const store =
     opts.store ??
-    (worldSize === 1 ? new HashStore(timeoutMs) : await TCPStore.create({ host: env.masterAddr, port: env.masterPort, secret: env.secret, isServer: rank === 0, timeoutMs, rank }));
+    (worldSize === 1
+      ? new HashStore(timeoutMs)
+      : await TCPStore.create({
+          host: env.masterAddr,
+          port: env.masterPort,
+          secret,
+          runId,
+          isServer: rank === 0,
+          timeoutMs,
+          rank,
+          onConnectionError: warnOtherRun,
+        }));
   try {
+    if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
     const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
-    const meshOpts = { rank, worldSize, secret: env.secret, hostId: hostId(), forceTcp: process.env.DDP_TRANSPORT === 'tcp' };
+    const forceTcp = process.env.DDP_TRANSPORT === 'tcp';
+    const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp };
     const wireStats = new SharedArrayBuffer(32);
+    // the comm thread's heartbeat keeps time; the main thread's mesh reads it to recognise a stall of this process
+    const heartbeatClock = new SharedArrayBuffer(HEARTBEAT_CLOCK_BYTES);
     const mem = sharedMemory();
-    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats });
-    const main = new MainRunner({ ...meshOpts, wireCounters: wireCounterViews(wireStats).mainThread }, mem);
+    const { thread, address } = await CommThread.start({ ...meshOpts, bindHost, wireStats, heartbeatClock });
+    const wireCounters = wireCounterViews(wireStats).mainThread;
+    const main = new MainRunner({ ...meshOpts, wireCounters, heartbeatClock: new Float64Array(heartbeatClock) }, mem);
     let addrs: PeerAddress[] = [];
     try {
       const mainAddress = await main.listen(bindHost);
       await rdv.set(`addr/${rank}`, JSON.stringify({ ...address, shm: mem ? randomBytes(8).toString('hex') : null }));
       await rdv.set(`mainaddr/${rank}`, JSON.stringify(mainAddress));
-      const read = (key: string) => Promise.all(Array.from({ length: worldSize }, async (_, r) => parseAddress(decodeText(await rdv.get(`${key}/${r}`)), r)));
+      const read = (key: string) => readAddresses(rdv, store, key, { rank, worldSize, timeoutMs });
       let mainAddrs: PeerAddress[];
       [addrs, mainAddrs] = await Promise.all([read('addr'), read('mainaddr')]);
       await Promise.all([thread.connect(addrs, timeoutMs), main.connect(mainAddrs, timeoutMs)]);
@@ -113,6 +139,8 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     world = w;
     return group;
   } catch (e) {
+    const hostsStore = ownsStore && store instanceof TCPStore && store.server !== null;
+    if (hostsStore && e instanceof WorldSizeMismatchError) await sleep(CONFLICT_LINGER_MS);
     if (ownsStore) await store.close();
     throw e;
   }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -53,7 +53,32 @@ describe('ddp-run CLI', () => {
     expect((await cli.exited).code).toBe(0);
     const envs = cli.out.lines.map((l) => JSON.parse(l.replace(/^\[rank \d\] ENV /, '')) as Record<string, unknown>);
     expect(envs.map((e) => e.WORLD_SIZE)).toEqual(['2', '2']);
+    // one run id per launch, the same on every rank
+    expect(envs[0]?.DDP_RUN_ID).toMatch(/^[0-9a-f]{32}$/);
+    expect(envs[1]?.DDP_RUN_ID).toBe(envs[0]?.DDP_RUN_ID);
     expect(envs[0]?.args).toEqual(['--nproc-per-node', '9']);
+  });
+
+  it('warns that ps shows --secret; --secret-file is quiet and reaches the ranks', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const flag = ddpRun(['--nproc-per-node', '1', '--secret', 'on-the-command-line', rankScript, 'env']);
+      expect((await flag.exited).code).toBe(0);
+      const warning = /^ddp-run: warning: --secret shows the secret to every user .*--secret-file/;
+      expect(flag.err.lines).toEqual([expect.stringMatching(warning)]);
+      const file = join(dir, 'secret');
+      writeFileSync(file, 'in-a-file\n', { mode: 0o600 });
+      const quiet = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);
+      expect((await quiet.exited).code).toBe(0);
+      expect(quiet.err.text).toBe('');
+      expect(JSON.parse(quiet.out.lines[0]!.replace(/^\[rank 0\] ENV /, '')).DDP_SECRET).toBe('in-a-file');
+      chmodSync(file, 0o644);
+      const open = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);
+      expect((await open.exited).code).toBe(2);
+      expect(open.err.text).toContain('is readable by group or others (mode 0644)');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('exits 1 with the summary when a rank fails', { timeout: 30_000 }, async () => {

@@ -54,6 +54,8 @@ describe('launch: environment', () => {
     const port = run.worlds[0]?.masterPort;
     const secret = envs.get(0)?.DDP_SECRET;
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    const runId = envs.get(0)?.DDP_RUN_ID;
+    expect(runId).toMatch(/^[0-9a-f]{32}$/);
     for (const [rank, env] of envs) {
       expect(env).toEqual({
         RANK: String(rank),
@@ -64,6 +66,7 @@ describe('launch: environment', () => {
         MASTER_ADDR: '127.0.0.1',
         MASTER_PORT: String(port),
         DDP_SECRET: secret,
+        DDP_RUN_ID: runId,
         DDP_RESTART_COUNT: '0',
         TORCHELASTIC_RESTART_COUNT: '0',
         args: ['--flag', 'value'],
@@ -71,14 +74,16 @@ describe('launch: environment', () => {
     }
   });
 
-  it('numbers ranks by node on a multi-node world and passes the given secret', { timeout: 30_000 }, async () => {
-    const run = setup(2, ['env'], { nnodes: 3, nodeRank: 1, masterAddr: '127.0.0.2', masterPort: 29500, secret: 's3cret' });
+  it('numbers ranks by node on a multi-node world and passes the given secret and run id', { timeout: 30_000 }, async () => {
+    const shared = { masterAddr: '127.0.0.2', masterPort: 29500, secret: 's3cret', rdzvId: 'job-7' };
+    const run = setup(2, ['env'], { nnodes: 3, nodeRank: 1, ...shared });
     const result = await launch(run.options);
     expect(result.exitCode).toBe(0);
     const envs = envLines(run.out);
     expect([...envs.keys()].sort()).toEqual([2, 3]);
     expect(envs.get(3)).toMatchObject({ RANK: '3', LOCAL_RANK: '1', WORLD_SIZE: '6', LOCAL_WORLD_SIZE: '2' });
     expect(envs.get(2)).toMatchObject({ GROUP_RANK: '1', MASTER_ADDR: '127.0.0.2', MASTER_PORT: '29500', DDP_SECRET: 's3cret' });
+    expect(envs.get(2)?.DDP_RUN_ID).toBe('job-7');
   });
 
   it('takes the secret from DDP_SECRET and runs a plain .js script from any cwd', { timeout: 30_000 }, async () => {

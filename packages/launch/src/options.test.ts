@@ -1,6 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { rankScript } from './fixtures/harness.js';
-import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit } from './index.js';
+import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit, rankEnv } from './index.js';
 
 const base: LaunchOptions = { script: rankScript, nprocPerNode: 2, env: {} };
 
@@ -17,7 +20,11 @@ describe('planLaunch', () => {
     ['an empty secret', { secret: '' }, /secret must not be empty/],
     ['multi-node without address', { nnodes: 2, masterPort: 1, secret: 's' }, /needs masterAddr/],
     ['multi-node without port', { nnodes: 2, masterAddr: 'h', secret: 's' }, /needs masterPort/],
-    ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1 }, /needs a shared secret/],
+    ['multi-node without secret', { nnodes: 2, masterAddr: 'h', masterPort: 1, rdzvId: 'r' }, /needs a shared secret/],
+    ['multi-node without run id', { nnodes: 2, masterAddr: 'h', masterPort: 1, secret: 's' }, /needs a shared run id/],
+    ['a run id with a space', { rdzvId: 'my run' }, /rdzvId must be 1 to 255 printable ASCII/],
+    ['a secret and a secret file', { secret: 's', secretFile: 'f' }, /secret or secretFile, not both/],
+    ['a missing secret file', { secretFile: '/nonexistent/secret' }, /secretFile: cannot read \/nonexistent\/secret/],
   ])('rejects %s', (_what, change, message) => {
     expect(() => planLaunch({ ...base, ...change })).toThrow(LaunchConfigError);
     expect(() => planLaunch({ ...base, ...change })).toThrow(message);
@@ -29,6 +36,44 @@ describe('planLaunch', () => {
     expect(planLaunch(base).secret).not.toBe(a);
     expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' } }).secret).toBe('env');
     expect(planLaunch({ ...base, env: { DDP_SECRET: 'env' }, secret: 'flag' }).secret).toBe('flag');
+  });
+});
+
+describe('secretFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ddp-secret-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const secretFile = (name: string, text: string, mode: number): string => {
+    const file = join(dir, name);
+    writeFileSync(file, text);
+    chmodSync(file, mode);
+    return file;
+  };
+
+  it('reads the secret from a file only its owner can read', () => {
+    expect(planLaunch({ ...base, secretFile: secretFile('ok', 'from-file\n', 0o600) }).secret).toBe('from-file');
+    const readOnly = secretFile('ro', 'read-only', 0o400);
+    expect(planLaunch({ ...base, secretFile: readOnly, env: { DDP_SECRET: 'env' } }).secret).toBe('read-only');
+  });
+
+  it.each([0o644, 0o640, 0o604, 0o660])('refuses a file with mode %o, as ssh does with keys', (mode) => {
+    const file = secretFile(`open-${mode}`, 'leaky', mode);
+    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(LaunchConfigError);
+    const why = `is readable by group or others (mode 0${mode.toString(8)}); run chmod 600`;
+    expect(() => planLaunch({ ...base, secretFile: file })).toThrow(why);
+  });
+
+  it('refuses an empty file', () => {
+    expect(() => planLaunch({ ...base, secretFile: secretFile('empty', '\n', 0o600) })).toThrow(/is empty/);
+  });
+});
+
+describe('run id', () => {
+  it('is random per launch unless rdzvId is given; every rank gets DDP_RUN_ID and TORCHELASTIC_RUN_ID', () => {
+    const a = planLaunch(base);
+    expect(a.runId).toMatch(/^[0-9a-f]{32}$/);
+    expect(planLaunch(base).runId).not.toBe(a.runId);
+    const given = planLaunch({ ...base, rdzvId: 'job-42' });
+    expect(rankEnv(given, 1, 29500, 0)).toMatchObject({ DDP_RUN_ID: 'job-42', TORCHELASTIC_RUN_ID: 'job-42' });
   });
 });
 

@@ -3,6 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { LaunchConfigError } from './errors.js';
+import { readSecretFile } from './secret-file.js';
 
 /** What `launch()` and the `ddp-run` CLI accept. Names follow torchrun's flags, camelCased. */
 export interface LaunchOptions {
@@ -24,6 +25,13 @@ export interface LaunchOptions {
   maxRestarts?: number;
   /** The run's shared secret; default: DDP_SECRET from env, else a fresh random one. */
   secret?: string;
+  /** A file holding the secret, readable by its owner only (instead of `secret`). */
+  secretFile?: string;
+  /**
+   * The run's identity (torchrun's --rdzv-id), checked by the store and every peer handshake,
+   * so two worlds on one port never mix; default: a fresh random id. Required with nnodes > 1.
+   */
+  rdzvId?: string;
   /** Working directory of the ranks (default process.cwd()). */
   cwd?: string;
   /** Base environment of the ranks (default process.env); the launcher's variables override it. */
@@ -60,6 +68,7 @@ export interface LaunchPlan {
   masterPort: number | undefined;
   maxRestarts: number;
   secret: string;
+  runId: string;
   cwd: string;
   env: NodeJS.ProcessEnv;
   stdout: Writable;
@@ -91,13 +100,25 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   const script = resolve(cwd, options.script);
   if (!existsSync(script)) throw new LaunchConfigError(`script not found: ${script}`);
   if (!statSync(script).isFile()) throw new LaunchConfigError(`script is not a file: ${script}`);
-  const given = options.secret ?? env.DDP_SECRET;
+  if (options.secret !== undefined && options.secretFile !== undefined) {
+    throw new LaunchConfigError('give secret or secretFile, not both');
+  }
+  const fromFile = options.secretFile === undefined ? undefined : readSecretFile(options.secretFile, cwd);
+  const given = options.secret ?? fromFile ?? env.DDP_SECRET;
   if (given === '') throw new LaunchConfigError('secret must not be empty');
+  const { rdzvId } = options;
+  if (rdzvId !== undefined && !/^[\x21-\x7e]{1,255}$/.test(rdzvId)) {
+    const got = JSON.stringify(rdzvId);
+    throw new LaunchConfigError(`rdzvId must be 1 to 255 printable ASCII characters without spaces, got ${got}`);
+  }
   if (nnodes > 1) {
     // Every node must agree on where the store is and on the secret; no node can pick them alone.
     if (options.masterAddr === undefined) throw new LaunchConfigError('nnodes > 1 needs masterAddr (--master-addr)');
     if (masterPort === undefined) throw new LaunchConfigError('nnodes > 1 needs masterPort (--master-port)');
-    if (given === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret or DDP_SECRET)');
+    if (given === undefined) {
+      throw new LaunchConfigError('nnodes > 1 needs a shared secret (--secret-file or DDP_SECRET)');
+    }
+    if (rdzvId === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared run id (--rdzv-id)');
   }
   return {
     script,
@@ -110,6 +131,7 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
     masterPort,
     maxRestarts,
     secret: given ?? randomBytes(32).toString('hex'),
+    runId: rdzvId ?? randomBytes(16).toString('hex'),
     cwd,
     env,
     stdout: options.stdout ?? process.stdout,
@@ -119,7 +141,7 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   };
 }
 
-/** The environment of one rank: the torchrun variables plus the run's secret and restart count. */
+/** The environment of one rank: the torchrun variables plus the run's id, secret and restart count. */
 export function rankEnv(plan: LaunchPlan, localRank: number, masterPort: number, restartCount: number): NodeJS.ProcessEnv {
   return {
     ...plan.env,
@@ -132,6 +154,8 @@ export function rankEnv(plan: LaunchPlan, localRank: number, masterPort: number,
     MASTER_ADDR: plan.masterAddr,
     MASTER_PORT: String(masterPort),
     DDP_SECRET: plan.secret,
+    DDP_RUN_ID: plan.runId,
+    TORCHELASTIC_RUN_ID: plan.runId,
     DDP_RESTART_COUNT: String(restartCount),
     TORCHELASTIC_RESTART_COUNT: String(restartCount),
     TORCHELASTIC_MAX_RESTARTS: String(plan.maxRestarts),

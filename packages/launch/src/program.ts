@@ -8,6 +8,10 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 /** Exit code for a command line that cannot run (bad flag, missing script). */
 export const USAGE_EXIT_CODE = 2;
 
+/** A secret given as a flag sits in /proc/<pid>/cmdline, which every local user can read. */
+const SECRET_FLAG_WARNING =
+  'ddp-run: warning: --secret shows the secret to every user of this machine (ps); use --secret-file or DDP_SECRET';
+
 function integer(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('not a non-negative integer.');
   return Number(value);
@@ -23,7 +27,9 @@ function buildProgram(): Command {
     .option('--master-addr <addr>', 'address of the TCPStore host, rank 0 (default: 127.0.0.1, single node only)')
     .addOption(new Option('--master-port <port>', 'TCPStore port (default: a free port, single node only)').argParser(integer))
     .addOption(new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure').argParser(integer).default(0))
-    .option('--secret <s>', "the run's shared secret (default: $DDP_SECRET, else a random one)")
+    .option('--secret-file <path>', "a file holding the run's shared secret, readable by its owner only (chmod 600)")
+    .option('--secret <s>', 'the secret itself: every user of this machine sees it in ps')
+    .option('--rdzv-id <id>', "the run's id, the same on every node (default: random; needed with --nnodes > 1)")
     .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
     .option('--no-source-conditions', 'do not pass --conditions=source to the ranks (published installs)')
     .argument('<script>', 'the script each rank runs (.ts or .js)')
@@ -41,6 +47,8 @@ interface CliOptions {
   masterPort?: number;
   maxRestarts: number;
   secret?: string;
+  secretFile?: string;
+  rdzvId?: string;
   killGraceMs: number;
   sourceConditions: boolean;
 }
@@ -56,6 +64,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const opts = program.opts<CliOptions>();
   const [script, args] = program.processedArgs as [string, string[]];
+  if (opts.secret !== undefined) process.stderr.write(`${SECRET_FLAG_WARNING}\n`);
   try {
     const result = await launch(
       {
@@ -68,6 +77,8 @@ export async function main(argv: string[]): Promise<number> {
         masterPort: opts.masterPort,
         maxRestarts: opts.maxRestarts,
         secret: opts.secret,
+        secretFile: opts.secretFile,
+        rdzvId: opts.rdzvId,
         killGraceMs: opts.killGraceMs,
         sourceConditions: opts.sourceConditions,
       },

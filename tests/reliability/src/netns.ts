@@ -29,9 +29,11 @@ export class TwoHosts extends NetnsHosts {
       const out = new RankLines();
       const err = new RankLines();
       out.onResult = (rank, r) => opts.onResult?.(host, rank, r);
-      const flags = ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--master-addr', this.addr[0] as string, '--master-port', port, '--secret', 'netns-secret', '--kill-grace-ms', '2000'];
+      const flags = ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--kill-grace-ms', '2000'];
+      flags.push('--master-addr', this.addr[0] as string, '--master-port', port, '--rdzv-id', 'netns');
       const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, script, ...args], {
-        env: { ...process.env, ...opts.env },
+        // the secret in the environment, not on the command line, where ps shows it
+        env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);

@@ -1,6 +1,16 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthError, CommTimeoutError, HashStore, PrefixStore, type Store, TCPStore } from '../index.js';
+import {
+  AddressInUseError,
+  AuthError,
+  type CommError,
+  CommTimeoutError,
+  HashStore,
+  PrefixStore,
+  RunMismatchError,
+  type Store,
+  TCPStore,
+} from '../index.js';
 import { decodeText } from './store.js';
 
 const text = (v: Uint8Array) => decodeText(v);
@@ -85,6 +95,37 @@ describe('TCPStore security', () => {
     }
     await client.set('alive', 'yes');
     expect(text(await server.get('alive'))).toBe('yes');
+  });
+
+  it('refuses a client of another run on both sides (RunMismatchError), at once, and keeps serving', async () => {
+    const refused: CommError[] = [];
+    const opts = { host: '127.0.0.1', port: 0, secret: 'same', timeoutMs: 30_000 };
+    const onConnectionError = (e: CommError) => refused.push(e);
+    const server = await TCPStore.create({ ...opts, runId: 'run-a', isServer: true, onConnectionError });
+    opened.push(server);
+    const other = TCPStore.create({ ...opts, port: server.port, runId: 'run-b' });
+    await expect(other).rejects.toBeInstanceOf(RunMismatchError);
+    await expect(other).rejects.toThrow(/belongs to run "run-a", this rank to run "run-b"/);
+    expect(refused.map((e) => e.name)).toEqual(['RunMismatchError']);
+    expect(refused[0]?.message).toMatch(/refused a client of run "run-b"/);
+    const same = await TCPStore.create({ ...opts, port: server.port, runId: 'run-a' });
+    opened.push(same);
+    await same.set('k', 'v');
+    expect(text(await server.get('k'))).toBe('v');
+  });
+
+  it('a second server on a port in use fails at once with AddressInUseError naming the port', async () => {
+    const [server] = await tcpPair();
+    const second = TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 's3', isServer: true });
+    await expect(second).rejects.toBeInstanceOf(AddressInUseError);
+    await expect(second).rejects.toThrow(`port ${server.port} is in use`);
+  });
+
+  it('refuses a port that cannot exist before trying to connect', async () => {
+    for (const port of [-1, 65536, 1.5]) {
+      const store = TCPStore.create({ host: '127.0.0.1', port, secret: 's', timeoutMs: 30_000 });
+      await expect(store).rejects.toThrow(`port must be an integer in [0, 65535], got ${port}`);
+    }
   });
 
   it('binds only the address it is given', async () => {

@@ -1,6 +1,15 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
+import { DEFAULT_RUN_ID } from '../env.js';
+import {
+  AuthError,
+  CommError,
+  CommTimeoutError,
+  InvalidArgumentError,
+  PeerLostError,
+  ProtocolError,
+  RunMismatchError,
+} from '../errors.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
@@ -12,12 +21,16 @@ export interface TCPStoreOptions {
   port: number;
   /** The run's secret (DDP_SECRET); the server refuses clients that do not know it. */
   secret: string;
+  /** The run's id (DDP_RUN_ID): the store and its clients refuse each other across runs (default: DEFAULT_RUN_ID). */
+  runId?: string;
   /** Start the server in this process (rank 0). */
   isServer?: boolean;
   /** Timeout of get/wait and of connecting. */
   timeoutMs?: number;
   /** Rank of this client, for error messages. */
   rank?: number;
+  /** With isServer: called for each connection the server refuses (a client of another run, a wrong secret). */
+  onConnectionError?: (err: CommError) => void;
 }
 
 interface Pending {
@@ -52,26 +65,40 @@ export class TCPStore implements Store {
   static async create(opts: TCPStoreOptions): Promise<TCPStore> {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     const rank = opts.rank ?? -1;
-    const server = opts.isServer ? await TCPStoreServer.listen({ host: opts.host, port: opts.port, secret: opts.secret }) : null;
+    if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
+      const what = `TCPStore.create: port must be an integer in [0, 65535], got ${opts.port}`;
+      throw new InvalidArgumentError(what, { rank, op: 'store.connect' });
+    }
+    const runId = opts.runId ?? DEFAULT_RUN_ID;
+    const { host, secret, onConnectionError } = opts;
+    const listen = { host, port: opts.port, secret, runId, onConnectionError };
+    const server = opts.isServer ? await TCPStoreServer.listen(listen) : null;
     const port = server ? server.port : opts.port;
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 0; ; attempt++) {
       const sock = await tryConnect(opts.host, port).catch((e: Error) => e);
       if (!(sock instanceof Error)) {
         try {
-          const { leftover } = await clientHandshake(sock, { secret: opts.secret, purpose: Purpose.Store, rank, timeoutMs: Math.min(10_000, timeoutMs), what: `store client (rank ${rank})` });
+          const what = `rank ${rank}: store client of ${opts.host}:${port}`;
+          const hello = { secret, runId, purpose: Purpose.Store, rank, timeoutMs: Math.min(10_000, timeoutMs), what };
+          const { leftover } = await clientHandshake(sock, hello);
           const store = new TCPStore(sock, server, timeoutMs, rank);
           store.attach(leftover);
           return store;
         } catch (e) {
-          if (e instanceof AuthError || Date.now() > deadline) {
+          // another run's store, or one that does not know the secret, will not change its mind
+          if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) {
             await server?.close();
             throw e;
           }
         }
       } else if (Date.now() > deadline) {
         await server?.close();
-        throw new CommTimeoutError(`rank ${rank}: could not reach the store at ${opts.host}:${port} within ${timeoutMs} ms (${sock.message})`, { rank, op: 'store.connect' });
+        // rank 0 hosts no store when it believes it is a world of one (WORLD_SIZE=1)
+        const hint = 'is rank 0 running, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?';
+        const where = `${opts.host}:${port}`;
+        const why = `could not reach the store at ${where} within ${timeoutMs} ms (${sock.message}; ${hint})`;
+        throw new CommTimeoutError(`rank ${rank}: ${why}`, { rank, op: 'store.connect' });
       }
       await sleep(Math.min(50 * 2 ** attempt, 500));
     }

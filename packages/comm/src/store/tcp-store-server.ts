@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { CommError, ProtocolError } from '../errors.js';
+import { DEFAULT_RUN_ID } from '../env.js';
+import { AddressInUseError, CommError, ProtocolError } from '../errors.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { Purpose, serverHandshake } from '../transport/handshake.js';
 import { KeyValueTable } from './key-value.js';
@@ -11,6 +12,8 @@ export interface TCPStoreServerOptions {
   /** 0 picks a free port. */
   port: number;
   secret: string;
+  /** The run's id (DDP_RUN_ID): clients of another run are refused (default: DEFAULT_RUN_ID). */
+  runId?: string;
   /** Called for each refused or broken connection (never throws to the caller). */
   onConnectionError?: (err: CommError) => void;
 }
@@ -33,13 +36,19 @@ export class TCPStoreServer {
   private start(): Promise<void> {
     const server = createServer((sock) => this.accept(sock));
     this.server = server;
+    const { host, port } = this.opts;
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host: this.opts.host, port: this.opts.port, exclusive: true }, () => {
-        server.off('error', reject);
+      server.once('error', (e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EADDRINUSE') return reject(e);
+        const where = `${host}:${port}`;
+        const why = `port ${port} is in use (another run's store? pick another MASTER_PORT)`;
+        reject(new AddressInUseError(`store: cannot listen on ${where}: ${why}`, { op: 'store.listen' }));
+      });
+      server.listen({ host, port, exclusive: true }, () => {
+        server.removeAllListeners('error');
         server.on('error', (e) => this.report(new CommError(`store server: ${e.message}`, { op: 'store' })));
         const addr = server.address();
-        this.port = typeof addr === 'object' && addr ? addr.port : this.opts.port;
+        this.port = typeof addr === 'object' && addr ? addr.port : port;
         resolve();
       });
     });
@@ -56,7 +65,13 @@ export class TCPStoreServer {
     sock.on('error', () => {});
     let leftover: Buffer[];
     try {
-      ({ leftover } = await serverHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Store, timeoutMs: 10_000, what: 'store server' }));
+      ({ leftover } = await serverHandshake(sock, {
+        secret: this.opts.secret,
+        runId: this.opts.runId ?? DEFAULT_RUN_ID,
+        purpose: Purpose.Store,
+        timeoutMs: 10_000,
+        what: `store server on port ${this.port}`,
+      }));
     } catch (e) {
       this.report(e instanceof CommError ? e : new CommError(String(e)));
       return;

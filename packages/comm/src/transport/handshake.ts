@@ -1,15 +1,18 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { AuthError, CommTimeoutError, ProtocolError } from '../errors.js';
+import { AuthError, CommTimeoutError, ProtocolError, RunMismatchError } from '../errors.js';
 import { ByteQueue } from './byte-queue.js';
 
 /**
  * Mutual HMAC-SHA256 challenge-response, run on every new connection (store and peer)
- * before any other byte is trusted. Neither side ever sends the secret itself.
+ * before any other byte is trusted. Neither side ever sends the secret itself. Both sides
+ * also name their run (DDP_RUN_ID): a server of another run refuses with its own id, so two
+ * worlds that share a port and a secret fail with RunMismatchError instead of mixing.
  *
- *   client → server  HELLO  "DDPH" v purpose rank:i32 nonceC[16]            (26 bytes)
- *   server → client  "DDPS" nonceS[16] HMAC(secret, "S"|purpose|nonceC|nonceS) (52 bytes)
- *   client → server  HMAC(secret, "C"|purpose|rank|nonceS|nonceC)           (32 bytes)
+ *   client → server  HELLO  "DDPH" v purpose rank:i32 nonceC[16] idLen:u8 runId   (27 + idLen bytes)
+ *   server → client  "DDPS" nonceS[16] HMAC(secret, "S"|purpose|runId|nonceC|nonceS) (52 bytes)
+ *               or   "DDPX" idLen:u8 runId: another run, connection closed
+ *   client → server  HMAC(secret, "C"|purpose|rank|runId|nonceS|nonceC)            (32 bytes)
  *   server → client  1 byte: 1 = accepted, 0 = refused
  */
 export enum Purpose {
@@ -17,10 +20,19 @@ export enum Purpose {
   Peer = 2,
 }
 
-const VERSION = 1;
-const HELLO_LEN = 26;
+const VERSION = 2;
+/** The fixed part of HELLO, up to and including the run id's length byte. */
+const HELLO_LEN = 27;
+const MAGIC_LEN = 4;
 const CHALLENGE_LEN = 52;
 const MAC_LEN = 32;
+
+/** A run id as sent: one length byte, then its UTF-8 bytes. */
+function encodeRunId(runId: string): Buffer {
+  const bytes = Buffer.from(runId, 'utf8');
+  if (bytes.length > 255) throw new ProtocolError(`run id of ${bytes.length} bytes exceeds 255`, { op: 'handshake' });
+  return Buffer.concat([Buffer.from([bytes.length]), bytes]);
+}
 
 /** Result of a successful handshake: the peer's claimed rank and bytes already read past it. */
 export interface Handshaken {
@@ -103,32 +115,48 @@ class Reader {
   }
 }
 
-/** Client side: proves the secret and checks that the server knows it too. */
+/** Client side: proves the secret and checks that the server knows it too and is of the same run. */
 export async function clientHandshake(
   socket: Socket,
-  opts: { secret: string; purpose: Purpose; rank: number; timeoutMs: number; what: string; source?: ByteSource },
+  opts: {
+    secret: string;
+    runId: string;
+    purpose: Purpose;
+    rank: number;
+    timeoutMs: number;
+    what: string;
+    source?: ByteSource;
+  },
 ): Promise<Handshaken> {
   const reader = new Reader(socket, opts.what, opts.timeoutMs, opts.source);
   try {
     const nonceC = randomBytes(16);
-    const hello = Buffer.alloc(HELLO_LEN);
+    const runId = encodeRunId(opts.runId);
+    const hello = Buffer.alloc(HELLO_LEN - 1); // runId brings the length byte
     hello.write('DDPH', 0, 'latin1');
     hello[4] = VERSION;
     hello[5] = opts.purpose;
     hello.writeInt32LE(opts.rank, 6);
     nonceC.copy(hello, 10);
-    socket.write(hello);
-    const ch = Buffer.from(await reader.read(CHALLENGE_LEN));
-    if (ch.toString('latin1', 0, 4) !== 'DDPS') throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
-    const nonceS = ch.subarray(4, 20);
+    socket.write(Buffer.concat([hello, runId]));
+    const magic = Buffer.from(await reader.read(MAGIC_LEN)).toString('latin1');
+    if (magic === 'DDPX') {
+      const theirs = Buffer.from(await reader.read((await reader.read(1))[0] as number)).toString('utf8');
+      const runs = `the other side belongs to run "${theirs}", this rank to run "${opts.runId}"`;
+      const why = `${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`;
+      throw new RunMismatchError(why, { op: 'handshake', rank: opts.rank });
+    }
+    if (magic !== 'DDPS') throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
+    const ch = Buffer.from(await reader.read(CHALLENGE_LEN - MAGIC_LEN));
+    const nonceS = ch.subarray(0, 16);
     const purposeByte = Buffer.from([opts.purpose]);
-    const expected = mac(opts.secret, [Buffer.from('S'), purposeByte, nonceC, nonceS]);
-    if (!timingSafeEqual(expected, ch.subarray(20, 52))) {
+    const expected = mac(opts.secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
+    if (!timingSafeEqual(expected, ch.subarray(16, 48))) {
       throw new AuthError(`${opts.what}: the server does not know this run's secret (DDP_SECRET differs)`, { op: 'handshake', rank: opts.rank });
     }
     const rankBuf = Buffer.alloc(4);
     rankBuf.writeInt32LE(opts.rank);
-    socket.write(mac(opts.secret, [Buffer.from('C'), purposeByte, rankBuf, nonceS, nonceC]));
+    socket.write(mac(opts.secret, [Buffer.from('C'), purposeByte, rankBuf, runId, nonceS, nonceC]));
     const verdict = await reader.read(1);
     if (verdict[0] !== 1) {
       throw new AuthError(`${opts.what}: refused by the server (wrong secret)`, { op: 'handshake', rank: opts.rank });
@@ -144,7 +172,7 @@ export async function clientHandshake(
 /** Server side: challenges the client; refuses (and closes) on a wrong proof or garbage. */
 export async function serverHandshake(
   socket: Socket,
-  opts: { secret: string; purpose: Purpose; timeoutMs: number; what: string; maxRank?: number },
+  opts: { secret: string; runId: string; purpose: Purpose; timeoutMs: number; what: string; maxRank?: number },
 ): Promise<Handshaken> {
   const reader = new Reader(socket, opts.what, opts.timeoutMs);
   try {
@@ -154,15 +182,24 @@ export async function serverHandshake(
     }
     if (hello[5] !== opts.purpose) throw new ProtocolError(`${opts.what}: wrong purpose ${hello[5]}`, { op: 'handshake' });
     const rank = hello.readInt32LE(6);
+    // the run before the rank: a rank of another world may well be out of this one's range
+    const theirs = Buffer.from(await reader.read(hello[26] as number)).toString('utf8');
+    const runId = encodeRunId(opts.runId);
+    if (theirs !== opts.runId) {
+      socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), runId]));
+      const runs = `refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`;
+      throw new RunMismatchError(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
+    }
     if (rank < -1 || (opts.maxRank !== undefined && rank > opts.maxRank)) {
       throw new ProtocolError(`${opts.what}: client claims out-of-range rank ${rank}`, { op: 'handshake' });
     }
     const nonceC = hello.subarray(10, 26);
     const nonceS = randomBytes(16);
     const purposeByte = Buffer.from([opts.purpose]);
-    socket.write(Buffer.concat([Buffer.from('DDPS', 'latin1'), nonceS, mac(opts.secret, [Buffer.from('S'), purposeByte, nonceC, nonceS])]));
+    const proofS = mac(opts.secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
+    socket.write(Buffer.concat([Buffer.from('DDPS', 'latin1'), nonceS, proofS]));
     const proof = Buffer.from(await reader.read(MAC_LEN));
-    const expected = mac(opts.secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), nonceS, nonceC]);
+    const expected = mac(opts.secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), runId, nonceS, nonceC]);
     if (!timingSafeEqual(expected, proof)) {
       socket.end(Buffer.from([0]));
       throw new AuthError(`${opts.what}: refused a client claiming rank ${rank}: wrong secret`, { op: 'handshake', ranks: [rank] });

@@ -1,15 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
 import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError } from '../errors.js';
+import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { Heartbeat, heartbeatInterval } from './heartbeat.js';
+import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
+import { isSocketFile, unixSocketAddress } from './unix-socket.js';
 
 /** How to reach one rank: TCP always, a Unix-domain socket from the same host. */
 export interface PeerAddress {
@@ -27,11 +25,18 @@ export interface MeshOptions {
   rank: number;
   worldSize: number;
   secret: string;
+  /** The run's id (DDP_RUN_ID): a peer of another run is refused (RunMismatchError). */
+  runId: string;
   hostId: string;
   /** Use TCP even between ranks of one host (DDP_TRANSPORT=tcp). */
   forceTcp: boolean;
   /** Off for the main thread's mesh: a main thread busy computing must not look dead. */
   heartbeat?: boolean;
+  /**
+   * The comm thread's heartbeat clock (heartbeat.ts), shared with the main thread's mesh: it
+   * tells a stall of this process from a peer's loss.
+   */
+  heartbeatClock?: Float64Array;
   /** [bytes, frames] this mesh has written to its sockets, headers and padding included. */
   wireCounters?: Float64Array;
 }
@@ -77,12 +82,14 @@ export class PeerMesh {
   /** Connections refused or closed for bad bytes (for tests and diagnostics). */
   refused = 0;
   private readonly heartbeat: Heartbeat;
+  private readonly heartbeatClock: Float64Array;
 
   constructor(readonly opts: MeshOptions) {
     const n = opts.worldSize;
     this.mailboxes = Array.from({ length: n }, () => new Mailbox());
     this.inbound = new Array(n).fill(undefined);
     this.outbound = new Array(n).fill(undefined);
+    this.heartbeatClock = opts.heartbeatClock ?? new Float64Array(new ArrayBuffer(HEARTBEAT_CLOCK_BYTES));
     const beat: FrameHeader = { payloadLength: 0, kind: FrameKind.Heartbeat, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
     this.heartbeat = new Heartbeat(
       n,
@@ -90,10 +97,11 @@ export class PeerMesh {
       () => this.inbound.flatMap((s, i) => (s && !this.isLost(i) ? [i] : [])),
       (peer) => this.write(peer, beat, null),
       (peer, ms) => this.lose(peer, `nothing heard for ${ms} ms`),
+      this.heartbeatClock,
     );
   }
 
-  /** Listens on bindHost (TCP, free port) and on a fresh Unix socket path. */
+  /** Listens on bindHost (TCP, free port) and on a fresh Unix socket (unix-socket.ts). */
   async listen(bindHost: string): Promise<PeerAddress> {
     const tcp = createServer((s) => void this.accept(s));
     await listenOn(tcp, { host: bindHost, port: 0 });
@@ -102,7 +110,7 @@ export class PeerMesh {
     const port = typeof addr === 'object' && addr ? addr.port : 0;
     let uds: string | null = null;
     if (!this.opts.forceTcp && process.platform !== 'win32') {
-      uds = join(tmpdir(), `ddp-${process.pid}-${randomBytes(6).toString('hex')}.sock`);
+      uds = unixSocketAddress();
       const unix = createServer((s) => void this.accept(s));
       await listenOn(unix, { path: uds });
       this.servers.push(unix);
@@ -116,6 +124,7 @@ export class PeerMesh {
     try {
       const { peerRank, leftover } = await serverHandshake(sock, {
         secret: this.opts.secret,
+        runId: this.opts.runId,
         purpose: Purpose.Peer,
         timeoutMs: 10_000,
         what: `rank ${this.opts.rank} peer listener`,
@@ -161,7 +170,7 @@ export class PeerMesh {
             await this.dialPeer(a.rank, sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
             return;
           } catch (e) {
-            if (e instanceof AuthError || Date.now() > deadline) throw e;
+            if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) throw e;
             await sleep(Math.min(20 * 2 ** attempt, 500));
           }
         }
@@ -213,7 +222,10 @@ export class PeerMesh {
       };
     };
     const { rank } = this.opts;
-    const { leftover } = await clientHandshake(sock, { secret: this.opts.secret, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what: `rank ${rank} → rank ${peer}`, source });
+    const { secret, runId } = this.opts;
+    const what = `rank ${rank} → rank ${peer}`;
+    const hello = { secret, runId, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what, source };
+    const { leftover } = await clientHandshake(sock, hello);
     if (this.inbound[peer]) {
       sock.destroy();
       throw new ProtocolError(`rank ${rank}: already connected to rank ${peer}`, { op: 'connect', ranks: [peer] });
@@ -248,7 +260,7 @@ export class PeerMesh {
     if (this.closing || this.said.has(peer)) return;
     const box = this.mailboxes[peer] as Mailbox;
     if (box.failure) return;
-    const err = new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${why})`, { rank: this.opts.rank, ranks: [peer] });
+    const err = peerLoss(this.heartbeatClock, this.opts.rank, peer, why);
     box.failure = err;
     box.failWaiters(err);
     this.readers[peer]?.abort(err);
@@ -315,7 +327,7 @@ export class PeerMesh {
     for (const s of this.outbound) s?.end();
     await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     for (const s of [...this.inbound, ...this.outbound]) s?.destroy();
-    if (this.udsPath) {
+    if (this.udsPath && isSocketFile(this.udsPath)) {
       try {
         unlinkSync(this.udsPath);
       } catch {}

@@ -15,8 +15,10 @@ let executor: Executor | null = null;
 port.on('message', (msg: ToWorker) => {
   switch (msg.type) {
     case 'init': {
-      const { rank, worldSize, secret, hostId, forceTcp } = msg;
-      mesh = new PeerMesh({ rank, worldSize, secret, hostId, forceTcp, wireCounters: wireCounterViews(msg.wireStats).commThread });
+      const { rank, worldSize, secret, runId, hostId, forceTcp } = msg;
+      const heartbeatClock = new Float64Array(msg.heartbeatClock);
+      const wireCounters = wireCounterViews(msg.wireStats).commThread;
+      mesh = new PeerMesh({ rank, worldSize, secret, runId, hostId, forceTcp, wireCounters, heartbeatClock });
       executor = new Executor(mesh, post, sharedMemory(), Lane.Comm);
       executor.onPoison = (groupId, err) => post({ type: 'poisoned', groupId, error: serializeError(err) });
       mesh.listen(msg.bindHost).then(

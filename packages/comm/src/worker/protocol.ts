@@ -9,11 +9,14 @@ export interface InitRequest {
   rank: number;
   worldSize: number;
   secret: string;
+  runId: string;
   hostId: string;
   forceTcp: boolean;
   bindHost: string;
   /** The comm thread's [bytes, frames] written to peers (wireCounterViews). */
   wireStats: SharedArrayBuffer;
+  /** The comm thread's heartbeat clock, read by the main thread's mesh (heartbeat.ts). */
+  heartbeatClock: SharedArrayBuffer;
 }
 
 export interface ConnectRequest {

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { explain, freePort, type RankOutcome, runWorld } from './test/spawn-world.js';
+
+interface Outcome {
+  phase: string;
+  name: string;
+  message?: string;
+  sum?: number;
+}
+const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) => r.phase === p);
+
+describe('rendezvous', () => {
+  it('a second world on the same port and secret is refused, typed, and never mixes with the first', async () => {
+    const port = String(await freePort());
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-rdzv-'));
+    const stop = join(dir, 'stop');
+    try {
+      let bothUp: () => void = () => {};
+      const up = new Promise<void>((resolve) => {
+        bothUp = resolve;
+      });
+      let ready = 0;
+      const first = runWorld({
+        worldSize: 2,
+        script: 'rendezvous.child.ts',
+        args: ['hold', stop],
+        env: { MASTER_PORT: port, DDP_RUN_ID: 'run-a' },
+        onResult: (_r, res) => (res as Outcome).phase === 'init' && ++ready === 2 && bothUp(),
+      });
+      await up;
+      const second = await runWorld({
+        worldSize: 2,
+        script: 'rendezvous.child.ts',
+        args: ['init'],
+        env: { MASTER_PORT: port, DDP_RUN_ID: 'run-b' },
+        timeoutMs: 30_000,
+      });
+      writeFileSync(stop, '');
+      const a = await first;
+      expect(
+        a.map((o) => [phase(o, 'init')?.sum, phase(o, 'after')?.sum]),
+        explain(a),
+      ).toEqual([
+        [3, 3],
+        [3, 3],
+      ]);
+      const [b0, b1] = second.map((o) => phase(o, 'init') as Outcome);
+      expect(b0?.name, explain(second)).toBe('AddressInUseError');
+      expect(b0?.message).toContain(`port ${port} is in use`);
+      expect(b1?.name, explain(second)).toBe('RunMismatchError');
+      expect(b1?.message).toMatch(/belongs to run "run-a", this rank to run "run-b"/);
+      // the first world's store host says why a stranger knocked, and carries on
+      expect(a[0]?.stderr).toMatch(/RunMismatchError: .*refused a client of run "run-b"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it.each([
+    [0, 2],
+    [2, 4],
+  ])(
+    'rank %i started with WORLD_SIZE=%i among ranks of 3: WorldSizeMismatchError naming both sizes on every rank',
+    async (odd, size) => {
+      const out = await runWorld({
+        worldSize: 3,
+        script: 'rendezvous.child.ts',
+        args: ['init'],
+        rankEnv: (r): Record<string, string> => (r === odd ? { WORLD_SIZE: String(size) } : {}),
+        timeoutMs: 40_000,
+      });
+      for (const o of out) {
+        const r = phase(o, 'init');
+        expect(r?.name, explain(out)).toBe('WorldSizeMismatchError');
+        const [mine, theirs] = o.rank === odd ? [size, 3] : [3, size];
+        // the rank that recorded the size first learns of the conflict from another rank, which may be any
+        expect(r?.message).toMatch(new RegExp(`this rank has WORLD_SIZE=${mine}, rank \\d has ${theirs}`));
+      }
+    },
+    60_000,
+  );
+});

@@ -1,0 +1,85 @@
+import { CommError, CommTimeoutError, WorldSizeMismatchError } from './errors.js';
+import { decodeText, type Store } from './store/store.js';
+import type { PeerAddress } from './transport/peer-mesh.js';
+
+/**
+ * The world size is settled before anything depends on it (the generation of a reused store
+ * is a count of ranks): the first rank to arrive records its WORLD_SIZE, a rank with another
+ * one records the conflict and raises, and the ranks waiting for their peers look for the
+ * conflict every CONFLICT_POLL_MS, so every rank names both sizes within a second or so.
+ */
+const SIZE_KEY = 'ddp/world_size';
+const CONFLICT_KEY = 'ddp/world_size_conflict';
+const CONFLICT_POLL_MS = 500;
+/** How long the store's host keeps serving after a conflict, so the ranks still waiting can read it. */
+export const CONFLICT_LINGER_MS = 3 * CONFLICT_POLL_MS;
+
+/** Which rank claimed which size. */
+interface SizeClaim {
+  rank: number;
+  worldSize: number;
+}
+
+function mismatch(rank: number, worldSize: number, other: SizeClaim): WorldSizeMismatchError {
+  return new WorldSizeMismatchError(
+    `rank ${rank}: ranks disagree on the world size: ` +
+      `this rank has WORLD_SIZE=${worldSize}, rank ${other.rank} has ${other.worldSize}`,
+    { rank, ranks: [other.rank], op: 'initProcessGroup' },
+  );
+}
+
+/** Records this rank's world size, or raises WorldSizeMismatchError (telling the others) if another came first. */
+export async function agreeOnWorldSize(store: Store, rank: number, worldSize: number): Promise<void> {
+  const mine = JSON.stringify({ rank, worldSize } satisfies SizeClaim);
+  const first = JSON.parse(decodeText(await store.compareSet(SIZE_KEY, '', mine))) as SizeClaim;
+  if (first.worldSize === worldSize) return;
+  await store.set(CONFLICT_KEY, mine);
+  throw mismatch(rank, worldSize, first);
+}
+
+function parseAddress(text: string, rank: number): PeerAddress {
+  const a = JSON.parse(text) as PeerAddress;
+  if (
+    typeof a !== 'object' ||
+    a === null ||
+    a.rank !== rank ||
+    typeof a.host !== 'string' ||
+    typeof a.port !== 'number'
+  ) {
+    throw new CommError(`rendezvous: bad address record for rank ${rank}`, { op: 'initProcessGroup', ranks: [rank] });
+  }
+  return a;
+}
+
+/**
+ * Reads every rank's `<key>/<r>` address record from the generation's store `rdv` once all
+ * are there; raises WorldSizeMismatchError as soon as `store` holds a conflict, and
+ * CommTimeoutError naming the ranks that never arrived.
+ */
+export async function readAddresses(
+  rdv: Store,
+  store: Store,
+  key: string,
+  { rank, worldSize, timeoutMs }: { rank: number; worldSize: number; timeoutMs: number },
+): Promise<PeerAddress[]> {
+  const keys = Array.from({ length: worldSize }, (_, r) => `${key}/${r}`);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await rdv.wait(keys, Math.max(1, Math.min(CONFLICT_POLL_MS, deadline - Date.now())));
+      break;
+    } catch (e) {
+      if (!(e instanceof CommTimeoutError)) throw e;
+    }
+    if (await store.check([CONFLICT_KEY])) {
+      throw mismatch(rank, worldSize, JSON.parse(decodeText(await store.get(CONFLICT_KEY))) as SizeClaim);
+    }
+    if (Date.now() >= deadline) {
+      const here = await Promise.all(keys.map((k) => rdv.check([k])));
+      const missing = keys.flatMap((_, r) => (here[r] ? [] : [r]));
+      const why = `ranks ${missing.join(', ')} never arrived within ${timeoutMs} ms (WORLD_SIZE=${worldSize})`;
+      throw new CommTimeoutError(`rank ${rank}: rendezvous: ${why}`, { rank, ranks: missing, op: 'initProcessGroup' });
+    }
+  }
+  return Promise.all(keys.map(async (k, r) => parseAddress(decodeText(await rdv.get(k)), r)));
+}

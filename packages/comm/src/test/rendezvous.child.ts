@@ -1,0 +1,33 @@
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CommError, destroyProcessGroup, initProcessGroup } from '../index.js';
+
+/**
+ * Rendezvous scenarios (argv[2]); each rank prints RESULT lines.
+ *   init         – initProcessGroup, then one all-reduce of rank + 1
+ *   hold <file>  – the same, then waits for <file> to exist and all-reduces again (keeps the
+ *                  world's store and listeners up while a test starts another world)
+ */
+const [mode, stopFile] = process.argv.slice(2);
+const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.stringify(r)}`);
+
+const sumOfRanks = async (pg: Awaited<ReturnType<typeof initProcessGroup>>): Promise<number> => {
+  const a = new Float32Array([pg.rank + 1]);
+  await pg.allReduce(a).wait();
+  return a[0] as number;
+};
+
+let pg: Awaited<ReturnType<typeof initProcessGroup>>;
+try {
+  pg = await initProcessGroup({ timeoutMs: 20_000 });
+  report({ phase: 'init', name: 'ok', sum: await sumOfRanks(pg) });
+} catch (e) {
+  const err = e instanceof CommError ? e : new CommError(String(e));
+  report({ phase: 'init', name: e instanceof CommError ? e.name : 'other', message: err.message, ranks: err.ranks });
+  process.exit(0);
+}
+if (mode === 'hold') {
+  for (let i = 0; i < 600 && !existsSync(stopFile as string); i++) await sleep(50);
+  report({ phase: 'after', name: 'ok', sum: await sumOfRanks(pg) });
+}
+await destroyProcessGroup();
