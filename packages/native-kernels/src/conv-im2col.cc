@@ -17,17 +17,28 @@ namespace {
 int64_t patchOf(const Geometry& g) { return g.kh * g.kw * g.ci; }
 
 void im2col(const Geometry& g, const float* x, int64_t first, int64_t count, float* cols) {
-  const int64_t ci = g.ci;
+  const int64_t ci = g.ci, row = g.kw * ci;
   for (int64_t img = first; img < first + count; img++) {
     const float* xi = x + img * g.h * g.w * ci;
     for (int64_t oy = 0; oy < g.ho; oy++) {
       for (int64_t ox = 0; ox < g.wo; ox++) {
+        const int64_t ix0 = ox * g.sw - g.padLeft;
+        // undilated and inside the image's width: a filter row is one contiguous run of x
+        const bool run = g.dw == 1 && ix0 >= 0 && ix0 + g.kw <= g.w;
         for (int64_t ky = 0; ky < g.kh; ky++) {
           const int64_t iy = oy * g.sh - g.padTop + ky * g.dh;
-          for (int64_t kx = 0; kx < g.kw; kx++, cols += ci) {
-            const int64_t ix = ox * g.sw - g.padLeft + kx * g.dw;
-            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) std::memset(cols, 0, ci * sizeof(float));
-            else std::memcpy(cols, xi + (iy * g.w + ix) * ci, ci * sizeof(float));
+          if (iy < 0 || iy >= g.h) {
+            std::memset(cols, 0, row * sizeof(float));
+            cols += row;
+          } else if (run) {
+            std::memcpy(cols, xi + (iy * g.w + ix0) * ci, row * sizeof(float));
+            cols += row;
+          } else {
+            for (int64_t kx = 0; kx < g.kw; kx++, cols += ci) {
+              const int64_t ix = ix0 + kx * g.dw;
+              if (ix < 0 || ix >= g.w) std::memset(cols, 0, ci * sizeof(float));
+              else std::memcpy(cols, xi + (iy * g.w + ix) * ci, ci * sizeof(float));
+            }
           }
         }
       }
