@@ -22,6 +22,8 @@ export interface NativeKernels {
   Conv2DBackpropInput(heap: Uint8Array, dy: number, filter: number, dx: number, ...geometry: ConvGeometry): void;
   /** dFilter [kh, kw, ci, co] from x and dy. */
   Conv2DBackpropFilter(heap: Uint8Array, x: number, dy: number, dFilter: number, ...geometry: ConvGeometry): void;
+  /** out = Σ over the rows of x [rows, cols] (overRows: out has cols entries) or over its columns (rows entries). */
+  Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */
