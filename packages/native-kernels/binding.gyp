@@ -2,10 +2,10 @@
   "targets": [
     {
       "target_name": "ddp_kernels",
-      "sources": ["src/addon.cc", "src/heap.cc", "src/gemm.cc", "src/conv.cc", "src/conv-im2col.cc", "src/reduce.cc"],
+      "sources": ["src/addon.cc", "src/heap.cc", "src/gemm.cc", "src/conv.cc", "src/reduce.cc", "src/conv-dnnl.cc"],
       "cflags_cc!": ["-fno-exceptions"],
       "cflags_cc": ["-O3", "-std=c++17", "-fexceptions"],
-      "libraries": ["-lopenblas"]
+      "libraries": ["-lopenblas", "-ldnnl", "-lgomp"]
     }
   ]
 }

@@ -1,11 +1,12 @@
-// The module's exports: the kernels (gemm.cc, conv.cc, reduce.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc) and the BLAS thread count.
 #include <cblas.h>
+#include <omp.h>
 #include "heap.h"
 #include "kernels.h"
 
 namespace {
 
-// setThreads(n): OpenBLAS's thread pool size for this process; returns the size in effect.
+// setThreads(n): OpenBLAS's threads and oneDNN's (OpenMP, for calls from this thread); returns OpenBLAS's count.
 napi_value SetThreads(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -13,6 +14,7 @@ napi_value SetThreads(napi_env env, napi_callback_info info) {
   int32_t n = 0;
   if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok || n < 1) return throwRange(env, "setThreads: n must be ≥ 1");
   openblas_set_num_threads(n);
+  omp_set_num_threads(n);
   napi_value result;
   napi_create_int32(env, openblas_get_num_threads(), &result);
   return result;

@@ -1,5 +1,5 @@
 // The Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter entry points: arguments checked
-// against the heap, then conv-im2col.cc computes.
+// against the heap, then conv-dnnl.cc computes.
 #include <algorithm>
 #include <string>
 #include "conv-geometry.h"
@@ -39,7 +39,7 @@ napi_value run(napi_env env, napi_callback_info info, Pass pass) {
   }
   try {
     convolve(pass, g, first, second, out);
-  } catch (const std::bad_alloc& e) {  // the im2col buffer
+  } catch (const std::exception& e) {  // dnnl::error, std::bad_alloc
     return throwRange(env, std::string("conv2d: ") + e.what());
   }
   return nullptr;

@@ -4,10 +4,15 @@
 #include "heap.h"
 #include "kernels.h"
 
+namespace {
+
+// row-major C[m, n] = op(A)·op(B) + beta·C, dense matrices
 void sgemm(bool transA, bool transB, int m, int n, int k, const float* a, const float* b, float beta, float* c) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
               a, transA ? m : k, b, transB ? k : n, beta, c, n);
 }
+
+}  // namespace
 
 // (heap, a, b, c, batch, m, n, k, transA, transB, batchStrideA, batchStrideB): offsets in bytes,
 // strides in elements (0 repeats one matrix for every batch: tfjs's broadcast of a batch of 1).

@@ -20,6 +20,7 @@ const cases: Case[] = [
   { name: '3×3, stride 1, same', x: [2, 5, 5, 3], f: [3, 3, 3, 4], s: [1, 1], pad: 'same' },
   { name: 'valid, stride 2, leftover rows the filter never reaches', x: [2, 7, 6, 2], f: [3, 2, 2, 3], s: [2, 2], pad: 'valid' },
   { name: 'asymmetric explicit padding, strides 2×1', x: [1, 8, 8, 2], f: [3, 3, 2, 2], s: [2, 1], pad: [[0, 0], [1, 1], [2, 0], [0, 0]] },
+  { name: 'padding after the input beyond the last window', x: [1, 7, 7, 2], f: [3, 3, 2, 2], s: [2, 2], pad: [[0, 0], [1, 2], [0, 3], [0, 0]] },
   { name: 'even filter, same padding', x: [3, 6, 6, 1], f: [4, 4, 1, 2], s: [2, 2], pad: 'same' },
   { name: '1×1, stride 1 (no im2col)', x: [2, 4, 5, 6], f: [1, 1, 6, 3], s: [1, 1], pad: 'valid' },
   { name: '1×1, stride 2', x: [2, 5, 5, 3], f: [1, 1, 3, 2], s: [2, 2], pad: 'valid' },
