@@ -12,7 +12,7 @@ function heapWith(...arrays: number[][]) {
     bytes += a.length * 4 + 16;
   }
   const heap = new Uint8Array(bytes + 4096);
-  arrays.forEach((a, i) => new Float32Array(heap.buffer, offsets[i], a.length).set(a));
+  for (const [i, a] of arrays.entries()) new Float32Array(heap.buffer, offsets[i], a.length).set(a);
   return { heap, offsets, read: (offset: number, n: number) => Array.from(new Float32Array(heap.buffer, offset, n)) };
 }
 

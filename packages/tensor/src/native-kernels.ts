@@ -63,7 +63,7 @@ export function defaultNumThreads(env: NodeJS.ProcessEnv = process.env): number 
   const omp = Number.parseInt(env.OMP_NUM_THREADS ?? '', 10); // "4,2" (nested levels) counts as 4
   if (omp >= 1) return omp;
   const ranks = Number.parseInt(env.LOCAL_WORLD_SIZE ?? '', 10);
-  return Math.max(1, Math.floor(availableParallelism() / (ranks >= 1 ? ranks : 1)));
+  return Math.max(1, Math.floor(availableParallelism() / Math.max(1, ranks || 1)));
 }
 
 let threads = 0;

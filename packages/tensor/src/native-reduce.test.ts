@@ -9,12 +9,12 @@ afterAll(async () => {
 });
 
 /** [name, shape, axis, keepDims]: leading and trailing axes run natively, the rest falls back. */
-const cases: [string, number[], number | number[] | null, boolean][] = [
+const cases: [string, number[], number | number[] | undefined, boolean][] = [
   ['bias gradient of a conv: NHWC over [0, 1, 2]', [4, 3, 5, 6], [0, 1, 2], false],
   ['bias gradient of a Linear: over axis 0', [7, 9], 0, false],
   ['row sums: last axis, kept', [5, 8], -1, true],
   ['trailing two axes', [3, 4, 5], [1, 2], false],
-  ['every axis (null)', [3, 4, 5], null, false],
+  ['every axis (none given)', [3, 4, 5], undefined, false],
   ['every axis, kept', [3, 4], [0, 1], true],
   ['a middle axis (tfjs)', [3, 4, 5], 1, false],
   ['leading and last, not contiguous (tfjs)', [3, 4, 5], [0, 2], true],
@@ -22,7 +22,7 @@ const cases: [string, number[], number | number[] | null, boolean][] = [
   ['a vector', [11], 0, false],
 ];
 
-function sum(shape: number[], axis: number | number[] | null, keepDims: boolean) {
+function sum(shape: number[], axis: number | number[] | undefined, keepDims: boolean) {
   const x = tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(i * 0.7)), shape);
   const before = tf.memory().numTensors;
   const y = tf.sum(x, axis, keepDims);
@@ -44,7 +44,7 @@ describe.skipIf(!native)('native Sum', () => {
     expect(onNative.left).toBe(0);
     for (const want of [onCpu, onWasm]) {
       expect(onNative.shape).toEqual(want.shape);
-      onNative.values.forEach((v, i) => expect(v).toBeCloseTo(want.values[i]!, 5));
+      for (const [i, v] of onNative.values.entries()) expect(v).toBeCloseTo(want.values[i]!, 5);
     }
   });
 
