@@ -99,7 +99,11 @@ std::unique_ptr<Plan> build(Pass pass, const Geometry& g) {
 
 void convolve(Pass pass, const Geometry& g, const float* first, const float* second, float* out) {
   static std::map<std::tuple<int, Geometry::Key>, std::unique_ptr<Plan>> plans;
-  auto& plan = plans[std::make_tuple(static_cast<int>(pass), g.key())];
+  // each plan keeps reorder buffers as large as its tensors: shapes that keep changing
+  // (e.g. a last, smaller batch per epoch plus evaluation) must not pile them up
+  const auto key = std::make_tuple(static_cast<int>(pass), g.key());
+  if (plans.size() >= 64 && plans.find(key) == plans.end()) plans.clear();
+  auto& plan = plans[key];
   if (!plan) plan = build(pass, g);
   static dnnl::stream stream(cpu());
   const float* data[3] = {first, second, out};
