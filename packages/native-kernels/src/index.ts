@@ -24,6 +24,8 @@ export interface NativeKernels {
   Conv2DBackpropFilter(heap: Uint8Array, x: number, dy: number, dFilter: number, ...geometry: ConvGeometry): void;
   /** out = Σ over the rows of x [rows, cols] (overRows: out has cols entries) or over its columns (rows entries). */
   Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
+  /** out = x tiled reps[d] times along each dimension d; elementBytes 4 (float32, int32) or 1 (bool). */
+  Tile(heap: Uint8Array, x: number, out: number, elementBytes: 1 | 4, rank: number, ...shapeThenReps: number[]): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */

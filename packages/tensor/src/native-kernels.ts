@@ -6,6 +6,7 @@ import { BackendError } from './errors.js';
 import { nativeConv } from './native-conv.js';
 import { nativeBatchMatMul } from './native-matmul.js';
 import { nativeSum } from './native-reduce.js';
+import { nativeTile } from './native-tile.js';
 
 /** The optional addon (@ddp/native-kernels), loaded once; null with the reason where it is not there. */
 const load: NativeKernelsLoad = await import('@ddp/native-kernels').then(
@@ -20,6 +21,7 @@ const NATIVE: Record<string, (native: NativeKernels, fallback: KernelFunc) => Ke
   Conv2DBackpropInput: (native, fallback) => nativeConv('Conv2DBackpropInput', native, fallback),
   Conv2DBackpropFilter: (native, fallback) => nativeConv('Conv2DBackpropFilter', native, fallback),
   Sum: nativeSum,
+  Tile: nativeTile,
 };
 
 /** The wasm kernels in place before the native ones were registered (empty while they are not). */

@@ -6,7 +6,7 @@ export interface WasmBackend {
   /** The Emscripten module: HEAPU8 is replaced when the memory grows, so read it after any allocation. */
   wasm: { HEAPU8: Uint8Array };
   dataIdMap: { get(id: DataId): { memoryOffset: number | null } | undefined };
-  makeOutput(shape: number[], dtype: 'float32'): TensorInfo;
+  makeOutput(shape: number[], dtype: 'float32' | 'int32' | 'bool'): TensorInfo;
 }
 
 /** The active backend as tfjs-wasm's internals, or null when it is another backend. */
