@@ -1,9 +1,13 @@
 /**
- * Kernel benchmark: matmul GFLOP/s and one training step of a small causal transformer
- * (@ddp/nn modules on @ddp/autograd) on every tfjs backend that initialises here.
+ * Kernel benchmark, ddp beside PyTorch in the same run:
+ * - matmul GFLOP/s for the Linear layers of the DDP bench and the CLIP model, forward (x·Wᵀ)
+ *   and backward (dy·W, dyᵀ·x), at 1 and 2 threads: tfjs-wasm's kernel (`wasm`), the
+ *   @ddp/native-kernels one (`native`) and PyTorch (`torch`, the kernels.py peer), case by case;
+ * - conv2d forward and both gradients for the CLIP model's two convolutions, the same way;
+ * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
  * Writes results/kernels.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/kernels.ts [--backends cpu,wasm] [--sizes 128,256,512] [--seconds 0.5]
+ *   node --conditions=source --import tsx apps/bench/src/kernels.ts [--threads 1,2] [--seconds 0.2] [--rounds 3] [--cpu]
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,17 +15,23 @@ import { parseArgs } from 'node:util';
 import { crossEntropy, type Tensor, tidy } from '@ddp/autograd';
 import { markdownTable, type Row, writeReport } from '@ddp/plot';
 import { AdamW, Embedding, LayerNorm, Linear, Module, TransformerBlock } from '@ddp/nn';
-import { type BackendName, getBackend, setBackend, tf } from '@ddp/tensor';
+import { getNumThreads, nativeKernelsSummary, setBackend, setNumThreads, tf, useNativeKernels } from '@ddp/tensor';
+import { TorchPeer } from './lib/torch-peer.js';
 
+const here = dirname(fileURLToPath(import.meta.url));
 const { values: args } = parseArgs({
   options: {
-    backends: { type: 'string', default: 'cpu,wasm,tensorflow' },
-    sizes: { type: 'string', default: '128,256,512' },
-    seconds: { type: 'string', default: '0.5' },
-    out: { type: 'string', default: join(dirname(fileURLToPath(import.meta.url)), '..', 'results') },
+    threads: { type: 'string', default: '1,2' },
+    seconds: { type: 'string', default: '0.2' },
+    rounds: { type: 'string', default: '3' },
+    cpu: { type: 'boolean', default: false },
+    out: { type: 'string', default: join(here, '..', 'results') },
   },
 });
 const minSeconds = Number(args.seconds);
+/** Rounds per case, engines alternating; each engine keeps its best round (the machine's load drifts). */
+const rounds = Number(args.rounds);
+const threadCounts = args.threads.split(',').map(Number);
 
 /** Runs fn until minSeconds have passed (at least 2 runs after one warm-up); mean seconds per run. */
 async function timeIt(fn: () => Promise<void> | void): Promise<number> {
@@ -35,18 +45,61 @@ async function timeIt(fn: () => Promise<void> | void): Promise<number> {
   return (performance.now() - start) / 1000 / runs;
 }
 
-async function matmulGflops(n: number): Promise<number> {
-  const a = tf.randomNormal([n, n], 0, 1, 'float32', 1);
-  const b = tf.randomNormal([n, n], 0, 1, 'float32', 2);
-  const seconds = await timeIt(async () => {
-    const c = tf.matMul(a, b);
-    await c.data(); // wait for the kernel, whatever the backend
-    c.dispose();
-  });
-  a.dispose();
-  b.dispose();
-  return (2 * n ** 3) / seconds / 1e9;
+/** A Linear layer's products: batch rows through in → out features. */
+interface LinearShape { model: string; batch: number; inF: number; outF: number }
+const LINEARS: LinearShape[] = [
+  { model: 'ddp', batch: 32, inF: 1024, outF: 2048 },
+  { model: 'ddp', batch: 32, inF: 2048, outF: 2048 },
+  { model: 'ddp', batch: 32, inF: 2048, outF: 1024 },
+  { model: 'clip imageProj', batch: 256, inF: 3136, outF: 64 },
+  { model: 'clip text mlp', batch: 512, inF: 32, outF: 128 },
+  { model: 'transformer mlp', batch: 256, inF: 64, outF: 256 },
+];
+interface MatmulCase { m: number; n: number; k: number; ta: boolean; tb: boolean }
+/** forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x (W is [out, in], as PyTorch's). */
+const passesOf = ({ batch, inF, outF }: LinearShape): [string, MatmulCase][] => [
+  ['fwd x·Wᵀ', { m: batch, n: outF, k: inF, ta: false, tb: true }],
+  ['bwd dy·W', { m: batch, n: inF, k: outF, ta: false, tb: false }],
+  ['bwd dyᵀ·x', { m: outF, n: inF, k: batch, ta: true, tb: false }],
+];
+
+function matmulSeconds({ m, n, k, ta, tb }: MatmulCase): Promise<number> {
+  const a = tf.randomNormal(ta ? [k, m] : [m, k], 0, 1, 'float32', 1);
+  const b = tf.randomNormal(tb ? [n, k] : [k, n], 0, 1, 'float32', 2);
+  // wasm and cpu run kernels synchronously: the product is done when matMul returns
+  return timeIt(() => tf.matMul(a, b, ta, tb).dispose()).finally(() => tf.dispose([a, b]));
 }
+
+/** PyTorch nn.Conv2d geometry; ddp runs the kernels on NHWC (tfjs's layout). */
+interface ConvShape { model: string; n: number; h: number; w: number; ci: number; co: number; kernel: number; stride: number; pad: number }
+const CONVS: ConvShape[] = [
+  { model: 'clip stem', n: 256, h: 28, w: 56, ci: 1, co: 16, kernel: 5, stride: 2, pad: 2 },
+  { model: 'clip body', n: 256, h: 14, w: 28, ci: 16, co: 32, kernel: 3, stride: 2, pad: 1 },
+];
+const CONV_PASSES = ['forward', 'input', 'filter'] as const;
+
+function convSeconds(c: ConvShape, pass: (typeof CONV_PASSES)[number]): Promise<number> {
+  const pad = [[0, 0], [c.pad, c.pad], [c.pad, c.pad], [0, 0]] as const;
+  const xShape: [number, number, number, number] = [c.n, c.h, c.w, c.ci];
+  const fShape: [number, number, number, number] = [c.kernel, c.kernel, c.ci, c.co];
+  const info = tf.backend_util.computeConv2DInfo(xShape, fShape, c.stride, 1, pad as never);
+  const x = tf.randomNormal(xShape);
+  const filter = tf.randomNormal(fShape);
+  const dy = tf.randomNormal(info.outShape);
+  const attrs = { strides: [c.stride, c.stride], pad, dataFormat: 'NHWC', dilations: 1, inputShape: xShape, filterShape: fShape };
+  const [name, inputs] = {
+    forward: ['Conv2D', { x, filter }],
+    input: ['Conv2DBackpropInput', { dy, filter }],
+    filter: ['Conv2DBackpropFilter', { x, dy }],
+  }[pass] as [string, tf.NamedTensorMap];
+  const run = () => (tf.engine().runKernel(name, inputs, attrs as unknown as tf.NamedAttrMap) as tf.Tensor).dispose();
+  return timeIt(run).finally(() => tf.dispose([x, filter, dy]));
+}
+
+const convFlops = (c: ConvShape) => {
+  const out = Math.floor((c.h + 2 * c.pad - c.kernel) / c.stride + 1) * Math.floor((c.w + 2 * c.pad - c.kernel) / c.stride + 1);
+  return 2 * c.n * out * c.kernel * c.kernel * c.ci * c.co;
+};
 
 /** GPT-style: token + position embeddings, pre-norm causal blocks, final norm, LM head. */
 class TinyGPT extends Module {
@@ -90,38 +143,91 @@ async function transformerStep(): Promise<{ msPerStep: number; tokensPerSecond: 
   return { msPerStep: seconds * 1000, tokensPerSecond: (batch * seq) / seconds };
 }
 
-const matmulRows: Row[] = [];
-const stepRows: Row[] = [];
-for (const name of args.backends.split(',') as BackendName[]) {
-  try {
-    await setBackend(name);
-  } catch (err) {
-    console.log(`skipping backend ${name}: ${(err as Error).message}`);
-    continue;
+await setBackend('wasm');
+const torch = TorchPeer.start(join(here, 'kernels.py'));
+if (!torch) console.log('PyTorch not importable by /usr/bin/python3: ddp only');
+const native = useNativeKernels(true);
+console.log(nativeKernelsSummary());
+const initialThreads = getNumThreads();
+
+/**
+ * One case on every engine, back to back: wasm (1 thread: tfjs-wasm runs single-threaded
+ * here), then native and PyTorch alternating at each thread count. GFLOP/s by column, best round.
+ */
+async function measure(label: Row, flops: number, ours: () => Promise<number>, peer: object): Promise<Row[]> {
+  useNativeKernels(false);
+  const wasm = flops / (await ours()) / 1e9;
+  useNativeKernels(native);
+  const rows: Row[] = [];
+  for (const threads of threadCounts) {
+    setNumThreads(threads);
+    let [nativeBest, torchBest] = [Infinity, Infinity];
+    for (let round = 0; round < rounds; round++) {
+      if (native) nativeBest = Math.min(nativeBest, await ours());
+      if (torch) torchBest = Math.min(torchBest, (await torch.ask<{ seconds: number }>({ ...peer, threads, seconds: minSeconds })).seconds);
+    }
+    const nativeGflops = native ? flops / nativeBest / 1e9 : null;
+    const torchGflops = torch ? flops / torchBest / 1e9 : null;
+    const ratio = nativeGflops && torchGflops ? nativeGflops / torchGflops : null;
+    rows.push({ ...label, threads, wasm, native: nativeGflops, torch: torchGflops, 'native/torch': ratio });
+    console.log(JSON.stringify(rows.at(-1)));
   }
-  const backend = getBackend();
-  for (const n of args.sizes.split(',').map(Number)) matmulRows.push({ backend, n, gflops: await matmulGflops(n) });
-  const { msPerStep, tokensPerSecond } = await transformerStep();
-  stepRows.push({ backend, msPerStep, tokensPerSecond });
-  console.log(backend, JSON.stringify(matmulRows.filter((r) => r.backend === backend)), `${msPerStep.toFixed(1)} ms/step`);
+  return rows;
 }
+
+const matmulRows: Row[] = [];
+for (const shape of LINEARS) {
+  for (const [pass, c] of passesOf(shape)) {
+    const label = { case: matmulRows.length / threadCounts.length, layer: `${shape.model} ${shape.batch}×${shape.inF}→${shape.outF}`, pass };
+    matmulRows.push(...(await measure(label, 2 * c.m * c.n * c.k, () => matmulSeconds(c), { op: 'matmul', ...c })));
+  }
+}
+const convRows: Row[] = [];
+for (const shape of CONVS) {
+  for (const pass of CONV_PASSES) {
+    const label = { conv: `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ${shape.n}×${shape.h}×${shape.w}`, pass };
+    convRows.push(...(await measure(label, convFlops(shape), () => convSeconds(shape, pass), { op: 'conv', pass, ...shape })));
+  }
+}
+torch?.close();
+
+const stepRows: Row[] = [];
+const engines: [string, () => Promise<void>][] = [
+  ['wasm', async () => void useNativeKernels(false)],
+  ...(native ? [['native', async () => void useNativeKernels(true)] as [string, () => Promise<void>]] : []),
+  ...(args.cpu ? [['cpu', () => setBackend('cpu')] as [string, () => Promise<void>]] : []),
+];
+setNumThreads(1);
+for (let round = 0; round < rounds; round++) {
+  for (const [engine, select] of engines) {
+    await select();
+    const step = await transformerStep();
+    const best = stepRows.find((r) => r.engine === engine);
+    if (!best) stepRows.push({ engine, threads: 1, ...step });
+    else if (step.msPerStep < (best.msPerStep as number)) Object.assign(best, step);
+  }
+}
+await setBackend('wasm');
+useNativeKernels(native);
+setNumThreads(initialThreads);
 
 const { batch, seq, dim, heads, layers, vocab } = STEP;
 const notes = [
-  `Node ${process.version}, ${process.platform}-${process.arch}, ${new Date().toISOString()}. Backends that do not initialise here are skipped.`,
+  `Node ${process.version}, ${process.platform}-${process.arch}, ${new Date().toISOString()}; ${nativeKernelsSummary()}; PyTorch ${torch?.version ?? 'absent'}.`,
+  `GFLOP/s, mean over ≥ ${minSeconds} s after one warm-up, best of ${rounds} rounds (native and PyTorch alternating), case by case.`,
   '',
-  `Matmul: n×n float32 product (tf.matMul), GFLOP/s = 2n³ / time, ≥ ${minSeconds} s per size after one warm-up.`,
+  '## Conv2D and its gradients (GFLOP/s; ddp NHWC kernels, PyTorch NCHW F.conv2d / torch.nn.grad)',
   '',
-  `Transformer training step: ${layers} pre-norm causal blocks (@ddp/nn TransformerBlock on @ddp/autograd), dim ${dim}, ${heads} heads,`,
-  `batch ${batch} × seq ${seq}, vocab ${vocab}; forward, cross-entropy, backward, AdamW step.`,
+  markdownTable(convRows),
+  `## Transformer training step: ${layers} pre-norm causal blocks, dim ${dim}, ${heads} heads, batch ${batch} × seq ${seq}, vocab ${vocab}; forward, cross-entropy, backward, AdamW (best of ${rounds} rounds, engines alternating)`,
   '',
   markdownTable(stepRows),
-  'Matmul:',
+  '## Matmul (GFLOP/s) for the Linear layers of the DDP bench and the CLIP model',
 ].join('\n');
 const files = await writeReport(args.out, 'kernels', matmulRows, {
-  meta: { transformer: { config: STEP, rows: stepRows } },
+  meta: { conv: convRows, transformer: { config: STEP, rows: stepRows }, torch: torch?.version ?? null },
   notes,
-  chart: { x: 'n', y: 'gflops', series: 'backend', title: 'matmul GFLOP/s per tfjs backend', logX: true },
+  chart: { x: 'case', y: 'native/torch', series: 'threads', title: 'matmul GFLOP/s, native ÷ PyTorch, per layer and pass' },
 });
 console.log(notes);
 console.log(markdownTable(matmulRows));

@@ -1,5 +1,5 @@
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Collect, isAlive, killAll, rankScript, started, waitFor } from './fixtures/harness.js';
@@ -46,7 +46,8 @@ function envLines(out: Collect): Map<number, Record<string, unknown>> {
 
 describe('launch: environment', () => {
   it.each([1, 2, 3])('sets the torchrun variables on %i rank(s)', { timeout: 30_000 }, async (n) => {
-    const run = setup(n, ['env', '--flag', 'value']);
+    const unset = { DDP_SECRET: undefined, DDP_NUM_THREADS: undefined, OMP_NUM_THREADS: undefined };
+    const run = setup(n, ['env', '--flag', 'value'], { env: { ...process.env, ...unset } });
     const result = await launch(run.options);
     expect(result.exitCode).toBe(0);
     const envs = envLines(run.out);
@@ -69,8 +70,19 @@ describe('launch: environment', () => {
         DDP_RUN_ID: runId,
         DDP_RESTART_COUNT: '0',
         TORCHELASTIC_RESTART_COUNT: '0',
+        DDP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / n))), // the cores shared, as torchrun
         args: ['--flag', 'value'],
       });
+    }
+  });
+
+  it('keeps the thread count the user chose (DDP_NUM_THREADS, or OMP_NUM_THREADS for @ddp/tensor to read)', { timeout: 30_000 }, async () => {
+    for (const chosen of [{ DDP_NUM_THREADS: '3' }, { OMP_NUM_THREADS: '1' }]) {
+      const run = setup(2, ['env'], { env: { ...process.env, DDP_SECRET: undefined, DDP_NUM_THREADS: undefined, OMP_NUM_THREADS: undefined, ...chosen } });
+      expect((await launch(run.options)).exitCode).toBe(0);
+      for (const env of envLines(run.out).values()) {
+        expect({ DDP_NUM_THREADS: env.DDP_NUM_THREADS, OMP_NUM_THREADS: env.OMP_NUM_THREADS }).toEqual({ DDP_NUM_THREADS: undefined, OMP_NUM_THREADS: undefined, ...chosen });
+      }
     }
   });
 

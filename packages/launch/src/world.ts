@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { PrefixedLines } from './lines.js';
 import { type LaunchPlan, rankEnv } from './options.js';
@@ -112,7 +113,7 @@ export class World {
     const rank = this.plan.nodeRank * this.plan.nprocPerNode + localRank;
     const child = spawn(process.execPath, childArgs(this.plan), {
       cwd: this.plan.cwd,
-      env: rankEnv(this.plan, localRank, this.masterPort, this.restartCount),
+      env: { ...rankEnv(this.plan, localRank, this.masterPort, this.restartCount), ...threadsEnv(this.plan) },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
@@ -183,4 +184,13 @@ export class World {
       this.killTimer.unref();
     }
   }
+}
+
+/**
+ * Kernel threads per rank, as torchrun sets OMP_NUM_THREADS: the host's cores shared among
+ * its ranks, unless the user chose (DDP_NUM_THREADS, or OMP_NUM_THREADS, which @ddp/tensor reads next).
+ */
+function threadsEnv(plan: LaunchPlan): NodeJS.ProcessEnv {
+  if (plan.env.DDP_NUM_THREADS !== undefined || plan.env.OMP_NUM_THREADS !== undefined) return {};
+  return { DDP_NUM_THREADS: String(Math.max(1, Math.floor(availableParallelism() / plan.nprocPerNode))) };
 }

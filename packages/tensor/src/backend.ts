@@ -3,20 +3,21 @@ import '@tensorflow/tfjs-backend-cpu';
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
+import { BackendError } from './errors.js';
+import { announceNativeKernels, initNativeKernels } from './native-kernels.js';
 import { registerWasmFallbacks } from './wasm-fallbacks.js';
+
+export { BackendError };
 
 export type BackendName = 'tensorflow' | 'wasm' | 'cpu';
 const BACKENDS: readonly string[] = ['tensorflow', 'wasm', 'cpu'];
 
-/** Raised when a requested backend is unknown or cannot be initialised. */
-export class BackendError extends Error {
-  override name = 'BackendError';
-}
-
 const require = createRequire(import.meta.url);
 
-// At import, so the fallbacks are there however wasm gets selected (also by tf.setBackend).
+// At import, so the fallbacks are there however wasm gets selected (also by tf.setBackend);
+// the native kernels wrap whatever wasm kernels are registered by then.
 registerWasmFallbacks();
+initNativeKernels();
 
 /** Native bindings register the 'tensorflow' backend when their package is installed. */
 async function tryNative(): Promise<boolean> {
@@ -71,5 +72,6 @@ export async function initBackend(defaultBackend: BackendName = 'wasm'): Promise
   }
   else if (await tryNative()) await setBackend('tensorflow');
   else await setBackend(defaultBackend);
+  if (getBackend() === 'wasm') announceNativeKernels();
   return getBackend();
 }

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { setBackend, tf } from './index.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { setBackend, tf, useNativeKernels } from './index.js';
 
 type Pad = 'same' | 'valid' | [[0, 0], [number, number], [number, number], [0, 0]];
 
@@ -38,9 +38,12 @@ const cases: { x: [number, number, number, number]; f: [number, number, number, 
 ];
 
 describe('Conv2DBackpropFilter as a dilated convolution', () => {
+  // wasm without the native kernels: native-conv.test.ts covers them
   for (const backend of ['cpu', 'wasm'] as const) {
     it(`matches the definition on ${backend} (strides, explicit and same/valid padding), leaking nothing`, async () => {
       await setBackend(backend);
+      const native = useNativeKernels(false);
+      onTestFinished(() => void useNativeKernels(native));
       for (const { x: xShape, f, s, pad } of cases) {
         const x = tf.randomNormal(xShape, 0, 1, 'float32', 1) as tf.Tensor4D;
         const info = tf.backend_util.computeConv2DInfo(xShape, f, s, 1, pad);

@@ -1,17 +1,9 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { activeWasmBackend, heapOffset } from './wasm-heap.js';
 
-/** What the wasm and cpu backends keep per tensor (internals of tfjs 4.x, checked at run time). */
-interface WasmBackend {
-  wasm: { HEAPU8: Uint8Array };
-  dataIdMap: { get(id: object): { memoryOffset: number | null } | undefined };
-}
+/** What the cpu backend keeps per tensor (internals of tfjs 4.x, checked at run time). */
 interface CpuBackend {
   data: { get(id: object): { values?: unknown } | undefined };
-}
-
-function wasmBackend(): WasmBackend | null {
-  const b = tf.backend() as unknown as Partial<WasmBackend>;
-  return tf.getBackend() === 'wasm' && b.wasm?.HEAPU8 && b.dataIdMap ? (b as WasmBackend) : null;
 }
 
 /**
@@ -24,9 +16,9 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
   if (offset < 0 || offset + t.size > target.length) {
     throw new RangeError(`copyTensorInto: ${t.size} values at offset ${offset} do not fit in ${target.length}`);
   }
-  const wasm = wasmBackend();
-  const onWasm = wasm?.dataIdMap.get(t.dataId)?.memoryOffset;
-  if (wasm && typeof onWasm === 'number') {
+  const wasm = activeWasmBackend();
+  const onWasm = wasm && heapOffset(wasm, t);
+  if (wasm && onWasm !== null) {
     target.set(new Float32Array(wasm.wasm.HEAPU8.buffer, onWasm, t.size), offset);
     return;
   }
@@ -40,5 +32,5 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
  * they are given, so they get a private copy.
  */
 export function tensorFromFloat32(values: Float32Array, shape: readonly number[]): tf.Tensor {
-  return tf.tensor(wasmBackend() ? values : values.slice(), [...shape], 'float32');
+  return tf.tensor(activeWasmBackend() ? values : values.slice(), [...shape], 'float32');
 }

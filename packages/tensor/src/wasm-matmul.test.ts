@@ -1,8 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { getBackend, setBackend, tf } from './index.js';
+import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
 
 const initial = getBackend();
-afterAll(() => setBackend(initial as 'wasm'));
+// tfjs-wasm's own kernel under the untransposed route: the path without @ddp/native-kernels
+const native = useNativeKernels(false);
+afterAll(async () => {
+  useNativeKernels(native);
+  await setBackend(initial as 'wasm');
+});
 
 const values = (shape: number[], seed: number) => tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)), shape);
 

@@ -1,0 +1,50 @@
+"""PyTorch peer of kernels.ts: reads one JSON case per line on stdin, answers one JSON line
+{"seconds": mean per run} on stdout, timed as kernels.ts times its own (one warm-up, then
+runs until `seconds` have passed, at least 2). Cases:
+  {"op": "matmul", "m", "n", "k", "ta", "tb", "threads", "seconds"}: op(A) @ op(B), A/B stored
+      transposed when ta/tb, as tf.matMul(a, b, ta, tb);
+  {"op": "conv", "pass": "forward|input|filter", "n", "h", "w", "ci", "co", "kernel", "stride",
+      "pad", "threads", "seconds"}: F.conv2d and its two gradients (NCHW, PyTorch's layout).
+"""
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def time_it(fn, seconds):
+    fn()
+    runs, start = 0, time.perf_counter()
+    while runs < 2 or time.perf_counter() - start < seconds:
+        fn()
+        runs += 1
+    return (time.perf_counter() - start) / runs
+
+
+def matmul(c):
+    a = torch.randn(*((c["k"], c["m"]) if c["ta"] else (c["m"], c["k"])))
+    b = torch.randn(*((c["n"], c["k"]) if c["tb"] else (c["k"], c["n"])))
+    a, b = (a.t() if c["ta"] else a), (b.t() if c["tb"] else b)
+    return lambda: torch.mm(a, b)
+
+
+def conv(c):
+    x = torch.randn(c["n"], c["ci"], c["h"], c["w"])
+    w = torch.randn(c["co"], c["ci"], c["kernel"], c["kernel"])
+    s, p = c["stride"], c["pad"]
+    dy = torch.randn(F.conv2d(x, w, stride=s, padding=p).shape)
+    return {
+        "forward": lambda: F.conv2d(x, w, stride=s, padding=p),
+        "input": lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride=s, padding=p),
+        "filter": lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=s, padding=p),
+    }[c["pass"]]
+
+
+for line in sys.stdin:
+    case = json.loads(line)
+    torch.set_num_threads(case["threads"])
+    with torch.no_grad():
+        seconds = time_it((matmul if case["op"] == "matmul" else conv)(case), case["seconds"])
+    print(json.dumps({"seconds": seconds, "torch": torch.__version__}), flush=True)

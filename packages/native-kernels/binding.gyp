@@ -1,0 +1,11 @@
+{
+  "targets": [
+    {
+      "target_name": "ddp_kernels",
+      "sources": ["src/addon.cc", "src/heap.cc", "src/gemm.cc", "src/conv.cc", "src/reduce.cc", "src/conv-dnnl.cc", "src/tile.cc"],
+      "cflags_cc!": ["-fno-exceptions"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fexceptions"],
+      "libraries": ["-lopenblas", "-ldnnl", "-lgomp"]
+    }
+  ]
+}

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { loadNativeKernels } from './index.js';
+
+const { kernels, reason } = loadNativeKernels();
+
+/** A heap with float32 arrays laid out at known byte offsets, as the wasm heap holds tensors. */
+function heapWith(...arrays: number[][]) {
+  const offsets: number[] = [];
+  let bytes = 16;
+  for (const a of arrays) {
+    offsets.push(bytes);
+    bytes += a.length * 4 + 16;
+  }
+  const heap = new Uint8Array(bytes + 4096);
+  for (const [i, a] of arrays.entries()) new Float32Array(heap.buffer, offsets[i], a.length).set(a);
+  return { heap, offsets, read: (offset: number, n: number) => Array.from(new Float32Array(heap.buffer, offset, n)) };
+}
+
+describe.skipIf(!kernels)('native kernels addon', () => {
+  it('multiplies in every transpose form, batched and with a repeated B', () => {
+    // A [2, 2, 3] = two 2×3 matrices, B [3, 2]
+    const a = [1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1];
+    const b = [1, 0, 0, 1, 1, 1];
+    const { heap, offsets, read } = heapWith(a, b, Array(8).fill(9));
+    kernels!.BatchMatMul(heap, offsets[0]!, offsets[1]!, offsets[2]!, 2, 2, 2, 3, false, false, 6, 0);
+    expect(read(offsets[2]!, 8)).toEqual([4, 5, 10, 11, 0, 1, 2, 1]);
+    // Aᵀ·Bᵀ, the same 6 values stored as A [3, 2] and as B [2, 3]
+    kernels!.BatchMatMul(heap, offsets[0]!, offsets[0]!, offsets[2]!, 1, 2, 2, 3, true, true, 0, 0);
+    const A = [[1, 2], [3, 4], [5, 6]];
+    const B = [[1, 2, 3], [4, 5, 6]];
+    const want = [0, 1].flatMap((i) => [0, 1].map((j) => [0, 1, 2].reduce((s, p) => s + A[p]![i]! * B[j]![p]!, 0)));
+    expect(read(offsets[2]!, 4)).toEqual(want);
+  });
+
+  it('convolves (im2col + sgemm) like the definition', () => {
+    // x [1, 3, 3, 1] = 1..9, 2×2 filter of ones, stride 1, no padding → y [1, 2, 2, 1]
+    const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 1, 1], [0, 0, 0, 0]);
+    kernels!.Conv2D(heap, offsets[0]!, offsets[1]!, offsets[2]!, 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2);
+    expect(read(offsets[2]!, 4)).toEqual([12, 16, 24, 28]);
+  });
+
+  it('refuses offsets outside the heap, misaligned ones and a heap that is not a Uint8Array', () => {
+    const { heap, offsets } = heapWith([1, 2, 3, 4], [1, 2, 3, 4], [0, 0, 0, 0]);
+    const [a, b, c] = offsets as [number, number, number];
+    expect(() => kernels!.BatchMatMul(heap, a, b, heap.length - 8, 1, 2, 2, 2, false, false, 0, 0)).toThrow(RangeError);
+    expect(() => kernels!.BatchMatMul(heap, a + 2, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/byte offset/);
+    expect(() => kernels!.BatchMatMul(heap, a, b, c, 3, 2, 2, 2, false, false, 1e9, 0)).toThrow(/inside the/);
+    expect(() => kernels!.BatchMatMul(new Float32Array(heap.buffer) as never, a, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/Uint8Array/);
+    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 1e6, 1e6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1e6, 1e6)).toThrow(RangeError);
+    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2)).toThrow(/strides/);
+  });
+
+  it('sets its thread count and names its library', () => {
+    expect(kernels!.setThreads(1)).toBe(1);
+    expect(() => kernels!.setThreads(0)).toThrow(RangeError);
+    expect(kernels!.library()).toMatch(/^OpenBLAS \d/);
+  });
+});
+
+describe.skipIf(kernels)('without the addon', () => {
+  it('says why', () => {
+    expect(reason).toMatch(/^addon (not built|failed to load)/);
+  });
+});

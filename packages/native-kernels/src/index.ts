@@ -1,0 +1,62 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+/**
+ * The native addon's functions (src/*.cc). Every kernel takes the tfjs-wasm heap (the
+ * module's current HEAPU8: re-read it after any allocation, memory growth replaces it) and
+ * byte offsets of float32 data in it, checked against its length (RangeError outside).
+ */
+export interface NativeKernels {
+  /**
+   * c[i] = op(a[i])·op(b[i]) for i < batch, row-major, through cblas_sgemm: a is [m, k]
+   * ([k, m] when transA), b [k, n] ([n, k] when transB), c [m, n]; strides in elements
+   * between batch entries, 0 to reuse one matrix for every entry.
+   */
+  BatchMatMul(
+    heap: Uint8Array, a: number, b: number, c: number, batch: number, m: number, n: number, k: number,
+    transA: boolean, transB: boolean, strideA: number, strideB: number,
+  ): void;
+  /** y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's Conv2DInfo. */
+  Conv2D(heap: Uint8Array, x: number, filter: number, y: number, ...geometry: ConvGeometry): void;
+  /** dx [n, h, w, ci] from dy [n, ho, wo, co] and filter. */
+  Conv2DBackpropInput(heap: Uint8Array, dy: number, filter: number, dx: number, ...geometry: ConvGeometry): void;
+  /** dFilter [kh, kw, ci, co] from x and dy. */
+  Conv2DBackpropFilter(heap: Uint8Array, x: number, dy: number, dFilter: number, ...geometry: ConvGeometry): void;
+  /** out = Σ over the rows of x [rows, cols] (overRows: out has cols entries) or over its columns (rows entries). */
+  Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
+  /** out = x tiled reps[d] times along each dimension d; elementBytes 4 (float32, int32) or 1 (bool). */
+  Tile(heap: Uint8Array, x: number, out: number, elementBytes: 1 | 4, rank: number, ...shapeThenReps: number[]): void;
+  /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
+  setThreads(n: number): number;
+  /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */
+  library(): string;
+}
+
+/** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW. */
+export type ConvGeometry = [
+  n: number, h: number, w: number, ci: number, kh: number, kw: number, co: number, strideH: number, strideW: number,
+  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number,
+];
+
+export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } | { kernels: null; reason: string };
+
+let loaded: NativeKernelsLoad | undefined;
+
+/** The addon, or null and why not (the install script's reason, or the load error). */
+export function loadNativeKernels(): NativeKernelsLoad {
+  if (loaded) return loaded;
+  const require = createRequire(import.meta.url);
+  try {
+    loaded = { kernels: require('../build/Release/ddp_kernels.node') as NativeKernels };
+  } catch (err) {
+    let reason: string;
+    try {
+      reason = `addon not built: ${readFileSync(new URL('../build/not-built.txt', import.meta.url), 'utf8').trim()}`;
+    } catch {
+      const { code, message } = err as NodeJS.ErrnoException;
+      reason = code === 'MODULE_NOT_FOUND' ? 'addon not built' : `addon failed to load: ${message.split('\n')[0]}`;
+    }
+    loaded = { kernels: null, reason };
+  }
+  return loaded;
+}

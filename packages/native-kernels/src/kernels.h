@@ -1,0 +1,9 @@
+#pragma once
+#include <node_api.h>
+
+napi_value BatchMatMul(napi_env env, napi_callback_info info);
+napi_value Conv2D(napi_env env, napi_callback_info info);
+napi_value Conv2DBackpropInput(napi_env env, napi_callback_info info);
+napi_value Conv2DBackpropFilter(napi_env env, napi_callback_info info);
+napi_value Sum(napi_env env, napi_callback_info info);
+napi_value Tile(napi_env env, napi_callback_info info);

@@ -1,0 +1,78 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
+
+const initial = getBackend();
+const native = useNativeKernels(true);
+afterAll(async () => {
+  useNativeKernels(true);
+  await setBackend(initial as 'wasm');
+});
+
+type Shape = [number, number, number, number];
+type Pad = 'same' | 'valid' | [[0, 0], [number, number], [number, number], [0, 0]];
+interface Case { name: string; x: Shape; f: Shape; s: [number, number]; pad: Pad; dilation?: number }
+
+const explicit = (p: number): Pad => [[0, 0], [p, p], [p, p], [0, 0]];
+/** @ddp/nn's convolutions (explicit symmetric padding, CLIP's stem and body), tfjs's other paddings, 1×1, dilation. */
+const cases: Case[] = [
+  { name: "CLIP stem: 5×5, stride 2, pad 2", x: [2, 12, 16, 1], f: [5, 5, 1, 4], s: [2, 2], pad: explicit(2) },
+  { name: 'CLIP body: 3×3, stride 2, pad 1', x: [2, 7, 8, 4], f: [3, 3, 4, 5], s: [2, 2], pad: explicit(1) },
+  { name: '3×3, stride 1, same', x: [2, 5, 5, 3], f: [3, 3, 3, 4], s: [1, 1], pad: 'same' },
+  { name: 'valid, stride 2, leftover rows the filter never reaches', x: [2, 7, 6, 2], f: [3, 2, 2, 3], s: [2, 2], pad: 'valid' },
+  { name: 'asymmetric explicit padding, strides 2×1', x: [1, 8, 8, 2], f: [3, 3, 2, 2], s: [2, 1], pad: [[0, 0], [1, 1], [2, 0], [0, 0]] },
+  { name: 'padding after the input beyond the last window', x: [1, 7, 7, 2], f: [3, 3, 2, 2], s: [2, 2], pad: [[0, 0], [1, 2], [0, 3], [0, 0]] },
+  { name: 'even filter, same padding', x: [3, 6, 6, 1], f: [4, 4, 1, 2], s: [2, 2], pad: 'same' },
+  { name: '1×1, stride 1 (no im2col)', x: [2, 4, 5, 6], f: [1, 1, 6, 3], s: [1, 1], pad: 'valid' },
+  { name: '1×1, stride 2', x: [2, 5, 5, 3], f: [1, 1, 3, 2], s: [2, 2], pad: 'valid' },
+  { name: 'dilation 2 (forward only in tfjs)', x: [2, 9, 9, 2], f: [3, 3, 2, 3], s: [1, 1], pad: 'valid', dilation: 2 },
+];
+
+/** The three passes of a case on the active backend: y, dx, dW, and how many tensors they left behind. */
+function passes({ x: xShape, f, s, pad, dilation = 1 }: Case) {
+  const x = tf.randomNormal(xShape, 0, 1, 'float32', 1) as tf.Tensor4D;
+  const w = tf.randomNormal(f, 0, 1, 'float32', 2) as tf.Tensor4D;
+  const info = tf.backend_util.computeConv2DInfo(xShape, f, s, dilation, pad);
+  const dy = tf.randomNormal(info.outShape, 0, 1, 'float32', 3) as tf.Tensor4D;
+  const before = tf.memory().numTensors;
+  const attrs = { strides: s, pad, dataFormat: 'NHWC', dimRoundingMode: undefined } as const;
+  const run = (name: string, inputs: tf.NamedTensorMap, extra: object) =>
+    tf.engine().runKernel(name, inputs, { ...attrs, ...extra } as unknown as tf.NamedAttrMap) as tf.Tensor;
+  const outs = [
+    run('Conv2D', { x, filter: w }, { dilations: dilation }),
+    ...(dilation === 1
+      ? [run('Conv2DBackpropInput', { dy, filter: w }, { inputShape: xShape }), run('Conv2DBackpropFilter', { x, dy }, { filterShape: f })]
+      : []),
+  ];
+  const left = tf.memory().numTensors - before - outs.length;
+  const data = outs.map((o) => ({ shape: o.shape, values: Array.from(o.dataSync()) }));
+  tf.dispose([x, w, dy, ...outs]);
+  return { data, left };
+}
+
+describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter', () => {
+  it.each(cases)('$name: the same as wasm and cpu, no temporaries left', async (c) => {
+    await setBackend('cpu');
+    const onCpu = passes(c);
+    await setBackend('wasm');
+    useNativeKernels(false);
+    const onWasm = passes(c);
+    useNativeKernels(true);
+    const onNative = passes(c);
+    expect(onNative.left).toBe(0);
+    for (const [i, got] of onNative.data.entries()) {
+      for (const want of [onCpu.data[i]!, onWasm.data[i]!]) {
+        expect(got.shape).toEqual(want.shape);
+        const worst = Math.max(0, ...got.values.map((v, j) => Math.abs(v - want.values[j]!) / (1 + Math.abs(want.values[j]!))));
+        expect(worst).toBeLessThan(1e-5);
+      }
+    }
+  });
+
+  it('leaves NCHW to tfjs', async () => {
+    await setBackend('wasm');
+    const x = tf.ones([1, 2, 4, 4]) as tf.Tensor4D;
+    const w = tf.ones([3, 3, 2, 1]) as tf.Tensor4D;
+    expect(() => tf.conv2d(x, w, 1, 'same', 'NCHW')).toThrow(/wasm backend Conv2D does not support/); // tfjs-wasm's own refusal
+    tf.dispose([x, w]);
+  });
+});

@@ -1,0 +1,56 @@
+import * as tf from '@tensorflow/tfjs-core';
+import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import type { ConvGeometry, NativeKernels } from '@ddp/native-kernels';
+import { asWasmBackend, heapOffset } from './wasm-heap.js';
+
+type Shape4 = [number, number, number, number];
+type ConvPass = 'Conv2D' | 'Conv2DBackpropInput' | 'Conv2DBackpropFilter';
+
+type Conv2DInfo = tf.backend_util.Conv2DInfo;
+const filterShape = (c: Conv2DInfo) => [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
+/** The two inputs of each pass in the addon's argument order, with the shapes the geometry implies, and the output's. */
+const PASSES: Record<ConvPass, { inputs: [string, string]; shapes: (c: Conv2DInfo) => number[][]; out: (c: Conv2DInfo) => number[] }> = {
+  Conv2D: { inputs: ['x', 'filter'], shapes: (c) => [c.inShape, filterShape(c)], out: (c) => c.outShape },
+  Conv2DBackpropInput: { inputs: ['dy', 'filter'], shapes: (c) => [c.outShape, filterShape(c)], out: (c) => c.inShape },
+  Conv2DBackpropFilter: { inputs: ['x', 'dy'], shapes: (c) => [c.inShape, c.outShape], out: filterShape },
+};
+
+/** The geometry tfjs computes for the pass (NHWC, as its kernels), from the pass's own attributes. */
+function convInfo(pass: ConvPass, inputs: Record<string, TensorInfo>, attrs: Record<string, unknown>): tf.backend_util.Conv2DInfo {
+  const { strides, pad, dimRoundingMode } = attrs as unknown as tf.Conv2DAttrs;
+  const xShape = (pass === 'Conv2DBackpropInput' ? attrs.inputShape : inputs.x!.shape) as Shape4;
+  const filterShape = (pass === 'Conv2DBackpropFilter' ? attrs.filterShape : inputs.filter!.shape) as Shape4;
+  const dilations = pass === 'Conv2D' ? (attrs as unknown as tf.Conv2DAttrs).dilations : 1;
+  return tf.backend_util.computeConv2DInfo(xShape, filterShape, strides, dilations, pad, dimRoundingMode, false, 'channelsLast');
+}
+
+/**
+ * Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter on the wasm heap through the addon
+ * (im2col + cblas_sgemm, no copies of inputs or outputs). NCHW data and other dtypes go to
+ * `fallback`, tfjs's (or @ddp/tensor's) kernel.
+ */
+export function nativeConv(pass: ConvPass, native: NativeKernels, fallback: KernelFunc): KernelFunc {
+  const spec = PASSES[pass];
+  return (args) => {
+    const backend = asWasmBackend(args.backend);
+    const inputs = args.inputs as Record<string, TensorInfo>;
+    const [first, second] = spec.inputs.map((name) => inputs[name]!) as [TensorInfo, TensorInfo];
+    const format = (args.attrs as { dataFormat?: string }).dataFormat;
+    if (!backend || format === 'NCHW' || first.dtype !== 'float32' || second.dtype !== 'float32') return fallback(args);
+    const firstOffset = heapOffset(backend, first);
+    const secondOffset = heapOffset(backend, second);
+    if (firstOffset === null || secondOffset === null) return fallback(args);
+    const c = convInfo(pass, inputs, args.attrs as Record<string, unknown>);
+    // inputs that disagree with the geometry: tfjs's kernel decides (the ops check shapes before)
+    const expected = spec.shapes(c);
+    if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]!))) return fallback(args);
+    const geometry: ConvGeometry = [
+      c.batchSize, c.inHeight, c.inWidth, c.inChannels, c.filterHeight, c.filterWidth, c.outChannels,
+      c.strideHeight, c.strideWidth, c.dilationHeight, c.dilationWidth, c.padInfo.top, c.padInfo.left, c.outHeight, c.outWidth,
+    ];
+    const out = backend.makeOutput(spec.out(c), 'float32');
+    // read the heap after makeOutput: an allocation may have replaced it
+    native[pass](backend.wasm.HEAPU8, firstOffset, secondOffset, heapOffset(backend, out)!, ...geometry);
+    return out;
+  };
+}

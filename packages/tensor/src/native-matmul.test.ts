@@ -1,0 +1,93 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { asWasmBackend } from './wasm-heap.js';
+import { getBackend, nativeKernelsSummary, setBackend, tf, useNativeKernels } from './index.js';
+
+const initial = getBackend();
+const native = useNativeKernels(true);
+afterAll(async () => {
+  useNativeKernels(true);
+  await setBackend(initial as 'wasm');
+});
+
+const values = (shape: number[], seed: number) =>
+  tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)), shape);
+
+type Case = [string, number[], number[], boolean, boolean];
+/** Every transpose form, unbatched, batched, and with either side's batch broadcast (tfjs's rule). */
+const cases: Case[] = [];
+for (const [ta, tb] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+  const a = (batch: number[]) => [...batch, ...(ta ? [5, 3] : [3, 5])];
+  const b = (batch: number[]) => [...batch, ...(tb ? [4, 5] : [5, 4])];
+  const form = `${ta ? 'Aᵀ' : 'A'}·${tb ? 'Bᵀ' : 'B'}`;
+  cases.push([`${form}`, a([]), b([]), ta, tb]);
+  cases.push([`${form} batched`, a([2, 3]), b([2, 3]), ta, tb]);
+  cases.push([`${form}, A's batch broadcast`, a([1]), b([3]), ta, tb]);
+  cases.push([`${form}, B's batch broadcast`, a([2, 3]), b([]), ta, tb]);
+  cases.push([`${form}, B's batch [1, 1]`, a([2, 3]), b([1, 1]), ta, tb]);
+}
+cases.push(['Linear forward x·Wᵀ', [32, 64], [48, 64], false, true]);
+cases.push(['Linear weight grad dyᵀ·x', [32, 48], [32, 64], true, false]);
+cases.push(['row vector', [1, 64], [64, 40], false, false]);
+cases.push(['empty inner dim', [3, 0], [0, 4], false, false]);
+
+async function product(sa: number[], sb: number[], ta: boolean, tb: boolean) {
+  const [a, b] = [values(sa, 1), values(sb, 2)];
+  const before = tf.memory().numTensors;
+  const c = tf.matMul(a, b, ta, tb);
+  const temporaries = tf.memory().numTensors - before - 1;
+  const out = { shape: c.shape, data: Array.from(await c.data()), temporaries };
+  tf.dispose([a, b, c]);
+  return out;
+}
+
+const worstRelative = (got: number[], want: number[]) =>
+  Math.max(0, ...got.map((v, i) => Math.abs(v - want[i]!) / (1 + Math.abs(want[i]!))));
+
+describe.skipIf(!native)('native BatchMatMul', () => {
+  it.each(cases)('%s: the same as wasm and cpu, no temporaries left', async (_name, sa, sb, ta, tb) => {
+    await setBackend('cpu');
+    const onCpu = await product(sa, sb, ta, tb);
+    await setBackend('wasm');
+    useNativeKernels(false);
+    const onWasm = await product(sa, sb, ta, tb);
+    useNativeKernels(true);
+    const onNative = await product(sa, sb, ta, tb);
+    expect(onNative.shape).toEqual(onCpu.shape);
+    expect(onNative.temporaries).toBe(0);
+    expect(worstRelative(onNative.data, onCpu.data)).toBeLessThan(1e-5);
+    expect(worstRelative(onNative.data, onWasm.data)).toBeLessThan(1e-5);
+  });
+
+  it('writes into the new heap when allocating its output grows the wasm memory', async () => {
+    await setBackend('wasm');
+    const wasm = asWasmBackend(tf.backend())!;
+    const a = tf.ones([4096, 1]);
+    const b = tf.ones([1, 2048]);
+    const heapBefore = wasm.wasm.HEAPU8.buffer;
+    const c = tf.matMul(a, b); // 32 MiB output: more than the heap had free
+    expect(wasm.wasm.HEAPU8.buffer).not.toBe(heapBefore);
+    const sums = await tf.sum(c).data();
+    expect(sums[0]).toBe(4096 * 2048);
+    tf.dispose([a, b, c]);
+  });
+
+  it('falls back to tfjs for int32 and for batch shapes it cannot stride', async () => {
+    await setBackend('wasm');
+    const a = tf.tensor([[1, 2]], [1, 2], 'int32');
+    expect(() => tf.matMul(a, a, false, true)).toThrow(/non-float32/); // tfjs-wasm's own message
+    a.dispose();
+  });
+
+  it('switches off and on, restoring the kernels it replaced', async () => {
+    await setBackend('wasm');
+    const withNative = tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc;
+    expect(useNativeKernels(false)).toBe(false);
+    const without = tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc;
+    expect(without).not.toBe(withNative);
+    expect(nativeKernelsSummary()).toBe('ddp: native kernels off (DDP_NATIVE=0)');
+    expect(useNativeKernels(false)).toBe(false);
+    expect(tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc).toBe(without);
+    expect(useNativeKernels(true)).toBe(true);
+    expect(nativeKernelsSummary()).toMatch(/^ddp: native kernels on \(OpenBLAS .*\): BatchMatMul, Conv2D, /);
+  });
+});
