@@ -3,7 +3,7 @@
  * (@ddp/nn modules on @ddp/autograd) on every tfjs backend that initialises here.
  * Writes results/kernels.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/kernels.ts [--backends cpu,wasm] [--sizes 128,256,512] [--seconds 0.5]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/kernels.ts [--backends cpu,wasm] [--sizes 128,256,512] [--seconds 0.5]
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

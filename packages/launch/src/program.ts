@@ -25,7 +25,7 @@ function buildProgram(): Command {
     .addOption(new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure').argParser(integer).default(0))
     .option('--secret <s>', "the run's shared secret (default: $DDP_SECRET, else a random one)")
     .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
-    .option('--no-source-conditions', 'do not pass --conditions=source to the ranks (published installs)')
+    .option('--no-source-conditions', 'inside the ddp monorepo, run the ranks on dist/ instead of src/')
     .argument('<script>', 'the script each rank runs (.ts or .js)')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()
