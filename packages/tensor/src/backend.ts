@@ -40,8 +40,6 @@ function prepareWasm(): void {
   wasmPathsSet = true;
 }
 
-const GLUE_EVENTS = ['uncaughtException', 'unhandledRejection'] as const;
-
 /**
  * Runs `start` and then removes the process listeners it added. tfjs-backend-wasm's Emscripten
  * glue adds two that rethrow every uncaught exception and unhandled rejection from inside
@@ -49,15 +47,13 @@ const GLUE_EVENTS = ['uncaughtException', 'unhandledRejection'] as const;
  * exited 7, not 1). They only serve Emscripten's exit(), which tfjs never calls.
  */
 async function withoutGlueListeners(start: () => Promise<void>): Promise<void> {
-  const before = GLUE_EVENTS.map((event) => new Set(process.listeners(event)));
+  const uncaught = new Set(process.listeners('uncaughtException'));
+  const rejection = new Set(process.listeners('unhandledRejection'));
   try {
     await start();
   } finally {
-    GLUE_EVENTS.forEach((event, i) => {
-      for (const listener of process.listeners(event)) {
-        if (!before[i]!.has(listener)) process.removeListener(event, listener);
-      }
-    });
+    for (const l of process.listeners('uncaughtException')) if (!uncaught.has(l)) process.off('uncaughtException', l);
+    for (const l of process.listeners('unhandledRejection')) if (!rejection.has(l)) process.off('unhandledRejection', l);
   }
 }
 
