@@ -1,5 +1,7 @@
 // The READMEs' programs in a user's project: only tarballs installed, ranks started by the
 // installed ddp-run, so every package runs from its published dist/ and declarations.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readmeExample, ScratchProject } from './scratch.js';
 import { closure, readTarballs } from './tarballs.js';
@@ -38,6 +40,19 @@ describe('@ddp/comm + @ddp/launch: the README’s first distributed program', ()
     expect(r.code).toBe(0);
     expect(rankLines(r.stdout, 0)).toEqual(['0 Float32Array(2) [ 3, 20 ]']);
     expect(rankLines(r.stdout, 1)).toEqual(['1 Float32Array(2) [ 3, 20 ]']);
+  });
+
+  it('says how to build @ddp/shm when its install script never ran (pnpm 10), and not when it ran', () => {
+    const build = join(p.dir, 'node_modules/@ddp/shm/build');
+    rmSync(build, { recursive: true, force: true });
+    const neverRan = p.ddpRun('allreduce.ts', 2);
+    expect(neverRan.code).toBe(0);
+    expect(rankLines(neverRan.stderr, 0).join('\n')).toMatch(/DDP_SHM_NOT_BUILT.*pnpm approve-builds/);
+    mkdirSync(build);
+    writeFileSync(join(build, 'not-built.txt'), 'no compiler\n');
+    const skipped = p.ddpRun('allreduce.ts', 2);
+    expect(skipped.code).toBe(0);
+    expect(skipped.stderr).toBe('');
   });
 
   it('type-checks against the published declarations without skipLibCheck', () => {
