@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Packages are tested from source: the "source" export condition points at src/*.ts.
+// Packages are tested from source: the workspace-only "@ddp/source" export condition points at
+// src/*.ts (published package.json files drop it: see publishConfig.exports).
 export default defineConfig({
-  resolve: { conditions: ['source'] },
-  ssr: { resolve: { conditions: ['source'] } },
+  resolve: { conditions: ['@ddp/source'] },
+  ssr: { resolve: { conditions: ['@ddp/source'] } },
   test: {
     include: ['src/**/*.test.ts'],
     testTimeout: 60_000,

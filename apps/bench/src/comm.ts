@@ -5,7 +5,7 @@
  * and Unix sockets alone; over sockets, the direct (one-round) and ring algorithms each on
  * their own, to place the switch-over. Writes results/comm.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/comm.ts [--quick]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/comm.ts [--quick]
  *
  * --quick: 4 sizes, one round (a smoke run); the default is 8 sizes, best of 2 rounds.
  */
@@ -50,7 +50,7 @@ async function rankMain(): Promise<void> {
 }
 
 async function runDdp(world: number, sizes: number[], extraEnv: Record<string, string> = {}): Promise<{ bytes: number; us: number }[]> {
-  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', `--sizes=${sizes.join(',')}`];
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', `--sizes=${sizes.join(',')}`];
   return (await runSampleWorld<{ bytes: number; us: number }>(world, process.execPath, args, { env: extraEnv, timeoutMs: 300_000 })).flat();
 }
 

@@ -53,7 +53,7 @@ async function rank(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
   const rows = [];
   for (const world of [2, 4]) {
     const samples = (await runSampleWorld<LossSample>(world, process.execPath, args)).flat();

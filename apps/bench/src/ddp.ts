@@ -11,7 +11,7 @@
  * (LINK below): compute, comm, ddp and after again, and the fraction of communication
  * hidden behind backward there. Writes results/ddp.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=25] [--rounds=2] [--no-link]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=25] [--rounds=2] [--no-link]
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
@@ -184,7 +184,7 @@ async function overLink(self: string, samples: Sample[]): Promise<StepTimes[] | 
   if (skip) return `skipped: ${skip}`;
   try {
     hosts.limit(LINK.rate, LINK.burst);
-    const args = (variant: string) => ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${LINK.width}`, `--depth=${LINK.depth}`, `--batch=${LINK.batch}`, `--bucket-mb=${LINK.bucketMB}`, ...(quick ? ['--quick'] : [])];
+    const args = (variant: string) => ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${LINK.width}`, `--depth=${LINK.depth}`, `--batch=${LINK.batch}`, `--bucket-mb=${LINK.bucketMB}`, ...(quick ? ['--quick'] : [])];
     const plan: [string, number][] = [['interleaved', 1], ['interleaved', 2], ['after', 2]];
     return await measure(plan, (variant, world) => runWorld(world, process.execPath, args(variant), hosts), 'link-', samples);
   } finally {
@@ -203,7 +203,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
-  const ours = (variant: string, world: number) => runWorld(world, process.execPath, ['--conditions=source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--depth=${DEPTH}`, `--batch=${BATCH}`, `--bucket-mb=${BUCKET_MB}`, ...(quick ? ['--quick'] : [])]);
+  const ours = (variant: string, world: number) => runWorld(world, process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--depth=${DEPTH}`, `--batch=${BATCH}`, `--bucket-mb=${BUCKET_MB}`, ...(quick ? ['--quick'] : [])]);
   const torch = glooTorchVersion();
   const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
   const samples: Sample[] = [];

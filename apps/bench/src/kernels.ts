@@ -7,7 +7,7 @@
  * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
  * Writes results/kernels.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/kernels.ts [--threads 1,2] [--seconds 0.2] [--rounds 3] [--cpu]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/kernels.ts [--threads 1,2] [--seconds 0.2] [--rounds 3] [--cpu]
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

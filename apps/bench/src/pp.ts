@@ -61,7 +61,7 @@ async function rank(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
   const rows = (await runSampleWorld<BubbleSample>(STAGES, process.execPath, args)).flat().map((s) => ({ ...s, series: `${s.schedule} stage ${s.stage}` }));
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'pp', rows, {

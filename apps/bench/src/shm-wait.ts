@@ -5,7 +5,7 @@
  * and over Unix sockets for scale. The defaults in packages/comm/src/worker/tuning.ts come
  * from this. Writes results/shm-wait.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/shm-wait.ts [--iters=3000]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/shm-wait.ts [--iters=3000]
  */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
   const rows: { policy: string; rep: number; us: number }[] = [];
   for (const [policy, env] of POLICIES) {
-    const args = ['--conditions=source', '--import', 'tsx', self, '--rank', `--iters=${ITERS}`];
+    const args = ['--conditions=@ddp/source', '--import', 'tsx', self, '--rank', `--iters=${ITERS}`];
     const samples = (await runSampleWorld<{ us: number }>(2, process.execPath, args, { env, timeoutMs: 300_000 })).flat();
     for (const [rep, s] of samples.entries()) rows.push({ policy, rep: rep + 1, us: Number(s.us.toFixed(1)) });
     console.log(`${policy}: ${samples.map((s) => `${s.us.toFixed(1)} µs`).join(', ')}`);

@@ -5,7 +5,7 @@
  * the whole run (model, gradients, optimizer state, temporaries; comm buffers are plain JS
  * memory and not counted), measured with tf.profile on every rank. Writes results/zero.*.
  *
- *   node --conditions=source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -78,7 +78,7 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
 async function runWorld(world: number, mode: Mode, steps: number): Promise<RankSample[]> {
-  const args = ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', '--mode', mode, '--steps', `${steps}`];
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', '--mode', mode, '--steps', `${steps}`];
   const ranks = await runSampleWorld<RankSample>(world, process.execPath, args);
   return ranks.map((samples, rank) => {
     if (!samples[0]) throw new Error(`${mode} rank ${rank}/${world} printed no sample`);

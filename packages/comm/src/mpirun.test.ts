@@ -14,7 +14,7 @@ describe.skipIf(!available)('mpirun -np 3 forms a world without ddp-run', () => 
     // no torchrun variables: the ranks must come from Open MPI's
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)));
     const args = ['--allow-run-as-root', '--oversubscribe', '-np', '3', '-x', 'MASTER_ADDR=127.0.0.1', '-x', `MASTER_PORT=${port}`, '-x', 'DDP_SECRET=mpi-test'];
-    const child = spawn('mpirun', [...args, process.execPath, '--conditions=source', '--import', 'tsx', script], {
+    const child = spawn('mpirun', [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script], {
       env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

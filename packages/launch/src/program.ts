@@ -31,7 +31,7 @@ function buildProgram(): Command {
     .option('--secret <s>', 'the secret itself: every user of this machine sees it in ps')
     .option('--rdzv-id <id>', "the run's id, the same on every node (default: random; needed with --nnodes > 1)")
     .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
-    .option('--no-source-conditions', 'do not pass --conditions=source to the ranks (published installs)')
+    .option('--no-source-conditions', 'inside the ddp monorepo, run the ranks on dist/ instead of src/')
     .argument('<script>', 'the script each rank runs (.ts or .js)')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
@@ -46,9 +47,18 @@ const PIPE_DRAIN_MS = 2000;
 
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
+/**
+ * The monorepo's export condition that points every @ddp package at its src/*.ts. Only this
+ * package's workspace package.json has it (the published one drops it: publishConfig.exports),
+ * so an installed ddp-run never passes it and its ranks run the packages' dist/.
+ */
+const WORKSPACE_CONDITION = '@ddp/source';
+const ownExports = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).exports;
+const inWorkspace = WORKSPACE_CONDITION in (ownExports?.['.'] ?? {});
+
 /** The node arguments that run `script` with TypeScript support. */
 function childArgs(plan: LaunchPlan): string[] {
-  const conditions = plan.sourceConditions ? ['--conditions=source'] : [];
+  const conditions = plan.sourceConditions && inWorkspace ? [`--conditions=${WORKSPACE_CONDITION}`] : [];
   return [...conditions, '--import', tsxLoader, plan.script, ...plan.args];
 }
 

@@ -28,7 +28,7 @@ afterAll(async () => {
 });
 
 function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  const node = ['--conditions=source', '--import', 'tsx'];
+  const node = ['--conditions=@ddp/source', '--import', 'tsx'];
   return spawn(process.execPath, [...node, ...args], { env: { ...process.env, ...env }, stdio: 'ignore' });
 }
 

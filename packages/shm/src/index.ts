@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 /** The native addon's functions (src/shm.cc). */
@@ -24,6 +25,15 @@ export interface SharedMemory {
 
 let loaded: SharedMemory | null | undefined;
 
+/**
+ * Said once per process when the install script never ran: pnpm 10 skips dependencies' build
+ * scripts unless they are allowed, and only prints "Ignored build scripts" at install time.
+ */
+const SCRIPT_NEVER_RAN =
+  '@ddp/shm was never built: its install script did not run (pnpm 10 runs only allowed build scripts: ' +
+  '`pnpm approve-builds`, or list @ddp/shm under onlyBuiltDependencies in pnpm-workspace.yaml, then ' +
+  '`pnpm rebuild @ddp/shm`). Until then ranks on one host talk over Unix sockets.';
+
 /** The addon, or null where it was not built (not Linux, no compiler): callers fall back to sockets. */
 export function loadSharedMemory(): SharedMemory | null {
   if (loaded === undefined) {
@@ -31,6 +41,8 @@ export function loadSharedMemory(): SharedMemory | null {
       loaded = createRequire(import.meta.url)('../build/Release/ddp_shm.node') as SharedMemory;
     } catch {
       loaded = null;
+      const installRan = existsSync(new URL('../build/not-built.txt', import.meta.url));
+      if (process.platform === 'linux' && !installRan) process.emitWarning(SCRIPT_NEVER_RAN, { code: 'DDP_SHM_NOT_BUILT' });
     }
   }
   return loaded;

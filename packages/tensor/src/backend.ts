@@ -41,6 +41,23 @@ function prepareWasm(): void {
   wasmPathsSet = true;
 }
 
+/**
+ * Runs `start` and then removes the process listeners it added. tfjs-backend-wasm's Emscripten
+ * glue adds two that rethrow every uncaught exception and unhandled rejection from inside
+ * itself, so Node printed the glue's 36 kB minified source line before the user's error (and
+ * exited 7, not 1). They only serve Emscripten's exit(), which tfjs never calls.
+ */
+async function withoutGlueListeners(start: () => Promise<void>): Promise<void> {
+  const uncaught = new Set(process.listeners('uncaughtException'));
+  const rejection = new Set(process.listeners('unhandledRejection'));
+  try {
+    await start();
+  } finally {
+    for (const l of process.listeners('uncaughtException')) if (!uncaught.has(l)) process.off('uncaughtException', l);
+    for (const l of process.listeners('unhandledRejection')) if (!rejection.has(l)) process.off('unhandledRejection', l);
+  }
+}
+
 /** Switches the tfjs backend; throws if it cannot be initialised. */
 export async function setBackend(name: BackendName): Promise<void> {
   if (!BACKENDS.includes(name)) throw new BackendError(`unknown backend '${name}' (expected one of ${BACKENDS.join(', ')})`);
@@ -48,9 +65,11 @@ export async function setBackend(name: BackendName): Promise<void> {
     throw new BackendError("backend 'tensorflow' needs @tensorflow/tfjs-node or @tensorflow/tfjs-node-gpu installed");
   }
   if (name === 'wasm') prepareWasm();
-  const ok = await tf.setBackend(name);
-  if (!ok) throw new BackendError(`tfjs backend '${name}' failed to initialise`);
-  await tf.ready();
+  await withoutGlueListeners(async () => {
+    const ok = await tf.setBackend(name);
+    if (!ok) throw new BackendError(`tfjs backend '${name}' failed to initialise`);
+    await tf.ready();
+  });
 }
 
 /** The active backend's name, e.g. 'cpu', 'wasm' or 'tensorflow'. */

@@ -8,7 +8,7 @@ import { defaultNumThreads } from './native-kernels.js';
 /** The start-up line of a fresh process importing @ddp/tensor with `env`. */
 function startupLine(env: Record<string, string>): string {
   const script = "await import('@ddp/tensor')";
-  const { stderr } = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+  const { stderr } = spawnSync(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script], {
     cwd: new URL('..', import.meta.url),
     env: { ...process.env, DDP_BACKEND: '', ...env },
     encoding: 'utf8',

@@ -17,7 +17,7 @@ export async function runWorld(port: number, world: number, scenarios: string[],
     [...Array(world).keys()].map(
       (rank) =>
         new Promise<Record<string, ScenarioResult>>((resolve) => {
-          const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, ...scenarios], {
+          const child = spawn(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios], {
             env: {
               ...process.env,
               ...env,
