@@ -4,6 +4,7 @@ import { initBackend } from './backend.js';
 export { tf };
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
+export { getTransferStats, type TransferStats, writeInPlace } from './storage.js';
 export {
   bytesPerElement,
   DTYPES,

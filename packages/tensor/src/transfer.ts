@@ -1,18 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-
-/** What the wasm and cpu backends keep per tensor (internals of tfjs 4.x, checked at run time). */
-interface WasmBackend {
-  wasm: { HEAPU8: Uint8Array };
-  dataIdMap: { get(id: object): { memoryOffset: number | null } | undefined };
-}
-interface CpuBackend {
-  data: { get(id: object): { values?: unknown } | undefined };
-}
-
-function wasmBackend(): WasmBackend | null {
-  const b = tf.backend() as unknown as Partial<WasmBackend>;
-  return tf.getBackend() === 'wasm' && b.wasm?.HEAPU8 && b.dataIdMap ? (b as WasmBackend) : null;
-}
+import { type CpuBackend, countTransfer, wasmBackend } from './storage.js';
 
 /**
  * Copies a float32 tensor's values into `target` at `offset`: one copy straight out of the
@@ -24,6 +11,7 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
   if (offset < 0 || offset + t.size > target.length) {
     throw new RangeError(`copyTensorInto: ${t.size} values at offset ${offset} do not fit in ${target.length}`);
   }
+  countTransfer('copiedOut', t.size);
   const wasm = wasmBackend();
   const onWasm = wasm?.dataIdMap.get(t.dataId)?.memoryOffset;
   if (wasm && typeof onWasm === 'number') {
@@ -40,5 +28,6 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
  * they are given, so they get a private copy.
  */
 export function tensorFromFloat32(values: Float32Array, shape: readonly number[]): tf.Tensor {
+  countTransfer('uploaded', values.length);
   return tf.tensor(wasmBackend() ? values : values.slice(), [...shape], 'float32');
 }

@@ -1,0 +1,67 @@
+import * as tf from '@tensorflow/tfjs-core';
+
+/** What the wasm and cpu backends keep per tensor (internals of tfjs 4.x, checked at run time). */
+export interface WasmBackend {
+  wasm: { HEAPU8: Uint8Array };
+  dataIdMap: { get(id: object): { memoryOffset: number | null; refCount: number } | undefined };
+}
+export interface CpuBackend {
+  data: { get(id: object): { values?: unknown } | undefined };
+}
+
+export function wasmBackend(): WasmBackend | null {
+  const b = tf.backend() as unknown as Partial<WasmBackend>;
+  return tf.getBackend() === 'wasm' && b.wasm?.HEAPU8 && b.dataIdMap ? (b as WasmBackend) : null;
+}
+
+/** Elements moved between tensors and flat buffers since the process started (copy counting in tests and benches). */
+export interface TransferStats {
+  /** Copied out of a tensor's storage into a buffer. */
+  copiedOut: number;
+  /** Written into a tensor's existing storage (no new tensor). */
+  writtenInPlace: number;
+  /** Uploaded into a newly allocated tensor. */
+  uploaded: number;
+}
+
+const stats: TransferStats = { copiedOut: 0, writtenInPlace: 0, uploaded: 0 };
+
+/** A snapshot of the transfer counters (diff two to count one step's copies). */
+export const getTransferStats = (): TransferStats => ({ ...stats });
+
+/** Counts a transfer of `n` elements (transfer.ts and this file are the only callers). */
+export function countTransfer(kind: keyof TransferStats, n: number): void {
+  stats[kind] += n;
+}
+
+/**
+ * The float32 values of `t` as a view of the wasm heap, when nothing but `t` owns them: the
+ * backend's reference count is 1 (reshape and its kin share storage and raise it) and the
+ * tensor is live. Else null (other backends, shared storage, other dtypes).
+ *
+ * The view is valid only until the next tfjs call: a malloc may grow the heap, which replaces
+ * its ArrayBuffer and leaves this view detached (length 0, writes silently lost). Use it at
+ * once; never keep it across an `await` or a kernel.
+ */
+function ownedHeapView(t: tf.Tensor): Float32Array | null {
+  const wasm = wasmBackend();
+  if (!wasm || t.isDisposed || t.dtype !== 'float32') return null;
+  const info = wasm.dataIdMap.get(t.dataId);
+  if (info === undefined || info.refCount !== 1 || typeof info.memoryOffset !== 'number') return null;
+  return new Float32Array(wasm.wasm.HEAPU8.buffer, info.memoryOffset, t.size);
+}
+
+/**
+ * Overwrites the values of float32 tensor `t` with `values` in place, when `t` alone owns its
+ * storage on the wasm heap (ownedHeapView); returns false, writing nothing, otherwise, and the
+ * caller makes a new tensor. Tensors are immutable by contract: only call this on a tensor
+ * nobody else holds (a gradient the caller owns).
+ */
+export function writeInPlace(t: tf.Tensor, values: Float32Array): boolean {
+  if (values.length !== t.size) throw new RangeError(`writeInPlace: ${values.length} values for a tensor of ${t.size}`);
+  const view = ownedHeapView(t);
+  if (view === null) return false;
+  view.set(values);
+  countTransfer('writtenInPlace', values.length);
+  return true;
+}
