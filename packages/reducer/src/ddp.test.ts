@@ -1,7 +1,7 @@
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { mse, Sequential, Tanh } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { getTransferStats, tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignBuckets } from './bucket.js';
 import type { CommHook } from './comm-hooks.js';
@@ -69,6 +69,66 @@ describe('DistributedDataParallel in a world of one', () => {
     tf.dispose([x, y]);
     model.dispose();
   });
+  it('copies each gradient once into its bucket and once back into its own storage: no new tensor, no allocation', async () => {
+    const model = mlp(3, [5, 16, 3]);
+    const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+    const tripled: CommHook<null> = async (_s, bucket) => bucket.buffer.map((v) => 3 * v); // tells averages from local gradients
+    ddp.registerCommHook(null, tripled);
+    const params = model.parameters();
+    const total = params.reduce((n, p) => n + p.size, 0);
+    const fromBackward = new Map<unknown, unknown>();
+    for (const p of params) p.registerPostAccumulateGradHook((q) => void fromBackward.set(q, q.grad));
+    const x = normal([4, 5], 5);
+    const y = normal([4, 3], 6);
+    const step = async () => {
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      await loss.backward();
+      loss.dispose();
+    };
+    await step(); // the first iteration rebuilds the buckets
+    const local = params.map((p) => [...(p.grad!.dataSync() as Float32Array)].map((v) => v / 3));
+    for (const p of params) p.grad = null;
+    const before = getTransferStats();
+    const tensorsBefore = tf.memory().numTensors;
+    await step();
+    const after = getTransferStats();
+    expect(after.copiedOut - before.copiedOut).toBe(total); // into the buckets
+    expect(after.writtenInPlace - before.writtenInPlace).toBe(total); // the averages, into the gradients' storage
+    expect(after.uploaded - before.uploaded).toBe(0);
+    expect(tf.memory().numTensors).toBe(tensorsBefore + params.length); // the gradients, and nothing else
+    params.forEach((p, i) => {
+      expect(p.grad).toBe(fromBackward.get(p)); // the tensor backward made, now holding the averages
+      const got = p.grad!.dataSync() as Float32Array;
+      for (const [j, v] of local[i]!.entries()) expect(got[j]).toBeCloseTo(3 * v, 5);
+    });
+    tf.dispose([x, y]);
+    model.dispose();
+  });
+
+  it('gives a gradient whose storage something else shares a new tensor, leaving the sharer\'s values alone', async () => {
+    const model = mlp(4);
+    const ddp = await DistributedDataParallel.create(model);
+    ddp.registerCommHook(null, async (_s, bucket) => bucket.buffer.map((v) => 3 * v));
+    const weight = model.parameters()[0]!;
+    let kept: tf.Tensor | null = null;
+    weight.registerHook((g) => {
+      kept = tf.keep(tf.reshape(g, [g.size])); // shares the gradient's storage
+      return g;
+    });
+    const before = getTransferStats();
+    const x = normal([4, 5], 7);
+    const y = normal([4, 3], 8);
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    expect(getTransferStats().uploaded - before.uploaded).toBe(weight.size);
+    const local = kept!.dataSync() as Float32Array;
+    const averaged = weight.grad!.dataSync() as Float32Array;
+    for (const [j, v] of local.entries()) expect(averaged[j]).toBeCloseTo(3 * v, 5);
+    tf.dispose([x, y, kept!]);
+    model.dispose();
+  });
+
   it('refuses bucket sizes that are not positive and a module with nothing to synchronise', async () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapMB: -1 })).rejects.toThrow(DDPUsageError);
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(/firstBucketMB must be a positive/);
