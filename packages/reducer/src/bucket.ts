@@ -30,18 +30,6 @@ function scaleInPlace(values: Float32Array, scale: number): void {
 }
 
 /**
- * Index of the first NaN or ±Inf, or -1. A branch-free pass over the bits first (an all-ones
- * exponent plus one exponent step sets the sign bit), the search only when it finds one.
- */
-function firstNonFinite(values: Float32Array): number {
-  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
-  const n = bits.length;
-  let probe = 0;
-  for (let i = 0; i < n; i++) probe |= (bits[i]! & 0x7f800000) + 0x00800000;
-  return probe >= 0 ? -1 : values.findIndex((v) => !Number.isFinite(v));
-}
-
-/**
  * A group of parameters whose gradients are all-reduced together (picotron's Bucket): it
  * owns one iteration of its life. Gradients are copied into its flat buffer as they become
  * ready (`place`, straight out of the backend's memory); once full it launches its own comm
@@ -51,18 +39,17 @@ function firstNonFinite(values: Float32Array): number {
  * it in place (DESIGN.md, "Where gradients live").
  */
 export class Bucket {
-  readonly buffer: Float32Array;
   /** Slots not ready yet in the running backward. */
   private pending: number;
   private work: Promise<Float32Array> | null = null;
 
+  /** `buffer`: this bucket's part of a shared-memory arena (a view; new buckets reuse the arena). */
   constructor(
     readonly index: number,
     readonly slots: readonly BucketSlot[],
     readonly isLast: boolean,
+    readonly buffer: Float32Array,
   ) {
-    const total = slots.reduce((n, s) => n + s.size, 0);
-    this.buffer = sharedArray(Float32Array, total);
     this.pending = slots.length;
   }
 
@@ -85,9 +72,10 @@ export class Bucket {
   }
 
   /** Zeros in every slot (a joined rank's share of an iteration). */
-  placeZeros(): void {
+  placeZeros(): this {
     this.buffer.fill(0);
     this.pending = 0;
+    return this;
   }
 
   /** Calls the comm hook on this bucket; its collectives start now, on the comm thread. */
@@ -116,18 +104,21 @@ export class Bucket {
   /**
    * Stores the averages as the gradients: into each `grad`'s own storage when nothing else
    * shares it (no new tensor, no allocation), else into a new tensor. Globally unused
-   * parameters keep theirs. With checkFinite, a NaN/Inf raises NonFiniteGradientError
-   * naming its parameter (the same on every rank: the averages are).
+   * parameters keep theirs. With checkFinite, a NaN/Inf (found in the same pass as the
+   * copy) raises NonFiniteGradientError naming its parameter, on every rank: the averages
+   * are the same everywhere.
    */
   writeBack(result: Float32Array, opts: WriteBackOptions): void {
     if (opts.scale !== 1) scaleInPlace(result, opts.scale);
-    const bad = opts.checkFinite ? firstNonFinite(result) : -1;
     for (const slot of this.slots) {
       if (opts.usedAnywhere !== null && opts.usedAnywhere[slot.index] === 0) continue;
-      if (bad >= slot.offset && bad < slot.offset + slot.size) throw new NonFiniteGradientError(slot.name, result[bad]!, opts.iteration);
       const values = result.subarray(slot.offset, slot.offset + slot.size);
       const grad = slot.param.grad;
-      if (grad === null || !writeInPlace(grad, values)) slot.param.grad = tensorFromFloat32(values, slot.shape);
+      const stored = grad === null ? null : writeInPlace(grad, values, { checkFinite: opts.checkFinite });
+      if (opts.checkFinite && !(stored?.finite ?? values.every(Number.isFinite))) {
+        throw new NonFiniteGradientError(slot.name, values.find((v) => !Number.isFinite(v))!, opts.iteration);
+      }
+      if (!stored?.written) slot.param.grad = tensorFromFloat32(values, slot.shape);
     }
   }
 }
@@ -155,10 +146,17 @@ export function assignBuckets(sizes: readonly number[], firstCapBytes: number, c
   return buckets;
 }
 
-/** Builds the buckets for the parameters in `order` (indices into params). */
-export function buildBuckets(params: readonly { name: string; param: Parameter }[], order: readonly number[], firstCapBytes: number, capBytes: number): Bucket[] {
+/** Every parameter's gradient, once: the shared memory all buckets are views of, whatever their layout. */
+export const bucketArena = (params: readonly { param: Parameter }[]): Float32Array => sharedArray(Float32Array, params.reduce((n, { param }) => n + param.size, 0));
+
+/**
+ * Builds the buckets for the parameters in `order` (indices into params), each a view of
+ * its stretch of `arena` (rebuilding the buckets allocates no new shared memory).
+ */
+export function buildBuckets(params: readonly { name: string; param: Parameter }[], order: readonly number[], firstCapBytes: number, capBytes: number, arena: Float32Array): Bucket[] {
   const sizes = order.map((i) => params[i]!.param.size);
   const groups = assignBuckets(sizes, firstCapBytes, capBytes);
+  let start = 0;
   return groups.map((members, b) => {
     let offset = 0;
     const slots = members.map((m): BucketSlot => {
@@ -168,6 +166,8 @@ export function buildBuckets(params: readonly { name: string; param: Parameter }
       offset += param.size;
       return slot;
     });
-    return new Bucket(b, slots, b === groups.length - 1);
+    const buffer = arena.subarray(start, start + offset);
+    start += offset;
+    return new Bucket(b, slots, b === groups.length - 1, buffer);
   });
 }

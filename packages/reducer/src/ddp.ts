@@ -3,7 +3,7 @@ import { queueCallback, isGradEnabled } from '@ddp/autograd';
 import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
 import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
-import { type Bucket, type BucketSlot, buildBuckets } from './bucket.js';
+import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
 import { allreduceHook, type CommHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
@@ -37,6 +37,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
+  /** Shared memory for all gradients, allocated once; the buckets are views of it. */
+  private readonly arena: Float32Array;
   private buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */
   private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
@@ -74,6 +76,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.tuner = tune ? new BucketCapTuner(opts.bucketCapCandidatesMB ?? DEFAULT_CAP_CANDIDATES_MB) : null;
     this.params = module.namedParameters().filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param }));
     this.order = this.params.map((_, i) => this.params.length - 1 - i);
+    this.arena = bucketArena(this.params);
     this.setBuckets();
     this.params.forEach(({ param }, i) => {
       param.registerPostAccumulateGradHook(() => this.markReady(i));
@@ -188,7 +191,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   private setBuckets(): void {
-    this.buckets = buildBuckets(this.params, this.order, this.firstCapBytes, this.capMB * MB);
+    this.buckets = buildBuckets(this.params, this.order, this.firstCapBytes, this.capMB * MB, this.arena);
     this.slotOf = [];
     for (const bucket of this.buckets) for (const slot of bucket.slots) this.slotOf[slot.index] = { bucket, slot };
   }
@@ -282,10 +285,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
     const reduction = this.newReduction(this.buckets.length);
-    for (const bucket of this.buckets) {
-      bucket.placeZeros();
-      bucket.launch(this.hook, this.hookState, this.processGroup);
-    }
+    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup);
     await this.completeIteration(reduction, false);
   }
 

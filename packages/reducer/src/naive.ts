@@ -21,7 +21,7 @@ export class DataParallelNaive<M extends Module = Module> {
         if (!this.requireSync) return;
         copyTensorInto(param.grad!, staging);
         await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
-        if (!writeInPlace(param.grad!, staging)) param.grad = tensorFromFloat32(staging, param.shape);
+        if (!writeInPlace(param.grad!, staging).written) param.grad = tensorFromFloat32(staging, param.shape);
       });
     }
   }
