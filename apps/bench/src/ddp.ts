@@ -14,7 +14,7 @@
  * comm, ddp and after again, and the fraction of communication hidden behind backward
  * there. Writes results/ddp.{json,md,png}.
  *
- *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=N] [--rounds=2] [--no-link] [--no-uds]
+ *   node --conditions=source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=N] [--rounds=2] [--no-link] [--no-uds] [--no-host]
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
@@ -238,6 +238,7 @@ async function main(): Promise<void> {
   const plan: Entry[] = [['interleaved', 1], ['after', 1], ['naive', 1]];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
+  if (process.argv.includes('--no-host')) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
     variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
   const hostRounds = await measure(plan, run, '', samples, infos);
@@ -249,6 +250,7 @@ async function main(): Promise<void> {
   const hiddenByRound = hostRounds.map(hiddenFraction);
   const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
   const cpuNote = (runs: StepTimes[]) => {
+    if (runs.length === 0) return '';
     const cpu = runs.map(cpuOf);
     const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
     return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
