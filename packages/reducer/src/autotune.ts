@@ -36,7 +36,8 @@ export class BucketCapTuner {
       return !seen.has(layout) && seen.add(layout);
     });
     this.times = this.candidates.map(() => Number.POSITIVE_INFINITY);
-    if (this.candidates.length <= 1) this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: this.candidates[0]! };
+    const only = this.candidates[0]!;
+    if (this.candidates.length <= 1) this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: only };
     return this.candidates[0]!;
   }
 

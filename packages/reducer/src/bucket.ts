@@ -82,7 +82,8 @@ export class Bucket {
   launch<S>(hook: CommHook<S>, state: S, processGroup: ProcessGroup): void {
     let work: Promise<Float32Array>;
     try {
-      work = hook(state, { index: this.index, buffer: this.buffer, parameters: this.slots, isLast: this.isLast, processGroup });
+      const { index, buffer, slots: parameters, isLast } = this;
+      work = hook(state, { index, buffer, parameters, isLast, processGroup });
     } catch (e) {
       work = Promise.reject(e);
     }
@@ -96,7 +97,8 @@ export class Bucket {
       return await this.work!;
     } catch (e) {
       const names = this.slots.map((s) => s.name);
-      const what = `gradient all-reduce of bucket ${this.index} of ${buckets} (${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''})`;
+      const shown = `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
+      const what = `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`;
       throw new DDPCommError(rank, what, iteration, e);
     }
   }
@@ -147,13 +149,20 @@ export function assignBuckets(sizes: readonly number[], firstCapBytes: number, c
 }
 
 /** Every parameter's gradient, once: the shared memory all buckets are views of, whatever their layout. */
-export const bucketArena = (params: readonly { param: Parameter }[]): Float32Array => sharedArray(Float32Array, params.reduce((n, { param }) => n + param.size, 0));
+export const bucketArena = (params: readonly { param: Parameter }[]): Float32Array =>
+  sharedArray(Float32Array, params.reduce((n, { param }) => n + param.size, 0));
 
 /**
  * Builds the buckets for the parameters in `order` (indices into params), each a view of
  * its stretch of `arena` (rebuilding the buckets allocates no new shared memory).
  */
-export function buildBuckets(params: readonly { name: string; param: Parameter }[], order: readonly number[], firstCapBytes: number, capBytes: number, arena: Float32Array): Bucket[] {
+export function buildBuckets(
+  params: readonly { name: string; param: Parameter }[],
+  order: readonly number[],
+  firstCapBytes: number,
+  capBytes: number,
+  arena: Float32Array,
+): Bucket[] {
   const sizes = order.map((i) => params[i]!.param.size);
   const groups = assignBuckets(sizes, firstCapBytes, capBytes);
   let start = 0;

@@ -204,7 +204,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private async finishReduction(reduction: Reduction): Promise<void> {
     try {
       const unready = this.params.flatMap((_, i) => (reduction.ready[i] ? [] : [i]));
-      if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(this.params, unready, this.processGroup, this.iteration);
+      const { params, processGroup, iteration } = this;
+      if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, processGroup, iteration);
       for (const i of unready) this.place(i, false);
       const notice = this.joinNotice;
       this.joinNotice = null;
@@ -223,7 +224,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
    */
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
     const results: Float32Array[] = [];
-    for (const bucket of this.buckets) results.push(await bucket.reduced(this.rank, this.iteration, this.buckets.length));
+    for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
     let scale = 1;
     if (!active || isJoinActive(this)) {
       // [ranks still active, ranks asking to divide by the active count]

@@ -99,7 +99,11 @@ function allFinite(values: Float32Array): boolean {
  * every value was finite (checked in the same pass as the copy). Tensors are immutable by
  * contract: only call this on a tensor nobody else holds (a gradient the caller owns).
  */
-export function writeInPlace(t: tf.Tensor, values: Float32Array, opts: { checkFinite?: boolean } = {}): { written: boolean; finite: boolean } {
+export function writeInPlace(
+  t: tf.Tensor,
+  values: Float32Array,
+  opts: { checkFinite?: boolean } = {},
+): { written: boolean; finite: boolean } {
   if (values.length !== t.size) throw new RangeError(`writeInPlace: ${values.length} values for a tensor of ${t.size}`);
   const view = ownedHeapView(t);
   if (view === null) return { written: false, finite: !opts.checkFinite || allFinite(values) };
