@@ -1,17 +1,20 @@
 /**
  * `pnpm bench ddp`: training-step time of an MLP (~12.6 M parameters by default) under
- * @ddp/reducer, weak scaling (the same per-rank batch at every world size), on this host:
- * - `ddp`: DistributedDataParallel (25 MiB buckets, first 1 MiB) at 1 and 2 ranks;
+ * @ddp/reducer, weak scaling (the same per-rank batch at every world size), on this host,
+ * at 1 and 2 ranks, over shared memory and over Unix sockets (rows `uds-*`):
+ * - `ddp`: DistributedDataParallel at its defaults (bucket cap tuned in the first iterations; `--bucket-mb` fixes it);
  * - `after`: DDP with one bucket for all gradients, i.e. the all-reduce starts after backward;
  * - `naive`: DataParallelNaive, one all-reduce per parameter;
  * - `compute`: the same step without any gradient communication (the floor);
+ * - `local`: a DDP step whose comm hook sends nothing (DDP's own work: local − compute);
  * - `comm`: the all-reduce of all gradients alone;
- * - `torch`: PyTorch DDP over Gloo on the same model and batch, when /usr/bin/python3 imports torch.
- * Then, as root, two ranks on two "hosts" (network namespaces) over a link limited by tc tbf
- * (LINK below): compute, comm, ddp and after again, and the fraction of communication
- * hidden behind backward there. Writes results/ddp.{json,md,png}.
+ * - `torch`: PyTorch DDP (gradient_as_bucket_view) over Gloo on the same model and batch, when /usr/bin/python3 imports torch.
+ * Each rank also reports its peak RSS and the bucket cap DDP kept. Then, as root, two ranks
+ * on two "hosts" (network namespaces) over a link limited by tc tbf (LINK below): compute,
+ * comm, ddp and after again, and the fraction of communication hidden behind backward
+ * there. Writes results/ddp.{json,md,png}.
  *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=25] [--rounds=2] [--no-link]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=N] [--rounds=2] [--no-link] [--no-uds] [--no-host]
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
@@ -22,7 +25,8 @@ const arg = (name: string, fallback: number) => Number(process.argv.find((a) => 
 const WIDTH = arg('width', 2048);
 const DEPTH = arg('depth', 4);
 const BATCH = arg('batch', 32);
-const BUCKET_MB = arg('bucket-mb', 25);
+/** Unset (NaN): DDP tunes its bucket cap. */
+const BUCKET_MB = arg('bucket-mb', Number.NaN);
 const STEPS = quick ? 3 : 6;
 /** Rounds over all variants, alternating; each variant keeps its best round (the machine's load drifts). */
 const ROUNDS = quick ? 1 : arg('rounds', 2);
@@ -34,7 +38,7 @@ const WARMUP = 2;
  * next bucket and would let bursts through faster than the rate (measured: 1 MB made 4 MiB
  * all-reduces 1.7× faster than back-to-back ones; 128 KB still reaches the full rate).
  */
-const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256, bucketMB: 4 };
+const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256 };
 /** Linear(W/2 → W), GELU, (Linear(W → W), GELU) × (depth − 2), Linear(W → W/2). */
 const dimsOf = (width: number, depth: number) => [width / 2, ...Array<number>(depth - 1).fill(width), width / 2];
 const paramsOf = (dims: number[]) => dims.slice(1).reduce((n, d, i) => n + dims[i]! * d + d, 0);
@@ -47,6 +51,7 @@ interface Sample {
   ms: number;
 }
 
+/** Step times (ms) by mode, CPU times as `cpu:<mode>`, and `info:<what>` figures that are not times. */
 type StepTimes = Record<string, number>;
 
 /**
@@ -55,7 +60,8 @@ type StepTimes = Record<string, number>;
  * nothing (`local`: DDP's own work, the bucket copies and checks), a DDP step (`ddp`) and
  * the all-reduce of all gradients alone (`comm`); the machine's drifting load then hits them alike.
  * `after` (one bucket, reduced after backward) and `naive` (DataParallelNaive) run alone.
- * Rank 0 prints the median time of each.
+ * A DDP without a given cap first trains until its autotune has kept one (those iterations
+ * are not timed). Rank 0 prints the median time of each, its peak RSS and the cap.
  */
 async function rankMain(variant: string): Promise<void> {
   const { initProcessGroup, destroyProcessGroup, sharedArray } = await import('@ddp/comm');
@@ -70,7 +76,7 @@ async function rankMain(variant: string): Promise<void> {
   const wrapped =
     variant === 'naive'
       ? await DataParallelNaive.create(model)
-      : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : { bucketCapMB: BUCKET_MB });
+      : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : Number.isNaN(BUCKET_MB) ? {} : { bucketCapMB: BUCKET_MB });
   const opt = new SGD(model.parameters(), { lr: 1e-3 });
   const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]!), [BATCH, dims[0]!]));
   const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
@@ -92,6 +98,10 @@ async function rankMain(variant: string): Promise<void> {
     await train(true);
     hook.communicate = true;
   };
+  // the autotune's trial iterations (a tuned cap exists only with a cap left to choose, and peers)
+  if (wrapped instanceof DistributedDataParallel && pg.size > 1 && Number.isNaN(BUCKET_MB) && variant !== 'after') {
+    while (wrapped.bucketCapTuning === null) await train(true);
+  }
   const modes: Record<string, () => Promise<unknown>> =
     variant !== 'interleaved'
       ? { [variant]: () => train(true) }
@@ -115,14 +125,15 @@ async function rankMain(variant: string): Promise<void> {
     }
   }
   const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)]!;
-  if (pg.rank === 0) printSample(Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])));
+  const info = { 'info:peakRssMiB': process.resourceUsage().maxRSS / 1024, ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}) };
+  if (pg.rank === 0) printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
   await destroyProcessGroup();
 }
 
 /** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
-async function runWorld(world: number, cmd: string, args: string[], hosts?: TwoHosts): Promise<StepTimes> {
+async function runWorld(world: number, cmd: string, args: string[], hosts?: TwoHosts, env: Record<string, string> = {}): Promise<StepTimes> {
   const where = hosts ? { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(rank) } : {};
-  const [sample] = (await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1' }, ...where })).flat();
+  const [sample] = (await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1', ...env }, ...where })).flat();
   if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
   return sample;
 }
@@ -136,7 +147,7 @@ layers = []
 for i in range(len(dims) - 1):
     layers.append(nn.Linear(dims[i], dims[i + 1]))
     if i < len(dims) - 2: layers.append(nn.GELU())
-model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers))
+model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), gradient_as_bucket_view=True)
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(batch, dims[0]), torch.randn(batch, dims[-1])
 times = []
@@ -149,44 +160,59 @@ for s in range(warmup + steps):
     opt.zero_grad(set_to_none=True)
     if s >= warmup: times.append((time.perf_counter() - t0) * 1e3)
 times.sort()
-if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times) // 2]}), flush=True)
+import resource
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times) // 2], 'info:peakRssMiB': peak}), flush=True)
 dist.destroy_process_group()
 `;
 
 
+/** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
+type Entry = [variant: string, world: number, transport?: 'uds'];
+/** Figures that are not step times (`info:*`), by name and world, every round's. */
+type Infos = { variant: string; world: number; value: number }[];
+
 /**
- * Runs every [variant, world] of the plan ROUNDS times, alternating; keeps each step time's
- * best round in `samples`; returns every round's step times at 2 ranks of the interleaved run.
+ * Runs every entry of the plan ROUNDS times, alternating; keeps each step time's best round
+ * in `samples` and every `info:*` figure in `infos`; returns every round's step times at 2
+ * ranks of the interleaved run over the default transport.
  */
-async function measure(plan: [string, number][], run: (variant: string, world: number) => Promise<StepTimes>, label: string, samples: Sample[]): Promise<StepTimes[]> {
+async function measure(plan: Entry[], run: (variant: string, world: number, env: Record<string, string>) => Promise<StepTimes>, label: string, samples: Sample[], infos: Infos): Promise<StepTimes[]> {
   const interleaved: StepTimes[] = [];
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [variant, world] of plan) {
-      const times = await run(variant, world);
-      if (variant === 'interleaved' && world === 2) interleaved.push(times);
+    for (const [variant, world, transport] of plan) {
+      const times = await run(variant, world, transport ? { DDP_TRANSPORT: transport } : {});
+      if (variant === 'interleaved' && world === 2 && !transport) interleaved.push(times);
       for (const [mode, ms] of Object.entries(times)) {
-        const name = `${label}${mode}`;
+        const name = `${label}${transport ? `${transport}-` : ''}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
+        console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)}`);
+        if (mode.startsWith('info:')) {
+          infos.push({ variant: name, world, value: ms });
+          continue;
+        }
         const old = samples.find((s) => s.variant === name && s.world === world);
         if (old) old.ms = Math.min(old.ms, ms);
         else samples.push({ variant: name, world, ms });
-        console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)} ms`);
       }
     }
   }
   return interleaved;
 }
 
+const rankArgs = (self: string, variant: string, width: number, depth: number, batch: number) =>
+  ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${width}`, `--depth=${depth}`, `--batch=${batch}`, ...(Number.isNaN(BUCKET_MB) ? [] : [`--bucket-mb=${BUCKET_MB}`]), ...(quick ? ['--quick'] : [])];
+
 /** The limited-link runs (their interleaved step times by round), or why they were skipped. */
-async function overLink(self: string, samples: Sample[]): Promise<StepTimes[] | string> {
+async function overLink(self: string, samples: Sample[], infos: Infos): Promise<StepTimes[] | string> {
   if (process.argv.includes('--no-link')) return 'skipped (--no-link)';
   const hosts = new TwoHosts('bl', '10.231.80');
   const skip = hosts.setUp();
   if (skip) return `skipped: ${skip}`;
   try {
     hosts.limit(LINK.rate, LINK.burst);
-    const args = (variant: string) => ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${LINK.width}`, `--depth=${LINK.depth}`, `--batch=${LINK.batch}`, `--bucket-mb=${LINK.bucketMB}`, ...(quick ? ['--quick'] : [])];
-    const plan: [string, number][] = [['interleaved', 1], ['interleaved', 2], ['after', 2]];
-    return await measure(plan, (variant, world) => runWorld(world, process.execPath, args(variant), hosts), 'link-', samples);
+    const plan: Entry[] = [['interleaved', 1], ['interleaved', 2], ['after', 2]];
+    const run = (variant: string, world: number) => runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts);
+    return await measure(plan, run, 'link-', samples, infos);
   } finally {
     hosts.tearDown();
   }
@@ -200,46 +226,62 @@ const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp! - t
 /** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
 const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp']! - t['cpu:local']!, comm: t['cpu:comm']! });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
-  const ours = (variant: string, world: number) => runWorld(world, process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${WIDTH}`, `--depth=${DEPTH}`, `--batch=${BATCH}`, `--bucket-mb=${BUCKET_MB}`, ...(quick ? ['--quick'] : [])]);
   const torch = glooTorchVersion();
   const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
   const samples: Sample[] = [];
-  const plan: [string, number][] = [['interleaved', 1], ['interleaved', 2], ['after', 2], ['naive', 2]];
+  const infos: Infos = [];
+  const transports: ('uds' | undefined)[] = process.argv.includes('--no-uds') ? [undefined] : [undefined, 'uds'];
+  const plan: Entry[] = [['interleaved', 1], ['after', 1], ['naive', 1]];
+  for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
-  const hostRounds = await measure(plan, (variant, world) => (variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : ours(variant, world)), '', samples);
-  const link = await overLink(self, samples);
+  if (process.argv.includes('--no-host')) plan.length = 0; // the limited link only
+  const run = (variant: string, world: number, env: Record<string, string>) =>
+    variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
+  const hostRounds = await measure(plan, run, '', samples, infos);
+  const link = await overLink(self, samples, infos);
   const ms = (variant: string, world: number) => samples.find((s) => s.variant === variant && s.world === world)?.ms ?? Number.NaN;
+  const info = (variant: string, world: number) => infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
   const computeScaling = ms('compute', 1) / ms('compute', 2);
   const hiddenByRound = hostRounds.map(hiddenFraction);
   const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
-  const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
   const cpuNote = (runs: StepTimes[]) => {
+    if (runs.length === 0) return '';
     const cpu = runs.map(cpuOf);
     const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
     return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
   };
   const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
-  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !/^link-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
+  const prefixes = transports.map((t) => (t ? `${t}-` : ''));
+  const ownWork = [1, 2].flatMap((w) => (w === 1 ? [''] : prefixes).map((p) => `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`));
+  const versus = [1, 2].flatMap((w) => (w === 1 ? [''] : prefixes).map((p) => `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`));
+  const caps = prefixes.map((p) => `${p || 'shared memory '}${info(`${p}interleaved-info:bucketCapMB`, 2).join(', ')} MiB`);
+  const rss = (v: string) => `${v} ${Math.max(...info(`${v}-info:peakRssMiB`, 2)).toFixed(0)}`;
+  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !/^link-|^uds-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
   const linkDims = dimsOf(LINK.width, LINK.depth);
+  const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
-    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${((paramCount * 4) / 2 ** 20).toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${BUCKET_MB} MiB buckets; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf).',
-    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}. Its ceiling here is the compute alone: two single-threaded ranks on the 2 cores slow each other (compute step at 1 rank / at 2 ranks: ${pct(computeScaling)}), and no core is idle to run the all-reduce beside backward.`,
+    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
+    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check, write-back); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
+    `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
+    `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
+    `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
+    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once in the wasm heap and once in DDP's shared-memory buckets): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
     `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
-    `All-reduce after backward (one bucket) / bucketed DDP: ${(ms('after', 2) / ms('ddp', 2)).toFixed(2)}; DataParallelNaive / DDP: ${(ms('naive', 2) / ms('ddp', 2)).toFixed(2)}.`,
-    torch ? `PyTorch ${torch} DDP over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
+    torch ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, ${LINK.bucketMB} MiB buckets: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
   const files = await writeReport(outDir, 'ddp', rows, {
-    meta: { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMB: BUCKET_MB, paramCount, torch, samples, efficiency, computeScaling, hiddenByRound, link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link } },
+    meta: { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMB: Number.isNaN(BUCKET_MB) ? 'tuned' : BUCKET_MB, paramCount, torch, samples, infos, efficiency, computeScaling, hiddenByRound, link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link } },
     notes,
     chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },
   });

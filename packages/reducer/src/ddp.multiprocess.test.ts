@@ -10,7 +10,7 @@ type Params = Record<string, number[]>;
 for (const world of [2, 3]) {
   describe(`DistributedDataParallel on ${world} real processes`, () => {
     let results: WorldResult;
-    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied', 'buffers'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
+    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'transformerAutotune', 'tunerAgreement', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied', 'buffers'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
     beforeAll(async () => {
       results = await runWorld(await findFreePort(), world, scenarios, 150_000);
     }, 160_000);
@@ -34,11 +34,36 @@ for (const world of [2, 3]) {
         expect(r.rebuiltLayout).toEqual(ranks[0]!.rebuiltLayout);
         const [at5, at20] = r.numTensors as number[];
         expect(at20).toBe(at5);
+        expect(r.tuning).toBeNull(); // an explicit bucketCapMB is kept
+        expect(r.capMB).toBe(0.01);
       }
       const layout = ranks[0]!.rebuiltLayout as string[][];
       expect(layout.length).toBeGreaterThan(2);
       expect(layout.flat().sort()).toEqual((ranks[0]!.initialLayout as string[][]).flat().sort());
     });
+
+    if (world === 2) {
+      it('bucket cap autotune: every rank tries the same caps and keeps the same one; training still matches the single process', () => {
+        const ranks = okResultsOf(results, 'transformerAutotune');
+        const tuning = ranks[0]!.tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
+        expect(tuning.candidatesMB).toEqual([0.004, 0.01, 1]);
+        expect(tuning.candidatesMB).toContain(tuning.chosenMB);
+        for (const r of ranks) {
+          expect(r.tuning).toEqual(tuning);
+          expect(r.capMB).toBe(tuning.chosenMB);
+          expect(r.rebuiltLayout).toEqual(ranks[0]!.rebuiltLayout);
+          expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-4);
+        }
+      });
+
+      it('bucket cap autotune: ranks that find different caps fastest agree on the one whose slowest rank is fastest', () => {
+        for (const r of okResultsOf(results, 'tunerAgreement')) {
+          expect(r.first).toBe(0.004);
+          expect(r.changes).toEqual([null, 0.008, null, 1, null, 1]);
+          expect(r.result).toEqual({ candidatesMB: [0.004, 0.008, 1], msPerIteration: [30, 30, 25], chosenMB: 1 });
+        }
+      });
+    }
 
     it('noSync over 4 micro-batches then a synced step equals one step on the concatenated batch', () => {
       const ranks = okResultsOf(results, 'noSync');

@@ -1,11 +1,12 @@
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { mse, Sequential, Tanh } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { getTransferStats, tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignBuckets } from './bucket.js';
 import type { CommHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
+import { DataParallelNaive } from './naive.js';
 import { DDPUsageError } from './errors.js';
 import { mlp, normal, rows } from './test/models.js';
 
@@ -69,9 +70,115 @@ describe('DistributedDataParallel in a world of one', () => {
     tf.dispose([x, y]);
     model.dispose();
   });
-  it('refuses bucket sizes that are not positive and a module with nothing to synchronise', async () => {
+  it('copies each gradient once into its bucket and once back into its own storage: no new tensor, no allocation', async () => {
+    const model = mlp(3, [5, 16, 3]);
+    const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+    const tripled: CommHook<null> = async (_s, bucket) => bucket.buffer.map((v) => 3 * v); // tells averages from local gradients
+    ddp.registerCommHook(null, tripled);
+    const params = model.parameters();
+    const total = params.reduce((n, p) => n + p.size, 0);
+    const fromBackward = new Map<unknown, unknown>();
+    for (const p of params) p.registerPostAccumulateGradHook((q) => void fromBackward.set(q, q.grad));
+    const x = normal([4, 5], 5);
+    const y = normal([4, 3], 6);
+    const step = async () => {
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      await loss.backward();
+      loss.dispose();
+    };
+    await step(); // the first iteration rebuilds the buckets
+    const local = params.map((p) => [...(p.grad!.dataSync() as Float32Array)].map((v) => v / 3));
+    for (const p of params) p.grad = null;
+    const before = getTransferStats();
+    const tensorsBefore = tf.memory().numTensors;
+    await step();
+    const after = getTransferStats();
+    expect(after.copiedOut - before.copiedOut).toBe(total); // into the buckets
+    expect(after.writtenInPlace - before.writtenInPlace).toBe(total); // the averages, into the gradients' storage
+    expect(after.uploaded - before.uploaded).toBe(0);
+    expect(tf.memory().numTensors).toBe(tensorsBefore + params.length); // the gradients, and nothing else
+    params.forEach((p, i) => {
+      expect(p.grad).toBe(fromBackward.get(p)); // the tensor backward made, now holding the averages
+      const got = p.grad!.dataSync() as Float32Array;
+      for (const [j, v] of local[i]!.entries()) expect(got[j]).toBeCloseTo(3 * v, 5);
+    });
+    tf.dispose([x, y]);
+    model.dispose();
+  });
+
+  it('gives a gradient whose storage something else shares a new tensor, leaving the sharer\'s values alone', async () => {
+    const model = mlp(4);
+    const ddp = await DistributedDataParallel.create(model);
+    ddp.registerCommHook(null, async (_s, bucket) => bucket.buffer.map((v) => 3 * v));
+    const weight = model.parameters()[0]!;
+    let kept: tf.Tensor | null = null;
+    weight.registerHook((g) => {
+      kept = tf.keep(tf.reshape(g, [g.size])); // shares the gradient's storage
+      return g;
+    });
+    const before = getTransferStats();
+    const x = normal([4, 5], 7);
+    const y = normal([4, 3], 8);
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    expect(getTransferStats().uploaded - before.uploaded).toBe(weight.size);
+    const local = kept!.dataSync() as Float32Array;
+    const averaged = weight.grad!.dataSync() as Float32Array;
+    for (const [j, v] of local.entries()) expect(averaged[j]).toBeCloseTo(3 * v, 5);
+    tf.dispose([x, y, kept!]);
+    model.dispose();
+  });
+
+  it('DataParallelNaive writes averages in place too, and gives a shared gradient a new tensor', async () => {
+    const model = mlp(7);
+    const naive = await DataParallelNaive.create(model);
+    const [weight, ...rest] = model.parameters();
+    let kept: tf.Tensor | null = null;
+    weight!.registerHook((g) => {
+      kept = tf.keep(tf.reshape(g, [g.size]));
+      return g;
+    });
+    const before = getTransferStats();
+    const x = normal([4, 5], 11);
+    const y = normal([4, 3], 12);
+    const loss = tidy(() => mse(naive.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    const after = getTransferStats();
+    expect(after.uploaded - before.uploaded).toBe(weight!.size);
+    expect(after.writtenInPlace - before.writtenInPlace).toBe(rest.reduce((n, p) => n + p.size, 0));
+    tf.dispose([x, y, kept!]);
+    model.dispose();
+  });
+
+  it('checkFinite names the parameter whose average holds NaN or Inf, found in the write-back pass; off, nothing raises', async () => {
+    const cases = [['0.weight', 17, Number.NaN, true], ['2.bias', 2, Number.NEGATIVE_INFINITY, true], ['0.weight', 0, Number.NaN, false]] as const;
+    for (const [name, at, bad, checkFinite] of cases) {
+      const model = mlp(6); // 2.bias has 3 values: index 2 is the pair loop's odd tail
+      const ddp = await DistributedDataParallel.create(model, { checkFinite, firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+      ddp.registerCommHook(null, async (_s, bucket) => {
+        const slot = bucket.parameters.find((p) => p.name === name);
+        if (slot) bucket.buffer[slot.offset + at] = bad;
+        return bucket.buffer;
+      });
+      const x = normal([4, 5], 9);
+      const y = normal([4, 3], 10);
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      const done = loss.backward();
+      if (checkFinite) await expect(done).rejects.toMatchObject({ name: 'NonFiniteGradientError', parameter: name, value: bad });
+      else await done;
+      loss.dispose();
+      tf.dispose([x, y]);
+      model.dispose();
+    }
+  });
+
+  it('refuses bucket sizes and cap candidates that are not positive, and a module with nothing to synchronise', async () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapMB: -1 })).rejects.toThrow(DDPUsageError);
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(/firstBucketMB must be a positive/);
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [] })).rejects.toThrow(/bucketCapCandidatesMB must be positive/);
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [4, Number.NaN] })).rejects.toThrow(DDPUsageError);
     await expect(DistributedDataParallel.create(new Sequential(new Tanh()))).rejects.toThrow(/no parameter that requires grad/);
   });
 });

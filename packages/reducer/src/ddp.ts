@@ -1,63 +1,27 @@
 import { type ProcessGroup, getDefaultGroup, ReduceOp } from '@ddp/comm';
-import { AccumulateGrad, type Node, queueCallback, Tensor, isGradEnabled } from '@ddp/autograd';
+import { queueCallback, isGradEnabled } from '@ddp/autograd';
 import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
-import { type Bucket, type BucketSlot, buildBuckets } from './bucket.js';
-import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
-import { DDPCommError, DDPUsageError, NonFiniteGradientError, UnusedParametersError } from './errors.js';
+import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
+import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
+import { allreduceHook, type CommHook } from './comm-hooks.js';
+import { DDPCommError, DDPUsageError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
+import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
-
-export interface DDPOptions {
-  /** Defaults to the world group. */
-  processGroup?: ProcessGroup;
-  /** Size of every bucket but the first, in MiB (default 25). */
-  bucketCapMB?: number;
-  /** Size of the first bucket, in MiB (default 1): small, so the first all-reduce starts early. */
-  firstBucketMB?: number;
-  /** Parameters that get no gradient are reduced as zeros instead of raising (default false). */
-  findUnusedParameters?: boolean;
-  /** Broadcast rank 0's buffers so every forward starts from them (default true). */
-  broadcastBuffers?: boolean;
-  /** Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass over the averages, which writeBack reads anyway). */
-  checkFinite?: boolean;
-}
+import { raiseUnused, unreachedParameters } from './unused.js';
 
 interface Reduction {
   nextBucket: number;
-  works: Promise<Float32Array>[];
   /** Marked ready in this backward (with a gradient or as zeros). */
   ready: Uint8Array;
   /** Got a gradient on this rank in this backward. */
   used: Uint8Array;
+  /** When the first gradient came (the autotune's clock). */
+  startedAt: number;
 }
 
 const MB = 1024 * 1024;
-
-/** Every Tensor in a forward's output (arrays and plain objects searched). */
-function outputTensors(out: unknown, found: Tensor[] = []): Tensor[] {
-  if (out instanceof Tensor) found.push(out);
-  else if (Array.isArray(out)) for (const o of out) outputTensors(o, found);
-  else if (out !== null && typeof out === 'object') for (const o of Object.values(out)) outputTensors(o, found);
-  return found;
-}
-
-function scaleInPlace(values: Float32Array, scale: number): void {
-  for (let i = 0; i < values.length; i++) values[i]! *= scale;
-}
-
-/**
- * Index of the first NaN or ±Inf, or -1. A branch-free pass over the bits first (an all-ones
- * exponent plus one exponent step sets the sign bit), the search only when it finds one.
- */
-function firstNonFinite(values: Float32Array): number {
-  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
-  const n = bits.length;
-  let probe = 0;
-  for (let i = 0; i < n; i++) probe |= (bits[i]! & 0x7f800000) + 0x00800000;
-  return probe >= 0 ? -1 : values.findIndex((v) => !Number.isFinite(v));
-}
 
 /**
  * PyTorch's DistributedDataParallel: gradients are averaged across ranks during backward,
@@ -73,9 +37,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
+  /** Shared memory for all gradients, allocated once; the buckets are views of it. */
+  private readonly arena: Float32Array;
   private buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */
   private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
+  /** Parameter indices in the order their gradients are expected (bucket order). */
+  private order: number[];
   private hook: CommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
   private requireSync = true;
@@ -90,7 +58,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** Set by joinHook on ranks that joined; travels to the active ranks in the join all-reduce. */
   divideByInitialWorldSize = true;
   private readonly firstCapBytes: number;
-  private readonly capBytes: number;
+  private capMB: number;
+  /** Tunes the cap when none was given (null: bucketCapMB given, or a world of one). */
+  private readonly tuner: BucketCapTuner | null;
 
   private constructor(
     readonly module: M,
@@ -101,10 +71,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
     this.checkFinite = opts.checkFinite ?? true;
     this.firstCapBytes = (opts.firstBucketMB ?? 1) * MB;
-    this.capBytes = (opts.bucketCapMB ?? 25) * MB;
+    this.capMB = opts.bucketCapMB ?? 25;
+    const tune = opts.bucketCapMB === undefined && this.processGroup.size > 1;
+    this.tuner = tune ? new BucketCapTuner(opts.bucketCapCandidatesMB ?? DEFAULT_CAP_CANDIDATES_MB) : null;
     this.params = module.namedParameters().filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param }));
-    const reverse = this.params.map((_, i) => this.params.length - 1 - i);
-    this.setBuckets(reverse);
+    this.order = this.params.map((_, i) => this.params.length - 1 - i);
+    this.arena = bucketArena(this.params);
+    this.setBuckets();
     this.params.forEach(({ param }, i) => {
       param.registerPostAccumulateGradHook(() => this.markReady(i));
     });
@@ -112,10 +85,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
   static async create<M extends Module>(module: M, opts: DDPOptions = {}): Promise<DistributedDataParallel<M>> {
-    for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
-      const v = opts[key];
-      if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new DDPUsageError(`DistributedDataParallel.create: ${key} must be a positive number of MiB, got ${v}`);
-    }
+    checkOptions(opts);
     if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
       throw new DDPUsageError('DistributedDataParallel.create: the module has no parameter that requires grad; there is nothing to synchronise');
     }
@@ -134,6 +104,16 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return this.buckets.map((b) => b.slots.map((s) => s.name));
   }
 
+  /** The cap of every bucket but the first, in MiB: the one given, or the one the autotune is trying or kept. */
+  get bucketCapMB(): number {
+    return this.capMB;
+  }
+
+  /** What the autotune measured and kept, once it is done (null while tuning, or without it). */
+  get bucketCapTuning(): BucketCapTuning | null {
+    return this.tuner?.result ?? null;
+  }
+
   /** module.forward plus DDP's per-iteration bookkeeping (join notification, unused-parameter search). */
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
     if (this.reduction !== null) throw new DDPUsageError('DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first');
@@ -143,7 +123,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       this.joinNotice = notifyJoinContext(this);
     }
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
-    if (this.findUnusedParameters && this.requireSync && isGradEnabled()) this.unusedAtForward = this.unreachedParameters(outputTensors(out));
+    if (this.findUnusedParameters && this.requireSync && isGradEnabled()) this.unusedAtForward = unreachedParameters(out, this.params);
     return out;
   }
 
@@ -170,77 +150,48 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return new DDPJoinHook(this);
   }
 
-  /** Parameters no graph edge from the outputs reaches. */
-  private unreachedParameters(outputs: Tensor[]): number[] {
-    const seen = new Set<Node>();
-    const reached = new Set<Tensor>();
-    const stack: Node[] = outputs.flatMap((t) => (t.gradFn ? [t.gradFn] : t.isLeaf && t.requiresGrad ? [t.gradAccumulator()] : []));
-    while (stack.length > 0) {
-      const node = stack.pop()!;
-      if (seen.has(node)) continue;
-      seen.add(node);
-      if (node instanceof AccumulateGrad) reached.add(node.variable);
-      for (const edge of node.next) if (edge) stack.push(edge.node);
-    }
-    return this.params.flatMap(({ param }, i) => (reached.has(param) ? [] : [i]));
-  }
-
-  /** A parameter's gradient is final for this backward: copy it into its bucket; launch full buckets in order. */
+  /** A parameter's gradient is final for this backward: into its bucket; launch the buckets now full, in order. */
   private markReady(index: number): void {
     if (!this.requireSync) return;
     const reduction = this.reduction ?? this.startReduction();
     if (reduction.ready[index]) {
       throw new DDPUsageError(`parameter "${this.params[index]!.name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`);
     }
-    this.place(index, this.params[index]!.param.grad);
+    this.place(index, true);
   }
 
   private startReduction(): Reduction {
-    const reduction = this.newReduction();
+    const reduction = this.newReduction(0);
     this.reduction = reduction;
-    for (const b of this.buckets) b.pending = b.slots.length;
+    for (const b of this.buckets) b.reset();
     queueCallback(() => this.finishReduction(reduction));
-    for (const i of this.unusedAtForward) this.place(i, null);
+    for (const i of this.unusedAtForward) this.place(i, false);
     this.unusedAtForward = [];
     return reduction;
   }
 
-  /** Copies a gradient (null: zeros) into its bucket slot and launches the buckets now complete. */
-  private place(index: number, grad: tf.Tensor | null): void {
+  /** Puts a parameter's gradient (or zeros) into its bucket slot and launches the buckets now full, in bucket order. */
+  private place(index: number, withGradient: boolean): void {
     const reduction = this.reduction!;
     reduction.ready[index] = 1;
-    if (grad !== null) {
+    if (withGradient) {
       reduction.used[index] = 1;
       if (!this.bucketsRebuilt) this.readyOrder.push(index);
     }
     const { bucket, slot } = this.slotOf[index]!;
-    if (grad === null) bucket.buffer.fill(0, slot.offset, slot.offset + slot.size);
-    else copyTensorInto(grad, bucket.buffer, slot.offset);
-    bucket.pending--;
-    while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.pending === 0) {
-      this.launch(this.buckets[reduction.nextBucket++]!, reduction);
+    bucket.place(slot, withGradient ? slot.param.grad : null);
+    while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.full) {
+      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup);
     }
   }
 
-  private launch(bucket: Bucket, reduction: Reduction): void {
-    const gb: GradBucket = { index: bucket.index, buffer: bucket.buffer, parameters: bucket.slots, isLast: bucket.index === this.buckets.length - 1, processGroup: this.processGroup };
-    let work: Promise<Float32Array>;
-    try {
-      work = this.hook(this.hookState, gb);
-    } catch (e) {
-      work = Promise.reject(e);
-    }
-    work.catch(() => {});
-    reduction.works[bucket.index] = work;
-  }
-
-  private newReduction(): Reduction {
+  private newReduction(nextBucket: number): Reduction {
     const n = this.params.length;
-    return { nextBucket: 0, works: [], ready: new Uint8Array(n), used: new Uint8Array(n) };
+    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now() };
   }
 
-  private setBuckets(order: readonly number[]): void {
-    this.buckets = buildBuckets(this.params, order, this.firstCapBytes, this.capBytes);
+  private setBuckets(): void {
+    this.buckets = buildBuckets(this.params, this.order, this.firstCapBytes, this.capMB * MB, this.arena);
     this.slotOf = [];
     for (const bucket of this.buckets) for (const slot of bucket.slots) this.slotOf[slot.index] = { bucket, slot };
   }
@@ -253,8 +204,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private async finishReduction(reduction: Reduction): Promise<void> {
     try {
       const unready = this.params.flatMap((_, i) => (reduction.ready[i] ? [] : [i]));
-      if (unready.length > 0 && !this.findUnusedParameters) await this.raiseUnused(unready);
-      for (const i of unready) this.place(i, null);
+      const { params, processGroup, iteration } = this;
+      if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, processGroup, iteration);
+      for (const i of unready) this.place(i, false);
       const notice = this.joinNotice;
       this.joinNotice = null;
       await notice;
@@ -268,19 +220,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
    * What every rank does once its buckets are launched; a joined rank runs it too (with
    * zero gradients, `active` false) so the collectives match: await the buckets, agree on
    * the divisor (join) and on which parameters any rank used (findUnusedParameters), write
-   * the averages back, rebuild the buckets after the first iteration, sync buffers.
+   * the averages back, rebuild the buckets after the first iteration, tune their cap, sync buffers.
    */
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
     const results: Float32Array[] = [];
-    for (let b = 0; b < this.buckets.length; b++) {
-      try {
-        results.push(await reduction.works[b]!);
-      } catch (e) {
-        const names = this.buckets[b]!.slots.map((s) => s.name);
-        const what = `gradient all-reduce of bucket ${b} of ${this.buckets.length} (${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''})`;
-        throw new DDPCommError(this.rank, what, this.iteration, e);
-      }
-    }
+    for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
     let scale = 1;
     if (!active || isJoinActive(this)) {
       // [ranks still active, ranks asking to divide by the active count]
@@ -294,8 +238,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       await this.collective('used-parameter all-reduce', () => this.processGroup.allReduce(usedAnywhere!).wait());
     }
     // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
-    this.writeBack(results, scale, usedAnywhere);
+    const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
+    for (const bucket of this.buckets) bucket.writeBack(results[bucket.index]!, opts);
     if (!this.bucketsRebuilt) await this.rebuildBuckets();
+    else if (this.tuner?.tuning) await this.tuneCap(performance.now() - reduction.startedAt);
     if (this.broadcastBuffers) await this.syncBuffers();
     this.iteration++;
   }
@@ -308,48 +254,28 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
   }
 
-  /** Averaged gradients into each parameter's grad; globally unused parameters keep theirs. */
-  private writeBack(results: Float32Array[], scale: number, usedAnywhere: Int32Array | null): void {
-    for (const bucket of this.buckets) {
-      const result = results[bucket.index]!;
-      if (scale !== 1) scaleInPlace(result, scale);
-      const bad = this.checkFinite ? firstNonFinite(result) : -1;
-      for (const slot of bucket.slots) {
-        if (usedAnywhere !== null && usedAnywhere[slot.index] === 0) continue;
-        if (bad >= slot.offset && bad < slot.offset + slot.size) throw new NonFiniteGradientError(slot.name, result[bad]!, this.iteration);
-        slot.param.grad = tensorFromFloat32(result.subarray(slot.offset, slot.offset + slot.size), slot.shape);
-      }
-    }
-  }
-
-  /**
-   * Without findUnusedParameters, parameters without a gradient stop their bucket (and every
-   * later one) from launching. Every rank that sees this all-reduces its unused set and
-   * raises UnusedParametersError naming the union. A rank whose buckets all launched is
-   * still waiting on one of them, which now meets this all-reduce instead: @ddp/comm
-   * reports the mismatch on every rank, so nobody hangs.
-   */
-  private async raiseUnused(unready: number[]): Promise<never> {
-    const flags = new Int32Array(this.params.length);
-    for (const i of unready) flags[i] = 1;
-    try {
-      await this.processGroup.allReduce(flags).wait();
-    } catch {
-      // peers launched buckets this rank did not: name this rank's own unused parameters
-    }
-    const names = this.params.flatMap(({ name }, i) => (flags[i]! > 0 ? [name] : []));
-    throw new UnusedParametersError(names, this.rank, this.iteration);
-  }
-
   /** After the first iteration: buckets in the order gradients became ready on rank 0, broadcast so every rank agrees. */
   private async rebuildBuckets(): Promise<void> {
     const seen = new Set(this.readyOrder);
     const rest = this.params.map((_, i) => this.params.length - 1 - i).filter((i) => !seen.has(i));
     const order = Int32Array.from([...this.readyOrder, ...rest]);
     await this.collective('bucket order broadcast', () => this.processGroup.broadcast(order, { src: 0 }).wait());
-    this.setBuckets([...order]);
+    this.order = [...order];
+    if (this.tuner) this.capMB = this.tuner.plan(this.order.map((i) => this.params[i]!.param.size), this.firstCapBytes);
+    this.setBuckets();
     this.bucketsRebuilt = true;
     this.readyOrder = [];
+  }
+
+  /** Times one iteration for the autotune; rebuilds the buckets when it moves to another cap. */
+  private async tuneCap(ms: number): Promise<void> {
+    const next = await this.tuner!.record(ms, this.processGroup).catch((e: unknown) => {
+      throw new DDPCommError(this.rank, 'bucket cap autotune all-reduce', this.iteration, e);
+    });
+    if (next !== null && next !== this.capMB) {
+      this.capMB = next;
+      this.setBuckets();
+    }
   }
 
   private async syncBuffers(): Promise<void> {
@@ -359,11 +285,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
-    const reduction = this.newReduction();
-    for (const bucket of this.buckets) {
-      bucket.buffer.fill(0);
-      this.launch(bucket, reduction);
-    }
+    const reduction = this.newReduction(this.buckets.length);
+    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup);
     await this.completeIteration(reduction, false);
   }
 

@@ -1,4 +1,6 @@
-export { DistributedDataParallel, type DDPOptions } from './ddp.js';
+export { DistributedDataParallel } from './ddp.js';
+export type { DDPOptions } from './options.js';
+export type { BucketCapTuning } from './autotune.js';
 export { DataParallelNaive } from './naive.js';
 export { Bucket, type BucketSlot, assignBuckets } from './bucket.js';
 export { allreduceHook, fp16CompressHook, bf16CompressHook, type CommHook, type GradBucket } from './comm-hooks.js';

@@ -1,6 +1,6 @@
 import { type ProcessGroup, getDefaultGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
 import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
 
 /**
@@ -21,7 +21,7 @@ export class DataParallelNaive<M extends Module = Module> {
         if (!this.requireSync) return;
         copyTensorInto(param.grad!, staging);
         await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
-        param.grad = tensorFromFloat32(staging, param.shape);
+        if (!writeInPlace(param.grad!, staging).written) param.grad = tensorFromFloat32(staging, param.shape);
       });
     }
   }

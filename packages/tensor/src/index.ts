@@ -5,6 +5,7 @@ export { tf };
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
 export { getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
+export { getTransferStats, type TransferStats, writeInPlace } from './storage.js';
 export {
   bytesPerElement,
   DTYPES,

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { countTransfer } from './storage.js';
 import { activeWasmBackend, heapOffset } from './wasm-heap.js';
 
 /** What the cpu backend keeps per tensor (internals of tfjs 4.x, checked at run time). */
@@ -16,6 +17,7 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
   if (offset < 0 || offset + t.size > target.length) {
     throw new RangeError(`copyTensorInto: ${t.size} values at offset ${offset} do not fit in ${target.length}`);
   }
+  countTransfer('copiedOut', t.size);
   const wasm = activeWasmBackend();
   const onWasm = wasm && heapOffset(wasm, t);
   if (wasm && onWasm !== null) {
@@ -32,5 +34,6 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
  * they are given, so they get a private copy.
  */
 export function tensorFromFloat32(values: Float32Array, shape: readonly number[]): tf.Tensor {
+  countTransfer('uploaded', values.length);
   return tf.tensor(activeWasmBackend() ? values : values.slice(), [...shape], 'float32');
 }

@@ -5,7 +5,8 @@ import type { DataId, TensorInfo } from '@tensorflow/tfjs-core';
 export interface WasmBackend {
   /** The Emscripten module: HEAPU8 is replaced when the memory grows, so read it after any allocation. */
   wasm: { HEAPU8: Uint8Array };
-  dataIdMap: { get(id: DataId): { memoryOffset: number | null } | undefined };
+  /** refCount > 1: storage shared by several tensors (reshape and its kin). */
+  dataIdMap: { get(id: DataId): { memoryOffset: number | null; refCount: number } | undefined };
   makeOutput(shape: number[], dtype: 'float32' | 'int32' | 'bool'): TensorInfo;
 }
 

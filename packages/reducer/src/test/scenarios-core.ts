@@ -3,7 +3,8 @@ import type { ProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { AdamW, BatchNorm1d, Generator, Linear, Module, mse, SGD, crossEntropy, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { DistributedDataParallel } from '../index.js';
+import { BucketCapTuner } from '../autotune.js';
+import { type DDPOptions, DistributedDataParallel } from '../index.js';
 import { goldenMlp, gradSnapshot, loadGolden, mlp, normal, rows, shareOf, snapshot, TiedLM, transformer } from './models.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
@@ -42,7 +43,7 @@ async function golden(pg: ProcessGroup, naive: boolean): Promise<Record<string, 
 }
 
 /** 20 AdamW steps of a 2-block transformer; rank 0 also trains the same model on the global batch. */
-async function transformerScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
+async function transformerScenario(pg: ProcessGroup, opts: DDPOptions = { firstBucketMB: 0.002, bucketCapMB: 0.01 }): Promise<Record<string, unknown>> {
   const B = 6;
   const batch = (s: number) => ({ x: normal([B, 4, 16], 1000 + s), y: normal([B, 4, 4], 2000 + s) });
   const train = async (model: Sequential, forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, from: number, to: number, onStep?: (s: number) => void) => {
@@ -65,14 +66,14 @@ async function transformerScenario(pg: ProcessGroup): Promise<Record<string, unk
     ref.dispose();
   }
   const model = transformer(pg.rank === 0 ? 7 : 99); // other ranks start elsewhere: create() broadcasts rank 0's weights
-  const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 0.002, bucketCapMB: 0.01 });
+  const ddp = await DistributedDataParallel.create(model, opts);
   const initialLayout = ddp.bucketLayout;
   const numTensors: number[] = [];
   const [from, to] = shareOf(B, pg.rank, pg.size);
   await train(model, (x) => ddp.forward(x), from, to, (s) => {
     if (s === 4 || s === 19) numTensors.push(tf.memory().numTensors);
   });
-  return { params: snapshot(model), reference, initialLayout, rebuiltLayout: ddp.bucketLayout, numTensors };
+  return { params: snapshot(model), reference, initialLayout, rebuiltLayout: ddp.bucketLayout, numTensors, tuning: ddp.bucketCapTuning, capMB: ddp.bucketCapMB };
 }
 
 /** 4 micro-batches (3 under noSync) then one SGD step, twice; rank 0's reference steps on the concatenated batch. */
@@ -170,7 +171,8 @@ const branchy = (extraOn: (r: number) => boolean) => (r: number) => new Branchy(
 export const coreScenarios: Record<string, Scenario> = {
   golden: (pg) => golden(pg, false),
   goldenNaive: (pg) => golden(pg, true),
-  transformer: transformerScenario,
+  transformer: (pg) => transformerScenario(pg),
+  transformerAutotune: (pg) => transformerScenario(pg, { firstBucketMB: 0.002, bucketCapCandidatesMB: [0.004, 0.01, 1] }),
   noSync: noSyncScenario,
   unusedError: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, false),
   unusedFound: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, true),
@@ -202,4 +204,17 @@ coreScenarios.buffers = async (pg) => {
     model.dispose();
   }
   return out;
+};
+
+/**
+ * The autotune's agreement with made-up timings: each rank finds another cap fastest; all
+ * must keep the cap whose slowest rank is fastest (the third here).
+ */
+coreScenarios.tunerAgreement = async (pg) => {
+  const tuner = new BucketCapTuner([0.004, 0.008, 1]);
+  const first = tuner.plan([1000, 1000, 1000, 1000, 1000, 1000], 1);
+  const mine = pg.rank === 0 ? [10, 30, 20] : [30, 10, 25];
+  const changes: (number | null)[] = [];
+  for (const ms of mine) for (let step = 0; step < 2; step++) changes.push(await tuner.record(ms + step, pg));
+  return { first, changes, result: tuner.result };
 };

@@ -1,0 +1,64 @@
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { assignBuckets } from './bucket.js';
+
+/** Caps tried when DistributedDataParallel is given no bucketCapMB (MiB). */
+export const DEFAULT_CAP_CANDIDATES_MB: readonly number[] = [2, 8, 25, 64];
+/** Timed iterations per candidate cap; each candidate keeps its fastest. */
+const STEPS_PER_CAP = 2;
+
+/** What the tuning measured: per candidate cap, its fastest iteration (ms, slowest rank), and the cap kept. */
+export interface BucketCapTuning {
+  readonly candidatesMB: readonly number[];
+  readonly msPerIteration: readonly number[];
+  readonly chosenMB: number;
+}
+
+/**
+ * Horovod's autotune reduced to one knob, the bucket cap: during the first synchronized
+ * iterations each candidate cap is tried for a few iterations, timed from the first gradient
+ * to the averages written back. At the end, one all-reduce (MAX) of every rank's times gives
+ * all ranks the same table, so they all keep the same fastest cap. Candidates that give
+ * the same buckets as an earlier one are skipped.
+ */
+export class BucketCapTuner {
+  private candidates: number[] = [];
+  private times: number[] = [];
+  private step = 0;
+  result: BucketCapTuning | null = null;
+
+  constructor(private readonly candidatesMB: readonly number[]) {}
+
+  /** The candidates worth trying for parameters of these sizes (in expected order); returns the first cap. */
+  plan(sizes: readonly number[], firstCapBytes: number): number {
+    const seen = new Set<string>();
+    this.candidates = this.candidatesMB.filter((mb) => {
+      const layout = JSON.stringify(assignBuckets(sizes, firstCapBytes, mb * 2 ** 20));
+      return !seen.has(layout) && seen.add(layout);
+    });
+    this.times = this.candidates.map(() => Number.POSITIVE_INFINITY);
+    const only = this.candidates[0]!;
+    if (this.candidates.length <= 1) this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: only };
+    return this.candidates[0]!;
+  }
+
+  get tuning(): boolean {
+    return this.result === null && this.candidates.length > 0;
+  }
+
+  /**
+   * Records one timed iteration. Returns the cap for the next iteration when it changes
+   * (the next candidate, or the winner after the agreement all-reduce), else null.
+   */
+  async record(ms: number, group: ProcessGroup): Promise<number | null> {
+    const c = Math.floor(this.step / STEPS_PER_CAP);
+    this.times[c] = Math.min(this.times[c]!, ms);
+    this.step++;
+    if (this.step % STEPS_PER_CAP !== 0) return null;
+    if (c + 1 < this.candidates.length) return this.candidates[c + 1]!;
+    const agreed = Float64Array.from(this.times);
+    await group.allReduce(agreed, { op: ReduceOp.MAX }).wait();
+    const best = agreed.indexOf(Math.min(...agreed));
+    this.result = { candidatesMB: this.candidates, msPerIteration: [...agreed], chosenMB: this.candidates[best]! };
+    return this.result.chosenMB;
+  }
+}

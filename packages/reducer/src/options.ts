@@ -1,0 +1,31 @@
+import type { ProcessGroup } from '@ddp/comm';
+import { DDPUsageError } from './errors.js';
+
+export interface DDPOptions {
+  /** Defaults to the world group. */
+  processGroup?: ProcessGroup;
+  /** Size of every bucket but the first, in MiB. Unset: tuned in the first iterations among bucketCapCandidatesMB. */
+  bucketCapMB?: number;
+  /** Caps (MiB) the autotune tries when bucketCapMB is unset (default 2, 8, 25, 64). */
+  bucketCapCandidatesMB?: readonly number[];
+  /** Size of the first bucket, in MiB (default 1): small, so the first all-reduce starts early. */
+  firstBucketMB?: number;
+  /** Parameters that get no gradient are reduced as zeros instead of raising (default false). */
+  findUnusedParameters?: boolean;
+  /** Broadcast rank 0's buffers so every forward starts from them (default true). */
+  broadcastBuffers?: boolean;
+  /** Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass over the averages). */
+  checkFinite?: boolean;
+}
+
+/** Sizes that are not positive numbers of MiB raise DDPUsageError. */
+export function checkOptions(opts: DDPOptions): void {
+  for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
+    const v = opts[key];
+    if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new DDPUsageError(`DistributedDataParallel.create: ${key} must be a positive number of MiB, got ${v}`);
+  }
+  const caps = opts.bucketCapCandidatesMB;
+  if (caps !== undefined && (caps.length === 0 || !caps.every((v) => Number.isFinite(v) && v > 0))) {
+    throw new DDPUsageError(`DistributedDataParallel.create: bucketCapCandidatesMB must be positive numbers of MiB, got [${caps.join(', ')}]`);
+  }
+}
