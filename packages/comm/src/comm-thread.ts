@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { CommError, deserializeError, serializeError } from './errors.js';
-import type { PeerAddress } from './transport/peer-mesh.js';
+import type { PeerAddress } from './transport/socket-io.js';
 import type { FromWorker, InitRequest, OpRequest, OpResult, ToWorker } from './worker/protocol.js';
 
 /** Source (tsx, vitest) or built (dist) flavour of this module, to find the worker beside it. */

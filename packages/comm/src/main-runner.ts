@@ -1,6 +1,7 @@
 import type { SharedMemory } from './native.js';
 import { type CommError, deserializeError } from './errors.js';
-import { type MeshOptions, type PeerAddress, PeerMesh } from './transport/peer-mesh.js';
+import { type MeshOptions, PeerMesh } from './transport/peer-mesh.js';
+import type { PeerAddress } from './transport/socket-io.js';
 import { Lane } from './transport/shm-lane.js';
 import { Executor } from './worker/executor.js';
 import type { FromWorker, OpRequest, OpResult } from './worker/protocol.js';

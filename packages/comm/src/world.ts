@@ -20,7 +20,7 @@ import { PrefixStore } from './store/prefix-store.js';
 import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
 import { HEARTBEAT_CLOCK_BYTES } from './transport/heartbeat.js';
-import { type PeerAddress, wireCounterViews } from './transport/peer-mesh.js';
+import { type PeerAddress, wireCounterViews } from './transport/socket-io.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
 import { removeStaleSocketFiles } from './transport/unix-socket.js';
 

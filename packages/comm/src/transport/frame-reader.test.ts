@@ -3,7 +3,7 @@ import { ProtocolError } from '../errors.js';
 import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { Mailbox } from './mailbox.js';
-import { channelOf } from './peer-mesh.js';
+import { channelOf } from './frame.js';
 
 const header = (payloadLength: number, seq: number): FrameHeader => ({
   payloadLength,

@@ -81,3 +81,13 @@ export function decodeHeader(b: Buffer): FrameHeader {
     aux: b.readUInt32LE(28),
   };
 }
+
+/** Channel name of a frame inside a peer's mailbox. */
+export function channelOf(h: FrameHeader): string {
+  return h.kind === FrameKind.P2P ? `${h.groupId}:p:${h.root}` : `${h.groupId}:c`;
+}
+
+/** A frame with no payload and nothing but its kind (heartbeat, goodbye). */
+export function controlHeader(kind: FrameKind): FrameHeader {
+  return { payloadLength: 0, kind, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
+}

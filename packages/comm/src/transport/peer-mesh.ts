@@ -1,25 +1,14 @@
 import { unlinkSync } from 'node:fs';
-import { connect, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
-import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
+import { channelOf, controlHeader, type Frame, FrameKind, type FrameHeader } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
+import { dial, listenOn, type PeerAddress, type SocketAddress, writeFrame } from './socket-io.js';
 import { isSocketFile, unixSocketAddress } from './unix-socket.js';
-
-/** How to reach one rank: TCP always, a Unix-domain socket from the same host. */
-export interface PeerAddress {
-  rank: number;
-  host: string;
-  port: number;
-  uds: string | null;
-  /** Hostname + network namespace + boot id: equal ids can use the Unix socket. */
-  hostId: string;
-  /** Names this rank's shared-memory segments; null when it has no shared memory (shm-lane.ts). */
-  shm?: string | null;
-}
 
 export interface MeshOptions {
   rank: number;
@@ -39,19 +28,6 @@ export interface MeshOptions {
   heartbeatClock?: Float64Array;
   /** [bytes, frames] this mesh has written to its sockets, headers and padding included. */
   wireCounters?: Float64Array;
-}
-
-/**
- * The two meshes of a process (comm thread, main thread) each count what they write in
- * their own half of one shared buffer: one writer per counter, no atomics needed.
- */
-export function wireCounterViews(sab: SharedArrayBuffer): { commThread: Float64Array; mainThread: Float64Array } {
-  return { commThread: new Float64Array(sab, 0, 2), mainThread: new Float64Array(sab, 16, 2) };
-}
-
-/** Channel name of a frame inside a peer's mailbox. */
-export function channelOf(h: FrameHeader): string {
-  return h.kind === FrameKind.P2P ? `${h.groupId}:p:${h.root}` : `${h.groupId}:c`;
 }
 
 /**
@@ -90,7 +66,7 @@ export class PeerMesh {
     this.inbound = new Array(n).fill(undefined);
     this.outbound = new Array(n).fill(undefined);
     this.heartbeatClock = opts.heartbeatClock ?? new Float64Array(new ArrayBuffer(HEARTBEAT_CLOCK_BYTES));
-    const beat: FrameHeader = { payloadLength: 0, kind: FrameKind.Heartbeat, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
+    const beat = controlHeader(FrameKind.Heartbeat);
     this.heartbeat = new Heartbeat(
       n,
       opts.heartbeat === false ? 0 : heartbeatInterval(),
@@ -177,23 +153,23 @@ export class PeerMesh {
       }),
     );
     this.arrived?.();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const missing = this.outbound.flatMap((s, i) => (i === rank || s ? [] : [i]));
-        reject(new CommTimeoutError(`rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`, { rank, ranks: missing, op: 'connect' }));
-      }, Math.max(0, deadline - Date.now()));
+    const stop = new AbortController();
+    const timeout = sleep(Math.max(0, deadline - Date.now()), null, { signal: stop.signal }).then(() => {
+      const missing = this.outbound.flatMap((s, i) => (i === rank || s ? [] : [i]));
+      const what = `rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`;
+      throw new CommTimeoutError(what, { rank, ranks: missing, op: 'connect' });
     });
+    timeout.catch(() => {}); // aborted once everyone is here
     try {
       await Promise.race([allHere, timeout]);
     } finally {
-      clearTimeout(timer);
+      stop.abort();
     }
     this.heartbeat.start();
   }
 
   /** Dials a peer's listener and makes the connection this rank's inbound stream from it. */
-  private async dialPeer(peer: number, where: { host: string; port: number } | { path: string }): Promise<void> {
+  private async dialPeer(peer: number, where: SocketAddress): Promise<void> {
     let handshakeBytes: ((c: Uint8Array) => void) | null = null;
     let reader: FrameReader | null = null;
     const spare = Buffer.allocUnsafeSlow(64 * 1024);
@@ -221,8 +197,7 @@ export class PeerMesh {
         handshakeBytes = null;
       };
     };
-    const { rank } = this.opts;
-    const { secret, runId } = this.opts;
+    const { rank, secret, runId } = this.opts;
     const what = `rank ${rank} → rank ${peer}`;
     const hello = { secret, runId, purpose: Purpose.Peer, rank, timeoutMs: 10_000, what, source };
     const { leftover } = await clientHandshake(sock, hello);
@@ -287,33 +262,13 @@ export class PeerMesh {
       this.lose(peer, `write failed: ${err.message}`);
       done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${err.message})`, { rank: this.opts.rank, ranks: [peer] }));
     };
-    const len = payload?.byteLength ?? 0;
-    const hdr = encodeHeader(header);
-    const counters = this.opts.wireCounters;
-    if (counters) {
-      counters[0]! += hdr.byteLength + len + padOf(len);
-      counters[1]! += 1;
-    }
-    if (len === 0) {
-      sock.write(hdr, cb);
-      return;
-    }
-    sock.cork();
-    sock.write(hdr);
-    const pad = padOf(len);
-    if (pad) {
-      sock.write(payload as Uint8Array);
-      sock.write(PAD.subarray(0, pad), cb);
-    } else {
-      sock.write(payload as Uint8Array, cb);
-    }
-    sock.uncork();
+    writeFrame(sock, header, payload, cb, this.opts.wireCounters);
   }
 
   /** Says goodbye to every peer, then closes sockets and listeners. */
   async close(): Promise<void> {
     this.heartbeat.stop();
-    const bye: FrameHeader = { payloadLength: 0, kind: FrameKind.Bye, op: 0, dtype: 0, reduceOp: 0, groupId: 0, seq: 0, count: 0, root: 0, aux: 0 };
+    const bye = controlHeader(FrameKind.Bye);
     await Promise.all(
       this.outbound.map(
         (s, i) =>
@@ -333,26 +288,4 @@ export class PeerMesh {
       } catch {}
     }
   }
-}
-
-function listenOn(server: Server, where: { host: string; port: number } | { path: string }): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(where, () => {
-      server.off('error', reject);
-      server.on('error', () => {});
-      resolve();
-    });
-  });
-}
-
-function dial(opts: ({ host: string; port: number } | { path: string }) & { onread?: unknown }): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = connect(opts as unknown as NetConnectOpts);
-    s.once('connect', () => {
-      s.off('error', reject);
-      resolve(s);
-    });
-    s.once('error', reject);
-  });
 }

@@ -1,0 +1,33 @@
+// The repository's structural rules, enforced by `pnpm check` (main.ts) rather than by reminders.
+
+/** Source files longer than this are split where a second concept hides (tests are exempt). */
+export const MAX_LINES = 300;
+
+/**
+ * Which @ddp packages each package's runtime code may import (DESIGN.md's layers). Native
+ * addons (a binding.gyp beside the package.json) are the ground floor: anyone below may load one.
+ */
+export const LAYERS: Record<string, readonly string[]> = {
+  comm: [],
+  tensor: [],
+  launch: ['comm'],
+  autograd: ['tensor', 'comm'],
+  nn: ['tensor', 'autograd'],
+  data: ['tensor', 'autograd', 'comm'],
+  join: ['tensor', 'comm', 'autograd'],
+  reducer: ['tensor', 'comm', 'autograd', 'nn', 'join'],
+  zero: ['tensor', 'comm', 'autograd', 'nn', 'join'],
+  fsdp: ['tensor', 'comm', 'autograd', 'nn', 'join', 'zero'],
+  syncbn: ['tensor', 'comm', 'autograd', 'nn'],
+  tp: ['tensor', 'comm', 'autograd', 'nn'],
+  pp: ['tensor', 'comm', 'autograd', 'nn'],
+  contrastive: ['tensor', 'comm', 'autograd', 'nn'],
+};
+
+/**
+ * Test and tool code: exempt from the size and layer rules (it may start worlds, read
+ * fixtures). Runtime code is what sits under src/ and is no test, child script or fixture.
+ */
+export function isTestFile(path: string): boolean {
+  return !/\/src\//.test(path) || /\.test\.ts$|\.child\.ts$|\/src\/test\/|\/src\/fixtures\//.test(path);
+}
