@@ -4,6 +4,7 @@ export {
   CollectiveMismatchError,
   CommError,
   CommTimeoutError,
+  GroupAbortedError,
   InvalidArgumentError,
   NotInitializedError,
   PeerLostError,
