@@ -1,9 +1,9 @@
 import type { CommThread } from './comm-thread.js';
 import type { MainRunner } from './main-runner.js';
 import { onMainThread } from './routing.js';
-import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, REDUCE_CODE, type ReduceOp, viewAs } from './dtypes.js';
+import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
-import type { StagingPool } from './staging.js';
+import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
 import { makeWork, type Work } from './work.js';
 import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
 
@@ -14,15 +14,6 @@ export interface P2POp {
   peer: number;
   tag?: number;
   dtype?: HalfDtype;
-}
-
-/** The reduce op named in the options ('sum' when absent); anything else is an InvalidArgumentError. */
-function reduceOpOf(op: ReduceOp | undefined, what: string): ReduceOp {
-  if (op === undefined) return 'sum';
-  if (typeof op !== 'string' || !Object.hasOwn(REDUCE_CODE, op)) {
-    throw new InvalidArgumentError(`${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`, { op: what });
-  }
-  return op;
 }
 
 export interface ProcessGroup {
@@ -46,8 +37,6 @@ export interface ProcessGroup {
   recv(buf: CommArray, src: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
   batchIsendIrecv(ops: P2POp[]): Work;
 }
-
-const bytes = (a: CommArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 /** A process group whose collectives run on the process's comm worker thread. */
 export class WorkerProcessGroup implements ProcessGroup {
@@ -175,9 +164,9 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('allReduce', () => {
-      return this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true);
-    });
+    return this.collective('allReduce', () =>
+      this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true),
+    );
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
@@ -297,9 +286,8 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   barrier(): Work {
-    return this.collective('barrier', () => {
-      return this.submit({ op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 }, 0, () => {}, () => {});
-    });
+    const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
+    return this.collective('barrier', () => this.submit(req, 0, () => {}, () => {}));
   }
 
   send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
@@ -336,24 +324,4 @@ export class WorkerProcessGroup implements ProcessGroup {
       },
     );
   }
-}
-
-function concatInto(sab: SharedArrayBuffer, offset: number, arrays: CommArray[]): void {
-  let off = offset;
-  for (const a of arrays) {
-    new Uint8Array(sab, off, a.byteLength).set(bytes(a));
-    off += a.byteLength;
-  }
-}
-
-/** Copies per-rank arrays out of a worker-allocated result buffer. */
-function splitResult(d: Dtype, result: OpResult): CommArray[] {
-  const sab = result.sab as SharedArrayBuffer;
-  const out: CommArray[] = [];
-  let off = 0;
-  for (const n of result.sizes ?? []) {
-    out.push(viewAs(d, sab, off, n).slice());
-    off += n * bytesPerElement(d);
-  }
-  return out;
 }

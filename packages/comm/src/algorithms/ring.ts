@@ -2,7 +2,8 @@ import type { NumArray, ReduceOp } from '../dtypes.js';
 import { finishAverage, reduceInto } from '../reduce.js';
 import type { FrameHeader } from '../transport/frame.js';
 import type { OpContext } from '../worker/op-context.js';
-import { chunkBounds, mod, segments } from './partition.js';
+import { exchange } from './direct.js';
+import { boundsFromSizes, chunkBounds, mod, segments } from './partition.js';
 import { RingAverage } from './ring-average.js';
 import { bytesOf } from './views.js';
 
@@ -109,6 +110,41 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
   });
   // the caller may hand `data` back to the user next: the last segments must be out
   await ctx.flush();
+}
+
+/**
+ * reduceScatter with floating-point AVG on the ring, by RingAverage's rule. No all-gather
+ * follows to carry an owner's overflow flag, so the ranks swap one byte each; when some
+ * owner's average overflowed, every rank sums x / N over the flagged chunks (its input is
+ * still in place) and each owner takes the elements that overflowed.
+ */
+export async function ringReduceScatterAverage(ctx: OpContext, data: NumArray, bounds: number[], segBytes: number): Promise<void> {
+  const n = ctx.size;
+  const r = ctx.rank;
+  const partials = ctx.group.scratch(data);
+  await ringReduceScatter(ctx, data, bounds, 'sum', Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT)), partials);
+  const overflowed = new Map<number, number>();
+  for (let i = bounds[r] as number; i < (bounds[r + 1] as number); i++) {
+    const v = (partials[i] as number) / n;
+    if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) overflowed.set(i, data[i] as number);
+    data[i] = v;
+  }
+  const flags = new Uint8Array(n);
+  flags[r] = overflowed.size > 0 ? 1 : 0;
+  await exchange(ctx, flags.subarray(r, r + 1), (p) => flags.subarray(p, p + 1));
+  const chunks = [...flags.keys()].filter((c) => flags[c] === 1);
+  if (chunks.length === 0) return;
+  const starts = boundsFromSizes(chunks.map((c) => (bounds[c + 1] as number) - (bounds[c] as number)));
+  const divided = new (data.constructor as new (k: number) => NumArray)(starts[chunks.length] as number);
+  chunks.forEach((c, k) => {
+    for (let i = bounds[c] as number; i < (bounds[c + 1] as number); i++) {
+      const x = c === r ? (overflowed.get(i) ?? 0) : (data[i] as number);
+      divided[(starts[k] as number) + i - (bounds[c] as number)] = x / n;
+    }
+  });
+  await ringAllReduce(ctx, divided, 'sum', segBytes);
+  const mine = chunks.indexOf(r);
+  for (const i of overflowed.keys()) data[i] = divided[(starts[mine] as number) + i - (bounds[r] as number)] as number;
 }
 
 /** Pipelined chain broadcast root → root+1 → … (bytes), for large messages. */

@@ -66,7 +66,9 @@ for (const n of [5, 100_000]) {
   await pg.reduce(buf, { dst: root, op: 'avg' }).wait();
   if (pg.rank === root) check(`reduce float32×${n}`, 'float32', buf, all);
 }
-const out = new Float32Array(6);
-await pg.reduceScatter(out, input('float32', pg.rank, 6 * N), { op: 'avg' }).wait();
-check('reduceScatter float32×6 (own chunk)', 'float32', out, all, 6 * pg.rank);
+for (const n of [6, 40_000]) {
+  const out = new Float32Array(n);
+  await pg.reduceScatter(out, input('float32', pg.rank, n * N), { op: 'avg' }).wait();
+  check(`reduceScatter float32×${n} (own chunk)`, 'float32', out, all, n * pg.rank);
+}
 await destroyProcessGroup();

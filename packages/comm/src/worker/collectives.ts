@@ -1,4 +1,4 @@
-import { chainBroadcast, quiet, ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
+import { chainBroadcast, quiet, ringAllGather, ringAllReduce, ringReduceScatter, ringReduceScatterAverage } from '../algorithms/ring.js';
 import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, reduceInRankOrder, sendSized } from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
 import { shmAllReduce } from '../algorithms/shm.js';
@@ -92,6 +92,8 @@ async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
     );
     parts[ctx.rank] = mine;
     mine.set(reduceInRankOrder(parts, req.reduceOp));
+  } else if (req.reduceOp === 'avg' && !(work instanceof Int32Array)) {
+    await ringReduceScatterAverage(ctx, work, bounds, tuning.segmentBytes);
   } else {
     await ringReduceScatter(ctx, work, bounds, req.reduceOp, Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)));
     if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
