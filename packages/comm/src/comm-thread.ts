@@ -54,12 +54,14 @@ export class CommThread {
 
   /** Tells the comm thread that the main thread's executor poisoned a group. */
   poison(groupId: number, err: CommError): void {
-    if (!this.dead) this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: false } satisfies ToWorker);
+    if (this.dead) return;
+    this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: false } satisfies ToWorker);
   }
 
   /** A call failed on this rank before reaching an executor: the comm thread aborts the group on every member. */
   abort(groupId: number, err: CommError): void {
-    if (!this.dead) this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: true } satisfies ToWorker);
+    if (this.dead) return;
+    this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: true } satisfies ToWorker);
   }
 
   private onMessage(m: FromWorker): void {

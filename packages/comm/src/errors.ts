@@ -107,7 +107,8 @@ export function reportedError(s: SerializedError, from: number, me: number, grou
   const what = `(reported by rank ${from} to rank ${me})`;
   if (GROUP_WIDE.has(s.name)) {
     const Cls = errorClasses[s.name as keyof typeof errorClasses];
-    return new Cls(`${s.message} ${what}`, { rank: me, ranks: s.ranks?.length ? s.ranks : [from], op: s.op, cause: s.cause && deserializeError(s.cause) });
+    const ranks = s.ranks?.length ? s.ranks : [from];
+    return new Cls(`${s.message} ${what}`, { rank: me, ranks, op: s.op, cause: s.cause && deserializeError(s.cause) });
   }
   return new GroupAbortedError(`rank ${me}: rank ${from} aborted process group ${groupId}: ${s.name}: ${s.message}`, {
     rank: me,

@@ -57,7 +57,8 @@ export class MainRunner {
   close(): Promise<void> {
     this.closed = true;
     const rank = this.mesh.opts.rank;
-    const err = new NotInitializedError(`rank ${rank}: the process group was destroyed while this op was running`, { rank, op: 'destroyProcessGroup' });
+    const why = `rank ${rank}: the process group was destroyed while this op was running`;
+    const err = new NotInitializedError(why, { rank, op: 'destroyProcessGroup' });
     this.executor.closeAll(err);
     for (const op of this.ops.values()) op.reject(err);
     this.ops.clear();

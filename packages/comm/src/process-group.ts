@@ -70,7 +70,8 @@ export class WorkerProcessGroup implements ProcessGroup {
   private checkAlive(call: string): void {
     if (this.comm.closed || this.main?.closed) {
       const me = this.ranks[this.rank] as number;
-      throw new NotInitializedError(`rank ${me}: ${call} on a process group after destroyProcessGroup`, { rank: me, op: call });
+      const why = `rank ${me}: ${call} on a process group after destroyProcessGroup`;
+      throw new NotInitializedError(why, { rank: me, op: call });
     }
   }
 
@@ -87,7 +88,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     } catch (e) {
       if (this.size > 1) {
         const me = this.ranks[this.rank] as number;
-        const err = e instanceof CommError ? e : new CommError(`rank ${me}: ${call} failed: ${String(e)}`, { rank: me, op: call, cause: e });
+        const err = e instanceof CommError ? e : new CommError(`rank ${me}: ${call} failed: ${e}`, { rank: me, op: call, cause: e });
         err.rank ??= me;
         err.op ??= call;
         this.abortGroup(err);
@@ -265,7 +266,8 @@ export class WorkerProcessGroup implements ProcessGroup {
       }
       const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
       if (types.size > 1) {
-        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${[...types].map((t) => t.name).join(', ')}`, { op: 'allToAll' });
+        const names = [...types].map((t) => t.name).join(', ');
+        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, { op: 'allToAll' });
       }
       const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);

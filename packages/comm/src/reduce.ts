@@ -70,13 +70,14 @@ export function finishAverage(buf: NumArray, size: number, inputOf?: (r: number,
   const round = buf instanceof Float32Array ? Math.fround : (x: number) => x;
   for (let i = 0; i < buf.length; i++) {
     let v = (buf[i] as number) / size;
-    if (inputOf && (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY)) v = dividedFirst(i, size, inputOf, round) ?? v;
+    const infinite = v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
+    if (infinite && inputOf) v = dividedFirst(i, size, inputOf, round) ?? v;
     buf[i] = v;
   }
 }
 
 /** Σ (x_r / N) in rank order, rounded like the array, or null when an input is not finite (the sum is then right). */
-function dividedFirst(i: number, size: number, inputOf: (r: number, i: number) => number, round: (x: number) => number): number | null {
+function dividedFirst(i: number, size: number, inputOf: (r: number, i: number) => number, round: (x: number) => number) {
   let acc = 0;
   for (let r = 0; r < size; r++) {
     const x = inputOf(r, i);

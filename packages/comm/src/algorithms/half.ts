@@ -1,4 +1,4 @@
-import type { HalfDtype, ReduceOp } from '../dtypes.js';
+import type { HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
 import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat, narrowHalf, widenHalf } from '../half.js';
 import { finishAverage, reduceInto } from '../reduce.js';
 import type { OpContext } from '../worker/op-context.js';
@@ -86,7 +86,8 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
     average?.allGatherHooks(all),
   );
   const narrow = dtype === 'float16' ? floatToHalf : floatToBfloat;
-  await average?.finish(ctx, (i) => infinite(words[i] as number), Float32Array, (v) => ringAllReduce(ctx, v, 'sum', segBytes), (i, v) => {
+  const allSum = (v: NumArray) => ringAllReduce(ctx, v, 'sum', segBytes);
+  await average?.finish(ctx, (i) => infinite(words[i] as number), Float32Array, allSum, (i, v) => {
     words[i] = narrow(v);
   });
   await ctx.flush();

@@ -63,7 +63,9 @@ export class RingAverage {
   ): Promise<void> {
     if (!this.flagged) return;
     for (const [first, values] of this.saved) {
-      for (let k = 0; k < values.length; k++) if (isInfinite(first + k)) this.inputs.set(first + k, values[k] as number);
+      for (let k = 0; k < values.length; k++) {
+        if (isInfinite(first + k)) this.inputs.set(first + k, values[k] as number);
+      }
     }
     const at = [...this.inputs.keys()].filter(isInfinite).sort((a, b) => a - b);
     const divided = new Scratch(at.length);

@@ -24,7 +24,14 @@ export function ring(ctx: OpContext, bounds: number[], seg: number) {
  * After this, rank r holds chunk r (bounds in elements) reduced over all ranks: in `data`,
  * or, given `partials` (as long as data), in partials, with `data` left as it was.
  */
-export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: number[], op: ReduceOp, segElems: number, partials?: NumArray): Promise<void> {
+export async function ringReduceScatter(
+  ctx: OpContext,
+  data: NumArray,
+  bounds: number[],
+  op: ReduceOp,
+  segElems: number,
+  partials?: NumArray,
+): Promise<void> {
   const { n, r, right, left, chunkSegs } = ring(ctx, bounds, segElems);
   if (n === 1) {
     partials?.set(data);
@@ -39,7 +46,8 @@ export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: 
     for (const [s, e] of chunkSegs(mod(r - 2 - k, n))) {
       const own = data.subarray(s, e);
       const dst = partials ? partials.subarray(s, e) : own;
-      steps.push({ dst, own: partials && own, forward: k < n - 2, done: quiet(partials ? ctx.recvInto(left, bytesOf(dst)) : ctx.recvReduce(left, dst, op)) });
+      const done = quiet(partials ? ctx.recvInto(left, bytesOf(dst)) : ctx.recvReduce(left, dst, op));
+      steps.push({ dst, own: partials && own, forward: k < n - 2, done });
     }
   }
   for (const st of steps) {
@@ -68,7 +76,8 @@ export async function ringAllGather(
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 1 - k, n))) {
       const dst = bytes.subarray(s, e);
-      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvInto(left, dst, flags && ((h) => flags.onHeader(h, dst)))) });
+      const onHeader = flags && ((h: FrameHeader) => flags.onHeader(h, dst));
+      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvInto(left, dst, onHeader)) });
     }
   }
   for (const st of steps) {
@@ -118,11 +127,17 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
  * owner's average overflowed, every rank sums x / N over the flagged chunks (its input is
  * still in place) and each owner takes the elements that overflowed.
  */
-export async function ringReduceScatterAverage(ctx: OpContext, data: NumArray, bounds: number[], segBytes: number): Promise<void> {
+export async function ringReduceScatterAverage(
+  ctx: OpContext,
+  data: NumArray,
+  bounds: number[],
+  segBytes: number,
+): Promise<void> {
   const n = ctx.size;
   const r = ctx.rank;
   const partials = ctx.group.scratch(data);
-  await ringReduceScatter(ctx, data, bounds, 'sum', Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT)), partials);
+  const segElems = Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT));
+  await ringReduceScatter(ctx, data, bounds, 'sum', segElems, partials);
   const overflowed = new Map<number, number>();
   for (let i = bounds[r] as number; i < (bounds[r + 1] as number); i++) {
     const v = (partials[i] as number) / n;

@@ -53,7 +53,13 @@ function check(phase: string, d: Dtype, got: CommArray, ranks: number[], offset 
 const all = Array.from({ length: N }, (_, r) => r);
 const half = (d: Dtype) => (d === 'float16' || d === 'bfloat16' ? { dtype: d as HalfDtype } : {});
 // 5 elements: the main thread; 100 000: the comm thread (shared memory, or the ring over sockets)
-for (const [d, sizes] of [['float32', [5, 100_000]], ['float64', [5, 100_000]], ['bfloat16', [5, 300_000]], ['float16', [300_000]]] as const) {
+const CASES = [
+  ['float32', [5, 100_000]],
+  ['float64', [5, 100_000]],
+  ['bfloat16', [5, 300_000]],
+  ['float16', [300_000]],
+] as const;
+for (const [d, sizes] of CASES) {
   for (const n of sizes) {
     const buf = input(d, pg.rank, n);
     await pg.allReduce(buf, { op: 'avg', ...half(d) }).wait();

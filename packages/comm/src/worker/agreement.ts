@@ -14,7 +14,10 @@ import type { OpContext } from './op-context.js';
  * `own` must have the same length on every rank of a matching call; `misfit` sees every
  * rank's, in group-rank order, and says what does not fit (group ranks named), or null.
  */
-export async function agree(ctx: OpContext, own: Float64Array, misfit: (all: Float64Array[]) => { why: string; ranks: number[] } | null = () => null): Promise<void> {
+/** What does not fit across the ranks' descriptors (group ranks named), or null. */
+export type Misfit = (all: Float64Array[]) => { why: string; ranks: number[] } | null;
+
+export async function agree(ctx: OpContext, own: Float64Array, misfit: Misfit = () => null): Promise<void> {
   if (ctx.size === 1) return;
   const mine = bytesOf(own);
   for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.send(p, mine.byteLength > 0 ? mine : null);
@@ -40,12 +43,14 @@ export function scatterDescriptor(size: number, outLength: number, sizes: number
   return d;
 }
 
-export function scatterMisfit(root: number): (all: Float64Array[]) => { why: string; ranks: number[] } | null {
+export function scatterMisfit(root: number): Misfit {
   return (all) => {
     const sends = all[root] as Float64Array;
     for (let k = 0; k < all.length; k++) {
       const expects = (all[k] as Float64Array)[0];
-      if (sends[k + 1] !== expects) return { why: `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose output holds ${expects}`, ranks: [root, k] };
+      if (sends[k + 1] !== expects) {
+        return { why: `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose output holds ${expects}`, ranks: [root, k] };
+      }
     }
     return null;
   };
@@ -56,7 +61,7 @@ export function allToAllDescriptor(sizes: number[], outSizes: number[]): Float64
   return Float64Array.from([...sizes, ...outSizes]);
 }
 
-export function allToAllMisfit(all: Float64Array[]): { why: string; ranks: number[] } | null {
+export const allToAllMisfit: Misfit = (all) => {
   const n = all.length;
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < n; j++) {
@@ -66,4 +71,4 @@ export function allToAllMisfit(all: Float64Array[]): { why: string; ranks: numbe
     }
   }
   return null;
-}
+};
