@@ -257,7 +257,7 @@ function fingerprintOf(req: OpRequest): Fingerprint {
 
 /** An abort frame's error (text that does not parse is kept as a mismatch's message). */
 function parseAbort(payload: Uint8Array): SerializedError {
-  const text = Buffer.from(payload).toString('utf8').slice(0, 4000);
+  const text = Buffer.from(payload).toString('utf8');
   try {
     const s = JSON.parse(text) as SerializedError;
     if (typeof s?.name === 'string' && typeof s.message === 'string') return s;
