@@ -31,6 +31,8 @@ export class CommThread {
   private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
   private control: Waiter | null = null;
   private dead: CommError | null = null;
+  /** Set as destroyProcessGroup starts: no op may start after it. */
+  closed = false;
 
   private constructor(private readonly rank: number) {
     this.worker = startWorker();
@@ -52,7 +54,14 @@ export class CommThread {
 
   /** Tells the comm thread that the main thread's executor poisoned a group. */
   poison(groupId: number, err: CommError): void {
-    if (!this.dead) this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err) } satisfies ToWorker);
+    if (this.dead) return;
+    this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: false } satisfies ToWorker);
+  }
+
+  /** A call failed on this rank before reaching an executor: the comm thread aborts the group on every member. */
+  abort(groupId: number, err: CommError): void {
+    if (this.dead) return;
+    this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: true } satisfies ToWorker);
   }
 
   private onMessage(m: FromWorker): void {
@@ -112,6 +121,7 @@ export class CommThread {
 
   /** Says goodbye to the peers, closes sockets and ends the thread. */
   async close(): Promise<void> {
+    this.closed = true;
     if (!this.dead) {
       await this.call({ type: 'close' }).catch(() => {});
     }

@@ -77,3 +77,12 @@ export function sharedArray<C extends ArrayCtor>(ctor: C, length: number): Insta
   const Ctor = ctor as unknown as new (b: SharedArrayBuffer) => InstanceType<C>;
   return new Ctor(new SharedArrayBuffer(length * ctor.BYTES_PER_ELEMENT));
 }
+
+/** The reduce op named in the options ('sum' when absent); anything else is an InvalidArgumentError. */
+export function reduceOpOf(op: ReduceOp | undefined, what: string): ReduceOp {
+  if (op === undefined) return 'sum';
+  if (typeof op !== 'string' || !Object.hasOwn(REDUCE_CODE, op)) {
+    throw new InvalidArgumentError(`${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`, { op: what });
+  }
+  return op;
+}

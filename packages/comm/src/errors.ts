@@ -7,8 +7,8 @@ export class CommError extends Error {
   ranks: number[] = [];
   /** Collective or store operation that failed. */
   op?: string;
-  constructor(message: string, details: { rank?: number; ranks?: number[]; op?: string } = {}) {
-    super(message);
+  constructor(message: string, details: { rank?: number; ranks?: number[]; op?: string; cause?: unknown } = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.rank = details.rank;
     this.ranks = details.ranks ?? [];
     this.op = details.op;
@@ -36,6 +36,15 @@ export class RankStalledError extends PeerLostError {
 /** Ranks issued different collectives (op, dtype, count, root or sequence differ). */
 export class CollectiveMismatchError extends CommError {
   override name = 'CollectiveMismatchError';
+}
+
+/**
+ * Another member of the group failed a call of it (bad arguments, a crashed hook, an
+ * abort) and aborted the group, so this rank's collective cannot complete: `ranks` names
+ * that member, `cause` carries its error.
+ */
+export class GroupAbortedError extends CommError {
+  override name = 'GroupAbortedError';
 }
 
 /** A connection failed the HMAC challenge-response (wrong or missing secret). */
@@ -79,6 +88,7 @@ const errorClasses = {
   PeerLostError,
   RankStalledError,
   CollectiveMismatchError,
+  GroupAbortedError,
   AuthError,
   RunMismatchError,
   AddressInUseError,
@@ -95,11 +105,13 @@ export interface SerializedError {
   rank?: number;
   ranks?: number[];
   op?: string;
+  cause?: SerializedError;
 }
 
 export function serializeError(err: unknown): SerializedError {
   if (err instanceof CommError) {
-    return { name: err.name, message: err.message, rank: err.rank, ranks: err.ranks, op: err.op };
+    const cause = err.cause === undefined ? undefined : serializeError(err.cause);
+    return { name: err.name, message: err.message, rank: err.rank, ranks: err.ranks, op: err.op, cause };
   }
   const e = err instanceof Error ? err : new Error(String(err));
   return { name: 'CommError', message: `${e.name}: ${e.message}` };
@@ -107,5 +119,43 @@ export function serializeError(err: unknown): SerializedError {
 
 export function deserializeError(s: SerializedError): CommError {
   const Cls = errorClasses[s.name as keyof typeof errorClasses] ?? CommError;
-  return new Cls(s.message, { rank: s.rank, ranks: s.ranks, op: s.op });
+  return new Cls(s.message, { rank: s.rank, ranks: s.ranks, op: s.op, cause: s.cause && deserializeError(s.cause) });
+}
+
+/** Errors about the whole group (not one rank's call): a peer learning of one raises the same class. */
+const GROUP_WIDE = new Set(['CollectiveMismatchError', 'CommTimeoutError', 'PeerLostError', 'GroupAbortedError']);
+
+/**
+ * What this rank raises when member `from` reports that it aborted the group with `s`: the
+ * same class for a fact about the whole group (a mismatch, a lost peer, a timeout), else a
+ * GroupAbortedError naming that member, its error as the cause.
+ */
+export function reportedError(s: SerializedError, from: number, me: number, groupId: number): CommError {
+  const what = `(reported by rank ${from} to rank ${me})`;
+  if (GROUP_WIDE.has(s.name)) {
+    const Cls = errorClasses[s.name as keyof typeof errorClasses];
+    const ranks = s.ranks?.length ? s.ranks : [from];
+    return new Cls(`${s.message} ${what}`, { rank: me, ranks, op: s.op, cause: s.cause && deserializeError(s.cause) });
+  }
+  return new GroupAbortedError(`rank ${me}: rank ${from} aborted process group ${groupId}: ${s.name}: ${s.message}`, {
+    rank: me,
+    ranks: [from],
+    op: s.op,
+    cause: deserializeError(s),
+  });
+}
+
+/**
+ * The error of a call made on a group that already failed, naming the refused call, the
+ * first failure as its cause: of the first failure's class when that is a fact about the
+ * whole group (so `instanceof` still says what went wrong), else a GroupAbortedError.
+ */
+export function laterCallError(first: CommError, me: number, call: string): CommError {
+  const Cls = GROUP_WIDE.has(first.name) ? (first.constructor as typeof CommError) : GroupAbortedError;
+  return new Cls(`rank ${me}: ${call} refused: the process group failed earlier: ${first.name}: ${first.message}`, {
+    rank: me,
+    ranks: first.ranks,
+    op: call,
+    cause: first,
+  });
 }

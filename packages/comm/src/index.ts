@@ -5,6 +5,7 @@ export {
   CollectiveMismatchError,
   CommError,
   CommTimeoutError,
+  GroupAbortedError,
   InvalidArgumentError,
   NotInitializedError,
   PeerLostError,

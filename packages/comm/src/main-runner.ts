@@ -1,5 +1,5 @@
 import type { SharedMemory } from './native.js';
-import { type CommError, deserializeError } from './errors.js';
+import { type CommError, deserializeError, NotInitializedError } from './errors.js';
 import { type MeshOptions, PeerMesh } from './transport/peer-mesh.js';
 import type { PeerAddress } from './transport/socket-io.js';
 import { Lane } from './transport/shm-lane.js';
@@ -17,6 +17,8 @@ export class MainRunner {
   readonly mesh: PeerMesh;
   readonly executor: Executor;
   private nextId = 1;
+  /** Set as destroyProcessGroup starts: no op may start after it. */
+  closed = false;
   private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
 
   constructor(opts: MeshOptions, mem: SharedMemory | null) {
@@ -54,6 +56,13 @@ export class MainRunner {
   }
 
   close(): Promise<void> {
+    this.closed = true;
+    const rank = this.mesh.opts.rank;
+    const why = `rank ${rank}: the process group was destroyed while this op was running`;
+    const err = new NotInitializedError(why, { rank, op: 'destroyProcessGroup' });
+    this.executor.closeAll(err);
+    for (const op of this.ops.values()) op.reject(err);
+    this.ops.clear();
     return this.mesh.close();
   }
 }

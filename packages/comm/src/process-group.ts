@@ -1,9 +1,9 @@
 import type { CommThread } from './comm-thread.js';
 import type { MainRunner } from './main-runner.js';
 import { onMainThread } from './routing.js';
-import { bytesPerElement, type CommArray, type Dtype, dtypeOf, type HalfDtype, REDUCE_CODE, type ReduceOp, viewAs } from './dtypes.js';
-import { InvalidArgumentError } from './errors.js';
-import type { StagingPool } from './staging.js';
+import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
+import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
+import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
 import { makeWork, type Work } from './work.js';
 import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
 
@@ -14,15 +14,6 @@ export interface P2POp {
   peer: number;
   tag?: number;
   dtype?: HalfDtype;
-}
-
-/** The reduce op named in the options ('sum' when absent); anything else is an InvalidArgumentError. */
-function reduceOpOf(op: ReduceOp | undefined, what: string): ReduceOp {
-  if (op === undefined) return 'sum';
-  if (typeof op !== 'string' || !Object.hasOwn(REDUCE_CODE, op)) {
-    throw new InvalidArgumentError(`${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`, { op: what });
-  }
-  return op;
 }
 
 export interface ProcessGroup {
@@ -46,8 +37,6 @@ export interface ProcessGroup {
   recv(buf: CommArray, src: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
   batchIsendIrecv(ops: P2POp[]): Work;
 }
-
-const bytes = (a: CommArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 /** A process group whose collectives run on the process's comm worker thread. */
 export class WorkerProcessGroup implements ProcessGroup {
@@ -75,6 +64,43 @@ export class WorkerProcessGroup implements ProcessGroup {
     if (!Number.isInteger(root) || root < 0 || root >= this.size) {
       throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${what} ${root} is not a rank of this group of ${this.size}`, { op: what });
     }
+  }
+
+  /** Any use after destroyProcessGroup raises at once (no op may reach a closed mesh or a peer's shared memory). */
+  private checkAlive(call: string): void {
+    if (this.comm.closed || this.main?.closed) {
+      const me = this.ranks[this.rank] as number;
+      const why = `rank ${me}: ${call} on a process group after destroyProcessGroup`;
+      throw new NotInitializedError(why, { rank: me, op: call });
+    }
+  }
+
+  /**
+   * Starts a collective. A call that fails on this rank before it reaches an executor (bad
+   * arguments) leaves the peers running a collective this rank skipped: its next call would
+   * be matched against theirs. So the failure aborts the group, here and on every member,
+   * as any other failure of a collective does (a group of one has nobody to fall out of step with).
+   */
+  private collective<T>(call: string, start: () => Work<T>): Work<T> {
+    this.checkAlive(call);
+    try {
+      return start();
+    } catch (e) {
+      if (this.size > 1) {
+        const me = this.ranks[this.rank] as number;
+        const err = e instanceof CommError ? e : new CommError(`rank ${me}: ${call} failed: ${e}`, { rank: me, op: call, cause: e });
+        err.rank ??= me;
+        err.op ??= call;
+        this.abortGroup(err);
+      }
+      throw e;
+    }
+  }
+
+  /** Poisons this group on both executors and tells every other member. */
+  private abortGroup(err: CommError): void {
+    if (this.main) this.main.executor.abort(this.id, err);
+    else this.comm.abort(this.id, err);
   }
 
   /**
@@ -139,107 +165,131 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true);
+    return this.collective('allReduce', () =>
+      this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true),
+    );
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
-    this.checkRoot(opts.src, 'broadcast src');
-    return this.inPlace('broadcast', buf, dtypeOf(buf, opts.dtype ?? 'float16'), { root: opts.src }, this.rank !== opts.src);
+    return this.collective('broadcast', () => {
+      this.checkRoot(opts.src, 'broadcast src');
+      return this.inPlace('broadcast', buf, dtypeOf(buf, opts.dtype ?? 'float16'), { root: opts.src }, this.rank !== opts.src);
+    });
   }
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
-    this.checkRoot(opts.dst, 'reduce dst');
-    return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: reduceOpOf(opts.op, 'reduce') }, this.rank === opts.dst);
+    return this.collective('reduce', () => {
+      this.checkRoot(opts.dst, 'reduce dst');
+      return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: reduceOpOf(opts.op, 'reduce') }, this.rank === opts.dst);
+    });
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
-    const d = dtypeOf(input, opts.dtype ?? 'float16');
-    return this.submit(
-      { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
-      input.byteLength,
-      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
-      (_, result) => splitResult(d, result as OpResult),
-    );
+    return this.collective('allGather', () => {
+      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      return this.submit(
+        { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
+        input.byteLength,
+        (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+        (_, result) => splitResult(d, result as OpResult),
+      );
+    });
   }
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
-    if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
-      throw new InvalidArgumentError(`allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`, { op: 'allGatherInto' });
-    }
-    const d = dtypeOf(input, opts.dtype ?? 'float16');
-    return this.submit(
-      { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
-      output.byteLength,
-      (sab) => new Uint8Array(sab, this.rank * input.byteLength, input.byteLength).set(bytes(input)),
-      (sab) => bytes(output).set(new Uint8Array(sab, 0, output.byteLength)),
-    );
+    return this.collective('allGatherInto', () => {
+      if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
+        throw new InvalidArgumentError(`allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`, { op: 'allGatherInto' });
+      }
+      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      return this.submit(
+        { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
+        output.byteLength,
+        (sab) => new Uint8Array(sab, this.rank * input.byteLength, input.byteLength).set(bytes(input)),
+        (sab) => bytes(output).set(new Uint8Array(sab, 0, output.byteLength)),
+      );
+    });
   }
 
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
-      throw new InvalidArgumentError(`reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`, { op: 'reduceScatter' });
-    }
-    return this.submit(
-      { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: reduceOpOf(opts.op, 'reduceScatter'), root: 0, count: input.length, length: input.length },
-      input.byteLength,
-      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
-      (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
-    );
+    return this.collective('reduceScatter', () => {
+      if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
+        throw new InvalidArgumentError(`reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`, { op: 'reduceScatter' });
+      }
+      return this.submit(
+        { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: reduceOpOf(opts.op, 'reduceScatter'), root: 0, count: input.length, length: input.length },
+        input.byteLength,
+        (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+        (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
+      );
+    });
   }
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
-    this.checkRoot(opts.dst, 'gather dst');
-    const d = dtypeOf(input, opts.dtype ?? 'float16');
-    return this.submit(
-      { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
-      input.byteLength,
-      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
-      (_, result) => (this.rank === opts.dst ? splitResult(d, result as OpResult) : null),
-    );
+    return this.collective('gather', () => {
+      this.checkRoot(opts.dst, 'gather dst');
+      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      return this.submit(
+        { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
+        input.byteLength,
+        (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+        (_, result) => (this.rank === opts.dst ? splitResult(d, result as OpResult) : null),
+      );
+    });
   }
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
-    this.checkRoot(opts.src, 'scatter src');
-    const d = dtypeOf(output, opts.dtype ?? 'float16');
-    if (this.rank !== opts.src) return this.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
-    const inputs = opts.inputs;
-    if (!inputs || inputs.length !== this.size) {
-      throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, { op: 'scatter' });
-    }
-    const own = inputs[this.rank] as CommArray;
-    if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
-    const total = inputs.reduce((s, a) => s + a.byteLength, 0);
-    return this.submit(
-      { op: 'scatter', dtype: d, reduceOp: 'sum', root: opts.src, count: 0, length: output.length, sizes: inputs.map((a) => a.length) },
-      total,
-      (sab) => concatInto(sab, 0, inputs),
-      () => bytes(output).set(bytes(own)),
-    );
+    return this.collective('scatter', () => {
+      this.checkRoot(opts.src, 'scatter src');
+      const d = dtypeOf(output, opts.dtype ?? 'float16');
+      if (this.rank !== opts.src) return this.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
+      const inputs = opts.inputs;
+      if (!inputs || inputs.length !== this.size) {
+        throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, { op: 'scatter' });
+      }
+      const own = inputs[this.rank] as CommArray;
+      if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
+      const total = inputs.reduce((s, a) => s + a.byteLength, 0);
+      return this.submit(
+        { op: 'scatter', dtype: d, reduceOp: 'sum', root: opts.src, count: 0, length: output.length, sizes: inputs.map((a) => a.length) },
+        total,
+        (sab) => concatInto(sab, 0, inputs),
+        () => bytes(output).set(bytes(own)),
+      );
+    });
   }
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
-    if (outputs.length !== this.size || inputs.length !== this.size) {
-      throw new InvalidArgumentError(`allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`, { op: 'allToAll' });
-    }
-    const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
-    const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
-    const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
-    return this.submit(
-      { op: 'allToAll', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: 0, sizes: inputs.map((a) => a.length), outSizes: outputs.map((a) => a.length) },
-      inBytes + outBytes,
-      (sab) => concatInto(sab, 0, inputs),
-      (sab) => {
-        let off = inBytes;
-        for (const o of outputs) {
-          bytes(o).set(new Uint8Array(sab, off, o.byteLength));
-          off += o.byteLength;
-        }
-      },
-    );
+    return this.collective('allToAll', () => {
+      if (outputs.length !== this.size || inputs.length !== this.size) {
+        throw new InvalidArgumentError(`allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`, { op: 'allToAll' });
+      }
+      const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
+      if (types.size > 1) {
+        const names = [...types].map((t) => t.name).join(', ');
+        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, { op: 'allToAll' });
+      }
+      const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
+      const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
+      const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
+      return this.submit(
+        { op: 'allToAll', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: 0, sizes: inputs.map((a) => a.length), outSizes: outputs.map((a) => a.length) },
+        inBytes + outBytes,
+        (sab) => concatInto(sab, 0, inputs),
+        (sab) => {
+          let off = inBytes;
+          for (const o of outputs) {
+            bytes(o).set(new Uint8Array(sab, off, o.byteLength));
+            off += o.byteLength;
+          }
+        },
+      );
+    });
   }
 
   barrier(): Work {
-    return this.submit({ op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 }, 0, () => {}, () => {});
+    const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
+    return this.collective('barrier', () => this.submit(req, 0, () => {}, () => {}));
   }
 
   send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
@@ -252,6 +302,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   /** Starts every send and receive at once; the Work completes when all have. */
   batchIsendIrecv(ops: P2POp[]): Work {
+    this.checkAlive('batchIsendIrecv');
     const entries: P2PEntry[] = [];
     let off = 0;
     for (const o of ops) {
@@ -275,24 +326,4 @@ export class WorkerProcessGroup implements ProcessGroup {
       },
     );
   }
-}
-
-function concatInto(sab: SharedArrayBuffer, offset: number, arrays: CommArray[]): void {
-  let off = offset;
-  for (const a of arrays) {
-    new Uint8Array(sab, off, a.byteLength).set(bytes(a));
-    off += a.byteLength;
-  }
-}
-
-/** Copies per-rank arrays out of a worker-allocated result buffer. */
-function splitResult(d: Dtype, result: OpResult): CommArray[] {
-  const sab = result.sab as SharedArrayBuffer;
-  const out: CommArray[] = [];
-  let off = 0;
-  for (const n of result.sizes ?? []) {
-    out.push(viewAs(d, sab, off, n).slice());
-    off += n * bytesPerElement(d);
-  }
-  return out;
 }

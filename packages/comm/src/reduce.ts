@@ -54,11 +54,35 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
   }
 }
 
-/** Finishes AVG: divides by the number of ranks (int32 truncates toward zero). */
-export function finishAverage(buf: NumArray, size: number): void {
+/**
+ * Finishes AVG: divides the sum by the number of ranks (int32 truncates toward zero). With
+ * `inputOf` (rank r's value at i, for paths that still hold every rank's input), an element
+ * whose sum overflowed to ±Infinity although every input is finite is averaged as
+ * Σ (x_r / N) in rank order instead: the average of values near the type's limit is finite.
+ * Only such elements change, so ordinary results stay bit-identical to sum-then-divide; the
+ * caller reduces each element on one rank (or identically on all), so ranks agree bit for bit.
+ */
+export function finishAverage(buf: NumArray, size: number, inputOf?: (r: number, i: number) => number): void {
   if (buf instanceof Int32Array) {
     for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc((buf[i] as number) / size);
-  } else {
-    for (let i = 0; i < buf.length; i++) buf[i] = (buf[i] as number) / size;
+    return;
   }
+  const round = buf instanceof Float32Array ? Math.fround : (x: number) => x;
+  for (let i = 0; i < buf.length; i++) {
+    let v = (buf[i] as number) / size;
+    const infinite = v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
+    if (infinite && inputOf) v = dividedFirst(i, size, inputOf, round) ?? v;
+    buf[i] = v;
+  }
+}
+
+/** Σ (x_r / N) in rank order, rounded like the array, or null when an input is not finite (the sum is then right). */
+function dividedFirst(i: number, size: number, inputOf: (r: number, i: number) => number, round: (x: number) => number) {
+  let acc = 0;
+  for (let r = 0; r < size; r++) {
+    const x = inputOf(r, i);
+    if (!Number.isFinite(x)) return null;
+    acc = round(acc + round(x / size));
+  }
+  return acc;
 }

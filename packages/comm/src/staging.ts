@@ -1,3 +1,6 @@
+import { bytesPerElement, type CommArray, type Dtype, viewAs } from './dtypes.js';
+import type { OpResult } from './worker/protocol.js';
+
 /**
  * SharedArrayBuffers that carry an op's data between the main thread and the comm worker.
  * Reused across ops (allocating and zeroing 64 MiB per op would cost more than the copy).
@@ -31,4 +34,28 @@ export class StagingPool {
       this.freeBytes -= old.byteLength;
     }
   }
+}
+
+/** The bytes of an array (a view). */
+export const bytes = (a: CommArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+
+/** Copies arrays one after another into a staging buffer. */
+export function concatInto(sab: SharedArrayBuffer, offset: number, arrays: CommArray[]): void {
+  let off = offset;
+  for (const a of arrays) {
+    new Uint8Array(sab, off, a.byteLength).set(bytes(a));
+    off += a.byteLength;
+  }
+}
+
+/** Copies per-rank arrays out of a worker-allocated result buffer. */
+export function splitResult(d: Dtype, result: OpResult): CommArray[] {
+  const sab = result.sab as SharedArrayBuffer;
+  const out: CommArray[] = [];
+  let off = 0;
+  for (const n of result.sizes ?? []) {
+    out.push(viewAs(d, sab, off, n).slice());
+    off += n * bytesPerElement(d);
+  }
+  return out;
 }

@@ -8,14 +8,16 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
   let exit: WorldResult;
   let divergent: WorldResult;
   let earlyTermination: WorldResult;
+  let hookFailure: WorldResult;
   beforeAll(async () => {
     // worlds whose group ends poisoned run alone; a short collective timeout bounds any hang
     const env = { DDP_TIMEOUT_MS: '15000' };
-    [barrier, exit, divergent, earlyTermination] = await Promise.all([
+    [barrier, exit, divergent, earlyTermination, hookFailure] = await Promise.all([
       runWorld(await findFreePort(), 2, ['unevenWithoutJoin'], 150_000, env),
       runWorld(await findFreePort(), 2, ['unevenExit'], 150_000, env),
       runWorld(await findFreePort(), 2, ['unusedDivergentError'], 150_000, env),
       runWorld(await findFreePort(), 2, ['joinThrow'], 150_000, env),
+      runWorld(await findFreePort(), 2, ['hookFailureCaught'], 150_000, env),
     ]);
   }, 160_000);
 
@@ -46,5 +48,14 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
     expect(r0!.error?.name).toBe('EarlyTerminationError');
     expect(r1!.error?.name).toBe('EarlyTerminationError');
     expect(r1!.error?.message).toContain('saw a rank that exhausted its inputs');
+  });
+
+  it("a comm hook's collective that fails on one rank, caught there, aborts the group: every later step raises on every rank", () => {
+    const [r0, r1] = resultsOf(hookFailure, 'hookFailureCaught') as unknown as { steps: string[]; messages: string[] }[];
+    expect(r0!.steps).toEqual(['ok', 'ok', 'DDPCommError', 'DDPCommError', 'DDPCommError', 'DDPCommError']);
+    expect(r1!.steps).toEqual(r0!.steps);
+    expect(r1!.messages[0]).toMatch(/InvalidArgumentError: allReduce: unknown reduce op "median"/);
+    expect(r0!.messages[0]).toMatch(/GroupAbortedError: rank 0: rank 1 aborted process group 0: InvalidArgumentError/);
+    for (const m of [...r0!.messages.slice(1), ...r1!.messages.slice(1)]) expect(m).toMatch(/refused: the process group failed earlier/);
   });
 });

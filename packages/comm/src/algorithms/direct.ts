@@ -1,5 +1,5 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { reduceInto } from '../reduce.js';
+import { finishAverage, reduceInto } from '../reduce.js';
 import type { OpContext } from '../worker/op-context.js';
 import { bytesOf } from './views.js';
 
@@ -17,6 +17,7 @@ export async function exchange(ctx: OpContext, bytes: Uint8Array, inbox: (peer: 
   );
 }
 
+/** All-reduce in place; AVG comes out averaged. */
 export async function directAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp): Promise<void> {
   if (ctx.size === 1) return;
   const inputs: NumArray[] = [];
@@ -27,8 +28,7 @@ export async function directAllReduce(ctx: OpContext, data: NumArray, op: Reduce
     return bytesOf(buf);
   });
   inputs[ctx.rank] = data;
-  const acc = (inputs[0] as NumArray).slice();
-  for (let p = 1; p < ctx.size; p++) reduceInto(acc, inputs[p] as NumArray, op);
+  const acc = reduceInRankOrder(inputs, op);
   // our frames still point into `data` until the kernel has them
   await ctx.flush();
   data.set(acc);
@@ -43,7 +43,15 @@ export async function directBroadcast(ctx: OpContext, bytes: Uint8Array, root: n
   }
 }
 
-/** Everyone sends to root, which reduces in rank order. */
+/** Every rank's input reduced in rank order into a new array; AVG averaged (see finishAverage). */
+export function reduceInRankOrder(inputs: NumArray[], op: ReduceOp): NumArray {
+  const acc = (inputs[0] as NumArray).slice();
+  for (let p = 1; p < inputs.length; p++) reduceInto(acc, inputs[p] as NumArray, op);
+  if (op === 'avg') finishAverage(acc, inputs.length, (r, i) => (inputs[r] as NumArray)[i] as number);
+  return acc;
+}
+
+/** Everyone sends to root, which reduces in rank order; AVG comes out averaged on the root. */
 export async function directReduce(ctx: OpContext, data: NumArray, root: number, op: ReduceOp): Promise<void> {
   if (ctx.rank !== root) {
     ctx.sendMessage(root, bytesOf(data));
@@ -60,9 +68,7 @@ export async function directReduce(ctx: OpContext, data: NumArray, root: number,
     }),
   );
   inputs[root] = data;
-  const acc = (inputs[0] as NumArray).slice();
-  for (let p = 1; p < ctx.size; p++) reduceInto(acc, inputs[p] as NumArray, op);
-  data.set(acc);
+  data.set(reduceInRankOrder(inputs, op));
 }
 
 /** Receives a message of unknown length: the first frame's aux field says its byte length. */

@@ -1,7 +1,10 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { finishAverage } from '../reduce.js';
+import { finishAverage, reduceInto } from '../reduce.js';
+import type { FrameHeader } from '../transport/frame.js';
 import type { OpContext } from '../worker/op-context.js';
-import { chunkBounds, mod, segments } from './partition.js';
+import { exchange } from './direct.js';
+import { boundsFromSizes, chunkBounds, mod, segments } from './partition.js';
+import { RingAverage } from './ring-average.js';
 import { bytesOf } from './views.js';
 
 /**
@@ -17,61 +20,146 @@ export function ring(ctx: OpContext, bounds: number[], seg: number) {
   return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, seg) };
 }
 
-/** After this, rank r holds chunk r (bounds in elements) reduced over all ranks. */
-export async function ringReduceScatter(ctx: OpContext, data: NumArray, bounds: number[], op: ReduceOp, segElems: number): Promise<void> {
+/**
+ * After this, rank r holds chunk r (bounds in elements) reduced over all ranks: in `data`,
+ * or, given `partials` (as long as data), in partials, with `data` left as it was.
+ */
+export async function ringReduceScatter(
+  ctx: OpContext,
+  data: NumArray,
+  bounds: number[],
+  op: ReduceOp,
+  segElems: number,
+  partials?: NumArray,
+): Promise<void> {
   const { n, r, right, left, chunkSegs } = ring(ctx, bounds, segElems);
-  if (n === 1) return;
+  if (n === 1) {
+    partials?.set(data);
+    return;
+  }
   for (const [s, e] of chunkSegs(mod(r - 1, n))) ctx.send(right, bytesOf(data.subarray(s, e)));
   // every receive of the phase is posted at once (they complete in order): each segment is
-  // reduced straight from the socket's read buffer, then forwarded
-  const steps: Step<NumArray>[] = [];
+  // reduced straight from the socket's read buffer (or lands in partials and has this rank's
+  // values added: the same sum, addition commutes), then forwarded
+  const steps: (Step<NumArray> & { own?: NumArray })[] = [];
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 2 - k, n))) {
-      const dst = data.subarray(s, e);
-      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvReduce(left, dst, op)) });
+      const own = data.subarray(s, e);
+      const dst = partials ? partials.subarray(s, e) : own;
+      const done = quiet(partials ? ctx.recvInto(left, bytesOf(dst)) : ctx.recvReduce(left, dst, op));
+      steps.push({ dst, own: partials && own, forward: k < n - 2, done });
     }
   }
   for (const st of steps) {
     await st.done;
+    if (st.own) reduceInto(st.dst, st.own, op);
     if (st.forward) ctx.send(right, bytesOf(st.dst));
   }
 }
 
-/** Rank r starts with chunk r of `bytes` (bounds in bytes); afterwards every rank has all. */
-export async function ringAllGather(ctx: OpContext, bytes: Uint8Array, bounds: number[], segBytes: number): Promise<void> {
+/**
+ * Rank r starts with chunk r of `bytes` (bounds in bytes); afterwards every rank has all.
+ * `flags.aux` travels with rank r's chunk (forwarded as received); `flags.onHeader` sees each
+ * segment's header before the segment lands.
+ */
+export async function ringAllGather(
+  ctx: OpContext,
+  bytes: Uint8Array,
+  bounds: number[],
+  segBytes: number,
+  flags?: { aux: number; onHeader: (h: FrameHeader, dst: Uint8Array) => void },
+): Promise<void> {
   const { n, r, right, left, chunkSegs } = ring(ctx, bounds, segBytes);
   if (n === 1) return;
-  for (const [s, e] of chunkSegs(r)) ctx.send(right, bytes.subarray(s, e));
+  for (const [s, e] of chunkSegs(r)) ctx.send(right, bytes.subarray(s, e), flags?.aux);
   const steps: Step<Uint8Array>[] = [];
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 1 - k, n))) {
       const dst = bytes.subarray(s, e);
-      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvInto(left, dst)) });
+      const onHeader = flags && ((h: FrameHeader) => flags.onHeader(h, dst));
+      steps.push({ dst, forward: k < n - 2, done: quiet(ctx.recvInto(left, dst, onHeader)) });
     }
   }
   for (const st of steps) {
-    await st.done;
-    if (st.forward) ctx.send(right, st.dst);
+    const f = await st.done;
+    if (st.forward) ctx.send(right, st.dst, (f as { header: FrameHeader }).header.aux);
   }
 }
 
-/** Ring all-reduce in place; AVG comes out averaged. */
+/** Ring all-reduce in place; AVG comes out averaged (floating-point AVG without overflow: RingAverage). */
 export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp, segBytes: number): Promise<void> {
   const bpe = data.BYTES_PER_ELEMENT;
   const bounds = chunkBounds(data.length, ctx.size);
-  await ringReduceScatter(ctx, data, bounds, op, Math.max(1, Math.floor(segBytes / bpe)));
+  const [lo, hi] = [bounds[ctx.rank] as number, bounds[ctx.rank + 1] as number];
+  const average = op === 'avg' && !(data instanceof Int32Array) ? new RingAverage(bpe, (i) => data[i] as number) : null;
+  const partials = average ? ctx.group.scratch(data) : undefined;
+  await ringReduceScatter(ctx, data, bounds, op, Math.max(1, Math.floor(segBytes / bpe)), partials);
   // each rank divides only the chunk it owns, before gathering: 1/N of the division pass
-  if (op === 'avg') finishAverage(data.subarray(bounds[ctx.rank], bounds[ctx.rank + 1]), ctx.size);
+  if (average && partials) {
+    for (let i = lo; i < hi; i++) {
+      const v = (partials[i] as number) / ctx.size;
+      if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) average.note(i);
+      data[i] = v;
+    }
+  } else if (op === 'avg') finishAverage(data.subarray(lo, hi), ctx.size);
   // segments sent above point into `data`: let them leave before all-gather overwrites it
   await ctx.flush();
+  const all = bytesOf(data);
   await ringAllGather(
     ctx,
-    bytesOf(data),
+    all,
     bounds.map((b) => b * bpe),
     segBytes,
+    average?.allGatherHooks(all),
   );
+  const infinite = (i: number) => data[i] === Number.POSITIVE_INFINITY || data[i] === Number.NEGATIVE_INFINITY;
+  const Same = data.constructor as new (n: number) => NumArray;
+  await average?.finish(ctx, infinite, Same, (v) => ringAllReduce(ctx, v, 'sum', segBytes), (i, v) => {
+    data[i] = v;
+  });
   // the caller may hand `data` back to the user next: the last segments must be out
   await ctx.flush();
+}
+
+/**
+ * reduceScatter with floating-point AVG on the ring, by RingAverage's rule. No all-gather
+ * follows to carry an owner's overflow flag, so the ranks swap one byte each; when some
+ * owner's average overflowed, every rank sums x / N over the flagged chunks (its input is
+ * still in place) and each owner takes the elements that overflowed.
+ */
+export async function ringReduceScatterAverage(
+  ctx: OpContext,
+  data: NumArray,
+  bounds: number[],
+  segBytes: number,
+): Promise<void> {
+  const n = ctx.size;
+  const r = ctx.rank;
+  const partials = ctx.group.scratch(data);
+  const segElems = Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT));
+  await ringReduceScatter(ctx, data, bounds, 'sum', segElems, partials);
+  const overflowed = new Map<number, number>();
+  for (let i = bounds[r] as number; i < (bounds[r + 1] as number); i++) {
+    const v = (partials[i] as number) / n;
+    if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) overflowed.set(i, data[i] as number);
+    data[i] = v;
+  }
+  const flags = new Uint8Array(n);
+  flags[r] = overflowed.size > 0 ? 1 : 0;
+  await exchange(ctx, flags.subarray(r, r + 1), (p) => flags.subarray(p, p + 1));
+  const chunks = [...flags.keys()].filter((c) => flags[c] === 1);
+  if (chunks.length === 0) return;
+  const starts = boundsFromSizes(chunks.map((c) => (bounds[c + 1] as number) - (bounds[c] as number)));
+  const divided = new (data.constructor as new (k: number) => NumArray)(starts[chunks.length] as number);
+  chunks.forEach((c, k) => {
+    for (let i = bounds[c] as number; i < (bounds[c + 1] as number); i++) {
+      const x = c === r ? (overflowed.get(i) ?? 0) : (data[i] as number);
+      divided[(starts[k] as number) + i - (bounds[c] as number)] = x / n;
+    }
+  });
+  await ringAllReduce(ctx, divided, 'sum', segBytes);
+  const mine = chunks.indexOf(r);
+  for (const i of overflowed.keys()) data[i] = divided[(starts[mine] as number) + i - (bounds[r] as number)] as number;
 }
 
 /** Pipelined chain broadcast root → root+1 → … (bytes), for large messages. */

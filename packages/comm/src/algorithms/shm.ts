@@ -36,12 +36,15 @@ export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArra
     await lane.step(ctx);
     const inputs = slots.map((s, r) => chunk(r === me ? piece : s, me));
     const own = chunk(piece, me);
-    if (half) narrowHalf(combineHalves(inputs as Uint16Array[], half, op), half, own as Uint16Array);
+    const result = chunk(mine, me);
+    if (half) narrowHalf(combineHalves(inputs as Uint16Array[], half, op), half, result as Uint16Array);
     else {
-      for (let r = 0; r < n; r++) if (r !== me) reduceInto(own as NumArray, inputs[r] as NumArray, op);
-      if (op === 'avg') finishAverage(own as NumArray, n);
+      // reduced in the slot, so this rank's input stays whole for AVG's overflow fallback (finishAverage)
+      result.set(own);
+      for (let r = 0; r < n; r++) if (r !== me) reduceInto(result as NumArray, inputs[r] as NumArray, op);
+      if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i] as number);
     }
-    chunk(mine, me).set(own);
+    own.set(result);
     await lane.step(ctx);
     for (let r = 0; r < n; r++) if (r !== me) chunk(piece, r).set(chunk(slots[r] as CommArray, r));
   }

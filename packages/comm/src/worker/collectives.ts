@@ -1,14 +1,15 @@
-import { chainBroadcast, ringAllGather, ringAllReduce, ringReduceScatter } from '../algorithms/ring.js';
-import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, sendSized } from '../algorithms/direct.js';
+import { chainBroadcast, quiet, ringAllGather, ringAllReduce, ringReduceScatter, ringReduceScatterAverage } from '../algorithms/ring.js';
+import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, reduceInRankOrder, sendSized } from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
 import { shmAllReduce } from '../algorithms/shm.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, viewAs } from '../dtypes.js';
-import { finishAverage, reduceInto } from '../reduce.js';
+import { finishAverage } from '../reduce.js';
 import { narrowHalf, widenHalf } from '../half.js';
 import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
+import { agree, allToAllDescriptor, allToAllMisfit, scatterDescriptor, scatterMisfit } from './agreement.js';
 import type { OpContext } from './op-context.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { tuning } from './tuning.js';
@@ -44,7 +45,6 @@ async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
   const { work, done } = numeric(req);
   if (small(ctx, work.byteLength)) {
     await directAllReduce(ctx, work, req.reduceOp);
-    if (req.reduceOp === 'avg') finishAverage(work, ctx.size);
   } else {
     await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
   }
@@ -58,14 +58,18 @@ export async function shmAllReduceOp(ctx: OpContext, lane: ShmLane, req: OpReque
   return undefined;
 }
 
+/** Rooted collectives: the fingerprint alone must agree (agreement.ts), alongside the data. */
+const NO_SIZES = new Float64Array(0);
+
 async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {
+  const agreed = quiet(agree(ctx, NO_SIZES));
   const { work, done } = numeric(req);
   if (small(ctx, work.byteLength)) {
     await directReduce(ctx, work, req.root, req.reduceOp);
-    if (ctx.rank === req.root && req.reduceOp === 'avg') finishAverage(work, ctx.size);
   } else {
     await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
   }
+  await agreed;
   if (ctx.rank === req.root) done();
 }
 
@@ -86,14 +90,14 @@ async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
         return ctx.recvMessageInto(p, bytesOf(parts[p] as NumArray));
       }),
     );
-    parts[ctx.rank] = mine.slice();
-    const acc = (parts[0] as NumArray).slice();
-    for (let p = 1; p < ctx.size; p++) reduceInto(acc, parts[p] as NumArray, req.reduceOp);
-    mine.set(acc);
+    parts[ctx.rank] = mine;
+    mine.set(reduceInRankOrder(parts, req.reduceOp));
+  } else if (req.reduceOp === 'avg' && !(work instanceof Int32Array)) {
+    await ringReduceScatterAverage(ctx, work, bounds, tuning.segmentBytes);
   } else {
     await ringReduceScatter(ctx, work, bounds, req.reduceOp, Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)));
+    if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
   }
-  if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
   done();
 }
 
@@ -132,19 +136,24 @@ async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
 }
 
 async function broadcast(ctx: OpContext, req: OpRequest): Promise<void> {
+  const agreed = quiet(agree(ctx, NO_SIZES));
   const bytes = new Uint8Array(req.sab as SharedArrayBuffer, req.sabOffset, req.length * bytesPerElement(req.dtype));
   if (small(ctx, bytes.byteLength)) await directBroadcast(ctx, bytes, req.root);
   else await chainBroadcast(ctx, bytes, req.root, tuning.segmentBytes);
+  await agreed;
 }
 
 async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined> {
+  const agreed = quiet(agree(ctx, NO_SIZES));
   const bpe = bytesPerElement(req.dtype);
   const own = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
   if (ctx.rank !== req.root) {
     sendSized(ctx, req.root, own, MAX_FRAME_PAYLOAD);
+    await agreed;
     return undefined;
   }
   const parts = await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? own : recvSized(ctx, p))));
+  await agreed;
   for (const p of parts) if (p.byteLength % bpe !== 0) ctx.lengthMismatch(parts.indexOf(p), p.byteLength + bpe - (p.byteLength % bpe), p.byteLength);
   const sizes = parts.map((p) => p.byteLength / bpe);
   const bounds = boundsFromSizes(parts.map((p) => p.byteLength));
@@ -156,19 +165,22 @@ async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefi
 }
 
 async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
+  const agreed = quiet(agree(ctx, scatterDescriptor(ctx.size, req.length, req.sizes), scatterMisfit(req.root)));
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
   if (ctx.rank !== req.root) {
-    await ctx.recvMessageInto(req.root, new Uint8Array(sab, 0, req.length * bpe));
+    await Promise.all([agreed, ctx.recvMessageInto(req.root, new Uint8Array(sab, 0, req.length * bpe))]);
     return;
   }
   const bounds = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
   for (let p = 0; p < ctx.size; p++) {
     if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], (bounds[p + 1] as number) - (bounds[p] as number)));
   }
+  await agreed;
 }
 
 async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
+  const agreed = quiet(agree(ctx, allToAllDescriptor(req.sizes as number[], req.outSizes as number[]), allToAllMisfit));
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
   const inB = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
@@ -179,7 +191,7 @@ async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
   const mineOut = slot(outB, ctx.rank);
   if (mineIn.byteLength !== mineOut.byteLength) ctx.lengthMismatch(ctx.rank, mineOut.byteLength, mineIn.byteLength);
   mineOut.set(mineIn);
-  await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? undefined : ctx.recvMessageInto(p, slot(outB, p)))));
+  await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? agreed : ctx.recvMessageInto(p, slot(outB, p)))));
 }
 
 async function barrier(ctx: OpContext, _req: OpRequest): Promise<void> {

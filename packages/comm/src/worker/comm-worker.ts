@@ -41,7 +41,8 @@ port.on('message', (msg: ToWorker) => {
       executor?.submit(msg);
       return;
     case 'poison':
-      executor?.adoptPoison(msg.groupId, deserializeError(msg.error));
+      if (msg.announce) executor?.abort(msg.groupId, deserializeError(msg.error));
+      else executor?.adoptPoison(msg.groupId, deserializeError(msg.error));
       return;
     case 'close':
       (mesh ? mesh.close() : Promise.resolve()).finally(() => {

@@ -1,6 +1,6 @@
-import { CollectiveMismatchError, CommError, serializeError } from '../errors.js';
-import { DTYPE_CODE, OP_CODE, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
-import { type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
+import { CollectiveMismatchError, CommError, laterCallError, reportedError, type SerializedError, serializeError } from '../errors.js';
+import { DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
+import { type Fingerprint, type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { availableParallelism } from 'node:os';
 import type { SharedMemory } from '../native.js';
@@ -14,7 +14,7 @@ import type { FromWorker, OpRequest, OpResult } from './protocol.js';
 /**
  * Runs the ops of every group on the worker thread: one queue per group (ops of a group
  * run and complete in issue order; groups proceed independently), failure propagation
- * (a lost peer, a mismatch or a timeout poisons the group on every member).
+ * (any failure poisons the group here and is announced to every other member).
  */
 export class Executor {
   private readonly groups = new Map<number, GroupState>();
@@ -34,7 +34,7 @@ export class Executor {
     private readonly lane: Lane,
   ) {
     mesh.onPeerLost = (peer, err) => {
-      for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.poison(g, err);
+      for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.fail(g, err, 'here');
     };
     mesh.onControl = (peer, f) => this.control(peer, f);
     mesh.admit = (peer, f) => this.admit(peer, f);
@@ -67,17 +67,25 @@ export class Executor {
     const g = this.groups.get(h.groupId);
     if (op === undefined || !g) return true;
     const me = this.mesh.opts.rank;
-    this.announceMismatch(
-      g,
-      new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, { rank: me, ranks: [me, peer], op }),
-    );
+    this.fail(g, new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, { rank: me, ranks: [me, peer], op }), 'here');
     return false;
   }
 
   /** The other executor poisoned the group: follow without echoing back. */
   adoptPoison(groupId: number, err: CommError): void {
     const g = this.groups.get(groupId);
-    if (g && !g.failure) this.poison(g, err, false);
+    if (g && !g.failure) this.fail(g, err, 'other thread');
+  }
+
+  /** A call on the group failed on this rank before it reached an executor (bad arguments, a failed hook): abort the group. */
+  abort(groupId: number, err: CommError): void {
+    const g = this.groups.get(groupId);
+    if (g) this.fail(g, err, 'here');
+  }
+
+  /** destroyProcessGroup: ops still waiting give up (the peers hear the goodbye, not an abort). */
+  closeAll(err: CommError): void {
+    for (const g of this.groups.values()) this.fail(g, err, 'other thread');
   }
 
   addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
@@ -87,18 +95,29 @@ export class Executor {
     const lane = shm && this.mem ? new ShmLane(this.mem, shm, ranks.length, rank, this.lane, { spinMs, blockMs: tuning.shmBlockMs }) : null;
     const g = new GroupState(groupId, ranks, rank, lane);
     this.groups.set(groupId, g);
-    for (const r of ranks) if (this.mesh.isLost(r)) this.poison(g, this.mesh.mailboxes[r]?.failure as CommError);
+    for (const r of ranks) if (this.mesh.isLost(r)) this.fail(g, this.mesh.mailboxes[r]?.failure as CommError, 'here');
     const early = this.earlyAborts.get(groupId);
-    if (early) this.poison(g, early);
+    if (early) this.fail(g, early, 'peer');
     this.earlyAborts.delete(groupId);
   }
 
-  /** Marks the group failed and wakes every op of it that is waiting on any peer. */
-  private poison(g: GroupState, err: CommError, echo = true): void {
-    const fresh = !g.failure;
-    g.failure ??= err;
-    for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(g.failure, g.id);
-    if (fresh && echo) this.onPoison(g.id, g.failure);
+  /**
+   * Poisons the group (its first failure is kept; every later op raises naming it) and wakes
+   * every op of it waiting on a peer. A failure found here is announced to every other member
+   * (as NCCL aborts a communicator), so no rank completes a collective this one gave up on or
+   * matches its next call against the wrong one; a failure from a peer or from this
+   * process's other executor is not echoed to the peers again.
+   */
+  private fail(g: GroupState, err: CommError, from: 'here' | 'peer' | 'other thread'): void {
+    if (g.failure) return;
+    g.failure = err;
+    if (from === 'here') {
+      const payload = Buffer.from(JSON.stringify(serializeError(err)), 'utf8');
+      const h: FrameHeader = { payloadLength: payload.length, kind: FrameKind.Abort, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq: 0, count: 0, root: 0, aux: 0 };
+      for (const r of g.ranks) if (r !== this.mesh.opts.rank) this.mesh.write(r, h, payload);
+    }
+    for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(err, g.id);
+    if (from !== 'other thread') this.onPoison(g.id, err);
   }
 
   private control(peer: number, f: Frame): void {
@@ -113,24 +132,14 @@ export class Executor {
       return;
     }
     if (h.kind !== FrameKind.Abort) return;
-    const msg = Buffer.from(f.payload).toString('utf8').slice(0, 2000);
-    const err = new CollectiveMismatchError(`${msg} (reported by rank ${peer} to rank ${this.mesh.opts.rank})`, { rank: this.mesh.opts.rank, ranks: [peer] });
+    const err = reportedError(parseAbort(f.payload), peer, this.mesh.opts.rank, h.groupId);
     const g = this.groups.get(h.groupId);
     if (!g) {
       this.earlyAborts.set(h.groupId, err);
       return;
     }
-    this.poison(g, err);
+    this.fail(g, err, 'peer');
     for (const r of g.ranks) this.mesh.mailboxes[r]?.dropGroup(g.id);
-  }
-
-  /** Tells every other member that the group's current collective is mismatched. */
-  private announceMismatch(g: GroupState, err: CollectiveMismatchError): void {
-    if (g.failure) return;
-    const payload = Buffer.from(err.message, 'utf8');
-    const h: FrameHeader = { payloadLength: payload.length, kind: FrameKind.Abort, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq: 0, count: 0, root: 0, aux: 0 };
-    for (const r of g.ranks) if (r !== this.mesh.opts.rank) this.mesh.write(r, h, payload);
-    this.poison(g, err);
   }
 
   submit(req: OpRequest): void {
@@ -157,7 +166,7 @@ export class Executor {
       fp,
       kind,
       Date.now() + req.timeoutMs,
-      (err) => this.announceMismatch(g, err),
+      (err) => this.fail(g, err, 'here'),
       () => this.behind(g, req.seq),
     );
   }
@@ -189,21 +198,15 @@ export class Executor {
   }
 
   private async execute(g: GroupState, req: OpRequest): Promise<OpResult | undefined> {
-    if (g.failure) throw g.failure;
+    const fp = req.op === 'p2p' ? null : fingerprintOf(req);
+    if (g.failure) throw laterCallError(g.failure, this.mesh.opts.rank, fp ? describe(fp) : 'send/recv');
     try {
-      if (req.op === 'p2p') {
+      if (!fp) {
         await this.runP2P(g, req);
         return undefined;
       }
       g.startedSeq = req.seq;
-      const ctx = this.context(g, req, FrameKind.Data, {
-        op: OP_CODE[req.op],
-        dtype: DTYPE_CODE[req.dtype],
-        reduceOp: req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
-        count: req.count,
-        seq: req.seq,
-        root: req.root,
-      });
+      const ctx = this.context(g, req, FrameKind.Data, fp);
       g.shm?.record(ctx.fp);
       const result = g.shm && req.op === 'allReduce' ? await shmAllReduceOp(ctx, g.shm, req) : await runCollective(ctx, req);
       await ctx.flush();
@@ -211,7 +214,7 @@ export class Executor {
     } catch (e) {
       const err = g.failure ?? (e instanceof CommError ? e : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, { rank: this.mesh.opts.rank, op: req.op }));
       // receives this op posted may still be waiting: nothing later in this group can be trusted
-      this.poison(g, err);
+      this.fail(g, err, 'here');
       throw err;
     }
   }
@@ -239,4 +242,25 @@ export class Executor {
       }),
     );
   }
+}
+
+function fingerprintOf(req: OpRequest): Fingerprint {
+  return {
+    op: OP_CODE[req.op as OpName],
+    dtype: DTYPE_CODE[req.dtype],
+    reduceOp: req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
+    count: req.count,
+    seq: req.seq,
+    root: req.root,
+  };
+}
+
+/** An abort frame's error (text that does not parse is kept as a mismatch's message). */
+function parseAbort(payload: Uint8Array): SerializedError {
+  const text = Buffer.from(payload).toString('utf8');
+  try {
+    const s = JSON.parse(text) as SerializedError;
+    if (typeof s?.name === 'string' && typeof s.message === 'string') return s;
+  } catch {}
+  return { name: 'CollectiveMismatchError', message: text };
 }

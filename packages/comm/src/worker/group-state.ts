@@ -1,3 +1,4 @@
+import type { NumArray } from '../dtypes.js';
 import type { CommError } from '../errors.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 
@@ -30,6 +31,14 @@ export class GroupState {
   groupRankOf(globalRank: number): number {
     return this.ranks.indexOf(globalRank);
   }
+
+  /** A grow-only scratch array of `like`'s type and length (AVG's partial sums on the ring; ops of a group run one at a time). */
+  scratch<T extends NumArray>(like: T): T {
+    const bytes = like.byteLength;
+    if (!this.scratchBuffer || this.scratchBuffer.byteLength < bytes) this.scratchBuffer = new ArrayBuffer(bytes);
+    return new (like.constructor as new (b: ArrayBuffer, o: number, n: number) => T)(this.scratchBuffer, 0, like.length);
+  }
+  private scratchBuffer: ArrayBuffer | null = null;
 
   nextP2P(direction: 'send' | 'recv', peer: number, tag: number): number {
     const key = `${direction}:${peer}:${tag}`;

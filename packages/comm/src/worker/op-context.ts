@@ -81,9 +81,9 @@ export class OpContext {
     return frame;
   }
 
-  /** Receives one frame of exactly dst.byteLength bytes straight into dst. */
-  recvInto(from: number, dst: Uint8Array): Promise<unknown> {
-    return this.wait(from, new CopySink(this, from, dst));
+  /** Receives one frame of exactly dst.byteLength bytes straight into dst; onHeader sees its header first. */
+  recvInto(from: number, dst: Uint8Array, onHeader?: (h: FrameHeader) => void): Promise<Frame> {
+    return this.wait(from, new CopySink(this, from, dst, onHeader));
   }
 
   /** Receives one frame of dst.byteLength bytes and reduces it into dst as it streams in. */
@@ -161,6 +161,18 @@ export class OpContext {
     const err = new CollectiveMismatchError(`rank ${me} called ${this.name} but rank ${peerGlobal} called ${what}`, {
       rank: me,
       ranks: [me, peerGlobal],
+      op: OP_NAME[this.fp.op],
+    });
+    this.onMismatch(err);
+    throw err;
+  }
+
+  /** Raises (and announces) a mismatch found by comparing every rank's call (agreement.ts); ranks are group ranks. */
+  disagree(why: string, groupRanks: number[]): never {
+    const me = this.mesh.opts.rank;
+    const err = new CollectiveMismatchError(`rank ${me}: ${this.name}: ${why}`, {
+      rank: me,
+      ranks: groupRanks.map((r) => this.group.ranks[r] as number),
       op: OP_NAME[this.fp.op],
     });
     this.onMismatch(err);

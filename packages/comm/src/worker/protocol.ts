@@ -73,11 +73,13 @@ export interface CloseRequest {
   type: 'close';
 }
 
-/** The main thread's executor poisoned a group: the comm thread's follows. */
+/** The main thread's executor poisoned a group (the comm thread's follows) or, `announce`, a call failed before reaching one. */
 export interface PoisonRequest {
   type: 'poison';
   groupId: number;
   error: SerializedError;
+  /** Tell the other members too (nobody has yet). */
+  announce: boolean;
 }
 
 export type ToWorker = InitRequest | ConnectRequest | GroupRequest | OpRequest | CloseRequest | PoisonRequest;

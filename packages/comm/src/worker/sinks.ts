@@ -17,9 +17,12 @@ export class CopySink implements Sink {
     private readonly ctx: OpContext,
     private readonly from: number,
     private readonly dst: Uint8Array,
+    /** Sees the header before any of the payload lands in dst. */
+    private readonly onHeader?: (h: FrameHeader) => void,
   ) {}
   begin(h: FrameHeader): void {
     expect(this.ctx, this.from, h, this.dst.byteLength);
+    this.onHeader?.(h);
   }
   write(chunk: Uint8Array): void {
     this.dst.set(chunk, this.pos);

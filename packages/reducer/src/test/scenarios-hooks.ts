@@ -68,4 +68,42 @@ async function powerSGDTrain(pg: ProcessGroup): Promise<Record<string, unknown>>
   return { losses, params: snapshot(model), numTensors };
 }
 
-export const hookScenarios: Record<string, Scenario> = { compression: compressionScenario, powerSGDExact, powerSGDTrain };
+/**
+ * Six steps; at step 2 rank 1's hook passes a reduce op the group rejects. Both ranks catch
+ * each step's error and go on, as a training loop that logs and skips a bad batch would.
+ * Every step from 2 on must fail on both ranks (no step may match rank 1's next all-reduce
+ * against rank 0's pending one); the result is each step's error name ('ok' for none).
+ */
+async function hookFailureCaught(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const model = mlp(35);
+  const ddp = await DistributedDataParallel.create(model);
+  let step = 0;
+  ddp.registerCommHook(null, async (_state, bucket) => {
+    const op = pg.rank === 1 && step === 2 ? ('median' as 'avg') : 'avg';
+    await bucket.processGroup.allReduce(bucket.buffer, { op }).wait();
+    return bucket.buffer;
+  });
+  const opt = new SGD(model.parameters(), { lr: 0.1 });
+  const x = normal([4, 5], 36 + pg.rank);
+  const y = normal([4, 3], 37 + pg.rank);
+  const steps: string[] = [];
+  const messages: string[] = [];
+  for (step = 0; step < 6; step++) {
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    try {
+      await loss.backward();
+      opt.step();
+      steps.push('ok');
+    } catch (e) {
+      steps.push((e as Error).name);
+      messages.push((e as Error).message);
+    } finally {
+      loss.dispose();
+      opt.zeroGrad();
+    }
+  }
+  tf.dispose([x, y]);
+  return { steps, messages };
+}
+
+export const hookScenarios: Record<string, Scenario> = { compression: compressionScenario, powerSGDExact, powerSGDTrain, hookFailureCaught };
