@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from './errors.js';
-import type { ProcessGroup } from './process-group.js';
+import type { ProcessGroup } from './group.js';
 import { getDefaultGroup, newSubgroupsByEnumeration } from './world.js';
 
 /** Sizes of the dp × pp × tp grid; their product must be the world size (dp defaults to what is left). */

@@ -16,7 +16,7 @@ export {
 } from './errors.js';
 export { type LaunchEnv, readLaunchEnv } from './env.js';
 export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';
-export type { P2POp, ProcessGroup } from './process-group.js';
+export type { P2POp, ProcessGroup } from './group.js';
 export { HashStore } from './store/hash-store.js';
 export { PrefixStore } from './store/prefix-store.js';
 export type { Store } from './store/store.js';

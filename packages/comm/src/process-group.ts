@@ -1,4 +1,5 @@
 import type { CommThread } from './comm-thread.js';
+import type { P2POp, ProcessGroup } from './group.js';
 import type { MainRunner } from './main-runner.js';
 import { onMainThread } from './routing.js';
 import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
@@ -6,37 +7,6 @@ import { CommError, InvalidArgumentError, NotInitializedError } from './errors.j
 import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
 import { makeWork, type Work } from './work.js';
 import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
-
-/** One transfer of batchIsendIrecv (PyTorch's P2POp); peer is a group rank. */
-export interface P2POp {
-  op: 'isend' | 'irecv';
-  buf: CommArray;
-  peer: number;
-  tag?: number;
-  dtype?: HalfDtype;
-}
-
-export interface ProcessGroup {
-  /** Rank within this group. */
-  readonly rank: number;
-  /** Number of members. */
-  readonly size: number;
-  /** Global ranks of the members, in group-rank order. */
-  readonly ranks: readonly number[];
-  allReduce(buf: CommArray, opts?: { op?: ReduceOp; dtype?: HalfDtype }): Work;
-  broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work;
-  allGather(input: CommArray, opts?: { dtype?: HalfDtype }): Work<CommArray[]>;
-  allGatherInto(output: CommArray, input: CommArray, opts?: { dtype?: HalfDtype }): Work;
-  reduceScatter(output: CommArray, input: CommArray, opts?: { op?: ReduceOp; dtype?: HalfDtype }): Work;
-  reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work;
-  gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null>;
-  scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work;
-  allToAll(outputs: CommArray[], inputs: CommArray[], opts?: { dtype?: HalfDtype }): Work;
-  barrier(): Work;
-  send(buf: CommArray, dst: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
-  recv(buf: CommArray, src: number, tag?: number, opts?: { dtype?: HalfDtype }): Work;
-  batchIsendIrecv(ops: P2POp[]): Work;
-}
 
 /** A process group whose collectives run on the process's comm worker thread. */
 export class WorkerProcessGroup implements ProcessGroup {

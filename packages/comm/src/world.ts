@@ -12,7 +12,8 @@ import {
   WorldSizeMismatchError,
 } from './errors.js';
 import { hostId } from './host-id.js';
-import { type ProcessGroup, WorkerProcessGroup } from './process-group.js';
+import type { ProcessGroup } from './group.js';
+import { WorkerProcessGroup } from './process-group.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
