@@ -19,7 +19,12 @@ function limit(): number {
 
 const MAIN_THREAD_BYTES = limit();
 
-/** True when the op runs on the main thread: (N−1)·bytes ≤ DDP_MAIN_THREAD_BYTES (16 KiB; 0 = never). */
+/**
+ * True when the op runs on the main thread: (N−1)·bytes ≤ DDP_MAIN_THREAD_BYTES (16 KiB; 0 =
+ * never), or any size in a group of one, where nothing travels and a trip to the comm thread
+ * and back would be all the cost (DDP on one rank).
+ */
 export function onMainThread(op: OpRequest['op'], bytes: number, groupSize: number): boolean {
-  return MAIN_THREAD_BYTES > 0 && MAIN_OPS.has(op) && bytes * Math.max(1, groupSize - 1) <= MAIN_THREAD_BYTES;
+  if (MAIN_THREAD_BYTES === 0 || !MAIN_OPS.has(op)) return false;
+  return groupSize === 1 || bytes * (groupSize - 1) <= MAIN_THREAD_BYTES;
 }
