@@ -148,10 +148,12 @@ export function reportedError(s: SerializedError, from: number, me: number, grou
 /**
  * The error of a call made on a group that already failed, naming the refused call, the
  * first failure as its cause: of the first failure's class when that is a fact about the
- * whole group (so `instanceof` still says what went wrong), else a GroupAbortedError.
+ * whole group or this rank's own stall (so `instanceof` still says what went wrong), else a GroupAbortedError.
  */
 export function laterCallError(first: CommError, me: number, call: string): CommError {
-  const Cls = GROUP_WIDE.has(first.name) ? (first.constructor as typeof CommError) : GroupAbortedError;
+  // a lost peer, or this rank's own stall (RankStalledError), is as true of every later call
+  const keep = GROUP_WIDE.has(first.name) || first instanceof PeerLostError;
+  const Cls = keep ? (first.constructor as typeof CommError) : GroupAbortedError;
   return new Cls(`rank ${me}: ${call} refused: the process group failed earlier: ${first.name}: ${first.message}`, {
     rank: me,
     ranks: first.ranks,

@@ -39,8 +39,8 @@ describe('a rank stopped past the heartbeat limit, then continued', () => {
       expect(phase(o, 'loop')?.ranks).toEqual([victim]);
     }
     const own = phase(out[victim] as RankOutcome, 'loop');
-    expect(own?.name, explain(out)).toBe('RankStalledError');
-    expect(own?.message).toMatch(/^rank 1: this rank was stalled for \d+ ms .*longer than its peers wait \(3000 ms\)/);
+    expect(own?.name, `${JSON.stringify(own)}\n${explain(out)}`).toBe('RankStalledError');
+    expect(own?.message).toMatch(/rank 1: this rank was stalled for \d+ ms .*longer than its peers wait \(3000 ms\)/);
     expect(own?.ranks).toEqual([victim]);
   }, 90_000);
 

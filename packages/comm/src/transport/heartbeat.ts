@@ -91,16 +91,25 @@ function recentStall(clock: Float64Array): { stalledMs: number; limitMs: number 
   return stallMs > 0 && now - stallEnd < limitMs ? { stalledMs: Math.round(stallMs), limitMs } : null;
 }
 
-/** The loss of `peer` as rank `rank` saw it, or its own stall when the heartbeat clock says it stood still too long. */
-export function peerLoss(clock: Float64Array, rank: number, peer: number, why: string): PeerLostError {
+/**
+ * This rank's own recent stall, as the error to raise instead of what its peers did meanwhile
+ * (`what`: gave it up as lost, aborted the group), or null when it did not stall.
+ */
+export function stallError(clock: Float64Array, rank: number, what: string, cause?: Error): RankStalledError | null {
   const stall = recentStall(clock);
-  if (!stall) return new PeerLostError(`rank ${rank}: lost rank ${peer} (${why})`, { rank, ranks: [peer] });
+  if (!stall) return null;
   return new RankStalledError(
     `rank ${rank}: this rank was stalled for ${stall.stalledMs} ms ` +
       '(its comm thread did not run: the process was stopped, swapped out, starved of CPU or blocked), ' +
-      `longer than its peers wait (${stall.limitMs} ms), so they gave it up: lost rank ${peer} (${why})`,
-    { rank, ranks: [rank] },
+      `longer than its peers wait (${stall.limitMs} ms), so they gave it up: ${what}`,
+    { rank, ranks: [rank], cause },
   );
+}
+
+/** The loss of `peer` as rank `rank` saw it, or its own stall when the heartbeat clock says it stood still too long. */
+export function peerLoss(clock: Float64Array, rank: number, peer: number, why: string): PeerLostError {
+  const what = `lost rank ${peer} (${why})`;
+  return stallError(clock, rank, what) ?? new PeerLostError(`rank ${rank}: ${what}`, { rank, ranks: [peer] });
 }
 
 /** DDP_HEARTBEAT_MS (default 1000; 0 turns heartbeats off). */

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
 import { channelOf, controlHeader, type Frame, FrameKind, type FrameHeader } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss } from './heartbeat.js';
+import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss, stallError } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
 import { Mailbox } from './mailbox.js';
 import { dial, listenOn, type PeerAddress, type SocketAddress, writeFrame } from './socket-io.js';
@@ -242,6 +242,11 @@ export class PeerMesh {
     this.inbound[peer]?.destroy();
     this.outbound[peer]?.destroy();
     this.onPeerLost(peer, err);
+  }
+
+  /** RankStalledError when this process itself stood still too long (so `err`, a peer's verdict, follows from it), else null. */
+  ownStall(err: CommError): CommError | null {
+    return stallError(this.heartbeatClock, this.opts.rank, err.message, err);
   }
 
   isLost(peer: number): boolean {

@@ -132,7 +132,9 @@ export class Executor {
       return;
     }
     if (h.kind !== FrameKind.Abort) return;
-    const err = reportedError(parseAbort(f.payload), peer, this.mesh.opts.rank, h.groupId);
+    const reported = reportedError(parseAbort(f.payload), peer, this.mesh.opts.rank, h.groupId);
+    // peers that gave this rank up abort the group: a rank that was itself stopped must say so
+    const err = this.mesh.ownStall(reported) ?? reported;
     const g = this.groups.get(h.groupId);
     if (!g) {
       this.earlyAborts.set(h.groupId, err);
