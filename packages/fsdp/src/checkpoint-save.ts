@@ -70,7 +70,10 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
     tensors.set(`unit.${i}.shard`, toSafeTensor(u.flat.shard.data));
     for (const [key, v] of Object.entries(optimizer.state.get(u.flat.shard) ?? {})) {
       if (v instanceof tf.Tensor) tensors.set(`unit.${i}.state.${key}`, toSafeTensor(v));
-      else (scalars[i] ??= {})[key] = v;
+      else {
+        scalars[i] ??= {};
+        scalars[i][key] = v;
+      }
     }
   });
   if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };

@@ -41,7 +41,7 @@ export class FlatShard {
     this.total = at;
     this.shardSize = Math.ceil(at / group.size);
     const flat = new Float32Array(this.shardSize * group.size);
-    params.forEach((p, i) => flat.set(p.data.dataSync() as Float32Array, this.offsets[i]));
+    for (const [i, p] of params.entries()) flat.set(p.data.dataSync() as Float32Array, this.offsets[i]);
     const start = group.rank * this.shardSize;
     this.shard = Parameter.fromValues(flat.slice(start, start + this.shardSize), [this.shardSize]);
     this.free();

@@ -150,7 +150,7 @@ export class FSDPModule implements ShardedUnit {
 
   async gatherForBackward(): Promise<void> {
     const gathering = this.flat!.gather();
-    if (this.prefetch) this.previous?.flat!.prefetch();
+    if (this.prefetch) this.previous?.flat?.prefetch();
     await gathering;
   }
 

@@ -23,7 +23,7 @@ async function train(forward: (x: Tensor) => Promise<Tensor>, t: number, from: n
   const { x, y } = batch(t, 6, 5, false, from, to);
   const out = await forward(x);
   const loss = tidy(() => mse(out, y));
-  tidy(() => [out, x, y].forEach((z) => z.dispose()));
+  for (const z of [out, x, y]) z.dispose();
   await loss.backward();
   loss.dispose();
 }
