@@ -55,9 +55,12 @@ export class FSDPModule implements ShardedUnit {
     this.reshardAfterForward = (opts.reshardAfterForward ?? true) && this.subunits.length === 0;
     this.prefetch = opts.prefetch ?? true;
     // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
-    const own = module.parameters().filter((p) => p.requiresGrad && !sharded.has(p));
+    const trainable = module.parameters().filter((p) => p.requiresGrad);
     const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
-    if (own.some((p) => under.has(p))) throw new FSDPError('fullyShard: apply it bottom-up (inner units first)');
+    if (trainable.some((p) => sharded.has(p) && !under.has(p))) {
+      throw new FSDPError(`fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; apply it bottom-up (inner units first)`);
+    }
+    const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.add(p);
     this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
     if (this.flat && !this.reshardAfterForward) {
