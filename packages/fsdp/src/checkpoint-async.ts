@@ -21,7 +21,10 @@ export class AsyncCheckpointer {
    * `newGroup`, which every rank of the world calls). Returns once the host copy is taken;
    * `done` settles when the entry is committed (or the save failed).
    */
-  async save(dir: string, contents: { optimizer: AnyOptimizer; step: number; extra?: unknown }): Promise<{ done: Promise<void> }> {
+  async save(
+    dir: string,
+    contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
+  ): Promise<{ done: Promise<void> }> {
     await this.wait();
     this.group ??= await newGroup([...this.root.processGroup.ranks]);
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra);

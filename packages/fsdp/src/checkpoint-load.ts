@@ -1,6 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { entryToLoad, loadSafetensors, type OptimizerStateDict, type ParamState, type ParsedSafetensors, type SafeTensor } from '@ddp/nn';
+import {
+  entryToLoad,
+  loadSafetensors,
+  type OptimizerStateDict,
+  type ParamState,
+  type ParsedSafetensors,
+  type SafeTensor,
+} from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { ShardedCheckpointError } from '@ddp/zero';
 import { type AnyOptimizer, type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, unitsOf } from './checkpoint-save.js';
@@ -24,10 +31,15 @@ async function readManifest(entry: string): Promise<FSDPManifest> {
 function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string): void {
   const saved = manifest.units.map((u) => u.params.map((p) => `${p.name}[${p.shape}]`).join(', '));
   const names = new Map(units[0]!.module.namedParameters().map(([n, p]) => [p, n]));
-  const now = units.map((u) => (u.flat?.params ?? []).map((p, j) => `${names.get(p as never) ?? `param.${j}`}[${u.flat!.shapes[j]}]`).join(', '));
+  const now = units.map((u) =>
+    (u.flat?.params ?? []).map((p, j) => `${names.get(p as never) ?? `param.${j}`}[${u.flat!.shapes[j]}]`).join(', '),
+  );
   const bad = saved.length !== now.length ? -1 : saved.findIndex((s, i) => s !== now[i]);
   if (saved.length !== now.length || bad >= 0) {
-    const which = bad < 0 ? `${saved.length} units, the model ${now.length}` : `unit ${bad} holds ${saved[bad]}, the model's ${now[bad]}`;
+    const which =
+      bad < 0
+        ? `${saved.length} units, the model ${now.length}`
+        : `unit ${bad} holds ${saved[bad]}, the model's ${now[bad]}`;
     throw new ShardedCheckpointError(`${path}: the checkpoint does not fit the model: ${which}`, path);
   }
 }
@@ -43,7 +55,8 @@ export async function loadFSDPCheckpoint(
   contents: { root: FSDPModule; optimizer?: AnyOptimizer },
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
   const entry = await entryToLoad(location, MANIFEST_FILE);
-  if (entry === null) throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
+  if (entry === null)
+    throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
   const manifest = await readManifest(entry);
   const units = unitsOf(contents.root);
   checkLayout(manifest, units, join(entry, MANIFEST_FILE));
@@ -77,14 +90,18 @@ export async function loadFSDPCheckpoint(
       const saved = (JSON.parse(file.metadata.scalars ?? '{}') as Record<number, Record<string, number>>)[u];
       if (saved) scalars.set(u, saved);
     }
-    if (!out.shard) throw new ShardedCheckpointError(`${entry}: no shard of unit ${u} covers elements [${from}, ${to})`, entry);
+    if (!out.shard)
+      throw new ShardedCheckpointError(`${entry}: no shard of unit ${u} covers elements [${from}, ${to})`, entry);
     values.set(u, out);
   }
   const replicated = await loadSafetensors(join(entry, REPLICATED_FILE));
 
   const created: tf.Tensor[] = [];
   const toTf = (data: Float32Array | SafeTensor, shape: number[]) => {
-    const t = data instanceof Float32Array ? tf.tensor(data, shape, 'float32') : tensorFromTypedArray(data.data, data.shape, data.dtype);
+    const t =
+      data instanceof Float32Array
+        ? tf.tensor(data, shape, 'float32')
+        : tensorFromTypedArray(data.data, data.shape, data.dtype);
     created.push(t);
     return t;
   };

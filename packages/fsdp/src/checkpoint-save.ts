@@ -79,10 +79,11 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
   if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
   const sharded = new Set(units.flatMap((u) => u.flat?.params ?? []));
   const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
-  const replicated = new Map<string, SafeTensor>([
-    ...root.module.namedParameters().filter(([, p]) => !sharded.has(p)),
-    ...root.module.namedBuffers(true, true),
-  ].map(([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)]));
+  const replicated = new Map<string, SafeTensor>(
+    [...root.module.namedParameters().filter(([, p]) => !sharded.has(p)), ...root.module.namedBuffers(true, true)].map(
+      ([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)],
+    ),
+  );
   const manifest: FSDPManifest = {
     format: 'ddp-fsdp-sharded-checkpoint',
     version: 1,
@@ -91,9 +92,15 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
     units: units.map((u) => ({
       total: u.flat?.total ?? 0,
       shardSize: u.flat?.shardSize ?? 0,
-      params: (u.flat?.params ?? []).map((p, j) => ({ name: names.get(p as never) ?? `param.${j}`, shape: u.flat!.shapes[j]! })),
+      params: (u.flat?.params ?? []).map((p, j) => ({
+        name: names.get(p as never) ?? `param.${j}`,
+        shape: u.flat!.shapes[j]!,
+      })),
     })),
-    paramGroups: optimizer.paramGroups.map(({ params, ...hyper }) => ({ ...hyper, params: params.map((p) => unitOfShard.get(p)!) })),
+    paramGroups: optimizer.paramGroups.map(({ params, ...hyper }) => ({
+      ...hyper,
+      params: params.map((p) => unitOfShard.get(p)!),
+    })),
     shards: [],
     extra: extra ?? null,
   };
@@ -109,23 +116,37 @@ export async function writeSnapshot(dir: string, snap: Snapshot, group: ProcessG
   const entry = join(dir, await fromRank0(group, temporaryEntryName()));
   const failed = `FSDP checkpoint save (${dir})`;
   try {
-    await onEveryRank(group, async () => {
-      if (rank !== 0) return;
-      await cleanCheckpointDir(dir, MANIFEST_FILE);
-      await createTemporaryEntry(dir, entry.slice(dir.length + 1));
-    }, `${failed}: rank 0 could not create ${entry}`);
-    await onEveryRank(group, async () => {
-      await saveSafetensors(join(entry, shardFile(rank, size)), snap.tensors, { scalars: JSON.stringify(snap.scalars) });
-      if (snap.replicated) await saveSafetensors(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
-      crashPoint(`${tag}:shard-written`);
-    }, `${failed}: another rank failed to write its shard; the checkpoint is incomplete`);
-    await onEveryRank(group, async () => {
-      if (!snap.manifest) return;
-      const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
-      await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
-      crashPoint(`${tag}:before-commit`);
-      await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
-    }, `${failed}: rank 0 failed to commit the checkpoint`);
+    await onEveryRank(
+      group,
+      async () => {
+        if (rank !== 0) return;
+        await cleanCheckpointDir(dir, MANIFEST_FILE);
+        await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+      },
+      `${failed}: rank 0 could not create ${entry}`,
+    );
+    await onEveryRank(
+      group,
+      async () => {
+        await saveSafetensors(join(entry, shardFile(rank, size)), snap.tensors, {
+          scalars: JSON.stringify(snap.scalars),
+        });
+        if (snap.replicated) await saveSafetensors(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
+        crashPoint(`${tag}:shard-written`);
+      },
+      `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
+    );
+    await onEveryRank(
+      group,
+      async () => {
+        if (!snap.manifest) return;
+        const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
+        await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+        crashPoint(`${tag}:before-commit`);
+        await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
+      },
+      `${failed}: rank 0 failed to commit the checkpoint`,
+    );
   } catch (error) {
     if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
     throw error;
@@ -133,7 +154,10 @@ export async function writeSnapshot(dir: string, snap: Snapshot, group: ProcessG
 }
 
 /** Saves a sharded checkpoint of `root` and its optimizer; collective over the root's group. */
-export async function saveFSDPCheckpoint(dir: string, contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown }): Promise<void> {
+export async function saveFSDPCheckpoint(
+  dir: string,
+  contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown },
+): Promise<void> {
   const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
   await writeSnapshot(dir, snap, contents.root.processGroup, 'sync');
 }

@@ -1,11 +1,20 @@
 import type { Tensor } from '@ddp/autograd';
-import { type HalfDtype, type ProcessGroup, ReduceOp, bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/comm';
+import {
+  type HalfDtype,
+  type ProcessGroup,
+  ReduceOp,
+  bfloatToFloat,
+  floatToBfloat,
+  floatToHalf,
+  halfToFloat,
+} from '@ddp/comm';
 import { Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 
 /** Why a full parameter has no data: its unit is resharded. */
-const RESHARDED = 'fsdp: this parameter is resharded (a unit\'s parameters exist only inside its forward and backward); '
-  + 'step the optimizer over FSDPModule.parameters(), the shards';
+const RESHARDED =
+  "fsdp: this parameter is resharded (a unit's parameters exist only inside its forward and backward); " +
+  'step the optimizer over FSDPModule.parameters(), the shards';
 
 /**
  * One unit's parameters as a flat, padded buffer cut into N equal shards (FSDP's FlatParameter):
@@ -101,7 +110,9 @@ export class FlatShard {
     const mine = new Float32Array(this.shardSize);
     if (this.commDtype) {
       const out = new Uint16Array(this.shardSize);
-      await this.group.reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype }).wait();
+      await this.group
+        .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
+        .wait();
       widen(out, this.commDtype, mine);
     } else {
       await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();

@@ -48,17 +48,26 @@ export class FSDPModule implements ShardedUnit {
   /** The resharded unit that ran before this one in the last forward (prefetched in backward). */
   private previous: FSDPModule | null = null;
 
-  constructor(readonly module: Module, opts: FullyShardOptions) {
+  constructor(
+    readonly module: Module,
+    opts: FullyShardOptions,
+  ) {
     if (unitOf.has(module)) throw new FSDPError(`fullyShard: ${module.constructor.name} is sharded already`);
     this.processGroup = opts.processGroup ?? getDefaultGroup();
-    this.subunits = module.modules().filter((m) => m !== module && unitOf.has(m)).map((m) => unitOf.get(m)!);
+    this.subunits = module
+      .modules()
+      .filter((m) => m !== module && unitOf.has(m))
+      .map((m) => unitOf.get(m)!);
     this.reshardAfterForward = (opts.reshardAfterForward ?? true) && this.subunits.length === 0;
     this.prefetch = opts.prefetch ?? true;
     // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
     const trainable = module.parameters().filter((p) => p.requiresGrad);
     const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
     if (trainable.some((p) => sharded.has(p) && !under.has(p))) {
-      throw new FSDPError(`fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; apply it bottom-up (inner units first)`);
+      throw new FSDPError(
+        `fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; ` +
+          'apply it bottom-up (inner units first)',
+      );
     }
     const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.add(p);
@@ -131,8 +140,10 @@ export class FSDPModule implements ShardedUnit {
 
   private unitForward(inputs: Tensor[]): Tensor {
     if (this.flat && !this.flat.isGathered) {
-      throw new FSDPError(`rank ${this.processGroup.rank}: ${this.module.constructor.name}'s parameters are not gathered; `
-        + 'run the model through `await root.forward(...)` of the outermost fullyShard unit');
+      throw new FSDPError(
+        `rank ${this.processGroup.rank}: ${this.module.constructor.name}'s parameters are not gathered; ` +
+          'run the model through `await root.forward(...)` of the outermost fullyShard unit',
+      );
     }
     if (!this.reshardAfterForward || !this.flat) return this.innerForward(...inputs);
     if (!isGradEnabled()) {

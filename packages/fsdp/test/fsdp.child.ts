@@ -7,7 +7,16 @@ import { destroyProcessGroup, type HalfDtype, initProcessGroup, type ProcessGrou
 import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { type FSDPModule, fullyShard } from '../src/index.js';
-import { batch, flatValues, goldenBatch, goldenMlp, loadGolden, MLP_KEYS, TwoBlockTransformer, unevenMlp } from './model.js';
+import {
+  batch,
+  flatValues,
+  goldenBatch,
+  goldenMlp,
+  loadGolden,
+  MLP_KEYS,
+  TwoBlockTransformer,
+  unevenMlp,
+} from './model.js';
 
 export interface Case {
   model: 'golden' | 'uneven' | 'transformer';
@@ -23,21 +32,39 @@ const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, 
 const WIDTHS = { golden: [5, 3], uneven: [6, 5], transformer: [6, 5] } as const;
 
 function build(c: Case): Module {
-  return c.model === 'golden' ? goldenMlp(loadGolden()) : c.model === 'uneven' ? unevenMlp() : new TwoBlockTransformer();
+  return c.model === 'golden'
+    ? goldenMlp(loadGolden())
+    : c.model === 'uneven'
+      ? unevenMlp()
+      : new TwoBlockTransformer();
 }
 
 function shard(c: Case, model: Module, group: ProcessGroup): FSDPModule {
-  const opts = { processGroup: group, reshardAfterForward: c.reshardAfterForward, prefetch: c.prefetch, commDtype: c.commDtype };
+  const opts = {
+    processGroup: group,
+    reshardAfterForward: c.reshardAfterForward,
+    prefetch: c.prefetch,
+    commDtype: c.commDtype,
+  };
   if (model instanceof TwoBlockTransformer) for (const b of model.blocks) fullyShard(b, opts);
   else for (const i of [0, 2]) fullyShard((model as Sequential).at(i), opts);
   return fullyShard(model, opts);
 }
 
-const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> => (c.model === 'golden' ? new SGD(params, { lr: 0.1 }) : new Adam(params, { lr: 0.01 }));
+const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> =>
+  c.model === 'golden' ? new SGD(params, { lr: 0.1 }) : new Adam(params, { lr: 0.01 });
 
-async function backwardOn(forward: (x: Tensor) => Promise<Tensor>, c: Case, t: number, from: number, to: number, scale: number): Promise<void> {
+async function backwardOn(
+  forward: (x: Tensor) => Promise<Tensor>,
+  c: Case,
+  t: number,
+  from: number,
+  to: number,
+  scale: number,
+): Promise<void> {
   const [w, o] = WIDTHS[c.model];
-  const { x, y } = c.model === 'golden' ? goldenBatch(t, from, to) : batch(t, w, o, c.model === 'transformer', from, to);
+  const { x, y } =
+    c.model === 'golden' ? goldenBatch(t, from, to) : batch(t, w, o, c.model === 'transformer', from, to);
   const out = await forward(x);
   const loss = tidy(() => mse(out, y).mul(scale));
   out.dispose();
@@ -79,7 +106,10 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
   result.hash = createHash('sha256').update(Float32Array.from(params)).digest('hex').slice(0, 16);
   if (c.model === 'golden') {
     const after = loadGolden().outputs.weights_after_step[c.steps - 1]!;
-    result.goldenDiff = maxDiff(params, Object.keys(MLP_KEYS).flatMap((k) => after[k as keyof typeof MLP_KEYS].data));
+    result.goldenDiff = maxDiff(
+      params,
+      Object.keys(MLP_KEYS).flatMap((k) => after[k as keyof typeof MLP_KEYS].data),
+    );
   }
   opt.dispose();
   refOpt.dispose();

@@ -12,16 +12,19 @@ export interface MlpGolden {
   inputs: Record<'W1' | 'b1' | 'W2' | 'b2' | 'X' | 'Y', GoldenTensor>;
   outputs: { weights_after_step: Record<'W1' | 'b1' | 'W2' | 'b2', GoldenTensor>[] };
 }
-export const loadGolden = (): MlpGolden => JSON.parse(readFileSync(new URL('../src/fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
+export const loadGolden = (): MlpGolden =>
+  JSON.parse(readFileSync(new URL('../src/fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
 export const MLP_KEYS = { W1: '0.weight', b1: '0.bias', W2: '2.weight', b2: '2.bias' } as const;
 
 /** PyTorch's golden MLP: Linear(5, 8), Tanh, Linear(8, 3) with the fixture's initial weights. */
 export function goldenMlp(g: MlpGolden): Sequential {
   const model = new Sequential(new Linear(5, 8), new Tanh(), new Linear(8, 3));
-  const state = new Map(Object.entries(MLP_KEYS).map(([gk, key]) => {
-    const t = g.inputs[gk as keyof typeof MLP_KEYS];
-    return [key, tf.tensor(t.data, t.shape)];
-  }));
+  const state = new Map(
+    Object.entries(MLP_KEYS).map(([gk, key]) => {
+      const t = g.inputs[gk as keyof typeof MLP_KEYS];
+      return [key, tf.tensor(t.data, t.shape)];
+    }),
+  );
   model.loadStateDict(state);
   tf.dispose([...state.values()]);
   return model;
@@ -71,13 +74,23 @@ export class TwoBlockTransformer extends Module {
 }
 
 /** The rows [from, to) of step t's global batch (12 rows, `width` features; sequences of 3 for the transformer). */
-export function batch(t: number, width: number, outWidth: number, seq: boolean, from: number, to: number): { x: Tensor; y: Tensor } {
+export function batch(
+  t: number,
+  width: number,
+  outWidth: number,
+  seq: boolean,
+  from: number,
+  to: number,
+): { x: Tensor; y: Tensor } {
   const gen = new Generator(1000 + 97 * t);
   const xs = gen.normal(12 * (seq ? 3 : 1) * width);
   const ys = gen.normal(12 * (seq ? 3 : 1) * outWidth, 0, 0.5);
   const per = seq ? 3 : 1;
   const x = tensor(xs.slice(from * per * width, to * per * width), seq ? [to - from, 3, width] : [to - from, width]);
-  const y = tensor(ys.slice(from * per * outWidth, to * per * outWidth), seq ? [to - from, 3, outWidth] : [to - from, outWidth]);
+  const y = tensor(
+    ys.slice(from * per * outWidth, to * per * outWidth),
+    seq ? [to - from, 3, outWidth] : [to - from, outWidth],
+  );
   return { x, y };
 }
 
