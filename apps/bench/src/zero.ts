@@ -72,7 +72,10 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     const started = performance.now();
     const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
     const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
-    const out: Tensor = fsdp ? await fsdp.forward(x) : tidy(() => (ddp ? (ddp as DistributedDataParallel).forward(x as never) as Tensor : model.forward(x)));
+    const wrapped = ddp as DistributedDataParallel | null;
+    const out: Tensor = fsdp
+      ? await fsdp.forward(x)
+      : tidy(() => (wrapped ? (wrapped.forward(x as never) as Tensor) : model.forward(x)));
     const loss = tidy(() => mse(out, y));
     out.dispose();
     await loss.backward();
@@ -119,7 +122,12 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
  * overlaps) minus a plain step. Each rank saves into its own run's temporary directory on rank 0's
  * choice of name: every rank of the bench runs on this host.
  */
-async function checkpointStall(root: FSDPModule, optimizer: Optimizer<{ lr: number }>, step: () => Promise<number>, rank: number) {
+async function checkpointStall(
+  root: FSDPModule,
+  optimizer: Optimizer<{ lr: number }>,
+  step: () => Promise<number>,
+  rank: number,
+) {
   const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
   const plain = await step();
   let started = performance.now();
@@ -147,6 +155,9 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
+/** The slowest rank's figure, rounded; '' where the mode does not measure it. */
+const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds') =>
+  ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
   const steps = Number(values.steps);
@@ -167,8 +178,8 @@ async function main(): Promise<void> {
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
         seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
         stepSeconds: round2(Math.max(...ranks.map((r) => r.stepSeconds))),
-        syncSaveSeconds: ranks[0]!.syncSaveSeconds === undefined ? '' : round2(Math.max(...ranks.map((r) => r.syncSaveSeconds!))),
-        asyncStallSeconds: ranks[0]!.asyncStallSeconds === undefined ? '' : round2(Math.max(...ranks.map((r) => r.asyncStallSeconds!))),
+        syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
+        asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
