@@ -1,17 +1,24 @@
 /**
  * `pnpm bench zero`: peak tensor memory per rank of one training run of a ~50 M-parameter MLP
  * (12 × Linear(2048, 2048), Adam) under plain DDP, DDP + ZeRO stage 1, and ZeRO stage 2
- * (gradients reduced to their owner, no DDP), at 2 and 4 ranks. Peak = tfjs's peakBytes over
+ * (gradients reduced to their owner, no DDP), and FSDP (@ddp/fsdp: one unit per Linear, the
+ * Sequential root stepping through them; with and without prefetch), at 2 and 4 ranks. Also the
+ * mean time of the steps after the first, and for FSDP how long a synchronous sharded checkpoint
+ * save takes against how much an AsyncCheckpointer save stalls the step it overlaps. Peak = tfjs's peakBytes over
  * the whole run (model, gradients, optimizer state, temporaries; comm buffers are plain JS
  * memory and not counted), measured with tf.profile on every rank. Writes results/zero.*.
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { tensor, tidy } from '@ddp/autograd';
+import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
+import { AsyncCheckpointer, type FSDPModule, fullyShard, saveFSDPCheckpoint } from '@ddp/fsdp';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
@@ -20,7 +27,7 @@ import { printSample, runSampleWorld } from './lib/world.js';
 const WIDTH = 2048;
 const LAYERS = 12;
 const BATCH = 8;
-const MODES = ['ddp', 'zero1', 'zero2'] as const;
+const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch'] as const;
 type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
@@ -30,6 +37,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'ddp' },
     steps: { type: 'string', default: '2' },
     worlds: { type: 'string', default: '2,4' },
+    modes: { type: 'string', default: MODES.join(',') },
   },
 });
 
@@ -39,6 +47,11 @@ interface RankSample {
   peakBytes: number;
   stateBytes: number;
   seconds: number;
+  /** Mean time of the steps after the first. */
+  stepSeconds: number;
+  /** FSDP: a synchronous checkpoint save; how much longer a step is when an async save starts before it. */
+  syncSaveSeconds?: number;
+  asyncStallSeconds?: number;
 }
 
 /** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
@@ -50,30 +63,85 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   const params = model.parameters().reduce((n, p) => n + p.size, 0);
   const t0 = performance.now();
   let stateBytes = 0;
+  const stepTimes: number[] = [];
+  let fsdp: FSDPModule | null = null;
+  let optimizer: Optimizer<{ lr: number }> | null = null;
+  let ddp: DistributedDataParallel | null = null;
+  const data = new Generator(100 + group.rank);
+  const step = async () => {
+    const started = performance.now();
+    const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
+    const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
+    const wrapped = ddp as DistributedDataParallel | null;
+    const out: Tensor = fsdp
+      ? await fsdp.forward(x)
+      : tidy(() => (wrapped ? (wrapped.forward(x as never) as Tensor) : model.forward(x)));
+    const loss = tidy(() => mse(out, y));
+    out.dispose();
+    await loss.backward();
+    loss.dispose();
+    x.dispose();
+    y.dispose();
+    await optimizer!.step();
+    optimizer!.zeroGrad();
+    return (performance.now() - started) / 1000;
+  };
   const profile = await tf.profile(async () => {
-    const ddp = mode === 'zero2' ? null : await DistributedDataParallel.create(model);
-    const optimizer: Optimizer<{ lr: number }> =
-      mode === 'ddp'
-        ? new Adam(model.parameters(), { lr: 1e-4 })
-        : new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 1e-4 }, { stage: mode === 'zero1' ? 1 : 2, processGroup: group });
-    const data = new Generator(100 + group.rank);
-    for (let s = 0; s < steps; s++) {
-      const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
-      const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
-      const loss = tidy(() => mse((ddp ?? model).forward(x), y));
-      await loss.backward();
-      loss.dispose();
-      x.dispose();
-      y.dispose();
-      await optimizer.step();
-      optimizer.zeroGrad();
+    if (mode === 'fsdp' || mode === 'fsdp-no-prefetch') {
+      const opts = { processGroup: group, prefetch: mode === 'fsdp' };
+      for (const layer of layers) fullyShard(layer, opts);
+      fsdp = fullyShard(model, opts);
+      optimizer = new Adam(fsdp.parameters(), { lr: 1e-4 });
+    } else {
+      ddp = mode === 'zero2' ? null : await DistributedDataParallel.create(model);
+      optimizer =
+        mode === 'ddp'
+          ? new Adam(model.parameters(), { lr: 1e-4 })
+          : new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 1e-4 }, { stage: mode === 'zero1' ? 1 : 2, processGroup: group });
     }
+    for (let s = 0; s < steps; s++) stepTimes.push(await step());
     stateBytes = optimizerStateBytes(optimizer instanceof ZeroRedundancyOptimizer ? optimizer.optim : optimizer);
     return [];
   });
-  const sample: RankSample = { rank: group.rank, params, peakBytes: profile.peakBytes, stateBytes, seconds: (performance.now() - t0) / 1000 };
+  const later = stepTimes.slice(1);
+  const sample: RankSample = {
+    rank: group.rank,
+    params,
+    peakBytes: profile.peakBytes,
+    stateBytes,
+    seconds: (performance.now() - t0) / 1000,
+    stepSeconds: later.reduce((a, b) => a + b, 0) / Math.max(1, later.length),
+  };
+  if (fsdp && mode === 'fsdp') Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank));
   printSample(sample);
   await destroyProcessGroup();
+}
+
+/**
+ * A synchronous save's duration, and the stall of an async one: (its host copy + the step it
+ * overlaps) minus a plain step. Each rank saves into its own run's temporary directory on rank 0's
+ * choice of name: every rank of the bench runs on this host.
+ */
+async function checkpointStall(
+  root: FSDPModule,
+  optimizer: Optimizer<{ lr: number }>,
+  step: () => Promise<number>,
+  rank: number,
+) {
+  const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
+  const plain = await step();
+  let started = performance.now();
+  await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
+  const syncSaveSeconds = (performance.now() - started) / 1000;
+  const saver = new AsyncCheckpointer(root);
+  started = performance.now();
+  const { done } = await saver.save(dir, { optimizer, step: 2 });
+  await step();
+  const asyncStallSeconds = (performance.now() - started) / 1000 - plain;
+  await done;
+  await root.processGroup.barrier().wait();
+  if (rank === 0) await rm(dir, { recursive: true, force: true });
+  return { syncSaveSeconds, asyncStallSeconds };
 }
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
@@ -86,13 +154,18 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
   });
 }
 
+const round2 = (x: number) => Math.round(x * 100) / 100;
+/** The slowest rank's figure, rounded; '' where the mode does not measure it. */
+const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds') =>
+  ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
+
 async function main(): Promise<void> {
   const steps = Number(values.steps);
   const worlds = values.worlds!.split(',').map(Number);
   const rows = [];
   const samples: Record<string, RankSample[]> = {};
   for (const world of worlds) {
-    for (const mode of MODES) {
+    for (const mode of values.modes!.split(',') as Mode[]) {
       const ranks = await runWorld(world, mode, steps);
       samples[`${mode}@${world}`] = ranks;
       const peak = Math.max(...ranks.map((r) => r.peakBytes));
@@ -104,6 +177,9 @@ async function main(): Promise<void> {
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
         seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
+        stepSeconds: round2(Math.max(...ranks.map((r) => r.stepSeconds))),
+        syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
+        asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
@@ -116,7 +192,10 @@ async function main(): Promise<void> {
       `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
       'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
-      'their owner in backward). Communication buffers are JS memory and not counted.',
+      'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
+      '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
+      'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
+      'a plain step. Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));

@@ -10,7 +10,7 @@
 import { access, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
-import { ReduceOp } from '@ddp/comm';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
   cleanCheckpointDir,
   commitEntry,
@@ -74,7 +74,7 @@ function globalParams(zero: AnyZero): Tensor[] {
  * Runs `work` on every rank, then every rank learns whether every rank succeeded (MAX of the
  * failure flags), so none waits on a failed peer and all fail together.
  */
-async function onEveryRank(zero: AnyZero, work: () => Promise<void>, failure: string): Promise<void> {
+export async function onEveryRank(group: ProcessGroup, work: () => Promise<void>, failure: string): Promise<void> {
   let error: unknown = null;
   try {
     await work();
@@ -82,15 +82,15 @@ async function onEveryRank(zero: AnyZero, work: () => Promise<void>, failure: st
     error = e;
   }
   const flag = new Int32Array([error === null ? 0 : 1]);
-  await zero.processGroup.allReduce(flag, { op: ReduceOp.MAX }).wait();
+  await group.allReduce(flag, { op: ReduceOp.MAX }).wait();
   if (flag[0] !== 0) throw error ?? new ShardedCheckpointError(failure);
 }
 
 /** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
-async function fromRank0(zero: AnyZero, name: string): Promise<string> {
+export async function fromRank0(group: ProcessGroup, name: string): Promise<string> {
   const buf = new Int32Array(512);
-  if (zero.processGroup.rank === 0) buf.set(new TextEncoder().encode(name));
-  await zero.processGroup.broadcast(buf, { src: 0 }).wait();
+  if (group.rank === 0) buf.set(new TextEncoder().encode(name));
+  await group.broadcast(buf, { src: 0 }).wait();
   return new TextDecoder().decode(Uint8Array.from(buf.subarray(0, buf.indexOf(0))));
 }
 
@@ -103,16 +103,16 @@ export async function saveShardedCheckpoint(dir: string, contents: { model?: Mod
   const { rank, size } = zero.processGroup;
   const params = globalParams(zero);
   const index = new Map(params.map((p, i) => [p, i]));
-  const entry = join(dir, await fromRank0(zero, temporaryEntryName()));
+  const entry = join(dir, await fromRank0(zero.processGroup, temporaryEntryName()));
   const failed = `saveShardedCheckpoint(${dir})`;
   try {
-    await onEveryRank(zero, async () => {
+    await onEveryRank(zero.processGroup, async () => {
       if (rank !== 0) return;
       await cleanCheckpointDir(dir, MANIFEST_FILE);
       await createTemporaryEntry(dir, entry.slice(dir.length + 1));
     }, `${failed}: rank 0 could not create ${entry}`);
 
-    await onEveryRank(zero, async () => {
+    await onEveryRank(zero.processGroup, async () => {
       const tensors = new Map<string, SafeTensor>();
       const scalars: Record<string, Record<string, number>> = {};
       for (const [p, state] of zero.optim?.state ?? []) {
@@ -135,7 +135,7 @@ export async function saveShardedCheckpoint(dir: string, contents: { model?: Mod
       crashPoint('shard-written');
     }, `${failed}: another rank failed to write its shard; the checkpoint is incomplete`);
 
-    await onEveryRank(zero, async () => {
+    await onEveryRank(zero.processGroup, async () => {
       if (rank !== 0) return;
       const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
       const manifest: ShardedManifest = {

@@ -1,0 +1,43 @@
+import { newGroup, type ProcessGroup } from '@ddp/comm';
+import { type AnyOptimizer, snapshot, writeSnapshot } from './checkpoint-save.js';
+import type { FSDPModule } from './fully-shard.js';
+
+/**
+ * Checkpoints that do not stall training (DCP's async_save): `save` copies this rank's shards and
+ * optimizer state to host memory and returns; the files are written, confirmed and committed in
+ * the background, with the same atomic protocol as `saveFSDPCheckpoint`. The background save
+ * coordinates over a process group of its own, so its collectives never interleave with the
+ * training's. One save is in flight at a time: the next `save` first waits for the previous one
+ * (and rethrows its failure).
+ */
+export class AsyncCheckpointer {
+  private group: ProcessGroup | null = null;
+  private inFlight: Promise<void> | null = null;
+
+  constructor(readonly root: FSDPModule) {}
+
+  /**
+   * Collective over the root's group (the first call creates the checkpoint group with
+   * `newGroup`, which every rank of the world calls). Returns once the host copy is taken;
+   * `done` settles when the entry is committed (or the save failed).
+   */
+  async save(
+    dir: string,
+    contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
+  ): Promise<{ done: Promise<void> }> {
+    await this.wait();
+    this.group ??= await newGroup([...this.root.processGroup.ranks]);
+    const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra);
+    const done = writeSnapshot(dir, snap, this.group!, 'async');
+    this.inFlight = done;
+    done.catch(() => {}); // reported by `done` and by the next save or wait()
+    return { done };
+  }
+
+  /** Waits for the save in flight, if any; rethrows its failure. */
+  async wait(): Promise<void> {
+    const pending = this.inFlight;
+    this.inFlight = null;
+    await pending;
+  }
+}

@@ -1,0 +1,132 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  entryToLoad,
+  loadSafetensors,
+  type OptimizerStateDict,
+  type ParamState,
+  type ParsedSafetensors,
+  type SafeTensor,
+} from '@ddp/nn';
+import { tensorFromTypedArray, tf } from '@ddp/tensor';
+import { ShardedCheckpointError } from '@ddp/zero';
+import { type AnyOptimizer, type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, unitsOf } from './checkpoint-save.js';
+import type { FSDPModule } from './fully-shard.js';
+
+async function readManifest(entry: string): Promise<FSDPManifest> {
+  const path = join(entry, MANIFEST_FILE);
+  let manifest: FSDPManifest;
+  try {
+    manifest = JSON.parse(await readFile(path, 'utf8')) as FSDPManifest;
+  } catch (e) {
+    throw new ShardedCheckpointError(`${path} is missing or not JSON: ${(e as Error).message}`, path);
+  }
+  if (manifest?.format !== 'ddp-fsdp-sharded-checkpoint' || manifest.version !== 1) {
+    throw new ShardedCheckpointError(`${path} is not an FSDP sharded checkpoint (version 1)`, path);
+  }
+  return manifest;
+}
+
+/** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
+function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string): void {
+  const saved = manifest.units.map((u) => u.params.map((p) => `${p.name}[${p.shape}]`).join(', '));
+  const names = new Map(units[0]!.module.namedParameters().map(([n, p]) => [p, n]));
+  const now = units.map((u) =>
+    (u.flat?.params ?? []).map((p, j) => `${names.get(p as never) ?? `param.${j}`}[${u.flat!.shapes[j]}]`).join(', '),
+  );
+  const bad = saved.length !== now.length ? -1 : saved.findIndex((s, i) => s !== now[i]);
+  if (saved.length !== now.length || bad >= 0) {
+    const which =
+      bad < 0
+        ? `${saved.length} units, the model ${now.length}`
+        : `unit ${bad} holds ${saved[bad]}, the model's ${now[bad]}`;
+    throw new ShardedCheckpointError(`${path}: the checkpoint does not fit the model: ${which}`, path);
+  }
+}
+
+/**
+ * Loads the newest committed FSDP checkpoint in `location` into `root`'s shards and `optimizer`,
+ * whatever world size wrote it (resharding): each rank reads only the saved shards that overlap
+ * its new slice of every unit's flat buffer. The optimizer's state must be elementwise (SGD,
+ * Adam, AdamW). Not collective. Everything is read and checked before anything changes.
+ */
+export async function loadFSDPCheckpoint(
+  location: string,
+  contents: { root: FSDPModule; optimizer?: AnyOptimizer },
+): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
+  const entry = await entryToLoad(location, MANIFEST_FILE);
+  if (entry === null)
+    throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
+  const manifest = await readManifest(entry);
+  const units = unitsOf(contents.root);
+  checkLayout(manifest, units, join(entry, MANIFEST_FILE));
+  const files = new Map<number, ParsedSafetensors>();
+  const shardOf = async (k: number) => {
+    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k]!)));
+    return files.get(k)!;
+  };
+  const { rank } = contents.root.processGroup;
+  const values = new Map<number, Record<string, Float32Array>>();
+  const scalars = new Map<number, Record<string, number>>();
+  for (const [u, unit] of units.entries()) {
+    if (!unit.flat) continue;
+    const { total, shardSize: oldSize } = manifest.units[u]!;
+    const size = unit.flat.shardSize;
+    const [from, to] = [rank * size, Math.min((rank + 1) * size, total)];
+    const out: Record<string, Float32Array> = {};
+    // the saved shards overlapping [from, to); at least one, which names the tensors when this slice is all padding
+    const first = Math.min(Math.floor(from / oldSize), manifest.shards.length - 1);
+    for (let k = first; k < manifest.shards.length && (k === first || k * oldSize < to); k++) {
+      const file = await shardOf(k);
+      const prefix = `unit.${u}.`;
+      const lo = Math.max(from, k * oldSize);
+      const hi = Math.min(to, (k + 1) * oldSize);
+      for (const [name, t] of file.tensors) {
+        if (!name.startsWith(prefix)) continue;
+        const key = name.slice(prefix.length);
+        out[key] ??= new Float32Array(size);
+        if (hi > lo) out[key].set((t.data as Float32Array).subarray(lo - k * oldSize, hi - k * oldSize), lo - from);
+      }
+      const saved = (JSON.parse(file.metadata.scalars ?? '{}') as Record<number, Record<string, number>>)[u];
+      if (saved) scalars.set(u, saved);
+    }
+    if (!out.shard)
+      throw new ShardedCheckpointError(`${entry}: no shard of unit ${u} covers elements [${from}, ${to})`, entry);
+    values.set(u, out);
+  }
+  const replicated = await loadSafetensors(join(entry, REPLICATED_FILE));
+
+  const created: tf.Tensor[] = [];
+  const toTf = (data: Float32Array | SafeTensor, shape: number[]) => {
+    const t =
+      data instanceof Float32Array
+        ? tf.tensor(data, shape, 'float32')
+        : tensorFromTypedArray(data.data, data.shape, data.dtype);
+    created.push(t);
+    return t;
+  };
+  try {
+    contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
+    for (const [u, { shard, ...state }] of values) {
+      const flat = units[u]!.flat!;
+      flat.shard.data = tf.tensor(shard!, [flat.shardSize], 'float32');
+      values.set(u, state);
+    }
+    if (contents.optimizer) {
+      const opt = contents.optimizer;
+      const position = new Map(opt.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
+      const indexOf = (u: number) => position.get(units[u]!.flat!.shard)!;
+      const state = new Map<number, ParamState>();
+      for (const [u, tensors] of values) {
+        const s: ParamState = { ...scalars.get(u) };
+        for (const [key, data] of Object.entries(tensors)) s[key.replace(/^state\./, '')] = toTf(data, [data.length]);
+        if (Object.keys(s).length > 0) state.set(indexOf(u), s);
+      }
+      const paramGroups = manifest.paramGroups.map((g) => ({ ...g, params: (g.params as number[]).map(indexOf) }));
+      opt.loadStateDict({ state, paramGroups } as unknown as OptimizerStateDict<{ lr: number }>);
+    }
+  } finally {
+    tf.dispose(created);
+  }
+  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize, path: entry };
+}

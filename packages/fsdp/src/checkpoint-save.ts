@@ -1,0 +1,163 @@
+/**
+ * Sharded FSDP checkpoints: every rank writes its shards (parameters and optimizer state) to its
+ * own file of a new entry of the checkpoint directory (@ddp/nn's checkpoint-dir: immutable
+ * entries committed by one rename), rank 0 the whole tensors that are not sharded (frozen
+ * parameters, buffers) and, once every rank has confirmed its file, the manifest; then it commits
+ * the entry. A crash at any moment leaves the previous checkpoint loadable. The save works from a
+ * host copy taken first (`snapshot`), so `saveAsync` can let training go on while it writes.
+ */
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ProcessGroup } from '@ddp/comm';
+import {
+  cleanCheckpointDir,
+  commitEntry,
+  crashPoint,
+  createTemporaryEntry,
+  type Optimizer,
+  type SafeTensor,
+  saveSafetensors,
+  temporaryEntryName,
+  toSafeTensor,
+  writeFileAtomic,
+} from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { fromRank0, onEveryRank } from '@ddp/zero';
+import type { FSDPModule } from './fully-shard.js';
+
+export const MANIFEST_FILE = 'manifest.json';
+/** Rank 0's file of what every rank holds whole: frozen parameters and buffers, by module name. */
+export const REPLICATED_FILE = 'replicated.safetensors';
+export const shardFile = (rank: number, worldSize: number) => `fsdp-shard-${rank}-of-${worldSize}.safetensors`;
+
+export type AnyOptimizer = Optimizer<{ lr: number }>;
+
+export interface FSDPManifest {
+  format: 'ddp-fsdp-sharded-checkpoint';
+  version: 1;
+  worldSize: number;
+  step: number;
+  /** Per unit (the root first, then the units below it in module order): its flat layout. */
+  units: { total: number; shardSize: number; params: { name: string; shape: number[] }[] }[];
+  /** The optimizer's groups' hyperparameters, `params` as unit indices. */
+  paramGroups: Record<string, unknown>[];
+  shards: string[];
+  extra: unknown;
+}
+
+/** A rank's part of a checkpoint, copied to host memory. */
+export interface Snapshot {
+  /** `unit.<u>.shard` and `unit.<u>.state.<key>`. */
+  tensors: Map<string, SafeTensor>;
+  /** Scalar optimizer state (a step count) by unit index. */
+  scalars: Record<number, Record<string, number>>;
+  /** On rank 0: the replicated tensors and the manifest (its `shards` filled in at write). */
+  replicated: Map<string, SafeTensor> | null;
+  manifest: FSDPManifest | null;
+}
+
+/** The units of `root` in checkpoint order. */
+export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subunits];
+
+/** Copies this rank's shards, their optimizer state and (rank 0) the replicated tensors to host memory. */
+export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number, extra: unknown): Snapshot {
+  const units = unitsOf(root);
+  const tensors = new Map<string, SafeTensor>();
+  const scalars: Snapshot['scalars'] = {};
+  const unitOfShard = new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
+  units.forEach((u, i) => {
+    if (!u.flat) return;
+    tensors.set(`unit.${i}.shard`, toSafeTensor(u.flat.shard.data));
+    for (const [key, v] of Object.entries(optimizer.state.get(u.flat.shard) ?? {})) {
+      if (v instanceof tf.Tensor) tensors.set(`unit.${i}.state.${key}`, toSafeTensor(v));
+      else {
+        scalars[i] ??= {};
+        scalars[i][key] = v;
+      }
+    }
+  });
+  if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
+  const sharded = new Set(units.flatMap((u) => u.flat?.params ?? []));
+  const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
+  const replicated = new Map<string, SafeTensor>(
+    [...root.module.namedParameters().filter(([, p]) => !sharded.has(p)), ...root.module.namedBuffers(true, true)].map(
+      ([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)],
+    ),
+  );
+  const manifest: FSDPManifest = {
+    format: 'ddp-fsdp-sharded-checkpoint',
+    version: 1,
+    worldSize: root.processGroup.size,
+    step,
+    units: units.map((u) => ({
+      total: u.flat?.total ?? 0,
+      shardSize: u.flat?.shardSize ?? 0,
+      params: (u.flat?.params ?? []).map((p, j) => ({
+        name: names.get(p as never) ?? `param.${j}`,
+        shape: u.flat!.shapes[j]!,
+      })),
+    })),
+    paramGroups: optimizer.paramGroups.map(({ params, ...hyper }) => ({
+      ...hyper,
+      params: params.map((p) => unitOfShard.get(p)!),
+    })),
+    shards: [],
+    extra: extra ?? null,
+  };
+  return { tensors, scalars, replicated, manifest };
+}
+
+/**
+ * Writes a snapshot as a new entry of `dir` over `group` (collective on it); returns once the
+ * entry is committed. `tag` prefixes the crash points (`sync:` / `async:`) for the tests.
+ */
+export async function writeSnapshot(dir: string, snap: Snapshot, group: ProcessGroup, tag: string): Promise<void> {
+  const { rank, size } = group;
+  const entry = join(dir, await fromRank0(group, temporaryEntryName()));
+  const failed = `FSDP checkpoint save (${dir})`;
+  try {
+    await onEveryRank(
+      group,
+      async () => {
+        if (rank !== 0) return;
+        await cleanCheckpointDir(dir, MANIFEST_FILE);
+        await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+      },
+      `${failed}: rank 0 could not create ${entry}`,
+    );
+    await onEveryRank(
+      group,
+      async () => {
+        await saveSafetensors(join(entry, shardFile(rank, size)), snap.tensors, {
+          scalars: JSON.stringify(snap.scalars),
+        });
+        if (snap.replicated) await saveSafetensors(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
+        crashPoint(`${tag}:shard-written`);
+      },
+      `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
+    );
+    await onEveryRank(
+      group,
+      async () => {
+        if (!snap.manifest) return;
+        const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
+        await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+        crashPoint(`${tag}:before-commit`);
+        await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
+      },
+      `${failed}: rank 0 failed to commit the checkpoint`,
+    );
+  } catch (error) {
+    if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
+    throw error;
+  }
+}
+
+/** Saves a sharded checkpoint of `root` and its optimizer; collective over the root's group. */
+export async function saveFSDPCheckpoint(
+  dir: string,
+  contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown },
+): Promise<void> {
+  const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
+  await writeSnapshot(dir, snap, contents.root.processGroup, 'sync');
+}

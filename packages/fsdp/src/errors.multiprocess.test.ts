@@ -1,0 +1,20 @@
+import { expect, it } from 'vitest';
+import { runWorld } from '@ddp/launch/testing';
+
+it('misuse raises typed errors on every rank, naming the rank or the file', async () => {
+  const { results } = await runWorld<{ rank: number; errors: Record<string, string> }>({
+    script: new URL('../test/errors.child.ts', import.meta.url),
+    nprocs: 2,
+    timeoutMs: 60_000,
+  });
+  for (const { rank, errors } of results) {
+    expect(errors['forward without the root']).toMatch(
+      new RegExp(`^FSDPError: rank ${rank}: Sequential's parameters are not gathered`),
+    );
+    expect(errors['sharded twice']).toMatch(/^FSDPError: fullyShard: Linear is sharded already/);
+    expect(errors['inner unit after its parent']).toMatch(
+      /^FSDPError: fullyShard: Linear's parameters belong to an enclosing unit already; apply it bottom-up/,
+    );
+    expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
+  }
+}, 60_000);

@@ -1,0 +1,134 @@
+import type { Tensor } from '@ddp/autograd';
+import {
+  type HalfDtype,
+  type ProcessGroup,
+  ReduceOp,
+  bfloatToFloat,
+  floatToBfloat,
+  floatToHalf,
+  halfToFloat,
+} from '@ddp/comm';
+import { Parameter } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+
+/** Why a full parameter has no data: its unit is resharded. */
+const RESHARDED =
+  "fsdp: this parameter is resharded (a unit's parameters exist only inside its forward and backward); " +
+  'step the optimizer over FSDPModule.parameters(), the shards';
+
+/**
+ * One unit's parameters as a flat, padded buffer cut into N equal shards (FSDP's FlatParameter):
+ * rank r holds elements [r·s, (r+1)·s) as the Parameter `shard`, the last shard zero-padded when
+ * the total does not divide by N. `gather` all-gathers the shards into the full parameters'
+ * data; `free` drops it again; `reduceScatterGrads` averages the full gradients across the
+ * ranks and returns this rank's slice, the shard's gradient.
+ */
+export class FlatShard {
+  readonly shapes: number[][];
+  readonly offsets: number[];
+  readonly total: number;
+  /** Elements per shard, padding included. */
+  readonly shardSize: number;
+  readonly shard: Parameter;
+  private gathered = true;
+  private pending: Promise<void> | null = null;
+
+  constructor(
+    /** The module's own parameters (full); their data is freed here and lives in `shard`. */
+    readonly params: readonly Tensor[],
+    private readonly group: ProcessGroup,
+    /** float16/bfloat16: the collectives send 2-byte values (the math stays float32). */
+    private readonly commDtype: HalfDtype | undefined,
+  ) {
+    this.shapes = params.map((p) => [...p.shape]);
+    this.offsets = [];
+    let at = 0;
+    for (const p of params) {
+      this.offsets.push(at);
+      at += p.size;
+    }
+    this.total = at;
+    this.shardSize = Math.ceil(at / group.size);
+    const flat = new Float32Array(this.shardSize * group.size);
+    for (const [i, p] of params.entries()) flat.set(p.data.dataSync() as Float32Array, this.offsets[i]);
+    const start = group.rank * this.shardSize;
+    this.shard = Parameter.fromValues(flat.slice(start, start + this.shardSize), [this.shardSize]);
+    this.free();
+  }
+
+  get isGathered(): boolean {
+    return this.gathered;
+  }
+
+  /** Starts the all-gather (if not gathered or under way); `gather` awaits it. Collective. */
+  prefetch(): void {
+    if (!this.gathered && this.pending === null) this.pending = this.allGather();
+  }
+
+  async gather(): Promise<void> {
+    this.prefetch();
+    await this.pending;
+  }
+
+  /** Frees the full parameters' data (their gradients stay). */
+  free(): void {
+    for (const p of this.params) p.free(RESHARDED);
+    this.gathered = false;
+  }
+
+  private async allGather(): Promise<void> {
+    const n = this.group.size;
+    const local = this.shard.data.dataSync() as Float32Array;
+    const full = new Float32Array(this.shardSize * n);
+    if (this.commDtype) {
+      const out = new Uint16Array(full.length);
+      await this.group.allGatherInto(out, narrow(local, this.commDtype), { dtype: this.commDtype }).wait();
+      widen(out, this.commDtype, full);
+    } else {
+      await this.group.allGatherInto(full, local).wait();
+    }
+    this.params.forEach((p, i) => {
+      const at = this.offsets[i]!;
+      p.data = tf.tensor(full.slice(at, at + sizeOf(this.shapes[i]!)), this.shapes[i], 'float32');
+    });
+    this.gathered = true;
+    this.pending = null;
+  }
+
+  /**
+   * Averages the full parameters' gradients across the ranks (reduce-scatter, AVG) and frees
+   * them; returns this rank's slice as a new tensor of the shard's shape. A parameter without a
+   * gradient counts as zeros. Collective: every rank calls it for the same unit in the same order.
+   */
+  async reduceScatterGrads(): Promise<tf.Tensor> {
+    const n = this.group.size;
+    const flat = new Float32Array(this.shardSize * n);
+    this.params.forEach((p, i) => {
+      if (p.grad !== null) flat.set(p.grad.dataSync() as Float32Array, this.offsets[i]);
+      p.grad = null;
+    });
+    const mine = new Float32Array(this.shardSize);
+    if (this.commDtype) {
+      const out = new Uint16Array(this.shardSize);
+      await this.group
+        .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
+        .wait();
+      widen(out, this.commDtype, mine);
+    } else {
+      await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();
+    }
+    return tf.tensor(mine, [this.shardSize], 'float32');
+  }
+}
+
+const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+function narrow(src: Float32Array, dtype: HalfDtype): Uint16Array {
+  const to = dtype === 'float16' ? floatToHalf : floatToBfloat;
+  return Uint16Array.from(src, to);
+}
+
+function widen(src: Uint16Array, dtype: HalfDtype, dst: Float32Array): void {
+  const from = dtype === 'float16' ? halfToFloat : bfloatToFloat;
+  for (let i = 0; i < src.length; i++) dst[i] = from(src[i]!);
+}

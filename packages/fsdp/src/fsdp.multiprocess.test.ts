@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { runWorld } from '@ddp/launch/testing';
+import type { Case } from '../test/fsdp.child.js';
+
+interface CaseResult {
+  rank: number;
+  maxDiff: number;
+  hash: string;
+  tensorGrowth: number;
+  goldenDiff?: number;
+}
+
+const TIMEOUT = 150_000;
+const base: Case[] = [
+  { model: 'golden', steps: 3 },
+  { model: 'uneven', steps: 5 },
+  { model: 'transformer', steps: 3 },
+];
+// each world starts its rank processes once and runs its cases in turn (start-up dominates)
+const worlds: Record<number, Case[]> = {
+  2: [...base, { model: 'transformer', steps: 3, reshardAfterForward: false, accumulate: true }],
+  3: [
+    ...base,
+    { model: 'uneven', steps: 5, prefetch: false, accumulate: true },
+    { model: 'golden', steps: 3, commDtype: 'bfloat16' },
+  ],
+  4: [...base, { model: 'golden', steps: 3, commDtype: 'float16' }],
+};
+const results: Record<number, Promise<CaseResult[][]>> = {};
+
+function run(n: number): Promise<CaseResult[][]> {
+  results[n] ??= runWorld<CaseResult[]>({
+    script: new URL('../test/fsdp.child.ts', import.meta.url),
+    nprocs: n,
+    args: [JSON.stringify(worlds[n])],
+    timeoutMs: TIMEOUT,
+  }).then(({ results: byRank }) => worlds[n]!.map((_, c) => byRank.map((r) => r[c]!)));
+  return results[n];
+}
+
+const label = (c: Case) =>
+  [
+    c.model,
+    `${c.steps} steps`,
+    c.reshardAfterForward === false ? 'kept after forward' : '',
+    c.prefetch === false ? 'no prefetch' : '',
+    c.accumulate ? 'noSync accumulation' : '',
+    c.commDtype ?? '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+
+describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
+  it.each(worlds[n]!.map((c, i) => [label(c), i] as const))(
+    '%s: equals the single-process run',
+    async (_, i) => {
+      const ranks = (await run(n))[i]!;
+      const c = worlds[n]![i]!;
+      expect(new Set(ranks.map((r) => r.hash)).size).toBe(1);
+      for (const r of ranks) {
+        // on the wire float16 keeps 11 significant bits, bfloat16 8
+        const tol = c.commDtype ? { float16: 1e-3, bfloat16: 1e-2 }[c.commDtype] : 1e-5;
+        expect(r.maxDiff).toBeLessThan(tol);
+        if (r.goldenDiff !== undefined) expect(r.goldenDiff).toBeLessThan(tol);
+        expect(r.tensorGrowth).toBe(0);
+      }
+    },
+    TIMEOUT,
+  );
+});

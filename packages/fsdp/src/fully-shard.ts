@@ -1,0 +1,204 @@
+import { checkpoint, isGradEnabled, queueCallback, type Tensor, tidy } from '@ddp/autograd';
+import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
+import { type Module, type Parameter, Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { FSDPError } from './errors.js';
+import { FlatShard } from './flat-shard.js';
+import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
+
+export interface FullyShardOptions {
+  /** Default: the world group. */
+  processGroup?: ProcessGroup;
+  /**
+   * Free the unit's parameters after its forward and gather them again in backward, where the
+   * unit's forward is recomputed (default true). A unit holding other units always keeps its own
+   * parameters from forward to the end of backward (as FSDP2's root does).
+   */
+  reshardAfterForward?: boolean;
+  /** Issue the next unit's all-gather while the current one computes (default true). */
+  prefetch?: boolean;
+  /** 'float16' / 'bfloat16': all-gathers and reduce-scatters send 2-byte values; math stays float32. */
+  commDtype?: HalfDtype;
+}
+
+type UnitForward = (...inputs: Tensor[]) => Tensor;
+
+const unitOf = new WeakMap<Module, FSDPModule>();
+const sharded = new WeakSet<Tensor>();
+
+/** The running root forward: the last resharded unit that ran, for backward prefetch. */
+let lastInForward: FSDPModule | null = null;
+
+/**
+ * One FSDP unit: `module` (and the part of its subtree not under another unit) with its own
+ * parameters held as a flat 1/N shard. Made by `fullyShard`; call `await forward(...)` on the
+ * outermost one (the root).
+ */
+export class FSDPModule implements ShardedUnit {
+  readonly processGroup: ProcessGroup;
+  /** The unit's own parameters, flattened and sharded; null when it has none. */
+  readonly flat: FlatShard | null;
+  /** Every unit below this one in the module tree (not this one), in module order. */
+  readonly subunits: FSDPModule[];
+  readonly reshardAfterForward: boolean;
+  readonly prefetch: boolean;
+  private readonly innerForward: UnitForward;
+  private requiresGradientSync = true;
+  private reduceQueued = false;
+  /** The resharded unit that ran before this one in the last forward (prefetched in backward). */
+  private previous: FSDPModule | null = null;
+
+  constructor(
+    readonly module: Module,
+    opts: FullyShardOptions,
+  ) {
+    if (unitOf.has(module)) throw new FSDPError(`fullyShard: ${module.constructor.name} is sharded already`);
+    this.processGroup = opts.processGroup ?? getDefaultGroup();
+    this.subunits = module
+      .modules()
+      .filter((m) => m !== module && unitOf.has(m))
+      .map((m) => unitOf.get(m)!);
+    this.reshardAfterForward = (opts.reshardAfterForward ?? true) && this.subunits.length === 0;
+    this.prefetch = opts.prefetch ?? true;
+    // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
+    const trainable = module.parameters().filter((p) => p.requiresGrad);
+    const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
+    if (trainable.some((p) => sharded.has(p) && !under.has(p))) {
+      throw new FSDPError(
+        `fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; ` +
+          'apply it bottom-up (inner units first)',
+      );
+    }
+    const own = trainable.filter((p) => !under.has(p));
+    for (const p of own) sharded.add(p);
+    this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
+    if (this.flat && !this.reshardAfterForward) {
+      for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
+    }
+    const forward = (module.forward as UnitForward).bind(module);
+    this.innerForward = forward;
+    (module as unknown as { forward: UnitForward }).forward = (...inputs) => this.unitForward(inputs);
+    unitOf.set(module, this);
+  }
+
+  /** The shards of this unit and every unit below it: what the optimizer steps. */
+  parameters(): Parameter[] {
+    return [this, ...this.subunits].flatMap((u) => (u.flat ? [u.flat.shard] : []));
+  }
+
+  /**
+   * FSDP2's set_requires_gradient_sync, for this unit and those below: false keeps the full
+   * gradients (accumulating over backwards, no communication), true (default) reduce-scatters
+   * them into the shards' gradients in the next backward.
+   */
+  setRequiresGradientSync(flag: boolean): void {
+    for (const u of [this, ...this.subunits]) u.requiresGradientSync = flag;
+  }
+
+  /**
+   * Runs the module's forward with its units' parameters gathered. A root that is a Sequential
+   * runs its children one by one, each unit's all-gather awaited just before it (the next one
+   * prefetched), so only about two units are whole at a time; any other root gathers every unit
+   * first (tfjs's forward is synchronous, so nothing can be awaited inside it).
+   */
+  async forward(...inputs: Tensor[]): Promise<Tensor> {
+    lastInForward = null;
+    const all = [this, ...this.subunits];
+    for (const u of all) u.flat?.free(); // a unit still whole from before an optimizer step is stale
+    if (this.reshardAfterForward || !(this.module instanceof Sequential)) {
+      await gatherAll(all);
+      return tidy(() => this.module.forward(...(inputs as never[])) as Tensor);
+    }
+    await this.flat?.gather();
+    const children = [...this.module];
+    const unitsIn = (m: Module) => m.modules().flatMap((x) => (unitOf.has(x) ? [unitOf.get(x)!] : []));
+    let h = inputs[0]!;
+    for (const [i, child] of children.entries()) {
+      await gatherAll(unitsIn(child));
+      if (this.prefetch && i + 1 < children.length) for (const u of unitsIn(children[i + 1]!)) u.flat?.prefetch();
+      const next = tidy(() => child.forward(h));
+      if (i > 0) h.dispose();
+      h = next;
+    }
+    return h;
+  }
+
+  /**
+   * Runs `fn` with every parameter of this unit and those below gathered (e.g. to read or save
+   * the whole model), then frees them. Collective.
+   */
+  async summonFullParams<T>(fn: () => T | Promise<T>): Promise<T> {
+    const all = [this, ...this.subunits];
+    for (const u of all) u.flat?.free(); // a unit still whole may be stale after an optimizer step
+    await gatherAll(all);
+    try {
+      return await fn();
+    } finally {
+      for (const u of all) u.flat?.free();
+    }
+  }
+
+  private unitForward(inputs: Tensor[]): Tensor {
+    if (this.flat && !this.flat.isGathered) {
+      throw new FSDPError(
+        `rank ${this.processGroup.rank}: ${this.module.constructor.name}'s parameters are not gathered; ` +
+          'run the model through `await root.forward(...)` of the outermost fullyShard unit',
+      );
+    }
+    if (!this.reshardAfterForward || !this.flat) return this.innerForward(...inputs);
+    if (!isGradEnabled()) {
+      const out = this.innerForward(...inputs);
+      this.flat.free();
+      return out;
+    }
+    this.previous = lastInForward;
+    lastInForward = this;
+    const flat = this.flat;
+    return tidy(() => {
+      const entered = EnterUnit.apply<Tensor[]>(this, flat.shard, ...inputs);
+      const out = checkpoint((...xs) => this.innerForward(...xs), ...entered);
+      flat.free();
+      return LeaveUnit.apply(this, out);
+    });
+  }
+
+  async gatherForBackward(): Promise<void> {
+    const gathering = this.flat!.gather();
+    if (this.prefetch) this.previous?.flat?.prefetch();
+    await gathering;
+  }
+
+  async finishBackward(): Promise<tf.Tensor | null> {
+    const grad = this.requiresGradientSync ? await this.flat!.reduceScatterGrads() : null;
+    this.flat!.free();
+    return grad;
+  }
+
+  /** A unit that keeps its parameters through backward reduces its gradients once backward is done. */
+  private queueReduce(): void {
+    if (this.reduceQueued) return;
+    this.reduceQueued = true;
+    queueCallback(async () => {
+      this.reduceQueued = false;
+      const grad = await this.finishBackward();
+      if (grad === null) return;
+      const shard = this.flat!.shard;
+      if (shard.grad === null) shard.grad = grad;
+      else {
+        shard.grad = tf.add(shard.grad, grad);
+        grad.dispose();
+      }
+    });
+  }
+}
+
+const gatherAll = (units: FSDPModule[]) => Promise.all(units.map((u) => u.flat?.gather()));
+
+/**
+ * FSDP2's fully_shard: shards `module`'s parameters (those not already under an inner unit) as a
+ * flat 1/N shard per rank. Apply it per block first, then to the root; train through the root's
+ * `await forward(...)` and an optimizer over the root's `parameters()` (the shards).
+ */
+export function fullyShard(module: Module, opts: FullyShardOptions = {}): FSDPModule {
+  return new FSDPModule(module, opts);
+}

@@ -1,0 +1,45 @@
+import { AutogradFunction, type Context } from '@ddp/autograd';
+import type { tf } from '@ddp/tensor';
+
+/** What the autograd Functions around a resharded unit call back into. */
+export interface ShardedUnit {
+  /** Gathers the unit's parameters for its backward (and prefetches the unit before it). */
+  gatherForBackward(): Promise<void>;
+  /** The unit's backward is done: its shard's gradient (null under no-sync), parameters freed. */
+  finishBackward(): Promise<tf.Tensor | null>;
+}
+
+/**
+ * Identity on the unit's inputs, with the unit's shard as an extra input: the graph always has
+ * an edge into the unit (even when no input requires grad), and this backward runs after the
+ * unit's whole backward, so it reduce-scatters the parameters' gradients and hands back the
+ * shard's gradient, which the engine accumulates into `shard.grad` like any leaf's.
+ */
+export class EnterUnit extends AutogradFunction {
+  private unit: ShardedUnit | null = null;
+
+  forward(_ctx: Context, unit: ShardedUnit, _shard: tf.Tensor, ...inputs: tf.Tensor[]): tf.Tensor[] {
+    this.unit = unit;
+    return inputs;
+  }
+
+  async backward(ctx: Context, ...grads: tf.Tensor[]) {
+    const shardGrad = await this.unit!.finishBackward();
+    return [null, shardGrad, ...grads.map((g, i) => (ctx.needsInputGrad[i + 2] ? g.clone() : null))];
+  }
+}
+
+/** Identity on the unit's output whose backward gathers the unit's parameters before the unit's backward runs. */
+export class LeaveUnit extends AutogradFunction {
+  private unit: ShardedUnit | null = null;
+
+  forward(_ctx: Context, unit: ShardedUnit, output: tf.Tensor): tf.Tensor {
+    this.unit = unit;
+    return output;
+  }
+
+  async backward(_ctx: Context, grad: tf.Tensor) {
+    await this.unit!.gatherForBackward();
+    return [null, grad.clone()];
+  }
+}

@@ -1,0 +1,59 @@
+// A world of checkpoint.multiprocess.test.ts: trains the uneven MLP with FSDP and Adam on 12 rows
+// per step split over the ranks, optionally resuming from the newest checkpoint in `dir` and saving
+// (synchronously or with AsyncCheckpointer) after given steps; compares with a single-process run
+// of every step from the start. Prints RESULT { rank, resumedAt, maxDiff }.
+import { type Tensor, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Adam, mse, type Sequential } from '@ddp/nn';
+import { AsyncCheckpointer, fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../src/index.js';
+import { batch, flatValues, unevenMlp } from './model.js';
+
+interface Args {
+  dir: string;
+  steps: number;
+  load?: boolean;
+  saveSyncAt?: number;
+  saveAsyncAt?: number;
+}
+const args = JSON.parse(process.argv[2]!) as Args;
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+const { rank, size } = group;
+
+async function train(forward: (x: Tensor) => Promise<Tensor>, t: number, from: number, to: number): Promise<void> {
+  const { x, y } = batch(t, 6, 5, false, from, to);
+  const out = await forward(x);
+  const loss = tidy(() => mse(out, y));
+  for (const z of [out, x, y]) z.dispose();
+  await loss.backward();
+  loss.dispose();
+}
+
+const model: Sequential = unevenMlp();
+for (const i of [0, 2]) fullyShard(model.at(i));
+const root = fullyShard(model);
+const opt = new Adam(root.parameters(), { lr: 0.01 });
+const saver = new AsyncCheckpointer(root);
+let start = 0;
+if (args.load) start = (await loadFSDPCheckpoint(args.dir, { root, optimizer: opt })).step;
+let pending: Promise<void> | null = null;
+for (let t = start; t < args.steps; t++) {
+  await train((x) => root.forward(x), t, (rank * 12) / size, ((rank + 1) * 12) / size);
+  opt.step();
+  opt.zeroGrad();
+  if (t + 1 === args.saveSyncAt) await saveFSDPCheckpoint(args.dir, { root, optimizer: opt, step: t + 1 });
+  if (t + 1 === args.saveAsyncAt) pending = (await saver.save(args.dir, { optimizer: opt, step: t + 1 })).done;
+}
+await pending;
+
+const ref = unevenMlp();
+const refOpt = new Adam(ref.parameters(), { lr: 0.01 });
+for (let t = 0; t < args.steps; t++) {
+  await train(async (x) => tidy(() => ref.forward(x)), t, 0, 12);
+  refOpt.step();
+  refOpt.zeroGrad();
+}
+const params = await root.summonFullParams(() => flatValues(model.parameters()));
+const want = flatValues(ref.parameters());
+const maxDiff = params.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0);
+console.log(`RESULT ${JSON.stringify({ rank, resumedAt: start, maxDiff })}`);
+await destroyProcessGroup();

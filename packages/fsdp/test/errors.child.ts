@@ -1,0 +1,35 @@
+// Misuses of fullyShard on every rank; prints RESULT with each error's name and message.
+import { tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Linear, Sequential, Tanh } from '@ddp/nn';
+import { fullyShard, loadFSDPCheckpoint } from '../src/index.js';
+import { unevenMlp } from './model.js';
+
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+const errors: Record<string, string> = {};
+const attempt = async (what: string, fn: () => unknown) => {
+  try {
+    await fn();
+    errors[what] = 'no error';
+  } catch (e) {
+    errors[what] = `${(e as Error).name}: ${(e as Error).message}`;
+  }
+};
+
+const model = unevenMlp();
+fullyShard(model.at(0));
+const root = fullyShard(model);
+const x = tensor(new Float32Array(12), [2, 6]);
+await attempt('forward without the root', () => model.forward(x));
+await attempt('sharded twice', () => fullyShard(model.at(0)));
+const topDown = new Sequential(new Linear(3, 3), new Tanh());
+fullyShard(topDown);
+await attempt('inner unit after its parent', () => fullyShard(topDown.at(0)));
+await attempt('load from an empty directory', async () =>
+  loadFSDPCheckpoint(await mkdtemp(join(tmpdir(), 'fsdp-empty-')), { root }),
+);
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, errors })}`);
+await destroyProcessGroup();

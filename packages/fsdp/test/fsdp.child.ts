@@ -1,0 +1,124 @@
+// One world of fsdp.multiprocess.test.ts: runs each case of argv[2] (JSON) in turn, training a
+// model with fullyShard units and, beside it, the same model on the whole global batch in this
+// process. Prints one RESULT line: an array, one entry per case.
+import { createHash } from 'node:crypto';
+import { type Tensor, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, type HalfDtype, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { type FSDPModule, fullyShard } from '../src/index.js';
+import {
+  batch,
+  flatValues,
+  goldenBatch,
+  goldenMlp,
+  loadGolden,
+  MLP_KEYS,
+  TwoBlockTransformer,
+  unevenMlp,
+} from './model.js';
+
+export interface Case {
+  model: 'golden' | 'uneven' | 'transformer';
+  steps: number;
+  reshardAfterForward?: boolean;
+  prefetch?: boolean;
+  /** two micro-batches per step, the first without gradient sync */
+  accumulate?: boolean;
+  commDtype?: HalfDtype;
+}
+
+const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+const WIDTHS = { golden: [5, 3], uneven: [6, 5], transformer: [6, 5] } as const;
+
+function build(c: Case): Module {
+  return c.model === 'golden'
+    ? goldenMlp(loadGolden())
+    : c.model === 'uneven'
+      ? unevenMlp()
+      : new TwoBlockTransformer();
+}
+
+function shard(c: Case, model: Module, group: ProcessGroup): FSDPModule {
+  const opts = {
+    processGroup: group,
+    reshardAfterForward: c.reshardAfterForward,
+    prefetch: c.prefetch,
+    commDtype: c.commDtype,
+  };
+  if (model instanceof TwoBlockTransformer) for (const b of model.blocks) fullyShard(b, opts);
+  else for (const i of [0, 2]) fullyShard((model as Sequential).at(i), opts);
+  return fullyShard(model, opts);
+}
+
+const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> =>
+  c.model === 'golden' ? new SGD(params, { lr: 0.1 }) : new Adam(params, { lr: 0.01 });
+
+async function backwardOn(
+  forward: (x: Tensor) => Promise<Tensor>,
+  c: Case,
+  t: number,
+  from: number,
+  to: number,
+  scale: number,
+): Promise<void> {
+  const [w, o] = WIDTHS[c.model];
+  const { x, y } =
+    c.model === 'golden' ? goldenBatch(t, from, to) : batch(t, w, o, c.model === 'transformer', from, to);
+  const out = await forward(x);
+  const loss = tidy(() => mse(out, y).mul(scale));
+  out.dispose();
+  x.dispose();
+  y.dispose();
+  await loss.backward();
+  loss.dispose();
+}
+
+async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unknown>> {
+  const { rank, size } = group;
+  const model = build(c);
+  const root = shard(c, model, group);
+  const opt = makeOptimizer(c, root.parameters());
+  const ref = build(c);
+  const refOpt = makeOptimizer(c, ref.parameters());
+  const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
+  let tensorsAfterFirst = 0;
+  for (let t = 0; t < c.steps; t++) {
+    if (c.accumulate) {
+      const mid = (from + to) / 2;
+      root.setRequiresGradientSync(false);
+      await backwardOn((x) => root.forward(x), c, t, from, mid, 0.5);
+      root.setRequiresGradientSync(true);
+      await backwardOn((x) => root.forward(x), c, t, mid, to, 0.5);
+    } else {
+      await backwardOn((x) => root.forward(x), c, t, from, to, 1);
+    }
+    opt.step();
+    opt.zeroGrad();
+    await backwardOn(async (x) => tidy(() => ref.forward(x as never) as Tensor), c, t, 0, 12, 1);
+    refOpt.step();
+    refOpt.zeroGrad();
+    if (t === 0) tensorsAfterFirst = tf.memory().numTensors;
+  }
+  const result: Record<string, unknown> = { rank, tensorGrowth: tf.memory().numTensors - tensorsAfterFirst };
+  const params = await root.summonFullParams(() => flatValues(model.parameters()));
+  result.maxDiff = maxDiff(params, flatValues(ref.parameters()));
+  result.hash = createHash('sha256').update(Float32Array.from(params)).digest('hex').slice(0, 16);
+  if (c.model === 'golden') {
+    const after = loadGolden().outputs.weights_after_step[c.steps - 1]!;
+    result.goldenDiff = maxDiff(
+      params,
+      Object.keys(MLP_KEYS).flatMap((k) => after[k as keyof typeof MLP_KEYS].data),
+    );
+  }
+  opt.dispose();
+  refOpt.dispose();
+  return result;
+}
+
+const cases = JSON.parse(process.argv[2] ?? '[]') as Case[];
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+const results = [];
+for (const c of cases) results.push(await runCase(c, group));
+console.log(`RESULT ${JSON.stringify(results)}`);
+await destroyProcessGroup();
