@@ -16,7 +16,10 @@ export interface NativeKernels {
     heap: Uint8Array, a: number, b: number, c: number, batch: number, m: number, n: number, k: number,
     transA: boolean, transB: boolean, strideA: number, strideB: number,
   ): void;
-  /** y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's Conv2DInfo. */
+  /**
+   * y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's
+   * Conv2DInfo. With channelsFirst (the geometry's last entry) x and y are NCHW, as dx and dy below.
+   */
   Conv2D(heap: Uint8Array, x: number, filter: number, y: number, ...geometry: ConvGeometry): void;
   /** dx [n, h, w, ci] from dy [n, ho, wo, co] and filter. */
   Conv2DBackpropInput(heap: Uint8Array, dy: number, filter: number, dx: number, ...geometry: ConvGeometry): void;
@@ -32,10 +35,10 @@ export interface NativeKernels {
   library(): string;
 }
 
-/** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW. */
+/** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW, channelsFirst. */
 export type ConvGeometry = [
   n: number, h: number, w: number, ci: number, kh: number, kw: number, co: number, strideH: number, strideW: number,
-  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number,
+  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number, channelsFirst: boolean,
 ];
 
 export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } | { kernels: null; reason: string };

@@ -4,7 +4,7 @@ import { initBackend } from './backend.js';
 export { tf };
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
-export { getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
+export { convTakesNCHW, getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
 export {
   bytesPerElement,
   DTYPES,

@@ -53,6 +53,14 @@ export function useNativeKernels(on: boolean): boolean {
 }
 
 /**
+ * Whether Conv2D and its gradients on the active backend take NCHW activations (dataFormat
+ * 'NCHW') without transposes: the native ones do; tfjs's take NHWC only.
+ */
+export function convTakesNCHW(): boolean {
+  return replaced.has('Conv2D') && tf.getBackend() === 'wasm';
+}
+
+/**
  * Threads per process, as PyTorch: DDP_NUM_THREADS, else OMP_NUM_THREADS (what torchrun
  * sets), else the cores shared among the host's ranks (LOCAL_WORLD_SIZE), at least 1.
  */
