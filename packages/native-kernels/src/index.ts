@@ -29,6 +29,15 @@ export interface NativeKernels {
   Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
   /** out = x tiled reps[d] times along each dimension d; elementBytes 4 (float32, int32) or 1 (bool). */
   Tile(heap: Uint8Array, x: number, out: number, elementBytes: 1 | 4, rank: number, ...shapeThenReps: number[]): void;
+  /**
+   * One Adam(W) step over n float32 values, out-of-place: p' = p·decay − m'/(√v'/sqrtBiasCorrection2 + eps)·stepSize,
+   * m' = m + (g − m)·oneMinusBeta1, v' = v·beta2 + g²·oneMinusBeta2; every number rounded to float32 first.
+   */
+  AdamStep(
+    heap: Uint8Array, param: number, grad: number, expAvg: number, expAvgSq: number, outParam: number, outExpAvg: number,
+    outExpAvgSq: number, n: number, decay: number, oneMinusBeta1: number, beta2: number, oneMinusBeta2: number,
+    sqrtBiasCorrection2: number, eps: number, stepSize: number,
+  ): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */

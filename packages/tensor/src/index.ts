@@ -3,6 +3,7 @@ import { initBackend } from './backend.js';
 
 export { tf };
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
+export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
 export { convTakesNCHW, getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
 export {
