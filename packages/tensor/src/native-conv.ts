@@ -35,7 +35,7 @@ const toNHWC = <T>(dims: T[]) => NHWC.map((d) => dims[d]!);
  */
 function throughNHWC(pass: ConvPass, fallback: KernelFunc): KernelFunc {
   return (args) => {
-    const { backend } = args;
+    const backend = args.backend as tf.KernelBackend;
     const transpose = (x: TensorInfo, perm: number[]) =>
       (tf.getKernel('Transpose', tf.getBackend())!.kernelFunc({ inputs: { x }, backend, attrs: { perm } }) as TensorInfo);
     const attrs = args.attrs as Record<string, unknown>;
