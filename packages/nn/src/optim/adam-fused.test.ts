@@ -16,7 +16,7 @@ function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
   const before = tf.memory().numTensors;
   for (let step = 0; step < 5; step++) {
     const grads = params.map((p, i) => tf.tidy(() => tf.mul(tf.cos(tf.add(p.data, step + i)), 1e-3 * 10 ** step)));
-    params.forEach((p, i) => (p.grad = grads[i]!));
+    for (const [i, p] of params.entries()) p.grad = grads[i]!;
     optimizer.step();
     optimizer.zeroGrad();
     tf.dispose(grads);
@@ -24,7 +24,7 @@ function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
   const grown = tf.memory().numTensors - before; // the moments: two per parameter
   const bits = [...params.map((p) => p.data), ...[...optimizer.state.values()].flatMap((s) => [s.expAvg, s.expAvgSq])]
     .map((t) => Array.from(new Uint32Array((t as tf.Tensor).dataSync().buffer)));
-  params.forEach((p) => p.dispose());
+  for (const p of params) p.dispose();
   optimizer.dispose();
   return { bits, grown };
 }
