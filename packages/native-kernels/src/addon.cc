@@ -1,4 +1,4 @@
-// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc) and the BLAS thread count.
 #include <cblas.h>
 #include <omp.h>
 #include "heap.h"
@@ -34,6 +34,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"Conv2DBackpropInput", nullptr, Conv2DBackpropInput, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Conv2DBackpropFilter", nullptr, Conv2DBackpropFilter, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Sum", nullptr, Sum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"AdamStep", nullptr, AdamStep, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Tile", nullptr, Tile, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"library", nullptr, Library, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

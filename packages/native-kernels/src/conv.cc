@@ -8,10 +8,11 @@
 
 namespace {
 
-// (heap, first, second, out, n, h, w, ci, kh, kw, co, sh, sw, dh, dw, padTop, padLeft, ho, wo)
+// (heap, first, second, out, n, h, w, ci, kh, kw, co, sh, sw, dh, dw, padTop, padLeft, ho, wo, channelsFirst)
 bool readGeometry(Args& args, Geometry& g) {
   int64_t* fields[] = {&g.n, &g.h, &g.w, &g.ci, &g.kh, &g.kw, &g.co, &g.sh, &g.sw, &g.dh, &g.dw, &g.padTop, &g.padLeft, &g.ho, &g.wo};
   for (size_t i = 0; i < 15; i++) *fields[i] = args.integer(4 + i);
+  g.channelsFirst = args.integer(19) != 0;
   if (args.failed) return false;
   for (size_t i = 0; i < 15; i++) {
     if (*fields[i] < (i >= 7 && i < 11 ? 1 : 0)) {
@@ -23,7 +24,7 @@ bool readGeometry(Args& args, Geometry& g) {
 }
 
 napi_value run(napi_env env, napi_callback_info info, Pass pass) {
-  Args args(env, info, 19);
+  Args args(env, info, 20);
   Geometry g{};
   if (!readGeometry(args, g)) return nullptr;
   const int64_t xSize = g.n * g.h * g.w * g.ci, wSize = g.kh * g.kw * g.ci * g.co, ySize = g.n * g.ho * g.wo * g.co;

@@ -42,6 +42,14 @@ int64_t Args::integer(size_t i) {
   return 0;
 }
 
+float Args::real(size_t i) {
+  if (failed) return 0;
+  double v = 0;
+  if (i < argc && napi_get_value_double(env, argv[i], &v) == napi_ok) return static_cast<float>(v);
+  fail("argument " + std::to_string(i) + " must be a number");
+  return 0;
+}
+
 float* Args::floats(size_t i, int64_t count) {
   int64_t offset = integer(i);
   if (failed) return nullptr;

@@ -18,6 +18,8 @@ struct Args {
   Args(napi_env e, napi_callback_info info, size_t expected);
   // argument i as an integer, booleans as 0/1 (throws and sets failed when it is neither)
   int64_t integer(size_t i);
+  // argument i as a number rounded to float32 (what tfjs makes of a JavaScript number operand)
+  float real(size_t i);
   // float32 pointer at byte offset argument i, holding `count` elements inside the heap
   float* floats(size_t i, int64_t count);
   void fail(const std::string& message);

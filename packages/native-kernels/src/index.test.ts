@@ -35,7 +35,7 @@ describe.skipIf(!kernels)('native kernels addon', () => {
   it('convolves (im2col + sgemm) like the definition', () => {
     // x [1, 3, 3, 1] = 1..9, 2×2 filter of ones, stride 1, no padding → y [1, 2, 2, 1]
     const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 1, 1], [0, 0, 0, 0]);
-    kernels!.Conv2D(heap, offsets[0]!, offsets[1]!, offsets[2]!, 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2);
+    kernels!.Conv2D(heap, offsets[0]!, offsets[1]!, offsets[2]!, 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2, false);
     expect(read(offsets[2]!, 4)).toEqual([12, 16, 24, 28]);
   });
 
@@ -46,8 +46,8 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.BatchMatMul(heap, a + 2, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/byte offset/);
     expect(() => kernels!.BatchMatMul(heap, a, b, c, 3, 2, 2, 2, false, false, 1e9, 0)).toThrow(/inside the/);
     expect(() => kernels!.BatchMatMul(new Float32Array(heap.buffer) as never, a, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/Uint8Array/);
-    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 1e6, 1e6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1e6, 1e6)).toThrow(RangeError);
-    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2)).toThrow(/strides/);
+    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 1e6, 1e6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1e6, 1e6, false)).toThrow(RangeError);
+    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2, false)).toThrow(/strides/);
   });
 
   it('sets its thread count and names its library', () => {

@@ -16,7 +16,10 @@ export interface NativeKernels {
     heap: Uint8Array, a: number, b: number, c: number, batch: number, m: number, n: number, k: number,
     transA: boolean, transB: boolean, strideA: number, strideB: number,
   ): void;
-  /** y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's Conv2DInfo. */
+  /**
+   * y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's
+   * Conv2DInfo. With channelsFirst (the geometry's last entry) x and y are NCHW, as dx and dy below.
+   */
   Conv2D(heap: Uint8Array, x: number, filter: number, y: number, ...geometry: ConvGeometry): void;
   /** dx [n, h, w, ci] from dy [n, ho, wo, co] and filter. */
   Conv2DBackpropInput(heap: Uint8Array, dy: number, filter: number, dx: number, ...geometry: ConvGeometry): void;
@@ -26,16 +29,25 @@ export interface NativeKernels {
   Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
   /** out = x tiled reps[d] times along each dimension d; elementBytes 4 (float32, int32) or 1 (bool). */
   Tile(heap: Uint8Array, x: number, out: number, elementBytes: 1 | 4, rank: number, ...shapeThenReps: number[]): void;
+  /**
+   * One Adam(W) step over n float32 values, out-of-place: p' = p·decay − m'/(√v'/sqrtBiasCorrection2 + eps)·stepSize,
+   * m' = m + (g − m)·oneMinusBeta1, v' = v·beta2 + g²·oneMinusBeta2; every number rounded to float32 first.
+   */
+  AdamStep(
+    heap: Uint8Array, param: number, grad: number, expAvg: number, expAvgSq: number, outParam: number, outExpAvg: number,
+    outExpAvgSq: number, n: number, decay: number, oneMinusBeta1: number, beta2: number, oneMinusBeta2: number,
+    sqrtBiasCorrection2: number, eps: number, stepSize: number,
+  ): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */
   library(): string;
 }
 
-/** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW. */
+/** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW, channelsFirst. */
 export type ConvGeometry = [
   n: number, h: number, w: number, ci: number, kh: number, kw: number, co: number, strideH: number, strideW: number,
-  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number,
+  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number, channelsFirst: boolean,
 ];
 
 export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } | { kernels: null; reason: string };

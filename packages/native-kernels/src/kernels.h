@@ -7,3 +7,4 @@ napi_value Conv2DBackpropInput(napi_env env, napi_callback_info info);
 napi_value Conv2DBackpropFilter(napi_env env, napi_callback_info info);
 napi_value Sum(napi_env env, napi_callback_info info);
 napi_value Tile(napi_env env, napi_callback_info info);
+napi_value AdamStep(napi_env env, napi_callback_info info);

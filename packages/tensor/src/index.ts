@@ -3,8 +3,9 @@ import { initBackend } from './backend.js';
 
 export { tf };
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
+export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
-export { getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
+export { convTakesNCHW, getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
 export { getTransferStats, type TransferStats, writeInPlace } from './storage.js';
 export {
   bytesPerElement,

@@ -27,6 +27,16 @@ const NATIVE: Record<string, (native: NativeKernels, fallback: KernelFunc) => Ke
 /** The wasm kernels in place before the native ones were registered (empty while they are not). */
 const replaced = new Map<string, KernelConfig>();
 
+/** The addon's functions, or null where it is not there (also while they are switched off: check replacedKernels). */
+export function nativeKernels(): NativeKernels | null {
+  return load.kernels;
+}
+
+/** How many wasm kernels the native ones replace now (0: off). */
+export function replacedKernels(): number {
+  return replaced.size;
+}
+
 /**
  * Registers the native kernels for the wasm backend (on) or restores the kernels they replaced
  * (off). Returns whether they are on: never where the addon is missing. Tests and benchmarks
@@ -50,6 +60,14 @@ export function useNativeKernels(on: boolean): boolean {
   }
   if (!on) replaced.clear();
   return replaced.size > 0;
+}
+
+/**
+ * Whether Conv2D and its gradients on the active backend take NCHW activations (dataFormat
+ * 'NCHW') without transposes: the native ones do; tfjs's take NHWC only.
+ */
+export function convTakesNCHW(): boolean {
+  return replaced.has('Conv2D') && tf.getBackend() === 'wasm';
 }
 
 /**

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
+import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
 /**
@@ -8,7 +9,7 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * (embedding) gradient and the depthwise gradients. On wasm they run on the cpu backend:
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
- * faster route for transposed operands (wasm-matmul.ts).
+ * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -47,6 +48,7 @@ export function registerWasmFallbacks(): void {
   registerConvFilterGrad('cpu', cpuFilterGrad.kernelFunc);
   registerConvFilterGrad('wasm', runOnCpu(cpuFilterGrad));
   registerUntransposedMatMul();
+  registerSharingIdentity();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

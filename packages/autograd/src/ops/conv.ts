@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { convTakesNCHW, tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -12,40 +12,55 @@ const toNCHW = (t: tf.Tensor) => tf.transpose(t, [0, 3, 1, 2]);
 type Padding = [[number, number], [number, number], [number, number], [number, number]];
 const explicit = ([ph, pw]: [number, number]): Padding => [[0, 0], [ph, ph], [pw, pw], [0, 0]];
 
-/** 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). */
+/**
+ * 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). Where the
+ * backend's kernels take NCHW (the native ones) activations stay NCHW; tfjs's take NHWC, so
+ * elsewhere they are transposed around each kernel.
+ */
 class Conv2d extends AutogradFunction {
   private strides: [number, number] = [1, 1];
-  private pad: Padding = explicit([0, 0]);
+  private padding: [number, number] = [0, 0];
+  private nchw = false;
   private xShape: number[] = [];
   private wShape: number[] = [];
+
+  private attrs(): Record<string, unknown> {
+    const [ph, pw] = this.padding;
+    const pad = this.nchw ? [[0, 0], [0, 0], [ph, ph], [pw, pw]] : explicit(this.padding);
+    return { strides: this.strides, pad, dataFormat: this.nchw ? 'NCHW' : 'NHWC', dilations: 1 };
+  }
 
   forward(ctx: Context, x: tf.Tensor, w: tf.Tensor, b: tf.Tensor | null, stride: Pair, padding: Pair): tf.Tensor {
     if (x.rank !== 4 || w.rank !== 4 || x.shape[1] !== w.shape[1]) {
       throw new AutogradArgumentError(`conv2d: input [${x.shape}] (NCHW) does not match weight [${w.shape}] (OIHW)`);
     }
     this.strides = pair(stride);
-    this.pad = explicit(pair(padding));
-    const xh = toNHWC(x);
+    this.padding = pair(padding);
+    this.nchw = convTakesNCHW();
+    const xk = this.nchw ? x : toNHWC(x);
     const wh = tf.transpose(w, [2, 3, 1, 0]); // OIHW -> HWIO
-    this.xShape = xh.shape;
+    this.xShape = xk.shape;
     this.wShape = wh.shape;
-    ctx.saveForBackward(xh, wh);
-    let y = tf.conv2d(xh as tf.Tensor4D, wh as tf.Tensor4D, this.strides, this.pad);
-    if (b) y = tf.add(y, b);
-    return toNCHW(y);
+    ctx.saveForBackward(xk, wh);
+    let y = tf.engine().runKernel('Conv2D', { x: xk, filter: wh }, this.attrs() as tf.NamedAttrMap) as tf.Tensor;
+    if (b) y = tf.add(y, this.nchw ? tf.reshape(b, [-1, 1, 1]) : b);
+    return this.nchw ? y : toNCHW(y);
   }
 
   backward(ctx: Context, dy: tf.Tensor) {
-    const [xh, wh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    const dyh = toNHWC(dy);
-    const attrs = { strides: this.strides, pad: this.pad, dataFormat: 'NHWC' };
-    const dx = ctx.needsInputGrad[0]
-      ? toNCHW(tf.engine().runKernel('Conv2DBackpropInput', { dy: dyh, filter: wh }, { ...attrs, inputShape: this.xShape }) as tf.Tensor)
-      : null;
+    const [xk, wh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const dyk = this.nchw ? dy : toNHWC(dy);
+    const attrs = this.attrs();
+    const run = (name: string, inputs: tf.NamedTensorMap, extra: object) =>
+      tf.engine().runKernel(name, inputs, { ...attrs, ...extra } as tf.NamedAttrMap) as tf.Tensor;
+    let dx = ctx.needsInputGrad[0] ? run('Conv2DBackpropInput', { dy: dyk, filter: wh }, { inputShape: this.xShape }) : null;
+    if (dx && !this.nchw) dx = toNCHW(dx);
     const dw = ctx.needsInputGrad[1]
-      ? tf.transpose(tf.engine().runKernel('Conv2DBackpropFilter', { x: xh, dy: dyh }, { ...attrs, filterShape: this.wShape }) as tf.Tensor, [3, 2, 0, 1])
+      ? tf.transpose(run('Conv2DBackpropFilter', { x: xk, dy: dyk }, { filterShape: this.wShape }), [3, 2, 0, 1])
       : null;
-    const db = ctx.needsInputGrad[2] ? tf.sum(dyh, [0, 1, 2]) : null;
+    // NCHW: over pixels, then over the batch (two sums over trailing and leading axes)
+    const [n, c] = dy.shape as [number, number];
+    const db = ctx.needsInputGrad[2] ? (this.nchw ? tf.sum(tf.sum(tf.reshape(dy, [n, c, -1]), 2), 0) : tf.sum(dyk, [0, 1, 2])) : null;
     return [dx, dw, db, null, null];
   }
 }

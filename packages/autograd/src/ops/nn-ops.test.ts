@@ -25,6 +25,16 @@ describe('activations and softmax: finite-difference gradients on random shapes'
   }
 });
 
+describe('relu gradient', () => {
+  it('is 0 at and below 0, dy above, NaN at NaN', async () => {
+    const x = tensor([-1, 0, -0, 2, Number.NaN], [5], { requiresGrad: true });
+    const y = relu(x);
+    await y.backward(tf.tensor([3, 3, 3, 3, 3]));
+    expect(Array.from(x.grad!.dataSync())).toEqual([0, 0, 0, 3, Number.NaN]);
+    disposeAll(x, y);
+  });
+});
+
 describe('indexing ops: finite-difference gradients', () => {
   it('concat, split (several outputs), slice, narrow, pad', async () => {
     const [a, b, c] = randomShape(3, 2, 4) as [number, number, number];

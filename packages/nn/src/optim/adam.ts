@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { fusedAdamStep, tf } from '@ddp/tensor';
 import type { Tensor } from '@ddp/autograd';
 import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
 
@@ -19,14 +19,25 @@ function adamDefaults(options: Partial<AdamOptions>, weightDecay: number): AdamO
   return o;
 }
 
-/** The Adam moment update shared by Adam and AdamW (torch.optim's _single_tensor_adam). */
-function adamStep(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState, l2: number) {
+/**
+ * The Adam moment update shared by Adam and AdamW (torch.optim's _single_tensor_adam); `decay`
+ * multiplies the parameter first (AdamW's decoupled weight decay). One native pass where the
+ * native kernels run (the same float32 results), tfjs ops otherwise.
+ */
+function adamStep(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState, l2: number, decay = 1) {
   const [beta1, beta2] = g.betas;
   const step = ((state.step as number | undefined) ?? 0) + 1;
-  let d = g.maximize ? tf.neg(grad) : grad;
-  if (l2 !== 0) d = tf.add(d, tf.mul(param, l2));
   const m0 = (state.expAvg as tf.Tensor | undefined) ?? tf.zerosLike(param);
   const v0 = (state.expAvgSq as tf.Tensor | undefined) ?? tf.zerosLike(param);
+  const stepSize = g.lr / (1 - beta1 ** step);
+  const sqrtBiasCorrection2 = Math.sqrt(1 - beta2 ** step);
+  if (!g.maximize && !g.amsgrad && l2 === 0) {
+    const fused = fusedAdamStep(param, grad, m0, v0, { decay, beta1, beta2, eps: g.eps, stepSize, sqrtBiasCorrection2 });
+    if (fused) return { param: fused[0], step, expAvg: fused[1], expAvgSq: fused[2] };
+  }
+  if (decay !== 1) param = tf.mul(param, decay);
+  let d = g.maximize ? tf.neg(grad) : grad;
+  if (l2 !== 0) d = tf.add(d, tf.mul(param, l2));
   const expAvg = tf.add(m0, tf.mul(tf.sub(d, m0), 1 - beta1)); // lerp, as torch
   const expAvgSq = tf.add(tf.mul(v0, beta2), tf.mul(tf.square(d), 1 - beta2));
   const out: { param: tf.Tensor } & ParamState = { param, step, expAvg, expAvgSq };
@@ -36,8 +47,7 @@ function adamStep(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor,
     second = prevMax ? tf.maximum(prevMax, expAvgSq) : tf.clone(expAvgSq);
     out.maxExpAvgSq = second;
   }
-  const stepSize = g.lr / (1 - beta1 ** step);
-  const denom = tf.add(tf.div(tf.sqrt(second), Math.sqrt(1 - beta2 ** step)), g.eps);
+  const denom = tf.add(tf.div(tf.sqrt(second), sqrtBiasCorrection2), g.eps);
   out.param = tf.sub(param, tf.mul(tf.div(expAvg, denom), stepSize));
   return out;
 }
@@ -60,7 +70,6 @@ export class AdamW extends Optimizer<AdamOptions> {
   }
 
   protected update(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {
-    const decayed = g.weightDecay !== 0 ? tf.mul(param, 1 - g.lr * g.weightDecay) : param;
-    return adamStep(g, decayed, grad, state, 0);
+    return adamStep(g, param, grad, state, 0, g.weightDecay !== 0 ? 1 - g.lr * g.weightDecay : 1);
   }
 }
