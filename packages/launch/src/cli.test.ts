@@ -16,7 +16,9 @@ interface Cli {
 
 /** Starts the real bin, as a user would: `node bin/ddp-run.js …`. */
 function ddpRun(args: string[]): Cli {
-  const child = spawn(process.execPath, [binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // a scheduler's variables (a CI job under Slurm or in a pod) would fill in ddp-run's flags
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SLURM_|PET_|KUBERNETES_)/.test(k)));
+  const child = spawn(process.execPath, [binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   if (child.pid !== undefined) started.add(child.pid);
   const out = new Collect();
   const err = new Collect();

@@ -26,6 +26,7 @@ describe('torchrun spellings', () => {
     ['--rdzv-endpoint host (c10d default port)', ['--nproc-per-node', '1', '--rdzv-endpoint', 'node0'], { masterAddr: 'node0', masterPort: 29400 }],
     ['--rdzv-endpoint [v6]:port', ['--nproc-per-node', '1', '--rdzv-endpoint', '[fd00::1]:5'], { masterAddr: 'fd00::1', masterPort: 5 }],
     ['--rdzv-backend c10d --rdzv-id', ['--nproc-per-node', '1', '--rdzv_backend', 'c10d', '--rdzv_id', 'j'], { rdzvId: 'j' }],
+    ['--log_dir, -r, --tee', ['--nproc-per-node', '2', '--log_dir', 'logs', '-r', '3', '--tee=0:1,1:2'], { logDir: 'logs', redirects: 3, tee: new Map([[0, 1], [1, 2]]) }],
     ['--standalone', ['--standalone', '--nproc_per_node', '2'], { nnodes: 1, masterPort: undefined, masterAddr: '127.0.0.1' }],
   ])('%s', (_what, flags, want) => {
     expect(parse([...flags, rankScript, '--nproc_per_node', '9'])).toMatchObject({ ...want, args: ['--nproc_per_node', '9'] });
@@ -34,6 +35,7 @@ describe('torchrun spellings', () => {
   it.each<[string, string[]]>([
     ['an elastic range', ['--nproc-per-node', '1', '--nnodes', '1:2']],
     ['gpu', ['--nproc-per-node', 'gpu']],
+    ['--redirects 4', ['--nproc-per-node', '1', '--log-dir', 'l', '--redirects', '4']],
     ['an etcd backend', ['--nproc-per-node', '1', '--rdzv-backend', 'etcd']],
     ['--standalone with two nodes', ['--standalone', '--nproc-per-node', '1', '--nnodes', '2']],
     ['an endpoint that disagrees with --master-port', ['--nproc-per-node', '1', '--rdzv-endpoint', 'h:1', '--master-port', '2']],

@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { LaunchConfigError } from './errors.js';
 import { launch } from './launch.js';
+import { parseStd, type StdSpec } from './logs.js';
 import type { LaunchOptions } from './options.js';
 import { schedulerFlags } from './scheduler.js';
 
@@ -47,6 +48,14 @@ function endpoint(value: string): { host: string; port: number } {
   return { host: (m[1] ?? m[2])!, port };
 }
 
+function stdSpec(value: string): StdSpec {
+  try {
+    return parseStd(value);
+  } catch (e) {
+    throw new InvalidArgumentError(`${(e as Error).message}.`);
+  }
+}
+
 function buildProgram(): Command {
   return new Command('ddp-run')
     .version(version)
@@ -66,6 +75,9 @@ function buildProgram(): Command {
     .option('--rdzv-id <id>', "the run's id, the same on every node (default: random; needed with --nnodes > 1)")
     .addOption(new Option('--rdzv-endpoint <host:port>', "rank 0's TCPStore, as --master-addr/--master-port").argParser(endpoint))
     .addOption(new Option('--rdzv-backend <name>', 'rendezvous backend: c10d or static (both: a TCPStore at the endpoint)').choices(['c10d', 'static']))
+    .option('--log-dir <dir>', "where --redirects/--tee write each rank's stdout.log and stderr.log")
+    .addOption(new Option('-r, --redirects <std>', 'to log files only: 0 none, 1 stdout, 2 stderr, 3 both; or 0:3,1:0 per local rank').argParser(stdSpec))
+    .addOption(new Option('-t, --tee <std>', 'to log files and the console (values as --redirects)').argParser(stdSpec))
     .option('--standalone', 'single node, a free local port and a random run id (torchrun --standalone)')
     .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
     .option('--no-source-conditions', 'do not pass --conditions=source to the ranks (published installs)')
@@ -82,6 +94,9 @@ interface CliOptions {
   rdzvEndpoint?: { host: string; port: number };
   rdzvBackend?: string;
   standalone?: boolean;
+  logDir?: string;
+  redirects?: StdSpec;
+  tee?: StdSpec;
   nodeRank: number;
   masterAddr?: string;
   masterPort?: number;
@@ -183,6 +198,9 @@ export function parseCommandLine(args: string[], env: Record<string, string | un
     secret: opts.secret,
     secretFile: opts.secretFile,
     rdzvId,
+    logDir: opts.logDir,
+    redirects: opts.redirects,
+    tee: opts.tee,
     killGraceMs: opts.killGraceMs,
     sourceConditions: opts.sourceConditions,
   };
