@@ -46,10 +46,15 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     const before = [hosts.txBytes(0, dev[0]), hosts.txBytes(0, hosts.veth[0])];
     const runs = await hosts.run(script, ['suite', '1'], {
       timeoutMs: 100_000,
-      launch: (host, masterAddr, port) =>
-        host === 0
-          ? { flags: ['--nnodes', '2', '--node_rank', '0', '--nproc_per_node', '2', '--rdzv_backend', 'c10d', '--rdzv_endpoint', `${masterAddr}:${port}`, '--rdzv_id', 'kubeflow-tj'], env: { DDP_SOCKET_IFNAME: dev[0] } }
-          : { flags: [], env: { PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '2', PET_MASTER_ADDR: masterAddr, PET_MASTER_PORT: port, PET_RDZV_ID: 'kubeflow-tj', DDP_SOCKET_IFNAME: dev[1] } },
+      launch: (host, masterAddr, port) => {
+        if (host === 0) {
+          const flags = ['--nnodes', '2', '--node_rank', '0', '--nproc_per_node', '2', '--rdzv_backend', 'c10d'];
+          flags.push('--rdzv_endpoint', `${masterAddr}:${port}`, '--rdzv_id', 'kubeflow-tj');
+          return { flags, env: { DDP_SOCKET_IFNAME: dev[0] } };
+        }
+        const pet = { PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '2', PET_MASTER_ADDR: masterAddr };
+        return { flags: [], env: { ...pet, PET_MASTER_PORT: port, PET_RDZV_ID: 'kubeflow-tj', DDP_SOCKET_IFNAME: dev[1] } };
+      },
     });
     expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
     for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 1 });
