@@ -83,6 +83,21 @@ describe('ddp-run CLI', () => {
     }
   });
 
+  it("runs torchrun's command line: underscores, --standalone, --log_dir with -r 3", { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const cli = ddpRun(['--standalone', '--nproc_per_node=2', '--log_dir', dir, '-r', '3', rankScript, 'env']);
+      expect((await cli.exited).code).toBe(0);
+      expect(cli.out.text).toBe('');
+      const [runDir] = readdirSync(dir);
+      const env = (r: number) => JSON.parse(readFileSync(join(dir, runDir!, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
+      expect([env(0).RANK, env(1).RANK, env(1).WORLD_SIZE]).toEqual(['0', '1', '2']);
+      expect(runDir!.startsWith(`${env(0).DDP_RUN_ID}_`)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('exits 1 with the summary when a rank fails', { timeout: 30_000 }, async () => {
     const cli = ddpRun(['--nproc-per-node', '2', rankScript, 'fail', '0', '3']);
     expect((await cli.exited).code).toBe(1);
