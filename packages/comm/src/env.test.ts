@@ -18,6 +18,12 @@ describe('readLaunchEnv', () => {
     expect(firstSlurmHost('node7')).toBe('node7');
     expect(firstSlurmHost('a[1-2],b')).toBe('a1');
     expect(firstSlurmHost('x[10,12]')).toBe('x10');
+    expect(firstSlurmHost('rack[2-3]-n[05-06,9],login')).toBe('rack2-n05');
+    expect(firstSlurmHost('10.1.2.[7-9]')).toBe('10.1.2.7');
+  });
+  it("takes the master from the srun step's first node, not the allocation's", () => {
+    const step = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_NODELIST: 'n[1-4]', SLURM_STEP_NODELIST: 'n[3-4]' };
+    expect(readLaunchEnv(step).masterAddr).toBe('n3');
   });
   it('is a world of one without any launcher', () => {
     expect(readLaunchEnv({})).toMatchObject({ rank: 0, worldSize: 1, source: 'default' });
@@ -31,6 +37,50 @@ describe('readLaunchEnv', () => {
     expect(readLaunchEnv(slurm).runId).toBe('slurm-9.1');
     expect(readLaunchEnv({ RANK: '0', WORLD_SIZE: '2' }).runId).toBe(DEFAULT_RUN_ID);
     expect(() => readLaunchEnv({ DDP_RUN_ID: 'x'.repeat(256) })).toThrow(/longer than 255 bytes/);
+  });
+  it.each<[string, Record<string, string>, Record<string, unknown>]>([
+    [
+      'Kubeflow Trainer v2, one process per node started without ddp-run',
+      { PET_NNODES: '3', PET_NPROC_PER_NODE: '1', PET_NODE_RANK: '2', PET_MASTER_ADDR: 'tj-node-0-0.tj', PET_MASTER_PORT: '29400' },
+      { rank: 2, worldSize: 3, localRank: 0, localWorldSize: 1, masterAddr: 'tj-node-0-0.tj', masterPort: 29400, runId: 'kubeflow-tj-node-0-0.tj', source: 'kubeflow' },
+    ],
+    [
+      'PyTorchJob ≥ 1.7 (RANK counts pods, PET_* too), started without ddp-run',
+      { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'pj-master-0', MASTER_PORT: '23456', PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '1' },
+      { rank: 1, worldSize: 2, localRank: 0, masterAddr: 'pj-master-0', masterPort: 23456, source: 'kubeflow' },
+    ],
+    [
+      'a rank of ddp-run inside a Kubeflow pod: its own variables, not the pod\'s',
+      { RANK: '3', WORLD_SIZE: '4', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: 'm', PET_NNODES: '2', PET_NPROC_PER_NODE: '2' },
+      { rank: 3, worldSize: 4, localRank: 1, source: 'torchrun' },
+    ],
+    [
+      'old PyTorchJob: RANK, WORLD_SIZE count pods of one process',
+      { RANK: '2', WORLD_SIZE: '3', MASTER_ADDR: 'pj-master-0', MASTER_PORT: '23456' },
+      { rank: 2, worldSize: 3, masterAddr: 'pj-master-0', source: 'torchrun' },
+    ],
+    [
+      'srun --ntasks-per-node=2 node train.ts',
+      { SLURM_PROCID: '3', SLURM_NTASKS: '4', SLURM_LOCALID: '1', SLURM_NTASKS_PER_NODE: '2', SLURM_STEP_NODELIST: 'c[1-2]', SLURM_JOB_ID: '7', SLURM_STEP_ID: '0' },
+      { rank: 3, worldSize: 4, localRank: 1, localWorldSize: 2, masterAddr: 'c1', runId: 'slurm-7.0', source: 'slurm' },
+    ],
+  ])('maps %s', (_what, env, want) => {
+    expect(readLaunchEnv(env)).toMatchObject(want);
+  });
+  it('refuses a Kubeflow pod of several processes per node started without ddp-run', () => {
+    for (const nproc of ['2', 'auto']) {
+      expect(() => readLaunchEnv({ PET_NNODES: '2', PET_NPROC_PER_NODE: nproc, RANK: '0', WORLD_SIZE: '4' })).toThrow(/start the script with ddp-run/);
+    }
+  });
+  it('advertises the address of DDP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME); DDP_BIND_ADDR wins', () => {
+    const nic = (address: string, family: 'IPv4' | 'IPv6') => ({ address, family, netmask: '', mac: '', internal: false, cidr: null, scopeid: 0 });
+    const interfaces = { lo: [nic('127.0.0.1', 'IPv4')], ib0: [nic('fd00::5', 'IPv6'), nic('10.9.0.5', 'IPv4')], v6: [nic('fd00::6', 'IPv6')] };
+    expect(readLaunchEnv({}, interfaces).bindAddr).toBeUndefined();
+    expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0' }, interfaces).bindAddr).toBe('10.9.0.5');
+    expect(readLaunchEnv({ GLOO_SOCKET_IFNAME: 'v6,ib0' }, interfaces).bindAddr).toBe('fd00::6');
+    expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0', GLOO_SOCKET_IFNAME: 'lo' }, interfaces).bindAddr).toBe('10.9.0.5');
+    expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0', DDP_BIND_ADDR: '10.1.1.1' }, interfaces).bindAddr).toBe('10.1.1.1');
+    expect(() => readLaunchEnv({ DDP_SOCKET_IFNAME: 'eth7' }, interfaces)).toThrow(/DDP_SOCKET_IFNAME=eth7: no interface eth7 .*lo, ib0, v6/);
   });
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);

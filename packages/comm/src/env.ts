@@ -1,3 +1,4 @@
+import { type NetworkInterfaceInfo, networkInterfaces } from 'node:os';
 import { InvalidArgumentError } from './errors.js';
 
 /** Where this process sits in the world, as the launcher (ddp-run/torchrun, mpirun, srun) says. */
@@ -15,8 +16,13 @@ export interface LaunchEnv {
    * TORCHELASTIC_RUN_ID, else the mpirun job id or Slurm job step, else DEFAULT_RUN_ID.
    */
   runId: string;
-  /** Which variables were read: 'torchrun' | 'openmpi' | 'slurm' | 'default'. */
-  source: 'torchrun' | 'openmpi' | 'slurm' | 'default';
+  /**
+   * The address peers reach this rank at: DDP_BIND_ADDR, else the address of the interface
+   * DDP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) names; undefined: the one it reaches the store from.
+   */
+  bindAddr: string | undefined;
+  /** Which variables were read: torchrun's, a Kubeflow pod's (PET_*), Open MPI's, Slurm's, or none. */
+  source: 'torchrun' | 'kubeflow' | 'openmpi' | 'slurm' | 'default';
 }
 
 export const DEFAULT_MASTER_PORT = 29500;
@@ -38,14 +44,42 @@ function int(env: Env, name: string): number | undefined {
   return n;
 }
 
-/** First host of a Slurm node list: "node[01-04,07],gpu2" → "node01". */
+/** First host of a Slurm node list: "node[01-04,07],gpu2" → "node01", "rack[2-3]-n[5-6]" → "rack2-n5". */
 export function firstSlurmHost(nodeList: string): string {
-  const m = /^([^,[]+)(?:\[([^\]]+)\])?/.exec(nodeList.trim());
-  if (!m) return nodeList;
-  const prefix = m[1] ?? '';
-  if (!m[2]) return prefix;
-  const first = m[2].split(',')[0] ?? '';
-  return prefix + (first.split('-')[0] ?? '');
+  // the first host: up to the first comma outside brackets, each range replaced by its first value
+  const first = /^(?:[^,[]|\[[^\]]*\])+/.exec(nodeList.trim())?.[0] ?? nodeList;
+  return first.replace(/\[([^\],-]+)[^\]]*\]/g, '$1');
+}
+
+/** The IPv4 (else IPv6) address of the interface DDP_SOCKET_IFNAME / GLOO_SOCKET_IFNAME names (Gloo's rule). */
+function interfaceAddress(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): string | undefined {
+  const variable = env.DDP_SOCKET_IFNAME ? 'DDP_SOCKET_IFNAME' : env.GLOO_SOCKET_IFNAME ? 'GLOO_SOCKET_IFNAME' : undefined;
+  if (variable === undefined) return undefined;
+  // Gloo takes a comma-separated list (one device per name); one address is all a rank advertises
+  const name = (env[variable] ?? '').split(',')[0]!.trim();
+  const addrs = interfaces[name] ?? [];
+  const addr = addrs.find((a) => a.family === 'IPv4') ?? addrs.find((a) => a.family === 'IPv6');
+  if (addr === undefined) {
+    const known = Object.keys(interfaces).join(', ');
+    throw new InvalidArgumentError(`${variable}=${env[variable]}: no interface ${name} with an address (this host has ${known})`);
+  }
+  return addr.address;
+}
+
+/**
+ * Kubeflow's PET_* variables (Trainer v2, PyTorchJob ≥ 1.7) are meant for a per-node
+ * launcher. A script started straight from the pod may use them only with one process per
+ * node; otherwise every pod would train alone, or wait for ranks nobody starts.
+ */
+function kubeflowRanks(env: Env): { rank: number; worldSize: number } | undefined {
+  const nnodes = int(env, 'PET_NNODES');
+  if (nnodes === undefined) return undefined;
+  if (env.PET_NPROC_PER_NODE !== '1') {
+    throw new InvalidArgumentError(
+      `PET_NPROC_PER_NODE=${env.PET_NPROC_PER_NODE} asks for a per-node launcher: start the script with ddp-run (it reads PET_*)`,
+    );
+  }
+  return { rank: int(env, 'PET_NODE_RANK') ?? 0, worldSize: nnodes };
 }
 
 /** Variable names of each launcher, in the order they are tried. */
@@ -59,6 +93,9 @@ const LAUNCHERS = [
 function launcherRunId(env: Env, source: LaunchEnv['source']): string | undefined {
   if (source === 'openmpi' && env.OMPI_MCA_ess_base_jobid) return `openmpi-${env.OMPI_MCA_ess_base_jobid}`;
   if (source === 'slurm' && env.SLURM_JOB_ID) return `slurm-${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID ?? 0}`;
+  // the same as ddp-run derives in a pod: the job's master address, unique among running jobs
+  const master = env.PET_MASTER_ADDR || env.MASTER_ADDR;
+  if (source === 'kubeflow' && master) return `kubeflow-${master}`;
   return undefined;
 }
 
@@ -70,20 +107,34 @@ function runIdOf(env: Env, source: LaunchEnv['source']): string {
   return id;
 }
 
-/** Reads the launcher's variables: torchrun's, else Open MPI's, else Slurm's. */
-export function readLaunchEnv(env: Env = process.env): LaunchEnv {
+/**
+ * Reads the launcher's variables: torchrun's, else a Kubeflow pod's PET_*, else Open MPI's,
+ * else Slurm's. `interfaces` (default: this host's) resolves DDP_SOCKET_IFNAME.
+ */
+export function readLaunchEnv(env: Env = process.env, interfaces = networkInterfaces()): LaunchEnv {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
-  const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined);
+  const bindAddr = env.DDP_BIND_ADDR || interfaceAddress(env, interfaces);
+  // torchrun and ddp-run always set LOCAL_RANK; a pod's RANK without it counts pods
+  const torchrun = env.LOCAL_RANK !== undefined || env.PET_NNODES === undefined;
+  const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined && (x.source !== 'torchrun' || torchrun));
+  const pod = l ? undefined : kubeflowRanks(env);
+  if (pod) {
+    const masterAddr = env.PET_MASTER_ADDR || env.MASTER_ADDR || '127.0.0.1';
+    const port = int(env, 'PET_MASTER_PORT') ?? masterPort;
+    const where = { localRank: 0, localWorldSize: 1, masterAddr, masterPort: port, secret, bindAddr };
+    return { ...pod, ...where, runId: runIdOf(env, 'kubeflow'), source: 'kubeflow' };
+  }
   if (!l) {
     const masterAddr = env.MASTER_ADDR || '127.0.0.1';
     const runId = runIdOf(env, 'default');
     const alone = { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1 };
-    return { ...alone, masterAddr, masterPort, secret, runId, source: 'default' };
+    return { ...alone, masterAddr, masterPort, secret, runId, bindAddr, source: 'default' };
   }
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;
-  const slurmHost = l.source === 'slurm' ? firstSlurmHost(env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1') : '127.0.0.1';
+  const nodeList = env.SLURM_STEP_NODELIST ?? env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1';
+  const slurmHost = l.source === 'slurm' ? firstSlurmHost(nodeList) : '127.0.0.1';
   return {
     rank,
     worldSize,
@@ -93,6 +144,7 @@ export function readLaunchEnv(env: Env = process.env): LaunchEnv {
     masterAddr: env.MASTER_ADDR || slurmHost,
     masterPort,
     secret,
+    bindAddr,
     runId: runIdOf(env, l.source),
     source: l.source,
   };

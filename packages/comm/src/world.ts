@@ -101,7 +101,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);
-    const bindHost = process.env.DDP_BIND_ADDR || (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
+    const bindHost = env.bindAddr ?? (store instanceof TCPStore ? store.localAddress : '127.0.0.1');
     const forceTcp = process.env.DDP_TRANSPORT === 'tcp';
     const meshOpts = { rank, worldSize, secret, runId, hostId: hostId(), forceTcp };
     const wireStats = new SharedArrayBuffer(32);

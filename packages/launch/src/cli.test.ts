@@ -16,7 +16,9 @@ interface Cli {
 
 /** Starts the real bin, as a user would: `node bin/ddp-run.js …`. */
 function ddpRun(args: string[]): Cli {
-  const child = spawn(process.execPath, [binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // a scheduler's variables (a CI job under Slurm or in a pod) would fill in ddp-run's flags
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SLURM_|PET_|KUBERNETES_)/.test(k)));
+  const child = spawn(process.execPath, [binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   if (child.pid !== undefined) started.add(child.pid);
   const out = new Collect();
   const err = new Collect();
@@ -76,6 +78,21 @@ describe('ddp-run CLI', () => {
       const open = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);
       expect((await open.exited).code).toBe(2);
       expect(open.err.text).toContain('is readable by group or others (mode 0644)');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("runs torchrun's command line: underscores, --standalone, --log_dir with -r 3", { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const cli = ddpRun(['--standalone', '--nproc_per_node=2', '--log_dir', dir, '-r', '3', rankScript, 'env']);
+      expect((await cli.exited).code).toBe(0);
+      expect(cli.out.text).toBe('');
+      const [runDir] = readdirSync(dir);
+      const env = (r: number) => JSON.parse(readFileSync(join(dir, runDir!, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
+      expect([env(0).RANK, env(1).RANK, env(1).WORLD_SIZE]).toEqual(['0', '1', '2']);
+      expect(runDir!.startsWith(`${env(0).DDP_RUN_ID}_`)).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -127,6 +127,42 @@ describe('launch: output', () => {
     }
     expect(run.out.lines).toHaveLength(8);
     expect(run.err.lines.sort()).toEqual(['[rank 0] err-0', '[rank 1] err-1']);
+  });
+});
+
+describe('launch: log files (torchrun --log-dir, --redirects, --tee)', () => {
+  it("writes each rank's streams to <logDir>/<runId>_*/attempt_<n>/<localRank>/, per attempt", { timeout: 45_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-logs-'));
+    try {
+      // rank 0: stdout redirected (file only), stderr tee'd (file and console); rank 1: stderr redirected
+      const redirects = new Map([[0, 1], [1, 2]] as const);
+      const tee = new Map([[0, 2]] as const);
+      const run = setup(2, ['fail-once', join(dir, 'marker')], { logDir: join(dir, 'logs'), redirects, tee, rdzvId: 'job/1', maxRestarts: 1 });
+      const result = await launch(run.options);
+      expect(result.exitCode).toBe(0);
+      const [runDir, ...more] = readdirSync(join(dir, 'logs'));
+      expect(more).toEqual([]);
+      expect(runDir).toMatch(/^job_1_/);
+      expect(run.err.text).toContain(`[ddp-run] log directory: ${join(dir, 'logs', runDir!)}`);
+      const read = (attempt: number, localRank: number, stream: string): string =>
+        readFileSync(join(dir, 'logs', runDir!, `attempt_${attempt}`, String(localRank), `${stream}.log`), 'utf8');
+      // (rank 0 of attempt 0 may be ended before it prints)
+      expect(read(1, 0, 'stdout')).toBe('attempt restart=1\n');
+      expect(read(0, 1, 'stderr')).toContain('Error: first attempt fails');
+      expect(readdirSync(join(dir, 'logs', runDir!, 'attempt_0', '1'))).toEqual(['stderr.log']);
+      // redirected: not on the console; tee'd or not redirected: on the console
+      expect(run.out.lines).not.toContain('[rank 0] attempt restart=1');
+      expect(run.out.lines).toContain('[rank 1] attempt restart=0');
+      expect(run.err.text).not.toContain('[rank 1] Error: first attempt fails');
+      // the failure summary still sees redirected output
+      expect(run.err.text).toContain('rank 1 exited with code 1; restarting');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses redirects without a log directory', async () => {
+    await expect(launch(setup(1, ['env'], { redirects: 3 }).options)).rejects.toThrow(/redirects and tee write to files under logDir/);
   });
 });
 

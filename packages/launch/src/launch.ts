@@ -37,6 +37,7 @@ export async function launch(options: LaunchOptions, controls: LaunchControls = 
   const log = (message: string): void => {
     plan.stderr.write(`[ddp-run] ${message}\n`);
   };
+  if (plan.logs) log(`log directory: ${plan.logs.dir}`);
   let world: World | undefined;
   let interrupted: NodeJS.Signals | undefined;
   const interrupt = (signal: NodeJS.Signals): void => {

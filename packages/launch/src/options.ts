@@ -3,6 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { LaunchConfigError } from './errors.js';
+import { RunLogs, type StdSpec } from './logs.js';
 import { readSecretFile } from './secret-file.js';
 
 /** What `launch()` and the `ddp-run` CLI accept. Names follow torchrun's flags, camelCased. */
@@ -32,6 +33,12 @@ export interface LaunchOptions {
    * so two worlds on one port never mix; default: a fresh random id. Required with nnodes > 1.
    */
   rdzvId?: string;
+  /** torchrun's --log-dir: each run writes its redirected output under `<logDir>/<runId>_<random>/`. */
+  logDir?: string;
+  /** Streams written to log files instead of the console: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank. */
+  redirects?: StdSpec;
+  /** Streams written to log files and the console (same values as redirects). */
+  tee?: StdSpec;
   /** Working directory of the ranks (default process.cwd()). */
   cwd?: string;
   /** Base environment of the ranks (default process.env); the launcher's variables override it. */
@@ -69,6 +76,8 @@ export interface LaunchPlan {
   maxRestarts: number;
   secret: string;
   runId: string;
+  /** The run's log directory, when logDir is given. */
+  logs: RunLogs | undefined;
   cwd: string;
   env: NodeJS.ProcessEnv;
   stdout: Writable;
@@ -120,6 +129,11 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
     }
     if (rdzvId === undefined) throw new LaunchConfigError('nnodes > 1 needs a shared run id (--rdzv-id)');
   }
+  const runId = rdzvId ?? randomBytes(16).toString('hex');
+  if ((options.redirects !== undefined || options.tee !== undefined) && options.logDir === undefined) {
+    throw new LaunchConfigError('redirects and tee write to files under logDir (--log-dir)');
+  }
+  const logs = options.logDir === undefined ? undefined : new RunLogs(resolve(cwd, options.logDir), runId, options.redirects, options.tee);
   return {
     script,
     args: options.args ?? [],
@@ -131,7 +145,8 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
     masterPort,
     maxRestarts,
     secret: given ?? randomBytes(32).toString('hex'),
-    runId: rdzvId ?? randomBytes(16).toString('hex'),
+    runId,
+    logs,
     cwd,
     env,
     stdout: options.stdout ?? process.stdout,

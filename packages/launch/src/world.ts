@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import type { WriteStream } from 'node:fs';
+import { finished } from 'node:stream/promises';
 import { PrefixedLines } from './lines.js';
+import { discard, openLog } from './logs.js';
 import { type LaunchPlan, rankEnv } from './options.js';
 
 /** How one rank of one world ended. */
@@ -40,6 +43,8 @@ interface RankProcess {
   err: PrefixedLines;
   exited: boolean;
   closed: boolean;
+  /** Log files of its redirected or tee'd streams. */
+  files: WriteStream[];
 }
 
 /** After a rank exits, how long its pipes may stay open (held by a grandchild) before we stop reading. */
@@ -128,13 +133,26 @@ export class World {
       detached: true,
     });
     const prefix = `[rank ${rank}] `;
+    const files: WriteStream[] = [];
+    // a redirected stream still passes through PrefixedLines, which keeps its tail for the summary
+    const route = (stream: 'stdout' | 'stderr', source: NodeJS.ReadableStream | null): PrefixedLines => {
+      const where = this.plan.logs?.route(this.restartCount, localRank, stream) ?? { console: true, file: undefined };
+      const lines = new PrefixedLines(prefix, where.console ? this.plan[stream] : discard());
+      if (where.file !== undefined && source) {
+        const file = openLog(where.file);
+        files.push(file);
+        source.pipe(file);
+      }
+      return lines;
+    };
     const r: RankProcess = {
       exit: { rank, localRank, pid: child.pid, code: null, signal: null, endedByLauncher: false, stderrTail: [], stdoutTail: [] },
       child,
-      out: new PrefixedLines(prefix, this.plan.stdout),
-      err: new PrefixedLines(prefix, this.plan.stderr),
+      out: route('stdout', child.stdout),
+      err: route('stderr', child.stderr),
       exited: false,
       closed: false,
+      files,
     };
     r.exit.stdoutTail = r.out.tail;
     r.exit.stderrTail = r.err.tail;
@@ -167,7 +185,9 @@ export class World {
         r.closed = true;
         r.out.flush();
         r.err.flush();
-        resolveClosed();
+        for (const file of r.files) file.end();
+        // the log files are whole once launch() returns
+        Promise.all(r.files.map((f) => finished(f).catch(() => {}))).then(() => resolveClosed());
       };
       r.child.on('close', finish);
       const drain = (): void => {

@@ -40,6 +40,31 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     expect(got).toEqual([want[0], want[0], want[0], want[0]]);
   });
 
+  it("torchrun's spellings on one host, Kubeflow's PET_* on the other, collectives over DDP_SOCKET_IFNAME's link", { timeout: 120_000 }, async () => {
+    // rendezvous over the first link; the ranks' own connections over a second one, named by interface
+    const dev = hosts.addLink('10.231.77');
+    const before = [hosts.txBytes(0, dev[0]), hosts.txBytes(0, hosts.veth[0])];
+    const runs = await hosts.run(script, ['suite', '1'], {
+      timeoutMs: 100_000,
+      launch: (host, masterAddr, port) => {
+        if (host === 0) {
+          const flags = ['--nnodes', '2', '--node_rank', '0', '--nproc_per_node', '2', '--rdzv_backend', 'c10d'];
+          flags.push('--rdzv_endpoint', `${masterAddr}:${port}`, '--rdzv_id', 'kubeflow-tj');
+          return { flags, env: { DDP_SOCKET_IFNAME: dev[0] } };
+        }
+        const pet = { PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '2', PET_MASTER_ADDR: masterAddr };
+        return { flags: [], env: { ...pet, PET_MASTER_PORT: port, PET_RDZV_ID: 'kubeflow-tj', DDP_SOCKET_IFNAME: dev[1] } };
+      },
+    });
+    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
+    for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 1 });
+    expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
+    expect(runs[1]!.err.text).toContain('[ddp-run] from pet: --nnodes 2 (PET_NNODES)');
+    // the suite's megabytes crossed the second link; the first carried the store's few kilobytes
+    const sent = [hosts.txBytes(0, dev[0]) - before[0]!, hosts.txBytes(0, hosts.veth[0]) - before[1]!];
+    expect(sent[0], `bytes sent on ${dev[0]} vs ${hosts.veth[0]}`).toBeGreaterThan(10 * sent[1]!);
+  });
+
   it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', { timeout: 120_000 }, async () => {
     const ready = new Set<string>();
     let downed = false;

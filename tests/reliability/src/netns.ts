@@ -1,9 +1,17 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { TwoHosts as NetnsHosts } from '@ddp/netns';
+import { ip, TwoHosts as NetnsHosts } from '@ddp/netns';
 import { RankLines } from './world.js';
 
 const ddpRun = fileURLToPath(new URL('../node_modules/@ddp/launch/bin/ddp-run.js', import.meta.url));
+
+/** How one host's ddp-run is told its place: its flags and extra environment (a scheduler's variables). */
+export type HostLaunch = (host: number, masterAddr: string, port: string) => { flags: string[]; env?: Record<string, string> };
+
+/** The flags of the reliability runs: ddp-run's own spellings. */
+const plainFlags: HostLaunch = (host, masterAddr, port) => ({
+  flags: ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--master-addr', masterAddr, '--master-port', port, '--rdzv-id', 'netns'],
+});
 
 export interface HostRun {
   code: number | null;
@@ -22,18 +30,35 @@ export class TwoHosts extends NetnsHosts {
    * Runs `ddp-run` in each namespace (node 0 hosts the store), 2 ranks per host over
    * TCP. After timeoutMs each launcher gets SIGTERM (it ends its ranks), then SIGKILL.
    */
-  async run(script: string, args: string[], opts: { timeoutMs: number; env?: Record<string, string>; onResult?: (host: number, rank: number, r: Record<string, unknown>) => void }): Promise<HostRun[]> {
+  /** A second link between the hosts (`subnet`.1 and .2 on interfaces `dev`); returns the interface names. */
+  addLink(subnet: string): [string, string] {
+    const dev: [string, string] = [`d${this.tag}a`, `d${this.tag}b`];
+    ip('link', 'add', dev[0], 'type', 'veth', 'peer', 'name', dev[1]);
+    this.ns.forEach((n, i) => {
+      ip('link', 'set', dev[i] as string, 'netns', n);
+      ip('-n', n, 'addr', 'add', `${subnet}.${i + 1}/24`, 'dev', dev[i] as string);
+      ip('-n', n, 'link', 'set', dev[i] as string, 'up');
+    });
+    return dev;
+  }
+
+  /** Bytes host `host` has sent on interface `dev`. */
+  txBytes(host: number, dev: string): number {
+    return Number(ip('-n', this.ns[host] as string, '-s', '-j', 'link', 'show', 'dev', dev).match(/"tx":\{"bytes":(\d+)/)?.[1] ?? 0);
+  }
+
+  async run(script: string, args: string[], opts: { timeoutMs: number; env?: Record<string, string>; launch?: HostLaunch; onResult?: (host: number, rank: number, r: Record<string, unknown>) => void }): Promise<HostRun[]> {
     const port = String(20000 + Math.floor(Math.random() * 20000));
     const children: ChildProcess[] = [];
     const runs = this.ns.map((n, host) => {
       const out = new RankLines();
       const err = new RankLines();
       out.onResult = (rank, r) => opts.onResult?.(host, rank, r);
-      const flags = ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--kill-grace-ms', '2000'];
-      flags.push('--master-addr', this.addr[0] as string, '--master-port', port, '--rdzv-id', 'netns');
+      const place = (opts.launch ?? plainFlags)(host, this.addr[0] as string, port);
+      const flags = [...place.flags, '--kill-grace-ms', '2000'];
       const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, script, ...args], {
         // the secret in the environment, not on the command line, where ps shows it
-        env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env },
+        env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env, ...place.env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
