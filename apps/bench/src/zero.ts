@@ -8,13 +8,14 @@
  *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
+import { Option } from 'commander';
+import { benchCommand, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
@@ -24,14 +25,13 @@ const MODES = ['ddp', 'zero1', 'zero2'] as const;
 type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
-const { values } = parseArgs({
-  options: {
-    rank: { type: 'boolean', default: false },
-    mode: { type: 'string', default: 'ddp' },
-    steps: { type: 'string', default: '2' },
-    worlds: { type: 'string', default: '2,4' },
-  },
-});
+const values = benchCommand('zero', 'memory and step time of DDP against ZeRO stages 1 and 2')
+  .option('--steps <n>', 'training steps per run', positiveInt, 2)
+  .option('--worlds <n,…>', 'world sizes', positiveIntList, [2, 4])
+  .addOption(new Option('--mode <mode>', "a rank's mode").choices(MODES).default('ddp').hideHelp())
+  .addOption(rankFlag())
+  .parse()
+  .opts<{ steps: number; worlds: number[]; mode: Mode; rank?: boolean }>();
 
 interface RankSample {
   rank: number;
@@ -87,8 +87,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 }
 
 async function main(): Promise<void> {
-  const steps = Number(values.steps);
-  const worlds = values.worlds!.split(',').map(Number);
+  const { steps, worlds } = values;
   const rows = [];
   const samples: Record<string, RankSample[]> = {};
   for (const world of worlds) {
@@ -122,5 +121,5 @@ async function main(): Promise<void> {
   console.log(files.join('\n'));
 }
 
-if (values.rank) await rankMain(values.mode as Mode, Number(values.steps));
+if (values.rank) await rankMain(values.mode, values.steps);
 else await main();
