@@ -72,7 +72,6 @@ export function float32BitsToBfloat16(f: number): number {
   return ((f + 0x7fff + ((f >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
-
 export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(halves.length);
   const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
@@ -84,3 +83,24 @@ export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32
 export const encodeFloat16: Encoder = encoderOf(float32BitsToFloat16);
 /** float32 values to bfloat16 bits (round to nearest even). */
 export const encodeBfloat16: Encoder = encoderOf(float32BitsToBfloat16);
+
+/** One number to float16 bits (rounded to float32 first, then to nearest even). */
+export function floatToHalf(v: number): number {
+  scratch[0] = v;
+  return float32BitsToFloat16(scratchBits[0] as number);
+}
+
+/** One float16 bit pattern to its value (the same as float16BitsToNumber). */
+export const halfToFloat = float16BitsToNumber;
+
+/** One number to bfloat16 bits (rounded to float32 first, then to nearest even). */
+export function floatToBfloat(v: number): number {
+  scratch[0] = v;
+  return float32BitsToBfloat16(scratchBits[0] as number);
+}
+
+/** One bfloat16 bit pattern to its value. */
+export function bfloatToFloat(h: number): number {
+  scratchBits[0] = h << 16;
+  return scratch[0] as number;
+}

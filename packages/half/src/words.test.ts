@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';
+import { bfloatToFloat, decodeBfloat16, encodeBfloat16, encodeFloat16, floatToBfloat, floatToHalf, halfToFloat } from './index.js';
 
 describe('float16 / bfloat16 words', () => {
   it('round-trips every finite float16 word', () => {
@@ -20,5 +20,13 @@ describe('float16 / bfloat16 words', () => {
     expect(bfloatToFloat(floatToBfloat(1 + 2 ** -8))).toBe(1); // tie → even
     expect(bfloatToFloat(floatToBfloat(1 + 3 * 2 ** -8))).toBe(1 + 2 ** -6);
     expect(Number.isNaN(bfloatToFloat(floatToBfloat(Number.NaN)))).toBe(true);
+  });
+  it('the scalar and the array functions agree on every word', () => {
+    const words = Uint16Array.from({ length: 0x10000 }, (_, w) => w);
+    const asBfloat = decodeBfloat16(words);
+    const asHalf = Float32Array.from(words, halfToFloat);
+    expect(Array.from(encodeFloat16(asHalf))).toEqual(Array.from(asHalf, floatToHalf));
+    expect(Array.from(encodeBfloat16(asBfloat))).toEqual(Array.from(asBfloat, floatToBfloat));
+    expect(Array.from(asBfloat)).toEqual(Array.from(words, bfloatToFloat));
   });
 });
