@@ -1,7 +1,7 @@
 // Test-only: the same differentiable-collective computations, run by the in-process fake
 // group (collectives.test.ts) and by real rank processes (collectives.child.ts).
 import type { ProcessGroup } from '@ddp/comm';
-import { allGather, allReduce, broadcast, concat, mul, reduceScatter, sum, tensor, type Tensor } from './index.js';
+import { allGather, allReduce, broadcast, concat, mul, reduceScatter, sum, tensor, type Tensor } from '../index.js';
 
 /** Deterministic per-rank values. */
 const values = (n: number, rank: number, salt: number): number[] =>

@@ -1,8 +1,8 @@
 // Test-only helpers shared by the suites (not exported from the package).
 import { expect } from 'vitest';
-import { gradcheck, type GradcheckOptions } from './gradcheck.js';
-import { rand, randn } from './creation.js';
-import type { Tensor } from './tensor.js';
+import { gradcheck, type GradcheckOptions } from '../gradcheck.js';
+import { rand, randn } from '../creation.js';
+import type { Tensor } from '../tensor.js';
 
 /** Disposes every tensor given (test cleanup). */
 export function disposeAll(...tensors: { dispose(): void }[]): void {

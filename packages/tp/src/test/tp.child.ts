@@ -4,7 +4,7 @@ import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp
 import { crossEntropy, randn, type Tensor } from '@ddp/autograd';
 import { AdamW, Generator, Linear, type Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear } from '../src/index.js';
+import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear } from '../index.js';
 import { TinyGpt } from './tiny-gpt.js';
 
 const world = await initProcessGroup({ timeoutMs: 30_000 });

@@ -4,7 +4,7 @@ import { type Tensor, tensor } from '@ddp/autograd';
 import { BatchNorm1d, Module } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
-import { SyncBatchNorm, SyncBatchNormError } from '../src/index.js';
+import { SyncBatchNorm, SyncBatchNormError } from '../index.js';
 import { batchRows, loadGolden } from './golden.js';
 
 const [name, splitArg] = process.argv.slice(2) as [string, string];

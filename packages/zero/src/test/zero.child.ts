@@ -9,7 +9,7 @@ import { join } from '@ddp/join';
 import { loadCheckpoint, type Optimizer, saveCheckpoint } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
-import { optimizerStateBytes, ZeroRedundancyOptimizer } from '../src/index.js';
+import { optimizerStateBytes, ZeroRedundancyOptimizer } from '../index.js';
 import { GradAverager } from './grad-averager.js';
 import { flatParams, lossOf, makeModel, OPTIMIZERS, OPTIONS, type OptimizerName } from './model.js';
 

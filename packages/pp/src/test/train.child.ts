@@ -2,8 +2,8 @@
 // and prints its stage's weights, losses, activation peaks and tensor counts as a RESULT line.
 import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
-import { PipelineStage, pipelineStep, type ScheduleName } from './index.js';
-import { buildParts, CFG, makeOptimizer, microBatches, namedValues } from './test-model.js';
+import { PipelineStage, pipelineStep, type ScheduleName } from '../index.js';
+import { buildParts, CFG, makeOptimizer, microBatches, namedValues } from './model.js';
 
 const [pp, dp, steps] = process.argv.slice(2).map(Number) as [number, number, number];
 await initProcessGroup({ timeoutMs: 60_000 });

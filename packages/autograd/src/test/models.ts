@@ -3,8 +3,8 @@ import { tf } from '@ddp/tensor';
 import {
   checkpoint, crossEntropy, embedding, fromTf, gelu, layerNorm, linear, maskedFill, matmul, ones, randn, softmax, tidy, zeros,
   type Tensor,
-} from './index.js';
-import { disposeAll } from './test-utils.js';
+} from '../index.js';
+import { disposeAll } from './utils.js';
 
 /** A parameter factory: scaled normal initial values, reproducible per model from `seed`. */
 function paramFactory(seed: number): (shape: number[], scale: number) => Tensor {

@@ -4,16 +4,16 @@ import { readFileSync } from 'node:fs';
 import type { ProcessGroup } from '@ddp/comm';
 import { narrow, type Tensor, tensor } from '@ddp/autograd';
 import { Generator } from '@ddp/nn';
-import { clipLoss, clipLossFullMatrix } from './clip-loss.js';
-import { ntXentLoss } from './ntxent.js';
-import { sigLipLoss } from './siglip.js';
+import { clipLoss, clipLossFullMatrix } from '../clip-loss.js';
+import { ntXentLoss } from '../ntxent.js';
+import { sigLipLoss } from '../siglip.js';
 
 interface Golden {
   inputs: Record<string, { shape: number[]; data: number[] } | number>;
   outputs: Record<string, { shape: number[]; data: number[] } | Record<string, number[]>>;
 }
 export const golden = (name: string): Golden =>
-  JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8')) as Golden;
+  JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url), 'utf8')) as Golden;
 export const arrayOf = (v: unknown): { shape: number[]; data: number[] } => v as { shape: number[]; data: number[] };
 
 export type Kind = 'clip' | 'clip-full' | 'ntxent' | 'siglip';

@@ -1,7 +1,7 @@
 // Test-only: the tiny transformer, data and single-process reference shared by the tests and the rank script.
 import { crossEntropy, tidy } from '@ddp/autograd';
 import { Embedding, Generator, LayerNorm, Linear, SGD, Sequential, TransformerBlock } from '@ddp/nn';
-import { type MicroBatch, PipelineStage, type PipelineParts } from './index.js';
+import { type MicroBatch, PipelineStage, type PipelineParts } from '../index.js';
 
 export const CFG = { vocab: 11, seq: 6, dim: 8, heads: 2, layers: 4, microBatch: 2, numMicroBatches: 4, steps: 10, lr: 0.1, momentum: 0.9, seed: 4321 };
 

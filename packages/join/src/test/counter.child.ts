@@ -1,5 +1,5 @@
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { join } from '../src/index.js';
+import { join } from '../index.js';
 import { Counter } from './counter.js';
 
 // argv: <mode> where mode is 'count' or 'throw'; rank r gets 5 + r inputs

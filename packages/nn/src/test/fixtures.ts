@@ -9,7 +9,7 @@ export interface GoldenTensor {
 
 /** Reads src/fixtures/<name>.json (PyTorch's reference values; format in that folder's README). */
 export function loadFixture<T = Record<string, unknown>>(name: string): T {
-  return JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8')) as T;
+  return JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url), 'utf8')) as T;
 }
 
 export function goldenToTf(t: GoldenTensor): tf.Tensor {

@@ -2,7 +2,7 @@
 // Runs every case of its world size, averages the gradients over ranks (what DDP does) and
 // prints them with its local loss.
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
-import { casesFor, runCase } from './test-cases.js';
+import { casesFor, runCase } from './cases.js';
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const results: Record<string, { loss: number; grads: Record<string, number[]> }> = {};

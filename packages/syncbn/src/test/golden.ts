@@ -10,7 +10,7 @@ export interface BatchNormGolden {
 }
 
 export function loadGolden(name: string): BatchNormGolden {
-  return JSON.parse(readFileSync(new URL(`../src/fixtures/${name}.json`, import.meta.url), 'utf8')) as BatchNormGolden;
+  return JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url), 'utf8')) as BatchNormGolden;
 }
 
 /** Rows [start, start + count) of an NCHW tensor's batch dim, flattened. */

@@ -10,7 +10,7 @@ import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { Adam, Generator, Linear, type Module, mse, Sequential, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { loadShardedCheckpoint, saveShardedCheckpoint, ZeroRedundancyOptimizer } from './index.js';
+import { loadShardedCheckpoint, saveShardedCheckpoint, ZeroRedundancyOptimizer } from '../index.js';
 
 const ROWS = 12;
 const IN = 6;
