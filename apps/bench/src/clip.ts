@@ -20,9 +20,9 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { renderLineChart, type Row, writeReport } from '@ddp/plot';
 import { type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
+import { benchCommand, positiveInt } from './lib/flags.js';
 import { glooTorchVersion } from './lib/world.js';
 
 const CHECK_STEPS = 5;
@@ -31,20 +31,15 @@ const CHECK_TOLERANCE = 1e-5;
 const WORLD = 2;
 const RESULTS = fileURLToPath(new URL('../results', import.meta.url));
 
-const { values: opts } = parseArgs({
-  args: process.argv.slice(2).filter((a) => a !== '--'),
-  options: {
-    rounds: { type: 'string', default: '2' },
-    steps: { type: 'string' },
-    check: { type: 'boolean', default: false },
-  },
-});
-const rounds = Number(opts.rounds);
-if (!(Number.isInteger(rounds) && rounds > 0)) {
-  throw new Error(`--rounds must be a positive integer, got '${opts.rounds}'`);
-}
+const opts = benchCommand('clip', '@ddp against PyTorch DDP on the CLIP app')
+  .option('--rounds <n>', 'rounds of each implementation', positiveInt, 2)
+  .option('--steps <n>', 'training steps (passed to every app run)', positiveInt)
+  .option('--check', `compare the first ${CHECK_STEPS} losses instead`, false)
+  .parse(process.argv.filter((a) => a !== '--'))
+  .opts<{ rounds: number; steps?: number; check: boolean }>();
+const rounds = opts.rounds;
 /** Passed to every app run (the dump too): the twin follows whatever the app derives from them. */
-const appArgs = opts.steps === undefined ? [] : ['--steps', opts.steps];
+const appArgs = opts.steps === undefined ? [] : ['--steps', String(opts.steps)];
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const mean = (xs: number[]) => sum(xs) / xs.length;

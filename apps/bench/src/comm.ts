@@ -12,6 +12,7 @@
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { loadSharedMemory } from '@ddp/shm';
+import { benchCommand, positiveIntList, rankFlag } from './lib/flags.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
@@ -23,7 +24,13 @@ interface Sample {
 
 const KiB = 1024;
 const native = loadSharedMemory() !== null;
-const quick = process.argv.includes('--quick');
+const flags = benchCommand('comm', 'all-reduce sweep of @ddp/comm against Gloo')
+  .option('--quick', '4 sizes, one round (a smoke run)', false)
+  .addOption(rankFlag())
+  .option('--sizes <bytes,…>', 'the sizes a rank process runs (set by the bench)', positiveIntList, [])
+  .parse()
+  .opts<{ quick: boolean; rank?: boolean; sizes: number[] }>();
+const quick = flags.quick;
 const SIZES = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
 const WORLDS = [2, 4];
 const ROUNDS = quick ? 1 : 2;
@@ -33,7 +40,7 @@ const busBandwidth = (s: Sample) => ((2 * (s.world - 1)) / s.world) * (s.bytes /
 
 /** One rank of a @ddp/comm world (this file started with --rank). */
 async function rankMain(): Promise<void> {
-  const sizes = (process.argv.find((a) => a.startsWith('--sizes='))?.slice(8) ?? '').split(',').map(Number);
+  const sizes = flags.sizes;
   const pg = await initProcessGroup({ timeoutMs: 120_000 });
   for (const bytes of sizes) {
     const buf = sharedArray(Float32Array, bytes / 4).fill(1);
@@ -145,5 +152,5 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-if (process.argv.includes('--rank')) await rankMain();
+if (flags.rank) await rankMain();
 else await main();

@@ -8,6 +8,7 @@ import { randn, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { clipLoss, clipLossFullMatrix } from '@ddp/contrastive';
 import { tf } from '@ddp/tensor';
+import { benchCommand, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const GLOBAL = 1024;
@@ -70,4 +71,5 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-await (process.argv.includes('--rank') ? rank() : main());
+const flags = benchCommand('contrastive', "clipLoss's time and memory against the full-matrix loss").addOption(rankFlag()).parse().opts<{ rank?: boolean }>();
+await (flags.rank ? rank() : main());

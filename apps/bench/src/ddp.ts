@@ -13,23 +13,30 @@
  * on two "hosts" (network namespaces) over a link limited by tc tbf (LINK below): compute,
  * comm, ddp and after again, and the fraction of communication hidden behind backward
  * there. Writes results/ddp.{json,md,png}.
- *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/ddp.ts [--quick] [--width=2048] [--depth=4] [--batch=32] [--bucket-mb=N] [--rounds=2] [--no-link] [--no-uds] [--no-host]
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
+import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
-const quick = process.argv.includes('--quick');
-const arg = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
-const WIDTH = arg('width', 2048);
-const DEPTH = arg('depth', 4);
-const BATCH = arg('batch', 32);
-/** Unset (NaN): DDP tunes its bucket cap. */
-const BUCKET_MB = arg('bucket-mb', Number.NaN);
+const { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMb, rounds, link: withLink, uds: withUds, host: withHost, rank: rankVariant } =
+  benchCommand('ddp', 'DistributedDataParallel against naive all-reduce and PyTorch DDP')
+    .option('--quick', 'fewer steps, one round (a smoke run)', false)
+    .option('--width <n>', 'hidden width of the MLP', positiveInt, 2048)
+    .option('--depth <n>', 'hidden layers of the MLP', positiveInt, 4)
+    .option('--batch <n>', 'batch per rank', positiveInt, 32)
+    .option('--bucket-mb <MB>', 'fixed bucket cap (default: tuned)', positiveNumber)
+    .option('--rounds <n>', 'rounds over all variants', positiveInt, 2)
+    .option('--no-link', 'skip the limited-link runs')
+    .option('--no-uds', 'skip the Unix-socket transport')
+    .option('--no-host', 'the limited link only')
+    .addOption(rankFlag('<variant>'))
+    .parse()
+    .opts<{ quick: boolean; width: number; depth: number; batch: number; bucketMb?: number; rounds: number; link: boolean; uds: boolean; host: boolean; rank?: string }>();
+const BUCKET_MB = bucketMb ?? Number.NaN; // unset (NaN): DDP tunes its bucket cap
 const STEPS = quick ? 3 : 6;
 /** Rounds over all variants, alternating; each variant keeps its best round (the machine's load drifts). */
-const ROUNDS = quick ? 1 : arg('rounds', 2);
+const ROUNDS = quick ? 1 : rounds;
 const WARMUP = 2;
 /**
  * The limited link: a model of many equal layers (so buckets fill as backward goes), 4 MiB
@@ -204,7 +211,7 @@ const rankArgs = (self: string, variant: string, width: number, depth: number, b
 
 /** The limited-link runs (their interleaved step times by round), or why they were skipped. */
 async function overLink(self: string, samples: Sample[], infos: Infos): Promise<StepTimes[] | string> {
-  if (process.argv.includes('--no-link')) return 'skipped (--no-link)';
+  if (!withLink) return 'skipped (--no-link)';
   const hosts = new TwoHosts('bl', '10.231.80');
   const skip = hosts.setUp();
   if (skip) return `skipped: ${skip}`;
@@ -234,11 +241,11 @@ async function main(): Promise<void> {
   const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
   const samples: Sample[] = [];
   const infos: Infos = [];
-  const transports: ('uds' | undefined)[] = process.argv.includes('--no-uds') ? [undefined] : [undefined, 'uds'];
+  const transports: ('uds' | undefined)[] = !withUds ? [undefined] : [undefined, 'uds'];
   const plan: Entry[] = [['interleaved', 1], ['after', 1], ['naive', 1]];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
-  if (process.argv.includes('--no-host')) plan.length = 0; // the limited link only
+  if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
     variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
   const hostRounds = await measure(plan, run, '', samples, infos);
@@ -289,6 +296,5 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-const rankArg = process.argv.find((a) => a.startsWith('--rank='));
-if (rankArg) await rankMain(rankArg.slice(7));
+if (rankVariant !== undefined) await rankMain(rankVariant);
 else await main();

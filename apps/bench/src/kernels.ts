@@ -11,27 +11,26 @@
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { crossEntropy, type Tensor, tidy } from '@ddp/autograd';
 import { markdownTable, type Row, writeReport } from '@ddp/plot';
 import { AdamW, Embedding, LayerNorm, Linear, Module, TransformerBlock } from '@ddp/nn';
 import { getNumThreads, nativeKernelsSummary, setBackend, setNumThreads, tf, useNativeKernels } from '@ddp/tensor';
+import { benchCommand, positiveInt, positiveIntList, positiveNumber } from './lib/flags.js';
 import { TorchPeer } from './lib/torch-peer.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const { values: args } = parseArgs({
-  options: {
-    threads: { type: 'string', default: '1,2' },
-    seconds: { type: 'string', default: '0.2' },
-    rounds: { type: 'string', default: '3' },
-    cpu: { type: 'boolean', default: false },
-    out: { type: 'string', default: join(here, '..', 'results') },
-  },
-});
-const minSeconds = Number(args.seconds);
+const args = benchCommand('kernels', 'tfjs kernels (wasm, native) against PyTorch, op by op')
+  .option('--threads <n,…>', 'thread counts', positiveIntList, [1, 2])
+  .option('--seconds <s>', 'minimum seconds per case', positiveNumber, 0.2)
+  .option('--rounds <n>', 'rounds per case', positiveInt, 3)
+  .option('--cpu', "also tfjs's cpu backend", false)
+  .option('--out <dir>', 'where the report goes', join(here, '..', 'results'))
+  .parse()
+  .opts<{ threads: number[]; seconds: number; rounds: number; cpu: boolean; out: string }>();
+const minSeconds = args.seconds;
 /** Rounds per case, engines alternating; each engine keeps its best round (the machine's load drifts). */
-const rounds = Number(args.rounds);
-const threadCounts = args.threads.split(',').map(Number);
+const rounds = args.rounds;
+const threadCounts = args.threads;
 
 /** Runs fn until minSeconds have passed (at least 2 runs after one warm-up); mean seconds per run. */
 async function timeIt(fn: () => Promise<void> | void): Promise<number> {

@@ -7,6 +7,7 @@ import { crossEntropy, type Indices, type Tensor } from '@ddp/autograd';
 import { destroyProcessGroup, getWorldSize, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
 import { Embedding, Generator, LayerNorm, Linear, Sequential, TransformerBlock } from '@ddp/nn';
 import { idealBubbleFraction, PipelineStage, pipelineStep, type ScheduleName } from '@ddp/pp';
+import { benchCommand, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const STAGES = 2;
@@ -71,4 +72,5 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-await (process.argv.includes('--rank') ? rank() : main());
+const flags = benchCommand('pp', "each pipeline stage's bubble under AFAB and 1F1B").addOption(rankFlag()).parse().opts<{ rank?: boolean }>();
+await (flags.rank ? rank() : main());

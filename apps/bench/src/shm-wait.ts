@@ -9,9 +9,15 @@
  */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { benchCommand, positiveInt, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
-const ITERS = Number(process.argv.find((a) => a.startsWith('--iters='))?.slice(8) ?? 3000);
+const flags = benchCommand('shm-wait', 'how a shared-memory wait should sleep')
+  .option('--iters <n>', 'all-reduces per run', positiveInt, 3000)
+  .addOption(rankFlag())
+  .parse()
+  .opts<{ iters: number; rank?: boolean }>();
+const ITERS = flags.iters;
 const REPS = 3;
 /** ~0 ms: the wait policies take milliseconds and only positive values. */
 const OFF = '0.0001';
@@ -56,5 +62,5 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-if (process.argv.includes('--rank')) await rankMain();
+if (flags.rank) await rankMain();
 else await main();

@@ -14,7 +14,6 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
@@ -22,6 +21,8 @@ import { AsyncCheckpointer, type FSDPModule, fullyShard, saveFSDPCheckpoint } fr
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
+import { Option } from 'commander';
+import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
@@ -31,15 +32,14 @@ const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch'] as const;
 type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
-const { values } = parseArgs({
-  options: {
-    rank: { type: 'boolean', default: false },
-    mode: { type: 'string', default: 'ddp' },
-    steps: { type: 'string', default: '2' },
-    worlds: { type: 'string', default: '2,4' },
-    modes: { type: 'string', default: MODES.join(',') },
-  },
-});
+const values = benchCommand('zero', 'memory and step time of DDP against ZeRO stages 1 and 2 and FSDP')
+  .option('--steps <n>', 'training steps per run', positiveInt, 2)
+  .option('--worlds <n,…>', 'world sizes', positiveIntList, [2, 4])
+  .option('--modes <m,…>', `modes to run (${MODES.join(', ')})`, choiceList(MODES), [...MODES])
+  .addOption(new Option('--mode <mode>', "a rank's mode").choices(MODES).default('ddp').hideHelp())
+  .addOption(rankFlag())
+  .parse()
+  .opts<{ steps: number; worlds: number[]; modes: Mode[]; mode: Mode; rank?: boolean }>();
 
 interface RankSample {
   rank: number;
@@ -160,12 +160,11 @@ const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds'
   ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
-  const steps = Number(values.steps);
-  const worlds = values.worlds!.split(',').map(Number);
+  const { steps, worlds } = values;
   const rows = [];
   const samples: Record<string, RankSample[]> = {};
   for (const world of worlds) {
-    for (const mode of values.modes!.split(',') as Mode[]) {
+    for (const mode of values.modes) {
       const ranks = await runWorld(world, mode, steps);
       samples[`${mode}@${world}`] = ranks;
       const peak = Math.max(...ranks.map((r) => r.peakBytes));
@@ -201,5 +200,5 @@ async function main(): Promise<void> {
   console.log(files.join('\n'));
 }
 
-if (values.rank) await rankMain(values.mode as Mode, Number(values.steps));
+if (values.rank) await rankMain(values.mode, values.steps);
 else await main();

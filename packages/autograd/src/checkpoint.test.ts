@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { transformer } from './test-models.js';
-import { expectAllClose } from './test-utils.js';
+import { transformer } from './test/models.js';
+import { expectAllClose } from './test/utils.js';
 
 /** One backward of the transformer: its gradients and the peak tf.memory().numBytes seen inside backward. */
 async function gradsAndPeak(checkpointBlocks: boolean) {

@@ -1,8 +1,8 @@
 import { runWorld } from '@ddp/launch/testing';
 import { describe, it } from 'vitest';
-import { runCases } from './collective-cases.js';
-import { fakeWorld } from './fake-process-group.js';
-import { expectAllClose } from './test-utils.js';
+import { runCases } from './test/collective-cases.js';
+import { fakeWorld } from './test/fake-process-group.js';
+import { expectAllClose } from './test/utils.js';
 
 const WORLD = 2;
 
@@ -10,7 +10,7 @@ describe('differentiable collectives across real processes', () => {
   it('give the same input gradients as the in-process fake group', async () => {
     const expected = await Promise.all(fakeWorld(WORLD).map((g) => runCases(g)));
     const { results: ranks } = await runWorld<{ rank: number; grads: Record<string, number[]> }>({
-      script: new URL('./collectives.child.ts', import.meta.url),
+      script: new URL('./test/collectives.child.ts', import.meta.url),
       nprocs: WORLD,
     });
     for (const { rank, grads } of ranks) {

@@ -15,7 +15,7 @@ import {
   type Context,
   type Tensor,
 } from './index.js';
-import { disposeAll } from './test-utils.js';
+import { disposeAll } from './test/utils.js';
 
 const values = (t: tf.Tensor | null): number[] => Array.from(t!.dataSync());
 

@@ -15,7 +15,7 @@ export {
   WorldSizeMismatchError,
 } from './errors.js';
 export { type LaunchEnv, readLaunchEnv } from './env.js';
-export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from './half.js';
+export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 export type { P2POp, ProcessGroup } from './group.js';
 export { HashStore } from './store/hash-store.js';
 export { PrefixStore } from './store/prefix-store.js';

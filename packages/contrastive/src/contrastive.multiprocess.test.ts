@@ -2,8 +2,8 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { launch } from '@ddp/launch';
 import { describe, expect, it } from 'vitest';
-import { expectClose, maxAbsDiff } from './expect.js';
-import { arrayOf, casesFor, golden, runCase } from './test-cases.js';
+import { expectClose, maxAbsDiff } from './test/expect.js';
+import { arrayOf, casesFor, golden, runCase } from './test/cases.js';
 
 type RankResult = { rank: number; results: Record<string, { loss: number; grads: Record<string, number[]> }> };
 
@@ -25,7 +25,7 @@ function collector(): Writable & { text: string } {
 async function runWorld(world: number): Promise<RankResult[]> {
   const [stdout, stderr] = [collector(), collector()];
   const result = await launch(
-    { script: fileURLToPath(new URL('./contrastive.child.ts', import.meta.url)), args: [], nprocPerNode: world, stdout, stderr, signal: AbortSignal.timeout(100_000) },
+    { script: fileURLToPath(new URL('./test/contrastive.child.ts', import.meta.url)), args: [], nprocPerNode: world, stdout, stderr, signal: AbortSignal.timeout(100_000) },
     { forwardSignals: false },
   );
   expect(result.exitCode, `${result.summary}\n${stderr.text.slice(-3000)}`).toBe(0);

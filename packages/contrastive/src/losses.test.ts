@@ -3,10 +3,10 @@ import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { clipLoss } from './clip-loss.js';
 import { ContrastiveError } from './errors.js';
-import { expectClose } from './expect.js';
+import { expectClose } from './test/expect.js';
 import { ntXentLoss } from './ntxent.js';
 import { clampLogitScale_, logitScaleFromLog } from './scale.js';
-import { arrayOf, type Case, golden, leavesFor, runCase } from './test-cases.js';
+import { arrayOf, type Case, golden, leavesFor, runCase } from './test/cases.js';
 
 const single = (c: Omit<Case, 'split'>, total: number): Case => ({ ...c, split: [total] });
 

@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { binPath, Collect, isAlive, killAll, rankScript, started, waitFor } from './fixtures/harness.js';
+import { binPath, Collect, isAlive, killAll, rankScript, started, waitFor } from './test/harness.js';
 
 afterEach(killAll);
 

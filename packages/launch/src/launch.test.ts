@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Collect, isAlive, killAll, rankScript, started, waitFor } from './fixtures/harness.js';
+import { Collect, isAlive, killAll, rankScript, started, waitFor } from './test/harness.js';
 import { type LaunchOptions, launch, type WorldStartInfo } from './index.js';
 
 afterEach(killAll);

@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { rankScript } from './fixtures/harness.js';
+import { rankScript } from './test/harness.js';
 import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit, rankEnv } from './index.js';
 
 const base: LaunchOptions = { script: rankScript, nprocPerNode: 2, env: {} };

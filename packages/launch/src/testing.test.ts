@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { runWorld, WorldRunError } from './testing.js';
 
-const script = new URL('./fixtures/rank.ts', import.meta.url);
+const script = new URL('./test/rank.child.ts', import.meta.url);
 
 describe('runWorld', () => {
   it("returns each rank's RESULT, lines and exit; env reaches every rank", async () => {

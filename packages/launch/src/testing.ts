@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { launch } from './launch.js';
 
 export interface RunWorldOptions {
-  /** The rank script: a path, or a file URL such as `new URL('../test/x.child.ts', import.meta.url)`. */
+  /** The rank script: a path, or a file URL such as `new URL('./test/x.child.ts', import.meta.url)`. */
   script: string | URL;
   /** Ranks to start (all on this host). */
   nprocs: number;

@@ -7,14 +7,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
-import { modelAtStep } from './checkpoint-crash.fixture.js';
+import { modelAtStep } from './test/checkpoint-crash-model.js';
 
 /**
  * Real crashes: a child process saves a checkpoint and SIGKILLs itself at a named point of the
  * save protocol (DDP_CHECKPOINT_CRASH_AT). Every load after it must return the newest committed
  * checkpoint, and leftovers of killed saves must be gone after the next load or save.
  */
-const CHILD = fileURLToPath(new URL('./checkpoint-crash.child.ts', import.meta.url));
+const CHILD = fileURLToPath(new URL('./test/checkpoint-crash.child.ts', import.meta.url));
 /** The points of a save in order; from 'committed' on, the new checkpoint is the one to load. */
 const POINTS = ['entry-created', 'model-written', 'before-commit', 'committed', 'pointer-switched'] as const;
 const COMMITTED = new Set<string>(['committed', 'pointer-switched']);

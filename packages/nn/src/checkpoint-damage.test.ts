@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileWriteError } from './atomic.js';
 import { latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
-import { modelAtStep } from './checkpoint-crash.fixture.js';
+import { modelAtStep } from './test/checkpoint-crash-model.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
 import { SafetensorsError } from './safetensors.js';

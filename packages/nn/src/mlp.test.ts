@@ -1,7 +1,7 @@
 import { tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from './fixtures.js';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from './test/fixtures.js';
 import { Tanh } from './layers/activation.js';
 import { Sequential } from './layers/container.js';
 import { Linear } from './layers/linear.js';

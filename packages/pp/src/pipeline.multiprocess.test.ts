@@ -1,7 +1,7 @@
 import { runWorld } from '@ddp/launch/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { makeSchedule, peakInFlight, type ScheduleName } from './index.js';
-import { CFG, type NamedValues, referenceRun } from './test-model.js';
+import { CFG, type NamedValues, referenceRun } from './test/model.js';
 
 interface Run {
   params: NamedValues;
@@ -19,7 +19,7 @@ interface RankResult {
 
 async function runPipelineWorld(pp: number, dp: number, steps: number): Promise<RankResult[]> {
   const { results } = await runWorld<RankResult>({
-    script: new URL('./train.child.ts', import.meta.url),
+    script: new URL('./test/train.child.ts', import.meta.url),
     nprocs: pp * dp,
     args: [String(pp), String(dp), String(steps)],
     env: { DDP_HEARTBEAT_MS: '0' },

@@ -2,7 +2,7 @@ import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/c
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PipelineStage, PipelineStageError, pipelineStep, type Schedule } from './index.js';
-import { buildParts, CFG, makeOptimizer, microBatches, namedValues, referenceRun } from './test-model.js';
+import { buildParts, CFG, makeOptimizer, microBatches, namedValues, referenceRun } from './test/model.js';
 
 describe('PipelineStage', () => {
   it('keeps the embedding on the first stage, the head on the last, and names parameters as the whole model does', () => {

@@ -1,6 +1,6 @@
 import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { batchRows, loadGolden } from '../test/golden.js';
+import { batchRows, loadGolden } from './test/golden.js';
 
 interface RankResult {
   y: number[];
@@ -42,7 +42,7 @@ const cases: [string, number[]][] = [
 describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the whole batch', () => {
   it.each(cases)('%s split %j', async (name, split) => {
     const g = loadGolden(name);
-    const { results: ranks } = await runWorld<RankResult>({ script: new URL('../test/syncbn.child.ts', import.meta.url), nprocs: split.length, args: [name, split.join(',')] });
+    const { results: ranks } = await runWorld<RankResult>({ script: new URL('./test/syncbn.child.ts', import.meta.url), nprocs: split.length, args: [name, split.join(',')] });
     const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
     let start = 0;
     for (const [rank, r] of ranks.entries()) {

@@ -1,5 +1,5 @@
+import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from '@ddp/half';
 import * as tf from '@tensorflow/tfjs-core';
-import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half.js';
 
 /** The element types ddp moves between tensors, files and the wire. */
 export type DType = 'float32' | 'float64' | 'int32' | 'float16' | 'bfloat16';

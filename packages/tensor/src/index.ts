@@ -28,7 +28,7 @@ export {
   float16BitsToNumber,
   float32BitsToBfloat16,
   float32BitsToFloat16,
-} from './half.js';
+} from '@ddp/half';
 
 // Importing @ddp/tensor leaves a ready backend behind, so callers never race its async init.
 await initBackend();

@@ -3,7 +3,7 @@ import { Generator, TransformerBlock } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { applyTensorParallel, TensorParallelBlock, TensorParallelError, VocabParallelEmbedding } from './index.js';
-import { TinyGpt } from '../test/tiny-gpt.js';
+import { TinyGpt } from './test/tiny-gpt.js';
 
 /** Sharding reads only a group's rank and size; a group of one never communicates. */
 const groupOf = (size: number, rank = 0) => ({ rank, size, ranks: [...Array(size).keys()] }) as unknown as ProcessGroup;

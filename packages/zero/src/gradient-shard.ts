@@ -1,6 +1,6 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 
 /**
  * ZeRO stage 2's gradient sharding. A post-accumulate-grad hook on every parameter reduces
@@ -32,7 +32,8 @@ export class GradientSharder {
     const started = this.order.length === 0 ? this.onIterationStart() : Promise.resolve();
     const grad = p.grad;
     if (grad === null) return;
-    const buf = Float32Array.from(grad.dataSync());
+    const buf = new Float32Array(grad.size);
+    copyTensorInto(grad, buf);
     const dst = this.owner.get(p)!;
     const mine = dst === this.group.rank;
     if (!mine) p.grad = null;
@@ -40,7 +41,7 @@ export class GradientSharder {
     this.order.push(p);
     await started;
     await work.wait();
-    if (mine) p.grad = tf.tensor(buf, p.shape, 'float32');
+    if (mine) p.grad = tensorFromFloat32(buf, p.shape);
   }
 
   /**
@@ -55,7 +56,7 @@ export class GradientSharder {
     });
     for (const { p, buf, mine, work } of pending) {
       await work.wait();
-      if (mine) p.grad = tf.tensor(buf, p.shape, 'float32');
+      if (mine) p.grad = tensorFromFloat32(buf, p.shape);
     }
   }
 

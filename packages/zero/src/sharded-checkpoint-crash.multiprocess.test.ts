@@ -17,7 +17,7 @@ interface RankResult {
   resumedAt?: number;
 }
 
-const script = new URL('./sharded-checkpoint.child.ts', import.meta.url);
+const script = new URL('./test/sharded-checkpoint.child.ts', import.meta.url);
 /** In order; 'shard-written' kills every rank, the others rank 0 (its peer then fails). */
 const POINTS = ['shard-written', 'before-commit', 'committed', 'pointer-switched'] as const;
 const COMMITTED = new Set<string>(['committed', 'pointer-switched']);

@@ -15,7 +15,7 @@ interface RankResult {
 const TIMEOUT = 110_000;
 /** The one entry of a fresh checkpoint directory: generation 1, step 5. */
 const ENTRY = '00000001-step-5';
-const script = new URL('./sharded-checkpoint.child.ts', import.meta.url);
+const script = new URL('./test/sharded-checkpoint.child.ts', import.meta.url);
 let root = '';
 let ckpt = '';
 let broken = '';

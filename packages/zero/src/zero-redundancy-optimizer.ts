@@ -2,7 +2,7 @@ import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
 import { Optimizer, type OptimizerStateDict, type ParamGroup, type ParamGroupInput, type ParamState } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { type Partition, partitionParameters } from './partition.js';
@@ -203,7 +203,7 @@ function flatten(params: Tensor[], n: number): Float32Array {
   const out = new Float32Array(n);
   let at = 0;
   for (const p of params) {
-    out.set(p.data.dataSync() as Float32Array, at);
+    copyTensorInto(p.data, out, at);
     at += p.size;
   }
   return out;
@@ -212,7 +212,8 @@ function flatten(params: Tensor[], n: number): Float32Array {
 function unflatten(buf: Float32Array, params: Tensor[]): void {
   let at = 0;
   for (const p of params) {
-    p.data = tf.tensor(buf.slice(at, at + p.size), p.shape, 'float32');
+    // A new tensor, not writeInPlace: a parameter's data may be held elsewhere (tied weights, snapshots).
+    p.data = tensorFromFloat32(buf.subarray(at, at + p.size), p.shape);
     at += p.size;
   }
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
-import type { Case } from '../test/zero.child.js';
+import type { Case } from './test/zero.child.js';
 
 interface CaseResult {
   rank: number;
@@ -42,7 +42,7 @@ const results: Record<number, Promise<CaseResult[][]>> = {};
 
 function run(n: number): Promise<CaseResult[][]> {
   results[n] ??= runWorld<CaseResult[]>({
-    script: new URL('../test/zero.child.ts', import.meta.url),
+    script: new URL('./test/zero.child.ts', import.meta.url),
     nprocs: n,
     args: [JSON.stringify(worlds[n]!.map((c) => ({ ...c, dir })))],
     timeoutMs: TIMEOUT,

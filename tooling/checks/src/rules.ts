@@ -8,8 +8,9 @@ export const MAX_LINES = 300;
  * addons (a binding.gyp beside the package.json) are the ground floor: anyone below may load one.
  */
 export const LAYERS: Record<string, readonly string[]> = {
-  comm: [],
-  tensor: [],
+  half: [],
+  comm: ['half'],
+  tensor: ['half'],
   launch: ['comm'],
   autograd: ['tensor', 'comm'],
   nn: ['tensor', 'autograd'],

@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { expectGradsMatch as check, leaf } from '../test-utils.js';
+import { expectGradsMatch as check, leaf } from '../test/utils.js';
 import { add, div, exp, log, matmul, max, mean, min, mul, neg, permute, pow, reshape, sqrt, sub, sum, transpose } from '../index.js';
 
 describe('basic ops: finite-difference gradients', () => {

@@ -5,8 +5,8 @@ import {
   layerNorm, linear, logSigmoid, manualSeed, logSoftmax, maskedFill, maxPool2d, mse, narrow, pad, relu, sigmoid, slice,
   randn, softmax, split, tanh, tensor, where, type Tensor,
 } from '../index.js';
-import { expectGradsMatch as check, leaf, randomShape } from '../test-utils.js';
-import { disposeAll } from '../test-utils.js';
+import { expectGradsMatch as check, leaf, randomShape } from '../test/utils.js';
+import { disposeAll } from '../test/utils.js';
 
 describe('activations and softmax: finite-difference gradients on random shapes', () => {
   for (let trial = 0; trial < 2; trial++) {

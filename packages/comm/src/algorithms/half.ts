@@ -1,5 +1,6 @@
+import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 import type { HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
-import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat, narrowHalf, widenHalf } from '../half.js';
+import { narrowHalf, widenHalf } from '../half.js';
 import { finishAverage, reduceInto } from '../reduce.js';
 import type { OpContext } from '../worker/op-context.js';
 import { exchange } from './direct.js';

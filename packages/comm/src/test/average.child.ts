@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
+import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 import type { CommArray, Dtype, HalfDtype } from '../dtypes.js';
-import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '../half.js';
 import { destroyProcessGroup, initProcessGroup } from '../index.js';
 import { makeArray, value } from './reference.js';
 

@@ -1,5 +1,5 @@
+import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
-import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '../half.js';
 
 /** Test data and locally computed references for multi-process collective tests. */
 

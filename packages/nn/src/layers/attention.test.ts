@@ -1,7 +1,7 @@
 import { fromTf, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../fixtures.js';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { Generator } from '../generator.js';
 import { MultiheadAttention } from './attention.js';
 import { TransformerBlock } from './transformer.js';

@@ -1,7 +1,7 @@
 import { fromTf, noGrad, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../fixtures.js';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { BatchNorm1d, BatchNorm2d, LayerNorm } from './norm.js';
 
 type BnKeys = 'x' | 'weight' | 'bias' | 'running_mean' | 'running_var' | 'dy';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { tf } from '@ddp/tensor';
 import { expectNoLeaks } from '@ddp/tensor/testing';
-import { type GoldenTensor, loadFixture, maxAbsDiff } from '../fixtures.js';
+import { type GoldenTensor, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { Parameter } from '../parameter.js';
 import { Adam, AdamW } from './adam.js';
 import type { Optimizer } from './optimizer.js';

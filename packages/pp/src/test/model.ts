@@ -1,0 +1,70 @@
+// Test-only: the tiny transformer, data and single-process reference shared by the tests and the rank script.
+import { crossEntropy, tidy } from '@ddp/autograd';
+import { Embedding, Generator, LayerNorm, Linear, SGD, Sequential, TransformerBlock } from '@ddp/nn';
+import { type MicroBatch, PipelineStage, type PipelineParts } from '../index.js';
+
+export const CFG = { vocab: 11, seq: 6, dim: 8, heads: 2, layers: 4, microBatch: 2, numMicroBatches: 4, steps: 10, lr: 0.1, momentum: 0.9, seed: 4321 };
+
+/** The whole model, drawn from one seeded generator so every rank builds the same weights. */
+export function buildParts(): PipelineParts {
+  const generator = new Generator(CFG.seed);
+  const { vocab, dim, heads } = CFG;
+  return {
+    embedding: new Embedding(vocab, dim, { generator }),
+    layers: [...Array(CFG.layers).keys()].map(() => new TransformerBlock(dim, heads, { mlpRatio: 2, generator })),
+    head: new Sequential(new LayerNorm(dim), new Linear(dim, vocab, { generator })),
+    lossFn: (out, target) => crossEntropy(out.reshape([-1, vocab]), target),
+  };
+}
+
+export const makeOptimizer = (stage: PipelineStage) => new SGD(stage.parameters(), { lr: CFG.lr, momentum: CFG.momentum });
+
+/** Row r of step s's global batch: a pseudo-random sequence whose target is each token's successor rule. */
+function row(step: number, r: number): { input: number[]; target: number[] } {
+  let x = (step * 131 + r * 37 + 7) % 9973;
+  const input: number[] = [];
+  for (let t = 0; t < CFG.seq; t++) {
+    x = (x * 1103 + 12345) % 9973;
+    input.push(x % CFG.vocab);
+  }
+  return { input, target: input.map((t) => (t * 3 + 1) % CFG.vocab) };
+}
+
+/** Rows [start, start + n) of step s's global batch, as ids [n, seq] and flat targets [n·seq]. */
+export function rows(step: number, start: number, n: number): Required<MicroBatch> & { input: number[][]; target: number[] } {
+  const rs = [...Array(n).keys()].map((i) => row(step, start + i));
+  return { input: rs.map((r) => r.input), target: rs.flatMap((r) => r.target) };
+}
+
+/** The micro-batches of data-parallel replica `dpRank` of `dp` for one step. */
+export function microBatches(step: number, dpRank: number): MicroBatch[] {
+  const { microBatch: b, numMicroBatches: m } = CFG;
+  return [...Array(m).keys()].map((i) => rows(step, (dpRank * m + i) * b, b));
+}
+
+export type NamedValues = Record<string, number[]>;
+
+export function namedValues(stage: PipelineStage): NamedValues {
+  return Object.fromEntries(stage.namedParameters().map(([name, p]) => [name, [...p.dataSync()]]));
+}
+
+/** Trains the unsplit model on each step's whole global batch (dp replicas' rows together). */
+export async function referenceRun(dp: number, steps: number = CFG.steps): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
+  const model = new PipelineStage(buildParts(), 0, 1);
+  const initial = namedValues(model);
+  const opt = makeOptimizer(model);
+  const losses: number[] = [];
+  for (let step = 0; step < steps; step++) {
+    const { input, target } = rows(step, 0, dp * CFG.numMicroBatches * CFG.microBatch);
+    const loss = tidy(() => model.loss(model.forward(input), target));
+    await loss.backward();
+    losses.push(loss.item());
+    loss.dispose();
+    opt.step();
+    opt.zeroGrad();
+  }
+  const params = namedValues(model);
+  opt.dispose();
+  model.dispose();
+  return { initial, params, losses };
+}

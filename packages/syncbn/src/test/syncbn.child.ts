@@ -1,0 +1,106 @@
+// One rank of the SyncBatchNorm golden test: argv = fixture name, batch rows per rank ("1,0,3").
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { type Tensor, tensor } from '@ddp/autograd';
+import { BatchNorm1d, Module } from '@ddp/nn';
+import { DistributedDataParallel } from '@ddp/reducer';
+import { tf } from '@ddp/tensor';
+import { SyncBatchNorm, SyncBatchNormError } from '../index.js';
+import { batchRows, loadGolden } from './golden.js';
+
+const [name, splitArg] = process.argv.slice(2) as [string, string];
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+const g = loadGolden(name);
+const split = splitArg.split(',').map(Number);
+const count = split[group.rank]!;
+const start = split.slice(0, group.rank).reduce((a, b) => a + b, 0);
+const shape = [count, ...g.inputs.x.shape.slice(1)];
+const channels = g.inputs.x.shape[1]!;
+
+const bn = new SyncBatchNorm(channels);
+bn.loadStateDict(
+  new Map([
+    ['weight', tf.tensor(g.inputs.weight.data)],
+    ['bias', tf.tensor(g.inputs.bias.data)],
+    ['running_mean', tf.tensor(g.inputs.running_mean.data)],
+    ['running_var', tf.tensor(g.inputs.running_var.data)],
+    ['num_batches_tracked', tf.scalar(0, 'int32')],
+  ]),
+);
+/** The layer as a model whose forward is async, so that DDP can wrap it. */
+class Net extends Module {
+  constructor(readonly bn: SyncBatchNorm) {
+    super();
+    this.registerModule('bn', bn);
+  }
+  forward(input: Tensor): Promise<Tensor> {
+    return this.bn.forwardAsync(input);
+  }
+}
+const ddp = await DistributedDataParallel.create(new Net(bn));
+const x = tensor(batchRows(g.inputs.x, start, count), shape, { requiresGrad: true });
+const dy = tf.tensor(batchRows(g.inputs.dy, start, count), shape);
+
+async function step() {
+  const y = await ddp.forward(x);
+  const yValues = Array.from(y.dataSync());
+  await y.backward(dy); // resolves once DDP has averaged the gradients over the ranks
+  y.dispose();
+  const dw = Array.from(bn.weight!.grad!.dataSync());
+  const db = Array.from(bn.bias!.grad!.dataSync());
+  const out = {
+    y: yValues,
+    dx: Array.from(x.grad!.dataSync()),
+    dweight: dw,
+    dbias: db,
+    runningMean: Array.from(bn.runningMean.dataSync()),
+    runningVar: Array.from(bn.runningVar.dataSync()),
+  };
+  x.grad = null;
+  bn.zeroGrad();
+  return out;
+}
+
+// The synchronous forward refuses to train over several ranks (it would need a collective).
+let syncForwardError = '';
+try {
+  bn.forward(x);
+} catch (e) {
+  syncForwardError = e instanceof SyncBatchNormError ? e.name : String(e);
+}
+
+/** 1d ([N, C]) against nn.BatchNorm1d on the whole batch in this process: largest differences. */
+async function oneD(): Promise<Record<string, number>> {
+  const total = split.reduce((a, b) => a + b, 0);
+  const values = (seed: number) => Array.from({ length: total * 3 }, (_, i) => Math.sin(i * 1.7 + seed) * (1 + (i % 5)));
+  const [xs, dys] = [values(1), values(2)];
+  const ref = new BatchNorm1d(3, { momentum: 0.2 });
+  const xFull = tensor(xs, [total, 3], { requiresGrad: true });
+  const yFull = ref.forward(xFull);
+  await yFull.backward(tf.tensor(dys, [total, 3]));
+  const sync = new SyncBatchNorm(3, { momentum: 0.2 });
+  const xl = tensor(xs.slice(start * 3, (start + count) * 3), [count, 3], { requiresGrad: true });
+  const y = await sync.forwardAsync(xl);
+  await y.backward(tf.tensor(dys.slice(start * 3, (start + count) * 3), [count, 3]));
+  const dw = Float32Array.from(sync.weight!.grad!.dataSync());
+  await group.allReduce(dw).wait();
+  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i]!)));
+  const rows = (t: { dataSync(): ArrayLike<number> }) => Array.from(t.dataSync()).slice(start * 3, (start + count) * 3);
+  return {
+    y: diff(y.dataSync(), rows(yFull)),
+    dx: diff(xl.grad!.dataSync(), rows(xFull.grad!)),
+    runningVar: diff(sync.runningVar.dataSync(), ref.runningVar.dataSync()),
+    dweight: diff(dw, ref.weight!.grad!.dataSync()),
+  };
+}
+
+const first = await step();
+const before = tf.memory().numTensors;
+await step();
+const leaked = tf.memory().numTensors - before;
+bn.eval();
+const evalY = bn.forward(x); // running stats, no communication
+const evalOut = Array.from(evalY.dataSync());
+evalY.dispose();
+const oneDDiffs = await oneD();
+console.log(`RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`);
+await destroyProcessGroup();
