@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { rankScript } from './fixtures/harness.js';
+import { rankScript } from './test/harness.js';
 import { parseCommandLine } from './program.js';
 
 /** The repository's cluster recipes (examples/cluster) parse under the variables their scheduler sets. */

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { rankScript } from './fixtures/harness.js';
+import { rankScript } from './test/harness.js';
 import type { LaunchOptions } from './options.js';
 import { parseCommandLine } from './program.js';
 
