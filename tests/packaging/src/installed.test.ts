@@ -73,7 +73,7 @@ describe('@ddp/comm + @ddp/launch: the README’s first distributed program', ()
 describe('@ddp/contrastive: the README’s clipLoss program', () => {
   let p: ScratchProject;
   beforeAll(() => {
-    p = project(['@ddp/contrastive', '@ddp/launch'])
+    p = project(['@ddp/contrastive', '@ddp/nn', '@ddp/launch'])
       .write('clip.ts', readmeExample('packages/contrastive/README.md'))
       .write('fails.ts', "import { tf } from '@ddp/tensor';\ntf.ones([2]);\nthrow new RangeError('the user’s own error');\n");
   }, INSTALL_MS);
