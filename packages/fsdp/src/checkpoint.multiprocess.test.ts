@@ -21,7 +21,7 @@ afterAll(async () => {
 
 const world = (nprocs: number, args: Record<string, unknown>, env: NodeJS.ProcessEnv = {}) =>
   runWorld<Result>({
-    script: new URL('../test/checkpoint.child.ts', import.meta.url),
+    script: new URL('./test/checkpoint.child.ts', import.meta.url),
     nprocs,
     args: [JSON.stringify(args)],
     env,

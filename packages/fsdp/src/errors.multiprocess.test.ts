@@ -3,7 +3,7 @@ import { runWorld } from '@ddp/launch/testing';
 
 it('misuse raises typed errors on every rank, naming the rank or the file', async () => {
   const { results } = await runWorld<{ rank: number; errors: Record<string, string> }>({
-    script: new URL('../test/errors.child.ts', import.meta.url),
+    script: new URL('./test/errors.child.ts', import.meta.url),
     nprocs: 2,
     timeoutMs: 60_000,
   });

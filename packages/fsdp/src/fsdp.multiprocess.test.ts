@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
-import type { Case } from '../test/fsdp.child.js';
+import type { Case } from './test/fsdp.child.js';
 
 interface CaseResult {
   rank: number;
@@ -30,7 +30,7 @@ const results: Record<number, Promise<CaseResult[][]>> = {};
 
 function run(n: number): Promise<CaseResult[][]> {
   results[n] ??= runWorld<CaseResult[]>({
-    script: new URL('../test/fsdp.child.ts', import.meta.url),
+    script: new URL('./test/fsdp.child.ts', import.meta.url),
     nprocs: n,
     args: [JSON.stringify(worlds[n])],
     timeoutMs: TIMEOUT,

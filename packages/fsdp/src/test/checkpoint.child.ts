@@ -5,7 +5,7 @@
 import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, mse, type Sequential } from '@ddp/nn';
-import { AsyncCheckpointer, fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../src/index.js';
+import { AsyncCheckpointer, fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../index.js';
 import { batch, flatValues, unevenMlp } from './model.js';
 
 interface Args {

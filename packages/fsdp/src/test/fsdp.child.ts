@@ -6,7 +6,7 @@ import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, type HalfDtype, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { type FSDPModule, fullyShard } from '../src/index.js';
+import { type FSDPModule, fullyShard } from '../index.js';
 import {
   batch,
   flatValues,

@@ -5,7 +5,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Linear, Sequential, Tanh } from '@ddp/nn';
-import { fullyShard, loadFSDPCheckpoint } from '../src/index.js';
+import { fullyShard, loadFSDPCheckpoint } from '../index.js';
 import { unevenMlp } from './model.js';
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });

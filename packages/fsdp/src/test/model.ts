@@ -13,7 +13,7 @@ export interface MlpGolden {
   outputs: { weights_after_step: Record<'W1' | 'b1' | 'W2' | 'b2', GoldenTensor>[] };
 }
 export const loadGolden = (): MlpGolden =>
-  JSON.parse(readFileSync(new URL('../src/fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
+  JSON.parse(readFileSync(new URL('../fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
 export const MLP_KEYS = { W1: '0.weight', b1: '0.bias', W2: '2.weight', b2: '2.bias' } as const;
 
 /** PyTorch's golden MLP: Linear(5, 8), Tanh, Linear(8, 3) with the fixture's initial weights. */
