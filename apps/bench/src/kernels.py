@@ -6,6 +6,7 @@ runs until `seconds` have passed, at least 2). Cases:
   {"op": "conv", "pass": "forward|input|filter", "n", "h", "w", "ci", "co", "kernel", "stride",
       "pad", "threads", "seconds"}: F.conv2d and its two gradients (NCHW, PyTorch's layout).
 """
+import ctypes
 import json
 import sys
 import time
@@ -42,9 +43,21 @@ def conv(c):
     }[c["pass"]]
 
 
+def openblas():
+    """Debian's torch runs its matmuls on the system OpenBLAS (pthread build), whose threads
+    torch.set_num_threads does not limit: at "1 thread" it used both cores. Set them too."""
+    try:
+        return ctypes.CDLL("libopenblas.so.0")
+    except OSError:
+        return None
+
+
+blas = openblas()
 for line in sys.stdin:
     case = json.loads(line)
     torch.set_num_threads(case["threads"])
+    if blas is not None:
+        blas.openblas_set_num_threads(case["threads"])
     with torch.no_grad():
         seconds = time_it((matmul if case["op"] == "matmul" else conv)(case), case["seconds"])
     print(json.dumps({"seconds": seconds, "torch": torch.__version__}), flush=True)
