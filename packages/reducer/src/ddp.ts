@@ -4,8 +4,9 @@ import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notif
 import type { Module, Parameter } from '@ddp/nn';
 import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
 import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
-import { allreduceHook, type CommHook } from './comm-hooks.js';
+import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
+import { checkHeapUnmoved } from './heap-views.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
@@ -19,6 +20,8 @@ interface Reduction {
   used: Uint8Array;
   /** When the first gradient came (the autotune's clock). */
   startedAt: number;
+  /** Gradient storage (dataIds) reduced in place in this iteration. */
+  claimed: Set<object>;
 }
 
 const MB = 1024 * 1024;
@@ -44,7 +47,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
   /** Parameter indices in the order their gradients are expected (bucket order). */
   private order: number[];
-  private hook: CommHook<unknown> = allreduceHook;
+  private hook: CommHook<unknown> | InPlaceCommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
   private requireSync = true;
   private reduction: Reduction | null = null;
@@ -139,9 +142,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   /** Replaces how buckets are communicated (PyTorch's register_comm_hook). Call before the first backward. */
-  registerCommHook<S>(state: S, hook: CommHook<S>): void {
+  registerCommHook<S>(state: S, hook: CommHook<S>): void;
+  registerCommHook<S>(state: S, hook: InPlaceCommHook<S> | CommHook<S>): void;
+  registerCommHook<S>(state: S, hook: CommHook<S> | InPlaceCommHook<S>): void {
     if (this.iteration > 0 || this.reduction !== null) throw new DDPUsageError('registerCommHook must be called before the first backward');
-    this.hook = hook as CommHook<unknown>;
+    this.hook = hook as CommHook<unknown> | InPlaceCommHook<unknown>;
     this.hookState = state;
   }
 
@@ -181,13 +186,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const { bucket, slot } = this.slotOf[index]!;
     bucket.place(slot, withGradient ? slot.param.grad : null);
     while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.full) {
-      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup);
+      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     }
   }
 
   private newReduction(nextBucket: number): Reduction {
     const n = this.params.length;
-    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now() };
+    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now(), claimed: new Set() };
   }
 
   private setBuckets(): void {
@@ -223,8 +228,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
    * the averages back, rebuild the buckets after the first iteration, tune their cap, sync buffers.
    */
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
-    const results: Float32Array[] = [];
+    const results: (Float32Array | null)[] = [];
     for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
+    if (reduction.claimed.size > 0) checkHeapUnmoved(this.rank, this.iteration);
     let scale = 1;
     if (!active || isJoinActive(this)) {
       // [ranks still active, ranks asking to divide by the active count]
@@ -286,7 +292,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
     const reduction = this.newReduction(this.buckets.length);
-    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup);
+    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     await this.completeIteration(reduction, false);
   }
 
