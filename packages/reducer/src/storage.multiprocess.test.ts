@@ -13,9 +13,9 @@ const smallOf = (r: Step) => r.sizes.reduce((n, s) => n + (s < IN_PLACE_MIN_ELEM
 /** Every rank's gradients equal the mean of the ranks' local gradients. */
 function expectAveraged(ranks: Step[]): void {
   for (const r of ranks) {
-    r.averaged.forEach((grad, i) =>
-      grad.forEach((v, j) => expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i]![j]!, 0) / ranks.length, 6)),
-    );
+    for (const [i, grad] of r.averaged.entries()) {
+      for (const [j, v] of grad.entries()) expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i]![j]!, 0) / ranks.length, 6);
+    }
   }
 }
 
