@@ -8,23 +8,25 @@ import { GradientStorageMovedError } from './errors.js';
  * SharedArrayBuffer over the same bytes, which the comm thread can read and write in place.
  * That holds while the heap stays where it is: V8 on 64-bit reserves a wasm memory's whole
  * range and grows it in place (a new ArrayBuffer, the same address). The address is
- * checked whenever the heap's ArrayBuffer changes and after every reduction; if it ever
- * moved, DDP says so once and goes back to copying gradients into its buckets.
+ * checked whenever the heap's ArrayBuffer changes and after every reduction. Without the
+ * addon, or once the heap moved, DDP says so once and copies gradients into its buckets.
  */
 let alias: { heap: ArrayBuffer; shared: SharedArrayBuffer; address: number } | null = null;
-let unavailable: string | null = null;
+/** Set once DDP went back to copying (said once). */
+let copying = false;
 
 function giveUp(why: string): null {
-  unavailable = why;
+  copying = true;
   process.emitWarning(`DistributedDataParallel copies gradients into its buckets from now on: ${why}`, { code: 'DDP_GRADIENT_COPIES' });
   return null;
 }
 
 /** A SharedArrayBuffer over the whole current heap (made again when the heap grew), or null. */
 function sharedHeap(heap: ArrayBuffer): SharedArrayBuffer | null {
+  if (copying) return null;
   if (alias?.heap === heap) return alias.shared;
   const shm = loadSharedMemory();
-  if (shm === null || unavailable !== null) return null;
+  if (shm === null) return giveUp('the @ddp/shm addon is not built');
   const address = shm.address(heap);
   if (alias !== null && alias.address !== address) return giveUp('the wasm heap moved when it grew');
   alias = { heap, shared: shm.aliasShared(heap), address };
