@@ -174,7 +174,6 @@ if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times)
 dist.destroy_process_group()
 `;
 
-
 /** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
 type Entry = [variant: string, world: number, transport?: 'uds'];
 /** Figures that are not step times (`info:*`), by name and world, every round's. */

@@ -3,7 +3,7 @@ import type { Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf, writeInPlace } from '@ddp/tensor';
 import { type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, NonFiniteGradientError } from './errors.js';
-import { allFinite, sharedGradientView } from './heap-views.js';
+import { allFinite, checkHeapUnmoved, sharedGradientView } from './heap-views.js';
 
 /**
  * Gradients at least this large (256 KiB; DDP_IN_PLACE_MIN_BYTES, the same on every rank)
@@ -163,17 +163,17 @@ export class Bucket {
 
   /**
    * The averaged gradients as a flat array, or null when the hook left them in place (then
-   * copied slots hold theirs in `buffer`); a failed collective becomes a DDPCommError naming this bucket.
+   * copied slots hold theirs in `buffer`); a failed collective becomes a DDPCommError naming
+   * this bucket, a heap that moved under in-place gradients a GradientStorageMovedError.
    */
   async reduced(rank: number, iteration: number, buckets: number): Promise<Float32Array | null> {
-    try {
-      return await this.work!;
-    } catch (e) {
+    const result = await this.work!.catch((e: unknown) => {
       const names = this.slots.map((s) => s.name);
       const shown = `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
-      const what = `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`;
-      throw new DDPCommError(rank, what, iteration, e);
-    }
+      throw new DDPCommError(rank, `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`, iteration, e);
+    });
+    if (this.inPlace.size > 0) checkHeapUnmoved(rank, iteration);
+    return result;
   }
 
   /**

@@ -6,17 +6,15 @@ import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from 
 import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
-import { checkHeapUnmoved } from './heap-views.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
 import { raiseUnused, unreachedParameters } from './unused.js';
 
+/** One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank. */
 interface Reduction {
   nextBucket: number;
-  /** Marked ready in this backward (with a gradient or as zeros). */
   ready: Uint8Array;
-  /** Got a gradient on this rank in this backward. */
   used: Uint8Array;
   /** When the first gradient came (the autotune's clock). */
   startedAt: number;
@@ -40,7 +38,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
-  /** Shared memory for all gradients, allocated once; the buckets are views of it. */
+  /** Shared memory for the gradients DDP copies, allocated once (pages touched only when used); the buckets are views of it. */
   private readonly arena: Float32Array;
   private buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */
@@ -81,9 +79,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.order = this.params.map((_, i) => this.params.length - 1 - i);
     this.arena = bucketArena(this.params);
     this.setBuckets();
-    this.params.forEach(({ param }, i) => {
-      param.registerPostAccumulateGradHook(() => this.markReady(i));
-    });
+    for (const [i, { param }] of this.params.entries()) param.registerPostAccumulateGradHook(() => this.markReady(i));
   }
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
@@ -230,7 +226,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
     const results: (Float32Array | null)[] = [];
     for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
-    if (reduction.claimed.size > 0) checkHeapUnmoved(this.rank, this.iteration);
     let scale = 1;
     if (!active || isJoinActive(this)) {
       // [ranks still active, ranks asking to divide by the active count]
