@@ -3,12 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { loadSharedMemory } from './index.js';
 
 const shm = loadSharedMemory();
+/** A wasm memory (this package's TypeScript lib has no WebAssembly types). */
+type WasmMemory = { readonly buffer: ArrayBuffer; grow(pages: number): number };
+const { Memory } = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => WasmMemory } }).WebAssembly;
 
 describe.skipIf(!shm)('shared aliases of unshared memory', () => {
   const mem = shm as NonNullable<typeof shm>;
 
   it('aliases a wasm memory both ways, and still does after the memory grew in place', () => {
-    const wasm = new WebAssembly.Memory({ initial: 16 });
+    const wasm = new Memory({ initial: 16 });
     const base = mem.address(wasm.buffer);
     const alias = mem.aliasShared(wasm.buffer);
     expect(alias.byteLength).toBe(wasm.buffer.byteLength);
@@ -24,7 +27,7 @@ describe.skipIf(!shm)('shared aliases of unshared memory', () => {
   });
 
   it('another thread writes the wasm memory through the alias', async () => {
-    const wasm = new WebAssembly.Memory({ initial: 1 });
+    const wasm = new Memory({ initial: 1 });
     const alias = mem.aliasShared(wasm.buffer);
     const worker = new Worker('const { workerData, parentPort } = require("node:worker_threads"); new Float32Array(workerData).fill(7, 4, 8); parentPort.postMessage(0);', { eval: true, workerData: alias });
     await new Promise((resolve) => worker.once('message', resolve));
