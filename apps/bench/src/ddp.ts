@@ -75,7 +75,7 @@ async function rankMain(variant: string): Promise<void> {
   const { fromTf, tidy } = await import('@ddp/autograd');
   const { GELU, Generator, Linear, mse, SGD, Sequential } = await import('@ddp/nn');
   const { tf } = await import('@ddp/tensor');
-  const { allreduceHook, DataParallelNaive, DistributedDataParallel } = await import('@ddp/reducer');
+  const { allreduceHook, DataParallelNaive, DistributedDataParallel, inPlaceHook } = await import('@ddp/reducer');
   const pg = await initProcessGroup({ timeoutMs: 300_000 });
   const gen = new Generator(0);
   const layers = dims.slice(1).flatMap((d, i) => [new Linear(dims[i]!, d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
@@ -97,9 +97,10 @@ async function rankMain(variant: string): Promise<void> {
     opt.step();
     opt.zeroGrad();
   };
-  const flat = sharedArray(Float32Array, paramCount).fill(1);
+  // only where `comm` runs: filled, it would add a gradient-sized copy to every variant's peak RSS
+  const flat = variant === 'interleaved' && pg.size > 1 ? sharedArray(Float32Array, paramCount).fill(1) : null;
   const hook = { communicate: true };
-  if (wrapped instanceof DistributedDataParallel) wrapped.registerCommHook(hook, (h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve(bucket.buffer)));
+  if (wrapped instanceof DistributedDataParallel) wrapped.registerCommHook(hook, inPlaceHook((h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve())));
   const local = async () => {
     hook.communicate = false;
     await train(true);
@@ -112,7 +113,7 @@ async function rankMain(variant: string): Promise<void> {
   const modes: Record<string, () => Promise<unknown>> =
     variant !== 'interleaved'
       ? { [variant]: () => train(true) }
-      : { compute: () => train(false), local, ddp: () => train(true), ...(pg.size > 1 ? { comm: () => pg.allReduce(flat).wait() } : {}) };
+      : { compute: () => train(false), local, ddp: () => train(true), ...(flat ? { comm: () => pg.allReduce(flat).wait() } : {}) };
   // wall time per mode, and CPU time (all threads and the kernel on this process's behalf) as `cpu:<mode>`
   const times: Record<string, number[]> = Object.fromEntries(Object.keys(modes).flatMap((m) => [[m, []], [`cpu:${m}`, []]]));
   for (let s = 0; s < WARMUP + STEPS; s++) {
@@ -172,7 +173,6 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times) // 2], 'info:peakRssMiB': peak}), flush=True)
 dist.destroy_process_group()
 `;
-
 
 /** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
 type Entry = [variant: string, world: number, transport?: 'uds'];
@@ -273,11 +273,11 @@ async function main(): Promise<void> {
   const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
     `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: bucket copies, finite check, write-back); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
+    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: the small gradients\' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
     `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
     `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
-    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once in the wasm heap and once in DDP's shared-memory buckets): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
     `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
     `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
     torch ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',

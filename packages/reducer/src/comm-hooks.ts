@@ -2,16 +2,30 @@ import { type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from '@ddp/tensor';
 import type { BucketSlot } from './bucket.js';
 
-/** What a communication hook receives: one bucket of summed-locally gradients (PyTorch's GradBucket). */
-export interface GradBucket {
+/** What every hook learns about its bucket. */
+interface BucketInfo {
   readonly index: number;
-  /** The flat gradients of this bucket on this rank. The hook may overwrite it. */
-  readonly buffer: Float32Array;
-  /** The parameters of this bucket and where each sits in `buffer`. */
+  /** The parameters of this bucket, in order, and where each sits in a flat buffer. */
   readonly parameters: readonly BucketSlot[];
   readonly isLast: boolean;
   /** The group to communicate on. */
   readonly processGroup: ProcessGroup;
+}
+
+/** What a communication hook receives: one bucket of summed-locally gradients (PyTorch's GradBucket). */
+export interface GradBucket extends BucketInfo {
+  /** The flat gradients of this bucket on this rank (a copy). The hook may overwrite it. */
+  readonly buffer: Float32Array;
+}
+
+/**
+ * What an in-place hook receives: the bucket's gradients as arrays to reduce in place —
+ * each large gradient in its own storage, made visible to the comm thread, and the small
+ * ones copied together into one flat array (DESIGN.md, "Where gradients live"). Their count
+ * and lengths are the same on every rank, whatever each rank's gradients are.
+ */
+export interface InPlaceBucket extends BucketInfo {
+  readonly arrays: readonly Float32Array[];
 }
 
 /**
@@ -23,11 +37,23 @@ export interface GradBucket {
  */
 export type CommHook<S = unknown> = (state: S, bucket: GradBucket) => Promise<Float32Array>;
 
-/** The default: all-reduce the flat buffer in place and average (PyTorch's allreduce_hook). */
-export const allreduceHook: CommHook<unknown> = async (_state, bucket) => {
-  await bucket.processGroup.allReduce(bucket.buffer, { op: ReduceOp.AVG }).wait();
-  return bucket.buffer;
-};
+/** A hook that leaves the averages in `bucket.arrays` (made by inPlaceHook): large gradients are not copied. */
+export interface InPlaceCommHook<S = unknown> {
+  (state: S, bucket: InPlaceBucket): Promise<void>;
+  readonly inPlace: true;
+}
+
+/** Marks `hook` as one that reduces `bucket.arrays` where they are (same ordering rules as CommHook). */
+export const inPlaceHook = <S>(hook: (state: S, bucket: InPlaceBucket) => Promise<void>): InPlaceCommHook<S> =>
+  Object.assign(hook, { inPlace: true as const });
+
+export const isInPlaceHook = <S>(hook: CommHook<S> | InPlaceCommHook<S>): hook is InPlaceCommHook<S> =>
+  (hook as Partial<InPlaceCommHook<S>>).inPlace === true;
+
+/** The default: all-reduce and average each of the bucket's arrays, all issued at once (PyTorch's allreduce_hook). */
+export const allreduceHook: InPlaceCommHook<unknown> = inPlaceHook(async (_state, { arrays, processGroup }) => {
+  await Promise.all(arrays.map((a) => processGroup.allReduce(a, { op: ReduceOp.AVG }).wait()));
+});
 
 const halfBuffers = new WeakMap<Float32Array, Uint16Array>();
 

@@ -7,12 +7,15 @@ import { runWorld, type WorldResult } from './test/run-ranks.js';
 const golden = loadGolden();
 type Params = Record<string, number[]>;
 
-for (const world of [2, 3]) {
-  describe(`DistributedDataParallel on ${world} real processes`, () => {
+/** Every guarantee with the gradients copied into the buckets (the small ones: all, by default, here) and reduced in place (all). */
+const STORAGE = [['copied', {}], ['reduced in place', { DDP_IN_PLACE_MIN_BYTES: '4' }]] as const;
+
+for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
+  describe(`DistributedDataParallel on ${world} real processes, gradients ${storage}`, () => {
     let results: WorldResult;
     const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'transformerAutotune', 'tunerAgreement', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied', 'buffers'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
     beforeAll(async () => {
-      results = await runWorld(await findFreePort(), world, scenarios, 150_000);
+      results = await runWorld(await findFreePort(), world, scenarios, 150_000, env);
     }, 160_000);
 
     for (const scenario of world === 2 ? ['golden', 'goldenNaive'] : ['golden']) {

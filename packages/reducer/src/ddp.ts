@@ -4,21 +4,22 @@ import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notif
 import type { Module, Parameter } from '@ddp/nn';
 import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
 import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
-import { allreduceHook, type CommHook } from './comm-hooks.js';
+import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
 import { raiseUnused, unreachedParameters } from './unused.js';
 
+/** One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank. */
 interface Reduction {
   nextBucket: number;
-  /** Marked ready in this backward (with a gradient or as zeros). */
   ready: Uint8Array;
-  /** Got a gradient on this rank in this backward. */
   used: Uint8Array;
   /** When the first gradient came (the autotune's clock). */
   startedAt: number;
+  /** Gradient storage (dataIds) reduced in place in this iteration. */
+  claimed: Set<object>;
 }
 
 const MB = 1024 * 1024;
@@ -37,14 +38,14 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
-  /** Shared memory for all gradients, allocated once; the buckets are views of it. */
+  /** Shared memory for the gradients DDP copies, allocated once (pages touched only when used); the buckets are views of it. */
   private readonly arena: Float32Array;
   private buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */
   private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
   /** Parameter indices in the order their gradients are expected (bucket order). */
   private order: number[];
-  private hook: CommHook<unknown> = allreduceHook;
+  private hook: CommHook<unknown> | InPlaceCommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
   private requireSync = true;
   private reduction: Reduction | null = null;
@@ -78,9 +79,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.order = this.params.map((_, i) => this.params.length - 1 - i);
     this.arena = bucketArena(this.params);
     this.setBuckets();
-    this.params.forEach(({ param }, i) => {
-      param.registerPostAccumulateGradHook(() => this.markReady(i));
-    });
+    for (const [i, { param }] of this.params.entries()) param.registerPostAccumulateGradHook(() => this.markReady(i));
   }
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
@@ -139,9 +138,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   /** Replaces how buckets are communicated (PyTorch's register_comm_hook). Call before the first backward. */
-  registerCommHook<S>(state: S, hook: CommHook<S>): void {
+  registerCommHook<S>(state: S, hook: CommHook<S>): void;
+  registerCommHook<S>(state: S, hook: InPlaceCommHook<S> | CommHook<S>): void;
+  registerCommHook<S>(state: S, hook: CommHook<S> | InPlaceCommHook<S>): void {
     if (this.iteration > 0 || this.reduction !== null) throw new DDPUsageError('registerCommHook must be called before the first backward');
-    this.hook = hook as CommHook<unknown>;
+    this.hook = hook as CommHook<unknown> | InPlaceCommHook<unknown>;
     this.hookState = state;
   }
 
@@ -181,13 +182,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const { bucket, slot } = this.slotOf[index]!;
     bucket.place(slot, withGradient ? slot.param.grad : null);
     while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.full) {
-      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup);
+      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     }
   }
 
   private newReduction(nextBucket: number): Reduction {
     const n = this.params.length;
-    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now() };
+    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now(), claimed: new Set() };
   }
 
   private setBuckets(): void {
@@ -223,7 +224,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
    * the averages back, rebuild the buckets after the first iteration, tune their cap, sync buffers.
    */
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
-    const results: Float32Array[] = [];
+    const results: (Float32Array | null)[] = [];
     for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
     let scale = 1;
     if (!active || isJoinActive(this)) {
@@ -286,7 +287,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
     const reduction = this.newReduction(this.buckets.length);
-    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup);
+    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     await this.completeIteration(reduction, false);
   }
 

@@ -72,3 +72,17 @@ export class DDPCommError extends DDPError {
 export class DDPUsageError extends DDPError {
   override name = 'DDPUsageError';
 }
+
+/**
+ * The wasm heap moved while gradients were reduced in place there (V8 grew it by copying):
+ * the averages went to the old memory. DDP copies gradients into its buckets from then on.
+ */
+export class GradientStorageMovedError extends DDPError {
+  override name = 'GradientStorageMovedError';
+  constructor(
+    readonly rank: number,
+    readonly iteration: number,
+  ) {
+    super(`DistributedDataParallel (rank ${rank}, iteration ${iteration}): the wasm heap moved during the gradient all-reduce; this iteration's averages are lost (redo the step; DDP copies gradients from now on)`);
+  }
+}

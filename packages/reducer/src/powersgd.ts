@@ -152,7 +152,7 @@ async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float
  */
 export const powerSGDHook: CommHook<PowerSGDState> = (state, bucket) => {
   const vanilla = state.iter < state.startIter;
-  const run = state.chain.then(() => (vanilla ? allreduceHook(null, bucket) : compress(state, bucket)));
+  const run = state.chain.then(() => (vanilla ? allreduceHook(null, { ...bucket, arrays: [bucket.buffer] }).then(() => bucket.buffer) : compress(state, bucket)));
   state.chain = run.catch(() => {});
   if (bucket.isLast) state.iter++;
   return run;

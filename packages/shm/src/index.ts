@@ -21,6 +21,16 @@ export interface SharedMemory {
    * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster.
    */
   reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3): void;
+  /**
+   * A SharedArrayBuffer over the same bytes as `buffer` (all of them, as long as they are now):
+   * another thread can then use memory V8 does not share, such as the wasm heap. It keeps
+   * that memory alive, even once `buffer` is detached.
+   */
+  aliasShared(buffer: ArrayBuffer): SharedArrayBuffer;
+  /** Where the bytes of a buffer start in this process (a wasm memory grown in place keeps it). */
+  address(buffer: ArrayBuffer | SharedArrayBuffer): number;
+  /** Whether no value is NaN or ±Infinity, in vectorised C. */
+  allFinite(values: Float32Array): boolean;
 }
 
 let loaded: SharedMemory | null | undefined;

@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "alias.h"
+
 using namespace v8;
 
 namespace {
@@ -207,4 +209,5 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   set("wait", Wait);
   set("waitSync", WaitSync);
   set("reduce", Reduce);
+  RegisterAlias(exports, context);
 }

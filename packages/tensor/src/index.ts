@@ -30,5 +30,8 @@ export {
   float32BitsToFloat16,
 } from '@ddp/half';
 
+export { ownedHeapView } from './storage.js';
+export { wasmHeapBuffer } from './wasm-heap.js';
+
 // Importing @ddp/tensor leaves a ready backend behind, so callers never race its async init.
 await initBackend();

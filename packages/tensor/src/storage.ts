@@ -30,7 +30,7 @@ export function countTransfer(kind: keyof TransferStats, n: number): void {
  * its ArrayBuffer and leaves this view detached (length 0, writes silently lost). Use it at
  * once; never keep it across an `await` or a kernel.
  */
-function ownedHeapView(t: tf.Tensor): Float32Array | null {
+export function ownedHeapView(t: tf.Tensor): Float32Array | null {
   const wasm = activeWasmBackend();
   if (!wasm || t.isDisposed || t.dtype !== 'float32') return null;
   const info = wasm.dataIdMap.get(t.dataId);

@@ -26,3 +26,6 @@ export function heapOffset(backend: WasmBackend, t: TensorInfo): number | null {
   const offset = backend.dataIdMap.get(t.dataId)?.memoryOffset;
   return typeof offset === 'number' ? offset : null;
 }
+
+/** The wasm heap's current ArrayBuffer (replaced when the memory grows), or null off wasm. */
+export const wasmHeapBuffer = (): ArrayBuffer | null => (activeWasmBackend()?.wasm.HEAPU8.buffer as ArrayBuffer | undefined) ?? null;

@@ -3,13 +3,13 @@ import { getWireStats, type ProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
 import { mse, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { allreduceHook, bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook, PowerSGDState, powerSGDHook } from '../index.js';
+import { allreduceHook, bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook, type InPlaceCommHook, PowerSGDState, powerSGDHook } from '../index.js';
 import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
 /** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire meanwhile. */
-async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTotal: number, hook: CommHook<unknown>, state: unknown = null) {
+async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTotal: number, hook: CommHook<unknown> | InPlaceCommHook<unknown>, state: unknown = null) {
   const model = makeModel();
   const ddp = await DistributedDataParallel.create(model);
   ddp.registerCommHook(state, hook);

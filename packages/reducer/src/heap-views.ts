@@ -1,0 +1,63 @@
+import { loadSharedMemory } from '@ddp/shm';
+import { ownedHeapView, type tf, wasmHeapBuffer } from '@ddp/tensor';
+import { GradientStorageMovedError } from './errors.js';
+
+/**
+ * Gradients reduced where they live. A gradient autograd made sits in the wasm heap, an
+ * ordinary ArrayBuffer the comm thread cannot see; @ddp/shm's aliasShared gives a
+ * SharedArrayBuffer over the same bytes, which the comm thread can read and write in place.
+ * That holds while the heap stays where it is: V8 on 64-bit reserves a wasm memory's whole
+ * range and grows it in place (a new ArrayBuffer, the same address). The address is
+ * checked whenever the heap's ArrayBuffer changes and after every reduction. Without the
+ * addon, or once the heap moved, DDP says so once and copies gradients into its buckets.
+ */
+let alias: { heap: ArrayBuffer; shared: SharedArrayBuffer; address: number } | null = null;
+/** Set once DDP went back to copying (said once). */
+let copying = false;
+
+function giveUp(why: string): null {
+  copying = true;
+  process.emitWarning(`DistributedDataParallel copies gradients into its buckets from now on: ${why}`, { code: 'DDP_GRADIENT_COPIES' });
+  return null;
+}
+
+/** A SharedArrayBuffer over the whole current heap (made again when the heap grew), or null. */
+function sharedHeap(heap: ArrayBuffer): SharedArrayBuffer | null {
+  if (copying) return null;
+  if (alias?.heap === heap) return alias.shared;
+  const shm = loadSharedMemory();
+  if (shm === null) return giveUp('the @ddp/shm addon is not built');
+  const address = shm.address(heap);
+  if (alias !== null && alias.address !== address) return giveUp('the wasm heap moved when it grew');
+  alias = { heap, shared: shm.aliasShared(heap), address };
+  return alias.shared;
+}
+
+/**
+ * `grad`'s own values as an array over shared memory (the comm thread may reduce them in
+ * place), or null: not a float32 tensor alone in its wasm storage (other backends, a
+ * reshape sharing it), no addon, or the heap moved once.
+ */
+export function sharedGradientView(grad: tf.Tensor): Float32Array | null {
+  const own = ownedHeapView(grad);
+  const shared = own && sharedHeap(own.buffer as ArrayBuffer);
+  return shared ? new Float32Array(shared, own.byteOffset, own.length) : null;
+}
+
+/**
+ * Raises GradientStorageMovedError when the heap is no longer where the views made by
+ * sharedGradientView point: a reduction written there never reached the gradients.
+ */
+export function checkHeapUnmoved(rank: number, iteration: number): void {
+  const heap = wasmHeapBuffer();
+  if (alias === null || heap === null || heap === alias.heap) return;
+  if (loadSharedMemory()!.address(heap) === alias.address) return;
+  giveUp('the wasm heap moved when it grew');
+  throw new GradientStorageMovedError(rank, iteration);
+}
+
+/** Whether every value is finite, at memory speed (the addon) or in JavaScript. */
+export function allFinite(values: Float32Array): boolean {
+  const shm = loadSharedMemory();
+  return shm ? shm.allFinite(values) : values.every(Number.isFinite);
+}
