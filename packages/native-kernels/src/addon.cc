@@ -1,4 +1,4 @@
-// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc) and the BLAS thread count.
 #include <cblas.h>
 #include <omp.h>
 #include "heap.h"
@@ -36,6 +36,12 @@ napi_value Init(napi_env env, napi_value exports) {
       {"Sum", nullptr, Sum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"AdamStep", nullptr, AdamStep, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Tile", nullptr, Tile, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"LayerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"LayerNormGrad", nullptr, LayerNormGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"Gelu", nullptr, Gelu, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"GeluGrad", nullptr, GeluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"Softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"SoftmaxGrad", nullptr, SoftmaxGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"library", nullptr, Library, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };

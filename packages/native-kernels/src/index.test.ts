@@ -50,6 +50,20 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2, false)).toThrow(/strides/);
   });
 
+  it('checks the fused kernels\' sizes against the heap too', () => {
+    const { heap, offsets } = heapWith([1, 2, 3, 4], [1, 1], [0, 0], [0, 0, 0, 0], [0, 0], [0, 0]);
+    const [x, g, b, y, m, r] = offsets as [number, number, number, number, number, number];
+    kernels!.LayerNorm(heap, x, g, b, y, m, r, 2, 2, 1e-5);
+    expect(() => kernels!.LayerNorm(heap, x, g, b, y, m, heap.length - 4, 2, 2, 1e-5)).toThrow(/inside the/);
+    expect(() => kernels!.LayerNorm(heap, x, g, b, y, m, r, 2, 0, 1e-5)).toThrow(/bad size/);
+    expect(() => kernels!.LayerNormGrad(heap, x, x, m, r, g, y, g, b, 2, 2)).not.toThrow();
+    expect(() => kernels!.LayerNormGrad(heap, x, x, m, r, g, y, g, heap.length, 2, 2)).toThrow(RangeError);
+    expect(() => kernels!.Gelu(heap, x, heap.length - 8, 4)).toThrow(RangeError);
+    expect(() => kernels!.GeluGrad(heap, x, x, y, -1)).toThrow(/negative/);
+    expect(() => kernels!.Softmax(heap, x, y, 1e6, 4)).toThrow(RangeError);
+    expect(() => kernels!.SoftmaxGrad(heap, x, x, y + 2, 2, 2)).toThrow(/byte offset/);
+  });
+
   it('sets its thread count and names its library', () => {
     expect(kernels!.setThreads(1)).toBe(1);
     expect(() => kernels!.setThreads(0)).toThrow(RangeError);

@@ -38,6 +38,24 @@ export interface NativeKernels {
     outExpAvgSq: number, n: number, decay: number, oneMinusBeta1: number, beta2: number, oneMinusBeta2: number,
     sqrtBiasCorrection2: number, eps: number, stepSize: number,
   ): void;
+  /** Layer norm of x [rows, cols] over cols: y, and mean and rstd [rows] (1/√(biased variance + eps)). */
+  LayerNorm(
+    heap: Uint8Array, x: number, gamma: number, beta: number, y: number, mean: number, rstd: number, rows: number,
+    cols: number, eps: number,
+  ): void;
+  /** LayerNorm's gradients: dx [rows, cols], dgamma and dbeta [cols]. */
+  LayerNormGrad(
+    heap: Uint8Array, dy: number, x: number, mean: number, rstd: number, gamma: number, dx: number, dgamma: number,
+    dbeta: number, rows: number, cols: number,
+  ): void;
+  /** y = x·Φ(x) over n values (erf form). */
+  Gelu(heap: Uint8Array, x: number, y: number, n: number): void;
+  /** dx = dy·(Φ(x) + x·φ(x)) over n values. */
+  GeluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
+  /** Softmax of x [rows, cols] over cols. */
+  Softmax(heap: Uint8Array, x: number, y: number, rows: number, cols: number): void;
+  /** dx = y·(dy − Σ dy·y) over cols, from softmax's output y. */
+  SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */

@@ -1,7 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FusedOpError } from './errors.js';
-import { gelu, geluGrad, getBackend, layerNorm, layerNormGrad, setBackend, softmax, softmaxGrad, tf, useNativeKernels } from './index.js';
+import {
+  gelu,
+  geluGrad,
+  getBackend,
+  getNumThreads,
+  layerNorm,
+  layerNormGrad,
+  setBackend,
+  setNumThreads,
+  softmax,
+  softmaxGrad,
+  tf,
+  useNativeKernels,
+} from './index.js';
 
 interface Stored { shape: number[]; data: number[] }
 interface Case { name: string; eps?: number; inputs: Record<string, Stored>; outputs: Record<string, Stored> }
@@ -12,15 +25,23 @@ const fixtures = JSON.parse(readFileSync(new URL('./fixtures/fused_ops.json', im
 >;
 
 const initial = getBackend();
+const initialThreads = getNumThreads();
+const native = useNativeKernels(true);
 afterAll(async () => {
   useNativeKernels(true);
+  setNumThreads(initialThreads);
   await setBackend(initial as 'wasm');
 });
 
-/** The paths every fused op takes: tfjs ops on cpu and on wasm. */
+const onWasm = async (nativeOn: boolean) => {
+  await setBackend('wasm');
+  useNativeKernels(nativeOn);
+};
+/** The paths every fused op takes: tfjs ops on cpu and on wasm, and the native kernels where the addon is built. */
 const paths: [string, () => Promise<void>][] = [
   ['cpu', async () => setBackend('cpu')],
-  ['wasm (tfjs ops)', async () => { await setBackend('wasm'); useNativeKernels(false); }],
+  ['wasm (tfjs ops)', async () => onWasm(false)],
+  ...(native ? [['wasm (native)', async () => onWasm(true)] as [string, () => Promise<void>]] : []),
 ];
 
 const load = (s: Stored) => tf.tensor(s.data, s.shape, 'float32');
@@ -92,5 +113,64 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(() => softmax(scalar)).toThrow(/at least one axis/);
     expect(tf.memory().numTensors).toBe(before);
     tf.dispose([x, wrong, stats, gamma, scalar]);
+  });
+});
+
+/** Every fused op on random inputs of `shape` (x scaled by `scale`), as name → values. */
+function allOps(shape: number[], scale: number): Record<string, Float32Array> {
+  return tf.tidy(() => {
+    const c = shape[shape.length - 1]!;
+    const x = tf.mul(tf.randomNormal(shape, 0, 1, 'float32', 1), scale);
+    const dy = tf.randomNormal(shape, 0, 1, 'float32', 2);
+    const gamma = tf.randomNormal([c], 1, 0.5, 'float32', 3);
+    const beta = tf.randomNormal([c], 0, 0.5, 'float32', 4);
+    const ln = layerNorm(x, gamma, beta, 1e-5);
+    const lnGrad = layerNormGrad(dy, x, ln.mean, ln.rstd, gamma);
+    const y = softmax(x);
+    const outs = { ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
+    return Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, t.dataSync() as Float32Array]));
+  });
+}
+
+describe.skipIf(!native)('native fused kernels', () => {
+  it('run natively when on (the profile shows the kernels), tfjs ops when off', async () => {
+    await onWasm(true);
+    const names = async () => (await tf.profile(() => allOps([3, 8], 1))).kernelNames;
+    const on = await names();
+    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad']) expect(on).toContain(k);
+    useNativeKernels(false);
+    expect((await names()).filter((k) => k.startsWith('Ddp'))).toEqual([]);
+  });
+
+  // above the size at which the kernels share rows among threads, and below it; 1 and 2 threads
+  it.each([
+    ['[300, 130], threads share the rows', [300, 130], 1],
+    ['[4, 4, 50, 50], attention-like', [4, 4, 50, 50], 3],
+    ['[5, 7], one thread whatever the setting', [5, 7], 1],
+  ] as const)('%s: native equals tfjs ops on wasm at 1 and 2 threads', async (_n, shape, scale) => {
+    await onWasm(false);
+    const want = allOps([...shape], scale);
+    await onWasm(true);
+    for (const threads of [1, 2]) {
+      setNumThreads(threads);
+      const before = tf.memory().numTensors;
+      const got = allOps([...shape], scale);
+      expect(tf.memory().numTensors).toBe(before);
+      for (const [k, w] of Object.entries(want)) {
+        const worst = Math.max(...got[k]!.map((v, i) => Math.abs(v - w[i]!) / (1 + Math.abs(w[i]!))));
+        expect(worst, `${k} at ${threads} thread(s)`).toBeLessThan(3e-5);
+      }
+    }
+  });
+
+  it('leaves empty tensors to tfjs ops', async () => {
+    await onWasm(true);
+    const x = tf.zeros([0, 4]);
+    const gamma = tf.ones([4]);
+    const ln = layerNorm(x, gamma, gamma, 1e-5);
+    expect([ln.y.shape, ln.mean.shape, ln.rstd.shape]).toEqual([[0, 4], [0, 1], [0, 1]]);
+    const y = gelu(x);
+    expect(y.shape).toEqual([0, 4]);
+    tf.dispose([x, gamma, y, ...Object.values(ln)]);
   });
 });

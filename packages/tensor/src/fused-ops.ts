@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { FusedOpError } from './errors.js';
+import { runFused } from './native-fused.js';
 
 /** layerNorm's outputs: y, and the per-row statistics backward needs, shaped [..., 1] as x with its last axis kept. */
 export interface LayerNormResult {
@@ -37,12 +38,15 @@ function rowShape(x: tf.Tensor): number[] {
 
 /**
  * Layer norm over the last axis (torch.native_layer_norm): y = (x − mean)·rstd·gamma + beta,
- * biased variance, gamma and beta of shape [C].
+ * biased variance, gamma and beta of shape [C]. One native pass where the native kernels are on
+ * (as every op below), tfjs ops otherwise.
  */
 export function layerNorm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: number): LayerNormResult {
   const c = lastDim('layerNorm', x);
   expectShape('layerNorm', 'gamma', gamma, [c]);
   expectShape('layerNorm', 'beta', beta, [c]);
+  const native = runFused('DdpLayerNorm', [x, gamma, beta], { eps });
+  if (native) return { y: native[0]!, mean: native[1]!, rstd: native[2]! };
   return tf.tidy(() => {
     const mean = tf.mean(x, -1, true);
     const centered = tf.sub(x, mean);
@@ -65,6 +69,8 @@ export function layerNormGrad(
   expectShape('layerNormGrad', 'mean', mean, rowShape(x));
   expectShape('layerNormGrad', 'rstd', rstd, rowShape(x));
   expectShape('layerNormGrad', 'gamma', gamma, [c]);
+  const native = runFused('DdpLayerNormGrad', [dy, x, mean, rstd, gamma]);
+  if (native) return { dx: native[0]!, dgamma: native[1]!, dbeta: native[2]! };
   return tf.tidy(() => {
     const outer = [...Array(x.rank - 1).keys()];
     const xhat = tf.mul(tf.sub(x, mean), rstd);
@@ -78,12 +84,16 @@ export function layerNormGrad(
 
 /** GELU in its exact erf form (PyTorch's default): x·Φ(x) = x/2·(1 + erf(x/√2)). */
 export function gelu(x: tf.Tensor): tf.Tensor {
+  const native = runFused('DdpGelu', [x]);
+  if (native) return native[0]!;
   return tf.tidy(() => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2)))));
 }
 
 /** dy·GELU′(x) = dy·(Φ(x) + x·φ(x)), erf form. */
 export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   expectShape('geluGrad', 'dy', dy, x.shape);
+  const native = runFused('DdpGeluGrad', [dy, x]);
+  if (native) return native[0]!;
   return tf.tidy(() => {
     const cdf = tf.mul(0.5, tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2))));
     const pdf = tf.mul(tf.exp(tf.mul(tf.square(x), -0.5)), INV_SQRT_2PI);
@@ -94,6 +104,8 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
 /** Softmax over the last axis, the row maximum subtracted first. */
 export function softmax(x: tf.Tensor): tf.Tensor {
   lastDim('softmax', x);
+  const native = runFused('DdpSoftmax', [x]);
+  if (native) return native[0]!;
   return tf.softmax(x);
 }
 
@@ -101,5 +113,7 @@ export function softmax(x: tf.Tensor): tf.Tensor {
 export function softmaxGrad(dy: tf.Tensor, y: tf.Tensor): tf.Tensor {
   lastDim('softmaxGrad', y);
   expectShape('softmaxGrad', 'dy', dy, y.shape);
+  const native = runFused('DdpSoftmaxGrad', [dy, y]);
+  if (native) return native[0]!;
   return tf.tidy(() => tf.mul(y, tf.sub(dy, tf.sum(tf.mul(dy, y), -1, true))));
 }
