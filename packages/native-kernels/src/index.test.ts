@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadNativeKernels } from './index.js';
+import { GOMP_SPINCOUNT, limitOpenMPSpin, loadNativeKernels } from './index.js';
 
 const { kernels, reason } = loadNativeKernels();
 
@@ -68,6 +68,20 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(kernels!.setThreads(1)).toBe(1);
     expect(() => kernels!.setThreads(0)).toThrow(RangeError);
     expect(kernels!.library()).toMatch(/^OpenBLAS \d/);
+  });
+});
+
+describe('OpenMP wait policy', () => {
+  it('limits libgomp\'s spinning before the addon loads it, unless the user chose a policy', () => {
+    expect(process.env.GOMP_SPINCOUNT ?? process.env.OMP_WAIT_POLICY).toBeDefined();
+    const env: NodeJS.ProcessEnv = {};
+    limitOpenMPSpin(env);
+    expect(env.GOMP_SPINCOUNT).toBe(GOMP_SPINCOUNT);
+    for (const chosen of [{ GOMP_SPINCOUNT: 'infinite' }, { OMP_WAIT_POLICY: 'active' }]) {
+      const env: NodeJS.ProcessEnv = { ...chosen };
+      limitOpenMPSpin(env);
+      expect(env).toEqual(chosen);
+    }
   });
 });
 

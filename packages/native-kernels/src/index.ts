@@ -72,10 +72,24 @@ export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } |
 
 let loaded: NativeKernelsLoad | undefined;
 
+/**
+ * How many times an idle OpenMP thread (oneDNN's and the fused kernels') polls for work before it
+ * sleeps, unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp's default (300 000)
+ * kept both threads busy between calls: a 2-thread conv loop used 5× the CPU time of 1 thread on a
+ * loaded host (110 vs 19 ticks; 24 with 10 000), time taken from other processes and ranks.
+ */
+export const GOMP_SPINCOUNT = '10000';
+
+/** Sets GOMP_SPINCOUNT in `env` where the user set no OpenMP wait policy; libgomp reads it when the addon loads it. */
+export function limitOpenMPSpin(env: NodeJS.ProcessEnv = process.env): void {
+  if (env.OMP_WAIT_POLICY === undefined && env.GOMP_SPINCOUNT === undefined) env.GOMP_SPINCOUNT = GOMP_SPINCOUNT;
+}
+
 /** The addon, or null and why not (the install script's reason, or the load error). */
 export function loadNativeKernels(): NativeKernelsLoad {
   if (loaded) return loaded;
   const require = createRequire(import.meta.url);
+  limitOpenMPSpin();
   try {
     loaded = { kernels: require('../build/Release/ddp_kernels.node') as NativeKernels };
   } catch (err) {
