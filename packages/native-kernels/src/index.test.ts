@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { GOMP_SPINCOUNT, limitOpenMPSpin, loadNativeKernels } from './index.js';
+import { chooseOpenBLASCore, openblasCoreFor } from './openblas-core.js';
 
 const { kernels, reason } = loadNativeKernels();
 
@@ -82,6 +84,29 @@ describe('OpenMP wait policy', () => {
       limitOpenMPSpin(env);
       expect(env).toEqual(chosen);
     }
+  });
+});
+
+describe('OpenBLAS kernel set', () => {
+  const flags = (...f: string[]) => `processor\t: 0\nflags\t\t: fpu sse2 ${f.join(' ')}\nbugs\t\t: spectre\n`;
+  const avx512 = ['avx2', 'fma', 'avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'];
+
+  it('takes the widest set the CPU has, none below AVX2, and leaves a user\'s choice alone', () => {
+    expect(openblasCoreFor(flags(...avx512, 'avx512_fp16'))).toBe('SkylakeX');
+    expect(openblasCoreFor(flags('avx2', 'fma', 'avx512f'))).toBe('Haswell'); // AVX-512 foundation alone (Knights Landing)
+    expect(openblasCoreFor(flags('avx', 'sse4_2'))).toBeNull();
+    expect(openblasCoreFor('')).toBeNull();
+    const env: NodeJS.ProcessEnv = {};
+    chooseOpenBLASCore(env, flags(...avx512));
+    expect(env.OPENBLAS_CORETYPE).toBe('SkylakeX');
+    const chosen: NodeJS.ProcessEnv = { OPENBLAS_CORETYPE: 'Zen' };
+    chooseOpenBLASCore(chosen, flags(...avx512));
+    expect(chosen.OPENBLAS_CORETYPE).toBe('Zen');
+  });
+
+  it.skipIf(!kernels)('runs the set the CPU supports, not a fallback (Prescott on a model OpenBLAS does not know)', () => {
+    const want = process.env.OPENBLAS_CORETYPE ?? openblasCoreFor(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (want) expect(kernels!.blasCore().toLowerCase()).toBe(want.toLowerCase());
   });
 });
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { chooseOpenBLASCore } from './openblas-core.js';
 import { createRequire } from 'node:module';
 
 /**
@@ -58,8 +59,10 @@ export interface NativeKernels {
   SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
-  /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */
+  /** OpenBLAS's build description (version, build target, MAX_THREADS). */
   library(): string;
+  /** The kernel set OpenBLAS runs, chosen at load (e.g. 'SkylakeX'; 'Prescott' when it did not know the CPU). */
+  blasCore(): string;
 }
 
 /** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW, channelsFirst. */
@@ -90,6 +93,7 @@ export function loadNativeKernels(): NativeKernelsLoad {
   if (loaded) return loaded;
   const require = createRequire(import.meta.url);
   limitOpenMPSpin();
+  chooseOpenBLASCore();
   try {
     loaded = { kernels: require('../build/Release/ddp_kernels.node') as NativeKernels };
   } catch (err) {
