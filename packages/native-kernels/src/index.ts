@@ -57,6 +57,8 @@ export interface NativeKernels {
   Softmax(heap: Uint8Array, x: number, y: number, rows: number, cols: number): void;
   /** dx = y·(dy − Σ dy·y) over cols, from softmax's output y. */
   SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
+  /** y = exp(x) over n float32 values. */
+  Exp(heap: Uint8Array, x: number, y: number, n: number): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, build target, MAX_THREADS). */

@@ -14,3 +14,4 @@ napi_value Gelu(napi_env env, napi_callback_info info);
 napi_value GeluGrad(napi_env env, napi_callback_info info);
 napi_value Softmax(napi_env env, napi_callback_info info);
 napi_value SoftmaxGrad(napi_env env, napi_callback_info info);
+napi_value Exp(napi_env env, napi_callback_info info);

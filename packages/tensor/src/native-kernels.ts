@@ -4,6 +4,7 @@ import type { NativeKernels, NativeKernelsLoad } from '@ddp/native-kernels';
 import { availableParallelism } from 'node:os';
 import { BackendError } from './errors.js';
 import { nativeConv } from './native-conv.js';
+import { nativeExp } from './native-exp.js';
 import { FUSED_KERNELS, type FusedKernelName, fusedKernel } from './native-fused.js';
 import { nativeBatchMatMul } from './native-matmul.js';
 import { nativeSum } from './native-reduce.js';
@@ -23,6 +24,7 @@ const NATIVE: Record<string, (native: NativeKernels, fallback: KernelFunc) => Ke
   Conv2DBackpropFilter: (native, fallback) => nativeConv('Conv2DBackpropFilter', native, fallback),
   Sum: nativeSum,
   Tile: nativeTile,
+  Exp: nativeExp,
 };
 
 /** The wasm kernels in place before the native ones were registered (empty while they are not). */
