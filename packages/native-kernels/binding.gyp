@@ -5,7 +5,8 @@
       "sources": ["src/addon.cc", "src/heap.cc", "src/gemm.cc", "src/conv.cc", "src/reduce.cc", "src/conv-dnnl.cc", "src/tile.cc", "src/adam.cc", "src/fused.cc", "src/exp.cc"],
       "cflags_cc!": ["-fno-exceptions"],
       "cflags_cc": ["-O3", "-std=c++17", "-fexceptions", "-ffp-contract=off", "-fopenmp"],
-      "libraries": ["-lopenblas", "-ldnnl", "-lgomp"]
+      "libraries": ["-lopenblas", "-ldnnl", "-lgomp"],
+      "conditions": [["OS=='linux' and target_arch=='x64'", {"libraries": ["-lmvec"]}]]
     }
   ]
 }

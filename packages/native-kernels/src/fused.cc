@@ -7,6 +7,7 @@
 #include <vector>
 #include "heap.h"
 #include "kernels.h"
+#include "vector-math.h"
 
 namespace {
 
@@ -16,14 +17,6 @@ constexpr int64_t kParallelMin = 1 << 15;
 int threadsFor(int64_t elements) {
   return elements >= kParallelMin ? omp_get_max_threads() : 1;
 }
-
-// the row loops compiled for AVX-512, AVX2 and baseline x86-64, chosen at load (GCC's ifunc
-// dispatch): the build itself targets baseline x86-64, whose SSE2 loops ran 2–5× behind ATen's
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ROW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ROW_KERNEL
-#endif
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -68,8 +61,9 @@ ROW_KERNEL void softmaxRow(const float* xr, float* yr, int64_t cols) {
 #pragma omp simd reduction(max : max)
   for (int64_t j = 1; j < cols; j++) max = xr[j] > max ? xr[j] : max;
   double sum = 0;
+#pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < cols; j++) {
-    yr[j] = std::exp(xr[j] - max);
+    yr[j] = expf(xr[j] - max);
     sum += yr[j];
   }
   const float inv = static_cast<float>(1.0 / sum);
@@ -82,6 +76,27 @@ ROW_KERNEL void softmaxGradRow(const float* dyr, const float* yr, float* dxr, in
   for (int64_t j = 0; j < cols; j++) dot += static_cast<double>(dyr[j]) * yr[j];
   const float d = static_cast<float>(dot);
   for (int64_t j = 0; j < cols; j++) dxr[j] = yr[j] * (dyr[j] - d);
+}
+
+ROW_KERNEL void geluValues(const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * static_cast<float>(kInvSqrt2)));
+}
+
+ROW_KERNEL void geluGradValues(const float* dy, const float* x, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + erff(v * static_cast<float>(kInvSqrt2)));
+    const float pdf = expf(-0.5f * v * v) * static_cast<float>(kInvSqrt2Pi);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+// [from, to) of n values for thread t of `threads`
+inline void share(int64_t n, int t, int threads, int64_t& from, int64_t& to) {
+  from = n * t / threads;
+  to = n * (t + 1) / threads;
 }
 
 }  // namespace
@@ -154,8 +169,12 @@ napi_value Gelu(napi_env env, napi_callback_info info) {
   const float* x = args.floats(1, n);
   float* y = args.floats(2, n);
   if (args.failed) return nullptr;
-#pragma omp parallel for num_threads(threadsFor(n)) schedule(static)
-  for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * static_cast<float>(kInvSqrt2)));
+#pragma omp parallel num_threads(threadsFor(n))
+  {
+    int64_t from, to;
+    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
+    geluValues(x + from, y + from, to - from);
+  }
   return nullptr;
 }
 
@@ -169,12 +188,11 @@ napi_value GeluGrad(napi_env env, napi_callback_info info) {
   const float* x = args.floats(2, n);
   float* dx = args.floats(3, n);
   if (args.failed) return nullptr;
-#pragma omp parallel for num_threads(threadsFor(n)) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
-    const float v = x[i];
-    const float cdf = 0.5f * (1.0f + std::erf(v * static_cast<float>(kInvSqrt2)));
-    const float pdf = std::exp(-0.5f * v * v) * static_cast<float>(kInvSqrt2Pi);
-    dx[i] = dy[i] * (cdf + v * pdf);
+#pragma omp parallel num_threads(threadsFor(n))
+  {
+    int64_t from, to;
+    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
+    geluGradValues(dy + from, x + from, dx + from, to - from);
   }
   return nullptr;
 }
