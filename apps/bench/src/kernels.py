@@ -4,7 +4,9 @@ runs until `seconds` have passed, at least 2). Cases:
   {"op": "matmul", "m", "n", "k", "ta", "tb", "threads", "seconds"}: op(A) @ op(B), A/B stored
       transposed when ta/tb, as tf.matMul(a, b, ta, tb);
   {"op": "conv", "pass": "forward|input|filter", "n", "h", "w", "ci", "co", "kernel", "stride",
-      "pad", "threads", "seconds"}: F.conv2d and its two gradients (NCHW, PyTorch's layout).
+      "pad", "threads", "seconds"}: F.conv2d and its two gradients (NCHW, PyTorch's layout);
+  {"op": "layerNorm|gelu|softmax", "pass": "forward|backward", "rows", "cols", "threads", "seconds"}:
+      ATen's kernels over the last axis (native_layer_norm, gelu, _softmax and their backward).
 """
 import ctypes
 import json
@@ -43,6 +45,22 @@ def conv(c):
     }[c["pass"]]
 
 
+def fused(c):
+    x, dy = torch.randn(c["rows"], c["cols"]), torch.randn(c["rows"], c["cols"])
+    w, b = torch.ones(c["cols"]), torch.zeros(c["cols"])
+    aten = torch.ops.aten
+    if c["op"] == "layerNorm":
+        _, mean, rstd = torch.native_layer_norm(x, [c["cols"]], w, b, 1e-5)
+        forward = lambda: torch.native_layer_norm(x, [c["cols"]], w, b, 1e-5)
+        backward = lambda: aten.native_layer_norm_backward(dy, x, [c["cols"]], mean, rstd, w, b, [True, True, True])
+    elif c["op"] == "gelu":
+        forward, backward = (lambda: F.gelu(x)), (lambda: aten.gelu_backward(dy, x))
+    else:
+        y = torch.softmax(x, -1)
+        forward, backward = (lambda: torch.softmax(x, -1)), (lambda: aten._softmax_backward_data(dy, y, -1, torch.float32))
+    return forward if c["pass"] == "forward" else backward
+
+
 def openblas():
     """Debian's torch runs its matmuls on the system OpenBLAS (pthread build), whose threads
     torch.set_num_threads does not limit: at "1 thread" it used both cores. Set them too."""
@@ -59,5 +77,6 @@ for line in sys.stdin:
     if blas is not None:
         blas.openblas_set_num_threads(case["threads"])
     with torch.no_grad():
-        seconds = time_it((matmul if case["op"] == "matmul" else conv)(case), case["seconds"])
+        make = {"matmul": matmul, "conv": conv}.get(case["op"], fused)
+        seconds = time_it(make(case), case["seconds"])
     print(json.dumps({"seconds": seconds, "torch": torch.__version__}), flush=True)

@@ -4,6 +4,7 @@
  *   and backward (dy·W, dyᵀ·x), at 1 and 2 threads: tfjs-wasm's kernel (`wasm`), the
  *   @ddp/native-kernels one (`native`) and PyTorch (`torch`, the kernels.py peer), case by case;
  * - conv2d forward and both gradients for the CLIP model's two convolutions, the same way;
+ * - @ddp/tensor's fused ops (layer norm, GELU, softmax; forward and backward): tfjs ops, native, ATen;
  * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
  * Writes results/kernels.{json,md,png}.
  *
@@ -14,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { crossEntropy, type Tensor, tidy } from '@ddp/autograd';
 import { markdownTable, type Row, writeReport } from '@ddp/plot';
 import { AdamW, Embedding, LayerNorm, Linear, Module, TransformerBlock } from '@ddp/nn';
-import { getNumThreads, nativeKernelsSummary, setBackend, setNumThreads, tf, useNativeKernels } from '@ddp/tensor';
+import { gelu, geluGrad, getNumThreads, layerNorm, layerNormGrad, nativeKernelsSummary, setBackend, setNumThreads, softmax, softmaxGrad, tf, useNativeKernels } from '@ddp/tensor';
 import { benchCommand, positiveInt, positiveIntList, positiveNumber } from './lib/flags.js';
 import { TorchPeer } from './lib/torch-peer.js';
 
@@ -99,6 +100,27 @@ const convFlops = (c: ConvShape) => {
   const out = Math.floor((c.h + 2 * c.pad - c.kernel) / c.stride + 1) * Math.floor((c.w + 2 * c.pad - c.kernel) / c.stride + 1);
   return 2 * c.n * out * c.kernel * c.kernel * c.ci * c.co;
 };
+
+/** Fused ops over rows of the last axis: a transformer's activations at batch 128 (rows × width). */
+interface FusedCase { op: 'layerNorm' | 'gelu' | 'softmax'; rows: number; cols: number }
+const FUSED: FusedCase[] = [
+  { op: 'layerNorm', rows: 4096, cols: 64 },
+  { op: 'gelu', rows: 4096, cols: 256 },
+  { op: 'softmax', rows: 8192, cols: 32 },
+];
+
+function fusedSeconds({ op, rows, cols }: FusedCase, pass: 'forward' | 'backward'): Promise<number> {
+  const [x, dy] = [tf.randomNormal([rows, cols], 0, 1, 'float32', 1), tf.randomNormal([rows, cols], 0, 1, 'float32', 2)];
+  const [w, b] = [tf.ones([cols]), tf.zeros([cols])];
+  const { mean, rstd } = layerNorm(x, w, b, 1e-5);
+  const y = softmax(x);
+  const run = {
+    layerNorm: [() => Object.values(layerNorm(x, w, b, 1e-5)), () => Object.values(layerNormGrad(dy, x, mean, rstd, w))],
+    gelu: [() => [gelu(x)], () => [geluGrad(dy, x)]],
+    softmax: [() => [softmax(x)], () => [softmaxGrad(dy, y)]],
+  }[op][pass === 'forward' ? 0 : 1]!;
+  return timeIt(() => tf.dispose(run())).finally(() => tf.dispose([x, dy, w, b, mean, rstd, y]));
+}
 
 /** GPT-style: token + position embeddings, pre-norm causal blocks, final norm, LM head. */
 class TinyGPT extends Module {
@@ -188,6 +210,13 @@ for (const shape of CONVS) {
     convRows.push(...(await measure(label, convFlops(shape), () => convSeconds(shape, pass), { op: 'conv', pass, ...shape })));
   }
 }
+const fusedRows: Row[] = [];
+for (const c of FUSED) {
+  for (const pass of ['forward', 'backward'] as const) {
+    const label = { op: `${c.op} ${c.rows}×${c.cols}`, pass };
+    fusedRows.push(...(await measure(label, c.rows * c.cols, () => fusedSeconds(c, pass), { ...c, pass })));
+  }
+}
 torch?.close();
 
 const stepRows: Row[] = [];
@@ -218,13 +247,16 @@ const notes = [
   '## Conv2D and its gradients (GFLOP/s; ddp NHWC kernels, PyTorch NCHW F.conv2d / torch.nn.grad)',
   '',
   markdownTable(convRows),
+  '## Fused ops over the last axis (G values/s; wasm: tfjs ops, native: one addon pass, PyTorch: the ATen kernels)',
+  '',
+  markdownTable(fusedRows),
   `## Transformer training step: ${layers} pre-norm causal blocks, dim ${dim}, ${heads} heads, batch ${batch} × seq ${seq}, vocab ${vocab}; forward, cross-entropy, backward, AdamW (best of ${rounds} rounds, engines alternating)`,
   '',
   markdownTable(stepRows),
   '## Matmul (GFLOP/s) for the Linear layers of the DDP bench and the CLIP model',
 ].join('\n');
 const files = await writeReport(args.out, 'kernels', matmulRows, {
-  meta: { conv: convRows, transformer: { config: STEP, rows: stepRows }, torch: torch?.version ?? null },
+  meta: { conv: convRows, fused: fusedRows, transformer: { config: STEP, rows: stepRows }, torch: torch?.version ?? null },
   notes,
   chart: { x: 'case', y: 'native/torch', series: 'threads', title: 'matmul GFLOP/s, native ÷ PyTorch, per layer and pass' },
 });

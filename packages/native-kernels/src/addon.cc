@@ -1,4 +1,4 @@
-// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc, exp.cc) and the BLAS thread count.
 #include <cblas.h>
 #include <omp.h>
 #include "heap.h"
@@ -27,6 +27,13 @@ napi_value Library(napi_env env, napi_callback_info) {
   return result;
 }
 
+// blasCore(): the kernel set OpenBLAS chose for this CPU at load (e.g. "SkylakeX", or "Prescott" when it fell back).
+napi_value BlasCore(napi_env env, napi_callback_info) {
+  napi_value result;
+  napi_create_string_utf8(env, openblas_get_corename(), NAPI_AUTO_LENGTH, &result);
+  return result;
+}
+
 napi_value Init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
       {"BatchMatMul", nullptr, BatchMatMul, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
@@ -36,7 +43,15 @@ napi_value Init(napi_env env, napi_value exports) {
       {"Sum", nullptr, Sum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"AdamStep", nullptr, AdamStep, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Tile", nullptr, Tile, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"LayerNorm", nullptr, LayerNorm, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"LayerNormGrad", nullptr, LayerNormGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"Gelu", nullptr, Gelu, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"GeluGrad", nullptr, GeluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"Softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"SoftmaxGrad", nullptr, SoftmaxGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"Exp", nullptr, Exp, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"blasCore", nullptr, BlasCore, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"library", nullptr, Library, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

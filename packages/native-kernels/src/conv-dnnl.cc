@@ -3,7 +3,8 @@
 // reordered into and out of them. Primitives, reorders and their buffers are built once per
 // pass and geometry, then reused; NCHW activations (channelsFirst) are reordered from and to
 // directly, without a transposed copy. Measured against im2col + cblas_sgemm on the CLIP model's
-// convolutions: 3–10× faster, and as fast as PyTorch's primitives (threads: setThreads).
+// convolutions: 3–10× faster, and as fast as PyTorch's primitives (threads: setThreads, one plan per count).
+#include <omp.h>
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
@@ -102,10 +103,12 @@ std::unique_ptr<Plan> build(Pass pass, const Geometry& g) {
 }  // namespace
 
 void convolve(Pass pass, const Geometry& g, const float* first, const float* second, float* out) {
-  static std::map<std::tuple<int, Geometry::Key>, std::unique_ptr<Plan>> plans;
+  static std::map<std::tuple<int, int, Geometry::Key>, std::unique_ptr<Plan>> plans;
   // each plan keeps reorder buffers as large as its tensors: shapes that keep changing
   // (e.g. a last, smaller batch per epoch plus evaluation) must not pile them up
-  const auto key = std::make_tuple(static_cast<int>(pass), g.key());
+  // A primitive runs on the OpenMP thread count in effect when it was created, whatever
+  // setThreads says later (a plan built at 1 thread stayed at 1), so the count is in the key.
+  const auto key = std::make_tuple(static_cast<int>(pass), omp_get_max_threads(), g.key());
   if (plans.size() >= 64 && plans.find(key) == plans.end()) plans.clear();
   auto& plan = plans[key];
   if (!plan) plan = build(pass, g);

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { loadNativeKernels } from './index.js';
+import { readFileSync } from 'node:fs';
+import { GOMP_SPINCOUNT, limitOpenMPSpin, loadNativeKernels } from './index.js';
+import { chooseOpenBLASCore, openblasCoreFor } from './openblas-core.js';
 
 const { kernels, reason } = loadNativeKernels();
 
@@ -50,10 +52,61 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2, false)).toThrow(/strides/);
   });
 
+  it('checks the fused kernels\' sizes against the heap too', () => {
+    const { heap, offsets } = heapWith([1, 2, 3, 4], [1, 1], [0, 0], [0, 0, 0, 0], [0, 0], [0, 0]);
+    const [x, g, b, y, m, r] = offsets as [number, number, number, number, number, number];
+    kernels!.LayerNorm(heap, x, g, b, y, m, r, 2, 2, 1e-5);
+    expect(() => kernels!.LayerNorm(heap, x, g, b, y, m, heap.length - 4, 2, 2, 1e-5)).toThrow(/inside the/);
+    expect(() => kernels!.LayerNorm(heap, x, g, b, y, m, r, 2, 0, 1e-5)).toThrow(/bad size/);
+    expect(() => kernels!.LayerNormGrad(heap, x, x, m, r, g, y, g, b, 2, 2)).not.toThrow();
+    expect(() => kernels!.LayerNormGrad(heap, x, x, m, r, g, y, g, heap.length, 2, 2)).toThrow(RangeError);
+    expect(() => kernels!.Gelu(heap, x, heap.length - 8, 4)).toThrow(RangeError);
+    expect(() => kernels!.GeluGrad(heap, x, x, y, -1)).toThrow(/negative/);
+    expect(() => kernels!.Softmax(heap, x, y, 1e6, 4)).toThrow(RangeError);
+    expect(() => kernels!.SoftmaxGrad(heap, x, x, y + 2, 2, 2)).toThrow(/byte offset/);
+  });
+
   it('sets its thread count and names its library', () => {
     expect(kernels!.setThreads(1)).toBe(1);
     expect(() => kernels!.setThreads(0)).toThrow(RangeError);
     expect(kernels!.library()).toMatch(/^OpenBLAS \d/);
+  });
+});
+
+describe('OpenMP wait policy', () => {
+  it('limits libgomp\'s spinning before the addon loads it, unless the user chose a policy', () => {
+    expect(process.env.GOMP_SPINCOUNT ?? process.env.OMP_WAIT_POLICY).toBeDefined();
+    const env: NodeJS.ProcessEnv = {};
+    limitOpenMPSpin(env);
+    expect(env.GOMP_SPINCOUNT).toBe(GOMP_SPINCOUNT);
+    for (const chosen of [{ GOMP_SPINCOUNT: 'infinite' }, { OMP_WAIT_POLICY: 'active' }]) {
+      const env: NodeJS.ProcessEnv = { ...chosen };
+      limitOpenMPSpin(env);
+      expect(env).toEqual(chosen);
+    }
+  });
+});
+
+describe('OpenBLAS kernel set', () => {
+  const flags = (...f: string[]) => `processor\t: 0\nflags\t\t: fpu sse2 ${f.join(' ')}\nbugs\t\t: spectre\n`;
+  const avx512 = ['avx2', 'fma', 'avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'];
+
+  it('takes the widest set the CPU has, none below AVX2, and leaves a user\'s choice alone', () => {
+    expect(openblasCoreFor(flags(...avx512, 'avx512_fp16'))).toBe('SkylakeX');
+    expect(openblasCoreFor(flags('avx2', 'fma', 'avx512f'))).toBe('Haswell'); // AVX-512 foundation alone (Knights Landing)
+    expect(openblasCoreFor(flags('avx', 'sse4_2'))).toBeNull();
+    expect(openblasCoreFor('')).toBeNull();
+    const env: NodeJS.ProcessEnv = {};
+    chooseOpenBLASCore(env, flags(...avx512));
+    expect(env.OPENBLAS_CORETYPE).toBe('SkylakeX');
+    const chosen: NodeJS.ProcessEnv = { OPENBLAS_CORETYPE: 'Zen' };
+    chooseOpenBLASCore(chosen, flags(...avx512));
+    expect(chosen.OPENBLAS_CORETYPE).toBe('Zen');
+  });
+
+  it.skipIf(!kernels)('runs the set the CPU supports, not a fallback (Prescott on a model OpenBLAS does not know)', () => {
+    const want = process.env.OPENBLAS_CORETYPE ?? openblasCoreFor(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (want) expect(kernels!.blasCore().toLowerCase()).toBe(want.toLowerCase());
   });
 });
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { chooseOpenBLASCore } from './openblas-core.js';
 import { createRequire } from 'node:module';
 
 /**
@@ -38,10 +39,32 @@ export interface NativeKernels {
     outExpAvgSq: number, n: number, decay: number, oneMinusBeta1: number, beta2: number, oneMinusBeta2: number,
     sqrtBiasCorrection2: number, eps: number, stepSize: number,
   ): void;
+  /** Layer norm of x [rows, cols] over cols: y, and mean and rstd [rows] (1/√(biased variance + eps)). */
+  LayerNorm(
+    heap: Uint8Array, x: number, gamma: number, beta: number, y: number, mean: number, rstd: number, rows: number,
+    cols: number, eps: number,
+  ): void;
+  /** LayerNorm's gradients: dx [rows, cols], dgamma and dbeta [cols]. */
+  LayerNormGrad(
+    heap: Uint8Array, dy: number, x: number, mean: number, rstd: number, gamma: number, dx: number, dgamma: number,
+    dbeta: number, rows: number, cols: number,
+  ): void;
+  /** y = x·Φ(x) over n values (erf form). */
+  Gelu(heap: Uint8Array, x: number, y: number, n: number): void;
+  /** dx = dy·(Φ(x) + x·φ(x)) over n values. */
+  GeluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
+  /** Softmax of x [rows, cols] over cols. */
+  Softmax(heap: Uint8Array, x: number, y: number, rows: number, cols: number): void;
+  /** dx = y·(dy − Σ dy·y) over cols, from softmax's output y. */
+  SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
+  /** y = exp(x) over n float32 values. */
+  Exp(heap: Uint8Array, x: number, y: number, n: number): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
-  /** OpenBLAS's build description (version, CPU kernel, MAX_THREADS). */
+  /** OpenBLAS's build description (version, build target, MAX_THREADS). */
   library(): string;
+  /** The kernel set OpenBLAS runs, chosen at load (e.g. 'SkylakeX'; 'Prescott' when it did not know the CPU). */
+  blasCore(): string;
 }
 
 /** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW, channelsFirst. */
@@ -54,10 +77,25 @@ export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } |
 
 let loaded: NativeKernelsLoad | undefined;
 
+/**
+ * How many times an idle OpenMP thread (oneDNN's and the fused kernels') polls for work before it
+ * sleeps, unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp's default (300 000)
+ * kept both threads busy between calls: a 2-thread conv loop used 5× the CPU time of 1 thread on a
+ * loaded host (110 vs 19 ticks; 24 with 10 000), time taken from other processes and ranks.
+ */
+export const GOMP_SPINCOUNT = '10000';
+
+/** Sets GOMP_SPINCOUNT in `env` where the user set no OpenMP wait policy; libgomp reads it when the addon loads it. */
+export function limitOpenMPSpin(env: NodeJS.ProcessEnv = process.env): void {
+  if (env.OMP_WAIT_POLICY === undefined && env.GOMP_SPINCOUNT === undefined) env.GOMP_SPINCOUNT = GOMP_SPINCOUNT;
+}
+
 /** The addon, or null and why not (the install script's reason, or the load error). */
 export function loadNativeKernels(): NativeKernelsLoad {
   if (loaded) return loaded;
   const require = createRequire(import.meta.url);
+  limitOpenMPSpin();
+  chooseOpenBLASCore();
   try {
     loaded = { kernels: require('../build/Release/ddp_kernels.node') as NativeKernels };
   } catch (err) {

@@ -2,3 +2,8 @@
 export class BackendError extends Error {
   override name = 'BackendError';
 }
+
+/** Raised when a fused op (layerNorm, gelu, softmax and their gradients) gets tensors of the wrong shape. */
+export class FusedOpError extends Error {
+  override name = 'FusedOpError';
+}

@@ -2,8 +2,19 @@ import * as tf from '@tensorflow/tfjs-core';
 import { initBackend } from './backend.js';
 
 export { tf };
+export { FusedOpError } from './errors.js';
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { type AdamScalars, fusedAdamStep } from './native-adam.js';
+export {
+  gelu,
+  geluGrad,
+  layerNorm,
+  layerNormGrad,
+  type LayerNormGrads,
+  type LayerNormResult,
+  softmax,
+  softmaxGrad,
+} from './fused-ops.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
 export { convTakesNCHW, getNumThreads, nativeKernelsSummary, setNumThreads, useNativeKernels } from './native-kernels.js';
 export { getTransferStats, type TransferStats, writeInPlace } from './storage.js';

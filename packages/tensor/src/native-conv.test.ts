@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
 import { nativeConv } from './native-conv.js';
@@ -117,5 +118,36 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
         expect(worst).toBeLessThan(1e-5);
       }
     }
+  });
+
+  it('runs on the thread count set after its first call (a plan keeps the count it was built with)', () => {
+    // a fresh process at 1 thread: the first conv builds its plan; at 2 threads OpenMP's second
+    // thread must do its share of the next ones (CPU ticks per thread from /proc, not timing: the host is shared)
+    const script = `
+      const { readdirSync, readFileSync } = await import('node:fs');
+      const { setNumThreads, tf } = await import('@ddp/tensor');
+      const ticks = (tid) => readFileSync('/proc/self/task/' + tid + '/stat', 'utf8').split(') ')[1].split(' ')
+        .slice(11, 13).reduce((s, v) => s + Number(v), 0);
+      const x = tf.randomNormal([64, 28, 28, 16]), filter = tf.randomNormal([3, 3, 16, 32]);
+      const conv = () => tf.conv2d(x, filter, 1, 'same').dispose();
+      conv();
+      const old = new Set(readdirSync('/proc/self/task'));
+      setNumThreads(2);
+      conv();
+      const added = readdirSync('/proc/self/task').filter((t) => !old.has(t));
+      const used = () => [ticks(process.pid), added.reduce((s, t) => s + ticks(t), 0)];
+      const [main0, others0] = used();
+      for (let i = 0; i < 40; i++) conv();
+      const [main1, others1] = used();
+      console.log(JSON.stringify({ main: main1 - main0, others: others1 - others0 }));`;
+    const child = spawnSync(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: new URL('..', import.meta.url),
+      env: { ...process.env, DDP_BACKEND: 'wasm', DDP_NATIVE: '1', DDP_NUM_THREADS: '1' },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    const { main, others } = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as { main: number; others: number };
+    expect(main, child.stderr).toBeGreaterThan(0);
+    expect(others / main, 'CPU time of the threads started at 2 threads against the main thread\'s').toBeGreaterThan(0.3);
   });
 });

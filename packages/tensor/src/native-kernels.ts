@@ -4,6 +4,8 @@ import type { NativeKernels, NativeKernelsLoad } from '@ddp/native-kernels';
 import { availableParallelism } from 'node:os';
 import { BackendError } from './errors.js';
 import { nativeConv } from './native-conv.js';
+import { nativeExp } from './native-exp.js';
+import { FUSED_KERNELS, type FusedKernelName, fusedKernel } from './native-fused.js';
 import { nativeBatchMatMul } from './native-matmul.js';
 import { nativeSum } from './native-reduce.js';
 import { nativeTile } from './native-tile.js';
@@ -22,10 +24,13 @@ const NATIVE: Record<string, (native: NativeKernels, fallback: KernelFunc) => Ke
   Conv2DBackpropFilter: (native, fallback) => nativeConv('Conv2DBackpropFilter', native, fallback),
   Sum: nativeSum,
   Tile: nativeTile,
+  Exp: nativeExp,
 };
 
 /** The wasm kernels in place before the native ones were registered (empty while they are not). */
 const replaced = new Map<string, KernelConfig>();
+/** The fused kernels registered for wasm (none while the native kernels are off). */
+const fused = new Set<FusedKernelName>();
 
 /** The addon's functions, or null where it is not there (also while they are switched off: check replacedKernels). */
 export function nativeKernels(): NativeKernels | null {
@@ -58,7 +63,16 @@ export function useNativeKernels(on: boolean): boolean {
       tf.registerKernel(replaced.get(name)!);
     }
   }
-  if (!on) replaced.clear();
+  for (const name of Object.keys(FUSED_KERNELS) as FusedKernelName[]) {
+    if (on) {
+      tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: fusedKernel(native, name) });
+      fused.add(name);
+    } else tf.unregisterKernel(name, 'wasm');
+  }
+  if (!on) {
+    replaced.clear();
+    fused.clear();
+  }
   return replaced.size > 0;
 }
 
@@ -103,8 +117,8 @@ export function getNumThreads(): number {
 export function nativeKernelsSummary(): string {
   if (!load.kernels) return `ddp: native kernels off (${load.reason})`;
   if (replaced.size === 0) return 'ddp: native kernels off (DDP_NATIVE=0)';
-  const library = load.kernels.library().split(' ').slice(0, 2).join(' ');
-  return `ddp: native kernels on (${library}, ${threads} thread${threads === 1 ? '' : 's'}): ${[...replaced.keys()].join(', ')}`;
+  const library = `${load.kernels.library().split(' ').slice(0, 2).join(' ')} ${load.kernels.blasCore()}`;
+  return `ddp: native kernels on (${library}, ${threads} thread${threads === 1 ? '' : 's'}): ${[...replaced.keys(), ...fused].join(', ')}`;
 }
 
 let announced = false;

@@ -1,0 +1,176 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FusedOpError } from './errors.js';
+import {
+  gelu,
+  geluGrad,
+  getBackend,
+  getNumThreads,
+  layerNorm,
+  layerNormGrad,
+  setBackend,
+  setNumThreads,
+  softmax,
+  softmaxGrad,
+  tf,
+  useNativeKernels,
+} from './index.js';
+
+interface Stored { shape: number[]; data: number[] }
+interface Case { name: string; eps?: number; inputs: Record<string, Stored>; outputs: Record<string, Stored> }
+/** PyTorch 1.13's values (src/fixtures/make_fused_fixtures.py). */
+const fixtures = JSON.parse(readFileSync(new URL('./fixtures/fused_ops.json', import.meta.url), 'utf8')) as Record<
+  'layerNorm' | 'gelu' | 'softmax',
+  Case[]
+>;
+
+const initial = getBackend();
+const initialThreads = getNumThreads();
+const native = useNativeKernels(true);
+afterAll(async () => {
+  useNativeKernels(true);
+  setNumThreads(initialThreads);
+  await setBackend(initial as 'wasm');
+});
+
+const onWasm = async (nativeOn: boolean) => {
+  await setBackend('wasm');
+  useNativeKernels(nativeOn);
+};
+/** The paths every fused op takes: tfjs ops on cpu and on wasm, and the native kernels where the addon is built. */
+const paths: [string, () => Promise<void>][] = [
+  ['cpu', async () => setBackend('cpu')],
+  ['wasm (tfjs ops)', async () => onWasm(false)],
+  ...(native ? [['wasm (native)', async () => onWasm(true)] as [string, () => Promise<void>]] : []),
+];
+
+const load = (s: Stored) => tf.tensor(s.data, s.shape, 'float32');
+
+/** Runs `op` on the case's inputs; returns its outputs' values and how many tensors it left behind. */
+function run(c: Case, op: (inputs: Record<string, tf.Tensor>) => Record<string, tf.Tensor>) {
+  const inputs = Object.fromEntries(Object.entries(c.inputs).map(([k, v]) => [k, load(v)]));
+  const before = tf.memory().numTensors;
+  const outs = op(inputs);
+  const left = tf.memory().numTensors - before - Object.keys(outs).length;
+  const values = Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, { shape: t.shape, data: Array.from(t.dataSync()) }]));
+  tf.dispose([...Object.values(inputs), ...Object.values(outs)]);
+  return { values, left };
+}
+
+/** Within float32 rounding of PyTorch's float64 values: |got − want| ≤ 2e-5 + 2e-5·|want|. */
+function expectClose(got: Record<string, Stored>, want: Record<string, Stored>) {
+  for (const [name, w] of Object.entries(want)) {
+    const g = got[name]!;
+    expect(g.shape, name).toEqual(w.shape);
+    const worst = Math.max(0, ...g.data.map((v, i) => Math.abs(v - w.data[i]!) - 2e-5 * Math.abs(w.data[i]!)));
+    expect(worst, `${name}: largest error beyond the relative part`).toBeLessThanOrEqual(2e-5);
+  }
+}
+
+describe.each(paths)('fused ops on %s', (_path, select) => {
+  it.each(fixtures.layerNorm.map((c) => [c.name, c] as const))('layerNorm and layerNormGrad, %s: PyTorch values', async (_n, c) => {
+    await select();
+    const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x!, gamma!, beta!, c.eps!) }));
+    expectClose(forward.values, { y: c.outputs.y!, mean: c.outputs.mean!, rstd: c.outputs.rstd! });
+    const { mean, rstd } = c.outputs;
+    const backward = run({ ...c, inputs: { ...c.inputs, mean: mean!, rstd: rstd! } }, ({ dy, x, mean, rstd, gamma }) => ({
+      ...layerNormGrad(dy!, x!, mean!, rstd!, gamma!),
+    }));
+    expectClose(backward.values, { dx: c.outputs.dx!, dgamma: c.outputs.dgamma!, dbeta: c.outputs.dbeta! });
+    expect([forward.left, backward.left]).toEqual([0, 0]);
+  });
+
+  it.each(fixtures.gelu.map((c) => [c.name, c] as const))('gelu and geluGrad, %s: PyTorch values', async (_n, c) => {
+    await select();
+    const r = run(c, ({ x, dy }) => ({ y: gelu(x!), dx: geluGrad(dy!, x!) }));
+    expectClose(r.values, c.outputs);
+    expect(r.left).toBe(0);
+  });
+
+  it.each(fixtures.softmax.map((c) => [c.name, c] as const))('softmax and softmaxGrad, %s: PyTorch values', async (_n, c) => {
+    await select();
+    const r = run(c, ({ x, dy }) => {
+      const y = softmax(x!);
+      return { y, dx: softmaxGrad(dy!, y) };
+    });
+    expectClose(r.values, c.outputs);
+    expect(r.left).toBe(0);
+  });
+
+  it('rejects tensors of the wrong shape with FusedOpError, leaving nothing behind', async () => {
+    await select();
+    const x = tf.ones([2, 3]);
+    const wrong = tf.ones([2]);
+    const stats = tf.ones([2, 1]);
+    const gamma = tf.ones([3]);
+    const scalar = tf.scalar(1);
+    const before = tf.memory().numTensors;
+    expect(() => layerNorm(x, wrong, wrong, 1e-5)).toThrow(FusedOpError);
+    expect(() => layerNorm(x, gamma, wrong, 1e-5)).toThrow(/beta has shape \[2\], expected \[3\]/);
+    expect(() => layerNormGrad(x, x, wrong, stats, gamma)).toThrow(/mean has shape \[2\], expected \[2, 1\]/);
+    expect(() => geluGrad(wrong, x)).toThrow(FusedOpError);
+    expect(() => softmaxGrad(wrong, x)).toThrow(FusedOpError);
+    expect(() => softmax(scalar)).toThrow(/at least one axis/);
+    expect(tf.memory().numTensors).toBe(before);
+    tf.dispose([x, wrong, stats, gamma, scalar]);
+  });
+});
+
+/** Every fused op on random inputs of `shape` (x scaled by `scale`), as name → values. */
+function allOps(shape: number[], scale: number): Record<string, Float32Array> {
+  return tf.tidy(() => {
+    const c = shape[shape.length - 1]!;
+    const x = tf.mul(tf.randomNormal(shape, 0, 1, 'float32', 1), scale);
+    const dy = tf.randomNormal(shape, 0, 1, 'float32', 2);
+    const gamma = tf.randomNormal([c], 1, 0.5, 'float32', 3);
+    const beta = tf.randomNormal([c], 0, 0.5, 'float32', 4);
+    const ln = layerNorm(x, gamma, beta, 1e-5);
+    const lnGrad = layerNormGrad(dy, x, ln.mean, ln.rstd, gamma);
+    const y = softmax(x);
+    const outs = { ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
+    return Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, t.dataSync() as Float32Array]));
+  });
+}
+
+describe.skipIf(!native)('native fused kernels', () => {
+  it('run natively when on (the profile shows the kernels), tfjs ops when off', async () => {
+    await onWasm(true);
+    const names = async () => (await tf.profile(() => allOps([3, 8], 1))).kernelNames;
+    const on = await names();
+    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad']) expect(on).toContain(k);
+    useNativeKernels(false);
+    expect((await names()).filter((k) => k.startsWith('Ddp'))).toEqual([]);
+  });
+
+  // above the size at which the kernels share rows among threads, and below it; 1 and 2 threads
+  it.each([
+    ['[300, 130], threads share the rows', [300, 130], 1],
+    ['[4, 4, 50, 50], attention-like', [4, 4, 50, 50], 3],
+    ['[5, 7], one thread whatever the setting', [5, 7], 1],
+  ] as const)('%s: native equals tfjs ops on wasm at 1 and 2 threads', async (_n, shape, scale) => {
+    await onWasm(false);
+    const want = allOps([...shape], scale);
+    await onWasm(true);
+    for (const threads of [1, 2]) {
+      setNumThreads(threads);
+      const before = tf.memory().numTensors;
+      const got = allOps([...shape], scale);
+      expect(tf.memory().numTensors).toBe(before);
+      for (const [k, w] of Object.entries(want)) {
+        const worst = Math.max(...got[k]!.map((v, i) => Math.abs(v - w[i]!) / (1 + Math.abs(w[i]!))));
+        expect(worst, `${k} at ${threads} thread(s)`).toBeLessThan(3e-5);
+      }
+    }
+  });
+
+  it('leaves empty tensors to tfjs ops', async () => {
+    await onWasm(true);
+    const x = tf.zeros([0, 4]);
+    const gamma = tf.ones([4]);
+    const ln = layerNorm(x, gamma, gamma, 1e-5);
+    expect([ln.y.shape, ln.mean.shape, ln.rstd.shape]).toEqual([[0, 4], [0, 1], [0, 1]]);
+    const y = gelu(x);
+    expect(y.shape).toEqual([0, 4]);
+    tf.dispose([x, gamma, y, ...Object.values(ln)]);
+  });
+});
