@@ -1,14 +1,29 @@
 import { TwoHosts } from '@ddp/netns';
 import { afterAll, describe, expect, it } from 'vitest';
-import { explain, runWorld } from './test/spawn-world.js';
+import { native } from './native.js';
+import { explain, type RankOutcome, runWorld } from './test/spawn-world.js';
 
 /**
  * Two "hosts": network namespaces joined by a veth pair, two ranks in each. Ranks in one
- * namespace use Unix sockets, across namespaces TCP. Needs root (ip netns); skips otherwise.
+ * namespace use Unix sockets (and shared memory), across namespaces TCP. Needs root (ip
+ * netns); skips otherwise.
  */
 const hosts = new TwoHosts('c', '10.231.77');
 const skipReason = hosts.setUp();
 if (skipReason) console.log(`two-host test skipped: ${skipReason}`);
+
+interface Hierarchy {
+  hashes: Record<string, string>;
+  exact: Record<string, string>;
+  wrong: string[];
+  sent: Record<string, number>;
+  overflowAvg: number[];
+}
+
+const resultsOf = (out: RankOutcome[]) => {
+  expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+  return out.map((o) => o.results[0] as Hierarchy);
+};
 
 describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 ranks each', () => {
   afterAll(() => hosts.tearDown());
@@ -25,4 +40,39 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
     expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
     for (const o of out) expect((o.results[0] as { failures: string[] }).failures).toEqual([]);
   }, 220_000);
+
+  it.runIf(native)(
+    'all-reduces hierarchically: the one-host results bit for bit, and each host sends its data across once',
+    async () => {
+      const twoHosts = resultsOf(
+        await runWorld({
+          worldSize: 4,
+          script: 'hierarchy.child.ts',
+          env: { MASTER_ADDR: hosts.addr[0] },
+          wrap: (rank) => hosts.exec(rank < 2 ? 0 : 1),
+          timeoutMs: 200_000,
+        }),
+      );
+      const oneHost = resultsOf(await runWorld({ worldSize: 4, script: 'hierarchy.child.ts', timeoutMs: 200_000 }));
+      for (const r of [...twoHosts, ...oneHost]) {
+        expect(r.wrong).toEqual([]);
+        expect(r.exact).toEqual(oneHost[0]?.exact);
+        expect(r.overflowAvg).toEqual([Math.fround(3e38)]);
+      }
+      // inexact sums: every rank of a run agrees bit for bit
+      for (const run of [twoHosts, oneHost]) for (const r of run) expect(r.hashes).toEqual(run[0]?.hashes);
+      // every socket byte of a hierarchical all-reduce crosses the link: per host, the ring of
+      // 2 hosts moves 2(H−1)/H = 1× the data each way (a flat ring of 4 crosses with 1.5×)
+      const bytes = { direct: 1000 * 4, ring: (1 << 18) * 4, pieces: (1.5 * (1 << 20) + 3) * 4 };
+      for (const [path, size] of Object.entries(bytes)) {
+        for (const host of [0, 1]) {
+          const perHost = (twoHosts[2 * host]?.sent[path] ?? 0) + (twoHosts[2 * host + 1]?.sent[path] ?? 0);
+          expect(perHost, `${path}, host ${host}`).toBeGreaterThanOrEqual(size);
+          expect(perHost, `${path}, host ${host}`).toBeLessThan(size * 1.01 + 2048);
+        }
+        for (const r of twoHosts) expect(Math.abs((r.sent[path] ?? 0) - size / 2), path).toBeLessThan(size * 0.01 + 1024);
+      }
+    },
+    420_000,
+  );
 });
