@@ -71,7 +71,7 @@ async function runDdp(world: number, sizes: number[], extraEnv: Record<string, s
 }
 
 /** The two-host section: 2 × 2 ranks in network namespaces over a veth link limited by tc tbf. */
-const LINK = { rate: '200mbit', burst: '100kb' };
+const LINK = { rate: '100mbit', burst: '64kb' };
 const LINK_SIZES = (quick ? [4] : [4, 16]).map((m) => m * KiB * KiB);
 
 /**
