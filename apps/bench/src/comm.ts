@@ -10,7 +10,9 @@
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/comm.ts [--quick] [--sections one-host,two-hosts]
  *
- * --quick: 4 sizes (1 across hosts), one round (a smoke run); the default is 8 sizes (2 across hosts), best of 2 rounds. */
+ * --quick: 4 sizes (1 across hosts), one round (a smoke run); the default is 8 sizes (2 across
+ * hosts), best of 2 rounds; --sizes picks the one-host sizes (bytes).
+ */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { TwoHosts } from '@ddp/netns';
@@ -33,12 +35,18 @@ type Section = (typeof SECTIONS)[number];
 const flags = benchCommand('comm', 'all-reduce sweep of @ddp/comm against Gloo')
   .option('--quick', '4 sizes, one round (a smoke run)', false)
   .addOption(rankFlag())
-  .option('--sizes <bytes,…>', 'the sizes a rank process runs (set by the bench)', positiveIntList, [])
-  .option('--sections <names>', 'one-host (2 and 4 ranks) and/or two-hosts (2 × 2 ranks over a limited link)', choiceList(SECTIONS), [...SECTIONS])
+  .option('--sizes <bytes,…>', 'the one-host sizes (default: the sweep; a rank runs these)', positiveIntList, [])
+  .option(
+    '--sections <names>',
+    'one-host (2 and 4 ranks) and/or two-hosts (2 × 2 ranks over a limited link)',
+    choiceList(SECTIONS),
+    [...SECTIONS],
+  )
   .parse()
   .opts<{ quick: boolean; rank?: boolean; sizes: number[]; sections: Section[] }>();
 const quick = flags.quick;
-const SIZES = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
+const SWEEP = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
+const SIZES = flags.sizes.length > 0 ? flags.sizes : SWEEP;
 const WORLDS = [2, 4];
 const ROUNDS = quick ? 1 : 2;
 /** Iterations per size: ~128 MiB of traffic, at least 3, at most 300 (same on every rank). */
@@ -65,9 +73,10 @@ async function rankMain(): Promise<void> {
 
 type Where = { masterAddr?: string; wrap?: (rank: number) => string[] };
 
-async function runDdp(world: number, sizes: number[], extraEnv: Record<string, string> = {}, where: Where = {}): Promise<Timing[]> {
-  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', `--sizes=${sizes.join(',')}`];
-  return (await runSampleWorld<Timing>(world, process.execPath, args, { env: extraEnv, timeoutMs: 300_000, ...where })).flat();
+async function runDdp(world: number, sizes: number[], env: Record<string, string> = {}, where: Where = {}) {
+  const self = fileURLToPath(import.meta.url);
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', self, '--rank', `--sizes=${sizes.join(',')}`];
+  return (await runSampleWorld<Timing>(world, process.execPath, args, { env, timeoutMs: 300_000, ...where })).flat();
 }
 
 /** The two-host section: 2 × 2 ranks in network namespaces over a veth link limited by tc tbf. */
@@ -78,7 +87,9 @@ const LINK_SIZES = (quick ? [4] : [4, 16]).map((m) => m * KiB * KiB);
  * Runs the two-host section into `add` (hierarchical, flat ring, Gloo), or says why not. The
  * MPI backend (helper "mpi", another branch) belongs here as 'hosts-mpi' once merged.
  */
-async function acrossHosts(add: (impl: string, world: number, xs: Timing[]) => void, torch: string | null): Promise<string> {
+type Add = (impl: string, world: number, xs: Timing[]) => void;
+
+async function acrossHosts(add: Add, torch: string | null): Promise<string> {
   const hosts = new TwoHosts('bc', '10.231.81');
   const skip = hosts.setUp();
   if (skip) return `two hosts: skipped (${skip})`;
@@ -87,9 +98,11 @@ async function acrossHosts(add: (impl: string, world: number, xs: Timing[]) => v
     const host = (rank: number) => (rank < 2 ? 0 : 1);
     const where = { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(host(rank)) };
     // Gloo picks its interface from the hostname unless told: each host's end of the link
-    const glooWhere = { ...where, wrap: (rank: number) => [...hosts.exec(host(rank)), 'env', `GLOO_SOCKET_IFNAME=${hosts.veth[host(rank)]}`] };
+    const ifname = (rank: number) => `GLOO_SOCKET_IFNAME=${hosts.veth[host(rank)]}`;
+    const glooWhere = { ...where, wrap: (rank: number) => [...hosts.exec(host(rank)), 'env', ifname(rank)] };
     for (let round = 0; round < ROUNDS; round++) {
-      console.log(`round ${round + 1}/${ROUNDS}, two hosts × 2 ranks over ${LINK.rate}: hierarchical, flat ring${torch ? ', gloo' : ''} …`);
+      const peers = `hierarchical, flat ring${torch ? ', gloo' : ''}`;
+      console.log(`round ${round + 1}/${ROUNDS}, two hosts × 2 ranks over ${LINK.rate}: ${peers} …`);
       add('hosts-hier', 4, await runDdp(4, LINK_SIZES, {}, where));
       add('hosts-flat', 4, await runDdp(4, LINK_SIZES, { DDP_TRANSPORT: 'uds' }, where));
       if (torch) add('hosts-gloo', 4, await runGloo(4, LINK_SIZES, glooWhere));
@@ -97,7 +110,11 @@ async function acrossHosts(add: (impl: string, world: number, xs: Timing[]) => v
   } finally {
     hosts.tearDown();
   }
-  return `two hosts: 2 × 2 ranks (network namespaces) over a veth link limited to ${LINK.rate} (tc tbf); hosts-hier: hierarchical (shared memory in each host, a ring per local rank across); hosts-flat: one ring over all 4 ranks (DDP_TRANSPORT=uds), crossing the link with 1.5× the bytes.`;
+  return [
+    `two hosts: 2 × 2 ranks (network namespaces) over a veth link limited to ${LINK.rate} (tc tbf);`,
+    'hosts-hier: hierarchical (shared memory in each host, a ring per local rank across);',
+    'hosts-flat: one ring over all 4 ranks (DDP_TRANSPORT=uds), crossing the link with 1.5× the bytes.',
+  ].join(' ');
 }
 
 const label = (bytes: number) => (bytes >= KiB * KiB ? `${bytes / KiB / KiB} MiB` : `${bytes / KiB} KiB`);
@@ -118,7 +135,8 @@ async function main(): Promise<void> {
   const oneHost = flags.sections.includes('one-host');
   for (let round = 0; round < (oneHost ? ROUNDS : 0); round++) {
     for (const world of WORLDS) {
-      console.log(`round ${round + 1}/${ROUNDS}, world ${world}: @ddp/comm${torch ? `, gloo (torch ${torch})` : ''}, open mpi, direct vs ring …`);
+      const peers = `${torch ? `, gloo (torch ${torch})` : ''}${typeof mpi === 'string' ? '' : ', open mpi'}`;
+      console.log(`round ${round + 1}/${ROUNDS}, world ${world}: @ddp/comm${peers}, direct vs ring …`);
       add('ddp', world, await runDdp(world, SIZES));
       if (torch) add('gloo', world, await runGloo(world, SIZES));
       if (typeof mpi !== 'string') add('mpi', world, mpi.run(world, SIZES));
@@ -176,7 +194,8 @@ async function main(): Promise<void> {
       const [hier, flat, gloo] = ['hosts-hier', 'hosts-flat', 'hosts-gloo'].map((impl) => find(impl, 4, b));
       if (!hier || !flat) return [];
       const vsGloo = gloo ? `, ${(gloo.us / hier.us).toFixed(2)}× Gloo's` : '';
-      return [`- ${label(b)}: hierarchical ${busBandwidth(hier).toFixed(3)} GB/s bus = ${(flat.us / hier.us).toFixed(2)}× the flat ring's${vsGloo}`];
+      const bus = `${busBandwidth(hier).toFixed(3)} GB/s bus`;
+      return [`- ${label(b)}: hierarchical ${bus} = ${(flat.us / hier.us).toFixed(2)}× the flat ring's${vsGloo}`];
     }),
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
@@ -184,7 +203,13 @@ async function main(): Promise<void> {
   const files = await writeReport(outDir, 'comm', rows, {
     meta: { quick, torch, samples },
     notes,
-    chart: { x: 'bytes', y: 'busGBs', series: 'series', title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo and Open MPI', logX: true },
+    chart: {
+      x: 'bytes',
+      y: 'busGBs',
+      series: 'series',
+      title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo and Open MPI',
+      logX: true,
+    },
   });
   console.log(notes);
   console.log(`wrote ${files.join(', ')}`);

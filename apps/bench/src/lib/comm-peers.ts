@@ -35,7 +35,8 @@ export async function runGloo(
   where: { masterAddr?: string; wrap?: (rank: number) => string[] } = {},
 ): Promise<Timing[]> {
   const args = ['-c', GLOO, sizes.join(',')];
-  return (await runSampleWorld<Timing>(world, '/usr/bin/python3', args, { env: { OMP_NUM_THREADS: '1' }, timeoutMs: 300_000, ...where })).flat();
+  const opts = { env: { OMP_NUM_THREADS: '1' }, timeoutMs: 300_000, ...where };
+  return (await runSampleWorld<Timing>(world, '/usr/bin/python3', args, opts)).flat();
 }
 
 /**
@@ -47,7 +48,8 @@ export function openMpi(): { version: string; run: (world: number, sizes: number
   if (version.status !== 0) return 'mpirun not found';
   const bin = join(mkdtempSync(join(tmpdir(), 'ddp-bench-mpi-')), 'mpi-allreduce');
   try {
-    execFileSync('mpicc', ['-O2', '-o', bin, fileURLToPath(new URL('../mpi-allreduce.c', import.meta.url))], { stdio: 'pipe' });
+    const source = fileURLToPath(new URL('../mpi-allreduce.c', import.meta.url));
+    execFileSync('mpicc', ['-O2', '-o', bin, source], { stdio: 'pipe' });
   } catch (e) {
     return `mpicc failed: ${(e as Error).message.split('\n')[0]}`;
   }
