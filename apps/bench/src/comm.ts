@@ -1,18 +1,24 @@
 /**
  * `pnpm bench comm`: all-reduce sweep of @ddp/comm (4 KiB–64 MiB, 2 and 4 ranks) against
- * Gloo (PyTorch's CPU backend, when /usr/bin/python3 imports torch), same sizes, same run.
- * The default transport (shared memory between the ranks of a host when @ddp/shm is built)
- * and Unix sockets alone; over sockets, the direct (one-round) and ring algorithms each on
- * their own, to place the switch-over. Writes results/comm.{json,md,png}.
+ * Gloo (PyTorch's CPU backend, when /usr/bin/python3 imports torch) and Open MPI (a C peer,
+ * mpi-allreduce.c, built with mpicc), same sizes, same run. The default transport (shared
+ * memory between the ranks of a host when @ddp/shm is built) and Unix sockets alone; over
+ * sockets, the direct (one-round) and ring algorithms each on their own, to place the
+ * switch-over. Then two "hosts" (network namespaces, needs root) of 2 ranks each over a
+ * tbf-limited link: the hierarchical all-reduce against the flat ring and Gloo. Writes
+ * results/comm.{json,md,png}.
  *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/comm.ts [--quick]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/comm.ts [--quick] [--sections one-host,two-hosts]
  *
- * --quick: 4 sizes, one round (a smoke run); the default is 8 sizes, best of 2 rounds.
+ * --quick: 4 sizes (1 across hosts), one round (a smoke run); the default is 8 sizes (2 across
+ * hosts), best of 2 rounds; --sizes picks the one-host sizes (bytes).
  */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { TwoHosts } from '@ddp/netns';
 import { loadSharedMemory } from '@ddp/shm';
-import { benchCommand, positiveIntList, rankFlag } from './lib/flags.js';
+import { benchCommand, choiceList, positiveIntList, rankFlag } from './lib/flags.js';
+import { openMpi, runGloo, type Timing } from './lib/comm-peers.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
@@ -24,14 +30,23 @@ interface Sample {
 
 const KiB = 1024;
 const native = loadSharedMemory() !== null;
+const SECTIONS = ['one-host', 'two-hosts'] as const;
+type Section = (typeof SECTIONS)[number];
 const flags = benchCommand('comm', 'all-reduce sweep of @ddp/comm against Gloo')
   .option('--quick', '4 sizes, one round (a smoke run)', false)
   .addOption(rankFlag())
-  .option('--sizes <bytes,…>', 'the sizes a rank process runs (set by the bench)', positiveIntList, [])
+  .option('--sizes <bytes,…>', 'the one-host sizes (default: the sweep; a rank runs these)', positiveIntList, [])
+  .option(
+    '--sections <names>',
+    'one-host (2 and 4 ranks) and/or two-hosts (2 × 2 ranks over a limited link)',
+    choiceList(SECTIONS),
+    [...SECTIONS],
+  )
   .parse()
-  .opts<{ quick: boolean; rank?: boolean; sizes: number[] }>();
+  .opts<{ quick: boolean; rank?: boolean; sizes: number[]; sections: Section[] }>();
 const quick = flags.quick;
-const SIZES = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
+const SWEEP = (quick ? [4, 64, 1024, 16384] : [4, 16, 64, 256, 1024, 4096, 16384, 65536]).map((k) => k * KiB);
+const SIZES = flags.sizes.length > 0 ? flags.sizes : SWEEP;
 const WORLDS = [2, 4];
 const ROUNDS = quick ? 1 : 2;
 /** Iterations per size: ~128 MiB of traffic, at least 3, at most 300 (same on every rank). */
@@ -56,32 +71,50 @@ async function rankMain(): Promise<void> {
   await destroyProcessGroup();
 }
 
-async function runDdp(world: number, sizes: number[], extraEnv: Record<string, string> = {}): Promise<{ bytes: number; us: number }[]> {
-  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', `--sizes=${sizes.join(',')}`];
-  return (await runSampleWorld<{ bytes: number; us: number }>(world, process.execPath, args, { env: extraEnv, timeoutMs: 300_000 })).flat();
+type Where = { masterAddr?: string; wrap?: (rank: number) => string[] };
+
+async function runDdp(world: number, sizes: number[], env: Record<string, string> = {}, where: Where = {}) {
+  const self = fileURLToPath(import.meta.url);
+  const args = ['--conditions=@ddp/source', '--import', 'tsx', self, '--rank', `--sizes=${sizes.join(',')}`];
+  return (await runSampleWorld<Timing>(world, process.execPath, args, { env, timeoutMs: 300_000, ...where })).flat();
 }
 
-const GLOO = `
-import json, os, sys, time, torch, torch.distributed as dist
-rank, world = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])
-torch.set_num_threads(1)
-dist.init_process_group('gloo', rank=rank, world_size=world)
-for b in [int(x) for x in sys.argv[1].split(',')]:
-    t = torch.ones(b // 4, dtype=torch.float32)
-    n = max(3, min(300, round(128 * 1024 * 1024 / b)))
-    for _ in range(n): dist.all_reduce(t)
-    dist.barrier()
-    s = time.perf_counter()
-    for _ in range(n): dist.all_reduce(t)
-    us = (time.perf_counter() - s) / n * 1e6
-    if rank == 0: print('SAMPLE ' + json.dumps({'bytes': b, 'us': us}), flush=True)
-dist.destroy_process_group()
-`;
+/** The two-host section: 2 × 2 ranks in network namespaces over a veth link limited by tc tbf. */
+const LINK = { rate: '100mbit', burst: '64kb' };
+const LINK_SIZES = (quick ? [4] : [4, 16]).map((m) => m * KiB * KiB);
 
+/**
+ * Runs the two-host section into `add` (hierarchical, flat ring, Gloo), or says why not. The
+ * MPI backend (helper "mpi", another branch) belongs here as 'hosts-mpi' once merged.
+ */
+type Add = (impl: string, world: number, xs: Timing[]) => void;
 
-async function runGloo(world: number, sizes: number[]): Promise<{ bytes: number; us: number }[]> {
-  const args = ['-c', GLOO, sizes.join(',')];
-  return (await runSampleWorld<{ bytes: number; us: number }>(world, '/usr/bin/python3', args, { env: { OMP_NUM_THREADS: '1' }, timeoutMs: 300_000 })).flat();
+async function acrossHosts(add: Add, torch: string | null): Promise<string> {
+  const hosts = new TwoHosts('bc', '10.231.81');
+  const skip = hosts.setUp();
+  if (skip) return `two hosts: skipped (${skip})`;
+  try {
+    hosts.limit(LINK.rate, LINK.burst);
+    const host = (rank: number) => (rank < 2 ? 0 : 1);
+    const where = { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(host(rank)) };
+    // Gloo picks its interface from the hostname unless told: each host's end of the link
+    const ifname = (rank: number) => `GLOO_SOCKET_IFNAME=${hosts.veth[host(rank)]}`;
+    const glooWhere = { ...where, wrap: (rank: number) => [...hosts.exec(host(rank)), 'env', ifname(rank)] };
+    for (let round = 0; round < ROUNDS; round++) {
+      const peers = `hierarchical, flat ring${torch ? ', gloo' : ''}`;
+      console.log(`round ${round + 1}/${ROUNDS}, two hosts × 2 ranks over ${LINK.rate}: ${peers} …`);
+      add('hosts-hier', 4, await runDdp(4, LINK_SIZES, {}, where));
+      add('hosts-flat', 4, await runDdp(4, LINK_SIZES, { DDP_TRANSPORT: 'uds' }, where));
+      if (torch) add('hosts-gloo', 4, await runGloo(4, LINK_SIZES, glooWhere));
+    }
+  } finally {
+    hosts.tearDown();
+  }
+  return [
+    `two hosts: 2 × 2 ranks (network namespaces) over a veth link limited to ${LINK.rate} (tc tbf);`,
+    'hosts-hier: hierarchical (shared memory in each host, a ring per local rank across);',
+    'hosts-flat: one ring over all 4 ranks (DDP_TRANSPORT=uds), crossing the link with 1.5× the bytes.',
+  ].join(' ');
 }
 
 const label = (bytes: number) => (bytes >= KiB * KiB ? `${bytes / KiB / KiB} MiB` : `${bytes / KiB} KiB`);
@@ -98,11 +131,15 @@ async function main(): Promise<void> {
       else old.us = Math.min(old.us, x.us);
     }
   };
-  for (let round = 0; round < ROUNDS; round++) {
+  const mpi = openMpi();
+  const oneHost = flags.sections.includes('one-host');
+  for (let round = 0; round < (oneHost ? ROUNDS : 0); round++) {
     for (const world of WORLDS) {
-      console.log(`round ${round + 1}/${ROUNDS}, world ${world}: @ddp/comm${torch ? `, gloo (torch ${torch})` : ''}, direct vs ring …`);
+      const peers = `${torch ? `, gloo (torch ${torch})` : ''}${typeof mpi === 'string' ? '' : ', open mpi'}`;
+      console.log(`round ${round + 1}/${ROUNDS}, world ${world}: @ddp/comm${peers}, direct vs ring …`);
       add('ddp', world, await runDdp(world, SIZES));
       if (torch) add('gloo', world, await runGloo(world, SIZES));
+      if (typeof mpi !== 'string') add('mpi', world, mpi.run(world, SIZES));
       // the socket transport on its own, and its switch-over: each algorithm forced around it
       const uds = { DDP_TRANSPORT: 'uds' };
       add('ddp-uds', world, await runDdp(world, SIZES, uds));
@@ -111,11 +148,14 @@ async function main(): Promise<void> {
       add('ddp-ring', world, await runDdp(world, around, { ...uds, DDP_RING_THRESHOLD_BYTES: '1' }));
     }
   }
+  const hostsNote = flags.sections.includes('two-hosts') ? await acrossHosts(add, torch) : 'two hosts: not run';
   const find = (impl: string, world: number, bytes: number) => samples.find((s) => s.impl === impl && s.world === world && s.bytes === bytes);
   const rows = samples
-    .filter((s) => s.impl === 'ddp' || s.impl === 'ddp-uds' || s.impl === 'gloo')
+    .filter((s) => !['ddp-direct', 'ddp-ring'].includes(s.impl))
     .map((s) => {
-      const gloo = find('gloo', s.world, s.bytes);
+      const across = s.impl.startsWith('hosts-');
+      const gloo = find(across ? 'hosts-gloo' : 'gloo', s.world, s.bytes);
+      const peerMpi = find('mpi', s.world, s.bytes);
       return {
         impl: s.impl,
         world: s.world,
@@ -124,7 +164,8 @@ async function main(): Promise<void> {
         latencyUs: Math.round(s.us),
         busGBs: Number(busBandwidth(s).toFixed(3)),
         // Gloo's time over ours: > 1 means @ddp/comm is faster (same factor for bus bandwidth)
-        speedupVsGloo: s.impl !== 'gloo' && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
+        speedupVsGloo: !s.impl.endsWith('gloo') && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
+        speedupVsMpi: s.impl.startsWith('ddp') && peerMpi ? Number((peerMpi.us / s.us).toFixed(2)) : null,
         series: `${s.impl} × ${s.world}`,
       };
     });
@@ -134,19 +175,41 @@ async function main(): Promise<void> {
     const cells = sizes.map((b) => `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`);
     return `- world ${world}: ring first faster at ${first ? label(first) : 'none of the sizes'} (${cells.join('; ')})`;
   });
+  const vsMpi = WORLDS.flatMap((world) => {
+    const [small, large] = [4 * KiB, 64 * KiB * KiB].map((b) => [find('ddp', world, b), find('mpi', world, b)]);
+    if (!small?.[0] || !small[1] || !large?.[0] || !large[1]) return [];
+    const lat = `4 KiB ${Math.round(small[0].us)} µs vs ${small[1].us.toFixed(1)} µs (${(small[0].us / small[1].us).toFixed(1)}× Open MPI's latency)`;
+    return [`- world ${world}: ${lat}; 64 MiB bus bandwidth ${(large[1].us / large[0].us).toFixed(2)}× Open MPI's`];
+  });
   const notes = [
     `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ${process.version}); bus bandwidth = 2(N−1)/N · bytes / time; best of ${ROUNDS} alternating round(s).`,
     torch ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.` : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
     `ddp: the default transport (${native ? 'shared memory between ranks of this host, @ddp/shm built' : '@ddp/shm not built: Unix sockets'}); ddp-uds: Unix sockets (DDP_TRANSPORT=uds).`,
+    typeof mpi === 'string' ? `Open MPI: ${mpi}.` : `Open MPI ${mpi.version}: src/mpi-allreduce.c (MPI_Allreduce in place) under mpirun --oversubscribe, same sizes, same run.`,
+    ...vsMpi,
     'Switch-over between the direct (one-round) and ring algorithms over sockets, each forced:',
     ...crossover,
+    hostsNote,
+    ...LINK_SIZES.flatMap((b) => {
+      const [hier, flat, gloo] = ['hosts-hier', 'hosts-flat', 'hosts-gloo'].map((impl) => find(impl, 4, b));
+      if (!hier || !flat) return [];
+      const vsGloo = gloo ? `, ${(gloo.us / hier.us).toFixed(2)}× Gloo's` : '';
+      const bus = `${busBandwidth(hier).toFixed(3)} GB/s bus`;
+      return [`- ${label(b)}: hierarchical ${bus} = ${(flat.us / hier.us).toFixed(2)}× the flat ring's${vsGloo}`];
+    }),
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
   const files = await writeReport(outDir, 'comm', rows, {
     meta: { quick, torch, samples },
     notes,
-    chart: { x: 'bytes', y: 'busGBs', series: 'series', title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo', logX: true },
+    chart: {
+      x: 'bytes',
+      y: 'busGBs',
+      series: 'series',
+      title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo and Open MPI',
+      logX: true,
+    },
   });
   console.log(notes);
   console.log(`wrote ${files.join(', ')}`);

@@ -1,3 +1,4 @@
+import type { HostLayout } from './host-layout.js';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -105,8 +106,8 @@ export class CommThread {
     await this.call({ type: 'connect', addrs, timeoutMs });
   }
 
-  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
-    this.worker.postMessage({ type: 'group', groupId, ranks, shm } satisfies ToWorker);
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null, hosts: HostLayout | null): void {
+    this.worker.postMessage({ type: 'group', groupId, ranks, shm, hosts } satisfies ToWorker);
   }
 
   /** Submits an op; resolves when the worker has completed it. */

@@ -1,3 +1,4 @@
+import type { HostLayout } from './host-layout.js';
 import type { SharedMemory } from './native.js';
 import { type CommError, deserializeError, NotInitializedError } from './errors.js';
 import { type MeshOptions, PeerMesh } from './transport/peer-mesh.js';
@@ -43,8 +44,8 @@ export class MainRunner {
     return this.mesh.connect(addrs, timeoutMs);
   }
 
-  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
-    this.executor.addGroup(groupId, ranks, shm);
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null, hosts: HostLayout | null): void {
+    this.executor.addGroup(groupId, ranks, shm, hosts);
   }
 
   run(req: Omit<OpRequest, 'type' | 'id'>): Promise<OpResult | undefined> {

@@ -12,6 +12,7 @@ import {
   WorldSizeMismatchError,
 } from './errors.js';
 import { hostId } from './host-id.js';
+import { hostLayout } from './host-layout.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
@@ -217,20 +218,29 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
 }
 
 /**
- * Announces a group to both executors, with a shared-memory segment when every member has
- * the addon and all share this host (named after the lowest member's key, so all agree).
+ * Announces a group to both executors, with a shared-memory segment per host when every
+ * member has the addon: for the whole group when all share this host, else for this host's
+ * members when the group spans hosts evenly (the hierarchical all-reduce, host-layout.ts).
+ * A segment is named after its lowest member's key, so the members of a host agree.
  */
 function addGroup(w: World, id: number, members: number[]): void {
   const peers = members.map((r) => w.addrs[r] as PeerAddress);
-  const first = peers[0] as PeerAddress;
+  const me = w.group.ranks[w.group.rank] as number;
+  const layout = hostLayout(
+    peers.map((a) => a.hostId),
+    members.indexOf(me),
+  );
+  const sameHost = peers.every((a) => a.hostId === (peers[0] as PeerAddress).hostId);
+  const local = layout ? layout.local.map((i) => members[i] as number) : sameHost ? members : [];
   let shm: SharedArrayBuffer | null = null;
-  if (w.mem && members.length > 1 && peers.every((a) => a.shm && a.hostId === first.hostId)) {
-    const name = `/ddp-${first.shm}-${id}`;
-    shm = mapSegment(w.mem, name, members.length, w.group.ranks[w.group.rank] as number);
+  if (w.mem && local.length > 1 && peers.every((a) => a.shm)) {
+    const name = `/ddp-${(w.addrs[local[0] as number] as PeerAddress).shm}-${id}`;
+    shm = mapSegment(w.mem, name, local.length, me);
     w.shmNames.push(name);
   }
-  w.thread.addGroup(id, members, shm);
-  w.main.addGroup(id, members, shm);
+  const hosts = shm ? layout : null;
+  w.thread.addGroup(id, members, shm, hosts);
+  w.main.addGroup(id, members, shm, hosts);
 }
 
 /**

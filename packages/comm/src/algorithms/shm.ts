@@ -4,6 +4,7 @@ import { finishAverage, reduceInto } from '../reduce.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 import type { OpContext } from '../worker/op-context.js';
 import { combineHalves } from './half.js';
+import { type AcrossHosts, acrossHosts } from './hierarchical.js';
 import { chunkBounds } from './partition.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
@@ -15,8 +16,18 @@ type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) =>
  * other owner's result out. Each element is reduced once, by its owner, so all ranks get
  * identical results; per piece a rank copies (N−1)/N in, 1/N back and (N−1)/N out, with
  * no sockets and no kernel copies. Half-precision words are reduced in float32, rounded once.
+ * With `across` (a group spanning hosts; not for 16-bit words), `ctx` is this host's part and
+ * each owner all-reduces its reduced chunk with the other hosts before publishing it
+ * (hierarchical.ts).
  */
-export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArray, op: ReduceOp, half: HalfDtype | null): Promise<void> {
+export async function shmAllReduce(
+  ctx: OpContext,
+  lane: ShmLane,
+  data: CommArray,
+  op: ReduceOp,
+  half: HalfDtype | null,
+  across: AcrossHosts | null = null,
+): Promise<void> {
   await lane.meet(ctx);
   const n = lane.size;
   const me = lane.rank;
@@ -42,7 +53,8 @@ export async function shmAllReduce(ctx: OpContext, lane: ShmLane, data: CommArra
       // reduced in the slot, so this rank's input stays whole for AVG's overflow fallback (finishAverage)
       result.set(own);
       for (let r = 0; r < n; r++) if (r !== me) reduceInto(result as NumArray, inputs[r] as NumArray, op);
-      if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i] as number);
+      if (across) await acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
+      else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i] as number);
     }
     own.set(result);
     await lane.step(ctx);

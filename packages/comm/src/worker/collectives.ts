@@ -5,7 +5,7 @@ import { shmAllReduce } from '../algorithms/shm.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
 import { bytesOf } from '../algorithms/views.js';
-import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, viewAs } from '../dtypes.js';
+import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, type ReduceOp, viewAs } from '../dtypes.js';
 import { finishAverage } from '../reduce.js';
 import { narrowHalf, widenHalf } from '../half.js';
 import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
@@ -36,6 +36,12 @@ function small(ctx: OpContext, bytes: number): boolean {
   return bytes * (ctx.size - 1) <= tuning.ringThresholdBytes || ctx.size === 1;
 }
 
+/** All-reduce over sockets: one round while small, else the pipelined ring. */
+async function flatAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp): Promise<void> {
+  if (small(ctx, data.byteLength)) await directAllReduce(ctx, data, op);
+  else await ringAllReduce(ctx, data, op, tuning.segmentBytes);
+}
+
 async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
   if (isHalf(req.dtype)) {
     const words = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length) as Uint16Array;
@@ -43,19 +49,24 @@ async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
     return;
   }
   const { work, done } = numeric(req);
-  if (small(ctx, work.byteLength)) {
-    await directAllReduce(ctx, work, req.reduceOp);
-  } else {
-    await ringAllReduce(ctx, work, req.reduceOp, tuning.segmentBytes);
-  }
+  await flatAllReduce(ctx, work, req.reduceOp);
   done();
 }
 
-/** allReduce over the group's shared memory (all ranks on one host). */
-export async function shmAllReduceOp(ctx: OpContext, lane: ShmLane, req: OpRequest): Promise<undefined> {
+/**
+ * allReduce over the group's shared memory: all ranks on one host, or, for a group spanning
+ * hosts evenly, hierarchical (algorithms/hierarchical.ts) — except 16-bit words, which keep
+ * the flat path over sockets.
+ */
+export async function shmAllReduceOp(ctx: OpContext, req: OpRequest): Promise<void> {
+  const g = ctx.group;
+  const lane = g.shm as ShmLane;
+  const half = isHalf(req.dtype) ? req.dtype : null;
+  if (g.hosts && half) return allReduce(ctx, req);
   const data = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length);
-  await shmAllReduce(ctx, lane, data, req.reduceOp, isHalf(req.dtype) ? req.dtype : null);
-  return undefined;
+  if (!g.hosts) return shmAllReduce(ctx, lane, data, req.reduceOp, half);
+  const across = { ctx: ctx.among(g.hosts.across), total: g.size, allReduce: flatAllReduce };
+  return shmAllReduce(ctx.among(g.hosts.local), lane, data, req.reduceOp, null, across);
 }
 
 /** Rooted collectives: the fingerprint alone must agree (agreement.ts), alongside the data. */

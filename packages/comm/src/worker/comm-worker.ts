@@ -35,7 +35,7 @@ port.on('message', (msg: ToWorker) => {
       );
       return;
     case 'group':
-      executor?.addGroup(msg.groupId, msg.ranks, msg.shm);
+      executor?.addGroup(msg.groupId, msg.ranks, msg.shm, msg.hosts);
       return;
     case 'op':
       executor?.submit(msg);

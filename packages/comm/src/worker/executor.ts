@@ -3,6 +3,7 @@ import { DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE, bytesPerElement } from '
 import { type Fingerprint, type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { availableParallelism } from 'node:os';
+import type { HostLayout } from '../host-layout.js';
 import type { SharedMemory } from '../native.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
@@ -88,12 +89,15 @@ export class Executor {
     for (const g of this.groups.values()) this.fail(g, err, 'other thread');
   }
 
-  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null): void {
+  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null, hosts: HostLayout | null): void {
     const rank = ranks.indexOf(this.mesh.opts.rank);
+    const local = hosts?.local ?? ranks.map((_, i) => i);
     // ranks that outnumber the cores must not spin: a spinning rank holds the core its peer needs
-    const spinMs = ranks.length > availableParallelism() ? 0 : tuning.shmSpinMs[this.lane];
-    const lane = shm && this.mem ? new ShmLane(this.mem, shm, ranks.length, rank, this.lane, { spinMs, blockMs: tuning.shmBlockMs }) : null;
+    const spinMs = local.length > availableParallelism() ? 0 : tuning.shmSpinMs[this.lane];
+    const waits = { spinMs, blockMs: tuning.shmBlockMs };
+    const lane = shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
     const g = new GroupState(groupId, ranks, rank, lane);
+    if (hosts && lane) g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null) };
     this.groups.set(groupId, g);
     for (const r of ranks) if (this.mesh.isLost(r)) this.fail(g, this.mesh.mailboxes[r]?.failure as CommError, 'here');
     const early = this.earlyAborts.get(groupId);
@@ -210,7 +214,7 @@ export class Executor {
       g.startedSeq = req.seq;
       const ctx = this.context(g, req, FrameKind.Data, fp);
       g.shm?.record(ctx.fp);
-      const result = g.shm && req.op === 'allReduce' ? await shmAllReduceOp(ctx, g.shm, req) : await runCollective(ctx, req);
+      const result = g.shm && req.op === 'allReduce' ? await shmAllReduceOp(ctx, req) : await runCollective(ctx, req);
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {

@@ -6,8 +6,17 @@ import type { ShmLane } from '../transport/shm-lane.js';
 export class GroupState {
   /** Ops run one after another: each waits for the previous one's promise. */
   tail: Promise<void> = Promise.resolve();
-  /** Once set, every later op of this group fails with it (peer lost, mismatch, timeout). */
-  failure: CommError | null = null;
+  /** Once set, every later op of this group fails with it (peer lost, mismatch, timeout); shared with its parts. */
+  get failure(): CommError | null {
+    return this.parent ? this.parent.failure : this.ownFailure;
+  }
+  set failure(err: CommError | null) {
+    if (this.parent) this.parent.failure = err;
+    else this.ownFailure = err;
+  }
+  private ownFailure: CommError | null = null;
+  /** A group spanning hosts evenly: this host's members and this rank's peers across hosts (host-layout.ts). */
+  hosts: { local: GroupState; across: GroupState } | null = null;
   /** Sequence number of the collective this rank most recently started (for timeout probes). */
   startedSeq = 0;
   /** Per (peer, tag) message counters of point-to-point traffic. */
@@ -19,9 +28,16 @@ export class GroupState {
     readonly ranks: readonly number[],
     /** This process's rank within the group. */
     readonly rank: number,
-    /** This thread's lane of the group's shared memory, when all members share a host. */
+    /** This thread's lane of the shared memory of the members on this host (all of them, or `local`'s). */
     readonly shm: ShmLane | null,
+    /** The group this one is a part of (a part shares its id, frames and failure). */
+    private readonly parent: GroupState | null = null,
   ) {}
+
+  /** The members at group ranks `at` as a group of their own: same id and failure, this rank's lane if given. */
+  part(at: readonly number[], shm: ShmLane | null): GroupState {
+    return new GroupState(this.id, at.map((i) => this.ranks[i] as number), at.indexOf(this.rank), shm, this);
+  }
 
   get size(): number {
     return this.ranks.length;

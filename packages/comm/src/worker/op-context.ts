@@ -40,6 +40,11 @@ export class OpContext {
     private readonly probe: () => Promise<number[]> = async () => [],
   ) {}
 
+  /** The same op among a part of the group (GroupState.part): sends, receives and failures by that part's ranks. */
+  among(part: GroupState): OpContext {
+    return new OpContext(this.mesh, part, this.fp, this.kind, this.deadline, this.onMismatch, this.probe);
+  }
+
   get rank(): number {
     return this.group.rank;
   }

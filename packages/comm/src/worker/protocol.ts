@@ -1,6 +1,7 @@
 import type { Dtype, OpName, ReduceOp } from '../dtypes.js';
 import type { SerializedError } from '../errors.js';
 import type { PeerAddress } from '../transport/socket-io.js';
+import type { HostLayout } from '../host-layout.js';
 
 /** Messages between a ProcessGroup (main thread) and its comm worker thread. */
 
@@ -29,8 +30,10 @@ export interface GroupRequest {
   type: 'group';
   groupId: number;
   ranks: number[];
-  /** The group's shared-memory segment when all its ranks share a host (shm-lane.ts). */
+  /** The segment of this host's members when all share a host or the group spans hosts evenly (shm-lane.ts). */
   shm: SharedArrayBuffer | null;
+  /** Set when the group spans hosts evenly: the hierarchical all-reduce's shape (host-layout.ts). */
+  hosts: HostLayout | null;
 }
 
 /** One point-to-point transfer of a batch (isend/irecv); peer is a group rank. */
