@@ -2,9 +2,7 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
-import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
-import { add } from './arithmetic.js';
 import { broadcastShapes, sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
@@ -76,10 +74,32 @@ export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; trans
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false);
 }
 
+/**
+ * F.linear as one node: x [..., in] flattened to rows, one product with W [out, in]
+ * transposed, the bias added; backward is two products and a column sum. Saves x and W.
+ */
+class Linear extends AutogradFunction {
+  forward(ctx: Context, x: tf.Tensor, w: tf.Tensor, b: tf.Tensor | null): tf.Tensor {
+    const inF = x.shape[x.rank - 1];
+    if (w.rank !== 2 || x.rank < 1 || w.shape[1] !== inF || (b && (b.rank !== 1 || b.shape[0] !== w.shape[0]))) {
+      throw new AutogradArgumentError(`linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight [out, in], bias [out])`);
+    }
+    ctx.saveForBackward(x, w);
+    const rows = tf.matMul(tf.reshape(x, [-1, inF!]), w, false, true);
+    return tf.reshape(b ? tf.add(rows, b) : rows, [...x.shape.slice(0, -1), w.shape[0]!]);
+  }
+
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [x, w] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const dyRows = tf.reshape(dy, [-1, w.shape[0]!]);
+    const dx = ctx.needsInputGrad[0] ? tf.reshape(tf.matMul(dyRows, w), x.shape) : null;
+    const dw = ctx.needsInputGrad[1] ? tf.matMul(dyRows, tf.reshape(x, [-1, w.shape[1]!]), true, false) : null;
+    const db = ctx.needsInputGrad[2] ? tf.sum(dyRows, 0) : null;
+    return [dx, dw, db];
+  }
+}
+
 /** F.linear: x W^T + b, with W [out, in] as in PyTorch. */
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
-  return tidy(() => {
-    const y = matmul(x, weight, { transposeB: true });
-    return bias ? add(y, bias) : y;
-  });
+  return Linear.apply(x, weight, bias);
 }
