@@ -6,7 +6,6 @@ import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
 import { broadcastShapes } from './broadcast.js';
 import { type Indices, toIndexTensor } from './indexing.js';
-import { logSoftmaxKernel } from './softmax.js';
 import { sub } from './arithmetic.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
@@ -50,15 +49,19 @@ class CrossEntropy extends AutogradFunction {
     const { target, valid } = oneHotTargets(labels, logits.shape[1]!, ignoreIndex);
     this.count = Math.max(1, valid);
     this.ignored = valid < labels.shape[0]!;
-    const logp = logSoftmaxKernel(logits, 1);
-    ctx.keepForBackward(logp, target);
+    // log-softmax from one exp, whose values also give the softmax backward needs (no second exp)
+    const shifted = tf.sub(logits, tf.max(logits, 1, true));
+    const e = tf.exp(shifted);
+    const total = tf.sum(e, 1, true);
+    const logp = tf.sub(shifted, tf.log(total));
+    ctx.keepForBackward(tf.div(e, total), target);
     if (reduction === 'none') return tf.neg(tf.sum(tf.mul(target, logp), 1));
     return tf.mul(tf.sum(tf.mul(target, logp)), reduction === 'sum' ? -1 : -1 / this.count);
   }
   backward(ctx: Context, dy: tf.Tensor) {
-    const [logp, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const [softmax, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
     // rows of ignored labels: one-hot all zero, and their softmax must not count either
-    const probs = this.ignored ? tf.mul(tf.exp(logp), tf.sum(target, 1, true)) : tf.exp(logp);
+    const probs = this.ignored ? tf.mul(softmax, tf.sum(target, 1, true)) : softmax;
     const g = tf.sub(probs, target);
     if (this.reduction === 'none') return [tf.mul(g, tf.expandDims(dy, 1)), null, null, null];
     return [tf.mul(g, this.reduction === 'sum' ? dy : tf.div(dy, this.count)), null, null, null];
