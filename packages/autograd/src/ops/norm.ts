@@ -3,7 +3,7 @@ import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes } from './broadcast.js';
+import { normaliseAxes, reshapeTo } from './broadcast.js';
 
 /**
  * Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias: one
@@ -26,21 +26,21 @@ class LayerNorm extends AutogradFunction {
     const width = trailing.reduce((n, d) => n * d, 1);
     this.rowShape = [...x.shape.slice(0, x.rank - normalizedDims), width];
     this.weightShape = trailing;
-    const rows = tf.reshape(x, this.rowShape);
-    const gamma = w ? tf.reshape(w, [width]) : tf.ones([width]);
-    const beta = b ? tf.reshape(b, [width]) : tf.zeros([width]);
+    const rows = reshapeTo(x, this.rowShape);
+    const gamma = w ? reshapeTo(w, [width]) : tf.ones([width]);
+    const beta = b ? reshapeTo(b, [width]) : tf.zeros([width]);
     const { y, mean, rstd } = fusedLayerNorm(rows, gamma, beta, eps);
     ctx.saveForBackward(rows, gamma);
     ctx.keepForBackward(mean, rstd);
-    return tf.reshape(y, x.shape);
+    return reshapeTo(y, x.shape);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [rows, gamma, mean, rstd] = ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor];
-    const { dx, dgamma, dbeta } = layerNormGrad(tf.reshape(dy, this.rowShape), rows, mean, rstd, gamma);
+    const { dx, dgamma, dbeta } = layerNormGrad(reshapeTo(dy, this.rowShape), rows, mean, rstd, gamma);
     return [
-      tf.reshape(dx, dy.shape),
-      ctx.needsInputGrad[1] ? tf.reshape(dgamma, this.weightShape) : null,
-      ctx.needsInputGrad[2] ? tf.reshape(dbeta, this.weightShape) : null,
+      reshapeTo(dx, dy.shape),
+      ctx.needsInputGrad[1] ? reshapeTo(dgamma, this.weightShape) : null,
+      ctx.needsInputGrad[2] ? reshapeTo(dbeta, this.weightShape) : null,
       null,
       null,
     ];
