@@ -14,6 +14,10 @@
  * weights, same batch) checks the model and loss, the later ones the optimizer and schedule
  * too (`--steps 10` makes the warm-up one step, so they run at the full learning rate).
  * Writes results/clip-check.{json,md}; exits 1 when they do not agree.
+ *
+ * --step: one process, one thread each, no DDP: apps/clip's forward + loss + backward of a
+ * batch of 128 pairs (src/step-timer.ts) against the twin's (src/clip_step.py), alternating for
+ * `--rounds`; median wall and CPU ms per step. Writes results/clip-step.{json,md}.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -22,21 +26,25 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderLineChart, type Row, writeReport } from '@ddp/plot';
 import { type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
+import { type StepTiming, timeSteps } from './lib/clip-step.js';
 import { benchCommand, positiveInt } from './lib/flags.js';
 import { glooTorchVersion } from './lib/world.js';
 
 const CHECK_STEPS = 5;
 const CHECK_TOLERANCE = 1e-5;
+/** Pairs per step of --step: one rank's share of the app's global batch of 256. */
+const STEP_BATCH = 128;
 /** Ranks of each implementation: what `pnpm clip` runs. */
 const WORLD = 2;
 const RESULTS = fileURLToPath(new URL('../results', import.meta.url));
 
 const opts = benchCommand('clip', '@ddp against PyTorch DDP on the CLIP app')
   .option('--rounds <n>', 'rounds of each implementation', positiveInt, 2)
-  .option('--steps <n>', 'training steps (passed to every app run)', positiveInt)
+  .option('--steps <n>', 'training steps (passed to every app run); with --step, timed steps', positiveInt)
   .option('--check', `compare the first ${CHECK_STEPS} losses instead`, false)
+  .option('--step', 'time one-process forward + loss + backward steps instead', false)
   .parse(process.argv.filter((a) => a !== '--'))
-  .opts<{ rounds: number; steps?: number; check: boolean }>();
+  .opts<{ rounds: number; steps?: number; check: boolean; step: boolean }>();
 const rounds = opts.rounds;
 /** Passed to every app run (the dump too): the twin follows whatever the app derives from them. */
 const appArgs = opts.steps === undefined ? [] : ['--steps', String(opts.steps)];
@@ -154,9 +162,41 @@ async function bench(run: DumpedRun, dump: string, work: string, torch: string):
   console.log(`${notes}\nwrote ${[...files, png].join(', ')}`);
 }
 
+/** --step: one-process training steps without DDP or optimizer, ddp and torch alternating. */
+async function stepBench(torch: string): Promise<void> {
+  const [batch, steps] = [STEP_BATCH, opts.steps ?? 30];
+  const rows: StepTiming[] = [];
+  for (let round = 1; round <= rounds; round++) {
+    for (const impl of ['ddp', 'torch'] as const) {
+      const r = await timeSteps(impl, round, batch, steps);
+      rows.push(r);
+      console.log(`round ${round}/${rounds} ${impl}: ${r.wallMs.toFixed(1)} ms wall, ${r.cpuMs.toFixed(1)} ms CPU per step`);
+    }
+  }
+  const best = (impl: string, key: 'wallMs' | 'cpuMs') => Math.min(...rows.filter((r) => r.impl === impl).map((r) => r[key]));
+  const ratio = (key: 'wallMs' | 'cpuMs') => (best('ddp', key) / best('torch', key)).toFixed(2);
+  const notes = paragraphs(
+    [
+      `CLIP forward + loss + backward of ${batch} pairs in one process with one thread, no DDP and no optimizer:`,
+      `apps/clip's model and clipLoss (apps/clip/src/step-timer.ts) against the PyTorch ${torch} twin's`,
+      `(src/clip_step.py); median of ${steps} steps after 5 untimed, ${rounds} alternating round(s) on this host`,
+      '(2 shared cores: read ratios; CPU time is the less disturbed by other work).',
+    ],
+    [
+      `Best of the rounds: ${best('ddp', 'wallMs').toFixed(1)} ms (ddp) vs ${best('torch', 'wallMs').toFixed(1)} ms`,
+      `(torch) wall, ddp / torch ${ratio('wallMs')}; CPU ${best('ddp', 'cpuMs').toFixed(1)} ms vs`,
+      `${best('torch', 'cpuMs').toFixed(1)} ms, ddp / torch ${ratio('cpuMs')}.`,
+    ],
+  );
+  const table = rows.map((r) => ({ ...r, wallMs: Number(r.wallMs.toFixed(2)), cpuMs: Number(r.cpuMs.toFixed(2)) }));
+  const files = await writeReport(RESULTS, 'clip-step', table, { meta: { torch, batch, steps, rounds }, notes });
+  console.log(`${notes}\nwrote ${files.join(', ')}`);
+}
+
 async function main(): Promise<void> {
   const torch = glooTorchVersion();
   if (!torch) throw new Error('pnpm bench clip needs PyTorch with Gloo under /usr/bin/python3 (Debian: python3-torch)');
+  if (opts.step) return stepBench(torch);
   const work = mkdtempSync(join(tmpdir(), 'bench-clip-'));
   try {
     const dump = join(work, 'dump');

@@ -15,6 +15,9 @@ export const tokenize = (text: string): number[] => text.split(' ').map((w) => D
 /** Every caption there is, "zero zero" … "nine nine": caption c describes left = ⌊c/10⌋, right = c mod 10. */
 export const ALL_CAPTIONS: string[] = [...Array(100).keys()].map((c) => caption(Math.floor(c / 10), c % 10));
 
+/** byte / 255 for every byte: a pixel's value in [0, 1]. */
+const UNIT_BYTE = Float32Array.from({ length: 256 }, (_, v) => v / 255);
+
 // A fixed bijection i → partner(i) of [0, n): the right-hand digit of pair i. 7919 is prime and
 // divides neither 60 000 nor 10 000, so every image is a left digit once and a right digit once.
 export const partner = (i: number, n: number) => (i * 7919 + 4241) % n;
@@ -47,17 +50,20 @@ export class DigitPairs {
     const images = new Float32Array(indices.length * px);
     const tokens = new Int32Array(indices.length * 2);
     const { images: src } = this.mnist;
-    indices.forEach((i, b) => {
-      const halves = [i, partner(i, this.length)];
-      halves.forEach((k, h) => {
+    // one flat loop per half-image through a byte → [0, 1] table: per-pixel closures made this
+    // the slowest part of a step after the model (≈8 ms for 128 pairs)
+    for (let b = 0; b < indices.length; b++) {
+      const i = indices[b]!;
+      for (let h = 0; h < 2; h++) {
+        const from = (h === 0 ? i : partner(i, this.length)) * 784;
+        const to = b * px + h * 28;
         for (let y = 0; y < IMAGE_HEIGHT; y++) {
-          for (let x = 0; x < 28; x++) images[b * px + y * IMAGE_WIDTH + h * 28 + x] = src[k * 784 + y * 28 + x]! / 255;
+          for (let x = 0; x < 28; x++) images[to + y * IMAGE_WIDTH + x] = UNIT_BYTE[src[from + y * 28 + x]!]!;
         }
-      });
-      const [l, r] = this.digits(i);
-      tokens[2 * b] = l;
-      tokens[2 * b + 1] = r;
-    });
+      }
+      tokens[2 * b] = this.mnist.labels[i]!;
+      tokens[2 * b + 1] = this.mnist.labels[partner(i, this.length)]!;
+    }
     return { images: tf.tensor4d(images, [indices.length, 1, IMAGE_HEIGHT, IMAGE_WIDTH]), tokens: tf.tensor2d(tokens, [indices.length, 2], 'int32') };
   }
 }

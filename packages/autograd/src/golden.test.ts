@@ -41,6 +41,19 @@ const cases: Record<string, { leaves: string[]; run: (v: Record<string, Tensor>,
   // fixtures/make_maxpool2d_fixtures.py: all-negative windows, ties, overlap, padding
   op_maxpool2d_negative_k3_s2_p1: { leaves: ['x'], run: (v) => maxPool2d(v.x!, 3, { stride: 2, padding: 1 }) },
   op_maxpool2d_ties_k2x3_s1: { leaves: ['x'], run: (v) => maxPool2d(v.x!, [2, 3], { stride: 1 }) },
+  // fixtures/make_fused_node_fixtures.py: the fused nodes' other paths
+  op_layernorm_last2: { leaves: ['x', 'weight', 'bias'], run: (v) => layerNorm(v.x!, v.weight!, v.bias!) },
+  op_layernorm_no_affine: { leaves: ['x'], run: (v) => layerNorm(v.x!) },
+  op_linear_1d: { leaves: ['x', 'W', 'b'], run: (v) => linear(v.x!, v.W!, v.b!) },
+  op_linear_3d_no_bias: { leaves: ['x', 'W'], run: (v) => linear(v.x!, v.W!) },
+  op_softmax_last: { leaves: ['x'], run: (v) => softmax(v.x!) },
+  op_softmax_dim1: { leaves: ['x'], run: (v) => softmax(v.x!, 1) },
+  ...Object.fromEntries(
+    (['mean', 'sum', 'none'] as const).map((reduction) => [
+      `op_cross_entropy_ignore_${reduction}`,
+      { leaves: ['logits'], run: (v: Record<string, Tensor>, raw: Golden['inputs']) => crossEntropy(v.logits!, raw.labels as number[], { reduction }) },
+    ]),
+  ),
   batchnorm2d_n4_c3: {
     leaves: ['x', 'weight', 'bias'],
     grads: { x: 'dx', weight: 'dweight', bias: 'dbias' },

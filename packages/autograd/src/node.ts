@@ -73,6 +73,16 @@ export class Context {
     for (const t of tensors) this.saved.push(tf.keep(t.clone()));
   }
 
+  /**
+   * Keeps tensors that forward created and does not return (statistics, masks): nothing else
+   * holds them, so the context takes them as they are instead of cloning. Never pass an input
+   * or an output here: its owner would dispose it under backward.
+   */
+  keepForBackward(...tensors: tf.Tensor[]): void {
+    if (!this.recording || this.saved === null) return;
+    for (const t of tensors) this.saved.push(tf.keep(t));
+  }
+
   get savedTensors(): tf.Tensor[] {
     if (this.saved === null) throw new Error('saved tensors were freed');
     return this.saved;

@@ -1,9 +1,10 @@
-import { tf } from '@ddp/tensor';
+import { gelu as fusedGelu, geluGrad, tf } from '@ddp/tensor';
+import { AutogradFunction } from '../function.js';
+import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { unary } from './unary.js';
 
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
-const INV_SQRT_2 = Math.SQRT1_2;
 const GELU_TANH_C = 0.044715;
 
 /** tanh */
@@ -18,17 +19,16 @@ export const relu = unary('Relu', tf.relu, (x) => tf.step(x, 0), 'x');
 /** log(sigmoid(x)), computed stably as -softplus(-x) */
 export const logSigmoid = unary('LogSigmoid', (x) => tf.neg(tf.softplus(tf.neg(x))), (x) => tf.sigmoid(tf.neg(x)), 'x');
 
-const geluErf = unary(
-  'GeluErf',
-  (x) => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2)))),
-  // Phi(x) + x phi(x)
-  (x) => {
-    const cdf = tf.mul(0.5, tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2))));
-    const pdf = tf.mul(tf.exp(tf.mul(tf.square(x), -0.5)), 1 / Math.sqrt(2 * Math.PI));
-    return tf.add(cdf, tf.mul(x, pdf));
-  },
-  'x',
-);
+/** GELU, erf form, as one node over @ddp/tensor's gelu / geluGrad; saves x. */
+class GeluErf extends AutogradFunction {
+  forward(ctx: Context, x: tf.Tensor): tf.Tensor {
+    ctx.saveForBackward(x);
+    return fusedGelu(x);
+  }
+  backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
+    return geluGrad(dy, ctx.savedTensors[0]!);
+  }
+}
 
 const geluTanh = unary(
   'GeluTanh',
@@ -44,5 +44,5 @@ const geluTanh = unary(
 
 /** GELU, exact erf form by default; approximate: 'tanh' as in torch.nn.functional.gelu. */
 export function gelu(x: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor {
-  return opts.approximate === 'tanh' ? geluTanh(x) : geluErf(x);
+  return opts.approximate === 'tanh' ? geluTanh(x) : GeluErf.apply(x);
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { tf } from '@ddp/tensor';
-import { add, AutogradArgumentError, crossEntropy, matmul, mse, mul, reshape, tensor, zeros } from '../index.js';
+import { add, AutogradArgumentError, crossEntropy, layerNorm, linear, matmul, mse, mul, reshape, tensor, zeros } from '../index.js';
 
 /** Shape and label errors are AutogradArgumentErrors naming the op and the shapes, raised before tfjs runs. */
 describe('bad input gets an AutogradArgumentError', () => {
@@ -13,6 +13,16 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(matmul(t23(), t23(), { transposeB: true }).shape).toEqual([2, 2]);
     expect(matmul(t23(), t23(), { transposeA: true }).shape).toEqual([3, 3]);
     expect(matmul(zeros([5, 2, 3]), zeros([1, 3, 4])).shape).toEqual([5, 2, 4]);
+  });
+
+  it('linear and layerNorm with weights that do not fit the input', () => {
+    expect(() => linear(zeros([2, 3]), zeros([4, 5]))).toThrow(/linear: input \[2,3\], weight \[4,5\] and bias \[\] do not fit/);
+    expect(() => linear(zeros([2, 3]), zeros([4, 3]), zeros([3]))).toThrow(AutogradArgumentError);
+    expect(() => linear(zeros([2, 3]), zeros([3]))).toThrow(AutogradArgumentError);
+    expect(() => layerNorm(zeros([2, 3]), zeros([4]))).toThrow(/layerNorm: weight \[4\] must match the normalised dims \[3\] of x \[2,3\]/);
+    expect(() => layerNorm(zeros([2, 3]), zeros([3]), zeros([2]))).toThrow(/layerNorm: bias \[2\]/);
+    expect(() => layerNorm(zeros([3]), null, null, { normalizedDims: 2 })).toThrow(/cannot normalise the last 2 dims of x \[3\]/);
+    expect(linear(zeros([2, 3]), zeros([4, 3]), zeros([4])).shape).toEqual([2, 4]);
   });
 
   it('elementwise ops on shapes that do not broadcast', () => {

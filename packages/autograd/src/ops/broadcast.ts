@@ -1,6 +1,11 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 
+/** t viewed as `shape`: t itself when it already has it (a Reshape kernel is not free: a tensor and its bookkeeping). */
+export function reshapeTo(t: tf.Tensor, shape: readonly number[]): tf.Tensor {
+  return tf.util.arraysEqual(t.shape, shape as number[]) ? t : tf.reshape(t, shape as number[]);
+}
+
 /** Sums a broadcast gradient back down to `shape` (the input's shape before broadcasting). */
 export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor {
   if (grad.shape.length === shape.length && grad.shape.every((d, i) => d === shape[i])) return grad;
@@ -10,7 +15,7 @@ export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor
     if (i < lead || (shape[i - lead] === 1 && grad.shape[i] !== 1)) axes.push(i);
   }
   const summed = axes.length > 0 ? tf.sum(grad, axes) : grad;
-  return tf.reshape(summed, shape as number[]);
+  return reshapeTo(summed, shape);
 }
 
 /** Normalises possibly negative axes against a rank; undefined means all axes. */

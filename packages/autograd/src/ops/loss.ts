@@ -6,48 +6,65 @@ import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
 import { broadcastShapes } from './broadcast.js';
 import { type Indices, toIndexTensor } from './indexing.js';
-import { logSoftmaxKernel } from './softmax.js';
 import { sub } from './arithmetic.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 
-/** Cross entropy of logits [N, C] against integer labels [N]; ignored labels add nothing. */
+/**
+ * The labels' one-hot rows [N, C] (all zero where ignored) and how many count, checked on the
+ * host: the labels are N integers, one read instead of a chain of small comparison kernels.
+ */
+function oneHotTargets(labels: tf.Tensor, classes: number, ignoreIndex: number): { target: tf.Tensor; valid: number } {
+  const values = labels.dataSync();
+  const rows = new Float32Array(values.length * classes);
+  let valid = 0;
+  const bad: number[] = [];
+  values.forEach((l, i) => {
+    if (l === ignoreIndex) return;
+    if (!(l >= 0 && l < classes)) bad.push(l);
+    else rows[i * classes + l] = 1;
+    valid++;
+  });
+  if (bad.length > 0) {
+    throw new AutogradArgumentError(`crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${bad.length} such labels; ignoreIndex is ${ignoreIndex})`);
+  }
+  return { target: tf.tensor2d(rows, [values.length, classes]), valid };
+}
+
+/**
+ * Log-softmax and cross entropy of logits [N, C] against integer labels [N] as one node;
+ * ignored labels add nothing. Backward: (softmax − one-hot) on the rows that count, scaled.
+ */
 class CrossEntropy extends AutogradFunction {
   private reduction: Reduction = 'mean';
   private count = 1;
+  private ignored = false;
   forward(ctx: Context, logits: tf.Tensor, labels: tf.Tensor, ignoreIndex: number, reduction: Reduction): tf.Tensor {
     if (logits.rank !== 2 || labels.rank !== 1 || labels.shape[0] !== logits.shape[0]) {
       throw new AutogradArgumentError(`crossEntropy wants logits [N, C] and labels [N], got [${logits.shape}] and [${labels.shape}]`);
     }
     this.reduction = reduction;
-    const classes = logits.shape[1]!;
-    const valid = tf.notEqual(labels, ignoreIndex);
-    // labels outside [0, C) that are not ignored: counted in the same read as the valid labels
-    const outside = tf.logicalAnd(valid, tf.logicalOr(tf.less(labels, 0), tf.greaterEqual(labels, classes)));
-    const [validCount, badCount] = tf.stack([tf.sum(tf.cast(valid, 'int32')), tf.sum(tf.cast(outside, 'int32'))]).dataSync() as Int32Array;
-    if (badCount! > 0) {
-      const bad = [...labels.dataSync()].filter((l) => l !== ignoreIndex && (l < 0 || l >= classes));
-      throw new AutogradArgumentError(`crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${badCount} such labels; ignoreIndex is ${ignoreIndex})`);
-    }
-    const target = tf.mul(tf.oneHot(tf.where(valid, labels, tf.zerosLike(labels)), classes), tf.expandDims(tf.cast(valid, 'float32'), 1));
-    const logp = logSoftmaxKernel(logits, 1);
-    const perRow = tf.neg(tf.sum(tf.mul(target, logp), 1));
-    this.count = Math.max(1, validCount!);
-    ctx.saveForBackward(logp, target);
-    if (reduction === 'none') return perRow;
-    const total = tf.sum(perRow);
-    return reduction === 'sum' ? total : tf.div(total, this.count);
+    const { target, valid } = oneHotTargets(labels, logits.shape[1]!, ignoreIndex);
+    this.count = Math.max(1, valid);
+    this.ignored = valid < labels.shape[0]!;
+    // log-softmax from one exp, whose values also give the softmax backward needs (no second exp)
+    const shifted = tf.sub(logits, tf.max(logits, 1, true));
+    const e = tf.exp(shifted);
+    const total = tf.sum(e, 1, true);
+    const logp = tf.sub(shifted, tf.log(total));
+    ctx.keepForBackward(tf.div(e, total), target);
+    if (reduction === 'none') return tf.neg(tf.sum(tf.mul(target, logp), 1));
+    return tf.mul(tf.sum(tf.mul(target, logp)), reduction === 'sum' ? -1 : -1 / this.count);
   }
   backward(ctx: Context, dy: tf.Tensor) {
-    const [logp, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    // d/dlogits = (softmax - onehot) on valid rows (target rows of ignored labels are all zero)
-    const rowValid = tf.sum(target, 1, true);
-    const g = tf.sub(tf.mul(tf.exp(logp), rowValid), target);
+    const [softmax, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    // rows of ignored labels: one-hot all zero, and their softmax must not count either
+    const probs = this.ignored ? tf.mul(softmax, tf.sum(target, 1, true)) : softmax;
+    const g = tf.sub(probs, target);
     if (this.reduction === 'none') return [tf.mul(g, tf.expandDims(dy, 1)), null, null, null];
-    const scale = this.reduction === 'sum' ? dy : tf.div(dy, this.count);
-    return [tf.mul(g, scale), null, null, null];
+    return [tf.mul(g, this.reduction === 'sum' ? dy : tf.div(dy, this.count)), null, null, null];
   }
 }
 

@@ -2,10 +2,8 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
-import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
-import { add } from './arithmetic.js';
-import { broadcastShapes, sumToShape } from './broadcast.js';
+import { broadcastShapes, reshapeTo, sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
 
@@ -76,10 +74,36 @@ export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; trans
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false);
 }
 
+/**
+ * F.linear as one node: x [..., in] flattened to rows, one product with W [out, in]
+ * transposed, the bias added; backward is two products and a column sum. Saves x and W.
+ */
+class Linear extends AutogradFunction {
+  /** Rows of x once flattened: the product of its leading dims. */
+  private rows = 1;
+  forward(ctx: Context, x: tf.Tensor, w: tf.Tensor, b: tf.Tensor | null): tf.Tensor {
+    const inF = x.shape[x.rank - 1];
+    if (w.rank !== 2 || x.rank < 1 || w.shape[1] !== inF || (b && (b.rank !== 1 || b.shape[0] !== w.shape[0]))) {
+      throw new AutogradArgumentError(`linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight [out, in], bias [out])`);
+    }
+    ctx.saveForBackward(x, w);
+    this.rows = x.shape.slice(0, -1).reduce((n, d) => n * d, 1);
+    const rows = tf.matMul(reshapeTo(x, [this.rows, inF!]), w, false, true);
+    return reshapeTo(b ? tf.add(rows, b) : rows, [...x.shape.slice(0, -1), w.shape[0]!]);
+  }
+
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [x, w] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const [outF, inF] = w.shape as [number, number];
+    const dyRows = reshapeTo(dy, [this.rows, outF]);
+    const dx = ctx.needsInputGrad[0] ? reshapeTo(tf.matMul(dyRows, w), x.shape) : null;
+    const dw = ctx.needsInputGrad[1] ? tf.matMul(dyRows, reshapeTo(x, [this.rows, inF]), true, false) : null;
+    const db = ctx.needsInputGrad[2] ? tf.sum(dyRows, 0) : null;
+    return [dx, dw, db];
+  }
+}
+
 /** F.linear: x W^T + b, with W [out, in] as in PyTorch. */
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
-  return tidy(() => {
-    const y = matmul(x, weight, { transposeB: true });
-    return bias ? add(y, bias) : y;
-  });
+  return Linear.apply(x, weight, bias);
 }

@@ -73,12 +73,15 @@ describe('conv, pool, norms, losses, dropout: finite-difference gradients', () =
     await check((x) => { const { mean, var: v } = batchNormStats(x!, [0, 2]); return mean.mul(v.add(1)); }, [leaf([3, 2, 4])]);
     await check((x) => l2Normalize(x!, 1), [leaf([...s, 3])]);
     await check((x, w, b) => linear(x!, w!, b!), [leaf([...s, 3]), leaf([2, 3]), leaf([2])]);
+    await check((x, w) => linear(x!, w!), [leaf([2, 3, 4]), leaf([5, 4])]);
+    await check((x, w, b) => linear(x!, w!, b!), [leaf([4]), leaf([3, 4]), leaf([3])]);
   });
 
   it('crossEntropy (ignoreIndex, reductions), mse, dropout (seeded)', async () => {
     await check((x) => crossEntropy(x!, [2, -100, 0, 1]), [leaf([4, 3])]);
     await check((x) => crossEntropy(x!, [2, 5, 0], { ignoreIndex: 5, reduction: 'sum' }), [leaf([3, 6])]);
     await check((x) => crossEntropy(x!, [1, 0], { reduction: 'none' }), [leaf([2, 3])]);
+    await check((x) => crossEntropy(x!, [1, -100, 2], { reduction: 'none' }), [leaf([3, 3])]);
     await check((x, y) => mse(x!, y!), [leaf([3, 4]), leaf([3, 4])]);
     await check((x) => dropout(x!, 0.4, { seed: 7 }), [leaf([5, 6])]);
   });
@@ -138,5 +141,25 @@ describe('op details', () => {
     const l = crossEntropy(logits, [1, -100]);
     expect(l.item()).toBeCloseTo(-Math.log(0.75), 5);
     disposeAll(logits, l);
+  });
+});
+
+describe('fused nodes', () => {
+  it('linear, layerNorm, gelu, softmax and crossEntropy are one graph node each, straight onto the leaves', () => {
+    const [x, w, b] = [leaf([4, 3]), leaf([2, 3]), leaf([2])];
+    const [g, beta] = [leaf([3]), leaf([3])];
+    const outs: [string, Tensor][] = [
+      ['Linear', linear(x, w, b)],
+      ['LayerNorm', layerNorm(x, g, beta)],
+      ['GeluErf', gelu(x)],
+      ['Softmax', softmax(x)],
+      ['CrossEntropy', crossEntropy(x, [0, 2, 1, -100])],
+    ];
+    for (const [name, y] of outs) {
+      expect(y.gradFn?.name).toBe(name);
+      const inputs = y.gradFn!.next.filter((e) => e !== null).map((e) => e.node.name);
+      expect(inputs.every((n) => n === 'AccumulateGrad'), `${name} feeds ${inputs}`).toBe(true);
+    }
+    disposeAll(x, w, b, g, beta, ...outs.map(([, y]) => y));
   });
 });

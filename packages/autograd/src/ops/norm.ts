@@ -1,37 +1,49 @@
-import { tf } from '@ddp/tensor';
+import { layerNorm as fusedLayerNorm, layerNormGrad, tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes } from './broadcast.js';
+import { normaliseAxes, reshapeTo } from './broadcast.js';
 
-const trailingAxes = (rank: number, count: number) => [...Array(count).keys()].map((i) => rank - count + i);
-
-/** Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias. */
+/**
+ * Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias: one
+ * node over @ddp/tensor's fused layerNorm / layerNormGrad, the trailing dims flattened into one
+ * row (missing weight and bias as ones and zeros). Saves x and the per-row mean and rstd.
+ */
 class LayerNorm extends AutogradFunction {
-  private axes: number[] = [];
-  private outer: number[] = [];
+  private rowShape: number[] = [];
+  private weightShape: number[] = [];
   forward(ctx: Context, x: tf.Tensor, w: tf.Tensor | null, b: tf.Tensor | null, normalizedDims: number, eps: number): tf.Tensor {
-    this.axes = trailingAxes(x.rank, normalizedDims);
-    this.outer = [...Array(x.rank - normalizedDims).keys()];
-    const { mean, variance } = tf.moments(x, this.axes, true);
-    const rstd = tf.rsqrt(tf.add(variance, eps));
-    const xhat = tf.mul(tf.sub(x, mean), rstd);
-    ctx.saveForBackward(xhat, rstd, w ?? tf.scalar(1));
-    let y = w ? tf.mul(xhat, w) : xhat;
-    if (b) y = tf.add(y, b);
-    return y;
+    if (!(Number.isInteger(normalizedDims) && normalizedDims >= 1 && normalizedDims <= x.rank)) {
+      throw new AutogradArgumentError(`layerNorm: cannot normalise the last ${normalizedDims} dims of x [${x.shape}]`);
+    }
+    const trailing = x.shape.slice(x.rank - normalizedDims);
+    for (const [name, t] of [['weight', w], ['bias', b]] as const) {
+      if (t && !tf.util.arraysEqual(t.shape, trailing)) {
+        throw new AutogradArgumentError(`layerNorm: ${name} [${t.shape}] must match the normalised dims [${trailing}] of x [${x.shape}]`);
+      }
+    }
+    const width = trailing.reduce((n, d) => n * d, 1);
+    this.rowShape = [...x.shape.slice(0, x.rank - normalizedDims), width];
+    this.weightShape = trailing;
+    const rows = reshapeTo(x, this.rowShape);
+    const gamma = w ? reshapeTo(w, [width]) : tf.ones([width]);
+    const beta = b ? reshapeTo(b, [width]) : tf.zeros([width]);
+    const { y, mean, rstd } = fusedLayerNorm(rows, gamma, beta, eps);
+    ctx.saveForBackward(rows, gamma);
+    ctx.keepForBackward(mean, rstd);
+    return reshapeTo(y, x.shape);
   }
   backward(ctx: Context, dy: tf.Tensor) {
-    const [xhat, rstd, w] = ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor];
-    const dxhat = tf.mul(dy, w);
-    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) over the normalised dims
-    const dx = tf.mul(
-      rstd,
-      tf.sub(tf.sub(dxhat, tf.mean(dxhat, this.axes, true)), tf.mul(xhat, tf.mean(tf.mul(dxhat, xhat), this.axes, true))),
-    );
-    const dw = ctx.needsInputGrad[1] ? tf.sum(tf.mul(dy, xhat), this.outer) : null;
-    const db = ctx.needsInputGrad[2] ? tf.sum(dy, this.outer) : null;
-    return [dx, dw, db, null, null];
+    const [rows, gamma, mean, rstd] = ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor];
+    const { dx, dgamma, dbeta } = layerNormGrad(reshapeTo(dy, this.rowShape), rows, mean, rstd, gamma);
+    return [
+      reshapeTo(dx, dy.shape),
+      ctx.needsInputGrad[1] ? reshapeTo(dgamma, this.weightShape) : null,
+      ctx.needsInputGrad[2] ? reshapeTo(dbeta, this.weightShape) : null,
+      null,
+      null,
+    ];
   }
 }
 
@@ -43,7 +55,7 @@ class BatchNormStats extends AutogradFunction {
     this.axes = normaliseAxes(dim, x.rank);
     this.count = this.axes.reduce((n, a) => n * x.shape[a]!, 1);
     const { mean, variance } = tf.moments(x, this.axes, true);
-    ctx.saveForBackward(tf.sub(x, mean));
+    ctx.keepForBackward(tf.sub(x, mean));
     const outShape = x.shape.filter((_, i) => !this.axes.includes(i));
     return [tf.reshape(mean, outShape), tf.reshape(variance, outShape)];
   }
@@ -66,7 +78,8 @@ class L2Normalize extends AutogradFunction {
     const norm = tf.sqrt(tf.sum(tf.square(x), this.dim, true));
     const denom = tf.maximum(norm, eps);
     const y = tf.div(x, denom);
-    ctx.saveForBackward(y, denom, tf.cast(tf.greater(norm, eps), 'float32'));
+    ctx.saveForBackward(y);
+    ctx.keepForBackward(denom, tf.cast(tf.greater(norm, eps), 'float32'));
     return y;
   }
   backward(ctx: Context, dy: tf.Tensor) {

@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -11,16 +11,23 @@ export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
   return tf.sub(shifted, tf.log(tf.sum(tf.exp(shifted), dim, true)));
 }
 
+/**
+ * Softmax over one dim. Over the last dim (attention): @ddp/tensor's fused softmax and
+ * softmaxGrad; over another, the stable composite. Saves y.
+ */
 class Softmax extends AutogradFunction {
   private dim = -1;
+  private last = true;
   forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
     this.dim = lastIfNegative(dim, x.rank);
-    const y = tf.exp(logSoftmaxKernel(x, this.dim));
+    this.last = this.dim === x.rank - 1;
+    const y = this.last ? fusedSoftmax(x) : tf.exp(logSoftmaxKernel(x, this.dim));
     ctx.saveForBackward(y);
     return y;
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [y] = ctx.savedTensors as [tf.Tensor];
+    if (this.last) return [softmaxGrad(dy, y), null];
     // dx = y * (dy - sum(dy * y))
     return [tf.mul(y, tf.sub(dy, tf.sum(tf.mul(dy, y), this.dim, true))), null];
   }

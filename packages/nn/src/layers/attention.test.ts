@@ -48,6 +48,33 @@ describe('MultiheadAttention', () => {
     for (const t of [ya, yb]) t.dispose();
     mha.dispose();
   });
+  it('gives the same output and gradients with one input (packed projection) as with separate query, key, value', async () => {
+    const mha = new MultiheadAttention(8, 2, { causal: true, generator: new Generator(4) });
+    const base = tf.randomNormal([2, 3, 8], 0, 1, 'float32', 7);
+    const dy = tf.randomNormal([2, 3, 8], 0, 1, 'float32', 8);
+    const run = async (separate: boolean) => {
+      const leaf = () => fromTf(tf.clone(base), { requiresGrad: true });
+      const x = leaf();
+      const [k, v] = separate ? [leaf(), leaf()] : [x, x];
+      const y = tidy(() => mha.forward(x, k, v));
+      await y.backward(dy);
+      const dx = tf.tidy(() => [x, ...(separate ? [k, v] : [])].reduce((a, t) => tf.add(a, t.grad as tf.Tensor), tf.zeros(base.shape)));
+      const out = { y: Array.from(y.dataSync()), dx: Array.from(dx.dataSync()), dIn: Array.from((mha.inProjWeight.grad as tf.Tensor).dataSync()) };
+      mha.zeroGrad();
+      for (const t of new Set([x, k, v, y])) t.dispose();
+      dx.dispose();
+      return out;
+    };
+    const packed = await run(false);
+    const before = tf.memory().numTensors;
+    const separate = await run(true);
+    expect(tf.memory().numTensors).toBe(before);
+    expect(maxAbsDiff(packed.y, separate.y)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(packed.dx, separate.dx)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(packed.dIn, separate.dIn)).toBeLessThan(1e-5);
+    tf.dispose([base, dy]);
+    mha.dispose();
+  });
 });
 
 describe('TransformerBlock', () => {

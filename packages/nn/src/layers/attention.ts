@@ -1,4 +1,4 @@
-import { dropout, matmul, maskedFill, narrow, softmax, type Tensor } from '@ddp/autograd';
+import { dropout, linear, matmul, maskedFill, narrow, softmax, split, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
@@ -54,12 +54,26 @@ export class MultiheadAttention extends Module {
     if (this.outProj.bias) this.outProj.bias.data = tf.zerosLike(this.outProj.bias.data);
   }
 
+  /** [B, L, E] → heads [B, H, L, D] */
+  private heads(y: Tensor): Tensor {
+    const [b, l] = y.shape as [number, number, number];
+    return y.reshape([b, l, this.numHeads, this.headDim]).permute([0, 2, 1, 3]);
+  }
+
   /** x [B, L, E] projected by rows [i·E, (i+1)·E) of the packed in-projection, split into heads [B, H, L, D]. */
   private project(x: Tensor, i: number): Tensor {
+    const e = this.embedDim;
+    return this.heads(linear(x, narrow(this.inProjWeight, 0, i * e, e), this.inProjBias && narrow(this.inProjBias, 0, i * e, e)));
+  }
+
+  /**
+   * q, k, v of self-attention (one input): one product with the whole packed in-projection, as
+   * PyTorch's in_projection_packed, then one rank-4 permute to [B, 3H, L, D] and a split.
+   */
+  private projectPacked(x: Tensor): [Tensor, Tensor, Tensor] {
     const [b, l] = x.shape as [number, number, number];
-    let y = matmul(x.reshape([b * l, this.embedDim]), narrow(this.inProjWeight, 0, i * this.embedDim, this.embedDim), { transposeB: true });
-    if (this.inProjBias) y = y.add(narrow(this.inProjBias, 0, i * this.embedDim, this.embedDim));
-    return y.reshape([b, l, this.numHeads, this.headDim]).permute([0, 2, 1, 3]);
+    const qkv = linear(x, this.inProjWeight, this.inProjBias).reshape([b, l, 3 * this.numHeads, this.headDim]);
+    return split(qkv.permute([0, 2, 1, 3]), 3, 1) as [Tensor, Tensor, Tensor];
   }
 
   forward(query: Tensor, key: Tensor = query, value: Tensor = key, options: AttentionCallOptions = {}): Tensor {
@@ -68,9 +82,8 @@ export class MultiheadAttention extends Module {
     }
     const [b, t] = query.shape as [number, number, number];
     const s = key.shape[1] as number;
-    const q = this.project(query, 0);
-    const k = this.project(key, 1);
-    const v = this.project(value, 2);
+    const [q, k, v] =
+      query === key && key === value ? this.projectPacked(query) : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]
     const mask = this.mask(t, s, options);
     if (mask) {
