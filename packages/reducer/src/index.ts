@@ -7,3 +7,4 @@ export { allreduceHook, fp16CompressHook, bf16CompressHook, type CommHook, type 
 export { DDPJoinHook } from './join-hook.js';
 export { DDPError, DDPCommError, DDPUsageError, NonFiniteGradientError, ParameterMismatchError, UnusedParametersError } from './errors.js';
 export { PowerSGDState, powerSGDHook, type PowerSGDOptions } from './powersgd.js';
+export { AdasumError, AdasumState, adasumAllReduce, adasumHook, adasumPair, type Segment } from './adasum.js';
