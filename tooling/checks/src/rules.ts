@@ -24,6 +24,7 @@ export const LAYERS: Record<string, readonly string[]> = {
   pp: ['tensor', 'comm', 'autograd', 'nn'],
   contrastive: ['tensor', 'comm', 'autograd', 'nn'],
   amp: ['tensor', 'comm', 'autograd'],
+  'data-parallel': ['tensor', 'autograd', 'nn'],
 };
 
 /**
