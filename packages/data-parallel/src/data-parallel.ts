@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
 import type { Module } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
 import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
@@ -158,9 +158,10 @@ export class DataParallel {
     const numel = params.reduce((s, p) => s + p.size, 0);
     const shared = (n: number) => new Float32Array(new SharedArrayBuffer(4 * n));
     const paramView = shared(numel);
+    const threads = Math.max(1, Math.floor(getNumThreads() / count));
     const replicas = Array.from({ length: count }, (_, r) => {
       const grads = shared(numel);
-      return new Replica(r, startReplica({ factoryUrl: href, exportName, replica: r, params: paramView, grads }), grads);
+      return new Replica(r, startReplica({ factoryUrl: href, exportName, replica: r, threads, params: paramView, grads }), grads);
     });
     const dp = new DataParallel(module, replicas, offsets, numel, paramView);
     try {

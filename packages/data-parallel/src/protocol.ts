@@ -5,6 +5,8 @@ export interface ReplicaInit {
   factoryUrl: string;
   exportName: string;
   replica: number;
+  /** Kernel threads of this replica: the process's share (threads ÷ replicas), as ddp-run gives each rank. */
+  threads: number;
   /** The main replica's parameters, flat: written by the main thread before every forward. */
   params: Float32Array;
   /** This replica's gradients, flat: written by the replica after its backward. */

@@ -4,12 +4,13 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Tensor } from '@ddp/autograd';
 import type { Module } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { setNumThreads, tf } from '@ddp/tensor';
 import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
 const init = workerData as ReplicaInit;
 const port = parentPort!;
 const reply = (m: FromReplica) => port.postMessage(m);
+setNumThreads(init.threads);
 const { fromTf } = await import('@ddp/autograd');
 const factory = (await import(init.factoryUrl))[init.exportName] as () => Module;
 const module = factory();
