@@ -67,7 +67,9 @@ describe('autocast(bfloat16) against PyTorch', () => {
       const c = fixture.autocastBf16[name]!;
       const ours = await run(name, true);
       expectBf16Match(ours.output, c.reference.output, 'output');
-      c.reference.grads.forEach((g, i) => expectBf16Match(ours.grads[i]!, g, `grad ${i}`));
+      c.reference.grads.forEach((g, i) => {
+        expectBf16Match(ours.grads[i]!, g, `grad ${i}`);
+      });
     });
   }
 
@@ -75,7 +77,9 @@ describe('autocast(bfloat16) against PyTorch', () => {
     const conv = fixture.autocastBf16.conv2d!;
     const ours = await run('conv2d', true);
     expectBf16Match(ours.output, conv.autocast.output, 'conv2d output');
-    conv.autocast.grads.forEach((g, i) => expectBf16Match(ours.grads[i]!, g, `conv2d grad ${i}`));
+    conv.autocast.grads.forEach((g, i) => {
+      expectBf16Match(ours.grads[i]!, g, `conv2d grad ${i}`);
+    });
     expectBf16Match((await run('linear', true)).output, fixture.autocastBf16.linear!.autocast.output, 'linear output');
     expect((await run('mlp', true)).output[0]).toBeCloseTo(fixture.autocastBf16.mlp!.autocast.output[0]!, 5);
   });

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { GradScaler, GradScalerError } from './index.js';
 import { makeModel, scaledLoss, scalerFixture, scalerOptions } from './test/scaler-run.js';
 
-const close = (ours: ArrayLike<number>, torch: number[]) => torch.forEach((v, i) => expect(ours[i]).toBeCloseTo(v, 5));
+const close = (ours: ArrayLike<number>, torch: number[]) => torch.forEach((v, i) => {
+  expect(ours[i]).toBeCloseTo(v, 5);
+});
 
 describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through overflows", () => {
   it('scale, growth tracker, skipped steps, unscaled gradients and weights match step by step', async () => {

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16, tensorFromFloat32, tf } from '@ddp/tensor';
+import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16, tensorFromFloat32, type tf } from '@ddp/tensor';
 import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';

@@ -33,7 +33,9 @@ describe('DataParallel: replicas on worker threads', () => {
       expect(got.item()).toBeCloseTo(want.item(), 6);
       dp.module.parameters().forEach((p, i) => {
         const ref = single.parameters()[i]!.grad!.dataSync();
-        p.grad!.dataSync().forEach((v, j) => expect(v).toBeCloseTo(ref[j]!, 6));
+        p.grad!.dataSync().forEach((v, j) => {
+          expect(v).toBeCloseTo(ref[j]!, 6);
+        });
       });
       singleOpt.step();
       opt.step();
@@ -43,7 +45,9 @@ describe('DataParallel: replicas on worker threads', () => {
     }
     dp.module.parameters().forEach((p, i) => {
       const ref = single.parameters()[i]!.data.dataSync();
-      p.data.dataSync().forEach((v, j) => expect(v).toBeCloseTo(ref[j]!, 6));
+      p.data.dataSync().forEach((v, j) => {
+        expect(v).toBeCloseTo(ref[j]!, 6);
+      });
     });
   });
 

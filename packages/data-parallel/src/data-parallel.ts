@@ -185,7 +185,9 @@ export class DataParallel {
 
   /** @internal The main replica's parameters where every replica reads them. */
   writeParameters(params: tf.Tensor[]): void {
-    params.forEach((p, i) => this.paramView.set(p.dataSync() as Float32Array, this.offsets[i]));
+    params.forEach((p, i) => {
+      this.paramView.set(p.dataSync() as Float32Array, this.offsets[i]);
+    });
   }
 
   /** @internal The sum of the first `used` replicas' gradients, one tensor per parameter. */

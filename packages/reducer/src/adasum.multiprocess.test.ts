@@ -24,7 +24,9 @@ const bySegments = (vs: number[][], cuts: number[]) =>
 
 const expectClose = (ours: number[], want: number[]) => {
   expect(ours.length).toBe(want.length);
-  ours.forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 5));
+  ours.forEach((v, i) => {
+    expect(v).toBeCloseTo(want[i]!, 5);
+  });
 };
 
 describe('Adasum across real processes', () => {
@@ -39,7 +41,9 @@ describe('Adasum across real processes', () => {
       for (const r of ranks) {
         expectClose(r.adasum, want);
         expect(r.adasum).toEqual(ranks[0]!.adasum); // bit for bit on every rank
-        r.ddpGrads.forEach((g, p) => expectClose(g, tree(ranks.map((q) => q.localGrads[p]!))));
+        r.ddpGrads.forEach((g, p) => {
+          expectClose(g, tree(ranks.map((q) => q.localGrads[p]!)));
+        });
       }
     }, 70_000);
   }
@@ -47,6 +51,8 @@ describe('Adasum across real processes', () => {
   it('3 ranks: AdasumError naming the rank and the group size on every rank, no hang', async () => {
     const script = new URL('./test/adasum.child.ts', import.meta.url);
     const ranks = (await runWorld<{ error: string }>({ script, nprocs: 3, args: ['odd'], timeoutMs: 60_000 })).results;
-    ranks.forEach((r, rank) => expect(r.error).toMatch(new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`)));
+    ranks.forEach((r, rank) => {
+      expect(r.error).toMatch(new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`));
+    });
   }, 70_000);
 });

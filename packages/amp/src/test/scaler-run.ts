@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { linear, mse, type Tensor, tensor } from '@ddp/autograd';
 import { SGD } from '@ddp/nn';
-import { GradScaler, type GradScalerOptions } from '../index.js';
+import type { GradScaler, GradScalerOptions } from '../index.js';
 
 export interface ScalerFixture {
   options: { init_scale: number; growth_factor: number; backoff_factor: number; growth_interval: number };
