@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
-import type { Module } from '@ddp/nn';
+import type { TensorModule } from '@ddp/nn';
 import { getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
 import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
@@ -135,7 +135,7 @@ export class DataParallel {
   private readonly paramView: Float32Array;
 
   private constructor(
-    readonly module: Module,
+    readonly module: TensorModule,
     readonly replicas: Replica[],
     private readonly offsets: number[],
     private readonly numel: number,
@@ -150,7 +150,7 @@ export class DataParallel {
     if (!(Number.isInteger(count) && count > 0)) throw new DataParallelError(`DataParallel: replicas must be a positive integer, got ${count}`);
     const exportName = opts.exportName ?? 'createModule';
     const href = factoryUrl instanceof URL ? factoryUrl.href : pathToFileURL(factoryUrl).href;
-    const factory = (await import(href))[exportName] as (() => Module) | undefined;
+    const factory = (await import(href))[exportName] as (() => TensorModule) | undefined;
     if (typeof factory !== 'function') throw new DataParallelError(`DataParallel: ${href} exports no function '${exportName}'`);
     const module = factory();
     const params = module.parameters();

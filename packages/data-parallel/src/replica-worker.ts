@@ -3,7 +3,7 @@
 // forward, and on backward writes its parameter gradients into its shared buffer.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Tensor } from '@ddp/autograd';
-import type { Module } from '@ddp/nn';
+import type { TensorModule } from '@ddp/nn';
 import { setNumThreads, tf } from '@ddp/tensor';
 import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
@@ -12,7 +12,7 @@ const port = parentPort!;
 const reply = (m: FromReplica) => port.postMessage(m);
 setNumThreads(init.threads);
 const { fromTf } = await import('@ddp/autograd');
-const factory = (await import(init.factoryUrl))[init.exportName] as () => Module;
+const factory = (await import(init.factoryUrl))[init.exportName] as () => TensorModule;
 const module = factory();
 const params = module.parameters();
 const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
@@ -30,7 +30,7 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     output?.dispose();
     loadParameters();
     const x = fromTf(tf.tensor(m.input, m.shape));
-    output = module.forward(x) as Tensor;
+    output = module.forward(x);
     x.dispose();
     return { type: 'output', data: output.data.dataSync() as Float32Array, shape: output.shape };
   }

@@ -2,9 +2,9 @@
 // in each setting in turn. Prints RESULT {rank, setting: per step [stepped, scale, weight sum]}.
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { mse, type Tensor, tensor } from '@ddp/autograd';
-import { Generator, Linear, SGD } from '@ddp/nn';
+import { Generator, Linear, SGD, type SGDOptions } from '@ddp/nn';
 import { bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook } from '@ddp/reducer';
-import { ZeroRedundancyOptimizer } from '@ddp/zero';
+import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { GradScaler, type ScalableOptimizer } from '../index.js';
 
 const STEPS = 5;
@@ -28,7 +28,9 @@ const settings: Record<string, Setting> = {
   zero: { big: 1e36, initScale: 1024, ddp: true, zero: true },
 };
 
-const weightSum = (ps: Tensor[]) => ps.reduce((s, p) => s + p.data.dataSync().reduce((a, b) => a + b, 0), 0);
+const weightSum = (ps: Tensor[]) => ps.reduce((s, p) => s + Array.from(p.data.dataSync()).reduce((a, b) => a + b, 0), 0);
+// SGD wants lr in its options; ZeRO's OptimizerClass allows them all optional (it passes lr)
+const sgdClass = SGD as unknown as OptimizerClass<SGDOptions>;
 
 const results: Record<string, [boolean, number, number][]> = {};
 for (const [name, s] of Object.entries(settings)) {
@@ -36,7 +38,7 @@ for (const [name, s] of Object.entries(settings)) {
   const ddp = s.ddp ? await DistributedDataParallel.create(model, { checkFinite: false }) : null;
   if (ddp && s.hook) ddp.registerCommHook(null, s.hook);
   const params = model.parameters();
-  const optimizer: ScalableOptimizer = s.zero ? new ZeroRedundancyOptimizer(params, SGD, { lr: 0.05 }) : new SGD(params, { lr: 0.05 });
+  const optimizer: ScalableOptimizer = s.zero ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }) : new SGD(params, { lr: 0.05 });
   const scaler = new GradScaler({ initScale: s.initScale, growthInterval: 2, processGroup: group });
   const gen = new Generator(100 + group.rank);
   const steps: [boolean, number, number][] = [];

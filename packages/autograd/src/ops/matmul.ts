@@ -86,6 +86,6 @@ export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; trans
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return tidy(() => {
     if (!bias) return matmul(x, weight, { transposeB: true });
-    return castToAutocastDtype(add(MatMul.apply(x, weight, false, true, false), castToAutocastDtype(bias)));
+    return castToAutocastDtype(add(MatMul.apply<Tensor>(x, weight, false, true, false), castToAutocastDtype(bias)));
   });
 }
