@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { autocast, conv2d, crossEntropy, linear, matmul, mul, relu, sum, type Tensor, tensor } from '@ddp/autograd';
+import { type AutocastDtype, autocast, conv2d, crossEntropy, linear, matmul, mul, relu, sum, type Tensor, tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 
@@ -19,7 +19,11 @@ interface Case {
   reference: Run;
   target?: number[];
 }
-const fixture = JSON.parse(readFileSync(new URL('./fixtures/amp.json', import.meta.url), 'utf8')) as { autocastBf16: Record<string, Case> };
+const fixture = JSON.parse(readFileSync(new URL('./fixtures/amp.json', import.meta.url), 'utf8')) as {
+  autocastBf16: Record<string, Case>;
+  /** Only `reference` (torch 1.13's CPU autocast has no float16); the same inputs as autocastBf16's. */
+  autocastFp16: Record<string, Run>;
+};
 
 type Forward = (...xs: Tensor[]) => Tensor;
 const mlp = (target: number[]): Forward => (x, w1, b1, w2, b2) => crossEntropy(linear(relu(linear(x!, w1!, b1!)), w2!, b2!), target);
@@ -30,12 +34,12 @@ const forwards: Record<string, (c: Case) => Forward> = {
   mlp: (c) => mlp(c.target!),
 };
 
-/** Output and input gradients of a fixture case, run under autocast(bfloat16) or in float32. */
-async function run(name: string, amp: boolean): Promise<Run> {
+/** Output and input gradients of a fixture case, run under autocast(dtype) or, with null, in float32. */
+async function run(name: string, dtype: AutocastDtype | null): Promise<Run> {
   const c = fixture.autocastBf16[name]!;
   const leaves = c.inputs.map((v) => tensor(v.values, v.shape, { requiresGrad: true }));
   const forward = forwards[name]!(c);
-  const y = amp ? autocast({ dtype: 'bfloat16' }, () => forward(...leaves)) : forward(...leaves);
+  const y = dtype ? autocast({ dtype }, () => forward(...leaves)) : forward(...leaves);
   const output = Array.from(y.data.dataSync());
   const upstream = tensor(c.upstream.values, c.upstream.shape);
   const loss = sum(mul(y, upstream));
@@ -45,18 +49,22 @@ async function run(name: string, amp: boolean): Promise<Run> {
   return { output, grads };
 }
 
-/** |a − b| in units of bfloat16's spacing at b (2^(exponent − 7)). */
-const bf16Ulps = (a: number, b: number) => (b === 0 ? Math.abs(a) * 2 ** 133 : Math.abs(a - b) / 2 ** (Math.floor(Math.log2(Math.abs(b))) - 7));
-
-/** The largest bfloat16-ulp distance and the share of elements equal to torch's bit for bit. */
-function compare(ours: number[], torch: number[]): { maxUlps: number; exact: number } {
-  const ulps = ours.map((v, i) => bf16Ulps(v, torch[i]!));
-  return { maxUlps: Math.max(...ulps), exact: ulps.filter((u) => u === 0).length / ulps.length };
+/** |a − b| in units of dtype's spacing at b: 2^(exponent − 7) for bfloat16, 2^(exponent − 10) for float16 (2^-24 below its normals). */
+function ulps(a: number, b: number, dtype: AutocastDtype): number {
+  const [bits, minExp] = dtype === 'bfloat16' ? [7, -126] : [10, -14];
+  const exp = b === 0 ? minExp : Math.max(minExp, Math.floor(Math.log2(Math.abs(b))));
+  return Math.abs(a - b) / 2 ** (exp - bits);
 }
 
-/** At most 1 bfloat16 ulp from torch anywhere, and equal bit for bit almost everywhere (float32 sums differ in order). */
-function expectBf16Match(ours: number[], torch: number[], what: string): void {
-  const r = compare(ours, torch);
+/** The largest ulp distance and the share of elements equal to torch's bit for bit. */
+function compare(ours: number[], torch: number[], dtype: AutocastDtype = 'bfloat16'): { maxUlps: number; exact: number } {
+  const u = ours.map((v, i) => ulps(v, torch[i]!, dtype));
+  return { maxUlps: Math.max(...u), exact: u.filter((x) => x === 0).length / u.length };
+}
+
+/** At most 1 ulp from torch anywhere, and equal bit for bit almost everywhere (float32 sums differ in order). */
+function expectMatch(ours: number[], torch: number[], what: string, dtype: AutocastDtype = 'bfloat16'): void {
+  const r = compare(ours, torch, dtype);
   expect(r.maxUlps, what).toBeLessThanOrEqual(1);
   expect(r.exact, what).toBeGreaterThan(0.95);
 }
@@ -65,31 +73,44 @@ describe('autocast(bfloat16) against PyTorch', () => {
   for (const name of ['matmul', 'linear', 'conv2d', 'mlp']) {
     it(`${name}: output and input gradients are torch's bfloat16 casts around float32 kernels`, async () => {
       const c = fixture.autocastBf16[name]!;
-      const ours = await run(name, true);
-      expectBf16Match(ours.output, c.reference.output, 'output');
+      const ours = await run(name, 'bfloat16');
+      expectMatch(ours.output, c.reference.output, 'output');
       c.reference.grads.forEach((g, i) => {
-        expectBf16Match(ours.grads[i]!, g, `grad ${i}`);
+        expectMatch(ours.grads[i]!, g, `grad ${i}`);
       });
     });
   }
 
   it("equals torch.autocast('cpu', bfloat16) where its kernels accumulate in float32 (oneDNN: conv2d, linear forward)", async () => {
     const conv = fixture.autocastBf16.conv2d!;
-    const ours = await run('conv2d', true);
-    expectBf16Match(ours.output, conv.autocast.output, 'conv2d output');
+    const ours = await run('conv2d', 'bfloat16');
+    expectMatch(ours.output, conv.autocast.output, 'conv2d output');
     conv.autocast.grads.forEach((g, i) => {
-      expectBf16Match(ours.grads[i]!, g, `conv2d grad ${i}`);
+      expectMatch(ours.grads[i]!, g, `conv2d grad ${i}`);
     });
-    expectBf16Match((await run('linear', true)).output, fixture.autocastBf16.linear!.autocast.output, 'linear output');
-    expect((await run('mlp', true)).output[0]).toBeCloseTo(fixture.autocastBf16.mlp!.autocast.output[0]!, 5);
+    expectMatch((await run('linear', 'bfloat16')).output, fixture.autocastBf16.linear!.autocast.output, 'linear output');
+    expect((await run('mlp', 'bfloat16')).output[0]).toBeCloseTo(fixture.autocastBf16.mlp!.autocast.output[0]!, 5);
   });
 
   it('the comparison tells float32 from bfloat16: without autocast the same ops miss torch by many ulps', async () => {
     for (const name of ['matmul', 'linear', 'conv2d']) {
-      const ours = await run(name, false);
+      const ours = await run(name, null);
       expect(compare(ours.output, fixture.autocastBf16[name]!.reference.output).exact, name).toBeLessThan(0.5);
     }
   });
+
+  for (const name of ['matmul', 'linear', 'conv2d']) {
+    it(`float16 ${name}: output and input gradients are torch's float16 casts around float32 kernels`, async () => {
+      const want = fixture.autocastFp16[name]!;
+      const ours = await run(name, 'float16');
+      expectMatch(ours.output, want.output, 'output', 'float16');
+      want.grads.forEach((g, i) => {
+        expectMatch(ours.grads[i]!, g, `grad ${i}`, 'float16');
+      });
+      // and bfloat16 would not do: float16 keeps 3 more bits
+      expect(compare((await run(name, 'bfloat16')).output, want.output, 'float16').exact).toBeLessThan(0.5);
+    });
+  }
 
   it('only inside the callback, and enabled: false turns it off within', () => {
     const a = tensor([1 + 2 ** -12, 1], [1, 2]);
@@ -109,9 +130,9 @@ describe('autocast(bfloat16) against PyTorch', () => {
   });
 
   it('leaves no tensors behind across steps', async () => {
-    await run('mlp', true);
+    await run('mlp', 'bfloat16');
     const before = tf.memory().numTensors;
-    for (const name of ['matmul', 'linear', 'conv2d', 'mlp']) await run(name, true);
+    for (const name of ['matmul', 'linear', 'conv2d', 'mlp']) await run(name, 'bfloat16');
     expect(tf.memory().numTensors).toBe(before);
   });
 });
