@@ -5,10 +5,10 @@ type Steps = [stepped: boolean, scale: number, weightSum: number][];
 type RankResult = { rank: number } & Record<string, Steps>;
 
 describe('GradScaler across 2 real processes: one rank overflows, both skip', () => {
-  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, and DDP + ZeRO', async () => {
+  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2', async () => {
     const script = new URL('./test/overflow.child.ts', import.meta.url);
     const [r0, r1] = (await runWorld<RankResult>({ script, nprocs: 2, timeoutMs: 90_000 })).results as [RankResult, RankResult];
-    for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero']) {
+    for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
       const [a, b] = [r0[setting]!, r1[setting]!];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps
       const initial = setting === 'ddpFp16Hook' ? 256 : 1024;

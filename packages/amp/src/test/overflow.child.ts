@@ -17,7 +17,7 @@ interface Setting {
   initScale: number;
   ddp: boolean;
   hook?: CommHook;
-  zero?: boolean;
+  zero?: 1 | 2;
 }
 const settings: Record<string, Setting> = {
   // no DDP: each rank sees only its own gradients, so only the scaler's all-reduce makes them agree
@@ -25,7 +25,9 @@ const settings: Record<string, Setting> = {
   ddp: { big: 1e36, initScale: 1024, ddp: true },
   ddpFp16Hook: { big: 1e5, initScale: 256, ddp: true, hook: fp16CompressHook },
   ddpBf16Hook: { big: 1e36, initScale: 1024, ddp: true, hook: bf16CompressHook },
-  zero: { big: 1e36, initScale: 1024, ddp: true, zero: true },
+  zero: { big: 1e36, initScale: 1024, ddp: true, zero: 1 },
+  // stage 2 on the bare model: each rank keeps only the gradients it owns, so ranks see different ones
+  zero2: { big: 1e36, initScale: 1024, ddp: false, zero: 2 },
 };
 
 const weightSum = (ps: Tensor[]) => ps.reduce((s, p) => s + Array.from(p.data.dataSync()).reduce((a, b) => a + b, 0), 0);
@@ -38,7 +40,7 @@ for (const [name, s] of Object.entries(settings)) {
   const ddp = s.ddp ? await DistributedDataParallel.create(model, { checkFinite: false }) : null;
   if (ddp && s.hook) ddp.registerCommHook(null, s.hook);
   const params = model.parameters();
-  const optimizer: ScalableOptimizer = s.zero ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }) : new SGD(params, { lr: 0.05 });
+  const optimizer: ScalableOptimizer = s.zero ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }, { stage: s.zero }) : new SGD(params, { lr: 0.05 });
   const scaler = new GradScaler({ initScale: s.initScale, growthInterval: 2, processGroup: group });
   const gen = new Generator(100 + group.rank);
   const steps: [boolean, number, number][] = [];
