@@ -1,6 +1,7 @@
 // CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { tidy } from '@ddp/autograd';
+import { autocast, tidy } from '@ddp/autograd';
+import { GradScaler, type GradScalerStateDict } from '@ddp/amp';
 import { clampLogitScale_, clipLoss } from '@ddp/contrastive';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { AdamW, Generator, latestCheckpoint, loadCheckpoint, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
@@ -25,6 +26,12 @@ const positive = (v: string) => {
   return n;
 };
 
+const ampDtypes = { bf16: 'bfloat16', fp16: 'float16' } as const;
+const ampDtype = (v: string) => {
+  if (!Object.hasOwn(ampDtypes, v)) throw new InvalidArgumentError(`expected bf16 or fp16, got '${v}'`);
+  return ampDtypes[v as keyof typeof ampDtypes];
+};
+
 const opts = new Command('clip-train')
   .description('Train a tiny CLIP on two-digit MNIST pairs; run through ddp-run for several ranks.')
   .option('--steps <n>', 'optimizer steps', int, 150)
@@ -33,6 +40,7 @@ const opts = new Command('clip-train')
   .option('--grad-accum <k>', 'micro-batches per optimizer step', int, 1)
   .option('--checkpoint-every <n>', 'save every n optimizer steps (0: only at the end)', int, 50)
   .option('--checkpoint-dir <dir>', 'checkpoint directory', 'runs/clip/checkpoint')
+  .option('--amp <dtype>', 'mixed precision: bf16 or fp16 (autocast around the forward, GradScaler)', ampDtype)
   .option('--grad-checkpointing', 'recompute activations in backward instead of keeping them', false)
   .option('--resume', 'continue from the checkpoint in --checkpoint-dir, if there is one', false)
   .option('--seed <n>', 'seed of the weights and of the data order', int, 0)
@@ -46,7 +54,7 @@ const opts = new Command('clip-train')
   .opts<{
     steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
     gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string; exitAfter?: number;
-    dumpInit?: string;
+    dumpInit?: string; amp?: 'bfloat16' | 'float16';
   }>();
 
 const group = await initProcessGroup();
@@ -67,15 +75,20 @@ const optimizer = new AdamW(
 );
 const scheduler = new WarmupCosineLR(optimizer, { warmupSteps: Math.max(1, Math.round(opts.steps * 0.1)), totalSteps: opts.steps, minLr: opts.lr * 0.05 });
 
+// the scaler agrees on skipping a step across the ranks; GradScaler({ enabled: false }) is a no-op
+const scaler = new GradScaler({ enabled: opts.amp !== undefined, processGroup: group });
 let step = 0;
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
   step = loaded.step;
+  const saved = (loaded.extra as { scaler?: GradScalerStateDict } | null)?.scaler;
+  if (saved) scaler.loadStateDict(saved);
   if (rank === 0) console.log(`resumed from ${loaded.path} at step ${step}`);
 }
 
-const ddp = await DistributedDataParallel.create(model, { processGroup: group });
+// under GradScaler an inf gradient is expected now and then: the scaler skips that step
+const ddp = await DistributedDataParallel.create(model, { processGroup: group, checkFinite: opts.amp === undefined });
 const train = DigitPairs.load('train');
 const test = DigitPairs.load('test');
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
@@ -95,7 +108,7 @@ if (rank === 0) await metrics.open(step > 0 ? step : null);
 async function checkpointNow(): Promise<void> {
   if (rank === 0) {
     const position = sampler.position(step * opts.gradAccum);
-    await saveCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator, step, epoch: position.epoch, extra: { sampler: position, seed: opts.seed } });
+    await saveCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator, step, epoch: position.epoch, extra: { sampler: position, seed: opts.seed, scaler: scaler.stateDict() } });
   }
   await group.barrier().wait();
 }
@@ -127,20 +140,21 @@ while (step < lastStep) {
     const u = step * opts.gradAccum + micro;
     const microStep = async () => {
       const { images, tokens } = train.batch(sampler.indices(u));
-      const features = tidy(() => ddp.forward(images, tokens));
+      const features = tidy(() => autocast({ dtype: opts.amp, enabled: opts.amp !== undefined }, () => ddp.forward(images, tokens)));
       const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
-      const loss = tidy(() => raw.div(opts.gradAccum));
+      const loss = tidy(() => scaler.scale(raw.div(opts.gradAccum)));
       raw.dispose();
       features.image.dispose();
       features.text.dispose();
       tf.dispose([images, tokens]);
       await loss.backward(); // the last micro-batch's backward also averages the summed gradients over the ranks
-      lossSum += loss.item();
+      lossSum += loss.item() / scaler.getScale();
       loss.dispose();
     };
     await (micro < opts.gradAccum - 1 ? ddp.noSync(microStep) : microStep());
   }
-  optimizer.step();
+  await scaler.step(optimizer);
+  scaler.update();
   clampLogitScale_(model.logitScale);
   const lr = optimizer.paramGroups[0]!.lr as number;
   scheduler.step();

@@ -5,6 +5,7 @@ export { AutogradFunction, Function, FunctionNode, type GradResult } from './fun
 export { Context, Node, AccumulateGrad, type Edge, type TensorHook, type PostAccumulateGradHook } from './node.js';
 export { backward, queueCallback, type BackwardOptions } from './engine.js';
 export { noGrad, enableGrad, isGradEnabled } from './grad-mode.js';
+export { autocast, autocastDtype, roundToPrecision, type AutocastDtype, type AutocastOptions } from './autocast.js';
 export { tidy } from './scope.js';
 export { AutogradError, AutogradArgumentError, GraphFreedError, TensorDisposedError } from './errors.js';
 export { tensor, fromTf, zeros, ones, full, randn, rand, type CreateOptions } from './creation.js';

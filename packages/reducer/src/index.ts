@@ -24,3 +24,4 @@ export {
   UnusedParametersError,
 } from './errors.js';
 export { PowerSGDState, powerSGDHook, type PowerSGDOptions } from './powersgd.js';
+export { AdasumError, AdasumState, adasumAllReduce, adasumHook, adasumPair, type Segment } from './adasum.js';

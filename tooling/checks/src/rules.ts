@@ -23,6 +23,8 @@ export const LAYERS: Record<string, readonly string[]> = {
   tp: ['tensor', 'comm', 'autograd', 'nn'],
   pp: ['tensor', 'comm', 'autograd', 'nn'],
   contrastive: ['tensor', 'comm', 'autograd', 'nn'],
+  amp: ['tensor', 'comm', 'autograd'],
+  'data-parallel': ['tensor', 'autograd', 'nn'],
 };
 
 /**

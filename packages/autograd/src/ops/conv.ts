@@ -1,4 +1,5 @@
 import { convTakesNCHW, tf } from '@ddp/tensor';
+import { type AutocastDtype, autocastDtype, maybeRound } from '../autocast.js';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -23,6 +24,7 @@ class Conv2d extends AutogradFunction {
   private nchw = false;
   private xShape: number[] = [];
   private wShape: number[] = [];
+  private lower: AutocastDtype | null = null;
 
   private attrs(): Record<string, unknown> {
     const [ph, pw] = this.padding;
@@ -37,6 +39,8 @@ class Conv2d extends AutogradFunction {
     this.strides = pair(stride);
     this.padding = pair(padding);
     this.nchw = convTakesNCHW();
+    this.lower = autocastDtype();
+    [x, w, b] = [maybeRound(x, this.lower), maybeRound(w, this.lower), b && maybeRound(b, this.lower)];
     const xk = this.nchw ? x : toNHWC(x);
     const wh = tf.transpose(w, [2, 3, 1, 0]); // OIHW -> HWIO
     this.xShape = xk.shape;
@@ -44,11 +48,12 @@ class Conv2d extends AutogradFunction {
     ctx.saveForBackward(xk, wh);
     let y = tf.engine().runKernel('Conv2D', { x: xk, filter: wh }, this.attrs() as tf.NamedAttrMap) as tf.Tensor;
     if (b) y = tf.add(y, this.nchw ? tf.reshape(b, [-1, 1, 1]) : b);
-    return this.nchw ? y : toNCHW(y);
+    return maybeRound(this.nchw ? y : toNCHW(y), this.lower);
   }
 
-  backward(ctx: Context, dy: tf.Tensor) {
+  backward(ctx: Context, dyIn: tf.Tensor) {
     const [xk, wh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const dy = maybeRound(dyIn, this.lower);
     const dyk = this.nchw ? dy : toNHWC(dy);
     const attrs = this.attrs();
     const run = (name: string, inputs: tf.NamedTensorMap, extra: object) =>
@@ -61,7 +66,8 @@ class Conv2d extends AutogradFunction {
     // NCHW: over pixels, then over the batch (two sums over trailing and leading axes)
     const [n, c] = dy.shape as [number, number];
     const db = ctx.needsInputGrad[2] ? (this.nchw ? tf.sum(tf.sum(tf.reshape(dy, [n, c, -1]), 2), 0) : tf.sum(dyk, [0, 1, 2])) : null;
-    return [dx, dw, db, null, null];
+    const lower = (g: tf.Tensor | null) => g && maybeRound(g, this.lower);
+    return [lower(dx), lower(dw), lower(db), null, null];
   }
 }
 

@@ -1,8 +1,11 @@
 import { tf } from '@ddp/tensor';
+import { type AutocastDtype, autocastDtype, castToAutocastDtype, maybeRound } from '../autocast.js';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
+import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
+import { add } from './arithmetic.js';
 import { broadcastShapes, reshapeTo, sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
@@ -29,8 +32,9 @@ function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.T
 class MatMul extends AutogradFunction {
   private transA = false;
   private transB = false;
+  private lower: AutocastDtype | null = null;
 
-  forward(ctx: Context, a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.Tensor {
+  forward(ctx: Context, a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean, roundOutput = true): tf.Tensor {
     if (a.rank < 2 || b.rank < 2) {
       throw new AutogradArgumentError(`matmul needs operands of rank >= 2, got [${a.shape}] and [${b.shape}]`);
     }
@@ -43,13 +47,17 @@ class MatMul extends AutogradFunction {
     if (!(b.rank === 2 && !transA)) broadcastShapes(`matmul of [${a.shape}] and [${b.shape}], batch dims`, a.shape.slice(0, -2), b.shape.slice(0, -2));
     this.transA = transA;
     this.transB = transB;
+    this.lower = autocastDtype();
+    [a, b] = [maybeRound(a, this.lower), maybeRound(b, this.lower)];
     ctx.saveForBackward(a, b);
-    return bmm(a, b, transA, transB);
+    const y = bmm(a, b, transA, transB);
+    return roundOutput ? maybeRound(y, this.lower) : y;
   }
 
-  backward(ctx: Context, dy: tf.Tensor) {
+  backward(ctx: Context, dyIn: tf.Tensor) {
     const [a, b] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
-    const { transA, transB } = this;
+    const { transA, transB, lower } = this;
+    const dy = maybeRound(dyIn, lower);
     let da: tf.Tensor | null = null;
     let db: tf.Tensor | null = null;
     if (ctx.needsInputGrad[0]) {
@@ -65,13 +73,13 @@ class MatMul extends AutogradFunction {
       db = transB ? bmm(dy, a, true, transA) : bmm(a, dy, !transA, false);
       db = sumToShape(db, b.shape);
     }
-    return [da, db, null, null];
+    return [da && maybeRound(da, lower), db && maybeRound(db, lower), null, null, null];
   }
 }
 
 /** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
 export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
-  return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false);
+  return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false, true);
 }
 
 /**
@@ -103,7 +111,14 @@ class Linear extends AutogradFunction {
   }
 }
 
-/** F.linear: x W^T + b, with W [out, in] as in PyTorch. */
+/**
+ * F.linear: x W^T + b, with W [out, in] as in PyTorch: one node outside autocast; under autocast
+ * the rounded product, the bias rounded too, and x W^T + b rounded once.
+ */
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
-  return Linear.apply(x, weight, bias);
+  if (autocastDtype() === null) return Linear.apply(x, weight, bias);
+  return tidy(() => {
+    if (!bias) return matmul(x, weight, { transposeB: true });
+    return castToAutocastDtype(add(MatMul.apply<Tensor>(x, weight, false, true, false), castToAutocastDtype(bias)));
+  });
 }

@@ -1,0 +1,99 @@
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { GradScaler, GradScalerError } from './index.js';
+import { makeModel, scaledLoss, scalerFixture, scalerOptions } from './test/scaler-run.js';
+
+const close = (ours: ArrayLike<number>, torch: number[]) => torch.forEach((v, i) => {
+  expect(ours[i]).toBeCloseTo(v, 5);
+});
+
+describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through overflows", () => {
+  it('scale, growth tracker, skipped steps, unscaled gradients and weights match step by step', async () => {
+    const { weight, bias, optimizer } = makeModel();
+    const scaler = new GradScaler(scalerOptions());
+    for (const [i, want] of scalerFixture.steps.entries()) {
+      optimizer.zeroGrad();
+      const loss = scaledLoss(scaler, weight, bias, i);
+      await loss.backward();
+      loss.dispose();
+      await scaler.unscale_(optimizer);
+      if (want.unscaledWeightGrad) close(weight.grad!.dataSync(), want.unscaledWeightGrad);
+      const stepped = await scaler.step(optimizer);
+      scaler.update();
+      expect({ step: i, skipped: !stepped, scale: scaler.getScale(), tracker: scaler.stateDict().growthTracker }).toEqual({
+        step: i,
+        skipped: want.skipped,
+        scale: want.scale,
+        tracker: want.growthTracker,
+      });
+      close(weight.data.dataSync(), want.weight);
+      close(bias.data.dataSync(), want.bias);
+    }
+    expect(scaler.stateDict()).toEqual(scalerFixture.stateDict);
+  });
+
+  it('keeps tf.memory().numTensors flat across steps', async () => {
+    const { weight, bias, optimizer } = makeModel();
+    const scaler = new GradScaler(scalerOptions());
+    const counts: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      optimizer.zeroGrad();
+      const loss = scaledLoss(scaler, weight, bias, i);
+      await loss.backward();
+      loss.dispose();
+      await scaler.step(optimizer);
+      scaler.update();
+      counts.push(tf.memory().numTensors);
+    }
+    expect(new Set(counts.slice(1)).size).toBe(1);
+  });
+
+  it('stateDict/loadStateDict resume the sequence where it was', async () => {
+    const a = new GradScaler(scalerOptions());
+    const b = new GradScaler();
+    b.loadStateDict({ ...scalerFixture.stateDict });
+    expect(b.stateDict()).toEqual(scalerFixture.stateDict);
+    expect(a.getScale()).toBe(scalerFixture.options.init_scale);
+    expect(() => b.loadStateDict({ ...scalerFixture.stateDict, backoffFactor: 2 })).toThrow(GradScalerError);
+    expect(() => b.loadStateDict({ ...scalerFixture.stateDict, growthTracker: -1 })).toThrow(GradScalerError);
+    expect(b.stateDict()).toEqual(scalerFixture.stateDict); // a rejected state changes nothing
+  });
+
+  it('growth stops at float32 overflow; update(newScale) sets the scale', async () => {
+    const { weight, bias, optimizer } = makeModel();
+    const scaler = new GradScaler({ initScale: 2 ** 127, growthInterval: 1 });
+    const loss = scaledLoss(new GradScaler({ enabled: false }), weight, bias, 0);
+    await loss.backward();
+    loss.dispose();
+    await scaler.step(optimizer);
+    scaler.update();
+    expect(scaler.getScale()).toBe(2 ** 127);
+    scaler.update(8);
+    expect(scaler.getScale()).toBe(8);
+  });
+
+  it('raises GradScalerError for calls out of order and bad options', async () => {
+    const { optimizer } = makeModel();
+    const scaler = new GradScaler();
+    expect(() => scaler.update()).toThrow(/no inf checks/);
+    await scaler.unscale_(optimizer);
+    await expect(scaler.unscale_(optimizer)).rejects.toThrow(GradScalerError);
+    await scaler.step(optimizer);
+    await expect(scaler.step(optimizer)).rejects.toThrow(/already been called/);
+    scaler.update();
+    expect(() => new GradScaler({ growthFactor: 1 })).toThrow(GradScalerError);
+    expect(() => new GradScaler({ backoffFactor: 1 })).toThrow(GradScalerError);
+    expect(() => new GradScaler({ growthInterval: 0.5 })).toThrow(GradScalerError);
+    expect(() => new GradScaler({ initScale: Number.POSITIVE_INFINITY })).toThrow(GradScalerError);
+  });
+
+  it('disabled: scale() is the loss itself and step() always steps', async () => {
+    const { weight, bias, optimizer } = makeModel();
+    const scaler = new GradScaler({ enabled: false });
+    const loss = scaledLoss(scaler, weight, bias, 4); // the overflowing batch: unscaled, finite
+    await loss.backward();
+    loss.dispose();
+    expect(await scaler.step(optimizer)).toBe(true);
+    expect(scaler.getScale()).toBe(1);
+  });
+});

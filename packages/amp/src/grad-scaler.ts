@@ -1,0 +1,196 @@
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { mul, type Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { GradScalerError } from './errors.js';
+
+export interface GradScalerOptions {
+  /** Default 2^16. */
+  initScale?: number;
+  /** Default 2. */
+  growthFactor?: number;
+  /** Default 0.5. */
+  backoffFactor?: number;
+  /** Consecutive steps without inf/NaN after which the scale grows (default 2000). */
+  growthInterval?: number;
+  /** false: scale() returns the loss, step() just steps (default true). */
+  enabled?: boolean;
+  /**
+   * The ranks that must agree on skipping a step: unscale_ all-reduces (MAX) whether any of
+   * them found a non-finite gradient. Needed whenever ranks can see different gradients (no
+   * DDP, ZeRO shards, a rank whose own compression overflowed); unset: this process alone.
+   */
+  processGroup?: ProcessGroup;
+}
+
+/** torch.cuda.amp.GradScaler's state_dict, camelCased. */
+export interface GradScalerStateDict {
+  scale: number;
+  growthFactor: number;
+  backoffFactor: number;
+  growthInterval: number;
+  growthTracker: number;
+}
+
+/** What GradScaler needs of an optimizer: @ddp/nn's (step is sync) and ZeRO's (async) both fit. */
+export interface ScalableOptimizer {
+  readonly paramGroups: readonly { params: readonly Tensor[] }[];
+  step(): void | Promise<void>;
+}
+
+interface OptimizerState {
+  foundInf: boolean | null;
+  stepped: boolean;
+}
+
+const f32 = Math.fround;
+
+/**
+ * Loss scaling for mixed precision with PyTorch's GradScaler semantics: scale(loss) multiplies
+ * by the scale; unscale_ divides the gradients back and records whether any is inf/NaN; step
+ * skips the optimizer's update when one was (on every rank of processGroup alike); update halves
+ * the scale after a skipped step (backoffFactor) and doubles it after growthInterval clean steps
+ * (growthFactor, unless that overflows). The scale is float32 arithmetic, as torch's tensor.
+ */
+export class GradScaler {
+  private currentScale: number;
+  private growthTracker = 0;
+  private growthFactor: number;
+  private backoffFactor: number;
+  private growthInterval: number;
+  private readonly enabled: boolean;
+  private readonly processGroup: ProcessGroup | undefined;
+  private readonly perOptimizer = new Map<ScalableOptimizer, OptimizerState>();
+  private readonly foundInfBuffer = new Float32Array(1);
+
+  constructor(opts: GradScalerOptions = {}) {
+    this.currentScale = f32(opts.initScale ?? 2 ** 16);
+    this.growthFactor = opts.growthFactor ?? 2;
+    this.backoffFactor = opts.backoffFactor ?? 0.5;
+    this.growthInterval = opts.growthInterval ?? 2000;
+    this.enabled = opts.enabled ?? true;
+    this.processGroup = opts.processGroup;
+    if (!(this.currentScale > 0 && Number.isFinite(this.currentScale))) throw new GradScalerError(`initScale must be a positive finite number, got ${opts.initScale}`);
+    if (!(this.growthFactor > 1)) throw new GradScalerError(`growthFactor must be > 1, got ${this.growthFactor}`);
+    if (!(this.backoffFactor > 0 && this.backoffFactor < 1)) throw new GradScalerError(`backoffFactor must be in (0, 1), got ${this.backoffFactor}`);
+    if (!(Number.isInteger(this.growthInterval) && this.growthInterval > 0)) {
+      throw new GradScalerError(`growthInterval must be a positive integer, got ${this.growthInterval}`);
+    }
+  }
+
+  isEnabled(): boolean {
+    return this.enabled;
+  }
+
+  /** The current scale (1 when disabled). */
+  getScale(): number {
+    return this.enabled ? this.currentScale : 1;
+  }
+
+  /** loss × scale, to call backward on (torch's scaler.scale(loss)). */
+  scale(loss: Tensor): Tensor {
+    return this.enabled ? mul(loss, this.currentScale) : loss;
+  }
+
+  /**
+   * Divides the optimizer's gradients by the scale in place and records whether any rank of
+   * processGroup holds an inf/NaN among them (one all-reduce). Call it before clipping
+   * gradients; step() calls it when you did not. Once per optimizer between updates.
+   */
+  async unscale_(optimizer: ScalableOptimizer): Promise<void> {
+    if (!this.enabled) return;
+    const state = this.stateOf(optimizer);
+    if (state.foundInf !== null) throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
+    if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
+    const invScale = f32(1 / this.currentScale);
+    let found = false;
+    for (const group of optimizer.paramGroups) {
+      for (const p of group.params) {
+        const grad = p.grad;
+        if (grad === null) continue;
+        if (!found && !(grad.dataSync() as Float32Array).every(Number.isFinite)) found = true;
+        p.grad = tf.mul(grad, invScale);
+      }
+    }
+    state.foundInf = await this.agree(found);
+  }
+
+  /**
+   * Unscales (unless unscale_ ran) and steps the optimizer unless some rank found an inf/NaN
+   * gradient. Returns whether it stepped.
+   */
+  async step(optimizer: ScalableOptimizer): Promise<boolean> {
+    if (!this.enabled) {
+      await optimizer.step();
+      return true;
+    }
+    const state = this.stateOf(optimizer);
+    if (state.stepped) throw new GradScalerError('step() has already been called since the last update()');
+    if (state.foundInf === null) await this.unscale_(optimizer);
+    state.stepped = true;
+    if (state.foundInf) return false;
+    await optimizer.step();
+    return true;
+  }
+
+  /**
+   * Adjusts the scale from the steps since the last update (or sets it to newScale) and
+   * forgets them: back off after an inf/NaN, grow after growthInterval clean steps.
+   */
+  update(newScale?: number): void {
+    if (!this.enabled) return;
+    if (newScale !== undefined) {
+      if (!(newScale > 0 && Number.isFinite(newScale))) throw new GradScalerError(`update: newScale must be a positive finite number, got ${newScale}`);
+      this.currentScale = f32(newScale);
+    } else {
+      const checked = [...this.perOptimizer.values()].filter((s) => s.foundInf !== null);
+      if (checked.length === 0) throw new GradScalerError('update(): no inf checks were recorded (call step() or unscale_() first)');
+      this.adjust(checked.some((s) => s.foundInf));
+    }
+    this.perOptimizer.clear();
+  }
+
+  stateDict(): GradScalerStateDict {
+    const { currentScale: scale, growthFactor, backoffFactor, growthInterval, growthTracker } = this;
+    return { scale, growthFactor, backoffFactor, growthInterval, growthTracker };
+  }
+
+  /** Restores the scale and growth tracker (factors and interval too, as torch does). */
+  loadStateDict(sd: GradScalerStateDict): void {
+    const { scale, growthFactor, backoffFactor, growthInterval, growthTracker } = sd;
+    const checked = new GradScaler({ initScale: scale, growthFactor, backoffFactor, growthInterval }); // validates them
+    if (!(Number.isInteger(growthTracker) && growthTracker >= 0)) throw new GradScalerError(`growthTracker must be a non-negative integer, got ${growthTracker}`);
+    this.currentScale = checked.currentScale;
+    this.growthTracker = growthTracker;
+    [this.growthFactor, this.backoffFactor, this.growthInterval] = [growthFactor, backoffFactor, growthInterval];
+  }
+
+  /** torch's _amp_update_scale_ kernel, in float32. */
+  private adjust(foundInf: boolean): void {
+    if (foundInf) {
+      this.currentScale = f32(this.currentScale * f32(this.backoffFactor));
+      this.growthTracker = 0;
+      return;
+    }
+    this.growthTracker++;
+    if (this.growthTracker < this.growthInterval) return;
+    const grown = f32(this.currentScale * f32(this.growthFactor));
+    if (Number.isFinite(grown)) this.currentScale = grown;
+    this.growthTracker = 0;
+  }
+
+  private async agree(found: boolean): Promise<boolean> {
+    if (this.processGroup === undefined || this.processGroup.size === 1) return found;
+    this.foundInfBuffer[0] = found ? 1 : 0;
+    await this.processGroup.allReduce(this.foundInfBuffer, { op: ReduceOp.MAX }).wait();
+    return this.foundInfBuffer[0] !== 0;
+  }
+
+  private stateOf(optimizer: ScalableOptimizer): OptimizerState {
+    let state = this.perOptimizer.get(optimizer);
+    if (state === undefined) {
+      state = { foundInf: null, stepped: false };
+      this.perOptimizer.set(optimizer, state);
+    }
+    return state;
+  }
+}

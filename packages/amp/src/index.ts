@@ -1,0 +1,3 @@
+export { autocast, autocastDtype, roundToPrecision, type AutocastDtype, type AutocastOptions } from '@ddp/autograd';
+export { GradScaler, type GradScalerOptions, type GradScalerStateDict, type ScalableOptimizer } from './grad-scaler.js';
+export { GradScalerError } from './errors.js';

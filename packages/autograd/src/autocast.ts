@@ -1,0 +1,69 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16, tensorFromFloat32, type tf } from '@ddp/tensor';
+import { AutogradArgumentError } from './errors.js';
+import { AutogradFunction } from './function.js';
+import type { Context } from './node.js';
+import type { Tensor } from './tensor.js';
+
+/** The lower precisions autocast runs its ops in (PyTorch's CPU autocast: bfloat16). */
+export type AutocastDtype = 'bfloat16' | 'float16';
+
+export interface AutocastOptions {
+  /** Default 'bfloat16', as torch.autocast('cpu'). */
+  dtype?: AutocastDtype;
+  /** false runs fn in float32 (a region excluded from an enclosing autocast). */
+  enabled?: boolean;
+}
+
+// Async-context local like grad mode: an autocast forward awaiting data leaves other flows alone.
+const autocastState = new AsyncLocalStorage<AutocastDtype | null>();
+
+/**
+ * Runs fn with PyTorch's CPU autocast op list (matmul, linear, conv2d) in `dtype`, like
+ * `with torch.autocast('cpu', dtype=...)`. fn may be async. The backends have no 16-bit
+ * kernels, so those ops round their inputs and outputs to `dtype` (and, in backward, their
+ * incoming and outgoing gradients) and compute in float32 between: the numerics of a 16-bit
+ * kernel accumulating in float32, as oneDNN's are, not its speed.
+ */
+export function autocast<T>(opts: AutocastOptions, fn: () => T): T {
+  const dtype = opts.dtype ?? 'bfloat16';
+  if (dtype !== 'bfloat16' && dtype !== 'float16') {
+    throw new AutogradArgumentError(`autocast: dtype must be 'bfloat16' or 'float16', got '${String(dtype)}'`);
+  }
+  return autocastState.run(opts.enabled === false ? null : dtype, fn);
+}
+
+/** The dtype autocast ops run in here, or null outside autocast (torch.is_autocast_enabled). */
+export function autocastDtype(): AutocastDtype | null {
+  return autocastState.getStore() ?? null;
+}
+
+/** t's values rounded to the nearest `dtype` value (ties to even; overflow to ±inf), as a new float32 tensor. */
+export function roundToPrecision(t: tf.Tensor, dtype: AutocastDtype): tf.Tensor {
+  const values = t.dataSync() as Float32Array;
+  const rounded = dtype === 'bfloat16' ? decodeBfloat16(encodeBfloat16(values)) : decodeFloat16(encodeFloat16(values));
+  return tensorFromFloat32(rounded, t.shape);
+}
+
+/** roundToPrecision that passes t through when dtype is null (autocast off). */
+export function maybeRound(t: tf.Tensor, dtype: AutocastDtype | null): tf.Tensor {
+  return dtype === null ? t : roundToPrecision(t, dtype);
+}
+
+/** A tensor that holds `dtype` values: rounded forward, and so is its gradient (a 16-bit tensor's grad is 16-bit). */
+class LowerPrecision extends AutogradFunction {
+  private dtype: AutocastDtype = 'bfloat16';
+  forward(_ctx: Context, x: tf.Tensor, dtype: AutocastDtype): tf.Tensor {
+    this.dtype = dtype;
+    return roundToPrecision(x, dtype);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    return [roundToPrecision(dy, this.dtype), null];
+  }
+}
+
+/** x rounded to the autocast dtype, differentiably; x itself outside autocast. */
+export function castToAutocastDtype(x: Tensor): Tensor {
+  const dtype = autocastDtype();
+  return dtype === null ? x : LowerPrecision.apply(x, dtype);
+}

@@ -1,0 +1,84 @@
+import { mse, tensor } from '@ddp/autograd';
+import { Generator, SGD } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { afterEach, describe, expect, it } from 'vitest';
+import { chunkSizes, DataParallel, DataParallelError } from './index.js';
+import { createModule } from './test/mlp.js';
+
+const factory = new URL('./test/mlp.ts', import.meta.url);
+const BATCH = 10;
+const batches = (() => {
+  const g = new Generator(5);
+  return [0, 1, 2].map(() => ({ x: Array.from(g.normal(BATCH * 6)), y: Array.from(g.normal(BATCH * 3)) }));
+})();
+
+let dp: DataParallel | null = null;
+afterEach(async () => {
+  await dp?.dispose();
+  dp = null;
+});
+
+describe('DataParallel: replicas on worker threads', () => {
+  it('3 SGD steps on 3 replicas equal one module on the same global batch (losses, gradients, weights)', async () => {
+    const single = createModule();
+    const singleOpt = new SGD(single.parameters(), { lr: 0.1 });
+    dp = await DataParallel.create(factory, { replicas: 3 });
+    const opt = new SGD(dp.module.parameters(), { lr: 0.1 });
+    for (const b of batches) {
+      const [x, y] = [tensor(b.x, [BATCH, 6]), tensor(b.y, [BATCH, 3])];
+      const want = mse(single.forward(x), y);
+      await want.backward();
+      const got = mse(await dp.forward(x), y);
+      await got.backward();
+      expect(got.item()).toBeCloseTo(want.item(), 6);
+      dp.module.parameters().forEach((p, i) => {
+        const ref = single.parameters()[i]!.grad!.dataSync();
+        p.grad!.dataSync().forEach((v, j) => {
+          expect(v).toBeCloseTo(ref[j]!, 6);
+        });
+      });
+      singleOpt.step();
+      opt.step();
+      singleOpt.zeroGrad();
+      opt.zeroGrad();
+      for (const t of [x, y, want, got]) t.dispose();
+    }
+    dp.module.parameters().forEach((p, i) => {
+      const ref = single.parameters()[i]!.data.dataSync();
+      p.data.dataSync().forEach((v, j) => {
+        expect(v).toBeCloseTo(ref[j]!, 6);
+      });
+    });
+  });
+
+  it('keeps tf.memory().numTensors flat on the main thread across steps', async () => {
+    dp = await DataParallel.create(factory, { replicas: 2 });
+    const opt = new SGD(dp.module.parameters(), { lr: 0.1 });
+    const counts: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const b = batches[i % 3]!;
+      const [x, y] = [tensor(b.x, [BATCH, 6]), tensor(b.y, [BATCH, 3])];
+      const loss = mse(await dp.forward(x), y);
+      await loss.backward();
+      opt.step();
+      opt.zeroGrad();
+      for (const t of [x, y, loss]) t.dispose();
+      counts.push(tf.memory().numTensors);
+    }
+    expect(new Set(counts.slice(1)).size).toBe(1);
+  });
+
+  it("scatters as torch does: chunks as equal as can be, none empty", () => {
+    expect(chunkSizes(10, 3)).toEqual([4, 3, 3]);
+    expect(chunkSizes(2, 4)).toEqual([1, 1]);
+  });
+
+  it('a replica whose model differs, or that throws, raises DataParallelError naming the replica and the operation', async () => {
+    await expect(DataParallel.create(factory, { replicas: 2, exportName: 'widerOnMain' })).rejects.toThrow(/replica 0: its model has \d+ parameters, the main one/);
+    dp = await DataParallel.create(factory, { replicas: 2, exportName: 'throwsInForward' });
+    const x = tensor(batches[0]!.x, [BATCH, 6]);
+    await expect(dp.forward(x)).rejects.toThrow(/DataParallel replica \d, forward: RangeError: bad input on purpose/);
+    x.dispose();
+    await expect(DataParallel.create(factory, { replicas: 0 })).rejects.toThrow(DataParallelError);
+  });
+});

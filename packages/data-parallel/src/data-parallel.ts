@@ -1,0 +1,204 @@
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import type { TensorModule } from '@ddp/nn';
+import { getNumThreads, tf } from '@ddp/tensor';
+import { DataParallelError } from './errors.js';
+import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
+
+export interface DataParallelOptions {
+  /** Replica threads (default 2). */
+  replicas?: number;
+  /** The factory's export name in the module file (default 'createModule'). */
+  exportName?: string;
+}
+
+const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+
+// From source, a replica thread resolves @ddp packages to their src/ as the main thread does
+// (vitest or --conditions=@ddp/source there; neither reaches a worker): a resolve hook adds the condition.
+const sourceCondition = `data:text/javascript,${encodeURIComponent(
+  "export const resolve = (s, c, next) => next(s, { ...c, conditions: [...c.conditions, '@ddp/source'] });",
+)}`;
+
+/** The replica worker file beside this module; from source the thread registers tsx first (its --import hook does not reach workers). */
+function startReplica(init: ReplicaInit): Worker {
+  const url = new URL(`./replica-worker${ext}`, import.meta.url);
+  if (ext === '.js') return new Worker(url, { workerData: init });
+  const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
+  const code =
+    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); (await import('node:module')).register(${JSON.stringify(sourceCondition)}); ` +
+    `return import(${JSON.stringify(url.href)}); })`;
+  return new Worker(code, { eval: true, workerData: init });
+}
+
+/** One replica thread: requests answered in order. */
+class Replica {
+  private readonly waiting: { resolve: (m: FromReplica) => void; reject: (e: Error) => void }[] = [];
+  private dead: Error | null = null;
+  /** Its first message, 'ready' (awaited from the start: it may come before anyone asks). */
+  readonly ready: Promise<FromReplica>;
+
+  constructor(
+    readonly index: number,
+    readonly worker: Worker,
+    readonly grads: Float32Array,
+  ) {
+    this.ready = this.answer('start');
+    this.ready.catch(() => {}); // awaited by create, which may give up on an earlier replica first
+    worker.on('message', (m: FromReplica) => this.waiting.shift()?.resolve(m));
+    worker.on('error', (e) => this.fail(new DataParallelError(`DataParallel replica ${index} crashed: ${e.message}`)));
+    worker.on('exit', (code) => this.fail(new DataParallelError(`DataParallel replica ${index} exited (code ${code})`)));
+  }
+
+  private fail(e: Error): void {
+    this.dead ??= e;
+    for (const w of this.waiting.splice(0)) w.reject(this.dead);
+  }
+
+  /** Sends m and resolves with the answer; a replica's error rejects naming it and `op`. */
+  request(m: ToReplica, op: string): Promise<FromReplica> {
+    if (this.dead) return Promise.reject(this.dead);
+    const answer = this.answer(op);
+    this.worker.postMessage(m);
+    return answer;
+  }
+
+  /** The next message from the replica (they answer in order). */
+  private async answer(op: string): Promise<FromReplica> {
+    const r = await new Promise<FromReplica>((resolve, reject) => this.waiting.push({ resolve, reject }));
+    if (r.type === 'error') throw new DataParallelError(`DataParallel replica ${this.index}, ${op}: ${r.name}: ${r.message}`);
+    return r;
+  }
+}
+
+/** Batch sizes of the chunks scatter makes (torch's: as equal as can be, no empty chunk). */
+export function chunkSizes(batch: number, replicas: number): number[] {
+  const n = Math.min(batch, replicas);
+  return Array.from({ length: n }, (_, i) => Math.floor(batch / n) + (i < batch % n ? 1 : 0));
+}
+
+/**
+ * Gathers the replicas' outputs along the batch; in backward scatters the output gradient
+ * back to them and returns the sum of their parameter gradients as the main replica's.
+ */
+class Gather extends AutogradFunction {
+  override readonly asyncBackward = true;
+  private dp!: DataParallel;
+  private sizes: number[] = [];
+
+  async forward(_ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
+    this.dp = dp;
+    dp.writeParameters(params);
+    this.sizes = chunkSizes(x.shape[0]!, dp.replicas.length);
+    const chunks = tf.split(x, this.sizes, 0);
+    const outputs = await Promise.all(
+      chunks.map((c, r) => {
+        const m: ToReplica = { type: 'forward', input: c.dataSync() as Float32Array, shape: c.shape };
+        c.dispose();
+        return dp.replicas[r]!.request(m, 'forward');
+      }),
+    );
+    const parts = outputs.map((o) => (o.type === 'output' ? tf.tensor(o.data, o.shape) : tf.zeros([0])));
+    const y = tf.concat(parts, 0);
+    tf.dispose(parts);
+    return y;
+  }
+
+  async backward(_ctx: Context, dy: tf.Tensor): Promise<(tf.Tensor | null)[]> {
+    const { dp, sizes } = this;
+    const chunks = tf.split(dy, sizes, 0);
+    await Promise.all(
+      chunks.map((c, r) => {
+        const m: ToReplica = { type: 'backward', grad: c.dataSync() as Float32Array, shape: c.shape };
+        c.dispose();
+        return dp.replicas[r]!.request(m, 'backward');
+      }),
+    );
+    return [null, null, ...dp.reduceGradients(sizes.length)];
+  }
+}
+
+/**
+ * torch.nn.DataParallel's single-process design on Node: `replicas` worker threads, each with
+ * its own tfjs backend and its own copy of the model (built by the same factory). Every
+ * forward writes the main replica's parameters where all replicas read them (the broadcast),
+ * splits the input along the batch (scatter), runs the chunks in parallel and concatenates
+ * the outputs on the main thread (gather); backward sends each replica its slice of the output
+ * gradient and sums their parameter gradients into the main replica's (`module`), which the
+ * optimizer steps. Only the batch's first input is scattered; the output must be one tensor.
+ */
+export class DataParallel {
+  private readonly paramView: Float32Array;
+
+  private constructor(
+    readonly module: TensorModule,
+    readonly replicas: Replica[],
+    private readonly offsets: number[],
+    private readonly numel: number,
+    paramView: Float32Array,
+  ) {
+    this.paramView = paramView;
+  }
+
+  /** Builds the main replica and `replicas` replica threads from `factoryUrl`'s factory. */
+  static async create(factoryUrl: string | URL, opts: DataParallelOptions = {}): Promise<DataParallel> {
+    const count = opts.replicas ?? 2;
+    if (!(Number.isInteger(count) && count > 0)) throw new DataParallelError(`DataParallel: replicas must be a positive integer, got ${count}`);
+    const exportName = opts.exportName ?? 'createModule';
+    const href = factoryUrl instanceof URL ? factoryUrl.href : pathToFileURL(factoryUrl).href;
+    const factory = (await import(href))[exportName] as (() => TensorModule) | undefined;
+    if (typeof factory !== 'function') throw new DataParallelError(`DataParallel: ${href} exports no function '${exportName}'`);
+    const module = factory();
+    const params = module.parameters();
+    const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
+    const numel = params.reduce((s, p) => s + p.size, 0);
+    const shared = (n: number) => new Float32Array(new SharedArrayBuffer(4 * n));
+    const paramView = shared(numel);
+    const threads = Math.max(1, Math.floor(getNumThreads() / count));
+    const replicas = Array.from({ length: count }, (_, r) => {
+      const grads = shared(numel);
+      return new Replica(r, startReplica({ factoryUrl: href, exportName, replica: r, threads, params: paramView, grads }), grads);
+    });
+    const dp = new DataParallel(module, replicas, offsets, numel, paramView);
+    try {
+      for (const r of replicas) {
+        const ready = await r.ready;
+        if (ready.type !== 'ready' || ready.numel !== numel) {
+          throw new DataParallelError(`DataParallel replica ${r.index}: its model has ${ready.type === 'ready' ? ready.numel : '?'} parameters, the main one ${numel}`);
+        }
+      }
+    } catch (e) {
+      await dp.dispose();
+      throw e;
+    }
+    return dp;
+  }
+
+  /** The output for the whole batch `x` [N, …]; its backward fills `module`'s gradients. */
+  forward(x: Tensor): Promise<Tensor> {
+    return Gather.applyAsync(x, this, ...this.module.parameters());
+  }
+
+  /** @internal The main replica's parameters where every replica reads them. */
+  writeParameters(params: tf.Tensor[]): void {
+    params.forEach((p, i) => {
+      this.paramView.set(p.dataSync() as Float32Array, this.offsets[i]);
+    });
+  }
+
+  /** @internal The sum of the first `used` replicas' gradients, one tensor per parameter. */
+  reduceGradients(used: number): tf.Tensor[] {
+    const sum = new Float32Array(this.numel);
+    for (const r of this.replicas.slice(0, used)) for (let i = 0; i < this.numel; i++) sum[i]! += r.grads[i]!;
+    return this.module.parameters().map((p, i) => tf.tensor(sum.subarray(this.offsets[i], this.offsets[i]! + p.size), p.shape));
+  }
+
+  /** Ends the replica threads. */
+  async dispose(): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.worker.terminate()));
+  }
+}

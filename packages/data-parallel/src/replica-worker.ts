@@ -1,0 +1,53 @@
+// One replica of DataParallel, on its own worker thread with its own tfjs backend: builds the
+// model from the factory, and per step copies the main replica's parameters in, runs its chunk
+// forward, and on backward writes its parameter gradients into its shared buffer.
+import { parentPort, workerData } from 'node:worker_threads';
+import type { Tensor } from '@ddp/autograd';
+import type { TensorModule } from '@ddp/nn';
+import { setNumThreads, tf } from '@ddp/tensor';
+import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
+
+const init = workerData as ReplicaInit;
+const port = parentPort!;
+const reply = (m: FromReplica) => port.postMessage(m);
+setNumThreads(init.threads);
+const { fromTf } = await import('@ddp/autograd');
+const factory = (await import(init.factoryUrl))[init.exportName] as () => TensorModule;
+const module = factory();
+const params = module.parameters();
+const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
+let output: Tensor | null = null;
+
+/** The main replica's current values into this replica's parameters (the per-step broadcast). */
+function loadParameters(): void {
+  params.forEach((p, i) => {
+    p.data = tf.tensor(init.params.subarray(offsets[i], offsets[i]! + p.size), p.shape);
+  });
+}
+
+async function handle(m: ToReplica): Promise<FromReplica> {
+  if (m.type === 'forward') {
+    output?.dispose();
+    loadParameters();
+    const x = fromTf(tf.tensor(m.input, m.shape));
+    output = module.forward(x);
+    x.dispose();
+    return { type: 'output', data: output.data.dataSync() as Float32Array, shape: output.shape };
+  }
+  if (output === null) throw new Error('backward before forward');
+  const grad = tf.tensor(m.grad, m.shape);
+  await output.backward(grad);
+  grad.dispose();
+  params.forEach((p, i) => {
+    init.grads.set(p.grad === null ? new Float32Array(p.size) : (p.grad.dataSync() as Float32Array), offsets[i]);
+    p.grad = null;
+  });
+  output.dispose();
+  output = null;
+  return { type: 'grads' };
+}
+
+port.on('message', (m: ToReplica) => {
+  handle(m).then(reply, (e: Error) => reply({ type: 'error', name: e.name, message: e.message }));
+});
+reply({ type: 'ready', numel: params.reduce((s, p) => s + p.size, 0) });

@@ -1,0 +1,26 @@
+// Test-only: the model factories the replica threads build.
+import { isMainThread } from 'node:worker_threads';
+import { Generator, Linear, Sequential, Tanh } from '@ddp/nn';
+
+/** The same weights on every thread. */
+export function createModule(): Sequential {
+  const generator = new Generator(11);
+  return new Sequential(new Linear(6, 16, { generator }), new Tanh(), new Linear(16, 3, { generator }));
+}
+
+/** A narrower model on the replica threads than on the main one: DataParallel must refuse to mix them. */
+export function widerOnMain(): Sequential {
+  const hidden = isMainThread ? 16 : 8;
+  return new Sequential(new Linear(6, hidden), new Tanh(), new Linear(hidden, 3));
+}
+
+/** A model whose forward throws on the replica threads. */
+export function throwsInForward(): Sequential {
+  const m = createModule();
+  if (!isMainThread) {
+    m.forward = () => {
+      throw new RangeError('bad input on purpose');
+    };
+  }
+  return m;
+}

@@ -1,0 +1,58 @@
+import { runWorld } from '@ddp/launch/testing';
+import { describe, expect, it } from 'vitest';
+
+interface RankResult {
+  rank: number;
+  local: number[];
+  adasum: number[];
+  localGrads: number[][];
+  ddpGrads: number[][];
+}
+
+/** Horovod's pairwise Adasum in float64, the formula written out again (not the code under test). */
+function pair(a: number[], b: number[]): number[] {
+  const dot = a.reduce((s, x, i) => s + x * b[i]!, 0);
+  const na = a.reduce((s, x) => s + x * x, 0);
+  const nb = b.reduce((s, x) => s + x * x, 0);
+  return a.map((x, i) => (1 - dot / (2 * na)) * x + (1 - dot / (2 * nb)) * b[i]!);
+}
+/** The binary tree over ranks 0..n−1: Adasum(Adasum(g0, g1), Adasum(g2, g3)). */
+const tree = (vs: number[][]): number[] => (vs.length === 1 ? vs[0]! : pair(tree(vs.slice(0, vs.length / 2)), tree(vs.slice(vs.length / 2))));
+/** Per segment: Adasum works per layer. */
+const bySegments = (vs: number[][], cuts: number[]) =>
+  cuts.slice(1).flatMap((end, i) => tree(vs.map((v) => v.slice(cuts[i], end))));
+
+const expectClose = (ours: number[], want: number[]) => {
+  expect(ours.length).toBe(want.length);
+  ours.forEach((v, i) => {
+    expect(v).toBeCloseTo(want[i]!, 5);
+  });
+};
+
+describe('Adasum across real processes', () => {
+  for (const nprocs of [2, 4]) {
+    it(`${nprocs} ranks: every rank holds the tree's Adasum of all ranks' vectors, per segment; as a DDP comm hook too`, async () => {
+      const script = new URL('./test/adasum.child.ts', import.meta.url);
+      const ranks = (await runWorld<RankResult>({ script, nprocs, timeoutMs: 60_000 })).results;
+      const want = bySegments(ranks.map((r) => r.local), [0, 6, 10]);
+      // and not merely the average or the sum: the test could not pass on either
+      const sum = ranks[0]!.local.map((_, i) => ranks.reduce((s, r) => s + r.local[i]!, 0));
+      expect(Math.max(...want.map((v, i) => Math.abs(v - sum[i]!)))).toBeGreaterThan(0.1);
+      for (const r of ranks) {
+        expectClose(r.adasum, want);
+        expect(r.adasum).toEqual(ranks[0]!.adasum); // bit for bit on every rank
+        r.ddpGrads.forEach((g, p) => {
+          expectClose(g, tree(ranks.map((q) => q.localGrads[p]!)));
+        });
+      }
+    }, 70_000);
+  }
+
+  it('3 ranks: AdasumError naming the rank and the group size on every rank, no hang', async () => {
+    const script = new URL('./test/adasum.child.ts', import.meta.url);
+    const ranks = (await runWorld<{ error: string }>({ script, nprocs: 3, args: ['odd'], timeoutMs: 60_000 })).results;
+    ranks.forEach((r, rank) => {
+      expect(r.error).toMatch(new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`));
+    });
+  }, 70_000);
+});

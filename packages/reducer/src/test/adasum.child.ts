@@ -1,0 +1,41 @@
+// One rank of the Adasum test: prints its local vectors / gradients and what Adasum made of them.
+import { sharedArray, destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { mse, tensor } from '@ddp/autograd';
+import { Generator, Linear } from '@ddp/nn';
+import { AdasumState, adasumAllReduce, adasumHook, DistributedDataParallel } from '../index.js';
+
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+const gen = new Generator(40 + group.rank);
+if (process.argv[2] === 'odd') {
+  const error = await adasumAllReduce(sharedArray(Float32Array, 4), group).then(
+    () => '',
+    (e: Error) => `${e.name}: ${e.message}`,
+  );
+  console.log(`RESULT ${JSON.stringify({ rank: group.rank, error })}`);
+  await destroyProcessGroup();
+  process.exit(0);
+}
+
+// 1. adasumAllReduce on a flat buffer of two segments
+const local = gen.normal(10);
+const buf = sharedArray(Float32Array, 10);
+buf.set(local);
+await adasumAllReduce(buf, group, [{ offset: 0, size: 6 }, { offset: 6, size: 4 }]);
+
+// 2. as DDP's comm hook: this rank's own gradient (a copy without DDP), then DDP's
+const x = tensor(gen.normal(12), [3, 4]);
+const y = tensor(gen.normal(6), [3, 2]);
+const gradsOf = async (model: Linear, forward: (t: typeof x) => typeof x) => {
+  const loss = mse(forward(x), y);
+  await loss.backward();
+  loss.dispose();
+  return model.parameters().map((p) => Array.from(p.grad!.dataSync()));
+};
+const plain = new Linear(4, 2, { generator: new Generator(3) });
+const localGrads = await gradsOf(plain, (t) => plain.forward(t));
+const model = new Linear(4, 2, { generator: new Generator(3) });
+const ddp = await DistributedDataParallel.create(model, { processGroup: group });
+ddp.registerCommHook(new AdasumState(), adasumHook);
+const ddpGrads = await gradsOf(model, (t) => ddp.forward(t));
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads })}`);
+await destroyProcessGroup();
