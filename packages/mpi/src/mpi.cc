@@ -1,0 +1,425 @@
+// Open MPI for @ddp/comm's 'mpi' backend. Every MPI call runs on one dedicated thread
+// (MPI_THREAD_SERIALIZED), taken from a FIFO in the order JavaScript issued the calls, so each
+// rank runs its calls in program order whatever the communicator. Each call resolves a promise
+// through a thread-safe function. Before a collective the members allgather a small descriptor
+// of the call (op, dtype, reduce op, root, count, a failed-here flag, per-peer counts); a call
+// that differs or failed on one rank is refused on every rank instead of deadlocking or moving
+// the wrong bytes (the checks: Agrees below; JavaScript words the error from the descriptors).
+#include <mpi.h>
+#include <node_api.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+enum Kind { INIT, SPLIT, FINALIZE, ALLREDUCE, BCAST, REDUCE, ALLGATHER, GATHER, SCATTER, REDUCE_SCATTER, ALLTOALL, BARRIER, P2P };
+// Descriptor fields (then two counts per member): op, dtype, reduce op, root, count, failed here.
+constexpr int D_COUNT = 4, D_FAILED = 5, D_FIXED = 6;  // then sent and received counts per member
+// Agreement rules: none (p2p), the fixed fields equal, the count equal too.
+enum Rule { NO_AGREEMENT, SAME_CALL, SAME_COUNT };
+enum Status { OK, REFUSED, MPI_FAILED };
+
+struct Buf {
+  char* data = nullptr;
+  size_t bytes = 0;
+  napi_ref ref = nullptr;
+};
+
+struct Task {
+  Kind kind;
+  int comm = 0, rule = NO_AGREEMENT, type = 0, op = 0, root = 0;
+  std::vector<int32_t> desc, counts;  // counts: p2p's entries
+  Buf a, b;
+  // results
+  std::vector<int32_t> all;
+  std::vector<char> out;
+  Status status = OK;
+  std::string error;
+  int ints[2] = {0, 0};
+  napi_deferred deferred = nullptr;
+};
+
+std::vector<MPI_Comm> comms;  // handle → communicator; 0 is MPI_COMM_WORLD
+MPI_Op nanMax[2], nanMin[2];  // float, double
+std::mutex mu;
+std::condition_variable cv;
+std::deque<Task*> queue;
+napi_threadsafe_function done = nullptr;
+int pending = 0;  // tasks not yet resolved (main thread only): the tsfn keeps the loop alive while > 0
+bool detached = false;  // after unref(): pending tasks no longer keep the loop alive
+
+// PyTorch's max/min: NaN propagates (MPI_MAX on floats keeps whichever the comparison picks).
+template <typename T, bool Max>
+void NanMinMax(void* in, void* inout, int* len, MPI_Datatype*) {
+  T* a = static_cast<T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; i++) {
+    T x = b[i], y = a[i];
+    b[i] = x != x ? x : y != y ? y : Max ? (x > y ? x : y) : (x < y ? x : y);
+  }
+}
+
+MPI_Datatype TypeOf(int code) {
+  switch (code) {
+    case 1: return MPI_FLOAT;
+    case 2: return MPI_DOUBLE;
+    case 3: return MPI_INT32_T;
+    case 4: return MPI_UINT16_T;
+    default: return MPI_BYTE;
+  }
+}
+
+MPI_Op OpOf(int code, int type) {
+  bool fp = type == 1 || type == 2;
+  switch (code) {
+    case 3: return fp ? nanMax[type - 1] : MPI_MAX;
+    case 4: return fp ? nanMin[type - 1] : MPI_MIN;
+    case 5: return MPI_PROD;
+    default: return MPI_SUM;  // sum, and avg (JavaScript divides after)
+  }
+}
+
+std::string ErrorString(int rc) {
+  char s[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(rc, s, &n);
+  return std::string(s, n);
+}
+
+// Every member called the same thing and none failed before calling. Each member evaluates
+// the same condition on the same descriptors, so all run the call or all refuse it.
+bool Agrees(Task* t, int size) {
+  const int stride = D_FIXED + 2 * size;
+  const int32_t* mine = t->desc.data();
+  const int32_t* all = t->all.data();
+  for (int r = 0; r < size; r++) {
+    const int32_t* d = all + r * stride;
+    if (d[D_FAILED] != 0 || std::memcmp(d, mine, D_COUNT * sizeof(int32_t)) != 0) return false;
+    if (t->rule == SAME_COUNT && d[D_COUNT] != mine[D_COUNT]) return false;
+    // what the root sends r is what r receives
+    if (t->kind == SCATTER && all[t->root * stride + D_FIXED + r] != d[D_COUNT]) return false;
+    // what r sends each member j is what j receives from r
+    for (int j = 0; t->kind == ALLTOALL && j < size; j++) {
+      if (d[D_FIXED + j] != all[j * stride + D_FIXED + size + r]) return false;
+    }
+  }
+  return true;
+}
+
+// Element counts of every member (from the descriptors) and their displacements.
+void CountsOf(Task* t, int size, std::vector<int>& counts, std::vector<int>& displs) {
+  counts.resize(size);
+  displs.resize(size);
+  for (int r = 0, off = 0; r < size; off += counts[r++]) {
+    counts[r] = t->all[r * (D_FIXED + 2 * size) + D_COUNT];
+    displs[r] = off;
+  }
+}
+
+std::vector<int> Prefix(const int32_t* counts, int n) {
+  std::vector<int> d(n);
+  for (int i = 0, off = 0; i < n; off += counts[i++]) d[i] = off;
+  return d;
+}
+
+int RunP2P(Task* t, MPI_Comm c) {
+  const size_t n = t->counts.size() / 5;  // per entry: is send, peer, tag, byte offset, bytes
+  std::vector<MPI_Request> reqs(n);
+  for (size_t i = 0; i < n; i++) {
+    const int32_t* e = &t->counts[i * 5];
+    int rc = e[0] ? MPI_Isend(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &reqs[i])
+                  : MPI_Irecv(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &reqs[i]);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  std::vector<MPI_Status> st(n);
+  int rc = MPI_Waitall(static_cast<int>(n), reqs.data(), st.data());
+  for (size_t i = 0; rc == MPI_SUCCESS && i < n; i++) {
+    int got = 0;
+    MPI_Get_count(&st[i], MPI_BYTE, &got);
+    // a shorter message completes a receive without error in MPI: here it is one
+    if (!t->counts[i * 5] && got != t->counts[i * 5 + 4]) {
+      t->error = "received " + std::to_string(got) + " bytes from rank " + std::to_string(t->counts[i * 5 + 1]) +
+                 ", expected " + std::to_string(t->counts[i * 5 + 4]);
+      return MPI_ERR_TRUNCATE;
+    }
+  }
+  return rc;
+}
+
+// One reduction of `in` into `out` (in place when they are the same) for allReduce, reduce or reduceScatter.
+int Reduce(Task* t, MPI_Comm c, int me, char* in, char* out, int n, MPI_Op op) {
+  const MPI_Datatype ty = TypeOf(t->type);
+  if (t->kind == REDUCE_SCATTER) return MPI_Reduce_scatter_block(in, out, n, ty, op, c);
+  void* send = in == out && (t->kind == ALLREDUCE || me == t->root) ? MPI_IN_PLACE : in;
+  if (t->kind == ALLREDUCE) return MPI_Allreduce(send, out, n, ty, op, c);
+  return MPI_Reduce(send, out, n, ty, op, t->root, c);
+}
+
+// AVG of floats: the sum divided by N, except an element whose sum overflowed to ±inf while
+// every input is finite: that one is Σ(x/N) (a second reduction, run by every member when any
+// member saw such an element), so averages of values near the type's limit stay finite.
+template <typename T>
+int Average(Task* t, MPI_Comm c, int me, int size, const std::vector<char>& input, T* result, int n, bool receives) {
+  int overflow = 0;
+  for (int i = 0; receives && i < n && !overflow; i++) overflow = std::isinf(result[i]);
+  int rc = MPI_Allreduce(MPI_IN_PLACE, &overflow, 1, MPI_INT, MPI_LOR, c);
+  std::vector<T> scaled, scratch;
+  if (rc == MPI_SUCCESS && overflow) {
+    const T* x = reinterpret_cast<const T*>(input.data());
+    scaled.resize(input.size() / sizeof(T));
+    for (size_t i = 0; i < scaled.size(); i++) scaled[i] = x[i] / static_cast<T>(size);
+    scratch.resize(n);
+    rc = Reduce(t, c, me, reinterpret_cast<char*>(scaled.data()), reinterpret_cast<char*>(scratch.data()), n, MPI_SUM);
+  }
+  for (int i = 0; rc == MPI_SUCCESS && receives && i < n; i++) {
+    const bool redo = overflow && std::isinf(result[i]) && std::isfinite(scratch[i]);
+    result[i] = redo ? scratch[i] : result[i] / static_cast<T>(size);
+  }
+  return rc;
+}
+
+// allReduce, reduce and reduceScatter; AVG sums, then divides (int32 truncating, like C).
+int Reduction(Task* t, MPI_Comm c, int me, int size) {
+  const int n = t->desc[D_COUNT];
+  char* result = t->kind == REDUCE_SCATTER ? t->b.data : t->a.data;
+  const bool avg = t->op == 2, receives = t->kind != REDUCE || me == t->root;
+  std::vector<char> input;
+  if (avg && t->type != 3) input.assign(t->a.data, t->a.data + t->a.bytes);
+  int rc = Reduce(t, c, me, t->a.data, result, n, OpOf(t->op, t->type));
+  if (rc != MPI_SUCCESS || !avg) return rc;
+  if (t->type == 1) return Average(t, c, me, size, input, reinterpret_cast<float*>(result), n, receives);
+  if (t->type == 2) return Average(t, c, me, size, input, reinterpret_cast<double*>(result), n, receives);
+  int32_t* r = reinterpret_cast<int32_t*>(result);
+  for (int i = 0; receives && i < n; i++) r[i] /= size;
+  return MPI_SUCCESS;
+}
+
+// The collective itself, after the members agreed.
+int RunCollective(Task* t, MPI_Comm c, int me, int size) {
+  const MPI_Datatype ty = TypeOf(t->type);
+  const int n = t->desc.empty() ? 0 : t->desc[D_COUNT];
+  int elem = 1;
+  MPI_Type_size(ty, &elem);
+  std::vector<int> counts, displs;
+  switch (t->kind) {
+    case ALLREDUCE:
+    case REDUCE:
+    case REDUCE_SCATTER: return Reduction(t, c, me, size);
+    case BCAST: return MPI_Bcast(t->a.data, n, ty, t->root, c);
+    case ALLGATHER:
+    case GATHER: {
+      CountsOf(t, size, counts, displs);
+      const bool receives = t->kind == ALLGATHER || me == t->root;
+      if (receives) t->out.resize(static_cast<size_t>(displs[size - 1] + counts[size - 1]) * elem);
+      if (t->kind == ALLGATHER) return MPI_Allgatherv(t->a.data, n, ty, t->out.data(), counts.data(), displs.data(), ty, c);
+      return MPI_Gatherv(t->a.data, n, ty, t->out.data(), counts.data(), displs.data(), ty, t->root, c);
+    }
+    case SCATTER: {
+      const int32_t* sizes = &t->all[t->root * (D_FIXED + 2 * size) + D_FIXED];
+      std::vector<int> sc(sizes, sizes + size), sd = Prefix(sizes, size);
+      return MPI_Scatterv(t->a.data, sc.data(), sd.data(), ty, t->b.data, n, ty, t->root, c);
+    }
+    case ALLTOALL: {
+      const int32_t* send = t->desc.data() + D_FIXED;
+      std::vector<int> sc(send, send + size), rc(send + size, send + 2 * size);
+      std::vector<int> sd = Prefix(send, size), rd = Prefix(send + size, size);
+      return MPI_Alltoallv(t->a.data, sc.data(), sd.data(), ty, t->b.data, rc.data(), rd.data(), ty, c);
+    }
+    default: return MPI_SUCCESS;  // BARRIER: the agreement's allgather is one
+  }
+}
+
+void Execute(Task* t) {
+  int rc = MPI_SUCCESS;
+  if (t->kind == INIT) {
+    int provided = 0;
+    rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // errors come back as codes, not exit()
+      comms.assign(1, MPI_COMM_WORLD);
+      MPI_Op_create(&NanMinMax<float, true>, 1, &nanMax[0]);
+      MPI_Op_create(&NanMinMax<double, true>, 1, &nanMax[1]);
+      MPI_Op_create(&NanMinMax<float, false>, 1, &nanMin[0]);
+      MPI_Op_create(&NanMinMax<double, false>, 1, &nanMin[1]);
+      MPI_Comm_rank(MPI_COMM_WORLD, &t->ints[0]);
+      MPI_Comm_size(MPI_COMM_WORLD, &t->ints[1]);
+    }
+  } else if (t->kind == FINALIZE) {
+    rc = MPI_Finalize();
+  } else if (t->kind == SPLIT) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    rc = MPI_Comm_split(comms[t->comm], t->root < 0 ? MPI_UNDEFINED : t->root, t->op, &sub);
+    t->ints[0] = sub == MPI_COMM_NULL ? -1 : static_cast<int>(comms.size());
+    if (sub != MPI_COMM_NULL) comms.push_back(sub);
+  } else {
+    MPI_Comm c = comms[t->comm];
+    int me = 0, size = 1;
+    MPI_Comm_rank(c, &me);
+    MPI_Comm_size(c, &size);
+    if (t->rule != NO_AGREEMENT) {
+      const int stride = D_FIXED + 2 * size;
+      if (t->desc.size() != static_cast<size_t>(stride)) {
+        t->status = MPI_FAILED;
+        t->error = "descriptor of " + std::to_string(t->desc.size()) + " words, expected " + std::to_string(stride);
+        return;
+      }
+      t->all.resize(static_cast<size_t>(stride) * size);
+      rc = MPI_Allgather(t->desc.data(), stride, MPI_INT32_T, t->all.data(), stride, MPI_INT32_T, c);
+      if (rc == MPI_SUCCESS && !Agrees(t, size)) t->status = REFUSED;
+    }
+    if (rc == MPI_SUCCESS && t->status == OK) rc = t->kind == P2P ? RunP2P(t, c) : RunCollective(t, c, me, size);
+  }
+  if (rc != MPI_SUCCESS) {
+    t->status = MPI_FAILED;
+    t->error = ErrorString(rc) + (t->error.empty() ? "" : ": " + t->error);
+  }
+}
+
+void Loop() {
+  for (;;) {
+    Task* t;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [] { return !queue.empty(); });
+      t = queue.front();
+      queue.pop_front();
+    }
+    Execute(t);
+    const bool last = t->kind == FINALIZE;
+    napi_call_threadsafe_function(done, t, napi_tsfn_blocking);
+    if (last) return;
+  }
+}
+
+napi_value Str(napi_env env, const std::string& s) {
+  napi_value v;
+  napi_create_string_utf8(env, s.c_str(), s.size(), &v);
+  return v;
+}
+
+// On the main thread: [status, descriptors, output, message] for a call; ints for init/split.
+void Resolve(napi_env env, napi_value, void*, void* data) {
+  Task* t = static_cast<Task*>(data);
+  if (env != nullptr) {
+    napi_value r, v;
+    napi_create_array_with_length(env, 4, &r);
+    napi_create_int32(env, t->status, &v);
+    napi_set_element(env, r, 0, v);
+    if (!t->all.empty()) {
+      napi_value ab;
+      void* p;
+      napi_create_arraybuffer(env, t->all.size() * 4, &p, &ab);
+      std::memcpy(p, t->all.data(), t->all.size() * 4);
+      napi_create_typedarray(env, napi_int32_array, t->all.size(), ab, 0, &v);
+      napi_set_element(env, r, 1, v);
+    }
+    void* p;
+    napi_create_arraybuffer(env, t->out.size(), &p, &v);
+    if (!t->out.empty()) std::memcpy(p, t->out.data(), t->out.size());
+    napi_set_element(env, r, 2, v);
+    napi_set_element(env, r, 3, Str(env, t->error));
+    for (int i = 0; i < 2; i++) {
+      napi_create_int32(env, t->ints[i], &v);
+      napi_set_element(env, r, 4 + i, v);
+    }
+    for (Buf* b : {&t->a, &t->b}) if (b->ref) napi_delete_reference(env, b->ref);
+    napi_resolve_deferred(env, t->deferred, r);
+    if (--pending == 0) napi_unref_threadsafe_function(env, done);
+    if (t->kind == FINALIZE) napi_release_threadsafe_function(done, napi_tsfn_release);
+  }
+  delete t;
+}
+
+// A typed array argument (or null/undefined): its bytes, referenced until the call completes.
+bool BufArg(napi_env env, napi_value v, Buf& b) {
+  napi_valuetype vt;
+  napi_typeof(env, v, &vt);
+  if (vt == napi_null || vt == napi_undefined) return true;
+  bool is = false;
+  napi_is_typedarray(env, v, &is);
+  if (!is) return false;
+  napi_typedarray_type type;
+  size_t length, offset;
+  napi_value ab;
+  void* data;
+  napi_get_typedarray_info(env, v, &type, &length, &data, &ab, &offset);
+  size_t elem = type == napi_float64_array ? 8 : type == napi_uint16_array || type == napi_int16_array ? 2
+                : type == napi_uint8_array || type == napi_int8_array ? 1 : 4;
+  b.data = static_cast<char*>(data);
+  b.bytes = length * elem;
+  napi_create_reference(env, v, 1, &b.ref);
+  return true;
+}
+
+std::vector<int32_t> IntsArg(napi_env env, napi_value v) {
+  bool is = false;
+  napi_is_typedarray(env, v, &is);
+  if (!is) return {};
+  napi_typedarray_type type;
+  size_t length, offset;
+  napi_value ab;
+  void* data;
+  napi_get_typedarray_info(env, v, &type, &length, &data, &ab, &offset);
+  if (type != napi_int32_array) return {};
+  return std::vector<int32_t>(static_cast<int32_t*>(data), static_cast<int32_t*>(data) + length);
+}
+
+// call(kind, comm, rule, type, op, root, desc, counts, a, b): a promise of [status, descriptors, output, message, i0, i1].
+napi_value Call(napi_env env, napi_callback_info info) {
+  size_t argc = 10;
+  napi_value argv[10];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Task* t = new Task();
+  int ints[6] = {0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 6; i++) napi_get_value_int32(env, argv[i], &ints[i]);
+  t->kind = static_cast<Kind>(ints[0]);
+  t->comm = ints[1], t->rule = ints[2], t->type = ints[3], t->op = ints[4], t->root = ints[5];
+  t->desc = IntsArg(env, argv[6]);
+  t->counts = IntsArg(env, argv[7]);
+  if (!BufArg(env, argv[8], t->a) || !BufArg(env, argv[9], t->b) || (t->kind == INIT) != (done == nullptr)) {
+    delete t;
+    napi_throw_error(env, nullptr, "ddp_mpi.call: bad arguments (or init called twice / not first)");
+    return nullptr;
+  }
+  if (t->kind == INIT) {
+    napi_value name = Str(env, "ddp_mpi");
+    napi_create_threadsafe_function(env, nullptr, nullptr, name, 0, 1, nullptr, nullptr, nullptr, Resolve, &done);
+    std::thread(Loop).detach();  // never joined: a call stuck in MPI must not keep the process from exiting
+  }
+  napi_value promise;
+  napi_create_promise(env, &t->deferred, &promise);
+  if (pending++ == 0 && !detached) napi_ref_threadsafe_function(env, done);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.push_back(t);
+  }
+  cv.notify_one();
+  return promise;
+}
+
+// unref(): calls still pending (stuck after a timeout) no longer keep the process alive.
+napi_value Unref(napi_env env, napi_callback_info) {
+  if (done != nullptr) napi_unref_threadsafe_function(env, done);
+  detached = true;  // and never ref it again
+  return nullptr;
+}
+
+napi_value Init(napi_env env, napi_value exports) {
+  napi_value fn;
+  napi_create_function(env, "call", NAPI_AUTO_LENGTH, Call, nullptr, &fn);
+  napi_set_named_property(env, exports, "call", fn);
+  napi_create_function(env, "unref", NAPI_AUTO_LENGTH, Unref, nullptr, &fn);
+  napi_set_named_property(env, exports, "unref", fn);
+  return exports;
+}
+
+}  // namespace
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, Init)
