@@ -6,7 +6,7 @@ import { explain, type RankOutcome } from './test/spawn-world.js';
 
 const missing = await mpirunMissing(true);
 if (missing) console.log(`mpi backend tests skipped: ${missing}`);
-const MPI = { DDP_BACKEND: 'mpi' };
+const MPI = { DDP_COMM_BACKEND: 'mpi' };
 
 interface Summary {
   checks: number;
@@ -15,7 +15,7 @@ interface Summary {
 const summaries = (out: RankOutcome[]) => out.map((o) => o.results[0] as Summary | undefined);
 
 /**
- * initProcessGroup({ backend: 'mpi' }) under real `mpirun -np N` (DDP_BACKEND=mpi selects it
+ * initProcessGroup({ backend: 'mpi' }) under real `mpirun -np N` (DDP_COMM_BACKEND=mpi selects it
  * for the scripts the other backends run): the same checks, the same typed errors.
  */
 describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {

@@ -37,7 +37,7 @@ export interface InitOptions {
   timeoutMs?: number;
   /**
    * 'default': ddp's own transports (shared memory, sockets); 'mpi': Open MPI through the
-   * optional @ddp/mpi addon, under mpirun/srun (ranks from MPI_COMM_WORLD, no store). Default: DDP_BACKEND or 'default'.
+   * optional @ddp/mpi addon, under mpirun/srun (ranks from MPI_COMM_WORLD, no store). Default: DDP_COMM_BACKEND or 'default'.
    */
   backend?: 'default' | 'mpi';
 }
@@ -78,7 +78,7 @@ function checkTimeout(ms: number, op: string): number {
  */
 export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
   if (world || mpiWorld()) throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', { op: 'initProcessGroup' });
-  const backend = opts.backend ?? process.env.DDP_BACKEND ?? 'default';
+  const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
   if (backend !== 'default' && backend !== 'mpi') throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (expected 'default' or 'mpi')`, { op: 'initProcessGroup' });
   const timeout = () => checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
   if (backend === 'mpi') return initMpi(timeout());

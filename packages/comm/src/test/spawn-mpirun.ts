@@ -1,8 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RankOutcome } from './spawn-world.js';
 
-/** Test helper: runs a TypeScript script under `mpirun -np N` and splits its tagged output per rank. */
+/** Test helper: runs a TypeScript script under `mpirun -np N` and collects each rank's output. */
 
 /** Why an mpirun test cannot run here (no mpirun, or no addon when the script needs it), or null. */
 export async function mpirunMissing(needsAddon: boolean): Promise<string | null> {
@@ -28,41 +31,29 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
   const exported = Object.entries(opts.env ?? {}).flatMap(([k, v]) => ['-x', `${k}=${v}`]);
   // no torchrun variables: ranks must come from Open MPI's
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)));
-  const args = ['--allow-run-as-root', '--oversubscribe', '--tag-output', '-np', String(opts.np), ...exported];
+  // one file per rank and stream (--tag-output would cut long lines into tagged pieces)
+  const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
+  const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, '-np', String(opts.np), ...exported];
   const child = spawn('mpirun', [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
     env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const outs: RankOutcome[] = Array.from({ length: opts.np }, (_, rank) => ({ rank, code: null, signal: null, stdout: '', stderr: '', results: [] }));
   let launcher = '';
-  const lines = (stream: NodeJS.ReadableStream) => {
-    let pending = '';
-    stream.on('data', (c: Buffer) => {
-      pending += c.toString();
-      const all = pending.split('\n');
-      pending = all.pop() ?? '';
-      for (const line of all) {
-        // --tag-output: "[jobid,rank]<stdout>:text"
-        const m = /^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$/.exec(line);
-        const o = m ? outs[Number(m[1])] : undefined;
-        if (!m || !o) launcher += `${line}\n`;
-        else if (m[2] === 'stderr') o.stderr += `${m[3]}\n`;
-        else {
-          o.stdout += `${m[3]}\n`;
-          if (m[3]?.startsWith('RESULT ')) o.results.push(JSON.parse(m[3].slice(7)));
-        }
-      }
-    });
-  };
-  lines(child.stdout);
-  lines(child.stderr);
+  child.stderr.on('data', (c: Buffer) => {
+    launcher += c.toString();
+  });
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
   clearTimeout(timer);
-  for (const o of outs) {
-    o.code = code;
-    o.signal = signal;
-    if (code !== 0) o.stderr += launcher;
-  }
+  const read = (rank: number, stream: string) => readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
+  const outs = await Promise.all(
+    Array.from({ length: opts.np }, async (_, rank): Promise<RankOutcome> => {
+      const stdout = await read(rank, 'stdout');
+      const results = stdout.split('\n').filter((l) => l.startsWith('RESULT ')).map((l) => JSON.parse(l.slice(7)) as unknown);
+      const stderr = (await read(rank, 'stderr')) + (code === 0 ? '' : launcher.slice(-2000));
+      return { rank, code, signal, stdout, stderr, results };
+    }),
+  );
+  await rm(dir, { recursive: true, force: true });
   return outs;
 }
