@@ -52,6 +52,17 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     expect(wrongAverages(out)).toEqual([]);
   }, 70_000);
 
+  it('-np 2: MAX/MIN propagate a NaN in every float dtype; a receive of the wrong size fails there, then on both', async () => {
+    const out = await runMpirun({ np: 2, script: 'mpi-edges.child.ts', timeoutMs: 60_000 });
+    expect(out[0]?.code, explain(out)).toBe(0);
+    const [r0, r1] = out.map((o) => o.results[0] as Summary & { shortReceive: string; after: string });
+    for (const r of [r0, r1]) expect(r?.failures).toEqual([]);
+    expect(r0?.checks).toBe(32);
+    expect(r0?.shortReceive).toBe('none');
+    expect(r1?.shortReceive).toMatch(/^CollectiveMismatchError: rank 1: .*rank 0 sent 16 bytes \(tag 0\), this receive expects 24/);
+    expect([r0?.after, r1?.after]).toEqual(['GroupAbortedError', 'CollectiveMismatchError']);
+  }, 70_000);
+
   it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
     const out = await runMpirun({ np: 3, script: 'mpi-lost.child.ts', args: ['skip'], timeoutMs: 60_000 });
     // ended by mpirun (the idle rank never exits by itself), not by the harness's kill

@@ -6,6 +6,7 @@ import { CollectiveMismatchError, CommError, CommTimeoutError, GroupAbortedError
 // addon only when the 'mpi' backend is chosen (a value import would make it a hard dependency).
 const REFUSED = 1;
 const MPI_FAILED = 2;
+const SIZE_MISMATCH = 3;
 const FIXED = 6;
 const FAILED_HERE = 5;
 const SAME_CALL = 1;
@@ -64,6 +65,9 @@ export class MpiRuntime {
     try {
       const r = await Promise.race([started, timedOut]);
       if (r[0] === REFUSED) throw this.fail(comm, refusal(comm, call, r[1] as Int32Array, c.desc as Int32Array, this.globalRank, c.rule === SAME_COUNT));
+      if (r[0] === SIZE_MISMATCH) {
+        throw this.fail(comm, new CollectiveMismatchError(`rank ${this.globalRank}: ${call}: ${r[3]}`, { rank: this.globalRank, op: call }));
+      }
       if (r[0] === MPI_FAILED) {
         const err = new CommError(`rank ${this.globalRank}: ${call}: MPI error: ${r[3]}`, { rank: this.globalRank, op: call });
         this.stuck ??= err;
