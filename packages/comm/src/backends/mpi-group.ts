@@ -264,10 +264,15 @@ export class MpiProcessGroup implements ProcessGroup {
       off += Math.ceil(o.buf.byteLength / 8) * 8;
     }
     const staged = new Uint8Array(off);
-    ops.forEach((o, i) => o.op === 'isend' && staged.set(bytes(o.buf), entries[i * 5 + 3]));
+    const at = (i: number) => entries[i * 5 + 3] as number;
+    ops.forEach((o, i) => {
+      if (o.op === 'isend') staged.set(bytes(o.buf), at(i));
+    });
     const call: NativeCall = { kind: K.p2p as Kind, rule: 0, type: 4, op: 0, root: 0, desc: null, counts: Int32Array.from(entries), a: staged, b: null };
     const run = this.rt.run(this.comm, 'batchIsendIrecv', call, this.timeoutMs).then(() => {
-      ops.forEach((o, i) => o.op === 'irecv' && bytes(o.buf).set(staged.subarray(entries[i * 5 + 3], (entries[i * 5 + 3] as number) + o.buf.byteLength)));
+      ops.forEach((o, i) => {
+        if (o.op === 'irecv') bytes(o.buf).set(staged.subarray(at(i), at(i) + o.buf.byteLength));
+      });
     });
     return makeWork(run);
   }

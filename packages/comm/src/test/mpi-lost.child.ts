@@ -1,4 +1,4 @@
-import { CommError, destroyProcessGroup, initProcessGroup } from '../index.js';
+import { type CommError, destroyProcessGroup, initProcessGroup } from '../index.js';
 
 /**
  * Under mpirun with the mpi backend, rank 2 never joins an all-reduce the others start:
