@@ -23,6 +23,10 @@ export interface MpirunOptions {
   /** Exported to every rank (mpirun -x). */
   env?: Record<string, string>;
   timeoutMs?: number;
+  /** Options before -np (e.g. hosts, MCA parameters). */
+  mpirunArgs?: string[];
+  /** Command prefix of mpirun itself, e.g. ['ip', 'netns', 'exec', 'ns1']. */
+  wrap?: string[];
 }
 
 /** Ranks' outcomes: every rank gets mpirun's exit code; stdout, stderr and RESULT lines are the rank's own. */
@@ -33,8 +37,9 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)));
   // one file per rank and stream (--tag-output would cut long lines into tagged pieces)
   const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
-  const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, '-np', String(opts.np), ...exported];
-  const child = spawn('mpirun', [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
+  const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, ...(opts.mpirunArgs ?? []), '-np', String(opts.np), ...exported];
+  const [cmd, ...prefix] = [...(opts.wrap ?? []), 'mpirun'];
+  const child = spawn(cmd as string, [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
     env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
