@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError, initProcessGroup } from './index.js';
 import { wrongAgreement, wrongAverages } from './test/agreement-expect.js';
 import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
 import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
@@ -13,6 +14,14 @@ interface Summary {
   failures: string[];
 }
 const summaries = (out: RankOutcome[]) => out.map((o) => o.results[0] as Summary | undefined);
+
+describe('backend selection', () => {
+  it('an unknown backend is an InvalidArgumentError naming the choices', async () => {
+    const err = await initProcessGroup({ backend: 'nccl' as 'mpi' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgumentError);
+    expect((err as Error).message).toMatch(/unknown backend "nccl" \(expected 'default' or 'mpi'\)/);
+  });
+});
 
 /**
  * initProcessGroup({ backend: 'mpi' }) under real `mpirun -np N` (DDP_COMM_BACKEND=mpi selects it
