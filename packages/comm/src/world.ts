@@ -15,6 +15,7 @@ import { hostId } from './host-id.js';
 import { hostLayout } from './host-layout.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
+import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld, newMpiGroup } from './backends/mpi-world.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
@@ -35,6 +36,11 @@ export interface InitOptions {
   worldSize?: number;
   /** Timeout of rendezvous and of every collective (default 300 s, or DDP_TIMEOUT_MS). */
   timeoutMs?: number;
+  /**
+   * 'default': ddp's own transports (shared memory, sockets); 'mpi': Open MPI through the
+   * optional @ddp/mpi addon, under mpirun/srun (ranks from MPI_COMM_WORLD, no store). Default: DDP_COMM_BACKEND or 'default'.
+   */
+  backend?: 'default' | 'mpi';
 }
 
 interface World {
@@ -72,12 +78,16 @@ function checkTimeout(ms: number, op: string): number {
  * other ranks through the store, starts the comm worker and connects to every peer.
  */
 export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
-  if (world) throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', { op: 'initProcessGroup' });
+  if (world || mpiWorld()) throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', { op: 'initProcessGroup' });
+  const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
+  if (backend !== 'default' && backend !== 'mpi') throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (expected 'default' or 'mpi')`, { op: 'initProcessGroup' });
+  const timeout = () => checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
+  if (backend === 'mpi') return initMpi(timeout());
   const env = readLaunchEnv();
   const rank = opts.rank ?? env.rank;
   const worldSize = opts.worldSize ?? env.worldSize;
   if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
-  const timeoutMs = checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
+  const timeoutMs = timeout();
   // files of ranks that died (sockets from before abstract names, or off Linux)
   await removeStaleSocketFiles();
   const ownsStore = !opts.store;
@@ -157,6 +167,7 @@ export interface WireStats {
 
 /** Bytes and frames this process has sent to its peers, over every group (to check what a collective or a compression really costs). */
 export function getWireStats(): WireStats {
+  if (mpiWorld()) mpiNotAvailable('getWireStats');
   if (!world) throw new NotInitializedError('getWireStats: call initProcessGroup first');
   const { commThread, mainThread } = wireCounterViews(world.wireStats);
   return { bytesSent: commThread[0]! + mainThread[0]!, framesSent: commThread[1]! + mainThread[1]! };
@@ -164,6 +175,7 @@ export function getWireStats(): WireStats {
 
 /** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
 export async function destroyProcessGroup(): Promise<void> {
+  if (mpiWorld()) return destroyMpi();
   const w = world;
   world = null;
   if (!w) return;
@@ -174,7 +186,7 @@ export async function destroyProcessGroup(): Promise<void> {
 }
 
 export function isInitialized(): boolean {
-  return world !== null;
+  return world !== null || mpiWorld() !== null;
 }
 
 function current(what: string): World {
@@ -183,6 +195,8 @@ function current(what: string): World {
 }
 
 export function getDefaultGroup(): ProcessGroup {
+  const mpi = mpiWorld();
+  if (mpi) return mpi.group;
   return current('getDefaultGroup').group;
 }
 
@@ -196,6 +210,7 @@ export function getWorldSize(group?: ProcessGroup): number {
 
 /** The store the world met through (for rendezvous of higher layers). */
 export function getStore(): Store {
+  if (mpiWorld()) mpiNotAvailable('getStore');
   return current('getStore').store;
 }
 
@@ -204,17 +219,20 @@ export function getStore(): Store {
  * same order, with the same ranks; non-members get null.
  */
 export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {}): Promise<ProcessGroup | null> {
-  const w = current('newGroup');
-  const size = w.group.size;
+  const mpi = mpiWorld();
+  const { group, timeoutMs: defaultTimeout } = mpi ?? current('newGroup');
   const members = [...new Set(ranks)].sort((a, b) => a - b);
-  if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= size)) {
-    throw new InvalidArgumentError(`newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${size}`, { op: 'newGroup' });
+  if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= group.size)) {
+    throw new InvalidArgumentError(`newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${group.size}`, { op: 'newGroup' });
   }
+  const timeoutMs = opts.timeoutMs === undefined ? defaultTimeout : checkTimeout(opts.timeoutMs, 'newGroup');
+  if (mpi) return newMpiGroup(mpi, members, timeoutMs);
+  const w = current('newGroup');
   const id = w.nextGroupId++;
-  const me = w.group.ranks[w.group.rank] as number;
+  const me = group.ranks[group.rank] as number;
   if (!members.includes(me)) return null;
   addGroup(w, id, members);
-  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), opts.timeoutMs === undefined ? w.timeoutMs : checkTimeout(opts.timeoutMs, 'newGroup'));
+  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), timeoutMs);
 }
 
 /**

@@ -9,7 +9,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { readTarballs, type Tarball } from './tarballs.js';
 
 const PUBLISHED = [
-  'autograd', 'comm', 'contrastive', 'data', 'join', 'launch', 'nn', 'pp', 'reducer', 'shm', 'syncbn', 'tensor', 'tp', 'zero',
+  'autograd', 'comm', 'contrastive', 'data', 'join', 'launch', 'mpi', 'nn', 'pp', 'reducer', 'shm', 'syncbn', 'tensor', 'tp', 'zero',
 ].map((name) => `@ddp/${name}`);
 /** The conditions a published exports map may use: what Node and TypeScript resolve for users. */
 const PUBLIC_CONDITIONS = new Set(['types', 'import', 'default']);

@@ -1,0 +1,76 @@
+import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
+import type { ProcessGroup } from '../group.js';
+import { MpiProcessGroup } from './mpi-group.js';
+import { type MpiComm, MpiRuntime } from './mpi-runtime.js';
+
+// initProcessGroup({ backend: 'mpi' }) and the world functions on it: ranks and size come
+// from MPI_COMM_WORLD (mpirun, srun with PMIx), no store, no ports.
+
+const SPLIT = 1;
+const FINALIZE = 2;
+const INIT = 0;
+
+interface MpiWorld {
+  rt: MpiRuntime;
+  group: MpiProcessGroup;
+  timeoutMs: number;
+  destroyed: boolean;
+}
+
+let world: MpiWorld | null = null;
+/** MPI may be initialised once per process (MPI_Init after MPI_Finalize is an error). */
+let finalized = false;
+
+export function mpiWorld(): MpiWorld | null {
+  return world;
+}
+
+/** Loads @ddp/mpi, starts MPI on its thread and returns the world group. */
+export async function initMpi(timeoutMs: number): Promise<ProcessGroup> {
+  if (finalized) throw new CommError('initProcessGroup: MPI was finalised by destroyProcessGroup and cannot start again in this process', { op: 'initProcessGroup' });
+  const mod = await import('@ddp/mpi').catch((e: unknown) => {
+    throw new CommError(`initProcessGroup: backend 'mpi' needs the optional package @ddp/mpi: ${e}`, { op: 'initProcessGroup' });
+  });
+  const addon = mod.loadMpi();
+  if (!addon) throw new CommError(`initProcessGroup: backend 'mpi' is unavailable: ${mod.whyMissing()}`, { op: 'initProcessGroup' });
+  const [status, , , message, rank, size] = await addon.call(INIT, 0, 0, 0, 0, 0, null, null, null, null);
+  if (status !== 0) throw new CommError(`initProcessGroup: MPI_Init_thread failed: ${message}`, { op: 'initProcessGroup' });
+  const rt = new MpiRuntime(addon, rank);
+  const comm: MpiComm = { handle: 0, ranks: Array.from({ length: size }, (_, r) => r), rank, failed: null };
+  const w: MpiWorld = { rt, timeoutMs, destroyed: false, group: new MpiProcessGroup(rt, comm, timeoutMs, () => w.destroyed) };
+  world = w;
+  return w.group;
+}
+
+/**
+ * Finalises MPI, unless a call is stuck in it (after a timeout): then it returns at once and
+ * the process exits without MPI_Finalize, which makes mpirun stop the other ranks.
+ */
+export async function destroyMpi(): Promise<void> {
+  const w = world;
+  world = null;
+  if (!w) return;
+  w.destroyed = true;
+  finalized = true;
+  if (w.rt.stuck) return;
+  const comm = { handle: 0, ranks: w.group.ranks, rank: w.group.rank, failed: null };
+  const call = { kind: FINALIZE, rule: 0, type: 0, op: 0, root: 0, desc: null, counts: null, a: null, b: null } as const;
+  await w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs).catch(() => {});
+}
+
+/** newGroup on the mpi backend: MPI_Comm_split of the world, collective over it like newGroup. */
+export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: number): Promise<ProcessGroup | null> {
+  const me = w.group.ranks[w.group.rank] as number;
+  const inside = members.includes(me);
+  const world0 = { handle: 0, ranks: w.group.ranks, rank: w.group.rank, failed: null };
+  const call = { kind: SPLIT, rule: 0, type: 0, op: me, root: inside ? 0 : -1, desc: null, counts: null, a: null, b: null } as const;
+  const [, , , , handle] = await w.rt.run(world0, 'newGroup', call, timeoutMs);
+  if (!inside) return null;
+  if (handle < 0) throw new InvalidArgumentError(`rank ${me}: newGroup: MPI gave no communicator`, { op: 'newGroup' });
+  const comm: MpiComm = { handle, ranks: members, rank: members.indexOf(me), failed: null };
+  return new MpiProcessGroup(w.rt, comm, timeoutMs, () => w.destroyed);
+}
+
+export function mpiNotAvailable(what: string): never {
+  throw new NotInitializedError(`${what}: not available on the mpi backend (it has no store or ddp sockets)`, { op: what });
+}

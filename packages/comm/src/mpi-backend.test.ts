@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError, initProcessGroup } from './index.js';
+import { wrongAgreement, wrongAverages } from './test/agreement-expect.js';
+import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
+import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
+import { explain, type RankOutcome } from './test/spawn-world.js';
+
+const missing = await mpirunMissing(true);
+if (missing) console.log(`mpi backend tests skipped: ${missing}`);
+const MPI = { DDP_COMM_BACKEND: 'mpi' };
+
+interface Summary {
+  checks: number;
+  failures: string[];
+}
+const summaries = (out: RankOutcome[]) => out.map((o) => o.results[0] as Summary | undefined);
+
+describe('backend selection', () => {
+  it('an unknown backend is an InvalidArgumentError naming the choices', async () => {
+    const err = await initProcessGroup({ backend: 'nccl' as 'mpi' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgumentError);
+    expect((err as Error).message).toMatch(/unknown backend "nccl" \(expected 'default' or 'mpi'\)/);
+  });
+});
+
+/**
+ * initProcessGroup({ backend: 'mpi' }) under real `mpirun -np N` (DDP_COMM_BACKEND=mpi selects it
+ * for the scripts the other backends run): the same checks, the same typed errors.
+ */
+describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
+  for (const np of [2, 3, 4]) {
+    it(`-np ${np}: every collective, op and dtype at sizes 0, 1, 7, bit-exact`, async () => {
+      const out = await runMpirun({ np, script: 'collectives.child.ts', env: MPI, timeoutMs: 60_000 });
+      expect(out[0]?.code, explain(out)).toBe(0);
+      for (const s of summaries(out)) {
+        expect(s?.failures).toEqual([]);
+        expect(s?.checks).toBeGreaterThan(250);
+      }
+    }, 70_000);
+  }
+
+  it('-np 4: 200 random collectives, up to 8 in flight, on the world and on two kinds of subgroups', async () => {
+    const out = await runMpirun({ np: 4, script: 'random.child.ts', args: ['200', '4242'], env: MPI, timeoutMs: 60_000 });
+    expect(out[0]?.code, explain(out)).toBe(0);
+    for (const s of summaries(out)) {
+      expect(s?.failures).toEqual([]);
+      expect(s?.checks).toBeGreaterThan(200);
+    }
+  }, 70_000);
+
+  it('-np 3: calls that differ or are invalid on one rank raise a typed error on every rank, then on every later call', async () => {
+    const args = [...Object.keys(MISMATCHES), ...Object.keys(BAD_CALLS)];
+    const out = await runMpirun({ np: 3, script: 'agreement.child.ts', args, env: MPI, timeoutMs: 60_000 });
+    expect(out[0]?.code, explain(out)).toBe(0);
+    expect(wrongAgreement(out)).toEqual([]);
+  }, 70_000);
+
+  it('-np 3: AVG near the dtype limit is finite, ordinary averages bit-exact, equal on every rank', async () => {
+    const out = await runMpirun({ np: 3, script: 'average.child.ts', env: MPI, timeoutMs: 60_000 });
+    expect(out[0]?.code, explain(out)).toBe(0);
+    expect(wrongAverages(out)).toEqual([]);
+  }, 70_000);
+
+  it('-np 2: MAX/MIN propagate a NaN in every float dtype; a receive of the wrong size fails there, then on both', async () => {
+    const out = await runMpirun({ np: 2, script: 'mpi-edges.child.ts', timeoutMs: 60_000 });
+    expect(out[0]?.code, explain(out)).toBe(0);
+    const [r0, r1] = out.map((o) => o.results[0] as Summary & { shortReceive: string; after: string });
+    for (const r of [r0, r1]) expect(r?.failures).toEqual([]);
+    expect(r0?.checks).toBe(32);
+    expect(r0?.shortReceive).toBe('none');
+    expect(r1?.shortReceive).toMatch(/^CollectiveMismatchError: rank 1: .*rank 0 sent 16 bytes \(tag 0\), this receive expects 24/);
+    expect([r0?.after, r1?.after]).toEqual(['GroupAbortedError', 'CollectiveMismatchError']);
+  }, 70_000);
+
+  it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
+    const out = await runMpirun({ np: 3, script: 'mpi-lost.child.ts', args: ['skip'], timeoutMs: 60_000 });
+    // ended by mpirun (the idle rank never exits by itself), not by the harness's kill
+    expect(out[0]?.signal, explain(out)).toBeNull();
+    for (const o of out.slice(0, 2)) {
+      const [first, later] = o.results as { name: string; message: string; ranks: number[] }[];
+      expect(first?.name, first?.message).toBe('CommTimeoutError');
+      expect(first?.message).toMatch(new RegExp(`rank ${o.rank}: allReduce .*1500 ms`));
+      expect(first?.ranks).toContain(2);
+      expect(later?.name).toBe('CommTimeoutError');
+      expect(later?.message).toMatch(/barrier refused/);
+    }
+  }, 70_000);
+
+  it('a rank killed (SIGKILL) while the others wait in an all-reduce: mpirun ends the job, nobody hangs', async () => {
+    const out = await runMpirun({ np: 3, script: 'mpi-lost.child.ts', args: ['kill'], timeoutMs: 60_000 });
+    expect(out[0]?.signal, explain(out)).toBeNull();
+    expect(out[0]?.code).not.toBe(0);
+  }, 70_000);
+});
