@@ -49,6 +49,8 @@ interface RankSample {
   seconds: number;
   /** Mean time of the steps after the first. */
   stepSeconds: number;
+  /** Mean CPU time (every thread of the rank) of the steps after the first: steadier than time on a shared machine. */
+  stepCpuSeconds: number;
   /** FSDP: a synchronous checkpoint save; how much longer a step is when an async save starts before it. */
   syncSaveSeconds?: number;
   asyncStallSeconds?: number;
@@ -64,12 +66,14 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   const t0 = performance.now();
   let stateBytes = 0;
   const stepTimes: number[] = [];
+  const stepCpu: number[] = [];
   let fsdp: FSDPModule | null = null;
   let optimizer: Optimizer<{ lr: number }> | null = null;
   let ddp: DistributedDataParallel | null = null;
   const data = new Generator(100 + group.rank);
   const step = async () => {
     const started = performance.now();
+    const cpu = process.cpuUsage();
     const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
     const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
     const wrapped = ddp as DistributedDataParallel | null;
@@ -84,6 +88,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     y.dispose();
     await optimizer!.step();
     optimizer!.zeroGrad();
+    const used = process.cpuUsage(cpu);
+    stepCpu.push((used.user + used.system) / 1e6);
     return (performance.now() - started) / 1000;
   };
   const profile = await tf.profile(async () => {
@@ -104,13 +110,15 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     return [];
   });
   const later = stepTimes.slice(1);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const sample: RankSample = {
     rank: group.rank,
     params,
     peakBytes: profile.peakBytes,
     stateBytes,
     seconds: (performance.now() - t0) / 1000,
-    stepSeconds: later.reduce((a, b) => a + b, 0) / Math.max(1, later.length),
+    stepSeconds: mean(later),
+    stepCpuSeconds: mean(stepCpu.slice(1, steps)),
   };
   if (fsdp && mode === 'fsdp') Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank));
   printSample(sample);
@@ -119,7 +127,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
 
 /**
  * A synchronous save's duration, and the stall of an async one: (its host copy + the step it
- * overlaps) minus a plain step. Each rank saves into its own run's temporary directory on rank 0's
+ * overlaps) minus a plain step (the mean of the steps just before the save and just after it is
+ * written). The AsyncCheckpointer is made first, as a training script makes it once. Each rank saves into its own run's temporary directory on rank 0's
  * choice of name: every rank of the bench runs on this host.
  */
 async function checkpointStall(
@@ -129,16 +138,17 @@ async function checkpointStall(
   rank: number,
 ) {
   const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
-  const plain = await step();
+  const saver = new AsyncCheckpointer(root);
+  const before = await step();
   let started = performance.now();
   await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
   const syncSaveSeconds = (performance.now() - started) / 1000;
-  const saver = new AsyncCheckpointer(root);
   started = performance.now();
   const { done } = await saver.save(dir, { optimizer, step: 2 });
   await step();
-  const asyncStallSeconds = (performance.now() - started) / 1000 - plain;
+  const overlapped = (performance.now() - started) / 1000;
   await done;
+  const asyncStallSeconds = overlapped - (before + (await step())) / 2;
   await root.processGroup.barrier().wait();
   if (rank === 0) await rm(dir, { recursive: true, force: true });
   return { syncSaveSeconds, asyncStallSeconds };
@@ -177,6 +187,7 @@ async function main(): Promise<void> {
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
         seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
         stepSeconds: round2(Math.max(...ranks.map((r) => r.stepSeconds))),
+        stepCpuSeconds: round2(Math.max(...ranks.map((r) => r.stepCpuSeconds))),
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
       });
@@ -193,8 +204,9 @@ async function main(): Promise<void> {
       'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
       'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
       '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
+      'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
       'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
-      'a plain step. Communication buffers are JS memory and not counted.',
+      'a plain step (the mean of the one before and the one after). Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));
