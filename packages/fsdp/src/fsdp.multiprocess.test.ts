@@ -10,6 +10,7 @@ interface CaseResult {
   hash: string;
   tensorGrowth: number;
   goldenDiff?: number;
+  rootHoldsOnlyItsOwn?: boolean;
 }
 
 const TIMEOUT = 150_000;
@@ -70,6 +71,7 @@ describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
         expect(r.maxDiff).toBeLessThan(tol);
         if (r.goldenDiff !== undefined) expect(r.goldenDiff).toBeLessThan(tol);
         expect(r.tensorGrowth).toBe(0);
+        if (c.model === 'transformer') expect(r.rootHoldsOnlyItsOwn).toBe(true);
       }
     },
     TIMEOUT,

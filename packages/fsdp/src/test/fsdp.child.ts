@@ -113,6 +113,12 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     replica: grid?.tpRank ?? 0,
     tensorGrowth: tf.memory().numTensors - tensorsAfterFirst,
   };
+  if (model instanceof TwoBlockTransformer) {
+    // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
+    const own = [model.inProj, model.norm, model.head].flatMap((m) => m.parameters()).filter((p) => p.requiresGrad);
+    const held = new Set(root.flat?.params);
+    result.rootHoldsOnlyItsOwn = held.size === own.length && own.every((p) => held.has(p));
+  }
   const params = await root.summonFullParams(() => flatValues(model.parameters()));
   result.maxDiff = maxDiff(params, flatValues(ref.parameters()));
   result.hash = createHash('sha256').update(Float32Array.from(params)).digest('hex').slice(0, 16);
