@@ -54,6 +54,8 @@ interface RankSample {
   /** FSDP: a synchronous checkpoint save; how much longer a step is when an async save starts before it. */
   syncSaveSeconds?: number;
   asyncStallSeconds?: number;
+  /** How long AsyncCheckpointer.save itself blocks (the host copy): the part of the stall on the main thread. */
+  asyncSaveCallSeconds?: number;
 }
 
 /** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
@@ -145,13 +147,14 @@ async function checkpointStall(
   const syncSaveSeconds = (performance.now() - started) / 1000;
   started = performance.now();
   const { done } = await saver.save(dir, { optimizer, step: 2 });
+  const asyncSaveCallSeconds = (performance.now() - started) / 1000;
   await step();
   const overlapped = (performance.now() - started) / 1000;
   await done;
   const asyncStallSeconds = overlapped - Math.min(...before, await step());
   await root.processGroup.barrier().wait();
   if (rank === 0) await rm(dir, { recursive: true, force: true });
-  return { syncSaveSeconds, asyncStallSeconds };
+  return { syncSaveSeconds, asyncStallSeconds, asyncSaveCallSeconds };
 }
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
@@ -166,7 +169,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
-const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds') =>
+const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds') =>
   ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
@@ -190,6 +193,7 @@ async function main(): Promise<void> {
         stepCpuSeconds: round2(Math.max(...ranks.map((r) => r.stepCpuSeconds))),
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
+        asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
@@ -206,7 +210,8 @@ async function main(): Promise<void> {
       '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
       'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
       'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
-      'a plain step (the fastest of two before and one after). Communication buffers are JS memory and not counted.',
+      'a plain step (the fastest of two before and one after); asyncSaveCallSeconds: the save call alone (the host ' +
+      'copy). Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));
