@@ -130,7 +130,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
 /**
  * A synchronous save's duration, and the stall of an async one: (its host copy + the step it
  * overlaps) minus a plain step (the fastest of two just before the save and one after it is
- * written: load on a shared machine only adds time). The AsyncCheckpointer is made first, as a training script makes it once. Each rank saves into its own run's temporary directory on rank 0's
+ * written: load on a shared machine only adds time). The AsyncCheckpointer is made first, as a
+ * training script makes it once. Each rank saves into its own run's temporary directory on rank 0's
  * choice of name: every rank of the bench runs on this host.
  */
 async function checkpointStall(

@@ -157,7 +157,8 @@ export async function writeSnapshot(
       async () => {
         const metadata = { scalars: JSON.stringify(snap.scalars) };
         const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata, snap.owned);
-        const replicated = snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' }, []);
+        const replicated =
+          snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' }, []);
         await Promise.all([shard, replicated]);
         crashPoint(`${tag}:shard-written`);
       },

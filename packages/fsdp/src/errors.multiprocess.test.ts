@@ -16,7 +16,7 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
       /^FSDPError: fullyShard: Linear's parameters belong to an enclosing unit already; apply it bottom-up/,
     );
     expect(errors['a unit with an async forward']).toMatch(
-      new RegExp(`^FSDPError: rank ${rank}: AsyncForward's forward is async; a fullyShard unit's forward must be synchronous`),
+      new RegExp(`^FSDPError: rank ${rank}: AsyncForward's forward is async; a fullyShard unit's forward must be sync`),
     );
     expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
   }

@@ -77,7 +77,10 @@ export class FlatShard {
     this.gathered = false;
   }
 
-  /** Host copies: the shard out of the backend (one copy), the gathered values into the parameters (one upload each). */
+  /**
+   * Host copies: the shard out of the backend (one copy), the gathered values into the parameters
+   * (one upload each).
+   */
   private async allGather(): Promise<void> {
     const n = this.group.size;
     const local = takeBuffer(this.shardSize);

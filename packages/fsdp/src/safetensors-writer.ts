@@ -24,18 +24,19 @@ function startWorker(): Worker {
   if (ext === '.js') return new Worker(url);
   const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
   const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
-  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(url.href)}); })`;
+  const load = `return import(${JSON.stringify(url.href)});`;
+  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); ${load} })`;
   return new Worker(code, { eval: true });
 }
 
 /**
  * Writes safetensors files (serialisation, CRC-32 and the atomic write of @ddp/nn's
  * `saveSafetensors`) on a thread of its own, so a background checkpoint costs the training's
- * main thread nothing but the host copy: measured, the serialising pass (a copy and a checksum
- * of every byte) on the main thread stalled the steps it overlapped by more than a whole
- * synchronous save. The buffers listed as `transfer` move to the thread (not copied): only
- * arrays the caller alone holds, never a backend's storage; the others are copied. The thread starts with the writer and does not keep the process
- * alive while idle.
+ * main thread only the host copy: on the main thread, the serialising pass (a copy and a
+ * checksum of every byte) stalled the step it overlapped by more than a synchronous save. The
+ * buffers listed as `transfer` move to the thread (not copied): only arrays the caller alone
+ * holds, never a backend's storage; the others are copied. The thread starts with the writer
+ * and does not keep the process alive while idle.
  */
 export class BackgroundWriter {
   private readonly worker = startWorker();
@@ -47,7 +48,8 @@ export class BackgroundWriter {
     this.worker.on('message', ({ id, error }: WriteReply) => {
       const job = this.waiting.get(id)!;
       this.settled(id);
-      if (error) job.reject(new FileWriteError(job.path, Object.assign(new Error(error.message), { code: error.code })));
+      const cause = error && Object.assign(new Error(error.message), { code: error.code });
+      if (cause) job.reject(new FileWriteError(job.path, cause));
       else job.resolve();
     });
     const fail = (e: Error) => {
@@ -62,7 +64,7 @@ export class BackgroundWriter {
     this.worker.unref(); // after the listeners: adding a 'message' listener refs the worker again
   }
 
-  /** Writes `tensors` to `path` (atomically, as saveSafetensors); the `transfer` buffers move to the writer's thread. */
+  /** Writes `tensors` to `path` (atomically, as saveSafetensors); the `transfer` buffers move to the thread. */
   write(
     path: string,
     tensors: Map<string, SafeTensor>,

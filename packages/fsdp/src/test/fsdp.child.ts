@@ -3,7 +3,13 @@
 // process. Prints one RESULT line: an array, one entry per case.
 import { createHash } from 'node:crypto';
 import { type Tensor, tidy } from '@ddp/autograd';
-import { destroyProcessGroup, type HalfDtype, initProcessGroup, type ProcessGroup, ProcessGroupManager } from '@ddp/comm';
+import {
+  destroyProcessGroup,
+  type HalfDtype,
+  initProcessGroup,
+  type ProcessGroup,
+  ProcessGroupManager,
+} from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { type FSDPModule, fullyShard } from '../index.js';
