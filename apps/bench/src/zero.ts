@@ -49,9 +49,13 @@ interface RankSample {
   seconds: number;
   /** Mean time of the steps after the first. */
   stepSeconds: number;
+  /** Mean CPU time (every thread of the rank) of the steps after the first: steadier than time on a shared machine. */
+  stepCpuSeconds: number;
   /** FSDP: a synchronous checkpoint save; how much longer a step is when an async save starts before it. */
   syncSaveSeconds?: number;
   asyncStallSeconds?: number;
+  /** How long AsyncCheckpointer.save itself blocks (the host copy): the part of the stall on the main thread. */
+  asyncSaveCallSeconds?: number;
 }
 
 /** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
@@ -64,12 +68,14 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   const t0 = performance.now();
   let stateBytes = 0;
   const stepTimes: number[] = [];
+  const stepCpu: number[] = [];
   let fsdp: FSDPModule | null = null;
   let optimizer: Optimizer<{ lr: number }> | null = null;
   let ddp: DistributedDataParallel | null = null;
   const data = new Generator(100 + group.rank);
   const step = async () => {
     const started = performance.now();
+    const cpu = process.cpuUsage();
     const x = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
     const y = tensor(data.normal(BATCH * WIDTH), [BATCH, WIDTH]);
     const wrapped = ddp as DistributedDataParallel | null;
@@ -84,6 +90,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     y.dispose();
     await optimizer!.step();
     optimizer!.zeroGrad();
+    const used = process.cpuUsage(cpu);
+    stepCpu.push((used.user + used.system) / 1e6);
     return (performance.now() - started) / 1000;
   };
   const profile = await tf.profile(async () => {
@@ -104,13 +112,15 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     return [];
   });
   const later = stepTimes.slice(1);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   const sample: RankSample = {
     rank: group.rank,
     params,
     peakBytes: profile.peakBytes,
     stateBytes,
     seconds: (performance.now() - t0) / 1000,
-    stepSeconds: later.reduce((a, b) => a + b, 0) / Math.max(1, later.length),
+    stepSeconds: mean(later),
+    stepCpuSeconds: mean(stepCpu.slice(1, steps)),
   };
   if (fsdp && mode === 'fsdp') Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank));
   printSample(sample);
@@ -119,7 +129,9 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
 
 /**
  * A synchronous save's duration, and the stall of an async one: (its host copy + the step it
- * overlaps) minus a plain step. Each rank saves into its own run's temporary directory on rank 0's
+ * overlaps) minus a plain step (the fastest of two just before the save and one after it is
+ * written: load on a shared machine only adds time). The AsyncCheckpointer is made first, as a
+ * training script makes it once. Each rank saves into its own run's temporary directory on rank 0's
  * choice of name: every rank of the bench runs on this host.
  */
 async function checkpointStall(
@@ -129,19 +141,21 @@ async function checkpointStall(
   rank: number,
 ) {
   const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
-  const plain = await step();
+  const saver = new AsyncCheckpointer(root);
+  const before = [await step(), await step()];
   let started = performance.now();
   await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
   const syncSaveSeconds = (performance.now() - started) / 1000;
-  const saver = new AsyncCheckpointer(root);
   started = performance.now();
   const { done } = await saver.save(dir, { optimizer, step: 2 });
+  const asyncSaveCallSeconds = (performance.now() - started) / 1000;
   await step();
-  const asyncStallSeconds = (performance.now() - started) / 1000 - plain;
+  const overlapped = (performance.now() - started) / 1000;
   await done;
+  const asyncStallSeconds = overlapped - Math.min(...before, await step());
   await root.processGroup.barrier().wait();
   if (rank === 0) await rm(dir, { recursive: true, force: true });
-  return { syncSaveSeconds, asyncStallSeconds };
+  return { syncSaveSeconds, asyncStallSeconds, asyncSaveCallSeconds };
 }
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
@@ -156,7 +170,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
-const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds') =>
+const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds') =>
   ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
@@ -177,8 +191,10 @@ async function main(): Promise<void> {
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
         seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
         stepSeconds: round2(Math.max(...ranks.map((r) => r.stepSeconds))),
+        stepCpuSeconds: round2(Math.max(...ranks.map((r) => r.stepCpuSeconds))),
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
+        asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
@@ -193,8 +209,10 @@ async function main(): Promise<void> {
       'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
       'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
       '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
+      'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
       'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
-      'a plain step. Communication buffers are JS memory and not counted.',
+      'a plain step (the fastest of two before and one after); asyncSaveCallSeconds: the save call alone (the host ' +
+      'copy). Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));

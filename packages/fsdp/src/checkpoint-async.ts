@@ -1,11 +1,13 @@
 import { newGroup, type ProcessGroup } from '@ddp/comm';
 import { type AnyOptimizer, snapshot, writeSnapshot } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
+import { BackgroundWriter } from './safetensors-writer.js';
 
 /**
  * Checkpoints that do not stall training (DCP's async_save): `save` copies this rank's shards and
  * optimizer state to host memory and returns; the files are written, confirmed and committed in
- * the background, with the same atomic protocol as `saveFSDPCheckpoint`. The background save
+ * the background, with the same atomic protocol as `saveFSDPCheckpoint`: serialising, checksums
+ * and writes on a thread of its own, the coordination on the main thread. The background save
  * coordinates over a process group of its own, so its collectives never interleave with the
  * training's. One save is in flight at a time: the next `save` first waits for the previous one
  * (and rethrows its failure).
@@ -13,6 +15,8 @@ import type { FSDPModule } from './fully-shard.js';
 export class AsyncCheckpointer {
   private group: ProcessGroup | null = null;
   private inFlight: Promise<void> | null = null;
+  /** Serialises, checksums and writes the files on a thread of its own (started here, not in the first save). */
+  private readonly writer = new BackgroundWriter();
 
   constructor(readonly root: FSDPModule) {}
 
@@ -28,7 +32,7 @@ export class AsyncCheckpointer {
     await this.wait();
     this.group ??= await newGroup([...this.root.processGroup.ranks]);
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra);
-    const done = writeSnapshot(dir, snap, this.group!, 'async');
+    const done = writeSnapshot(dir, snap, this.group!, 'async', (...args) => this.writer.write(...args));
     this.inFlight = done;
     done.catch(() => {}); // reported by `done` and by the next save or wait()
     return { done };

@@ -21,7 +21,7 @@ import {
   toSafeTensor,
   writeFileAtomic,
 } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tf } from '@ddp/tensor';
 import { fromRank0, onEveryRank } from '@ddp/zero';
 import type { FSDPModule } from './fully-shard.js';
 
@@ -49,6 +49,8 @@ export interface FSDPManifest {
 export interface Snapshot {
   /** `unit.<u>.shard` and `unit.<u>.state.<key>`. */
   tensors: Map<string, SafeTensor>;
+  /** The buffers of `tensors` that only this snapshot holds (they may move to a writer thread). */
+  owned: ArrayBuffer[];
   /** Scalar optimizer state (a step count) by unit index. */
   scalars: Record<number, Record<string, number>>;
   /** On rank 0: the replicated tensors and the manifest (its `shards` filled in at write). */
@@ -63,20 +65,28 @@ export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subuni
 export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number, extra: unknown): Snapshot {
   const units = unitsOf(root);
   const tensors = new Map<string, SafeTensor>();
+  const owned: ArrayBuffer[] = [];
+  const hostCopy = (t: tf.Tensor): SafeTensor => {
+    if (t.dtype !== 'float32') return toSafeTensor(t);
+    const data = new Float32Array(t.size);
+    copyTensorInto(t, data); // one copy straight out of the backend (dataSync may hand out its own storage)
+    owned.push(data.buffer);
+    return { dtype: 'float32', shape: [...t.shape], data };
+  };
   const scalars: Snapshot['scalars'] = {};
   const unitOfShard = new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
   units.forEach((u, i) => {
     if (!u.flat) return;
-    tensors.set(`unit.${i}.shard`, toSafeTensor(u.flat.shard.data));
+    tensors.set(`unit.${i}.shard`, hostCopy(u.flat.shard.data));
     for (const [key, v] of Object.entries(optimizer.state.get(u.flat.shard) ?? {})) {
-      if (v instanceof tf.Tensor) tensors.set(`unit.${i}.state.${key}`, toSafeTensor(v));
+      if (v instanceof tf.Tensor) tensors.set(`unit.${i}.state.${key}`, hostCopy(v));
       else {
         scalars[i] ??= {};
         scalars[i][key] = v;
       }
     }
   });
-  if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
+  if (root.processGroup.rank !== 0) return { tensors, owned, scalars, replicated: null, manifest: null };
   const sharded = new Set(units.flatMap((u) => u.flat?.params ?? []));
   const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
   const replicated = new Map<string, SafeTensor>(
@@ -104,14 +114,31 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
     shards: [],
     extra: extra ?? null,
   };
-  return { tensors, scalars, replicated, manifest };
+  return { tensors, owned, scalars, replicated, manifest };
 }
+
+/** Writes one safetensors file of a snapshot; `transfer`: buffers the writer may take over. */
+export type ShardWriter = (
+  path: string,
+  tensors: Map<string, SafeTensor>,
+  metadata: Record<string, string>,
+  transfer: readonly ArrayBuffer[],
+) => Promise<void>;
+
+const writeHere: ShardWriter = (path, tensors, metadata) => saveSafetensors(path, tensors, metadata);
 
 /**
  * Writes a snapshot as a new entry of `dir` over `group` (collective on it); returns once the
- * entry is committed. `tag` prefixes the crash points (`sync:` / `async:`) for the tests.
+ * entry is committed. `tag` prefixes the crash points (`sync:` / `async:`) for the tests;
+ * `write` writes the files (by default here, on the calling thread).
  */
-export async function writeSnapshot(dir: string, snap: Snapshot, group: ProcessGroup, tag: string): Promise<void> {
+export async function writeSnapshot(
+  dir: string,
+  snap: Snapshot,
+  group: ProcessGroup,
+  tag: string,
+  write: ShardWriter = writeHere,
+): Promise<void> {
   const { rank, size } = group;
   const entry = join(dir, await fromRank0(group, temporaryEntryName()));
   const failed = `FSDP checkpoint save (${dir})`;
@@ -128,10 +155,11 @@ export async function writeSnapshot(dir: string, snap: Snapshot, group: ProcessG
     await onEveryRank(
       group,
       async () => {
-        await saveSafetensors(join(entry, shardFile(rank, size)), snap.tensors, {
-          scalars: JSON.stringify(snap.scalars),
-        });
-        if (snap.replicated) await saveSafetensors(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
+        const metadata = { scalars: JSON.stringify(snap.scalars) };
+        const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata, snap.owned);
+        const replicated =
+          snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' }, []);
+        await Promise.all([shard, replicated]);
         crashPoint(`${tag}:shard-written`);
       },
       `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,

@@ -15,6 +15,9 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
     expect(errors['inner unit after its parent']).toMatch(
       /^FSDPError: fullyShard: Linear's parameters belong to an enclosing unit already; apply it bottom-up/,
     );
+    expect(errors['a unit with an async forward']).toMatch(
+      new RegExp(`^FSDPError: rank ${rank}: AsyncForward's forward is async; a fullyShard unit's forward must be sync`),
+    );
     expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
   }
 }, 60_000);

@@ -9,7 +9,8 @@ import {
   halfToFloat,
 } from '@ddp/comm';
 import { Parameter } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
+import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
 const RESHARDED =
@@ -76,21 +77,31 @@ export class FlatShard {
     this.gathered = false;
   }
 
+  /**
+   * Host copies: the shard out of the backend (one copy), the gathered values into the parameters
+   * (one upload each).
+   */
   private async allGather(): Promise<void> {
     const n = this.group.size;
-    const local = this.shard.data.dataSync() as Float32Array;
-    const full = new Float32Array(this.shardSize * n);
-    if (this.commDtype) {
-      const out = new Uint16Array(full.length);
-      await this.group.allGatherInto(out, narrow(local, this.commDtype), { dtype: this.commDtype }).wait();
-      widen(out, this.commDtype, full);
-    } else {
-      await this.group.allGatherInto(full, local).wait();
+    const local = takeBuffer(this.shardSize);
+    const full = takeBuffer(this.shardSize * n);
+    try {
+      copyTensorInto(this.shard.data, local);
+      if (this.commDtype) {
+        const out = new Uint16Array(full.length);
+        await this.group.allGatherInto(out, narrow(local, this.commDtype), { dtype: this.commDtype }).wait();
+        widen(out, this.commDtype, full);
+      } else {
+        await this.group.allGatherInto(full, local).wait();
+      }
+      this.params.forEach((p, i) => {
+        const at = this.offsets[i]!;
+        p.data = tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i]!)), this.shapes[i]!);
+      });
+    } finally {
+      giveBuffer(local);
+      giveBuffer(full);
     }
-    this.params.forEach((p, i) => {
-      const at = this.offsets[i]!;
-      p.data = tf.tensor(full.slice(at, at + sizeOf(this.shapes[i]!)), this.shapes[i], 'float32');
-    });
     this.gathered = true;
     this.pending = null;
   }
@@ -102,22 +113,30 @@ export class FlatShard {
    */
   async reduceScatterGrads(): Promise<tf.Tensor> {
     const n = this.group.size;
-    const flat = new Float32Array(this.shardSize * n);
-    this.params.forEach((p, i) => {
-      if (p.grad !== null) flat.set(p.grad.dataSync() as Float32Array, this.offsets[i]);
-      p.grad = null;
-    });
-    const mine = new Float32Array(this.shardSize);
-    if (this.commDtype) {
-      const out = new Uint16Array(this.shardSize);
-      await this.group
-        .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
-        .wait();
-      widen(out, this.commDtype, mine);
-    } else {
-      await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();
+    const flat = takeBuffer(this.shardSize * n);
+    const mine = takeBuffer(this.shardSize);
+    try {
+      this.params.forEach((p, i) => {
+        const at = this.offsets[i]!;
+        if (p.grad !== null) copyTensorInto(p.grad, flat, at);
+        else flat.fill(0, at, at + sizeOf(this.shapes[i]!));
+        p.grad = null;
+      });
+      flat.fill(0, this.total); // the padding: a reused buffer holds another unit's values there
+      if (this.commDtype) {
+        const out = new Uint16Array(this.shardSize);
+        await this.group
+          .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
+          .wait();
+        widen(out, this.commDtype, mine);
+      } else {
+        await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();
+      }
+      return tensorFromFloat32(mine, [this.shardSize]);
+    } finally {
+      giveBuffer(flat);
+      giveBuffer(mine);
     }
-    return tf.tensor(mine, [this.shardSize], 'float32');
   }
 }
 

@@ -4,10 +4,13 @@ import type { Case } from './test/fsdp.child.js';
 
 interface CaseResult {
   rank: number;
+  /** The grid cases: the tp coordinate, whose replica this rank trains. */
+  replica: number;
   maxDiff: number;
   hash: string;
   tensorGrowth: number;
   goldenDiff?: number;
+  rootHoldsOnlyItsOwn?: boolean;
 }
 
 const TIMEOUT = 150_000;
@@ -24,7 +27,7 @@ const worlds: Record<number, Case[]> = {
     { model: 'uneven', steps: 5, prefetch: false, accumulate: true },
     { model: 'golden', steps: 3, commDtype: 'bfloat16' },
   ],
-  4: [...base, { model: 'golden', steps: 3, commDtype: 'float16' }],
+  4: [...base, { model: 'golden', steps: 3, commDtype: 'float16' }, { model: 'uneven', steps: 5, tp: 2 }],
 };
 const results: Record<number, Promise<CaseResult[][]>> = {};
 
@@ -46,6 +49,7 @@ const label = (c: Case) =>
     c.prefetch === false ? 'no prefetch' : '',
     c.accumulate ? 'noSync accumulation' : '',
     c.commDtype ?? '',
+    c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',
   ]
     .filter(Boolean)
     .join(', ');
@@ -56,13 +60,18 @@ describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
     async (_, i) => {
       const ranks = (await run(n))[i]!;
       const c = worlds[n]![i]!;
-      expect(new Set(ranks.map((r) => r.hash)).size).toBe(1);
+      // equal within a replica (a dp group); replicas trained on different data differ
+      const replicas = [...new Set(ranks.map((r) => r.replica))];
+      expect(replicas.length).toBe(c.tp ?? 1);
+      for (const k of replicas) expect(new Set(ranks.filter((r) => r.replica === k).map((r) => r.hash)).size).toBe(1);
+      expect(new Set(ranks.map((r) => r.hash)).size).toBe(replicas.length);
       for (const r of ranks) {
         // on the wire float16 keeps 11 significant bits, bfloat16 8
         const tol = c.commDtype ? { float16: 1e-3, bfloat16: 1e-2 }[c.commDtype] : 1e-5;
         expect(r.maxDiff).toBeLessThan(tol);
         if (r.goldenDiff !== undefined) expect(r.goldenDiff).toBeLessThan(tol);
         expect(r.tensorGrowth).toBe(0);
+        if (c.model === 'transformer') expect(r.rootHoldsOnlyItsOwn).toBe(true);
       }
     },
     TIMEOUT,

@@ -76,7 +76,19 @@ export class FSDPModule implements ShardedUnit {
       for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
     }
     const forward = (module.forward as UnitForward).bind(module);
-    this.innerForward = forward;
+    this.innerForward = (...inputs) => {
+      const out = forward(...inputs);
+      if (out instanceof Promise) {
+        out.catch(() => {}); // reported as the FSDPError below
+        // an async forward (tensor-parallel layers, whose collectives run inside it) would be
+        // recomputed in backward out of order with the other ranks' collectives
+        throw new FSDPError(
+          `rank ${this.processGroup.rank}: ${module.constructor.name}'s forward is async; a fullyShard unit's ` +
+            'forward must be synchronous and return a Tensor (tensor-parallel modules cannot be units)',
+        );
+      }
+      return out;
+    };
     (module as unknown as { forward: UnitForward }).forward = (...inputs) => this.unitForward(inputs);
     unitOf.set(module, this);
   }

@@ -1,10 +1,10 @@
 // Misuses of fullyShard on every rank; prints RESULT with each error's name and message.
-import { tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Linear, Sequential, Tanh } from '@ddp/nn';
+import { type Tensor, tensor } from '@ddp/autograd';
+import { Linear, Module, Sequential, Tanh } from '@ddp/nn';
 import { fullyShard, loadFSDPCheckpoint } from '../index.js';
 import { unevenMlp } from './model.js';
 
@@ -31,5 +31,16 @@ await attempt('inner unit after its parent', () => fullyShard(topDown.at(0)));
 await attempt('load from an empty directory', async () =>
   loadFSDPCheckpoint(await mkdtemp(join(tmpdir(), 'fsdp-empty-')), { root }),
 );
+/** A module whose forward awaits (as tensor-parallel layers' do, for their collectives). */
+class AsyncForward extends Module {
+  readonly inner = this.registerModule('inner', new Linear(6, 2));
+  async forward(h: Tensor): Promise<Tensor> {
+    return this.inner.forward(h);
+  }
+}
+const withAsync = new Sequential(new AsyncForward() as never);
+fullyShard(withAsync.at(0));
+const asyncRoot = fullyShard(withAsync);
+await attempt('a unit with an async forward', () => asyncRoot.forward(x));
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, errors })}`);
 await destroyProcessGroup();

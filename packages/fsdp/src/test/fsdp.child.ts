@@ -3,7 +3,13 @@
 // process. Prints one RESULT line: an array, one entry per case.
 import { createHash } from 'node:crypto';
 import { type Tensor, tidy } from '@ddp/autograd';
-import { destroyProcessGroup, type HalfDtype, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import {
+  destroyProcessGroup,
+  type HalfDtype,
+  initProcessGroup,
+  type ProcessGroup,
+  ProcessGroupManager,
+} from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { type FSDPModule, fullyShard } from '../index.js';
@@ -26,6 +32,11 @@ export interface Case {
   /** two micro-batches per step, the first without gradient sync */
   accumulate?: boolean;
   commDtype?: HalfDtype;
+  /**
+   * A dp × tp grid of the world (ProcessGroupManager, tp fastest): FSDP over the dp group; each
+   * tp coordinate trains its own replica on its own data (step t + 100·tpRank), all at once.
+   */
+  tp?: number;
 }
 
 const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
@@ -74,8 +85,11 @@ async function backwardOn(
   loss.dispose();
 }
 
-async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unknown>> {
+async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unknown>> {
+  const grid = c.tp ? await ProcessGroupManager.create({ tp: c.tp }) : null;
+  const group = grid?.dpGroup ?? world;
   const { rank, size } = group;
+  const shift = 100 * (grid?.tpRank ?? 0);
   const model = build(c);
   const root = shard(c, model, group);
   const opt = makeOptimizer(c, root.parameters());
@@ -87,20 +101,30 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
     if (c.accumulate) {
       const mid = (from + to) / 2;
       root.setRequiresGradientSync(false);
-      await backwardOn((x) => root.forward(x), c, t, from, mid, 0.5);
+      await backwardOn((x) => root.forward(x), c, t + shift, from, mid, 0.5);
       root.setRequiresGradientSync(true);
-      await backwardOn((x) => root.forward(x), c, t, mid, to, 0.5);
+      await backwardOn((x) => root.forward(x), c, t + shift, mid, to, 0.5);
     } else {
-      await backwardOn((x) => root.forward(x), c, t, from, to, 1);
+      await backwardOn((x) => root.forward(x), c, t + shift, from, to, 1);
     }
     opt.step();
     opt.zeroGrad();
-    await backwardOn(async (x) => tidy(() => ref.forward(x as never) as Tensor), c, t, 0, 12, 1);
+    await backwardOn(async (x) => tidy(() => ref.forward(x as never) as Tensor), c, t + shift, 0, 12, 1);
     refOpt.step();
     refOpt.zeroGrad();
     if (t === 0) tensorsAfterFirst = tf.memory().numTensors;
   }
-  const result: Record<string, unknown> = { rank, tensorGrowth: tf.memory().numTensors - tensorsAfterFirst };
+  const result: Record<string, unknown> = {
+    rank: world.rank,
+    replica: grid?.tpRank ?? 0,
+    tensorGrowth: tf.memory().numTensors - tensorsAfterFirst,
+  };
+  if (model instanceof TwoBlockTransformer) {
+    // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
+    const own = [model.inProj, model.norm, model.head].flatMap((m) => m.parameters()).filter((p) => p.requiresGrad);
+    const held = new Set(root.flat?.params);
+    result.rootHoldsOnlyItsOwn = held.size === own.length && own.every((p) => held.has(p));
+  }
   const params = await root.summonFullParams(() => flatValues(model.parameters()));
   result.maxDiff = maxDiff(params, flatValues(ref.parameters()));
   result.hash = createHash('sha256').update(Float32Array.from(params)).digest('hex').slice(0, 16);
