@@ -1,14 +1,38 @@
 // `pnpm check`: the repository's structural rules (rules.ts); exits 1 listing what breaks them.
+// `pnpm check --fix` first removes the type assertions the compiler does not ask for.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type NeedlessAssertion, needlessAssertions, withoutAssertions } from './assertions.js';
 import { dependencyMismatches, layerViolations, oversizedFiles } from './checks.js';
 import { workspacePackages } from './scan.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const pkgs = workspacePackages(root);
+const tsFiles = pkgs.flatMap((p) => p.files.map((f) => join(root, f.path)));
+const findAssertions = () => needlessAssertions(join(root, 'tooling/tsconfig/base.json'), tsFiles, root);
+
+let assertions = findAssertions();
+// nested assertions (`a[i]![j]!`) come out one layer per pass
+for (let pass = 0; process.argv.includes('--fix') && assertions.length > 0 && pass < 4; pass++) {
+  const byFile = new Map<string, NeedlessAssertion[]>();
+  for (const a of assertions) byFile.set(a.path, [...(byFile.get(a.path) ?? []), a]);
+  for (const [path, found] of byFile) {
+    const file = join(root, path);
+    writeFileSync(file, withoutAssertions(readFileSync(file, 'utf8'), found));
+  }
+  console.log(`check --fix: removed ${assertions.length} assertions in ${byFile.size} files`);
+  assertions = findAssertions();
+}
+
 const sections = [
   ['files over the size limit (split where a second concept hides)', oversizedFiles(pkgs)],
   ['dependencies that do not match the imports', dependencyMismatches(pkgs)],
   ["imports that cross DESIGN.md's layers", layerViolations(pkgs)],
+  [
+    'type assertions the compiler does not ask for (`pnpm check --fix` removes them)',
+    assertions.map((a) => `${a.path}:${a.line}: ${a.text}`),
+  ],
 ] as const;
 let failed = false;
 for (const [title, problems] of sections) {
@@ -17,4 +41,6 @@ for (const [title, problems] of sections) {
   console.error(`${title}:\n${problems.map((p) => `  ${p}`).join('\n')}`);
 }
 if (failed) process.exit(1);
-console.log(`check: ${pkgs.length} packages, ${pkgs.reduce((n, p) => n + p.files.length, 0)} files: size, dependencies, layers ok`);
+console.log(
+  `check: ${pkgs.length} packages, ${tsFiles.length} files: size, dependencies, layers, assertions ok`,
+);
