@@ -84,7 +84,7 @@ async function main(world: number, steps: number, lrs: number[]): Promise<void> 
     notes:
       `${world} ranks, SGD, ${BATCH} samples per rank per step (each rank its own), loss on ${EVAL} held-out samples ` +
       '(capped at 10 for the plot). average: DDP\'s all-reduce mean; sum: the gradients added (Horovod op=Sum); adasum: ' +
-      `adasumHook (per-parameter Adasum, recursive doubling). Initial loss ${lossAt('average', lrs[0]!, 0).toPrecision(3)}. Final losses: ${finals.map((f) => `${f.mode} lr ${f.lr}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}`).join('; ')}.`,
+      `adasumHook (per-parameter Adasum, recursive doubling). Initial loss ${lossAt('average', lrs[0], 0).toPrecision(3)}. Final losses: ${finals.map((f) => `${f.mode} lr ${f.lr}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}`).join('; ')}.`,
     chart: { x: 'step', y: 'loss', series: 'series', title: `Adasum vs averaging, ${world} ranks (held-out MSE)`, logY: true },
   });
   console.log(`wrote ${files.join(', ')}`);

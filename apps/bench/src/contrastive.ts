@@ -47,7 +47,7 @@ async function rank(): Promise<void> {
       for (const t of [img, txt, scale]) t.dispose();
     }
     times.sort((a, b) => a - b);
-    const sample: LossSample = { rank: group.rank, world: group.size, loss, medianMs: times[Math.floor(times.length / 2)]!, peakMB: peak / 2 ** 20 };
+    const sample: LossSample = { rank: group.rank, world: group.size, loss, medianMs: times[Math.floor(times.length / 2)], peakMB: peak / 2 ** 20 };
     printSample(sample);
   }
   await destroyProcessGroup();

@@ -31,7 +31,7 @@ interface Sample {
   ms: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Times `step` (one forward, backward and SGD update) and returns its median over the timed steps. */
 async function timeSteps(step: (i: number) => Promise<void>): Promise<number> {
@@ -99,8 +99,8 @@ async function ddpRank(): Promise<void> {
 async function runWay(way: string): Promise<number> {
   const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2), '--rank', way];
   const world = way === 'ddp' ? flags.replicas : 1;
-  const samples = (await runSampleWorld<Sample>(world, process.execPath, args))[0]!;
-  return samples[0]!.ms;
+  const samples = (await runSampleWorld<Sample>(world, process.execPath, args))[0];
+  return samples[0].ms;
 }
 
 async function main(): Promise<void> {
@@ -116,7 +116,7 @@ async function main(): Promise<void> {
       console.log(JSON.stringify(rows.at(-1)));
     }
   }
-  const ratios = ways.map((w) => `${w} ${(best[w]! / best.single!).toFixed(2)}×`).join(', ');
+  const ratios = ways.map((w) => `${w} ${(best[w] / best.single).toFixed(2)}×`).join(', ');
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'data-parallel', rows, {
     meta: { ...flags, best },

@@ -48,7 +48,7 @@ const WARMUP = 2;
 const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256 };
 /** Linear(W/2 → W), GELU, (Linear(W → W), GELU) × (depth − 2), Linear(W → W/2). */
 const dimsOf = (width: number, depth: number) => [width / 2, ...Array<number>(depth - 1).fill(width), width / 2];
-const paramsOf = (dims: number[]) => dims.slice(1).reduce((n, d, i) => n + dims[i]! * d + d, 0);
+const paramsOf = (dims: number[]) => dims.slice(1).reduce((n, d, i) => n + dims[i] * d + d, 0);
 const dims = dimsOf(WIDTH, DEPTH);
 const paramCount = paramsOf(dims);
 
@@ -78,14 +78,14 @@ async function rankMain(variant: string): Promise<void> {
   const { allreduceHook, DataParallelNaive, DistributedDataParallel, inPlaceHook } = await import('@ddp/reducer');
   const pg = await initProcessGroup({ timeoutMs: 300_000 });
   const gen = new Generator(0);
-  const layers = dims.slice(1).flatMap((d, i) => [new Linear(dims[i]!, d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
+  const layers = dims.slice(1).flatMap((d, i) => [new Linear(dims[i], d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
   const model = new Sequential(...layers);
   const wrapped =
     variant === 'naive'
       ? await DataParallelNaive.create(model)
       : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : Number.isNaN(BUCKET_MB) ? {} : { bucketCapMB: BUCKET_MB });
   const opt = new SGD(model.parameters(), { lr: 1e-3 });
-  const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]!), [BATCH, dims[0]!]));
+  const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]), [BATCH, dims[0]]));
   const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
   const backward = async () => {
     const loss = tidy(() => mse(wrapped.forward(x) as ReturnType<typeof model.forward>, y));
@@ -127,12 +127,12 @@ async function rankMain(variant: string): Promise<void> {
       // would time one rank while ddp waits for the slowest (measured: 20–35 % apart per step)
       await pg.barrier().wait();
       if (s >= WARMUP) {
-        times[mode]!.push(performance.now() - t0);
-        times[`cpu:${mode}`]!.push((cpu.user + cpu.system) / 1000);
+        times[mode].push(performance.now() - t0);
+        times[`cpu:${mode}`].push((cpu.user + cpu.system) / 1000);
       }
     }
   }
-  const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)]!;
+  const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
   const info = { 'info:peakRssMiB': process.resourceUsage().maxRSS / 1024, ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}) };
   if (pg.rank === 0) printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
   await destroyProcessGroup();
@@ -229,10 +229,10 @@ async function overLink(self: string, samples: Sample[], infos: Infos): Promise<
  * The share of the all-reduce that backward hides, from one interleaved run at 2 ranks:
  * 1 − (DDP step − DDP step that communicates nothing) / all-reduce alone, in [0, 1].
  */
-const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp! - t.local!) / t.comm!));
+const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp - t.local) / t.comm));
 /** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
-const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp']! - t['cpu:local']!, comm: t['cpu:comm']! });
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp'] - t['cpu:local'], comm: t['cpu:comm'] });
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 
 async function main(): Promise<void> {

@@ -171,7 +171,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
 const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds') =>
-  ranks[0]![key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
+  ranks[0][key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
   const { steps, worlds } = values;
@@ -186,7 +186,7 @@ async function main(): Promise<void> {
       rows.push({
         ranks: world,
         mode,
-        params: ranks[0]!.params,
+        params: ranks[0].params,
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
         seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,

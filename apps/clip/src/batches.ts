@@ -36,7 +36,7 @@ export class GlobalBatchSampler {
     }
     const start = batchInEpoch * this.globalBatch;
     const mine: number[] = [];
-    for (let p = start + this.rank; p < start + this.globalBatch; p += this.worldSize) mine.push(this.order[p]!);
+    for (let p = start + this.rank; p < start + this.globalBatch; p += this.worldSize) mine.push(this.order[p]);
     return mine;
   }
 }

@@ -35,7 +35,7 @@ export class DigitPairs {
 
   /** Digits (left, right) of pair i. */
   digits(i: number): [number, number] {
-    return [this.mnist.labels[i]!, this.mnist.labels[partner(i, this.length)]!];
+    return [this.mnist.labels[i], this.mnist.labels[partner(i, this.length)]];
   }
 
   /** Caption index (10·left + right) of pair i: which of ALL_CAPTIONS is correct. */
@@ -53,16 +53,16 @@ export class DigitPairs {
     // one flat loop per half-image through a byte → [0, 1] table: per-pixel closures made this
     // the slowest part of a step after the model (≈8 ms for 128 pairs)
     for (let b = 0; b < indices.length; b++) {
-      const i = indices[b]!;
+      const i = indices[b];
       for (let h = 0; h < 2; h++) {
         const from = (h === 0 ? i : partner(i, this.length)) * 784;
         const to = b * px + h * 28;
         for (let y = 0; y < IMAGE_HEIGHT; y++) {
-          for (let x = 0; x < 28; x++) images[to + y * IMAGE_WIDTH + x] = UNIT_BYTE[src[from + y * 28 + x]!]!;
+          for (let x = 0; x < 28; x++) images[to + y * IMAGE_WIDTH + x] = UNIT_BYTE[src[from + y * 28 + x]];
         }
       }
-      tokens[2 * b] = this.mnist.labels[i]!;
-      tokens[2 * b + 1] = this.mnist.labels[partner(i, this.length)]!;
+      tokens[2 * b] = this.mnist.labels[i];
+      tokens[2 * b + 1] = this.mnist.labels[partner(i, this.length)];
     }
     return { images: tf.tensor4d(images, [indices.length, 1, IMAGE_HEIGHT, IMAGE_WIDTH]), tokens: tf.tensor2d(tokens, [indices.length, 2], 'int32') };
   }

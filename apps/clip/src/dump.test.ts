@@ -54,8 +54,8 @@ describe('dumpRun (--dump-init)', () => {
     const data = (await loadSafetensors(join(dir, 'data.safetensors'))).tensors;
     const pairs = data.get('train_pairs')!;
     /** [left, right] image of row k of global batch u. */
-    const pair = (u: number, k: number) => [pairs.data[(u * 5 + k) * 2]!, pairs.data[(u * 5 + k) * 2 + 1]!];
-    const digitsOf = (split: DigitPairs, [l, r]: number[]) => [split.mnist.labels[l!], split.mnist.labels[r!]];
+    const pair = (u: number, k: number) => [pairs.data[(u * 5 + k) * 2], pairs.data[(u * 5 + k) * 2 + 1]];
+    const digitsOf = (split: DigitPairs, [l, r]: number[]) => [split.mnist.labels[l], split.mnist.labels[r]];
     expect(pairs.shape).toEqual([5, 5, 2]);
     // steps 0–4 cross two epoch boundaries; rank r's share of step u is rows r, r+2, … of the global batch
     for (let u = 0; u < 5; u++) {

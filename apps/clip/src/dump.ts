@@ -49,14 +49,14 @@ export async function dumpRun(dir: string, source: DumpSource): Promise<string[]
   await mkdir(dir, { recursive: true });
   const files = [join(dir, DUMP_FILES.weights), join(dir, DUMP_FILES.data), join(dir, DUMP_FILES.run)];
   const weights = new Map([...model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
-  await saveSafetensors(files[0]!, weights, { format: 'pt' });
+  await saveSafetensors(files[0], weights, { format: 'pt' });
   // one rank seeing the whole global batch: the sampler's order before it is dealt out
   const global = new GlobalBatchSampler(train.length, run.batchSize, 0, 1, run.seed);
   const micro = run.steps * run.gradAccum;
   const pairsOf = (split: DigitPairs, ids: number[]) => ids.flatMap((i) => [i, partner(i, split.length)]);
   const int32 = (shape: number[], data: number[]) => ({ dtype: 'int32' as const, shape, data: Int32Array.from(data) });
   const batches = [...Array(micro).keys()].flatMap((u) => pairsOf(train, global.indices(u)));
-  await saveSafetensors(files[1]!, {
+  await saveSafetensors(files[1], {
     train_pairs: int32([micro, run.batchSize, 2], batches),
     test_pairs: int32([run.evalSize, 2], pairsOf(test, [...Array(run.evalSize).keys()])),
     caption_tokens: int32([ALL_CAPTIONS.length, 2], ALL_CAPTIONS.flatMap(tokenize)),
@@ -76,6 +76,6 @@ export async function dumpRun(dir: string, source: DumpSource): Promise<string[]
     optimizer: groups,
     maxLogitScale: MAX_LOGIT_SCALE,
   };
-  await writeFile(files[2]!, `${JSON.stringify(dumped, null, 2)}\n`);
+  await writeFile(files[2], `${JSON.stringify(dumped, null, 2)}\n`);
   return files;
 }

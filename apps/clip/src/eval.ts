@@ -37,5 +37,5 @@ export async function zeroShotTop1(model: ClipModel, pairs: DigitPairs, count: n
   model.train(wasTraining);
   const counts = Float64Array.of(hits, mine.length);
   await group.allReduce(counts, { op: ReduceOp.SUM }).wait();
-  return counts[0]! / counts[1]!;
+  return counts[0] / counts[1];
 }

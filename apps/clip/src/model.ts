@@ -59,7 +59,7 @@ export class ClipModel extends Module {
     const h = this.tokenEmbedding.forward(tokens).add(this.positions);
     const block = (x: Tensor) => this.textNorm.forward(this.textBlock.forward(x));
     const out = this.gradCheckpointing ? checkpoint(block, h) : block(h);
-    return this.textProj.forward(out.reshape([tokens.shape[0]!, -1]));
+    return this.textProj.forward(out.reshape([tokens.shape[0], -1]));
   }
 
   forward(images: tf.Tensor, tokens: tf.Tensor): { image: Tensor; text: Tensor } {

@@ -156,7 +156,7 @@ while (step < lastStep) {
   await scaler.step(optimizer);
   scaler.update();
   clampLogitScale_(model.logitScale);
-  const lr = optimizer.paramGroups[0]!.lr as number;
+  const lr = optimizer.paramGroups[0].lr;
   scheduler.step();
   optimizer.zeroGrad();
   step++;

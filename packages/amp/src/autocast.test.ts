@@ -26,19 +26,19 @@ const fixture = JSON.parse(readFileSync(new URL('./fixtures/amp.json', import.me
 };
 
 type Forward = (...xs: Tensor[]) => Tensor;
-const mlp = (target: number[]): Forward => (x, w1, b1, w2, b2) => crossEntropy(linear(relu(linear(x!, w1!, b1!)), w2!, b2!), target);
+const mlp = (target: number[]): Forward => (x, w1, b1, w2, b2) => crossEntropy(linear(relu(linear(x, w1, b1)), w2, b2), target);
 const forwards: Record<string, (c: Case) => Forward> = {
-  matmul: () => (a, b) => matmul(a!, b!),
-  linear: () => (x, w, b) => linear(x!, w!, b!),
-  conv2d: () => (x, w, b) => conv2d(x!, w!, b!, { padding: 1 }),
+  matmul: () => (a, b) => matmul(a, b),
+  linear: () => (x, w, b) => linear(x, w, b),
+  conv2d: () => (x, w, b) => conv2d(x, w, b, { padding: 1 }),
   mlp: (c) => mlp(c.target!),
 };
 
 /** Output and input gradients of a fixture case, run under autocast(dtype) or, with null, in float32. */
 async function run(name: string, dtype: AutocastDtype | null): Promise<Run> {
-  const c = fixture.autocastBf16[name]!;
+  const c = fixture.autocastBf16[name];
   const leaves = c.inputs.map((v) => tensor(v.values, v.shape, { requiresGrad: true }));
-  const forward = forwards[name]!(c);
+  const forward = forwards[name](c);
   const y = dtype ? autocast({ dtype }, () => forward(...leaves)) : forward(...leaves);
   const output = Array.from(y.data.dataSync());
   const upstream = tensor(c.upstream.values, c.upstream.shape);
@@ -58,7 +58,7 @@ function ulps(a: number, b: number, dtype: AutocastDtype): number {
 
 /** The largest ulp distance and the share of elements equal to torch's bit for bit. */
 function compare(ours: number[], torch: number[], dtype: AutocastDtype = 'bfloat16'): { maxUlps: number; exact: number } {
-  const u = ours.map((v, i) => ulps(v, torch[i]!, dtype));
+  const u = ours.map((v, i) => ulps(v, torch[i], dtype));
   return { maxUlps: Math.max(...u), exact: u.filter((x) => x === 0).length / u.length };
 }
 
@@ -72,42 +72,42 @@ function expectMatch(ours: number[], torch: number[], what: string, dtype: Autoc
 describe('autocast(bfloat16) against PyTorch', () => {
   for (const name of ['matmul', 'linear', 'conv2d', 'mlp']) {
     it(`${name}: output and input gradients are torch's bfloat16 casts around float32 kernels`, async () => {
-      const c = fixture.autocastBf16[name]!;
+      const c = fixture.autocastBf16[name];
       const ours = await run(name, 'bfloat16');
       // the mlp's output is its loss, a float32 op off autocast's list: float32 sums in another order may differ by an ulp
-      if (name === 'mlp') expect(ours.output[0]).toBeCloseTo(c.reference.output[0]!, 5);
+      if (name === 'mlp') expect(ours.output[0]).toBeCloseTo(c.reference.output[0], 5);
       else expectMatch(ours.output, c.reference.output, 'output');
       c.reference.grads.forEach((g, i) => {
-        expectMatch(ours.grads[i]!, g, `grad ${i}`);
+        expectMatch(ours.grads[i], g, `grad ${i}`);
       });
     });
   }
 
   it("equals torch.autocast('cpu', bfloat16) where its kernels accumulate in float32 (oneDNN: conv2d, linear forward)", async () => {
-    const conv = fixture.autocastBf16.conv2d!;
+    const conv = fixture.autocastBf16.conv2d;
     const ours = await run('conv2d', 'bfloat16');
     expectMatch(ours.output, conv.autocast.output, 'conv2d output');
     conv.autocast.grads.forEach((g, i) => {
-      expectMatch(ours.grads[i]!, g, `conv2d grad ${i}`);
+      expectMatch(ours.grads[i], g, `conv2d grad ${i}`);
     });
-    expectMatch((await run('linear', 'bfloat16')).output, fixture.autocastBf16.linear!.autocast.output, 'linear output');
-    expect((await run('mlp', 'bfloat16')).output[0]).toBeCloseTo(fixture.autocastBf16.mlp!.autocast.output[0]!, 5);
+    expectMatch((await run('linear', 'bfloat16')).output, fixture.autocastBf16.linear.autocast.output, 'linear output');
+    expect((await run('mlp', 'bfloat16')).output[0]).toBeCloseTo(fixture.autocastBf16.mlp.autocast.output[0], 5);
   });
 
   it('the comparison tells float32 from bfloat16: without autocast the same ops miss torch by many ulps', async () => {
     for (const name of ['matmul', 'linear', 'conv2d']) {
       const ours = await run(name, null);
-      expect(compare(ours.output, fixture.autocastBf16[name]!.reference.output).exact, name).toBeLessThan(0.5);
+      expect(compare(ours.output, fixture.autocastBf16[name].reference.output).exact, name).toBeLessThan(0.5);
     }
   });
 
   for (const name of ['matmul', 'linear', 'conv2d']) {
     it(`float16 ${name}: output and input gradients are torch's float16 casts around float32 kernels`, async () => {
-      const want = fixture.autocastFp16[name]!;
+      const want = fixture.autocastFp16[name];
       const ours = await run(name, 'float16');
       expectMatch(ours.output, want.output, 'output', 'float16');
       want.grads.forEach((g, i) => {
-        expectMatch(ours.grads[i]!, g, `grad ${i}`, 'float16');
+        expectMatch(ours.grads[i], g, `grad ${i}`, 'float16');
       });
       // and bfloat16 would not do: float16 keeps 3 more bits
       expect(compare((await run(name, 'bfloat16')).output, want.output, 'float16').exact).toBeLessThan(0.5);

@@ -50,12 +50,12 @@ class AllGather extends Collective {
     return [...Array(group.size).keys()].map((r) => tf.tensor(out.subarray(r * x.size, (r + 1) * x.size), x.shape));
   }
   async backward(_ctx: Context, ...dys: tf.Tensor[]) {
-    const n = dys[0]!.size;
+    const n = dys[0].size;
     const input = new Float32Array(n * dys.length);
     for (const [r, dy] of dys.entries()) input.set((await dy.data()) as Float32Array, r * n);
     const out = new Float32Array(n);
     await this.group.reduceScatter(out, input, { op: 'sum' }).wait();
-    return [tf.tensor(out, dys[0]!.shape), null];
+    return [tf.tensor(out, dys[0].shape), null];
   }
 }
 
@@ -63,17 +63,17 @@ class AllGather extends Collective {
 class ReduceScatter extends Collective {
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
     this.setup(x, 'reduceScatter', group, op);
-    if (x.rank === 0 || x.shape[0]! % group.size !== 0) {
+    if (x.rank === 0 || x.shape[0] % group.size !== 0) {
       throw new AutogradArgumentError(`rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the group size ${group.size}`);
     }
     const out = new Float32Array(x.size / group.size);
     await group.reduceScatter(out, await hostCopy(x), { op }).wait();
-    return tf.tensor(out, [x.shape[0]! / group.size, ...x.shape.slice(1)]);
+    return tf.tensor(out, [x.shape[0] / group.size, ...x.shape.slice(1)]);
   }
   async backward(_ctx: Context, dy: tf.Tensor) {
     const out = new Float32Array(dy.size * this.group.size);
     await this.group.allGatherInto(out, await hostCopy(dy)).wait();
-    const dx = tf.tensor(out, [dy.shape[0]! * this.group.size, ...dy.shape.slice(1)]);
+    const dx = tf.tensor(out, [dy.shape[0] * this.group.size, ...dy.shape.slice(1)]);
     return [this.op === 'avg' ? tf.tidy(() => { const s = tf.div(dx, this.group.size); dx.dispose(); return s; }) : dx, null, null];
   }
 }

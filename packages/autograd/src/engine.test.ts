@@ -59,7 +59,7 @@ describe('engine', () => {
     const w = tensor([2], undefined, { requiresGrad: true });
     const x = tensor([3]);
     const seen: number[] = [];
-    w.registerPostAccumulateGradHook((t) => void seen.push(t.grad!.dataSync()[0]!));
+    w.registerPostAccumulateGradHook((t) => void seen.push(t.grad!.dataSync()[0]));
     // y = (w*x) * w + w: dy/dw = 2wx + 1 = 13, from three uses along different depths
     const loss = w.mul(x).mul(w).add(w).sum();
     await loss.backward();
@@ -199,8 +199,8 @@ describe('engine', () => {
     const [e] = (loss.gradFn!.next[0]!.node as FunctionNode).outputs;
     loss.dispose();
     // h.exp(), never disposed, is still the caller's, and could still be backwarded
-    expect(e!.gradFn!.freed).toBe(false);
-    e!.dispose();
+    expect(e.gradFn!.freed).toBe(false);
+    e.dispose();
     expect(tf.memory().numTensors).toBe(before);
     const kept = tidy(() => x.matmul(w).sigmoid().sum());
     await kept.backward(undefined, { retainGraph: true });

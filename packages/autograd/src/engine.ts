@@ -154,7 +154,7 @@ async function execute(root: Tensor, rootGrad: tf.Tensor, deps: Map<Node, number
         continue;
       }
       const fnNode = node as FunctionNode;
-      const gradOutputs = incoming.map((g, i) => (g === null ? tf.zeros(fnNode.outputShapes[i]!) : runTensorHooks(fnNode.outputs[i], g)));
+      const gradOutputs = incoming.map((g, i) => (g === null ? tf.zeros(fnNode.outputShapes[i]) : runTensorHooks(fnNode.outputs[i], g)));
       let inputGrads: (tf.Tensor | null)[] = [];
       try {
         inputGrads = await callFunction(fnNode, gradOutputs);
@@ -166,7 +166,7 @@ async function execute(root: Tensor, rootGrad: tf.Tensor, deps: Map<Node, number
       route(fnNode, inputGrads, buffers, deps, ready);
     }
     await Promise.all(run.pending);
-    for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]!();
+    for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]();
   } finally {
     for (const buf of buffers.values()) for (const g of buf) g?.dispose();
   }

@@ -101,5 +101,5 @@ function wrapOutputs(fn: AutogradFunction, ctx: Context, args: unknown[], unwrap
       node.addRef();
     }
   }
-  return Array.isArray(out) ? outputs : outputs[0]!;
+  return Array.isArray(out) ? outputs : outputs[0];
 }

@@ -22,7 +22,7 @@ export interface GradcheckResult {
 function dot(y: tf.Tensor, dy: Float32Array): number {
   const v = y.dataSync();
   let s = 0;
-  for (let i = 0; i < v.length; i++) s += v[i]! * dy[i]!;
+  for (let i = 0; i < v.length; i++) s += v[i] * dy[i];
   return s;
 }
 
@@ -55,17 +55,17 @@ export async function gradcheck(
           const probe = inputs.map((t, i) => (i === k ? new Tensor(tf.tensor(values, t.shape)) : t));
           const out = fn(...probe);
           const v = dot(out.data, dy);
-          probe[k]!.dispose();
+          probe[k].dispose();
           return v;
         }),
       );
     for (let j = 0; j < base.length; j++) {
       const p = base.slice();
-      p[j] = base[j]! + eps;
+      p[j] = base[j] + eps;
       const m = base.slice();
-      m[j] = base[j]! - eps;
+      m[j] = base[j] - eps;
       const numeric = (evalAt(p) - evalAt(m)) / (2 * eps);
-      const err = Math.abs(analytic[j]! - numeric) / (atol + rtol * Math.abs(numeric));
+      const err = Math.abs(analytic[j] - numeric) / (atol + rtol * Math.abs(numeric));
       if (err > worst) {
         worst = err;
         message = `input ${k} element ${j}: analytic ${analytic[j]} vs numeric ${numeric}`;

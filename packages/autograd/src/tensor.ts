@@ -120,7 +120,7 @@ export class Tensor {
 
   item(): number {
     if (this.size !== 1) throw new AutogradArgumentError(`item() needs a one-element tensor, got shape [${this.shape}]`);
-    return this.data.dataSync()[0]!;
+    return this.data.dataSync()[0];
   }
   dataSync(): tf.TypedArray {
     return this.data.dataSync() as tf.TypedArray;

@@ -14,7 +14,7 @@ async function train(model: Model, steps: number, lr: number) {
     sgdStep(model.params, lr);
     if (step === 10 || step === steps) numTensors[step] = tf.memory().numTensors;
   }
-  return { first: losses[0]!, last: losses[losses.length - 1]!, numTensors };
+  return { first: losses[0], last: losses[losses.length - 1], numTensors };
 }
 
 describe('training keeps tf.memory().numTensors flat', () => {

@@ -56,7 +56,7 @@ function interfaceAddress(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo
   const variable = env.DDP_SOCKET_IFNAME ? 'DDP_SOCKET_IFNAME' : env.GLOO_SOCKET_IFNAME ? 'GLOO_SOCKET_IFNAME' : undefined;
   if (variable === undefined) return undefined;
   // Gloo takes a comma-separated list (one device per name); one address is all a rank advertises
-  const name = (env[variable] ?? '').split(',')[0]!.trim();
+  const name = (env[variable] ?? '').split(',')[0].trim();
   const addrs = interfaces[name] ?? [];
   const addr = addrs.find((a) => a.family === 'IPv4') ?? addrs.find((a) => a.family === 'IPv6');
   if (addr === undefined) {

@@ -48,7 +48,7 @@ export class ProcessGroupManager {
     const [tpGroup] = await newSubgroupsByEnumeration(lists.tp, opts);
     const [ppGroup] = await newSubgroupsByEnumeration(lists.pp, opts);
     const [dpGroup] = await newSubgroupsByEnumeration(lists.dp, opts);
-    const me = world.ranks[world.rank] as number;
+    const me = world.ranks[world.rank];
     if (!tpGroup || !ppGroup || !dpGroup) throw new InvalidArgumentError(`ProcessGroupManager: rank ${me} is in no group`, { op: 'ProcessGroupManager.create', rank: me });
     return new ProcessGroupManager(me, dp, pp, tp, dpGroup, ppGroup, tpGroup);
   }
@@ -73,11 +73,11 @@ export class ProcessGroupManager {
   }
   /** Global rank of the previous pipeline stage (same dp and tp coordinates), or null on the first stage. */
   get ppPrevRank(): number | null {
-    return this.isFirstStage ? null : (this.ppGroup.ranks[this.ppRank - 1] as number);
+    return this.isFirstStage ? null : (this.ppGroup.ranks[this.ppRank - 1]);
   }
   /** Global rank of the next pipeline stage, or null on the last stage. */
   get ppNextRank(): number | null {
-    return this.isLastStage ? null : (this.ppGroup.ranks[this.ppRank + 1] as number);
+    return this.isLastStage ? null : (this.ppGroup.ranks[this.ppRank + 1]);
   }
   /** Global rank at the given grid coordinates. */
   rankAt(dpRank: number, ppRank: number, tpRank: number): number {

@@ -27,7 +27,7 @@ export function hostLayout(hostIds: readonly string[], me: number): HostLayout |
   const lists = [...hosts.values()];
   const perHost = (lists[0] as number[]).length;
   if (lists.length < 2 || perHost < 2 || lists.some((l) => l.length !== perHost)) return null;
-  const local = hosts.get(hostIds[me] as string) as number[];
+  const local = hosts.get(hostIds[me]) as number[];
   const index = local.indexOf(me);
-  return { local, across: lists.map((l) => l[index] as number) };
+  return { local, across: lists.map((l) => l[index]) };
 }

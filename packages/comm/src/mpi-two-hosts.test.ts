@@ -16,7 +16,7 @@ import { explain } from './test/spawn-world.js';
 const hosts = new TwoHosts('m', '10.231.78');
 const skipReason = (await mpirunMissing(true)) ?? hosts.setUp();
 if (skipReason) console.log(`mpi two-host test skipped: ${skipReason}`);
-const sentBy = (host: number) => Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host] as string, '-s', 'link', 'show', hosts.veth[host] as string))?.[1]);
+const sentBy = (host: number) => Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host], '-s', 'link', 'show', hosts.veth[host]))?.[1]);
 
 describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network namespaces + veth), 2 ranks each", () => {
   const dir = mkdtempSync(join(tmpdir(), 'ddp-mpi-hosts-'));

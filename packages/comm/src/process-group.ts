@@ -39,7 +39,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   /** Any use after destroyProcessGroup raises at once (no op may reach a closed mesh or a peer's shared memory). */
   private checkAlive(call: string): void {
     if (this.comm.closed || this.main?.closed) {
-      const me = this.ranks[this.rank] as number;
+      const me = this.ranks[this.rank];
       const why = `rank ${me}: ${call} on a process group after destroyProcessGroup`;
       throw new NotInitializedError(why, { rank: me, op: call });
     }
@@ -57,7 +57,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       return start();
     } catch (e) {
       if (this.size > 1) {
-        const me = this.ranks[this.rank] as number;
+        const me = this.ranks[this.rank];
         const err = e instanceof CommError ? e : new CommError(`rank ${me}: ${call} failed: ${e}`, { rank: me, op: call, cause: e });
         err.rank ??= me;
         err.op ??= call;

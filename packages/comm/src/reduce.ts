@@ -19,10 +19,10 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
     switch (op) {
       case 'sum':
       case 'avg':
-        for (let i = 0; i < n; i++) dst[i] = ((dst[i] as number) + (s[i] as number)) | 0;
+        for (let i = 0; i < n; i++) dst[i] = ((dst[i]) + (s[i])) | 0;
         return;
       case 'product':
-        for (let i = 0; i < n; i++) dst[i] = Math.imul(dst[i] as number, s[i] as number);
+        for (let i = 0; i < n; i++) dst[i] = Math.imul(dst[i], s[i]);
         return;
     }
   }
@@ -31,23 +31,23 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
   switch (op) {
     case 'sum':
     case 'avg':
-      for (let i = 0; i < n; i++) d[i] = (d[i] as number) + (s[i] as number);
+      for (let i = 0; i < n; i++) d[i] = (d[i]) + (s[i]);
       return;
     case 'product':
-      for (let i = 0; i < n; i++) d[i] = (d[i] as number) * (s[i] as number);
+      for (let i = 0; i < n; i++) d[i] = (d[i]) * (s[i]);
       return;
     case 'max':
       for (let i = 0; i < n; i++) {
-        const a = d[i] as number;
-        const b = s[i] as number;
+        const a = d[i];
+        const b = s[i];
         // NaN propagates, as in PyTorch
         d[i] = a > b || Number.isNaN(a) ? a : b;
       }
       return;
     case 'min':
       for (let i = 0; i < n; i++) {
-        const a = d[i] as number;
-        const b = s[i] as number;
+        const a = d[i];
+        const b = s[i];
         d[i] = a < b || Number.isNaN(a) ? a : b;
       }
       return;
@@ -64,12 +64,12 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
  */
 export function finishAverage(buf: NumArray, size: number, inputOf?: (r: number, i: number) => number): void {
   if (buf instanceof Int32Array) {
-    for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc((buf[i] as number) / size);
+    for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc((buf[i]) / size);
     return;
   }
   const round = buf instanceof Float32Array ? Math.fround : (x: number) => x;
   for (let i = 0; i < buf.length; i++) {
-    let v = (buf[i] as number) / size;
+    let v = (buf[i]) / size;
     const infinite = v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
     if (infinite && inputOf) v = dividedFirst(i, size, inputOf, round) ?? v;
     buf[i] = v;

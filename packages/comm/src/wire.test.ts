@@ -14,12 +14,12 @@ describe('bytes on the wire (getWireStats)', () => {
         expect(Object.entries(r).filter(([, v]) => !v.ok).map(([k]) => k)).toEqual([]);
         // the ring sends 2(N−1)/N of the payload, plus frame headers
         const payload = (1 << 18) * 4 * ((2 * (worldSize - 1)) / worldSize);
-        expect(r['ring/float32/sum']!.sent / payload).toBeGreaterThanOrEqual(1);
-        expect(r['ring/float32/sum']!.sent / payload).toBeLessThan(1.01);
+        expect(r['ring/float32/sum'].sent / payload).toBeGreaterThanOrEqual(1);
+        expect(r['ring/float32/sum'].sent / payload).toBeLessThan(1.01);
         for (const path of ['direct', 'ring']) {
           for (const d of ['float16', 'bfloat16']) {
             for (const op of ['sum', 'avg', 'max']) {
-              const ratio = r[`${path}/${d}/${op}`]!.sent / r[`${path}/float32/${op}`]!.sent;
+              const ratio = r[`${path}/${d}/${op}`].sent / r[`${path}/float32/${op}`].sent;
               expect(ratio, `${path}/${d}/${op}`).toBeGreaterThan(0.49);
               expect(ratio, `${path}/${d}/${op}`).toBeLessThan(0.53);
             }

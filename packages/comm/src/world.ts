@@ -170,7 +170,7 @@ export function getWireStats(): WireStats {
   if (mpiWorld()) mpiNotAvailable('getWireStats');
   if (!world) throw new NotInitializedError('getWireStats: call initProcessGroup first');
   const { commThread, mainThread } = wireCounterViews(world.wireStats);
-  return { bytesSent: commThread[0]! + mainThread[0]!, framesSent: commThread[1]! + mainThread[1]! };
+  return { bytesSent: commThread[0] + mainThread[0], framesSent: commThread[1] + mainThread[1] };
 }
 
 /** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
@@ -229,7 +229,7 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   if (mpi) return newMpiGroup(mpi, members, timeoutMs);
   const w = current('newGroup');
   const id = w.nextGroupId++;
-  const me = group.ranks[group.rank] as number;
+  const me = group.ranks[group.rank];
   if (!members.includes(me)) return null;
   addGroup(w, id, members);
   return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), timeoutMs);
@@ -243,16 +243,16 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
  */
 function addGroup(w: World, id: number, members: number[]): void {
   const peers = members.map((r) => w.addrs[r] as PeerAddress);
-  const me = w.group.ranks[w.group.rank] as number;
+  const me = w.group.ranks[w.group.rank];
   const layout = hostLayout(
     peers.map((a) => a.hostId),
     members.indexOf(me),
   );
   const sameHost = peers.every((a) => a.hostId === (peers[0] as PeerAddress).hostId);
-  const local = layout ? layout.local.map((i) => members[i] as number) : sameHost ? members : [];
+  const local = layout ? layout.local.map((i) => members[i]) : sameHost ? members : [];
   let shm: SharedArrayBuffer | null = null;
   if (w.mem && local.length > 1 && peers.every((a) => a.shm)) {
-    const name = `/ddp-${(w.addrs[local[0] as number] as PeerAddress).shm}-${id}`;
+    const name = `/ddp-${(w.addrs[local[0]] as PeerAddress).shm}-${id}`;
     shm = mapSegment(w.mem, name, local.length, me);
     w.shmNames.push(name);
   }

@@ -9,7 +9,7 @@ function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string):
   if (image.rank !== 2 || text.rank !== 2 || text.shape[0] !== n || text.shape[1] !== d) {
     throw new ContrastiveError(`image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, op);
   }
-  return [n!, d!];
+  return [n, d];
 }
 
 /**

@@ -42,7 +42,7 @@ abstract class GatherRows extends AutogradFunction {
   /** dy's rows that belong to this rank. */
   protected ownRows(dy: Float32Array): Float32Array {
     const start = this.rows.slice(0, this.group.rank).reduce((a, b) => a + b, 0) * this.rowLen;
-    return dy.slice(start, start + this.rows[this.group.rank]! * this.rowLen);
+    return dy.slice(start, start + this.rows[this.group.rank] * this.rowLen);
   }
 }
 
@@ -64,7 +64,7 @@ class AllGatherWithGrad extends GatherRows {
     });
     const out = new Float32Array(chunk);
     await group.reduceScatter(out, input, { op: 'sum' }).wait();
-    const mine = rows[group.rank]!;
+    const mine = rows[group.rank];
     return [tf.tensor(out.subarray(0, mine * rowLen), [mine, ...dy.shape.slice(1)]), null, null];
   }
 }
@@ -72,7 +72,7 @@ class AllGatherWithGrad extends GatherRows {
 /** The naive gather, kept to teach: backward hands back only this rank's slice of its own gradient. */
 class AllGatherLocalGrad extends GatherRows {
   backward(_ctx: Context, dy: tf.Tensor) {
-    const mine = this.rows[this.group.rank]!;
+    const mine = this.rows[this.group.rank];
     return [tf.tensor(this.ownRows(dy.dataSync() as Float32Array), [mine, ...dy.shape.slice(1)]), null, null];
   }
 }

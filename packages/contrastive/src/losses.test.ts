@@ -18,9 +18,9 @@ describe('single process against PyTorch', () => {
       const { loss, grads, leaves } = await runCase(single({ name: fixture, kind, fixture }, total));
       for (const t of Object.values(leaves)) t.dispose();
       expectClose([loss], arrayOf(g.outputs.loss).data, 'loss');
-      expectClose(grads.image_features!, arrayOf(g.outputs.grad_image_features).data, 'grad image');
-      expectClose(grads.text_features!, arrayOf(g.outputs.grad_text_features).data, 'grad text');
-      expectClose(grads.logit_scale_log!, arrayOf(g.outputs.grad_logit_scale_log).data, 'grad logit scale');
+      expectClose(grads.image_features, arrayOf(g.outputs.grad_image_features).data, 'grad image');
+      expectClose(grads.text_features, arrayOf(g.outputs.grad_text_features).data, 'grad text');
+      expectClose(grads.logit_scale_log, arrayOf(g.outputs.grad_logit_scale_log).data, 'grad logit scale');
     });
   }
 
@@ -29,15 +29,15 @@ describe('single process against PyTorch', () => {
     const { loss, grads, leaves } = await runCase(single({ name: 'ntxent', kind: 'ntxent', fixture: 'ntxent_b6_d5' }, 6));
     for (const t of Object.values(leaves)) t.dispose();
     expectClose([loss], arrayOf(g.outputs.loss).data, 'loss');
-    expectClose(grads.z1!, arrayOf(g.outputs.grad_z1).data, 'grad z1');
-    expectClose(grads.z2!, arrayOf(g.outputs.grad_z2).data, 'grad z2');
+    expectClose(grads.z1, arrayOf(g.outputs.grad_z1).data, 'grad z1');
+    expectClose(grads.z2, arrayOf(g.outputs.grad_z2).data, 'grad z2');
   });
 });
 
 /** SigLIP written the obvious way: the whole [batch × batch] logit matrix, labels 2I − 1. */
 function sigLipReference(img: Tensor, txt: Tensor, scaleLog: Tensor, bias: Tensor): Tensor {
   return tidy(() => {
-    const n = img.shape[0]!;
+    const n = img.shape[0];
     const logits = add(mul(matmul(l2Normalize(img), l2Normalize(txt), { transposeB: true }), exp(scaleLog)), bias);
     const signs = fromTf(tf.tidy(() => tf.sub(tf.mul(tf.eye(n), 2), 1)));
     return mul(neg(sum(logSigmoid(mul(logits, signs)))), 1 / n);
@@ -49,10 +49,10 @@ describe('sigLipLoss', () => {
     const c: Case = { name: 'siglip', kind: 'siglip', split: [10] };
     const ours = await runCase(c);
     const ref = leavesFor(c);
-    const loss = sigLipReference(ref.image!, ref.text!, ref.scaleLog!, ref.bias!);
+    const loss = sigLipReference(ref.image, ref.text, ref.scaleLog, ref.bias);
     await loss.backward();
     expectClose([ours.loss], [loss.item()], 'loss');
-    for (const k of Object.keys(ref)) expectClose(ours.grads[k]!, Array.from(ref[k]!.grad!.dataSync()), `grad ${k}`);
+    for (const k of Object.keys(ref)) expectClose(ours.grads[k], Array.from(ref[k].grad!.dataSync()), `grad ${k}`);
     loss.dispose();
     for (const t of [...Object.values(ref), ...Object.values(ours.leaves)]) t.dispose();
   });

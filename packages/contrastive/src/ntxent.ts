@@ -16,7 +16,7 @@ const MASKED = -1e9;
  */
 export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { tau?: number } = {}): Promise<Tensor> {
   const tau = opts.tau ?? 0.5;
-  const n = z1.shape[0]!;
+  const n = z1.shape[0];
   if (!(typeof tau === 'number' && tau > 0 && Number.isFinite(tau))) {
     throw new ContrastiveError(`temperature tau must be a positive finite number, got ${tau}`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, 'ntXentLoss');
   }

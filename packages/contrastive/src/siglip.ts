@@ -10,7 +10,7 @@ function tileLoss(img: Tensor, block: Tensor, scale: Tensor, bias: Tensor, own: 
   return tidy(() => {
     const logits = add(mul(matmul(img, block, { transposeB: true }), scale), bias);
     if (!own) return neg(sum(logSigmoid(neg(logits))));
-    const n = img.shape[0]!;
+    const n = img.shape[0];
     const signs = fromTf(tf.tidy(() => tf.sub(tf.mul(tf.eye(n), 2), 1)));
     return neg(sum(logSigmoid(mul(logits, signs))));
   });
@@ -35,19 +35,19 @@ export async function sigLipLoss(
   const { group } = opts;
   const worldSize = group?.size ?? 1;
   const rank = group?.rank ?? 0;
-  const n = imageFeatures.shape[0]!;
+  const n = imageFeatures.shape[0];
   if (imageFeatures.rank !== 2 || textFeatures.rank !== 2 || textFeatures.shape[0] !== n || textFeatures.shape[1] !== imageFeatures.shape[1]) {
     throw new ContrastiveError(`image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`, group?.ranks[rank] ?? 0, 'sigLipLoss');
   }
-  const rows = group && worldSize > 1 ? ((await group.allGather(Int32Array.of(n)).wait()) as Int32Array[]).map((a) => a[0]!) : [n];
+  const rows = group && worldSize > 1 ? ((await group.allGather(Int32Array.of(n)).wait()) as Int32Array[]).map((a) => a[0]) : [n];
   const total = rows.reduce((a, b) => a + b, 0);
   const img = tidy(() => l2Normalize(imageFeatures));
   const scale = logitScaleFromLog(logitScale);
   const blocks = [tidy(() => l2Normalize(textFeatures))];
   const tiles: Tensor[] = [];
   for (let hop = 0; hop < worldSize; hop++) {
-    const block = blocks[hop]!;
-    const incoming = hop + 1 < worldSize ? ringExchange(block, group!, rows[(rank - hop - 1 + worldSize) % worldSize]!) : null;
+    const block = blocks[hop];
+    const incoming = hop + 1 < worldSize ? ringExchange(block, group!, rows[(rank - hop - 1 + worldSize) % worldSize]) : null;
     tiles.push(tileLoss(img, block, scale, logitBias, hop === 0));
     if (incoming) blocks.push(await incoming);
   }

@@ -12,7 +12,7 @@ export interface LossOptions {
 /** The gather of rows a loss needs; in a world of one, x itself (owned by the caller: `own` false). */
 export async function gatherForLoss(x: Tensor, opts: LossOptions): Promise<GatheredRows & { own: boolean; worldSize: number }> {
   const group = opts.group;
-  if (!group || group.size === 1) return { gathered: x, rowsPerRank: [x.shape[0]!], offset: 0, own: false, worldSize: 1 };
+  if (!group || group.size === 1) return { gathered: x, rowsPerRank: [x.shape[0]], offset: 0, own: false, worldSize: 1 };
   const rows = await (opts.naiveGather ? allGatherLocalGrad : allGatherRows)(x, group);
   return { ...rows, own: true, worldSize: group.size };
 }

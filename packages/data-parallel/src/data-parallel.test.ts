@@ -32,9 +32,9 @@ describe('DataParallel: replicas on worker threads', () => {
       await got.backward();
       expect(got.item()).toBeCloseTo(want.item(), 6);
       dp.module.parameters().forEach((p, i) => {
-        const ref = single.parameters()[i]!.grad!.dataSync();
+        const ref = single.parameters()[i].grad!.dataSync();
         p.grad!.dataSync().forEach((v, j) => {
-          expect(v).toBeCloseTo(ref[j]!, 6);
+          expect(v).toBeCloseTo(ref[j], 6);
         });
       });
       singleOpt.step();
@@ -44,9 +44,9 @@ describe('DataParallel: replicas on worker threads', () => {
       for (const t of [x, y, want, got]) t.dispose();
     }
     dp.module.parameters().forEach((p, i) => {
-      const ref = single.parameters()[i]!.data.dataSync();
+      const ref = single.parameters()[i].data.dataSync();
       p.data.dataSync().forEach((v, j) => {
-        expect(v).toBeCloseTo(ref[j]!, 6);
+        expect(v).toBeCloseTo(ref[j], 6);
       });
     });
   });
@@ -56,7 +56,7 @@ describe('DataParallel: replicas on worker threads', () => {
     const opt = new SGD(dp.module.parameters(), { lr: 0.1 });
     const counts: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const b = batches[i % 3]!;
+      const b = batches[i % 3];
       const [x, y] = [tensor(b.x, [BATCH, 6]), tensor(b.y, [BATCH, 3])];
       const loss = mse(await dp.forward(x), y);
       await loss.backward();
@@ -76,7 +76,7 @@ describe('DataParallel: replicas on worker threads', () => {
   it('a replica whose model differs, or that throws, raises DataParallelError naming the replica and the operation', async () => {
     await expect(DataParallel.create(factory, { replicas: 2, exportName: 'widerOnMain' })).rejects.toThrow(/replica 0: its model has \d+ parameters, the main one/);
     dp = await DataParallel.create(factory, { replicas: 2, exportName: 'throwsInForward' });
-    const x = tensor(batches[0]!.x, [BATCH, 6]);
+    const x = tensor(batches[0].x, [BATCH, 6]);
     await expect(dp.forward(x)).rejects.toThrow(/DataParallel replica \d, forward: RangeError: bad input on purpose/);
     x.dispose();
     await expect(DataParallel.create(factory, { replicas: 0 })).rejects.toThrow(DataParallelError);

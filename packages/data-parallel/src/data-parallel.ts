@@ -93,13 +93,13 @@ class Gather extends AutogradFunction {
   async forward(_ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
     this.dp = dp;
     dp.writeParameters(params);
-    this.sizes = chunkSizes(x.shape[0]!, dp.replicas.length);
+    this.sizes = chunkSizes(x.shape[0], dp.replicas.length);
     const chunks = tf.split(x, this.sizes, 0);
     const outputs = await Promise.all(
       chunks.map((c, r) => {
         const m: ToReplica = { type: 'forward', input: c.dataSync() as Float32Array, shape: c.shape };
         c.dispose();
-        return dp.replicas[r]!.request(m, 'forward');
+        return dp.replicas[r].request(m, 'forward');
       }),
     );
     const parts = outputs.map((o) => (o.type === 'output' ? tf.tensor(o.data, o.shape) : tf.zeros([0])));
@@ -115,7 +115,7 @@ class Gather extends AutogradFunction {
       chunks.map((c, r) => {
         const m: ToReplica = { type: 'backward', grad: c.dataSync() as Float32Array, shape: c.shape };
         c.dispose();
-        return dp.replicas[r]!.request(m, 'backward');
+        return dp.replicas[r].request(m, 'backward');
       }),
     );
     return [null, null, ...dp.reduceGradients(sizes.length)];
@@ -193,8 +193,8 @@ export class DataParallel {
   /** @internal The sum of the first `used` replicas' gradients, one tensor per parameter. */
   reduceGradients(used: number): tf.Tensor[] {
     const sum = new Float32Array(this.numel);
-    for (const r of this.replicas.slice(0, used)) for (let i = 0; i < this.numel; i++) sum[i]! += r.grads[i]!;
-    return this.module.parameters().map((p, i) => tf.tensor(sum.subarray(this.offsets[i], this.offsets[i]! + p.size), p.shape));
+    for (const r of this.replicas.slice(0, used)) for (let i = 0; i < this.numel; i++) sum[i] += r.grads[i];
+    return this.module.parameters().map((p, i) => tf.tensor(sum.subarray(this.offsets[i], this.offsets[i] + p.size), p.shape));
   }
 
   /** Ends the replica threads. */

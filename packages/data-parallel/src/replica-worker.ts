@@ -21,7 +21,7 @@ let output: Tensor | null = null;
 /** The main replica's current values into this replica's parameters (the per-step broadcast). */
 function loadParameters(): void {
   params.forEach((p, i) => {
-    p.data = tf.tensor(init.params.subarray(offsets[i], offsets[i]! + p.size), p.shape);
+    p.data = tf.tensor(init.params.subarray(offsets[i], offsets[i] + p.size), p.shape);
   });
 }
 

@@ -53,8 +53,8 @@ function dtypeOf(a: SampleArray): 'float32' | 'int32' {
 
 /** Stacks equally shaped typed arrays into one tensor of shape [B, ...shape]. */
 function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
-  const { shape } = arrays[0]!;
-  const dtype = dtypeOf(arrays[0]!.data);
+  const { shape } = arrays[0];
+  const dtype = dtypeOf(arrays[0].data);
   const size = shape.reduce((a, b) => a * b, 1);
   const out = dtype === 'float32' ? new Float32Array(arrays.length * size) : new Int32Array(arrays.length * size);
   arrays.forEach((a, i) => {
@@ -64,7 +64,7 @@ function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
       );
     }
     if (dtypeOf(a.data) !== dtype) {
-      throw new CollateError(`${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0]!.data.constructor.name}`);
+      throw new CollateError(`${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0].data.constructor.name}`);
     }
     if (a.data instanceof Uint32Array && a.data.some((v) => v > 0x7fffffff)) {
       throw new CollateError(`${path}: sample ${i} holds uint32 values above int32's range`);

@@ -19,13 +19,13 @@ function expectPartition(perRank: RankOutput[], n: number): void {
   const worldSize = perRank.length;
   const perRankCount = Math.ceil(n / worldSize);
   for (let epoch = 0; epoch < 3; epoch++) {
-    const shares = perRank.map((r) => r.epochs[epoch]!);
+    const shares = perRank.map((r) => r.epochs[epoch]);
     for (const s of shares) expect(s).toHaveLength(perRankCount);
     const all = shares.flat();
     expect(new Set(all).size).toBe(n);
     expect(all).toHaveLength(perRankCount * worldSize);
   }
-  expect(perRank[0]!.epochs[1]).not.toEqual(perRank[0]!.epochs[0]);
+  expect(perRank[0].epochs[1]).not.toEqual(perRank[0].epochs[0]);
 }
 
 describe('DistributedSampler across processes', () => {

@@ -12,7 +12,7 @@ const ranks = (n: number, N: number, opts: { shuffle?: boolean; seed?: number; d
 /** Count of each index over all ranks. */
 function histogram(perRank: number[][], n: number): number[] {
   const h = new Array<number>(n).fill(0);
-  for (const r of perRank) for (const i of r) h[i]!++;
+  for (const r of perRank) for (const i of r) h[i]++;
   return h;
 }
 

@@ -41,7 +41,7 @@ export function distributedIndices(
   if (n === 0) return out;
   for (let k = 0; k < perRank; k++) {
     // Position in the padded list; padding repeats the list from its start, cyclically.
-    out.push(order[(rank + k * numReplicas) % n]!);
+    out.push(order[(rank + k * numReplicas) % n]);
   }
   return out;
 }

@@ -35,12 +35,12 @@ export class Generator {
       x = next;
       this.s[i] = out;
     }
-    if ((this.s[0]! | this.s[1]! | this.s[2]! | this.s[3]!) === 0) this.s[0] = 1;
+    if ((this.s[0] | this.s[1] | this.s[2] | this.s[3]) === 0) this.s[0] = 1;
     return this;
   }
 
   getState(): GeneratorState {
-    return [this.s[0]!, this.s[1]!, this.s[2]!, this.s[3]!];
+    return [this.s[0], this.s[1], this.s[2], this.s[3]];
   }
 
   setState(state: GeneratorState): this {
@@ -54,14 +54,14 @@ export class Generator {
   /** Next 32 random bits as an unsigned integer. */
   nextUint32(): number {
     const s = this.s;
-    const result = Math.imul(rotl(Math.imul(s[1]!, 5), 7), 9) >>> 0;
-    const t = s[1]! << 9;
-    s[2]! ^= s[0]!;
-    s[3]! ^= s[1]!;
-    s[1]! ^= s[2]!;
-    s[0]! ^= s[3]!;
-    s[2]! ^= t;
-    s[3] = rotl(s[3]!, 11);
+    const result = Math.imul(rotl(Math.imul(s[1], 5), 7), 9) >>> 0;
+    const t = s[1] << 9;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 11);
     return result;
   }
 
@@ -91,8 +91,8 @@ export class Generator {
     for (let i = 0; i < n; i++) perm[i] = i;
     for (let i = n - 1; i > 0; i--) {
       const j = this.randint(i + 1);
-      const tmp = perm[i]!;
-      perm[i] = perm[j]!;
+      const tmp = perm[i];
+      perm[i] = perm[j];
       perm[j] = tmp;
     }
     return perm;

@@ -68,7 +68,7 @@ describe('loadMnist', () => {
     const test = loadMnist({ split: 'test' });
     expect(test.count).toBe(10000);
     const hist = new Array<number>(10).fill(0);
-    for (const l of test.labels) hist[l]!++;
+    for (const l of test.labels) hist[l]++;
     expect(hist).toEqual([980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]);
     // Pixels are ink intensities: the border is blank, some pixels are fully inked.
     expect(test.images[0]).toBe(0);

@@ -28,12 +28,12 @@ export interface IdxArray {
 export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
   if (buf.length < 4) throw new IdxFormatError(`${name}: ${buf.length} bytes, too short for the 4-byte magic number`);
   if (buf[0] !== 0 || buf[1] !== 0) {
-    throw new IdxFormatError(`${name}: magic number must start with two zero bytes, got 0x${hex(buf[0]!)}${hex(buf[1]!)}`);
+    throw new IdxFormatError(`${name}: magic number must start with two zero bytes, got 0x${hex(buf[0])}${hex(buf[1])}`);
   }
-  const code = buf[2]!;
+  const code = buf[2];
   const type = IDX_TYPES.find((t) => t.code === code);
   if (!type) throw new IdxFormatError(`${name}: unknown type code 0x${hex(code)}`);
-  const ndim = buf[3]!;
+  const ndim = buf[3];
   if (ndim === 0) throw new IdxFormatError(`${name}: zero dimensions`);
   const headerBytes = 4 + 4 * ndim;
   if (buf.length < headerBytes) {

@@ -74,7 +74,7 @@ export class MnistDataset extends Dataset<{ image: NDArray<Float32Array>; label:
     const { images, labels, rows, cols } = this.mnist;
     const size = rows * cols;
     const data = new Float32Array(size);
-    for (let i = 0; i < size; i++) data[i] = images[index * size + i]! / 255;
-    return { image: { data, shape: [rows, cols] }, label: labels[index]! };
+    for (let i = 0; i < size; i++) data[i] = images[index * size + i] / 255;
+    return { image: { data, shape: [rows, cols] }, label: labels[index] };
   }
 }

@@ -30,7 +30,7 @@ async function readManifest(entry: string): Promise<FSDPManifest> {
 /** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
 function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string): void {
   const saved = manifest.units.map((u) => u.params.map((p) => `${p.name}[${p.shape}]`).join(', '));
-  const names = new Map(units[0]!.module.namedParameters().map(([n, p]) => [p, n]));
+  const names = new Map(units[0].module.namedParameters().map(([n, p]) => [p, n]));
   const now = units.map((u) =>
     (u.flat?.params ?? []).map((p, j) => `${names.get(p as never) ?? `param.${j}`}[${u.flat!.shapes[j]}]`).join(', '),
   );
@@ -62,7 +62,7 @@ export async function loadFSDPCheckpoint(
   checkLayout(manifest, units, join(entry, MANIFEST_FILE));
   const files = new Map<number, ParsedSafetensors>();
   const shardOf = async (k: number) => {
-    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k]!)));
+    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k])));
     return files.get(k)!;
   };
   const { rank } = contents.root.processGroup;
@@ -70,7 +70,7 @@ export async function loadFSDPCheckpoint(
   const scalars = new Map<number, Record<string, number>>();
   for (const [u, unit] of units.entries()) {
     if (!unit.flat) continue;
-    const { total, shardSize: oldSize } = manifest.units[u]!;
+    const { total, shardSize: oldSize } = manifest.units[u];
     const size = unit.flat.shardSize;
     const [from, to] = [rank * size, Math.min((rank + 1) * size, total)];
     const out: Record<string, Float32Array> = {};
@@ -108,14 +108,14 @@ export async function loadFSDPCheckpoint(
   try {
     contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
     for (const [u, { shard, ...state }] of values) {
-      const flat = units[u]!.flat!;
-      flat.shard.data = tf.tensor(shard!, [flat.shardSize], 'float32');
+      const flat = units[u].flat!;
+      flat.shard.data = tf.tensor(shard, [flat.shardSize], 'float32');
       values.set(u, state);
     }
     if (contents.optimizer) {
       const opt = contents.optimizer;
       const position = new Map(opt.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
-      const indexOf = (u: number) => position.get(units[u]!.flat!.shard)!;
+      const indexOf = (u: number) => position.get(units[u].flat!.shard)!;
       const state = new Map<number, ParamState>();
       for (const [u, tensors] of values) {
         const s: ParamState = { ...scalars.get(u) };

@@ -104,7 +104,7 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
       shardSize: u.flat?.shardSize ?? 0,
       params: (u.flat?.params ?? []).map((p, j) => ({
         name: names.get(p as never) ?? `param.${j}`,
-        shape: u.flat!.shapes[j]!,
+        shape: u.flat!.shapes[j],
       })),
     })),
     paramGroups: optimizer.paramGroups.map(({ params, ...hyper }) => ({

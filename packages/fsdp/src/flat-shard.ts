@@ -95,8 +95,8 @@ export class FlatShard {
         await this.group.allGatherInto(full, local).wait();
       }
       this.params.forEach((p, i) => {
-        const at = this.offsets[i]!;
-        p.data = tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i]!)), this.shapes[i]!);
+        const at = this.offsets[i];
+        p.data = tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i])), this.shapes[i]);
       });
     } finally {
       giveBuffer(local);
@@ -117,9 +117,9 @@ export class FlatShard {
     const mine = takeBuffer(this.shardSize);
     try {
       this.params.forEach((p, i) => {
-        const at = this.offsets[i]!;
+        const at = this.offsets[i];
         if (p.grad !== null) copyTensorInto(p.grad, flat, at);
-        else flat.fill(0, at, at + sizeOf(this.shapes[i]!));
+        else flat.fill(0, at, at + sizeOf(this.shapes[i]));
         p.grad = null;
       });
       flat.fill(0, this.total); // the padding: a reused buffer holds another unit's values there
@@ -149,5 +149,5 @@ function narrow(src: Float32Array, dtype: HalfDtype): Uint16Array {
 
 function widen(src: Uint16Array, dtype: HalfDtype, dst: Float32Array): void {
   const from = dtype === 'float16' ? halfToFloat : bfloatToFloat;
-  for (let i = 0; i < src.length; i++) dst[i] = from(src[i]!);
+  for (let i = 0; i < src.length; i++) dst[i] = from(src[i]);
 }

@@ -37,7 +37,7 @@ function run(n: number): Promise<CaseResult[][]> {
     nprocs: n,
     args: [JSON.stringify(worlds[n])],
     timeoutMs: TIMEOUT,
-  }).then(({ results: byRank }) => worlds[n]!.map((_, c) => byRank.map((r) => r[c]!)));
+  }).then(({ results: byRank }) => worlds[n].map((_, c) => byRank.map((r) => r[c])));
   return results[n];
 }
 
@@ -55,11 +55,11 @@ const label = (c: Case) =>
     .join(', ');
 
 describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
-  it.each(worlds[n]!.map((c, i) => [label(c), i] as const))(
+  it.each(worlds[n].map((c, i) => [label(c), i] as const))(
     '%s: equals the single-process run',
     async (_, i) => {
-      const ranks = (await run(n))[i]!;
-      const c = worlds[n]![i]!;
+      const ranks = (await run(n))[i];
+      const c = worlds[n][i];
       // equal within a replica (a dp group); replicas trained on different data differ
       const replicas = [...new Set(ranks.map((r) => r.replica))];
       expect(replicas.length).toBe(c.tp ?? 1);

@@ -124,10 +124,10 @@ export class FSDPModule implements ShardedUnit {
     await this.flat?.gather();
     const children = [...this.module];
     const unitsIn = (m: Module) => m.modules().flatMap((x) => (unitOf.has(x) ? [unitOf.get(x)!] : []));
-    let h = inputs[0]!;
+    let h = inputs[0];
     for (const [i, child] of children.entries()) {
       await gatherAll(unitsIn(child));
-      if (this.prefetch && i + 1 < children.length) for (const u of unitsIn(children[i + 1]!)) u.flat?.prefetch();
+      if (this.prefetch && i + 1 < children.length) for (const u of unitsIn(children[i + 1])) u.flat?.prefetch();
       const next = tidy(() => child.forward(h));
       if (i > 0) h.dispose();
       h = next;

@@ -4,7 +4,7 @@ import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './
 const f16 = (x: number) => encodeFloat16([x])[0];
 const bf16 = (x: number) => encodeBfloat16([x])[0];
 function bitsToF32(bits: number): number {
-  return new Float32Array(new Uint32Array([bits]).buffer)[0] as number;
+  return new Float32Array(new Uint32Array([bits]).buffer)[0];
 }
 
 describe('float16', () => {
@@ -19,7 +19,7 @@ describe('float16', () => {
       [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [2049, 0x6800], [2051, 0x6802],
     ];
     for (const [x, bits] of cases) expect(f16(x), `f16(${x})`).toBe(bits);
-    const nan = f16(Number.NaN) as number;
+    const nan = f16(Number.NaN);
     expect(nan & 0x7c00).toBe(0x7c00);
     expect(nan & 0x3ff).not.toBe(0);
   });
@@ -38,7 +38,7 @@ describe('float16', () => {
     expect(Array.from(encodeFloat16(decodeFloat16(finite)))).toEqual(Array.from(finite));
     // Midpoints between consecutive positive halves (exact in float32) go to the even neighbour.
     const values = decodeFloat16(new Uint16Array(0x7c00).map((_, i) => i));
-    const mids = new Float32Array(values.length - 1).map((_, i) => ((values[i] as number) + (values[i + 1] as number)) / 2);
+    const mids = new Float32Array(values.length - 1).map((_, i) => ((values[i]) + (values[i + 1])) / 2);
     const rounded = encodeFloat16(mids);
     for (let i = 0; i < mids.length; i++) {
       const even = i % 2 === 0 ? i : i + 1;

@@ -45,7 +45,7 @@ export function float16BitsToNumber(h: number): number {
   if (exp === 0) return sign * mant * 2 ** -24;
   if (exp === 0x1f) return mant === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
   scratchBits[0] = ((h & 0x8000) << 16) | ((exp + 112) << 23) | (mant << 13);
-  return scratch[0] as number;
+  return scratch[0];
 }
 
 type Encoder = (values: Float32Array | ArrayLike<number>, out?: Uint16Array) => Uint16Array;
@@ -55,14 +55,14 @@ function encoderOf(toBits: (f: number) => number): Encoder {
   return (values, out) => {
     const bits = bitsOf(values);
     const dst = out ?? new Uint16Array(bits.length);
-    for (let i = 0; i < bits.length; i++) dst[i] = toBits(bits[i] as number);
+    for (let i = 0; i < bits.length; i++) dst[i] = toBits(bits[i]);
     return dst;
   };
 }
 
 export function decodeFloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(halves.length);
-  for (let i = 0; i < halves.length; i++) dst[i] = float16BitsToNumber(halves[i] as number);
+  for (let i = 0; i < halves.length; i++) dst[i] = float16BitsToNumber(halves[i]);
   return dst;
 }
 
@@ -75,7 +75,7 @@ export function float32BitsToBfloat16(f: number): number {
 export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(halves.length);
   const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
-  for (let i = 0; i < halves.length; i++) bits[i] = (halves[i] as number) << 16;
+  for (let i = 0; i < halves.length; i++) bits[i] = (halves[i]) << 16;
   return dst;
 }
 
@@ -87,7 +87,7 @@ export const encodeBfloat16: Encoder = encoderOf(float32BitsToBfloat16);
 /** One number to float16 bits (rounded to float32 first, then to nearest even). */
 export function floatToHalf(v: number): number {
   scratch[0] = v;
-  return float32BitsToFloat16(scratchBits[0] as number);
+  return float32BitsToFloat16(scratchBits[0]);
 }
 
 /** One float16 bit pattern to its value (the same as float16BitsToNumber). */
@@ -96,11 +96,11 @@ export const halfToFloat = float16BitsToNumber;
 /** One number to bfloat16 bits (rounded to float32 first, then to nearest even). */
 export function floatToBfloat(v: number): number {
   scratch[0] = v;
-  return float32BitsToBfloat16(scratchBits[0] as number);
+  return float32BitsToBfloat16(scratchBits[0]);
 }
 
 /** One bfloat16 bit pattern to its value. */
 export function bfloatToFloat(h: number): number {
   scratchBits[0] = h << 16;
-  return scratch[0] as number;
+  return scratch[0];
 }

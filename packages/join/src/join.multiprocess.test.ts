@@ -26,7 +26,7 @@ describe('join across real processes (the Counter of the Join tutorial)', () => 
       [6, 17, 18],
       [7, 18, 18],
     ]);
-    expect(ranks[2]!.active).toEqual([3, 3, 3, 3, 3, 2, 1]);
+    expect(ranks[2].active).toEqual([3, 3, 3, 3, 3, 2, 1]);
   }, 70_000);
 
   it('throwOnEarlyTermination raises EarlyTerminationError on every rank, no hang', async () => {

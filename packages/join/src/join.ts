@@ -60,11 +60,11 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
   const group = checkJoinables(joinables);
   const previous = joinables.map((j) => configs.get(j));
   const own = joinables.map((_, i): JoinConfig => ({ throwOnEarlyTermination, isFirstJoinable: i === 0, joined: false, pending: null }));
-  for (const [i, j] of joinables.entries()) configs.set(j, own[i]!);
+  for (const [i, j] of joinables.entries()) configs.set(j, own[i]);
   try {
     const result = await fn();
     for (const config of own) config.joined = true;
-    await own[0]!.pending?.wait();
+    await own[0].pending?.wait();
     await joinLoop(joinables.map((j) => j.joinHook(hookOpts)), group, throwOnEarlyTermination);
     return result;
   } finally {
@@ -84,7 +84,7 @@ async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTerm
     if (throwOnEarlyTermination) {
       // the active ranks' second all-reduce in notifyJoinContext sees this 1 and throws too
       await allReduceFlag(group, 1);
-      throw new EarlyTerminationError(group.ranks[group.rank]!, 'exhausted its inputs first');
+      throw new EarlyTerminationError(group.ranks[group.rank], 'exhausted its inputs first');
     }
     for (const hook of hooks) await hook.mainHook();
     isLastJoiner = false;
@@ -112,8 +112,8 @@ export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   const result = (async () => {
     await work.wait();
     await checked?.wait();
-    if (check && check[0]! > 0) throw new EarlyTerminationError(group.ranks[group.rank]!, 'saw a rank that exhausted its inputs');
-    return active[0]!;
+    if (check && check[0] > 0) throw new EarlyTerminationError(group.ranks[group.rank], 'saw a rank that exhausted its inputs');
+    return active[0];
   })();
   // a caller that never awaits must not crash the process; awaiting still sees the rejection
   result.catch(() => {});
@@ -129,12 +129,12 @@ export function isJoinActive(joinable: Joinable): boolean {
 async function allReduceFlag(group: ProcessGroup, value: number): Promise<number> {
   const flag = Int32Array.of(value);
   await group.allReduce(flag).wait();
-  return flag[0]!;
+  return flag[0];
 }
 
 function checkJoinables(joinables: Joinable[]): ProcessGroup {
   if (joinables.length === 0) throw new JoinArgumentError('join needs at least one Joinable');
-  const group = joinables[0]!.joinProcessGroup;
+  const group = joinables[0].joinProcessGroup;
   joinables.forEach((j, i) => {
     if (j.joinProcessGroup !== group) {
       throw new JoinArgumentError(`joinable ${i} uses a different process group than joinable 0; every Joinable of a join must share one`);

@@ -73,7 +73,7 @@ describe('ddp-run CLI', () => {
       const quiet = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);
       expect((await quiet.exited).code).toBe(0);
       expect(quiet.err.text).toBe('');
-      expect(JSON.parse(quiet.out.lines[0]!.replace(/^\[rank 0\] ENV /, '')).DDP_SECRET).toBe('in-a-file');
+      expect(JSON.parse(quiet.out.lines[0].replace(/^\[rank 0\] ENV /, '')).DDP_SECRET).toBe('in-a-file');
       chmodSync(file, 0o644);
       const open = ddpRun(['--nproc-per-node', '1', '--secret-file', file, rankScript, 'env']);
       expect((await open.exited).code).toBe(2);
@@ -90,9 +90,9 @@ describe('ddp-run CLI', () => {
       expect((await cli.exited).code).toBe(0);
       expect(cli.out.text).toBe('');
       const [runDir] = readdirSync(dir);
-      const env = (r: number) => JSON.parse(readFileSync(join(dir, runDir!, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
+      const env = (r: number) => JSON.parse(readFileSync(join(dir, runDir, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
       expect([env(0).RANK, env(1).RANK, env(1).WORLD_SIZE]).toEqual(['0', '1', '2']);
-      expect(runDir!.startsWith(`${env(0).DDP_RUN_ID}_`)).toBe(true);
+      expect(runDir.startsWith(`${env(0).DDP_RUN_ID}_`)).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -13,7 +13,7 @@ function ddpRunArgs(words: string[]): string[] {
 }
 
 const yamlCommand = (text: string): string[] =>
-  /command: \[(.*)\]/.exec(text)![1]!.split(',').map((w) => w.trim().replace(/^"|"$/g, ''));
+  /command: \[(.*)\]/.exec(text)![1].split(',').map((w) => w.trim().replace(/^"|"$/g, ''));
 
 describe('examples/cluster', () => {
   it.each<[string, string[], Record<string, string>, object]>([

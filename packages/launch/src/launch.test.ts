@@ -143,13 +143,13 @@ describe('launch: log files (torchrun --log-dir, --redirects, --tee)', () => {
       const [runDir, ...more] = readdirSync(join(dir, 'logs'));
       expect(more).toEqual([]);
       expect(runDir).toMatch(/^job_1_/);
-      expect(run.err.text).toContain(`[ddp-run] log directory: ${join(dir, 'logs', runDir!)}`);
+      expect(run.err.text).toContain(`[ddp-run] log directory: ${join(dir, 'logs', runDir)}`);
       const read = (attempt: number, localRank: number, stream: string): string =>
-        readFileSync(join(dir, 'logs', runDir!, `attempt_${attempt}`, String(localRank), `${stream}.log`), 'utf8');
+        readFileSync(join(dir, 'logs', runDir, `attempt_${attempt}`, String(localRank), `${stream}.log`), 'utf8');
       // (rank 0 of attempt 0 may be ended before it prints)
       expect(read(1, 0, 'stdout')).toBe('attempt restart=1\n');
       expect(read(0, 1, 'stderr')).toContain('Error: first attempt fails');
-      expect(readdirSync(join(dir, 'logs', runDir!, 'attempt_0', '1'))).toEqual(['stderr.log']);
+      expect(readdirSync(join(dir, 'logs', runDir, 'attempt_0', '1'))).toEqual(['stderr.log']);
       // redirected: not on the console; tee'd or not redirected: on the console
       expect(run.out.lines).not.toContain('[rank 0] attempt restart=1');
       expect(run.out.lines).toContain('[rank 1] attempt restart=0');

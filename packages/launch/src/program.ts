@@ -45,7 +45,7 @@ function endpoint(value: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d+))?$/.exec(value);
   const port = m?.[3] === undefined ? 29400 : Number(m[3]);
   if (!m || port < 1 || port > 65535) throw new InvalidArgumentError('not host:port.');
-  return { host: (m[1] ?? m[2])!, port };
+  return { host: (m[1] ?? m[2]), port };
 }
 
 function stdSpec(value: string): StdSpec {
@@ -115,7 +115,7 @@ interface CliOptions {
 export function dashFlags(program: Command, args: string[]): string[] {
   const out = [...args];
   for (let i = 0; i < out.length; i++) {
-    const arg = out[i]!;
+    const arg = out[i];
     if (arg === '--' || !arg.startsWith('-')) break;
     const eq = arg.indexOf('=');
     const name = (eq < 0 ? arg : arg.slice(0, eq)).replace(/_/g, '-');

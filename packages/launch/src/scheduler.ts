@@ -36,7 +36,7 @@ const petName = (flag: string): string => `PET_${flag.toUpperCase().replace(/-/g
 function firstSlurmHost(nodeList: string): string {
   if (!nodeList.includes('[')) return nodeList.split(',')[0] ?? nodeList;
   try {
-    return execFileSync('scontrol', ['show', 'hostnames', nodeList], { encoding: 'utf8' }).split('\n')[0]!.trim();
+    return execFileSync('scontrol', ['show', 'hostnames', nodeList], { encoding: 'utf8' }).split('\n')[0].trim();
   } catch (e) {
     throw new LaunchConfigError(
       `cannot expand SLURM_JOB_NODELIST=${nodeList} (scontrol: ${(e as Error).message.split('\n')[0]}); ` +

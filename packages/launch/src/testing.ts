@@ -77,7 +77,7 @@ class RankLines extends Writable {
     this.partial = lines.pop() ?? '';
     for (const line of lines) {
       const m = /^\[rank (\d+)\] (.*)$/.exec(line);
-      if (m) this.byRank[Number(m[1])]?.push(m[2]!);
+      if (m) this.byRank[Number(m[1])]?.push(m[2]);
     }
     done();
   }
@@ -115,10 +115,10 @@ export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<W
       signal: exit?.signal ?? null,
       endedByLauncher: exit?.endedByLauncher ?? false,
       stdout: out,
-      stderr: stderr.byRank[rank]!,
+      stderr: stderr.byRank[rank],
       results: out.flatMap((line) => {
         const m = RESULT.exec(line);
-        return m ? [JSON.parse(m[1]!) as R] : [];
+        return m ? [JSON.parse(m[1]) as R] : [];
       }),
     };
   });

@@ -24,21 +24,21 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     const a = [1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1];
     const b = [1, 0, 0, 1, 1, 1];
     const { heap, offsets, read } = heapWith(a, b, Array(8).fill(9));
-    kernels!.BatchMatMul(heap, offsets[0]!, offsets[1]!, offsets[2]!, 2, 2, 2, 3, false, false, 6, 0);
-    expect(read(offsets[2]!, 8)).toEqual([4, 5, 10, 11, 0, 1, 2, 1]);
+    kernels!.BatchMatMul(heap, offsets[0], offsets[1], offsets[2], 2, 2, 2, 3, false, false, 6, 0);
+    expect(read(offsets[2], 8)).toEqual([4, 5, 10, 11, 0, 1, 2, 1]);
     // Aᵀ·Bᵀ, the same 6 values stored as A [3, 2] and as B [2, 3]
-    kernels!.BatchMatMul(heap, offsets[0]!, offsets[0]!, offsets[2]!, 1, 2, 2, 3, true, true, 0, 0);
+    kernels!.BatchMatMul(heap, offsets[0], offsets[0], offsets[2], 1, 2, 2, 3, true, true, 0, 0);
     const A = [[1, 2], [3, 4], [5, 6]];
     const B = [[1, 2, 3], [4, 5, 6]];
-    const want = [0, 1].flatMap((i) => [0, 1].map((j) => [0, 1, 2].reduce((s, p) => s + A[p]![i]! * B[j]![p]!, 0)));
-    expect(read(offsets[2]!, 4)).toEqual(want);
+    const want = [0, 1].flatMap((i) => [0, 1].map((j) => [0, 1, 2].reduce((s, p) => s + A[p][i] * B[j][p], 0)));
+    expect(read(offsets[2], 4)).toEqual(want);
   });
 
   it('convolves (im2col + sgemm) like the definition', () => {
     // x [1, 3, 3, 1] = 1..9, 2×2 filter of ones, stride 1, no padding → y [1, 2, 2, 1]
     const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 1, 1], [0, 0, 0, 0]);
-    kernels!.Conv2D(heap, offsets[0]!, offsets[1]!, offsets[2]!, 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2, false);
-    expect(read(offsets[2]!, 4)).toEqual([12, 16, 24, 28]);
+    kernels!.Conv2D(heap, offsets[0], offsets[1], offsets[2], 1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2, false);
+    expect(read(offsets[2], 4)).toEqual([12, 16, 24, 28]);
   });
 
   it('refuses offsets outside the heap, misaligned ones and a heap that is not a Uint8Array', () => {

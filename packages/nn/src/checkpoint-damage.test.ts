@@ -43,7 +43,7 @@ describe('damaged checkpoints', () => {
     await saveCheckpoint(dir, { model, step: 1 });
     const file = join((await latestCheckpoint(dir)) as string, MODEL_FILE);
     const bytes = new Uint8Array(await readFile(file));
-    bytes[dataOffset(bytes, 'bias') + 5]! ^= 0x04; // one bit of the bias's second value
+    bytes[dataOffset(bytes, 'bias') + 5] ^= 0x04; // one bit of the bias's second value
     await writeFile(file, bytes);
     const error = await caught(loadCheckpoint(dir, { model }));
     expect(error).toBeInstanceOf(SafetensorsError);

@@ -165,7 +165,7 @@ export async function loadCheckpoint(
         const match = /^state\.(\d+)\.(.+)$/.exec(name);
         if (!match) throw new CheckpointError(`${join(path, OPTIMIZER_FILE)}: unexpected tensor '${name}'`);
         const i = Number(match[1]);
-        state.set(i, { ...state.get(i), [match[2] as string]: toTf(t) });
+        state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
       }
       optimizerState = { state, paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'] };
     }

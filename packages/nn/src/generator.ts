@@ -102,7 +102,7 @@ export class Generator {
       this.block = philox4x32(counter, [this.seed % TWO_POW_32, Math.floor(this.seed / TWO_POW_32)]);
       this.blockIndex = index;
     }
-    const word = this.block[this.offset % 4] as number;
+    const word = this.block[this.offset % 4];
     this.offset++;
     return word;
   }
@@ -145,7 +145,7 @@ export class Generator {
     const out = Int32Array.from({ length: n }, (_, i) => i);
     for (let i = n - 1; i > 0; i--) {
       const j = this.randint(i + 1);
-      [out[i], out[j]] = [out[j] as number, out[i] as number];
+      [out[i], out[j]] = [out[j], out[i]];
     }
     return out;
   }

@@ -15,7 +15,7 @@ export class InitError extends Error {
 export function calculateFanInAndFanOut(shape: readonly number[]): { fanIn: number; fanOut: number } {
   if (shape.length < 2) throw new InitError(`fan in and fan out need at least 2 dimensions, got shape [${shape.join(', ')}]`);
   const receptive = shape.slice(2).reduce((a, b) => a * b, 1);
-  return { fanIn: (shape[1] as number) * receptive, fanOut: (shape[0] as number) * receptive };
+  return { fanIn: (shape[1]) * receptive, fanOut: (shape[0]) * receptive };
 }
 
 /** torch.nn.init.calculate_gain. */

@@ -54,7 +54,7 @@ export abstract class LRScheduler {
   /** Writes the current step's lr into every group; subclasses call it once constructed. */
   protected apply(): void {
     this.optimizer.paramGroups.forEach((g, i) => {
-      g.lr = this.lrAt(this.lastEpoch, this.baseLrs[i] as number);
+      g.lr = this.lrAt(this.lastEpoch, this.baseLrs[i]);
     });
   }
 }

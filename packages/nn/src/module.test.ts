@@ -40,8 +40,8 @@ describe('Module', () => {
     expect([...m.body][0]).toBe(first);
     const modules = [...m.namedModules()];
     expect(modules.map(([k]) => k)).toEqual(['', 'body', 'body.0', 'body.1', 'head']);
-    expect(modules[2]![1]).toBe(first);
-    expect(modules[4]![1]).toBe(head);
+    expect(modules[2][1]).toBe(first);
+    expect(modules[4][1]).toBe(head);
     expect(m.namedParameters().map(([k, p]) => [k, p.shape])).toEqual([
       ['body.0.weight', [2, 2]],
       ['body.0.bias', [2]],

@@ -66,7 +66,7 @@ READERS.set('I64', {
     const wide = new BigInt64Array(raw, 0, n);
     const out = new Int32Array(n);
     for (let i = 0; i < n; i++) {
-      const v = wide[i] as bigint;
+      const v = wide[i];
       if (v < -2147483648n || v > 2147483647n) throw new SafetensorsError('unsupported', `tensor '${name}': I64 value ${v} does not fit int32`);
       out[i] = Number(v);
     }

@@ -50,7 +50,7 @@ describe('a training loop', () => {
     await step();
     for (let i = 0; i < 3; i++) await expectNoLeaks(step, { label: `training step ${i + 2}` });
     for (let i = 0; i < 30; i++) await step();
-    expect(losses.at(-1)).toBeLessThan((losses[0] as number) * 0.5);
+    expect(losses.at(-1)).toBeLessThan((losses[0]) * 0.5);
     x.dispose();
     opt.dispose();
     model.dispose();

@@ -96,7 +96,7 @@ export function checkSchedule(schedules: Schedule[], numMicroBatches: number): v
     else {
       for (const t of a.transfers) {
         if (st.matched.has(t)) continue;
-        const peer = states[t.peer]!;
+        const peer = states[t.peer];
         const other = peer.current;
         if (other?.op !== 'comm') continue;
         const partner = other.transfers.find((u) => !peer.matched.has(u) && u.kind !== t.kind && u.channel === t.channel && u.peer === st.stage);

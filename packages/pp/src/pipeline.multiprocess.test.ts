@@ -28,7 +28,7 @@ async function runPipelineWorld(pp: number, dp: number, steps: number): Promise<
   return results;
 }
 
-const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+const maxAbsDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
 
 /**
  * [pp, dp, steps]: the two worlds of the acceptance criteria, and a shorter run of a 4-stage
@@ -65,22 +65,22 @@ for (const [pp, dp, steps] of WORLDS) {
           for (const [name, values] of Object.entries(r.runs[schedule].params)) {
             const want = reference.params[name];
             expect(want, `${name} of rank ${r.rank} is not a parameter of the whole model`).toBeDefined();
-            expect(maxAbsDiff(values, want!), `${name} on rank ${r.rank}`).toBeLessThan(1e-5);
+            expect(maxAbsDiff(values, want), `${name} on rank ${r.rank}`).toBeLessThan(1e-5);
             seen.add(name);
           }
         }
         expect([...seen].sort()).toEqual(Object.keys(reference.params).sort());
         // Every weight moved well beyond the tolerance, so matching it says something.
-        for (const [name, values] of Object.entries(reference.params)) expect(maxAbsDiff(values, reference.initial[name]!), name).toBeGreaterThan(1e-3);
+        for (const [name, values] of Object.entries(reference.params)) expect(maxAbsDiff(values, reference.initial[name]), name).toBeGreaterThan(1e-3);
       });
 
       it(`${schedule}: the last stages' losses average to the single-process loss at every step`, () => {
         const last = ranks.filter((r) => r.ppRank === pp - 1);
         for (let step = 0; step < steps; step++) {
           const mean = last.reduce((s, r) => s + r.runs[schedule].losses[step]!, 0) / last.length;
-          expect(Math.abs(mean - reference.losses[step]!)).toBeLessThan(1e-5);
+          expect(Math.abs(mean - reference.losses[step])).toBeLessThan(1e-5);
         }
-        expect(reference.losses.at(-1)!).toBeLessThan(reference.losses[0]!);
+        expect(reference.losses.at(-1)!).toBeLessThan(reference.losses[0]);
         for (const r of ranks.filter((x) => x.ppRank !== pp - 1)) expect(r.runs[schedule].losses.every((l) => l === null)).toBe(true);
       });
 

@@ -87,7 +87,7 @@ describe('checkSchedule rejects broken schedules', () => {
 
   it('the last stage backwarding in reverse order sends gradients the previous stage does not expect', () => {
     const schedules = pipelineSchedules('afab', 2, 4);
-    const last = schedules[1]!;
+    const last = schedules[1];
     const fwd = last.slice(0, 8);
     const bwd = [3, 2, 1, 0].flatMap((mb) => [
       { op: 'backward' as const, microBatch: mb },
@@ -99,32 +99,32 @@ describe('checkSchedule rejects broken schedules', () => {
 
   it('a receive with no send: the waiting stage is named and the peer is finished', () => {
     const schedules = pipelineSchedules('afab', 2, 4);
-    schedules[1] = schedules[1]!.slice(0, -1); // drop the last gradient send
+    schedules[1] = schedules[1].slice(0, -1); // drop the last gradient send
     expectScheduleError(() => checkSchedule(schedules, 4), 'deadlock', [0], /stage 0 waits .*recv gradient 3 from stage 1.*finished: stage 1/);
   });
 
   it('a send with no receive deadlocks', () => {
     const schedules = pipelineSchedules('afab', 2, 2);
-    schedules[0]!.push({ op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 1, peer: 1 }] });
+    schedules[0].push({ op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 1, peer: 1 }] });
     expectScheduleError(() => checkSchedule(schedules, 2), 'deadlock', [0], /send activation 1 to stage 1/);
   });
 
   it('a forward before its activation arrives, or a send before its forward, is a dependency error', () => {
     const schedules = pipelineSchedules('afab', 2, 2);
-    schedules[1] = [{ op: 'forward', microBatch: 0 }, ...schedules[1]!];
+    schedules[1] = [{ op: 'forward', microBatch: 0 }, ...schedules[1]];
     expectScheduleError(() => checkSchedule(schedules, 2), 'dependency', [1], /forward\(0\).*input activation was not received/);
     const early: Schedule[] = pipelineSchedules('afab', 2, 2);
-    early[0] = [{ op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 0, peer: 1 }] }, ...early[0]!];
+    early[0] = [{ op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 0, peer: 1 }] }, ...early[0]];
     expectScheduleError(() => checkSchedule(early, 2), 'dependency', [0], /micro-batch 0 has no activation yet/);
   });
 
   it('a transfer to the wrong neighbour, a skipped micro-batch, or a repeated forward is invalid', () => {
     const wrong = pipelineSchedules('afab', 3, 1);
-    wrong[0] = wrong[0]!.map((a) => (a.op === 'comm' ? { op: 'comm', transfers: a.transfers.map((t) => ({ ...t, peer: 2 })) } : a));
+    wrong[0] = wrong[0].map((a) => (a.op === 'comm' ? { op: 'comm', transfers: a.transfers.map((t) => ({ ...t, peer: 2 })) } : a));
     expectScheduleError(() => checkSchedule(wrong, 1), 'invalid', [0], /goes to stage 1, not 2/);
     expectScheduleError(() => checkSchedule(pipelineSchedules('1f1b', 2, 2), 3), 'incomplete', [0], /never forwards micro-batch 2/);
     const twice = pipelineSchedules('afab', 1, 1);
-    twice[0]!.splice(1, 0, { op: 'forward', microBatch: 0 });
+    twice[0].splice(1, 0, { op: 'forward', microBatch: 0 });
     expectScheduleError(() => checkSchedule(twice, 1), 'invalid', [0], /already forwarded/);
   });
 });

@@ -59,13 +59,13 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
         const res = await pipelineStep(stage, microBatches(step, 0), { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], schedule });
         opt.step();
         opt.zeroGrad();
-        expect(Math.abs(res.loss! - reference.losses[step]!)).toBeLessThan(1e-5);
+        expect(Math.abs(res.loss! - reference.losses[step])).toBeLessThan(1e-5);
         expect(res.peakLiveActivations).toBe(schedule === 'afab' ? CFG.numMicroBatches : 1);
         counts.push(tf.memory().numTensors);
       }
       for (const [name, v] of Object.entries(namedValues(stage))) {
-        const want = reference.params[name]!;
-        expect(Math.max(...v.map((x, i) => Math.abs(x - want[i]!))), name).toBeLessThan(1e-5);
+        const want = reference.params[name];
+        expect(Math.max(...v.map((x, i) => Math.abs(x - want[i]))), name).toBeLessThan(1e-5);
       }
       expect(new Set(counts.slice(1)).size).toBe(1);
       opt.dispose();

@@ -11,13 +11,13 @@ interface RankResult {
 
 /** Horovod's pairwise Adasum in float64, the formula written out again (not the code under test). */
 function pair(a: number[], b: number[]): number[] {
-  const dot = a.reduce((s, x, i) => s + x * b[i]!, 0);
+  const dot = a.reduce((s, x, i) => s + x * b[i], 0);
   const na = a.reduce((s, x) => s + x * x, 0);
   const nb = b.reduce((s, x) => s + x * x, 0);
-  return a.map((x, i) => (1 - dot / (2 * na)) * x + (1 - dot / (2 * nb)) * b[i]!);
+  return a.map((x, i) => (1 - dot / (2 * na)) * x + (1 - dot / (2 * nb)) * b[i]);
 }
 /** The binary tree over ranks 0..n−1: Adasum(Adasum(g0, g1), Adasum(g2, g3)). */
-const tree = (vs: number[][]): number[] => (vs.length === 1 ? vs[0]! : pair(tree(vs.slice(0, vs.length / 2)), tree(vs.slice(vs.length / 2))));
+const tree = (vs: number[][]): number[] => (vs.length === 1 ? vs[0] : pair(tree(vs.slice(0, vs.length / 2)), tree(vs.slice(vs.length / 2))));
 /** Per segment: Adasum works per layer. */
 const bySegments = (vs: number[][], cuts: number[]) =>
   cuts.slice(1).flatMap((end, i) => tree(vs.map((v) => v.slice(cuts[i], end))));
@@ -25,7 +25,7 @@ const bySegments = (vs: number[][], cuts: number[]) =>
 const expectClose = (ours: number[], want: number[]) => {
   expect(ours.length).toBe(want.length);
   ours.forEach((v, i) => {
-    expect(v).toBeCloseTo(want[i]!, 5);
+    expect(v).toBeCloseTo(want[i], 5);
   });
 };
 
@@ -36,13 +36,13 @@ describe('Adasum across real processes', () => {
       const ranks = (await runWorld<RankResult>({ script, nprocs, timeoutMs: 60_000 })).results;
       const want = bySegments(ranks.map((r) => r.local), [0, 6, 10]);
       // and not merely the average or the sum: the test could not pass on either
-      const sum = ranks[0]!.local.map((_, i) => ranks.reduce((s, r) => s + r.local[i]!, 0));
-      expect(Math.max(...want.map((v, i) => Math.abs(v - sum[i]!)))).toBeGreaterThan(0.1);
+      const sum = ranks[0].local.map((_, i) => ranks.reduce((s, r) => s + r.local[i], 0));
+      expect(Math.max(...want.map((v, i) => Math.abs(v - sum[i])))).toBeGreaterThan(0.1);
       for (const r of ranks) {
         expectClose(r.adasum, want);
-        expect(r.adasum).toEqual(ranks[0]!.adasum); // bit for bit on every rank
+        expect(r.adasum).toEqual(ranks[0].adasum); // bit for bit on every rank
         r.ddpGrads.forEach((g, p) => {
-          expectClose(g, tree(ranks.map((q) => q.localGrads[p]!)));
+          expectClose(g, tree(ranks.map((q) => q.localGrads[p])));
         });
       }
     }, 70_000);

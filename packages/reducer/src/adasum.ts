@@ -24,15 +24,15 @@ export function adasumPair(a: Float32Array, b: Float32Array, out: Float32Array, 
     let aa = 0;
     let bb = 0;
     for (let i = offset; i < offset + size; i++) {
-      const x = a[i]!;
-      const y = b[i]!;
+      const x = a[i];
+      const y = b[i];
       dot += x * y;
       aa += x * x;
       bb += y * y;
     }
     const ca = aa === 0 ? 1 : 1 - dot / (2 * aa);
     const cb = bb === 0 ? 1 : 1 - dot / (2 * bb);
-    for (let i = offset; i < offset + size; i++) out[i] = ca * a[i]! + cb * b[i]!;
+    for (let i = offset; i < offset + size; i++) out[i] = ca * a[i] + cb * b[i];
   }
 }
 

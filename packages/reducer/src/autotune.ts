@@ -36,9 +36,9 @@ export class BucketCapTuner {
       return !seen.has(layout) && seen.add(layout);
     });
     this.times = this.candidates.map(() => Number.POSITIVE_INFINITY);
-    const only = this.candidates[0]!;
+    const only = this.candidates[0];
     if (this.candidates.length <= 1) this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: only };
-    return this.candidates[0]!;
+    return this.candidates[0];
   }
 
   get tuning(): boolean {
@@ -51,14 +51,14 @@ export class BucketCapTuner {
    */
   async record(ms: number, group: ProcessGroup): Promise<number | null> {
     const c = Math.floor(this.step / STEPS_PER_CAP);
-    this.times[c] = Math.min(this.times[c]!, ms);
+    this.times[c] = Math.min(this.times[c], ms);
     this.step++;
     if (this.step % STEPS_PER_CAP !== 0) return null;
-    if (c + 1 < this.candidates.length) return this.candidates[c + 1]!;
+    if (c + 1 < this.candidates.length) return this.candidates[c + 1];
     const agreed = Float64Array.from(this.times);
     await group.allReduce(agreed, { op: ReduceOp.MAX }).wait();
     const best = agreed.indexOf(Math.min(...agreed));
-    this.result = { candidatesMB: this.candidates, msPerIteration: [...agreed], chosenMB: this.candidates[best]! };
+    this.result = { candidatesMB: this.candidates, msPerIteration: [...agreed], chosenMB: this.candidates[best] };
     return this.result.chosenMB;
   }
 }

@@ -35,7 +35,7 @@ export interface WriteBackOptions {
 }
 
 function scaleInPlace(values: Float32Array, scale: number): void {
-  for (let i = 0; i < values.length; i++) values[i]! *= scale;
+  for (let i = 0; i < values.length; i++) values[i] *= scale;
 }
 
 /**
@@ -121,7 +121,7 @@ export class Bucket {
     for (const slot of this.slots) {
       const grad = this.placed.get(slot) ?? null;
       const large = slot.size >= IN_PLACE_MIN_ELEMENTS && grad !== null && !claimed.has(grad.dataId);
-      const view = large ? sharedGradientView(grad!) : null;
+      const view = large ? sharedGradientView(grad) : null;
       if (view === null) {
         this.copyIn(slot);
         continue;
@@ -214,7 +214,7 @@ export function assignBuckets(sizes: readonly number[], firstCapBytes: number, c
   let bytes = 0;
   for (let i = 0; i < sizes.length; i++) {
     current.push(i);
-    bytes += sizes[i]! * 4;
+    bytes += sizes[i] * 4;
     if (bytes >= (buckets.length === 0 ? firstCapBytes : capBytes)) {
       buckets.push(current);
       current = [];
@@ -240,20 +240,20 @@ export function buildBuckets(
   capBytes: number,
   arena: Float32Array,
 ): Bucket[] {
-  const sizes = order.map((i) => params[i]!.param.size);
+  const sizes = order.map((i) => params[i].param.size);
   const groups = assignBuckets(sizes, firstCapBytes, capBytes);
   let start = 0;
   return groups.map((members, b) => {
-    const small = (m: number) => params[order[m]!]!.param.size < IN_PLACE_MIN_ELEMENTS;
+    const small = (m: number) => params[order[m]].param.size < IN_PLACE_MIN_ELEMENTS;
     let offset = 0;
     const at = new Map([...members.filter(small), ...members.filter((m) => !small(m))].map((m) => {
       const start = offset;
-      offset += params[order[m]!]!.param.size;
+      offset += params[order[m]].param.size;
       return [m, start];
     }));
     const slots = members.map((m): BucketSlot => {
-      const index = order[m]!;
-      const { name, param } = params[index]!;
+      const index = order[m];
+      const { name, param } = params[index];
       return { name, param, index, offset: at.get(m)!, size: param.size, shape: [...param.shape] };
     });
     const buffer = arena.subarray(start, start + offset);

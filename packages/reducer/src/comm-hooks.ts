@@ -77,7 +77,7 @@ function compressHook(dtype: 'float16' | 'bfloat16'): CommHook<unknown> {
   return async (_state, bucket) => {
     const { buffer, processGroup } = bucket;
     const size = processGroup.size;
-    for (let i = 0; i < buffer.length; i++) buffer[i]! /= size;
+    for (let i = 0; i < buffer.length; i++) buffer[i] /= size;
     const half = encode(buffer, halfBufferFor(buffer));
     await processGroup.allReduce(half, { op: ReduceOp.SUM, dtype }).wait();
     return decode(half, buffer);

@@ -22,7 +22,7 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
       it(`${scenario}: reproduces mlp_sgd_3steps.json within 1e-5 on every rank`, () => {
         for (const r of okResultsOf(results, scenario)) {
           (r.steps as Params[]).forEach((step, s) => {
-            const want = Object.fromEntries(Object.entries(MLP_KEYS).map(([g, key]) => [key, golden.outputs.weights_after_step[s]![g as keyof typeof MLP_KEYS].data]));
+            const want = Object.fromEntries(Object.entries(MLP_KEYS).map(([g, key]) => [key, golden.outputs.weights_after_step[s][g as keyof typeof MLP_KEYS].data]));
             expectParamsClose(step, want, 1e-5);
           });
         }
@@ -31,31 +31,31 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
 
     it('transformer: 20 AdamW steps match the single process on the global batch within 1e-4, buckets agree, memory flat', () => {
       const ranks = okResultsOf(results, 'transformer');
-      const reference = ranks[0]!.reference as Params;
+      const reference = ranks[0].reference as Params;
       for (const r of ranks) {
         expectParamsClose(r.params as Params, reference, 1e-4);
-        expect(r.rebuiltLayout).toEqual(ranks[0]!.rebuiltLayout);
+        expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
         const [at5, at20] = r.numTensors as number[];
         expect(at20).toBe(at5);
         expect(r.tuning).toBeNull(); // an explicit bucketCapMB is kept
         expect(r.capMB).toBe(0.01);
       }
-      const layout = ranks[0]!.rebuiltLayout as string[][];
+      const layout = ranks[0].rebuiltLayout as string[][];
       expect(layout.length).toBeGreaterThan(2);
-      expect(layout.flat().sort()).toEqual((ranks[0]!.initialLayout as string[][]).flat().sort());
+      expect(layout.flat().sort()).toEqual((ranks[0].initialLayout as string[][]).flat().sort());
     });
 
     if (world === 2) {
       it('bucket cap autotune: every rank tries the same caps and keeps the same one; training still matches the single process', () => {
         const ranks = okResultsOf(results, 'transformerAutotune');
-        const tuning = ranks[0]!.tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
+        const tuning = ranks[0].tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
         expect(tuning.candidatesMB).toEqual([0.004, 0.01, 1]);
         expect(tuning.candidatesMB).toContain(tuning.chosenMB);
         for (const r of ranks) {
           expect(r.tuning).toEqual(tuning);
           expect(r.capMB).toBe(tuning.chosenMB);
-          expect(r.rebuiltLayout).toEqual(ranks[0]!.rebuiltLayout);
-          expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-4);
+          expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
+          expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-4);
         }
       });
 
@@ -70,12 +70,12 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
 
     it('noSync over 4 micro-batches then a synced step equals one step on the concatenated batch', () => {
       const ranks = okResultsOf(results, 'noSync');
-      for (const r of ranks) expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-5);
+      for (const r of ranks) expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
     });
 
     it('findUnusedParameters: a layer used on one rank only gets that rank\'s gradient averaged', () => {
       const ranks = okResultsOf(results, 'unusedOnSomeRanks');
-      for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+      for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
     });
 
     if (world === 3) {
@@ -83,14 +83,14 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
         for (const scenario of ['joinInitial', 'joinActive']) {
           const ranks = okResultsOf(results, scenario);
           for (const r of ranks) {
-            expectParamsClose(r.params as Params, ranks[0]!.reference as Params, 1e-5);
+            expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
             expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
           }
         }
         // the two divisors really lead to different models
-        const a = okResultsOf(results, 'joinInitial')[0]!.reference as Params;
-        const b = okResultsOf(results, 'joinActive')[0]!.reference as Params;
-        expect(Math.abs(a['0.weight']![0]! - b['0.weight']![0]!)).toBeGreaterThan(1e-5);
+        const a = okResultsOf(results, 'joinInitial')[0].reference as Params;
+        const b = okResultsOf(results, 'joinActive')[0].reference as Params;
+        expect(Math.abs(a['0.weight'][0] - b['0.weight'][0])).toBeGreaterThan(1e-5);
       });
 
       it('parameter shapes that differ across ranks raise ParameterMismatchError naming the parameter and ranks, on every rank', () => {
@@ -111,8 +111,8 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
     if (world === 2) {
       it('buffers (BatchNorm running stats) are rank 0\'s on every rank after a synced backward; local with broadcastBuffers off', () => {
         const [r0, r1] = okResultsOf(results, 'buffers');
-        expect(r1!.synced).toEqual(r0!.synced);
-        expect(r1!.local).not.toEqual(r0!.local);
+        expect(r1.synced).toEqual(r0.synced);
+        expect(r1.local).not.toEqual(r0.local);
       });
 
       it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {
@@ -127,14 +127,14 @@ for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
       it('with findUnusedParameters, unused everywhere keeps grad null and the rest is exact', () => {
         const ranks = okResultsOf(results, 'unusedFound');
         for (const r of ranks) {
-          expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+          expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
           expect((r.grads as Record<string, unknown>)['extra.weight']).toBeNull();
         }
       });
 
       it('tied weights (embedding reused as the output projection) get the summed, averaged gradient', () => {
         const ranks = okResultsOf(results, 'tied');
-        for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0]!.reference as Params, 1e-6);
+        for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
       });
     }
   });

@@ -32,7 +32,7 @@ describe('DistributedDataParallel in a world of one', () => {
     const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-5, bucketCapMB: 1e-5 });
     const firstLayerDoneAtLaunch: boolean[] = [];
     const recording: CommHook<null> = async (_s, bucket) => {
-      firstLayerDoneAtLaunch.push(model.parameters()[0]!.grad !== null);
+      firstLayerDoneAtLaunch.push(model.parameters()[0].grad !== null);
       await bucket.processGroup.allReduce(bucket.buffer, { op: ReduceOp.AVG }).wait();
       return bucket.buffer;
     };
@@ -62,10 +62,10 @@ describe('DistributedDataParallel in a world of one', () => {
     };
     await ddp.noSync(step);
     expect(ddp.iteration).toBe(0);
-    const once = [...(model.parameters()[0]!.grad!.dataSync() as Float32Array)];
+    const once = [...(model.parameters()[0].grad!.dataSync() as Float32Array)];
     await step();
     expect(ddp.iteration).toBe(1);
-    const twice = model.parameters()[0]!.grad!.dataSync() as Float32Array;
+    const twice = model.parameters()[0].grad!.dataSync() as Float32Array;
     for (const [i, g] of once.entries()) expect(twice[i]).toBeCloseTo(2 * g, 6);
     tf.dispose([x, y]);
     model.dispose();
@@ -100,7 +100,7 @@ describe('DistributedDataParallel in a world of one', () => {
     params.forEach((p, i) => {
       expect(p.grad).toBe(fromBackward.get(p)); // the tensor backward made, now holding the averages
       const got = p.grad!.dataSync() as Float32Array;
-      for (const [j, v] of local[i]!.entries()) expect(got[j]).toBeCloseTo(3 * v, 5);
+      for (const [j, v] of local[i].entries()) expect(got[j]).toBeCloseTo(3 * v, 5);
     });
     tf.dispose([x, y]);
     model.dispose();
@@ -110,7 +110,7 @@ describe('DistributedDataParallel in a world of one', () => {
     const model = mlp(4);
     const ddp = await DistributedDataParallel.create(model);
     ddp.registerCommHook(null, async (_s, bucket) => bucket.buffer.map((v) => 3 * v));
-    const weight = model.parameters()[0]!;
+    const weight = model.parameters()[0];
     let kept: tf.Tensor | null = null;
     weight.registerHook((g) => {
       kept = tf.keep(tf.reshape(g, [g.size])); // shares the gradient's storage
@@ -135,7 +135,7 @@ describe('DistributedDataParallel in a world of one', () => {
     const naive = await DataParallelNaive.create(model);
     const [weight, ...rest] = model.parameters();
     let kept: tf.Tensor | null = null;
-    weight!.registerHook((g) => {
+    weight.registerHook((g) => {
       kept = tf.keep(tf.reshape(g, [g.size]));
       return g;
     });
@@ -146,7 +146,7 @@ describe('DistributedDataParallel in a world of one', () => {
     await loss.backward();
     loss.dispose();
     const after = getTransferStats();
-    expect(after.uploaded - before.uploaded).toBe(weight!.size);
+    expect(after.uploaded - before.uploaded).toBe(weight.size);
     expect(after.writtenInPlace - before.writtenInPlace).toBe(rest.reduce((n, p) => n + p.size, 0));
     tf.dispose([x, y, kept!]);
     model.dispose();

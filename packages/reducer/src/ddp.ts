@@ -156,7 +156,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     if (!this.requireSync) return;
     const reduction = this.reduction ?? this.startReduction();
     if (reduction.ready[index]) {
-      throw new DDPUsageError(`parameter "${this.params[index]!.name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`);
+      throw new DDPUsageError(`parameter "${this.params[index].name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`);
     }
     this.place(index, true);
   }
@@ -179,10 +179,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       reduction.used[index] = 1;
       if (!this.bucketsRebuilt) this.readyOrder.push(index);
     }
-    const { bucket, slot } = this.slotOf[index]!;
+    const { bucket, slot } = this.slotOf[index];
     bucket.place(slot, withGradient ? slot.param.grad : null);
-    while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket]!.full) {
-      this.buckets[reduction.nextBucket++]!.launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
+    while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket].full) {
+      this.buckets[reduction.nextBucket++].launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     }
   }
 
@@ -198,7 +198,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   private get rank(): number {
-    return this.processGroup.ranks[this.processGroup.rank]!;
+    return this.processGroup.ranks[this.processGroup.rank];
   }
 
   /** The end-of-backward callback: every bucket reduced, averaged gradients written back. */
@@ -231,7 +231,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       // [ranks still active, ranks asking to divide by the active count]
       const status = Int32Array.of(active ? 1 : 0, !active && !this.divideByInitialWorldSize ? 1 : 0);
       await this.collective('join status all-reduce', () => this.processGroup.allReduce(status).wait());
-      if (status[1]! > 0 && status[0]! > 0) scale = this.processGroup.size / status[0]!;
+      if (status[1] > 0 && status[0] > 0) scale = this.processGroup.size / status[0];
     }
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {
@@ -262,7 +262,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const order = Int32Array.from([...this.readyOrder, ...rest]);
     await this.collective('bucket order broadcast', () => this.processGroup.broadcast(order, { src: 0 }).wait());
     this.order = [...order];
-    if (this.tuner) this.capMB = this.tuner.plan(this.order.map((i) => this.params[i]!.param.size), this.firstCapBytes);
+    if (this.tuner) this.capMB = this.tuner.plan(this.order.map((i) => this.params[i].param.size), this.firstCapBytes);
     this.setBuckets();
     this.bucketsRebuilt = true;
     this.readyOrder = [];
@@ -295,6 +295,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   async syncFinalModel(isLastJoiner: boolean): Promise<void> {
     const src = Int32Array.of(isLastJoiner ? this.processGroup.rank : -1);
     await this.collective('last-joiner search', () => this.processGroup.allReduce(src, { op: ReduceOp.MAX }).wait());
-    await this.collective('final model broadcast', () => broadcastTensors(moduleState(this.module, this.broadcastBuffers), this.processGroup, src[0]!));
+    await this.collective('final model broadcast', () => broadcastTensors(moduleState(this.module, this.broadcastBuffers), this.processGroup, src[0]));
   }
 }

@@ -88,13 +88,13 @@ function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: nu
   for (let i = 0; i < r; i++) {
     for (let j = 0; j < i; j++) {
       let dot = 0;
-      for (let k = 0; k < n; k++) dot += p[offset + k * r + i]! * p[offset + k * r + j]!;
-      for (let k = 0; k < n; k++) p[offset + k * r + i]! -= dot * p[offset + k * r + j]!;
+      for (let k = 0; k < n; k++) dot += p[offset + k * r + i] * p[offset + k * r + j];
+      for (let k = 0; k < n; k++) p[offset + k * r + i] -= dot * p[offset + k * r + j];
     }
     let norm = 0;
-    for (let k = 0; k < n; k++) norm += p[offset + k * r + i]! ** 2;
+    for (let k = 0; k < n; k++) norm += p[offset + k * r + i] ** 2;
     norm = Math.sqrt(norm) + 1e-8;
-    for (let k = 0; k < n; k++) p[offset + k * r + i]! /= norm;
+    for (let k = 0; k < n; k++) p[offset + k * r + i] /= norm;
   }
 }
 
@@ -104,7 +104,7 @@ const mat = (data: Float32Array, offset: number, rows: number, cols: number) => 
 async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float32Array> {
   const { buffer, processGroup: group } = bucket;
   const b = state.stateOf(bucket);
-  if (b.error) for (let i = 0; i < buffer.length; i++) buffer[i]! += b.error[i]!;
+  if (b.error) for (let i = 0; i < buffer.length; i++) buffer[i] += b.error[i];
   const input = state.useErrorFeedback ? buffer.slice() : null;
   // the other tensors: one all-reduce of their concatenation
   let at = 0;
@@ -138,7 +138,7 @@ async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float
     at += t.size;
   }
   if (input !== null) {
-    for (let i = 0; i < input.length; i++) input[i]! -= buffer[i]!;
+    for (let i = 0; i < input.length; i++) input[i] -= buffer[i];
     b.error = input;
   }
   return buffer;

@@ -14,7 +14,7 @@ const smallOf = (r: Step) => r.sizes.reduce((n, s) => n + (s < IN_PLACE_MIN_ELEM
 function expectAveraged(ranks: Step[]): void {
   for (const r of ranks) {
     for (const [i, grad] of r.averaged.entries()) {
-      for (const [j, v] of grad.entries()) expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i]![j]!, 0) / ranks.length, 6);
+      for (const [j, v] of grad.entries()) expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i][j], 0) / ranks.length, 6);
     }
   }
 }
@@ -40,7 +40,7 @@ describe.skipIf(!loadSharedMemory())('gradients reduced where they live (2 real 
     const ranks = okResultsOf(results, 'inPlaceSharedStorage') as Step[];
     expectAveraged(ranks);
     for (const r of ranks) {
-      const shared = r.sizes[r.large]!;
+      const shared = r.sizes[r.large];
       expect([r.copiedOut, r.writtenInPlace, r.uploaded]).toEqual([smallOf(r) + shared, smallOf(r), shared]);
       expect(r.sameTensors).toEqual(r.sizes.map((_, i) => i !== r.large));
       expect(r.kept[0]).toEqual(r.local[r.large]);

@@ -14,7 +14,7 @@ function describe(params: readonly [string, Tensor][]): Int32Array {
 function decode(desc: Int32Array): number[][] {
   const shapes: number[][] = [];
   for (let i = 1; i < desc.length; ) {
-    const rank = desc[i]!;
+    const rank = desc[i];
     shapes.push([...desc.subarray(i + 1, i + 1 + rank)]);
     i += 1 + rank;
   }
@@ -28,10 +28,10 @@ function decode(desc: Int32Array): number[][] {
 export async function verifyParameterShapes(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
   const all = (await group.allGather(describe(params)).wait()) as Int32Array[];
   const shapes = all.map(decode);
-  const mine = shapes[group.rank]!;
+  const mine = shapes[group.rank];
   for (let r = 1; r < shapes.length; r++) {
-    const other = shapes[r]!;
-    const ref = shapes[0]!;
+    const other = shapes[r];
+    const ref = shapes[0];
     const n = Math.max(ref.length, other.length);
     for (let i = 0; i < n; i++) {
       const a = ref[i];
@@ -39,7 +39,7 @@ export async function verifyParameterShapes(params: readonly [string, Tensor][],
       if (a !== undefined && b !== undefined && tf.util.arraysEqual(a, b)) continue;
       const name = params[i]?.[0] ?? `#${i}`;
       const show = (s: number[] | undefined) => (s ? `[${s.join(', ')}]` : 'absent');
-      const ranks = [group.ranks[0]!, group.ranks[r]!];
+      const ranks = [group.ranks[0], group.ranks[r]];
       throw new ParameterMismatchError(name, ranks, `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ${group.ranks[group.rank]} has ${mine.length} parameters)`);
     }
   }

@@ -40,6 +40,6 @@ export async function raiseUnused(params: readonly { name: string }[], unready: 
   } catch {
     // peers launched buckets this rank did not: name this rank's own unused parameters
   }
-  const names = params.flatMap(({ name }, i) => (flags[i]! > 0 ? [name] : []));
-  throw new UnusedParametersError(names, group.ranks[group.rank]!, iteration);
+  const names = params.flatMap(({ name }, i) => (flags[i] > 0 ? [name] : []));
+  throw new UnusedParametersError(names, group.ranks[group.rank], iteration);
 }

@@ -63,14 +63,14 @@ describe.skipIf(!shm)('shared memory addon', () => {
         for (let i = 0; i < n; i++) a[i] = value(i);
         return a;
       };
-      const src = make((i) => (i < special.length ? (special[i] as number) : rand()));
-      const base = make((i) => (i < special.length ? (special[(i + 3) % special.length] as number) : rand()));
+      const src = make((i) => (i < special.length ? (special[i]) : rand()));
+      const base = make((i) => (i < special.length ? (special[(i + 3) % special.length]) : rand()));
       for (const op of [0, 1, 2, 3] as const) {
         const got = base.slice();
         mem.reduce(got, src, op);
         const want = base.slice();
         const f = C === Int32Array ? jsInt[op] : js[op];
-        for (let i = 0; i < n; i++) want[i] = (f as (a: number, b: number) => number)(want[i] as number, src[i] as number);
+        for (let i = 0; i < n; i++) want[i] = (f as (a: number, b: number) => number)(want[i], src[i]);
         expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${C.name} op ${op}`).toBe(true);
       }
     }

@@ -22,18 +22,18 @@ export function combineStats(gathered: Float32Array, channels: number, eps: numb
   const mean = new Float64Array(channels);
   const variance = new Float64Array(channels);
   let count = 0;
-  for (let r = 0; r < ranks; r++) count += gathered[r * stride + 2 * channels]!;
+  for (let r = 0; r < ranks; r++) count += gathered[r * stride + 2 * channels];
   for (let c = 0; c < channels; c++) {
     let s = 0;
-    for (let r = 0; r < ranks; r++) s += gathered[r * stride + 2 * channels]! * gathered[r * stride + c]!;
+    for (let r = 0; r < ranks; r++) s += gathered[r * stride + 2 * channels] * gathered[r * stride + c];
     mean[c] = s / count;
     let v = 0;
     for (let r = 0; r < ranks; r++) {
-      const n = gathered[r * stride + 2 * channels]!;
+      const n = gathered[r * stride + 2 * channels];
       if (n === 0) continue;
-      const m = gathered[r * stride + c]!;
-      const invstd = gathered[r * stride + channels + c]!;
-      v += n * (1 / (invstd * invstd) - eps + (m - mean[c]!) ** 2);
+      const m = gathered[r * stride + c];
+      const invstd = gathered[r * stride + channels + c];
+      v += n * (1 / (invstd * invstd) - eps + (m - mean[c]) ** 2);
     }
     variance[c] = v / count;
   }

@@ -19,7 +19,7 @@ interface RankResult {
 
 function expectClose(actual: number[], expected: number[], what: string): void {
   expect(actual.length, what).toBe(expected.length);
-  const worst = Math.max(0, ...actual.map((a, i) => Math.abs(a - expected[i]!) - 1e-4 * Math.abs(expected[i]!)));
+  const worst = Math.max(0, ...actual.map((a, i) => Math.abs(a - expected[i]) - 1e-4 * Math.abs(expected[i])));
   expect(worst, `${what}: worst error beyond 1e-4 relative`).toBeLessThan(1e-5);
 }
 
@@ -27,7 +27,7 @@ function expectClose(actual: number[], expected: number[], what: string): void {
 function evalReference(x: number[], channels: number, plane: number, mean: number[], variance: number[], w: number[], b: number[]): number[] {
   return x.map((v, i) => {
     const c = Math.floor(i / plane) % channels;
-    return ((v - mean[c]!) / Math.sqrt(variance[c]! + 1e-5)) * w[c]! + b[c]!;
+    return ((v - mean[c]) / Math.sqrt(variance[c] + 1e-5)) * w[c] + b[c];
   });
 }
 
@@ -46,7 +46,7 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
     const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
     let start = 0;
     for (const [rank, r] of ranks.entries()) {
-      const n = split[rank]!;
+      const n = split[rank];
       const at = `rank ${rank} (${n} rows)`;
       expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`);
       expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`);

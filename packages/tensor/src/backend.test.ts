@@ -43,6 +43,6 @@ describe('backend selection', () => {
     const onWasm = run();
     expect(tf.memory().numTensors).toBe(before);
     expect(onWasm[1]).toEqual(onCpu[1]);
-    for (const [i, v] of (onWasm[0] ?? []).entries()) expect(v).toBeCloseTo(onCpu[0]?.[i] as number, 4);
+    for (const [i, v] of (onWasm[0] ?? []).entries()) expect(v).toBeCloseTo(onCpu[0]?.[i], 4);
   });
 });

@@ -23,7 +23,7 @@ function reference(x: tf.Tensor4D, dy: tf.Tensor4D, filterShape: [number, number
                 const r = i * strides[0] + a - info.padInfo.top;
                 const q = j * strides[1] + b - info.padInfo.left;
                 if (r < 0 || r >= h || q < 0 || q >= w) continue;
-                s += (xs[((m * h + r) * w + q) * ci + c] as number) * (ds[((m * ho + i) * wo + j) * co + o] as number);
+                s += (xs[((m * h + r) * w + q) * ci + c]) * (ds[((m * ho + i) * wo + j) * co + o]);
               }
           out[((a * kw + b) * ci + c) * co + o] = s;
         }

@@ -60,9 +60,9 @@ function run(c: Case, op: (inputs: Record<string, tf.Tensor>) => Record<string, 
 /** Within float32 rounding of PyTorch's float64 values: |got − want| ≤ 2e-5 + 2e-5·|want|. */
 function expectClose(got: Record<string, Stored>, want: Record<string, Stored>) {
   for (const [name, w] of Object.entries(want)) {
-    const g = got[name]!;
+    const g = got[name];
     expect(g.shape, name).toEqual(w.shape);
-    const worst = Math.max(0, ...g.data.map((v, i) => Math.abs(v - w.data[i]!) - 2e-5 * Math.abs(w.data[i]!)));
+    const worst = Math.max(0, ...g.data.map((v, i) => Math.abs(v - w.data[i]) - 2e-5 * Math.abs(w.data[i])));
     expect(worst, `${name}: largest error beyond the relative part`).toBeLessThanOrEqual(2e-5);
   }
 }
@@ -70,19 +70,19 @@ function expectClose(got: Record<string, Stored>, want: Record<string, Stored>) 
 describe.each(paths)('fused ops on %s', (_path, select) => {
   it.each(fixtures.layerNorm.map((c) => [c.name, c] as const))('layerNorm and layerNormGrad, %s: PyTorch values', async (_n, c) => {
     await select();
-    const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x!, gamma!, beta!, c.eps!) }));
-    expectClose(forward.values, { y: c.outputs.y!, mean: c.outputs.mean!, rstd: c.outputs.rstd! });
+    const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x, gamma, beta, c.eps!) }));
+    expectClose(forward.values, { y: c.outputs.y, mean: c.outputs.mean, rstd: c.outputs.rstd });
     const { mean, rstd } = c.outputs;
-    const backward = run({ ...c, inputs: { ...c.inputs, mean: mean!, rstd: rstd! } }, ({ dy, x, mean, rstd, gamma }) => ({
-      ...layerNormGrad(dy!, x!, mean!, rstd!, gamma!),
+    const backward = run({ ...c, inputs: { ...c.inputs, mean: mean, rstd: rstd } }, ({ dy, x, mean, rstd, gamma }) => ({
+      ...layerNormGrad(dy, x, mean, rstd, gamma),
     }));
-    expectClose(backward.values, { dx: c.outputs.dx!, dgamma: c.outputs.dgamma!, dbeta: c.outputs.dbeta! });
+    expectClose(backward.values, { dx: c.outputs.dx, dgamma: c.outputs.dgamma, dbeta: c.outputs.dbeta });
     expect([forward.left, backward.left]).toEqual([0, 0]);
   });
 
   it.each(fixtures.gelu.map((c) => [c.name, c] as const))('gelu and geluGrad, %s: PyTorch values', async (_n, c) => {
     await select();
-    const r = run(c, ({ x, dy }) => ({ y: gelu(x!), dx: geluGrad(dy!, x!) }));
+    const r = run(c, ({ x, dy }) => ({ y: gelu(x), dx: geluGrad(dy, x) }));
     expectClose(r.values, c.outputs);
     expect(r.left).toBe(0);
   });
@@ -90,8 +90,8 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
   it.each(fixtures.softmax.map((c) => [c.name, c] as const))('softmax and softmaxGrad, %s: PyTorch values', async (_n, c) => {
     await select();
     const r = run(c, ({ x, dy }) => {
-      const y = softmax(x!);
-      return { y, dx: softmaxGrad(dy!, y) };
+      const y = softmax(x);
+      return { y, dx: softmaxGrad(dy, y) };
     });
     expectClose(r.values, c.outputs);
     expect(r.left).toBe(0);
@@ -119,7 +119,7 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
 /** Every fused op on random inputs of `shape` (x scaled by `scale`), as name → values. */
 function allOps(shape: number[], scale: number): Record<string, Float32Array> {
   return tf.tidy(() => {
-    const c = shape[shape.length - 1]!;
+    const c = shape[shape.length - 1];
     const x = tf.mul(tf.randomNormal(shape, 0, 1, 'float32', 1), scale);
     const dy = tf.randomNormal(shape, 0, 1, 'float32', 2);
     const gamma = tf.randomNormal([c], 1, 0.5, 'float32', 3);
@@ -157,7 +157,7 @@ describe.skipIf(!native)('native fused kernels', () => {
       const got = allOps([...shape], scale);
       expect(tf.memory().numTensors).toBe(before);
       for (const [k, w] of Object.entries(want)) {
-        const worst = Math.max(...got[k]!.map((v, i) => Math.abs(v - w[i]!) / (1 + Math.abs(w[i]!))));
+        const worst = Math.max(...got[k].map((v, i) => Math.abs(v - w[i]) / (1 + Math.abs(w[i]))));
         expect(worst, `${k} at ${threads} thread(s)`).toBeLessThan(3e-5);
       }
     }

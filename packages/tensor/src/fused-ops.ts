@@ -22,7 +22,7 @@ const INV_SQRT_2PI = 1 / Math.sqrt(2 * Math.PI);
 
 function lastDim(op: string, x: tf.Tensor): number {
   if (x.rank < 1) throw new FusedOpError(`${op}: x must have at least one axis, got a scalar`);
-  return x.shape[x.rank - 1]!;
+  return x.shape[x.rank - 1];
 }
 
 function expectShape(op: string, name: string, t: tf.Tensor, shape: number[]): void {
@@ -46,7 +46,7 @@ export function layerNorm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: 
   expectShape('layerNorm', 'gamma', gamma, [c]);
   expectShape('layerNorm', 'beta', beta, [c]);
   const native = runFused('DdpLayerNorm', [x, gamma, beta], { eps });
-  if (native) return { y: native[0]!, mean: native[1]!, rstd: native[2]! };
+  if (native) return { y: native[0], mean: native[1], rstd: native[2] };
   return tf.tidy(() => {
     const mean = tf.mean(x, -1, true);
     const centered = tf.sub(x, mean);
@@ -70,7 +70,7 @@ export function layerNormGrad(
   expectShape('layerNormGrad', 'rstd', rstd, rowShape(x));
   expectShape('layerNormGrad', 'gamma', gamma, [c]);
   const native = runFused('DdpLayerNormGrad', [dy, x, mean, rstd, gamma]);
-  if (native) return { dx: native[0]!, dgamma: native[1]!, dbeta: native[2]! };
+  if (native) return { dx: native[0], dgamma: native[1], dbeta: native[2] };
   return tf.tidy(() => {
     const outer = [...Array(x.rank - 1).keys()];
     const xhat = tf.mul(tf.sub(x, mean), rstd);
@@ -85,7 +85,7 @@ export function layerNormGrad(
 /** GELU in its exact erf form (PyTorch's default): x·Φ(x) = x/2·(1 + erf(x/√2)). */
 export function gelu(x: tf.Tensor): tf.Tensor {
   const native = runFused('DdpGelu', [x]);
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.tidy(() => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2)))));
 }
 
@@ -93,7 +93,7 @@ export function gelu(x: tf.Tensor): tf.Tensor {
 export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   expectShape('geluGrad', 'dy', dy, x.shape);
   const native = runFused('DdpGeluGrad', [dy, x]);
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.tidy(() => {
     const cdf = tf.mul(0.5, tf.add(1, tf.erf(tf.mul(x, INV_SQRT_2))));
     const pdf = tf.mul(tf.exp(tf.mul(tf.square(x), -0.5)), INV_SQRT_2PI);
@@ -105,7 +105,7 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
 export function softmax(x: tf.Tensor): tf.Tensor {
   lastDim('softmax', x);
   const native = runFused('DdpSoftmax', [x]);
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.softmax(x);
 }
 
@@ -114,6 +114,6 @@ export function softmaxGrad(dy: tf.Tensor, y: tf.Tensor): tf.Tensor {
   lastDim('softmaxGrad', y);
   expectShape('softmaxGrad', 'dy', dy, y.shape);
   const native = runFused('DdpSoftmaxGrad', [dy, y]);
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.tidy(() => tf.mul(y, tf.sub(dy, tf.sum(tf.mul(dy, y), -1, true))));
 }

@@ -88,9 +88,9 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
     const onNative = passes(c);
     expect(onNative.left).toBe(0);
     for (const [i, got] of onNative.data.entries()) {
-      for (const want of [onCpu.data[i]!, onWasm.data[i]!]) {
+      for (const want of [onCpu.data[i], onWasm.data[i]]) {
         expect(got.shape).toEqual(want.shape);
-        const worst = Math.max(0, ...got.values.map((v, j) => Math.abs(v - want.values[j]!) / (1 + Math.abs(want.values[j]!))));
+        const worst = Math.max(0, ...got.values.map((v, j) => Math.abs(v - want.values[j]) / (1 + Math.abs(want.values[j]))));
         expect(worst).toBeLessThan(1e-5);
       }
     }
@@ -103,8 +103,8 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
     expect(onNative.left).toBe(0);
     // tfjs's kernels (NHWC only) through transposes: the path for what the addon does not take
     const fallback = (name: string, inputs: tf.NamedTensorMap, attrs: tf.NamedAttrMap) => {
-      const kernel = nativeConv(name as never, null as never, tf.getKernel(name, 'cpu')!.kernelFunc);
-      const out = kernel({ inputs, attrs, backend: tf.findBackend('cpu')! }) as tf.TensorInfo;
+      const kernel = nativeConv(name as never, null as never, tf.getKernel(name, 'cpu').kernelFunc);
+      const out = kernel({ inputs, attrs, backend: tf.findBackend('cpu') }) as tf.TensorInfo;
       return tf.engine().makeTensorFromTensorInfo(out);
     };
     await setBackend('cpu');
@@ -113,8 +113,8 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
     expect(throughNHWC.left).toBe(0);
     for (const got of [onNative, throughNHWC]) {
       for (const [i, out] of got.data.entries()) {
-        expect(out.shape).toEqual(want.data[i]!.shape);
-        const worst = Math.max(0, ...out.values.map((v, j) => Math.abs(v - want.data[i]!.values[j]!) / (1 + Math.abs(want.data[i]!.values[j]!))));
+        expect(out.shape).toEqual(want.data[i].shape);
+        const worst = Math.max(0, ...out.values.map((v, j) => Math.abs(v - want.data[i].values[j]) / (1 + Math.abs(want.data[i].values[j]))));
         expect(worst).toBeLessThan(1e-5);
       }
     }

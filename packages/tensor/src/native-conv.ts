@@ -18,8 +18,8 @@ const PASSES: Record<ConvPass, { inputs: [string, string]; shapes: (c: Conv2DInf
 /** The geometry tfjs computes for the pass, from the pass's own attributes (shapes in their data format). */
 function convInfo(pass: ConvPass, inputs: Record<string, TensorInfo>, attrs: Record<string, unknown>, nchw: boolean): Conv2DInfo {
   const { strides, pad, dimRoundingMode } = attrs as unknown as tf.Conv2DAttrs;
-  const xShape = (pass === 'Conv2DBackpropInput' ? attrs.inputShape : inputs.x!.shape) as Shape4;
-  const filterShape = (pass === 'Conv2DBackpropFilter' ? attrs.filterShape : inputs.filter!.shape) as Shape4;
+  const xShape = (pass === 'Conv2DBackpropInput' ? attrs.inputShape : inputs.x.shape) as Shape4;
+  const filterShape = (pass === 'Conv2DBackpropFilter' ? attrs.filterShape : inputs.filter.shape) as Shape4;
   const dilations = pass === 'Conv2D' ? (attrs as unknown as tf.Conv2DAttrs).dilations : 1;
   const format = nchw ? 'channelsFirst' : 'channelsLast';
   return tf.backend_util.computeConv2DInfo(xShape, filterShape, strides, dilations, pad, dimRoundingMode, false, format);
@@ -37,14 +37,14 @@ function throughNHWC(pass: ConvPass, fallback: KernelFunc): KernelFunc {
   return (args) => {
     const backend = args.backend as tf.KernelBackend;
     const transpose = (x: TensorInfo, perm: number[]) =>
-      (tf.getKernel('Transpose', tf.getBackend())!.kernelFunc({ inputs: { x }, backend, attrs: { perm } }) as TensorInfo);
+      (tf.getKernel('Transpose', tf.getBackend()).kernelFunc({ inputs: { x }, backend, attrs: { perm } }) as TensorInfo);
     const attrs = args.attrs as Record<string, unknown>;
     const pad = Array.isArray(attrs.pad) ? toNHWC(attrs.pad as number[]) : attrs.pad;
     const shapes = pass === 'Conv2DBackpropInput' ? { inputShape: toNHWC(attrs.inputShape as number[]) } : {};
     const temporaries: TensorInfo[] = [];
     const inputs: Record<string, TensorInfo> = {};
     for (const [name, t] of Object.entries(args.inputs as Record<string, TensorInfo>)) {
-      inputs[name] = name === 'filter' ? t : temporaries[temporaries.push(transpose(t, NHWC)) - 1]!;
+      inputs[name] = name === 'filter' ? t : temporaries[temporaries.push(transpose(t, NHWC)) - 1];
     }
     const out = fallback({ ...args, inputs, attrs: { ...attrs, ...shapes, pad, dataFormat: 'NHWC' } as never }) as TensorInfo;
     const result = pass === 'Conv2DBackpropFilter' ? out : transpose(out, NCHW); // filters are HWIO either way
@@ -66,7 +66,7 @@ export function nativeConv(pass: ConvPass, native: NativeKernels, nhwcFallback: 
   return (args) => {
     const backend = asWasmBackend(args.backend);
     const inputs = args.inputs as Record<string, TensorInfo>;
-    const [first, second] = spec.inputs.map((name) => inputs[name]!) as [TensorInfo, TensorInfo];
+    const [first, second] = spec.inputs.map((name) => inputs[name]) as [TensorInfo, TensorInfo];
     const nchw = (args.attrs as { dataFormat?: string }).dataFormat === 'NCHW';
     const fallback = nchw ? nchwFallback : nhwcFallback;
     if (!backend || first.dtype !== 'float32' || second.dtype !== 'float32') return fallback(args);
@@ -76,7 +76,7 @@ export function nativeConv(pass: ConvPass, native: NativeKernels, nhwcFallback: 
     const c = convInfo(pass, inputs, args.attrs as Record<string, unknown>, nchw);
     // inputs that disagree with the geometry: tfjs's kernel decides (the ops check shapes before)
     const expected = spec.shapes(c);
-    if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]!))) return fallback(args);
+    if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]))) return fallback(args);
     const geometry: ConvGeometry = [
       c.batchSize, c.inHeight, c.inWidth, c.inChannels, c.filterHeight, c.filterWidth, c.outChannels,
       c.strideHeight, c.strideWidth, c.dilationHeight, c.dilationWidth, c.padInfo.top, c.padInfo.left, c.outHeight, c.outWidth,

@@ -15,7 +15,7 @@ function startupLine(env: Record<string, string>): string {
     timeout: 60_000,
   });
   const lines = stderr.split('\n').filter((l) => l.startsWith('ddp: native kernels'));
-  return lines.length === 1 ? lines[0]! : `(${lines.length} start-up lines in: ${stderr})`;
+  return lines.length === 1 ? lines[0] : `(${lines.length} start-up lines in: ${stderr})`;
 }
 
 describe('native kernels: start-up and threads', () => {

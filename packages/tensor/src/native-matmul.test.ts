@@ -41,7 +41,7 @@ async function product(sa: number[], sb: number[], ta: boolean, tb: boolean) {
 }
 
 const worstRelative = (got: number[], want: number[]) =>
-  Math.max(0, ...got.map((v, i) => Math.abs(v - want[i]!) / (1 + Math.abs(want[i]!))));
+  Math.max(0, ...got.map((v, i) => Math.abs(v - want[i]) / (1 + Math.abs(want[i]))));
 
 describe.skipIf(!native)('native BatchMatMul', () => {
   it.each(cases)('%s: the same as wasm and cpu, no temporaries left', async (_name, sa, sb, ta, tb) => {
@@ -80,13 +80,13 @@ describe.skipIf(!native)('native BatchMatMul', () => {
 
   it('switches off and on, restoring the kernels it replaced', async () => {
     await setBackend('wasm');
-    const withNative = tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc;
+    const withNative = tf.getKernel('BatchMatMul', 'wasm').kernelFunc;
     expect(useNativeKernels(false)).toBe(false);
-    const without = tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc;
+    const without = tf.getKernel('BatchMatMul', 'wasm').kernelFunc;
     expect(without).not.toBe(withNative);
     expect(nativeKernelsSummary()).toBe('ddp: native kernels off (DDP_NATIVE=0)');
     expect(useNativeKernels(false)).toBe(false);
-    expect(tf.getKernel('BatchMatMul', 'wasm')!.kernelFunc).toBe(without);
+    expect(tf.getKernel('BatchMatMul', 'wasm').kernelFunc).toBe(without);
     expect(useNativeKernels(true)).toBe(true);
     expect(nativeKernelsSummary()).toMatch(/^ddp: native kernels on \(OpenBLAS .*\): BatchMatMul, Conv2D, /);
   });

@@ -22,7 +22,7 @@ export function nativeSum(native: NativeKernels, fallback: KernelFunc): KernelFu
     const leading = axes.every((a, i) => a === i);
     const trailing = axes.every((a, i) => a === rank - axes.length + i);
     if (axes.length === 0 || (!leading && !trailing)) return fallback(args);
-    const reduced = tf.util.sizeFromShape(axes.map((a) => x.shape[a]!));
+    const reduced = tf.util.sizeFromShape(axes.map((a) => x.shape[a]));
     const [outShape] = tf.backend_util.computeOutAndReduceShapes(x.shape, axes);
     const out = backend.makeOutput(keepDims ? tf.backend_util.expandShapeToKeepDim(outShape, axes) : outShape, 'float32');
     const [rows, cols] = leading ? [reduced, size / reduced] : [size / reduced, reduced];

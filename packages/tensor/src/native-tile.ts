@@ -17,7 +17,7 @@ export function nativeTile(native: NativeKernels, fallback: KernelFunc): KernelF
     const bytes = ELEMENT_BYTES[x.dtype];
     const xOffset = backend && bytes ? heapOffset(backend, x) : null;
     if (!backend || !bytes || xOffset === null || reps.length !== x.shape.length || x.shape.length === 0) return fallback(args);
-    const out = backend.makeOutput(x.shape.map((d, i) => d * reps[i]!), x.dtype as 'float32' | 'int32' | 'bool');
+    const out = backend.makeOutput(x.shape.map((d, i) => d * reps[i]), x.dtype as 'float32' | 'int32' | 'bool');
     // read the heap after makeOutput: an allocation may have replaced it
     native.Tile(backend.wasm.HEAPU8, xOffset, heapOffset(backend, out)!, bytes, x.shape.length, ...x.shape, ...reps);
     return out;

@@ -51,15 +51,15 @@ function copyCheckingFinite(src: Float32Array, dst: Float32Array): boolean {
   let b = 0;
   let i = 0;
   for (; i < even; i += 2) {
-    const x = src[i]!;
-    const y = src[i + 1]!;
+    const x = src[i];
+    const y = src[i + 1];
     dst[i] = x;
     dst[i + 1] = y;
     a += x - x;
     b += y - y;
   }
   if (i < n) {
-    const x = src[i]!;
+    const x = src[i];
     dst[i] = x;
     a += x - x;
   }
@@ -72,10 +72,10 @@ function allFinite(values: Float32Array): boolean {
   let b = 0;
   const even = values.length & ~1;
   for (let i = 0; i < even; i += 2) {
-    a += values[i]! - values[i]!;
-    b += values[i + 1]! - values[i + 1]!;
+    a += values[i] - values[i];
+    b += values[i + 1] - values[i + 1];
   }
-  if (even < values.length) a += values[even]! - values[even]!;
+  if (even < values.length) a += values[even] - values[even];
   return a + b === 0;
 }
 

@@ -37,7 +37,7 @@ describe('wasm matmul with transposed operands', () => {
     await setBackend('wasm');
     const onWasm = await run();
     expect(onWasm.shape).toEqual(onCpu.shape);
-    const worst = Math.max(...onWasm.data.map((v, i) => Math.abs(v - onCpu.data[i]!) / (1 + Math.abs(onCpu.data[i]!))));
+    const worst = Math.max(...onWasm.data.map((v, i) => Math.abs(v - onCpu.data[i]) / (1 + Math.abs(onCpu.data[i]))));
     expect(worst).toBeLessThan(1e-5);
   });
 });

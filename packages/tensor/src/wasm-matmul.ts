@@ -18,8 +18,8 @@ function untransposedMatMul(original: KernelFunc): KernelFunc {
     const a = args.inputs.a as TensorInfo;
     const b = args.inputs.b as TensorInfo;
     const size = (t: TensorInfo) => tf.util.sizeFromShape(t.shape);
-    const rows = (t: TensorInfo, trans: boolean) => t.shape[t.shape.length - (trans ? 1 : 2)]!;
-    const cols = (t: TensorInfo, trans: boolean) => t.shape[t.shape.length - (trans ? 2 : 1)]!;
+    const rows = (t: TensorInfo, trans: boolean) => t.shape[t.shape.length - (trans ? 1 : 2)];
+    const cols = (t: TensorInfo, trans: boolean) => t.shape[t.shape.length - (trans ? 2 : 1)];
     const outSize = (size(a) / (rows(a, false) * cols(a, false))) * rows(a, transposeA) * cols(b, transposeB);
     const direct = (transposeA ? size(a) : 0) + (transposeB ? size(b) : 0);
     const swapped = (transposeA ? 0 : size(a)) + (transposeB ? 0 : size(b)) + outSize;

@@ -94,7 +94,7 @@ export class VocabParallelEmbedding extends Module {
   ) {
     super();
     this.weight = this.registerParameter('weight', shardParameter(masterWeight, 0, group, 'VocabParallelEmbedding weight'));
-    const part = this.weight.shape[0]!;
+    const part = this.weight.shape[0];
     this.vocabStart = group.rank * part;
     this.vocabEnd = this.vocabStart + part;
   }

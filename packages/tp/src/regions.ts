@@ -23,7 +23,7 @@ async function allGatherLastDim(t: tf.Tensor, group: ProcessGroup): Promise<tf.T
 
 /** This rank's 1/size slice of the last dim. */
 function ownSliceLastDim(t: tf.Tensor, group: ProcessGroup): tf.Tensor {
-  const last = t.shape[t.rank - 1]!;
+  const last = t.shape[t.rank - 1];
   if (last % group.size !== 0) {
     throw new TensorParallelError(`rank ${group.ranks[group.rank]}: last dim ${last} is not divisible by the tp size ${group.size}`);
   }

@@ -23,9 +23,9 @@ export function partitionParameters(groups: readonly (readonly Tensor[])[], worl
     const sorted = [...params].sort((a, b) => b.size - a.size);
     for (const p of sorted) {
       let rank = 0;
-      for (let r = 1; r < worldSize; r++) if (sizes[r]! < sizes[rank]!) rank = r;
+      for (let r = 1; r < worldSize; r++) if (sizes[r] < sizes[rank]) rank = r;
       owner.set(p, rank);
-      sizes[rank]! += p.size;
+      sizes[rank] += p.size;
     }
   }
   const byRank = Array.from({ length: worldSize }, (_, r) => groups.map((params) => params.filter((p) => owner.get(p) === r)));

@@ -53,16 +53,16 @@ describe('sharded ZeRO checkpoints', () => {
       if (nprocs === 3) args.push('--broken', broken);
       const { results } = await runWorld<RankResult>({ script, nprocs, args, timeoutMs: 90_000 });
       for (const r of results) {
-        expect(r!.resumedAt).toBe(5);
-        expect(r!.maxDiff).toBeLessThan(1e-6);
-        expect(r!.params).toEqual(results[0]!.params);
+        expect(r.resumedAt).toBe(5);
+        expect(r.maxDiff).toBeLessThan(1e-6);
+        expect(r.params).toEqual(results[0].params);
       }
       if (nprocs === 3) {
         // the damaged copy: a typed error naming the missing shard, on every rank
         for (const r of results) {
-          expect(r!.broken?.name).toBe('ShardedCheckpointError');
-          expect(r!.broken?.message).toContain('optimizer-shard-1-of-2.safetensors');
-          expect(r!.broken?.file).toBe(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
+          expect(r.broken?.name).toBe('ShardedCheckpointError');
+          expect(r.broken?.message).toContain('optimizer-shard-1-of-2.safetensors');
+          expect(r.broken?.file).toBe(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
         }
       }
     },

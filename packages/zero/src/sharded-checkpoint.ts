@@ -210,7 +210,7 @@ export async function loadShardedCheckpoint(
     throw new ShardedCheckpointError(`${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`, join(dir, MANIFEST_FILE));
   }
   params.forEach((p, i) => {
-    const saved = manifest.parameters[i]!;
+    const saved = manifest.parameters[i];
     if (saved.shape.join(',') !== p.shape.join(',')) {
       throw new ShardedCheckpointError(`parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`, join(dir, MANIFEST_FILE));
     }
@@ -222,7 +222,7 @@ export async function loadShardedCheckpoint(
 
   const index = new Map(params.map((p, i) => [p, i]));
   const owned = zero.ownedParams.map((p) => index.get(p)!);
-  const needed = new Set(owned.map((i) => manifest.parameters[i]!.shard));
+  const needed = new Set(owned.map((i) => manifest.parameters[i].shard));
   const created: tf.Tensor[] = [];
   const toTf = (t: SafeTensor) => {
     const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
@@ -233,14 +233,14 @@ export async function loadShardedCheckpoint(
     const state = new Map<number, ParamState>();
     const wanted = new Set(owned);
     for (const s of needed) {
-      const file = await loadSafetensors(join(dir, manifest.shards[s]!));
+      const file = await loadSafetensors(join(dir, manifest.shards[s]));
       const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
       for (const [i, values] of Object.entries(scalars)) if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
       for (const [name, t] of file.tensors) {
         const match = /^state\.(\d+)\.(.+)$/.exec(name);
-        if (!match) throw new ShardedCheckpointError(`${manifest.shards[s]}: unexpected tensor '${name}'`, join(dir, manifest.shards[s]!));
+        if (!match) throw new ShardedCheckpointError(`${manifest.shards[s]}: unexpected tensor '${name}'`, join(dir, manifest.shards[s]));
         const i = Number(match[1]);
-        if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]!]: toTf(t) });
+        if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
       }
     }
     const weights = await loadSafetensors(join(dir, manifest.weights));
@@ -250,7 +250,7 @@ export async function loadShardedCheckpoint(
     } else {
       // no model given (or none saved): the parameters by their saved names
       params.forEach((p, i) => {
-        const { name } = manifest.parameters[i]!;
+        const { name } = manifest.parameters[i];
         const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
         if (!t) throw new ShardedCheckpointError(`${manifest.weights} has no tensor for parameter ${i} (${name})`, join(dir, manifest.weights));
         p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);

@@ -38,11 +38,11 @@ export function shardStateDict<O extends { lr: number }>(
   }
   const byIndex = new Map<number, Tensor>();
   sd.paramGroups.forEach((saved, g) => {
-    const params = globalGroups[g]!.params;
+    const params = globalGroups[g].params;
     if (saved.params.length !== params.length) {
       throw new ZeroError(`parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in the optimizer`);
     }
-    for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]!);
+    for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]);
   });
   if (!local) return null;
   const localIndex = new Map(local.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
@@ -54,7 +54,7 @@ export function shardStateDict<O extends { lr: number }>(
     if (li !== undefined) state.set(li, s);
   }
   const paramGroups = local.paramGroups.map(({ params, ...hyper }, i) => {
-    const { params: _saved, ...savedHyper } = sd.paramGroups[localGroupOf[i]!]!;
+    const { params: _saved, ...savedHyper } = sd.paramGroups[localGroupOf[i]];
     return { ...(hyper as unknown as O), ...savedHyper, params: params.map((p) => localIndex.get(p)!) };
   });
   return { state, paramGroups };

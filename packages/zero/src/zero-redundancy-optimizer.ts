@@ -53,18 +53,18 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     if (this.stage !== 1 && this.stage !== 2) throw new ZeroError(`stage must be 1 or 2, got ${String(this.stage)}`);
     this.parametersAsBucketView = zero.parametersAsBucketView ?? false;
     // complete the global groups with the wrapped optimizer's defaults (a probe that never steps)
-    const probe = new optimizerClass([{ params: [this.paramGroups[0]!.params[0]!] } as ParamGroupInput<O>], options);
+    const probe = new optimizerClass([{ params: [this.paramGroups[0].params[0]] } as ParamGroupInput<O>], options);
     Object.assign(this.defaults, probe.defaults);
-    for (let g = 0; g < this.paramGroups.length; g++) this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g]! };
+    for (let g = 0; g < this.paramGroups.length; g++) this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g] };
     this.partition = partitionParameters(
       this.paramGroups.map((g) => g.params),
       this.processGroup.size,
     );
     const localGroups: ParamGroupInput<O>[] = [];
-    this.partition.byRank[this.processGroup.rank]!.forEach((owned, g) => {
+    this.partition.byRank[this.processGroup.rank].forEach((owned, g) => {
       if (owned.length === 0) return;
       this.localGroupOf.push(g);
-      localGroups.push({ ...hyperparameters(this.paramGroups[g]!), params: owned } as ParamGroupInput<O>);
+      localGroups.push({ ...hyperparameters(this.paramGroups[g]), params: owned } as ParamGroupInput<O>);
     });
     this.optim = localGroups.length > 0 ? new optimizerClass(localGroups, options) : null;
     if (this.stage === 2) {
@@ -78,7 +78,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
 
   /** The parameters this rank updates. */
   get ownedParams(): Tensor[] {
-    return this.partition.byRank[this.processGroup.rank]!.flat();
+    return this.partition.byRank[this.processGroup.rank].flat();
   }
 
   /**
@@ -87,7 +87,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    */
   override async step(): Promise<void> {
     const notified = this.notifyOnce();
-    for (const [i, g] of this.localGroupOf.entries()) Object.assign(this.optim!.paramGroups[i]!, hyperparameters(this.paramGroups[g]!));
+    for (const [i, g] of this.localGroupOf.entries()) Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
     this.optim?.step();
     await notified;
     await this.exchangeParameters();
@@ -109,7 +109,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private async exchangeParameters(): Promise<void> {
     const { rank, size } = this.processGroup;
     const sizes = this.partition.sizes;
-    const own = flatten(this.partition.byRank[rank]!.flat(), sizes[rank]!);
+    const own = flatten(this.partition.byRank[rank].flat(), sizes[rank]);
     let shards: Float32Array[];
     if (this.parametersAsBucketView) {
       const max = Math.max(...sizes);
@@ -125,7 +125,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
       for (const w of works) await w?.wait();
     }
     shards.forEach((buf, r) => {
-      if (r !== rank) unflatten(buf, this.partition.byRank[r]!.flat());
+      if (r !== rank) unflatten(buf, this.partition.byRank[r].flat());
     });
   }
 
@@ -156,7 +156,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
-    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[g]!, hyper);
+    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[g], hyper);
     if (local) this.optim!.loadStateDict(local);
   }
 

@@ -44,17 +44,17 @@ function run(n: number): Promise<CaseResult[][]> {
   results[n] ??= runWorld<CaseResult[]>({
     script: new URL('./test/zero.child.ts', import.meta.url),
     nprocs: n,
-    args: [JSON.stringify(worlds[n]!.map((c) => ({ ...c, dir })))],
+    args: [JSON.stringify(worlds[n].map((c) => ({ ...c, dir })))],
     timeoutMs: TIMEOUT,
   }).then(({ results: byRank }) =>
-    worlds[n]!.map((_, c) => byRank.map((r) => r[c]!)),
+    worlds[n].map((_, c) => byRank.map((r) => r[c])),
   );
   return results[n];
 }
 
 async function caseOf(n: number, match: Partial<Case>): Promise<CaseResult[]> {
-  const index = worlds[n]!.findIndex((c) => Object.entries(match).every(([k, v]) => (c[k as keyof Case] ?? false) === (v ?? false)));
-  return (await run(n))[index]!;
+  const index = worlds[n].findIndex((c) => Object.entries(match).every(([k, v]) => (c[k as keyof Case] ?? false) === (v ?? false)));
+  return (await run(n))[index];
 }
 
 function expectSameParamsEverywhere(ranks: CaseResult[], tol: number): void {
@@ -78,7 +78,7 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
   ] as const)('stage $stage, $opt, $n ranks, flat all-gather $bucket: same parameters after 20 steps (1e-6), state 1/N, no leak', async ({ n, stage, opt, bucket }) => {
     const ranks = await caseOf(n, { stage, opt, mode: 'even', bucket, ddp: false });
     expectSameParamsEverywhere(ranks, 1e-6);
-    const full = ranks[0]!.fullStateBytes!;
+    const full = ranks[0].fullStateBytes!;
     expect(full).toBeGreaterThan(0);
     // the six equal layers split evenly: each rank holds 1/N of the optimizer state
     expect(ranks.reduce((s, r) => s + r.stateBytes!, 0)).toBe(full);
@@ -103,8 +103,8 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
 
   it('consolidateStateDict gathers the full state on rank 0; a checkpoint through @ddp/nn restores every shard', async () => {
     const ranks = await caseOf(3, { mode: 'checkpoint' });
-    expect(ranks[0]!.consolidatedEntries).toBe(12);
-    expect(ranks[0]!.consolidatedDiff).toBeLessThan(1e-6);
+    expect(ranks[0].consolidatedEntries).toBe(12);
+    expect(ranks[0].consolidatedDiff).toBeLessThan(1e-6);
     expect(ranks.slice(1).map((r) => r.stateDictOffTarget)).toEqual(['ZeroError', 'ZeroError']);
     expect(ranks.map((r) => r.resumedAt)).toEqual([10, 10, 10]);
     expectSameParamsEverywhere(ranks, 1e-6);

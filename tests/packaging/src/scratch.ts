@@ -11,7 +11,7 @@ export function readmeExample(readme: string): string {
   const text = readFileSync(join(repoRoot, readme), 'utf8');
   const block = /^```ts\n([\s\S]*?)^```$/m.exec(text);
   if (!block) throw new Error(`${readme} has no ts code block`);
-  return block[1]!;
+  return block[1];
 }
 
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');

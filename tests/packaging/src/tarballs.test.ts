@@ -20,7 +20,7 @@ const tarballs = readTarballs(inject('packDir'));
 function packageOf(specifier: string): string | null {
   if (specifier.startsWith('node:') || builtinModules.includes(specifier)) return null;
   const parts = specifier.split('/');
-  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
 }
 
 describe.each(PUBLISHED)('%s tarball', (name) => {

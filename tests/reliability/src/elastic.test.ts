@@ -50,7 +50,7 @@ async function runClip(name: string, killAfterCheckpoint: boolean): Promise<Clip
         if (!existsSync(meta)) return;
         clearInterval(poll);
         killedAtStep = (JSON.parse(readFileSync(meta, 'utf8')) as { step: number }).step;
-        process.kill(pids[1] as number, 'SIGKILL');
+        process.kill(pids[1], 'SIGKILL');
       }, 20);
     },
   });

@@ -66,10 +66,10 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
     for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 1 });
     expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
-    expect(runs[1]!.err.text).toContain('[ddp-run] from pet: --nnodes 2 (PET_NNODES)');
+    expect(runs[1].err.text).toContain('[ddp-run] from pet: --nnodes 2 (PET_NNODES)');
     // the suite's megabytes crossed the second link; the first carried the store's few kilobytes
-    const sent = [hosts.txBytes(0, dev[0]) - before[0]!, hosts.txBytes(0, hosts.veth[0]) - before[1]!];
-    expect(sent[0], `bytes sent on ${dev[0]} vs ${hosts.veth[0]}`).toBeGreaterThan(10 * sent[1]!);
+    const sent = [hosts.txBytes(0, dev[0]) - before[0], hosts.txBytes(0, hosts.veth[0]) - before[1]];
+    expect(sent[0], `bytes sent on ${dev[0]} vs ${hosts.veth[0]}`).toBeGreaterThan(10 * sent[1]);
   });
 
   it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', { timeout: 120_000 }, async () => {

@@ -35,16 +35,16 @@ export class TwoHosts extends NetnsHosts {
     const dev: [string, string] = [`d${this.tag}a`, `d${this.tag}b`];
     ip('link', 'add', dev[0], 'type', 'veth', 'peer', 'name', dev[1]);
     this.ns.forEach((n, i) => {
-      ip('link', 'set', dev[i] as string, 'netns', n);
-      ip('-n', n, 'addr', 'add', `${subnet}.${i + 1}/24`, 'dev', dev[i] as string);
-      ip('-n', n, 'link', 'set', dev[i] as string, 'up');
+      ip('link', 'set', dev[i], 'netns', n);
+      ip('-n', n, 'addr', 'add', `${subnet}.${i + 1}/24`, 'dev', dev[i]);
+      ip('-n', n, 'link', 'set', dev[i], 'up');
     });
     return dev;
   }
 
   /** Bytes host `host` has sent on interface `dev`. */
   txBytes(host: number, dev: string): number {
-    return Number(ip('-n', this.ns[host] as string, '-s', '-j', 'link', 'show', 'dev', dev).match(/"tx":\{"bytes":(\d+)/)?.[1] ?? 0);
+    return Number(ip('-n', this.ns[host], '-s', '-j', 'link', 'show', 'dev', dev).match(/"tx":\{"bytes":(\d+)/)?.[1] ?? 0);
   }
 
   async run(script: string, args: string[], opts: { timeoutMs: number; env?: Record<string, string>; launch?: HostLaunch; onResult?: (host: number, rank: number, r: Record<string, unknown>) => void }): Promise<HostRun[]> {
@@ -54,7 +54,7 @@ export class TwoHosts extends NetnsHosts {
       const out = new RankLines();
       const err = new RankLines();
       out.onResult = (rank, r) => opts.onResult?.(host, rank, r);
-      const place = (opts.launch ?? plainFlags)(host, this.addr[0] as string, port);
+      const place = (opts.launch ?? plainFlags)(host, this.addr[0], port);
       const flags = [...place.flags, '--kill-grace-ms', '2000'];
       const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, script, ...args], {
         // the secret in the environment, not on the command line, where ps shows it

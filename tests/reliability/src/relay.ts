@@ -267,5 +267,5 @@ export async function requestRoute(control: Target, target: Target, label: strin
     if (text.includes('\n')) break;
   }
   s.destroy();
-  return JSON.parse(text.split('\n')[0] as string) as Target;
+  return JSON.parse(text.split('\n')[0]) as Target;
 }

@@ -22,7 +22,7 @@ export class RankLines extends Writable {
       const m = /^\[rank (\d+)\] RESULT (.*)$/.exec(line);
       if (!m) continue;
       const rank = Number(m[1]);
-      const r = JSON.parse(m[2] as string) as Record<string, unknown>;
+      const r = JSON.parse(m[2]) as Record<string, unknown>;
       this.results.set(rank, [...(this.results.get(rank) ?? []), r]);
       this.onResult(rank, r);
     }

@@ -54,6 +54,6 @@ export function workspacePackages(root: string): WorkspacePackage[] {
 /** The @ddp packages a file imports (static, dynamic and side-effect imports; subpaths folded). */
 export function ddpImports(text: string): string[] {
   const found = new Set<string>();
-  for (const m of text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+)['"](@ddp\/[a-z0-9-]+)/g)) found.add(m[1] as string);
+  for (const m of text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+)['"](@ddp\/[a-z0-9-]+)/g)) found.add(m[1]);
   return [...found];
 }

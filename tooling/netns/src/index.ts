@@ -35,9 +35,9 @@ export class TwoHosts {
       for (const n of this.ns) ip('netns', 'add', n);
       ip('link', 'add', this.veth[0], 'type', 'veth', 'peer', 'name', this.veth[1]);
       this.ns.forEach((n, i) => {
-        ip('link', 'set', this.veth[i] as string, 'netns', n);
-        ip('-n', n, 'addr', 'add', `${this.addr[i]}/24`, 'dev', this.veth[i] as string);
-        ip('-n', n, 'link', 'set', this.veth[i] as string, 'up');
+        ip('link', 'set', this.veth[i], 'netns', n);
+        ip('-n', n, 'addr', 'add', `${this.addr[i]}/24`, 'dev', this.veth[i]);
+        ip('-n', n, 'link', 'set', this.veth[i], 'up');
         ip('-n', n, 'link', 'set', 'lo', 'up');
       });
       return null;
@@ -49,21 +49,21 @@ export class TwoHosts {
 
   /** The command prefix that runs a program on `host`. */
   exec(host: number): string[] {
-    return ['ip', 'netns', 'exec', this.ns[host] as string];
+    return ['ip', 'netns', 'exec', this.ns[host]];
   }
 
   /** Token-bucket limit (e.g. '40mbit') on both ends of the link; fast rates need a burst of about rate / 250 Hz. */
   limit(rate: string, burst = '32kbit'): void {
-    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i] as string, 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', '400ms');
+    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i], 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', '400ms');
   }
 
   /** Packets the token bucket held back (over its rate), summed over both ends. */
   overlimits(): number {
-    return this.ns.reduce((sum, n, i) => sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i] as string))?.[1] ?? 0), 0);
+    return this.ns.reduce((sum, n, i) => sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i]))?.[1] ?? 0), 0);
   }
 
   linkDown(host: number): void {
-    ip('-n', this.ns[host] as string, 'link', 'set', this.veth[host] as string, 'down');
+    ip('-n', this.ns[host], 'link', 'set', this.veth[host], 'down');
   }
 
   /** Ends any process still in the namespaces (all started by their user), then deletes them. */

@@ -12,9 +12,9 @@ describe('writeReport', () => {
       { size: 2, gbps: 1.5, impl: 'a' },
     ];
     const files = await writeReport(dir, 'demo', rows, { chart: { x: 'size', y: 'gbps', series: 'impl' } });
-    expect(JSON.parse(await readFile(files[0]!, 'utf8')).rows).toEqual(rows);
-    expect(await readFile(files[1]!, 'utf8')).toContain('| 2 | 1.500 | a |');
-    const png = await readFile(files[2]!);
+    expect(JSON.parse(await readFile(files[0], 'utf8')).rows).toEqual(rows);
+    expect(await readFile(files[1], 'utf8')).toContain('| 2 | 1.500 | a |');
+    const png = await readFile(files[2]);
     expect(png.subarray(1, 4).toString()).toBe('PNG');
   });
 

@@ -59,7 +59,7 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
 /** A GitHub-flavoured Markdown table of the rows, columns in the order of the first row. */
 export function markdownTable(rows: Row[]): string {
   if (rows.length === 0) return '(no rows)\n';
-  const columns = Object.keys(rows[0]!);
+  const columns = Object.keys(rows[0]);
   const cell = (v: Row[string]) => (typeof v === 'number' && !Number.isInteger(v) ? v.toPrecision(4) : String(v ?? ''));
   const lines = [
     `| ${columns.join(' | ')} |`,
@@ -78,9 +78,9 @@ export async function writeReport(
 ): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const files = [join(dir, `${name}.json`), join(dir, `${name}.md`)];
-  await writeFile(files[0]!, `${JSON.stringify({ meta: opts.meta ?? {}, rows }, null, 2)}\n`);
+  await writeFile(files[0], `${JSON.stringify({ meta: opts.meta ?? {}, rows }, null, 2)}\n`);
   const heading = `# ${opts.chart?.title ?? name}\n\n`;
-  await writeFile(files[1]!, `${heading}${opts.notes ? `${opts.notes}\n\n` : ''}${markdownTable(rows)}`);
+  await writeFile(files[1], `${heading}${opts.notes ? `${opts.notes}\n\n` : ''}${markdownTable(rows)}`);
   if (opts.chart) {
     const png = join(dir, `${name}.png`);
     await writeFile(png, await renderLineChart(rows, opts.chart));

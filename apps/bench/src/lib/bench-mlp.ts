@@ -10,7 +10,7 @@ export function createModule(): Sequential {
   const generator = new Generator(0);
   const layers: TensorModule[] = [];
   dims.slice(1).forEach((d, i) => {
-    layers.push(new Linear(dims[i]!, d, { generator }));
+    layers.push(new Linear(dims[i], d, { generator }));
     if (i < dims.length - 2) layers.push(new GELU());
   });
   return new Sequential(...layers);

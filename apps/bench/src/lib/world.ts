@@ -41,7 +41,7 @@ export async function runSampleWorld<T>(
             DDP_SECRET: secret,
           };
           const [bin, ...rest] = [...(opts.wrap?.(rank) ?? []), cmd, ...args];
-          const child = spawn(bin as string, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          const child = spawn(bin, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
           const samples: T[] = [];
           let pending = '';
           let err = '';

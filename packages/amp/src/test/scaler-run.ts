@@ -32,8 +32,8 @@ export function makeModel(): { weight: Tensor; bias: Tensor; optimizer: SGD } {
 
 /** The scaled loss of batch i (its backward leaves scaled gradients). */
 export function scaledLoss(scaler: GradScaler, weight: Tensor, bias: Tensor, i: number): Tensor {
-  const x = tensor(scalerFixture.batches[i]!, [3, 4]);
-  const y = tensor(scalerFixture.targets[i]!, [3, 2]);
+  const x = tensor(scalerFixture.batches[i], [3, 4]);
+  const y = tensor(scalerFixture.targets[i], [3, 2]);
   const loss = scaler.scale(mse(linear(x, weight, bias), y));
   x.dispose();
   y.dispose();

@@ -26,7 +26,7 @@ class GeluErf extends AutogradFunction {
     return fusedGelu(x);
   }
   backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
-    return geluGrad(dy, ctx.savedTensors[0]!);
+    return geluGrad(dy, ctx.savedTensors[0]);
   }
 }
 

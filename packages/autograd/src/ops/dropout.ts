@@ -30,7 +30,7 @@ class Dropout extends AutogradFunction {
     return tf.mul(x, mask);
   }
   backward(ctx: Context, dy: tf.Tensor) {
-    return [tf.mul(dy, ctx.savedTensors[0]!), null, null];
+    return [tf.mul(dy, ctx.savedTensors[0]), null, null];
   }
 }
 

@@ -22,14 +22,14 @@ export function toIndexTensor(idx: Indices): tf.Tensor {
  * the embedding gradient the slowest op of a training step.
  */
 function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Tensor {
-  const n = values.shape[0]!;
+  const n = values.shape[0];
   const width = n === 0 ? 0 : values.size / n;
   const src = values.dataSync() as Float32Array;
   const index = ids.dataSync();
   const out = new Float32Array(rows * width);
   for (let i = 0; i < n; i++) {
-    const row = index[i]!;
-    for (let j = 0, o = row * width, v = i * width; j < width; j++) out[o + j]! += src[v + j]!;
+    const row = index[i];
+    for (let j = 0, o = row * width, v = i * width; j < width; j++) out[o + j] += src[v + j];
   }
   return tf.tensor(out, [rows, ...values.shape.slice(1)]);
 }
@@ -38,8 +38,8 @@ class Concat extends AutogradFunction {
   private sizes: number[] = [];
   private dim = 0;
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
-    this.dim = axis(dim, xs[0]!.rank);
-    this.sizes = xs.map((x) => x.shape[this.dim]!);
+    this.dim = axis(dim, xs[0].rank);
+    this.sizes = xs.map((x) => x.shape[this.dim]);
     return tf.concat(xs, this.dim);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
@@ -67,7 +67,7 @@ class Slice extends AutogradFunction {
     return tf.slice(x, begin, size);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
-    const padding = this.inShape.map((d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]!] as [number, number]);
+    const padding = this.inShape.map((d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]] as [number, number]);
     return [tf.pad(dy, padding), null, null];
   }
 }
@@ -85,7 +85,7 @@ class IndexSelect extends AutogradFunction {
     const [idx] = ctx.savedTensors as [tf.Tensor];
     const perm = [this.dim, ...[...Array(dy.rank).keys()].filter((d) => d !== this.dim)];
     const inverse = perm.map((_, i) => perm.indexOf(i));
-    const summed = scatterAddRows(tf.transpose(dy, perm), idx, this.inShape[this.dim]!);
+    const summed = scatterAddRows(tf.transpose(dy, perm), idx, this.inShape[this.dim]);
     return [tf.transpose(summed, inverse), null, null];
   }
 }
@@ -93,7 +93,7 @@ class IndexSelect extends AutogradFunction {
 class Embedding extends AutogradFunction {
   private rows = 0;
   forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor): tf.Tensor {
-    this.rows = table.shape[0]!;
+    this.rows = table.shape[0];
     const flat = tf.reshape(idx, [-1]);
     ctx.saveForBackward(flat);
     return tf.reshape(tf.gather(table, flat, 0), [...idx.shape, table.shape[1]!]);
@@ -112,7 +112,7 @@ class Pad extends AutogradFunction {
   }
   backward(_ctx: Context, dy: tf.Tensor) {
     const begin = this.paddings.map(([b]) => b);
-    const size = dy.shape.map((d, i) => d - this.paddings[i]![0] - this.paddings[i]![1]);
+    const size = dy.shape.map((d, i) => d - this.paddings[i][0] - this.paddings[i][1]);
     return [tf.slice(dy, begin, size), null, null];
   }
 }

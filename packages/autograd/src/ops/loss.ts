@@ -48,7 +48,7 @@ class CrossEntropy extends AutogradFunction {
     this.reduction = reduction;
     const { target, valid } = oneHotTargets(labels, logits.shape[1]!, ignoreIndex);
     this.count = Math.max(1, valid);
-    this.ignored = valid < labels.shape[0]!;
+    this.ignored = valid < labels.shape[0];
     // log-softmax from one exp, whose values also give the softmax backward needs (no second exp)
     const shifted = tf.sub(logits, tf.max(logits, 1, true));
     const e = tf.exp(shifted);

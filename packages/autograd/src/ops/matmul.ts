@@ -67,7 +67,7 @@ class MatMul extends AutogradFunction {
     }
     if (ctx.needsInputGrad[1] && b.rank === 2 && a.rank > 2 && !transA) {
       // a shared weight under a batched input: fold the batch into the rows, one matmul
-      const rows = (t: tf.Tensor) => tf.reshape(t, [-1, t.shape[t.rank - 1]!]);
+      const rows = (t: tf.Tensor) => tf.reshape(t, [-1, t.shape[t.rank - 1]]);
       db = transB ? tf.matMul(rows(dy), rows(a), true, false) : tf.matMul(rows(a), rows(dy), true, false);
     } else if (ctx.needsInputGrad[1]) {
       db = transB ? bmm(dy, a, true, transA) : bmm(a, dy, !transA, false);
@@ -96,8 +96,8 @@ class Linear extends AutogradFunction {
     }
     ctx.saveForBackward(x, w);
     this.rows = x.shape.slice(0, -1).reduce((n, d) => n * d, 1);
-    const rows = tf.matMul(reshapeTo(x, [this.rows, inF!]), w, false, true);
-    return reshapeTo(b ? tf.add(rows, b) : rows, [...x.shape.slice(0, -1), w.shape[0]!]);
+    const rows = tf.matMul(reshapeTo(x, [this.rows, inF]), w, false, true);
+    return reshapeTo(b ? tf.add(rows, b) : rows, [...x.shape.slice(0, -1), w.shape[0]]);
   }
 
   backward(ctx: Context, dy: tf.Tensor) {

@@ -12,15 +12,15 @@ describe('activations and softmax: finite-difference gradients on random shapes'
   for (let trial = 0; trial < 2; trial++) {
     it(`trial ${trial}`, async () => {
       const s = randomShape(2, 2, 4);
-      await check((x) => tanh(x!), [leaf(s)]);
-      await check((x) => sigmoid(x!), [leaf(s)]);
-      await check((x) => relu(x!), [leaf(s)], { eps: 1e-3 });
-      await check((x) => gelu(x!), [leaf(s)]);
-      await check((x) => gelu(x!, { approximate: 'tanh' }), [leaf(s)]);
-      await check((x) => logSigmoid(x!), [leaf(s)]);
-      await check((x) => softmax(x!, 0), [leaf(s)]);
-      await check((x) => softmax(x!), [leaf([...s, 3])]);
-      await check((x) => logSoftmax(x!, 1), [leaf([...s, 2])]);
+      await check((x) => tanh(x), [leaf(s)]);
+      await check((x) => sigmoid(x), [leaf(s)]);
+      await check((x) => relu(x), [leaf(s)], { eps: 1e-3 });
+      await check((x) => gelu(x), [leaf(s)]);
+      await check((x) => gelu(x, { approximate: 'tanh' }), [leaf(s)]);
+      await check((x) => logSigmoid(x), [leaf(s)]);
+      await check((x) => softmax(x, 0), [leaf(s)]);
+      await check((x) => softmax(x), [leaf([...s, 3])]);
+      await check((x) => logSoftmax(x, 1), [leaf([...s, 2])]);
     });
   }
 });
@@ -38,20 +38,20 @@ describe('relu gradient', () => {
 describe('indexing ops: finite-difference gradients', () => {
   it('concat, split (several outputs), slice, narrow, pad', async () => {
     const [a, b, c] = randomShape(3, 2, 4) as [number, number, number];
-    await check((x, y) => concat([x!, y!, x!], 1), [leaf([a, b]), leaf([a, c])]);
-    await check((x) => { const [p, q] = split(x!, [1, b], 1) as [Tensor, Tensor]; return q.mul(p); }, [leaf([a, b + 1])]);
-    await check((x) => split(x!, 2, 0)[1]!.exp(), [leaf([4, c])]);
-    await check((x) => slice(x!, [1, 0, 1], [a - 1, -1, 1]), [leaf([a, b, c])]);
-    await check((x) => narrow(x!, -1, 1, c - 1), [leaf([a, c])]);
-    await check((x) => pad(x!, [[1, 0], [2, 1]], 3).square(), [leaf([a, b])]);
+    await check((x, y) => concat([x, y, x], 1), [leaf([a, b]), leaf([a, c])]);
+    await check((x) => { const [p, q] = split(x, [1, b], 1) as [Tensor, Tensor]; return q.mul(p); }, [leaf([a, b + 1])]);
+    await check((x) => split(x, 2, 0)[1].exp(), [leaf([4, c])]);
+    await check((x) => slice(x, [1, 0, 1], [a - 1, -1, 1]), [leaf([a, b, c])]);
+    await check((x) => narrow(x, -1, 1, c - 1), [leaf([a, c])]);
+    await check((x) => pad(x, [[1, 0], [2, 1]], 3).square(), [leaf([a, b])]);
   });
 
   it('indexSelect with repeats, embedding, where and maskedFill with broadcasting', async () => {
-    await check((x) => indexSelect(x!, 1, [2, 0, 2, 1]), [leaf([2, 3, 2])]);
-    await check((t) => embedding([[1, 4, 1], [0, 0, 3]], t!), [leaf([5, 3])]);
+    await check((x) => indexSelect(x, 1, [2, 0, 2, 1]), [leaf([2, 3, 2])]);
+    await check((t) => embedding([[1, 4, 1], [0, 0, 3]], t), [leaf([5, 3])]);
     const cond = tf.tensor([[true, false, true]]);
-    await check((x, y) => where(cond, x!, y!), [leaf([2, 3]), leaf([2, 1])]);
-    await check((x) => maskedFill(x!, cond, -2).exp(), [leaf([4, 3])]);
+    await check((x, y) => where(cond, x, y), [leaf([2, 3]), leaf([2, 1])]);
+    await check((x) => maskedFill(x, cond, -2).exp(), [leaf([4, 3])]);
     cond.dispose();
   });
 });
@@ -59,41 +59,41 @@ describe('indexing ops: finite-difference gradients', () => {
 describe('conv, pool, norms, losses, dropout: finite-difference gradients', () => {
   it('conv2d with stride and padding, maxPool2d', async () => {
     const [n, c] = randomShape(2, 1, 2) as [number, number];
-    await check((x, w, b) => conv2d(x!, w!, b!, { stride: 2, padding: 1 }), [leaf([n, c, 5, 4]), leaf([3, c, 3, 2]), leaf([3])]);
-    await check((x, w) => conv2d(x!, w!, null, { stride: [1, 2], padding: [0, 1] }), [leaf([n, c, 4, 4]), leaf([2, c, 2, 2])]);
-    await check((x) => maxPool2d(x!, 2), [leaf([n, c, 4, 6])], { eps: 1e-3 });
-    await check((x) => maxPool2d(x!, 3, { stride: 1 }), [leaf([1, c, 4, 4])], { eps: 1e-3 });
+    await check((x, w, b) => conv2d(x, w, b, { stride: 2, padding: 1 }), [leaf([n, c, 5, 4]), leaf([3, c, 3, 2]), leaf([3])]);
+    await check((x, w) => conv2d(x, w, null, { stride: [1, 2], padding: [0, 1] }), [leaf([n, c, 4, 4]), leaf([2, c, 2, 2])]);
+    await check((x) => maxPool2d(x, 2), [leaf([n, c, 4, 6])], { eps: 1e-3 });
+    await check((x) => maxPool2d(x, 3, { stride: 1 }), [leaf([1, c, 4, 4])], { eps: 1e-3 });
   });
 
   it('layerNorm, batchNormStats, l2Normalize, linear', async () => {
     const s = randomShape(2, 2, 4);
-    await check((x, w, b) => layerNorm(x!, w!, b!), [leaf([...s, 5]), leaf([5]), leaf([5])]);
-    await check((x, w) => layerNorm(x!, w!), [leaf([2, 3, 4]), leaf([3, 4])]);
-    await check((x) => layerNorm(x!, null, null, { normalizedDims: 2 }), [leaf([2, 3, 4])]);
-    await check((x) => { const { mean, var: v } = batchNormStats(x!, [0, 2]); return mean.mul(v.add(1)); }, [leaf([3, 2, 4])]);
-    await check((x) => l2Normalize(x!, 1), [leaf([...s, 3])]);
-    await check((x, w, b) => linear(x!, w!, b!), [leaf([...s, 3]), leaf([2, 3]), leaf([2])]);
-    await check((x, w) => linear(x!, w!), [leaf([2, 3, 4]), leaf([5, 4])]);
-    await check((x, w, b) => linear(x!, w!, b!), [leaf([4]), leaf([3, 4]), leaf([3])]);
+    await check((x, w, b) => layerNorm(x, w, b), [leaf([...s, 5]), leaf([5]), leaf([5])]);
+    await check((x, w) => layerNorm(x, w), [leaf([2, 3, 4]), leaf([3, 4])]);
+    await check((x) => layerNorm(x, null, null, { normalizedDims: 2 }), [leaf([2, 3, 4])]);
+    await check((x) => { const { mean, var: v } = batchNormStats(x, [0, 2]); return mean.mul(v.add(1)); }, [leaf([3, 2, 4])]);
+    await check((x) => l2Normalize(x, 1), [leaf([...s, 3])]);
+    await check((x, w, b) => linear(x, w, b), [leaf([...s, 3]), leaf([2, 3]), leaf([2])]);
+    await check((x, w) => linear(x, w), [leaf([2, 3, 4]), leaf([5, 4])]);
+    await check((x, w, b) => linear(x, w, b), [leaf([4]), leaf([3, 4]), leaf([3])]);
   });
 
   it('crossEntropy (ignoreIndex, reductions), mse, dropout (seeded)', async () => {
-    await check((x) => crossEntropy(x!, [2, -100, 0, 1]), [leaf([4, 3])]);
-    await check((x) => crossEntropy(x!, [2, 5, 0], { ignoreIndex: 5, reduction: 'sum' }), [leaf([3, 6])]);
-    await check((x) => crossEntropy(x!, [1, 0], { reduction: 'none' }), [leaf([2, 3])]);
-    await check((x) => crossEntropy(x!, [1, -100, 2], { reduction: 'none' }), [leaf([3, 3])]);
-    await check((x, y) => mse(x!, y!), [leaf([3, 4]), leaf([3, 4])]);
-    await check((x) => dropout(x!, 0.4, { seed: 7 }), [leaf([5, 6])]);
+    await check((x) => crossEntropy(x, [2, -100, 0, 1]), [leaf([4, 3])]);
+    await check((x) => crossEntropy(x, [2, 5, 0], { ignoreIndex: 5, reduction: 'sum' }), [leaf([3, 6])]);
+    await check((x) => crossEntropy(x, [1, 0], { reduction: 'none' }), [leaf([2, 3])]);
+    await check((x) => crossEntropy(x, [1, -100, 2], { reduction: 'none' }), [leaf([3, 3])]);
+    await check((x, y) => mse(x, y), [leaf([3, 4]), leaf([3, 4])]);
+    await check((x) => dropout(x, 0.4, { seed: 7 }), [leaf([5, 6])]);
   });
 
   it('checkpoint matches the plain segment', async () => {
     const w = leaf([3, 3]);
     const segment = (x: Tensor) => gelu(linear(x, w)).mul(x);
-    await check((x) => checkpoint(segment, x!), [leaf([2, 3])]);
-    await check((x) => checkpoint((a, b) => a!.mul(b!).tanh(), x!, w), [leaf([3, 3])]);
+    await check((x) => checkpoint(segment, x), [leaf([2, 3])]);
+    await check((x) => checkpoint((a, b) => a.mul(b).tanh(), x, w), [leaf([3, 3])]);
     // inputs without grad: the segment's parameters must still get theirs
     const data = randn([2, 3], { seed: 3 });
-    await check((v) => checkpoint(segment, data).mul(v!), [leaf([2, 3])]);
+    await check((v) => checkpoint(segment, data).mul(v), [leaf([2, 3])]);
     w.grad = null;
     const loss = checkpoint(segment, data).sum();
     await loss.backward();
@@ -119,7 +119,7 @@ describe('op details', () => {
       x.grad = null;
     }
     expect(grads[1]).toEqual(grads[0]);
-    expect(grads[0]!.filter((g) => g === 0).length).toBeGreaterThan(5);
+    expect(grads[0].filter((g) => g === 0).length).toBeGreaterThan(5);
     x.dispose();
   });
 

@@ -53,7 +53,7 @@ class BatchNormStats extends AutogradFunction {
   private count = 1;
   forward(ctx: Context, x: tf.Tensor, dim: number[]): tf.Tensor[] {
     this.axes = normaliseAxes(dim, x.rank);
-    this.count = this.axes.reduce((n, a) => n * x.shape[a]!, 1);
+    this.count = this.axes.reduce((n, a) => n * x.shape[a], 1);
     const { mean, variance } = tf.moments(x, this.axes, true);
     ctx.keepForBackward(tf.sub(x, mean));
     const outShape = x.shape.filter((_, i) => !this.axes.includes(i));

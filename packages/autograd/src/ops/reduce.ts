@@ -18,7 +18,7 @@ class SumOrMean extends AutogradFunction {
   forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions, isMean: boolean): tf.Tensor {
     this.inShape = x.shape;
     this.axes = normaliseAxes(opts.dim, x.rank);
-    this.divisor = isMean ? this.axes.reduce((n, a) => n * x.shape[a]!, 1) : 1;
+    this.divisor = isMean ? this.axes.reduce((n, a) => n * x.shape[a], 1) : 1;
     return (isMean ? tf.mean : tf.sum)(x, this.axes, opts.keepdim ?? false);
   }
   backward(_ctx: Context, dy: tf.Tensor) {

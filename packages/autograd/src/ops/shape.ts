@@ -54,7 +54,7 @@ export function transpose(x: Tensor, dim0 = -2, dim1 = -1): Tensor {
   const perm = [...Array(r).keys()];
   const a = dim0 < 0 ? dim0 + r : dim0;
   const b = dim1 < 0 ? dim1 + r : dim1;
-  [perm[a], perm[b]] = [perm[b]!, perm[a]!];
+  [perm[a], perm[b]] = [perm[b], perm[a]];
   return permute(x, perm);
 }
 

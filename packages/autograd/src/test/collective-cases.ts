@@ -42,7 +42,7 @@ export const cases: Record<string, Case> = {
     run: (x, g) => reduceScatter(x, g, { op: 'avg' }),
     reference: (xs, r) => addAll(xs.map((x) => chunk(x, r))).div(xs.length),
   },
-  broadcast: { xShape: () => [3, 2], run: (x, g) => broadcast(x, g, { src: 1 }), reference: (xs) => xs[1]!.mul(1) },
+  broadcast: { xShape: () => [3, 2], run: (x, g) => broadcast(x, g, { src: 1 }), reference: (xs) => xs[1].mul(1) },
 };
 
 /** Rank `rank`'s input of a case, as a leaf requiring grad. */

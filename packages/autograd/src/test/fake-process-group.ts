@@ -28,11 +28,11 @@ class Rendezvous {
 }
 
 function reduce(values: CommArray[], op: ReduceOp = 'sum'): Float64Array {
-  const out = new Float64Array(values[0]!.length);
+  const out = new Float64Array(values[0].length);
   for (let i = 0; i < out.length; i++) {
     let acc = op === 'product' ? 1 : op === 'max' ? -Infinity : op === 'min' ? Infinity : 0;
     for (const v of values) {
-      const x = v[i]!;
+      const x = v[i];
       acc = op === 'max' ? Math.max(acc, x) : op === 'min' ? Math.min(acc, x) : op === 'product' ? acc * x : acc + x;
     }
     out[i] = op === 'avg' ? acc / values.length : acc;
@@ -61,7 +61,7 @@ export class FakeProcessGroup implements ProcessGroup {
     return work(this.exchange(buf).then((all) => buf.set(reduce(all, opts.op))));
   }
   broadcast(buf: CommArray, opts: { src: number }): Work {
-    return work(this.exchange(buf).then((all) => buf.set(all[opts.src]!)));
+    return work(this.exchange(buf).then((all) => buf.set(all[opts.src])));
   }
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp }): Work {
     return work(this.exchange(buf).then((all) => void (this.rank === opts.dst && buf.set(reduce(all, opts.op)))));

@@ -29,7 +29,7 @@ export function sgdStep(params: Tensor[], lr: number): void {
 export function mlp(): Model {
   const param = paramFactory(1000);
   const dims = [6, 16, 16, 3];
-  const ws = dims.slice(1).map((d, i) => param([d, dims[i]!], 1 / Math.sqrt(dims[i]!)));
+  const ws = dims.slice(1).map((d, i) => param([d, dims[i]], 1 / Math.sqrt(dims[i])));
   const bs = dims.slice(1).map((d) => zeros([d], { requiresGrad: true }));
   const x = randn([12, 6], { seed: 7 });
   const labels = tf.tidy(() => tf.cast(tf.argMax(tf.matMul(x.data, tf.randomNormal([6, 3], 0, 1, 'float32', 8)), 1), 'int32'));
@@ -39,7 +39,7 @@ export function mlp(): Model {
       tidy(() => {
         let h = x;
         ws.forEach((w, i) => {
-          h = linear(h, w, bs[i]!);
+          h = linear(h, w, bs[i]);
           if (i < ws.length - 1) h = h.relu();
         });
         return crossEntropy(h, labels);

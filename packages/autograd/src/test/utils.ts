@@ -12,7 +12,7 @@ export function disposeAll(...tensors: { dispose(): void }[]): void {
 /** Elementwise toBeCloseTo over two arrays of the same length. */
 export function expectAllClose(got: ArrayLike<number>, want: ArrayLike<number>, digits: number): void {
   expect(got.length).toBe(want.length);
-  for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i]!, digits);
+  for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i], digits);
 }
 
 let seed = 100;

@@ -47,7 +47,7 @@ export async function directBroadcast(ctx: OpContext, bytes: Uint8Array, root: n
 export function reduceInRankOrder(inputs: NumArray[], op: ReduceOp): NumArray {
   const acc = (inputs[0] as NumArray).slice();
   for (let p = 1; p < inputs.length; p++) reduceInto(acc, inputs[p] as NumArray, op);
-  if (op === 'avg') finishAverage(acc, inputs.length, (r, i) => (inputs[r] as NumArray)[i] as number);
+  if (op === 'avg') finishAverage(acc, inputs.length, (r, i) => (inputs[r] as NumArray)[i]);
   return acc;
 }
 

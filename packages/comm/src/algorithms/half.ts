@@ -15,7 +15,7 @@ export function combineHalves(inputs: Uint16Array[], dtype: HalfDtype, op: Reduc
   const scratch = new Float32Array(acc.length);
   for (let r = 1; r < inputs.length; r++) reduceInto(acc, widenHalf(inputs[r] as Uint16Array, dtype, scratch), op);
   const toFloat = dtype === 'float16' ? halfToFloat : bfloatToFloat;
-  if (op === 'avg') finishAverage(acc, inputs.length, (r, i) => toFloat((inputs[r] as Uint16Array)[i] as number));
+  if (op === 'avg') finishAverage(acc, inputs.length, (r, i) => toFloat((inputs[r] as Uint16Array)[i]));
   return acc;
 }
 
@@ -63,7 +63,7 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
   const toFloat = dtype === 'float16' ? halfToFloat : bfloatToFloat;
   const infinity = dtype === 'float16' ? 0x7c00 : 0x7f80;
   const infinite = (w: number) => (w & 0x7fff) === infinity;
-  const average = op === 'avg' ? new RingAverage(2, (i) => toFloat(words[i] as number)) : null;
+  const average = op === 'avg' ? new RingAverage(2, (i) => toFloat(words[i])) : null;
   for (const st of steps) {
     const got = (await st.done) as Uint16Array;
     const acc = widenHalf(st.dst, dtype, accAll.subarray(0, got.length));
@@ -73,7 +73,7 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
     if (st.forward) ctx.send(right, bytesOf(got));
     if (!st.last) continue;
     const first = st.dst.byteOffset / 2 - words.byteOffset / 2;
-    if (average) for (let k = 0; k < got.length; k++) if (infinite(got[k] as number)) average.note(first + k);
+    if (average) for (let k = 0; k < got.length; k++) if (infinite(got[k])) average.note(first + k);
     st.dst.set(got);
   }
   // segments sent above point into `words`: let them leave before all-gather overwrites it
@@ -88,7 +88,7 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
   );
   const narrow = dtype === 'float16' ? floatToHalf : floatToBfloat;
   const allSum = (v: NumArray) => ringAllReduce(ctx, v, 'sum', segBytes);
-  await average?.finish(ctx, (i) => infinite(words[i] as number), Float32Array, allSum, (i, v) => {
+  await average?.finish(ctx, (i) => infinite(words[i]), Float32Array, allSum, (i, v) => {
     words[i] = narrow(v);
   });
   await ctx.flush();

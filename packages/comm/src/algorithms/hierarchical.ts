@@ -38,12 +38,12 @@ export async function acrossHosts(across: AcrossHosts, chunk: NumArray, op: Redu
   const divided = new (chunk.constructor as new (n: number) => NumArray)(chunk.length);
   for (let i = 0; i < chunk.length; i++) {
     let acc = 0;
-    for (const input of inputs) acc = round(acc + round((input[i] as number) / across.total));
+    for (const input of inputs) acc = round(acc + round((input[i]) / across.total));
     divided[i] = acc;
   }
   await across.allReduce(across.ctx, divided, 'sum');
   for (let i = 0; i < chunk.length; i++) {
-    const v = chunk[i] as number;
-    if ((v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) && Number.isFinite(divided[i])) chunk[i] = divided[i] as number;
+    const v = chunk[i];
+    if ((v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) && Number.isFinite(divided[i])) chunk[i] = divided[i];
   }
 }

@@ -64,7 +64,7 @@ export class RingAverage {
     if (!this.flagged) return;
     for (const [first, values] of this.saved) {
       for (let k = 0; k < values.length; k++) {
-        if (isInfinite(first + k)) this.inputs.set(first + k, values[k] as number);
+        if (isInfinite(first + k)) this.inputs.set(first + k, values[k]);
       }
     }
     const at = [...this.inputs.keys()].filter(isInfinite).sort((a, b) => a - b);
@@ -73,6 +73,6 @@ export class RingAverage {
       divided[k] = (this.inputs.get(i) as number) / ctx.size;
     });
     await allSum(divided);
-    for (let k = 0; k < at.length; k++) put(at[k] as number, divided[k] as number);
+    for (let k = 0; k < at.length; k++) put(at[k], divided[k]);
   }
 }

@@ -17,7 +17,7 @@ import { bytesOf } from './views.js';
 export function ring(ctx: OpContext, bounds: number[], seg: number) {
   const n = ctx.size;
   const r = ctx.rank;
-  return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c] as number, bounds[c + 1] as number, seg) };
+  return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c], bounds[c + 1], seg) };
 }
 
 /**
@@ -90,14 +90,14 @@ export async function ringAllGather(
 export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp, segBytes: number): Promise<void> {
   const bpe = data.BYTES_PER_ELEMENT;
   const bounds = chunkBounds(data.length, ctx.size);
-  const [lo, hi] = [bounds[ctx.rank] as number, bounds[ctx.rank + 1] as number];
-  const average = op === 'avg' && !(data instanceof Int32Array) ? new RingAverage(bpe, (i) => data[i] as number) : null;
+  const [lo, hi] = [bounds[ctx.rank], bounds[ctx.rank + 1]];
+  const average = op === 'avg' && !(data instanceof Int32Array) ? new RingAverage(bpe, (i) => data[i]) : null;
   const partials = average ? ctx.group.scratch(data) : undefined;
   await ringReduceScatter(ctx, data, bounds, op, Math.max(1, Math.floor(segBytes / bpe)), partials);
   // each rank divides only the chunk it owns, before gathering: 1/N of the division pass
   if (average && partials) {
     for (let i = lo; i < hi; i++) {
-      const v = (partials[i] as number) / ctx.size;
+      const v = (partials[i]) / ctx.size;
       if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) average.note(i);
       data[i] = v;
     }
@@ -139,9 +139,9 @@ export async function ringReduceScatterAverage(
   const segElems = Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT));
   await ringReduceScatter(ctx, data, bounds, 'sum', segElems, partials);
   const overflowed = new Map<number, number>();
-  for (let i = bounds[r] as number; i < (bounds[r + 1] as number); i++) {
-    const v = (partials[i] as number) / n;
-    if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) overflowed.set(i, data[i] as number);
+  for (let i = bounds[r]; i < (bounds[r + 1]); i++) {
+    const v = (partials[i]) / n;
+    if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) overflowed.set(i, data[i]);
     data[i] = v;
   }
   const flags = new Uint8Array(n);
@@ -149,17 +149,17 @@ export async function ringReduceScatterAverage(
   await exchange(ctx, flags.subarray(r, r + 1), (p) => flags.subarray(p, p + 1));
   const chunks = [...flags.keys()].filter((c) => flags[c] === 1);
   if (chunks.length === 0) return;
-  const starts = boundsFromSizes(chunks.map((c) => (bounds[c + 1] as number) - (bounds[c] as number)));
-  const divided = new (data.constructor as new (k: number) => NumArray)(starts[chunks.length] as number);
+  const starts = boundsFromSizes(chunks.map((c) => (bounds[c + 1]) - (bounds[c])));
+  const divided = new (data.constructor as new (k: number) => NumArray)(starts[chunks.length]);
   chunks.forEach((c, k) => {
-    for (let i = bounds[c] as number; i < (bounds[c + 1] as number); i++) {
-      const x = c === r ? (overflowed.get(i) ?? 0) : (data[i] as number);
-      divided[(starts[k] as number) + i - (bounds[c] as number)] = x / n;
+    for (let i = bounds[c]; i < (bounds[c + 1]); i++) {
+      const x = c === r ? (overflowed.get(i) ?? 0) : (data[i]);
+      divided[(starts[k]) + i - (bounds[c])] = x / n;
     }
   });
   await ringAllReduce(ctx, divided, 'sum', segBytes);
   const mine = chunks.indexOf(r);
-  for (const i of overflowed.keys()) data[i] = divided[(starts[mine] as number) + i - (bounds[r] as number)] as number;
+  for (const i of overflowed.keys()) data[i] = divided[(starts[mine]) + i - (bounds[r])];
 }
 
 /** Pipelined chain broadcast root → root+1 → … (bytes), for large messages. */

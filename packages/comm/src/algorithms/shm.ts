@@ -54,7 +54,7 @@ export async function shmAllReduce(
       result.set(own);
       for (let r = 0; r < n; r++) if (r !== me) reduceInto(result as NumArray, inputs[r] as NumArray, op);
       if (across) await acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
-      else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i] as number);
+      else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i]);
     }
     own.set(result);
     await lane.step(ctx);

@@ -190,7 +190,7 @@ export class MpiProcessGroup implements ProcessGroup {
     const stride = FIXED + 2 * this.size;
     let off = 0;
     return Array.from({ length: this.size }, (_, r) => {
-      const n = (all as Int32Array)[r * stride + 4] as number;
+      const n = (all as Int32Array)[r * stride + 4];
       const a = viewAs(d, out, off, n);
       off += n * bytesPerElement(d);
       return a;
@@ -264,7 +264,7 @@ export class MpiProcessGroup implements ProcessGroup {
       off += Math.ceil(o.buf.byteLength / 8) * 8;
     }
     const staged = new Uint8Array(off);
-    const at = (i: number) => entries[i * 5 + 3] as number;
+    const at = (i: number) => entries[i * 5 + 3];
     ops.forEach((o, i) => {
       if (o.op === 'isend') staged.set(bytes(o.buf), at(i));
     });

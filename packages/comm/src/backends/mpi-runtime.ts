@@ -88,7 +88,7 @@ export class MpiRuntime {
     desc[FAILED_HERE] = 1 + Math.max(0, FAILURE_NAMES.indexOf(err.name));
     const p = this.addon.call(BARRIER as Kind, comm.handle, SAME_CALL, 1, 0, 0, desc, null, null, null);
     if (!Number.isFinite(timeoutMs)) return;
-    const timer = setTimeout(() => this.timeout(comm, `${OP_NAME[desc[0] as number]} (announcing its failure)`, timeoutMs), timeoutMs);
+    const timer = setTimeout(() => this.timeout(comm, `${OP_NAME[desc[0]]} (announcing its failure)`, timeoutMs), timeoutMs);
     p.finally(() => clearTimeout(timer));
   }
 
@@ -114,9 +114,9 @@ export class MpiRuntime {
 
 /** A call's descriptor in words: `allReduce(float32 × 7, sum, root 0)`. */
 function describe(d: Int32Array, at: number): string {
-  const op = OP_NAME[d[at] as number] ?? `op ${d[at]}`;
-  const reduce = REDUCE_NAME[d[at + 2] as number];
-  return `${op}(${DTYPE_NAME[d[at + 1] as number]} × ${d[at + 4]}${reduce ? `, ${reduce}` : ''}, root ${d[at + 3]})`;
+  const op = OP_NAME[d[at]] ?? `op ${d[at]}`;
+  const reduce = REDUCE_NAME[d[at + 2]];
+  return `${op}(${DTYPE_NAME[d[at + 1]]} × ${d[at + 4]}${reduce ? `, ${reduce}` : ''}, root ${d[at + 3]})`;
 }
 
 /**
@@ -127,11 +127,11 @@ function describe(d: Int32Array, at: number): string {
 function refusal(comm: MpiComm, call: string, all: Int32Array, mine: Int32Array, me: number, sameCount: boolean): CommError {
   const size = comm.ranks.length;
   const stride = FIXED + 2 * size;
-  const global = (r: number) => comm.ranks[r] as number;
+  const global = (r: number) => comm.ranks[r];
   const failed = Array.from({ length: size }, (_, r) => r).filter((r) => all[r * stride + FAILED_HERE] !== 0);
   if (failed.length > 0) {
     const who = failed.map(global);
-    const name = FAILURE_NAMES[(all[(failed[0] as number) * stride + FAILED_HERE] as number) - 1] ?? 'CommError';
+    const name = FAILURE_NAMES[(all[(failed[0]) * stride + FAILED_HERE]) - 1] ?? 'CommError';
     const why = `rank ${me}: ${call} refused: rank ${who.join(', ')} failed its call (${name}, raised there)`;
     return new GroupAbortedError(why, { rank: me, ranks: who, op: call });
   }
@@ -144,10 +144,10 @@ function refusal(comm: MpiComm, call: string, all: Int32Array, mine: Int32Array,
   }
   for (let i = 0; i < size; i++) {
     for (let j = 0; j < size; j++) {
-      const sent = all[i * stride + FIXED + j] as number;
-      const got = (all[j * stride + FIXED + size + i] ?? 0) as number;
-      const root = all[i * stride + 3] as number;
-      const scatterSent = all[root * stride + FIXED + i] as number;
+      const sent = all[i * stride + FIXED + j];
+      const got = (all[j * stride + FIXED + size + i] ?? 0);
+      const root = all[i * stride + 3];
+      const scatterSent = all[root * stride + FIXED + i];
       const differ = call === 'allToAll' ? sent !== got : call === 'scatter' && j === 0 && scatterSent !== all[i * stride + 4];
       if (!differ) continue;
       const what = call === 'allToAll' ? `rank ${global(i)} sends ${sent} elements to rank ${global(j)}, which expects ${got}` : `the root sends rank ${global(i)} ${scatterSent} elements, it expects ${all[i * stride + 4]}`;

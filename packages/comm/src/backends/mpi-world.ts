@@ -60,7 +60,7 @@ export async function destroyMpi(): Promise<void> {
 
 /** newGroup on the mpi backend: MPI_Comm_split of the world, collective over it like newGroup. */
 export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: number): Promise<ProcessGroup | null> {
-  const me = w.group.ranks[w.group.rank] as number;
+  const me = w.group.ranks[w.group.rank];
   const inside = members.includes(me);
   const world0 = { handle: 0, ranks: w.group.ranks, rank: w.group.rank, failed: null };
   const call = { kind: SPLIT, rule: 0, type: 0, op: me, root: inside ? 0 : -1, desc: null, counts: null, a: null, b: null } as const;

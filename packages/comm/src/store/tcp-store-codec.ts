@@ -62,7 +62,7 @@ export class BodyReader {
   }
   u8(): number {
     this.need(1);
-    return this.b[this.off++] as number;
+    return this.b[this.off++];
   }
   u32(): number {
     this.need(4);

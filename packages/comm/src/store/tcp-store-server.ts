@@ -124,7 +124,7 @@ export class TCPStoreServer {
           answered = true;
           cancels.delete(cancel);
           reply((w) => {
-            if (cmd === StoreCmd.Get) w.bytes(t.getNow(keys[0] as string) as Uint8Array);
+            if (cmd === StoreCmd.Get) w.bytes(t.getNow(keys[0]) as Uint8Array);
           });
         });
         if (!answered) cancels.add(cancel);

@@ -36,7 +36,7 @@ function check(phase: string, d: Dtype, got: CommArray, ranks: number[], offset 
   let maxRel = 0;
   let ordinaryExact = true;
   for (let i = offset; i < offset + got.length; i++) {
-    const v = fromWord(d, got[i - offset] as number);
+    const v = fromWord(d, got[i - offset]);
     if (i % 2) {
       const sum = ranks.reduce((s, r) => s + value(r, i, 1), 0);
       if (v !== rounded(d, sum / ranks.length)) ordinaryExact = false;

@@ -23,7 +23,7 @@ for (const d of ['float32', 'float64', 'float16', 'bfloat16'] as const) {
         a[i] = word(d, v);
       });
       await g.allReduce(a, { op, ...(d === 'float16' || d === 'bfloat16' ? { dtype: d as HalfDtype } : {}) }).wait();
-      c.ok(`${op} ${d}, NaN on rank ${at}: element 0 is NaN`, isNaNWord(d, a[0] as number));
+      c.ok(`${op} ${d}, NaN on rank ${at}: element 0 is NaN`, isNaNWord(d, a[0]));
       c.ok(`${op} ${d}, NaN on rank ${at}: element 1`, a[1] === word(d, op === 'max' ? 3 : 2));
     }
   }

@@ -47,7 +47,7 @@ function combine(d: Dtype, op: ReduceOp, a: number, b: number): number {
 export function reference(d: Dtype, op: ReduceOp, ranks: number[], n: number, salt: number): CommArray {
   const out = makeArray(d, n);
   for (let i = 0; i < n; i++) {
-    let acc = value(ranks[0] as number, i, salt);
+    let acc = value(ranks[0], i, salt);
     for (const r of ranks.slice(1)) acc = combine(d, op, acc, value(r, i, salt));
     if (op === 'avg') acc = d === 'int32' ? Math.trunc(acc / ranks.length) : acc / ranks.length;
     if (d === 'float32' || d === 'float16' || d === 'bfloat16') acc = Math.fround(acc);
@@ -66,5 +66,5 @@ export function firstDiff(a: CommArray, b: CommArray): number {
 }
 
 export function show(d: Dtype, a: CommArray, at: number): string {
-  return `${decode(d, a[at] as number)}`;
+  return `${decode(d, a[at])}`;
 }

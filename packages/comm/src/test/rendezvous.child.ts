@@ -14,7 +14,7 @@ const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.string
 const sumOfRanks = async (pg: Awaited<ReturnType<typeof initProcessGroup>>): Promise<number> => {
   const a = new Float32Array([pg.rank + 1]);
   await pg.allReduce(a).wait();
-  return a[0] as number;
+  return a[0];
 };
 
 let pg: Awaited<ReturnType<typeof initProcessGroup>>;
@@ -27,7 +27,7 @@ try {
   process.exit(0);
 }
 if (mode === 'hold') {
-  for (let i = 0; i < 600 && !existsSync(stopFile as string); i++) await sleep(50);
+  for (let i = 0; i < 600 && !existsSync(stopFile); i++) await sleep(50);
   report({ phase: 'after', name: 'ok', sum: await sumOfRanks(pg) });
 }
 await destroyProcessGroup();

@@ -33,7 +33,7 @@ export function issue(g: ProcessGroup, what: ScenarioName, a: ScenarioArgs): Sce
   const root = a.root ?? 0;
   const me = g.rank;
   const G = g.ranks as number[];
-  const gl = (r: number) => G[r] as number;
+  const gl = (r: number) => G[r];
   const name = `${what} ${d}×${n} ${op} root ${root} salt ${salt} group [${G.join(',')}]`;
   const each = (f: (r: number) => void) => {
     for (let r = 0; r < G.length; r++) f(r);

@@ -39,7 +39,7 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
   const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
   const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, ...(opts.mpirunArgs ?? []), '-np', String(opts.np), ...exported];
   const [cmd, ...prefix] = [...(opts.wrap ?? []), 'mpirun'];
-  const child = spawn(cmd as string, [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
+  const child = spawn(cmd, [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
     env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

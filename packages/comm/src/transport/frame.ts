@@ -71,9 +71,9 @@ export function decodeHeader(b: Buffer): FrameHeader {
   return {
     payloadLength: b.readUInt32LE(0),
     kind: b[4] as FrameKind,
-    op: b[5] as number,
-    dtype: b[6] as number,
-    reduceOp: b[7] as number,
+    op: b[5],
+    dtype: b[6],
+    reduceOp: b[7],
     groupId: b.readUInt32LE(8),
     seq: b.readUInt32LE(12),
     count: b.readDoubleLE(16),

@@ -141,7 +141,7 @@ export async function clientHandshake(
     socket.write(Buffer.concat([hello, runId]));
     const magic = Buffer.from(await reader.read(MAGIC_LEN)).toString('latin1');
     if (magic === 'DDPX') {
-      const theirs = Buffer.from(await reader.read((await reader.read(1))[0] as number)).toString('utf8');
+      const theirs = Buffer.from(await reader.read((await reader.read(1))[0])).toString('utf8');
       const runs = `the other side belongs to run "${theirs}", this rank to run "${opts.runId}"`;
       const why = `${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`;
       throw new RunMismatchError(why, { op: 'handshake', rank: opts.rank });
@@ -183,7 +183,7 @@ export async function serverHandshake(
     if (hello[5] !== opts.purpose) throw new ProtocolError(`${opts.what}: wrong purpose ${hello[5]}`, { op: 'handshake' });
     const rank = hello.readInt32LE(6);
     // the run before the rank: a rank of another world may well be out of this one's range
-    const theirs = Buffer.from(await reader.read(hello[26] as number)).toString('utf8');
+    const theirs = Buffer.from(await reader.read(hello[26])).toString('utf8');
     const runId = encodeRunId(opts.runId);
     if (theirs !== opts.runId) {
       socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), runId]));

@@ -36,7 +36,7 @@ function layout(size: number) {
   const table = progress + 2 * size * LINE;
   const data = table + size * TABLE * ENTRY_WORDS * 4;
   const lanes = [data, data + 2 * size * SLOT_BYTES[0]];
-  return { bells, progress, table, lanes, total: (lanes[1] as number) + 2 * size * SLOT_BYTES[1] };
+  return { bells, progress, table, lanes, total: (lanes[1]) + 2 * size * SLOT_BYTES[1] };
 }
 
 /** Maps (creating if first) the segment of a group; the last member to attach unlinks its name. */
@@ -111,7 +111,7 @@ export class ShmLane {
     const w = this.words;
     const s = Atomics.load(w, e);
     if (s !== seq) return s > seq ? 'passed' : null;
-    const fp = { seq, op: w[e + 1] as number, dtype: w[e + 2] as number, reduceOp: w[e + 3] as number, count: w[e + 4] as number, root: w[e + 5] as number };
+    const fp = { seq, op: w[e + 1], dtype: w[e + 2], reduceOp: w[e + 3], count: w[e + 4], root: w[e + 5] };
     return Atomics.load(w, e) === seq ? fp : 'passed';
   }
 
@@ -121,7 +121,7 @@ export class ShmLane {
     const absent = () => this.peers.filter((r) => this.fingerprintOf(r, seq) === null);
     for (const r of this.peers) {
       const theirs = await this.until(r, () => this.fingerprintOf(r, seq), ctx, absent);
-      if (theirs === 'passed') ctx.mismatch(ctx.group.ranks[r] as number, `something else at seq ${seq} (it has gone past it)`);
+      if (theirs === 'passed') ctx.mismatch(ctx.group.ranks[r], `something else at seq ${seq} (it has gone past it)`);
       ctx.check(theirs, r);
     }
   }
@@ -143,7 +143,7 @@ export class ShmLane {
 
   /** Rank r's slot in a set, as bytes. */
   slot(set: number, r: number): Uint8Array {
-    const base = (this.at.lanes[this.lane] as number) + (set * this.size + r) * this.slotBytes;
+    const base = (this.at.lanes[this.lane]) + (set * this.size + r) * this.slotBytes;
     return new Uint8Array(this.sab, base, this.slotBytes);
   }
 
@@ -172,7 +172,7 @@ export class ShmLane {
       const failure = ctx.group.failure ?? ctx.peerFailure(r);
       if (failure) throw failure;
       const left = ctx.deadline - Date.now();
-      if (left <= 0) throw ctx.timeoutError(missing().map((p) => ctx.group.ranks[p] as number));
+      if (left <= 0) throw ctx.timeoutError(missing().map((p) => ctx.group.ranks[p]));
       const block = blockEnd - performance.now();
       if (block > 0) this.mem.waitSync(this.sab, at * 4, bell, Math.min(block, left));
       else await this.mem.wait(this.sab, at * 4, bell, Math.min(left, 50));

@@ -63,8 +63,8 @@ export function writeFrame(
   const len = payload?.byteLength ?? 0;
   const hdr = encodeHeader(header);
   if (counters) {
-    counters[0]! += hdr.byteLength + len + padOf(len);
-    counters[1]! += 1;
+    counters[0] += hdr.byteLength + len + padOf(len);
+    counters[1] += 1;
   }
   if (len === 0) {
     sock.write(hdr, done);

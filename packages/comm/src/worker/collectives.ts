@@ -139,7 +139,7 @@ async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
   await exchange(ctx, bytesOf(counts.subarray(ctx.rank, ctx.rank + 1)), (p) => bytesOf(counts.subarray(p, p + 1)));
   const sizes = [...counts];
   const bounds = boundsFromSizes(sizes).map((b) => b * bpe);
-  const out = new SharedArrayBuffer(bounds[ctx.size] as number);
+  const out = new SharedArrayBuffer(bounds[ctx.size]);
   const bytes = new Uint8Array(out);
   bytes.set(new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe), bounds[ctx.rank]);
   await gatherSlots(ctx, bytes, bounds);
@@ -168,7 +168,7 @@ async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefi
   for (const p of parts) if (p.byteLength % bpe !== 0) ctx.lengthMismatch(parts.indexOf(p), p.byteLength + bpe - (p.byteLength % bpe), p.byteLength);
   const sizes = parts.map((p) => p.byteLength / bpe);
   const bounds = boundsFromSizes(parts.map((p) => p.byteLength));
-  const out = new SharedArrayBuffer(bounds[ctx.size] as number);
+  const out = new SharedArrayBuffer(bounds[ctx.size]);
   parts.forEach((p, i) => {
     new Uint8Array(out).set(p, bounds[i]);
   });
@@ -185,7 +185,7 @@ async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
   }
   const bounds = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
   for (let p = 0; p < ctx.size; p++) {
-    if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], (bounds[p + 1] as number) - (bounds[p] as number)));
+    if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], (bounds[p + 1]) - (bounds[p])));
   }
   await agreed;
 }
@@ -195,8 +195,8 @@ async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
   const inB = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
-  const outB = boundsFromSizes(req.outSizes as number[]).map((b) => b * bpe + (inB[ctx.size] as number));
-  const slot = (b: number[], p: number) => new Uint8Array(sab, b[p], (b[p + 1] as number) - (b[p] as number));
+  const outB = boundsFromSizes(req.outSizes as number[]).map((b) => b * bpe + (inB[ctx.size]));
+  const slot = (b: number[], p: number) => new Uint8Array(sab, b[p], (b[p + 1]) - (b[p]));
   for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, slot(inB, p));
   const mineIn = slot(inB, ctx.rank);
   const mineOut = slot(outB, ctx.rank);

@@ -230,7 +230,7 @@ export class Executor {
     const sab = req.sab as SharedArrayBuffer;
     await Promise.all(
       (req.p2p ?? []).map((e) => {
-        const peerGlobal = g.ranks[e.peer] as number;
+        const peerGlobal = g.ranks[e.peer];
         const ctx = this.context(g, req, FrameKind.P2P, {
           op: OP_CODE.send,
           dtype: DTYPE_CODE[e.dtype],

@@ -36,7 +36,7 @@ export class GroupState {
 
   /** The members at group ranks `at` as a group of their own: same id and failure, this rank's lane if given. */
   part(at: readonly number[], shm: ShmLane | null): GroupState {
-    return new GroupState(this.id, at.map((i) => this.ranks[i] as number), at.indexOf(this.rank), shm, this);
+    return new GroupState(this.id, at.map((i) => this.ranks[i]), at.indexOf(this.rank), shm, this);
   }
 
   get size(): number {

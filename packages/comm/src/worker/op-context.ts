@@ -62,7 +62,7 @@ export class OpContext {
   /** Sends one frame (payload ≤ MAX_FRAME_PAYLOAD) to a group rank. */
   send(to: number, payload: Uint8Array | null, aux = 0): void {
     this.pendingWrites++;
-    this.mesh.write(this.group.ranks[to] as number, this.header(payload?.byteLength ?? 0, aux), payload, (err) => {
+    this.mesh.write(this.group.ranks[to], this.header(payload?.byteLength ?? 0, aux), payload, (err) => {
       if (err) this.writeError ??= err;
       if (--this.pendingWrites === 0) this.drained?.();
     });
@@ -111,7 +111,7 @@ export class OpContext {
 
   /** Posts a receive (into a sink if given) and waits for it, up to the op's deadline. */
   private async wait(from: number, sink: Sink | null): Promise<Frame> {
-    const global = this.group.ranks[from] as number;
+    const global = this.group.ranks[from];
     const box = this.mesh.mailboxes[global];
     if (!box) throw new Error(`no mailbox for rank ${global}`);
     const channel = this.kind === FrameKind.P2P ? `${this.group.id}:p:${this.fp.root}` : `${this.group.id}:c`;
@@ -142,12 +142,12 @@ export class OpContext {
 
   /** Why a group rank can no longer take part (it left or was lost), else null. */
   peerFailure(groupRank: number): CommError | null {
-    return this.mesh.mailboxes[this.group.ranks[groupRank] as number]?.failure ?? null;
+    return this.mesh.mailboxes[this.group.ranks[groupRank]]?.failure ?? null;
   }
 
   /** Raises a mismatch unless the header carries this op's fingerprint. */
   check(h: Fingerprint, from: number): void {
-    if (!sameFingerprint(h, this.fp)) this.mismatch(this.group.ranks[from] as number, h);
+    if (!sameFingerprint(h, this.fp)) this.mismatch(this.group.ranks[from], h);
   }
 
   /** Names the collective and the ranks that never arrived (or, failing that, the awaited ones). */
@@ -177,7 +177,7 @@ export class OpContext {
     const me = this.mesh.opts.rank;
     const err = new CollectiveMismatchError(`rank ${me}: ${this.name}: ${why}`, {
       rank: me,
-      ranks: groupRanks.map((r) => this.group.ranks[r] as number),
+      ranks: groupRanks.map((r) => this.group.ranks[r]),
       op: OP_NAME[this.fp.op],
     });
     this.onMismatch(err);
@@ -186,7 +186,7 @@ export class OpContext {
 
   lengthMismatch(fromGroupRank: number, expectedBytes: number, gotBytes: number): never {
     const me = this.mesh.opts.rank;
-    const peer = this.group.ranks[fromGroupRank] as number;
+    const peer = this.group.ranks[fromGroupRank];
     const err = new CollectiveMismatchError(`rank ${me}: ${this.name} expected ${expectedBytes} bytes from rank ${peer} but got ${gotBytes}`, {
       rank: me,
       ranks: [me, peer],

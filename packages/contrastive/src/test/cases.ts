@@ -94,23 +94,23 @@ export async function runCase(c: Case, group?: ProcessGroup): Promise<{ loss: nu
   const leaves = leavesFor(c);
   const rank = group?.rank ?? 0;
   const offset = group ? c.split.slice(0, rank).reduce((a, b) => a + b, 0) : 0;
-  const rows = group ? c.split[rank]! : c.split.reduce((a, b) => a + b, 0);
+  const rows = group ? c.split[rank] : c.split.reduce((a, b) => a + b, 0);
   const mine = (t: Tensor) => narrow(t, 0, offset, rows);
   const opts = { group, naiveGather: c.naive };
   let loss: Tensor;
   if (c.kind === 'clip' || c.kind === 'clip-full') {
-    const [img, txt] = [mine(leaves.image_features!), mine(leaves.text_features!)];
-    loss = await (c.kind === 'clip' ? clipLoss : clipLossFullMatrix)(img, txt, leaves.logit_scale_log!, opts);
+    const [img, txt] = [mine(leaves.image_features), mine(leaves.text_features)];
+    loss = await (c.kind === 'clip' ? clipLoss : clipLossFullMatrix)(img, txt, leaves.logit_scale_log, opts);
     img.dispose();
     txt.dispose();
   } else if (c.kind === 'ntxent') {
-    const [z1, z2] = [mine(leaves.z1!), mine(leaves.z2!)];
+    const [z1, z2] = [mine(leaves.z1), mine(leaves.z2)];
     loss = await ntXentLoss(z1, z2, { ...opts, tau: golden(c.fixture!).inputs.tau as number });
     z1.dispose();
     z2.dispose();
   } else {
-    const [img, txt] = [mine(leaves.image!), mine(leaves.text!)];
-    loss = await sigLipLoss(img, txt, leaves.scaleLog!, leaves.bias!, { group });
+    const [img, txt] = [mine(leaves.image), mine(leaves.text)];
+    loss = await sigLipLoss(img, txt, leaves.scaleLog, leaves.bias, { group });
     img.dispose();
     txt.dispose();
   }

@@ -7,7 +7,7 @@ export function expectClose(got: ArrayLike<number>, want: ArrayLike<number>, wha
   let worst = -1;
   let excess = 0;
   for (let i = 0; i < want.length; i++) {
-    const over = Math.abs(got[i]! - want[i]!) - (atol + rtol * Math.abs(want[i]!));
+    const over = Math.abs(got[i] - want[i]) - (atol + rtol * Math.abs(want[i]));
     if (!(over <= excess)) {
       excess = over;
       worst = i;
@@ -18,4 +18,4 @@ export function expectClose(got: ArrayLike<number>, want: ArrayLike<number>, wha
 
 /** The largest |got − want|. */
 export const maxAbsDiff = (got: ArrayLike<number>, want: ArrayLike<number>): number =>
-  Array.from(want).reduce((m, w, i) => Math.max(m, Math.abs(got[i]! - w)), 0);
+  Array.from(want).reduce((m, w, i) => Math.max(m, Math.abs(got[i] - w)), 0);

@@ -15,7 +15,7 @@ interface Args {
   saveSyncAt?: number;
   saveAsyncAt?: number;
 }
-const args = JSON.parse(process.argv[2]!) as Args;
+const args = JSON.parse(process.argv[2]) as Args;
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const { rank, size } = group;
 
@@ -54,6 +54,6 @@ for (let t = 0; t < args.steps; t++) {
 }
 const params = await root.summonFullParams(() => flatValues(model.parameters()));
 const want = flatValues(ref.parameters());
-const maxDiff = params.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i]!)), 0);
+const maxDiff = params.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i])), 0);
 console.log(`RESULT ${JSON.stringify({ rank, resumedAt: start, maxDiff })}`);
 await destroyProcessGroup();

@@ -16,7 +16,7 @@ export class Counter implements Joinable {
     this.active.push(await notifyJoinContext(this));
     const one = Float32Array.of(1);
     await this.joinProcessGroup.allReduce(one).wait();
-    this.count += one[0]!;
+    this.count += one[0];
   }
 
   joinHook(opts: JoinHookOptions): JoinHook {
@@ -32,8 +32,8 @@ export class Counter implements Joinable {
         const common = Int32Array.of(isLastJoiner ? group.rank : -1);
         await group.allReduce(common, { op: ReduceOp.MAX }).wait();
         const max = Float32Array.of(this.count);
-        await group.broadcast(max, { src: common[0]! }).wait();
-        this.maxCount = max[0]!;
+        await group.broadcast(max, { src: common[0] }).wait();
+        this.maxCount = max[0];
       },
     };
   }

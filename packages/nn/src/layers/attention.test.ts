@@ -100,7 +100,7 @@ describe('TransformerBlock', () => {
       counts.push(tf.memory().numTensors);
     }
     expect(new Set(counts.slice(1)).size).toBe(1);
-    expect(losses[5]).toBeLessThan(losses[0] as number);
+    expect(losses[5]).toBeLessThan(losses[0]);
     for (const t of [x, target]) t.dispose();
     block.dispose();
   });

@@ -81,7 +81,7 @@ export class MultiheadAttention extends Module {
       throw new ModuleError(`MultiheadAttention expects [batch, seq, ${this.embedDim}], got [${query.shape}]`);
     }
     const [b, t] = query.shape as [number, number, number];
-    const s = key.shape[1] as number;
+    const s = key.shape[1];
     const [q, k, v] =
       query === key && key === value ? this.projectPacked(query) : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]

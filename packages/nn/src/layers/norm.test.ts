@@ -19,7 +19,7 @@ describe('BatchNorm2d reproduces PyTorch', () => {
   for (const name of ['batchnorm2d_n4_c3', 'batchnorm2d_n6_c2']) {
     it(`${name}: y, running stats, dx, dweight, dbias`, async () => {
       const g = loadFixture<BnGolden>(name);
-      const bn = new BatchNorm2d(g.inputs.weight.shape[0] as number);
+      const bn = new BatchNorm2d(g.inputs.weight.shape[0]);
       const state = Object.fromEntries(
         (['weight', 'bias', 'running_mean', 'running_var'] as const).map((k) => [k, goldenToTf(g.inputs[k])]),
       );

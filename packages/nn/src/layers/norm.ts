@@ -76,14 +76,14 @@ export abstract class BatchNorm extends Module {
 
   /** Batch statistics (biased) and the number of values each was taken over. */
   protected batchStats(x: Tensor, dims: number[]): { mean: Tensor; var: Tensor; count: number } {
-    const count = dims.reduce((n, d) => n * (x.shape[d] as number), 1);
+    const count = dims.reduce((n, d) => n * (x.shape[d]), 1);
     return { ...batchNormStats(x, dims), count };
   }
 
   /** running ← (1 − m)·running + m·batch, with the unbiased variance (no graph). */
   protected updateRunningStats(mean: tf.Tensor, biasedVar: tf.Tensor, count: number): void {
     const tracked = this.getBuffer('num_batches_tracked');
-    const batches = (tracked.dataSync()[0] as number) + 1;
+    const batches = (tracked.dataSync()[0]) + 1;
     tracked.data = tf.scalar(batches, 'int32');
     const m = this.momentum ?? 1 / batches;
     const unbiased = count > 1 ? count / (count - 1) : 1;

@@ -16,7 +16,7 @@ function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
   const before = tf.memory().numTensors;
   for (let step = 0; step < 5; step++) {
     const grads = params.map((p, i) => tf.tidy(() => tf.mul(tf.cos(tf.add(p.data, step + i)), 1e-3 * 10 ** step)));
-    for (const [i, p] of params.entries()) p.grad = grads[i]!;
+    for (const [i, p] of params.entries()) p.grad = grads[i];
     optimizer.step();
     optimizer.zeroGrad();
     tf.dispose(grads);

@@ -13,9 +13,9 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
   if (withGrad.length === 0) return 0;
   const total = tf.tidy(() => {
     const grads = withGrad.map((p) => p.grad as tf.Tensor);
-    if (normType === Number.POSITIVE_INFINITY) return tf.max(tf.stack(grads.map((g) => tf.max(tf.abs(g))))).dataSync()[0] as number;
+    if (normType === Number.POSITIVE_INFINITY) return tf.max(tf.stack(grads.map((g) => tf.max(tf.abs(g))))).dataSync()[0];
     const perParam = grads.map((g) => tf.sum(tf.pow(tf.abs(g), normType)));
-    return (tf.sum(tf.stack(perParam)).dataSync()[0] as number) ** (1 / normType);
+    return (tf.sum(tf.stack(perParam)).dataSync()[0]) ** (1 / normType);
   });
   const coef = Math.min(1, maxNorm / (total + 1e-6));
   if (coef < 1) for (const p of withGrad) p.grad = tf.mul(p.grad as tf.Tensor, coef);

@@ -5,7 +5,7 @@ import type { ScenarioResult, WorldResult } from './run-ranks.js';
 export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   expect(a.length).toBe(b.length);
   let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
   return worst;
 }
 

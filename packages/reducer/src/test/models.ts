@@ -28,7 +28,7 @@ export function goldenMlp(g: MlpGolden): Sequential {
 
 export function mlp(seed: number, sizes = [5, 8, 3]): Sequential {
   const gen = new Generator(seed);
-  return new Sequential(new Linear(sizes[0]!, sizes[1]!, { generator: gen }), new Tanh(), new Linear(sizes[1]!, sizes[2]!, { generator: gen }));
+  return new Sequential(new Linear(sizes[0], sizes[1], { generator: gen }), new Tanh(), new Linear(sizes[1], sizes[2], { generator: gen }));
 }
 
 /**

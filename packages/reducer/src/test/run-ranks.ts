@@ -53,7 +53,7 @@ function resultsOf(stdout: string, exit: ScenarioResult): Record<string, Scenari
   const results: Record<string, ScenarioResult> = {};
   for (const line of stdout.split('\n')) {
     const m = /^RESULT (\S+) (.*)$/.exec(line);
-    if (m) results[m[1]!] = JSON.parse(m[2]!) as ScenarioResult;
+    if (m) results[m[1]] = JSON.parse(m[2]) as ScenarioResult;
   }
   results.__exit = exit;
   return results;

@@ -142,7 +142,7 @@ async function gradsVsReference(pg: ProcessGroup, makeModel: (rank: number) => M
       loss.dispose();
       const grads = gradSnapshot(ref);
       reference ??= Object.fromEntries(Object.keys(grads).map((k) => [k, null]));
-      for (const [k, g] of Object.entries(grads)) if (g) reference[k] = reference[k] ? reference[k].map((v, i) => v + g[i]!) : g;
+      for (const [k, g] of Object.entries(grads)) if (g) reference[k] = reference[k] ? reference[k].map((v, i) => v + g[i]) : g;
       ref.dispose();
     }
   }
@@ -200,7 +200,7 @@ coreScenarios.buffers = async (pg) => {
     await loss.backward();
     loss.dispose();
     x.dispose();
-    out[broadcastBuffers ? 'synced' : 'local'] = [...model.namedBuffers()[0]![1].dataSync()];
+    out[broadcastBuffers ? 'synced' : 'local'] = [...model.namedBuffers()[0][1].dataSync()];
     model.dispose();
   }
   return out;

@@ -14,8 +14,8 @@ async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTota
   const ddp = await DistributedDataParallel.create(model);
   ddp.registerCommHook(state, hook);
   const [from, to] = shareOf(rowsTotal, pg.rank, pg.size);
-  const inDim = model.parameters()[0]!.shape[1]!;
-  const outDim = model.parameters().at(-1)!.shape[0]!;
+  const inDim = model.parameters()[0].shape[1];
+  const outDim = model.parameters().at(-1)!.shape[0];
   const x = normal([rowsTotal, inDim], 77);
   const y = normal([rowsTotal, outDim], 78);
   const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));

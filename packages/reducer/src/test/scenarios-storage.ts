@@ -25,7 +25,7 @@ async function inPlaceStep(pg: ProcessGroup, keepReshape: boolean): Promise<Reco
   for (const p of params) p.registerPostAccumulateGradHook((q) => void fromBackward.set(q, q.grad));
   const kept: tf.Tensor[] = [];
   if (keepReshape) {
-    params[large]!.registerHook((g) => {
+    params[large].registerHook((g) => {
       kept.push(tf.keep(tf.reshape(g, [g.size])));
       return g;
     });

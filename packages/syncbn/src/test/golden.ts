@@ -15,6 +15,6 @@ export function loadGolden(name: string): BatchNormGolden {
 
 /** Rows [start, start + count) of an NCHW tensor's batch dim, flattened. */
 export function batchRows(t: GoldenTensor, start: number, count: number): number[] {
-  const row = t.data.length / t.shape[0]!;
+  const row = t.data.length / t.shape[0];
   return t.data.slice(start * row, (start + count) * row);
 }

@@ -11,10 +11,10 @@ const [name, splitArg] = process.argv.slice(2) as [string, string];
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const g = loadGolden(name);
 const split = splitArg.split(',').map(Number);
-const count = split[group.rank]!;
+const count = split[group.rank];
 const start = split.slice(0, group.rank).reduce((a, b) => a + b, 0);
 const shape = [count, ...g.inputs.x.shape.slice(1)];
-const channels = g.inputs.x.shape[1]!;
+const channels = g.inputs.x.shape[1];
 
 const bn = new SyncBatchNorm(channels);
 bn.loadStateDict(
@@ -83,7 +83,7 @@ async function oneD(): Promise<Record<string, number>> {
   await y.backward(tf.tensor(dys.slice(start * 3, (start + count) * 3), [count, 3]));
   const dw = Float32Array.from(sync.weight!.grad!.dataSync());
   await group.allReduce(dw).wait();
-  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i]!)));
+  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i])));
   const rows = (t: { dataSync(): ArrayLike<number> }) => Array.from(t.dataSync()).slice(start * 3, (start + count) * 3);
   return {
     y: diff(y.dataSync(), rows(yFull)),

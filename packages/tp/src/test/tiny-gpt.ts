@@ -32,7 +32,7 @@ export class TinyGpt extends Module {
 
   /** ids [B, T] → logits [B, T, vocab]. */
   async forward(ids: number[][]): Promise<Tensor> {
-    const t = ids[0]!.length;
+    const t = ids[0].length;
     let x = (await this.wte.forward(ids)).add(await this.wpe.forward([[...Array(t).keys()]]));
     for (const block of this.blocks) x = await block.forward(x);
     return this.head.forward(this.lnf.forward(x));

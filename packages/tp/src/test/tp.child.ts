@@ -11,7 +11,7 @@ const world = await initProcessGroup({ timeoutMs: 30_000 });
 const grid = await ProcessGroupManager.create({ tp: Number(process.argv[2] ?? world.size) });
 const group = grid.tpGroup;
 
-const maxDiff = (a: tf.Tensor, b: tf.Tensor) => tf.tidy(() => tf.max(tf.abs(tf.sub(a, b))).dataSync()[0]!);
+const maxDiff = (a: tf.Tensor, b: tf.Tensor) => tf.tidy(() => tf.max(tf.abs(tf.sub(a, b))).dataSync()[0]);
 
 /** Column (gathered) and row (split input) layers against the plain Linear: output, dx, weight grads. */
 async function layerDiffs(): Promise<Record<string, number>> {
@@ -43,7 +43,7 @@ async function layerDiffs(): Promise<Record<string, number>> {
 }
 
 function applyShard(t: tf.Tensor, dim: number): tf.Tensor {
-  const part = t.shape[dim]! / group.size;
+  const part = t.shape[dim] / group.size;
   return tf.slice(t, t.shape.map((_, i) => (i === dim ? group.rank * part : 0)), t.shape.map((d, i) => (i === dim ? part : d)));
 }
 

@@ -25,8 +25,8 @@ export class GradAverager implements Joinable {
     const works = bufs.map((b) => group.allReduce(b));
     for (const w of works) await w.wait();
     this.params.forEach((p, i) => {
-      const buf = bufs[i]!;
-      for (let j = 0; j < buf.length; j++) buf[j]! /= group.size;
+      const buf = bufs[i];
+      for (let j = 0; j < buf.length; j++) buf[j] /= group.size;
       p.grad = tf.tensor(buf, p.shape, 'float32');
     });
   }

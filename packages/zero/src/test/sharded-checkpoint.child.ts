@@ -85,7 +85,7 @@ if (values.load) {
     adam.zeroGrad();
   }
   const r = flat(ref);
-  result.maxDiff = (result.params as number[]).reduce((m, v, i) => Math.max(m, Math.abs(v - r[i]!)), 0);
+  result.maxDiff = (result.params as number[]).reduce((m, v, i) => Math.max(m, Math.abs(v - r[i])), 0);
   result.resumedAt = from;
 }
 zero.dispose();

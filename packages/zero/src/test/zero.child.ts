@@ -26,7 +26,7 @@ export interface Case {
 }
 
 const STEPS = 20;
-const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
 
 async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unknown>> {
   const { rank, size } = group;

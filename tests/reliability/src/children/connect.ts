@@ -10,7 +10,7 @@ export async function connectWorld(timeoutMs: number): Promise<{ pg: ProcessGrou
   const env = readLaunchEnv();
   const hostPort = (v: string | undefined) => {
     const [host, port] = (v ?? '').split(':');
-    return { host: host as string, port: Number(port) };
+    return { host: host, port: Number(port) };
   };
   let inner: Store | undefined;
   let store: Store | undefined;

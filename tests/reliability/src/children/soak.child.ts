@@ -101,7 +101,7 @@ async function soakDdp(steps: number): Promise<{ samples: Sample[]; paramsIdenti
     const loss = tidy(() => mse(ddp ? ddp.forward(x) : model.forward(x), y));
     await loss.backward();
     if (!ddp) for (const p of model.parameters()) await allReduceGrad(p);
-    if (s === steps - 1) finalLoss = loss.dataSync()[0] as number;
+    if (s === steps - 1) finalLoss = loss.dataSync()[0];
     loss.dispose();
     x.dispose();
     y.dispose();
