@@ -47,6 +47,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"LayerNormGrad", nullptr, LayerNormGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Gelu", nullptr, Gelu, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"GeluGrad", nullptr, GeluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"ReluGrad", nullptr, ReluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"SoftmaxGrad", nullptr, SoftmaxGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Exp", nullptr, Exp, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

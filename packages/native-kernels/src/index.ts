@@ -53,6 +53,8 @@ export interface NativeKernels {
   Gelu(heap: Uint8Array, x: number, y: number, n: number): void;
   /** dx = dy·(Φ(x) + x·φ(x)) over n values. */
   GeluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
+  /** dx = dy where x > 0, NaN where x is NaN, dy·0 elsewhere (dy·step(x) in one pass) over n values. */
+  ReluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
   /** Softmax of x [rows, cols] over cols. */
   Softmax(heap: Uint8Array, x: number, y: number, rows: number, cols: number): void;
   /** dx = y·(dy − Σ dy·y) over cols, from softmax's output y. */

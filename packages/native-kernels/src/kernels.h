@@ -12,6 +12,7 @@ napi_value LayerNorm(napi_env env, napi_callback_info info);
 napi_value LayerNormGrad(napi_env env, napi_callback_info info);
 napi_value Gelu(napi_env env, napi_callback_info info);
 napi_value GeluGrad(napi_env env, napi_callback_info info);
+napi_value ReluGrad(napi_env env, napi_callback_info info);
 napi_value Softmax(napi_env env, napi_callback_info info);
 napi_value SoftmaxGrad(napi_env env, napi_callback_info info);
 napi_value Exp(napi_env env, napi_callback_info info);

@@ -8,6 +8,7 @@ import {
   getNumThreads,
   layerNorm,
   layerNormGrad,
+  reluGrad,
   setBackend,
   setNumThreads,
   softmax,
@@ -97,6 +98,17 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(r.left).toBe(0);
   });
 
+  it('reluGrad: dy where x > 0, NaN where x or dy is NaN, dy·0 elsewhere (tfjs ops: dy·step(x))', async () => {
+    await select();
+    const x = tf.tensor([-2, -0, 0, 1e-30, 3, NaN, NaN, -1, 2, -1, 5]);
+    const dy = tf.tensor([5, 6, 7, 8, -9, 1, 0, NaN, NaN, Infinity, -Infinity]);
+    const before = tf.memory().numTensors;
+    const dx = reluGrad(dy, x);
+    expect(tf.memory().numTensors).toBe(before + 1);
+    expect(Array.from(dx.dataSync()).map((v) => (v === 0 ? 0 : v))).toEqual([0, 0, 0, 8, -9, NaN, NaN, NaN, NaN, NaN, -Infinity]);
+    tf.dispose([x, dy, dx]);
+  });
+
   it('rejects tensors of the wrong shape with FusedOpError, leaving nothing behind', async () => {
     await select();
     const x = tf.ones([2, 3]);
@@ -109,6 +121,7 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(() => layerNorm(x, gamma, wrong, 1e-5)).toThrow(/beta has shape \[2\], expected \[3\]/);
     expect(() => layerNormGrad(x, x, wrong, stats, gamma)).toThrow(/mean has shape \[2\], expected \[2, 1\]/);
     expect(() => geluGrad(wrong, x)).toThrow(FusedOpError);
+    expect(() => reluGrad(wrong, x)).toThrow(FusedOpError);
     expect(() => softmaxGrad(wrong, x)).toThrow(FusedOpError);
     expect(() => softmax(scalar)).toThrow(/at least one axis/);
     expect(tf.memory().numTensors).toBe(before);
@@ -127,7 +140,7 @@ function allOps(shape: number[], scale: number): Record<string, Float32Array> {
     const ln = layerNorm(x, gamma, beta, 1e-5);
     const lnGrad = layerNormGrad(dy, x, ln.mean, ln.rstd, gamma);
     const y = softmax(x);
-    const outs = { ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
+    const outs = { ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), reluGrad: reluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
     return Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, t.dataSync() as Float32Array]));
   });
 }
@@ -137,7 +150,7 @@ describe.skipIf(!native)('native fused kernels', () => {
     await onWasm(true);
     const names = async () => (await tf.profile(() => allOps([3, 8], 1))).kernelNames;
     const on = await names();
-    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad']) expect(on).toContain(k);
+    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpReluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad']) expect(on).toContain(k);
     useNativeKernels(false);
     expect((await names()).filter((k) => k.startsWith('Ddp'))).toEqual([]);
   });

@@ -101,6 +101,14 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   });
 }
 
+/** dy·ReLU′(x) = dy·step(x): dy where x > 0, NaN where x is NaN (tfjs's Step), dy·0 elsewhere. */
+export function reluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
+  expectShape('reluGrad', 'dy', dy, x.shape);
+  const native = runFused('DdpReluGrad', [dy, x]);
+  if (native) return native[0]!;
+  return tf.tidy(() => tf.mul(dy, tf.step(x, 0)));
+}
+
 /** Softmax over the last axis, the row maximum subtracted first. */
 export function softmax(x: tf.Tensor): tf.Tensor {
   lastDim('softmax', x);

@@ -12,6 +12,7 @@ export {
   layerNormGrad,
   type LayerNormGrads,
   type LayerNormResult,
+  reluGrad,
   softmax,
   softmaxGrad,
 } from './fused-ops.js';

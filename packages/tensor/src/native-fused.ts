@@ -14,6 +14,7 @@ export const FUSED_KERNELS = {
   DdpLayerNormGrad: ['dy', 'x', 'mean', 'rstd', 'gamma'],
   DdpGelu: ['x'],
   DdpGeluGrad: ['dy', 'x'],
+  DdpReluGrad: ['dy', 'x'],
   DdpSoftmax: ['x'],
   DdpSoftmaxGrad: ['dy', 'y'],
 } as const;
@@ -57,6 +58,7 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
     const { heap, offsets: o, outs } = place(backend, inputs, [x.shape]);
     if (name === 'DdpGelu') native.Gelu(heap, o[0]!, o[1]!, size);
     else if (name === 'DdpGeluGrad') native.GeluGrad(heap, o[0]!, o[1]!, o[2]!, size);
+    else if (name === 'DdpReluGrad') native.ReluGrad(heap, o[0]!, o[1]!, o[2]!, size);
     else if (name === 'DdpSoftmax') native.Softmax(heap, o[0]!, o[1]!, rows, cols);
     else native.SoftmaxGrad(heap, o[0]!, o[1]!, o[2]!, rows, cols);
     return outs[0]!;
