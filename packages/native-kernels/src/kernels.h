@@ -15,4 +15,6 @@ napi_value GeluGrad(napi_env env, napi_callback_info info);
 napi_value ReluGrad(napi_env env, napi_callback_info info);
 napi_value Softmax(napi_env env, napi_callback_info info);
 napi_value SoftmaxGrad(napi_env env, napi_callback_info info);
+napi_value BiasAdd(napi_env env, napi_callback_info info);
+napi_value ChannelSum(napi_env env, napi_callback_info info);
 napi_value Exp(napi_env env, napi_callback_info info);

@@ -6,6 +6,8 @@ export { FusedOpError } from './errors.js';
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export {
+  biasAdd,
+  channelSum,
   gelu,
   geluGrad,
   layerNorm,

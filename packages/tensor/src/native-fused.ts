@@ -17,6 +17,8 @@ export const FUSED_KERNELS = {
   DdpReluGrad: ['dy', 'x'],
   DdpSoftmax: ['x'],
   DdpSoftmaxGrad: ['dy', 'y'],
+  DdpBiasAdd: ['x', 'bias'],
+  DdpChannelSum: ['x'],
 } as const;
 
 export type FusedKernelName = keyof typeof FUSED_KERNELS;
@@ -35,12 +37,26 @@ function rowsCols(shape: number[]): [number, number] {
   return [tf.util.sizeFromShape(shape) / cols, cols];
 }
 
+/** A shape seen as [outer, channels, inner] around its axis `axis`. */
+export function aroundAxis(shape: number[], axis: number): [number, number, number] {
+  const size = (s: number[]) => tf.util.sizeFromShape(s);
+  return [size(shape.slice(0, axis)), shape[axis]!, size(shape.slice(axis + 1))];
+}
+
 /** The kernel function of fused kernel `name` over the addon's function of the same name without "Ddp". */
 export function fusedKernel(native: NativeKernels, name: FusedKernelName): KernelFunc {
   return (args) => {
     const backend = asWasmBackend(args.backend);
     if (!backend) throw new BackendError(`${name}: registered for wasm, ran on another backend`);
     const inputs = FUSED_KERNELS[name].map((k) => args.inputs[k] as TensorInfo);
+    if (name === 'DdpBiasAdd' || name === 'DdpChannelSum') {
+      const [outer, channels, inner] = aroundAxis(inputs[0]!.shape, (args.attrs as { axis: number }).axis);
+      const add = name === 'DdpBiasAdd';
+      const { heap, offsets: o, outs } = place(backend, inputs, [add ? inputs[0]!.shape : [channels]]);
+      if (add) native.BiasAdd(heap, o[0]!, o[1]!, o[2]!, outer, channels, inner);
+      else native.ChannelSum(heap, o[0]!, o[1]!, outer, channels, inner);
+      return outs[0]!;
+    }
     const x = inputs[name === 'DdpLayerNorm' || name === 'DdpGelu' || name === 'DdpSoftmax' ? 0 : 1]!;
     const [rows, cols] = rowsCols(x.shape);
     const size = rows * cols;
