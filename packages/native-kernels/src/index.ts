@@ -61,7 +61,7 @@ export interface NativeKernels {
   SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
   /** y[o, c, i] = x[o, c, i] + bias[c], x and y [outer, channels, inner] (NCHW: [N, C, H·W]; NHWC: [N·H·W, C, 1]). */
   BiasAdd(heap: Uint8Array, x: number, bias: number, y: number, outer: number, channels: number, inner: number): void;
-  /** out[c] = Σ over o and i of x[o, c, i] (a bias gradient), accumulated in double. */
+  /** out[c] = Σ over o and i of x[o, c, i] (a bias gradient): float lanes within a row, rows added in double. */
   ChannelSum(heap: Uint8Array, x: number, out: number, outer: number, channels: number, inner: number): void;
   /** y = exp(x) over n float32 values. */
   Exp(heap: Uint8Array, x: number, y: number, n: number): void;
