@@ -64,7 +64,9 @@ describe.skipIf(getBackend() !== 'wasm')('conv2d with bias and relu on wasm', ()
       if (!useNativeKernels(true)) return; // addon not built: nothing native to compare
       const native = await convReluSteps();
       expect([tfjs.leftPerStep, native.leftPerStep]).toEqual([[0, 0, 0], [0, 0, 0]]);
-      native.values.forEach((v, i) => expectAllClose(v, tfjs.values[i]!, 4));
+      native.values.forEach((v, i) => {
+        expectAllClose(v, tfjs.values[i]!, 4);
+      });
     } finally {
       useNativeKernels(initial);
     }
