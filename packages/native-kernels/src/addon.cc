@@ -1,4 +1,4 @@
-// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc, exp.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc, exp.cc, channel.cc) and the BLAS thread count.
 #include <cblas.h>
 #include <omp.h>
 #include "heap.h"
@@ -47,8 +47,11 @@ napi_value Init(napi_env env, napi_value exports) {
       {"LayerNormGrad", nullptr, LayerNormGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Gelu", nullptr, Gelu, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"GeluGrad", nullptr, GeluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"ReluGrad", nullptr, ReluGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Softmax", nullptr, Softmax, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"SoftmaxGrad", nullptr, SoftmaxGrad, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"BiasAdd", nullptr, BiasAdd, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"ChannelSum", nullptr, ChannelSum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Exp", nullptr, Exp, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"blasCore", nullptr, BlasCore, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -1,6 +1,6 @@
 // Fused row kernels of a transformer step, each one pass over rows of the last axis instead of
 // the 5–12 tfjs kernels (and temporaries) they replace: layer norm and its gradient, exact-erf
-// GELU and its gradient, softmax and its gradient. Row statistics accumulate in double; rows
+// GELU and its gradient, the ReLU gradient, softmax and its gradient. Row statistics accumulate in double; rows
 // are shared among the OpenMP threads (setThreads) when a call is large enough to pay for them.
 #include <omp.h>
 #include <cmath>
@@ -91,6 +91,12 @@ ROW_KERNEL void geluGradValues(const float* dy, const float* x, float* dx, int64
     const float pdf = expf(-0.5f * v * v) * static_cast<float>(kInvSqrt2Pi);
     dx[i] = dy[i] * (cdf + v * pdf);
   }
+}
+
+// dy·step(x) in one pass: NaN in x stays NaN (as tfjs's Step), dy·0 keeps NaN and ±∞ in dy where x ≤ 0
+ROW_KERNEL void reluGradValues(const float* dy, const float* x, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : (x[i] != x[i] ? x[i] : dy[i] * 0.0f);
 }
 
 // [from, to) of n values for thread t of `threads`
@@ -193,6 +199,25 @@ napi_value GeluGrad(napi_env env, napi_callback_info info) {
     int64_t from, to;
     share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
     geluGradValues(dy + from, x + from, dx + from, to - from);
+  }
+  return nullptr;
+}
+
+// (heap, dy, x, dx, n): dx = dy·ReLU′(x)
+napi_value ReluGrad(napi_env env, napi_callback_info info) {
+  Args args(env, info, 5);
+  const int64_t n = args.integer(4);
+  if (args.failed) return nullptr;
+  if (n < 0) return throwRange(env, "ReluGrad: negative size");
+  const float* dy = args.floats(1, n);
+  const float* x = args.floats(2, n);
+  float* dx = args.floats(3, n);
+  if (args.failed) return nullptr;
+#pragma omp parallel num_threads(threadsFor(n))
+  {
+    int64_t from, to;
+    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
+    reluGradValues(dy + from, x + from, dx + from, to - from);
   }
   return nullptr;
 }

@@ -64,6 +64,24 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.GeluGrad(heap, x, x, y, -1)).toThrow(/negative/);
     expect(() => kernels!.Softmax(heap, x, y, 1e6, 4)).toThrow(RangeError);
     expect(() => kernels!.SoftmaxGrad(heap, x, x, y + 2, 2, 2)).toThrow(/byte offset/);
+    expect(() => kernels!.ReluGrad(heap, x, x, heap.length - 8, 4)).toThrow(RangeError);
+    expect(() => kernels!.BiasAdd(heap, x, g, heap.length - 8, 1, 2, 2)).toThrow(RangeError);
+    expect(() => kernels!.BiasAdd(heap, x, g, y, 1, 0, 2)).toThrow(/bad size/);
+    expect(() => kernels!.ChannelSum(heap, x, m, 1e6, 2, 2)).toThrow(RangeError);
+    expect(() => kernels!.ChannelSum(heap, x, m, -1, 2, 2)).toThrow(/bad size/);
+  });
+
+  it('adds a bias along the channel axis and sums over all but it', () => {
+    const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8], [10, 20], [0, 0, 0, 0, 0, 0, 0, 0], [0, 0]);
+    const [x, bias, y, sums] = offsets as [number, number, number, number];
+    kernels!.BiasAdd(heap, x, bias, y, 2, 2, 2); // NCHW-like [2, 2, 2]
+    expect(read(y, 8)).toEqual([11, 12, 23, 24, 15, 16, 27, 28]);
+    kernels!.ChannelSum(heap, x, sums, 2, 2, 2);
+    expect(read(sums, 2)).toEqual([1 + 2 + 5 + 6, 3 + 4 + 7 + 8]);
+    kernels!.BiasAdd(heap, x, bias, y, 4, 2, 1); // NHWC-like [4, 2]
+    expect(read(y, 8)).toEqual([11, 22, 13, 24, 15, 26, 17, 28]);
+    kernels!.ChannelSum(heap, x, sums, 4, 2, 1);
+    expect(read(sums, 2)).toEqual([16, 20]);
   });
 
   it('sets its thread count and names its library', () => {

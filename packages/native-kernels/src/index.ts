@@ -53,10 +53,16 @@ export interface NativeKernels {
   Gelu(heap: Uint8Array, x: number, y: number, n: number): void;
   /** dx = dy·(Φ(x) + x·φ(x)) over n values. */
   GeluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
+  /** dx = dy where x > 0, NaN where x is NaN, dy·0 elsewhere (dy·step(x) in one pass) over n values. */
+  ReluGrad(heap: Uint8Array, dy: number, x: number, dx: number, n: number): void;
   /** Softmax of x [rows, cols] over cols. */
   Softmax(heap: Uint8Array, x: number, y: number, rows: number, cols: number): void;
   /** dx = y·(dy − Σ dy·y) over cols, from softmax's output y. */
   SoftmaxGrad(heap: Uint8Array, dy: number, y: number, dx: number, rows: number, cols: number): void;
+  /** y[o, c, i] = x[o, c, i] + bias[c], x and y [outer, channels, inner] (NCHW: [N, C, H·W]; NHWC: [N·H·W, C, 1]). */
+  BiasAdd(heap: Uint8Array, x: number, bias: number, y: number, outer: number, channels: number, inner: number): void;
+  /** out[c] = Σ over o and i of x[o, c, i] (a bias gradient): float lanes within a row, rows added in double. */
+  ChannelSum(heap: Uint8Array, x: number, out: number, outer: number, channels: number, inner: number): void;
   /** y = exp(x) over n float32 values. */
   Exp(heap: Uint8Array, x: number, y: number, n: number): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */

@@ -2,12 +2,15 @@ import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FusedOpError } from './errors.js';
 import {
+  biasAdd,
+  channelSum,
   gelu,
   geluGrad,
   getBackend,
   getNumThreads,
   layerNorm,
   layerNormGrad,
+  reluGrad,
   setBackend,
   setNumThreads,
   softmax,
@@ -97,6 +100,32 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(r.left).toBe(0);
   });
 
+  it('reluGrad: dy where x > 0, NaN where x or dy is NaN, dy·0 elsewhere (tfjs ops: dy·step(x))', async () => {
+    await select();
+    const x = tf.tensor([-2, -0, 0, 1e-30, 3, NaN, NaN, -1, 2, -1, 5]);
+    const dy = tf.tensor([5, 6, 7, 8, -9, 1, 0, NaN, NaN, Infinity, -Infinity]);
+    const before = tf.memory().numTensors;
+    const dx = reluGrad(dy, x);
+    expect(tf.memory().numTensors).toBe(before + 1);
+    expect(Array.from(dx.dataSync()).map((v) => (v === 0 ? 0 : v))).toEqual([0, 0, 0, 8, -9, NaN, NaN, NaN, NaN, NaN, -Infinity]);
+    tf.dispose([x, dy, dx]);
+  });
+
+  it('biasAdd and channelSum over NCHW and NHWC: the sums written out', async () => {
+    await select();
+    const x = tf.tensor(Array.from({ length: 24 }, (_, i) => i), [2, 3, 2, 2]);
+    const b = tf.tensor([100, 200, 300]);
+    const before = tf.memory().numTensors;
+    const [nchw, nhwc, sumC, sumW] = [biasAdd(x, b, 1), biasAdd(tf.reshape(x, [4, 2, 3]), b, 2), channelSum(x, 1), channelSum(x, 3)];
+    expect(Array.from(nchw.dataSync()).slice(0, 12)).toEqual([100, 101, 102, 103, 204, 205, 206, 207, 308, 309, 310, 311]);
+    expect(Array.from(nhwc.dataSync()).slice(0, 6)).toEqual([100, 201, 302, 103, 204, 305]);
+    // channel c of NCHW: 4c..4c+3 and 12+4c..12+4c+3 → 32c + 60; last axis of 2: evens and odds
+    expect(Array.from(sumC.dataSync())).toEqual([60, 92, 124]);
+    expect(Array.from(sumW.dataSync())).toEqual([132, 144]);
+    expect(tf.memory().numTensors).toBe(before + 5); // the four results and biasAdd's reshaped input
+    tf.dispose([x, b, nchw, nhwc, sumC, sumW]);
+  });
+
   it('rejects tensors of the wrong shape with FusedOpError, leaving nothing behind', async () => {
     await select();
     const x = tf.ones([2, 3]);
@@ -109,8 +138,11 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(() => layerNorm(x, gamma, wrong, 1e-5)).toThrow(/beta has shape \[2\], expected \[3\]/);
     expect(() => layerNormGrad(x, x, wrong, stats, gamma)).toThrow(/mean has shape \[2\], expected \[2, 1\]/);
     expect(() => geluGrad(wrong, x)).toThrow(FusedOpError);
+    expect(() => reluGrad(wrong, x)).toThrow(FusedOpError);
     expect(() => softmaxGrad(wrong, x)).toThrow(FusedOpError);
     expect(() => softmax(scalar)).toThrow(/at least one axis/);
+    expect(() => biasAdd(x, gamma, 0)).toThrow(/bias has shape \[3\], expected \[2\]/);
+    expect(() => channelSum(x, 2)).toThrow(/channel axis 2 is not an axis of a rank-2 tensor/);
     expect(tf.memory().numTensors).toBe(before);
     tf.dispose([x, wrong, stats, gamma, scalar]);
   });
@@ -127,7 +159,15 @@ function allOps(shape: number[], scale: number): Record<string, Float32Array> {
     const ln = layerNorm(x, gamma, beta, 1e-5);
     const lnGrad = layerNormGrad(dy, x, ln.mean, ln.rstd, gamma);
     const y = softmax(x);
-    const outs = { ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
+    const channels = tf.randomNormal([shape[1]!], 0, 1, 'float32', 5);
+    const last = x.rank - 1;
+    // sums of up to 10 000 values: tfjs's float32 running sum drifts ~1e-6 per unit of input, so small inputs
+    const small = tf.mul(dy, 0.01);
+    const channelOps = {
+      biasAdd1: biasAdd(x, channels, 1), biasAddLast: biasAdd(x, beta, last),
+      channelSum1: channelSum(small, 1), channelSumLast: channelSum(small, last), channelSum0: channelSum(small, 0),
+    };
+    const outs = { ...channelOps, ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), reluGrad: reluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
     return Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, t.dataSync() as Float32Array]));
   });
 }
@@ -137,7 +177,7 @@ describe.skipIf(!native)('native fused kernels', () => {
     await onWasm(true);
     const names = async () => (await tf.profile(() => allOps([3, 8], 1))).kernelNames;
     const on = await names();
-    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad']) expect(on).toContain(k);
+    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpReluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad', 'DdpBiasAdd', 'DdpChannelSum']) expect(on).toContain(k);
     useNativeKernels(false);
     expect((await names()).filter((k) => k.startsWith('Ddp'))).toEqual([]);
   });

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { FusedOpError } from './errors.js';
-import { runFused } from './native-fused.js';
+import { aroundAxis, runFused } from './native-fused.js';
 
 /** layerNorm's outputs: y, and the per-row statistics backward needs, shaped [..., 1] as x with its last axis kept. */
 export interface LayerNormResult {
@@ -99,6 +99,39 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
     const pdf = tf.mul(tf.exp(tf.mul(tf.square(x), -0.5)), INV_SQRT_2PI);
     return tf.mul(dy, tf.add(cdf, tf.mul(x, pdf)));
   });
+}
+
+/** dy·ReLU′(x) = dy·step(x): dy where x > 0, NaN where x is NaN (tfjs's Step), dy·0 elsewhere. */
+export function reluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
+  expectShape('reluGrad', 'dy', dy, x.shape);
+  const native = runFused('DdpReluGrad', [dy, x]);
+  if (native) return native[0]!;
+  return tf.tidy(() => tf.mul(dy, tf.step(x, 0)));
+}
+
+function channelAxis(op: string, x: tf.Tensor, axis: number): void {
+  if (!Number.isInteger(axis) || axis < 0 || axis >= x.rank) {
+    throw new FusedOpError(`${op}: channel axis ${axis} is not an axis of a rank-${x.rank} tensor`);
+  }
+}
+
+/** x + bias along x's channel axis `axis` (a convolution's bias: NCHW's axis 1, NHWC's last), bias of shape [C]. */
+export function biasAdd(x: tf.Tensor, bias: tf.Tensor, axis: number): tf.Tensor {
+  channelAxis('biasAdd', x, axis);
+  expectShape('biasAdd', 'bias', bias, [x.shape[axis]!]);
+  const native = runFused('DdpBiasAdd', [x, bias], { axis });
+  if (native) return native[0]!;
+  return tf.tidy(() => tf.add(x, tf.reshape(bias, [-1, ...Array<number>(x.rank - 1 - axis).fill(1)])));
+}
+
+/** Σ of x over every axis but `axis`, shape [C]: biasAdd's bias gradient. */
+export function channelSum(x: tf.Tensor, axis: number): tf.Tensor {
+  channelAxis('channelSum', x, axis);
+  const native = runFused('DdpChannelSum', [x], { axis });
+  if (native) return native[0]!;
+  // over the trailing axes, then the leading ones (two sums tfjs-wasm and the native Sum run in one pass each)
+  const [outer, channels, inner] = aroundAxis(x.shape, axis);
+  return tf.tidy(() => tf.sum(tf.sum(tf.reshape(x, [outer, channels, inner]), 2), 0));
 }
 
 /** Softmax over the last axis, the row maximum subtracted first. */

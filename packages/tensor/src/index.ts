@@ -6,12 +6,15 @@ export { FusedOpError } from './errors.js';
 export { BackendError, type BackendName, getBackend, initBackend, setBackend } from './backend.js';
 export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export {
+  biasAdd,
+  channelSum,
   gelu,
   geluGrad,
   layerNorm,
   layerNormGrad,
   type LayerNormGrads,
   type LayerNormResult,
+  reluGrad,
   softmax,
   softmaxGrad,
 } from './fused-ops.js';

@@ -24,7 +24,7 @@ describe('native kernels: start-up and threads', () => {
   it('says once at start-up which kernels are native, or that DDP_NATIVE=0 keeps them off', () => {
     expect(startupLine({ DDP_NATIVE: '0' })).toBe('ddp: native kernels off (DDP_NATIVE=0)');
     const on = startupLine({ DDP_NUM_THREADS: '1' });
-    if (native) expect(on).toMatch(/^ddp: native kernels on \(OpenBLAS [^,]+, 1 thread\): BatchMatMul, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, Sum, Tile, Exp, DdpLayerNorm, DdpLayerNormGrad, DdpGelu, DdpGeluGrad, DdpSoftmax, DdpSoftmaxGrad$/);
+    if (native) expect(on).toMatch(/^ddp: native kernels on \(OpenBLAS [^,]+, 1 thread\): BatchMatMul, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, Sum, Tile, Exp, DdpLayerNorm, DdpLayerNormGrad, DdpGelu, DdpGeluGrad, DdpReluGrad, DdpSoftmax, DdpSoftmaxGrad, DdpBiasAdd, DdpChannelSum$/);
     else expect(on).toMatch(/^ddp: native kernels off \((addon not built|addon failed|@ddp\/native-kernels is not installed)/);
   });
 

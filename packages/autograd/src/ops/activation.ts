@@ -1,4 +1,4 @@
-import { gelu as fusedGelu, geluGrad, tf } from '@ddp/tensor';
+import { gelu as fusedGelu, geluGrad, reluGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -11,11 +11,17 @@ const GELU_TANH_C = 0.044715;
 export const tanh = unary('Tanh', tf.tanh, (y) => tf.sub(1, tf.square(y)), 'y');
 /** logistic sigmoid */
 export const sigmoid = unary('Sigmoid', tf.sigmoid, (y) => tf.mul(y, tf.sub(1, y)), 'y');
-/**
- * max(x, 0); gradient 0 at 0 like PyTorch. tf.step is one pass (greater + cast took 5× as
- * long on wasm); a NaN input gets a NaN gradient.
- */
-export const relu = unary('Relu', tf.relu, (x) => tf.step(x, 0), 'x');
+/** max(x, 0); gradient 0 at 0 like PyTorch, one pass (@ddp/tensor's reluGrad); a NaN input gets a NaN gradient. */
+class Relu extends AutogradFunction {
+  forward(ctx: Context, x: tf.Tensor): tf.Tensor {
+    ctx.saveForBackward(x);
+    return tf.relu(x);
+  }
+  backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
+    return reluGrad(dy, ctx.savedTensors[0]!);
+  }
+}
+export const relu = (x: Tensor): Tensor => Relu.apply(x);
 /** log(sigmoid(x)), computed stably as -softplus(-x) */
 export const logSigmoid = unary('LogSigmoid', (x) => tf.neg(tf.softplus(tf.neg(x))), (x) => tf.sigmoid(tf.neg(x)), 'x');
 

@@ -1,4 +1,4 @@
-import { convTakesNCHW, tf } from '@ddp/tensor';
+import { biasAdd, channelSum, convTakesNCHW, tf } from '@ddp/tensor';
 import { type AutocastDtype, autocastDtype, maybeRound } from '../autocast.js';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
@@ -47,7 +47,7 @@ class Conv2d extends AutogradFunction {
     this.wShape = wh.shape;
     ctx.saveForBackward(xk, wh);
     let y = tf.engine().runKernel('Conv2D', { x: xk, filter: wh }, this.attrs() as tf.NamedAttrMap) as tf.Tensor;
-    if (b) y = tf.add(y, this.nchw ? tf.reshape(b, [-1, 1, 1]) : b);
+    if (b) y = biasAdd(y, b, this.nchw ? 1 : 3);
     return maybeRound(this.nchw ? y : toNCHW(y), this.lower);
   }
 
@@ -63,9 +63,7 @@ class Conv2d extends AutogradFunction {
     const dw = ctx.needsInputGrad[1]
       ? tf.transpose(run('Conv2DBackpropFilter', { x: xk, dy: dyk }, { filterShape: this.wShape }), [3, 2, 0, 1])
       : null;
-    // NCHW: over pixels, then over the batch (two sums over trailing and leading axes)
-    const [n, c] = dy.shape as [number, number];
-    const db = ctx.needsInputGrad[2] ? (this.nchw ? tf.sum(tf.sum(tf.reshape(dy, [n, c, -1]), 2), 0) : tf.sum(dyk, [0, 1, 2])) : null;
+    const db = ctx.needsInputGrad[2] ? channelSum(dy, 1) : null;
     const lower = (g: tf.Tensor | null) => g && maybeRound(g, this.lower);
     return [lower(dx), lower(dw), lower(db), null, null];
   }

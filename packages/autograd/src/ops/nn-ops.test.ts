@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { getBackend, tf, useNativeKernels } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
   batchNormStats, checkpoint, concat, conv2d, crossEntropy, dropout, embedding, gelu, indexSelect, l2Normalize,
@@ -6,7 +6,7 @@ import {
   randn, softmax, split, tanh, tensor, where, type Tensor,
 } from '../index.js';
 import { expectGradsMatch as check, leaf, randomShape } from '../test/utils.js';
-import { disposeAll } from '../test/utils.js';
+import { disposeAll, expectAllClose } from '../test/utils.js';
 
 describe('activations and softmax: finite-difference gradients on random shapes', () => {
   for (let trial = 0; trial < 2; trial++) {
@@ -32,6 +32,44 @@ describe('relu gradient', () => {
     await y.backward(tf.tensor([3, 3, 3, 3, 3]));
     expect(Array.from(x.grad!.dataSync())).toEqual([0, 0, 0, 3, Number.NaN]);
     disposeAll(x, y);
+  });
+});
+
+/** conv2d (bias inside) → relu → sum for 3 steps: the output and gradients of the last, and tensors left per step. */
+async function convReluSteps(): Promise<{ values: number[][]; leftPerStep: number[] }> {
+  const x = randn([3, 4, 6, 5], { seed: 1, requiresGrad: true });
+  const w = randn([5, 4, 3, 3], { seed: 2, requiresGrad: true });
+  const b = randn([5], { seed: 3, requiresGrad: true });
+  const dy = tf.ones([3, 5, 6, 5]);
+  const leftPerStep: number[] = [];
+  let values: number[][] = [];
+  for (let step = 0; step < 3; step++) {
+    const before = tf.memory().numTensors;
+    const y = relu(conv2d(x, w, b, { padding: 1 }));
+    await y.backward(dy);
+    values = [y.data, x.grad!, w.grad!, b.grad!].map((t) => Array.from(t.dataSync()));
+    for (const t of [x, w, b]) t.grad = null;
+    y.dispose();
+    leftPerStep.push(tf.memory().numTensors - before);
+  }
+  disposeAll(x, w, b, dy);
+  return { values, leftPerStep };
+}
+
+describe.skipIf(getBackend() !== 'wasm')('conv2d with bias and relu on wasm', () => {
+  it('native kernels (bias add, channel sum, relu gradient) give tfjs-wasm ops\' values; nothing left per step', async () => {
+    const initial = useNativeKernels(false);
+    try {
+      const tfjs = await convReluSteps();
+      if (!useNativeKernels(true)) return; // addon not built: nothing native to compare
+      const native = await convReluSteps();
+      expect([tfjs.leftPerStep, native.leftPerStep]).toEqual([[0, 0, 0], [0, 0, 0]]);
+      native.values.forEach((v, i) => {
+        expectAllClose(v, tfjs.values[i]!, 4);
+      });
+    } finally {
+      useNativeKernels(initial);
+    }
   });
 });
 
