@@ -159,7 +159,7 @@ function allOps(shape: number[], scale: number): Record<string, Float32Array> {
     const ln = layerNorm(x, gamma, beta, 1e-5);
     const lnGrad = layerNormGrad(dy, x, ln.mean, ln.rstd, gamma);
     const y = softmax(x);
-    const channels = tf.randomNormal([shape[1]!], 0, 1, 'float32', 5);
+    const channels = tf.randomNormal([shape[1]], 0, 1, 'float32', 5);
     const last = x.rank - 1;
     // sums of up to 10 000 values: tfjs's float32 running sum drifts ~1e-6 per unit of input, so small inputs
     const small = tf.mul(dy, 0.01);

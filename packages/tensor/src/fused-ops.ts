@@ -105,7 +105,7 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
 export function reluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   expectShape('reluGrad', 'dy', dy, x.shape);
   const native = runFused('DdpReluGrad', [dy, x]);
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.tidy(() => tf.mul(dy, tf.step(x, 0)));
 }
 
@@ -118,9 +118,9 @@ function channelAxis(op: string, x: tf.Tensor, axis: number): void {
 /** x + bias along x's channel axis `axis` (a convolution's bias: NCHW's axis 1, NHWC's last), bias of shape [C]. */
 export function biasAdd(x: tf.Tensor, bias: tf.Tensor, axis: number): tf.Tensor {
   channelAxis('biasAdd', x, axis);
-  expectShape('biasAdd', 'bias', bias, [x.shape[axis]!]);
+  expectShape('biasAdd', 'bias', bias, [x.shape[axis]]);
   const native = runFused('DdpBiasAdd', [x, bias], { axis });
-  if (native) return native[0]!;
+  if (native) return native[0];
   return tf.tidy(() => tf.add(x, tf.reshape(bias, [-1, ...Array<number>(x.rank - 1 - axis).fill(1)])));
 }
 
@@ -128,7 +128,7 @@ export function biasAdd(x: tf.Tensor, bias: tf.Tensor, axis: number): tf.Tensor 
 export function channelSum(x: tf.Tensor, axis: number): tf.Tensor {
   channelAxis('channelSum', x, axis);
   const native = runFused('DdpChannelSum', [x], { axis });
-  if (native) return native[0]!;
+  if (native) return native[0];
   // over the trailing axes, then the leading ones (two sums tfjs-wasm and the native Sum run in one pass each)
   const [outer, channels, inner] = aroundAxis(x.shape, axis);
   return tf.tidy(() => tf.sum(tf.sum(tf.reshape(x, [outer, channels, inner]), 2), 0));

@@ -33,14 +33,14 @@ function place(backend: WasmBackend, inputs: TensorInfo[], outShapes: number[][]
 
 /** Rows and columns of a tensor seen as [rows, last axis]. */
 function rowsCols(shape: number[]): [number, number] {
-  const cols = shape[shape.length - 1]!;
+  const cols = shape[shape.length - 1];
   return [tf.util.sizeFromShape(shape) / cols, cols];
 }
 
 /** A shape seen as [outer, channels, inner] around its axis `axis`. */
 export function aroundAxis(shape: number[], axis: number): [number, number, number] {
   const size = (s: number[]) => tf.util.sizeFromShape(s);
-  return [size(shape.slice(0, axis)), shape[axis]!, size(shape.slice(axis + 1))];
+  return [size(shape.slice(0, axis)), shape[axis], size(shape.slice(axis + 1))];
 }
 
 /** The kernel function of fused kernel `name` over the addon's function of the same name without "Ddp". */
@@ -50,34 +50,34 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
     if (!backend) throw new BackendError(`${name}: registered for wasm, ran on another backend`);
     const inputs = FUSED_KERNELS[name].map((k) => args.inputs[k] as TensorInfo);
     if (name === 'DdpBiasAdd' || name === 'DdpChannelSum') {
-      const [outer, channels, inner] = aroundAxis(inputs[0]!.shape, (args.attrs as { axis: number }).axis);
+      const [outer, channels, inner] = aroundAxis(inputs[0].shape, (args.attrs as { axis: number }).axis);
       const add = name === 'DdpBiasAdd';
-      const { heap, offsets: o, outs } = place(backend, inputs, [add ? inputs[0]!.shape : [channels]]);
-      if (add) native.BiasAdd(heap, o[0]!, o[1]!, o[2]!, outer, channels, inner);
-      else native.ChannelSum(heap, o[0]!, o[1]!, outer, channels, inner);
-      return outs[0]!;
+      const { heap, offsets: o, outs } = place(backend, inputs, [add ? inputs[0].shape : [channels]]);
+      if (add) native.BiasAdd(heap, o[0], o[1], o[2], outer, channels, inner);
+      else native.ChannelSum(heap, o[0], o[1], outer, channels, inner);
+      return outs[0];
     }
-    const x = inputs[name === 'DdpLayerNorm' || name === 'DdpGelu' || name === 'DdpSoftmax' ? 0 : 1]!;
+    const x = inputs[name === 'DdpLayerNorm' || name === 'DdpGelu' || name === 'DdpSoftmax' ? 0 : 1];
     const [rows, cols] = rowsCols(x.shape);
     const size = rows * cols;
     if (name === 'DdpLayerNorm') {
       const rowShape = [...x.shape.slice(0, -1), 1];
       const { heap, offsets: o, outs } = place(backend, inputs, [x.shape, rowShape, rowShape]);
-      native.LayerNorm(heap, o[0]!, o[1]!, o[2]!, o[3]!, o[4]!, o[5]!, rows, cols, (args.attrs as { eps: number }).eps);
+      native.LayerNorm(heap, o[0], o[1], o[2], o[3], o[4], o[5], rows, cols, (args.attrs as { eps: number }).eps);
       return outs;
     }
     if (name === 'DdpLayerNormGrad') {
       const { heap, offsets: o, outs } = place(backend, inputs, [x.shape, [cols], [cols]]);
-      native.LayerNormGrad(heap, o[0]!, o[1]!, o[2]!, o[3]!, o[4]!, o[5]!, o[6]!, o[7]!, rows, cols);
+      native.LayerNormGrad(heap, o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], rows, cols);
       return outs;
     }
     const { heap, offsets: o, outs } = place(backend, inputs, [x.shape]);
-    if (name === 'DdpGelu') native.Gelu(heap, o[0]!, o[1]!, size);
-    else if (name === 'DdpGeluGrad') native.GeluGrad(heap, o[0]!, o[1]!, o[2]!, size);
-    else if (name === 'DdpReluGrad') native.ReluGrad(heap, o[0]!, o[1]!, o[2]!, size);
-    else if (name === 'DdpSoftmax') native.Softmax(heap, o[0]!, o[1]!, rows, cols);
-    else native.SoftmaxGrad(heap, o[0]!, o[1]!, o[2]!, rows, cols);
-    return outs[0]!;
+    if (name === 'DdpGelu') native.Gelu(heap, o[0], o[1], size);
+    else if (name === 'DdpGeluGrad') native.GeluGrad(heap, o[0], o[1], o[2], size);
+    else if (name === 'DdpReluGrad') native.ReluGrad(heap, o[0], o[1], o[2], size);
+    else if (name === 'DdpSoftmax') native.Softmax(heap, o[0], o[1], rows, cols);
+    else native.SoftmaxGrad(heap, o[0], o[1], o[2], rows, cols);
+    return outs[0];
   };
 }
 
@@ -88,7 +88,7 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
 export function runFused(name: FusedKernelName, inputs: tf.Tensor[], attrs: tf.NamedAttrMap = {}): tf.Tensor[] | null {
   if (!tf.getKernel(name, tf.getBackend())) return null;
   if (inputs.some((t) => t.dtype !== 'float32' || t.size === 0)) return null;
-  const named = Object.fromEntries(FUSED_KERNELS[name].map((k, i) => [k, inputs[i]!]));
+  const named = Object.fromEntries(FUSED_KERNELS[name].map((k, i) => [k, inputs[i]]));
   const out = tf.engine().runKernel(name, named, attrs) as tf.Tensor | tf.Tensor[];
   return Array.isArray(out) ? out : [out];
 }

@@ -18,7 +18,7 @@ class Relu extends AutogradFunction {
     return tf.relu(x);
   }
   backward(ctx: Context, dy: tf.Tensor): tf.Tensor {
-    return reluGrad(dy, ctx.savedTensors[0]!);
+    return reluGrad(dy, ctx.savedTensors[0]);
   }
 }
 export const relu = (x: Tensor): Tensor => Relu.apply(x);

@@ -65,7 +65,7 @@ describe.skipIf(getBackend() !== 'wasm')('conv2d with bias and relu on wasm', ()
       const native = await convReluSteps();
       expect([tfjs.leftPerStep, native.leftPerStep]).toEqual([[0, 0, 0], [0, 0, 0]]);
       native.values.forEach((v, i) => {
-        expectAllClose(v, tfjs.values[i]!, 4);
+        expectAllClose(v, tfjs.values[i], 4);
       });
     } finally {
       useNativeKernels(initial);
