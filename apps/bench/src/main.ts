@@ -1,6 +1,7 @@
 // `pnpm bench <name> [flags…]` runs src/<name>.ts; each benchmark writes its figures to results/.
 import { readdirSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chooseOpenBLASCore, limitOpenMPSpin } from '@ddp/native-kernels';
 import { Argument } from 'commander';
 import { benchCommand } from './lib/flags.js';
 
@@ -18,4 +19,8 @@ const program = benchCommand('', 'runs one benchmark; `pnpm bench <name> --help`
   .parse();
 const [name] = program.processedArgs as [string];
 process.argv.splice(2, 1);
+// Every process a benchmark starts, PyTorch's peers included, loads OpenBLAS with the same kernel
+// set and OpenMP spin as the native kernels choose for ours: a ratio compares engines, not builds.
+chooseOpenBLASCore();
+limitOpenMPSpin();
 await import(pathToFileURL(`${here}${name}.ts`).href);

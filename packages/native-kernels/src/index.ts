@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { chooseOpenBLASCore } from './openblas-core.js';
+
+export { chooseOpenBLASCore } from './openblas-core.js';
 import { createRequire } from 'node:module';
 
 /**
