@@ -70,22 +70,45 @@ async function rank(steps: number, lrs: number[]): Promise<void> {
 }
 
 async function main(world: number, steps: number, lrs: number[]): Promise<void> {
-  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', '--steps', `${steps}`, '--lrs', lrs.join(',')];
+  const args = [
+    '--conditions=@ddp/source',
+    '--import',
+    'tsx',
+    fileURLToPath(import.meta.url),
+    '--rank',
+    '--steps',
+    `${steps}`,
+    '--lrs',
+    lrs.join(','),
+  ];
   const samples = (await runSampleWorld<LossSample>(world, process.execPath, args)).flat();
   // a diverged run's loss is Infinity/NaN: cap it so the plot keeps its scale
-  const rows = samples.map((s) => ({ series: `${s.mode} lr ${s.lr}`, step: s.step, loss: Number.isFinite(s.loss) ? Math.min(s.loss, 10) : 10 }));
-  const lossAt = (mode: string, lr: number, step: number) => samples.find((s) => s.mode === mode && s.lr === lr && s.step === step)?.loss ?? Number.NaN;
+  const rows = samples.map((s) => ({
+    series: `${s.mode} lr ${s.lr}`,
+    step: s.step,
+    loss: Number.isFinite(s.loss) ? Math.min(s.loss, 10) : 10,
+  }));
+  const lossAt = (mode: string, lr: number, step: number) =>
+    samples.find((s) => s.mode === mode && s.lr === lr && s.step === step)?.loss ?? Number.NaN;
   // JSON turns a diverged run's NaN into null
-  const finals = MODES.flatMap((mode) => lrs.map((lr) => ({ mode, lr, finalLoss: lossAt(mode, lr, steps) ?? Number.NaN })));
+  const finals = MODES.flatMap((mode) =>
+    lrs.map((lr) => ({ mode, lr, finalLoss: lossAt(mode, lr, steps) ?? Number.NaN })),
+  );
   console.table(finals);
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'adasum', rows, {
     meta: { world, steps, batchPerRank: BATCH, model: `MLP ${IN}-${HIDDEN}-1 (tanh), teacher MLP targets`, finals },
     notes:
       `${world} ranks, SGD, ${BATCH} samples per rank per step (each rank its own), loss on ${EVAL} held-out samples ` +
-      '(capped at 10 for the plot). average: DDP\'s all-reduce mean; sum: the gradients added (Horovod op=Sum); adasum: ' +
+      "(capped at 10 for the plot). average: DDP's all-reduce mean; sum: the gradients added (Horovod op=Sum); adasum: " +
       `adasumHook (per-parameter Adasum, recursive doubling). Initial loss ${lossAt('average', lrs[0], 0).toPrecision(3)}. Final losses: ${finals.map((f) => `${f.mode} lr ${f.lr}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}`).join('; ')}.`,
-    chart: { x: 'step', y: 'loss', series: 'series', title: `Adasum vs averaging, ${world} ranks (held-out MSE)`, logY: true },
+    chart: {
+      x: 'step',
+      y: 'loss',
+      series: 'series',
+      title: `Adasum vs averaging, ${world} ranks (held-out MSE)`,
+      logY: true,
+    },
   });
   console.log(`wrote ${files.join(', ')}`);
 }

@@ -24,7 +24,7 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderLineChart, type Row, writeReport } from '@ddp/plot';
+import { type Row, renderLineChart, writeReport } from '@ddp/plot';
 import { type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
 import { type StepTiming, timeSteps } from './lib/clip-step.js';
 import { benchCommand, positiveInt } from './lib/flags.js';
@@ -170,10 +170,13 @@ async function stepBench(torch: string): Promise<void> {
     for (const impl of ['ddp', 'torch'] as const) {
       const r = await timeSteps(impl, round, batch, steps);
       rows.push(r);
-      console.log(`round ${round}/${rounds} ${impl}: ${r.wallMs.toFixed(1)} ms wall, ${r.cpuMs.toFixed(1)} ms CPU per step`);
+      console.log(
+        `round ${round}/${rounds} ${impl}: ${r.wallMs.toFixed(1)} ms wall, ${r.cpuMs.toFixed(1)} ms CPU per step`,
+      );
     }
   }
-  const best = (impl: string, key: 'wallMs' | 'cpuMs') => Math.min(...rows.filter((r) => r.impl === impl).map((r) => r[key]));
+  const best = (impl: string, key: 'wallMs' | 'cpuMs') =>
+    Math.min(...rows.filter((r) => r.impl === impl).map((r) => r[key]));
   const ratio = (key: 'wallMs' | 'cpuMs') => (best('ddp', key) / best('torch', key)).toFixed(2);
   const notes = paragraphs(
     [

@@ -17,8 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { TwoHosts } from '@ddp/netns';
 import { loadSharedMemory } from '@ddp/shm';
-import { benchCommand, choiceList, positiveIntList, rankFlag } from './lib/flags.js';
 import { openMpi, runGloo, type Timing } from './lib/comm-peers.js';
+import { benchCommand, choiceList, positiveIntList, rankFlag } from './lib/flags.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
 interface Sample {
@@ -51,7 +51,7 @@ const WORLDS = [2, 4];
 const ROUNDS = quick ? 1 : 2;
 /** Iterations per size: ~128 MiB of traffic, at least 3, at most 300 (same on every rank). */
 const itersFor = (bytes: number) => Math.max(3, Math.min(300, Math.round((128 * KiB * KiB) / bytes)));
-const busBandwidth = (s: Sample) => ((2 * (s.world - 1)) / s.world) * (s.bytes / (s.us * 1e-6)) / 1e9;
+const busBandwidth = (s: Sample) => (((2 * (s.world - 1)) / s.world) * (s.bytes / (s.us * 1e-6))) / 1e9;
 
 /** One rank of a @ddp/comm world (this file started with --rank). */
 async function rankMain(): Promise<void> {
@@ -149,7 +149,8 @@ async function main(): Promise<void> {
     }
   }
   const hostsNote = flags.sections.includes('two-hosts') ? await acrossHosts(add, torch) : 'two hosts: not run';
-  const find = (impl: string, world: number, bytes: number) => samples.find((s) => s.impl === impl && s.world === world && s.bytes === bytes);
+  const find = (impl: string, world: number, bytes: number) =>
+    samples.find((s) => s.impl === impl && s.world === world && s.bytes === bytes);
   const rows = samples
     .filter((s) => !['ddp-direct', 'ddp-ring'].includes(s.impl))
     .map((s) => {
@@ -172,7 +173,10 @@ async function main(): Promise<void> {
   const crossover = WORLDS.map((world) => {
     const sizes = SIZES.filter((b) => find('ddp-ring', world, b) && find('ddp-direct', world, b));
     const first = sizes.find((b) => (find('ddp-ring', world, b)?.us ?? 0) < (find('ddp-direct', world, b)?.us ?? 0));
-    const cells = sizes.map((b) => `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`);
+    const cells = sizes.map(
+      (b) =>
+        `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`,
+    );
     return `- world ${world}: ring first faster at ${first ? label(first) : 'none of the sizes'} (${cells.join('; ')})`;
   });
   const vsMpi = WORLDS.flatMap((world) => {
@@ -183,9 +187,13 @@ async function main(): Promise<void> {
   });
   const notes = [
     `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ${process.version}); bus bandwidth = 2(N−1)/N · bytes / time; best of ${ROUNDS} alternating round(s).`,
-    torch ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.` : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
+    torch
+      ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.`
+      : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
     `ddp: the default transport (${native ? 'shared memory between ranks of this host, @ddp/shm built' : '@ddp/shm not built: Unix sockets'}); ddp-uds: Unix sockets (DDP_TRANSPORT=uds).`,
-    typeof mpi === 'string' ? `Open MPI: ${mpi}.` : `Open MPI ${mpi.version}: src/mpi-allreduce.c (MPI_Allreduce in place) under mpirun --oversubscribe, same sizes, same run.`,
+    typeof mpi === 'string'
+      ? `Open MPI: ${mpi}.`
+      : `Open MPI ${mpi.version}: src/mpi-allreduce.c (MPI_Allreduce in place) under mpirun --oversubscribe, same sizes, same run.`,
     ...vsMpi,
     'Switch-over between the direct (one-round) and ring algorithms over sockets, each forced:',
     ...crossover,

@@ -47,7 +47,13 @@ async function rank(): Promise<void> {
       for (const t of [img, txt, scale]) t.dispose();
     }
     times.sort((a, b) => a - b);
-    const sample: LossSample = { rank: group.rank, world: group.size, loss, medianMs: times[Math.floor(times.length / 2)], peakMB: peak / 2 ** 20 };
+    const sample: LossSample = {
+      rank: group.rank,
+      world: group.size,
+      loss,
+      medianMs: times[Math.floor(times.length / 2)],
+      peakMB: peak / 2 ** 20,
+    };
     printSample(sample);
   }
   await destroyProcessGroup();
@@ -60,16 +66,29 @@ async function main(): Promise<void> {
     const samples = (await runSampleWorld<LossSample>(world, process.execPath, args)).flat();
     for (const loss of Object.keys(LOSSES) as (keyof typeof LOSSES)[]) {
       const mine = samples.filter((s) => s.loss === loss);
-      rows.push({ loss, world, peakMB: Math.max(...mine.map((s) => s.peakMB)), medianMs: Math.max(...mine.map((s) => s.medianMs)) });
+      rows.push({
+        loss,
+        world,
+        peakMB: Math.max(...mine.map((s) => s.peakMB)),
+        medianMs: Math.max(...mine.map((s) => s.medianMs)),
+      });
     }
   }
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'contrastive', rows, {
-    chart: { x: 'world', y: 'peakMB', series: 'loss', title: `CLIP loss peak tensor memory per rank, global batch ${GLOBAL}` },
+    chart: {
+      x: 'world',
+      y: 'peakMB',
+      series: 'loss',
+      title: `CLIP loss peak tensor memory per rank, global batch ${GLOBAL}`,
+    },
     notes: `Forward + backward of the loss only, ${GLOBAL} × ${DIM} features; the slowest rank's median of ${REPEATS - 1} runs and the largest peak.`,
   });
   console.log(`wrote ${files.join(', ')}`);
 }
 
-const flags = benchCommand('contrastive', "clipLoss's time and memory against the full-matrix loss").addOption(rankFlag()).parse().opts<{ rank?: boolean }>();
+const flags = benchCommand('contrastive', "clipLoss's time and memory against the full-matrix loss")
+  .addOption(rankFlag())
+  .parse()
+  .opts<{ rank?: boolean }>();
 await (flags.rank ? rank() : main());

@@ -11,7 +11,10 @@ import { mse, tensor } from '@ddp/autograd';
 import { benchCommand, positiveInt, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
-const flags = benchCommand('data-parallel', 'DataParallel (threads, one process) beside DDP (processes) and one process')
+const flags = benchCommand(
+  'data-parallel',
+  'DataParallel (threads, one process) beside DDP (processes) and one process',
+)
   .option('--width <n>', 'hidden width of the MLP', positiveInt, 1024)
   .option('--depth <n>', 'layers of the MLP', positiveInt, 4)
   .option('--batch <n>', 'global batch', positiveInt, 64)
@@ -20,7 +23,15 @@ const flags = benchCommand('data-parallel', 'DataParallel (threads, one process)
   .option('--rounds <n>', 'rounds over the three ways', positiveInt, 2)
   .addOption(rankFlag('<way>'))
   .parse()
-  .opts<{ width: number; depth: number; batch: number; replicas: number; steps: number; rounds: number; rank?: string }>();
+  .opts<{
+    width: number;
+    depth: number;
+    batch: number;
+    replicas: number;
+    steps: number;
+    rounds: number;
+    rank?: string;
+  }>();
 process.env.BENCH_MLP_WIDTH = `${flags.width}`;
 process.env.BENCH_MLP_DEPTH = `${flags.depth}`;
 const WARMUP = 2;
@@ -47,8 +58,14 @@ async function timeSteps(step: (i: number) => Promise<void>): Promise<number> {
 /** Deterministic inputs and targets for `rows` rows of the global batch starting at `first`. */
 function batch(rows: number, first: number) {
   const inF = flags.width / 2;
-  const x = tensor(Array.from({ length: rows * inF }, (_, i) => Math.sin(first * inF + i)), [rows, inF]);
-  const y = tensor(Array.from({ length: rows * inF }, (_, i) => Math.cos(first * inF + i)), [rows, inF]);
+  const x = tensor(
+    Array.from({ length: rows * inF }, (_, i) => Math.sin(first * inF + i)),
+    [rows, inF],
+  );
+  const y = tensor(
+    Array.from({ length: rows * inF }, (_, i) => Math.cos(first * inF + i)),
+    [rows, inF],
+  );
   return { x, y };
 }
 
@@ -97,14 +114,23 @@ async function ddpRank(): Promise<void> {
 }
 
 async function runWay(way: string): Promise<number> {
-  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2), '--rank', way];
+  const args = [
+    '--conditions=@ddp/source',
+    '--import',
+    'tsx',
+    fileURLToPath(import.meta.url),
+    ...process.argv.slice(2),
+    '--rank',
+    way,
+  ];
   const world = way === 'ddp' ? flags.replicas : 1;
   const samples = (await runSampleWorld<Sample>(world, process.execPath, args))[0];
   return samples[0].ms;
 }
 
 async function main(): Promise<void> {
-  if (flags.batch % flags.replicas !== 0) throw new Error(`--batch (${flags.batch}) must divide by --replicas (${flags.replicas})`);
+  if (flags.batch % flags.replicas !== 0)
+    throw new Error(`--batch (${flags.batch}) must divide by --replicas (${flags.replicas})`);
   const ways = ['single', 'dataParallel', 'ddp'];
   const best: Record<string, number> = {};
   const rows = [];
@@ -124,11 +150,17 @@ async function main(): Promise<void> {
       `One SGD step of an MLP (width ${flags.width}, ${flags.depth} layers) at global batch ${flags.batch}: single process; ` +
       `DataParallel with ${flags.replicas} replica threads; DDP on ${flags.replicas} processes. Median of ${flags.steps} steps after ` +
       `${WARMUP} warm-up, ${flags.rounds} alternating rounds; best round's step time relative to single's: ${ratios}.`,
-    chart: { x: 'round', y: 'stepMs', series: 'way', title: `DataParallel vs DDP vs one process, global batch ${flags.batch}` },
+    chart: {
+      x: 'round',
+      y: 'stepMs',
+      series: 'way',
+      title: `DataParallel vs DDP vs one process, global batch ${flags.batch}`,
+    },
   });
   console.log(`best step ms: ${JSON.stringify(best)} (${ratios})\nwrote ${files.join(', ')}`);
 }
 
 if (flags.rank === 'ddp') await ddpRank();
-else if (flags.rank) printSample({ way: flags.rank, ms: await inProcess(flags.rank as 'single' | 'dataParallel') } satisfies Sample);
+else if (flags.rank)
+  printSample({ way: flags.rank, ms: await inProcess(flags.rank as 'single' | 'dataParallel') } satisfies Sample);
 else await main();

@@ -19,20 +19,41 @@ import { TwoHosts } from '@ddp/netns';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
 
-const { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMb, rounds, link: withLink, uds: withUds, host: withHost, rank: rankVariant } =
-  benchCommand('ddp', 'DistributedDataParallel against naive all-reduce and PyTorch DDP')
-    .option('--quick', 'fewer steps, one round (a smoke run)', false)
-    .option('--width <n>', 'hidden width of the MLP', positiveInt, 2048)
-    .option('--depth <n>', 'hidden layers of the MLP', positiveInt, 4)
-    .option('--batch <n>', 'batch per rank', positiveInt, 32)
-    .option('--bucket-mb <MB>', 'fixed bucket cap (default: tuned)', positiveNumber)
-    .option('--rounds <n>', 'rounds over all variants', positiveInt, 2)
-    .option('--no-link', 'skip the limited-link runs')
-    .option('--no-uds', 'skip the Unix-socket transport')
-    .option('--no-host', 'the limited link only')
-    .addOption(rankFlag('<variant>'))
-    .parse()
-    .opts<{ quick: boolean; width: number; depth: number; batch: number; bucketMb?: number; rounds: number; link: boolean; uds: boolean; host: boolean; rank?: string }>();
+const {
+  quick,
+  width: WIDTH,
+  depth: DEPTH,
+  batch: BATCH,
+  bucketMb,
+  rounds,
+  link: withLink,
+  uds: withUds,
+  host: withHost,
+  rank: rankVariant,
+} = benchCommand('ddp', 'DistributedDataParallel against naive all-reduce and PyTorch DDP')
+  .option('--quick', 'fewer steps, one round (a smoke run)', false)
+  .option('--width <n>', 'hidden width of the MLP', positiveInt, 2048)
+  .option('--depth <n>', 'hidden layers of the MLP', positiveInt, 4)
+  .option('--batch <n>', 'batch per rank', positiveInt, 32)
+  .option('--bucket-mb <MB>', 'fixed bucket cap (default: tuned)', positiveNumber)
+  .option('--rounds <n>', 'rounds over all variants', positiveInt, 2)
+  .option('--no-link', 'skip the limited-link runs')
+  .option('--no-uds', 'skip the Unix-socket transport')
+  .option('--no-host', 'the limited link only')
+  .addOption(rankFlag('<variant>'))
+  .parse()
+  .opts<{
+    quick: boolean;
+    width: number;
+    depth: number;
+    batch: number;
+    bucketMb?: number;
+    rounds: number;
+    link: boolean;
+    uds: boolean;
+    host: boolean;
+    rank?: string;
+  }>();
 const BUCKET_MB = bucketMb ?? Number.NaN; // unset (NaN): DDP tunes its bucket cap
 const STEPS = quick ? 3 : 6;
 /** Rounds over all variants, alternating; each variant keeps its best round (the machine's load drifts). */
@@ -78,12 +99,21 @@ async function rankMain(variant: string): Promise<void> {
   const { allreduceHook, DataParallelNaive, DistributedDataParallel, inPlaceHook } = await import('@ddp/reducer');
   const pg = await initProcessGroup({ timeoutMs: 300_000 });
   const gen = new Generator(0);
-  const layers = dims.slice(1).flatMap((d, i) => [new Linear(dims[i], d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
+  const layers = dims
+    .slice(1)
+    .flatMap((d, i) => [new Linear(dims[i], d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
   const model = new Sequential(...layers);
   const wrapped =
     variant === 'naive'
       ? await DataParallelNaive.create(model)
-      : await DistributedDataParallel.create(model, variant === 'after' ? { firstBucketMB: 1e6, bucketCapMB: 1e6 } : Number.isNaN(BUCKET_MB) ? {} : { bucketCapMB: BUCKET_MB });
+      : await DistributedDataParallel.create(
+          model,
+          variant === 'after'
+            ? { firstBucketMB: 1e6, bucketCapMB: 1e6 }
+            : Number.isNaN(BUCKET_MB)
+              ? {}
+              : { bucketCapMB: BUCKET_MB },
+        );
   const opt = new SGD(model.parameters(), { lr: 1e-3 });
   const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]), [BATCH, dims[0]]));
   const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
@@ -100,7 +130,11 @@ async function rankMain(variant: string): Promise<void> {
   // only where `comm` runs: filled, it would add a gradient-sized copy to every variant's peak RSS
   const flat = variant === 'interleaved' && pg.size > 1 ? sharedArray(Float32Array, paramCount).fill(1) : null;
   const hook = { communicate: true };
-  if (wrapped instanceof DistributedDataParallel) wrapped.registerCommHook(hook, inPlaceHook((h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve())));
+  if (wrapped instanceof DistributedDataParallel)
+    wrapped.registerCommHook(
+      hook,
+      inPlaceHook((h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve())),
+    );
   const local = async () => {
     hook.communicate = false;
     await train(true);
@@ -113,9 +147,19 @@ async function rankMain(variant: string): Promise<void> {
   const modes: Record<string, () => Promise<unknown>> =
     variant !== 'interleaved'
       ? { [variant]: () => train(true) }
-      : { compute: () => train(false), local, ddp: () => train(true), ...(flat ? { comm: () => pg.allReduce(flat).wait() } : {}) };
+      : {
+          compute: () => train(false),
+          local,
+          ddp: () => train(true),
+          ...(flat ? { comm: () => pg.allReduce(flat).wait() } : {}),
+        };
   // wall time per mode, and CPU time (all threads and the kernel on this process's behalf) as `cpu:<mode>`
-  const times: Record<string, number[]> = Object.fromEntries(Object.keys(modes).flatMap((m) => [[m, []], [`cpu:${m}`, []]]));
+  const times: Record<string, number[]> = Object.fromEntries(
+    Object.keys(modes).flatMap((m) => [
+      [m, []],
+      [`cpu:${m}`, []],
+    ]),
+  );
   for (let s = 0; s < WARMUP + STEPS; s++) {
     for (const [mode, run] of Object.entries(modes)) {
       await pg.barrier().wait();
@@ -133,15 +177,27 @@ async function rankMain(variant: string): Promise<void> {
     }
   }
   const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
-  const info = { 'info:peakRssMiB': process.resourceUsage().maxRSS / 1024, ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}) };
-  if (pg.rank === 0) printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
+  const info = {
+    'info:peakRssMiB': process.resourceUsage().maxRSS / 1024,
+    ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}),
+  };
+  if (pg.rank === 0)
+    printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
   await destroyProcessGroup();
 }
 
 /** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
-async function runWorld(world: number, cmd: string, args: string[], hosts?: TwoHosts, env: Record<string, string> = {}): Promise<StepTimes> {
+async function runWorld(
+  world: number,
+  cmd: string,
+  args: string[],
+  hosts?: TwoHosts,
+  env: Record<string, string> = {},
+): Promise<StepTimes> {
   const where = hosts ? { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(rank) } : {};
-  const [sample] = (await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1', ...env }, ...where })).flat();
+  const [sample] = (
+    await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1', ...env }, ...where })
+  ).flat();
   if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
   return sample;
 }
@@ -184,7 +240,13 @@ type Infos = { variant: string; world: number; value: number }[];
  * in `samples` and every `info:*` figure in `infos`; returns every round's step times at 2
  * ranks of the interleaved run over the default transport.
  */
-async function measure(plan: Entry[], run: (variant: string, world: number, env: Record<string, string>) => Promise<StepTimes>, label: string, samples: Sample[], infos: Infos): Promise<StepTimes[]> {
+async function measure(
+  plan: Entry[],
+  run: (variant: string, world: number, env: Record<string, string>) => Promise<StepTimes>,
+  label: string,
+  samples: Sample[],
+  infos: Infos,
+): Promise<StepTimes[]> {
   const interleaved: StepTimes[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const [variant, world, transport] of plan) {
@@ -206,8 +268,18 @@ async function measure(plan: Entry[], run: (variant: string, world: number, env:
   return interleaved;
 }
 
-const rankArgs = (self: string, variant: string, width: number, depth: number, batch: number) =>
-  ['--conditions=@ddp/source', '--import', 'tsx', self, `--rank=${variant}`, `--width=${width}`, `--depth=${depth}`, `--batch=${batch}`, ...(Number.isNaN(BUCKET_MB) ? [] : [`--bucket-mb=${BUCKET_MB}`]), ...(quick ? ['--quick'] : [])];
+const rankArgs = (self: string, variant: string, width: number, depth: number, batch: number) => [
+  '--conditions=@ddp/source',
+  '--import',
+  'tsx',
+  self,
+  `--rank=${variant}`,
+  `--width=${width}`,
+  `--depth=${depth}`,
+  `--batch=${batch}`,
+  ...(Number.isNaN(BUCKET_MB) ? [] : [`--bucket-mb=${BUCKET_MB}`]),
+  ...(quick ? ['--quick'] : []),
+];
 
 /** The limited-link runs (their interleaved step times by round), or why they were skipped. */
 async function overLink(self: string, samples: Sample[], infos: Infos): Promise<StepTimes[] | string> {
@@ -217,8 +289,13 @@ async function overLink(self: string, samples: Sample[], infos: Infos): Promise<
   if (skip) return `skipped: ${skip}`;
   try {
     hosts.limit(LINK.rate, LINK.burst);
-    const plan: Entry[] = [['interleaved', 1], ['interleaved', 2], ['after', 2]];
-    const run = (variant: string, world: number) => runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts);
+    const plan: Entry[] = [
+      ['interleaved', 1],
+      ['interleaved', 2],
+      ['after', 2],
+    ];
+    const run = (variant: string, world: number) =>
+      runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts);
     return await measure(plan, run, 'link-', samples, infos);
   } finally {
     hosts.tearDown();
@@ -242,16 +319,24 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   const infos: Infos = [];
   const transports: ('uds' | undefined)[] = !withUds ? [undefined] : [undefined, 'uds'];
-  const plan: Entry[] = [['interleaved', 1], ['after', 1], ['naive', 1]];
+  const plan: Entry[] = [
+    ['interleaved', 1],
+    ['after', 1],
+    ['naive', 1],
+  ];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
   if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
-    variant === 'torch' ? runWorld(world, '/usr/bin/python3', torchArgs) : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
+    variant === 'torch'
+      ? runWorld(world, '/usr/bin/python3', torchArgs)
+      : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
   const hostRounds = await measure(plan, run, '', samples, infos);
   const link = await overLink(self, samples, infos);
-  const ms = (variant: string, world: number) => samples.find((s) => s.variant === variant && s.world === world)?.ms ?? Number.NaN;
-  const info = (variant: string, world: number) => infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
+  const ms = (variant: string, world: number) =>
+    samples.find((s) => s.variant === variant && s.world === world)?.ms ?? Number.NaN;
+  const info = (variant: string, world: number) =>
+    infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
   const computeScaling = ms('compute', 1) / ms('compute', 2);
   const hiddenByRound = hostRounds.map(hiddenFraction);
@@ -264,23 +349,42 @@ async function main(): Promise<void> {
   };
   const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
   const prefixes = transports.map((t) => (t ? `${t}-` : ''));
-  const ownWork = [1, 2].flatMap((w) => (w === 1 ? [''] : prefixes).map((p) => `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`));
-  const versus = [1, 2].flatMap((w) => (w === 1 ? [''] : prefixes).map((p) => `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`));
-  const caps = prefixes.map((p) => `${p || 'shared memory '}${info(`${p}interleaved-info:bucketCapMB`, 2).join(', ')} MiB`);
+  const ownWork = [1, 2].flatMap((w) =>
+    (w === 1 ? [''] : prefixes).map(
+      (p) =>
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
+    ),
+  );
+  const versus = [1, 2].flatMap((w) =>
+    (w === 1 ? [''] : prefixes).map(
+      (p) =>
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
+    ),
+  );
+  const caps = prefixes.map(
+    (p) => `${p || 'shared memory '}${info(`${p}interleaved-info:bucketCapMB`, 2).join(', ')} MiB`,
+  );
   const rss = (v: string) => `${v} ${Math.max(...info(`${v}-info:peakRssMiB`, 2)).toFixed(0)}`;
-  const rows = samples.map((s) => ({ variant: s.variant, world: s.world, msPerStep: Number(s.ms.toFixed(1)), vsDdp: s.world === 2 && !/^link-|^uds-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null }));
+  const rows = samples.map((s) => ({
+    variant: s.variant,
+    world: s.world,
+    msPerStep: Number(s.ms.toFixed(1)),
+    vsDdp: s.world === 2 && !/^link-|^uds-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null,
+  }));
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
     `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    'compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP\'s own work: the small gradients\' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0\'s process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
+    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.",
     `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
     `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
     `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
     `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
     `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
-    torch ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.` : 'PyTorch not importable under /usr/bin/python3: no comparison.',
+    torch
+      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.`
+      : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
       : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
@@ -288,7 +392,21 @@ async function main(): Promise<void> {
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
   const files = await writeReport(outDir, 'ddp', rows, {
-    meta: { quick, width: WIDTH, depth: DEPTH, batch: BATCH, bucketMB: Number.isNaN(BUCKET_MB) ? 'tuned' : BUCKET_MB, paramCount, torch, samples, infos, efficiency, computeScaling, hiddenByRound, link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link } },
+    meta: {
+      quick,
+      width: WIDTH,
+      depth: DEPTH,
+      batch: BATCH,
+      bucketMB: Number.isNaN(BUCKET_MB) ? 'tuned' : BUCKET_MB,
+      paramCount,
+      torch,
+      samples,
+      infos,
+      efficiency,
+      computeScaling,
+      hiddenByRound,
+      link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link },
+    },
     notes,
     chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },
   });

@@ -13,9 +13,22 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { crossEntropy, type Tensor, tidy } from '@ddp/autograd';
-import { markdownTable, type Row, writeReport } from '@ddp/plot';
 import { AdamW, Embedding, LayerNorm, Linear, Module, TransformerBlock } from '@ddp/nn';
-import { gelu, geluGrad, getNumThreads, layerNorm, layerNormGrad, nativeKernelsSummary, setBackend, setNumThreads, softmax, softmaxGrad, tf, useNativeKernels } from '@ddp/tensor';
+import { markdownTable, type Row, writeReport } from '@ddp/plot';
+import {
+  gelu,
+  geluGrad,
+  getNumThreads,
+  layerNorm,
+  layerNormGrad,
+  nativeKernelsSummary,
+  setBackend,
+  setNumThreads,
+  softmax,
+  softmaxGrad,
+  tf,
+  useNativeKernels,
+} from '@ddp/tensor';
 import { benchCommand, positiveInt, positiveIntList, positiveNumber } from './lib/flags.js';
 import { TorchPeer } from './lib/torch-peer.js';
 
@@ -46,7 +59,12 @@ async function timeIt(fn: () => Promise<void> | void): Promise<number> {
 }
 
 /** A Linear layer's products: batch rows through in → out features. */
-interface LinearShape { model: string; batch: number; inF: number; outF: number }
+interface LinearShape {
+  model: string;
+  batch: number;
+  inF: number;
+  outF: number;
+}
 const LINEARS: LinearShape[] = [
   { model: 'ddp', batch: 32, inF: 1024, outF: 2048 },
   { model: 'ddp', batch: 32, inF: 2048, outF: 2048 },
@@ -55,7 +73,13 @@ const LINEARS: LinearShape[] = [
   { model: 'clip text mlp', batch: 512, inF: 32, outF: 128 },
   { model: 'transformer mlp', batch: 256, inF: 64, outF: 256 },
 ];
-interface MatmulCase { m: number; n: number; k: number; ta: boolean; tb: boolean }
+interface MatmulCase {
+  m: number;
+  n: number;
+  k: number;
+  ta: boolean;
+  tb: boolean;
+}
 /** forward y = x·Wᵀ, input gradient dx = dy·W, weight gradient dW = dyᵀ·x (W is [out, in], as PyTorch's). */
 const passesOf = ({ batch, inF, outF }: LinearShape): [string, MatmulCase][] => [
   ['fwd x·Wᵀ', { m: batch, n: outF, k: inF, ta: false, tb: true }],
@@ -71,7 +95,17 @@ function matmulSeconds({ m, n, k, ta, tb }: MatmulCase): Promise<number> {
 }
 
 /** PyTorch nn.Conv2d geometry; ddp runs the kernels on NHWC (tfjs's layout). */
-interface ConvShape { model: string; n: number; h: number; w: number; ci: number; co: number; kernel: number; stride: number; pad: number }
+interface ConvShape {
+  model: string;
+  n: number;
+  h: number;
+  w: number;
+  ci: number;
+  co: number;
+  kernel: number;
+  stride: number;
+  pad: number;
+}
 const CONVS: ConvShape[] = [
   { model: 'clip stem', n: 256, h: 28, w: 56, ci: 1, co: 16, kernel: 5, stride: 2, pad: 2 },
   { model: 'clip body', n: 256, h: 14, w: 28, ci: 16, co: 32, kernel: 3, stride: 2, pad: 1 },
@@ -79,14 +113,26 @@ const CONVS: ConvShape[] = [
 const CONV_PASSES = ['forward', 'input', 'filter'] as const;
 
 function convSeconds(c: ConvShape, pass: (typeof CONV_PASSES)[number]): Promise<number> {
-  const pad = [[0, 0], [c.pad, c.pad], [c.pad, c.pad], [0, 0]] as const;
+  const pad = [
+    [0, 0],
+    [c.pad, c.pad],
+    [c.pad, c.pad],
+    [0, 0],
+  ] as const;
   const xShape: [number, number, number, number] = [c.n, c.h, c.w, c.ci];
   const fShape: [number, number, number, number] = [c.kernel, c.kernel, c.ci, c.co];
   const info = tf.backend_util.computeConv2DInfo(xShape, fShape, c.stride, 1, pad as never);
   const x = tf.randomNormal(xShape);
   const filter = tf.randomNormal(fShape);
   const dy = tf.randomNormal(info.outShape);
-  const attrs = { strides: [c.stride, c.stride], pad, dataFormat: 'NHWC', dilations: 1, inputShape: xShape, filterShape: fShape };
+  const attrs = {
+    strides: [c.stride, c.stride],
+    pad,
+    dataFormat: 'NHWC',
+    dilations: 1,
+    inputShape: xShape,
+    filterShape: fShape,
+  };
   const [name, inputs] = {
     forward: ['Conv2D', { x, filter }],
     input: ['Conv2DBackpropInput', { dy, filter }],
@@ -97,12 +143,17 @@ function convSeconds(c: ConvShape, pass: (typeof CONV_PASSES)[number]): Promise<
 }
 
 const convFlops = (c: ConvShape) => {
-  const out = Math.floor((c.h + 2 * c.pad - c.kernel) / c.stride + 1) * Math.floor((c.w + 2 * c.pad - c.kernel) / c.stride + 1);
+  const out =
+    Math.floor((c.h + 2 * c.pad - c.kernel) / c.stride + 1) * Math.floor((c.w + 2 * c.pad - c.kernel) / c.stride + 1);
   return 2 * c.n * out * c.kernel * c.kernel * c.ci * c.co;
 };
 
 /** Fused ops over rows of the last axis: a transformer's activations at batch 128 (rows × width). */
-interface FusedCase { op: 'layerNorm' | 'gelu' | 'softmax'; rows: number; cols: number }
+interface FusedCase {
+  op: 'layerNorm' | 'gelu' | 'softmax';
+  rows: number;
+  cols: number;
+}
 const FUSED: FusedCase[] = [
   { op: 'layerNorm', rows: 4096, cols: 64 },
   { op: 'gelu', rows: 4096, cols: 256 },
@@ -110,12 +161,18 @@ const FUSED: FusedCase[] = [
 ];
 
 function fusedSeconds({ op, rows, cols }: FusedCase, pass: 'forward' | 'backward'): Promise<number> {
-  const [x, dy] = [tf.randomNormal([rows, cols], 0, 1, 'float32', 1), tf.randomNormal([rows, cols], 0, 1, 'float32', 2)];
+  const [x, dy] = [
+    tf.randomNormal([rows, cols], 0, 1, 'float32', 1),
+    tf.randomNormal([rows, cols], 0, 1, 'float32', 2),
+  ];
   const [w, b] = [tf.ones([cols]), tf.zeros([cols])];
   const { mean, rstd } = layerNorm(x, w, b, 1e-5);
   const y = softmax(x);
   const run = {
-    layerNorm: [() => Object.values(layerNorm(x, w, b, 1e-5)), () => Object.values(layerNormGrad(dy, x, mean, rstd, w))],
+    layerNorm: [
+      () => Object.values(layerNorm(x, w, b, 1e-5)),
+      () => Object.values(layerNormGrad(dy, x, mean, rstd, w)),
+    ],
     gelu: [() => [gelu(x)], () => [geluGrad(dy, x)]],
     softmax: [() => [softmax(x)], () => [softmaxGrad(dy, y)]],
   }[op][pass === 'forward' ? 0 : 1];
@@ -129,11 +186,19 @@ class TinyGPT extends Module {
   readonly blocks: TransformerBlock[];
   readonly norm: LayerNorm;
   readonly head: Linear;
-  constructor(readonly vocab: number, readonly seq: number, dim: number, heads: number, layers: number) {
+  constructor(
+    readonly vocab: number,
+    readonly seq: number,
+    dim: number,
+    heads: number,
+    layers: number,
+  ) {
     super();
     this.tok = this.registerModule('tok', new Embedding(vocab, dim));
     this.pos = this.registerModule('pos', new Embedding(seq, dim));
-    this.blocks = [...Array(layers).keys()].map((i) => this.registerModule(`block${i}`, new TransformerBlock(dim, heads)));
+    this.blocks = [...Array(layers).keys()].map((i) =>
+      this.registerModule(`block${i}`, new TransformerBlock(dim, heads)),
+    );
     this.norm = this.registerModule('norm', new LayerNorm(dim));
     this.head = this.registerModule('head', new Linear(dim, vocab, { bias: false }));
   }
@@ -185,7 +250,11 @@ async function measure(label: Row, flops: number, ours: () => Promise<number>, p
     let [nativeBest, torchBest] = [Infinity, Infinity];
     for (let round = 0; round < rounds; round++) {
       if (native) nativeBest = Math.min(nativeBest, await ours());
-      if (torch) torchBest = Math.min(torchBest, (await torch.ask<{ seconds: number }>({ ...peer, threads, seconds: minSeconds })).seconds);
+      if (torch)
+        torchBest = Math.min(
+          torchBest,
+          (await torch.ask<{ seconds: number }>({ ...peer, threads, seconds: minSeconds })).seconds,
+        );
     }
     const nativeGflops = native ? flops / nativeBest / 1e9 : null;
     const torchGflops = torch ? flops / torchBest / 1e9 : null;
@@ -199,15 +268,24 @@ async function measure(label: Row, flops: number, ours: () => Promise<number>, p
 const matmulRows: Row[] = [];
 for (const shape of LINEARS) {
   for (const [pass, c] of passesOf(shape)) {
-    const label = { case: matmulRows.length / threadCounts.length, layer: `${shape.model} ${shape.batch}×${shape.inF}→${shape.outF}`, pass };
+    const label = {
+      case: matmulRows.length / threadCounts.length,
+      layer: `${shape.model} ${shape.batch}×${shape.inF}→${shape.outF}`,
+      pass,
+    };
     matmulRows.push(...(await measure(label, 2 * c.m * c.n * c.k, () => matmulSeconds(c), { op: 'matmul', ...c })));
   }
 }
 const convRows: Row[] = [];
 for (const shape of CONVS) {
   for (const pass of CONV_PASSES) {
-    const label = { conv: `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ${shape.n}×${shape.h}×${shape.w}`, pass };
-    convRows.push(...(await measure(label, convFlops(shape), () => convSeconds(shape, pass), { op: 'conv', pass, ...shape })));
+    const label = {
+      conv: `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ${shape.n}×${shape.h}×${shape.w}`,
+      pass,
+    };
+    convRows.push(
+      ...(await measure(label, convFlops(shape), () => convSeconds(shape, pass), { op: 'conv', pass, ...shape })),
+    );
   }
 }
 const fusedRows: Row[] = [];
@@ -256,9 +334,19 @@ const notes = [
   '## Matmul (GFLOP/s) for the Linear layers of the DDP bench and the CLIP model',
 ].join('\n');
 const files = await writeReport(args.out, 'kernels', matmulRows, {
-  meta: { conv: convRows, fused: fusedRows, transformer: { config: STEP, rows: stepRows }, torch: torch?.version ?? null },
+  meta: {
+    conv: convRows,
+    fused: fusedRows,
+    transformer: { config: STEP, rows: stepRows },
+    torch: torch?.version ?? null,
+  },
   notes,
-  chart: { x: 'case', y: 'native/torch', series: 'threads', title: 'matmul GFLOP/s, native ÷ PyTorch, per layer and pass' },
+  chart: {
+    x: 'case',
+    y: 'native/torch',
+    series: 'threads',
+    title: 'matmul GFLOP/s, native ÷ PyTorch, per layer and pass',
+  },
 });
 console.log(notes);
 console.log(markdownTable(matmulRows));

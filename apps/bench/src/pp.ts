@@ -46,14 +46,25 @@ async function rank(): Promise<void> {
       let elapsed = 0;
       for (let step = 0; step < STEPS; step++) {
         const microBatches = [...Array(m)].map(() => ({ input, target }));
-        const r = await pipelineStep(stage, microBatches, { ppGroup: grid.ppGroup, activationShape: [batch, seq, dim], schedule });
+        const r = await pipelineStep(stage, microBatches, {
+          ppGroup: grid.ppGroup,
+          activationShape: [batch, seq, dim],
+          schedule,
+        });
         stage.zeroGrad();
         if (step > 0) {
           compute += r.computeMs;
           elapsed += r.elapsedMs;
         }
       }
-      const sample: BubbleSample = { schedule, microBatches: m, stage: grid.ppRank, bubble: 1 - compute / elapsed, ideal: idealBubbleFraction(pp, m), stepMs: elapsed / (STEPS - 1) };
+      const sample: BubbleSample = {
+        schedule,
+        microBatches: m,
+        stage: grid.ppRank,
+        bubble: 1 - compute / elapsed,
+        ideal: idealBubbleFraction(pp, m),
+        stepMs: elapsed / (STEPS - 1),
+      };
       printSample(sample);
       stage.dispose();
     }
@@ -63,7 +74,9 @@ async function rank(): Promise<void> {
 
 async function main(): Promise<void> {
   const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
-  const rows = (await runSampleWorld<BubbleSample>(STAGES, process.execPath, args)).flat().map((s) => ({ ...s, series: `${s.schedule} stage ${s.stage}` }));
+  const rows = (await runSampleWorld<BubbleSample>(STAGES, process.execPath, args))
+    .flat()
+    .map((s) => ({ ...s, series: `${s.schedule} stage ${s.stage}` }));
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'pp', rows, {
     chart: { x: 'microBatches', y: 'bubble', series: 'series', title: `pipeline bubble, ${STAGES} stages` },
@@ -72,5 +85,8 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-const flags = benchCommand('pp', "each pipeline stage's bubble under AFAB and 1F1B").addOption(rankFlag()).parse().opts<{ rank?: boolean }>();
+const flags = benchCommand('pp', "each pipeline stage's bubble under AFAB and 1F1B")
+  .addOption(rankFlag())
+  .parse()
+  .opts<{ rank?: boolean }>();
 await (flags.rank ? rank() : main());

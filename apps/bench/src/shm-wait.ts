@@ -47,7 +47,9 @@ async function main(): Promise<void> {
   const rows: { policy: string; rep: number; us: number }[] = [];
   for (const [policy, env] of POLICIES) {
     const args = ['--conditions=@ddp/source', '--import', 'tsx', self, '--rank', `--iters=${ITERS}`];
-    const samples = (await runSampleWorld<{ us: number }>(2, process.execPath, args, { env, timeoutMs: 300_000 })).flat();
+    const samples = (
+      await runSampleWorld<{ us: number }>(2, process.execPath, args, { env, timeoutMs: 300_000 })
+    ).flat();
     for (const [rep, s] of samples.entries()) rows.push({ policy, rep: rep + 1, us: Number(s.us.toFixed(1)) });
     console.log(`${policy}: ${samples.map((s) => `${s.us.toFixed(1)} µs`).join(', ')}`);
   }

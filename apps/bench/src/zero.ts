@@ -16,8 +16,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
 import { AsyncCheckpointer, type FSDPModule, fullyShard, saveFSDPCheckpoint } from '@ddp/fsdp';
+import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
@@ -105,7 +105,12 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
       optimizer =
         mode === 'ddp'
           ? new Adam(model.parameters(), { lr: 1e-4 })
-          : new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 1e-4 }, { stage: mode === 'zero1' ? 1 : 2, processGroup: group });
+          : new ZeroRedundancyOptimizer(
+              model.parameters(),
+              Adam,
+              { lr: 1e-4 },
+              { stage: mode === 'zero1' ? 1 : 2, processGroup: group },
+            );
     }
     for (let s = 0; s < steps; s++) stepTimes.push(await step());
     stateBytes = optimizerStateBytes(optimizer instanceof ZeroRedundancyOptimizer ? optimizer.optim : optimizer);
@@ -160,7 +165,17 @@ async function checkpointStall(
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
 async function runWorld(world: number, mode: Mode, steps: number): Promise<RankSample[]> {
-  const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank', '--mode', mode, '--steps', `${steps}`];
+  const args = [
+    '--conditions=@ddp/source',
+    '--import',
+    'tsx',
+    fileURLToPath(import.meta.url),
+    '--rank',
+    '--mode',
+    mode,
+    '--steps',
+    `${steps}`,
+  ];
   const ranks = await runSampleWorld<RankSample>(world, process.execPath, args);
   return ranks.map((samples, rank) => {
     if (!samples[0]) throw new Error(`${mode} rank ${rank}/${world} printed no sample`);
@@ -202,7 +217,14 @@ async function main(): Promise<void> {
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
   const files = await writeReport(outDir, 'zero', rows, {
-    meta: { model: `${LAYERS} × Linear(${WIDTH}, ${WIDTH})`, optimizer: 'Adam', batch: BATCH, steps, backend: tf.getBackend(), samples },
+    meta: {
+      model: `${LAYERS} × Linear(${WIDTH}, ${WIDTH})`,
+      optimizer: 'Adam',
+      batch: BATCH,
+      steps,
+      backend: tf.getBackend(),
+      samples,
+    },
     notes:
       `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +

@@ -10,7 +10,8 @@ export const IMAGE_WIDTH = 56;
 export const caption = (left: number, right: number): string => `${DIGIT_WORDS[left]} ${DIGIT_WORDS[right]}`;
 
 /** Word tokens of a caption (word → its digit's index in DIGIT_WORDS). */
-export const tokenize = (text: string): number[] => text.split(' ').map((w) => DIGIT_WORDS.indexOf(w as (typeof DIGIT_WORDS)[number]));
+export const tokenize = (text: string): number[] =>
+  text.split(' ').map((w) => DIGIT_WORDS.indexOf(w as (typeof DIGIT_WORDS)[number]));
 
 /** Every caption there is, "zero zero" … "nine nine": caption c describes left = ⌊c/10⌋, right = c mod 10. */
 export const ALL_CAPTIONS: string[] = [...Array(100).keys()].map((c) => caption(Math.floor(c / 10), c % 10));
@@ -64,6 +65,9 @@ export class DigitPairs {
       tokens[2 * b] = this.mnist.labels[i];
       tokens[2 * b + 1] = this.mnist.labels[partner(i, this.length)];
     }
-    return { images: tf.tensor4d(images, [indices.length, 1, IMAGE_HEIGHT, IMAGE_WIDTH]), tokens: tf.tensor2d(tokens, [indices.length, 2], 'int32') };
+    return {
+      images: tf.tensor4d(images, [indices.length, 1, IMAGE_HEIGHT, IMAGE_WIDTH]),
+      tokens: tf.tensor2d(tokens, [indices.length, 2], 'int32'),
+    };
   }
 }

@@ -63,7 +63,10 @@ describe('dumpRun (--dump-init)', () => {
         const sampler = new GlobalBatchSampler(11, 5, rank, 2, 3);
         const rows = [...Array(5).keys()].filter((k) => k % 2 === rank).map((k) => pair(u, k));
         const left = sampler.indices(u);
-        expect(rows.map(([l]) => l), `step ${u} rank ${rank}`).toEqual(left);
+        expect(
+          rows.map(([l]) => l),
+          `step ${u} rank ${rank}`,
+        ).toEqual(left);
         // the right image carries the caption's second digit
         expect(rows.map((p) => digitsOf(train, p))).toEqual(left.map((i) => train.digits(i)));
       }

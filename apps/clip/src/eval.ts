@@ -1,5 +1,5 @@
-import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { fromTf, l2Normalize, matmul, noGrad, type Tensor, tidy } from '@ddp/autograd';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { ALL_CAPTIONS, type DigitPairs, tokenize } from './data.js';
 import type { ClipModel } from './model.js';
@@ -11,7 +11,12 @@ const CHUNK = 250;
  * (cosine) must be its own. The first `count` test pairs are split over the ranks (rank r takes
  * r, r+N, …) and the hit counts summed.
  */
-export async function zeroShotTop1(model: ClipModel, pairs: DigitPairs, count: number, group: ProcessGroup): Promise<number> {
+export async function zeroShotTop1(
+  model: ClipModel,
+  pairs: DigitPairs,
+  count: number,
+  group: ProcessGroup,
+): Promise<number> {
   const wasTraining = model.training;
   model.eval();
   const mine = [...Array(count).keys()].filter((i) => i % group.size === group.rank);

@@ -51,9 +51,12 @@ export class MetricsLog {
       points.push({ step: chunk.at(-1)!.step, metric: 'train loss', value });
     }
     for (const r of rows) {
-      if (r.zeroShotTop1 !== undefined) points.push({ step: r.step, metric: 'zero-shot top-1 (%)', value: 100 * r.zeroShotTop1 });
+      if (r.zeroShotTop1 !== undefined)
+        points.push({ step: r.step, metric: 'zero-shot top-1 (%)', value: 100 * r.zeroShotTop1 });
     }
     const title = 'CLIP on two-digit MNIST: train loss and zero-shot top-1 (%)';
-    return writeReport(this.dir, 'curves', points, { chart: { x: 'step', y: 'value', series: 'metric', panel: 'metric', title } });
+    return writeReport(this.dir, 'curves', points, {
+      chart: { x: 'step', y: 'value', series: 'metric', panel: 'metric', title },
+    });
   }
 }

@@ -1,5 +1,17 @@
 import { checkpoint, fromTf, type Tensor } from '@ddp/autograd';
-import { Conv2d, Embedding, Flatten, type Generator, LayerNorm, Linear, Module, Parameter, ReLU, Sequential, TransformerBlock } from '@ddp/nn';
+import {
+  Conv2d,
+  Embedding,
+  Flatten,
+  type Generator,
+  LayerNorm,
+  Linear,
+  Module,
+  Parameter,
+  ReLU,
+  Sequential,
+  TransformerBlock,
+} from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
 
 export interface ClipModelOptions {
@@ -32,18 +44,27 @@ export class ClipModel extends Module {
   constructor({ embedDim = 64, textDim = 32, gradCheckpointing = false, generator }: ClipModelOptions) {
     super();
     this.gradCheckpointing = gradCheckpointing;
-    this.imageStem = this.registerModule('imageStem', new Sequential(new Conv2d(1, 16, 5, { stride: 2, padding: 2, generator }), new ReLU())); // → 16 × 14 × 28
+    this.imageStem = this.registerModule(
+      'imageStem',
+      new Sequential(new Conv2d(1, 16, 5, { stride: 2, padding: 2, generator }), new ReLU()),
+    ); // → 16 × 14 × 28
     this.imageBody = this.registerModule(
       'imageBody',
       new Sequential(new Conv2d(16, 32, 3, { stride: 2, padding: 1, generator }), new ReLU(), new Flatten()), // → 32 × 7 × 14
     );
     this.imageProj = this.registerModule('imageProj', new Linear(32 * 7 * 14, embedDim, { generator }));
     this.tokenEmbedding = this.registerModule('tokenEmbedding', new Embedding(10, textDim, { generator }));
-    this.positions = this.registerParameter('positions', Parameter.fromValues(generator.normal(2 * textDim, 0, 0.02), [2, textDim]));
+    this.positions = this.registerParameter(
+      'positions',
+      Parameter.fromValues(generator.normal(2 * textDim, 0, 0.02), [2, textDim]),
+    );
     this.textBlock = this.registerModule('textBlock', new TransformerBlock(textDim, 2, { causal: false, generator }));
     this.textNorm = this.registerModule('textNorm', new LayerNorm(textDim));
     this.textProj = this.registerModule('textProj', new Linear(2 * textDim, embedDim, { generator }));
-    this.logitScale = this.registerParameter('logitScale', Parameter.fromValues(Float32Array.of(Math.log(1 / 0.07)), []));
+    this.logitScale = this.registerParameter(
+      'logitScale',
+      Parameter.fromValues(Float32Array.of(Math.log(1 / 0.07)), []),
+    );
   }
 
   /** Image embeddings [B, embedDim] of images [B, 1, 28, 56] (not normalised: the loss does it). */

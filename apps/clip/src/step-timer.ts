@@ -22,8 +22,15 @@ const generator = new Generator(0);
 const model = new ClipModel({ generator });
 // MNIST-like images (four pixels in five dark), the same formula as the PyTorch side's
 const pixel = (i: number) => (i % 5 === 0 ? ((i * 7919) % 255) / 255 : 0);
-const images = tf.tensor4d(Float32Array.from({ length: opts.batch * 28 * 56 }, (_, i) => pixel(i)), [opts.batch, 1, 28, 56]);
-const tokens = tf.tensor2d(Int32Array.from({ length: 2 * opts.batch }, (_, i) => (i * 7) % 10), [opts.batch, 2], 'int32');
+const images = tf.tensor4d(
+  Float32Array.from({ length: opts.batch * 28 * 56 }, (_, i) => pixel(i)),
+  [opts.batch, 1, 28, 56],
+);
+const tokens = tf.tensor2d(
+  Int32Array.from({ length: 2 * opts.batch }, (_, i) => (i * 7) % 10),
+  [opts.batch, 2],
+  'int32',
+);
 
 async function step(): Promise<void> {
   const batch = tf.clone(images); // the model takes ownership of its images, as in training

@@ -11,7 +11,22 @@ import type { MetricRow } from './metrics.js';
 const dir = mkdtempSync(join(tmpdir(), 'clip-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const TINY = ['--steps', '6', '--batch-size', '24', '--lr', '3e-3', '--checkpoint-every', '3', '--eval-every', '0', '--eval-size', '60', '--seed', '3'];
+const TINY = [
+  '--steps',
+  '6',
+  '--batch-size',
+  '24',
+  '--lr',
+  '3e-3',
+  '--checkpoint-every',
+  '3',
+  '--eval-every',
+  '0',
+  '--eval-size',
+  '60',
+  '--seed',
+  '3',
+];
 
 /** train.ts on real ranks through @ddp/launch (what `ddp-run --nproc-per-node 2` does). */
 async function train(name: string, extra: string[], nprocPerNode = 2): Promise<string> {
@@ -47,9 +62,13 @@ const bytes = (name: string, file: string) => readFileSync(join(dir, name, 'ckpt
 describe('apps/clip on 2 ranks', () => {
   it('trains (loss falls), checkpoints, and a resumed run ends bit-identical to an uninterrupted one', async () => {
     await train('straight', []);
-    const losses = rows('straight').filter((r) => r.loss !== undefined).map((r) => r.loss!);
+    const losses = rows('straight')
+      .filter((r) => r.loss !== undefined)
+      .map((r) => r.loss!);
     expect(losses).toHaveLength(6);
-    const live = rows('straight').filter((r) => r.numTensors !== undefined).map((r) => r.numTensors);
+    const live = rows('straight')
+      .filter((r) => r.numTensors !== undefined)
+      .map((r) => r.numTensors);
     expect(live[5], `tf.memory().numTensors per step: ${live}`).toBe(live[1]);
     expect(losses.slice(3).reduce((a, b) => a + b) / 3).toBeLessThan(losses.slice(0, 3).reduce((a, b) => a + b) / 3);
     expect(rows('straight').at(-1)!.zeroShotTop1).toBeGreaterThanOrEqual(0);
@@ -59,7 +78,11 @@ describe('apps/clip on 2 ranks', () => {
     expect(JSON.parse(bytes('resumed', META_FILE).toString()).step).toBe(3);
     const log = await train('resumed', ['--resume']);
     expect(log).toMatch(/resumed from .* at step 3/);
-    expect(rows('resumed').filter((r) => r.loss !== undefined).map((r) => r.loss)).toEqual(losses);
+    expect(
+      rows('resumed')
+        .filter((r) => r.loss !== undefined)
+        .map((r) => r.loss),
+    ).toEqual(losses);
     expect(bytes('resumed', MODEL_FILE).equals(bytes('straight', MODEL_FILE))).toBe(true);
     expect(bytes('resumed', OPTIMIZER_FILE).equals(bytes('straight', OPTIMIZER_FILE))).toBe(true);
   }, 300_000);
@@ -77,7 +100,8 @@ describe('apps/clip: 2 ranks against 1', () => {
     let worst = 0;
     for (const [name, t] of one.tensors) {
       const other = two.tensors.get(name)!;
-      for (let i = 0; i < t.data.length; i++) worst = Math.max(worst, Math.abs(Number(t.data[i]) - Number(other.data[i])));
+      for (let i = 0; i < t.data.length; i++)
+        worst = Math.max(worst, Math.abs(Number(t.data[i]) - Number(other.data[i])));
     }
     // AdamW's normalised steps amplify float32 rounding differences a little; 3 steps at lr ≤ 3e-3
     console.log(`largest weight difference, 2 ranks vs 1: ${worst}`);

@@ -1,10 +1,11 @@
 // CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
-import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { autocast, tidy } from '@ddp/autograd';
+
 import { GradScaler, type GradScalerStateDict } from '@ddp/amp';
+import { autocast, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { clampLogitScale_, clipLoss } from '@ddp/contrastive';
-import { DistributedDataParallel } from '@ddp/reducer';
 import { AdamW, Generator, latestCheckpoint, loadCheckpoint, saveCheckpoint, WarmupCosineLR } from '@ddp/nn';
+import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
@@ -47,20 +48,42 @@ const opts = new Command('clip-train')
   .option('--eval-every <n>', 'zero-shot evaluation every n optimizer steps (0: only at the end)', int, 50)
   .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
   .option('--out <dir>', 'where metrics.jsonl and curves.png go', 'runs/clip')
-  .option('--exit-after <n>', 'stop after n optimizer steps of this run, checkpointing first (a planned interruption)', int)
-  .option('--dump-init <dir>', 'write the initial weights, every batch and the settings there, then exit without training')
+  .option(
+    '--exit-after <n>',
+    'stop after n optimizer steps of this run, checkpointing first (a planned interruption)',
+    int,
+  )
+  .option(
+    '--dump-init <dir>',
+    'write the initial weights, every batch and the settings there, then exit without training',
+  )
   // `pnpm clip -- --steps 9` hands the script a literal `--` first: not an end of options here
   .parse(process.argv.filter((a, i) => !(i === 2 && a === '--')))
   .opts<{
-    steps: number; batchSize: number; lr: number; gradAccum: number; checkpointEvery: number; checkpointDir: string;
-    gradCheckpointing: boolean; resume: boolean; seed: number; evalEvery: number; evalSize: number; out: string; exitAfter?: number;
-    dumpInit?: string; amp?: 'bfloat16' | 'float16';
+    steps: number;
+    batchSize: number;
+    lr: number;
+    gradAccum: number;
+    checkpointEvery: number;
+    checkpointDir: string;
+    gradCheckpointing: boolean;
+    resume: boolean;
+    seed: number;
+    evalEvery: number;
+    evalSize: number;
+    out: string;
+    exitAfter?: number;
+    dumpInit?: string;
+    amp?: 'bfloat16' | 'float16';
   }>();
 
 const group = await initProcessGroup();
 const rank = group.rank;
 const world = group.size;
-if (opts.batchSize < world || opts.gradAccum < 1) throw new InvalidArgumentError(`--batch-size (${opts.batchSize}) must be ≥ the world size (${world}) and --grad-accum ≥ 1`);
+if (opts.batchSize < world || opts.gradAccum < 1)
+  throw new InvalidArgumentError(
+    `--batch-size (${opts.batchSize}) must be ≥ the world size (${world}) and --grad-accum ≥ 1`,
+  );
 
 const generator = new Generator(opts.seed);
 const model = new ClipModel({ generator, gradCheckpointing: opts.gradCheckpointing });
@@ -73,7 +96,11 @@ const optimizer = new AdamW(
   ],
   { lr: opts.lr, betas: [0.9, 0.98], eps: 1e-6 },
 );
-const scheduler = new WarmupCosineLR(optimizer, { warmupSteps: Math.max(1, Math.round(opts.steps * 0.1)), totalSteps: opts.steps, minLr: opts.lr * 0.05 });
+const scheduler = new WarmupCosineLR(optimizer, {
+  warmupSteps: Math.max(1, Math.round(opts.steps * 0.1)),
+  totalSteps: opts.steps,
+  minLr: opts.lr * 0.05,
+});
 
 // the scaler agrees on skipping a step across the ranks; GradScaler({ enabled: false }) is a no-op
 const scaler = new GradScaler({ enabled: opts.amp !== undefined, processGroup: group });
@@ -95,7 +122,10 @@ const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world
 if (opts.dumpInit !== undefined) {
   const { steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery } = opts;
   const run = { world, steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery };
-  if (rank === 0) console.log(`wrote ${(await dumpRun(opts.dumpInit, { model, optimizer, scheduler, train, test, run })).join(', ')}`);
+  if (rank === 0)
+    console.log(
+      `wrote ${(await dumpRun(opts.dumpInit, { model, optimizer, scheduler, train, test, run })).join(', ')}`,
+    );
   await group.barrier().wait();
   model.dispose();
   optimizer.dispose();
@@ -108,7 +138,15 @@ if (rank === 0) await metrics.open(step > 0 ? step : null);
 async function checkpointNow(): Promise<void> {
   if (rank === 0) {
     const position = sampler.position(step * opts.gradAccum);
-    await saveCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator, step, epoch: position.epoch, extra: { sampler: position, seed: opts.seed, scaler: scaler.stateDict() } });
+    await saveCheckpoint(opts.checkpointDir, {
+      model,
+      optimizer,
+      scheduler,
+      generator,
+      step,
+      epoch: position.epoch,
+      extra: { sampler: position, seed: opts.seed, scaler: scaler.stateDict() },
+    });
   }
   await group.barrier().wait();
 }
@@ -140,7 +178,9 @@ while (step < lastStep) {
     const u = step * opts.gradAccum + micro;
     const microStep = async () => {
       const { images, tokens } = train.batch(sampler.indices(u));
-      const features = tidy(() => autocast({ dtype: opts.amp, enabled: opts.amp !== undefined }, () => ddp.forward(images, tokens)));
+      const features = tidy(() =>
+        autocast({ dtype: opts.amp, enabled: opts.amp !== undefined }, () => ddp.forward(images, tokens)),
+      );
       const raw = await clipLoss(features.image, features.text, model.logitScale, { group });
       const loss = tidy(() => scaler.scale(raw.div(opts.gradAccum)));
       raw.dispose();
@@ -162,7 +202,14 @@ while (step < lastStep) {
   step++;
   if (rank === 0) {
     const sps = (opts.batchSize * opts.gradAccum) / ((performance.now() - started) / 1000);
-    await metrics.append({ step, loss: lossSum, lr, samplesPerSec: Math.round(sps), logitScale: Math.exp(model.logitScale.item()), numTensors: tf.memory().numTensors });
+    await metrics.append({
+      step,
+      loss: lossSum,
+      lr,
+      samplesPerSec: Math.round(sps),
+      logitScale: Math.exp(model.logitScale.item()),
+      numTensors: tf.memory().numTensors,
+    });
     bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
   }
   if ((opts.evalEvery > 0 && step % opts.evalEvery === 0) || step === opts.steps) await evaluate();
@@ -170,9 +217,14 @@ while (step < lastStep) {
 }
 bar?.stop();
 if (rank === 0) {
-  const last = metrics.rows().filter((r) => r.zeroShotTop1 !== undefined).at(-1);
+  const last = metrics
+    .rows()
+    .filter((r) => r.zeroShotTop1 !== undefined)
+    .at(-1);
   const files = await metrics.plot();
-  console.log(`final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ${metrics.path}, ${files.join(', ')}`);
+  console.log(
+    `final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ${metrics.path}, ${files.join(', ')}`,
+  );
 }
 model.dispose();
 optimizer.dispose();

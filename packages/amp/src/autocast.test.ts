@@ -1,5 +1,17 @@
 import { readFileSync } from 'node:fs';
-import { type AutocastDtype, autocast, conv2d, crossEntropy, linear, matmul, mul, relu, sum, type Tensor, tensor } from '@ddp/autograd';
+import {
+  type AutocastDtype,
+  autocast,
+  conv2d,
+  crossEntropy,
+  linear,
+  matmul,
+  mul,
+  relu,
+  sum,
+  type Tensor,
+  tensor,
+} from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 
@@ -26,7 +38,10 @@ const fixture = JSON.parse(readFileSync(new URL('./fixtures/amp.json', import.me
 };
 
 type Forward = (...xs: Tensor[]) => Tensor;
-const mlp = (target: number[]): Forward => (x, w1, b1, w2, b2) => crossEntropy(linear(relu(linear(x, w1, b1)), w2, b2), target);
+const mlp =
+  (target: number[]): Forward =>
+  (x, w1, b1, w2, b2) =>
+    crossEntropy(linear(relu(linear(x, w1, b1)), w2, b2), target);
 const forwards: Record<string, (c: Case) => Forward> = {
   matmul: () => (a, b) => matmul(a, b),
   linear: () => (x, w, b) => linear(x, w, b),
@@ -57,7 +72,11 @@ function ulps(a: number, b: number, dtype: AutocastDtype): number {
 }
 
 /** The largest ulp distance and the share of elements equal to torch's bit for bit. */
-function compare(ours: number[], torch: number[], dtype: AutocastDtype = 'bfloat16'): { maxUlps: number; exact: number } {
+function compare(
+  ours: number[],
+  torch: number[],
+  dtype: AutocastDtype = 'bfloat16',
+): { maxUlps: number; exact: number } {
   const u = ours.map((v, i) => ulps(v, torch[i], dtype));
   return { maxUlps: Math.max(...u), exact: u.filter((x) => x === 0).length / u.length };
 }

@@ -7,16 +7,36 @@ type RankResult = { rank: number } & Record<string, Steps>;
 describe('GradScaler across 2 real processes: one rank overflows, both skip', () => {
   it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2', async () => {
     const script = new URL('./test/overflow.child.ts', import.meta.url);
-    const [r0, r1] = (await runWorld<RankResult>({ script, nprocs: 2, timeoutMs: 90_000 })).results as [RankResult, RankResult];
+    const [r0, r1] = (await runWorld<RankResult>({ script, nprocs: 2, timeoutMs: 90_000 })).results as [
+      RankResult,
+      RankResult,
+    ];
     for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
       const [a, b] = [r0[setting], r1[setting]];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps
       const initial = setting === 'ddpFp16Hook' ? 256 : 1024;
-      const want = [[true, initial], [true, 2 * initial], [false, initial], [true, initial], [true, 2 * initial]];
-      expect(a.map(([stepped, scale]) => [stepped, scale]), `${setting} rank 0`).toEqual(want);
-      expect(b.map(([stepped, scale]) => [stepped, scale]), `${setting} rank 1`).toEqual(want);
-      for (const steps of [a, b]) expect(steps[2][2], `${setting}: a skipped step leaves the weights`).toBe(steps[1][2]);
-      if (setting !== 'alone') expect(a.map((s) => s[2]), `${setting}: replicas stay equal`).toEqual(b.map((s) => s[2]));
+      const want = [
+        [true, initial],
+        [true, 2 * initial],
+        [false, initial],
+        [true, initial],
+        [true, 2 * initial],
+      ];
+      expect(
+        a.map(([stepped, scale]) => [stepped, scale]),
+        `${setting} rank 0`,
+      ).toEqual(want);
+      expect(
+        b.map(([stepped, scale]) => [stepped, scale]),
+        `${setting} rank 1`,
+      ).toEqual(want);
+      for (const steps of [a, b])
+        expect(steps[2][2], `${setting}: a skipped step leaves the weights`).toBe(steps[1][2]);
+      if (setting !== 'alone')
+        expect(
+          a.map((s) => s[2]),
+          `${setting}: replicas stay equal`,
+        ).toEqual(b.map((s) => s[2]));
     }
   }, 120_000);
 });

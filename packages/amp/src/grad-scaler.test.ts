@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { GradScaler, GradScalerError } from './index.js';
 import { makeModel, scaledLoss, scalerFixture, scalerOptions } from './test/scaler-run.js';
 
-const close = (ours: ArrayLike<number>, torch: number[]) => torch.forEach((v, i) => {
-  expect(ours[i]).toBeCloseTo(v, 5);
-});
+const close = (ours: ArrayLike<number>, torch: number[]) =>
+  torch.forEach((v, i) => {
+    expect(ours[i]).toBeCloseTo(v, 5);
+  });
 
 describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through overflows", () => {
   it('scale, growth tracker, skipped steps, unscaled gradients and weights match step by step', async () => {
@@ -20,7 +21,12 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
       if (want.unscaledWeightGrad) close(weight.grad!.dataSync(), want.unscaledWeightGrad);
       const stepped = await scaler.step(optimizer);
       scaler.update();
-      expect({ step: i, skipped: !stepped, scale: scaler.getScale(), tracker: scaler.stateDict().growthTracker }).toEqual({
+      expect({
+        step: i,
+        skipped: !stepped,
+        scale: scaler.getScale(),
+        tracker: scaler.stateDict().growthTracker,
+      }).toEqual({
         step: i,
         skipped: want.skipped,
         scale: want.scale,

@@ -1,5 +1,5 @@
-import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { mul, type Tensor } from '@ddp/autograd';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
 
@@ -69,9 +69,11 @@ export class GradScaler {
     this.growthInterval = opts.growthInterval ?? 2000;
     this.enabled = opts.enabled ?? true;
     this.processGroup = opts.processGroup;
-    if (!(this.currentScale > 0 && Number.isFinite(this.currentScale))) throw new GradScalerError(`initScale must be a positive finite number, got ${opts.initScale}`);
+    if (!(this.currentScale > 0 && Number.isFinite(this.currentScale)))
+      throw new GradScalerError(`initScale must be a positive finite number, got ${opts.initScale}`);
     if (!(this.growthFactor > 1)) throw new GradScalerError(`growthFactor must be > 1, got ${this.growthFactor}`);
-    if (!(this.backoffFactor > 0 && this.backoffFactor < 1)) throw new GradScalerError(`backoffFactor must be in (0, 1), got ${this.backoffFactor}`);
+    if (!(this.backoffFactor > 0 && this.backoffFactor < 1))
+      throw new GradScalerError(`backoffFactor must be in (0, 1), got ${this.backoffFactor}`);
     if (!(Number.isInteger(this.growthInterval) && this.growthInterval > 0)) {
       throw new GradScalerError(`growthInterval must be a positive integer, got ${this.growthInterval}`);
     }
@@ -99,7 +101,8 @@ export class GradScaler {
   async unscale_(optimizer: ScalableOptimizer): Promise<void> {
     if (!this.enabled) return;
     const state = this.stateOf(optimizer);
-    if (state.foundInf !== null) throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
+    if (state.foundInf !== null)
+      throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
     if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
     const invScale = f32(1 / this.currentScale);
     let found = false;
@@ -139,11 +142,13 @@ export class GradScaler {
   update(newScale?: number): void {
     if (!this.enabled) return;
     if (newScale !== undefined) {
-      if (!(newScale > 0 && Number.isFinite(newScale))) throw new GradScalerError(`update: newScale must be a positive finite number, got ${newScale}`);
+      if (!(newScale > 0 && Number.isFinite(newScale)))
+        throw new GradScalerError(`update: newScale must be a positive finite number, got ${newScale}`);
       this.currentScale = f32(newScale);
     } else {
       const checked = [...this.perOptimizer.values()].filter((s) => s.foundInf !== null);
-      if (checked.length === 0) throw new GradScalerError('update(): no inf checks were recorded (call step() or unscale_() first)');
+      if (checked.length === 0)
+        throw new GradScalerError('update(): no inf checks were recorded (call step() or unscale_() first)');
       this.adjust(checked.some((s) => s.foundInf));
     }
     this.perOptimizer.clear();
@@ -158,7 +163,8 @@ export class GradScaler {
   loadStateDict(sd: GradScalerStateDict): void {
     const { scale, growthFactor, backoffFactor, growthInterval, growthTracker } = sd;
     const checked = new GradScaler({ initScale: scale, growthFactor, backoffFactor, growthInterval }); // validates them
-    if (!(Number.isInteger(growthTracker) && growthTracker >= 0)) throw new GradScalerError(`growthTracker must be a non-negative integer, got ${growthTracker}`);
+    if (!(Number.isInteger(growthTracker) && growthTracker >= 0))
+      throw new GradScalerError(`growthTracker must be a non-negative integer, got ${growthTracker}`);
     this.currentScale = checked.currentScale;
     this.growthTracker = growthTracker;
     [this.growthFactor, this.backoffFactor, this.growthInterval] = [growthFactor, backoffFactor, growthInterval];

@@ -54,7 +54,9 @@ class Checkpoint extends AutogradFunction {
   }
 
   async backward(ctx: Context, dy: tf.Tensor) {
-    const inputs = ctx.savedTensors.map((x, i) => new Tensor(x.clone(), { requiresGrad: ctx.needsInputGrad[i + 1] ?? false }));
+    const inputs = ctx.savedTensors.map(
+      (x, i) => new Tensor(x.clone(), { requiresGrad: ctx.needsInputGrad[i + 1] ?? false }),
+    );
     const rngNow = snapshot();
     restore(this.rng); // replay the same dropout masks
     let out: Tensor;

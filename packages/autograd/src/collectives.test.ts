@@ -1,8 +1,8 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
+import { mul, sum } from './index.js';
 import { caseInput, cases, caseWeights, runCases } from './test/collective-cases.js';
 import { fakeWorld } from './test/fake-process-group.js';
-import { mul, sum } from './index.js';
 import { disposeAll, expectAllClose } from './test/utils.js';
 
 const N = 3;

@@ -64,7 +64,9 @@ class ReduceScatter extends Collective {
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, op: DiffReduceOp): Promise<tf.Tensor> {
     this.setup(x, 'reduceScatter', group, op);
     if (x.rank === 0 || x.shape[0] % group.size !== 0) {
-      throw new AutogradArgumentError(`rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the group size ${group.size}`);
+      throw new AutogradArgumentError(
+        `rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the group size ${group.size}`,
+      );
     }
     const out = new Float32Array(x.size / group.size);
     await group.reduceScatter(out, await hostCopy(x), { op }).wait();
@@ -74,7 +76,17 @@ class ReduceScatter extends Collective {
     const out = new Float32Array(dy.size * this.group.size);
     await this.group.allGatherInto(out, await hostCopy(dy)).wait();
     const dx = tf.tensor(out, [dy.shape[0] * this.group.size, ...dy.shape.slice(1)]);
-    return [this.op === 'avg' ? tf.tidy(() => { const s = tf.div(dx, this.group.size); dx.dispose(); return s; }) : dx, null, null];
+    return [
+      this.op === 'avg'
+        ? tf.tidy(() => {
+            const s = tf.div(dx, this.group.size);
+            dx.dispose();
+            return s;
+          })
+        : dx,
+      null,
+      null,
+    ];
   }
 }
 
@@ -100,7 +112,8 @@ export const allReduce = (x: Tensor, group: ProcessGroup, opts: { op?: DiffReduc
   AllReduce.applyAsync(x, group, opts.op ?? 'sum');
 
 /** Differentiable all-gather: one Tensor per rank, in group-rank order (equal shapes). */
-export const allGather = (x: Tensor, group: ProcessGroup): Promise<Tensor[]> => AllGather.applyAsync<Tensor[]>(x, group);
+export const allGather = (x: Tensor, group: ProcessGroup): Promise<Tensor[]> =>
+  AllGather.applyAsync<Tensor[]>(x, group);
 
 /** Differentiable reduce-scatter over dim 0 (which must divide by the group size). */
 export const reduceScatter = (x: Tensor, group: ProcessGroup, opts: { op?: DiffReduceOp } = {}): Promise<Tensor> =>

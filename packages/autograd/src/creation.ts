@@ -29,5 +29,7 @@ export const randn = (shape: number[], opts: CreateOptions & { seed?: number } =
   new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed), opts);
 
 /** Uniform samples in [low, high); pass seed for reproducible values. */
-export const rand = (shape: number[], opts: CreateOptions & { seed?: number; low?: number; high?: number } = {}): Tensor =>
-  new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed), opts);
+export const rand = (
+  shape: number[],
+  opts: CreateOptions & { seed?: number; low?: number; high?: number } = {},
+): Tensor => new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed), opts);

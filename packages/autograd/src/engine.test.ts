@@ -4,16 +4,16 @@ import {
   AutogradArgumentError,
   AutogradError,
   AutogradFunction,
+  type Context,
   type FunctionNode,
   GraphFreedError,
-  TensorDisposedError,
   noGrad,
   queueCallback,
   randn,
+  type Tensor,
+  TensorDisposedError,
   tensor,
   tidy,
-  type Context,
-  type Tensor,
 } from './index.js';
 import { disposeAll } from './test/utils.js';
 
@@ -21,7 +21,14 @@ const values = (t: tf.Tensor | null): number[] => Array.from(t!.dataSync());
 
 describe('engine', () => {
   it('computes gradients with broadcasting and accumulates across backward calls', async () => {
-    const a = tensor([[1, 2, 3], [4, 5, 6]], undefined, { requiresGrad: true });
+    const a = tensor(
+      [
+        [1, 2, 3],
+        [4, 5, 6],
+      ],
+      undefined,
+      { requiresGrad: true },
+    );
     const b = tensor([10, 20, 30], undefined, { requiresGrad: true });
     await a.mul(b).add(a).sum().backward();
     expect(values(a.grad)).toEqual([11, 21, 31, 11, 21, 31]);
@@ -80,7 +87,7 @@ describe('engine', () => {
 
   it('awaits an async backward and its queued callbacks', async () => {
     class SlowIdentity extends AutogradFunction {
-          forward(_ctx: Context, x: tf.Tensor) {
+      forward(_ctx: Context, x: tf.Tensor) {
         return x.clone();
       }
       async backward(_ctx: Context, dy: tf.Tensor) {
@@ -227,7 +234,12 @@ describe('engine', () => {
   it.each([true, false])('keeps numTensors flat across training steps (forward in tidy: %s)', async (useTidy) => {
     const w = randn([3, 3], { requiresGrad: true, seed: 1 });
     const x = randn([5, 3], { seed: 2 });
-    const forward = () => x.matmul(w).exp().mean().sub(w.sum({ dim: 0 }).mean());
+    const forward = () =>
+      x
+        .matmul(w)
+        .exp()
+        .mean()
+        .sub(w.sum({ dim: 0 }).mean());
     const step = async () => {
       const loss = useTidy ? tidy(forward) : forward();
       await loss.backward();

@@ -58,7 +58,9 @@ function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
     const replaced = hook(grad);
     if (replaced instanceof tf.Tensor && replaced !== grad) {
       if (!tf.util.arraysEqual(replaced.shape, grad.shape)) {
-        throw new AutogradArgumentError(`a hook returned a gradient of shape [${replaced.shape}] for one of shape [${grad.shape}]`);
+        throw new AutogradArgumentError(
+          `a hook returned a gradient of shape [${replaced.shape}] for one of shape [${grad.shape}]`,
+        );
       }
       grad.dispose();
       grad = replaced;
@@ -84,7 +86,9 @@ function accumulate(node: AccumulateGrad, incoming: tf.Tensor, run: BackwardRun)
 function normalise(result: GradResult, n: number, name: string): (tf.Tensor | null)[] {
   const list = Array.isArray(result) ? result : [result];
   if (list.length !== n) {
-    throw new AutogradError(`${name}.backward returned ${list.length} gradients, expected ${n} (one per forward argument)`);
+    throw new AutogradError(
+      `${name}.backward returned ${list.length} gradients, expected ${n} (one per forward argument)`,
+    );
   }
   return list.map((g) => g ?? null);
 }
@@ -92,7 +96,9 @@ function normalise(result: GradResult, n: number, name: string): (tf.Tensor | nu
 async function callFunction(node: FunctionNode, grads: tf.Tensor[]): Promise<(tf.Tensor | null)[]> {
   const { fn, ctx } = node;
   if (ctx.isFreed) throw new GraphFreedError(node.name);
-  const result = fn.backwardIsAsync ? await fn.backward(ctx, ...grads) : tf.tidy(() => keepAll(fn.backward(ctx, ...grads)) as tf.Tensor[]);
+  const result = fn.backwardIsAsync
+    ? await fn.backward(ctx, ...grads)
+    : tf.tidy(() => keepAll(fn.backward(ctx, ...grads)) as tf.Tensor[]);
   return normalise(result as GradResult, node.next.length, node.name);
 }
 
@@ -111,7 +117,13 @@ type Buffers = Map<Node, (tf.Tensor | null)[]>;
 const emptyBuffer = (node: Node) => Array<tf.Tensor | null>(node.numOutputs).fill(null);
 
 /** Adds a node's input gradients into the buffers of the nodes they flow to; queues those now complete. */
-function route(node: FunctionNode, inputGrads: (tf.Tensor | null)[], buffers: Buffers, deps: Map<Node, number>, ready: Node[]): void {
+function route(
+  node: FunctionNode,
+  inputGrads: (tf.Tensor | null)[],
+  buffers: Buffers,
+  deps: Map<Node, number>,
+  ready: Node[],
+): void {
   // the same tensor returned for two inputs (add's dy) gets a handle per input before routing
   const distinct = inputGrads.map((g, i) => (g !== null && inputGrads.indexOf(g) < i ? g.clone() : g));
   node.next.forEach((edge, i) => {
@@ -138,7 +150,13 @@ function route(node: FunctionNode, inputGrads: (tf.Tensor | null)[], buffers: Bu
 }
 
 /** Runs the graph below root, then awaits hook promises and runs queued callbacks. */
-async function execute(root: Tensor, rootGrad: tf.Tensor, deps: Map<Node, number>, opts: BackwardOptions, run: BackwardRun): Promise<void> {
+async function execute(
+  root: Tensor,
+  rootGrad: tf.Tensor,
+  deps: Map<Node, number>,
+  opts: BackwardOptions,
+  run: BackwardRun,
+): Promise<void> {
   const rootNode = root.isLeaf ? root.gradAccumulator() : root.gradFn!;
   const buffers: Buffers = new Map([[rootNode, emptyBuffer(rootNode)]]);
   buffers.get(rootNode)![root.outputIndex] = rootGrad;
@@ -154,7 +172,9 @@ async function execute(root: Tensor, rootGrad: tf.Tensor, deps: Map<Node, number
         continue;
       }
       const fnNode = node as FunctionNode;
-      const gradOutputs = incoming.map((g, i) => (g === null ? tf.zeros(fnNode.outputShapes[i]) : runTensorHooks(fnNode.outputs[i], g)));
+      const gradOutputs = incoming.map((g, i) =>
+        g === null ? tf.zeros(fnNode.outputShapes[i]) : runTensorHooks(fnNode.outputs[i], g),
+      );
       let inputGrads: (tf.Tensor | null)[] = [];
       try {
         inputGrads = await callFunction(fnNode, gradOutputs);

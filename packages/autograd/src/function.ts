@@ -33,14 +33,18 @@ export abstract class AutogradFunction {
     const { ctx, unwrapped } = prepare(args);
     const out = tf.tidy(() => {
       const r = fn.forward(ctx, ...unwrapped);
-      if (r instanceof Promise) throw new AutogradArgumentError(`${fn.constructor.name}: async forward needs applyAsync()`);
+      if (r instanceof Promise)
+        throw new AutogradArgumentError(`${fn.constructor.name}: async forward needs applyAsync()`);
       return r;
     });
     return wrapOutputs(fn, ctx, args, unwrapped, out) as T;
   }
 
   /** Applies a Function whose forward is async (e.g. a collective). */
-  static async applyAsync<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): Promise<T> {
+  static async applyAsync<T extends Tensor | Tensor[] = Tensor>(
+    this: new () => AutogradFunction,
+    ...args: unknown[]
+  ): Promise<T> {
     const fn = new this();
     const { ctx, unwrapped } = prepare(args);
     const out = await fn.forward(ctx, ...unwrapped);
@@ -82,17 +86,31 @@ function prepare(args: unknown[]): { ctx: Context; unwrapped: unknown[] } {
 }
 
 function edgeTo(t: Tensor): Edge {
-  return t.gradFn === null ? { node: t.gradAccumulator(), outputIndex: 0 } : { node: t.gradFn, outputIndex: t.outputIndex };
+  return t.gradFn === null
+    ? { node: t.gradAccumulator(), outputIndex: 0 }
+    : { node: t.gradFn, outputIndex: t.outputIndex };
 }
 
-function wrapOutputs(fn: AutogradFunction, ctx: Context, args: unknown[], unwrapped: unknown[], out: ForwardResult): Tensor | Tensor[] {
+function wrapOutputs(
+  fn: AutogradFunction,
+  ctx: Context,
+  args: unknown[],
+  unwrapped: unknown[],
+  out: ForwardResult,
+): Tensor | Tensor[] {
   const list = Array.isArray(out) ? out : [out];
   // A forward may hand back an input unchanged; give the output its own handle so ownership stays separate.
   const own = list.map((t) => (unwrapped.includes(t) ? t.clone() : t));
   const outputs = own.map((t) => new Tensor(t));
   if (ctx.recording) {
     const next = args.map((a, i) => (ctx.needsInputGrad[i] ? edgeTo(a as Tensor) : null));
-    const node = new FunctionNode(fn, ctx, next, outputs, own.map((t) => t.shape));
+    const node = new FunctionNode(
+      fn,
+      ctx,
+      next,
+      outputs,
+      own.map((t) => t.shape),
+    );
     for (const edge of next) edge?.node.addRef();
     for (const [i, t] of outputs.entries()) {
       if (t.dtype !== 'float32') continue; // integer outputs (indices, masks) carry no gradient

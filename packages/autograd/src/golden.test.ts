@@ -2,15 +2,29 @@ import { readFileSync } from 'node:fs';
 import { setBackend, tf } from '@ddp/tensor';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  batchNormStats, conv2d, crossEntropy, embedding, gelu, layerNorm, linear, logSoftmax, maskedFill,
-  matmul, maxPool2d, softmax, tensor, tidy, type Tensor,
+  batchNormStats,
+  conv2d,
+  crossEntropy,
+  embedding,
+  gelu,
+  layerNorm,
+  linear,
+  logSoftmax,
+  maskedFill,
+  matmul,
+  maxPool2d,
+  softmax,
+  type Tensor,
+  tensor,
+  tidy,
 } from './index.js';
 
 interface Golden {
   inputs: Record<string, { shape: number[]; data: number[] } | number[] | number[][]>;
   outputs: Record<string, { shape: number[]; data: number[] }>;
 }
-const load = (name: string): Golden => JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8'));
+const load = (name: string): Golden =>
+  JSON.parse(readFileSync(new URL(`./fixtures/${name}.json`, import.meta.url), 'utf8'));
 
 function causalSelfAttention(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, wo: Tensor): Tensor {
   const [b, t, d] = x.shape as [number, number, number];
@@ -26,8 +40,18 @@ function causalSelfAttention(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, wo: 
 }
 
 /** Each op: which inputs are differentiable leaves, and how to compute y from them. */
-const cases: Record<string, { leaves: string[]; run: (v: Record<string, Tensor>, raw: Golden['inputs']) => Tensor; grads?: Record<string, string> }> = {
-  op_causal_self_attention: { leaves: ['x', 'Wq', 'Wk', 'Wv', 'Wo'], run: (v) => causalSelfAttention(v.x, v.Wq, v.Wk, v.Wv, v.Wo) },
+const cases: Record<
+  string,
+  {
+    leaves: string[];
+    run: (v: Record<string, Tensor>, raw: Golden['inputs']) => Tensor;
+    grads?: Record<string, string>;
+  }
+> = {
+  op_causal_self_attention: {
+    leaves: ['x', 'Wq', 'Wk', 'Wv', 'Wo'],
+    run: (v) => causalSelfAttention(v.x, v.Wq, v.Wk, v.Wv, v.Wo),
+  },
   op_conv2d: { leaves: ['x', 'w', 'b'], run: (v) => conv2d(v.x, v.w, v.b, { padding: 1 }) },
   op_conv2d_s2: { leaves: ['x', 'w'], run: (v) => conv2d(v.x, v.w, null, { stride: 2 }) },
   op_cross_entropy: { leaves: ['logits'], run: (v, raw) => crossEntropy(v.logits, raw.labels as number[]) },
@@ -51,7 +75,11 @@ const cases: Record<string, { leaves: string[]; run: (v: Record<string, Tensor>,
   ...Object.fromEntries(
     (['mean', 'sum', 'none'] as const).map((reduction) => [
       `op_cross_entropy_ignore_${reduction}`,
-      { leaves: ['logits'], run: (v: Record<string, Tensor>, raw: Golden['inputs']) => crossEntropy(v.logits, raw.labels as number[], { reduction }) },
+      {
+        leaves: ['logits'],
+        run: (v: Record<string, Tensor>, raw: Golden['inputs']) =>
+          crossEntropy(v.logits, raw.labels as number[], { reduction }),
+      },
     ]),
   ),
   batchnorm2d_n4_c3: {
@@ -95,7 +123,8 @@ for (const backend of ['cpu', 'wasm'] as const) {
         await y.backward(dyT);
         dyT.dispose();
         y.dispose();
-        for (const k of spec.leaves) expectClose(leaves[k].grad, g.outputs[spec.grads?.[k] ?? `grad_${k}`], `${name} grad_${k}`);
+        for (const k of spec.leaves)
+          expectClose(leaves[k].grad, g.outputs[spec.grads?.[k] ?? `grad_${k}`], `${name} grad_${k}`);
         for (const t of Object.values(leaves)) t.dispose();
         expect(tf.memory().numTensors, 'tensors leaked').toBe(before);
       });

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { AutogradFunction, gradcheck, randn, type Context, type Tensor } from './index.js';
+import { AutogradFunction, type Context, gradcheck, randn, type Tensor } from './index.js';
 
 class WrongSquare extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor) {

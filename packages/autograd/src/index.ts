@@ -1,27 +1,39 @@
 import './methods.js';
 
-export { Tensor, type RemovableHandle } from './tensor.js';
+export { type AutocastDtype, type AutocastOptions, autocast, autocastDtype, roundToPrecision } from './autocast.js';
+export { checkpoint, type RngStateSource, registerCheckpointRngState } from './checkpoint.js';
+export { allGather, allReduce, broadcast, type DiffReduceOp, reduceScatter } from './collectives.js';
+export { type CreateOptions, fromTf, full, ones, rand, randn, tensor, zeros } from './creation.js';
+export { type BackwardOptions, backward, queueCallback } from './engine.js';
+export { AutogradArgumentError, AutogradError, GraphFreedError, TensorDisposedError } from './errors.js';
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
-export { Context, Node, AccumulateGrad, type Edge, type TensorHook, type PostAccumulateGradHook } from './node.js';
-export { backward, queueCallback, type BackwardOptions } from './engine.js';
-export { noGrad, enableGrad, isGradEnabled } from './grad-mode.js';
-export { autocast, autocastDtype, roundToPrecision, type AutocastDtype, type AutocastOptions } from './autocast.js';
-export { tidy } from './scope.js';
-export { AutogradError, AutogradArgumentError, GraphFreedError, TensorDisposedError } from './errors.js';
-export { tensor, fromTf, zeros, ones, full, randn, rand, type CreateOptions } from './creation.js';
+export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
+export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';
+export { AccumulateGrad, Context, type Edge, Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
+export { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
+export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
 export { sumToShape } from './ops/broadcast.js';
-export { add, sub, mul, div, pow, type Operand } from './ops/arithmetic.js';
-export { neg, exp, log, sqrt, square, abs } from './ops/unary.js';
-export { matmul, linear } from './ops/matmul.js';
-export { sum, mean, max, min, type ReduceOptions } from './ops/reduce.js';
-export { reshape, permute, transpose, unsqueeze, squeeze, flatten } from './ops/shape.js';
-export { gradcheck, type GradcheckOptions, type GradcheckResult } from './gradcheck.js';
-export { tanh, sigmoid, relu, gelu, logSigmoid } from './ops/activation.js';
-export { softmax, logSoftmax } from './ops/softmax.js';
-export { concat, cat, split, slice, narrow, indexSelect, pad, where, maskedFill, embedding, type Indices } from './ops/indexing.js';
 export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
-export { layerNorm, batchNormStats, l2Normalize } from './ops/norm.js';
-export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { dropout, manualSeed } from './ops/dropout.js';
-export { checkpoint, registerCheckpointRngState, type RngStateSource } from './checkpoint.js';
-export { allReduce, allGather, reduceScatter, broadcast, type DiffReduceOp } from './collectives.js';
+export {
+  cat,
+  concat,
+  embedding,
+  type Indices,
+  indexSelect,
+  maskedFill,
+  narrow,
+  pad,
+  slice,
+  split,
+  where,
+} from './ops/indexing.js';
+export { crossEntropy, mse, type Reduction } from './ops/loss.js';
+export { linear, matmul } from './ops/matmul.js';
+export { batchNormStats, l2Normalize, layerNorm } from './ops/norm.js';
+export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
+export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
+export { logSoftmax, softmax } from './ops/softmax.js';
+export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
+export { tidy } from './scope.js';
+export { type RemovableHandle, Tensor } from './tensor.js';

@@ -1,13 +1,13 @@
+import type { tf } from '@ddp/tensor';
+import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 import { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
+import { indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
+import { l2Normalize } from './ops/norm.js';
 import { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 import { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
-import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
-import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
-import { indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
-import { l2Normalize } from './ops/norm.js';
 import { logSoftmax, softmax } from './ops/softmax.js';
-import type { tf } from '@ddp/tensor';
+import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 import { Tensor } from './tensor.js';
 
 // Torch-like method forms of the ops (x.add(y), x.sum({ dim: 1 })...), attached to the prototype.
@@ -55,42 +55,116 @@ declare module './tensor.js' {
 
 type Method = (this: Tensor, ...args: never[]) => Tensor | Tensor[];
 const methods: Record<string, Method> = {
-  add(o: Operand) { return add(this, o); },
-  sub(o: Operand) { return sub(this, o); },
-  mul(o: Operand) { return mul(this, o); },
-  div(o: Operand) { return div(this, o); },
-  pow(e: Operand) { return pow(this, e); },
-  matmul(o: Tensor, opts?: { transposeA?: boolean; transposeB?: boolean }) { return matmul(this, o, opts); },
-  neg() { return neg(this); },
-  exp() { return exp(this); },
-  log() { return log(this); },
-  sqrt() { return sqrt(this); },
-  square() { return square(this); },
-  abs() { return abs(this); },
-  sum(opts?: ReduceOptions) { return sum(this, opts); },
-  mean(opts?: ReduceOptions) { return mean(this, opts); },
-  max(opts?: ReduceOptions) { return max(this, opts); },
-  min(opts?: ReduceOptions) { return min(this, opts); },
-  reshape(shape: number[]) { return reshape(this, shape); },
-  view(shape: number[]) { return reshape(this, shape); },
-  permute(dims: number[]) { return permute(this, dims); },
-  transpose(d0?: number, d1?: number) { return transpose(this, d0, d1); },
-  unsqueeze(dim: number) { return unsqueeze(this, dim); },
-  squeeze(dim?: number) { return squeeze(this, dim); },
-  flatten(s?: number, e?: number) { return flatten(this, s, e); },
-  tanh() { return tanh(this); },
-  sigmoid() { return sigmoid(this); },
-  relu() { return relu(this); },
-  gelu(opts?: { approximate?: 'none' | 'tanh' }) { return gelu(this, opts); },
-  logSigmoid() { return logSigmoid(this); },
-  softmax(dim?: number) { return softmax(this, dim); },
-  logSoftmax(dim?: number) { return logSoftmax(this, dim); },
-  split(s: number | number[], dim?: number) { return split(this, s, dim); },
-  slice(begin: number[], size: number[]) { return slice(this, begin, size); },
-  narrow(dim: number, start: number, length: number) { return narrow(this, dim, start, length); },
-  indexSelect(dim: number, idx: number[] | tf.Tensor | Tensor) { return indexSelect(this, dim, idx); },
-  pad(p: [number, number][], value?: number) { return pad(this, p, value); },
-  maskedFill(mask: Tensor | tf.Tensor, value: number) { return maskedFill(this, mask, value); },
-  l2Normalize(dim?: number, eps?: number) { return l2Normalize(this, dim, eps); },
+  add(o: Operand) {
+    return add(this, o);
+  },
+  sub(o: Operand) {
+    return sub(this, o);
+  },
+  mul(o: Operand) {
+    return mul(this, o);
+  },
+  div(o: Operand) {
+    return div(this, o);
+  },
+  pow(e: Operand) {
+    return pow(this, e);
+  },
+  matmul(o: Tensor, opts?: { transposeA?: boolean; transposeB?: boolean }) {
+    return matmul(this, o, opts);
+  },
+  neg() {
+    return neg(this);
+  },
+  exp() {
+    return exp(this);
+  },
+  log() {
+    return log(this);
+  },
+  sqrt() {
+    return sqrt(this);
+  },
+  square() {
+    return square(this);
+  },
+  abs() {
+    return abs(this);
+  },
+  sum(opts?: ReduceOptions) {
+    return sum(this, opts);
+  },
+  mean(opts?: ReduceOptions) {
+    return mean(this, opts);
+  },
+  max(opts?: ReduceOptions) {
+    return max(this, opts);
+  },
+  min(opts?: ReduceOptions) {
+    return min(this, opts);
+  },
+  reshape(shape: number[]) {
+    return reshape(this, shape);
+  },
+  view(shape: number[]) {
+    return reshape(this, shape);
+  },
+  permute(dims: number[]) {
+    return permute(this, dims);
+  },
+  transpose(d0?: number, d1?: number) {
+    return transpose(this, d0, d1);
+  },
+  unsqueeze(dim: number) {
+    return unsqueeze(this, dim);
+  },
+  squeeze(dim?: number) {
+    return squeeze(this, dim);
+  },
+  flatten(s?: number, e?: number) {
+    return flatten(this, s, e);
+  },
+  tanh() {
+    return tanh(this);
+  },
+  sigmoid() {
+    return sigmoid(this);
+  },
+  relu() {
+    return relu(this);
+  },
+  gelu(opts?: { approximate?: 'none' | 'tanh' }) {
+    return gelu(this, opts);
+  },
+  logSigmoid() {
+    return logSigmoid(this);
+  },
+  softmax(dim?: number) {
+    return softmax(this, dim);
+  },
+  logSoftmax(dim?: number) {
+    return logSoftmax(this, dim);
+  },
+  split(s: number | number[], dim?: number) {
+    return split(this, s, dim);
+  },
+  slice(begin: number[], size: number[]) {
+    return slice(this, begin, size);
+  },
+  narrow(dim: number, start: number, length: number) {
+    return narrow(this, dim, start, length);
+  },
+  indexSelect(dim: number, idx: number[] | tf.Tensor | Tensor) {
+    return indexSelect(this, dim, idx);
+  },
+  pad(p: [number, number][], value?: number) {
+    return pad(this, p, value);
+  },
+  maskedFill(mask: Tensor | tf.Tensor, value: number) {
+    return maskedFill(this, mask, value);
+  },
+  l2Normalize(dim?: number, eps?: number) {
+    return l2Normalize(this, dim, eps);
+  },
 };
 Object.assign(Tensor.prototype, methods);

@@ -1,5 +1,5 @@
 import type { tf } from '@ddp/tensor';
-import { backward, type BackwardOptions } from './engine.js';
+import { type BackwardOptions, backward } from './engine.js';
 import { AutogradArgumentError, TensorDisposedError } from './errors.js';
 import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
 import { trackTensor } from './scope.js';
@@ -119,7 +119,8 @@ export class Tensor {
   }
 
   item(): number {
-    if (this.size !== 1) throw new AutogradArgumentError(`item() needs a one-element tensor, got shape [${this.shape}]`);
+    if (this.size !== 1)
+      throw new AutogradArgumentError(`item() needs a one-element tensor, got shape [${this.shape}]`);
     return this.data.dataSync()[0];
   }
   dataSync(): tf.TypedArray {
@@ -161,7 +162,8 @@ export class Tensor {
 
   /** Registers a hook on the gradient w.r.t. this tensor; it may return a replacement. */
   registerHook(hook: TensorHook): RemovableHandle {
-    if (!this.requiresGrad) throw new AutogradArgumentError("can't register a hook on a tensor that doesn't require grad");
+    if (!this.requiresGrad)
+      throw new AutogradArgumentError("can't register a hook on a tensor that doesn't require grad");
     return addHook(this.hooks, hook);
   }
 

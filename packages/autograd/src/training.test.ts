@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { mlp, sgdStep, transformer, type Model } from './test/models.js';
+import { type Model, mlp, sgdStep, transformer } from './test/models.js';
 
 /** Trains for `steps` SGD steps; returns the first and last loss and numTensors after steps 10 and last. */
 async function train(model: Model, steps: number, lr: number) {

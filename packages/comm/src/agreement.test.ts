@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
 import { phase, wrongAgreement, wrongAverages } from './test/agreement-expect.js';
+import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
 import { explain, runWorld } from './test/spawn-world.js';
 
 /**
@@ -15,13 +15,25 @@ describe.each(['default', 'uds'])('every rank raises (%s transport)', (transport
   it(`${differ}: a typed error on every rank, then on every later call`, async () => {
     const args = [...Object.keys(MISMATCHES), ...Object.keys(BAD_CALLS)];
     const out = await runWorld({ worldSize: 3, script: 'agreement.child.ts', args, env, timeoutMs: 100_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     expect(wrongAgreement(out)).toEqual([]);
   }, 120_000);
 
   it('a group used after destroyProcessGroup: NotInitializedError at once; its live peers: PeerLostError', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'agreement.child.ts', args: ['destroyed'], env, timeoutMs: 40_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    const out = await runWorld({
+      worldSize: 3,
+      script: 'agreement.child.ts',
+      args: ['destroyed'],
+      env,
+      timeoutMs: 40_000,
+    });
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     const [r0, r1, r2] = out.map((o) => phase(o, 'destroyed'));
     expect(r0?.name, r0?.message).toBe('NotInitializedError');
     expect(r0?.message).toMatch(/rank 0: allReduce .*destroyProcessGroup/);
@@ -36,7 +48,10 @@ describe.each(['default', 'uds'])('AVG near the dtype limit (%s transport)', (tr
   it('overflowing sums average to finite values, ordinary ones bit-exact, identical on every rank', async () => {
     const env: Record<string, string> = transport === 'uds' ? { DDP_TRANSPORT: 'uds' } : {};
     const out = await runWorld({ worldSize: 3, script: 'average.child.ts', env, timeoutMs: 100_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     expect(wrongAverages(out)).toEqual([]);
   }, 120_000);
 });

@@ -17,8 +17,17 @@ describe('collectives across real processes', () => {
   for (const { worldSize, transport } of worlds) {
     it(`world of ${worldSize} (${transport} transport): every collective, op and dtype at sizes 0, 1, 7${worldSize >= 3 ? ' and 17 MiB' : ''}`, async () => {
       const env: Record<string, string> = transport === 'default' ? {} : { DDP_TRANSPORT: transport };
-      const out = await runWorld({ worldSize, script: 'collectives.child.ts', args: worldSize >= 3 ? ['--large'] : [], timeoutMs: 200_000, env });
-      expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+      const out = await runWorld({
+        worldSize,
+        script: 'collectives.child.ts',
+        args: worldSize >= 3 ? ['--large'] : [],
+        timeoutMs: 200_000,
+        env,
+      });
+      expect(
+        out.every((o) => o.code === 0),
+        explain(out),
+      ).toBe(true);
       for (const o of out) {
         const s = o.results[0] as Summary;
         expect(s.failures).toEqual([]);

@@ -1,9 +1,9 @@
-import type { HostLayout } from './host-layout.js';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { CommError, deserializeError, serializeError } from './errors.js';
+import type { HostLayout } from './host-layout.js';
 import type { PeerAddress } from './transport/socket-io.js';
 import type { FromWorker, InitRequest, OpRequest, OpResult, ToWorker } from './worker/protocol.js';
 
@@ -29,7 +29,10 @@ type Waiter = { resolve: (m: FromWorker) => void; reject: (e: CommError) => void
 export class CommThread {
   private readonly worker: Worker;
   private nextId = 1;
-  private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
+  private readonly ops = new Map<
+    number,
+    { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }
+  >();
   private control: Waiter | null = null;
   private dead: CommError | null = null;
   /** Set as destroyProcessGroup starts: no op may start after it. */
@@ -38,8 +41,12 @@ export class CommThread {
   private constructor(private readonly rank: number) {
     this.worker = startWorker();
     this.worker.on('message', (m: FromWorker) => this.onMessage(m));
-    this.worker.on('error', (e) => this.die(new CommError(`rank ${rank}: comm worker crashed: ${e.message}`, { rank })));
-    this.worker.on('exit', (code) => this.die(new CommError(`rank ${rank}: comm worker exited (code ${code})`, { rank })));
+    this.worker.on('error', (e) =>
+      this.die(new CommError(`rank ${rank}: comm worker crashed: ${e.message}`, { rank })),
+    );
+    this.worker.on('exit', (code) =>
+      this.die(new CommError(`rank ${rank}: comm worker exited (code ${code})`, { rank })),
+    );
   }
 
   /** Starts the worker and its listeners; returns the thread and this rank's address. */
@@ -56,7 +63,12 @@ export class CommThread {
   /** Tells the comm thread that the main thread's executor poisoned a group. */
   poison(groupId: number, err: CommError): void {
     if (this.dead) return;
-    this.worker.postMessage({ type: 'poison', groupId, error: serializeError(err), announce: false } satisfies ToWorker);
+    this.worker.postMessage({
+      type: 'poison',
+      groupId,
+      error: serializeError(err),
+      announce: false,
+    } satisfies ToWorker);
   }
 
   /** A call failed on this rank before reaching an executor: the comm thread aborts the group on every member. */

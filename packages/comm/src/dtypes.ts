@@ -28,7 +28,8 @@ export const OP_CODE = {
 } as const;
 export type OpName = keyof typeof OP_CODE;
 
-const byCode = <T extends string>(table: Record<T, number>) => Object.fromEntries(Object.entries(table).map(([k, v]) => [v, k])) as Record<number, T>;
+const byCode = <T extends string>(table: Record<T, number>) =>
+  Object.fromEntries(Object.entries(table).map(([k, v]) => [v, k])) as Record<number, T>;
 export const DTYPE_NAME = byCode(DTYPE_CODE);
 export const REDUCE_NAME = byCode(REDUCE_CODE);
 export const OP_NAME = byCode(OP_CODE);
@@ -38,7 +39,8 @@ export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
   if (a instanceof Float64Array) return 'float64';
   if (a instanceof Int32Array) return 'int32';
   if (a instanceof Uint16Array) {
-    if (half !== 'float16' && half !== 'bfloat16') throw new InvalidArgumentError("a Uint16Array needs opts.dtype 'float16' or 'bfloat16'");
+    if (half !== 'float16' && half !== 'bfloat16')
+      throw new InvalidArgumentError("a Uint16Array needs opts.dtype 'float16' or 'bfloat16'");
     return half;
   }
   throw new InvalidArgumentError(`unsupported array type ${(a as object).constructor?.name}`);
@@ -82,7 +84,10 @@ export function sharedArray<C extends ArrayCtor>(ctor: C, length: number): Insta
 export function reduceOpOf(op: ReduceOp | undefined, what: string): ReduceOp {
   if (op === undefined) return 'sum';
   if (typeof op !== 'string' || !Object.hasOwn(REDUCE_CODE, op)) {
-    throw new InvalidArgumentError(`${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`, { op: what });
+    throw new InvalidArgumentError(
+      `${what}: unknown reduce op ${JSON.stringify(op)} (expected one of ${Object.keys(REDUCE_CODE).join(', ')})`,
+      { op: what },
+    );
   }
   return op;
 }

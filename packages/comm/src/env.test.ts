@@ -3,16 +3,61 @@ import { DEFAULT_RUN_ID, firstSlurmHost, INSECURE_DEFAULT_SECRET, readLaunchEnv 
 
 describe('readLaunchEnv', () => {
   it('reads the torchrun variables first', () => {
-    const e = readLaunchEnv({ RANK: '2', WORLD_SIZE: '4', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '10.0.0.1', MASTER_PORT: '1234', DDP_SECRET: 's', OMPI_COMM_WORLD_RANK: '9' });
-    expect(e).toMatchObject({ rank: 2, worldSize: 4, localRank: 0, localWorldSize: 2, masterAddr: '10.0.0.1', masterPort: 1234, secret: 's', source: 'torchrun' });
+    const e = readLaunchEnv({
+      RANK: '2',
+      WORLD_SIZE: '4',
+      LOCAL_RANK: '0',
+      LOCAL_WORLD_SIZE: '2',
+      MASTER_ADDR: '10.0.0.1',
+      MASTER_PORT: '1234',
+      DDP_SECRET: 's',
+      OMPI_COMM_WORLD_RANK: '9',
+    });
+    expect(e).toMatchObject({
+      rank: 2,
+      worldSize: 4,
+      localRank: 0,
+      localWorldSize: 2,
+      masterAddr: '10.0.0.1',
+      masterPort: 1234,
+      secret: 's',
+      source: 'torchrun',
+    });
   });
   it("falls back to Open MPI's variables", () => {
-    const e = readLaunchEnv({ OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '3', OMPI_COMM_WORLD_LOCAL_RANK: '1', OMPI_COMM_WORLD_LOCAL_SIZE: '3' });
-    expect(e).toMatchObject({ rank: 1, worldSize: 3, localRank: 1, localWorldSize: 3, masterAddr: '127.0.0.1', masterPort: 29500, source: 'openmpi', secret: INSECURE_DEFAULT_SECRET });
+    const e = readLaunchEnv({
+      OMPI_COMM_WORLD_RANK: '1',
+      OMPI_COMM_WORLD_SIZE: '3',
+      OMPI_COMM_WORLD_LOCAL_RANK: '1',
+      OMPI_COMM_WORLD_LOCAL_SIZE: '3',
+    });
+    expect(e).toMatchObject({
+      rank: 1,
+      worldSize: 3,
+      localRank: 1,
+      localWorldSize: 3,
+      masterAddr: '127.0.0.1',
+      masterPort: 29500,
+      source: 'openmpi',
+      secret: INSECURE_DEFAULT_SECRET,
+    });
   });
   it("falls back to Slurm's variables and its first node", () => {
-    const e = readLaunchEnv({ SLURM_PROCID: '5', SLURM_NTASKS: '8', SLURM_LOCALID: '1', SLURM_NODELIST: 'gpu[03-06,09],cpu1', SLURM_NTASKS_PER_NODE: '2(x4)' });
-    expect(e).toMatchObject({ rank: 5, worldSize: 8, localRank: 1, localWorldSize: 2, masterAddr: 'gpu03', source: 'slurm' });
+    const e = readLaunchEnv({
+      SLURM_PROCID: '5',
+      SLURM_NTASKS: '8',
+      SLURM_LOCALID: '1',
+      SLURM_NODELIST: 'gpu[03-06,09],cpu1',
+      SLURM_NTASKS_PER_NODE: '2(x4)',
+    });
+    expect(e).toMatchObject({
+      rank: 5,
+      worldSize: 8,
+      localRank: 1,
+      localWorldSize: 2,
+      masterAddr: 'gpu03',
+      source: 'slurm',
+    });
   });
   it('parses Slurm node lists', () => {
     expect(firstSlurmHost('node7')).toBe('node7');
@@ -41,17 +86,48 @@ describe('readLaunchEnv', () => {
   it.each<[string, Record<string, string>, Record<string, unknown>]>([
     [
       'Kubeflow Trainer v2, one process per node started without ddp-run',
-      { PET_NNODES: '3', PET_NPROC_PER_NODE: '1', PET_NODE_RANK: '2', PET_MASTER_ADDR: 'tj-node-0-0.tj', PET_MASTER_PORT: '29400' },
-      { rank: 2, worldSize: 3, localRank: 0, localWorldSize: 1, masterAddr: 'tj-node-0-0.tj', masterPort: 29400, runId: 'kubeflow-tj-node-0-0.tj', source: 'kubeflow' },
+      {
+        PET_NNODES: '3',
+        PET_NPROC_PER_NODE: '1',
+        PET_NODE_RANK: '2',
+        PET_MASTER_ADDR: 'tj-node-0-0.tj',
+        PET_MASTER_PORT: '29400',
+      },
+      {
+        rank: 2,
+        worldSize: 3,
+        localRank: 0,
+        localWorldSize: 1,
+        masterAddr: 'tj-node-0-0.tj',
+        masterPort: 29400,
+        runId: 'kubeflow-tj-node-0-0.tj',
+        source: 'kubeflow',
+      },
     ],
     [
       'PyTorchJob ≥ 1.7 (RANK counts pods, PET_* too), started without ddp-run',
-      { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'pj-master-0', MASTER_PORT: '23456', PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '1' },
+      {
+        RANK: '1',
+        WORLD_SIZE: '2',
+        MASTER_ADDR: 'pj-master-0',
+        MASTER_PORT: '23456',
+        PET_NNODES: '2',
+        PET_NODE_RANK: '1',
+        PET_NPROC_PER_NODE: '1',
+      },
       { rank: 1, worldSize: 2, localRank: 0, masterAddr: 'pj-master-0', masterPort: 23456, source: 'kubeflow' },
     ],
     [
-      'a rank of ddp-run inside a Kubeflow pod: its own variables, not the pod\'s',
-      { RANK: '3', WORLD_SIZE: '4', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: 'm', PET_NNODES: '2', PET_NPROC_PER_NODE: '2' },
+      "a rank of ddp-run inside a Kubeflow pod: its own variables, not the pod's",
+      {
+        RANK: '3',
+        WORLD_SIZE: '4',
+        LOCAL_RANK: '1',
+        LOCAL_WORLD_SIZE: '2',
+        MASTER_ADDR: 'm',
+        PET_NNODES: '2',
+        PET_NPROC_PER_NODE: '2',
+      },
       { rank: 3, worldSize: 4, localRank: 1, source: 'torchrun' },
     ],
     [
@@ -61,7 +137,15 @@ describe('readLaunchEnv', () => {
     ],
     [
       'srun --ntasks-per-node=2 node train.ts',
-      { SLURM_PROCID: '3', SLURM_NTASKS: '4', SLURM_LOCALID: '1', SLURM_NTASKS_PER_NODE: '2', SLURM_STEP_NODELIST: 'c[1-2]', SLURM_JOB_ID: '7', SLURM_STEP_ID: '0' },
+      {
+        SLURM_PROCID: '3',
+        SLURM_NTASKS: '4',
+        SLURM_LOCALID: '1',
+        SLURM_NTASKS_PER_NODE: '2',
+        SLURM_STEP_NODELIST: 'c[1-2]',
+        SLURM_JOB_ID: '7',
+        SLURM_STEP_ID: '0',
+      },
       { rank: 3, worldSize: 4, localRank: 1, localWorldSize: 2, masterAddr: 'c1', runId: 'slurm-7.0', source: 'slurm' },
     ],
   ])('maps %s', (_what, env, want) => {
@@ -69,18 +153,36 @@ describe('readLaunchEnv', () => {
   });
   it('refuses a Kubeflow pod of several processes per node started without ddp-run', () => {
     for (const nproc of ['2', 'auto']) {
-      expect(() => readLaunchEnv({ PET_NNODES: '2', PET_NPROC_PER_NODE: nproc, RANK: '0', WORLD_SIZE: '4' })).toThrow(/start the script with ddp-run/);
+      expect(() => readLaunchEnv({ PET_NNODES: '2', PET_NPROC_PER_NODE: nproc, RANK: '0', WORLD_SIZE: '4' })).toThrow(
+        /start the script with ddp-run/,
+      );
     }
   });
   it('advertises the address of DDP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME); DDP_BIND_ADDR wins', () => {
-    const nic = (address: string, family: 'IPv4' | 'IPv6') => ({ address, family, netmask: '', mac: '', internal: false, cidr: null, scopeid: 0 });
-    const interfaces = { lo: [nic('127.0.0.1', 'IPv4')], ib0: [nic('fd00::5', 'IPv6'), nic('10.9.0.5', 'IPv4')], v6: [nic('fd00::6', 'IPv6')] };
+    const nic = (address: string, family: 'IPv4' | 'IPv6') => ({
+      address,
+      family,
+      netmask: '',
+      mac: '',
+      internal: false,
+      cidr: null,
+      scopeid: 0,
+    });
+    const interfaces = {
+      lo: [nic('127.0.0.1', 'IPv4')],
+      ib0: [nic('fd00::5', 'IPv6'), nic('10.9.0.5', 'IPv4')],
+      v6: [nic('fd00::6', 'IPv6')],
+    };
     expect(readLaunchEnv({}, interfaces).bindAddr).toBeUndefined();
     expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0' }, interfaces).bindAddr).toBe('10.9.0.5');
     expect(readLaunchEnv({ GLOO_SOCKET_IFNAME: 'v6,ib0' }, interfaces).bindAddr).toBe('fd00::6');
     expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0', GLOO_SOCKET_IFNAME: 'lo' }, interfaces).bindAddr).toBe('10.9.0.5');
-    expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0', DDP_BIND_ADDR: '10.1.1.1' }, interfaces).bindAddr).toBe('10.1.1.1');
-    expect(() => readLaunchEnv({ DDP_SOCKET_IFNAME: 'eth7' }, interfaces)).toThrow(/DDP_SOCKET_IFNAME=eth7: no interface eth7 .*lo, ib0, v6/);
+    expect(readLaunchEnv({ DDP_SOCKET_IFNAME: 'ib0', DDP_BIND_ADDR: '10.1.1.1' }, interfaces).bindAddr).toBe(
+      '10.1.1.1',
+    );
+    expect(() => readLaunchEnv({ DDP_SOCKET_IFNAME: 'eth7' }, interfaces)).toThrow(
+      /DDP_SOCKET_IFNAME=eth7: no interface eth7 .*lo, ib0, v6/,
+    );
   });
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);

@@ -53,7 +53,11 @@ export function firstSlurmHost(nodeList: string): string {
 
 /** The IPv4 (else IPv6) address of the interface DDP_SOCKET_IFNAME / GLOO_SOCKET_IFNAME names (Gloo's rule). */
 function interfaceAddress(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): string | undefined {
-  const variable = env.DDP_SOCKET_IFNAME ? 'DDP_SOCKET_IFNAME' : env.GLOO_SOCKET_IFNAME ? 'GLOO_SOCKET_IFNAME' : undefined;
+  const variable = env.DDP_SOCKET_IFNAME
+    ? 'DDP_SOCKET_IFNAME'
+    : env.GLOO_SOCKET_IFNAME
+      ? 'GLOO_SOCKET_IFNAME'
+      : undefined;
   if (variable === undefined) return undefined;
   // Gloo takes a comma-separated list (one device per name); one address is all a rank advertises
   const name = (env[variable] ?? '').split(',')[0].trim();
@@ -61,7 +65,9 @@ function interfaceAddress(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo
   const addr = addrs.find((a) => a.family === 'IPv4') ?? addrs.find((a) => a.family === 'IPv6');
   if (addr === undefined) {
     const known = Object.keys(interfaces).join(', ');
-    throw new InvalidArgumentError(`${variable}=${env[variable]}: no interface ${name} with an address (this host has ${known})`);
+    throw new InvalidArgumentError(
+      `${variable}=${env[variable]}: no interface ${name} with an address (this host has ${known})`,
+    );
   }
   return addr.address;
 }
@@ -85,8 +91,20 @@ function kubeflowRanks(env: Env): { rank: number; worldSize: number } | undefine
 /** Variable names of each launcher, in the order they are tried. */
 const LAUNCHERS = [
   { source: 'torchrun', rank: 'RANK', size: 'WORLD_SIZE', localRank: 'LOCAL_RANK', localSize: 'LOCAL_WORLD_SIZE' },
-  { source: 'openmpi', rank: 'OMPI_COMM_WORLD_RANK', size: 'OMPI_COMM_WORLD_SIZE', localRank: 'OMPI_COMM_WORLD_LOCAL_RANK', localSize: 'OMPI_COMM_WORLD_LOCAL_SIZE' },
-  { source: 'slurm', rank: 'SLURM_PROCID', size: 'SLURM_NTASKS', localRank: 'SLURM_LOCALID', localSize: 'SLURM_NTASKS_PER_NODE' },
+  {
+    source: 'openmpi',
+    rank: 'OMPI_COMM_WORLD_RANK',
+    size: 'OMPI_COMM_WORLD_SIZE',
+    localRank: 'OMPI_COMM_WORLD_LOCAL_RANK',
+    localSize: 'OMPI_COMM_WORLD_LOCAL_SIZE',
+  },
+  {
+    source: 'slurm',
+    rank: 'SLURM_PROCID',
+    size: 'SLURM_NTASKS',
+    localRank: 'SLURM_LOCALID',
+    localSize: 'SLURM_NTASKS_PER_NODE',
+  },
 ] as const;
 
 /** The run id a launcher gives every process of one job without being asked. */
@@ -117,7 +135,9 @@ export function readLaunchEnv(env: Env = process.env, interfaces = networkInterf
   const bindAddr = env.DDP_BIND_ADDR || interfaceAddress(env, interfaces);
   // torchrun and ddp-run always set LOCAL_RANK; a pod's RANK without it counts pods
   const torchrun = env.LOCAL_RANK !== undefined || env.PET_NNODES === undefined;
-  const l = LAUNCHERS.find((x) => env[x.rank] !== undefined && env[x.size] !== undefined && (x.source !== 'torchrun' || torchrun));
+  const l = LAUNCHERS.find(
+    (x) => env[x.rank] !== undefined && env[x.size] !== undefined && (x.source !== 'torchrun' || torchrun),
+  );
   const pod = l ? undefined : kubeflowRanks(env);
   if (pod) {
     const masterAddr = env.PET_MASTER_ADDR || env.MASTER_ADDR || '127.0.0.1';

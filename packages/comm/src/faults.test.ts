@@ -17,7 +17,12 @@ const phase = (o: RankOutcome, p: string) => results(o).find((r) => r.phase === 
  * 5 s for a death the sockets report; a silent peer is found by the heartbeat, whose
  * interval × 10 is only a floor on a loaded machine, so it gets more slack.
  */
-async function loseVictim(victim: number, signal: NodeJS.Signals, limitMs: number, env: Record<string, string> = {}): Promise<void> {
+async function loseVictim(
+  victim: number,
+  signal: NodeJS.Signals,
+  limitMs: number,
+  env: Record<string, string> = {},
+): Promise<void> {
   let hitAt = 0;
   let reported = 0;
   const started = new Set<number>();
@@ -50,13 +55,24 @@ async function loseVictim(victim: number, signal: NodeJS.Signals, limitMs: numbe
 }
 
 describe('faults', () => {
-  it('kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it', () => loseVictim(1, 'SIGKILL', 5000), 90_000);
+  it(
+    'kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it',
+    () => loseVictim(1, 'SIGKILL', 5000),
+    90_000,
+  );
 
-  it('a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it by heartbeat (300 ms × 10)', () => loseVictim(2, 'SIGSTOP', 15_000, { DDP_HEARTBEAT_MS: '300' }), 90_000);
+  it(
+    'a rank that stops answering (SIGSTOP, sockets open): PeerLostError naming it by heartbeat (300 ms × 10)',
+    () => loseVictim(2, 'SIGSTOP', 15_000, { DDP_HEARTBEAT_MS: '300' }),
+    90_000,
+  );
 
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     for (const o of out) {
       expect(phase(o, 'collective')?.name).toBe('CollectiveMismatchError');
       expect(phase(o, 'collective')?.message).toMatch(/allGather/);
@@ -66,13 +82,19 @@ describe('faults', () => {
 
   it('a different element count on one rank (ring-sized): CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['count'], timeoutMs: 40_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     for (const o of out) expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
   }, 60_000);
 
   it('counts so different that ranks run the collective on different threads: CollectiveMismatchError on every rank', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['route'], timeoutMs: 40_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     for (const o of out) {
       expect(phase(o, 'collective')?.name, o.stdout).toBe('CollectiveMismatchError');
       expect(phase(o, 'after')?.name, o.stdout).toBe('CollectiveMismatchError');
@@ -104,7 +126,10 @@ describe('faults', () => {
 
   it('random bytes sent to every listening port crash nothing; the next collectives complete', async () => {
     const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['fuzz'], timeoutMs: 40_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     expect((phase(out[0] as RankOutcome, 'fuzzed') as unknown as { sent: number }).sent).toBeGreaterThan(20);
     for (const o of out) expect(phase(o, 'collective')?.name).toBe('ok');
   }, 60_000);

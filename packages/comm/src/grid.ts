@@ -37,11 +37,17 @@ export class ProcessGroupManager {
     const dp = sizes.dp ?? world.size / (pp * tp);
     for (const [name, v] of Object.entries({ dp, pp, tp })) {
       if (!Number.isInteger(v) || v < 1) {
-        throw new InvalidArgumentError(`ProcessGroupManager: ${name} = ${v} must be a positive integer (world size ${world.size}, pp ${pp}, tp ${tp})`, { op: 'ProcessGroupManager.create', rank: world.rank });
+        throw new InvalidArgumentError(
+          `ProcessGroupManager: ${name} = ${v} must be a positive integer (world size ${world.size}, pp ${pp}, tp ${tp})`,
+          { op: 'ProcessGroupManager.create', rank: world.rank },
+        );
       }
     }
     if (dp * pp * tp !== world.size) {
-      throw new InvalidArgumentError(`ProcessGroupManager: dp ${dp} × pp ${pp} × tp ${tp} = ${dp * pp * tp} is not the world size ${world.size}`, { op: 'ProcessGroupManager.create', rank: world.rank });
+      throw new InvalidArgumentError(
+        `ProcessGroupManager: dp ${dp} × pp ${pp} × tp ${tp} = ${dp * pp * tp} is not the world size ${world.size}`,
+        { op: 'ProcessGroupManager.create', rank: world.rank },
+      );
     }
     const lists = gridGroupLists(dp, pp, tp);
     const opts = { timeoutMs: sizes.timeoutMs };
@@ -49,7 +55,11 @@ export class ProcessGroupManager {
     const [ppGroup] = await newSubgroupsByEnumeration(lists.pp, opts);
     const [dpGroup] = await newSubgroupsByEnumeration(lists.dp, opts);
     const me = world.ranks[world.rank];
-    if (!tpGroup || !ppGroup || !dpGroup) throw new InvalidArgumentError(`ProcessGroupManager: rank ${me} is in no group`, { op: 'ProcessGroupManager.create', rank: me });
+    if (!tpGroup || !ppGroup || !dpGroup)
+      throw new InvalidArgumentError(`ProcessGroupManager: rank ${me} is in no group`, {
+        op: 'ProcessGroupManager.create',
+        rank: me,
+      });
     return new ProcessGroupManager(me, dp, pp, tp, dpGroup, ppGroup, tpGroup);
   }
 
@@ -73,11 +83,11 @@ export class ProcessGroupManager {
   }
   /** Global rank of the previous pipeline stage (same dp and tp coordinates), or null on the first stage. */
   get ppPrevRank(): number | null {
-    return this.isFirstStage ? null : (this.ppGroup.ranks[this.ppRank - 1]);
+    return this.isFirstStage ? null : this.ppGroup.ranks[this.ppRank - 1];
   }
   /** Global rank of the next pipeline stage, or null on the last stage. */
   get ppNextRank(): number | null {
-    return this.isLastStage ? null : (this.ppGroup.ranks[this.ppRank + 1]);
+    return this.isLastStage ? null : this.ppGroup.ranks[this.ppRank + 1];
   }
   /** Global rank at the given grid coordinates. */
   rankAt(dpRank: number, ppRank: number, tpRank: number): number {

@@ -1,4 +1,6 @@
+export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 export { type CommArray, type Dtype, type HalfDtype, ReduceOp, sharedArray } from './dtypes.js';
+export { type LaunchEnv, readLaunchEnv } from './env.js';
 export {
   AddressInUseError,
   AuthError,
@@ -14,8 +16,7 @@ export {
   RunMismatchError,
   WorldSizeMismatchError,
 } from './errors.js';
-export { type LaunchEnv, readLaunchEnv } from './env.js';
-export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
+export { type GridSizes, gridGroupLists, ProcessGroupManager } from './grid.js';
 export type { P2POp, ProcessGroup } from './group.js';
 export { HashStore } from './store/hash-store.js';
 export { PrefixStore } from './store/prefix-store.js';
@@ -31,10 +32,9 @@ export {
   getWireStats,
   getWorldSize,
   type InitOptions,
-  type WireStats,
   initProcessGroup,
   isInitialized,
   newGroup,
   newSubgroupsByEnumeration,
+  type WireStats,
 } from './world.js';
-export { gridGroupLists, type GridSizes, ProcessGroupManager } from './grid.js';

@@ -1,9 +1,9 @@
+import { type CommError, deserializeError, NotInitializedError } from './errors.js';
 import type { HostLayout } from './host-layout.js';
 import type { SharedMemory } from './native.js';
-import { type CommError, deserializeError, NotInitializedError } from './errors.js';
 import { type MeshOptions, PeerMesh } from './transport/peer-mesh.js';
-import type { PeerAddress } from './transport/socket-io.js';
 import { Lane } from './transport/shm-lane.js';
+import type { PeerAddress } from './transport/socket-io.js';
 import { Executor } from './worker/executor.js';
 import type { FromWorker, OpRequest, OpResult } from './worker/protocol.js';
 
@@ -20,7 +20,10 @@ export class MainRunner {
   private nextId = 1;
   /** Set as destroyProcessGroup starts: no op may start after it. */
   closed = false;
-  private readonly ops = new Map<number, { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }>();
+  private readonly ops = new Map<
+    number,
+    { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }
+  >();
 
   constructor(opts: MeshOptions, mem: SharedMemory | null) {
     this.mesh = new PeerMesh({ ...opts, heartbeat: false });

@@ -40,7 +40,13 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
   }
 
   it('-np 4: 200 random collectives, up to 8 in flight, on the world and on two kinds of subgroups', async () => {
-    const out = await runMpirun({ np: 4, script: 'random.child.ts', args: ['200', '4242'], env: MPI, timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 4,
+      script: 'random.child.ts',
+      args: ['200', '4242'],
+      env: MPI,
+      timeoutMs: 60_000,
+    });
     expect(out[0]?.code, explain(out)).toBe(0);
     for (const s of summaries(out)) {
       expect(s?.failures).toEqual([]);
@@ -68,7 +74,9 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     for (const r of [r0, r1]) expect(r?.failures).toEqual([]);
     expect(r0?.checks).toBe(32);
     expect(r0?.shortReceive).toBe('none');
-    expect(r1?.shortReceive).toMatch(/^CollectiveMismatchError: rank 1: .*rank 0 sent 16 bytes \(tag 0\), this receive expects 24/);
+    expect(r1?.shortReceive).toMatch(
+      /^CollectiveMismatchError: rank 1: .*rank 0 sent 16 bytes \(tag 0\), this receive expects 24/,
+    );
     expect([r0?.after, r1?.after]).toEqual(['GroupAbortedError', 'CollectiveMismatchError']);
   }, 70_000);
 

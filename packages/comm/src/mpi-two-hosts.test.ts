@@ -16,7 +16,8 @@ import { explain } from './test/spawn-world.js';
 const hosts = new TwoHosts('m', '10.231.78');
 const skipReason = (await mpirunMissing(true)) ?? hosts.setUp();
 if (skipReason) console.log(`mpi two-host test skipped: ${skipReason}`);
-const sentBy = (host: number) => Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host], '-s', 'link', 'show', hosts.veth[host]))?.[1]);
+const sentBy = (host: number) =>
+  Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host], '-s', 'link', 'show', hosts.veth[host]))?.[1]);
 
 describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network namespaces + veth), 2 ranks each", () => {
   const dir = mkdtempSync(join(tmpdir(), 'ddp-mpi-hosts-'));
@@ -31,10 +32,26 @@ describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network na
     writeFileSync(agent, `#!/bin/sh\nshift\nexec ip netns exec ${hosts.ns[1]} sh -c "$*"\n`);
     chmodSync(agent, 0o755);
     const subnet = `${hosts.addr[0].replace(/\.\d+$/, '')}.0/24`;
-    const mpirunArgs = ['-H', `${hosts.addr[0]}:2,${hosts.addr[1]}:2`, '--mca', 'plm_rsh_agent', agent, '--mca', 'btl', 'self,tcp'];
+    const mpirunArgs = [
+      '-H',
+      `${hosts.addr[0]}:2,${hosts.addr[1]}:2`,
+      '--mca',
+      'plm_rsh_agent',
+      agent,
+      '--mca',
+      'btl',
+      'self,tcp',
+    ];
     mpirunArgs.push('--mca', 'btl_tcp_if_include', subnet, '--mca', 'oob_tcp_if_include', subnet);
     const before = sentBy(1);
-    const out = await runMpirun({ np: 4, script: 'collectives.child.ts', env: { DDP_COMM_BACKEND: 'mpi' }, mpirunArgs, wrap: hosts.exec(0), timeoutMs: 90_000 });
+    const out = await runMpirun({
+      np: 4,
+      script: 'collectives.child.ts',
+      env: { DDP_COMM_BACKEND: 'mpi' },
+      mpirunArgs,
+      wrap: hosts.exec(0),
+      timeoutMs: 90_000,
+    });
     expect(out[0]?.code, explain(out)).toBe(0);
     for (const o of out) {
       expect((o.results[0] as { failures: string[] }).failures).toEqual([]);

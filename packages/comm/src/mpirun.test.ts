@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { freePort } from './test/spawn-world.js';
 import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
+import { freePort } from './test/spawn-world.js';
 
 const missing = await mpirunMissing(false);
 if (missing) console.log(`mpirun test skipped: ${missing}`);

@@ -1,9 +1,9 @@
 import type { CommThread } from './comm-thread.js';
+import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
+import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
 import type { P2POp, ProcessGroup } from './group.js';
 import type { MainRunner } from './main-runner.js';
 import { onMainThread } from './routing.js';
-import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
-import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
 import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
 import { makeWork, type Work } from './work.js';
 import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
@@ -32,7 +32,10 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   private checkRoot(root: number, what: string): void {
     if (!Number.isInteger(root) || root < 0 || root >= this.size) {
-      throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${what} ${root} is not a rank of this group of ${this.size}`, { op: what });
+      throw new InvalidArgumentError(
+        `rank ${this.ranks[this.rank]}: ${what} ${root} is not a rank of this group of ${this.size}`,
+        { op: what },
+      );
     }
   }
 
@@ -58,7 +61,10 @@ export class WorkerProcessGroup implements ProcessGroup {
     } catch (e) {
       if (this.size > 1) {
         const me = this.ranks[this.rank];
-        const err = e instanceof CommError ? e : new CommError(`rank ${me}: ${call} failed: ${e}`, { rank: me, op: call, cause: e });
+        const err =
+          e instanceof CommError
+            ? e
+            : new CommError(`rank ${me}: ${call} failed: ${e}`, { rank: me, op: call, cause: e });
         err.rank ??= me;
         err.op ??= call;
         this.abortGroup(err);
@@ -86,7 +92,10 @@ export class WorkerProcessGroup implements ProcessGroup {
     const seq = req.op === 'p2p' ? 0 : ++this.seq;
     const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
     if (sab) fill(sab);
-    const promise = this.dispatch({ ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs }, stageBytes)
+    const promise = this.dispatch(
+      { ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs },
+      stageBytes,
+    )
       .then((result) => finish(sab as SharedArrayBuffer, result))
       .finally(() => this.staging.release(sab));
     return makeWork(promise);
@@ -117,8 +126,18 @@ export class WorkerProcessGroup implements ProcessGroup {
       // the caller's array is shared memory already: the worker works on it in place
       const promise = this.dispatch(
         {
-          op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra,
-          seq: ++this.seq, sab: buf.buffer, sabOffset: buf.byteOffset, groupId: this.id, timeoutMs: this.timeoutMs,
+          op,
+          dtype: d,
+          reduceOp: 'sum',
+          root: 0,
+          count: buf.length,
+          length: buf.length,
+          ...extra,
+          seq: ++this.seq,
+          sab: buf.buffer,
+          sabOffset: buf.byteOffset,
+          groupId: this.id,
+          timeoutMs: this.timeoutMs,
         },
         buf.byteLength,
       );
@@ -143,14 +162,26 @@ export class WorkerProcessGroup implements ProcessGroup {
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
     return this.collective('broadcast', () => {
       this.checkRoot(opts.src, 'broadcast src');
-      return this.inPlace('broadcast', buf, dtypeOf(buf, opts.dtype ?? 'float16'), { root: opts.src }, this.rank !== opts.src);
+      return this.inPlace(
+        'broadcast',
+        buf,
+        dtypeOf(buf, opts.dtype ?? 'float16'),
+        { root: opts.src },
+        this.rank !== opts.src,
+      );
     });
   }
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
     return this.collective('reduce', () => {
       this.checkRoot(opts.dst, 'reduce dst');
-      return this.inPlace('reduce', buf, dtypeOf(buf, opts.dtype), { root: opts.dst, reduceOp: reduceOpOf(opts.op, 'reduce') }, this.rank === opts.dst);
+      return this.inPlace(
+        'reduce',
+        buf,
+        dtypeOf(buf, opts.dtype),
+        { root: opts.dst, reduceOp: reduceOpOf(opts.op, 'reduce') },
+        this.rank === opts.dst,
+      );
     });
   }
 
@@ -169,7 +200,10 @@ export class WorkerProcessGroup implements ProcessGroup {
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', () => {
       if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(`allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`, { op: 'allGatherInto' });
+        throw new InvalidArgumentError(
+          `allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`,
+          { op: 'allGatherInto' },
+        );
       }
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       return this.submit(
@@ -184,10 +218,20 @@ export class WorkerProcessGroup implements ProcessGroup {
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('reduceScatter', () => {
       if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(`reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`, { op: 'reduceScatter' });
+        throw new InvalidArgumentError(
+          `reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`,
+          { op: 'reduceScatter' },
+        );
       }
       return this.submit(
-        { op: 'reduceScatter', dtype: dtypeOf(input, opts.dtype), reduceOp: reduceOpOf(opts.op, 'reduceScatter'), root: 0, count: input.length, length: input.length },
+        {
+          op: 'reduceScatter',
+          dtype: dtypeOf(input, opts.dtype),
+          reduceOp: reduceOpOf(opts.op, 'reduceScatter'),
+          root: 0,
+          count: input.length,
+          length: input.length,
+        },
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
         (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
@@ -215,13 +259,27 @@ export class WorkerProcessGroup implements ProcessGroup {
       if (this.rank !== opts.src) return this.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
       const inputs = opts.inputs;
       if (!inputs || inputs.length !== this.size) {
-        throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, { op: 'scatter' });
+        throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, {
+          op: 'scatter',
+        });
       }
       const own = inputs[this.rank] as CommArray;
-      if (own.length !== output.length) throw new InvalidArgumentError(`scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`, { op: 'scatter' });
+      if (own.length !== output.length)
+        throw new InvalidArgumentError(
+          `scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`,
+          { op: 'scatter' },
+        );
       const total = inputs.reduce((s, a) => s + a.byteLength, 0);
       return this.submit(
-        { op: 'scatter', dtype: d, reduceOp: 'sum', root: opts.src, count: 0, length: output.length, sizes: inputs.map((a) => a.length) },
+        {
+          op: 'scatter',
+          dtype: d,
+          reduceOp: 'sum',
+          root: opts.src,
+          count: 0,
+          length: output.length,
+          sizes: inputs.map((a) => a.length),
+        },
         total,
         (sab) => concatInto(sab, 0, inputs),
         () => bytes(output).set(bytes(own)),
@@ -232,18 +290,32 @@ export class WorkerProcessGroup implements ProcessGroup {
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
       if (outputs.length !== this.size || inputs.length !== this.size) {
-        throw new InvalidArgumentError(`allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`, { op: 'allToAll' });
+        throw new InvalidArgumentError(
+          `allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`,
+          { op: 'allToAll' },
+        );
       }
       const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
       if (types.size > 1) {
         const names = [...types].map((t) => t.name).join(', ');
-        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, { op: 'allToAll' });
+        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, {
+          op: 'allToAll',
+        });
       }
       const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
       const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
       return this.submit(
-        { op: 'allToAll', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: 0, sizes: inputs.map((a) => a.length), outSizes: outputs.map((a) => a.length) },
+        {
+          op: 'allToAll',
+          dtype: d,
+          reduceOp: 'sum',
+          root: 0,
+          count: 0,
+          length: 0,
+          sizes: inputs.map((a) => a.length),
+          outSizes: outputs.map((a) => a.length),
+        },
         inBytes + outBytes,
         (sab) => concatInto(sab, 0, inputs),
         (sab) => {
@@ -259,7 +331,14 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   barrier(): Work {
     const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
-    return this.collective('barrier', () => this.submit(req, 0, () => {}, () => {}));
+    return this.collective('barrier', () =>
+      this.submit(
+        req,
+        0,
+        () => {},
+        () => {},
+      ),
+    );
   }
 
   send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
@@ -277,8 +356,16 @@ export class WorkerProcessGroup implements ProcessGroup {
     let off = 0;
     for (const o of ops) {
       this.checkRoot(o.peer, `${o.op} peer`);
-      if (o.peer === this.rank) throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${o.op} to itself`, { op: o.op });
-      entries.push({ kind: o.op === 'isend' ? 'send' : 'recv', peer: o.peer, tag: o.tag ?? 0, dtype: dtypeOf(o.buf, o.dtype ?? 'float16'), byteOffset: off, count: o.buf.length });
+      if (o.peer === this.rank)
+        throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${o.op} to itself`, { op: o.op });
+      entries.push({
+        kind: o.op === 'isend' ? 'send' : 'recv',
+        peer: o.peer,
+        tag: o.tag ?? 0,
+        dtype: dtypeOf(o.buf, o.dtype ?? 'float16'),
+        byteOffset: off,
+        count: o.buf.length,
+      });
       off += Math.ceil(o.buf.byteLength / 8) * 8;
     }
     return this.submit(
@@ -286,12 +373,14 @@ export class WorkerProcessGroup implements ProcessGroup {
       off,
       (sab) => {
         ops.forEach((o, i) => {
-          if (o.op === 'isend') new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength).set(bytes(o.buf));
+          if (o.op === 'isend')
+            new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength).set(bytes(o.buf));
         });
       },
       (sab) => {
         ops.forEach((o, i) => {
-          if (o.op === 'irecv') bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength));
+          if (o.op === 'irecv')
+            bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength));
         });
       },
     );

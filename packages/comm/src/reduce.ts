@@ -19,7 +19,7 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
     switch (op) {
       case 'sum':
       case 'avg':
-        for (let i = 0; i < n; i++) dst[i] = ((dst[i]) + (s[i])) | 0;
+        for (let i = 0; i < n; i++) dst[i] = (dst[i] + s[i]) | 0;
         return;
       case 'product':
         for (let i = 0; i < n; i++) dst[i] = Math.imul(dst[i], s[i]);
@@ -31,10 +31,10 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
   switch (op) {
     case 'sum':
     case 'avg':
-      for (let i = 0; i < n; i++) d[i] = (d[i]) + (s[i]);
+      for (let i = 0; i < n; i++) d[i] = d[i] + s[i];
       return;
     case 'product':
-      for (let i = 0; i < n; i++) d[i] = (d[i]) * (s[i]);
+      for (let i = 0; i < n; i++) d[i] = d[i] * s[i];
       return;
     case 'max':
       for (let i = 0; i < n; i++) {
@@ -64,12 +64,12 @@ export function reduceInto(dst: NumArray, src: NumArray, op: ReduceOp): void {
  */
 export function finishAverage(buf: NumArray, size: number, inputOf?: (r: number, i: number) => number): void {
   if (buf instanceof Int32Array) {
-    for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc((buf[i]) / size);
+    for (let i = 0; i < buf.length; i++) buf[i] = Math.trunc(buf[i] / size);
     return;
   }
   const round = buf instanceof Float32Array ? Math.fround : (x: number) => x;
   for (let i = 0; i < buf.length; i++) {
-    let v = (buf[i]) / size;
+    let v = buf[i] / size;
     const infinite = v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY;
     if (infinite && inputOf) v = dividedFirst(i, size, inputOf, round) ?? v;
     buf[i] = v;
@@ -77,7 +77,12 @@ export function finishAverage(buf: NumArray, size: number, inputOf?: (r: number,
 }
 
 /** Σ (x_r / N) in rank order, rounded like the array, or null when an input is not finite (the sum is then right). */
-function dividedFirst(i: number, size: number, inputOf: (r: number, i: number) => number, round: (x: number) => number) {
+function dividedFirst(
+  i: number,
+  size: number,
+  inputOf: (r: number, i: number) => number,
+  round: (x: number) => number,
+) {
   let acc = 0;
   for (let r = 0; r < size; r++) {
     const x = inputOf(r, i);

@@ -4,8 +4,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { removeStaleSocketFiles } from './transport/unix-socket.js';
 import { explain, runWorld } from './test/spawn-world.js';
+import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 /** Socket files in the temp directory that name one of `pids` (other worktrees' tests run beside this one). */
 const socketFilesOf = (pids: number[]) =>

@@ -15,7 +15,12 @@ export class StagingPool {
     let best = -1;
     for (let i = 0; i < this.free.length; i++) {
       const len = (this.free[i] as SharedArrayBuffer).byteLength;
-      if (len >= bytes && len <= 2 * bytes + 4096 && (best < 0 || len < (this.free[best] as SharedArrayBuffer).byteLength)) best = i;
+      if (
+        len >= bytes &&
+        len <= 2 * bytes + 4096 &&
+        (best < 0 || len < (this.free[best] as SharedArrayBuffer).byteLength)
+      )
+        best = i;
     }
     if (best >= 0) {
       const [sab] = this.free.splice(best, 1) as [SharedArrayBuffer];

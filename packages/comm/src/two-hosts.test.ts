@@ -21,7 +21,10 @@ interface Hierarchy {
 }
 
 const resultsOf = (out: RankOutcome[]) => {
-  expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+  expect(
+    out.every((o) => o.code === 0),
+    explain(out),
+  ).toBe(true);
   return out.map((o) => o.results[0] as Hierarchy);
 };
 
@@ -37,7 +40,10 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
       wrap: (rank) => hosts.exec(rank < 2 ? 0 : 1),
       timeoutMs: 200_000,
     });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
     for (const o of out) expect((o.results[0] as { failures: string[] }).failures).toEqual([]);
   }, 220_000);
 
@@ -70,31 +76,44 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
           expect(perHost, `${path}, host ${host}`).toBeGreaterThanOrEqual(size);
           expect(perHost, `${path}, host ${host}`).toBeLessThan(size * 1.01 + 2048);
         }
-        for (const r of twoHosts) expect(Math.abs((r.sent[path] ?? 0) - size / 2), path).toBeLessThan(size * 0.01 + 1024);
+        for (const r of twoHosts)
+          expect(Math.abs((r.sent[path] ?? 0) - size / 2), path).toBeLessThan(size * 0.01 + 1024);
       }
     },
     420_000,
   );
 
-  it.runIf(native)('on the hierarchical path, a mismatch, a rank that never arrives and a kill -9 are typed errors on every rank', async () => {
-    const across = { env: { MASTER_ADDR: hosts.addr[0] }, wrap: (rank: number) => hosts.exec(rank < 2 ? 0 : 1), timeoutMs: 60_000 };
-    const phase = (o: RankOutcome, p: string) => (o.results as { phase: string; name: string; ranks?: number[] }[]).find((r) => r.phase === p);
-    const count = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['count'] });
-    for (const o of count) expect(phase(o, 'collective')?.name, explain(count)).toBe('CollectiveMismatchError');
-    const late = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['timeout'] });
-    for (const o of late.slice(0, 3)) expect(phase(o, 'collective'), explain(late)).toMatchObject({ name: 'CommTimeoutError', ranks: [3] });
-    const started = new Set<number>();
-    const children = new Map<number, import('node:child_process').ChildProcess>();
-    const killed = await runWorld({
-      ...across,
-      worldSize: 4,
-      script: 'faults.child.ts',
-      args: ['kill'],
-      onSpawn: (r, c) => children.set(r, c),
-      onResult: (r, res) => {
-        if ((res as { phase: string }).phase === 'started' && started.add(r).size === 4) setTimeout(() => children.get(3)?.kill('SIGKILL'), 300);
-      },
-    });
-    for (const o of killed.slice(0, 3)) expect(phase(o, 'loop'), explain(killed)).toMatchObject({ name: 'PeerLostError', ranks: [3] });
-  }, 200_000);
+  it.runIf(native)(
+    'on the hierarchical path, a mismatch, a rank that never arrives and a kill -9 are typed errors on every rank',
+    async () => {
+      const across = {
+        env: { MASTER_ADDR: hosts.addr[0] },
+        wrap: (rank: number) => hosts.exec(rank < 2 ? 0 : 1),
+        timeoutMs: 60_000,
+      };
+      const phase = (o: RankOutcome, p: string) =>
+        (o.results as { phase: string; name: string; ranks?: number[] }[]).find((r) => r.phase === p);
+      const count = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['count'] });
+      for (const o of count) expect(phase(o, 'collective')?.name, explain(count)).toBe('CollectiveMismatchError');
+      const late = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['timeout'] });
+      for (const o of late.slice(0, 3))
+        expect(phase(o, 'collective'), explain(late)).toMatchObject({ name: 'CommTimeoutError', ranks: [3] });
+      const started = new Set<number>();
+      const children = new Map<number, import('node:child_process').ChildProcess>();
+      const killed = await runWorld({
+        ...across,
+        worldSize: 4,
+        script: 'faults.child.ts',
+        args: ['kill'],
+        onSpawn: (r, c) => children.set(r, c),
+        onResult: (r, res) => {
+          if ((res as { phase: string }).phase === 'started' && started.add(r).size === 4)
+            setTimeout(() => children.get(3)?.kill('SIGKILL'), 300);
+        },
+      });
+      for (const o of killed.slice(0, 3))
+        expect(phase(o, 'loop'), explain(killed)).toMatchObject({ name: 'PeerLostError', ranks: [3] });
+    },
+    200_000,
+  );
 });

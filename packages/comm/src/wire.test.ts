@@ -7,11 +7,23 @@ type Sent = Record<string, { sent: number; ok: boolean }>;
 describe('bytes on the wire (getWireStats)', () => {
   for (const worldSize of [2, 3]) {
     it(`world of ${worldSize}: float16/bfloat16 all-reduces send half the bytes of float32, with right results`, async () => {
-      const out = await runWorld({ worldSize, script: 'wire.child.ts', timeoutMs: 100_000, env: { DDP_TRANSPORT: 'uds' } });
-      expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
+      const out = await runWorld({
+        worldSize,
+        script: 'wire.child.ts',
+        timeoutMs: 100_000,
+        env: { DDP_TRANSPORT: 'uds' },
+      });
+      expect(
+        out.every((o) => o.code === 0),
+        explain(out),
+      ).toBe(true);
       for (const o of out) {
         const r = o.results[0] as Sent;
-        expect(Object.entries(r).filter(([, v]) => !v.ok).map(([k]) => k)).toEqual([]);
+        expect(
+          Object.entries(r)
+            .filter(([, v]) => !v.ok)
+            .map(([k]) => k),
+        ).toEqual([]);
         // the ring sends 2(N−1)/N of the payload, plus frame headers
         const payload = (1 << 18) * 4 * ((2 * (worldSize - 1)) / worldSize);
         expect(r['ring/float32/sum'].sent / payload).toBeGreaterThanOrEqual(1);
@@ -29,14 +41,25 @@ describe('bytes on the wire (getWireStats)', () => {
     }, 120_000);
   }
 
-  it.runIf(native)('world of 3 on one host with @ddp/shm: all-reduces put no data on the sockets, with right results', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'wire.child.ts', timeoutMs: 100_000 });
-    expect(out.every((o) => o.code === 0), explain(out)).toBe(true);
-    for (const o of out) {
-      const r = o.results[0] as Sent;
-      expect(Object.entries(r).filter(([, v]) => !v.ok).map(([k]) => k)).toEqual([]);
-      // the barrier before each all-reduce and heartbeats still use the sockets: a few headers at most
-      for (const [k, v] of Object.entries(r)) expect(v.sent, k).toBeLessThan(1024);
-    }
-  }, 120_000);
+  it.runIf(native)(
+    'world of 3 on one host with @ddp/shm: all-reduces put no data on the sockets, with right results',
+    async () => {
+      const out = await runWorld({ worldSize: 3, script: 'wire.child.ts', timeoutMs: 100_000 });
+      expect(
+        out.every((o) => o.code === 0),
+        explain(out),
+      ).toBe(true);
+      for (const o of out) {
+        const r = o.results[0] as Sent;
+        expect(
+          Object.entries(r)
+            .filter(([, v]) => !v.ok)
+            .map(([k]) => k),
+        ).toEqual([]);
+        // the barrier before each all-reduce and heartbeats still use the sockets: a few headers at most
+        for (const [k, v] of Object.entries(r)) expect(v.sent, k).toBeLessThan(1024);
+      }
+    },
+    120_000,
+  );
 });

@@ -5,8 +5,8 @@ import {
   getRank,
   getWorldSize,
   HashStore,
-  initProcessGroup,
   InvalidArgumentError,
+  initProcessGroup,
   isInitialized,
   NotInitializedError,
 } from './index.js';
@@ -49,7 +49,9 @@ describe('a world of one in this process (HashStore)', () => {
     expect(() => pg.broadcast(new Float32Array(2), { src: 1 })).toThrow(/broadcast src 1/);
     expect(() => pg.allReduce(new Uint16Array(2))).toThrow(/float16/);
     expect(() => pg.allReduce(new Float32Array(2), { op: 'median' as 'sum' })).toThrow(InvalidArgumentError);
-    expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(/unknown reduce op "median"/);
+    expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(
+      /unknown reduce op "median"/,
+    );
   });
 
   it('rejects a timeout that is not positive before forming the world', async () => {

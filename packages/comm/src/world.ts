@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SharedMemory } from './native.js';
+import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld, newMpiGroup } from './backends/mpi-world.js';
 import { CommThread } from './comm-thread.js';
-import { MainRunner } from './main-runner.js';
 import { readLaunchEnv } from './env.js';
 import {
   CommError,
@@ -11,11 +10,12 @@ import {
   RunMismatchError,
   WorldSizeMismatchError,
 } from './errors.js';
+import type { ProcessGroup } from './group.js';
 import { hostId } from './host-id.js';
 import { hostLayout } from './host-layout.js';
-import type { ProcessGroup } from './group.js';
+import { MainRunner } from './main-runner.js';
+import type { SharedMemory } from './native.js';
 import { WorkerProcessGroup } from './process-group.js';
-import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld, newMpiGroup } from './backends/mpi-world.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
 import { StagingPool } from './staging.js';
 import { HashStore } from './store/hash-store.js';
@@ -23,8 +23,8 @@ import { PrefixStore } from './store/prefix-store.js';
 import type { Store } from './store/store.js';
 import { TCPStore } from './store/tcp-store-client.js';
 import { HEARTBEAT_CLOCK_BYTES } from './transport/heartbeat.js';
-import { type PeerAddress, wireCounterViews } from './transport/socket-io.js';
 import { mapSegment, sharedMemory } from './transport/shm-lane.js';
+import { type PeerAddress, wireCounterViews } from './transport/socket-io.js';
 import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -69,7 +69,8 @@ function warnOtherRun(err: CommError): void {
 
 /** A timeout must be a positive number of milliseconds (Infinity allowed). */
 function checkTimeout(ms: number, op: string): number {
-  if (typeof ms !== 'number' || !(ms > 0)) throw new InvalidArgumentError(`${op}: timeoutMs must be a positive number of milliseconds, got ${ms}`, { op });
+  if (typeof ms !== 'number' || !(ms > 0))
+    throw new InvalidArgumentError(`${op}: timeoutMs must be a positive number of milliseconds, got ${ms}`, { op });
   return ms;
 }
 
@@ -78,15 +79,26 @@ function checkTimeout(ms: number, op: string): number {
  * other ranks through the store, starts the comm worker and connects to every peer.
  */
 export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
-  if (world || mpiWorld()) throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', { op: 'initProcessGroup' });
+  if (world || mpiWorld())
+    throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', {
+      op: 'initProcessGroup',
+    });
   const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
-  if (backend !== 'default' && backend !== 'mpi') throw new InvalidArgumentError(`initProcessGroup: unknown backend ${JSON.stringify(backend)} (expected 'default' or 'mpi')`, { op: 'initProcessGroup' });
-  const timeout = () => checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
+  if (backend !== 'default' && backend !== 'mpi')
+    throw new InvalidArgumentError(
+      `initProcessGroup: unknown backend ${JSON.stringify(backend)} (expected 'default' or 'mpi')`,
+      { op: 'initProcessGroup' },
+    );
+  const timeout = () =>
+    checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
   if (backend === 'mpi') return initMpi(timeout());
   const env = readLaunchEnv();
   const rank = opts.rank ?? env.rank;
   const worldSize = opts.worldSize ?? env.worldSize;
-  if (!(rank >= 0 && rank < worldSize)) throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, { op: 'initProcessGroup' });
+  if (!(rank >= 0 && rank < worldSize))
+    throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, {
+      op: 'initProcessGroup',
+    });
   const timeoutMs = timeout();
   // files of ranks that died (sockets from before abstract names, or off Linux)
   await removeStaleSocketFiles();
@@ -141,7 +153,20 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     const ranks = Array.from({ length: worldSize }, (_, r) => r);
     const staging = new StagingPool();
     const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);
-    const w: World = { thread, main, store, ownsStore, group, staging, timeoutMs, nextGroupId: 1, wireStats, addrs, mem, shmNames: [] };
+    const w: World = {
+      thread,
+      main,
+      store,
+      ownsStore,
+      group,
+      staging,
+      timeoutMs,
+      nextGroupId: 1,
+      wireStats,
+      addrs,
+      mem,
+      shmNames: [],
+    };
     try {
       addGroup(w, 0, ranks);
     } catch (e) {
@@ -190,7 +215,10 @@ export function isInitialized(): boolean {
 }
 
 function current(what: string): World {
-  if (!world) throw new NotInitializedError(`${what}: the default process group is not initialised (call initProcessGroup)`, { op: what });
+  if (!world)
+    throw new NotInitializedError(`${what}: the default process group is not initialised (call initProcessGroup)`, {
+      op: what,
+    });
   return world;
 }
 
@@ -223,7 +251,10 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const { group, timeoutMs: defaultTimeout } = mpi ?? current('newGroup');
   const members = [...new Set(ranks)].sort((a, b) => a - b);
   if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= group.size)) {
-    throw new InvalidArgumentError(`newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${group.size}`, { op: 'newGroup' });
+    throw new InvalidArgumentError(
+      `newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${group.size}`,
+      { op: 'newGroup' },
+    );
   }
   const timeoutMs = opts.timeoutMs === undefined ? defaultTimeout : checkTimeout(opts.timeoutMs, 'newGroup');
   if (mpi) return newMpiGroup(mpi, members, timeoutMs);
@@ -265,10 +296,16 @@ function addGroup(w: World, id: number, members: number[]): void {
  * One group per rank list (PyTorch's new_subgroups_by_enumeration); returns this rank's
  * group and all of them (null where this rank is not a member).
  */
-export async function newSubgroupsByEnumeration(rankLists: number[][], opts: { timeoutMs?: number } = {}): Promise<[ProcessGroup | null, (ProcessGroup | null)[]]> {
+export async function newSubgroupsByEnumeration(
+  rankLists: number[][],
+  opts: { timeoutMs?: number } = {},
+): Promise<[ProcessGroup | null, (ProcessGroup | null)[]]> {
   const seen = new Set<number>();
   for (const r of rankLists.flat()) {
-    if (seen.has(r)) throw new InvalidArgumentError(`newSubgroupsByEnumeration: rank ${r} appears in two groups`, { op: 'newSubgroupsByEnumeration' });
+    if (seen.has(r))
+      throw new InvalidArgumentError(`newSubgroupsByEnumeration: rank ${r} appears in two groups`, {
+        op: 'newSubgroupsByEnumeration',
+      });
     seen.add(r);
   }
   const groups: (ProcessGroup | null)[] = [];

@@ -7,7 +7,11 @@ import { gatherForLoss, type LossOptions, rangeFrom } from './world.js';
 function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string): [number, number] {
   const [n, d] = image.shape;
   if (image.rank !== 2 || text.rank !== 2 || text.shape[0] !== n || text.shape[1] !== d) {
-    throw new ContrastiveError(`image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, op);
+    throw new ContrastiveError(
+      `image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`,
+      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      op,
+    );
   }
   return [n, d];
 }
@@ -22,7 +26,12 @@ function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string):
  * batches that is the mean over local rows, and for any batch sizes the average over ranks (what
  * DDP's gradient averaging computes) is the single-process mean loss.
  */
-export async function clipLoss(imageFeatures: Tensor, textFeatures: Tensor, logitScale: Tensor, opts: LossOptions = {}): Promise<Tensor> {
+export async function clipLoss(
+  imageFeatures: Tensor,
+  textFeatures: Tensor,
+  logitScale: Tensor,
+  opts: LossOptions = {},
+): Promise<Tensor> {
   const [n, d] = checkPairs(imageFeatures, textFeatures, opts, 'clipLoss');
   const both = tidy(() => concat([l2Normalize(imageFeatures), l2Normalize(textFeatures)], 1));
   const g = await gatherForLoss(both, opts);
@@ -50,15 +59,28 @@ export async function clipLoss(imageFeatures: Tensor, textFeatures: Tensor, logi
  * exact too (each rank's inputs get N × their share, DDP's average divides by N), but each rank
  * does N× the compute of `clipLoss` and holds G/B× its logits.
  */
-export async function clipLossFullMatrix(imageFeatures: Tensor, textFeatures: Tensor, logitScale: Tensor, opts: LossOptions = {}): Promise<Tensor> {
+export async function clipLossFullMatrix(
+  imageFeatures: Tensor,
+  textFeatures: Tensor,
+  logitScale: Tensor,
+  opts: LossOptions = {},
+): Promise<Tensor> {
   const [, d] = checkPairs(imageFeatures, textFeatures, opts, 'clipLossFullMatrix');
   const both = tidy(() => concat([l2Normalize(imageFeatures), l2Normalize(textFeatures)], 1));
   const g = await gatherForLoss(both, opts);
   const total = g.rowsPerRank.reduce((a, b) => a + b, 0);
   const loss = tidy(() => {
-    const logits = mul(matmul(narrow(g.gathered, 1, 0, d), narrow(g.gathered, 1, d, d), { transposeB: true }), logitScaleFromLog(logitScale));
+    const logits = mul(
+      matmul(narrow(g.gathered, 1, 0, d), narrow(g.gathered, 1, d, d), { transposeB: true }),
+      logitScaleFromLog(logitScale),
+    );
     const labels = rangeFrom(0, total);
-    return mul(crossEntropy(logits, labels, { reduction: 'sum' }).add(crossEntropy(logits.transpose(), labels, { reduction: 'sum' })), 1 / (2 * total));
+    return mul(
+      crossEntropy(logits, labels, { reduction: 'sum' }).add(
+        crossEntropy(logits.transpose(), labels, { reduction: 'sum' }),
+      ),
+      1 / (2 * total),
+    );
   });
   both.dispose();
   if (g.own) g.gathered.dispose();

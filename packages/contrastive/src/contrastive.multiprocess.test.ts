@@ -2,8 +2,8 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { launch } from '@ddp/launch';
 import { describe, expect, it } from 'vitest';
-import { expectClose, maxAbsDiff } from './test/expect.js';
 import { arrayOf, casesFor, golden, runCase } from './test/cases.js';
+import { expectClose, maxAbsDiff } from './test/expect.js';
 
 type RankResult = { rank: number; results: Record<string, { loss: number; grads: Record<string, number[]> }> };
 
@@ -25,7 +25,14 @@ function collector(): Writable & { text: string } {
 async function runWorld(world: number): Promise<RankResult[]> {
   const [stdout, stderr] = [collector(), collector()];
   const result = await launch(
-    { script: fileURLToPath(new URL('./test/contrastive.child.ts', import.meta.url)), args: [], nprocPerNode: world, stdout, stderr, signal: AbortSignal.timeout(100_000) },
+    {
+      script: fileURLToPath(new URL('./test/contrastive.child.ts', import.meta.url)),
+      args: [],
+      nprocPerNode: world,
+      stdout,
+      stderr,
+      signal: AbortSignal.timeout(100_000),
+    },
     { forwardSignals: false },
   );
   expect(result.exitCode, `${result.summary}\n${stderr.text.slice(-3000)}`).toBe(0);
@@ -60,13 +67,17 @@ describe.each([2, 3, 4])('%i real ranks', (world) => {
       const losses = ranks.map((r) => r.results[c.name].loss);
       // averaging the ranks' losses is what DDP's averaged gradients differentiate
       expectClose([losses.reduce((a, b) => a + b, 0) / world], [want.loss], `${c.name}: mean of local losses`);
-      const perRank = c.fixture ? (golden(c.fixture).outputs.local_loss_per_rank as Record<string, number[]> | undefined)?.[String(world)] : undefined;
-      if (perRank && c.kind === 'clip' && c.split.every((n) => n === c.split[0])) expectClose(losses, perRank, `${c.name}: local_loss_per_rank`);
+      const perRank = c.fixture
+        ? (golden(c.fixture).outputs.local_loss_per_rank as Record<string, number[]> | undefined)?.[String(world)]
+        : undefined;
+      if (perRank && c.kind === 'clip' && c.split.every((n) => n === c.split[0]))
+        expectClose(losses, perRank, `${c.name}: local_loss_per_rank`);
       for (const r of ranks) {
         for (const [leaf, g] of Object.entries(want.grads)) {
           const got = r.results[c.name].grads[leaf];
           if (c.naive) {
-            if (leaf !== 'logit_scale_log') expect(maxAbsDiff(got, g), `${c.name}: ${leaf} must be wrong`).toBeGreaterThan(1e-3);
+            if (leaf !== 'logit_scale_log')
+              expect(maxAbsDiff(got, g), `${c.name}: ${leaf} must be wrong`).toBeGreaterThan(1e-3);
           } else {
             expectClose(got, g, `${c.name}: rank ${r.rank} grad ${leaf}`);
           }

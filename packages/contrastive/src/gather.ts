@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
 
@@ -22,7 +22,11 @@ abstract class GatherRows extends AutogradFunction {
 
   async forward(_ctx: Context, x: tf.Tensor, group: ProcessGroup, sizesOut: number[]): Promise<tf.Tensor> {
     if (x.dtype !== 'float32' || x.rank === 0) {
-      throw new ContrastiveError(`needs a float32 tensor with a batch dim, got ${x.dtype} of shape [${x.shape}]`, globalRank(group), 'allGatherWithGrad');
+      throw new ContrastiveError(
+        `needs a float32 tensor with a batch dim, got ${x.dtype} of shape [${x.shape}]`,
+        globalRank(group),
+        'allGatherWithGrad',
+      );
     }
     this.group = group;
     this.rowLen = x.shape.slice(1).reduce((a, b) => a * b, 1);
@@ -77,25 +81,32 @@ class AllGatherLocalGrad extends GatherRows {
   }
 }
 
-async function gatherWith(fn: typeof AllGatherWithGrad | typeof AllGatherLocalGrad, x: Tensor, group: ProcessGroup): Promise<GatheredRows> {
+async function gatherWith(
+  fn: typeof AllGatherWithGrad | typeof AllGatherLocalGrad,
+  x: Tensor,
+  group: ProcessGroup,
+): Promise<GatheredRows> {
   const rowsPerRank: number[] = [];
   const gathered = await fn.applyAsync<Tensor>(x, group, rowsPerRank);
   return { gathered, rowsPerRank, offset: rowsPerRank.slice(0, group.rank).reduce((a, b) => a + b, 0) };
 }
 
 /** allGatherWithGrad, also telling how many rows each rank sent and where this rank's start. */
-export const allGatherRows = (x: Tensor, group: ProcessGroup): Promise<GatheredRows> => gatherWith(AllGatherWithGrad, x, group);
+export const allGatherRows = (x: Tensor, group: ProcessGroup): Promise<GatheredRows> =>
+  gatherWith(AllGatherWithGrad, x, group);
 
 /**
  * Concatenates every rank's x along dim 0 (row counts may differ); the backward gives each rank
  * the sum over ranks of the gradient for its own rows, so a [local × global] loss summed over
  * ranks has exactly the single-process gradient.
  */
-export const allGatherWithGrad = async (x: Tensor, group: ProcessGroup): Promise<Tensor> => (await allGatherRows(x, group)).gathered;
+export const allGatherWithGrad = async (x: Tensor, group: ProcessGroup): Promise<Tensor> =>
+  (await allGatherRows(x, group)).gathered;
 
 /**
  * The bug this package exists to prevent: a gather whose backward keeps only this rank's part
  * of its own loss's gradient (what copying the local tensor into a plain all_gather's output
  * gives). The other ranks' losses never reach this rank's inputs.
  */
-export const allGatherLocalGrad = (x: Tensor, group: ProcessGroup): Promise<GatheredRows> => gatherWith(AllGatherLocalGrad, x, group);
+export const allGatherLocalGrad = (x: Tensor, group: ProcessGroup): Promise<GatheredRows> =>
+  gatherWith(AllGatherLocalGrad, x, group);

@@ -1,17 +1,34 @@
-import { add, l2Normalize, logSigmoid, matmul, mul, neg, sum, type Tensor, tensor, tidy, exp, fromTf } from '@ddp/autograd';
+import {
+  add,
+  exp,
+  fromTf,
+  l2Normalize,
+  logSigmoid,
+  matmul,
+  mul,
+  neg,
+  sum,
+  type Tensor,
+  tensor,
+  tidy,
+} from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { clipLoss } from './clip-loss.js';
 import { ContrastiveError } from './errors.js';
-import { expectClose } from './test/expect.js';
 import { ntXentLoss } from './ntxent.js';
 import { clampLogitScale_, logitScaleFromLog } from './scale.js';
 import { arrayOf, type Case, golden, leavesFor, runCase } from './test/cases.js';
+import { expectClose } from './test/expect.js';
 
 const single = (c: Omit<Case, 'split'>, total: number): Case => ({ ...c, split: [total] });
 
 describe('single process against PyTorch', () => {
-  const clipCases = [['clip', 'clip_loss_b8_d4', 8], ['clip', 'clip_loss_b12_d6', 12], ['clip-full', 'clip_loss_b8_d4', 8]] as const;
+  const clipCases = [
+    ['clip', 'clip_loss_b8_d4', 8],
+    ['clip', 'clip_loss_b12_d6', 12],
+    ['clip-full', 'clip_loss_b8_d4', 8],
+  ] as const;
   for (const [kind, fixture, total] of clipCases) {
     it(`${kind === 'clip' ? 'clipLoss' : 'clipLossFullMatrix'} reproduces ${fixture}`, async () => {
       const g = golden(fixture);
@@ -26,7 +43,9 @@ describe('single process against PyTorch', () => {
 
   it('ntXentLoss reproduces ntxent_b6_d5', async () => {
     const g = golden('ntxent_b6_d5');
-    const { loss, grads, leaves } = await runCase(single({ name: 'ntxent', kind: 'ntxent', fixture: 'ntxent_b6_d5' }, 6));
+    const { loss, grads, leaves } = await runCase(
+      single({ name: 'ntxent', kind: 'ntxent', fixture: 'ntxent_b6_d5' }, 6),
+    );
     for (const t of Object.values(leaves)) t.dispose();
     expectClose([loss], arrayOf(g.outputs.loss).data, 'loss');
     expectClose(grads.z1, arrayOf(g.outputs.grad_z1).data, 'grad z1');
@@ -86,7 +105,9 @@ describe('input checks and memory', () => {
   it('rejects a temperature that is not positive with a ContrastiveError', async () => {
     const [x, y] = [tensor([1, 2, 3, 4], [2, 2]), tensor([4, 3, 2, 1], [2, 2])];
     await expect(ntXentLoss(x, y, { tau: -1 })).rejects.toThrow(ContrastiveError);
-    await expect(ntXentLoss(x, y, { tau: 0 })).rejects.toThrow(/ntXentLoss: temperature tau must be a positive finite number, got 0/);
+    await expect(ntXentLoss(x, y, { tau: 0 })).rejects.toThrow(
+      /ntXentLoss: temperature tau must be a positive finite number, got 0/,
+    );
     for (const t of [x, y]) t.dispose();
   });
 

@@ -18,10 +18,18 @@ export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { t
   const tau = opts.tau ?? 0.5;
   const n = z1.shape[0];
   if (!(typeof tau === 'number' && tau > 0 && Number.isFinite(tau))) {
-    throw new ContrastiveError(`temperature tau must be a positive finite number, got ${tau}`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, 'ntXentLoss');
+    throw new ContrastiveError(
+      `temperature tau must be a positive finite number, got ${tau}`,
+      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      'ntXentLoss',
+    );
   }
   if (z1.rank !== 2 || z2.rank !== 2 || z2.shape[0] !== n || z2.shape[1] !== z1.shape[1]) {
-    throw new ContrastiveError(`views [${z1.shape}] and [${z2.shape}] must both be [batch, dim]`, opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0, 'ntXentLoss');
+    throw new ContrastiveError(
+      `views [${z1.shape}] and [${z2.shape}] must both be [batch, dim]`,
+      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      'ntXentLoss',
+    );
   }
   const local = tidy(() => l2Normalize(concat([z1, z2], 0)));
   const g = await gatherForLoss(local, opts);
@@ -30,7 +38,9 @@ export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { t
   const self = [...Array(2 * n).keys()].map((i) => start + i);
   const positive = self.map((c, i) => (i < n ? c + n : c - n));
   const loss = tidy(() => {
-    const mask = tf.tidy(() => tf.equal(tf.expandDims(tf.range(0, columns, 1, 'int32'), 0), tf.tensor2d(self, [2 * n, 1], 'int32')));
+    const mask = tf.tidy(() =>
+      tf.equal(tf.expandDims(tf.range(0, columns, 1, 'int32'), 0), tf.tensor2d(self, [2 * n, 1], 'int32')),
+    );
     const sim = maskedFill(div(matmul(local, g.gathered, { transposeB: true }), tau), mask, MASKED);
     mask.dispose();
     return crossEntropy(sim, positive, { reduction: 'sum' }).mul(g.worldSize / columns);

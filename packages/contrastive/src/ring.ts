@@ -1,11 +1,14 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 
 const FORWARD_TAG = 7301;
 const BACKWARD_TAG = 7302;
 
-const neighbours = (group: ProcessGroup) => ({ next: (group.rank + 1) % group.size, prev: (group.rank - 1 + group.size) % group.size });
+const neighbours = (group: ProcessGroup) => ({
+  next: (group.rank + 1) % group.size,
+  prev: (group.rank - 1 + group.size) % group.size,
+});
 
 /**
  * Sends x to the next rank of the ring and receives the previous rank's block (rowsIn rows);
@@ -48,4 +51,5 @@ class RingExchange extends AutogradFunction {
  * Differentiable neighbour exchange (open_clip's NeighbourExchange): resolves with the previous
  * rank's block of rowsIn rows. The send is already in flight when this returns.
  */
-export const ringExchange = (x: Tensor, group: ProcessGroup, rowsIn: number): Promise<Tensor> => RingExchange.applyAsync<Tensor>(x, group, rowsIn);
+export const ringExchange = (x: Tensor, group: ProcessGroup, rowsIn: number): Promise<Tensor> =>
+  RingExchange.applyAsync<Tensor>(x, group, rowsIn);

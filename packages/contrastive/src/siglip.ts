@@ -36,10 +36,20 @@ export async function sigLipLoss(
   const worldSize = group?.size ?? 1;
   const rank = group?.rank ?? 0;
   const n = imageFeatures.shape[0];
-  if (imageFeatures.rank !== 2 || textFeatures.rank !== 2 || textFeatures.shape[0] !== n || textFeatures.shape[1] !== imageFeatures.shape[1]) {
-    throw new ContrastiveError(`image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`, group?.ranks[rank] ?? 0, 'sigLipLoss');
+  if (
+    imageFeatures.rank !== 2 ||
+    textFeatures.rank !== 2 ||
+    textFeatures.shape[0] !== n ||
+    textFeatures.shape[1] !== imageFeatures.shape[1]
+  ) {
+    throw new ContrastiveError(
+      `image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`,
+      group?.ranks[rank] ?? 0,
+      'sigLipLoss',
+    );
   }
-  const rows = group && worldSize > 1 ? ((await group.allGather(Int32Array.of(n)).wait()) as Int32Array[]).map((a) => a[0]) : [n];
+  const rows =
+    group && worldSize > 1 ? ((await group.allGather(Int32Array.of(n)).wait()) as Int32Array[]).map((a) => a[0]) : [n];
   const total = rows.reduce((a, b) => a + b, 0);
   const img = tidy(() => l2Normalize(imageFeatures));
   const scale = logitScaleFromLog(logitScale);
@@ -47,11 +57,17 @@ export async function sigLipLoss(
   const tiles: Tensor[] = [];
   for (let hop = 0; hop < worldSize; hop++) {
     const block = blocks[hop];
-    const incoming = hop + 1 < worldSize ? ringExchange(block, group!, rows[(rank - hop - 1 + worldSize) % worldSize]) : null;
+    const incoming =
+      hop + 1 < worldSize ? ringExchange(block, group!, rows[(rank - hop - 1 + worldSize) % worldSize]) : null;
     tiles.push(tileLoss(img, block, scale, logitBias, hop === 0));
     if (incoming) blocks.push(await incoming);
   }
-  const loss = tidy(() => mul(tiles.reduce((a, b) => add(a, b)), worldSize / total));
+  const loss = tidy(() =>
+    mul(
+      tiles.reduce((a, b) => add(a, b)),
+      worldSize / total,
+    ),
+  );
   for (const t of [img, scale, ...blocks, ...tiles]) t.dispose();
   return loss;
 }

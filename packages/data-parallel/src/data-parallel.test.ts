@@ -68,13 +68,15 @@ describe('DataParallel: replicas on worker threads', () => {
     expect(new Set(counts.slice(1)).size).toBe(1);
   });
 
-  it("scatters as torch does: chunks as equal as can be, none empty", () => {
+  it('scatters as torch does: chunks as equal as can be, none empty', () => {
     expect(chunkSizes(10, 3)).toEqual([4, 3, 3]);
     expect(chunkSizes(2, 4)).toEqual([1, 1]);
   });
 
   it('a replica whose model differs, or that throws, raises DataParallelError naming the replica and the operation', async () => {
-    await expect(DataParallel.create(factory, { replicas: 2, exportName: 'widerOnMain' })).rejects.toThrow(/replica 0: its model has \d+ parameters, the main one/);
+    await expect(DataParallel.create(factory, { replicas: 2, exportName: 'widerOnMain' })).rejects.toThrow(
+      /replica 0: its model has \d+ parameters, the main one/,
+    );
     dp = await DataParallel.create(factory, { replicas: 2, exportName: 'throwsInForward' });
     const x = tensor(batches[0].x, [BATCH, 6]);
     await expect(dp.forward(x)).rejects.toThrow(/DataParallel replica \d, forward: RangeError: bad input on purpose/);

@@ -51,7 +51,9 @@ class Replica {
     this.ready.catch(() => {}); // awaited by create, which may give up on an earlier replica first
     worker.on('message', (m: FromReplica) => this.waiting.shift()?.resolve(m));
     worker.on('error', (e) => this.fail(new DataParallelError(`DataParallel replica ${index} crashed: ${e.message}`)));
-    worker.on('exit', (code) => this.fail(new DataParallelError(`DataParallel replica ${index} exited (code ${code})`)));
+    worker.on('exit', (code) =>
+      this.fail(new DataParallelError(`DataParallel replica ${index} exited (code ${code})`)),
+    );
   }
 
   private fail(e: Error): void {
@@ -70,7 +72,8 @@ class Replica {
   /** The next message from the replica (they answer in order). */
   private async answer(op: string): Promise<FromReplica> {
     const r = await new Promise<FromReplica>((resolve, reject) => this.waiting.push({ resolve, reject }));
-    if (r.type === 'error') throw new DataParallelError(`DataParallel replica ${this.index}, ${op}: ${r.name}: ${r.message}`);
+    if (r.type === 'error')
+      throw new DataParallelError(`DataParallel replica ${this.index}, ${op}: ${r.name}: ${r.message}`);
     return r;
   }
 }
@@ -147,11 +150,13 @@ export class DataParallel {
   /** Builds the main replica and `replicas` replica threads from `factoryUrl`'s factory. */
   static async create(factoryUrl: string | URL, opts: DataParallelOptions = {}): Promise<DataParallel> {
     const count = opts.replicas ?? 2;
-    if (!(Number.isInteger(count) && count > 0)) throw new DataParallelError(`DataParallel: replicas must be a positive integer, got ${count}`);
+    if (!(Number.isInteger(count) && count > 0))
+      throw new DataParallelError(`DataParallel: replicas must be a positive integer, got ${count}`);
     const exportName = opts.exportName ?? 'createModule';
     const href = factoryUrl instanceof URL ? factoryUrl.href : pathToFileURL(factoryUrl).href;
     const factory = (await import(href))[exportName] as (() => TensorModule) | undefined;
-    if (typeof factory !== 'function') throw new DataParallelError(`DataParallel: ${href} exports no function '${exportName}'`);
+    if (typeof factory !== 'function')
+      throw new DataParallelError(`DataParallel: ${href} exports no function '${exportName}'`);
     const module = factory();
     const params = module.parameters();
     const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
@@ -161,14 +166,20 @@ export class DataParallel {
     const threads = Math.max(1, Math.floor(getNumThreads() / count));
     const replicas = Array.from({ length: count }, (_, r) => {
       const grads = shared(numel);
-      return new Replica(r, startReplica({ factoryUrl: href, exportName, replica: r, threads, params: paramView, grads }), grads);
+      return new Replica(
+        r,
+        startReplica({ factoryUrl: href, exportName, replica: r, threads, params: paramView, grads }),
+        grads,
+      );
     });
     const dp = new DataParallel(module, replicas, offsets, numel, paramView);
     try {
       for (const r of replicas) {
         const ready = await r.ready;
         if (ready.type !== 'ready' || ready.numel !== numel) {
-          throw new DataParallelError(`DataParallel replica ${r.index}: its model has ${ready.type === 'ready' ? ready.numel : '?'} parameters, the main one ${numel}`);
+          throw new DataParallelError(
+            `DataParallel replica ${r.index}: its model has ${ready.type === 'ready' ? ready.numel : '?'} parameters, the main one ${numel}`,
+          );
         }
       }
     } catch (e) {
@@ -194,7 +205,9 @@ export class DataParallel {
   reduceGradients(used: number): tf.Tensor[] {
     const sum = new Float32Array(this.numel);
     for (const r of this.replicas.slice(0, used)) for (let i = 0; i < this.numel; i++) sum[i] += r.grads[i];
-    return this.module.parameters().map((p, i) => tf.tensor(sum.subarray(this.offsets[i], this.offsets[i] + p.size), p.shape));
+    return this.module
+      .parameters()
+      .map((p, i) => tf.tensor(sum.subarray(this.offsets[i], this.offsets[i] + p.size), p.shape));
   }
 
   /** Ends the replica threads. */

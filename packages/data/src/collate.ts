@@ -64,7 +64,9 @@ function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
       );
     }
     if (dtypeOf(a.data) !== dtype) {
-      throw new CollateError(`${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0].data.constructor.name}`);
+      throw new CollateError(
+        `${path}: sample ${i} is a ${a.data.constructor.name}, sample 0 a ${arrays[0].data.constructor.name}`,
+      );
     }
     if (a.data instanceof Uint32Array && a.data.some((v) => v > 0x7fffffff)) {
       throw new CollateError(`${path}: sample ${i} holds uint32 values above int32's range`);
@@ -79,11 +81,17 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
   const kind = (x: unknown): string =>
     x === null ? 'null' : Array.isArray(x) ? 'array' : ArrayBuffer.isView(x) ? 'typed array' : typeof x;
   samples.forEach((s, i) => {
-    if (kind(s) !== kind(first)) throw new CollateError(`${path}: sample ${i} is a ${kind(s)}, sample 0 a ${kind(first)}`);
+    if (kind(s) !== kind(first))
+      throw new CollateError(`${path}: sample ${i} is a ${kind(s)}, sample 0 a ${kind(first)}`);
   });
   if (typeof first === 'number') {
     const nums = samples as number[];
-    const dtype = opts.numberDtype && opts.numberDtype !== 'auto' ? opts.numberDtype : nums.every(Number.isInteger) ? 'int32' : 'float32';
+    const dtype =
+      opts.numberDtype && opts.numberDtype !== 'auto'
+        ? opts.numberDtype
+        : nums.every(Number.isInteger)
+          ? 'int32'
+          : 'float32';
     return tf.tensor1d(nums, dtype);
   }
   if (typeof first === 'boolean') return tf.tensor1d(samples as boolean[], 'bool');
@@ -96,7 +104,10 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
     return tf.stack(ts);
   }
   if (ArrayBuffer.isView(first)) {
-    return stackArrays((samples as SampleArray[]).map((data) => ({ data, shape: [data.length] })), path);
+    return stackArrays(
+      (samples as SampleArray[]).map((data) => ({ data, shape: [data.length] })),
+      path,
+    );
   }
   if (isNDArray(first)) {
     samples.forEach((s, i) => {
@@ -107,9 +118,16 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
   if (Array.isArray(first)) {
     const tuples = samples as unknown[][];
     tuples.forEach((t, i) => {
-      if (t.length !== first.length) throw new CollateError(`${path}: sample ${i} has ${t.length} elements, sample 0 has ${first.length}`);
+      if (t.length !== first.length)
+        throw new CollateError(`${path}: sample ${i} has ${t.length} elements, sample 0 has ${first.length}`);
     });
-    return first.map((_, k) => collateField(tuples.map((t) => t[k]), `${path}[${k}]`, opts));
+    return first.map((_, k) =>
+      collateField(
+        tuples.map((t) => t[k]),
+        `${path}[${k}]`,
+        opts,
+      ),
+    );
   }
   if (typeof first === 'object' && first !== null) {
     const keys = Object.keys(first);
@@ -130,7 +148,8 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
 function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
   if (x instanceof tf.Tensor) out.push(x);
   else if (Array.isArray(x)) for (const v of x) tensorsIn(v, out);
-  else if (typeof x === 'object' && x !== null && !ArrayBuffer.isView(x)) for (const v of Object.values(x)) tensorsIn(v, out);
+  else if (typeof x === 'object' && x !== null && !ArrayBuffer.isView(x))
+    for (const v of Object.values(x)) tensorsIn(v, out);
   return out;
 }
 

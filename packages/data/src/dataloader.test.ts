@@ -22,10 +22,17 @@ describe('DataLoader', () => {
     const ds = new ArrayDataset(range(10));
     const keep = new DataLoader(ds, { batchSize: 4 });
     expect(keep.length).toBe(3);
-    expect(await epochLabels(keep)).toEqual([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]);
+    expect(await epochLabels(keep)).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+      [8, 9],
+    ]);
     const drop = new DataLoader(ds, { batchSize: 4, dropLast: true });
     expect(drop.length).toBe(2);
-    expect(await epochLabels(drop)).toEqual([[0, 1, 2, 3], [4, 5, 6, 7]]);
+    expect(await epochLabels(drop)).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+    ]);
   });
 
   it('collates structured samples to tensors of the right shapes and dtypes', async () => {
@@ -39,7 +46,11 @@ describe('DataLoader', () => {
       shapes.push(image.shape);
       tf.dispose([image, label]);
     }
-    expect(shapes).toEqual([[2, 2, 3], [2, 2, 3], [1, 2, 3]]);
+    expect(shapes).toEqual([
+      [2, 2, 3],
+      [2, 2, 3],
+      [1, 2, 3],
+    ]);
   });
 
   it('seeded shuffle: a permutation per epoch, new each epoch, the same for the same seed', async () => {
@@ -58,7 +69,8 @@ describe('DataLoader', () => {
   it('with a DistributedSampler: each rank loads its share; setEpoch reaches the sampler', async () => {
     const ds = new ArrayDataset(range(10));
     const loaders = [0, 1, 2].map(
-      (rank) => new DataLoader(ds, { batchSize: 2, sampler: new DistributedSampler(ds, { numReplicas: 3, rank, seed: 1 }) }),
+      (rank) =>
+        new DataLoader(ds, { batchSize: 2, sampler: new DistributedSampler(ds, { numReplicas: 3, rank, seed: 1 }) }),
     );
     const epoch0 = await Promise.all(loaders.map(async (l) => (await epochLabels(l)).flat()));
     for (const l of loaders) expect(l.length).toBe(2);
@@ -141,7 +153,10 @@ describe('DataLoader', () => {
         b.dispose();
       }
     }).rejects.toThrow('bad record 4');
-    expect(got).toEqual([[0, 1], [2, 3]]);
+    expect(got).toEqual([
+      [0, 1],
+      [2, 3],
+    ]);
     expect(tf.memory().numTensors).toBe(before);
   });
 

@@ -131,7 +131,9 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     const queue: Promise<IteratorResult<B>>[] = [];
     let tail: Promise<unknown> = Promise.resolve();
     const start = (): void => {
-      const p = tail.then(next).then((r): IteratorResult<B> => (r.done ? r : { done: false, value: this.collate(r.value) }));
+      const p = tail
+        .then(next)
+        .then((r): IteratorResult<B> => (r.done ? r : { done: false, value: this.collate(r.value) }));
       p.catch(() => {}); // awaited later; keeps Node from reporting it as unhandled meanwhile
       tail = p;
       queue.push(p);

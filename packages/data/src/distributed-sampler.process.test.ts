@@ -11,7 +11,12 @@ interface RankOutput {
 
 async function world(worldSize: number, n: number, env: Record<string, string>): Promise<RankOutput[]> {
   const script = new URL('./test/sampler-rank.child.ts', import.meta.url);
-  const { results } = await runWorld<RankOutput>({ script, nprocs: worldSize, env: { ...env, DATASET_LENGTH: String(n) }, timeoutMs: 45_000 });
+  const { results } = await runWorld<RankOutput>({
+    script,
+    nprocs: worldSize,
+    env: { ...env, DATASET_LENGTH: String(n) },
+    timeoutMs: 45_000,
+  });
   return results;
 }
 

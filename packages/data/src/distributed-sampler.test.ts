@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { DistributedSampler, distributedIndices, samplesPerReplica } from './distributed-sampler.js';
 import { DataArgumentError, NoProcessGroupError } from './errors.js';
 
-const ranks = (n: number, N: number, opts: { shuffle?: boolean; seed?: number; dropLast?: boolean; epoch?: number } = {}) =>
+const ranks = (
+  n: number,
+  N: number,
+  opts: { shuffle?: boolean; seed?: number; dropLast?: boolean; epoch?: number } = {},
+) =>
   Array.from({ length: N }, (_, rank) => {
     const s = new DistributedSampler(n, { numReplicas: N, rank, ...opts });
     s.setEpoch(opts.epoch ?? 0);
@@ -33,7 +37,12 @@ describe('DistributedSampler: PyTorch algorithm on fixed permutations', () => {
     ]);
   });
   it('7 over 4, with and without dropLast', () => {
-    expect(ranks(7, 4, { shuffle: false })).toEqual([[0, 4], [1, 5], [2, 6], [3, 0]]);
+    expect(ranks(7, 4, { shuffle: false })).toEqual([
+      [0, 4],
+      [1, 5],
+      [2, 6],
+      [3, 0],
+    ]);
     expect(ranks(7, 4, { shuffle: false, dropLast: true })).toEqual([[0], [1], [2], [3]]);
   });
   it('padding longer than the dataset repeats it (2 over 5)', () => {
@@ -56,7 +65,12 @@ describe('DistributedSampler: PyTorch algorithm on fixed permutations', () => {
       [9, 8, 3],
     ]);
     const perm7 = [3, 6, 0, 5, 1, 4, 2];
-    expect([0, 1, 2, 3].map((r) => distributedIndices(perm7, 4, r, false))).toEqual([[3, 1], [6, 4], [0, 2], [5, 3]]);
+    expect([0, 1, 2, 3].map((r) => distributedIndices(perm7, 4, r, false))).toEqual([
+      [3, 1],
+      [6, 4],
+      [0, 2],
+      [5, 3],
+    ]);
     expect([0, 1, 2, 3].map((r) => distributedIndices(perm7, 4, r, true))).toEqual([[3], [6], [0], [5]]);
   });
   it('lengths follow torch: ceil(n/N), or floor(n/N) with dropLast', () => {

@@ -14,7 +14,11 @@ function idx(code: number, dims: number[], body: number[]): Uint8Array {
 
 describe('parseIdx', () => {
   it('reads ubyte, int16, int32, float32 and float64, big-endian', () => {
-    expect(parseIdx(idx(0x08, [2, 2], [1, 2, 3, 255]))).toEqual({ dtype: 'uint8', shape: [2, 2], data: Uint8Array.of(1, 2, 3, 255) });
+    expect(parseIdx(idx(0x08, [2, 2], [1, 2, 3, 255]))).toEqual({
+      dtype: 'uint8',
+      shape: [2, 2],
+      data: Uint8Array.of(1, 2, 3, 255),
+    });
     expect(Array.from(parseIdx(idx(0x09, [2], [0xff, 1])).data)).toEqual([-1, 1]);
     expect(Array.from(parseIdx(idx(0x0b, [2], [0x01, 0x02, 0xff, 0xfe])).data)).toEqual([258, -2]);
     expect(Array.from(parseIdx(idx(0x0c, [1], [0, 1, 0, 0])).data)).toEqual([65536]);

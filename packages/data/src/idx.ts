@@ -28,7 +28,9 @@ export interface IdxArray {
 export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
   if (buf.length < 4) throw new IdxFormatError(`${name}: ${buf.length} bytes, too short for the 4-byte magic number`);
   if (buf[0] !== 0 || buf[1] !== 0) {
-    throw new IdxFormatError(`${name}: magic number must start with two zero bytes, got 0x${hex(buf[0])}${hex(buf[1])}`);
+    throw new IdxFormatError(
+      `${name}: magic number must start with two zero bytes, got 0x${hex(buf[0])}${hex(buf[1])}`,
+    );
   }
   const code = buf[2];
   const type = IDX_TYPES.find((t) => t.code === code);
@@ -37,7 +39,9 @@ export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
   if (ndim === 0) throw new IdxFormatError(`${name}: zero dimensions`);
   const headerBytes = 4 + 4 * ndim;
   if (buf.length < headerBytes) {
-    throw new IdxFormatError(`${name}: ${buf.length} bytes, shorter than the ${headerBytes}-byte header of ${ndim} dimensions`);
+    throw new IdxFormatError(
+      `${name}: ${buf.length} bytes, shorter than the ${headerBytes}-byte header of ${ndim} dimensions`,
+    );
   }
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const shape: number[] = [];
@@ -52,12 +56,7 @@ export function parseIdx(buf: Uint8Array, name = 'IDX data'): IdxArray {
   return { dtype: type.dtype, shape, data: decode(view, headerBytes, count, type) };
 }
 
-function decode(
-  view: DataView,
-  offset: number,
-  count: number,
-  type: (typeof IDX_TYPES)[number],
-): IdxArray['data'] {
+function decode(view: DataView, offset: number, count: number, type: (typeof IDX_TYPES)[number]): IdxArray['data'] {
   const bytes = new Uint8Array(view.buffer, view.byteOffset + offset, count * type.bytes);
   switch (type.dtype) {
     case 'uint8':

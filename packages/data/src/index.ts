@@ -1,4 +1,11 @@
-export { type Collated, type CollateOptions, createCollate, defaultCollate, type NDArray, type SampleArray } from './collate.js';
+export {
+  type Collated,
+  type CollateOptions,
+  createCollate,
+  defaultCollate,
+  type NDArray,
+  type SampleArray,
+} from './collate.js';
 export { DataLoader, type DataLoaderOptions } from './dataloader.js';
 export { ArrayDataset, Dataset, GeneratorDataset, IterableDataset } from './dataset.js';
 export {
@@ -19,4 +26,4 @@ export { Generator, type GeneratorState } from './generator.js';
 export { type IdxArray, type IdxDtype, parseIdx } from './idx.js';
 export { loadMnist, type Mnist, MnistDataset, type MnistSplit, mnistDataDir } from './mnist.js';
 export { RandomSampler, type Sampler, SequentialSampler } from './sampler.js';
-export { type ShardOptions, ShardedIterableDataset } from './shard.js';
+export { ShardedIterableDataset, type ShardOptions } from './shard.js';

@@ -41,7 +41,11 @@ describe('ShardedIterableDataset', () => {
         const stream = (async function* () {
           yield* range(11);
         })();
-        all.push(...(await collect(new ShardedIterableDataset(stream, { numShards: worldSize * workers, shardIndex: rank * workers + w }))));
+        all.push(
+          ...(await collect(
+            new ShardedIterableDataset(stream, { numShards: worldSize * workers, shardIndex: rank * workers + w }),
+          )),
+        );
       }
     }
     expect(all.sort((a, b) => a - b)).toEqual(range(11));

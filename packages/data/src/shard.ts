@@ -1,6 +1,6 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
-import { DataArgumentError } from './errors.js';
 import { IterableDataset } from './dataset.js';
+import { DataArgumentError } from './errors.js';
 
 export interface ShardOptions {
   /** Number of shards (ranks × workers); defaults to the process group's world size. */

@@ -1,8 +1,8 @@
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 interface Result {
   rank: number;

@@ -1,5 +1,5 @@
-import { expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
+import { expect, it } from 'vitest';
 
 it('misuse raises typed errors on every rank, naming the rank or the file', async () => {
   const { results } = await runWorld<{ rank: number; errors: Record<string, string> }>({

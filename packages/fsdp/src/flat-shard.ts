@@ -1,12 +1,12 @@
 import type { Tensor } from '@ddp/autograd';
 import {
-  type HalfDtype,
-  type ProcessGroup,
-  ReduceOp,
   bfloatToFloat,
   floatToBfloat,
   floatToHalf,
+  type HalfDtype,
   halfToFloat,
+  type ProcessGroup,
+  ReduceOp,
 } from '@ddp/comm';
 import { Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';

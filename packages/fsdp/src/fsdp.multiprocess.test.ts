@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
+import { describe, expect, it } from 'vitest';
 import type { Case } from './test/fsdp.child.js';
 
 interface CaseResult {

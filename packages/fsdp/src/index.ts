@@ -1,6 +1,6 @@
+export { AsyncCheckpointer } from './checkpoint-async.js';
+export { loadFSDPCheckpoint } from './checkpoint-load.js';
+export { type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, saveFSDPCheckpoint, shardFile } from './checkpoint-save.js';
 export { FSDPError } from './errors.js';
 export { FlatShard } from './flat-shard.js';
 export { FSDPModule, type FullyShardOptions, fullyShard } from './fully-shard.js';
-export { type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, saveFSDPCheckpoint, shardFile } from './checkpoint-save.js';
-export { loadFSDPCheckpoint } from './checkpoint-load.js';
-export { AsyncCheckpointer } from './checkpoint-async.js';

@@ -75,7 +75,7 @@ export function float32BitsToBfloat16(f: number): number {
 export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(halves.length);
   const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
-  for (let i = 0; i < halves.length; i++) bits[i] = (halves[i]) << 16;
+  for (let i = 0; i < halves.length; i++) bits[i] = halves[i] << 16;
   return dst;
 }
 

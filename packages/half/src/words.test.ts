@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { bfloatToFloat, decodeBfloat16, encodeBfloat16, encodeFloat16, floatToBfloat, floatToHalf, halfToFloat } from './index.js';
+import {
+  bfloatToFloat,
+  decodeBfloat16,
+  encodeBfloat16,
+  encodeFloat16,
+  floatToBfloat,
+  floatToHalf,
+  halfToFloat,
+} from './index.js';
 
 describe('float16 / bfloat16 words', () => {
   it('round-trips every finite float16 word', () => {

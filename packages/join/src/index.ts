@@ -1,9 +1,9 @@
 export { EarlyTerminationError, JoinArgumentError } from './errors.js';
 export {
   isJoinActive,
+  type Joinable,
   type JoinHook,
   type JoinHookOptions,
-  type Joinable,
   type JoinOptions,
   join,
   notifyJoinContext,

@@ -1,14 +1,28 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { describe, expect, it } from 'vitest';
-import { EarlyTerminationError, isJoinActive, type JoinHook, type Joinable, JoinArgumentError, join, notifyJoinContext } from './index.js';
+import {
+  EarlyTerminationError,
+  isJoinActive,
+  JoinArgumentError,
+  type Joinable,
+  type JoinHook,
+  join,
+  notifyJoinContext,
+} from './index.js';
 
 /** A world of one: every all-reduce leaves its buffer as is; counts the collectives issued. */
 function soloGroup(): ProcessGroup & { issued: number } {
   const done = { promise: Promise.resolve(), wait: () => Promise.resolve() };
-  const group = { rank: 0, size: 1, ranks: [0], issued: 0, allReduce: () => {
+  const group = {
+    rank: 0,
+    size: 1,
+    ranks: [0],
+    issued: 0,
+    allReduce: () => {
       group.issued++;
       return done;
-    } };
+    },
+  };
   return group as unknown as ProcessGroup & { issued: number };
 }
 
@@ -39,7 +53,12 @@ describe('join on one rank', () => {
       { divideByInitialWorldSize: false, syncMaxCount: true },
     );
     expect(result).toBe(42);
-    expect(log).toEqual(['hook {"divideByInitialWorldSize":false,"syncMaxCount":true}', 'hook {"divideByInitialWorldSize":false,"syncMaxCount":true}', 'post true', 'post true']);
+    expect(log).toEqual([
+      'hook {"divideByInitialWorldSize":false,"syncMaxCount":true}',
+      'hook {"divideByInitialWorldSize":false,"syncMaxCount":true}',
+      'post true',
+      'post true',
+    ]);
     expect(group.issued).toBe(2); // one "still active" flag, one join-loop count
     expect(isJoinActive(a)).toBe(false);
   });

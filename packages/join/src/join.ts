@@ -59,13 +59,19 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
   if (!enable) return fn();
   const group = checkJoinables(joinables);
   const previous = joinables.map((j) => configs.get(j));
-  const own = joinables.map((_, i): JoinConfig => ({ throwOnEarlyTermination, isFirstJoinable: i === 0, joined: false, pending: null }));
+  const own = joinables.map(
+    (_, i): JoinConfig => ({ throwOnEarlyTermination, isFirstJoinable: i === 0, joined: false, pending: null }),
+  );
   for (const [i, j] of joinables.entries()) configs.set(j, own[i]);
   try {
     const result = await fn();
     for (const config of own) config.joined = true;
     await own[0].pending?.wait();
-    await joinLoop(joinables.map((j) => j.joinHook(hookOpts)), group, throwOnEarlyTermination);
+    await joinLoop(
+      joinables.map((j) => j.joinHook(hookOpts)),
+      group,
+      throwOnEarlyTermination,
+    );
     return result;
   } finally {
     joinables.forEach((j, i) => {
@@ -112,7 +118,8 @@ export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   const result = (async () => {
     await work.wait();
     await checked?.wait();
-    if (check && check[0] > 0) throw new EarlyTerminationError(group.ranks[group.rank], 'saw a rank that exhausted its inputs');
+    if (check && check[0] > 0)
+      throw new EarlyTerminationError(group.ranks[group.rank], 'saw a rank that exhausted its inputs');
     return active[0];
   })();
   // a caller that never awaits must not crash the process; awaiting still sees the rejection
@@ -137,7 +144,9 @@ function checkJoinables(joinables: Joinable[]): ProcessGroup {
   const group = joinables[0].joinProcessGroup;
   joinables.forEach((j, i) => {
     if (j.joinProcessGroup !== group) {
-      throw new JoinArgumentError(`joinable ${i} uses a different process group than joinable 0; every Joinable of a join must share one`);
+      throw new JoinArgumentError(
+        `joinable ${i} uses a different process group than joinable 0; every Joinable of a join must share one`,
+      );
     }
   });
   if (new Set(joinables).size !== joinables.length) throw new JoinArgumentError('the same Joinable is listed twice');

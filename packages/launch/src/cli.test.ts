@@ -38,14 +38,26 @@ describe('ddp-run CLI', () => {
     expect(cli.out.text).toContain('--max-restarts <r>');
   });
 
-  it('exits 2 on a bad flag value, a missing script, a multi-node run without address', { timeout: 30_000 }, async () => {
+  it('exits 2 on a bad flag value, a missing script, a multi-node run without address', {
+    timeout: 30_000,
+  }, async () => {
     const bad = ddpRun(['--nproc-per-node', 'two', rankScript]);
     const missing = ddpRun(['--nproc-per-node', '2', 'no-such-script.ts']);
     expect((await bad.exited).code).toBe(2);
     expect(bad.err.text).toContain("argument 'two' is invalid");
     expect((await missing.exited).code).toBe(2);
     expect(missing.err.text).toContain('ddp-run: script not found');
-    const multiNode = ddpRun(['--nproc-per-node', '1', '--nnodes', '2', '--master-port', '29500', '--secret', 's', rankScript]);
+    const multiNode = ddpRun([
+      '--nproc-per-node',
+      '1',
+      '--nnodes',
+      '2',
+      '--master-port',
+      '29500',
+      '--secret',
+      's',
+      rankScript,
+    ]);
     expect((await multiNode.exited).code).toBe(2);
     expect(multiNode.err.text).toContain('ddp-run: nnodes > 1 needs masterAddr (--master-addr)');
   });
@@ -90,7 +102,8 @@ describe('ddp-run CLI', () => {
       expect((await cli.exited).code).toBe(0);
       expect(cli.out.text).toBe('');
       const [runDir] = readdirSync(dir);
-      const env = (r: number) => JSON.parse(readFileSync(join(dir, runDir, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
+      const env = (r: number) =>
+        JSON.parse(readFileSync(join(dir, runDir, 'attempt_0', String(r), 'stdout.log'), 'utf8').replace(/^ENV /, ''));
       expect([env(0).RANK, env(1).RANK, env(1).WORLD_SIZE]).toEqual(['0', '1', '2']);
       expect(runDir.startsWith(`${env(0).DDP_RUN_ID}_`)).toBe(true);
     } finally {
@@ -127,12 +140,24 @@ describe('ddp-run CLI', () => {
   it('sends SIGKILL at once on a second signal to ranks that ignore the first', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
     try {
-      const cli = ddpRun(['--nproc-per-node', '2', '--kill-grace-ms', '600000', rankScript, 'pids', dir, 'ignore-term']);
+      const cli = ddpRun([
+        '--nproc-per-node',
+        '2',
+        '--kill-grace-ms',
+        '600000',
+        rankScript,
+        'pids',
+        dir,
+        'ignore-term',
+      ]);
       await waitFor('both ranks to write their pids', () => readdirSync(dir).length === 2);
       const pids = readdirSync(dir).map((f) => Number(readFileSync(join(dir, f), 'utf8')));
       for (const pid of pids) started.add(pid);
       cli.child.kill('SIGTERM');
-      await waitFor('both ranks to ignore SIGTERM', () => cli.out.lines.filter((l) => l.endsWith('ignoring SIGTERM')).length === 2);
+      await waitFor(
+        'both ranks to ignore SIGTERM',
+        () => cli.out.lines.filter((l) => l.endsWith('ignoring SIGTERM')).length === 2,
+      );
       cli.child.kill('SIGTERM');
       expect(await cli.exited).toEqual({ code: 143, signal: null });
       await waitFor('the ranks to be gone', () => !pids.some(isAlive), 5000);

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { rankScript } from './test/harness.js';
 import { parseCommandLine } from './program.js';
+import { rankScript } from './test/harness.js';
 
 /** The repository's cluster recipes (examples/cluster) parse under the variables their scheduler sets. */
-const example = (name: string): string => readFileSync(new URL(`../../../examples/cluster/${name}`, import.meta.url), 'utf8');
+const example = (name: string): string =>
+  readFileSync(new URL(`../../../examples/cluster/${name}`, import.meta.url), 'utf8');
 
 /** ddp-run's arguments in a recipe's command, with the script swapped for the test fixture. */
 function ddpRunArgs(words: string[]): string[] {
@@ -13,14 +14,24 @@ function ddpRunArgs(words: string[]): string[] {
 }
 
 const yamlCommand = (text: string): string[] =>
-  /command: \[(.*)\]/.exec(text)![1].split(',').map((w) => w.trim().replace(/^"|"$/g, ''));
+  /command: \[(.*)\]/
+    .exec(text)![1]
+    .split(',')
+    .map((w) => w.trim().replace(/^"|"$/g, ''));
 
 describe('examples/cluster', () => {
   it.each<[string, string[], Record<string, string>, object]>([
     [
       'trainjob.yaml (Kubeflow Trainer v2)',
       yamlCommand(example('trainjob.yaml')),
-      { KUBERNETES_SERVICE_HOST: 'k', PET_NNODES: '2', PET_NPROC_PER_NODE: '2', PET_NODE_RANK: '1', PET_MASTER_ADDR: 'ddp-node-0-0.ddp', PET_MASTER_PORT: '29400' },
+      {
+        KUBERNETES_SERVICE_HOST: 'k',
+        PET_NNODES: '2',
+        PET_NPROC_PER_NODE: '2',
+        PET_NODE_RANK: '1',
+        PET_MASTER_ADDR: 'ddp-node-0-0.ddp',
+        PET_MASTER_PORT: '29400',
+      },
       { nnodes: 2, nodeRank: 1, nprocPerNode: 2, masterAddr: 'ddp-node-0-0.ddp', rdzvId: 'kubeflow-ddp-node-0-0.ddp' },
     ],
     [
@@ -32,7 +43,14 @@ describe('examples/cluster', () => {
     [
       'slurm.sbatch',
       /^srun .*$/m.exec(example('slurm.sbatch'))![0].split(/\s+/),
-      { SLURM_JOB_ID: '77', SLURM_STEP_ID: '0', SLURM_NNODES: '2', SLURM_NODEID: '1', SLURM_NTASKS: '2', SLURM_JOB_NODELIST: 'n1,n2' },
+      {
+        SLURM_JOB_ID: '77',
+        SLURM_STEP_ID: '0',
+        SLURM_NNODES: '2',
+        SLURM_NODEID: '1',
+        SLURM_NTASKS: '2',
+        SLURM_JOB_NODELIST: 'n1,n2',
+      },
       { nnodes: 2, nodeRank: 1, nprocPerNode: 2, masterAddr: 'n1', masterPort: 15077, rdzvId: 'slurm-77.0' },
     ],
   ])('%s', (_what, command, env, want) => {

@@ -1,5 +1,5 @@
 export { LaunchConfigError } from './errors.js';
-export { launch, type LaunchControls, type LaunchResult } from './launch.js';
+export { type LaunchControls, type LaunchResult, launch } from './launch.js';
 export { type LaunchOptions, type LaunchPlan, planLaunch, rankEnv, type WorldStartInfo } from './options.js';
 export { findFreePort } from './port.js';
 export { describeExit, failureSummary, lastErrorLines } from './summary.js';

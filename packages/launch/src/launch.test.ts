@@ -2,8 +2,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Collect, isAlive, killAll, rankScript, started, waitFor } from './test/harness.js';
 import { type LaunchOptions, launch, type WorldStartInfo } from './index.js';
+import { Collect, isAlive, killAll, rankScript, started, waitFor } from './test/harness.js';
 
 afterEach(killAll);
 
@@ -76,17 +76,33 @@ describe('launch: environment', () => {
     }
   });
 
-  it('keeps the thread count the user chose (DDP_NUM_THREADS, or OMP_NUM_THREADS for @ddp/tensor to read)', { timeout: 30_000 }, async () => {
+  it('keeps the thread count the user chose (DDP_NUM_THREADS, or OMP_NUM_THREADS for @ddp/tensor to read)', {
+    timeout: 30_000,
+  }, async () => {
     for (const chosen of [{ DDP_NUM_THREADS: '3' }, { OMP_NUM_THREADS: '1' }]) {
-      const run = setup(2, ['env'], { env: { ...process.env, DDP_SECRET: undefined, DDP_NUM_THREADS: undefined, OMP_NUM_THREADS: undefined, ...chosen } });
+      const run = setup(2, ['env'], {
+        env: {
+          ...process.env,
+          DDP_SECRET: undefined,
+          DDP_NUM_THREADS: undefined,
+          OMP_NUM_THREADS: undefined,
+          ...chosen,
+        },
+      });
       expect((await launch(run.options)).exitCode).toBe(0);
       for (const env of envLines(run.out).values()) {
-        expect({ DDP_NUM_THREADS: env.DDP_NUM_THREADS, OMP_NUM_THREADS: env.OMP_NUM_THREADS }).toEqual({ DDP_NUM_THREADS: undefined, OMP_NUM_THREADS: undefined, ...chosen });
+        expect({ DDP_NUM_THREADS: env.DDP_NUM_THREADS, OMP_NUM_THREADS: env.OMP_NUM_THREADS }).toEqual({
+          DDP_NUM_THREADS: undefined,
+          OMP_NUM_THREADS: undefined,
+          ...chosen,
+        });
       }
     }
   });
 
-  it('numbers ranks by node on a multi-node world and passes the given secret and run id', { timeout: 30_000 }, async () => {
+  it('numbers ranks by node on a multi-node world and passes the given secret and run id', {
+    timeout: 30_000,
+  }, async () => {
     const shared = { masterAddr: '127.0.0.2', masterPort: 29500, secret: 's3cret', rdzvId: 'job-7' };
     const run = setup(2, ['env'], { nnodes: 3, nodeRank: 1, ...shared });
     const result = await launch(run.options);
@@ -94,7 +110,12 @@ describe('launch: environment', () => {
     const envs = envLines(run.out);
     expect([...envs.keys()].sort()).toEqual([2, 3]);
     expect(envs.get(3)).toMatchObject({ RANK: '3', LOCAL_RANK: '1', WORLD_SIZE: '6', LOCAL_WORLD_SIZE: '2' });
-    expect(envs.get(2)).toMatchObject({ GROUP_RANK: '1', MASTER_ADDR: '127.0.0.2', MASTER_PORT: '29500', DDP_SECRET: 's3cret' });
+    expect(envs.get(2)).toMatchObject({
+      GROUP_RANK: '1',
+      MASTER_ADDR: '127.0.0.2',
+      MASTER_PORT: '29500',
+      DDP_SECRET: 's3cret',
+    });
     expect(envs.get(2)?.DDP_RUN_ID).toBe('job-7');
   });
 
@@ -131,13 +152,24 @@ describe('launch: output', () => {
 });
 
 describe('launch: log files (torchrun --log-dir, --redirects, --tee)', () => {
-  it("writes each rank's streams to <logDir>/<runId>_*/attempt_<n>/<localRank>/, per attempt", { timeout: 45_000 }, async () => {
+  it("writes each rank's streams to <logDir>/<runId>_*/attempt_<n>/<localRank>/, per attempt", {
+    timeout: 45_000,
+  }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-logs-'));
     try {
       // rank 0: stdout redirected (file only), stderr tee'd (file and console); rank 1: stderr redirected
-      const redirects = new Map([[0, 1], [1, 2]] as const);
+      const redirects = new Map([
+        [0, 1],
+        [1, 2],
+      ] as const);
       const tee = new Map([[0, 2]] as const);
-      const run = setup(2, ['fail-once', join(dir, 'marker')], { logDir: join(dir, 'logs'), redirects, tee, rdzvId: 'job/1', maxRestarts: 1 });
+      const run = setup(2, ['fail-once', join(dir, 'marker')], {
+        logDir: join(dir, 'logs'),
+        redirects,
+        tee,
+        rdzvId: 'job/1',
+        maxRestarts: 1,
+      });
       const result = await launch(run.options);
       expect(result.exitCode).toBe(0);
       const [runDir, ...more] = readdirSync(join(dir, 'logs'));
@@ -162,7 +194,9 @@ describe('launch: log files (torchrun --log-dir, --redirects, --tee)', () => {
   });
 
   it('refuses redirects without a log directory', async () => {
-    await expect(launch(setup(1, ['env'], { redirects: 3 }).options)).rejects.toThrow(/redirects and tee write to files under logDir/);
+    await expect(launch(setup(1, ['env'], { redirects: 3 }).options)).rejects.toThrow(
+      /redirects and tee write to files under logDir/,
+    );
   });
 });
 

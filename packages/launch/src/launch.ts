@@ -2,7 +2,7 @@ import { constants } from 'node:os';
 import { type LaunchOptions, planLaunch } from './options.js';
 import { findFreePort } from './port.js';
 import { describeExit, failureSummary } from './summary.js';
-import { World, type RankExit, type WorldResult } from './world.js';
+import { type RankExit, World, type WorldResult } from './world.js';
 
 /** What a launch came to. */
 export interface LaunchResult {

@@ -2,8 +2,8 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { rankScript } from './test/harness.js';
 import { LaunchConfigError, type LaunchOptions, lastErrorLines, planLaunch, type RankExit, rankEnv } from './index.js';
+import { rankScript } from './test/harness.js';
 
 const base: LaunchOptions = { script: rankScript, nprocPerNode: 2, env: {} };
 
@@ -83,7 +83,18 @@ function exitWith(stderrTail: string[], stdoutTail: string[] = []): RankExit {
 
 describe('lastErrorLines', () => {
   it("picks Node's error line and the frames after it", () => {
-    const tail = ['/x.ts:3', '  throw e', '  ^', '', 'PeerLostError: rank 2 lost during allReduce', '    at a (x.ts:3:9)', '    at b (x.ts:9:1)', '    at c (x.ts:12:1)', '', 'Node.js v20.20.2'];
+    const tail = [
+      '/x.ts:3',
+      '  throw e',
+      '  ^',
+      '',
+      'PeerLostError: rank 2 lost during allReduce',
+      '    at a (x.ts:3:9)',
+      '    at b (x.ts:9:1)',
+      '    at c (x.ts:12:1)',
+      '',
+      'Node.js v20.20.2',
+    ];
     expect(lastErrorLines(exitWith(tail))).toEqual([
       'PeerLostError: rank 2 lost during allReduce',
       '    at a (x.ts:3:9)',

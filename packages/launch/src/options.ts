@@ -105,7 +105,8 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   const killGraceMs = checkInt('killGraceMs', options.killGraceMs ?? 5000, 0);
   const masterPort =
     options.masterPort === undefined ? undefined : checkInt('masterPort', options.masterPort, 1, 65535);
-  if (typeof options.script !== 'string' || options.script.trim() === '') throw new LaunchConfigError('script must name the file every rank runs, got an empty path');
+  if (typeof options.script !== 'string' || options.script.trim() === '')
+    throw new LaunchConfigError('script must name the file every rank runs, got an empty path');
   const script = resolve(cwd, options.script);
   if (!existsSync(script)) throw new LaunchConfigError(`script not found: ${script}`);
   if (!statSync(script).isFile()) throw new LaunchConfigError(`script is not a file: ${script}`);
@@ -133,7 +134,10 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   if ((options.redirects !== undefined || options.tee !== undefined) && options.logDir === undefined) {
     throw new LaunchConfigError('redirects and tee write to files under logDir (--log-dir)');
   }
-  const logs = options.logDir === undefined ? undefined : new RunLogs(resolve(cwd, options.logDir), runId, options.redirects, options.tee);
+  const logs =
+    options.logDir === undefined
+      ? undefined
+      : new RunLogs(resolve(cwd, options.logDir), runId, options.redirects, options.tee);
   return {
     script,
     args: options.args ?? [],
@@ -157,7 +161,12 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
 }
 
 /** The environment of one rank: the torchrun variables plus the run's id, secret and restart count. */
-export function rankEnv(plan: LaunchPlan, localRank: number, masterPort: number, restartCount: number): NodeJS.ProcessEnv {
+export function rankEnv(
+  plan: LaunchPlan,
+  localRank: number,
+  masterPort: number,
+  restartCount: number,
+): NodeJS.ProcessEnv {
   return {
     ...plan.env,
     RANK: String(plan.nodeRank * plan.nprocPerNode + localRank),

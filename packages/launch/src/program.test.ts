@@ -1,8 +1,8 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { rankScript } from './test/harness.js';
 import type { LaunchOptions } from './options.js';
 import { parseCommandLine } from './program.js';
+import { rankScript } from './test/harness.js';
 
 function parse(args: string[], env: Record<string, string> = {}): LaunchOptions {
   const parsed = parseCommandLine(args, env);
@@ -17,19 +17,61 @@ const fails = (args: string[], env: Record<string, string> = {}): number | undef
 
 describe('torchrun spellings', () => {
   it.each<[string, string[], Partial<LaunchOptions>]>([
-    ['underscores, space', ['--nproc_per_node', '2', '--node_rank', '1', '--nnodes', '2'], { nprocPerNode: 2, nodeRank: 1, nnodes: 2 }],
-    ['underscores, =', ['--nproc_per_node=3', '--master_addr=h', '--master_port=1234'], { nprocPerNode: 3, masterAddr: 'h', masterPort: 1234 }],
+    [
+      'underscores, space',
+      ['--nproc_per_node', '2', '--node_rank', '1', '--nnodes', '2'],
+      { nprocPerNode: 2, nodeRank: 1, nnodes: 2 },
+    ],
+    [
+      'underscores, =',
+      ['--nproc_per_node=3', '--master_addr=h', '--master_port=1234'],
+      { nprocPerNode: 3, masterAddr: 'h', masterPort: 1234 },
+    ],
     ['--nnodes N:N', ['--nproc-per-node', '1', '--nnodes', '2:2'], { nnodes: 2 }],
     ['--nproc-per-node auto', ['--nproc-per-node', 'auto'], { nprocPerNode: availableParallelism() }],
     ['--nproc-per-node cpu', ['--nproc-per-node=cpu'], { nprocPerNode: availableParallelism() }],
-    ['--rdzv-endpoint host:port', ['--nproc-per-node', '1', '--rdzv_endpoint', 'node0:29600'], { masterAddr: 'node0', masterPort: 29600 }],
-    ['--rdzv-endpoint host (c10d default port)', ['--nproc-per-node', '1', '--rdzv-endpoint', 'node0'], { masterAddr: 'node0', masterPort: 29400 }],
-    ['--rdzv-endpoint [v6]:port', ['--nproc-per-node', '1', '--rdzv-endpoint', '[fd00::1]:5'], { masterAddr: 'fd00::1', masterPort: 5 }],
-    ['--rdzv-backend c10d --rdzv-id', ['--nproc-per-node', '1', '--rdzv_backend', 'c10d', '--rdzv_id', 'j'], { rdzvId: 'j' }],
-    ['--log_dir, -r, --tee', ['--nproc-per-node', '2', '--log_dir', 'logs', '-r', '3', '--tee=0:1,1:2'], { logDir: 'logs', redirects: 3, tee: new Map([[0, 1], [1, 2]]) }],
-    ['--standalone', ['--standalone', '--nproc_per_node', '2'], { nnodes: 1, masterPort: undefined, masterAddr: '127.0.0.1' }],
+    [
+      '--rdzv-endpoint host:port',
+      ['--nproc-per-node', '1', '--rdzv_endpoint', 'node0:29600'],
+      { masterAddr: 'node0', masterPort: 29600 },
+    ],
+    [
+      '--rdzv-endpoint host (c10d default port)',
+      ['--nproc-per-node', '1', '--rdzv-endpoint', 'node0'],
+      { masterAddr: 'node0', masterPort: 29400 },
+    ],
+    [
+      '--rdzv-endpoint [v6]:port',
+      ['--nproc-per-node', '1', '--rdzv-endpoint', '[fd00::1]:5'],
+      { masterAddr: 'fd00::1', masterPort: 5 },
+    ],
+    [
+      '--rdzv-backend c10d --rdzv-id',
+      ['--nproc-per-node', '1', '--rdzv_backend', 'c10d', '--rdzv_id', 'j'],
+      { rdzvId: 'j' },
+    ],
+    [
+      '--log_dir, -r, --tee',
+      ['--nproc-per-node', '2', '--log_dir', 'logs', '-r', '3', '--tee=0:1,1:2'],
+      {
+        logDir: 'logs',
+        redirects: 3,
+        tee: new Map([
+          [0, 1],
+          [1, 2],
+        ]),
+      },
+    ],
+    [
+      '--standalone',
+      ['--standalone', '--nproc_per_node', '2'],
+      { nnodes: 1, masterPort: undefined, masterAddr: '127.0.0.1' },
+    ],
   ])('%s', (_what, flags, want) => {
-    expect(parse([...flags, rankScript, '--nproc_per_node', '9'])).toMatchObject({ ...want, args: ['--nproc_per_node', '9'] });
+    expect(parse([...flags, rankScript, '--nproc_per_node', '9'])).toMatchObject({
+      ...want,
+      args: ['--nproc_per_node', '9'],
+    });
   });
 
   it.each<[string, string[]]>([
@@ -38,7 +80,10 @@ describe('torchrun spellings', () => {
     ['--redirects 4', ['--nproc-per-node', '1', '--log-dir', 'l', '--redirects', '4']],
     ['an etcd backend', ['--nproc-per-node', '1', '--rdzv-backend', 'etcd']],
     ['--standalone with two nodes', ['--standalone', '--nproc-per-node', '1', '--nnodes', '2']],
-    ['an endpoint that disagrees with --master-port', ['--nproc-per-node', '1', '--rdzv-endpoint', 'h:1', '--master-port', '2']],
+    [
+      'an endpoint that disagrees with --master-port',
+      ['--nproc-per-node', '1', '--rdzv-endpoint', 'h:1', '--master-port', '2'],
+    ],
   ])('refuses %s with exit 2', (_what, flags) => {
     expect(fails([...flags, rankScript])).toBe(2);
   });
@@ -61,9 +106,23 @@ describe('scheduler variables fill in the launcher plan', () => {
   it.each<[string, Record<string, string>, string[], Partial<LaunchOptions>]>([
     [
       'Kubeflow Trainer v2 (PET_*), no flags at all',
-      { ...pod, PET_NNODES: '3', PET_NPROC_PER_NODE: '2', PET_NODE_RANK: '2', PET_MASTER_ADDR: 'tj-node-0-0.tj', PET_MASTER_PORT: '29400' },
+      {
+        ...pod,
+        PET_NNODES: '3',
+        PET_NPROC_PER_NODE: '2',
+        PET_NODE_RANK: '2',
+        PET_MASTER_ADDR: 'tj-node-0-0.tj',
+        PET_MASTER_PORT: '29400',
+      },
       [],
-      { nnodes: 3, nprocPerNode: 2, nodeRank: 2, masterAddr: 'tj-node-0-0.tj', masterPort: 29400, rdzvId: 'kubeflow-tj-node-0-0.tj' },
+      {
+        nnodes: 3,
+        nprocPerNode: 2,
+        nodeRank: 2,
+        masterAddr: 'tj-node-0-0.tj',
+        masterPort: 29400,
+        rdzvId: 'kubeflow-tj-node-0-0.tj',
+      },
     ],
     [
       'Kubeflow PyTorchJob (pods counted by WORLD_SIZE, RANK = pod index)',
@@ -73,7 +132,16 @@ describe('scheduler variables fill in the launcher plan', () => {
     ],
     [
       'PyTorchJob ≥ 1.7 with nprocPerNode: PET_NNODES, not WORLD_SIZE (= pods × procs)',
-      { ...pod, MASTER_ADDR: 'pj-master-0', MASTER_PORT: '23456', WORLD_SIZE: '8', RANK: '1', PET_NNODES: '4', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '2' },
+      {
+        ...pod,
+        MASTER_ADDR: 'pj-master-0',
+        MASTER_PORT: '23456',
+        WORLD_SIZE: '8',
+        RANK: '1',
+        PET_NNODES: '4',
+        PET_NODE_RANK: '1',
+        PET_NPROC_PER_NODE: '2',
+      },
       [],
       { nnodes: 4, nodeRank: 1, nprocPerNode: 2, masterAddr: 'pj-master-0' },
     ],
@@ -83,10 +151,30 @@ describe('scheduler variables fill in the launcher plan', () => {
       ['--nproc-per-node', '2'],
       { nnodes: 2, nodeRank: 1, masterAddr: 'gpu07', masterPort: 15000 + 4242, rdzvId: 'slurm-4242.0' },
     ],
-    ['Slurm with MASTER_ADDR/MASTER_PORT exported', { ...slurm, MASTER_ADDR: 'login', MASTER_PORT: '7000' }, ['--nproc-per-node', '1'], { masterAddr: 'login', masterPort: 7000 }],
-    ['flags win over the scheduler', slurm, ['--nproc-per-node', '1', '--node_rank', '0', '--rdzv-id', 'mine'], { nodeRank: 0, rdzvId: 'mine', nnodes: 2 }],
-    ['a rank env without a pod is not a PyTorchJob', { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'x' }, ['--nproc-per-node', '1'], { nnodes: 1, nodeRank: 0, masterAddr: undefined }],
-    ['a ddp-run inside a rank (LOCAL_RANK set) is not a PyTorchJob', { ...pod, RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'x', LOCAL_RANK: '1' }, ['--nproc-per-node', '1'], { nnodes: 1 }],
+    [
+      'Slurm with MASTER_ADDR/MASTER_PORT exported',
+      { ...slurm, MASTER_ADDR: 'login', MASTER_PORT: '7000' },
+      ['--nproc-per-node', '1'],
+      { masterAddr: 'login', masterPort: 7000 },
+    ],
+    [
+      'flags win over the scheduler',
+      slurm,
+      ['--nproc-per-node', '1', '--node_rank', '0', '--rdzv-id', 'mine'],
+      { nodeRank: 0, rdzvId: 'mine', nnodes: 2 },
+    ],
+    [
+      'a rank env without a pod is not a PyTorchJob',
+      { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'x' },
+      ['--nproc-per-node', '1'],
+      { nnodes: 1, nodeRank: 0, masterAddr: undefined },
+    ],
+    [
+      'a ddp-run inside a rank (LOCAL_RANK set) is not a PyTorchJob',
+      { ...pod, RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'x', LOCAL_RANK: '1' },
+      ['--nproc-per-node', '1'],
+      { nnodes: 1 },
+    ],
   ])('%s', (_what, env, flags, want) => {
     expect(parse([...flags, rankScript], env)).toMatchObject(want);
   });

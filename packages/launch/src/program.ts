@@ -45,7 +45,7 @@ function endpoint(value: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d+))?$/.exec(value);
   const port = m?.[3] === undefined ? 29400 : Number(m[3]);
   if (!m || port < 1 || port > 65535) throw new InvalidArgumentError('not host:port.');
-  return { host: (m[1] ?? m[2]), port };
+  return { host: m[1] ?? m[2], port };
 }
 
 function stdSpec(value: string): StdSpec {
@@ -68,18 +68,42 @@ function buildProgram(): Command {
     .addOption(new Option('--nnodes <m>', 'nodes in the world (N, or N:N)').argParser(nodeCount).default(1))
     .addOption(new Option('--node-rank <k>', "this node's index").argParser(integer).default(0))
     .option('--master-addr <addr>', 'address of the TCPStore host, rank 0 (default: 127.0.0.1, single node only)')
-    .addOption(new Option('--master-port <port>', 'TCPStore port (default: a free port, single node only)').argParser(integer))
-    .addOption(new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure').argParser(integer).default(0))
+    .addOption(
+      new Option('--master-port <port>', 'TCPStore port (default: a free port, single node only)').argParser(integer),
+    )
+    .addOption(
+      new Option('--max-restarts <r>', 'restart the whole world up to r times after a failure')
+        .argParser(integer)
+        .default(0),
+    )
     .option('--secret-file <path>', "a file holding the run's shared secret, readable by its owner only (chmod 600)")
     .option('--secret <s>', 'the secret itself: every user of this machine sees it in ps')
     .option('--rdzv-id <id>', "the run's id, the same on every node (default: random; needed with --nnodes > 1)")
-    .addOption(new Option('--rdzv-endpoint <host:port>', "rank 0's TCPStore, as --master-addr/--master-port").argParser(endpoint))
-    .addOption(new Option('--rdzv-backend <name>', 'rendezvous backend: c10d or static (both: a TCPStore at the endpoint)').choices(['c10d', 'static']))
+    .addOption(
+      new Option('--rdzv-endpoint <host:port>', "rank 0's TCPStore, as --master-addr/--master-port").argParser(
+        endpoint,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--rdzv-backend <name>',
+        'rendezvous backend: c10d or static (both: a TCPStore at the endpoint)',
+      ).choices(['c10d', 'static']),
+    )
     .option('--log-dir <dir>', "where --redirects/--tee write each rank's stdout.log and stderr.log")
-    .addOption(new Option('-r, --redirects <std>', 'to log files only: 0 none, 1 stdout, 2 stderr, 3 both; or 0:3,1:0 per local rank').argParser(stdSpec))
+    .addOption(
+      new Option(
+        '-r, --redirects <std>',
+        'to log files only: 0 none, 1 stdout, 2 stderr, 3 both; or 0:3,1:0 per local rank',
+      ).argParser(stdSpec),
+    )
     .addOption(new Option('-t, --tee <std>', 'to log files and the console (values as --redirects)').argParser(stdSpec))
     .option('--standalone', 'single node, a free local port and a random run id (torchrun --standalone)')
-    .addOption(new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks').argParser(integer).default(5000))
+    .addOption(
+      new Option('--kill-grace-ms <ms>', 'wait between SIGTERM and SIGKILL when ending ranks')
+        .argParser(integer)
+        .default(5000),
+    )
     .option('--no-source-conditions', 'inside the ddp monorepo, run the ranks on dist/ instead of src/')
     .argument('<script>', 'the script each rank runs (.ts or .js)')
     .argument('[args...]', 'arguments for the script')

@@ -5,7 +5,12 @@ const script = new URL('./test/rank.child.ts', import.meta.url);
 
 describe('runWorld', () => {
   it("returns each rank's RESULT, lines and exit; env reaches every rank", async () => {
-    const run = await runWorld<{ rank: number; env: string }>({ script, nprocs: 2, args: ['result'], env: { EXTRA: 'x' } });
+    const run = await runWorld<{ rank: number; env: string }>({
+      script,
+      nprocs: 2,
+      args: ['result'],
+      env: { EXTRA: 'x' },
+    });
     expect(run.exitCode).toBe(0);
     expect(run.results).toEqual([
       { rank: 0, env: 'x' },
@@ -24,7 +29,9 @@ describe('runWorld', () => {
   });
 
   it('rejects on a failed rank with the summary; allowFailure resolves with every exit', async () => {
-    await expect(runWorld({ script, nprocs: 2, args: ['fail', '1', '3'] })).rejects.toThrow(/failed \(exit 1\)[\s\S]*rank 1 failing on purpose/);
+    await expect(runWorld({ script, nprocs: 2, args: ['fail', '1', '3'] })).rejects.toThrow(
+      /failed \(exit 1\)[\s\S]*rank 1 failing on purpose/,
+    );
     const run = await runWorld({ script, nprocs: 2, args: ['fail', '1', '3'], allowFailure: true });
     expect(run.ranks.map((r) => [r.code, r.endedByLauncher])).toEqual([
       [null, true],
@@ -33,6 +40,8 @@ describe('runWorld', () => {
   });
 
   it('ends a world that outlives timeoutMs', async () => {
-    await expect(runWorld({ script, nprocs: 1, args: ['fail', '5', '1'], timeoutMs: 1500, killGraceMs: 500 })).rejects.toThrow(/timed out after 1500 ms/);
+    await expect(
+      runWorld({ script, nprocs: 1, args: ['fail', '5', '1'], timeoutMs: 1500, killGraceMs: 500 }),
+    ).rejects.toThrow(/timed out after 1500 ms/);
   });
 });

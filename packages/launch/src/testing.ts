@@ -132,12 +132,24 @@ export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<W
   if (options.allowFailure) return run;
   const what = `${basename(script)} ${args.join(' ')} on ${nprocs} ranks`;
   const tails = (pick: (r: RankRun<R>) => string[]) =>
-    ranks.map((r) => pick(r).slice(-15).map((l) => `[rank ${r.rank}] ${l}`).join('\n')).filter(Boolean).join('\n');
+    ranks
+      .map((r) =>
+        pick(r)
+          .slice(-15)
+          .map((l) => `[rank ${r.rank}] ${l}`)
+          .join('\n'),
+      )
+      .filter(Boolean)
+      .join('\n');
   if (launched.exitCode !== 0) {
     const why = run.timedOut ? `timed out after ${timeoutMs} ms` : `failed (exit ${launched.exitCode})`;
     throw new WorldRunError(`${what} ${why}\n${launched.summary}\n${tails((r) => r.stderr)}`, run);
   }
   const silent = ranks.filter((r) => r.results.length === 0).map((r) => r.rank);
-  if (silent.length > 0) throw new WorldRunError(`${what}: no RESULT line from rank(s) ${silent.join(', ')}\n${tails((r) => r.stdout)}`, run);
+  if (silent.length > 0)
+    throw new WorldRunError(
+      `${what}: no RESULT line from rank(s) ${silent.join(', ')}\n${tails((r) => r.stdout)}`,
+      run,
+    );
   return run;
 }

@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import type { WriteStream } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { pathToFileURL } from 'node:url';
-import type { WriteStream } from 'node:fs';
 import { finished } from 'node:stream/promises';
+import { pathToFileURL } from 'node:url';
 import { PrefixedLines } from './lines.js';
 import { discard, openLog } from './logs.js';
 import { type LaunchPlan, rankEnv } from './options.js';
@@ -146,7 +146,16 @@ export class World {
       return lines;
     };
     const r: RankProcess = {
-      exit: { rank, localRank, pid: child.pid, code: null, signal: null, endedByLauncher: false, stderrTail: [], stdoutTail: [] },
+      exit: {
+        rank,
+        localRank,
+        pid: child.pid,
+        code: null,
+        signal: null,
+        endedByLauncher: false,
+        stderrTail: [],
+        stdoutTail: [],
+      },
       child,
       out: route('stdout', child.stdout),
       err: route('stderr', child.stderr),

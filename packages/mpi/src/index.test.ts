@@ -21,7 +21,18 @@ describe.skipIf(!mpi)('@ddp/mpi in a world of one', () => {
     const [refused] = await addon.call(Kind.allReduce, 0, Rule.sameCount, 1, 1, 0, desc(1, 3, 2), null, a, null);
     expect(refused).toBe(Status.refused);
     // a descriptor of the wrong length is an error, not a read past its end
-    const [bad, , , message] = await addon.call(Kind.barrier, 0, Rule.sameCall, 1, 0, 0, Int32Array.from([11]), null, null, null);
+    const [bad, , , message] = await addon.call(
+      Kind.barrier,
+      0,
+      Rule.sameCall,
+      1,
+      0,
+      0,
+      Int32Array.from([11]),
+      null,
+      null,
+      null,
+    );
     expect(bad).toBe(Status.mpiFailed);
     expect(message).toMatch(/descriptor of 1 words, expected 8/);
     const [done] = await addon.call(Kind.finalize, 0, 0, 0, 0, 0, null, null, null, null);

@@ -30,7 +30,14 @@ export const Status = { ok: 0, refused: 1, mpiFailed: 2 } as const;
 export const DESC_FIXED = 6;
 
 /** [status, every member's descriptor (when agreed on), output (allGather/gather), MPI's message, int results]. */
-export type CallResult = [status: number, all: Int32Array | undefined, out: ArrayBuffer, message: string, i0: number, i1: number];
+export type CallResult = [
+  status: number,
+  all: Int32Array | undefined,
+  out: ArrayBuffer,
+  message: string,
+  i0: number,
+  i1: number,
+];
 
 type Bytes = ArrayBufferView | null;
 
@@ -42,7 +49,18 @@ export interface MpiAddon {
    * `desc` is agreed on under `rule`, then the op runs on `a` (in place or input) and `b` (output);
    * `counts` are allToAll's receive counts or p2p's entries (is send, peer, tag, byte offset, bytes).
    */
-  call(kind: Kind, comm: number, rule: number, type: number, op: number, root: number, desc: Int32Array | null, counts: Int32Array | null, a: Bytes, b: Bytes): Promise<CallResult>;
+  call(
+    kind: Kind,
+    comm: number,
+    rule: number,
+    type: number,
+    op: number,
+    root: number,
+    desc: Int32Array | null,
+    counts: Int32Array | null,
+    a: Bytes,
+    b: Bytes,
+  ): Promise<CallResult>;
   /** Calls still pending (stuck after a timeout) no longer keep the process alive. */
   unref(): void;
 }
@@ -67,4 +85,3 @@ export function whyMissing(): string {
   if (existsSync(note)) return `@ddp/mpi was not built at install: ${readFileSync(note, 'utf8').trim()}`;
   return '@ddp/mpi was never built: its install script did not run (pnpm 10: `pnpm approve-builds`, then `pnpm rebuild @ddp/mpi`)';
 }
-

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { GOMP_SPINCOUNT, limitOpenMPSpin, loadNativeKernels } from './index.js';
 import { chooseOpenBLASCore, openblasCoreFor } from './openblas-core.js';
 
@@ -28,8 +28,15 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(read(offsets[2], 8)).toEqual([4, 5, 10, 11, 0, 1, 2, 1]);
     // Aᵀ·Bᵀ, the same 6 values stored as A [3, 2] and as B [2, 3]
     kernels!.BatchMatMul(heap, offsets[0], offsets[0], offsets[2], 1, 2, 2, 3, true, true, 0, 0);
-    const A = [[1, 2], [3, 4], [5, 6]];
-    const B = [[1, 2, 3], [4, 5, 6]];
+    const A = [
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ];
+    const B = [
+      [1, 2, 3],
+      [4, 5, 6],
+    ];
     const want = [0, 1].flatMap((i) => [0, 1].map((j) => [0, 1, 2].reduce((s, p) => s + A[p][i] * B[j][p], 0)));
     expect(read(offsets[2], 4)).toEqual(want);
   });
@@ -47,12 +54,16 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.BatchMatMul(heap, a, b, heap.length - 8, 1, 2, 2, 2, false, false, 0, 0)).toThrow(RangeError);
     expect(() => kernels!.BatchMatMul(heap, a + 2, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/byte offset/);
     expect(() => kernels!.BatchMatMul(heap, a, b, c, 3, 2, 2, 2, false, false, 1e9, 0)).toThrow(/inside the/);
-    expect(() => kernels!.BatchMatMul(new Float32Array(heap.buffer) as never, a, b, c, 1, 2, 2, 2, false, false, 0, 0)).toThrow(/Uint8Array/);
-    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 1e6, 1e6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1e6, 1e6, false)).toThrow(RangeError);
+    expect(() =>
+      kernels!.BatchMatMul(new Float32Array(heap.buffer) as never, a, b, c, 1, 2, 2, 2, false, false, 0, 0),
+    ).toThrow(/Uint8Array/);
+    expect(() => kernels!.Conv2D(heap, a, b, c, 1, 1e6, 1e6, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1e6, 1e6, false)).toThrow(
+      RangeError,
+    );
     expect(() => kernels!.Conv2D(heap, a, b, c, 1, 2, 2, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 2, 2, false)).toThrow(/strides/);
   });
 
-  it('checks the fused kernels\' sizes against the heap too', () => {
+  it("checks the fused kernels' sizes against the heap too", () => {
     const { heap, offsets } = heapWith([1, 2, 3, 4], [1, 1], [0, 0], [0, 0, 0, 0], [0, 0], [0, 0]);
     const [x, g, b, y, m, r] = offsets as [number, number, number, number, number, number];
     kernels!.LayerNorm(heap, x, g, b, y, m, r, 2, 2, 1e-5);
@@ -92,7 +103,7 @@ describe.skipIf(!kernels)('native kernels addon', () => {
 });
 
 describe('OpenMP wait policy', () => {
-  it('limits libgomp\'s spinning before the addon loads it, unless the user chose a policy', () => {
+  it("limits libgomp's spinning before the addon loads it, unless the user chose a policy", () => {
     expect(process.env.GOMP_SPINCOUNT ?? process.env.OMP_WAIT_POLICY).toBeDefined();
     const env: NodeJS.ProcessEnv = {};
     limitOpenMPSpin(env);
@@ -109,7 +120,7 @@ describe('OpenBLAS kernel set', () => {
   const flags = (...f: string[]) => `processor\t: 0\nflags\t\t: fpu sse2 ${f.join(' ')}\nbugs\t\t: spectre\n`;
   const avx512 = ['avx2', 'fma', 'avx512f', 'avx512cd', 'avx512bw', 'avx512dq', 'avx512vl'];
 
-  it('takes the widest set the CPU has, none below AVX2, and leaves a user\'s choice alone', () => {
+  it("takes the widest set the CPU has, none below AVX2, and leaves a user's choice alone", () => {
     expect(openblasCoreFor(flags(...avx512, 'avx512_fp16'))).toBe('SkylakeX');
     expect(openblasCoreFor(flags('avx2', 'fma', 'avx512f'))).toBe('Haswell'); // AVX-512 foundation alone (Knights Landing)
     expect(openblasCoreFor(flags('avx', 'sse4_2'))).toBeNull();
@@ -122,10 +133,13 @@ describe('OpenBLAS kernel set', () => {
     expect(chosen.OPENBLAS_CORETYPE).toBe('Zen');
   });
 
-  it.skipIf(!kernels)('runs the set the CPU supports, not a fallback (Prescott on a model OpenBLAS does not know)', () => {
-    const want = process.env.OPENBLAS_CORETYPE ?? openblasCoreFor(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (want) expect(kernels!.blasCore().toLowerCase()).toBe(want.toLowerCase());
-  });
+  it.skipIf(!kernels)(
+    'runs the set the CPU supports, not a fallback (Prescott on a model OpenBLAS does not know)',
+    () => {
+      const want = process.env.OPENBLAS_CORETYPE ?? openblasCoreFor(readFileSync('/proc/cpuinfo', 'utf8'));
+      if (want) expect(kernels!.blasCore().toLowerCase()).toBe(want.toLowerCase());
+    },
+  );
 });
 
 describe.skipIf(kernels)('without the addon', () => {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { chooseOpenBLASCore } from './openblas-core.js';
 
 export { chooseOpenBLASCore } from './openblas-core.js';
+
 import { createRequire } from 'node:module';
 
 /**
@@ -16,8 +17,18 @@ export interface NativeKernels {
    * between batch entries, 0 to reuse one matrix for every entry.
    */
   BatchMatMul(
-    heap: Uint8Array, a: number, b: number, c: number, batch: number, m: number, n: number, k: number,
-    transA: boolean, transB: boolean, strideA: number, strideB: number,
+    heap: Uint8Array,
+    a: number,
+    b: number,
+    c: number,
+    batch: number,
+    m: number,
+    n: number,
+    k: number,
+    transA: boolean,
+    transB: boolean,
+    strideA: number,
+    strideB: number,
   ): void;
   /**
    * y [n, ho, wo, co] = conv(x [n, h, w, ci], filter [kh, kw, ci, co]); geometry as tfjs's
@@ -37,19 +48,49 @@ export interface NativeKernels {
    * m' = m + (g − m)·oneMinusBeta1, v' = v·beta2 + g²·oneMinusBeta2; every number rounded to float32 first.
    */
   AdamStep(
-    heap: Uint8Array, param: number, grad: number, expAvg: number, expAvgSq: number, outParam: number, outExpAvg: number,
-    outExpAvgSq: number, n: number, decay: number, oneMinusBeta1: number, beta2: number, oneMinusBeta2: number,
-    sqrtBiasCorrection2: number, eps: number, stepSize: number,
+    heap: Uint8Array,
+    param: number,
+    grad: number,
+    expAvg: number,
+    expAvgSq: number,
+    outParam: number,
+    outExpAvg: number,
+    outExpAvgSq: number,
+    n: number,
+    decay: number,
+    oneMinusBeta1: number,
+    beta2: number,
+    oneMinusBeta2: number,
+    sqrtBiasCorrection2: number,
+    eps: number,
+    stepSize: number,
   ): void;
   /** Layer norm of x [rows, cols] over cols: y, and mean and rstd [rows] (1/√(biased variance + eps)). */
   LayerNorm(
-    heap: Uint8Array, x: number, gamma: number, beta: number, y: number, mean: number, rstd: number, rows: number,
-    cols: number, eps: number,
+    heap: Uint8Array,
+    x: number,
+    gamma: number,
+    beta: number,
+    y: number,
+    mean: number,
+    rstd: number,
+    rows: number,
+    cols: number,
+    eps: number,
   ): void;
   /** LayerNorm's gradients: dx [rows, cols], dgamma and dbeta [cols]. */
   LayerNormGrad(
-    heap: Uint8Array, dy: number, x: number, mean: number, rstd: number, gamma: number, dx: number, dgamma: number,
-    dbeta: number, rows: number, cols: number,
+    heap: Uint8Array,
+    dy: number,
+    x: number,
+    mean: number,
+    rstd: number,
+    gamma: number,
+    dx: number,
+    dgamma: number,
+    dbeta: number,
+    rows: number,
+    cols: number,
   ): void;
   /** y = x·Φ(x) over n values (erf form). */
   Gelu(heap: Uint8Array, x: number, y: number, n: number): void;
@@ -77,8 +118,22 @@ export interface NativeKernels {
 
 /** n, h, w, ci, kh, kw, co, strideH, strideW, dilationH, dilationW, padTop, padLeft, outH, outW, channelsFirst. */
 export type ConvGeometry = [
-  n: number, h: number, w: number, ci: number, kh: number, kw: number, co: number, strideH: number, strideW: number,
-  dilationH: number, dilationW: number, padTop: number, padLeft: number, outH: number, outW: number, channelsFirst: boolean,
+  n: number,
+  h: number,
+  w: number,
+  ci: number,
+  kh: number,
+  kw: number,
+  co: number,
+  strideH: number,
+  strideW: number,
+  dilationH: number,
+  dilationW: number,
+  padTop: number,
+  padLeft: number,
+  outH: number,
+  outW: number,
+  channelsFirst: boolean,
 ];
 
 export type NativeKernelsLoad = { kernels: NativeKernels; reason?: undefined } | { kernels: null; reason: string };

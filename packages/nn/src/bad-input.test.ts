@@ -13,7 +13,9 @@ describe('bad input gets a typed error', () => {
   });
 
   it('Linear.forward with the wrong input width names the layer and the shape', () => {
-    expect(() => new Linear(4, 2).forward(tensor([1, 2, 3, 4, 5, 6], [2, 3]))).toThrow(/Linear\(4, 2\): input \[2,3\] must end in 4 features/);
+    expect(() => new Linear(4, 2).forward(tensor([1, 2, 3, 4, 5, 6], [2, 3]))).toThrow(
+      /Linear\(4, 2\): input \[2,3\] must end in 4 features/,
+    );
   });
 
   it('SGD and Adam without a usable learning rate; clipGradNorm with a negative maxNorm', () => {

@@ -7,10 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileWriteError } from './atomic.js';
 import { latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
-import { modelAtStep } from './test/checkpoint-crash-model.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
 import { SafetensorsError } from './safetensors.js';
+import { modelAtStep } from './test/checkpoint-crash-model.js';
 
 let root: string;
 beforeAll(async () => {
@@ -72,27 +72,30 @@ describe('damaged checkpoints', () => {
 
   // a 1 MiB tmpfs: the first checkpoint fits, the second (a 2.3 MB model) does not
   const isRoot = process.getuid?.() === 0;
-  it.skipIf(!isRoot)('a full disk: a typed error naming the file; the previous checkpoint loads; no leftovers', async () => {
-    const mount = join(root, 'tiny');
-    await mkdir(mount);
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);
-    const small = modelAtStep(1);
-    const big = new Linear(768, 768);
-    try {
-      const dir = join(mount, 'ckpt');
-      await saveCheckpoint(dir, { model: small, step: 1 });
-      const error = await caught(saveCheckpoint(dir, { model: big, step: 2 }));
-      expect(error).toBeInstanceOf(FileWriteError);
-      expect((error as FileWriteError).code).toBe('ENOSPC');
-      expect(error.message).toMatch(new RegExp(`^cannot write ${dir}/\\.tmp-[^/]+/${MODEL_FILE}: ENOSPC`));
-      expect((await loadCheckpoint(dir, { model: small })).step).toBe(1);
-      expect((await readdir(dir)).filter((f) => f.startsWith('.tmp-'))).toEqual([]);
-    } finally {
-      execFileSync('umount', [mount]);
-      small.dispose();
-      big.dispose();
-    }
-  });
+  it.skipIf(!isRoot)(
+    'a full disk: a typed error naming the file; the previous checkpoint loads; no leftovers',
+    async () => {
+      const mount = join(root, 'tiny');
+      await mkdir(mount);
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);
+      const small = modelAtStep(1);
+      const big = new Linear(768, 768);
+      try {
+        const dir = join(mount, 'ckpt');
+        await saveCheckpoint(dir, { model: small, step: 1 });
+        const error = await caught(saveCheckpoint(dir, { model: big, step: 2 }));
+        expect(error).toBeInstanceOf(FileWriteError);
+        expect((error as FileWriteError).code).toBe('ENOSPC');
+        expect(error.message).toMatch(new RegExp(`^cannot write ${dir}/\\.tmp-[^/]+/${MODEL_FILE}: ENOSPC`));
+        expect((await loadCheckpoint(dir, { model: small })).step).toBe(1);
+        expect((await readdir(dir)).filter((f) => f.startsWith('.tmp-'))).toEqual([]);
+      } finally {
+        execFileSync('umount', [mount]);
+        small.dispose();
+        big.dispose();
+      }
+    },
+  );
   it.skipIf(!isRoot)('a checkpoint on a read-only file system loads (its clean-up is skipped)', async () => {
     const dir = join(root, 'writable');
     const model = modelAtStep(2);

@@ -13,8 +13,8 @@
  * writer's, or another host's, are left alone); files of the old single-directory layout.
  */
 import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { syncDirectory } from './atomic.js';
 
@@ -33,7 +33,11 @@ export function crashPoint(point: string): void {
   if (process.env.DDP_CHECKPOINT_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
 }
 
-const exists = (path: string) => access(path).then(() => true, () => false);
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
 function processIsAlive(pid: number): boolean {
   try {
@@ -87,7 +91,10 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
   let newest: { path: string; mtime: number } | null = null;
   for (const name of await readdir(parent).catch(() => [] as string[])) {
     if (!name.startsWith(prefix) || LEGACY_TEMPORARY.exec(name)?.index !== prefix.length) continue;
-    const mtime = await stat(join(parent, name, metaFile)).then((s) => s.mtimeMs, () => null);
+    const mtime = await stat(join(parent, name, metaFile)).then(
+      (s) => s.mtimeMs,
+      () => null,
+    );
     if (mtime !== null && (newest === null || mtime > newest.mtime)) newest = { path: join(parent, name), mtime };
   }
   return newest?.path ?? null;

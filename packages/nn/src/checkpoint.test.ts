@@ -15,8 +15,8 @@ import {
 } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
 import { Generator } from './generator.js';
-import { Module } from './module.js';
 import { WarmupCosineLR } from './lr-scheduler.js';
+import { Module } from './module.js';
 import { Adam } from './optim/adam.js';
 import { Parameter } from './parameter.js';
 import { SafetensorsError } from './safetensors.js';
@@ -62,7 +62,15 @@ describe('checkpoints', () => {
     trainSteps(model, opt, gen, 3);
     for (let i = 0; i < 3; i++) sched.step();
     const path = join(dir, 'ckpt');
-    const contents = { model, optimizer: opt, scheduler: sched, step: 3, epoch: 1, generator: gen, extra: { note: 'x' } };
+    const contents = {
+      model,
+      optimizer: opt,
+      scheduler: sched,
+      step: 3,
+      epoch: 1,
+      generator: gen,
+      extra: { note: 'x' },
+    };
     await saveCheckpoint(path, contents);
     await saveCheckpoint(path, contents); // overwrite
     expect((await readdir(dir)).sort()).toEqual(['ckpt']);
@@ -85,7 +93,8 @@ describe('checkpoints', () => {
     const b = opt2.stateDict();
     for (const [i, s] of a.state) {
       expect(b.state.get(i)?.step).toBe(s.step);
-      for (const key of ['expAvg', 'expAvgSq']) expect(bits(b.state.get(i)?.[key] as tf.Tensor)).toEqual(bits(s[key] as tf.Tensor));
+      for (const key of ['expAvg', 'expAvgSq'])
+        expect(bits(b.state.get(i)?.[key] as tf.Tensor)).toEqual(bits(s[key] as tf.Tensor));
     }
     // Training on from both gives identical weights: generator and optimizer state came back too.
     trainSteps(model, opt, gen, 2);
@@ -164,7 +173,10 @@ describe('checkpoints', () => {
     const path = join(dir, 'oldcrash');
     // the old save killed between its renames: the previous checkpoint at .old-*, the new one at .tmp-*
     const dead = 4194301; // a pid no process has here
-    for (const [step, name] of [[1, `oldcrash.old-${dead}-aaaa`], [2, `oldcrash.tmp-${dead}-bbbb`]] as const) {
+    for (const [step, name] of [
+      [1, `oldcrash.old-${dead}-aaaa`],
+      [2, `oldcrash.tmp-${dead}-bbbb`],
+    ] as const) {
       await saveCheckpoint(join(dir, name), { model, step });
       const entry = (await latestCheckpoint(join(dir, name))) as string;
       for (const f of await readdir(entry)) await rename(join(entry, f), join(dir, name, f));
@@ -188,7 +200,9 @@ describe('checkpoints', () => {
     const full = await readFile(file);
     await writeFile(file, full.subarray(0, full.length - 5));
     await expect(loadCheckpoint(path, { model })).rejects.toThrow(SafetensorsError);
-    await expect(loadCheckpoint(path, { model })).rejects.toThrow(/model\.safetensors: tensor '\w+' ends at byte \d+ of the data, which has only 31/);
+    await expect(loadCheckpoint(path, { model })).rejects.toThrow(
+      /model\.safetensors: tensor '\w+' ends at byte \d+ of the data, which has only 31/,
+    );
     await expect(loadCheckpoint(join(dir, 'nowhere'), { model })).rejects.toThrow(CheckpointError);
     model.dispose();
   });

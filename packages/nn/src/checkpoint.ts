@@ -9,7 +9,14 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
-import { cleanCheckpointDir, commitEntry, crashPoint, createTemporaryEntry, entryToLoad, latestEntry } from './checkpoint-dir.js';
+import {
+  cleanCheckpointDir,
+  commitEntry,
+  crashPoint,
+  createTemporaryEntry,
+  entryToLoad,
+  latestEntry,
+} from './checkpoint-dir.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -122,7 +129,8 @@ function parseMeta(text: string, path: string): CheckpointMeta {
   } catch (error) {
     throw new CheckpointError(`${path} is not valid JSON: ${(error as Error).message}`);
   }
-  if (meta?.format !== 'ddp-checkpoint' || meta.version !== 1) throw new CheckpointError(`${path} is not a ddp checkpoint (version 1)`);
+  if (meta?.format !== 'ddp-checkpoint' || meta.version !== 1)
+    throw new CheckpointError(`${path} is not a ddp checkpoint (version 1)`);
   return meta;
 }
 
@@ -141,7 +149,13 @@ export interface LoadedCheckpoint {
  */
 export async function loadCheckpoint(
   dir: string,
-  contents: { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler; strict?: boolean },
+  contents: {
+    model: Module;
+    optimizer?: AnyOptimizer;
+    generator?: Generator;
+    scheduler?: LRScheduler;
+    strict?: boolean;
+  },
 ): Promise<LoadedCheckpoint> {
   const path = await entryToLoad(dir, META_FILE);
   if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
@@ -167,7 +181,10 @@ export async function loadCheckpoint(
         const i = Number(match[1]);
         state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
       }
-      optimizerState = { state, paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'] };
+      optimizerState = {
+        state,
+        paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'],
+      };
     }
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);

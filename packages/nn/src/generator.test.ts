@@ -7,9 +7,17 @@ describe('Philox4x32-10', () => {
   it('matches the Random123 known-answer vectors', () => {
     expect(hex(philox4x32([0, 0, 0, 0], [0, 0]))).toEqual(['6627e8d5', 'e169c58d', 'bc57ac4c', '9b00dbd8']);
     const ones = 0xffffffff;
-    expect(hex(philox4x32([ones, ones, ones, ones], [ones, ones]))).toEqual(['408f276d', '41c83b0e', 'a20bc7c6', '6d5451fd']);
+    expect(hex(philox4x32([ones, ones, ones, ones], [ones, ones]))).toEqual([
+      '408f276d',
+      '41c83b0e',
+      'a20bc7c6',
+      '6d5451fd',
+    ]);
     expect(hex(philox4x32([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344], [0xa4093822, 0x299f31d0]))).toEqual([
-      'd16cfe09', '94fdcceb', '5001e420', '24126ea1',
+      'd16cfe09',
+      '94fdcceb',
+      '5001e420',
+      '24126ea1',
     ]);
   });
 });

@@ -55,7 +55,8 @@ export class GeneratorStateError extends Error {
 const TWO_POW_32 = 0x1_0000_0000;
 
 function checkSeed(seed: number): number {
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new GeneratorStateError(`seed must be a non-negative safe integer, got ${seed}`);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new GeneratorStateError(`seed must be a non-negative safe integer, got ${seed}`);
   return seed;
 }
 

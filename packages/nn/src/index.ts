@@ -1,6 +1,15 @@
-export { Generator, GeneratorStateError, type GeneratorState, defaultGenerator, manualSeed, philox4x32 } from './generator.js';
-export * as init from './init.js';
 export { FileWriteError, temporarySibling, writeFileAtomic } from './atomic.js';
+export {
+  type CheckpointContents,
+  CheckpointError,
+  type LoadedCheckpoint,
+  latestCheckpoint,
+  loadCheckpoint,
+  META_FILE,
+  MODEL_FILE,
+  OPTIMIZER_FILE,
+  saveCheckpoint,
+} from './checkpoint.js';
 export {
   cleanCheckpointDir,
   commitEntry,
@@ -12,16 +21,30 @@ export {
   temporaryEntryName,
 } from './checkpoint-dir.js';
 export {
-  loadSafetensors,
-  type ParsedSafetensors,
-  parseSafetensors,
-  type SafeTensor,
-  SafetensorsError,
-  type SafetensorsErrorKind,
-  saveSafetensors,
-  serializeSafetensors,
-  toSafeTensor,
-} from './safetensors.js';
+  defaultGenerator,
+  Generator,
+  type GeneratorState,
+  GeneratorStateError,
+  manualSeed,
+  philox4x32,
+} from './generator.js';
+export * as init from './init.js';
+export { Dropout, GELU, ReLU, Tanh } from './layers/activation.js';
+export { type AttentionCallOptions, MultiheadAttention, type MultiheadAttentionOptions } from './layers/attention.js';
+export { ModuleList, Sequential, type TensorModule } from './layers/container.js';
+export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
+export { Flatten } from './layers/flatten.js';
+export { Embedding, Linear, type LinearOptions } from './layers/linear.js';
+export {
+  BatchNorm,
+  BatchNorm1d,
+  BatchNorm2d,
+  type BatchNormOptions,
+  LayerNorm,
+  type LayerNormOptions,
+} from './layers/norm.js';
+export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer.js';
+export { CrossEntropyLoss, crossEntropy, MSELoss, mse } from './losses.js';
 export {
   type HasParamGroups,
   LRScheduler,
@@ -32,8 +55,9 @@ export {
   type WarmupCosineOptions,
   warmupCosineLr,
 } from './lr-scheduler.js';
-export { Parameter } from './parameter.js';
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
+export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
+export { clipGradNorm } from './optim/clip-grad.js';
 export {
   Optimizer,
   OptimizerError,
@@ -43,25 +67,15 @@ export {
   type ParamState,
 } from './optim/optimizer.js';
 export { SGD, type SGDOptions } from './optim/sgd.js';
-export { Adam, AdamW, type AdamOptions } from './optim/adam.js';
-export { clipGradNorm } from './optim/clip-grad.js';
+export { Parameter } from './parameter.js';
 export {
-  CheckpointError,
-  type CheckpointContents,
-  type LoadedCheckpoint,
-  latestCheckpoint,
-  loadCheckpoint,
-  META_FILE,
-  MODEL_FILE,
-  OPTIMIZER_FILE,
-  saveCheckpoint,
-} from './checkpoint.js';
-export { Linear, type LinearOptions, Embedding } from './layers/linear.js';
-export { ReLU, Tanh, GELU, Dropout } from './layers/activation.js';
-export { Sequential, ModuleList, type TensorModule } from './layers/container.js';
-export { Flatten } from './layers/flatten.js';
-export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
-export { LayerNorm, type LayerNormOptions, BatchNorm, BatchNorm1d, BatchNorm2d, type BatchNormOptions } from './layers/norm.js';
-export { MultiheadAttention, type MultiheadAttentionOptions, type AttentionCallOptions } from './layers/attention.js';
-export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer.js';
-export { crossEntropy, mse, CrossEntropyLoss, MSELoss } from './losses.js';
+  loadSafetensors,
+  type ParsedSafetensors,
+  parseSafetensors,
+  type SafeTensor,
+  SafetensorsError,
+  type SafetensorsErrorKind,
+  saveSafetensors,
+  serializeSafetensors,
+  toSafeTensor,
+} from './safetensors.js';

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Generator } from './generator.js';
-import { calculateFanInAndFanOut, calculateGain, defaultBiasInit, defaultWeightInit, InitError, normalInit } from './init.js';
+import {
+  calculateFanInAndFanOut,
+  calculateGain,
+  defaultBiasInit,
+  defaultWeightInit,
+  InitError,
+  normalInit,
+} from './init.js';
 
 describe('initialisation', () => {
   it('computes fans and gains as PyTorch', () => {

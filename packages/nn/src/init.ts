@@ -13,9 +13,10 @@ export class InitError extends Error {
 
 /** torch.nn.init._calculate_fan_in_and_fan_out. */
 export function calculateFanInAndFanOut(shape: readonly number[]): { fanIn: number; fanOut: number } {
-  if (shape.length < 2) throw new InitError(`fan in and fan out need at least 2 dimensions, got shape [${shape.join(', ')}]`);
+  if (shape.length < 2)
+    throw new InitError(`fan in and fan out need at least 2 dimensions, got shape [${shape.join(', ')}]`);
   const receptive = shape.slice(2).reduce((a, b) => a * b, 1);
-  return { fanIn: (shape[1]) * receptive, fanOut: (shape[0]) * receptive };
+  return { fanIn: shape[1] * receptive, fanOut: shape[0] * receptive };
 }
 
 /** torch.nn.init.calculate_gain. */
@@ -54,7 +55,11 @@ export function kaimingUniform(shape: readonly number[], options: KaimingOptions
 }
 
 /** torch.nn.init.xavier_uniform_: U(-b, b), b = gain·√(6 / (fanIn + fanOut)). */
-export function xavierUniform(shape: readonly number[], gain = 1, generator: Generator = defaultGenerator): Float32Array {
+export function xavierUniform(
+  shape: readonly number[],
+  gain = 1,
+  generator: Generator = defaultGenerator,
+): Float32Array {
   const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
   const bound = gain * Math.sqrt(6 / (fanIn + fanOut));
   return generator.uniform(numel(shape), -bound, bound);
@@ -72,7 +77,12 @@ export function defaultBiasInit(size: number, fanIn: number, generator: Generato
 }
 
 /** torch.nn.init.normal_ (nn.Embedding's default is N(0, 1)). */
-export function normalInit(shape: readonly number[], mean = 0, std = 1, generator: Generator = defaultGenerator): Float32Array {
+export function normalInit(
+  shape: readonly number[],
+  mean = 0,
+  std = 1,
+  generator: Generator = defaultGenerator,
+): Float32Array {
   return generator.normal(numel(shape), mean, std);
 }
 

@@ -10,7 +10,13 @@ describe('learning-rate schedules', () => {
       seen.push(s.getLastLr());
       s.step();
     }
-    expect(seen.map((lrs) => lrs.map((x) => +x.toPrecision(6)))).toEqual([[1, 0.5], [1, 0.5], [0.1, 0.05], [0.1, 0.05], [0.01, 0.005]]);
+    expect(seen.map((lrs) => lrs.map((x) => +x.toPrecision(6)))).toEqual([
+      [1, 0.5],
+      [1, 0.5],
+      [0.1, 0.05],
+      [0.1, 0.05],
+      [0.01, 0.005],
+    ]);
     expect(() => new StepLR(opt, 0)).toThrow(SchedulerError);
   });
 

@@ -66,7 +66,8 @@ export class StepLR extends LRScheduler {
     readonly stepSize: number,
     readonly gamma = 0.1,
   ) {
-    if (!Number.isInteger(stepSize) || stepSize <= 0) throw new SchedulerError(`stepSize must be a positive integer, got ${stepSize}`);
+    if (!Number.isInteger(stepSize) || stepSize <= 0)
+      throw new SchedulerError(`stepSize must be a positive integer, got ${stepSize}`);
     super(optimizer);
     this.apply();
   }
@@ -87,7 +88,11 @@ export interface WarmupCosineOptions {
  * Linear warm-up from 0 to base over `warmupSteps`, then half a cosine from base down to
  * `minLr` at `totalSteps`, then `minLr` (as transformers' get_cosine_schedule_with_warmup).
  */
-export function warmupCosineLr(step: number, baseLr: number, { warmupSteps, totalSteps, minLr = 0 }: WarmupCosineOptions): number {
+export function warmupCosineLr(
+  step: number,
+  baseLr: number,
+  { warmupSteps, totalSteps, minLr = 0 }: WarmupCosineOptions,
+): number {
   if (step < warmupSteps) return (baseLr * step) / warmupSteps;
   if (step >= totalSteps) return minLr;
   const progress = (step - warmupSteps) / Math.max(1, totalSteps - warmupSteps);

@@ -1,14 +1,13 @@
-import { tidy } from '@ddp/autograd';
+import { fromTf, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from './test/fixtures.js';
+import { Generator } from './generator.js';
 import { Tanh } from './layers/activation.js';
 import { Sequential } from './layers/container.js';
 import { Linear } from './layers/linear.js';
 import { mse } from './losses.js';
 import { SGD } from './optim/sgd.js';
-import { Generator } from './generator.js';
-import { fromTf } from '@ddp/autograd';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from './test/fixtures.js';
 
 interface MlpGolden {
   inputs: Record<'W1' | 'b1' | 'W2' | 'b2' | 'X' | 'Y', GoldenTensor>;
@@ -19,8 +18,14 @@ const golden = loadFixture<MlpGolden>('mlp_sgd_3steps');
 const KEYS = { W1: '0.weight', b1: '0.bias', W2: '2.weight', b2: '2.bias' } as const;
 
 function buildModel(): Sequential {
-  const model = new Sequential(new Linear(5, 8, { generator: new Generator(0) }), new Tanh(), new Linear(8, 3, { generator: new Generator(1) }));
-  const state = Object.fromEntries(Object.entries(KEYS).map(([g, k]) => [k, goldenToTf(golden.inputs[g as keyof typeof KEYS])]));
+  const model = new Sequential(
+    new Linear(5, 8, { generator: new Generator(0) }),
+    new Tanh(),
+    new Linear(8, 3, { generator: new Generator(1) }),
+  );
+  const state = Object.fromEntries(
+    Object.entries(KEYS).map(([g, k]) => [k, goldenToTf(golden.inputs[g as keyof typeof KEYS])]),
+  );
   model.loadStateDict(state);
   tf.dispose(Object.values(state));
   return model;
@@ -55,7 +60,9 @@ describe('a 2-layer MLP with SGD reproduces PyTorch', () => {
       const sd = model.stateDict();
       for (const [g, k] of Object.entries(KEYS)) {
         const want = golden.outputs.weights_after_step[step]?.[g as keyof typeof KEYS] as GoldenTensor;
-        expect(maxAbsDiff((sd.get(k) as tf.Tensor).dataSync(), want.data), `${k} after step ${step}`).toBeLessThan(1e-5);
+        expect(maxAbsDiff((sd.get(k) as tf.Tensor).dataSync(), want.data), `${k} after step ${step}`).toBeLessThan(
+          1e-5,
+        );
       }
     }
     expect(counts[2]).toBe(counts[1]);

@@ -11,7 +11,12 @@ import { Module, ModuleError, StateDictError } from './module.js';
 
 function net(seed: number) {
   const g = new Generator(seed);
-  return new Sequential(new Conv2d(2, 4, 3, { padding: 1, generator: g }), new BatchNorm2d(4), new ReLU(), new MaxPool2d(2));
+  return new Sequential(
+    new Conv2d(2, 4, 3, { padding: 1, generator: g }),
+    new BatchNorm2d(4),
+    new ReLU(),
+    new MaxPool2d(2),
+  );
 }
 
 describe('Module', () => {
@@ -21,7 +26,15 @@ describe('Module', () => {
     expect(m.namedBuffers().map(([k]) => k)).toEqual(['1.running_mean', '1.running_var', '1.num_batches_tracked']);
     expect(m.namedModules().next().value?.[0]).toBe('');
     expect([...m.namedModules()].map(([k]) => k)).toEqual(['', '0', '1', '2', '3']);
-    expect([...m.stateDict().keys()]).toEqual(['0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', '1.running_var', '1.num_batches_tracked']);
+    expect([...m.stateDict().keys()]).toEqual([
+      '0.weight',
+      '0.bias',
+      '1.weight',
+      '1.bias',
+      '1.running_mean',
+      '1.running_var',
+      '1.num_batches_tracked',
+    ]);
     m.dispose();
   });
 
@@ -136,7 +149,12 @@ describe('layers', () => {
 
   it('Embedding looks up rows; init is N(0, 1)', () => {
     const emb = new Embedding(10, 4, { generator: new Generator(2) });
-    const y = tidy(() => emb.forward([[1, 2], [3, 1]]));
+    const y = tidy(() =>
+      emb.forward([
+        [1, 2],
+        [3, 1],
+      ]),
+    );
     expect(y.shape).toEqual([2, 2, 4]);
     const rows = emb.weight.arraySync() as number[][];
     expect((y.arraySync() as number[][][])[1]?.[1]).toEqual(rows[1]);

@@ -194,7 +194,10 @@ export abstract class Module {
    * `strict` (default) the keys must match too. Throws StateDictError naming every problem
    * before changing anything.
    */
-  loadStateDict(state: StateDict | Record<string, tf.Tensor>, strict = true): { missingKeys: string[]; unexpectedKeys: string[] } {
+  loadStateDict(
+    state: StateDict | Record<string, tf.Tensor>,
+    strict = true,
+  ): { missingKeys: string[]; unexpectedKeys: string[] } {
     const incoming = state instanceof Map ? state : new Map(Object.entries(state));
     const targets = new Map<string, Tensor>();
     for (const [prefix, m] of this.namedModules()) {

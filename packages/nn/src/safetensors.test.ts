@@ -1,8 +1,14 @@
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadSafetensors, parseSafetensors, SafetensorsError, saveSafetensors, serializeSafetensors } from './safetensors.js';
+import {
+  loadSafetensors,
+  parseSafetensors,
+  SafetensorsError,
+  saveSafetensors,
+  serializeSafetensors,
+} from './safetensors.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -95,17 +101,43 @@ describe('safetensors', () => {
       out.set(bytes.subarray(8 + n), 8 + json.length);
       return out;
     };
-    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).data_offsets = [20, 24]; }), 'corrupt', /spans|overlap/);
-    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).shape = [2]; }), 'corrupt', /spans 4 bytes/);
-    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).dtype = 'I8'; }), 'unsupported', /dtype I8/);
-    expectKind(rewrite((h) => { (h.steps as Record<string, unknown>).dtype = 'I64'; }), 'corrupt', /spans 4 bytes, shape \[\] of I64 needs 8/);
+    expectKind(
+      rewrite((h) => {
+        (h.steps as Record<string, unknown>).data_offsets = [20, 24];
+      }),
+      'corrupt',
+      /spans|overlap/,
+    );
+    expectKind(
+      rewrite((h) => {
+        (h.steps as Record<string, unknown>).shape = [2];
+      }),
+      'corrupt',
+      /spans 4 bytes/,
+    );
+    expectKind(
+      rewrite((h) => {
+        (h.steps as Record<string, unknown>).dtype = 'I8';
+      }),
+      'unsupported',
+      /dtype I8/,
+    );
+    expectKind(
+      rewrite((h) => {
+        (h.steps as Record<string, unknown>).dtype = 'I64';
+      }),
+      'corrupt',
+      /spans 4 bytes, shape \[\] of I64 needs 8/,
+    );
     const file = join(dir, 'cut.safetensors');
     await writeFile(file, bytes.subarray(0, 20));
     await expect(loadSafetensors(file)).rejects.toThrow(/cut\.safetensors.*header says/);
   });
 
   it("reads PyTorch's int64 buffers as int32, refusing values that do not fit", () => {
-    const header = new TextEncoder().encode(JSON.stringify({ num_batches_tracked: { dtype: 'I64', shape: [], data_offsets: [0, 8] } }));
+    const header = new TextEncoder().encode(
+      JSON.stringify({ num_batches_tracked: { dtype: 'I64', shape: [], data_offsets: [0, 8] } }),
+    );
     const file = (value: bigint) => {
       const out = new Uint8Array(8 + header.length + 8);
       const view = new DataView(out.buffer);
@@ -120,7 +152,11 @@ describe('safetensors', () => {
   });
 
   it('rejects tensors whose data does not match', () => {
-    expect(() => serializeSafetensors({ a: { dtype: 'float32', shape: [3], data: new Float32Array(2) } })).toThrow(SafetensorsError);
-    expect(() => serializeSafetensors({ a: { dtype: 'float16', shape: [1], data: new Float32Array(1) } })).toThrow(/typed array/);
+    expect(() => serializeSafetensors({ a: { dtype: 'float32', shape: [3], data: new Float32Array(2) } })).toThrow(
+      SafetensorsError,
+    );
+    expect(() => serializeSafetensors({ a: { dtype: 'float16', shape: [1], data: new Float32Array(1) } })).toThrow(
+      /typed array/,
+    );
   });
 });

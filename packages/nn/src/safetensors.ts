@@ -9,7 +9,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
-import { type DType, DTYPES, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
+import { DTYPES, type DType, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 
 export interface SafeTensor {
@@ -67,7 +67,8 @@ READERS.set('I64', {
     const out = new Int32Array(n);
     for (let i = 0; i < n; i++) {
       const v = wide[i];
-      if (v < -2147483648n || v > 2147483647n) throw new SafetensorsError('unsupported', `tensor '${name}': I64 value ${v} does not fit int32`);
+      if (v < -2147483648n || v > 2147483647n)
+        throw new SafetensorsError('unsupported', `tensor '${name}': I64 value ${v} does not fit int32`);
       out[i] = Number(v);
     }
     return out;
@@ -99,10 +100,16 @@ export function serializeSafetensors(
     if (name === '__metadata__') throw new SafetensorsError('invalid', "a tensor may not be named '__metadata__'");
     const info = DTYPES[t.dtype];
     if (!info || !(t.data instanceof info.ArrayType)) {
-      throw new SafetensorsError('invalid', `tensor '${name}': dtype ${t.dtype} needs its own typed array, got ${t.data.constructor.name}`);
+      throw new SafetensorsError(
+        'invalid',
+        `tensor '${name}': dtype ${t.dtype} needs its own typed array, got ${t.data.constructor.name}`,
+      );
     }
     if (numel(t.shape) !== t.data.length) {
-      throw new SafetensorsError('invalid', `tensor '${name}': ${t.data.length} elements do not fill shape [${t.shape.join(', ')}]`);
+      throw new SafetensorsError(
+        'invalid',
+        `tensor '${name}': ${t.data.length} elements do not fill shape [${t.shape.join(', ')}]`,
+      );
     }
     header[name] = { dtype: CODE[t.dtype], shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
     checksums[name] = checksum(bytesOf(t.data));
@@ -133,12 +140,17 @@ function isNonNegativeInt(v: unknown): v is number {
 }
 
 function parseHeader(bytes: Uint8Array, source: string): { header: Record<string, unknown>; dataStart: number } {
-  if (bytes.length < 8) throw new SafetensorsError('truncated', `${source}: ${bytes.length} bytes, shorter than the 8-byte header length`);
+  if (bytes.length < 8)
+    throw new SafetensorsError('truncated', `${source}: ${bytes.length} bytes, shorter than the 8-byte header length`);
   const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
-  if (n > BigInt(MAX_HEADER_BYTES)) throw new SafetensorsError('corrupt', `${source}: header length ${n} is implausible`);
+  if (n > BigInt(MAX_HEADER_BYTES))
+    throw new SafetensorsError('corrupt', `${source}: header length ${n} is implausible`);
   const headerLength = Number(n);
   if (8 + headerLength > bytes.length) {
-    throw new SafetensorsError('truncated', `${source}: header says ${headerLength} bytes but only ${bytes.length - 8} follow`);
+    throw new SafetensorsError(
+      'truncated',
+      `${source}: header says ${headerLength} bytes but only ${bytes.length - 8} follow`,
+    );
   }
   let header: unknown;
   try {
@@ -185,17 +197,36 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
     const { dtype: code, shape, data_offsets: offsets } = (entry ?? {}) as Record<string, unknown>;
     if (typeof code !== 'string') throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has no dtype`);
     const reader = READERS.get(code);
-    if (!reader) throw new SafetensorsError('unsupported', `${source}: tensor '${name}' has dtype ${code}, not one of ${[...READERS.keys()].join(', ')}`);
-    if (!Array.isArray(shape) || !shape.every(isNonNegativeInt)) throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has a bad shape`);
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNonNegativeInt) || offsets[0] > offsets[1]) {
-      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has bad data_offsets ${JSON.stringify(offsets)}`);
+    if (!reader)
+      throw new SafetensorsError(
+        'unsupported',
+        `${source}: tensor '${name}' has dtype ${code}, not one of ${[...READERS.keys()].join(', ')}`,
+      );
+    if (!Array.isArray(shape) || !shape.every(isNonNegativeInt))
+      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' has a bad shape`);
+    if (
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      !offsets.every(isNonNegativeInt) ||
+      offsets[0] > offsets[1]
+    ) {
+      throw new SafetensorsError(
+        'corrupt',
+        `${source}: tensor '${name}' has bad data_offsets ${JSON.stringify(offsets)}`,
+      );
     }
     const [begin, end] = offsets as [number, number];
     if (end - begin !== numel(shape) * reader.bytes) {
-      throw new SafetensorsError('corrupt', `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${code} needs ${numel(shape) * reader.bytes}`);
+      throw new SafetensorsError(
+        'corrupt',
+        `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${code} needs ${numel(shape) * reader.bytes}`,
+      );
     }
     if (end > dataLength) {
-      throw new SafetensorsError('truncated', `${source}: tensor '${name}' ends at byte ${end} of the data, which has only ${dataLength}`);
+      throw new SafetensorsError(
+        'truncated',
+        `${source}: tensor '${name}' ends at byte ${end} of the data, which has only ${dataLength}`,
+      );
     }
     spans.push({ name, begin, end, reader, shape: shape as number[] });
   }
@@ -203,10 +234,15 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
   const sorted = [...spans].sort((a, b) => a.begin - b.begin);
   let covered = 0;
   for (const s of sorted) {
-    if (s.begin !== covered) throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' starts at ${s.begin}, expected ${covered} (overlap or hole)`);
+    if (s.begin !== covered)
+      throw new SafetensorsError(
+        'corrupt',
+        `${source}: tensor '${s.name}' starts at ${s.begin}, expected ${covered} (overlap or hole)`,
+      );
     covered = s.end;
   }
-  if (covered !== dataLength) throw new SafetensorsError('corrupt', `${source}: ${dataLength - covered} trailing bytes after the last tensor`);
+  if (covered !== dataLength)
+    throw new SafetensorsError('corrupt', `${source}: ${dataLength - covered} trailing bytes after the last tensor`);
   const tensors = new Map<string, SafeTensor>();
   for (const s of spans) {
     const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer

@@ -32,7 +32,12 @@ describe('a training loop', () => {
     const labels = Array.from({ length: 8 }, (_, i) => i % 2);
     const images = tf.tidy(() => {
       const noise = tf.randomNormal([8, 1, 4, 4], 0, 0.3, 'float32', 3);
-      const corner = tf.pad(tf.ones([1, 1, 2, 2]), [[0, 0], [0, 0], [0, 2], [0, 2]]);
+      const corner = tf.pad(tf.ones([1, 1, 2, 2]), [
+        [0, 0],
+        [0, 0],
+        [0, 2],
+        [0, 2],
+      ]);
       return tf.add(noise, tf.mul(tf.reshape(tf.tensor(labels, [8], 'float32'), [8, 1, 1, 1]), corner));
     });
     const x = fromTf(images);
@@ -50,7 +55,7 @@ describe('a training loop', () => {
     await step();
     for (let i = 0; i < 3; i++) await expectNoLeaks(step, { label: `training step ${i + 2}` });
     for (let i = 0; i < 30; i++) await step();
-    expect(losses.at(-1)).toBeLessThan((losses[0]) * 0.5);
+    expect(losses.at(-1)).toBeLessThan(losses[0] * 0.5);
     x.dispose();
     opt.dispose();
     model.dispose();

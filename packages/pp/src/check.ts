@@ -59,27 +59,41 @@ export function checkSchedule(schedules: Schedule[], numMicroBatches: number): v
     const at = `stage ${st.stage}, action ${st.pc} (${describeAction(a)})`;
     if (a.op === 'forward' || a.op === 'backward') {
       const mb = a.microBatch;
-      if (!Number.isInteger(mb) || mb < 0 || mb >= numMicroBatches) fail('invalid', [st.stage], `${at}: micro-batch ${mb} is not in [0, ${numMicroBatches})`);
+      if (!Number.isInteger(mb) || mb < 0 || mb >= numMicroBatches)
+        fail('invalid', [st.stage], `${at}: micro-batch ${mb} is not in [0, ${numMicroBatches})`);
       if (a.op === 'forward') {
         if (st.forwarded.has(mb)) fail('invalid', [st.stage], `${at}: micro-batch ${mb} was already forwarded`);
-        if (st.stage > 0 && !st.received.activation.has(mb)) fail('dependency', [st.stage], `${at}: its input activation was not received`);
+        if (st.stage > 0 && !st.received.activation.has(mb))
+          fail('dependency', [st.stage], `${at}: its input activation was not received`);
       } else {
         if (!st.forwarded.has(mb)) fail('dependency', [st.stage], `${at}: micro-batch ${mb} was not forwarded`);
         if (st.backwarded.has(mb)) fail('invalid', [st.stage], `${at}: micro-batch ${mb} was already backwarded`);
-        if (st.stage < p - 1 && !st.received.gradient.has(mb)) fail('dependency', [st.stage], `${at}: its output gradient was not received`);
+        if (st.stage < p - 1 && !st.received.gradient.has(mb))
+          fail('dependency', [st.stage], `${at}: its output gradient was not received`);
       }
       return;
     }
     const seen = new Set<string>();
     for (const t of a.transfers) {
-      if (t.peer !== expectedPeer(t, st.stage)) fail('invalid', [st.stage], `${at}: ${t.channel} ${t.kind} goes to stage ${expectedPeer(t, st.stage)}, not ${t.peer}`);
+      if (t.peer !== expectedPeer(t, st.stage))
+        fail(
+          'invalid',
+          [st.stage],
+          `${at}: ${t.channel} ${t.kind} goes to stage ${expectedPeer(t, st.stage)}, not ${t.peer}`,
+        );
       if (t.peer < 0 || t.peer >= p) fail('invalid', [st.stage], `${at}: there is no stage ${t.peer}`);
       const key = `${t.kind}/${t.channel}/${t.peer}`;
-      if (seen.has(key)) fail('invalid', [st.stage], `${at}: two ${t.channel} ${t.kind}s with stage ${t.peer} in one batch have no defined order`);
+      if (seen.has(key))
+        fail(
+          'invalid',
+          [st.stage],
+          `${at}: two ${t.channel} ${t.kind}s with stage ${t.peer} in one batch have no defined order`,
+        );
       seen.add(key);
       if (t.kind === 'send') {
         const done = t.channel === 'activation' ? st.forwarded : st.backwarded;
-        if (!done.has(t.microBatch)) fail('dependency', [st.stage], `${at}: micro-batch ${t.microBatch} has no ${t.channel} yet`);
+        if (!done.has(t.microBatch))
+          fail('dependency', [st.stage], `${at}: micro-batch ${t.microBatch} has no ${t.channel} yet`);
       } else if (st.received[t.channel].has(t.microBatch)) {
         fail('invalid', [st.stage], `${at}: ${t.channel} of micro-batch ${t.microBatch} was already received`);
       }
@@ -99,11 +113,18 @@ export function checkSchedule(schedules: Schedule[], numMicroBatches: number): v
         const peer = states[t.peer];
         const other = peer.current;
         if (other?.op !== 'comm') continue;
-        const partner = other.transfers.find((u) => !peer.matched.has(u) && u.kind !== t.kind && u.channel === t.channel && u.peer === st.stage);
+        const partner = other.transfers.find(
+          (u) => !peer.matched.has(u) && u.kind !== t.kind && u.channel === t.channel && u.peer === st.stage,
+        );
         if (!partner) continue;
         if (partner.microBatch !== t.microBatch) {
-          const [send, recv, from, to] = t.kind === 'send' ? [t, partner, st.stage, peer.stage] : [partner, t, peer.stage, st.stage];
-          fail('mismatch', [from, to], `stage ${from} sends the ${t.channel} of micro-batch ${send.microBatch} while stage ${to} receives that of micro-batch ${recv.microBatch}`);
+          const [send, recv, from, to] =
+            t.kind === 'send' ? [t, partner, st.stage, peer.stage] : [partner, t, peer.stage, st.stage];
+          fail(
+            'mismatch',
+            [from, to],
+            `stage ${from} sends the ${t.channel} of micro-batch ${send.microBatch} while stage ${to} receives that of micro-batch ${recv.microBatch}`,
+          );
         }
         st.matched.add(t);
         peer.matched.add(partner);
@@ -128,13 +149,21 @@ export function checkSchedule(schedules: Schedule[], numMicroBatches: number): v
       const lines = blocked.map((st) => `stage ${st.stage} waits in action ${st.pc} (${describeAction(st.current!)})`);
       const finished = states.filter((st) => !st.current).map((st) => st.stage);
       if (finished.length) lines.push(`finished: stage ${finished.join(', ')}`);
-      fail('deadlock', blocked.map((st) => st.stage), lines.join('; '));
+      fail(
+        'deadlock',
+        blocked.map((st) => st.stage),
+        lines.join('; '),
+      );
     }
   }
   for (const st of states) {
     for (let mb = 0; mb < numMicroBatches; mb++) {
       if (!st.forwarded.has(mb) || !st.backwarded.has(mb)) {
-        fail('incomplete', [st.stage], `stage ${st.stage} never ${st.forwarded.has(mb) ? 'backwards' : 'forwards'} micro-batch ${mb}`);
+        fail(
+          'incomplete',
+          [st.stage],
+          `stage ${st.stage} never ${st.forwarded.has(mb) ? 'backwards' : 'forwards'} micro-batch ${mb}`,
+        );
       }
     }
   }

@@ -11,7 +11,8 @@ import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 export async function allReduceGradients(params: Tensor[], group: ProcessGroup, flat?: Float32Array): Promise<void> {
   const total = params.reduce((n, p) => n + p.size, 0);
   if (!flat) flat = sharedArray(Float32Array, total);
-  else if (flat.length !== total) throw new RangeError(`allReduceGradients: the buffer holds ${flat.length} values, the gradients ${total}`);
+  else if (flat.length !== total)
+    throw new RangeError(`allReduceGradients: the buffer holds ${flat.length} values, the gradients ${total}`);
   flat.fill(0);
   let off = 0;
   for (const p of params) {

@@ -1,3 +1,6 @@
+export { checkSchedule, ScheduleError, type ScheduleErrorKind } from './check.js';
+export { allReduceGradients } from './grad-sync.js';
+export { type MicroBatch, type PipelineStepOptions, type PipelineStepResult, pipelineStep } from './run.js';
 export {
   type Action,
   afabSchedule,
@@ -12,7 +15,4 @@ export {
   type ScheduleName,
   type Transfer,
 } from './schedule.js';
-export { checkSchedule, ScheduleError, type ScheduleErrorKind } from './check.js';
-export { distributeLayers, PipelineStage, PipelineStageError, type PipelineParts } from './stage.js';
-export { type MicroBatch, pipelineStep, type PipelineStepOptions, type PipelineStepResult } from './run.js';
-export { allReduceGradients } from './grad-sync.js';
+export { distributeLayers, type PipelineParts, PipelineStage, PipelineStageError } from './stage.js';

@@ -44,8 +44,11 @@ const references = new Map<string, Awaited<ReturnType<typeof referenceRun>>>();
 
 // The worlds run at once: their ranks spend most of their time waiting on each other.
 beforeAll(async () => {
-  const running = Promise.all(WORLDS.map(async ([pp, dp, steps]) => worlds.set(`${pp}x${dp}`, await runPipelineWorld(pp, dp, steps))));
-  for (const [, dp, steps] of WORLDS) if (!references.has(`${dp}/${steps}`)) references.set(`${dp}/${steps}`, await referenceRun(dp, steps));
+  const running = Promise.all(
+    WORLDS.map(async ([pp, dp, steps]) => worlds.set(`${pp}x${dp}`, await runPipelineWorld(pp, dp, steps))),
+  );
+  for (const [, dp, steps] of WORLDS)
+    if (!references.has(`${dp}/${steps}`)) references.set(`${dp}/${steps}`, await referenceRun(dp, steps));
   await running;
 }, 150_000);
 
@@ -71,7 +74,8 @@ for (const [pp, dp, steps] of WORLDS) {
         }
         expect([...seen].sort()).toEqual(Object.keys(reference.params).sort());
         // Every weight moved well beyond the tolerance, so matching it says something.
-        for (const [name, values] of Object.entries(reference.params)) expect(maxAbsDiff(values, reference.initial[name]), name).toBeGreaterThan(1e-3);
+        for (const [name, values] of Object.entries(reference.params))
+          expect(maxAbsDiff(values, reference.initial[name]), name).toBeGreaterThan(1e-3);
       });
 
       it(`${schedule}: the last stages' losses average to the single-process loss at every step`, () => {
@@ -81,7 +85,8 @@ for (const [pp, dp, steps] of WORLDS) {
           expect(Math.abs(mean - reference.losses[step])).toBeLessThan(1e-5);
         }
         expect(reference.losses.at(-1)!).toBeLessThan(reference.losses[0]);
-        for (const r of ranks.filter((x) => x.ppRank !== pp - 1)) expect(r.runs[schedule].losses.every((l) => l === null)).toBe(true);
+        for (const r of ranks.filter((x) => x.ppRank !== pp - 1))
+          expect(r.runs[schedule].losses.every((l) => l === null)).toBe(true);
       });
 
       it(`${schedule}: tf.memory().numTensors stays flat across steps on every rank`, () => {
@@ -100,7 +105,9 @@ for (const [pp, dp, steps] of WORLDS) {
         expect(ofob.peakLive).toBe(peakInFlight(makeSchedule('1f1b', r.ppRank, pp, CFG.numMicroBatches)));
         // below AFAB wherever p − stage < m: every stage of the 2-stage worlds
         if (pp - r.ppRank < CFG.numMicroBatches) expect(ofob.peakLive).toBeLessThan(afab.peakLive);
-        console.log(`pp ${pp} × dp ${dp}, rank ${r.rank} (stage ${r.ppRank}): peak live activations AFAB ${afab.peakLive}, 1F1B ${ofob.peakLive}; peak tf bytes AFAB ${afab.peakBytes}, 1F1B ${ofob.peakBytes}`);
+        console.log(
+          `pp ${pp} × dp ${dp}, rank ${r.rank} (stage ${r.ppRank}): peak live activations AFAB ${afab.peakLive}, 1F1B ${ofob.peakLive}; peak tf bytes AFAB ${afab.peakBytes}, 1F1B ${ofob.peakBytes}`,
+        );
       }
     });
   });

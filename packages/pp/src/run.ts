@@ -3,7 +3,14 @@ import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { checkSchedule } from './check.js';
 import { allReduceGradients } from './grad-sync.js';
-import { type Channel, makeSchedule, pipelineSchedules, type Schedule, type ScheduleName, type Transfer } from './schedule.js';
+import {
+  type Channel,
+  makeSchedule,
+  pipelineSchedules,
+  type Schedule,
+  type ScheduleName,
+  type Transfer,
+} from './schedule.js';
 import { type PipelineStage, PipelineStageError } from './stage.js';
 
 /** One micro-batch: the first stage reads `input`, the last `target`. */
@@ -45,7 +52,10 @@ const flatBuffers = new WeakMap<PipelineStage, Float32Array>();
 function flatGradients(stage: PipelineStage): Float32Array {
   let flat = flatBuffers.get(stage);
   if (!flat) {
-    flat = sharedArray(Float32Array, stage.parameters().reduce((n, p) => n + p.size, 0));
+    flat = sharedArray(
+      Float32Array,
+      stage.parameters().reduce((n, p) => n + p.size, 0),
+    );
     flatBuffers.set(stage, flat);
   }
   return flat;
@@ -67,11 +77,17 @@ interface Stash {
  * replicas once, after the last micro-batch's backward. The caller steps the optimizer and
  * zeroes the gradients.
  */
-export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatch[], opts: PipelineStepOptions): Promise<PipelineStepResult> {
+export async function pipelineStep(
+  stage: PipelineStage,
+  microBatches: MicroBatch[],
+  opts: PipelineStepOptions,
+): Promise<PipelineStepResult> {
   const m = microBatches.length;
   const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
   if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
-    throw new PipelineStageError(`pipelineStep: stage ${stage.stage} of ${stage.numStages} runs on pp-group rank ${ppGroup.rank} of ${ppGroup.size}; they must agree`);
+    throw new PipelineStageError(
+      `pipelineStep: stage ${stage.stage} of ${stage.numStages} runs on pp-group rank ${ppGroup.rank} of ${ppGroup.size}; they must agree`,
+    );
   }
   let schedule: Schedule;
   if (typeof named === 'string') {
@@ -106,7 +122,10 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
     const batch = microBatches[mb];
     if (!batch) throw new PipelineStageError(`stage ${stage.stage}: the schedule forwards micro-batch ${mb} of ${m}`);
     let input: Tensor | null = null;
-    if (!stage.isFirst) input = fromTf(tf.tensor(take(received.activation, mb, 'received activation'), activationShape), { requiresGrad: true });
+    if (!stage.isFirst)
+      input = fromTf(tf.tensor(take(received.activation, mb, 'received activation'), activationShape), {
+        requiresGrad: true,
+      });
     let output: Tensor | null = null;
     try {
       const x = input ?? batch.input;
@@ -119,7 +138,9 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       } else {
         output = tidy(() => stage.forward(x));
         if (output.size !== count) {
-          throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the activationShape [${activationShape.join(', ')}] the next stage receives`);
+          throw new PipelineStageError(
+            `stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the activationShape [${activationShape.join(', ')}] the next stage receives`,
+          );
         }
         toSend.activation.set(mb, output.dataSync() as Float32Array); // a read-only view is enough: the send copies it
       }
@@ -139,7 +160,8 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
     try {
       await output.backward(grad ?? undefined);
       if (input) {
-        if (!input.grad) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
+        if (!input.grad)
+          throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
         toSend.gradient.set(mb, input.grad.dataSync() as Float32Array);
       }
     } finally {
@@ -155,9 +177,15 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
 
   const communicate = async (transfers: Transfer[]): Promise<void> => {
     const ops = transfers.map((t) => {
-      const buf = t.kind === 'send' ? take(toSend[t.channel], t.microBatch, `${t.channel} to send`) : new Float32Array(count);
+      const buf =
+        t.kind === 'send' ? take(toSend[t.channel], t.microBatch, `${t.channel} to send`) : new Float32Array(count);
       if (t.kind === 'recv') received[t.channel].set(t.microBatch, buf);
-      return { op: t.kind === 'send' ? ('isend' as const) : ('irecv' as const), buf, peer: t.peer, tag: TAG[t.channel] };
+      return {
+        op: t.kind === 'send' ? ('isend' as const) : ('irecv' as const),
+        buf,
+        peer: t.peer,
+        tag: TAG[t.channel],
+      };
     });
     await ppGroup.batchIsendIrecv(ops).wait();
   };
@@ -179,5 +207,11 @@ export async function pipelineStep(stage: PipelineStage, microBatches: MicroBatc
       output.dispose();
     }
   }
-  return { loss: stage.isLast ? loss : null, peakLiveActivations: peakLive, peakBytes, computeMs, elapsedMs: performance.now() - start };
+  return {
+    loss: stage.isLast ? loss : null,
+    peakLiveActivations: peakLive,
+    peakBytes,
+    computeMs,
+    elapsedMs: performance.now() - start,
+  };
 }

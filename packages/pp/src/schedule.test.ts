@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { checkSchedule, ScheduleError } from './check.js';
-import { type Action, afabSchedule, idealBubbleFraction, oneFOneBSchedule, peakInFlight, pipelineSchedules, type Schedule, type ScheduleName } from './schedule.js';
+import {
+  type Action,
+  afabSchedule,
+  idealBubbleFraction,
+  oneFOneBSchedule,
+  peakInFlight,
+  pipelineSchedules,
+  type Schedule,
+  type ScheduleName,
+} from './schedule.js';
 import { distributeLayers } from './stage.js';
 
 const NAMES: ScheduleName[] = ['afab', '1f1b'];
@@ -30,8 +39,15 @@ function unbatched(s: Schedule): Schedule {
 
 describe('distributeLayers', () => {
   it('splits as evenly as possible, earlier stages taking the remainder', () => {
-    expect([0, 1].map((s) => distributeLayers(5, 2, s))).toEqual([[0, 3], [3, 5]]);
-    expect([0, 1, 2].map((s) => distributeLayers(4, 3, s))).toEqual([[0, 2], [2, 3], [3, 4]]);
+    expect([0, 1].map((s) => distributeLayers(5, 2, s))).toEqual([
+      [0, 3],
+      [3, 5],
+    ]);
+    expect([0, 1, 2].map((s) => distributeLayers(4, 3, s))).toEqual([
+      [0, 2],
+      [2, 3],
+      [3, 4],
+    ]);
     expect(distributeLayers(4, 1, 0)).toEqual([0, 4]);
   });
   it('rejects more stages than layers and stages out of range', () => {
@@ -43,7 +59,8 @@ describe('distributeLayers', () => {
 describe('schedules', () => {
   it('AFAB and 1F1B pass the checker for 1–4 stages and 1–8 micro-batches', () => {
     for (const name of NAMES) {
-      for (const p of [1, 2, 3, 4]) for (const m of [1, 2, 3, 4, 8]) expect(() => checkSchedule(pipelineSchedules(name, p, m), m)).not.toThrow();
+      for (const p of [1, 2, 3, 4])
+        for (const m of [1, 2, 3, 4, 8]) expect(() => checkSchedule(pipelineSchedules(name, p, m), m)).not.toThrow();
     }
   });
 
@@ -67,7 +84,9 @@ describe('schedules', () => {
   });
 
   it('the last stage alternates strictly under 1F1B', () => {
-    const ops = oneFOneBSchedule(1, 2, 3).filter((a) => a.op !== 'comm').map((a) => `${a.op[0]}${'microBatch' in a ? a.microBatch : ''}`);
+    const ops = oneFOneBSchedule(1, 2, 3)
+      .filter((a) => a.op !== 'comm')
+      .map((a) => `${a.op[0]}${'microBatch' in a ? a.microBatch : ''}`);
     expect(ops).toEqual(['f0', 'b0', 'f1', 'b1', 'f2', 'b2']);
   });
 
@@ -81,8 +100,18 @@ describe('schedules', () => {
 describe('checkSchedule rejects broken schedules', () => {
   it('1F1B with unbatched send-then-receive deadlocks (both stages wait in a send)', () => {
     const broken = pipelineSchedules('1f1b', 2, 4).map(unbatched);
-    expectScheduleError(() => checkSchedule(broken, 4), 'deadlock', [0, 1], /stage 0 waits in action \d+ \(send activation 1 to stage 1\).*stage 1 waits in action \d+ \(send gradient 0 to stage 0\)/);
-    expectScheduleError(() => checkSchedule(pipelineSchedules('1f1b', 4, 8).map(unbatched), 8), 'deadlock', [0, 1, 2, 3], /waits/);
+    expectScheduleError(
+      () => checkSchedule(broken, 4),
+      'deadlock',
+      [0, 1],
+      /stage 0 waits in action \d+ \(send activation 1 to stage 1\).*stage 1 waits in action \d+ \(send gradient 0 to stage 0\)/,
+    );
+    expectScheduleError(
+      () => checkSchedule(pipelineSchedules('1f1b', 4, 8).map(unbatched), 8),
+      'deadlock',
+      [0, 1, 2, 3],
+      /waits/,
+    );
   });
 
   it('the last stage backwarding in reverse order sends gradients the previous stage does not expect', () => {
@@ -91,16 +120,29 @@ describe('checkSchedule rejects broken schedules', () => {
     const fwd = last.slice(0, 8);
     const bwd = [3, 2, 1, 0].flatMap((mb) => [
       { op: 'backward' as const, microBatch: mb },
-      { op: 'comm' as const, transfers: [{ kind: 'send' as const, channel: 'gradient' as const, microBatch: mb, peer: 0 }] },
+      {
+        op: 'comm' as const,
+        transfers: [{ kind: 'send' as const, channel: 'gradient' as const, microBatch: mb, peer: 0 }],
+      },
     ]);
     schedules[1] = [...fwd, ...bwd];
-    expectScheduleError(() => checkSchedule(schedules, 4), 'mismatch', [1, 0], /stage 1 sends the gradient of micro-batch 3 while stage 0 receives that of micro-batch 0/);
+    expectScheduleError(
+      () => checkSchedule(schedules, 4),
+      'mismatch',
+      [1, 0],
+      /stage 1 sends the gradient of micro-batch 3 while stage 0 receives that of micro-batch 0/,
+    );
   });
 
   it('a receive with no send: the waiting stage is named and the peer is finished', () => {
     const schedules = pipelineSchedules('afab', 2, 4);
     schedules[1] = schedules[1].slice(0, -1); // drop the last gradient send
-    expectScheduleError(() => checkSchedule(schedules, 4), 'deadlock', [0], /stage 0 waits .*recv gradient 3 from stage 1.*finished: stage 1/);
+    expectScheduleError(
+      () => checkSchedule(schedules, 4),
+      'deadlock',
+      [0],
+      /stage 0 waits .*recv gradient 3 from stage 1.*finished: stage 1/,
+    );
   });
 
   it('a send with no receive deadlocks', () => {
@@ -112,17 +154,32 @@ describe('checkSchedule rejects broken schedules', () => {
   it('a forward before its activation arrives, or a send before its forward, is a dependency error', () => {
     const schedules = pipelineSchedules('afab', 2, 2);
     schedules[1] = [{ op: 'forward', microBatch: 0 }, ...schedules[1]];
-    expectScheduleError(() => checkSchedule(schedules, 2), 'dependency', [1], /forward\(0\).*input activation was not received/);
+    expectScheduleError(
+      () => checkSchedule(schedules, 2),
+      'dependency',
+      [1],
+      /forward\(0\).*input activation was not received/,
+    );
     const early: Schedule[] = pipelineSchedules('afab', 2, 2);
-    early[0] = [{ op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 0, peer: 1 }] }, ...early[0]];
+    early[0] = [
+      { op: 'comm', transfers: [{ kind: 'send', channel: 'activation', microBatch: 0, peer: 1 }] },
+      ...early[0],
+    ];
     expectScheduleError(() => checkSchedule(early, 2), 'dependency', [0], /micro-batch 0 has no activation yet/);
   });
 
   it('a transfer to the wrong neighbour, a skipped micro-batch, or a repeated forward is invalid', () => {
     const wrong = pipelineSchedules('afab', 3, 1);
-    wrong[0] = wrong[0].map((a) => (a.op === 'comm' ? { op: 'comm', transfers: a.transfers.map((t) => ({ ...t, peer: 2 })) } : a));
+    wrong[0] = wrong[0].map((a) =>
+      a.op === 'comm' ? { op: 'comm', transfers: a.transfers.map((t) => ({ ...t, peer: 2 })) } : a,
+    );
     expectScheduleError(() => checkSchedule(wrong, 1), 'invalid', [0], /goes to stage 1, not 2/);
-    expectScheduleError(() => checkSchedule(pipelineSchedules('1f1b', 2, 2), 3), 'incomplete', [0], /never forwards micro-batch 2/);
+    expectScheduleError(
+      () => checkSchedule(pipelineSchedules('1f1b', 2, 2), 3),
+      'incomplete',
+      [0],
+      /never forwards micro-batch 2/,
+    );
     const twice = pipelineSchedules('afab', 1, 1);
     twice[0].splice(1, 0, { op: 'forward', microBatch: 0 });
     expectScheduleError(() => checkSchedule(twice, 1), 'invalid', [0], /already forwarded/);

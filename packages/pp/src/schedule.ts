@@ -68,9 +68,12 @@ class StageActions {
 }
 
 function checkArgs(stage: number, numStages: number, numMicroBatches: number): void {
-  if (!Number.isInteger(numStages) || numStages < 1) throw new RangeError(`pipeline schedule: numStages ${numStages} must be a positive integer`);
-  if (!Number.isInteger(stage) || stage < 0 || stage >= numStages) throw new RangeError(`pipeline schedule: stage ${stage} is not in [0, ${numStages})`);
-  if (!Number.isInteger(numMicroBatches) || numMicroBatches < 1) throw new RangeError(`pipeline schedule: numMicroBatches ${numMicroBatches} must be a positive integer`);
+  if (!Number.isInteger(numStages) || numStages < 1)
+    throw new RangeError(`pipeline schedule: numStages ${numStages} must be a positive integer`);
+  if (!Number.isInteger(stage) || stage < 0 || stage >= numStages)
+    throw new RangeError(`pipeline schedule: stage ${stage} is not in [0, ${numStages})`);
+  if (!Number.isInteger(numMicroBatches) || numMicroBatches < 1)
+    throw new RangeError(`pipeline schedule: numMicroBatches ${numMicroBatches} must be a positive integer`);
 }
 
 /** All forward, then all backward (GPipe): every stage holds all m micro-batches' activations at the turn. */
@@ -108,7 +111,9 @@ export function oneFOneBSchedule(stage: number, numStages: number, numMicroBatch
 
 /** The schedule of one stage by name. */
 export function makeSchedule(name: ScheduleName, stage: number, numStages: number, numMicroBatches: number): Schedule {
-  return name === 'afab' ? afabSchedule(stage, numStages, numMicroBatches) : oneFOneBSchedule(stage, numStages, numMicroBatches);
+  return name === 'afab'
+    ? afabSchedule(stage, numStages, numMicroBatches)
+    : oneFOneBSchedule(stage, numStages, numMicroBatches);
 }
 
 /** The schedules of every stage of a pipeline. */
@@ -135,5 +140,7 @@ export function idealBubbleFraction(numStages: number, numMicroBatches: number):
 /** A readable one-line form of an action, for errors and logs. */
 export function describeAction(a: Action): string {
   if (a.op !== 'comm') return `${a.op}(${a.microBatch})`;
-  return a.transfers.map((t) => `${t.kind} ${t.channel} ${t.microBatch} ${t.kind === 'send' ? 'to' : 'from'} stage ${t.peer}`).join(' + ');
+  return a.transfers
+    .map((t) => `${t.kind} ${t.channel} ${t.microBatch} ${t.kind === 'send' ? 'to' : 'from'} stage ${t.peer}`)
+    .join(' + ');
 }

@@ -18,7 +18,8 @@ describe('PipelineStage', () => {
     expect(lastNames.filter((n) => n.startsWith('head.')).length).toBe(4);
     expect([...firstNames, ...lastNames]).toEqual(names);
     const values = namedValues(whole);
-    for (const [name, v] of Object.entries({ ...namedValues(first), ...namedValues(last) })) expect(v).toEqual(values[name]);
+    for (const [name, v] of Object.entries({ ...namedValues(first), ...namedValues(last) }))
+      expect(v).toEqual(values[name]);
     for (const m of [whole, first, last]) m.dispose();
   });
 
@@ -56,7 +57,11 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
       const opt = makeOptimizer(stage);
       const counts: number[] = [];
       for (let step = 0; step < CFG.steps; step++) {
-        const res = await pipelineStep(stage, microBatches(step, 0), { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], schedule });
+        const res = await pipelineStep(stage, microBatches(step, 0), {
+          ppGroup: group,
+          activationShape: [CFG.microBatch, CFG.seq, CFG.dim],
+          schedule,
+        });
         opt.step();
         opt.zeroGrad();
         expect(Math.abs(res.loss! - reference.losses[step])).toBeLessThan(1e-5);
@@ -75,20 +80,30 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
 
   it('refuses a stage that does not match its pp-group rank, and a micro-batch without a target', async () => {
     const stage = new PipelineStage(buildParts(), 1, 2);
-    await expect(pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] })).rejects.toThrow(/stage 1 of 2 runs on pp-group rank 0 of 1/);
+    await expect(pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] })).rejects.toThrow(
+      /stage 1 of 2 runs on pp-group rank 0 of 1/,
+    );
     stage.dispose();
     const one = new PipelineStage(buildParts(), 0, 1);
     const before = tf.memory().numTensors;
     const noTarget = microBatches(0, 0).map(({ input }) => ({ input }));
     const explicit: Schedule = [{ op: 'forward', microBatch: 0 }];
-    await expect(pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit })).rejects.toThrow(/micro-batch 0 has no target/);
+    await expect(
+      pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit }),
+    ).rejects.toThrow(/micro-batch 0 has no target/);
     expect(tf.memory().numTensors).toBe(before);
     one.dispose();
     const two = new PipelineStage(buildParts(), 0, 2);
     const onlyForward: Schedule = [{ op: 'forward', microBatch: 0 }];
-    const wrongShape = { ppGroup: fakePipelineGroup, activationShape: [CFG.microBatch, CFG.seq, CFG.dim + 1], schedule: onlyForward };
+    const wrongShape = {
+      ppGroup: fakePipelineGroup,
+      activationShape: [CFG.microBatch, CFG.seq, CFG.dim + 1],
+      schedule: onlyForward,
+    };
     const before2 = tf.memory().numTensors;
-    await expect(pipelineStep(two, microBatches(0, 0), wrongShape)).rejects.toThrow(/output has shape \[2, 6, 8\], not the activationShape \[2, 6, 9\]/);
+    await expect(pipelineStep(two, microBatches(0, 0), wrongShape)).rejects.toThrow(
+      /output has shape \[2, 6, 8\], not the activationShape \[2, 6, 9\]/,
+    );
     expect(tf.memory().numTensors).toBe(before2);
     two.dispose();
   });

@@ -25,7 +25,8 @@ export function distributeLayers(numLayers: number, numStages: number, stage: nu
   if (!Number.isInteger(numStages) || numStages < 1 || !Number.isInteger(stage) || stage < 0 || stage >= numStages) {
     throw new PipelineStageError(`distributeLayers: stage ${stage} of ${numStages} is not a stage`);
   }
-  if (numLayers < numStages) throw new PipelineStageError(`distributeLayers: ${numLayers} layers cannot fill ${numStages} stages`);
+  if (numLayers < numStages)
+    throw new PipelineStageError(`distributeLayers: ${numLayers} layers cannot fill ${numStages} stages`);
   const base = Math.floor(numLayers / numStages);
   const extra = numLayers % numStages;
   const start = stage * base + Math.min(stage, extra);
@@ -90,14 +91,20 @@ export class PipelineStage extends Module {
     let x: Tensor;
     if (this.embedding) x = this.embedding.forward(input);
     else if (input instanceof Tensor) x = input;
-    else throw new PipelineStageError(`stage ${this.stage}: a stage after the first takes the previous stage's activation (a Tensor)`);
+    else
+      throw new PipelineStageError(
+        `stage ${this.stage}: a stage after the first takes the previous stage's activation (a Tensor)`,
+      );
     x = this.layers.forward(x);
     return this.head ? this.head.forward(x) : x;
   }
 
   /** The loss of the output of the last stage. */
   loss(output: Tensor, target: Indices): Tensor {
-    if (!this.isLast) throw new PipelineStageError(`stage ${this.stage} of ${this.numStages} is not the last stage; only it computes the loss`);
+    if (!this.isLast)
+      throw new PipelineStageError(
+        `stage ${this.stage} of ${this.numStages} is not the last stage; only it computes the loss`,
+      );
     return this.lossFn(output, target);
   }
 }

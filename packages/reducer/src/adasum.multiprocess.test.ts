@@ -17,7 +17,8 @@ function pair(a: number[], b: number[]): number[] {
   return a.map((x, i) => (1 - dot / (2 * na)) * x + (1 - dot / (2 * nb)) * b[i]);
 }
 /** The binary tree over ranks 0..n−1: Adasum(Adasum(g0, g1), Adasum(g2, g3)). */
-const tree = (vs: number[][]): number[] => (vs.length === 1 ? vs[0] : pair(tree(vs.slice(0, vs.length / 2)), tree(vs.slice(vs.length / 2))));
+const tree = (vs: number[][]): number[] =>
+  vs.length === 1 ? vs[0] : pair(tree(vs.slice(0, vs.length / 2)), tree(vs.slice(vs.length / 2)));
 /** Per segment: Adasum works per layer. */
 const bySegments = (vs: number[][], cuts: number[]) =>
   cuts.slice(1).flatMap((end, i) => tree(vs.map((v) => v.slice(cuts[i], end))));
@@ -34,7 +35,10 @@ describe('Adasum across real processes', () => {
     it(`${nprocs} ranks: every rank holds the tree's Adasum of all ranks' vectors, per segment; as a DDP comm hook too`, async () => {
       const script = new URL('./test/adasum.child.ts', import.meta.url);
       const ranks = (await runWorld<RankResult>({ script, nprocs, timeoutMs: 60_000 })).results;
-      const want = bySegments(ranks.map((r) => r.local), [0, 6, 10]);
+      const want = bySegments(
+        ranks.map((r) => r.local),
+        [0, 6, 10],
+      );
       // and not merely the average or the sum: the test could not pass on either
       const sum = ranks[0].local.map((_, i) => ranks.reduce((s, r) => s + r.local[i], 0));
       expect(Math.max(...want.map((v, i) => Math.abs(v - sum[i])))).toBeGreaterThan(0.1);

@@ -18,7 +18,12 @@ export interface Segment {
  * Orthogonal gradients add up, equal ones average, opposite ones cancel less than a sum would.
  * Dot products in float64; a zero vector contributes nothing (its coefficient is moot).
  */
-export function adasumPair(a: Float32Array, b: Float32Array, out: Float32Array, segments: readonly Segment[] = [{ offset: 0, size: a.length }]): void {
+export function adasumPair(
+  a: Float32Array,
+  b: Float32Array,
+  out: Float32Array,
+  segments: readonly Segment[] = [{ offset: 0, size: a.length }],
+): void {
   for (const { offset, size } of segments) {
     let dot = 0;
     let aa = 0;
@@ -45,10 +50,16 @@ const partnerBuffers = new WeakMap<Float32Array, Float32Array>();
  * Adasum(Adasum(g0, g1), Adasum(g2, g3)), … (Horovod's recursive combination). Needs a
  * power-of-two group; `buf` must be a SharedArrayBuffer view (the comm thread sends from it).
  */
-export async function adasumAllReduce(buf: Float32Array, group: ProcessGroup, segments?: readonly Segment[]): Promise<Float32Array> {
+export async function adasumAllReduce(
+  buf: Float32Array,
+  group: ProcessGroup,
+  segments?: readonly Segment[],
+): Promise<Float32Array> {
   const { size, rank } = group;
   if (size & (size - 1)) {
-    throw new AdasumError(`Adasum (rank ${rank} of ${size}): needs a power-of-two group size, got ${size}; use the averaging all-reduce`);
+    throw new AdasumError(
+      `Adasum (rank ${rank} of ${size}): needs a power-of-two group size, got ${size}; use the averaging all-reduce`,
+    );
   }
   let theirs = partnerBuffers.get(buf);
   if (theirs === undefined) {

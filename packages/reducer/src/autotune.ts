@@ -37,7 +37,8 @@ export class BucketCapTuner {
     });
     this.times = this.candidates.map(() => Number.POSITIVE_INFINITY);
     const only = this.candidates[0];
-    if (this.candidates.length <= 1) this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: only };
+    if (this.candidates.length <= 1)
+      this.result = { candidatesMB: this.candidates, msPerIteration: [], chosenMB: only };
     return this.candidates[0];
   }
 

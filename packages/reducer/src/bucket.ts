@@ -11,7 +11,10 @@ import { allFinite, checkHeapUnmoved, sharedGradientView } from './heap-views.js
  * into one flat array and reduced in one: a collective costs tens of microseconds, about
  * what copying 256 KiB in and out costs.
  */
-export const IN_PLACE_MIN_ELEMENTS = Math.max(1, Math.ceil((Number(process.env.DDP_IN_PLACE_MIN_BYTES) || 262_144) / 4));
+export const IN_PLACE_MIN_ELEMENTS = Math.max(
+  1,
+  Math.ceil((Number(process.env.DDP_IN_PLACE_MIN_BYTES) || 262_144) / 4),
+);
 
 /** Where one parameter's gradient lives inside its bucket's flat buffer (the small ones first, together). */
 export interface BucketSlot {
@@ -74,7 +77,10 @@ export class Bucket {
     const large = slots.filter((s) => s.size >= IN_PLACE_MIN_ELEMENTS);
     const small = slots.length - large.length;
     const smallSize = slots.reduce((n, s) => n + (s.size < IN_PLACE_MIN_ELEMENTS ? s.size : 0), 0);
-    this.segments = [...(small > 0 ? [{ offset: 0, size: smallSize, slot: null }] : []), ...large.map((slot) => ({ offset: slot.offset, size: slot.size, slot }))];
+    this.segments = [
+      ...(small > 0 ? [{ offset: 0, size: smallSize, slot: null }] : []),
+      ...large.map((slot) => ({ offset: slot.offset, size: slot.size, slot })),
+    ];
   }
 
   /** Starts an iteration: no slot ready, nothing launched. */
@@ -130,7 +136,9 @@ export class Bucket {
       this.held.push(tf.keep(tf.clone(grad!))); // a dispose before the all-reduce ends must not free its memory
       this.inPlace.set(slot, view);
     }
-    return this.segments.map(({ offset, size, slot }) => (slot && this.inPlace.get(slot)) ?? this.buffer.subarray(offset, offset + size));
+    return this.segments.map(
+      ({ offset, size, slot }) => (slot && this.inPlace.get(slot)) ?? this.buffer.subarray(offset, offset + size),
+    );
   }
 
   private release(): void {
@@ -170,7 +178,12 @@ export class Bucket {
     const result = await this.work!.catch((e: unknown) => {
       const names = this.slots.map((s) => s.name);
       const shown = `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
-      throw new DDPCommError(rank, `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`, iteration, e);
+      throw new DDPCommError(
+        rank,
+        `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`,
+        iteration,
+        e,
+      );
     });
     if (this.inPlace.size > 0) checkHeapUnmoved(rank, iteration);
     return result;
@@ -189,7 +202,8 @@ export class Bucket {
       const own = result === null ? (this.inPlace.get(slot) ?? null) : null;
       const values = own ?? (result ?? this.buffer).subarray(slot.offset, slot.offset + slot.size);
       if (opts.scale !== 1) scaleInPlace(values, opts.scale);
-      const nonFinite = () => new NonFiniteGradientError(slot.name, values.find((v) => !Number.isFinite(v))!, opts.iteration);
+      const nonFinite = () =>
+        new NonFiniteGradientError(slot.name, values.find((v) => !Number.isFinite(v))!, opts.iteration);
       if (own !== null) {
         if (opts.checkFinite && !allFinite(own)) throw nonFinite();
         continue;
@@ -227,7 +241,10 @@ export function assignBuckets(sizes: readonly number[], firstCapBytes: number, c
 
 /** Every parameter's gradient, once: the shared memory all buckets are views of, whatever their layout. */
 export const bucketArena = (params: readonly { param: Parameter }[]): Float32Array =>
-  sharedArray(Float32Array, params.reduce((n, { param }) => n + param.size, 0));
+  sharedArray(
+    Float32Array,
+    params.reduce((n, { param }) => n + param.size, 0),
+  );
 
 /**
  * Builds the buckets for the parameters in `order` (indices into params), each a view of
@@ -246,11 +263,13 @@ export function buildBuckets(
   return groups.map((members, b) => {
     const small = (m: number) => params[order[m]].param.size < IN_PLACE_MIN_ELEMENTS;
     let offset = 0;
-    const at = new Map([...members.filter(small), ...members.filter((m) => !small(m))].map((m) => {
-      const start = offset;
-      offset += params[order[m]].param.size;
-      return [m, start];
-    }));
+    const at = new Map(
+      [...members.filter(small), ...members.filter((m) => !small(m))].map((m) => {
+        const start = offset;
+        offset += params[order[m]].param.size;
+        return [m, start];
+      }),
+    );
     const slots = members.map((m): BucketSlot => {
       const index = order[m];
       const { name, param } = params[index];

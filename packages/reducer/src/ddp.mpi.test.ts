@@ -6,7 +6,11 @@ import { loadGolden, MLP_KEYS } from './test/models.js';
 import { runMpiWorld } from './test/run-ranks.js';
 
 const missing =
-  spawnSync('mpirun', ['--version']).status !== 0 ? 'mpirun (Open MPI) is not installed' : loadMpi() ? null : '@ddp/mpi is not built (libopenmpi-dev)';
+  spawnSync('mpirun', ['--version']).status !== 0
+    ? 'mpirun (Open MPI) is not installed'
+    : loadMpi()
+      ? null
+      : '@ddp/mpi is not built (libopenmpi-dev)';
 if (missing) console.log(`DDP on the mpi backend skipped: ${missing}`);
 const golden = loadGolden();
 type Params = Record<string, number[]>;
@@ -18,7 +22,12 @@ describe.skipIf(missing !== null)("DistributedDataParallel on the 'mpi' backend 
       const results = await runMpiWorld(world, ['golden', 'transformer'], 60_000);
       for (const r of okResultsOf(results, 'golden')) {
         (r.steps as Params[]).forEach((step, s) => {
-          const want = Object.fromEntries(Object.entries(MLP_KEYS).map(([g, key]) => [key, golden.outputs.weights_after_step[s][g as keyof typeof MLP_KEYS].data]));
+          const want = Object.fromEntries(
+            Object.entries(MLP_KEYS).map(([g, key]) => [
+              key,
+              golden.outputs.weights_after_step[s][g as keyof typeof MLP_KEYS].data,
+            ]),
+          );
           expectParamsClose(step, want, 1e-5);
         });
       }

@@ -8,134 +8,169 @@ const golden = loadGolden();
 type Params = Record<string, number[]>;
 
 /** Every guarantee with the gradients copied into the buckets (the small ones: all, by default, here) and reduced in place (all). */
-const STORAGE = [['copied', {}], ['reduced in place', { DDP_IN_PLACE_MIN_BYTES: '4' }]] as const;
+const STORAGE = [
+  ['copied', {}],
+  ['reduced in place', { DDP_IN_PLACE_MIN_BYTES: '4' }],
+] as const;
 
-for (const [storage, env] of STORAGE) for (const world of [2, 3]) {
-  describe(`DistributedDataParallel on ${world} real processes, gradients ${storage}`, () => {
-    let results: WorldResult;
-    const scenarios = world === 2 ? ['golden', 'goldenNaive', 'transformer', 'transformerAutotune', 'tunerAgreement', 'noSync', 'unusedError', 'unusedFound', 'unusedOnSomeRanks', 'tied', 'buffers'] : ['golden', 'transformer', 'noSync', 'unusedOnSomeRanks', 'joinInitial', 'joinActive', 'shapeMismatch', 'nonFinite'];
-    beforeAll(async () => {
-      results = await runWorld(await findFreePort(), world, scenarios, 150_000, env);
-    }, 160_000);
+for (const [storage, env] of STORAGE)
+  for (const world of [2, 3]) {
+    describe(`DistributedDataParallel on ${world} real processes, gradients ${storage}`, () => {
+      let results: WorldResult;
+      const scenarios =
+        world === 2
+          ? [
+              'golden',
+              'goldenNaive',
+              'transformer',
+              'transformerAutotune',
+              'tunerAgreement',
+              'noSync',
+              'unusedError',
+              'unusedFound',
+              'unusedOnSomeRanks',
+              'tied',
+              'buffers',
+            ]
+          : [
+              'golden',
+              'transformer',
+              'noSync',
+              'unusedOnSomeRanks',
+              'joinInitial',
+              'joinActive',
+              'shapeMismatch',
+              'nonFinite',
+            ];
+      beforeAll(async () => {
+        results = await runWorld(await findFreePort(), world, scenarios, 150_000, env);
+      }, 160_000);
 
-    for (const scenario of world === 2 ? ['golden', 'goldenNaive'] : ['golden']) {
-      it(`${scenario}: reproduces mlp_sgd_3steps.json within 1e-5 on every rank`, () => {
-        for (const r of okResultsOf(results, scenario)) {
-          (r.steps as Params[]).forEach((step, s) => {
-            const want = Object.fromEntries(Object.entries(MLP_KEYS).map(([g, key]) => [key, golden.outputs.weights_after_step[s][g as keyof typeof MLP_KEYS].data]));
-            expectParamsClose(step, want, 1e-5);
-          });
-        }
-      });
-    }
-
-    it('transformer: 20 AdamW steps match the single process on the global batch within 1e-4, buckets agree, memory flat', () => {
-      const ranks = okResultsOf(results, 'transformer');
-      const reference = ranks[0].reference as Params;
-      for (const r of ranks) {
-        expectParamsClose(r.params as Params, reference, 1e-4);
-        expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
-        const [at5, at20] = r.numTensors as number[];
-        expect(at20).toBe(at5);
-        expect(r.tuning).toBeNull(); // an explicit bucketCapMB is kept
-        expect(r.capMB).toBe(0.01);
-      }
-      const layout = ranks[0].rebuiltLayout as string[][];
-      expect(layout.length).toBeGreaterThan(2);
-      expect(layout.flat().sort()).toEqual((ranks[0].initialLayout as string[][]).flat().sort());
-    });
-
-    if (world === 2) {
-      it('bucket cap autotune: every rank tries the same caps and keeps the same one; training still matches the single process', () => {
-        const ranks = okResultsOf(results, 'transformerAutotune');
-        const tuning = ranks[0].tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
-        expect(tuning.candidatesMB).toEqual([0.004, 0.01, 1]);
-        expect(tuning.candidatesMB).toContain(tuning.chosenMB);
-        for (const r of ranks) {
-          expect(r.tuning).toEqual(tuning);
-          expect(r.capMB).toBe(tuning.chosenMB);
-          expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
-          expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-4);
-        }
-      });
-
-      it('bucket cap autotune: ranks that find different caps fastest agree on the one whose slowest rank is fastest', () => {
-        for (const r of okResultsOf(results, 'tunerAgreement')) {
-          expect(r.first).toBe(0.004);
-          expect(r.changes).toEqual([null, 0.008, null, 1, null, 1]);
-          expect(r.result).toEqual({ candidatesMB: [0.004, 0.008, 1], msPerIteration: [30, 30, 25], chosenMB: 1 });
-        }
-      });
-    }
-
-    it('noSync over 4 micro-batches then a synced step equals one step on the concatenated batch', () => {
-      const ranks = okResultsOf(results, 'noSync');
-      for (const r of ranks) expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
-    });
-
-    it('findUnusedParameters: a layer used on one rank only gets that rank\'s gradient averaged', () => {
-      const ranks = okResultsOf(results, 'unusedOnSomeRanks');
-      for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
-    });
-
-    if (world === 3) {
-      it('join with 5 + r batches on rank r: every rank ends with the parameters divideByInitialWorldSize prescribes', () => {
-        for (const scenario of ['joinInitial', 'joinActive']) {
-          const ranks = okResultsOf(results, scenario);
-          for (const r of ranks) {
-            expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
-            expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
+      for (const scenario of world === 2 ? ['golden', 'goldenNaive'] : ['golden']) {
+        it(`${scenario}: reproduces mlp_sgd_3steps.json within 1e-5 on every rank`, () => {
+          for (const r of okResultsOf(results, scenario)) {
+            (r.steps as Params[]).forEach((step, s) => {
+              const want = Object.fromEntries(
+                Object.entries(MLP_KEYS).map(([g, key]) => [
+                  key,
+                  golden.outputs.weights_after_step[s][g as keyof typeof MLP_KEYS].data,
+                ]),
+              );
+              expectParamsClose(step, want, 1e-5);
+            });
           }
-        }
-        // the two divisors really lead to different models
-        const a = okResultsOf(results, 'joinInitial')[0].reference as Params;
-        const b = okResultsOf(results, 'joinActive')[0].reference as Params;
-        expect(Math.abs(a['0.weight'][0] - b['0.weight'][0])).toBeGreaterThan(1e-5);
-      });
+        });
+      }
 
-      it('parameter shapes that differ across ranks raise ParameterMismatchError naming the parameter and ranks, on every rank', () => {
-        for (const r of resultsOf(results, 'shapeMismatch')) {
-          expect(r.error?.name).toBe('ParameterMismatchError');
-          expect(r.error?.message).toMatch(/"0\.weight" differs between ranks 0 and 1: shape \[8, 5\] on rank 0, \[9, 5\] on rank 1/);
-        }
-      });
-
-      it('checkFinite names the parameter whose averaged gradient is NaN, on every rank', () => {
-        for (const r of resultsOf(results, 'nonFinite')) {
-          expect(r.error?.name).toBe('NonFiniteGradientError');
-          expect(r.error?.message).toContain('"2.bias" holds NaN');
-        }
-      });
-    }
-
-    if (world === 2) {
-      it('buffers (BatchNorm running stats) are rank 0\'s on every rank after a synced backward; local with broadcastBuffers off', () => {
-        const [r0, r1] = okResultsOf(results, 'buffers');
-        expect(r1.synced).toEqual(r0.synced);
-        expect(r1.local).not.toEqual(r0.local);
-      });
-
-      it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {
-        for (const r of resultsOf(results, 'unusedError')) {
-          expect(r.error?.name).toBe('UnusedParametersError');
-          expect(r.error?.message).toContain('extra.weight');
-          expect(r.error?.message).toContain('extra.bias');
-          expect(r.error?.message).toContain('findUnusedParameters');
-        }
-      });
-
-      it('with findUnusedParameters, unused everywhere keeps grad null and the rest is exact', () => {
-        const ranks = okResultsOf(results, 'unusedFound');
+      it('transformer: 20 AdamW steps match the single process on the global batch within 1e-4, buckets agree, memory flat', () => {
+        const ranks = okResultsOf(results, 'transformer');
+        const reference = ranks[0].reference as Params;
         for (const r of ranks) {
-          expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
-          expect((r.grads as Record<string, unknown>)['extra.weight']).toBeNull();
+          expectParamsClose(r.params as Params, reference, 1e-4);
+          expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
+          const [at5, at20] = r.numTensors as number[];
+          expect(at20).toBe(at5);
+          expect(r.tuning).toBeNull(); // an explicit bucketCapMB is kept
+          expect(r.capMB).toBe(0.01);
         }
+        const layout = ranks[0].rebuiltLayout as string[][];
+        expect(layout.length).toBeGreaterThan(2);
+        expect(layout.flat().sort()).toEqual((ranks[0].initialLayout as string[][]).flat().sort());
       });
 
-      it('tied weights (embedding reused as the output projection) get the summed, averaged gradient', () => {
-        const ranks = okResultsOf(results, 'tied');
+      if (world === 2) {
+        it('bucket cap autotune: every rank tries the same caps and keeps the same one; training still matches the single process', () => {
+          const ranks = okResultsOf(results, 'transformerAutotune');
+          const tuning = ranks[0].tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
+          expect(tuning.candidatesMB).toEqual([0.004, 0.01, 1]);
+          expect(tuning.candidatesMB).toContain(tuning.chosenMB);
+          for (const r of ranks) {
+            expect(r.tuning).toEqual(tuning);
+            expect(r.capMB).toBe(tuning.chosenMB);
+            expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);
+            expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-4);
+          }
+        });
+
+        it('bucket cap autotune: ranks that find different caps fastest agree on the one whose slowest rank is fastest', () => {
+          for (const r of okResultsOf(results, 'tunerAgreement')) {
+            expect(r.first).toBe(0.004);
+            expect(r.changes).toEqual([null, 0.008, null, 1, null, 1]);
+            expect(r.result).toEqual({ candidatesMB: [0.004, 0.008, 1], msPerIteration: [30, 30, 25], chosenMB: 1 });
+          }
+        });
+      }
+
+      it('noSync over 4 micro-batches then a synced step equals one step on the concatenated batch', () => {
+        const ranks = okResultsOf(results, 'noSync');
+        for (const r of ranks) expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
+      });
+
+      it("findUnusedParameters: a layer used on one rank only gets that rank's gradient averaged", () => {
+        const ranks = okResultsOf(results, 'unusedOnSomeRanks');
         for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
       });
-    }
-  });
-}
+
+      if (world === 3) {
+        it('join with 5 + r batches on rank r: every rank ends with the parameters divideByInitialWorldSize prescribes', () => {
+          for (const scenario of ['joinInitial', 'joinActive']) {
+            const ranks = okResultsOf(results, scenario);
+            for (const r of ranks) {
+              expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
+              expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
+            }
+          }
+          // the two divisors really lead to different models
+          const a = okResultsOf(results, 'joinInitial')[0].reference as Params;
+          const b = okResultsOf(results, 'joinActive')[0].reference as Params;
+          expect(Math.abs(a['0.weight'][0] - b['0.weight'][0])).toBeGreaterThan(1e-5);
+        });
+
+        it('parameter shapes that differ across ranks raise ParameterMismatchError naming the parameter and ranks, on every rank', () => {
+          for (const r of resultsOf(results, 'shapeMismatch')) {
+            expect(r.error?.name).toBe('ParameterMismatchError');
+            expect(r.error?.message).toMatch(
+              /"0\.weight" differs between ranks 0 and 1: shape \[8, 5\] on rank 0, \[9, 5\] on rank 1/,
+            );
+          }
+        });
+
+        it('checkFinite names the parameter whose averaged gradient is NaN, on every rank', () => {
+          for (const r of resultsOf(results, 'nonFinite')) {
+            expect(r.error?.name).toBe('NonFiniteGradientError');
+            expect(r.error?.message).toContain('"2.bias" holds NaN');
+          }
+        });
+      }
+
+      if (world === 2) {
+        it("buffers (BatchNorm running stats) are rank 0's on every rank after a synced backward; local with broadcastBuffers off", () => {
+          const [r0, r1] = okResultsOf(results, 'buffers');
+          expect(r1.synced).toEqual(r0.synced);
+          expect(r1.local).not.toEqual(r0.local);
+        });
+
+        it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {
+          for (const r of resultsOf(results, 'unusedError')) {
+            expect(r.error?.name).toBe('UnusedParametersError');
+            expect(r.error?.message).toContain('extra.weight');
+            expect(r.error?.message).toContain('extra.bias');
+            expect(r.error?.message).toContain('findUnusedParameters');
+          }
+        });
+
+        it('with findUnusedParameters, unused everywhere keeps grad null and the rest is exact', () => {
+          const ranks = okResultsOf(results, 'unusedFound');
+          for (const r of ranks) {
+            expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
+            expect((r.grads as Record<string, unknown>)['extra.weight']).toBeNull();
+          }
+        });
+
+        it('tied weights (embedding reused as the output projection) get the summed, averaged gradient', () => {
+          const ranks = okResultsOf(results, 'tied');
+          for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
+        });
+      }
+    });
+  }

@@ -1,17 +1,17 @@
-import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
 import { mse, Sequential, Tanh } from '@ddp/nn';
 import { getTransferStats, tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignBuckets } from './bucket.js';
 import type { CommHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
-import { DataParallelNaive } from './naive.js';
 import { DDPUsageError } from './errors.js';
+import { DataParallelNaive } from './naive.js';
 import { mlp, normal, rows } from './test/models.js';
 
 describe('assignBuckets', () => {
-  it('closes a bucket once it holds its limit, the first limit being the first bucket\'s', () => {
+  it("closes a bucket once it holds its limit, the first limit being the first bucket's", () => {
     // sizes in floats (4 bytes): first limit 40 bytes, then 100 bytes
     expect(assignBuckets([4, 4, 4, 30, 1, 1, 20], 40, 100)).toEqual([[0, 1, 2], [3], [4, 5, 6]]);
     expect(assignBuckets([100], 40, 100)).toEqual([[0]]);
@@ -106,7 +106,7 @@ describe('DistributedDataParallel in a world of one', () => {
     model.dispose();
   });
 
-  it('gives a gradient whose storage something else shares a new tensor, leaving the sharer\'s values alone', async () => {
+  it("gives a gradient whose storage something else shares a new tensor, leaving the sharer's values alone", async () => {
     const model = mlp(4);
     const ddp = await DistributedDataParallel.create(model);
     ddp.registerCommHook(null, async (_s, bucket) => bucket.buffer.map((v) => 3 * v));
@@ -153,7 +153,11 @@ describe('DistributedDataParallel in a world of one', () => {
   });
 
   it('checkFinite names the parameter whose average holds NaN or Inf, found in the write-back pass; off, nothing raises', async () => {
-    const cases = [['0.weight', 17, Number.NaN, true], ['2.bias', 2, Number.NEGATIVE_INFINITY, true], ['0.weight', 0, Number.NaN, false]] as const;
+    const cases = [
+      ['0.weight', 17, Number.NaN, true],
+      ['2.bias', 2, Number.NEGATIVE_INFINITY, true],
+      ['0.weight', 0, Number.NaN, false],
+    ] as const;
     for (const [name, at, bad, checkFinite] of cases) {
       const model = mlp(6); // 2.bias has 3 values: index 2 is the pair loop's odd tail
       const ddp = await DistributedDataParallel.create(model, { checkFinite, firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
@@ -166,7 +170,8 @@ describe('DistributedDataParallel in a world of one', () => {
       const y = normal([4, 3], 10);
       const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
       const done = loss.backward();
-      if (checkFinite) await expect(done).rejects.toMatchObject({ name: 'NonFiniteGradientError', parameter: name, value: bad });
+      if (checkFinite)
+        await expect(done).rejects.toMatchObject({ name: 'NonFiniteGradientError', parameter: name, value: bad });
       else await done;
       loss.dispose();
       tf.dispose([x, y]);
@@ -176,9 +181,17 @@ describe('DistributedDataParallel in a world of one', () => {
 
   it('refuses bucket sizes and cap candidates that are not positive, and a module with nothing to synchronise', async () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapMB: -1 })).rejects.toThrow(DDPUsageError);
-    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(/firstBucketMB must be a positive/);
-    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [] })).rejects.toThrow(/bucketCapCandidatesMB must be positive/);
-    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [4, Number.NaN] })).rejects.toThrow(DDPUsageError);
-    await expect(DistributedDataParallel.create(new Sequential(new Tanh()))).rejects.toThrow(/no parameter that requires grad/);
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(
+      /firstBucketMB must be a positive/,
+    );
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [] })).rejects.toThrow(
+      /bucketCapCandidatesMB must be positive/,
+    );
+    await expect(
+      DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapCandidatesMB: [4, Number.NaN] }),
+    ).rejects.toThrow(DDPUsageError);
+    await expect(DistributedDataParallel.create(new Sequential(new Tanh()))).rejects.toThrow(
+      /no parameter that requires grad/,
+    );
   });
 });

@@ -1,6 +1,6 @@
-import { type ProcessGroup, getDefaultGroup, ReduceOp } from '@ddp/comm';
-import { queueCallback, isGradEnabled } from '@ddp/autograd';
-import { isJoinActive, type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
+import { isGradEnabled, queueCallback } from '@ddp/autograd';
+import { getDefaultGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
 import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
 import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
@@ -75,7 +75,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.capMB = opts.bucketCapMB ?? 25;
     const tune = opts.bucketCapMB === undefined && this.processGroup.size > 1;
     this.tuner = tune ? new BucketCapTuner(opts.bucketCapCandidatesMB ?? DEFAULT_CAP_CANDIDATES_MB) : null;
-    this.params = module.namedParameters().filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param }));
+    this.params = module
+      .namedParameters()
+      .filter(([, p]) => p.requiresGrad)
+      .map(([name, param]) => ({ name, param }));
     this.order = this.params.map((_, i) => this.params.length - 1 - i);
     this.arena = bucketArena(this.params);
     this.setBuckets();
@@ -86,7 +89,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   static async create<M extends Module>(module: M, opts: DDPOptions = {}): Promise<DistributedDataParallel<M>> {
     checkOptions(opts);
     if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
-      throw new DDPUsageError('DistributedDataParallel.create: the module has no parameter that requires grad; there is nothing to synchronise');
+      throw new DDPUsageError(
+        'DistributedDataParallel.create: the module has no parameter that requires grad; there is nothing to synchronise',
+      );
     }
     const ddp = new DistributedDataParallel(module, opts);
     await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
@@ -115,14 +120,18 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** module.forward plus DDP's per-iteration bookkeeping (join notification, unused-parameter search). */
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
-    if (this.reduction !== null) throw new DDPUsageError('DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first');
+    if (this.reduction !== null)
+      throw new DDPUsageError(
+        'DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first',
+      );
     if (isJoinActive(this)) {
       // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there (throwOnEarlyTermination)
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
-    if (this.findUnusedParameters && this.requireSync && isGradEnabled()) this.unusedAtForward = unreachedParameters(out, this.params);
+    if (this.findUnusedParameters && this.requireSync && isGradEnabled())
+      this.unusedAtForward = unreachedParameters(out, this.params);
     return out;
   }
 
@@ -141,7 +150,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   registerCommHook<S>(state: S, hook: CommHook<S>): void;
   registerCommHook<S>(state: S, hook: InPlaceCommHook<S> | CommHook<S>): void;
   registerCommHook<S>(state: S, hook: CommHook<S> | InPlaceCommHook<S>): void {
-    if (this.iteration > 0 || this.reduction !== null) throw new DDPUsageError('registerCommHook must be called before the first backward');
+    if (this.iteration > 0 || this.reduction !== null)
+      throw new DDPUsageError('registerCommHook must be called before the first backward');
     this.hook = hook as CommHook<unknown> | InPlaceCommHook<unknown>;
     this.hookState = state;
   }
@@ -156,7 +166,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     if (!this.requireSync) return;
     const reduction = this.reduction ?? this.startReduction();
     if (reduction.ready[index]) {
-      throw new DDPUsageError(`parameter "${this.params[index].name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`);
+      throw new DDPUsageError(
+        `parameter "${this.params[index].name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`,
+      );
     }
     this.place(index, true);
   }
@@ -188,7 +200,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   private newReduction(nextBucket: number): Reduction {
     const n = this.params.length;
-    return { nextBucket, ready: new Uint8Array(n), used: new Uint8Array(n), startedAt: performance.now(), claimed: new Set() };
+    return {
+      nextBucket,
+      ready: new Uint8Array(n),
+      used: new Uint8Array(n),
+      startedAt: performance.now(),
+      claimed: new Set(),
+    };
   }
 
   private setBuckets(): void {
@@ -262,7 +280,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const order = Int32Array.from([...this.readyOrder, ...rest]);
     await this.collective('bucket order broadcast', () => this.processGroup.broadcast(order, { src: 0 }).wait());
     this.order = [...order];
-    if (this.tuner) this.capMB = this.tuner.plan(this.order.map((i) => this.params[i].param.size), this.firstCapBytes);
+    if (this.tuner)
+      this.capMB = this.tuner.plan(
+        this.order.map((i) => this.params[i].param.size),
+        this.firstCapBytes,
+      );
     this.setBuckets();
     this.bucketsRebuilt = true;
     this.readyOrder = [];
@@ -281,13 +303,15 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   private async syncBuffers(): Promise<void> {
     const buffers = buffersOf(this.module);
-    if (buffers.length > 0) await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, 0));
+    if (buffers.length > 0)
+      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, 0));
   }
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
     const reduction = this.newReduction(this.buckets.length);
-    for (const bucket of this.buckets) bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
+    for (const bucket of this.buckets)
+      bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     await this.completeIteration(reduction, false);
   }
 
@@ -295,6 +319,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   async syncFinalModel(isLastJoiner: boolean): Promise<void> {
     const src = Int32Array.of(isLastJoiner ? this.processGroup.rank : -1);
     await this.collective('last-joiner search', () => this.processGroup.allReduce(src, { op: ReduceOp.MAX }).wait());
-    await this.collective('final model broadcast', () => broadcastTensors(moduleState(this.module, this.broadcastBuffers), this.processGroup, src[0]));
+    await this.collective('final model broadcast', () =>
+      broadcastTensors(moduleState(this.module, this.broadcastBuffers), this.processGroup, src[0]),
+    );
   }
 }

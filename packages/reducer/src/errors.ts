@@ -42,7 +42,9 @@ export class NonFiniteGradientError extends DDPError {
     readonly value: number,
     readonly iteration: number,
   ) {
-    super(`DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after the all-reduce (some rank produced a non-finite gradient)`);
+    super(
+      `DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after the all-reduce (some rank produced a non-finite gradient)`,
+    );
   }
 }
 
@@ -83,6 +85,8 @@ export class GradientStorageMovedError extends DDPError {
     readonly rank: number,
     readonly iteration: number,
   ) {
-    super(`DistributedDataParallel (rank ${rank}, iteration ${iteration}): the wasm heap moved during the gradient all-reduce; this iteration's averages are lost (redo the step; DDP copies gradients from now on)`);
+    super(
+      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): the wasm heap moved during the gradient all-reduce; this iteration's averages are lost (redo the step; DDP copies gradients from now on)`,
+    );
   }
 }

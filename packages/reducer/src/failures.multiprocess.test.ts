@@ -25,7 +25,9 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
     const [r0, r1] = resultsOf(barrier, 'unevenWithoutJoin');
     expect(r0.error?.name).toBe('CollectiveMismatchError');
     expect(r1.error?.name).toBe('DDPCommError');
-    expect(r1.error?.message).toMatch(/rank 1, iteration 2\): gradient all-reduce of bucket 0 .* rank 0 called barrier.*join\(\[ddp\]/);
+    expect(r1.error?.message).toMatch(
+      /rank 1, iteration 2\): gradient all-reduce of bucket 0 .* rank 0 called barrier.*join\(\[ddp\]/,
+    );
   });
 
   it('without join, a rank that runs out of batches and exits gives the others a DDPCommError naming it', () => {
@@ -51,11 +53,15 @@ describe('failures on real processes: typed errors on every rank, no hang', () =
   });
 
   it("a comm hook's collective that fails on one rank, caught there, aborts the group: every later step raises on every rank", () => {
-    const [r0, r1] = resultsOf(hookFailure, 'hookFailureCaught') as unknown as { steps: string[]; messages: string[] }[];
+    const [r0, r1] = resultsOf(hookFailure, 'hookFailureCaught') as unknown as {
+      steps: string[];
+      messages: string[];
+    }[];
     expect(r0.steps).toEqual(['ok', 'ok', 'DDPCommError', 'DDPCommError', 'DDPCommError', 'DDPCommError']);
     expect(r1.steps).toEqual(r0.steps);
     expect(r1.messages[0]).toMatch(/InvalidArgumentError: allReduce: unknown reduce op "median"/);
     expect(r0.messages[0]).toMatch(/GroupAbortedError: rank 0: rank 1 aborted process group 0: InvalidArgumentError/);
-    for (const m of [...r0.messages.slice(1), ...r1.messages.slice(1)]) expect(m).toMatch(/refused: the process group failed earlier/);
+    for (const m of [...r0.messages.slice(1), ...r1.messages.slice(1)])
+      expect(m).toMatch(/refused: the process group failed earlier/);
   });
 });

@@ -17,7 +17,9 @@ let copying = false;
 
 function giveUp(why: string): null {
   copying = true;
-  process.emitWarning(`DistributedDataParallel copies gradients into its buckets from now on: ${why}`, { code: 'DDP_GRADIENT_COPIES' });
+  process.emitWarning(`DistributedDataParallel copies gradients into its buckets from now on: ${why}`, {
+    code: 'DDP_GRADIENT_COPIES',
+  });
   return null;
 }
 

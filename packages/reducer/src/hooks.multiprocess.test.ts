@@ -18,7 +18,9 @@ describe('communication hooks on 2 real processes', () => {
   let results: WorldResult;
   beforeAll(async () => {
     // sockets, not shared memory: the tests count what compression saves on the wire
-    results = await runWorld(await findFreePort(), 2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000, { DDP_TRANSPORT: 'uds' });
+    results = await runWorld(await findFreePort(), 2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000, {
+      DDP_TRANSPORT: 'uds',
+    });
   }, 130_000);
 
   it('fp16 and bf16 compression stay within their rounding error and put half the bytes on the wire', () => {
@@ -40,7 +42,7 @@ describe('communication hooks on 2 real processes', () => {
     }
   });
 
-  it('PowerSGD of rank ≥ the gradients\' rank reproduces the exact average with fewer bytes', () => {
+  it("PowerSGD of rank ≥ the gradients' rank reproduces the exact average with fewer bytes", () => {
     for (const r of okResultsOf(results, 'powerSGDExact')) {
       const { exact, power } = r as unknown as { exact: HookRun; power: HookRun };
       expect(relativeError(power.grads, exact.grads)).toBeLessThan(1e-4);
@@ -53,7 +55,8 @@ describe('communication hooks on 2 real processes', () => {
     for (const r of ranks) {
       const losses = r.losses as number[];
       expect(losses.at(-1)!).toBeLessThan(losses[0] / 4);
-      for (const [k, v] of Object.entries(r.params as Grads)) expect(maxAbsDiff(v, (ranks[0].params as Grads)[k])).toBe(0);
+      for (const [k, v] of Object.entries(r.params as Grads))
+        expect(maxAbsDiff(v, (ranks[0].params as Grads)[k])).toBe(0);
       const [at10, at30] = r.numTensors as number[];
       expect(at30).toBe(at10);
     }

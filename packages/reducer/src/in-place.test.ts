@@ -1,5 +1,5 @@
-import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { mse } from '@ddp/nn';
 import { loadSharedMemory } from '@ddp/shm';
 import { tf } from '@ddp/tensor';
@@ -10,7 +10,10 @@ import { DistributedDataParallel } from './ddp.js';
 import { mlp, normal, rows } from './test/models.js';
 
 /** One backward of an MLP whose first weight is large enough to be reduced in place; `hook` sees that weight's bucket. */
-async function backwardWith(hook: (bucket: InPlaceBucket, large: tf.Tensor) => Promise<void>, checkFinite: boolean): Promise<void> {
+async function backwardWith(
+  hook: (bucket: InPlaceBucket, large: tf.Tensor) => Promise<void>,
+  checkFinite: boolean,
+): Promise<void> {
   const model = mlp(21, [5, 13_200, 3]);
   const ddp = await DistributedDataParallel.create(model, { checkFinite, firstBucketMB: 0.1, bucketCapMB: 0.1 });
   const large = model.parameters().find((p) => p.size >= IN_PLACE_MIN_ELEMENTS)!;
@@ -33,36 +36,42 @@ async function backwardWith(hook: (bucket: InPlaceBucket, large: tf.Tensor) => P
 }
 
 /** The array of `bucket` that is `grad`'s own storage, or undefined. */
-const ownArray = (bucket: InPlaceBucket, grad: tf.Tensor) => bucket.arrays.find((a) => a.length === grad.size && a.buffer instanceof SharedArrayBuffer && a.byteLength < a.buffer.byteLength);
+const ownArray = (bucket: InPlaceBucket, grad: tf.Tensor) =>
+  bucket.arrays.find(
+    (a) => a.length === grad.size && a.buffer instanceof SharedArrayBuffer && a.byteLength < a.buffer.byteLength,
+  );
 
-describe.skipIf(!loadSharedMemory() || tf.getBackend() !== 'wasm')('gradients reduced in place, in a world of one', () => {
-  beforeAll(async () => {
-    await initProcessGroup({ rank: 0, worldSize: 1 });
-  });
-  afterAll(async () => {
-    await destroyProcessGroup();
-  });
+describe.skipIf(!loadSharedMemory() || tf.getBackend() !== 'wasm')(
+  'gradients reduced in place, in a world of one',
+  () => {
+    beforeAll(async () => {
+      await initProcessGroup({ rank: 0, worldSize: 1 });
+    });
+    afterAll(async () => {
+      await destroyProcessGroup();
+    });
 
-  it('a gradient disposed while its all-reduce runs keeps its memory until it ends: no other tensor is written', async () => {
-    let other: tf.Tensor | null = null;
-    let sawOwn = false;
-    await backwardWith(async (bucket, grad) => {
-      const own = ownArray(bucket, grad);
-      sawOwn = own !== undefined;
-      grad.dispose(); // as a user's dispose would, mid-reduction
-      other = tf.keep(tf.fill([grad.size], 1)); // would reuse the freed block
-      await new Promise((r) => setTimeout(r, 5));
-      own?.fill(7); // the comm thread's late write
-    }, false);
-    expect(sawOwn).toBe(true);
-    expect((other!.dataSync() as Float32Array).every((v) => v === 1)).toBe(true);
-    other!.dispose();
-  });
+    it('a gradient disposed while its all-reduce runs keeps its memory until it ends: no other tensor is written', async () => {
+      let other: tf.Tensor | null = null;
+      let sawOwn = false;
+      await backwardWith(async (bucket, grad) => {
+        const own = ownArray(bucket, grad);
+        sawOwn = own !== undefined;
+        grad.dispose(); // as a user's dispose would, mid-reduction
+        other = tf.keep(tf.fill([grad.size], 1)); // would reuse the freed block
+        await new Promise((r) => setTimeout(r, 5));
+        own?.fill(7); // the comm thread's late write
+      }, false);
+      expect(sawOwn).toBe(true);
+      expect((other!.dataSync() as Float32Array).every((v) => v === 1)).toBe(true);
+      other!.dispose();
+    });
 
-  it('checkFinite finds a NaN left in a gradient reduced in place, naming it', async () => {
-    const run = backwardWith(async (bucket, grad) => {
-      ownArray(bucket, grad)![IN_PLACE_MIN_ELEMENTS - 3] = Number.NaN;
-    }, true);
-    await expect(run).rejects.toMatchObject({ name: 'NonFiniteGradientError', parameter: '0.weight' });
-  });
-});
+    it('checkFinite finds a NaN left in a gradient reduced in place, naming it', async () => {
+      const run = backwardWith(async (bucket, grad) => {
+        ownArray(bucket, grad)![IN_PLACE_MIN_ELEMENTS - 3] = Number.NaN;
+      }, true);
+      await expect(run).rejects.toMatchObject({ name: 'NonFiniteGradientError', parameter: '0.weight' });
+    });
+  },
+);

@@ -1,8 +1,6 @@
-export { DistributedDataParallel } from './ddp.js';
-export type { DDPOptions } from './options.js';
+export { AdasumError, AdasumState, adasumAllReduce, adasumHook, adasumPair, type Segment } from './adasum.js';
 export type { BucketCapTuning } from './autotune.js';
-export { DataParallelNaive } from './naive.js';
-export { Bucket, type BucketSlot, assignBuckets } from './bucket.js';
+export { assignBuckets, Bucket, type BucketSlot } from './bucket.js';
 export {
   allreduceHook,
   bf16CompressHook,
@@ -13,7 +11,7 @@ export {
   type InPlaceCommHook,
   inPlaceHook,
 } from './comm-hooks.js';
-export { DDPJoinHook } from './join-hook.js';
+export { DistributedDataParallel } from './ddp.js';
 export {
   DDPCommError,
   DDPError,
@@ -23,5 +21,7 @@ export {
   ParameterMismatchError,
   UnusedParametersError,
 } from './errors.js';
-export { PowerSGDState, powerSGDHook, type PowerSGDOptions } from './powersgd.js';
-export { AdasumError, AdasumState, adasumAllReduce, adasumHook, adasumPair, type Segment } from './adasum.js';
+export { DDPJoinHook } from './join-hook.js';
+export { DataParallelNaive } from './naive.js';
+export type { DDPOptions } from './options.js';
+export { type PowerSGDOptions, PowerSGDState, powerSGDHook } from './powersgd.js';

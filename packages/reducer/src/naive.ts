@@ -1,4 +1,4 @@
-import { type ProcessGroup, getDefaultGroup, ReduceOp, sharedArray } from '@ddp/comm';
+import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
 import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
@@ -27,7 +27,10 @@ export class DataParallelNaive<M extends Module = Module> {
   }
 
   /** Checks shapes across ranks and broadcasts rank 0's parameters and buffers. */
-  static async create<M extends Module>(module: M, opts: { processGroup?: ProcessGroup } = {}): Promise<DataParallelNaive<M>> {
+  static async create<M extends Module>(
+    module: M,
+    opts: { processGroup?: ProcessGroup } = {},
+  ): Promise<DataParallelNaive<M>> {
     const group = opts.processGroup ?? getDefaultGroup();
     await verifyParameterShapes(module.namedParameters(), group);
     await broadcastTensors(moduleState(module, true), group, 0);

@@ -22,10 +22,13 @@ export interface DDPOptions {
 export function checkOptions(opts: DDPOptions): void {
   for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
     const v = opts[key];
-    if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new DDPUsageError(`DistributedDataParallel.create: ${key} must be a positive number of MiB, got ${v}`);
+    if (v !== undefined && !(Number.isFinite(v) && v > 0))
+      throw new DDPUsageError(`DistributedDataParallel.create: ${key} must be a positive number of MiB, got ${v}`);
   }
   const caps = opts.bucketCapCandidatesMB;
   if (caps !== undefined && (caps.length === 0 || !caps.every((v) => Number.isFinite(v) && v > 0))) {
-    throw new DDPUsageError(`DistributedDataParallel.create: bucketCapCandidatesMB must be positive numbers of MiB, got [${caps.join(', ')}]`);
+    throw new DDPUsageError(
+      `DistributedDataParallel.create: bucketCapCandidatesMB must be positive numbers of MiB, got [${caps.join(', ')}]`,
+    );
   }
 }

@@ -74,7 +74,15 @@ export class PowerSGDState {
         } else plain.push({ offset: s.offset, size: s.size });
       }
       const plainSize = plain.reduce((t, x) => t + x.size, 0);
-      state = { matrices, plain, plainBuf: sharedArray(Float32Array, plainSize), p: sharedArray(Float32Array, pSize), q: sharedArray(Float32Array, qSize), error: null, warm: false };
+      state = {
+        matrices,
+        plain,
+        plainBuf: sharedArray(Float32Array, plainSize),
+        p: sharedArray(Float32Array, pSize),
+        q: sharedArray(Float32Array, qSize),
+        error: null,
+        warm: false,
+      };
       this.buckets.set(bucket.buffer, state);
     }
     if (!state.warm) state.q.set(this.generator.normal(state.q.length));
@@ -99,7 +107,8 @@ function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: nu
 }
 
 /** [n, k] and [m, k] views of row-major data for tf. */
-const mat = (data: Float32Array, offset: number, rows: number, cols: number) => tf.tensor2d(data.subarray(offset, offset + rows * cols), [rows, cols]);
+const mat = (data: Float32Array, offset: number, rows: number, cols: number) =>
+  tf.tensor2d(data.subarray(offset, offset + rows * cols), [rows, cols]);
 
 async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float32Array> {
   const { buffer, processGroup: group } = bucket;
@@ -123,14 +132,27 @@ async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float
       qAt += x.m * x.r;
     }
   };
-  each(({ offset, n, m, r }, pAt, qAt) => b.p.set(tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.q, qAt, m, r)).dataSync() as Float32Array), pAt));
+  each(({ offset, n, m, r }, pAt, qAt) =>
+    b.p.set(
+      tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.q, qAt, m, r)).dataSync() as Float32Array),
+      pAt,
+    ),
+  );
   await group.allReduce(b.p, { op: ReduceOp.SUM }).wait();
   each(({ offset, n, m, r }, pAt, qAt) => {
     orthonormalizeColumns(b.p, pAt, n, r);
-    b.q.set(tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.p, pAt, n, r), true, false).dataSync() as Float32Array), qAt);
+    b.q.set(
+      tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.p, pAt, n, r), true, false).dataSync() as Float32Array),
+      qAt,
+    );
   });
   await group.allReduce(b.q, { op: ReduceOp.AVG }).wait();
-  each(({ offset, n, m, r }, pAt, qAt) => buffer.set(tf.tidy(() => tf.matMul(mat(b.p, pAt, n, r), mat(b.q, qAt, m, r), false, true).dataSync() as Float32Array), offset));
+  each(({ offset, n, m, r }, pAt, qAt) =>
+    buffer.set(
+      tf.tidy(() => tf.matMul(mat(b.p, pAt, n, r), mat(b.q, qAt, m, r), false, true).dataSync() as Float32Array),
+      offset,
+    ),
+  );
   await plainWork?.wait();
   at = 0;
   for (const t of b.plain) {
@@ -152,7 +174,11 @@ async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float
  */
 export const powerSGDHook: CommHook<PowerSGDState> = (state, bucket) => {
   const vanilla = state.iter < state.startIter;
-  const run = state.chain.then(() => (vanilla ? allreduceHook(null, { ...bucket, arrays: [bucket.buffer] }).then(() => bucket.buffer) : compress(state, bucket)));
+  const run = state.chain.then(() =>
+    vanilla
+      ? allreduceHook(null, { ...bucket, arrays: [bucket.buffer] }).then(() => bucket.buffer)
+      : compress(state, bucket),
+  );
   state.chain = run.catch(() => {});
   if (bucket.isLast) state.iter++;
   return run;

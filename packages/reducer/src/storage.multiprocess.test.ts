@@ -5,7 +5,13 @@ import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
 import { okResultsOf } from './test/expect.js';
 import { runWorld, type WorldResult } from './test/run-ranks.js';
 
-type Step = { local: number[][]; averaged: number[][]; sizes: number[]; sameTensors: boolean[]; kept: number[][] } & Record<'copiedOut' | 'writtenInPlace' | 'uploaded' | 'newTensors' | 'large', number>;
+type Step = {
+  local: number[][];
+  averaged: number[][];
+  sizes: number[];
+  sameTensors: boolean[];
+  kept: number[][];
+} & Record<'copiedOut' | 'writtenInPlace' | 'uploaded' | 'newTensors' | 'large', number>;
 
 /** Elements of the gradients too small to be reduced in place (copied into the bucket and back). */
 const smallOf = (r: Step) => r.sizes.reduce((n, s) => n + (s < IN_PLACE_MIN_ELEMENTS ? s : 0), 0);
@@ -14,7 +20,8 @@ const smallOf = (r: Step) => r.sizes.reduce((n, s) => n + (s < IN_PLACE_MIN_ELEM
 function expectAveraged(ranks: Step[]): void {
   for (const r of ranks) {
     for (const [i, grad] of r.averaged.entries()) {
-      for (const [j, v] of grad.entries()) expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i][j], 0) / ranks.length, 6);
+      for (const [j, v] of grad.entries())
+        expect(v).toBeCloseTo(ranks.reduce((s, q) => s + q.local[i][j], 0) / ranks.length, 6);
     }
   }
 }

@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import type { Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { ParameterMismatchError } from './errors.js';
@@ -40,7 +40,11 @@ export async function verifyParameterShapes(params: readonly [string, Tensor][],
       const name = params[i]?.[0] ?? `#${i}`;
       const show = (s: number[] | undefined) => (s ? `[${s.join(', ')}]` : 'absent');
       const ranks = [group.ranks[0], group.ranks[r]];
-      throw new ParameterMismatchError(name, ranks, `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ${group.ranks[group.rank]} has ${mine.length} parameters)`);
+      throw new ParameterMismatchError(
+        name,
+        ranks,
+        `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ${group.ranks[group.rank]} has ${mine.length} parameters)`,
+      );
     }
   }
 }

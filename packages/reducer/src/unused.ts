@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { AccumulateGrad, type Node, Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { UnusedParametersError } from './errors.js';
 
 /** Every Tensor in a forward's output (arrays and plain objects searched). */
@@ -14,7 +14,9 @@ function outputTensors(out: unknown, found: Tensor[] = []): Tensor[] {
 export function unreachedParameters(out: unknown, params: readonly { param: Tensor }[]): number[] {
   const seen = new Set<Node>();
   const reached = new Set<Tensor>();
-  const stack: Node[] = outputTensors(out).flatMap((t) => (t.gradFn ? [t.gradFn] : t.isLeaf && t.requiresGrad ? [t.gradAccumulator()] : []));
+  const stack: Node[] = outputTensors(out).flatMap((t) =>
+    t.gradFn ? [t.gradFn] : t.isLeaf && t.requiresGrad ? [t.gradAccumulator()] : [],
+  );
   while (stack.length > 0) {
     const node = stack.pop()!;
     if (seen.has(node)) continue;
@@ -32,7 +34,12 @@ export function unreachedParameters(out: unknown, params: readonly { param: Tens
  * still waiting on one of them, which now meets this all-reduce instead: @ddp/comm
  * reports the mismatch on every rank, so nobody hangs.
  */
-export async function raiseUnused(params: readonly { name: string }[], unready: number[], group: ProcessGroup, iteration: number): Promise<never> {
+export async function raiseUnused(
+  params: readonly { name: string }[],
+  unready: number[],
+  group: ProcessGroup,
+  iteration: number,
+): Promise<never> {
   const flags = new Int32Array(params.length);
   for (const i of unready) flags[i] = 1;
   try {

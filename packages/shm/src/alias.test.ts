@@ -5,7 +5,8 @@ import { loadSharedMemory } from './index.js';
 const shm = loadSharedMemory();
 /** A wasm memory (this package's TypeScript lib has no WebAssembly types). */
 type WasmMemory = { readonly buffer: ArrayBuffer; grow(pages: number): number };
-const { Memory } = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => WasmMemory } }).WebAssembly;
+const { Memory } = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => WasmMemory } })
+  .WebAssembly;
 
 describe.skipIf(!shm)('shared aliases of unshared memory', () => {
   const mem = shm as NonNullable<typeof shm>;
@@ -29,7 +30,10 @@ describe.skipIf(!shm)('shared aliases of unshared memory', () => {
   it('another thread writes the wasm memory through the alias', async () => {
     const wasm = new Memory({ initial: 1 });
     const alias = mem.aliasShared(wasm.buffer);
-    const worker = new Worker('const { workerData, parentPort } = require("node:worker_threads"); new Float32Array(workerData).fill(7, 4, 8); parentPort.postMessage(0);', { eval: true, workerData: alias });
+    const worker = new Worker(
+      'const { workerData, parentPort } = require("node:worker_threads"); new Float32Array(workerData).fill(7, 4, 8); parentPort.postMessage(0);',
+      { eval: true, workerData: alias },
+    );
     await new Promise((resolve) => worker.once('message', resolve));
     await worker.terminate();
     expect([...new Float32Array(wasm.buffer, 0, 9)]).toEqual([0, 0, 0, 0, 7, 7, 7, 7, 0]);

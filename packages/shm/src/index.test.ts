@@ -48,14 +48,31 @@ describe.skipIf(!shm)('shared memory addon', () => {
       2: (a, b) => (a > b || Number.isNaN(a) ? a : b),
       3: (a, b) => (a < b || Number.isNaN(a) ? a : b),
     };
-    const jsInt: Record<number, (a: number, b: number) => number> = { ...js, 0: (a, b) => (a + b) | 0, 1: (a, b) => Math.imul(a, b) };
-    const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 0, 3.5e38, 2 ** 31 - 1, -(2 ** 31)];
+    const jsInt: Record<number, (a: number, b: number) => number> = {
+      ...js,
+      0: (a, b) => (a + b) | 0,
+      1: (a, b) => Math.imul(a, b),
+    };
+    const special = [
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      Number.NEGATIVE_INFINITY,
+      -0,
+      0,
+      3.5e38,
+      2 ** 31 - 1,
+      -(2 ** 31),
+    ];
     let seed = 1;
     const rand = () => {
       seed = (seed * 1103515245 + 12345) % 2 ** 31;
       return (seed / 2 ** 31 - 0.5) * 2 ** ((seed % 40) - 10);
     };
-    const ctors: (new (n: number) => Float32Array | Float64Array | Int32Array)[] = [Float32Array, Float64Array, Int32Array];
+    const ctors: (new (n: number) => Float32Array | Float64Array | Int32Array)[] = [
+      Float32Array,
+      Float64Array,
+      Int32Array,
+    ];
     for (const C of ctors) {
       const n = 1031;
       const make = (value: (i: number) => number) => {
@@ -63,8 +80,8 @@ describe.skipIf(!shm)('shared memory addon', () => {
         for (let i = 0; i < n; i++) a[i] = value(i);
         return a;
       };
-      const src = make((i) => (i < special.length ? (special[i]) : rand()));
-      const base = make((i) => (i < special.length ? (special[(i + 3) % special.length]) : rand()));
+      const src = make((i) => (i < special.length ? special[i] : rand()));
+      const base = make((i) => (i < special.length ? special[(i + 3) % special.length] : rand()));
       for (const op of [0, 1, 2, 3] as const) {
         const got = base.slice();
         mem.reduce(got, src, op);

@@ -52,7 +52,8 @@ export function loadSharedMemory(): SharedMemory | null {
     } catch {
       loaded = null;
       const installRan = existsSync(new URL('../build/not-built.txt', import.meta.url));
-      if (process.platform === 'linux' && !installRan) process.emitWarning(SCRIPT_NEVER_RAN, { code: 'DDP_SHM_NOT_BUILT' });
+      if (process.platform === 'linux' && !installRan)
+        process.emitWarning(SCRIPT_NEVER_RAN, { code: 'DDP_SHM_NOT_BUILT' });
     }
   }
   return loaded;

@@ -5,7 +5,10 @@ import { describe, expect, it } from 'vitest';
 import { convertSyncBatchnorm, SyncBatchNorm, SyncBatchNormError } from './index.js';
 
 class Net extends Module {
-  readonly features = this.registerModule('features', new Sequential(new Conv2d(2, 3, 3, { padding: 1 }), new BatchNorm2d(3, { momentum: 0.3 }), new ReLU()));
+  readonly features = this.registerModule(
+    'features',
+    new Sequential(new Conv2d(2, 3, 3, { padding: 1 }), new BatchNorm2d(3, { momentum: 0.3 }), new ReLU()),
+  );
   readonly head = this.registerModule('head', new BatchNorm1d(3, { eps: 1e-3 }));
   forward(): never {
     throw new Error('not used');

@@ -24,7 +24,10 @@ function toSync(bn: BatchNorm, processGroup: ProcessGroup | null): SyncBatchNorm
  * one only when `module` itself was a BatchNorm). Parents must call the new layers'
  * `forwardAsync` in training.
  */
-export function convertSyncBatchnorm<M extends Module>(module: M, processGroup: ProcessGroup | null = null): M | SyncBatchNorm {
+export function convertSyncBatchnorm<M extends Module>(
+  module: M,
+  processGroup: ProcessGroup | null = null,
+): M | SyncBatchNorm {
   if (module instanceof BatchNorm && !(module instanceof SyncBatchNorm)) {
     const sync = toSync(module, processGroup);
     module.dispose();

@@ -1,4 +1,4 @@
-export { SyncBatchNorm, type SyncBatchNormOptions } from './sync-batch-norm.js';
-export { SyncBatchNormFn, type SyncStatsOptions, combineStats } from './sync-batch-norm-fn.js';
 export { convertSyncBatchnorm } from './convert.js';
 export { SyncBatchNormError } from './errors.js';
+export { SyncBatchNorm, type SyncBatchNormOptions } from './sync-batch-norm.js';
+export { combineStats, SyncBatchNormFn, type SyncStatsOptions } from './sync-batch-norm-fn.js';

@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { AutogradFunction, type Context } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { SyncBatchNormError } from './errors.js';
 
@@ -16,7 +16,11 @@ const hostCopy = async (t: tf.Tensor): Promise<Float32Array> => Float32Array.fro
  * Global statistics from every rank's [mean, invstd, count] (PyTorch's
  * batch_norm_gather_stats_with_counts): ranks with no samples weigh nothing.
  */
-export function combineStats(gathered: Float32Array, channels: number, eps: number): { mean: Float64Array; variance: Float64Array; count: number } {
+export function combineStats(
+  gathered: Float32Array,
+  channels: number,
+  eps: number,
+): { mean: Float64Array; variance: Float64Array; count: number } {
   const stride = 2 * channels + 1;
   const ranks = gathered.length / stride;
   const mean = new Float64Array(channels);
@@ -51,7 +55,13 @@ export class SyncBatchNormFn extends AutogradFunction {
   private axes: number[] = [];
   private totalCount = 0;
 
-  async forward(ctx: Context, x: tf.Tensor, weight: tf.Tensor | null, bias: tf.Tensor | null, opts: SyncStatsOptions): Promise<tf.Tensor> {
+  async forward(
+    ctx: Context,
+    x: tf.Tensor,
+    weight: tf.Tensor | null,
+    bias: tf.Tensor | null,
+    opts: SyncStatsOptions,
+  ): Promise<tf.Tensor> {
     const { group, eps } = opts;
     this.group = group;
     const channels = x.shape[1]!;
@@ -70,7 +80,10 @@ export class SyncBatchNormFn extends AutogradFunction {
     const gathered = new Float32Array(packed.length * group.size);
     await group.allGatherInto(gathered, packed).wait();
     const { mean, variance, count } = combineStats(gathered, channels, eps);
-    if (count === 0) throw new SyncBatchNormError(`rank ${group.ranks[group.rank]}: SyncBatchNorm got no samples on any of the ${group.size} ranks`);
+    if (count === 0)
+      throw new SyncBatchNormError(
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm got no samples on any of the ${group.size} ranks`,
+      );
     this.totalCount = count;
     const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
     const meanT = tf.tensor(Float32Array.from(mean), bshape);
@@ -103,7 +116,9 @@ export class SyncBatchNormFn extends AutogradFunction {
     const sums = await hostCopy(local);
     local.dispose();
     // weight/bias gradients are this rank's share (before the all-reduce below).
-    const dw = ctx.needsInputGrad[1] ? tf.tidy(() => tf.mul(tf.tensor1d(sums.slice(channels)), tf.reshape(invstd, [channels]))) : null;
+    const dw = ctx.needsInputGrad[1]
+      ? tf.tidy(() => tf.mul(tf.tensor1d(sums.slice(channels)), tf.reshape(invstd, [channels])))
+      : null;
     const db = ctx.needsInputGrad[2] ? tf.tensor1d(sums.slice(0, channels)) : null;
     let dx: tf.Tensor | null = null;
     if (ctx.needsInputGrad[0]) {

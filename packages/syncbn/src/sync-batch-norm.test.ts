@@ -24,7 +24,15 @@ function expectClose(actual: number[], expected: number[], what: string): void {
 }
 
 /** Eval-mode output of BatchNorm with the given running stats (what every rank must compute locally). */
-function evalReference(x: number[], channels: number, plane: number, mean: number[], variance: number[], w: number[], b: number[]): number[] {
+function evalReference(
+  x: number[],
+  channels: number,
+  plane: number,
+  mean: number[],
+  variance: number[],
+  w: number[],
+  b: number[],
+): number[] {
   return x.map((v, i) => {
     const c = Math.floor(i / plane) % channels;
     return ((v - mean[c]) / Math.sqrt(variance[c] + 1e-5)) * w[c] + b[c];
@@ -40,29 +48,50 @@ const cases: [string, number[]][] = [
 ];
 
 describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the whole batch', () => {
-  it.each(cases)('%s split %j', async (name, split) => {
-    const g = loadGolden(name);
-    const { results: ranks } = await runWorld<RankResult>({ script: new URL('./test/syncbn.child.ts', import.meta.url), nprocs: split.length, args: [name, split.join(',')] });
-    const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
-    let start = 0;
-    for (const [rank, r] of ranks.entries()) {
-      const n = split[rank];
-      const at = `rank ${rank} (${n} rows)`;
-      expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`);
-      expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`);
-      expectClose(r.runningMean, g.outputs.running_mean.data, `${at} running_mean`);
-      expectClose(r.runningVar, g.outputs.running_var.data, `${at} running_var`);
-      // Every rank's loss is its share of the whole batch's, so DDP's average is 1/N of PyTorch's gradient.
-      expectClose(r.dweight.map((v) => v * split.length), g.outputs.dweight.data, `${at} dweight`);
-      expectClose(r.dbias.map((v) => v * split.length), g.outputs.dbias.data, `${at} dbias`);
-      expect(r.leaked, `${at} tensors leaked per step`).toBe(0);
-      const x = batchRows(g.inputs.x, start, n);
-      const wt = g.inputs.weight.data;
-      const bs = g.inputs.bias.data;
-      expectClose(r.evalY, evalReference(x, channels, h * w, r.evalRunningMean, r.evalRunningVar, wt, bs), `${at} eval y`);
-      expect(r.syncForwardError, `${at}: synchronous forward in training`).toBe('SyncBatchNormError');
-      for (const [what, d] of Object.entries(r.oneD)) expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
-      start += n;
-    }
-  }, 90_000);
+  it.each(cases)(
+    '%s split %j',
+    async (name, split) => {
+      const g = loadGolden(name);
+      const { results: ranks } = await runWorld<RankResult>({
+        script: new URL('./test/syncbn.child.ts', import.meta.url),
+        nprocs: split.length,
+        args: [name, split.join(',')],
+      });
+      const [, channels, h, w] = g.inputs.x.shape as [number, number, number, number];
+      let start = 0;
+      for (const [rank, r] of ranks.entries()) {
+        const n = split[rank];
+        const at = `rank ${rank} (${n} rows)`;
+        expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`);
+        expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`);
+        expectClose(r.runningMean, g.outputs.running_mean.data, `${at} running_mean`);
+        expectClose(r.runningVar, g.outputs.running_var.data, `${at} running_var`);
+        // Every rank's loss is its share of the whole batch's, so DDP's average is 1/N of PyTorch's gradient.
+        expectClose(
+          r.dweight.map((v) => v * split.length),
+          g.outputs.dweight.data,
+          `${at} dweight`,
+        );
+        expectClose(
+          r.dbias.map((v) => v * split.length),
+          g.outputs.dbias.data,
+          `${at} dbias`,
+        );
+        expect(r.leaked, `${at} tensors leaked per step`).toBe(0);
+        const x = batchRows(g.inputs.x, start, n);
+        const wt = g.inputs.weight.data;
+        const bs = g.inputs.bias.data;
+        expectClose(
+          r.evalY,
+          evalReference(x, channels, h * w, r.evalRunningMean, r.evalRunningVar, wt, bs),
+          `${at} eval y`,
+        );
+        expect(r.syncForwardError, `${at}: synchronous forward in training`).toBe('SyncBatchNormError');
+        for (const [what, d] of Object.entries(r.oneD))
+          expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
+        start += n;
+      }
+    },
+    90_000,
+  );
 });

@@ -1,5 +1,5 @@
-import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
 import { noGrad, type Tensor } from '@ddp/autograd';
+import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
 import { BatchNorm, type BatchNormOptions, ModuleError } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
 import { SyncBatchNormError } from './errors.js';
@@ -12,7 +12,8 @@ export interface SyncBatchNormOptions extends BatchNormOptions {
 
 /** numFeatures is the channel count: a positive integer. */
 function checkNumFeatures(numFeatures: number): number {
-  if (!(Number.isInteger(numFeatures) && numFeatures > 0)) throw new SyncBatchNormError(`SyncBatchNorm: numFeatures must be a positive integer, got ${numFeatures}`);
+  if (!(Number.isInteger(numFeatures) && numFeatures > 0))
+    throw new SyncBatchNormError(`SyncBatchNorm: numFeatures must be a positive integer, got ${numFeatures}`);
   return numFeatures;
 }
 
@@ -42,7 +43,9 @@ export class SyncBatchNorm extends BatchNorm {
   override forward(x: Tensor): Tensor {
     const group = this.syncGroup();
     if (group) {
-      throw new SyncBatchNormError(`rank ${group.ranks[group.rank]}: SyncBatchNorm in training over ${group.size} ranks communicates; call await forwardAsync(x)`);
+      throw new SyncBatchNormError(
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm in training over ${group.size} ranks communicates; call await forwardAsync(x)`,
+      );
     }
     return super.forward(x);
   }
@@ -51,10 +54,14 @@ export class SyncBatchNorm extends BatchNorm {
     const group = this.syncGroup();
     if (!group) return super.forward(x);
     if (!this.inputRanks.includes(x.rank) || x.shape[1] !== this.numFeatures) {
-      throw new ModuleError(`rank ${group.ranks[group.rank]}: SyncBatchNorm(${this.numFeatures}) expects [N, ${this.numFeatures}, …] of rank 2 to 5, got [${x.shape}]`);
+      throw new ModuleError(
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm(${this.numFeatures}) expects [N, ${this.numFeatures}, …] of rank 2 to 5, got [${x.shape}]`,
+      );
     }
     const track = this.training && this.trackRunningStats;
-    const onStats = track ? (m: tf.Tensor, v: tf.Tensor, n: number) => noGrad(() => this.updateRunningStats(m, v, n)) : undefined;
+    const onStats = track
+      ? (m: tf.Tensor, v: tf.Tensor, n: number) => noGrad(() => this.updateRunningStats(m, v, n))
+      : undefined;
     return SyncBatchNormFn.applyAsync(x, this.weight, this.bias, { group, eps: this.eps, onStats });
   }
 }

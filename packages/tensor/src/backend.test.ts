@@ -28,11 +28,28 @@ describe('backend selection', () => {
   it('runs the conv2d weight and gather gradients on wasm like on cpu', async () => {
     const run = () =>
       tf.tidy(() => {
-        const x = tf.tensor4d(Array.from({ length: 2 * 5 * 5 * 3 }, (_, i) => Math.sin(i)), [2, 5, 5, 3]);
-        const dy = tf.tensor4d(Array.from({ length: 2 * 5 * 5 * 4 }, (_, i) => Math.cos(i)), [2, 5, 5, 4]);
-        const attrs = { strides: [1, 1], pad: 'same', dataFormat: 'NHWC', dimRoundingMode: undefined, filterShape: [3, 3, 3, 4] };
-        const dw = tf.engine().runKernel('Conv2DBackpropFilter', { x, dy }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor;
-        const rows = tf.tensor2d(Array.from({ length: 12 }, (_, i) => i), [4, 3]);
+        const x = tf.tensor4d(
+          Array.from({ length: 2 * 5 * 5 * 3 }, (_, i) => Math.sin(i)),
+          [2, 5, 5, 3],
+        );
+        const dy = tf.tensor4d(
+          Array.from({ length: 2 * 5 * 5 * 4 }, (_, i) => Math.cos(i)),
+          [2, 5, 5, 4],
+        );
+        const attrs = {
+          strides: [1, 1],
+          pad: 'same',
+          dataFormat: 'NHWC',
+          dimRoundingMode: undefined,
+          filterShape: [3, 3, 3, 4],
+        };
+        const dw = tf
+          .engine()
+          .runKernel('Conv2DBackpropFilter', { x, dy }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor;
+        const rows = tf.tensor2d(
+          Array.from({ length: 12 }, (_, i) => i),
+          [4, 3],
+        );
         const dtable = tf.unsortedSegmentSum(rows, tf.tensor1d([0, 2, 2, 3], 'int32'), 5);
         return [Array.from(dw.dataSync()), Array.from(dtable.dataSync())];
       });

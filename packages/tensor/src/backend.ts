@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
-import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { BackendError } from './errors.js';
 import { announceNativeKernels, initNativeKernels } from './native-kernels.js';
 import { registerWasmFallbacks } from './wasm-fallbacks.js';
@@ -54,13 +54,15 @@ async function withoutGlueListeners(start: () => Promise<void>): Promise<void> {
     await start();
   } finally {
     for (const l of process.listeners('uncaughtException')) if (!uncaught.has(l)) process.off('uncaughtException', l);
-    for (const l of process.listeners('unhandledRejection')) if (!rejection.has(l)) process.off('unhandledRejection', l);
+    for (const l of process.listeners('unhandledRejection'))
+      if (!rejection.has(l)) process.off('unhandledRejection', l);
   }
 }
 
 /** Switches the tfjs backend; throws if it cannot be initialised. */
 export async function setBackend(name: BackendName): Promise<void> {
-  if (!BACKENDS.includes(name)) throw new BackendError(`unknown backend '${name}' (expected one of ${BACKENDS.join(', ')})`);
+  if (!BACKENDS.includes(name))
+    throw new BackendError(`unknown backend '${name}' (expected one of ${BACKENDS.join(', ')})`);
   if (name === 'tensorflow' && !(await tryNative())) {
     throw new BackendError("backend 'tensorflow' needs @tensorflow/tfjs-node or @tensorflow/tfjs-node-gpu installed");
   }
@@ -88,8 +90,7 @@ export async function initBackend(defaultBackend: BackendName = 'wasm'): Promise
       throw new BackendError(`DDP_BACKEND=${requested} is not a backend (expected one of ${BACKENDS.join(', ')})`);
     }
     await setBackend(requested as BackendName);
-  }
-  else if (await tryNative()) await setBackend('tensorflow');
+  } else if (await tryNative()) await setBackend('tensorflow');
   else await setBackend(defaultBackend);
   if (getBackend() === 'wasm') announceNativeKernels();
   return getBackend();

@@ -1,5 +1,5 @@
-import * as tf from '@tensorflow/tfjs-core';
 import type { KernelBackend, KernelConfig, KernelFunc, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 
 /**
  * The conv2d weight gradient as one dilated convolution, on any backend's own kernels.
@@ -31,7 +31,11 @@ function dilatedConvFilterGrad(backendName: string, fallback: KernelFunc): Kerne
     const needW = (outWidth - 1) * sw + kw;
     const be = backend as KernelBackend;
     const run = (name: string, ins: Record<string, TensorInfo>, at: NamedAttrMap) =>
-      (tf.getKernel(name, backendName) as KernelConfig).kernelFunc({ inputs: ins, attrs: at, backend: be }) as TensorInfo;
+      (tf.getKernel(name, backendName) as KernelConfig).kernelFunc({
+        inputs: ins,
+        attrs: at,
+        backend: be,
+      }) as TensorInfo;
     const temps: TensorInfo[] = [];
     const keep = (t: TensorInfo) => {
       temps.push(t);
@@ -41,14 +45,25 @@ function dilatedConvFilterGrad(backendName: string, fallback: KernelFunc): Kerne
       // Pad (top/left as the forward did) and cut to exactly the rows and columns the filter sweeps.
       const padded = keep(
         run('PadV2', { x }, {
-          paddings: [[0, 0], [padInfo.top, Math.max(0, needH - h - padInfo.top)], [padInfo.left, Math.max(0, needW - w - padInfo.left)], [0, 0]],
+          paddings: [
+            [0, 0],
+            [padInfo.top, Math.max(0, needH - h - padInfo.top)],
+            [padInfo.left, Math.max(0, needW - w - padInfo.left)],
+            [0, 0],
+          ],
           constantValue: 0,
         } as unknown as NamedAttrMap),
       );
       const cut = keep(run('Slice', { x: padded }, { begin: [0, 0, 0, 0], size: [n, needH, needW, ci] }));
       const xt = keep(run('Transpose', { x: cut }, { perm: [3, 1, 2, 0] }));
       const dyt = keep(run('Transpose', { x: dy }, { perm: [1, 2, 0, 3] }));
-      const convAttrs = { strides: [1, 1], pad: 'valid', dataFormat: 'NHWC', dilations: [sh, sw], dimRoundingMode: undefined };
+      const convAttrs = {
+        strides: [1, 1],
+        pad: 'valid',
+        dataFormat: 'NHWC',
+        dilations: [sh, sw],
+        dimRoundingMode: undefined,
+      };
       const out = keep(run('Conv2D', { x: xt, filter: dyt }, convAttrs as unknown as NamedAttrMap));
       return run('Transpose', { x: out }, { perm: [1, 2, 0, 3] });
     } finally {
@@ -61,5 +76,9 @@ function dilatedConvFilterGrad(backendName: string, fallback: KernelFunc): Kerne
 export function registerConvFilterGrad(backendName: 'cpu' | 'wasm', fallback: KernelFunc): void {
   const existing: KernelConfig | undefined = tf.getKernel('Conv2DBackpropFilter', backendName);
   if (existing) tf.unregisterKernel('Conv2DBackpropFilter', backendName);
-  tf.registerKernel({ kernelName: 'Conv2DBackpropFilter', backendName, kernelFunc: dilatedConvFilterGrad(backendName, fallback) });
+  tf.registerKernel({
+    kernelName: 'Conv2DBackpropFilter',
+    backendName,
+    kernelFunc: dilatedConvFilterGrad(backendName, fallback),
+  });
 }

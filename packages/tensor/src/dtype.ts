@@ -10,7 +10,11 @@ export interface DTypeInfo {
   readonly name: DType;
   readonly bytesPerElement: number;
   /** The typed array that holds this dtype's raw elements (Uint16Array holds float16/bfloat16 bits). */
-  readonly ArrayType: Float32ArrayConstructor | Float64ArrayConstructor | Int32ArrayConstructor | Uint16ArrayConstructor;
+  readonly ArrayType:
+    | Float32ArrayConstructor
+    | Float64ArrayConstructor
+    | Int32ArrayConstructor
+    | Uint16ArrayConstructor;
   /** The tfjs dtype a tensor of this dtype computes in (tfjs has no 64- or 16-bit floats). */
   readonly tfDtype: 'float32' | 'int32';
   readonly isFloatingPoint: boolean;
@@ -34,7 +38,8 @@ export function isDType(name: string): name is DType {
 }
 
 export function dtypeInfo(name: string): DTypeInfo {
-  if (!isDType(name)) throw new DTypeError(`unknown dtype '${name}' (expected one of ${Object.keys(DTYPES).join(', ')})`);
+  if (!isDType(name))
+    throw new DTypeError(`unknown dtype '${name}' (expected one of ${Object.keys(DTYPES).join(', ')})`);
   return DTYPES[name];
 }
 

@@ -19,8 +19,16 @@ import {
   useNativeKernels,
 } from './index.js';
 
-interface Stored { shape: number[]; data: number[] }
-interface Case { name: string; eps?: number; inputs: Record<string, Stored>; outputs: Record<string, Stored> }
+interface Stored {
+  shape: number[];
+  data: number[];
+}
+interface Case {
+  name: string;
+  eps?: number;
+  inputs: Record<string, Stored>;
+  outputs: Record<string, Stored>;
+}
 /** PyTorch 1.13's values (src/fixtures/make_fused_fixtures.py). */
 const fixtures = JSON.parse(readFileSync(new URL('./fixtures/fused_ops.json', import.meta.url), 'utf8')) as Record<
   'layerNorm' | 'gelu' | 'softmax',
@@ -55,7 +63,9 @@ function run(c: Case, op: (inputs: Record<string, tf.Tensor>) => Record<string, 
   const before = tf.memory().numTensors;
   const outs = op(inputs);
   const left = tf.memory().numTensors - before - Object.keys(outs).length;
-  const values = Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, { shape: t.shape, data: Array.from(t.dataSync()) }]));
+  const values = Object.fromEntries(
+    Object.entries(outs).map(([k, t]) => [k, { shape: t.shape, data: Array.from(t.dataSync()) }]),
+  );
   tf.dispose([...Object.values(inputs), ...Object.values(outs)]);
   return { values, left };
 }
@@ -71,17 +81,23 @@ function expectClose(got: Record<string, Stored>, want: Record<string, Stored>) 
 }
 
 describe.each(paths)('fused ops on %s', (_path, select) => {
-  it.each(fixtures.layerNorm.map((c) => [c.name, c] as const))('layerNorm and layerNormGrad, %s: PyTorch values', async (_n, c) => {
-    await select();
-    const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x, gamma, beta, c.eps!) }));
-    expectClose(forward.values, { y: c.outputs.y, mean: c.outputs.mean, rstd: c.outputs.rstd });
-    const { mean, rstd } = c.outputs;
-    const backward = run({ ...c, inputs: { ...c.inputs, mean: mean, rstd: rstd } }, ({ dy, x, mean, rstd, gamma }) => ({
-      ...layerNormGrad(dy, x, mean, rstd, gamma),
-    }));
-    expectClose(backward.values, { dx: c.outputs.dx, dgamma: c.outputs.dgamma, dbeta: c.outputs.dbeta });
-    expect([forward.left, backward.left]).toEqual([0, 0]);
-  });
+  it.each(fixtures.layerNorm.map((c) => [c.name, c] as const))(
+    'layerNorm and layerNormGrad, %s: PyTorch values',
+    async (_n, c) => {
+      await select();
+      const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x, gamma, beta, c.eps!) }));
+      expectClose(forward.values, { y: c.outputs.y, mean: c.outputs.mean, rstd: c.outputs.rstd });
+      const { mean, rstd } = c.outputs;
+      const backward = run(
+        { ...c, inputs: { ...c.inputs, mean: mean, rstd: rstd } },
+        ({ dy, x, mean, rstd, gamma }) => ({
+          ...layerNormGrad(dy, x, mean, rstd, gamma),
+        }),
+      );
+      expectClose(backward.values, { dx: c.outputs.dx, dgamma: c.outputs.dgamma, dbeta: c.outputs.dbeta });
+      expect([forward.left, backward.left]).toEqual([0, 0]);
+    },
+  );
 
   it.each(fixtures.gelu.map((c) => [c.name, c] as const))('gelu and geluGrad, %s: PyTorch values', async (_n, c) => {
     await select();
@@ -90,15 +106,18 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(r.left).toBe(0);
   });
 
-  it.each(fixtures.softmax.map((c) => [c.name, c] as const))('softmax and softmaxGrad, %s: PyTorch values', async (_n, c) => {
-    await select();
-    const r = run(c, ({ x, dy }) => {
-      const y = softmax(x);
-      return { y, dx: softmaxGrad(dy, y) };
-    });
-    expectClose(r.values, c.outputs);
-    expect(r.left).toBe(0);
-  });
+  it.each(fixtures.softmax.map((c) => [c.name, c] as const))(
+    'softmax and softmaxGrad, %s: PyTorch values',
+    async (_n, c) => {
+      await select();
+      const r = run(c, ({ x, dy }) => {
+        const y = softmax(x);
+        return { y, dx: softmaxGrad(dy, y) };
+      });
+      expectClose(r.values, c.outputs);
+      expect(r.left).toBe(0);
+    },
+  );
 
   it('reluGrad: dy where x > 0, NaN where x or dy is NaN, dy·0 elsewhere (tfjs ops: dy·step(x))', async () => {
     await select();
@@ -107,17 +126,39 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     const before = tf.memory().numTensors;
     const dx = reluGrad(dy, x);
     expect(tf.memory().numTensors).toBe(before + 1);
-    expect(Array.from(dx.dataSync()).map((v) => (v === 0 ? 0 : v))).toEqual([0, 0, 0, 8, -9, NaN, NaN, NaN, NaN, NaN, -Infinity]);
+    expect(Array.from(dx.dataSync()).map((v) => (v === 0 ? 0 : v))).toEqual([
+      0,
+      0,
+      0,
+      8,
+      -9,
+      NaN,
+      NaN,
+      NaN,
+      NaN,
+      NaN,
+      -Infinity,
+    ]);
     tf.dispose([x, dy, dx]);
   });
 
   it('biasAdd and channelSum over NCHW and NHWC: the sums written out', async () => {
     await select();
-    const x = tf.tensor(Array.from({ length: 24 }, (_, i) => i), [2, 3, 2, 2]);
+    const x = tf.tensor(
+      Array.from({ length: 24 }, (_, i) => i),
+      [2, 3, 2, 2],
+    );
     const b = tf.tensor([100, 200, 300]);
     const before = tf.memory().numTensors;
-    const [nchw, nhwc, sumC, sumW] = [biasAdd(x, b, 1), biasAdd(tf.reshape(x, [4, 2, 3]), b, 2), channelSum(x, 1), channelSum(x, 3)];
-    expect(Array.from(nchw.dataSync()).slice(0, 12)).toEqual([100, 101, 102, 103, 204, 205, 206, 207, 308, 309, 310, 311]);
+    const [nchw, nhwc, sumC, sumW] = [
+      biasAdd(x, b, 1),
+      biasAdd(tf.reshape(x, [4, 2, 3]), b, 2),
+      channelSum(x, 1),
+      channelSum(x, 3),
+    ];
+    expect(Array.from(nchw.dataSync()).slice(0, 12)).toEqual([
+      100, 101, 102, 103, 204, 205, 206, 207, 308, 309, 310, 311,
+    ]);
     expect(Array.from(nhwc.dataSync()).slice(0, 6)).toEqual([100, 201, 302, 103, 204, 305]);
     // channel c of NCHW: 4c..4c+3 and 12+4c..12+4c+3 → 32c + 60; last axis of 2: evens and odds
     expect(Array.from(sumC.dataSync())).toEqual([60, 92, 124]);
@@ -164,10 +205,22 @@ function allOps(shape: number[], scale: number): Record<string, Float32Array> {
     // sums of up to 10 000 values: tfjs's float32 running sum drifts ~1e-6 per unit of input, so small inputs
     const small = tf.mul(dy, 0.01);
     const channelOps = {
-      biasAdd1: biasAdd(x, channels, 1), biasAddLast: biasAdd(x, beta, last),
-      channelSum1: channelSum(small, 1), channelSumLast: channelSum(small, last), channelSum0: channelSum(small, 0),
+      biasAdd1: biasAdd(x, channels, 1),
+      biasAddLast: biasAdd(x, beta, last),
+      channelSum1: channelSum(small, 1),
+      channelSumLast: channelSum(small, last),
+      channelSum0: channelSum(small, 0),
     };
-    const outs = { ...channelOps, ...ln, ...lnGrad, gelu: gelu(x), geluGrad: geluGrad(dy, x), reluGrad: reluGrad(dy, x), softmax: y, softmaxGrad: softmaxGrad(dy, y) };
+    const outs = {
+      ...channelOps,
+      ...ln,
+      ...lnGrad,
+      gelu: gelu(x),
+      geluGrad: geluGrad(dy, x),
+      reluGrad: reluGrad(dy, x),
+      softmax: y,
+      softmaxGrad: softmaxGrad(dy, y),
+    };
     return Object.fromEntries(Object.entries(outs).map(([k, t]) => [k, t.dataSync() as Float32Array]));
   });
 }
@@ -177,7 +230,18 @@ describe.skipIf(!native)('native fused kernels', () => {
     await onWasm(true);
     const names = async () => (await tf.profile(() => allOps([3, 8], 1))).kernelNames;
     const on = await names();
-    for (const k of ['DdpLayerNorm', 'DdpLayerNormGrad', 'DdpGelu', 'DdpGeluGrad', 'DdpReluGrad', 'DdpSoftmax', 'DdpSoftmaxGrad', 'DdpBiasAdd', 'DdpChannelSum']) expect(on).toContain(k);
+    for (const k of [
+      'DdpLayerNorm',
+      'DdpLayerNormGrad',
+      'DdpGelu',
+      'DdpGeluGrad',
+      'DdpReluGrad',
+      'DdpSoftmax',
+      'DdpSoftmaxGrad',
+      'DdpBiasAdd',
+      'DdpChannelSum',
+    ])
+      expect(on).toContain(k);
     useNativeKernels(false);
     expect((await names()).filter((k) => k.startsWith('Ddp'))).toEqual([]);
   });
@@ -208,7 +272,11 @@ describe.skipIf(!native)('native fused kernels', () => {
     const x = tf.zeros([0, 4]);
     const gamma = tf.ones([4]);
     const ln = layerNorm(x, gamma, gamma, 1e-5);
-    expect([ln.y.shape, ln.mean.shape, ln.rstd.shape]).toEqual([[0, 4], [0, 1], [0, 1]]);
+    expect([ln.y.shape, ln.mean.shape, ln.rstd.shape]).toEqual([
+      [0, 4],
+      [0, 1],
+      [0, 1],
+    ]);
     const y = gelu(x);
     expect(y.shape).toEqual([0, 4]);
     tf.dispose([x, gamma, y, ...Object.values(ln)]);

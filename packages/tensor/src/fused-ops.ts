@@ -62,7 +62,11 @@ export function layerNorm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: 
  * axis; dgamma = Σ dy·x̂ and dbeta = Σ dy over every other axis.
  */
 export function layerNormGrad(
-  dy: tf.Tensor, x: tf.Tensor, mean: tf.Tensor, rstd: tf.Tensor, gamma: tf.Tensor,
+  dy: tf.Tensor,
+  x: tf.Tensor,
+  mean: tf.Tensor,
+  rstd: tf.Tensor,
+  gamma: tf.Tensor,
 ): LayerNormGrads {
   const c = lastDim('layerNormGrad', x);
   expectShape('layerNormGrad', 'dy', dy, x.shape);

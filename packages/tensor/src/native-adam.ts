@@ -21,12 +21,17 @@ export interface AdamScalars {
  * are off or the tensors are not float32 on the wasm heap (the caller runs its tfjs version).
  */
 export function fusedAdamStep(
-  param: tf.Tensor, grad: tf.Tensor, expAvg: tf.Tensor, expAvgSq: tf.Tensor, s: AdamScalars,
+  param: tf.Tensor,
+  grad: tf.Tensor,
+  expAvg: tf.Tensor,
+  expAvgSq: tf.Tensor,
+  s: AdamScalars,
 ): [tf.Tensor, tf.Tensor, tf.Tensor] | null {
   const native = nativeKernels();
   const backend = replacedKernels() > 0 ? activeWasmBackend() : null;
   const inputs = [param, grad, expAvg, expAvgSq];
-  if (!native || !backend || inputs.some((t) => t.dtype !== 'float32' || !tf.util.arraysEqual(t.shape, param.shape))) return null;
+  if (!native || !backend || inputs.some((t) => t.dtype !== 'float32' || !tf.util.arraysEqual(t.shape, param.shape)))
+    return null;
   const offsets = inputs.map((t) => heapOffset(backend, t));
   if (offsets.some((o) => o === null)) return null;
   const outs = inputs.slice(0, 3).map(() => backend.makeOutput(param.shape, 'float32'));
@@ -34,8 +39,22 @@ export function fusedAdamStep(
   const [p, m, v] = outs.map((o) => heapOffset(backend, o)!) as [number, number, number];
   const [po, go, mo, vo] = offsets as [number, number, number, number];
   native.AdamStep(
-    backend.wasm.HEAPU8, po, go, mo, vo, p, m, v, param.size,
-    s.decay, 1 - s.beta1, s.beta2, 1 - s.beta2, s.sqrtBiasCorrection2, s.eps, s.stepSize,
+    backend.wasm.HEAPU8,
+    po,
+    go,
+    mo,
+    vo,
+    p,
+    m,
+    v,
+    param.size,
+    s.decay,
+    1 - s.beta1,
+    s.beta2,
+    1 - s.beta2,
+    s.sqrtBiasCorrection2,
+    s.eps,
+    s.stepSize,
   );
   return outs.map((o) => tf.engine().makeTensorFromTensorInfo(o)) as [tf.Tensor, tf.Tensor, tf.Tensor];
 }

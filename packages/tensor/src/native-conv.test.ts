@@ -12,17 +12,57 @@ afterAll(async () => {
 
 type Shape = [number, number, number, number];
 type Pad = 'same' | 'valid' | [[0, 0], [number, number], [number, number], [0, 0]];
-interface Case { name: string; x: Shape; f: Shape; s: [number, number]; pad: Pad; dilation?: number }
+interface Case {
+  name: string;
+  x: Shape;
+  f: Shape;
+  s: [number, number];
+  pad: Pad;
+  dilation?: number;
+}
 
-const explicit = (p: number): Pad => [[0, 0], [p, p], [p, p], [0, 0]];
+const explicit = (p: number): Pad => [
+  [0, 0],
+  [p, p],
+  [p, p],
+  [0, 0],
+];
 /** @ddp/nn's convolutions (explicit symmetric padding, CLIP's stem and body), tfjs's other paddings, 1×1, dilation. */
 const cases: Case[] = [
-  { name: "CLIP stem: 5×5, stride 2, pad 2", x: [2, 12, 16, 1], f: [5, 5, 1, 4], s: [2, 2], pad: explicit(2) },
+  { name: 'CLIP stem: 5×5, stride 2, pad 2', x: [2, 12, 16, 1], f: [5, 5, 1, 4], s: [2, 2], pad: explicit(2) },
   { name: 'CLIP body: 3×3, stride 2, pad 1', x: [2, 7, 8, 4], f: [3, 3, 4, 5], s: [2, 2], pad: explicit(1) },
   { name: '3×3, stride 1, same', x: [2, 5, 5, 3], f: [3, 3, 3, 4], s: [1, 1], pad: 'same' },
-  { name: 'valid, stride 2, leftover rows the filter never reaches', x: [2, 7, 6, 2], f: [3, 2, 2, 3], s: [2, 2], pad: 'valid' },
-  { name: 'asymmetric explicit padding, strides 2×1', x: [1, 8, 8, 2], f: [3, 3, 2, 2], s: [2, 1], pad: [[0, 0], [1, 1], [2, 0], [0, 0]] },
-  { name: 'padding after the input beyond the last window', x: [1, 7, 7, 2], f: [3, 3, 2, 2], s: [2, 2], pad: [[0, 0], [1, 2], [0, 3], [0, 0]] },
+  {
+    name: 'valid, stride 2, leftover rows the filter never reaches',
+    x: [2, 7, 6, 2],
+    f: [3, 2, 2, 3],
+    s: [2, 2],
+    pad: 'valid',
+  },
+  {
+    name: 'asymmetric explicit padding, strides 2×1',
+    x: [1, 8, 8, 2],
+    f: [3, 3, 2, 2],
+    s: [2, 1],
+    pad: [
+      [0, 0],
+      [1, 1],
+      [2, 0],
+      [0, 0],
+    ],
+  },
+  {
+    name: 'padding after the input beyond the last window',
+    x: [1, 7, 7, 2],
+    f: [3, 3, 2, 2],
+    s: [2, 2],
+    pad: [
+      [0, 0],
+      [1, 2],
+      [0, 3],
+      [0, 0],
+    ],
+  },
   { name: 'even filter, same padding', x: [3, 6, 6, 1], f: [4, 4, 1, 2], s: [2, 2], pad: 'same' },
   { name: '1×1, stride 1 (no im2col)', x: [2, 4, 5, 6], f: [1, 1, 6, 3], s: [1, 1], pad: 'valid' },
   { name: '1×1, stride 2', x: [2, 5, 5, 3], f: [1, 1, 3, 2], s: [2, 2], pad: 'valid' },
@@ -42,7 +82,10 @@ function passes({ x: xShape, f, s, pad, dilation = 1 }: Case) {
   const outs = [
     run('Conv2D', { x, filter: w }, { dilations: dilation }),
     ...(dilation === 1
-      ? [run('Conv2DBackpropInput', { dy, filter: w }, { inputShape: xShape }), run('Conv2DBackpropFilter', { x, dy }, { filterShape: f })]
+      ? [
+          run('Conv2DBackpropInput', { dy, filter: w }, { inputShape: xShape }),
+          run('Conv2DBackpropFilter', { x, dy }, { filterShape: f }),
+        ]
       : []),
   ];
   const left = tf.memory().numTensors - before - outs.length;
@@ -72,7 +115,9 @@ function passesNCHW({ x: xShape, f, s, pad }: Case, run: Run) {
     run('Conv2DBackpropFilter', { x: xc, dy: dyc }, at({ filterShape: f })),
   ];
   const left = tf.memory().numTensors - before - outs.length;
-  const data = outs.map((o, i) => tf.tidy(() => (i < 2 ? toNHWC(o) : o))).map((o) => ({ shape: o.shape, values: Array.from(o.dataSync()) }));
+  const data = outs
+    .map((o, i) => tf.tidy(() => (i < 2 ? toNHWC(o) : o)))
+    .map((o) => ({ shape: o.shape, values: Array.from(o.dataSync()) }));
   tf.dispose([x, w, dy, xc, dyc, ...outs]);
   return { data, left };
 }
@@ -90,7 +135,10 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
     for (const [i, got] of onNative.data.entries()) {
       for (const want of [onCpu.data[i], onWasm.data[i]]) {
         expect(got.shape).toEqual(want.shape);
-        const worst = Math.max(0, ...got.values.map((v, j) => Math.abs(v - want.values[j]) / (1 + Math.abs(want.values[j]))));
+        const worst = Math.max(
+          0,
+          ...got.values.map((v, j) => Math.abs(v - want.values[j]) / (1 + Math.abs(want.values[j]))),
+        );
         expect(worst).toBeLessThan(1e-5);
       }
     }
@@ -114,7 +162,10 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
     for (const got of [onNative, throughNHWC]) {
       for (const [i, out] of got.data.entries()) {
         expect(out.shape).toEqual(want.data[i].shape);
-        const worst = Math.max(0, ...out.values.map((v, j) => Math.abs(v - want.data[i].values[j]) / (1 + Math.abs(want.data[i].values[j]))));
+        const worst = Math.max(
+          0,
+          ...out.values.map((v, j) => Math.abs(v - want.data[i].values[j]) / (1 + Math.abs(want.data[i].values[j]))),
+        );
         expect(worst).toBeLessThan(1e-5);
       }
     }
@@ -140,14 +191,20 @@ describe.skipIf(!native)('native Conv2D, Conv2DBackpropInput, Conv2DBackpropFilt
       for (let i = 0; i < 40; i++) conv();
       const [main1, others1] = used();
       console.log(JSON.stringify({ main: main1 - main0, others: others1 - others0 }));`;
-    const child = spawnSync(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script], {
-      cwd: new URL('..', import.meta.url),
-      env: { ...process.env, DDP_BACKEND: 'wasm', DDP_NATIVE: '1', DDP_NUM_THREADS: '1' },
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const child = spawnSync(
+      process.execPath,
+      ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script],
+      {
+        cwd: new URL('..', import.meta.url),
+        env: { ...process.env, DDP_BACKEND: 'wasm', DDP_NATIVE: '1', DDP_NUM_THREADS: '1' },
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     const { main, others } = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as { main: number; others: number };
     expect(main, child.stderr).toBeGreaterThan(0);
-    expect(others / main, 'CPU time of the threads started at 2 threads against the main thread\'s').toBeGreaterThan(0.3);
+    expect(others / main, "CPU time of the threads started at 2 threads against the main thread's").toBeGreaterThan(
+      0.3,
+    );
   });
 });

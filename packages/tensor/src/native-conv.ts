@@ -1,6 +1,6 @@
-import * as tf from '@tensorflow/tfjs-core';
-import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import type { ConvGeometry, NativeKernels } from '@ddp/native-kernels';
+import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 type Shape4 = [number, number, number, number];
@@ -9,20 +9,37 @@ type ConvPass = 'Conv2D' | 'Conv2DBackpropInput' | 'Conv2DBackpropFilter';
 type Conv2DInfo = tf.backend_util.Conv2DInfo;
 const filterShape = (c: Conv2DInfo) => [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
 /** The two inputs of each pass in the addon's argument order, with the shapes the geometry implies, and the output's. */
-const PASSES: Record<ConvPass, { inputs: [string, string]; shapes: (c: Conv2DInfo) => number[][]; out: (c: Conv2DInfo) => number[] }> = {
+const PASSES: Record<
+  ConvPass,
+  { inputs: [string, string]; shapes: (c: Conv2DInfo) => number[][]; out: (c: Conv2DInfo) => number[] }
+> = {
   Conv2D: { inputs: ['x', 'filter'], shapes: (c) => [c.inShape, filterShape(c)], out: (c) => c.outShape },
   Conv2DBackpropInput: { inputs: ['dy', 'filter'], shapes: (c) => [c.outShape, filterShape(c)], out: (c) => c.inShape },
   Conv2DBackpropFilter: { inputs: ['x', 'dy'], shapes: (c) => [c.inShape, c.outShape], out: filterShape },
 };
 
 /** The geometry tfjs computes for the pass, from the pass's own attributes (shapes in their data format). */
-function convInfo(pass: ConvPass, inputs: Record<string, TensorInfo>, attrs: Record<string, unknown>, nchw: boolean): Conv2DInfo {
+function convInfo(
+  pass: ConvPass,
+  inputs: Record<string, TensorInfo>,
+  attrs: Record<string, unknown>,
+  nchw: boolean,
+): Conv2DInfo {
   const { strides, pad, dimRoundingMode } = attrs as unknown as tf.Conv2DAttrs;
   const xShape = (pass === 'Conv2DBackpropInput' ? attrs.inputShape : inputs.x.shape) as Shape4;
   const filterShape = (pass === 'Conv2DBackpropFilter' ? attrs.filterShape : inputs.filter.shape) as Shape4;
   const dilations = pass === 'Conv2D' ? (attrs as unknown as tf.Conv2DAttrs).dilations : 1;
   const format = nchw ? 'channelsFirst' : 'channelsLast';
-  return tf.backend_util.computeConv2DInfo(xShape, filterShape, strides, dilations, pad, dimRoundingMode, false, format);
+  return tf.backend_util.computeConv2DInfo(
+    xShape,
+    filterShape,
+    strides,
+    dilations,
+    pad,
+    dimRoundingMode,
+    false,
+    format,
+  );
 }
 
 const NHWC = [0, 2, 3, 1];
@@ -37,7 +54,7 @@ function throughNHWC(pass: ConvPass, fallback: KernelFunc): KernelFunc {
   return (args) => {
     const backend = args.backend as tf.KernelBackend;
     const transpose = (x: TensorInfo, perm: number[]) =>
-      (tf.getKernel('Transpose', tf.getBackend()).kernelFunc({ inputs: { x }, backend, attrs: { perm } }) as TensorInfo);
+      tf.getKernel('Transpose', tf.getBackend()).kernelFunc({ inputs: { x }, backend, attrs: { perm } }) as TensorInfo;
     const attrs = args.attrs as Record<string, unknown>;
     const pad = Array.isArray(attrs.pad) ? toNHWC(attrs.pad as number[]) : attrs.pad;
     const shapes = pass === 'Conv2DBackpropInput' ? { inputShape: toNHWC(attrs.inputShape as number[]) } : {};
@@ -46,7 +63,11 @@ function throughNHWC(pass: ConvPass, fallback: KernelFunc): KernelFunc {
     for (const [name, t] of Object.entries(args.inputs as Record<string, TensorInfo>)) {
       inputs[name] = name === 'filter' ? t : temporaries[temporaries.push(transpose(t, NHWC)) - 1];
     }
-    const out = fallback({ ...args, inputs, attrs: { ...attrs, ...shapes, pad, dataFormat: 'NHWC' } as never }) as TensorInfo;
+    const out = fallback({
+      ...args,
+      inputs,
+      attrs: { ...attrs, ...shapes, pad, dataFormat: 'NHWC' } as never,
+    }) as TensorInfo;
     const result = pass === 'Conv2DBackpropFilter' ? out : transpose(out, NCHW); // filters are HWIO either way
     if (result !== out) temporaries.push(out);
     for (const t of temporaries) backend.disposeData(t.dataId);
@@ -78,8 +99,21 @@ export function nativeConv(pass: ConvPass, native: NativeKernels, nhwcFallback: 
     const expected = spec.shapes(c);
     if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]))) return fallback(args);
     const geometry: ConvGeometry = [
-      c.batchSize, c.inHeight, c.inWidth, c.inChannels, c.filterHeight, c.filterWidth, c.outChannels,
-      c.strideHeight, c.strideWidth, c.dilationHeight, c.dilationWidth, c.padInfo.top, c.padInfo.left, c.outHeight, c.outWidth,
+      c.batchSize,
+      c.inHeight,
+      c.inWidth,
+      c.inChannels,
+      c.filterHeight,
+      c.filterWidth,
+      c.outChannels,
+      c.strideHeight,
+      c.strideWidth,
+      c.dilationHeight,
+      c.dilationWidth,
+      c.padInfo.top,
+      c.padInfo.left,
+      c.outHeight,
+      c.outWidth,
       nchw,
     ];
     const out = backend.makeOutput(spec.out(c), 'float32');

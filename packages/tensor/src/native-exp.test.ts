@@ -12,7 +12,20 @@ afterAll(async () => {
 
 /** Exp's edges (underflow to 0, overflow to Infinity, NaN, -Infinity) and a smooth range. */
 function values(n: number): tf.Tensor {
-  const edges = [0, -0, 1, -1, 88.7, 89, -87, -104, -200, Number.NaN, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
+  const edges = [
+    0,
+    -0,
+    1,
+    -1,
+    88.7,
+    89,
+    -87,
+    -104,
+    -200,
+    Number.NaN,
+    Number.NEGATIVE_INFINITY,
+    Number.POSITIVE_INFINITY,
+  ];
   return tf.tensor([...edges, ...Array.from({ length: n - edges.length }, (_, i) => Math.sin(i * 0.37) * 20)]);
 }
 

@@ -1,6 +1,6 @@
+import type { NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
-import type { NativeKernels } from '@ddp/native-kernels';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 /**

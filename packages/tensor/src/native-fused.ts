@@ -1,6 +1,6 @@
-import * as tf from '@tensorflow/tfjs-core';
-import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import type { NativeKernels } from '@ddp/native-kernels';
+import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { BackendError } from './errors.js';
 import { asWasmBackend, heapOffset, type WasmBackend } from './wasm-heap.js';
 
@@ -27,7 +27,8 @@ export type FusedKernelName = keyof typeof FUSED_KERNELS;
 function place(backend: WasmBackend, inputs: TensorInfo[], outShapes: number[][]) {
   const outs = outShapes.map((s) => backend.makeOutput(s, 'float32'));
   const offsets = [...inputs, ...outs].map((t) => heapOffset(backend, t));
-  if (offsets.some((o) => o === null)) throw new BackendError('fused kernel: a float32 tensor has no wasm heap storage');
+  if (offsets.some((o) => o === null))
+    throw new BackendError('fused kernel: a float32 tensor has no wasm heap storage');
   return { heap: backend.wasm.HEAPU8, offsets: offsets as number[], outs };
 }
 

@@ -8,12 +8,16 @@ import { defaultNumThreads } from './native-kernels.js';
 /** The start-up line of a fresh process importing @ddp/tensor with `env`. */
 function startupLine(env: Record<string, string>): string {
   const script = "await import('@ddp/tensor')";
-  const { stderr } = spawnSync(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script], {
-    cwd: new URL('..', import.meta.url),
-    env: { ...process.env, DDP_BACKEND: '', ...env },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
+  const { stderr } = spawnSync(
+    process.execPath,
+    ['--conditions=@ddp/source', '--import', 'tsx', '--input-type=module', '-e', script],
+    {
+      cwd: new URL('..', import.meta.url),
+      env: { ...process.env, DDP_BACKEND: '', ...env },
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
   const lines = stderr.split('\n').filter((l) => l.startsWith('ddp: native kernels'));
   return lines.length === 1 ? lines[0] : `(${lines.length} start-up lines in: ${stderr})`;
 }
@@ -24,8 +28,14 @@ describe('native kernels: start-up and threads', () => {
   it('says once at start-up which kernels are native, or that DDP_NATIVE=0 keeps them off', () => {
     expect(startupLine({ DDP_NATIVE: '0' })).toBe('ddp: native kernels off (DDP_NATIVE=0)');
     const on = startupLine({ DDP_NUM_THREADS: '1' });
-    if (native) expect(on).toMatch(/^ddp: native kernels on \(OpenBLAS [^,]+, 1 thread\): BatchMatMul, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, Sum, Tile, Exp, DdpLayerNorm, DdpLayerNormGrad, DdpGelu, DdpGeluGrad, DdpReluGrad, DdpSoftmax, DdpSoftmaxGrad, DdpBiasAdd, DdpChannelSum$/);
-    else expect(on).toMatch(/^ddp: native kernels off \((addon not built|addon failed|@ddp\/native-kernels is not installed)/);
+    if (native)
+      expect(on).toMatch(
+        /^ddp: native kernels on \(OpenBLAS [^,]+, 1 thread\): BatchMatMul, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, Sum, Tile, Exp, DdpLayerNorm, DdpLayerNormGrad, DdpGelu, DdpGeluGrad, DdpReluGrad, DdpSoftmax, DdpSoftmaxGrad, DdpBiasAdd, DdpChannelSum$/,
+      );
+    else
+      expect(on).toMatch(
+        /^ddp: native kernels off \((addon not built|addon failed|@ddp\/native-kernels is not installed)/,
+      );
   });
 
   it('takes DDP_NUM_THREADS, else OMP_NUM_THREADS, else the cores shared among the local ranks', () => {
@@ -36,7 +46,8 @@ describe('native kernels: start-up and threads', () => {
     expect(defaultNumThreads({ LOCAL_WORLD_SIZE: '2' })).toBe(Math.max(1, Math.floor(cores / 2)));
     expect(defaultNumThreads({ LOCAL_WORLD_SIZE: String(cores * 4) })).toBe(1);
     expect(defaultNumThreads({})).toBe(cores);
-    for (const bad of ['0', '-1', 'two', '1.5', '']) expect(() => defaultNumThreads({ DDP_NUM_THREADS: bad })).toThrow(BackendError);
+    for (const bad of ['0', '-1', 'two', '1.5', ''])
+      expect(() => defaultNumThreads({ DDP_NUM_THREADS: bad })).toThrow(BackendError);
   });
 
   it('sets and reports the thread count, refusing non-positive ones', () => {

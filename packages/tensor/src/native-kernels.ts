@@ -1,7 +1,7 @@
-import * as tf from '@tensorflow/tfjs-core';
-import type { KernelConfig, KernelFunc } from '@tensorflow/tfjs-core';
-import type { NativeKernels, NativeKernelsLoad } from '@ddp/native-kernels';
 import { availableParallelism } from 'node:os';
+import type { NativeKernels, NativeKernelsLoad } from '@ddp/native-kernels';
+import type { KernelConfig, KernelFunc } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { BackendError } from './errors.js';
 import { nativeConv } from './native-conv.js';
 import { nativeExp } from './native-exp.js';

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { asWasmBackend } from './wasm-heap.js';
 import { getBackend, nativeKernelsSummary, setBackend, tf, useNativeKernels } from './index.js';
+import { asWasmBackend } from './wasm-heap.js';
 
 const initial = getBackend();
 const native = useNativeKernels(true);
@@ -10,12 +10,20 @@ afterAll(async () => {
 });
 
 const values = (shape: number[], seed: number) =>
-  tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)), shape);
+  tf.tensor(
+    Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)),
+    shape,
+  );
 
 type Case = [string, number[], number[], boolean, boolean];
 /** Every transpose form, unbatched, batched, and with either side's batch broadcast (tfjs's rule). */
 const cases: Case[] = [];
-for (const [ta, tb] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+for (const [ta, tb] of [
+  [false, false],
+  [false, true],
+  [true, false],
+  [true, true],
+] as const) {
   const a = (batch: number[]) => [...batch, ...(ta ? [5, 3] : [3, 5])];
   const b = (batch: number[]) => [...batch, ...(tb ? [4, 5] : [5, 4])];
   const form = `${ta ? 'Aᵀ' : 'A'}·${tb ? 'Bᵀ' : 'B'}`;

@@ -1,6 +1,6 @@
-import * as tf from '@tensorflow/tfjs-core';
-import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import type { NativeKernels } from '@ddp/native-kernels';
+import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 /**
@@ -16,7 +16,8 @@ export function nativeBatchMatMul(native: NativeKernels, fallback: KernelFunc): 
     const a = args.inputs.a as TensorInfo;
     const b = args.inputs.b as TensorInfo;
     const { transposeA, transposeB } = args.attrs as unknown as tf.BatchMatMulAttrs;
-    if (!backend || a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2) return fallback(args);
+    if (!backend || a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2)
+      return fallback(args);
     const aOffset = heapOffset(backend, a);
     const bOffset = heapOffset(backend, b);
     const [ar, ac] = a.shape.slice(-2) as [number, number];
@@ -26,7 +27,8 @@ export function nativeBatchMatMul(native: NativeKernels, fallback: KernelFunc): 
     const batchA = tf.util.sizeFromShape(a.shape.slice(0, -2));
     const batchB = tf.util.sizeFromShape(b.shape.slice(0, -2));
     const batch = Math.max(batchA, batchB);
-    if (aOffset === null || bOffset === null || k !== kb || (batchA !== batchB && batchA !== 1 && batchB !== 1)) return fallback(args);
+    if (aOffset === null || bOffset === null || k !== kb || (batchA !== batchB && batchA !== 1 && batchB !== 1))
+      return fallback(args);
     const outer = tf.backend_util.assertAndGetBroadcastShape(a.shape.slice(0, -2), b.shape.slice(0, -2));
     if (tf.util.sizeFromShape(outer) !== batch) return fallback(args);
     const out = backend.makeOutput([...outer, m, n], 'float32');
@@ -34,7 +36,20 @@ export function nativeBatchMatMul(native: NativeKernels, fallback: KernelFunc): 
     const heap = backend.wasm.HEAPU8;
     const strideA = batchA === 1 ? 0 : m * k;
     const strideB = batchB === 1 ? 0 : k * n;
-    native.BatchMatMul(heap, aOffset, bOffset, heapOffset(backend, out)!, batch, m, n, k, transposeA, transposeB, strideA, strideB);
+    native.BatchMatMul(
+      heap,
+      aOffset,
+      bOffset,
+      heapOffset(backend, out)!,
+      batch,
+      m,
+      n,
+      k,
+      transposeA,
+      transposeB,
+      strideA,
+      strideB,
+    );
     return out;
   };
 }

@@ -23,7 +23,10 @@ const cases: [string, number[], number | number[] | undefined, boolean][] = [
 ];
 
 function sum(shape: number[], axis: number | number[] | undefined, keepDims: boolean) {
-  const x = tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(i * 0.7)), shape);
+  const x = tf.tensor(
+    Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(i * 0.7)),
+    shape,
+  );
   const before = tf.memory().numTensors;
   const y = tf.sum(x, axis, keepDims);
   const left = tf.memory().numTensors - before - 1;
@@ -50,7 +53,23 @@ describe.skipIf(!native)('native Sum', () => {
 
   it('leaves int32 and empty tensors to tfjs', async () => {
     await setBackend('wasm');
-    expect(Array.from(tf.sum(tf.tensor([[1, 2], [3, 4]], [2, 2], 'int32'), 0).dataSync())).toEqual([4, 6]);
+    expect(
+      Array.from(
+        tf
+          .sum(
+            tf.tensor(
+              [
+                [1, 2],
+                [3, 4],
+              ],
+              [2, 2],
+              'int32',
+            ),
+            0,
+          )
+          .dataSync(),
+      ),
+    ).toEqual([4, 6]);
     expect(tf.sum(tf.zeros([0, 3]), 0).shape).toEqual([3]);
   });
 });

@@ -1,6 +1,6 @@
-import * as tf from '@tensorflow/tfjs-core';
-import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import type { NativeKernels } from '@ddp/native-kernels';
+import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 /**
@@ -24,7 +24,10 @@ export function nativeSum(native: NativeKernels, fallback: KernelFunc): KernelFu
     if (axes.length === 0 || (!leading && !trailing)) return fallback(args);
     const reduced = tf.util.sizeFromShape(axes.map((a) => x.shape[a]));
     const [outShape] = tf.backend_util.computeOutAndReduceShapes(x.shape, axes);
-    const out = backend.makeOutput(keepDims ? tf.backend_util.expandShapeToKeepDim(outShape, axes) : outShape, 'float32');
+    const out = backend.makeOutput(
+      keepDims ? tf.backend_util.expandShapeToKeepDim(outShape, axes) : outShape,
+      'float32',
+    );
     const [rows, cols] = leading ? [reduced, size / reduced] : [size / reduced, reduced];
     // after makeOutput: an allocation may have replaced the heap
     native.Sum(backend.wasm.HEAPU8, xOffset, heapOffset(backend, out)!, rows, cols, leading);

@@ -20,7 +20,13 @@ const cases: [string, number[], number[], 'float32' | 'int32' | 'bool'][] = [
 ];
 
 function tile(shape: number[], reps: number[], dtype: 'float32' | 'int32' | 'bool') {
-  const x = tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => (dtype === 'bool' ? Number(i % 3 === 0) : i * 1.5 - 2)), shape, dtype);
+  const x = tf.tensor(
+    Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) =>
+      dtype === 'bool' ? Number(i % 3 === 0) : i * 1.5 - 2,
+    ),
+    shape,
+    dtype,
+  );
   const before = tf.memory().numTensors;
   const y = tf.tile(x, reps);
   const left = tf.memory().numTensors - before - 1;

@@ -1,5 +1,5 @@
-import type { KernelFunc, TensorInfo, TileAttrs } from '@tensorflow/tfjs-core';
 import type { NativeKernels } from '@ddp/native-kernels';
+import type { KernelFunc, TensorInfo, TileAttrs } from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 const ELEMENT_BYTES: Partial<Record<string, 1 | 4>> = { float32: 4, int32: 4, bool: 1 };
@@ -16,8 +16,12 @@ export function nativeTile(native: NativeKernels, fallback: KernelFunc): KernelF
     const { reps } = args.attrs as unknown as TileAttrs;
     const bytes = ELEMENT_BYTES[x.dtype];
     const xOffset = backend && bytes ? heapOffset(backend, x) : null;
-    if (!backend || !bytes || xOffset === null || reps.length !== x.shape.length || x.shape.length === 0) return fallback(args);
-    const out = backend.makeOutput(x.shape.map((d, i) => d * reps[i]), x.dtype as 'float32' | 'int32' | 'bool');
+    if (!backend || !bytes || xOffset === null || reps.length !== x.shape.length || x.shape.length === 0)
+      return fallback(args);
+    const out = backend.makeOutput(
+      x.shape.map((d, i) => d * reps[i]),
+      x.dtype as 'float32' | 'int32' | 'bool',
+    );
     // read the heap after makeOutput: an allocation may have replaced it
     native.Tile(backend.wasm.HEAPU8, xOffset, heapOffset(backend, out)!, bytes, x.shape.length, ...x.shape, ...reps);
     return out;

@@ -46,12 +46,15 @@ describe('writeInPlace', () => {
         view.dispose();
       }
     }
-    expect(writeInPlace(t, Float32Array.of(3.4e38, -3.4e38, 1e-45, 0, -0), { checkFinite: true })).toEqual({ written: true, finite: true });
+    expect(writeInPlace(t, Float32Array.of(3.4e38, -3.4e38, 1e-45, 0, -0), { checkFinite: true })).toEqual({
+      written: true,
+      finite: true,
+    });
     expect([...t.dataSync()]).toEqual([3.4e38, -3.4e38, 1e-45, 0, -0].map(Math.fround));
     t.dispose();
   });
 
-  it('writes nothing on the cpu backend, whose tensors may hold the caller\'s own array', async () => {
+  it("writes nothing on the cpu backend, whose tensors may hold the caller's own array", async () => {
     await setBackend('cpu');
     const values = Float32Array.of(1, 2);
     const t = tf.tensor(values);

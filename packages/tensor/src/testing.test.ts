@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
 import { countTensorsDelta, expectNoLeaks, TensorLeakError } from '@ddp/tensor/testing';
+import { describe, expect, it } from 'vitest';
 import { tf } from './index.js';
 
 describe('leak helpers', () => {

@@ -24,7 +24,8 @@ export function copyTensorInto(t: tf.Tensor, target: Float32Array, offset = 0): 
     target.set(new Float32Array(wasm.wasm.HEAPU8.buffer, onWasm, t.size), offset);
     return;
   }
-  const onCpu = tf.getBackend() === 'cpu' ? (tf.backend() as unknown as CpuBackend).data.get(t.dataId)?.values : undefined;
+  const onCpu =
+    tf.getBackend() === 'cpu' ? (tf.backend() as unknown as CpuBackend).data.get(t.dataId)?.values : undefined;
   target.set(onCpu instanceof Float32Array && onCpu.length === t.size ? onCpu : (t.dataSync() as Float32Array), offset);
 }
 

@@ -1,5 +1,5 @@
-import * as tf from '@tensorflow/tfjs-core';
 import type { DataId, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 
 /** What tfjs-backend-wasm keeps per tensor (internals of tfjs 4.x, checked at run time). */
 export interface WasmBackend {
@@ -28,4 +28,5 @@ export function heapOffset(backend: WasmBackend, t: TensorInfo): number | null {
 }
 
 /** The wasm heap's current ArrayBuffer (replaced when the memory grows), or null off wasm. */
-export const wasmHeapBuffer = (): ArrayBuffer | null => (activeWasmBackend()?.wasm.HEAPU8.buffer as ArrayBuffer | undefined) ?? null;
+export const wasmHeapBuffer = (): ArrayBuffer | null =>
+  (activeWasmBackend()?.wasm.HEAPU8.buffer as ArrayBuffer | undefined) ?? null;

@@ -1,5 +1,5 @@
-import * as tf from '@tensorflow/tfjs-core';
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 
 interface RefCounting {
   incRef(dataId: tf.DataId): void;

@@ -9,7 +9,11 @@ afterAll(async () => {
   await setBackend(initial as 'wasm');
 });
 
-const values = (shape: number[], seed: number) => tf.tensor(Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)), shape);
+const values = (shape: number[], seed: number) =>
+  tf.tensor(
+    Array.from({ length: tf.util.sizeFromShape(shape) }, (_, i) => Math.sin(seed + i * 0.37)),
+    shape,
+  );
 
 /** Every transpose combination, with shapes where either the direct or the swapped form is cheaper. */
 const cases: [string, number[], number[], boolean, boolean][] = [

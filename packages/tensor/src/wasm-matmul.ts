@@ -1,5 +1,5 @@
-import * as tf from '@tensorflow/tfjs-core';
 import type { KernelBackend, KernelConfig, KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 
 /**
  * tfjs-backend-wasm 4.22's BatchMatMul is 10–25x slower when asked to transpose an operand
@@ -31,7 +31,11 @@ function untransposedMatMul(original: KernelFunc): KernelFunc {
     const transpose = (x: TensorInfo) => {
       const perm = x.shape.map((_, i) => i);
       [perm[perm.length - 1], perm[perm.length - 2]] = [perm.length - 2, perm.length - 1];
-      return (tf.getKernel('Transpose', 'wasm') as KernelConfig).kernelFunc({ inputs: { x }, attrs: { perm }, backend }) as TensorInfo;
+      return (tf.getKernel('Transpose', 'wasm') as KernelConfig).kernelFunc({
+        inputs: { x },
+        attrs: { perm },
+        backend,
+      }) as TensorInfo;
     };
     const plain = { transposeA: false, transposeB: false };
     try {

@@ -38,6 +38,8 @@ describe('applyTensorParallel', () => {
   it('raises TensorParallelError when the heads do not divide by the tp size', () => {
     const model = new TinyGpt(config, new Generator(5));
     expect(() => applyTensorParallel(model, groupOf(3))).toThrow(TensorParallelError);
-    expect(() => applyTensorParallel(new TinyGpt(config, new Generator(5)), groupOf(3))).toThrow(/2 heads are not divisible by the tp size 3/);
+    expect(() => applyTensorParallel(new TinyGpt(config, new Generator(5)), groupOf(3))).toThrow(
+      /2 heads are not divisible by the tp size 3/,
+    );
   });
 });

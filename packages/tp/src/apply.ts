@@ -32,7 +32,11 @@ export interface ApplyTensorParallelOptions {
  * The parallel modules' forwards are async: the model's forward must await its blocks and
  * embeddings. Returns the model (a new module only when `model` itself is replaced).
  */
-export function applyTensorParallel(model: Module, group: ProcessGroup, { embeddings = true }: ApplyTensorParallelOptions = {}): Module {
+export function applyTensorParallel(
+  model: Module,
+  group: ProcessGroup,
+  { embeddings = true }: ApplyTensorParallelOptions = {},
+): Module {
   const top = parallelize(model, group, embeddings);
   if (top !== model) return top;
   for (const [name, child] of [...model.namedChildren()]) {

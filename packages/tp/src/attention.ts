@@ -1,5 +1,5 @@
+import { maskedFill, matmul, softmax, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { matmul, maskedFill, softmax, type Tensor } from '@ddp/autograd';
 import { Module, type MultiheadAttention } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
@@ -22,11 +22,20 @@ export class TensorParallelAttention extends Module {
   readonly headDim: number;
   readonly causal: boolean;
 
-  constructor(mha: MultiheadAttention, readonly group: ProcessGroup) {
+  constructor(
+    mha: MultiheadAttention,
+    readonly group: ProcessGroup,
+  ) {
     super();
     const rank = group.ranks[group.rank];
-    if (mha.numHeads % group.size !== 0) throw new TensorParallelError(`rank ${rank}: ${mha.numHeads} heads are not divisible by the tp size ${group.size}`);
-    if (mha.dropoutP > 0) throw new TensorParallelError(`rank ${rank}: TensorParallelAttention does not support attention dropout (p = ${mha.dropoutP})`);
+    if (mha.numHeads % group.size !== 0)
+      throw new TensorParallelError(
+        `rank ${rank}: ${mha.numHeads} heads are not divisible by the tp size ${group.size}`,
+      );
+    if (mha.dropoutP > 0)
+      throw new TensorParallelError(
+        `rank ${rank}: TensorParallelAttention does not support attention dropout (p = ${mha.dropoutP})`,
+      );
     const e = mha.embedDim;
     const part = (i: number) => {
       const weight = tf.slice(mha.inProjWeight.data, [i * e, 0], [e, e]);
@@ -50,15 +59,20 @@ export class TensorParallelAttention extends Module {
     const [b, t] = x.shape as [number, number, number];
     // One copyToTp for q, k and v: one all-reduce of the input gradient in backward, not three.
     const xParallel = copyToTp(x, this.group);
-    const heads = (proj: ColumnParallelLinear) => proj.local(xParallel).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
+    const heads = (proj: ColumnParallelLinear) =>
+      proj.local(xParallel).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
     const [q, k, v] = [heads(this.qProj), heads(this.kProj), heads(this.vProj)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim));
     if (this.causal) {
-      const future = tf.tidy(() => tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])));
+      const future = tf.tidy(() =>
+        tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
+      );
       scores = maskedFill(scores, future, Number.NEGATIVE_INFINITY);
       future.dispose();
     }
-    const merged = matmul(softmax(scores, -1), v).permute([0, 2, 1, 3]).reshape([b, t, this.localHeads * this.headDim]);
+    const merged = matmul(softmax(scores, -1), v)
+      .permute([0, 2, 1, 3])
+      .reshape([b, t, this.localHeads * this.headDim]);
     return this.outProj.forward(merged);
   }
 }

@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import type { Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { type Dropout, type GELU, type LayerNorm, type Linear, Module, type TransformerBlock } from '@ddp/nn';
 import { TensorParallelAttention } from './attention.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';

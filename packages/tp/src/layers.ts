@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
@@ -28,8 +28,14 @@ export class ColumnParallelLinear extends Module {
     readonly gatherOutput = false,
   ) {
     super();
-    this.weight = this.registerParameter('weight', shardParameter(master.weight, 0, group, 'ColumnParallelLinear weight'));
-    this.bias = this.registerParameter('bias', master.bias ? shardParameter(master.bias, 0, group, 'ColumnParallelLinear bias') : null);
+    this.weight = this.registerParameter(
+      'weight',
+      shardParameter(master.weight, 0, group, 'ColumnParallelLinear weight'),
+    );
+    this.bias = this.registerParameter(
+      'bias',
+      master.bias ? shardParameter(master.bias, 0, group, 'ColumnParallelLinear bias') : null,
+    );
   }
 
   /** Shards an nn Linear (which stays the caller's). */
@@ -93,7 +99,10 @@ export class VocabParallelEmbedding extends Module {
     readonly group: ProcessGroup,
   ) {
     super();
-    this.weight = this.registerParameter('weight', shardParameter(masterWeight, 0, group, 'VocabParallelEmbedding weight'));
+    this.weight = this.registerParameter(
+      'weight',
+      shardParameter(masterWeight, 0, group, 'VocabParallelEmbedding weight'),
+    );
     const part = this.weight.shape[0];
     this.vocabStart = group.rank * part;
     this.vocabEnd = this.vocabStart + part;
@@ -108,7 +117,10 @@ export class VocabParallelEmbedding extends Module {
     const [local, keep] = tf.tidy(() => {
       const t = ids instanceof tf.Tensor ? tf.cast(ids, 'int32') : tf.tensor(ids as number[], undefined, 'int32');
       const owned = tf.logicalAnd(tf.greaterEqual(t, this.vocabStart), tf.less(t, this.vocabEnd));
-      return [tf.where(owned, tf.sub(t, this.vocabStart), tf.zerosLike(t)), tf.expandDims(tf.cast(owned, 'float32'), -1)];
+      return [
+        tf.where(owned, tf.sub(t, this.vocabStart), tf.zerosLike(t)),
+        tf.expandDims(tf.cast(owned, 'float32'), -1),
+      ];
     });
     try {
       return await reduceFromTp(mul(embedding(local, this.weight), keep), this.group);

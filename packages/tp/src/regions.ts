@@ -1,5 +1,5 @@
-import type { ProcessGroup } from '@ddp/comm';
 import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 
@@ -18,14 +18,21 @@ async function allReduceSum(t: tf.Tensor, group: ProcessGroup): Promise<tf.Tenso
 async function allGatherLastDim(t: tf.Tensor, group: ProcessGroup): Promise<tf.Tensor> {
   const out = new Float32Array(t.size * group.size);
   await group.allGatherInto(out, await hostCopy(t)).wait();
-  return tf.tidy(() => tf.concat([...Array(group.size).keys()].map((r) => tf.tensor(out.subarray(r * t.size, (r + 1) * t.size), t.shape)), -1));
+  return tf.tidy(() =>
+    tf.concat(
+      [...Array(group.size).keys()].map((r) => tf.tensor(out.subarray(r * t.size, (r + 1) * t.size), t.shape)),
+      -1,
+    ),
+  );
 }
 
 /** This rank's 1/size slice of the last dim. */
 function ownSliceLastDim(t: tf.Tensor, group: ProcessGroup): tf.Tensor {
   const last = t.shape[t.rank - 1];
   if (last % group.size !== 0) {
-    throw new TensorParallelError(`rank ${group.ranks[group.rank]}: last dim ${last} is not divisible by the tp size ${group.size}`);
+    throw new TensorParallelError(
+      `rank ${group.ranks[group.rank]}: last dim ${last} is not divisible by the tp size ${group.size}`,
+    );
   }
   const width = last / group.size;
   const begin = t.shape.map((_, i) => (i === t.rank - 1 ? group.rank * width : 0));

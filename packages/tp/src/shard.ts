@@ -4,10 +4,18 @@ import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 
 /** The tp rank's 1/size part of `t` along `dim` (rows [r·n/size, (r+1)·n/size)), as a new Parameter. */
-export function shardParameter(t: tf.Tensor, dim: number, group: ProcessGroup, what: string, requiresGrad = true): Parameter {
+export function shardParameter(
+  t: tf.Tensor,
+  dim: number,
+  group: ProcessGroup,
+  what: string,
+  requiresGrad = true,
+): Parameter {
   const n = t.shape[dim];
   if (n % group.size !== 0) {
-    throw new TensorParallelError(`rank ${group.ranks[group.rank]}: ${what} has ${n} along dim ${dim}, not divisible by the tp size ${group.size}`);
+    throw new TensorParallelError(
+      `rank ${group.ranks[group.rank]}: ${what} has ${n} along dim ${dim}, not divisible by the tp size ${group.size}`,
+    );
   }
   const part = n / group.size;
   const begin = t.shape.map((_, i) => (i === dim ? group.rank * part : 0));

@@ -16,20 +16,34 @@ function check(results: RankResult[]): void {
     expect(r.logits, `rank ${rank}: logits vs the unsharded model`).toBeLessThan(1e-5);
     expect(r.weights, `rank ${rank}: weights after one AdamW step (${r.worst.join(', ')})`).toBeLessThan(1e-5);
     expect(r.leaked, `rank ${rank}: tensors leaked per training step`).toBe(0);
-    for (const [what, d] of Object.entries(r.layers)) expect(d, `rank ${rank}: ${what} vs nn.Linear`).toBeLessThan(1e-5);
+    for (const [what, d] of Object.entries(r.layers))
+      expect(d, `rank ${rank}: ${what} vs nn.Linear`).toBeLessThan(1e-5);
   }
 }
 
 describe('tensor parallelism across real processes', () => {
   it('tp = 2: a 2-block transformer gives the unsharded logits, and weights after an AdamW step', async () => {
-    const { results } = await runWorld<RankResult>({ script: new URL('./test/tp.child.ts', import.meta.url), nprocs: 2, args: ['2'] });
+    const { results } = await runWorld<RankResult>({
+      script: new URL('./test/tp.child.ts', import.meta.url),
+      nprocs: 2,
+      args: ['2'],
+    });
     expect(results.map((r) => r.tpRank)).toEqual([0, 1]);
     check(results);
   }, 90_000);
 
   it('dp 2 × tp 2 on 4 ranks: each tp group of the grid does the same', async () => {
-    const { results } = await runWorld<RankResult>({ script: new URL('./test/tp.child.ts', import.meta.url), nprocs: 4, args: ['2'] });
-    expect(results.map((r) => [r.dpRank, r.tpRank])).toEqual([[0, 0], [0, 1], [1, 0], [1, 1]]);
+    const { results } = await runWorld<RankResult>({
+      script: new URL('./test/tp.child.ts', import.meta.url),
+      nprocs: 4,
+      args: ['2'],
+    });
+    expect(results.map((r) => [r.dpRank, r.tpRank])).toEqual([
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+    ]);
     check(results);
   }, 90_000);
 });

@@ -25,7 +25,9 @@ export class GradientSharder {
     /** Called synchronously before the iteration's first reduce is issued. */
     private readonly onIterationStart: () => Promise<unknown>,
   ) {
-    this.handles = params.filter((p) => p.requiresGrad).map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+    this.handles = params
+      .filter((p) => p.requiresGrad)
+      .map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
   }
 
   private async reduceGradient(p: Tensor): Promise<void> {

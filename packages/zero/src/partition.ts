@@ -28,6 +28,8 @@ export function partitionParameters(groups: readonly (readonly Tensor[])[], worl
       sizes[rank] += p.size;
     }
   }
-  const byRank = Array.from({ length: worldSize }, (_, r) => groups.map((params) => params.filter((p) => owner.get(p) === r)));
+  const byRank = Array.from({ length: worldSize }, (_, r) =>
+    groups.map((params) => params.filter((p) => owner.get(p) === r)),
+  );
   return { owner, byRank, sizes };
 }

@@ -41,21 +41,25 @@ const stepOf = async (dir: string) => {
 };
 
 describe('sharded checkpoints under SIGKILL mid-save', () => {
-  it.each(POINTS)('a re-save killed at %s leaves the newest committed checkpoint loadable', async (point) => {
-    const dir = join(root, point);
-    await cp(ckpt, dir, { recursive: true, verbatimSymlinks: true });
-    const run = await runWorld<RankResult>({
-      script,
-      nprocs: 2,
-      args: ['--load', dir, '--to', '7', '--save', dir],
-      env: { DDP_CHECKPOINT_CRASH_AT: point },
-      allowFailure: true,
-      timeoutMs: 60_000,
-    });
-    expect(run.exitCode).not.toBe(0);
-    expect(run.ranks.map((r) => r.signal)).toContain('SIGKILL');
-    expect(await stepOf(dir)).toBe(COMMITTED.has(point) ? 7 : 5);
-  }, 90_000);
+  it.each(POINTS)(
+    'a re-save killed at %s leaves the newest committed checkpoint loadable',
+    async (point) => {
+      const dir = join(root, point);
+      await cp(ckpt, dir, { recursive: true, verbatimSymlinks: true });
+      const run = await runWorld<RankResult>({
+        script,
+        nprocs: 2,
+        args: ['--load', dir, '--to', '7', '--save', dir],
+        env: { DDP_CHECKPOINT_CRASH_AT: point },
+        allowFailure: true,
+        timeoutMs: 60_000,
+      });
+      expect(run.exitCode).not.toBe(0);
+      expect(run.ranks.map((r) => r.signal)).toContain('SIGKILL');
+      expect(await stepOf(dir)).toBe(COMMITTED.has(point) ? 7 : 5);
+    },
+    90_000,
+  );
 
   it('a world resumes from the killed save directory, matches an uninterrupted run, and leaves it clean', async () => {
     const dir = join(root, 'shard-written');

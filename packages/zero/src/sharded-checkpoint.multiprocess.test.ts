@@ -1,8 +1,8 @@
 import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 interface RankResult {
   rank: number;
@@ -25,7 +25,12 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'zero-sharded-'));
   ckpt = join(root, 'ckpt');
   broken = join(root, 'broken');
-  await runWorld<RankResult>({ script, nprocs: 2, args: ['--from', '0', '--to', '5', '--save', ckpt], timeoutMs: 60_000 });
+  await runWorld<RankResult>({
+    script,
+    nprocs: 2,
+    args: ['--from', '0', '--to', '5', '--save', ckpt],
+    timeoutMs: 60_000,
+  });
   await cp(ckpt, broken, { recursive: true, verbatimSymlinks: true });
   await rm(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
 }, TIMEOUT);
@@ -38,11 +43,23 @@ describe('sharded ZeRO checkpoints', () => {
   it('writes one shard per rank and a manifest naming them, in an entry that `latest` points at', async () => {
     expect((await readdir(ckpt)).sort()).toEqual([ENTRY, 'latest']);
     const files = (await readdir(join(ckpt, 'latest'))).sort();
-    expect(files).toEqual(['manifest.json', 'model.safetensors', 'optimizer-shard-0-of-2.safetensors', 'optimizer-shard-1-of-2.safetensors']);
+    expect(files).toEqual([
+      'manifest.json',
+      'model.safetensors',
+      'optimizer-shard-0-of-2.safetensors',
+      'optimizer-shard-1-of-2.safetensors',
+    ]);
     const manifest = JSON.parse(await readFile(join(ckpt, ENTRY, 'manifest.json'), 'utf8'));
     expect(manifest.worldSize).toBe(2);
     expect(manifest.step).toBe(5);
-    expect(manifest.parameters.map((p: { name: string }) => p.name)).toEqual(['0.weight', '0.bias', '2.weight', '2.bias', '4.weight', '4.bias']);
+    expect(manifest.parameters.map((p: { name: string }) => p.name)).toEqual([
+      '0.weight',
+      '0.bias',
+      '2.weight',
+      '2.bias',
+      '4.weight',
+      '4.bias',
+    ]);
     expect(new Set(manifest.parameters.map((p: { shard: number }) => p.shard))).toEqual(new Set([0, 1]));
   });
 

@@ -64,7 +64,11 @@ export interface ShardedManifest {
 
 type AnyZero = ZeroRedundancyOptimizer<{ lr: number }>;
 
-const exists = (path: string) => access(path).then(() => true, () => false);
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
 function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
@@ -98,7 +102,10 @@ export async function fromRank0(group: ProcessGroup, name: string): Promise<stri
  * Writes a sharded checkpoint of `optimizer` (and `model`) as a new entry of `dir`. Collective:
  * every rank of the optimizer's process group calls it; it returns once the entry is committed.
  */
-export async function saveShardedCheckpoint(dir: string, contents: { model?: Module; optimizer: AnyZero; step: number; extra?: unknown }): Promise<void> {
+export async function saveShardedCheckpoint(
+  dir: string,
+  contents: { model?: Module; optimizer: AnyZero; step: number; extra?: unknown },
+): Promise<void> {
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
   const params = globalParams(zero);
@@ -106,59 +113,71 @@ export async function saveShardedCheckpoint(dir: string, contents: { model?: Mod
   const entry = join(dir, await fromRank0(zero.processGroup, temporaryEntryName()));
   const failed = `saveShardedCheckpoint(${dir})`;
   try {
-    await onEveryRank(zero.processGroup, async () => {
-      if (rank !== 0) return;
-      await cleanCheckpointDir(dir, MANIFEST_FILE);
-      await createTemporaryEntry(dir, entry.slice(dir.length + 1));
-    }, `${failed}: rank 0 could not create ${entry}`);
+    await onEveryRank(
+      zero.processGroup,
+      async () => {
+        if (rank !== 0) return;
+        await cleanCheckpointDir(dir, MANIFEST_FILE);
+        await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+      },
+      `${failed}: rank 0 could not create ${entry}`,
+    );
 
-    await onEveryRank(zero.processGroup, async () => {
-      const tensors = new Map<string, SafeTensor>();
-      const scalars: Record<string, Record<string, number>> = {};
-      for (const [p, state] of zero.optim?.state ?? []) {
-        const i = index.get(p)!;
-        for (const [key, v] of Object.entries(state)) {
-          if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-          else {
-            scalars[i] ??= {};
-            scalars[i][key] = v;
+    await onEveryRank(
+      zero.processGroup,
+      async () => {
+        const tensors = new Map<string, SafeTensor>();
+        const scalars: Record<string, Record<string, number>> = {};
+        for (const [p, state] of zero.optim?.state ?? []) {
+          const i = index.get(p)!;
+          for (const [key, v] of Object.entries(state)) {
+            if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
+            else {
+              scalars[i] ??= {};
+              scalars[i][key] = v;
+            }
           }
         }
-      }
-      await saveSafetensors(join(entry, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
-      if (rank === 0) {
-        const weights = contents.model
-          ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
-          : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
-        await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
-      }
-      crashPoint('shard-written');
-    }, `${failed}: another rank failed to write its shard; the checkpoint is incomplete`);
+        await saveSafetensors(join(entry, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+        if (rank === 0) {
+          const weights = contents.model
+            ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
+            : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
+          await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
+        }
+        crashPoint('shard-written');
+      },
+      `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
+    );
 
-    await onEveryRank(zero.processGroup, async () => {
-      if (rank !== 0) return;
-      const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
-      const manifest: ShardedManifest = {
-        format: 'ddp-zero-sharded-checkpoint',
-        version: 1,
-        worldSize: size,
-        step: contents.step,
-        parameters: params.map((p, i) => ({
-          name: names.get(p) ?? `param.${i}`,
-          shape: [...p.shape],
-          shard: zero.partition.owner.get(p)!,
-        })),
-        paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
-          ...hyper,
-          params: ps.map((q) => index.get(q)!),
-        })),
-        shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
-        weights: contents.model ? MODEL_FILE : PARAMS_FILE,
-        extra: contents.extra ?? null,
-      };
-      await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
-      await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
-    }, `${failed}: rank 0 failed to commit the checkpoint`);
+    await onEveryRank(
+      zero.processGroup,
+      async () => {
+        if (rank !== 0) return;
+        const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
+        const manifest: ShardedManifest = {
+          format: 'ddp-zero-sharded-checkpoint',
+          version: 1,
+          worldSize: size,
+          step: contents.step,
+          parameters: params.map((p, i) => ({
+            name: names.get(p) ?? `param.${i}`,
+            shape: [...p.shape],
+            shard: zero.partition.owner.get(p)!,
+          })),
+          paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
+            ...hyper,
+            params: ps.map((q) => index.get(q)!),
+          })),
+          shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
+          weights: contents.model ? MODEL_FILE : PARAMS_FILE,
+          extra: contents.extra ?? null,
+        };
+        await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+        await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
+      },
+      `${failed}: rank 0 failed to commit the checkpoint`,
+    );
   } catch (error) {
     if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
     throw error;
@@ -179,7 +198,8 @@ async function readManifest(dir: string): Promise<ShardedManifest> {
   } catch (e) {
     throw new ShardedCheckpointError(`${path} is not valid JSON: ${(e as Error).message}`, path);
   }
-  if (manifest?.format !== 'ddp-zero-sharded-checkpoint' || manifest.version !== 1) throw new ShardedCheckpointError(`${path} is not a ZeRO sharded checkpoint (version 1)`, path);
+  if (manifest?.format !== 'ddp-zero-sharded-checkpoint' || manifest.version !== 1)
+    throw new ShardedCheckpointError(`${path} is not a ZeRO sharded checkpoint (version 1)`, path);
   return manifest;
 }
 
@@ -207,17 +227,24 @@ export async function loadShardedCheckpoint(
   const manifest = await readManifest(dir);
   const params = globalParams(zero);
   if (manifest.parameters.length !== params.length) {
-    throw new ShardedCheckpointError(`${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`, join(dir, MANIFEST_FILE));
+    throw new ShardedCheckpointError(
+      `${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`,
+      join(dir, MANIFEST_FILE),
+    );
   }
   params.forEach((p, i) => {
     const saved = manifest.parameters[i];
     if (saved.shape.join(',') !== p.shape.join(',')) {
-      throw new ShardedCheckpointError(`parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`, join(dir, MANIFEST_FILE));
+      throw new ShardedCheckpointError(
+        `parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`,
+        join(dir, MANIFEST_FILE),
+      );
     }
   });
   // every rank checks every file, so all ranks fail alike on a damaged checkpoint
   for (const f of [...manifest.shards, manifest.weights]) {
-    if (!(await exists(join(dir, f)))) throw new ShardedCheckpointError(`sharded checkpoint ${dir} is missing ${f}`, join(dir, f));
+    if (!(await exists(join(dir, f))))
+      throw new ShardedCheckpointError(`sharded checkpoint ${dir} is missing ${f}`, join(dir, f));
   }
 
   const index = new Map(params.map((p, i) => [p, i]));
@@ -235,10 +262,15 @@ export async function loadShardedCheckpoint(
     for (const s of needed) {
       const file = await loadSafetensors(join(dir, manifest.shards[s]));
       const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
-      for (const [i, values] of Object.entries(scalars)) if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
+      for (const [i, values] of Object.entries(scalars))
+        if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
       for (const [name, t] of file.tensors) {
         const match = /^state\.(\d+)\.(.+)$/.exec(name);
-        if (!match) throw new ShardedCheckpointError(`${manifest.shards[s]}: unexpected tensor '${name}'`, join(dir, manifest.shards[s]));
+        if (!match)
+          throw new ShardedCheckpointError(
+            `${manifest.shards[s]}: unexpected tensor '${name}'`,
+            join(dir, manifest.shards[s]),
+          );
         const i = Number(match[1]);
         if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
       }
@@ -252,7 +284,11 @@ export async function loadShardedCheckpoint(
       params.forEach((p, i) => {
         const { name } = manifest.parameters[i];
         const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
-        if (!t) throw new ShardedCheckpointError(`${manifest.weights} has no tensor for parameter ${i} (${name})`, join(dir, manifest.weights));
+        if (!t)
+          throw new ShardedCheckpointError(
+            `${manifest.weights} has no tensor for parameter ${i} (${name})`,
+            join(dir, manifest.weights),
+          );
         p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);
       });
     }

@@ -8,8 +8,13 @@ import { packState, unpackState } from './state-codec.js';
  * Gathers each rank's `[global index, state]` entries on group rank `to`; returns the
  * union there (new tensors, owned by the caller) and null elsewhere.
  */
-export async function gatherStateDict(group: ProcessGroup, entries: [number, ParamState][], to: number): Promise<Map<number, ParamState> | null> {
-  if (!Number.isInteger(to) || to < 0 || to >= group.size) throw new ZeroError(`consolidateStateDict: rank ${to} is not in a group of ${group.size}`);
+export async function gatherStateDict(
+  group: ProcessGroup,
+  entries: [number, ParamState][],
+  to: number,
+): Promise<Map<number, ParamState> | null> {
+  if (!Number.isInteger(to) || to < 0 || to >= group.size)
+    throw new ZeroError(`consolidateStateDict: rank ${to} is not in a group of ${group.size}`);
   const { meta, values } = packState(entries);
   const metaWork = group.gather(meta, { dst: to });
   const valueWork = group.gather(values, { dst: to });
@@ -34,13 +39,17 @@ export function shardStateDict<O extends { lr: number }>(
   localGroupOf: number[],
 ): OptimizerStateDict<O> | null {
   if (sd.paramGroups.length !== globalGroups.length) {
-    throw new ZeroError(`state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${globalGroups.length}`);
+    throw new ZeroError(
+      `state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${globalGroups.length}`,
+    );
   }
   const byIndex = new Map<number, Tensor>();
   sd.paramGroups.forEach((saved, g) => {
     const params = globalGroups[g].params;
     if (saved.params.length !== params.length) {
-      throw new ZeroError(`parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in the optimizer`);
+      throw new ZeroError(
+        `parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in the optimizer`,
+      );
     }
     for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]);
   });

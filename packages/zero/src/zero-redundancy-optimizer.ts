@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
-import { type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '@ddp/join';
+import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import { Optimizer, type OptimizerStateDict, type ParamGroup, type ParamGroupInput, type ParamState } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
@@ -9,7 +9,10 @@ import { type Partition, partitionParameters } from './partition.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
-export type OptimizerClass<O extends { lr: number }> = new (params: ParamGroupInput<O>[], options: Partial<O>) => Optimizer<O>;
+export type OptimizerClass<O extends { lr: number }> = new (
+  params: ParamGroupInput<O>[],
+  options: Partial<O>,
+) => Optimizer<O>;
 
 export interface ZeroOptions {
   /** Default: the world group. */
@@ -46,7 +49,12 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private notified = false;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
 
-  constructor(params: Tensor[] | ParamGroupInput<O>[], optimizerClass: OptimizerClass<O>, options: Partial<O> = {}, zero: ZeroOptions = {}) {
+  constructor(
+    params: Tensor[] | ParamGroupInput<O>[],
+    optimizerClass: OptimizerClass<O>,
+    options: Partial<O> = {},
+    zero: ZeroOptions = {},
+  ) {
     super(params, options as O);
     this.processGroup = zero.processGroup ?? getDefaultGroup();
     this.stage = zero.stage ?? 1;
@@ -55,7 +63,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     // complete the global groups with the wrapped optimizer's defaults (a probe that never steps)
     const probe = new optimizerClass([{ params: [this.paramGroups[0].params[0]] } as ParamGroupInput<O>], options);
     Object.assign(this.defaults, probe.defaults);
-    for (let g = 0; g < this.paramGroups.length; g++) this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g] };
+    for (let g = 0; g < this.paramGroups.length; g++)
+      this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g] };
     this.partition = partitionParameters(
       this.paramGroups.map((g) => g.params),
       this.processGroup.size,
@@ -68,7 +77,9 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     });
     this.optim = localGroups.length > 0 ? new optimizerClass(localGroups, options) : null;
     if (this.stage === 2) {
-      this.sharder = new GradientSharder(this.allParams(), this.partition.owner, this.processGroup, () => this.notifyOnce());
+      this.sharder = new GradientSharder(this.allParams(), this.partition.owner, this.processGroup, () =>
+        this.notifyOnce(),
+      );
     }
   }
 
@@ -87,7 +98,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    */
   override async step(): Promise<void> {
     const notified = this.notifyOnce();
-    for (const [i, g] of this.localGroupOf.entries()) Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
+    for (const [i, g] of this.localGroupOf.entries())
+      Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
     this.optim?.step();
     await notified;
     await this.exchangeParameters();
@@ -140,15 +152,22 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     const entries: [number, ParamState][] = this.optim ? [...this.optim.state].map(([p, s]) => [index.get(p)!, s]) : [];
     const state = await gatherStateDict(this.processGroup, entries, to);
     if (state === null) return;
-    const paramGroups = this.paramGroups.map(({ params, ...hyper }) => ({ ...(hyper as unknown as O), params: params.map((p) => index.get(p)!) }));
-    const owned = [...state.values()].flatMap((s) => Object.values(s).filter((v): v is tf.Tensor => v instanceof tf.Tensor));
+    const paramGroups = this.paramGroups.map(({ params, ...hyper }) => ({
+      ...(hyper as unknown as O),
+      params: params.map((p) => index.get(p)!),
+    }));
+    const owned = [...state.values()].flatMap((s) =>
+      Object.values(s).filter((v): v is tf.Tensor => v instanceof tf.Tensor),
+    );
     this.consolidated = { state: { state, paramGroups }, owned };
   }
 
   /** The consolidated state (borrowed), on the rank `consolidateStateDict` gathered it on. */
   override stateDict(): OptimizerStateDict<O> {
     if (!this.consolidated) {
-      throw new ZeroError(`rank ${this.processGroup.ranks[this.processGroup.rank]}: no consolidated state; call consolidateStateDict(to) on every rank, then stateDict() on rank \`to\``);
+      throw new ZeroError(
+        `rank ${this.processGroup.ranks[this.processGroup.rank]}: no consolidated state; call consolidateStateDict(to) on every rank, then stateDict() on rank \`to\``,
+      );
     }
     return this.consolidated.state;
   }
@@ -156,14 +175,17 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
-    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[g], hyper);
+    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
+      Object.assign(this.paramGroups[g], hyper);
     if (local) this.optim!.loadStateDict(local);
   }
 
   /** A joined rank still steps its shard and sends it (stage 2: after replaying the gradient reduces). */
   joinHook(opts: JoinHookOptions): JoinHook {
     if (this.stage === 2 && opts.divideByInitialWorldSize === false) {
-      throw new ZeroError('stage 2 averages gradients over the initial world size; divideByInitialWorldSize: false is not supported');
+      throw new ZeroError(
+        'stage 2 averages gradients over the initial world size; divideByInitialWorldSize: false is not supported',
+      );
     }
     return {
       mainHook: async () => {
@@ -221,6 +243,7 @@ function unflatten(buf: Float32Array, params: Tensor[]): void {
 /** Bytes held by an optimizer's state tensors (moments, momentum buffers). */
 export function optimizerStateBytes(optimizer: Optimizer<{ lr: number }> | null): number {
   let bytes = 0;
-  for (const s of optimizer?.state.values() ?? []) for (const v of Object.values(s)) if (v instanceof tf.Tensor) bytes += v.size * 4;
+  for (const s of optimizer?.state.values() ?? [])
+    for (const v of Object.values(s)) if (v instanceof tf.Tensor) bytes += v.size * 4;
   return bytes;
 }

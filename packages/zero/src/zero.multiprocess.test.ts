@@ -1,8 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWorld } from '@ddp/launch/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Case } from './test/zero.child.js';
 
 interface CaseResult {
@@ -46,14 +46,14 @@ function run(n: number): Promise<CaseResult[][]> {
     nprocs: n,
     args: [JSON.stringify(worlds[n].map((c) => ({ ...c, dir })))],
     timeoutMs: TIMEOUT,
-  }).then(({ results: byRank }) =>
-    worlds[n].map((_, c) => byRank.map((r) => r[c])),
-  );
+  }).then(({ results: byRank }) => worlds[n].map((_, c) => byRank.map((r) => r[c])));
   return results[n];
 }
 
 async function caseOf(n: number, match: Partial<Case>): Promise<CaseResult[]> {
-  const index = worlds[n].findIndex((c) => Object.entries(match).every(([k, v]) => (c[k as keyof Case] ?? false) === (v ?? false)));
+  const index = worlds[n].findIndex((c) =>
+    Object.entries(match).every(([k, v]) => (c[k as keyof Case] ?? false) === (v ?? false)),
+  );
   return (await run(n))[index];
 }
 
@@ -75,38 +75,58 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
     { n: 2, stage: 2, opt: 'adamw', bucket: true },
     { n: 3, stage: 1, opt: 'adamw', bucket: true },
     { n: 3, stage: 2, opt: 'adam', bucket: false },
-  ] as const)('stage $stage, $opt, $n ranks, flat all-gather $bucket: same parameters after 20 steps (1e-6), state 1/N, no leak', async ({ n, stage, opt, bucket }) => {
-    const ranks = await caseOf(n, { stage, opt, mode: 'even', bucket, ddp: false });
-    expectSameParamsEverywhere(ranks, 1e-6);
-    const full = ranks[0].fullStateBytes!;
-    expect(full).toBeGreaterThan(0);
-    // the six equal layers split evenly: each rank holds 1/N of the optimizer state
-    expect(ranks.reduce((s, r) => s + r.stateBytes!, 0)).toBe(full);
-    for (const r of ranks) expect(r.stateBytes!).toBeLessThanOrEqual((full / n) * 1.1);
-    for (const r of ranks) expect(r.tensorGrowth).toBe(0);
-  }, TIMEOUT + 10_000);
+  ] as const)(
+    'stage $stage, $opt, $n ranks, flat all-gather $bucket: same parameters after 20 steps (1e-6), state 1/N, no leak',
+    async ({ n, stage, opt, bucket }) => {
+      const ranks = await caseOf(n, { stage, opt, mode: 'even', bucket, ddp: false });
+      expectSameParamsEverywhere(ranks, 1e-6);
+      const full = ranks[0].fullStateBytes!;
+      expect(full).toBeGreaterThan(0);
+      // the six equal layers split evenly: each rank holds 1/N of the optimizer state
+      expect(ranks.reduce((s, r) => s + r.stateBytes!, 0)).toBe(full);
+      for (const r of ranks) expect(r.stateBytes!).toBeLessThanOrEqual((full / n) * 1.1);
+      for (const r of ranks) expect(r.tensorGrowth).toBe(0);
+    },
+    TIMEOUT + 10_000,
+  );
 
-  it('with DDP (@ddp/reducer) for the gradients, stage 1, Adam, 2 ranks: same parameters after 20 steps (1e-6)', async () => {
-    expectSameParamsEverywhere(await caseOf(2, { mode: 'even', ddp: true }), 1e-6);
-  }, TIMEOUT + 10_000);
+  it(
+    'with DDP (@ddp/reducer) for the gradients, stage 1, Adam, 2 ranks: same parameters after 20 steps (1e-6)',
+    async () => {
+      expectSameParamsEverywhere(await caseOf(2, { mode: 'even', ddp: true }), 1e-6);
+    },
+    TIMEOUT + 10_000,
+  );
 
   it.each([
     { n: 3, stage: 1 },
     { n: 2, stage: 2 },
-  ] as const)('uneven inputs (rank r gets 5 + r batches) under join, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes', async ({ n, stage }) => {
-    expectSameParamsEverywhere(await caseOf(n, { stage, mode: 'uneven', ddp: false }), 1e-6);
-  }, TIMEOUT + 10_000);
+  ] as const)(
+    'uneven inputs (rank r gets 5 + r batches) under join, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes',
+    async ({ n, stage }) => {
+      expectSameParamsEverywhere(await caseOf(n, { stage, mode: 'uneven', ddp: false }), 1e-6);
+    },
+    TIMEOUT + 10_000,
+  );
 
-  it('DDP + ZeRO under join with uneven inputs, 3 ranks: identical parameters, as divideByInitialWorldSize prescribes', async () => {
-    expectSameParamsEverywhere(await caseOf(3, { mode: 'uneven', ddp: true }), 1e-6);
-  }, TIMEOUT + 10_000);
+  it(
+    'DDP + ZeRO under join with uneven inputs, 3 ranks: identical parameters, as divideByInitialWorldSize prescribes',
+    async () => {
+      expectSameParamsEverywhere(await caseOf(3, { mode: 'uneven', ddp: true }), 1e-6);
+    },
+    TIMEOUT + 10_000,
+  );
 
-  it('consolidateStateDict gathers the full state on rank 0; a checkpoint through @ddp/nn restores every shard', async () => {
-    const ranks = await caseOf(3, { mode: 'checkpoint' });
-    expect(ranks[0].consolidatedEntries).toBe(12);
-    expect(ranks[0].consolidatedDiff).toBeLessThan(1e-6);
-    expect(ranks.slice(1).map((r) => r.stateDictOffTarget)).toEqual(['ZeroError', 'ZeroError']);
-    expect(ranks.map((r) => r.resumedAt)).toEqual([10, 10, 10]);
-    expectSameParamsEverywhere(ranks, 1e-6);
-  }, TIMEOUT + 10_000);
+  it(
+    'consolidateStateDict gathers the full state on rank 0; a checkpoint through @ddp/nn restores every shard',
+    async () => {
+      const ranks = await caseOf(3, { mode: 'checkpoint' });
+      expect(ranks[0].consolidatedEntries).toBe(12);
+      expect(ranks[0].consolidatedDiff).toBeLessThan(1e-6);
+      expect(ranks.slice(1).map((r) => r.stateDictOffTarget)).toEqual(['ZeroError', 'ZeroError']);
+      expect(ranks.map((r) => r.resumedAt)).toEqual([10, 10, 10]);
+      expectSameParamsEverywhere(ranks, 1e-6);
+    },
+    TIMEOUT + 10_000,
+  );
 });

@@ -75,7 +75,10 @@ describe('@ddp/contrastive: the README’s clipLoss program', () => {
   beforeAll(() => {
     p = project(['@ddp/contrastive', '@ddp/nn', '@ddp/launch'])
       .write('clip.ts', readmeExample('packages/contrastive/README.md'))
-      .write('fails.ts', "import { tf } from '@ddp/tensor';\ntf.ones([2]);\nthrow new RangeError('the user’s own error');\n");
+      .write(
+        'fails.ts',
+        "import { tf } from '@ddp/tensor';\ntf.ones([2]);\nthrow new RangeError('the user’s own error');\n",
+      );
   }, INSTALL_MS);
 
   it('computes a finite loss on each of 2 ranks', () => {
@@ -83,7 +86,9 @@ describe('@ddp/contrastive: the README’s clipLoss program', () => {
     expect(stderrBeyondStartup(r.stderr)).toBe('');
     expect(r.code).toBe(0);
     for (const rank of [0, 1]) {
-      expect(rankLines(r.stdout, rank)).toEqual([expect.stringMatching(new RegExp(`^rank ${rank} loss \\d+\\.\\d{4}$`))]);
+      expect(rankLines(r.stdout, rank)).toEqual([
+        expect.stringMatching(new RegExp(`^rank ${rank} loss \\d+\\.\\d{4}$`)),
+      ]);
     }
   });
 

@@ -32,7 +32,13 @@ export class ScratchProject {
     const tarballs = Object.fromEntries(packages.map((p) => [p.manifest.name, `file:${p.file}`]));
     const manifest = { name: 'scratch', private: true, type: 'module', dependencies: tarballs, overrides: tarballs };
     writeFileSync(join(this.dir, 'package.json'), JSON.stringify(manifest, null, 2));
-    const flags = ['--no-audit', '--no-fund', '--prefer-offline', '--fetch-retries=0', '--@ddp:registry=http://127.0.0.1:9/'];
+    const flags = [
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      '--fetch-retries=0',
+      '--@ddp:registry=http://127.0.0.1:9/',
+    ];
     run('npm', ['install', ...flags, ...thirdParty], { cwd: this.dir, timeoutMs: 240_000 });
   }
 

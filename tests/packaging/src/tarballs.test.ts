@@ -9,7 +9,21 @@ import { describe, expect, inject, it } from 'vitest';
 import { readTarballs, type Tarball } from './tarballs.js';
 
 const PUBLISHED = [
-  'autograd', 'comm', 'contrastive', 'data', 'join', 'launch', 'mpi', 'nn', 'pp', 'reducer', 'shm', 'syncbn', 'tensor', 'tp', 'zero',
+  'autograd',
+  'comm',
+  'contrastive',
+  'data',
+  'join',
+  'launch',
+  'mpi',
+  'nn',
+  'pp',
+  'reducer',
+  'shm',
+  'syncbn',
+  'tensor',
+  'tp',
+  'zero',
 ].map((name) => `@ddp/${name}`);
 /** The conditions a published exports map may use: what Node and TypeScript resolve for users. */
 const PUBLIC_CONDITIONS = new Set(['types', 'import', 'default']);
@@ -61,7 +75,9 @@ describe.each(PUBLISHED)('%s tarball', (name) => {
 
   it('imports only Node built-ins and the packages it declares', () => {
     const { manifest, files, dir } = tarball();
-    const declared = new Set(Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies, ...manifest.peerDependencies }));
+    const declared = new Set(
+      Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies, ...manifest.peerDependencies }),
+    );
     const undeclared: string[] = [];
     for (const file of files.filter((f) => /\.(js|d\.ts)$/.test(f))) {
       const { importedFiles } = ts.preProcessFile(readFileSync(join(dir, file), 'utf8'), true, true);
@@ -77,7 +93,10 @@ describe.each(PUBLISHED)('%s tarball', (name) => {
   it('has source maps that carry their sources (src/ is not shipped)', () => {
     const { files, dir } = tarball();
     for (const map of files.filter((f) => f.endsWith('.js.map'))) {
-      const { sources, sourcesContent } = JSON.parse(readFileSync(join(dir, map), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
+      const { sources, sourcesContent } = JSON.parse(readFileSync(join(dir, map), 'utf8')) as {
+        sources: string[];
+        sourcesContent?: (string | null)[];
+      };
       expect(sourcesContent?.filter((s) => typeof s === 'string').length, map).toBe(sources.length);
     }
   });

@@ -37,9 +37,13 @@ export interface Tarball {
  */
 export function childEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  const runnerVariables = /^(npm_|pnpm_|VITEST|(NODE_OPTIONS|NODE_PATH|NODE_ENV|TEST|MODE|PROD|DEV|BASE_URL|SSR|FORCE_TTY)$)/i;
+  const runnerVariables =
+    /^(npm_|pnpm_|VITEST|(NODE_OPTIONS|NODE_PATH|NODE_ENV|TEST|MODE|PROD|DEV|BASE_URL|SSR|FORCE_TTY)$)/i;
   for (const key of Object.keys(env)) if (runnerVariables.test(key)) delete env[key];
-  env.PATH = (env.PATH ?? '').split(delimiter).filter((dir) => !dir.includes('node_modules')).join(delimiter);
+  env.PATH = (env.PATH ?? '')
+    .split(delimiter)
+    .filter((dir) => !dir.includes('node_modules'))
+    .join(delimiter);
   return env;
 }
 
@@ -66,7 +70,10 @@ export function run(
 /** Builds (turbo's cache makes an up-to-date build cheap), packs every package into `dest` and unpacks each. */
 export function packAll(dest: string): void {
   run('pnpm', ['build'], { cwd: repoRoot, timeoutMs: 300_000 });
-  run('pnpm', ['-r', '--filter', './packages/*', 'pack', '--pack-destination', dest], { cwd: repoRoot, timeoutMs: 120_000 });
+  run('pnpm', ['-r', '--filter', './packages/*', 'pack', '--pack-destination', dest], {
+    cwd: repoRoot,
+    timeoutMs: 120_000,
+  });
   for (const name of readdirSync(dest).filter((f) => f.endsWith('.tgz'))) {
     const unpacked = join(dest, name.replace(/\.tgz$/, ''));
     mkdirSync(unpacked);
@@ -81,7 +88,10 @@ export function readTarballs(dest: string): Map<string, Tarball> {
     const file = join(dest, name);
     const dir = join(dest, name.replace(/\.tgz$/, ''), 'package');
     const listing = run('tar', ['-tzf', file], { cwd: dest, timeoutMs: 60_000 }).stdout;
-    const files = listing.split('\n').filter(Boolean).map((f) => f.replace(/^package\//, ''));
+    const files = listing
+      .split('\n')
+      .filter(Boolean)
+      .map((f) => f.replace(/^package\//, ''));
     const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest;
     tarballs.set(manifest.name, { file, dir, manifest, files });
   }

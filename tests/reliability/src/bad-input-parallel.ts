@@ -1,6 +1,6 @@
 import { mse, tensor, zeros } from '@ddp/autograd';
 import { clipLoss, ntXentLoss } from '@ddp/contrastive';
-import { SGD, Sequential, Tanh } from '@ddp/nn';
+import { Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { SyncBatchNorm } from '@ddp/syncbn';
 import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
@@ -27,15 +27,107 @@ async function nonFiniteStep(value: number, checkFinite?: boolean): Promise<void
 }
 
 export const PARALLEL_CASES: BadInputCase[] = [
-  { pkg: 'reducer', entry: 'DistributedDataParallel.create', input: 'bucketCapMB -1', expect: 'DDPUsageError', call: async () => { await world(); return DistributedDataParallel.create(mlp(), { bucketCapMB: -1 }); } },
-  { pkg: 'reducer', entry: 'DistributedDataParallel.create', input: 'a module without parameters', expect: 'DDPUsageError', call: async () => { await world(); return DistributedDataParallel.create(new Sequential(new Tanh())); } },
-  { pkg: 'reducer', entry: 'loss.backward (DDP, checkFinite)', input: 'NaN in the input → NaN gradient', expect: 'NonFiniteGradientError', mustName: 'the gradient of "', call: () => nonFiniteStep(Number.NaN, true) },
-  { pkg: 'reducer', entry: 'loss.backward (DDP, checkFinite)', input: 'Inf in the input → Inf gradient', expect: 'NonFiniteGradientError', mustName: 'the gradient of "', call: () => nonFiniteStep(Number.POSITIVE_INFINITY, true) },
-  { pkg: 'reducer', entry: 'loss.backward (DDP, default options)', input: 'NaN in the input → NaN gradient', expect: 'NonFiniteGradientError', call: () => nonFiniteStep(Number.NaN) },
-  { pkg: 'zero', entry: 'ZeroRedundancyOptimizer', input: 'stage 3', expect: 'ZeroError', call: async () => { await world(); return new ZeroRedundancyOptimizer(params(), sgd, { lr: 0.1 }, { stage: 3 as 1 }); } },
-  { pkg: 'zero', entry: 'ZeroRedundancyOptimizer', input: 'no parameters', expect: 'ZeroError', call: async () => { await world(); return new ZeroRedundancyOptimizer([], sgd, { lr: 0.1 }); } },
-  { pkg: 'zero', entry: 'ZeroRedundancyOptimizer', input: 'lr -1', expect: 'OptimizerError', call: async () => { await world(); return new ZeroRedundancyOptimizer(params(), sgd, { lr: -1 }); } },
-  { pkg: 'syncbn', entry: 'SyncBatchNorm', input: 'numFeatures -1', expect: 'SyncBatchNormError', call: async () => { await world(); return new SyncBatchNorm(-1); } },
-  { pkg: 'contrastive', entry: 'clipLoss', input: 'feature dims 4 vs 3', expect: 'ContrastiveError', call: async () => { await world(); return clipLoss(zeros([2, 4]), zeros([2, 3]), tensor([1], [1])); } },
-  { pkg: 'contrastive', entry: 'ntXentLoss', input: 'tau -1', expect: 'ContrastiveError', call: async () => { await world(); return ntXentLoss(zeros([2, 4]), zeros([2, 4]), { tau: -1 }); } },
+  {
+    pkg: 'reducer',
+    entry: 'DistributedDataParallel.create',
+    input: 'bucketCapMB -1',
+    expect: 'DDPUsageError',
+    call: async () => {
+      await world();
+      return DistributedDataParallel.create(mlp(), { bucketCapMB: -1 });
+    },
+  },
+  {
+    pkg: 'reducer',
+    entry: 'DistributedDataParallel.create',
+    input: 'a module without parameters',
+    expect: 'DDPUsageError',
+    call: async () => {
+      await world();
+      return DistributedDataParallel.create(new Sequential(new Tanh()));
+    },
+  },
+  {
+    pkg: 'reducer',
+    entry: 'loss.backward (DDP, checkFinite)',
+    input: 'NaN in the input → NaN gradient',
+    expect: 'NonFiniteGradientError',
+    mustName: 'the gradient of "',
+    call: () => nonFiniteStep(Number.NaN, true),
+  },
+  {
+    pkg: 'reducer',
+    entry: 'loss.backward (DDP, checkFinite)',
+    input: 'Inf in the input → Inf gradient',
+    expect: 'NonFiniteGradientError',
+    mustName: 'the gradient of "',
+    call: () => nonFiniteStep(Number.POSITIVE_INFINITY, true),
+  },
+  {
+    pkg: 'reducer',
+    entry: 'loss.backward (DDP, default options)',
+    input: 'NaN in the input → NaN gradient',
+    expect: 'NonFiniteGradientError',
+    call: () => nonFiniteStep(Number.NaN),
+  },
+  {
+    pkg: 'zero',
+    entry: 'ZeroRedundancyOptimizer',
+    input: 'stage 3',
+    expect: 'ZeroError',
+    call: async () => {
+      await world();
+      return new ZeroRedundancyOptimizer(params(), sgd, { lr: 0.1 }, { stage: 3 as 1 });
+    },
+  },
+  {
+    pkg: 'zero',
+    entry: 'ZeroRedundancyOptimizer',
+    input: 'no parameters',
+    expect: 'ZeroError',
+    call: async () => {
+      await world();
+      return new ZeroRedundancyOptimizer([], sgd, { lr: 0.1 });
+    },
+  },
+  {
+    pkg: 'zero',
+    entry: 'ZeroRedundancyOptimizer',
+    input: 'lr -1',
+    expect: 'OptimizerError',
+    call: async () => {
+      await world();
+      return new ZeroRedundancyOptimizer(params(), sgd, { lr: -1 });
+    },
+  },
+  {
+    pkg: 'syncbn',
+    entry: 'SyncBatchNorm',
+    input: 'numFeatures -1',
+    expect: 'SyncBatchNormError',
+    call: async () => {
+      await world();
+      return new SyncBatchNorm(-1);
+    },
+  },
+  {
+    pkg: 'contrastive',
+    entry: 'clipLoss',
+    input: 'feature dims 4 vs 3',
+    expect: 'ContrastiveError',
+    call: async () => {
+      await world();
+      return clipLoss(zeros([2, 4]), zeros([2, 3]), tensor([1], [1]));
+    },
+  },
+  {
+    pkg: 'contrastive',
+    entry: 'ntXentLoss',
+    input: 'tau -1',
+    expect: 'ContrastiveError',
+    call: async () => {
+      await world();
+      return ntXentLoss(zeros([2, 4]), zeros([2, 4]), { tau: -1 });
+    },
+  },
 ];

@@ -2,10 +2,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type LaunchResult, launch } from '@ddp/launch';
 import { LATEST_LINK, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
 import { afterAll, describe, expect, it } from 'vitest';
 import { explain, RankLines } from './world.js';
-import { launch, type LaunchResult } from '@ddp/launch';
 
 /**
  * Elastic restart of apps/clip: under `ddp-run --max-restarts 2` (launch() with
@@ -18,7 +18,23 @@ const dir = mkdtempSync(join(tmpdir(), 'reliability-elastic-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const STEPS = 6;
-const ARGS = ['--steps', String(STEPS), '--batch-size', '24', '--lr', '3e-3', '--checkpoint-every', '2', '--eval-every', '0', '--eval-size', '40', '--seed', '5', '--resume'];
+const ARGS = [
+  '--steps',
+  String(STEPS),
+  '--batch-size',
+  '24',
+  '--lr',
+  '3e-3',
+  '--checkpoint-every',
+  '2',
+  '--eval-every',
+  '0',
+  '--eval-size',
+  '40',
+  '--seed',
+  '5',
+  '--resume',
+];
 
 interface ClipRun {
   result: LaunchResult;
@@ -61,7 +77,9 @@ async function runClip(name: string, killAfterCheckpoint: boolean): Promise<Clip
 const file = (name: string, f: string) => readFileSync(join(dir, name, 'ckpt', LATEST_LINK, f));
 
 describe('elastic restart of apps/clip under ddp-run --max-restarts 2', () => {
-  it('a rank killed with SIGKILL: the world restarts, resumes, and ends bit-identical to an uninterrupted run', { timeout: 320_000 }, async () => {
+  it('a rank killed with SIGKILL: the world restarts, resumes, and ends bit-identical to an uninterrupted run', {
+    timeout: 320_000,
+  }, async () => {
     const straight = await runClip('straight', false);
     expect(straight.result.exitCode, explain(straight)).toBe(0);
     expect(straight.result.restarts).toBe(0);

@@ -19,24 +19,37 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
   it('the collective suite is bit-exact under a 40 Mbit/s token-bucket limit', { timeout: 120_000 }, async () => {
     hosts.limit('40mbit');
     const runs = await hosts.run(script, ['suite', '2'], { timeoutMs: 100_000 });
-    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
-    for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 2 });
+    expect(
+      runs.map((r) => r.code),
+      explainHosts(runs),
+    ).toEqual([0, 0]);
+    for (const r of runs)
+      for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 2 });
     expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
     // the bucket really held traffic back
     expect(hosts.overlimits()).toBeGreaterThan(0);
   });
 
-  it('20 DDP steps across the hosts under the limit end with the parameters of the same run on one host, bit for bit', { timeout: 330_000 }, async () => {
+  it('20 DDP steps across the hosts under the limit end with the parameters of the same run on one host, bit for bit', {
+    timeout: 330_000,
+  }, async () => {
     const args = ['0', '20'];
     // over sockets, as across the hosts: one host's shared memory would sum in another order
-    const local = await runWorld('soak.child.ts', 4, { args, timeoutMs: 120_000, env: { ...process.env, DDP_TRANSPORT: 'uds' } });
+    const local = await runWorld('soak.child.ts', 4, {
+      args,
+      timeoutMs: 120_000,
+      env: { ...process.env, DDP_TRANSPORT: 'uds' },
+    });
     expect(local.result.exitCode, explain(local)).toBe(0);
     const want = local.out.last(4).map((r) => r?.paramsSha256);
     expect(new Set(want).size).toBe(1);
     hosts.limit('40mbit');
     const across = async (env: Record<string, string>) => {
       const runs = await hosts.run(childScript('soak.child.ts'), args, { timeoutMs: 150_000, env });
-      expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
+      expect(
+        runs.map((r) => r.code),
+        explainHosts(runs),
+      ).toEqual([0, 0]);
       return runs.flatMap((r) => r.out.last(4).filter(Boolean)).map((r) => r?.paramsSha256);
     };
     // sockets throughout, as on the one host
@@ -47,7 +60,9 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     expect(new Set(hierarchical).size).toBe(1);
   });
 
-  it("torchrun's spellings on one host, Kubeflow's PET_* on the other, collectives over DDP_SOCKET_IFNAME's link", { timeout: 120_000 }, async () => {
+  it("torchrun's spellings on one host, Kubeflow's PET_* on the other, collectives over DDP_SOCKET_IFNAME's link", {
+    timeout: 120_000,
+  }, async () => {
     // rendezvous over the first link; the ranks' own connections over a second one, named by interface
     const dev = hosts.addLink('10.231.77');
     const before = [hosts.txBytes(0, dev[0]), hosts.txBytes(0, hosts.veth[0])];
@@ -60,11 +75,18 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
           return { flags, env: { DDP_SOCKET_IFNAME: dev[0] } };
         }
         const pet = { PET_NNODES: '2', PET_NODE_RANK: '1', PET_NPROC_PER_NODE: '2', PET_MASTER_ADDR: masterAddr };
-        return { flags: [], env: { ...pet, PET_MASTER_PORT: port, PET_RDZV_ID: 'kubeflow-tj', DDP_SOCKET_IFNAME: dev[1] } };
+        return {
+          flags: [],
+          env: { ...pet, PET_MASTER_PORT: port, PET_RDZV_ID: 'kubeflow-tj', DDP_SOCKET_IFNAME: dev[1] },
+        };
       },
     });
-    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([0, 0]);
-    for (const r of runs) for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 1 });
+    expect(
+      runs.map((r) => r.code),
+      explainHosts(runs),
+    ).toEqual([0, 0]);
+    for (const r of runs)
+      for (const res of r.out.last(4).filter(Boolean)) expect(res).toEqual({ failures: [], rounds: 1 });
     expect(runs.flatMap((r) => r.out.last(4).filter(Boolean))).toHaveLength(4);
     expect(runs[1].err.text).toContain('[ddp-run] from pet: --nnodes 2 (PET_NNODES)');
     // the suite's megabytes crossed the second link; the first carried the store's few kilobytes
@@ -72,7 +94,9 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     expect(sent[0], `bytes sent on ${dev[0]} vs ${hosts.veth[0]}`).toBeGreaterThan(10 * sent[1]);
   });
 
-  it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', { timeout: 120_000 }, async () => {
+  it('a link taken down mid-run gives PeerLostError and a non-zero ddp-run exit on both hosts', {
+    timeout: 120_000,
+  }, async () => {
     const ready = new Set<string>();
     let downed = false;
     const runs = await hosts.run(script, ['loop', '--exit-code'], {
@@ -92,13 +116,22 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
       host,
       exitCode: r.code,
       ranks: r.out.last(4).flatMap((x, rank) => (x && 'error' in x ? [`rank ${rank}: ${x.error}: ${x.message}`] : [])),
-      launcher: r.err.text.split('\n').filter((l) => l.startsWith('[ddp-run]')).slice(0, 3),
+      launcher: r.err.text
+        .split('\n')
+        .filter((l) => l.startsWith('[ddp-run]'))
+        .slice(0, 3),
     }));
     writeFileSync(new URL('../results/netns-link-down.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`);
-    expect(runs.map((r) => r.code), explainHosts(runs)).toEqual([1, 1]);
+    expect(
+      runs.map((r) => r.code),
+      explainHosts(runs),
+    ).toEqual([1, 1]);
     // on each host, the rank that failed first names the lost peer (PeerLostError)
     for (const r of runs) {
-      const errors = r.out.last(4).filter((x) => x && 'error' in x).map((x) => x?.error);
+      const errors = r.out
+        .last(4)
+        .filter((x) => x && 'error' in x)
+        .map((x) => x?.error);
       expect(errors, explainHosts(runs)).toContain('PeerLostError');
     }
   });

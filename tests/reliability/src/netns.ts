@@ -6,11 +6,28 @@ import { RankLines } from './world.js';
 const ddpRun = fileURLToPath(new URL('../node_modules/@ddp/launch/bin/ddp-run.js', import.meta.url));
 
 /** How one host's ddp-run is told its place: its flags and extra environment (a scheduler's variables). */
-export type HostLaunch = (host: number, masterAddr: string, port: string) => { flags: string[]; env?: Record<string, string> };
+export type HostLaunch = (
+  host: number,
+  masterAddr: string,
+  port: string,
+) => { flags: string[]; env?: Record<string, string> };
 
 /** The flags of the reliability runs: ddp-run's own spellings. */
 const plainFlags: HostLaunch = (host, masterAddr, port) => ({
-  flags: ['--nproc-per-node', '2', '--nnodes', '2', '--node-rank', String(host), '--master-addr', masterAddr, '--master-port', port, '--rdzv-id', 'netns'],
+  flags: [
+    '--nproc-per-node',
+    '2',
+    '--nnodes',
+    '2',
+    '--node-rank',
+    String(host),
+    '--master-addr',
+    masterAddr,
+    '--master-port',
+    port,
+    '--rdzv-id',
+    'netns',
+  ],
 });
 
 export interface HostRun {
@@ -44,10 +61,21 @@ export class TwoHosts extends NetnsHosts {
 
   /** Bytes host `host` has sent on interface `dev`. */
   txBytes(host: number, dev: string): number {
-    return Number(ip('-n', this.ns[host], '-s', '-j', 'link', 'show', 'dev', dev).match(/"tx":\{"bytes":(\d+)/)?.[1] ?? 0);
+    return Number(
+      ip('-n', this.ns[host], '-s', '-j', 'link', 'show', 'dev', dev).match(/"tx":\{"bytes":(\d+)/)?.[1] ?? 0,
+    );
   }
 
-  async run(script: string, args: string[], opts: { timeoutMs: number; env?: Record<string, string>; launch?: HostLaunch; onResult?: (host: number, rank: number, r: Record<string, unknown>) => void }): Promise<HostRun[]> {
+  async run(
+    script: string,
+    args: string[],
+    opts: {
+      timeoutMs: number;
+      env?: Record<string, string>;
+      launch?: HostLaunch;
+      onResult?: (host: number, rank: number, r: Record<string, unknown>) => void;
+    },
+  ): Promise<HostRun[]> {
     const port = String(20000 + Math.floor(Math.random() * 20000));
     const children: ChildProcess[] = [];
     const runs = this.ns.map((n, host) => {
@@ -64,7 +92,9 @@ export class TwoHosts extends NetnsHosts {
       children.push(child);
       child.stdout?.pipe(out);
       child.stderr?.pipe(err);
-      return new Promise<HostRun>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, out, err })));
+      return new Promise<HostRun>((resolve) =>
+        child.on('close', (code, signal) => resolve({ code, signal, out, err })),
+      );
     });
     const term = setTimeout(() => {
       for (const c of children) c.kill('SIGTERM');
@@ -79,9 +109,10 @@ export class TwoHosts extends NetnsHosts {
       clearTimeout(kill);
     }
   }
-
 }
 
 export function explainHosts(runs: HostRun[]): string {
-  return runs.map((r, i) => `host ${i}: exit ${r.code ?? r.signal}\n${r.out.text.slice(-1500)}\n${r.err.text.slice(-2500)}`).join('\n---\n');
+  return runs
+    .map((r, i) => `host ${i}: exit ${r.code ?? r.signal}\n${r.out.text.slice(-1500)}\n${r.err.text.slice(-2500)}`)
+    .join('\n---\n');
 }

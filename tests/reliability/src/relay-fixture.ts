@@ -5,8 +5,16 @@ import { runWorld, type WorldRun } from './world.js';
 /** A relay plus a store server behind it, and a world of children/relayed.child.ts wired through both. */
 export interface RelayedWorld {
   relay: FaultRelay;
-  run: (args: string[], opts: {
-    script?: string; nproc: number; timeoutMs: number; env?: Record<string, string>; onResult?: (rank: number, r: Record<string, unknown>) => void }) => Promise<WorldRun>;
+  run: (
+    args: string[],
+    opts: {
+      script?: string;
+      nproc: number;
+      timeoutMs: number;
+      env?: Record<string, string>;
+      onResult?: (rank: number, r: Record<string, unknown>) => void;
+    },
+  ) => Promise<WorldRun>;
   close: () => Promise<void>;
 }
 

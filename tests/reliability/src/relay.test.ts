@@ -50,7 +50,9 @@ describe('FaultRelay on its own', () => {
   it('resets both ends and half-closes one way', async () => {
     relay = new FaultRelay();
     const a = await echoThrough(relay);
-    const error = new Promise<string | undefined>((resolve) => a.once('error', (e: NodeJS.ErrnoException) => resolve(e.code)));
+    const error = new Promise<string | undefined>((resolve) =>
+      a.once('error', (e: NodeJS.ErrnoException) => resolve(e.code)),
+    );
     a.write('x');
     await once(a, 'data');
     expect(relay.resetAll()).toBe(1);
@@ -66,7 +68,9 @@ describe('a reset toward the reading side is a lost peer, not a crashed comm wor
   let world: RelayedWorld | undefined;
   afterEach(async () => world?.close());
   // regression: the dialed (reading) socket once had no 'error' listener, so an RST crashed the comm thread
-  it('RST toward the dialers only, while idle between collectives: PeerLostError on every rank', { timeout: 60_000 }, async () => {
+  it('RST toward the dialers only, while idle between collectives: PeerLostError on every rank', {
+    timeout: 60_000,
+  }, async () => {
     world = await relayedWorld();
     const w = world;
     const ready = new Set<number>();
@@ -89,7 +93,9 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
   afterEach(async () => world?.close());
   // what each rank saw under each fatal fault, for RELIABILITY.md
   const seen: Record<string, unknown> = {};
-  afterAll(() => writeFileSync(new URL('../results/relay-faults.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`));
+  afterAll(() =>
+    writeFileSync(new URL('../results/relay-faults.json', import.meta.url), `${JSON.stringify(seen, null, 2)}\n`),
+  );
 
   it.each([
     ['delay 2 ms + jitter 0–8 ms', { delayMs: 2, jitterMs: 8 }],
@@ -121,10 +127,16 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
     for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
   });
 
-  it('20 DDP steps under delay, jitter and slow reads end with the same parameters, bit for bit, as without the relay', { timeout: 120_000 }, async () => {
+  it('20 DDP steps under delay, jitter and slow reads end with the same parameters, bit for bit, as without the relay', {
+    timeout: 120_000,
+  }, async () => {
     const args = ['0', '20'];
     // over TCP, as through the relay: one host's shared memory would sum in another order
-    const direct = await runWorld('soak.child.ts', 3, { args, timeoutMs: 60_000, env: { ...process.env, DDP_TRANSPORT: 'tcp' } });
+    const direct = await runWorld('soak.child.ts', 3, {
+      args,
+      timeoutMs: 60_000,
+      env: { ...process.env, DDP_TRANSPORT: 'tcp' },
+    });
     expect(direct.result.exitCode, explain(direct)).toBe(0);
     world = await relayedWorld({ delayMs: 2, jitterMs: 8, readBytesPerSec: 3_000_000 });
     const relayed = await world.run(args, { script: 'soak.child.ts', nproc: 3, timeoutMs: 60_000 });
@@ -138,8 +150,14 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
   const faults: [string, (relay: FaultRelay) => void][] = [
     ['peer connections reset (RST)', (r) => r.resetAll((l) => l.startsWith('peer:'))],
     ['peer connections half-closed toward the reader', (r) => r.halfCloseAll('toDialer', (l) => l.startsWith('peer:'))],
-    ['peer connections half-closed toward the writer', (r) => r.halfCloseAll('toListener', (l) => l.startsWith('peer:'))],
-    ['peer connections reset toward the listening (writing) side only', (r) => r.resetAll((l) => l.startsWith('peer:'), 'listener')],
+    [
+      'peer connections half-closed toward the writer',
+      (r) => r.halfCloseAll('toListener', (l) => l.startsWith('peer:')),
+    ],
+    [
+      'peer connections reset toward the listening (writing) side only',
+      (r) => r.resetAll((l) => l.startsWith('peer:'), 'listener'),
+    ],
     // bytes held, sockets open (a host that froze): the heartbeat (10 × DDP_HEARTBEAT_MS) or the op timeout fires
     ['an endless stall', (r) => r.stall(120_000)],
   ];

@@ -202,10 +202,13 @@ export class FaultRelay {
         // read slowly: after n bytes, stop reading for n / rate seconds
         src.pause();
         slowPaused = true;
-        setTimeout(() => {
-          slowPaused = false;
-          if (queued < HIGH_WATER && !src.destroyed) src.resume();
-        }, (1000 * chunk.length) / readBytesPerSec).unref();
+        setTimeout(
+          () => {
+            slowPaused = false;
+            if (queued < HIGH_WATER && !src.destroyed) src.resume();
+          },
+          (1000 * chunk.length) / readBytesPerSec,
+        ).unref();
       }
       void flush();
     });
@@ -252,7 +255,11 @@ export class FaultRelay {
     this.closed = true;
     clearInterval(this.stallTimer);
     for (const s of this.sockets) s.destroy();
-    await Promise.all([...this.servers, ...(this.control ? [this.control] : [])].map((s) => new Promise<void>((r) => s.close(() => r()))));
+    await Promise.all(
+      [...this.servers, ...(this.control ? [this.control] : [])].map(
+        (s) => new Promise<void>((r) => s.close(() => r())),
+      ),
+    );
   }
 }
 

@@ -21,7 +21,11 @@ export class RelayedStore implements Store {
     if (!m) return this.inner.set(key, value);
     const text = typeof value === 'string' ? value : new TextDecoder().decode(value);
     const addr = JSON.parse(text) as Target & { uds: string | null };
-    const front = await requestRoute(this.control, { host: addr.host, port: addr.port }, `${m[1] === 'addr' ? 'peer' : 'main'}:${m[2]}`);
+    const front = await requestRoute(
+      this.control,
+      { host: addr.host, port: addr.port },
+      `${m[1] === 'addr' ? 'peer' : 'main'}:${m[2]}`,
+    );
     return this.inner.set(key, JSON.stringify({ ...addr, ...front, uds: null }));
   }
 

@@ -34,5 +34,10 @@ export function slopes(samples: Sample[], warmup = 0.25): Slopes {
   const last = samples.at(-1)?.op ?? 0;
   const kept = samples.filter((s) => s.op >= last * warmup);
   const per1000 = (key: 'rss' | 'heapUsed' | 'numTensors') => 1000 * slope(kept.map((s) => [s.op, s[key]]));
-  return { rssPer1000: per1000('rss'), heapPer1000: per1000('heapUsed'), tensorsPer1000: per1000('numTensors'), samples: kept.length };
+  return {
+    rssPer1000: per1000('rss'),
+    heapPer1000: per1000('heapUsed'),
+    tensorsPer1000: per1000('numTensors'),
+    samples: kept.length,
+  };
 }

@@ -24,7 +24,9 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 describe(`soak (${full ? 'full' : 'small; RELIABILITY_SOAK=1 for the full size'})`, () => {
-  it(`3 ranks: ${collectives} random collectives and ${ddpSteps} DDP steps, memory flat`, { timeout: full ? 1_200_000 : 150_000 }, async () => {
+  it(`3 ranks: ${collectives} random collectives and ${ddpSteps} DDP steps, memory flat`, {
+    timeout: full ? 1_200_000 : 150_000,
+  }, async () => {
     const run = await runWorld('soak.child.ts', 3, {
       args: [String(collectives), String(ddpSteps)],
       timeoutMs: full ? 1_100_000 : 140_000,
@@ -33,7 +35,10 @@ describe(`soak (${full ? 'full' : 'small; RELIABILITY_SOAK=1 for the full size'}
     expect(run.result.exitCode, explain(run)).toBe(0);
     const results = run.out.last(3) as unknown as SoakResult[];
     mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
-    writeFileSync(new URL(`../results/soak-${full ? 'full' : 'small'}.json`, import.meta.url), `${JSON.stringify({ collectives, ddpSteps, ranks: results }, null, 2)}\n`);
+    writeFileSync(
+      new URL(`../results/soak-${full ? 'full' : 'small'}.json`, import.meta.url),
+      `${JSON.stringify({ collectives, ddpSteps, ranks: results }, null, 2)}\n`,
+    );
     for (const r of results) {
       expect(r.gcForced).toBe(true);
       expect(r.mismatches).toBe(0);

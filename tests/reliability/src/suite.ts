@@ -21,7 +21,8 @@ function reduced(op: 'sum' | 'avg' | 'max', size: number, n: number, salt: numbe
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) {
     let acc = value(0, i + offset, salt);
-    for (let r = 1; r < size; r++) acc = op === 'max' ? Math.max(acc, value(r, i + offset, salt)) : acc + value(r, i + offset, salt);
+    for (let r = 1; r < size; r++)
+      acc = op === 'max' ? Math.max(acc, value(r, i + offset, salt)) : acc + value(r, i + offset, salt);
     out[i] = op === 'avg' ? Math.fround(acc / size) : acc;
   }
   return out;
@@ -52,7 +53,8 @@ export async function collectiveSuite(pg: ProcessGroup, salt: number, sizes = SI
       check(`allReduce ${op} n=${n}`, buf, reduced(op, size, n, salt));
     }
     const gathered = (await pg.allGather(generate(rank, n, salt)).wait()) as Float32Array[];
-    for (let r = 0; r < size; r++) check(`allGather n=${n} from ${r}`, gathered[r] as Float32Array, generate(r, n, salt));
+    for (let r = 0; r < size; r++)
+      check(`allGather n=${n} from ${r}`, gathered[r] as Float32Array, generate(r, n, salt));
     for (let root = 0; root < size; root++) {
       const buf = rank === root ? generate(root, n, salt) : new Float32Array(n);
       await pg.broadcast(buf, { src: root }).wait();

@@ -44,7 +44,11 @@ export interface WorldRun {
  * Launches `nproc` ranks of children/<script>; the whole world is ended (SIGTERM, then
  * SIGKILL) after timeoutMs, so a hang shows up as a failed launch, never a stuck test.
  */
-export async function runWorld(script: string, nproc: number, opts: Partial<LaunchOptions> & { timeoutMs: number; onResult?: RankLines['onResult'] }): Promise<WorldRun> {
+export async function runWorld(
+  script: string,
+  nproc: number,
+  opts: Partial<LaunchOptions> & { timeoutMs: number; onResult?: RankLines['onResult'] },
+): Promise<WorldRun> {
   const out = new RankLines();
   const err = new RankLines();
   if (opts.onResult) out.onResult = opts.onResult;

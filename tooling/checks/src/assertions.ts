@@ -15,7 +15,8 @@ export interface NeedlessAssertion {
 }
 
 function mayBeNullish(type: ts.Type): boolean {
-  const loose = ts.TypeFlags.Any | ts.TypeFlags.Unknown | ts.TypeFlags.Null | ts.TypeFlags.Undefined | ts.TypeFlags.Void;
+  const loose =
+    ts.TypeFlags.Any | ts.TypeFlags.Unknown | ts.TypeFlags.Null | ts.TypeFlags.Undefined | ts.TypeFlags.Void;
   if (type.flags & loose) return true;
   // a type parameter may be instantiated with undefined
   if (type.flags & ts.TypeFlags.TypeParameter) return true;
@@ -38,9 +39,18 @@ function needless(checker: ts.TypeChecker, node: ts.Node): boolean {
 
 /** Every needless assertion in the given files, judged with the compiler options of `tsconfigPath`. */
 export function needlessAssertions(tsconfigPath: string, files: string[], root: string): NeedlessAssertion[] {
-  const config = ts.getParsedCommandLineOfConfigFile(tsconfigPath, {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    tsconfigPath,
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic() {} },
+  );
   if (config === undefined) throw new Error(`cannot read ${tsconfigPath}`);
-  const program = ts.createProgram(files, { ...config.options, noEmit: true, rootDir: undefined, baseUrl: dirname(tsconfigPath) });
+  const program = ts.createProgram(files, {
+    ...config.options,
+    noEmit: true,
+    rootDir: undefined,
+    baseUrl: dirname(tsconfigPath),
+  });
   const checker = program.getTypeChecker();
   const found: NeedlessAssertion[] = [];
   for (const file of files) {
@@ -70,6 +80,7 @@ export function needlessAssertions(tsconfigPath: string, files: string[], root: 
 export function withoutAssertions(text: string, found: NeedlessAssertion[]): string {
   const outermost = found.filter((a) => !found.some((b) => b !== a && b.start <= a.start && a.end <= b.end));
   let out = text;
-  for (const a of outermost.sort((x, y) => y.start - x.start)) out = out.slice(0, a.start) + a.replacement + out.slice(a.end);
+  for (const a of outermost.sort((x, y) => y.start - x.start))
+    out = out.slice(0, a.start) + a.replacement + out.slice(a.end);
   return out;
 }

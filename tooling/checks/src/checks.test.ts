@@ -5,7 +5,12 @@ import { ddpImports, type WorkspacePackage } from './scan.js';
 // built at run time, so this file's own text imports no package in the checks' eyes
 const at = '@ddp';
 
-function pkg(name: string, files: Record<string, string>, runtime: string[] = [], dev: string[] = []): WorkspacePackage {
+function pkg(
+  name: string,
+  files: Record<string, string>,
+  runtime: string[] = [],
+  dev: string[] = [],
+): WorkspacePackage {
   const dir = `packages/${name}`;
   return {
     dir,
@@ -25,12 +30,19 @@ describe('pnpm check', () => {
 
   it('flags source files over 300 lines, not tests', () => {
     const long = 'x;\n'.repeat(301);
-    const found = oversizedFiles([pkg('comm', { 'src/a.ts': long, 'src/a.test.ts': long, 'src/b.ts': 'x;\n'.repeat(300) })]);
+    const found = oversizedFiles([
+      pkg('comm', { 'src/a.ts': long, 'src/a.test.ts': long, 'src/b.ts': 'x;\n'.repeat(300) }),
+    ]);
     expect(found).toEqual(['packages/comm/src/a.ts: 301 lines (at most 300)']);
   });
 
   it('flags undeclared imports, runtime imports declared for development only, and declared packages never imported', () => {
-    const p = pkg('join', { 'src/a.ts': `import '${at}/comm';\nimport '${at}/nn';`, 'src/a.test.ts': `import '${at}/launch';` }, [`${at}/autograd`], [`${at}/nn`]);
+    const p = pkg(
+      'join',
+      { 'src/a.ts': `import '${at}/comm';\nimport '${at}/nn';`, 'src/a.test.ts': `import '${at}/launch';` },
+      [`${at}/autograd`],
+      [`${at}/nn`],
+    );
     expect(dependencyMismatches([p])).toEqual([
       'packages/join/src/a.ts imports @ddp/comm, which packages/join/package.json does not declare',
       'packages/join/src/a.ts imports @ddp/nn at run time, but packages/join/package.json declares it only for development',
@@ -40,7 +52,12 @@ describe('pnpm check', () => {
   });
 
   it('flags runtime imports across the layers; native addons and tests are exempt', () => {
-    const comm = pkg('comm', { 'src/a.ts': `import '${at}/shm';\nimport '${at}/tensor';`, 'src/a.test.ts': `import '${at}/launch';` });
-    expect(layerViolations([comm, pkg('shm', {})])).toEqual(['packages/comm/src/a.ts imports @ddp/tensor: comm may import half']);
+    const comm = pkg('comm', {
+      'src/a.ts': `import '${at}/shm';\nimport '${at}/tensor';`,
+      'src/a.test.ts': `import '${at}/launch';`,
+    });
+    expect(layerViolations([comm, pkg('shm', {})])).toEqual([
+      'packages/comm/src/a.ts imports @ddp/tensor: comm may import half',
+    ]);
   });
 });

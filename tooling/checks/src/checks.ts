@@ -20,16 +20,20 @@ export function dependencyMismatches(pkgs: WorkspacePackage[]): string[] {
       for (const dep of ddpImports(text)) {
         if (dep === p.name) continue;
         if (!isTestFile(path)) usedAtRuntime.add(dep);
-        if (!p.runtime.has(dep) && !p.dev.has(dep)) problems.push(`${path} imports ${dep}, which ${p.dir}/package.json does not declare`);
+        if (!p.runtime.has(dep) && !p.dev.has(dep))
+          problems.push(`${path} imports ${dep}, which ${p.dir}/package.json does not declare`);
         else if (!isTestFile(path) && !p.runtime.has(dep) && p.dir.startsWith('packages/')) {
-          problems.push(`${path} imports ${dep} at run time, but ${p.dir}/package.json declares it only for development`);
+          problems.push(
+            `${path} imports ${dep} at run time, but ${p.dir}/package.json declares it only for development`,
+          );
         }
       }
     }
     // published packages only: an app may depend on a package for its bin (ddp-run)
     if (!p.dir.startsWith('packages/')) continue;
     for (const dep of p.runtime) {
-      if (dep.startsWith('@ddp/') && !usedAtRuntime.has(dep)) problems.push(`${p.dir}/package.json declares ${dep}, which its code never imports`);
+      if (dep.startsWith('@ddp/') && !usedAtRuntime.has(dep))
+        problems.push(`${p.dir}/package.json declares ${dep}, which its code never imports`);
     }
   }
   return problems;

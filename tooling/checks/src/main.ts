@@ -41,6 +41,4 @@ for (const [title, problems] of sections) {
   console.error(`${title}:\n${problems.map((p) => `  ${p}`).join('\n')}`);
 }
 if (failed) process.exit(1);
-console.log(
-  `check: ${pkgs.length} packages, ${tsFiles.length} files: size, dependencies, layers, assertions ok`,
-);
+console.log(`check: ${pkgs.length} packages, ${tsFiles.length} files: size, dependencies, layers, assertions ok`);

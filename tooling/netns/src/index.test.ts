@@ -23,11 +23,18 @@ describe.skipIf(skip !== null)('two hosts', () => {
   it('joins the namespaces by a shapeable link, and removes them', async () => {
     try {
       const [cmd, ...prefix] = hosts.exec(1);
-      const listener = spawn(cmd, [...prefix, process.execPath, '-e', `require('net').createServer((s) => s.end()).listen(7000, '${hosts.addr[1]}', () => console.log('up'))`]);
+      const listener = spawn(cmd, [
+        ...prefix,
+        process.execPath,
+        '-e',
+        `require('net').createServer((s) => s.end()).listen(7000, '${hosts.addr[1]}', () => console.log('up'))`,
+      ]);
       await once(listener.stdout, 'data');
       expect(reaches()).toBe(true);
       hosts.limit('10mbit');
-      expect(execFileSync('tc', ['-n', hosts.ns[0], 'qdisc', 'show', 'dev', hosts.veth[0]]).toString()).toMatch(/tbf .*rate 10Mbit/);
+      expect(execFileSync('tc', ['-n', hosts.ns[0], 'qdisc', 'show', 'dev', hosts.veth[0]]).toString()).toMatch(
+        /tbf .*rate 10Mbit/,
+      );
       hosts.linkDown(1);
       expect(reaches()).toBe(false);
     } finally {

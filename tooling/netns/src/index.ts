@@ -54,12 +54,32 @@ export class TwoHosts {
 
   /** Token-bucket limit (e.g. '40mbit') on both ends of the link; fast rates need a burst of about rate / 250 Hz. */
   limit(rate: string, burst = '32kbit'): void {
-    for (const [i, n] of this.ns.entries()) tc('-n', n, 'qdisc', 'replace', 'dev', this.veth[i], 'root', 'tbf', 'rate', rate, 'burst', burst, 'latency', '400ms');
+    for (const [i, n] of this.ns.entries())
+      tc(
+        '-n',
+        n,
+        'qdisc',
+        'replace',
+        'dev',
+        this.veth[i],
+        'root',
+        'tbf',
+        'rate',
+        rate,
+        'burst',
+        burst,
+        'latency',
+        '400ms',
+      );
   }
 
   /** Packets the token bucket held back (over its rate), summed over both ends. */
   overlimits(): number {
-    return this.ns.reduce((sum, n, i) => sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i]))?.[1] ?? 0), 0);
+    return this.ns.reduce(
+      (sum, n, i) =>
+        sum + Number(/overlimits (\d+)/.exec(tc('-n', n, '-s', 'qdisc', 'show', 'dev', this.veth[i]))?.[1] ?? 0),
+      0,
+    );
   }
 
   linkDown(host: number): void {

@@ -1,6 +1,6 @@
-import { Resvg } from '@resvg/resvg-js';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Resvg } from '@resvg/resvg-js';
 import * as vega from 'vega';
 import * as vegaLite from 'vega-lite';
 

@@ -20,11 +20,19 @@ export interface StepTiming {
  * timed steps of `batch` pairs, in a fresh process pinned to one thread (DDP_NUM_THREADS,
  * OMP_NUM_THREADS: what Debian's OpenBLAS under PyTorch follows).
  */
-export async function timeSteps(impl: 'ddp' | 'torch', round: number, batch: number, steps: number): Promise<StepTiming> {
+export async function timeSteps(
+  impl: 'ddp' | 'torch',
+  round: number,
+  batch: number,
+  steps: number,
+): Promise<StepTiming> {
   const env = { ...process.env, DDP_NUM_THREADS: '1', OMP_NUM_THREADS: '1' };
   const [cmd, args] =
     impl === 'ddp'
-      ? [process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', TIMER, '--batch', String(batch), '--steps', String(steps)]]
+      ? [
+          process.execPath,
+          ['--conditions=@ddp/source', '--import', 'tsx', TIMER, '--batch', String(batch), '--steps', String(steps)],
+        ]
       : ['/usr/bin/python3', [PEER, String(batch), String(steps)]];
   const { stdout } = await run(cmd, args, { env, timeout: TIMEOUT_MS });
   const line = stdout.split('\n').find((l) => l.startsWith('{'));

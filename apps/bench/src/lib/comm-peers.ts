@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SAMPLE_PREFIX, runSampleWorld } from './world.js';
+import { runSampleWorld, SAMPLE_PREFIX } from './world.js';
 
 /** `pnpm bench comm`'s peers, measured on the same sizes with the same iteration rule as @ddp/comm. */
 export interface Timing {

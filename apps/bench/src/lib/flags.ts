@@ -14,7 +14,8 @@ export function benchCommand(name: string, description: string): Command {
 }
 
 /** `--rank [value]`: a bench started as one rank of its own world (hidden from --help). */
-export const rankFlag = (value = ''): Option => new Option(`--rank ${value}`.trim(), 'run as one rank of the world').hideHelp();
+export const rankFlag = (value = ''): Option =>
+  new Option(`--rank ${value}`.trim(), 'run as one rank of the world').hideHelp();
 
 function number(check: (n: number) => boolean, what: string): (value: string) => number {
   return (value) => {
@@ -42,7 +43,8 @@ export function positiveIntList(value: string): number[] {
 export function choiceList<T extends string>(choices: readonly T[]): (value: string) => T[] {
   return (value) =>
     value.split(',').map((part) => {
-      if (!choices.includes(part as T)) throw new InvalidArgumentError(`'${part}' is not one of ${choices.join(', ')}.`);
+      if (!choices.includes(part as T))
+        throw new InvalidArgumentError(`'${part}' is not one of ${choices.join(', ')}.`);
       return part as T;
     });
 }

@@ -19,7 +19,12 @@ export async function runSampleWorld<T>(
   world: number,
   cmd: string,
   args: string[],
-  opts: { env?: Record<string, string>; timeoutMs?: number; masterAddr?: string; wrap?: (rank: number) => string[] } = {},
+  opts: {
+    env?: Record<string, string>;
+    timeoutMs?: number;
+    masterAddr?: string;
+    wrap?: (rank: number) => string[];
+  } = {},
 ): Promise<T[][]> {
   const port = String(await findFreePort());
   const secret = randomBytes(16).toString('hex');
@@ -49,7 +54,8 @@ export async function runSampleWorld<T>(
           child.stdout.on('data', (c: Buffer) => {
             const lines = (pending + c.toString()).split('\n');
             pending = lines.pop() ?? '';
-            for (const l of lines) if (l.startsWith(SAMPLE_PREFIX)) samples.push(JSON.parse(l.slice(SAMPLE_PREFIX.length)) as T);
+            for (const l of lines)
+              if (l.startsWith(SAMPLE_PREFIX)) samples.push(JSON.parse(l.slice(SAMPLE_PREFIX.length)) as T);
           });
           child.stderr.on('data', (c: Buffer) => {
             err = (err + c.toString()).slice(-4000);
@@ -66,6 +72,10 @@ export async function runSampleWorld<T>(
 
 /** PyTorch's version when /usr/bin/python3 imports torch with Gloo (the peer we compare with), else null. */
 export function glooTorchVersion(): string | null {
-  const r = spawnSync('/usr/bin/python3', ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'], { encoding: 'utf8' });
+  const r = spawnSync(
+    '/usr/bin/python3',
+    ['-c', 'import torch, torch.distributed as d; print(torch.__version__, d.is_gloo_available())'],
+    { encoding: 'utf8' },
+  );
   return r.status === 0 && r.stdout.includes('True') ? (r.stdout.trim().split(' ')[0] ?? 'torch') : null;
 }

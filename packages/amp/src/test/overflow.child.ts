@@ -1,7 +1,8 @@
 // One rank of the GradScaler multi-process test: rank 1's batch overflows at step OVERFLOW_AT,
 // in each setting in turn. Prints RESULT {rank, setting: per step [stepped, scale, weight sum]}.
-import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+
 import { mse, type Tensor, tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Generator, Linear, SGD, type SGDOptions } from '@ddp/nn';
 import { bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook } from '@ddp/reducer';
 import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
@@ -30,7 +31,8 @@ const settings: Record<string, Setting> = {
   zero2: { big: 1e36, initScale: 1024, ddp: false, zero: 2 },
 };
 
-const weightSum = (ps: Tensor[]) => ps.reduce((s, p) => s + Array.from(p.data.dataSync()).reduce((a, b) => a + b, 0), 0);
+const weightSum = (ps: Tensor[]) =>
+  ps.reduce((s, p) => s + Array.from(p.data.dataSync()).reduce((a, b) => a + b, 0), 0);
 // SGD wants lr in its options; ZeRO's OptimizerClass allows them all optional (it passes lr)
 const sgdClass = SGD as unknown as OptimizerClass<SGDOptions>;
 
@@ -40,7 +42,9 @@ for (const [name, s] of Object.entries(settings)) {
   const ddp = s.ddp ? await DistributedDataParallel.create(model, { checkFinite: false }) : null;
   if (ddp && s.hook) ddp.registerCommHook(null, s.hook);
   const params = model.parameters();
-  const optimizer: ScalableOptimizer = s.zero ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }, { stage: s.zero }) : new SGD(params, { lr: 0.05 });
+  const optimizer: ScalableOptimizer = s.zero
+    ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }, { stage: s.zero })
+    : new SGD(params, { lr: 0.05 });
   const scaler = new GradScaler({ initScale: s.initScale, growthInterval: 2, processGroup: group });
   const gen = new Generator(100 + group.rank);
   const steps: [boolean, number, number][] = [];

@@ -10,8 +10,21 @@ export interface ScalerFixture {
   initial: { weight: number[]; bias: number[] };
   batches: number[][];
   targets: number[][];
-  steps: { skipped: boolean; scale: number; growthTracker: number; weight: number[]; bias: number[]; unscaledWeightGrad: number[] | null }[];
-  stateDict: { scale: number; growthFactor: number; backoffFactor: number; growthInterval: number; growthTracker: number };
+  steps: {
+    skipped: boolean;
+    scale: number;
+    growthTracker: number;
+    weight: number[];
+    bias: number[];
+    unscaledWeightGrad: number[] | null;
+  }[];
+  stateDict: {
+    scale: number;
+    growthFactor: number;
+    backoffFactor: number;
+    growthInterval: number;
+    growthTracker: number;
+  };
 }
 
 export const scalerFixture = (
@@ -20,7 +33,13 @@ export const scalerFixture = (
 
 export function scalerOptions(extra: GradScalerOptions = {}): GradScalerOptions {
   const o = scalerFixture.options;
-  return { initScale: o.init_scale, growthFactor: o.growth_factor, backoffFactor: o.backoff_factor, growthInterval: o.growth_interval, ...extra };
+  return {
+    initScale: o.init_scale,
+    growthFactor: o.growth_factor,
+    backoffFactor: o.backoff_factor,
+    growthInterval: o.growth_interval,
+    ...extra,
+  };
 }
 
 /** The fixture's model and optimizer, fresh. */

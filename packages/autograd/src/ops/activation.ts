@@ -23,7 +23,12 @@ class Relu extends AutogradFunction {
 }
 export const relu = (x: Tensor): Tensor => Relu.apply(x);
 /** log(sigmoid(x)), computed stably as -softplus(-x) */
-export const logSigmoid = unary('LogSigmoid', (x) => tf.neg(tf.softplus(tf.neg(x))), (x) => tf.sigmoid(tf.neg(x)), 'x');
+export const logSigmoid = unary(
+  'LogSigmoid',
+  (x) => tf.neg(tf.softplus(tf.neg(x))),
+  (x) => tf.sigmoid(tf.neg(x)),
+  'x',
+);
 
 /** GELU, erf form, as one node over @ddp/tensor's gelu / geluGrad; saves x. */
 class GeluErf extends AutogradFunction {
@@ -38,7 +43,8 @@ class GeluErf extends AutogradFunction {
 
 const geluTanh = unary(
   'GeluTanh',
-  (x) => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.tanh(tf.mul(SQRT_2_OVER_PI, tf.add(x, tf.mul(GELU_TANH_C, tf.pow(x, 3))))))),
+  (x) =>
+    tf.mul(tf.mul(x, 0.5), tf.add(1, tf.tanh(tf.mul(SQRT_2_OVER_PI, tf.add(x, tf.mul(GELU_TANH_C, tf.pow(x, 3))))))),
   (x) => {
     const inner = tf.mul(SQRT_2_OVER_PI, tf.add(x, tf.mul(GELU_TANH_C, tf.pow(x, 3))));
     const t = tf.tanh(inner);

@@ -16,7 +16,13 @@ const asTensor = (x: Raw): tf.Tensor => (typeof x === 'number' ? tf.scalar(x) : 
  * A binary elementwise op with broadcasting: y = kernel(a, b), and da, db from the partials,
  * summed back to each operand's shape. `saves` lists what backward reads (nothing else is kept).
  */
-function binary(name: string, kernel: (a: Raw, b: Raw) => tf.Tensor, da: Partial, db: Partial, saves: 'none' | 'ab' | 'aby') {
+function binary(
+  name: string,
+  kernel: (a: Raw, b: Raw) => tf.Tensor,
+  da: Partial,
+  db: Partial,
+  saves: 'none' | 'ab' | 'aby',
+) {
   class Binary extends AutogradFunction {
     private shapes: [number[], number[]] = [[], []];
     forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
@@ -40,11 +46,29 @@ function binary(name: string, kernel: (a: Raw, b: Raw) => tf.Tensor, da: Partial
 }
 
 /** a + b with broadcasting. */
-export const add = binary('Add', tf.add, (dy) => dy, (dy) => dy, 'none');
+export const add = binary(
+  'Add',
+  tf.add,
+  (dy) => dy,
+  (dy) => dy,
+  'none',
+);
 /** a - b with broadcasting. */
-export const sub = binary('Sub', tf.sub, (dy) => dy, (dy) => tf.neg(dy), 'none');
+export const sub = binary(
+  'Sub',
+  tf.sub,
+  (dy) => dy,
+  (dy) => tf.neg(dy),
+  'none',
+);
 /** a * b elementwise with broadcasting. */
-export const mul = binary('Mul', tf.mul, (dy, _a, b) => tf.mul(dy, b), (dy, a) => tf.mul(dy, a), 'ab');
+export const mul = binary(
+  'Mul',
+  tf.mul,
+  (dy, _a, b) => tf.mul(dy, b),
+  (dy, a) => tf.mul(dy, a),
+  'ab',
+);
 /** a / b elementwise with broadcasting. */
 export const div = binary(
   'Div',

@@ -1,6 +1,18 @@
-import { describe, expect, it } from 'vitest';
 import { tf } from '@ddp/tensor';
-import { add, AutogradArgumentError, crossEntropy, layerNorm, linear, matmul, mse, mul, reshape, tensor, zeros } from '../index.js';
+import { describe, expect, it } from 'vitest';
+import {
+  AutogradArgumentError,
+  add,
+  crossEntropy,
+  layerNorm,
+  linear,
+  matmul,
+  mse,
+  mul,
+  reshape,
+  tensor,
+  zeros,
+} from '../index.js';
 
 /** Shape and label errors are AutogradArgumentErrors naming the op and the shapes, raised before tfjs runs. */
 describe('bad input gets an AutogradArgumentError', () => {
@@ -9,19 +21,27 @@ describe('bad input gets an AutogradArgumentError', () => {
   it('matmul with mismatched inner dims or batch dims', () => {
     expect(() => matmul(t23(), t23())).toThrow(AutogradArgumentError);
     expect(() => matmul(t23(), t23())).toThrow(/matmul: inner dimensions of \[2,3\] and \[2,3\] differ \(3 vs 2\)/);
-    expect(() => matmul(zeros([2, 2, 3]), zeros([3, 3, 4]))).toThrow(/matmul of \[2,2,3\] and \[3,3,4\], batch dims.*cannot be broadcast/);
+    expect(() => matmul(zeros([2, 2, 3]), zeros([3, 3, 4]))).toThrow(
+      /matmul of \[2,2,3\] and \[3,3,4\], batch dims.*cannot be broadcast/,
+    );
     expect(matmul(t23(), t23(), { transposeB: true }).shape).toEqual([2, 2]);
     expect(matmul(t23(), t23(), { transposeA: true }).shape).toEqual([3, 3]);
     expect(matmul(zeros([5, 2, 3]), zeros([1, 3, 4])).shape).toEqual([5, 2, 4]);
   });
 
   it('linear and layerNorm with weights that do not fit the input', () => {
-    expect(() => linear(zeros([2, 3]), zeros([4, 5]))).toThrow(/linear: input \[2,3\], weight \[4,5\] and bias \[\] do not fit/);
+    expect(() => linear(zeros([2, 3]), zeros([4, 5]))).toThrow(
+      /linear: input \[2,3\], weight \[4,5\] and bias \[\] do not fit/,
+    );
     expect(() => linear(zeros([2, 3]), zeros([4, 3]), zeros([3]))).toThrow(AutogradArgumentError);
     expect(() => linear(zeros([2, 3]), zeros([3]))).toThrow(AutogradArgumentError);
-    expect(() => layerNorm(zeros([2, 3]), zeros([4]))).toThrow(/layerNorm: weight \[4\] must match the normalised dims \[3\] of x \[2,3\]/);
+    expect(() => layerNorm(zeros([2, 3]), zeros([4]))).toThrow(
+      /layerNorm: weight \[4\] must match the normalised dims \[3\] of x \[2,3\]/,
+    );
     expect(() => layerNorm(zeros([2, 3]), zeros([3]), zeros([2]))).toThrow(/layerNorm: bias \[2\]/);
-    expect(() => layerNorm(zeros([3]), null, null, { normalizedDims: 2 })).toThrow(/cannot normalise the last 2 dims of x \[3\]/);
+    expect(() => layerNorm(zeros([3]), null, null, { normalizedDims: 2 })).toThrow(
+      /cannot normalise the last 2 dims of x \[3\]/,
+    );
     expect(linear(zeros([2, 3]), zeros([4, 3]), zeros([4])).shape).toEqual([2, 4]);
   });
 
@@ -41,7 +61,9 @@ describe('bad input gets an AutogradArgumentError', () => {
   });
 
   it('mse with input and target shapes that do not broadcast', () => {
-    expect(() => mse(t23(), tensor([1, 2, 3, 4, 5, 6], [3, 2]))).toThrow(/mse \(input, target\): shapes \[2,3\] and \[3,2\]/);
+    expect(() => mse(t23(), tensor([1, 2, 3, 4, 5, 6], [3, 2]))).toThrow(
+      /mse \(input, target\): shapes \[2,3\] and \[3,2\]/,
+    );
   });
 
   it('crossEntropy with a label out of range, from an array or a tensor', () => {

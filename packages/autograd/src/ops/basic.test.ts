@@ -1,6 +1,24 @@
 import { describe, it } from 'vitest';
+import {
+  add,
+  div,
+  exp,
+  log,
+  matmul,
+  max,
+  mean,
+  min,
+  mul,
+  neg,
+  permute,
+  pow,
+  reshape,
+  sqrt,
+  sub,
+  sum,
+  transpose,
+} from '../index.js';
 import { expectGradsMatch as check, leaf } from '../test/utils.js';
-import { add, div, exp, log, matmul, max, mean, min, mul, neg, permute, pow, reshape, sqrt, sub, sum, transpose } from '../index.js';
 
 describe('basic ops: finite-difference gradients', () => {
   const pairs: [string, number[], number[]][] = [

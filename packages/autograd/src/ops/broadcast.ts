@@ -41,7 +41,9 @@ export function broadcastShapes(op: string, a: readonly number[], b: readonly nu
     const da = a[a.length - i] ?? 1;
     const db = b[b.length - i] ?? 1;
     if (da !== db && da !== 1 && db !== 1) {
-      throw new AutogradArgumentError(`${op}: shapes [${a}] and [${b}] cannot be broadcast together (dim ${-i}: ${da} vs ${db})`);
+      throw new AutogradArgumentError(
+        `${op}: shapes [${a}] and [${b}] cannot be broadcast together (dim ${-i}: ${da} vs ${db})`,
+      );
     }
     out[rank - i] = da === 1 ? db : da;
   }

@@ -11,7 +11,12 @@ const pair = (v: Pair): [number, number] => (typeof v === 'number' ? [v, v] : v)
 const toNHWC = (t: tf.Tensor) => tf.transpose(t, [0, 2, 3, 1]);
 const toNCHW = (t: tf.Tensor) => tf.transpose(t, [0, 3, 1, 2]);
 type Padding = [[number, number], [number, number], [number, number], [number, number]];
-const explicit = ([ph, pw]: [number, number]): Padding => [[0, 0], [ph, ph], [pw, pw], [0, 0]];
+const explicit = ([ph, pw]: [number, number]): Padding => [
+  [0, 0],
+  [ph, ph],
+  [pw, pw],
+  [0, 0],
+];
 
 /**
  * 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). Where the
@@ -28,7 +33,14 @@ class Conv2d extends AutogradFunction {
 
   private attrs(): Record<string, unknown> {
     const [ph, pw] = this.padding;
-    const pad = this.nchw ? [[0, 0], [0, 0], [ph, ph], [pw, pw]] : explicit(this.padding);
+    const pad = this.nchw
+      ? [
+          [0, 0],
+          [0, 0],
+          [ph, ph],
+          [pw, pw],
+        ]
+      : explicit(this.padding);
     return { strides: this.strides, pad, dataFormat: this.nchw ? 'NCHW' : 'NHWC', dilations: 1 };
   }
 
@@ -58,7 +70,9 @@ class Conv2d extends AutogradFunction {
     const attrs = this.attrs();
     const run = (name: string, inputs: tf.NamedTensorMap, extra: object) =>
       tf.engine().runKernel(name, inputs, { ...attrs, ...extra } as tf.NamedAttrMap) as tf.Tensor;
-    let dx = ctx.needsInputGrad[0] ? run('Conv2DBackpropInput', { dy: dyk, filter: wh }, { inputShape: this.xShape }) : null;
+    let dx = ctx.needsInputGrad[0]
+      ? run('Conv2DBackpropInput', { dy: dyk, filter: wh }, { inputShape: this.xShape })
+      : null;
     if (dx && !this.nchw) dx = toNCHW(dx);
     const dw = ctx.needsInputGrad[1]
       ? tf.transpose(run('Conv2DBackpropFilter', { x: xk, dy: dyk }, { filterShape: this.wShape }), [3, 2, 0, 1])
@@ -77,12 +91,24 @@ type Dims = [number, number];
 
 function spread(g: tf.Tensor, [i, j]: Dims, [sh, sw]: Dims, [hp, wp]: Dims): tf.Tensor {
   const [n, oh, ow, c] = g.shape as [number, number, number, number];
-  const interleave: [number, number][] = [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]];
+  const interleave: [number, number][] = [
+    [0, 0],
+    [0, 0],
+    [0, sh - 1],
+    [0, 0],
+    [0, sw - 1],
+    [0, 0],
+  ];
   const strided = tf.pad(tf.reshape(g, [n, oh, 1, ow, 1, c]), interleave);
   const rows = Math.min(oh * sh, hp - i);
   const cols = Math.min(ow * sw, wp - j);
   const cut = tf.slice(tf.reshape(strided, [n, oh * sh, ow * sw, c]), [0, 0, 0, 0], [n, rows, cols, c]);
-  return tf.pad(cut, [[0, 0], [i, hp - i - rows], [j, wp - j - cols], [0, 0]]);
+  return tf.pad(cut, [
+    [0, 0],
+    [i, hp - i - rows],
+    [j, wp - j - cols],
+    [0, 0],
+  ]);
 }
 
 /**
@@ -130,7 +156,12 @@ class MaxPool2d extends AutogradFunction {
 }
 
 /** F.conv2d: x [N, C, H, W], weight [O, C, kH, kW], optional bias [O]; zero padding. */
-export function conv2d(x: Tensor, weight: Tensor, bias: Tensor | null = null, opts: { stride?: Pair; padding?: Pair } = {}): Tensor {
+export function conv2d(
+  x: Tensor,
+  weight: Tensor,
+  bias: Tensor | null = null,
+  opts: { stride?: Pair; padding?: Pair } = {},
+): Tensor {
   return Conv2d.apply(x, weight, bias, opts.stride ?? 1, opts.padding ?? 0);
 }
 

@@ -67,7 +67,9 @@ class Slice extends AutogradFunction {
     return tf.slice(x, begin, size);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
-    const padding = this.inShape.map((d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]] as [number, number]);
+    const padding = this.inShape.map(
+      (d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]] as [number, number],
+    );
     return [tf.pad(dy, padding), null, null];
   }
 }
@@ -158,7 +160,11 @@ export const slice = (x: Tensor, begin: number[], size: number[]): Tensor => Sli
 /** `length` entries from `start` along dim (torch.narrow). */
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
   const d = axis(dim, x.rank);
-  return slice(x, x.shape.map((_, i) => (i === d ? start : 0)), x.shape.map((s, i) => (i === d ? length : s)));
+  return slice(
+    x,
+    x.shape.map((_, i) => (i === d ? start : 0)),
+    x.shape.map((s, i) => (i === d ? length : s)),
+  );
 }
 
 /** Picks entries along dim by integer index (torch.index_select); repeated indices accumulate grads. */

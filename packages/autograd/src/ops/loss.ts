@@ -2,11 +2,11 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
-import type { Tensor } from '../tensor.js';
 import { tidy } from '../scope.js';
+import type { Tensor } from '../tensor.js';
+import { sub } from './arithmetic.js';
 import { broadcastShapes } from './broadcast.js';
 import { type Indices, toIndexTensor } from './indexing.js';
-import { sub } from './arithmetic.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
 
@@ -28,7 +28,9 @@ function oneHotTargets(labels: tf.Tensor, classes: number, ignoreIndex: number):
     valid++;
   });
   if (bad.length > 0) {
-    throw new AutogradArgumentError(`crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${bad.length} such labels; ignoreIndex is ${ignoreIndex})`);
+    throw new AutogradArgumentError(
+      `crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${bad.length} such labels; ignoreIndex is ${ignoreIndex})`,
+    );
   }
   return { target: tf.tensor2d(rows, [values.length, classes]), valid };
 }
@@ -43,7 +45,9 @@ class CrossEntropy extends AutogradFunction {
   private ignored = false;
   forward(ctx: Context, logits: tf.Tensor, labels: tf.Tensor, ignoreIndex: number, reduction: Reduction): tf.Tensor {
     if (logits.rank !== 2 || labels.rank !== 1 || labels.shape[0] !== logits.shape[0]) {
-      throw new AutogradArgumentError(`crossEntropy wants logits [N, C] and labels [N], got [${logits.shape}] and [${labels.shape}]`);
+      throw new AutogradArgumentError(
+        `crossEntropy wants logits [N, C] and labels [N], got [${logits.shape}] and [${labels.shape}]`,
+      );
     }
     this.reduction = reduction;
     const { target, valid } = oneHotTargets(labels, logits.shape[1]!, ignoreIndex);
@@ -72,7 +76,11 @@ class CrossEntropy extends AutogradFunction {
  * F.cross_entropy(logits [N, C], labels [N]) with ignoreIndex (default -100) and reduction
  * (default mean over the labels not ignored).
  */
-export function crossEntropy(logits: Tensor, labels: Indices, opts: { ignoreIndex?: number; reduction?: Reduction } = {}): Tensor {
+export function crossEntropy(
+  logits: Tensor,
+  labels: Indices,
+  opts: { ignoreIndex?: number; reduction?: Reduction } = {},
+): Tensor {
   const idx = toIndexTensor(labels);
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');

@@ -8,7 +8,8 @@ import type { Tensor } from '../tensor.js';
 import { add } from './arithmetic.js';
 import { broadcastShapes, reshapeTo, sumToShape } from './broadcast.js';
 
-const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
+const sameShape = (a: readonly number[], b: readonly number[]) =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
 
 /**
  * tf.matMul with batch broadcasting done explicitly: tfjs 4.22 mis-broadcasts batch dims of
@@ -42,9 +43,16 @@ class MatMul extends AutogradFunction {
     const [ka, kb] = [inner(a.shape, !transA), inner(b.shape, transB)];
     if (ka !== kb) {
       const t = `${transA ? ', a transposed' : ''}${transB ? ', b transposed' : ''}`;
-      throw new AutogradArgumentError(`matmul: inner dimensions of [${a.shape}] and [${b.shape}] differ (${ka} vs ${kb}${t})`);
+      throw new AutogradArgumentError(
+        `matmul: inner dimensions of [${a.shape}] and [${b.shape}] differ (${ka} vs ${kb}${t})`,
+      );
     }
-    if (!(b.rank === 2 && !transA)) broadcastShapes(`matmul of [${a.shape}] and [${b.shape}], batch dims`, a.shape.slice(0, -2), b.shape.slice(0, -2));
+    if (!(b.rank === 2 && !transA))
+      broadcastShapes(
+        `matmul of [${a.shape}] and [${b.shape}], batch dims`,
+        a.shape.slice(0, -2),
+        b.shape.slice(0, -2),
+      );
     this.transA = transA;
     this.transB = transB;
     this.lower = autocastDtype();
@@ -92,7 +100,9 @@ class Linear extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor, w: tf.Tensor, b: tf.Tensor | null): tf.Tensor {
     const inF = x.shape[x.rank - 1];
     if (w.rank !== 2 || x.rank < 1 || w.shape[1] !== inF || (b && (b.rank !== 1 || b.shape[0] !== w.shape[0]))) {
-      throw new AutogradArgumentError(`linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight [out, in], bias [out])`);
+      throw new AutogradArgumentError(
+        `linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight [out, in], bias [out])`,
+      );
     }
     ctx.saveForBackward(x, w);
     this.rows = x.shape.slice(0, -1).reduce((n, d) => n * d, 1);

@@ -1,12 +1,38 @@
 import { getBackend, tf, useNativeKernels } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
-  batchNormStats, checkpoint, concat, conv2d, crossEntropy, dropout, embedding, gelu, indexSelect, l2Normalize,
-  layerNorm, linear, logSigmoid, manualSeed, logSoftmax, maskedFill, maxPool2d, mse, narrow, pad, relu, sigmoid, slice,
-  randn, softmax, split, tanh, tensor, where, type Tensor,
+  batchNormStats,
+  checkpoint,
+  concat,
+  conv2d,
+  crossEntropy,
+  dropout,
+  embedding,
+  gelu,
+  indexSelect,
+  l2Normalize,
+  layerNorm,
+  linear,
+  logSigmoid,
+  logSoftmax,
+  manualSeed,
+  maskedFill,
+  maxPool2d,
+  mse,
+  narrow,
+  pad,
+  randn,
+  relu,
+  sigmoid,
+  slice,
+  softmax,
+  split,
+  type Tensor,
+  tanh,
+  tensor,
+  where,
 } from '../index.js';
-import { expectGradsMatch as check, leaf, randomShape } from '../test/utils.js';
-import { disposeAll, expectAllClose } from '../test/utils.js';
+import { expectGradsMatch as check, disposeAll, expectAllClose, leaf, randomShape } from '../test/utils.js';
 
 describe('activations and softmax: finite-difference gradients on random shapes', () => {
   for (let trial = 0; trial < 2; trial++) {
@@ -57,13 +83,16 @@ async function convReluSteps(): Promise<{ values: number[][]; leftPerStep: numbe
 }
 
 describe.skipIf(getBackend() !== 'wasm')('conv2d with bias and relu on wasm', () => {
-  it('native kernels (bias add, channel sum, relu gradient) give tfjs-wasm ops\' values; nothing left per step', async () => {
+  it("native kernels (bias add, channel sum, relu gradient) give tfjs-wasm ops' values; nothing left per step", async () => {
     const initial = useNativeKernels(false);
     try {
       const tfjs = await convReluSteps();
       if (!useNativeKernels(true)) return; // addon not built: nothing native to compare
       const native = await convReluSteps();
-      expect([tfjs.leftPerStep, native.leftPerStep]).toEqual([[0, 0, 0], [0, 0, 0]]);
+      expect([tfjs.leftPerStep, native.leftPerStep]).toEqual([
+        [0, 0, 0],
+        [0, 0, 0],
+      ]);
       native.values.forEach((v, i) => {
         expectAllClose(v, tfjs.values[i], 4);
       });
@@ -77,16 +106,43 @@ describe('indexing ops: finite-difference gradients', () => {
   it('concat, split (several outputs), slice, narrow, pad', async () => {
     const [a, b, c] = randomShape(3, 2, 4) as [number, number, number];
     await check((x, y) => concat([x, y, x], 1), [leaf([a, b]), leaf([a, c])]);
-    await check((x) => { const [p, q] = split(x, [1, b], 1) as [Tensor, Tensor]; return q.mul(p); }, [leaf([a, b + 1])]);
+    await check(
+      (x) => {
+        const [p, q] = split(x, [1, b], 1) as [Tensor, Tensor];
+        return q.mul(p);
+      },
+      [leaf([a, b + 1])],
+    );
     await check((x) => split(x, 2, 0)[1].exp(), [leaf([4, c])]);
     await check((x) => slice(x, [1, 0, 1], [a - 1, -1, 1]), [leaf([a, b, c])]);
     await check((x) => narrow(x, -1, 1, c - 1), [leaf([a, c])]);
-    await check((x) => pad(x, [[1, 0], [2, 1]], 3).square(), [leaf([a, b])]);
+    await check(
+      (x) =>
+        pad(
+          x,
+          [
+            [1, 0],
+            [2, 1],
+          ],
+          3,
+        ).square(),
+      [leaf([a, b])],
+    );
   });
 
   it('indexSelect with repeats, embedding, where and maskedFill with broadcasting', async () => {
     await check((x) => indexSelect(x, 1, [2, 0, 2, 1]), [leaf([2, 3, 2])]);
-    await check((t) => embedding([[1, 4, 1], [0, 0, 3]], t), [leaf([5, 3])]);
+    await check(
+      (t) =>
+        embedding(
+          [
+            [1, 4, 1],
+            [0, 0, 3],
+          ],
+          t,
+        ),
+      [leaf([5, 3])],
+    );
     const cond = tf.tensor([[true, false, true]]);
     await check((x, y) => where(cond, x, y), [leaf([2, 3]), leaf([2, 1])]);
     await check((x) => maskedFill(x, cond, -2).exp(), [leaf([4, 3])]);
@@ -97,8 +153,14 @@ describe('indexing ops: finite-difference gradients', () => {
 describe('conv, pool, norms, losses, dropout: finite-difference gradients', () => {
   it('conv2d with stride and padding, maxPool2d', async () => {
     const [n, c] = randomShape(2, 1, 2) as [number, number];
-    await check((x, w, b) => conv2d(x, w, b, { stride: 2, padding: 1 }), [leaf([n, c, 5, 4]), leaf([3, c, 3, 2]), leaf([3])]);
-    await check((x, w) => conv2d(x, w, null, { stride: [1, 2], padding: [0, 1] }), [leaf([n, c, 4, 4]), leaf([2, c, 2, 2])]);
+    await check(
+      (x, w, b) => conv2d(x, w, b, { stride: 2, padding: 1 }),
+      [leaf([n, c, 5, 4]), leaf([3, c, 3, 2]), leaf([3])],
+    );
+    await check(
+      (x, w) => conv2d(x, w, null, { stride: [1, 2], padding: [0, 1] }),
+      [leaf([n, c, 4, 4]), leaf([2, c, 2, 2])],
+    );
     await check((x) => maxPool2d(x, 2), [leaf([n, c, 4, 6])], { eps: 1e-3 });
     await check((x) => maxPool2d(x, 3, { stride: 1 }), [leaf([1, c, 4, 4])], { eps: 1e-3 });
   });
@@ -108,7 +170,13 @@ describe('conv, pool, norms, losses, dropout: finite-difference gradients', () =
     await check((x, w, b) => layerNorm(x, w, b), [leaf([...s, 5]), leaf([5]), leaf([5])]);
     await check((x, w) => layerNorm(x, w), [leaf([2, 3, 4]), leaf([3, 4])]);
     await check((x) => layerNorm(x, null, null, { normalizedDims: 2 }), [leaf([2, 3, 4])]);
-    await check((x) => { const { mean, var: v } = batchNormStats(x, [0, 2]); return mean.mul(v.add(1)); }, [leaf([3, 2, 4])]);
+    await check(
+      (x) => {
+        const { mean, var: v } = batchNormStats(x, [0, 2]);
+        return mean.mul(v.add(1));
+      },
+      [leaf([3, 2, 4])],
+    );
     await check((x) => l2Normalize(x, 1), [leaf([...s, 3])]);
     await check((x, w, b) => linear(x, w, b), [leaf([...s, 3]), leaf([2, 3]), leaf([2])]);
     await check((x, w) => linear(x, w), [leaf([2, 3, 4]), leaf([5, 4])]);
@@ -175,7 +243,10 @@ describe('op details', () => {
   });
 
   it('crossEntropy ignores labels equal to ignoreIndex in the mean', () => {
-    const logits = tensor([[0, Math.log(3)], [5, -5]]);
+    const logits = tensor([
+      [0, Math.log(3)],
+      [5, -5],
+    ]);
     const l = crossEntropy(logits, [1, -100]);
     expect(l.item()).toBeCloseTo(-Math.log(0.75), 5);
     disposeAll(logits, l);
@@ -196,7 +267,10 @@ describe('fused nodes', () => {
     for (const [name, y] of outs) {
       expect(y.gradFn?.name).toBe(name);
       const inputs = y.gradFn!.next.filter((e) => e !== null).map((e) => e.node.name);
-      expect(inputs.every((n) => n === 'AccumulateGrad'), `${name} feeds ${inputs}`).toBe(true);
+      expect(
+        inputs.every((n) => n === 'AccumulateGrad'),
+        `${name} feeds ${inputs}`,
+      ).toBe(true);
     }
     disposeAll(x, w, b, g, beta, ...outs.map(([, y]) => y));
   });

@@ -13,14 +13,26 @@ import { normaliseAxes, reshapeTo } from './broadcast.js';
 class LayerNorm extends AutogradFunction {
   private rowShape: number[] = [];
   private weightShape: number[] = [];
-  forward(ctx: Context, x: tf.Tensor, w: tf.Tensor | null, b: tf.Tensor | null, normalizedDims: number, eps: number): tf.Tensor {
+  forward(
+    ctx: Context,
+    x: tf.Tensor,
+    w: tf.Tensor | null,
+    b: tf.Tensor | null,
+    normalizedDims: number,
+    eps: number,
+  ): tf.Tensor {
     if (!(Number.isInteger(normalizedDims) && normalizedDims >= 1 && normalizedDims <= x.rank)) {
       throw new AutogradArgumentError(`layerNorm: cannot normalise the last ${normalizedDims} dims of x [${x.shape}]`);
     }
     const trailing = x.shape.slice(x.rank - normalizedDims);
-    for (const [name, t] of [['weight', w], ['bias', b]] as const) {
+    for (const [name, t] of [
+      ['weight', w],
+      ['bias', b],
+    ] as const) {
       if (t && !tf.util.arraysEqual(t.shape, trailing)) {
-        throw new AutogradArgumentError(`layerNorm: ${name} [${t.shape}] must match the normalised dims [${trailing}] of x [${x.shape}]`);
+        throw new AutogradArgumentError(
+          `layerNorm: ${name} [${t.shape}] must match the normalised dims [${trailing}] of x [${x.shape}]`,
+        );
       }
     }
     const width = trailing.reduce((n, d) => n * d, 1);

@@ -22,7 +22,11 @@ class SumOrMean extends AutogradFunction {
     return (isMean ? tf.mean : tf.sum)(x, this.axes, opts.keepdim ?? false);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
-    return [tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), this.divisor), null, null];
+    return [
+      tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), this.divisor),
+      null,
+      null,
+    ];
   }
 }
 

@@ -7,10 +7,12 @@ import type { Tensor } from '../tensor.js';
 /** A reshape target must hold as many elements as the input (one -1 dim is inferred). */
 function checkReshape(from: readonly number[], to: readonly number[]): void {
   const size = from.reduce((n, d) => n * d, 1);
-  const fail = (why: string) => new AutogradArgumentError(`reshape: cannot reshape [${from}] (${size} elements) to [${to}]: ${why}`);
+  const fail = (why: string) =>
+    new AutogradArgumentError(`reshape: cannot reshape [${from}] (${size} elements) to [${to}]: ${why}`);
   const inferred = to.filter((d) => d === -1).length;
   if (inferred > 1) throw fail('only one dim can be -1');
-  if (to.some((d) => d !== -1 && !(Number.isInteger(d) && d >= 0))) throw fail('dims must be non-negative integers or -1');
+  if (to.some((d) => d !== -1 && !(Number.isInteger(d) && d >= 0)))
+    throw fail('dims must be non-negative integers or -1');
   const known = to.reduce((n, d) => (d === -1 ? n : n * d), 1);
   if (inferred === 0 ? known !== size : known === 0 ? size !== 0 : size % known !== 0) throw fail('sizes differ');
 }
@@ -68,7 +70,10 @@ export function unsqueeze(x: Tensor, dim: number): Tensor {
 /** Removes size-1 dims (all of them, or the given one). */
 export function squeeze(x: Tensor, dim?: number): Tensor {
   const d = dim === undefined ? undefined : dim < 0 ? dim + x.rank : dim;
-  return reshape(x, x.shape.filter((s, i) => s !== 1 || (d !== undefined && i !== d)));
+  return reshape(
+    x,
+    x.shape.filter((s, i) => s !== 1 || (d !== undefined && i !== d)),
+  );
 }
 
 /** Collapses dims startDim..endDim into one (torch.flatten). */

@@ -1,7 +1,7 @@
 // Test-only: the same differentiable-collective computations, run by the in-process fake
 // group (collectives.test.ts) and by real rank processes (collectives.child.ts).
 import type { ProcessGroup } from '@ddp/comm';
-import { allGather, allReduce, broadcast, concat, mul, reduceScatter, sum, tensor, type Tensor } from '../index.js';
+import { allGather, allReduce, broadcast, concat, mul, reduceScatter, sum, type Tensor, tensor } from '../index.js';
 
 /** Deterministic per-rank values. */
 const values = (n: number, rank: number, salt: number): number[] =>
@@ -21,7 +21,11 @@ const chunk = (x: Tensor, r: number) => x.narrow(0, 2 * r, 2);
 /** Each case maps a rank's input to an output; that rank's loss is sum(output * weights). */
 export const cases: Record<string, Case> = {
   allReduceSum: { xShape: () => [2, 3], run: (x, g) => allReduce(x, g), reference: (xs) => addAll(xs) },
-  allReduceAvg: { xShape: () => [4], run: (x, g) => allReduce(x, g, { op: 'avg' }), reference: (xs) => addAll(xs).div(xs.length) },
+  allReduceAvg: {
+    xShape: () => [4],
+    run: (x, g) => allReduce(x, g, { op: 'avg' }),
+    reference: (xs) => addAll(xs).div(xs.length),
+  },
   allGather: {
     xShape: () => [2, 2],
     run: async (x, g) => {
@@ -48,7 +52,15 @@ export const cases: Record<string, Case> = {
 /** Rank `rank`'s input of a case, as a leaf requiring grad. */
 export function caseInput(c: Case, rank: number, worldSize: number): Tensor {
   const shape = c.xShape(worldSize);
-  return tensor(values(shape.reduce((a, b) => a * b, 1), rank, 0), shape, { requiresGrad: true });
+  return tensor(
+    values(
+      shape.reduce((a, b) => a * b, 1),
+      rank,
+      0,
+    ),
+    shape,
+    { requiresGrad: true },
+  );
 }
 
 /** Rank `rank`'s loss weights for an output. */

@@ -5,7 +5,10 @@ import type { CommArray, ProcessGroup, ReduceOp, Work } from '@ddp/comm';
 const work = <T>(promise: Promise<T>): Work<T> => ({ promise, wait: () => promise });
 
 class Rendezvous {
-  private rounds = new Map<number, { values: CommArray[]; arrived: number; done: (v: CommArray[]) => void; all: Promise<CommArray[]> }>();
+  private rounds = new Map<
+    number,
+    { values: CommArray[]; arrived: number; done: (v: CommArray[]) => void; all: Promise<CommArray[]> }
+  >();
   constructor(readonly size: number) {}
 
   /** Resolves with every rank's contribution to call number `seq` once all have arrived. */
@@ -48,7 +51,10 @@ export class FakeProcessGroup implements ProcessGroup {
   private seq = 0;
   readonly size: number;
   readonly ranks: readonly number[];
-  constructor(private readonly world: Rendezvous, readonly rank: number) {
+  constructor(
+    private readonly world: Rendezvous,
+    readonly rank: number,
+  ) {
     this.size = world.size;
     this.ranks = [...Array(world.size).keys()];
   }
@@ -78,7 +84,9 @@ export class FakeProcessGroup implements ProcessGroup {
   }
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp } = {}): Work {
     return work(
-      this.exchange(input).then((all) => output.set(reduce(all, opts.op).subarray(this.rank * output.length, (this.rank + 1) * output.length))),
+      this.exchange(input).then((all) =>
+        output.set(reduce(all, opts.op).subarray(this.rank * output.length, (this.rank + 1) * output.length)),
+      ),
     );
   }
   barrier(): Work {

@@ -1,14 +1,31 @@
 // Test-only: a 3-layer MLP and a small causal transformer built from the ops directly.
 import { tf } from '@ddp/tensor';
 import {
-  checkpoint, crossEntropy, embedding, fromTf, gelu, layerNorm, linear, maskedFill, matmul, ones, randn, softmax, tidy, zeros,
+  checkpoint,
+  crossEntropy,
+  embedding,
+  fromTf,
+  gelu,
+  layerNorm,
+  linear,
+  maskedFill,
+  matmul,
+  ones,
+  randn,
+  softmax,
   type Tensor,
+  tidy,
+  zeros,
 } from '../index.js';
 import { disposeAll } from './utils.js';
 
 /** A parameter factory: scaled normal initial values, reproducible per model from `seed`. */
 function paramFactory(seed: number): (shape: number[], scale: number) => Tensor {
-  return (shape, scale) => fromTf(tf.tidy(() => tf.mul(tf.randomNormal(shape, 0, 1, 'float32', seed++), scale)), { requiresGrad: true });
+  return (shape, scale) =>
+    fromTf(
+      tf.tidy(() => tf.mul(tf.randomNormal(shape, 0, 1, 'float32', seed++), scale)),
+      { requiresGrad: true },
+    );
 }
 
 export interface Model {
@@ -32,7 +49,9 @@ export function mlp(): Model {
   const ws = dims.slice(1).map((d, i) => param([d, dims[i]], 1 / Math.sqrt(dims[i])));
   const bs = dims.slice(1).map((d) => zeros([d], { requiresGrad: true }));
   const x = randn([12, 6], { seed: 7 });
-  const labels = tf.tidy(() => tf.cast(tf.argMax(tf.matMul(x.data, tf.randomNormal([6, 3], 0, 1, 'float32', 8)), 1), 'int32'));
+  const labels = tf.tidy(() =>
+    tf.cast(tf.argMax(tf.matMul(x.data, tf.randomNormal([6, 3], 0, 1, 'float32', 8)), 1), 'int32'),
+  );
   return {
     params: [...ws, ...bs],
     loss: () =>
@@ -80,17 +99,25 @@ export function transformer(opts: TransformerOptions = {}): Model {
   const lnf = [ones([dim], { requiresGrad: true }), zeros([dim], { requiresGrad: true })] as const;
   const starts = [...Array(batch).keys()].map((b) => (b * 3) % vocab);
   const tokens = starts.map((s) => [...Array(seq).keys()].map((t) => (s + t) % vocab));
-  const targets = tf.tensor(starts.flatMap((s) => [...Array(seq).keys()].map((t) => (s + t + 1) % vocab)), undefined, 'int32');
+  const targets = tf.tensor(
+    starts.flatMap((s) => [...Array(seq).keys()].map((t) => (s + t + 1) % vocab)),
+    undefined,
+    'int32',
+  );
   const future = tf.tidy(() => tf.greater(tf.expandDims(tf.range(0, seq), 0), tf.expandDims(tf.range(0, seq), 1)));
 
-  const block = (b: (typeof blocks)[number]) => (x: Tensor): Tensor => {
-    const heads4 = (t: Tensor) => t.reshape([batch, seq, heads, hd]).permute([0, 2, 1, 3]);
-    const [q, k, v] = linear(layerNorm(x, b.ln1w, b.ln1b), b.wqkv).split(3, -1).map(heads4) as [Tensor, Tensor, Tensor];
-    const att = softmax(maskedFill(matmul(q, k, { transposeB: true }).div(Math.sqrt(hd)), future, -Infinity));
-    const y = matmul(att, v).permute([0, 2, 1, 3]).reshape([batch, seq, dim]);
-    const h = x.add(linear(y, b.wo));
-    return h.add(linear(gelu(linear(layerNorm(h, b.ln2w, b.ln2b), b.w1)), b.w2));
-  };
+  const block =
+    (b: (typeof blocks)[number]) =>
+    (x: Tensor): Tensor => {
+      const heads4 = (t: Tensor) => t.reshape([batch, seq, heads, hd]).permute([0, 2, 1, 3]);
+      const [q, k, v] = linear(layerNorm(x, b.ln1w, b.ln1b), b.wqkv)
+        .split(3, -1)
+        .map(heads4) as [Tensor, Tensor, Tensor];
+      const att = softmax(maskedFill(matmul(q, k, { transposeB: true }).div(Math.sqrt(hd)), future, -Infinity));
+      const y = matmul(att, v).permute([0, 2, 1, 3]).reshape([batch, seq, dim]);
+      const h = x.add(linear(y, b.wo));
+      return h.add(linear(gelu(linear(layerNorm(h, b.ln2w, b.ln2b), b.w1)), b.w2));
+    };
 
   const params = [wte, wpe, ...blocks.flatMap((b) => Object.values(b)), ...lnf];
   return {

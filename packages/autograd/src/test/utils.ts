@@ -1,7 +1,7 @@
 // Test-only helpers shared by the suites (not exported from the package).
 import { expect } from 'vitest';
-import { gradcheck, type GradcheckOptions } from '../gradcheck.js';
 import { rand, randn } from '../creation.js';
+import { type GradcheckOptions, gradcheck } from '../gradcheck.js';
 import type { Tensor } from '../tensor.js';
 
 /** Disposes every tensor given (test cleanup). */
@@ -24,7 +24,11 @@ export const leaf = (shape: number[], positive = false): Tensor =>
     : randn(shape, { requiresGrad: true, seed: seed++ });
 
 /** Asserts backward() matches central differences for fn at inputs, then disposes them. */
-export async function expectGradsMatch(fn: (...xs: Tensor[]) => Tensor, inputs: Tensor[], opts?: GradcheckOptions): Promise<void> {
+export async function expectGradsMatch(
+  fn: (...xs: Tensor[]) => Tensor,
+  inputs: Tensor[],
+  opts?: GradcheckOptions,
+): Promise<void> {
   const r = await gradcheck(fn, inputs, opts);
   disposeAll(...inputs);
   expect(r.ok, r.message).toBe(true);

@@ -80,7 +80,8 @@ export async function recvSized(ctx: OpContext, from: number): Promise<Uint8Arra
   let got = first.payload.byteLength;
   while (got < total) {
     const f = await ctx.recv(from);
-    if (f.payload.byteLength === 0 || got + f.payload.byteLength > total) ctx.lengthMismatch(from, total, got + f.payload.byteLength);
+    if (f.payload.byteLength === 0 || got + f.payload.byteLength > total)
+      ctx.lengthMismatch(from, total, got + f.payload.byteLength);
     parts.push(f.payload);
     got += f.payload.byteLength;
   }

@@ -29,7 +29,14 @@ export function combineHalves(inputs: Uint16Array[], dtype: HalfDtype, op: Reduc
  *   still the float32 result rounded once; with more, partial sums are rounded per hop
  *   (an AVG whose rounded sums overflow is redone as Σ (x_r / N) there: RingAverage).
  */
-export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: HalfDtype, op: ReduceOp, useRing: boolean, segBytes: number): Promise<void> {
+export async function halfAllReduce(
+  ctx: OpContext,
+  words: Uint16Array,
+  dtype: HalfDtype,
+  op: ReduceOp,
+  useRing: boolean,
+  segBytes: number,
+): Promise<void> {
   if (ctx.size === 1) return;
   if (!useRing) {
     const inputs: Uint16Array[] = [];
@@ -54,7 +61,12 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
   for (let k = 0; k < n - 1; k++) {
     for (const [s, e] of chunkSegs(mod(r - 2 - k, n))) {
       const into = incoming.subarray(s, e);
-      steps.push({ dst: words.subarray(s, e), forward: k < n - 2, last: k === n - 2, done: quiet(ctx.recvInto(left, bytesOf(into)).then(() => into)) });
+      steps.push({
+        dst: words.subarray(s, e),
+        forward: k < n - 2,
+        last: k === n - 2,
+        done: quiet(ctx.recvInto(left, bytesOf(into)).then(() => into)),
+      });
     }
   }
   // float32 scratch for one segment, reused by every step; sums are rounded into `incoming`
@@ -88,8 +100,14 @@ export async function halfAllReduce(ctx: OpContext, words: Uint16Array, dtype: H
   );
   const narrow = dtype === 'float16' ? floatToHalf : floatToBfloat;
   const allSum = (v: NumArray) => ringAllReduce(ctx, v, 'sum', segBytes);
-  await average?.finish(ctx, (i) => infinite(words[i]), Float32Array, allSum, (i, v) => {
-    words[i] = narrow(v);
-  });
+  await average?.finish(
+    ctx,
+    (i) => infinite(words[i]),
+    Float32Array,
+    allSum,
+    (i, v) => {
+      words[i] = narrow(v);
+    },
+  );
   await ctx.flush();
 }

@@ -29,21 +29,31 @@ export interface AcrossHosts {
  * host's inputs of the chunk) is summed across hosts instead, unless an input was not finite
  * — the neighbours of the flat paths' fallback (reduce.ts).
  */
-export async function acrossHosts(across: AcrossHosts, chunk: NumArray, op: ReduceOp, inputs: NumArray[]): Promise<void> {
+export async function acrossHosts(
+  across: AcrossHosts,
+  chunk: NumArray,
+  op: ReduceOp,
+  inputs: NumArray[],
+): Promise<void> {
   await across.allReduce(across.ctx, chunk, op === 'avg' ? 'sum' : op);
   if (op !== 'avg') return;
   finishAverage(chunk, across.total);
-  if (chunk instanceof Int32Array || !chunk.some((v) => v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY)) return;
+  if (
+    chunk instanceof Int32Array ||
+    !chunk.some((v) => v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY)
+  )
+    return;
   const round = chunk instanceof Float32Array ? Math.fround : (x: number) => x;
   const divided = new (chunk.constructor as new (n: number) => NumArray)(chunk.length);
   for (let i = 0; i < chunk.length; i++) {
     let acc = 0;
-    for (const input of inputs) acc = round(acc + round((input[i]) / across.total));
+    for (const input of inputs) acc = round(acc + round(input[i] / across.total));
     divided[i] = acc;
   }
   await across.allReduce(across.ctx, divided, 'sum');
   for (let i = 0; i < chunk.length; i++) {
     const v = chunk[i];
-    if ((v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) && Number.isFinite(divided[i])) chunk[i] = divided[i];
+    if ((v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) && Number.isFinite(divided[i]))
+      chunk[i] = divided[i];
   }
 }

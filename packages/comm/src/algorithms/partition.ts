@@ -3,14 +3,14 @@ export function chunkBounds(count: number, parts: number): number[] {
   const base = Math.floor(count / parts);
   const extra = count % parts;
   const bounds = [0];
-  for (let i = 0; i < parts; i++) bounds.push((bounds[i]) + base + (i < extra ? 1 : 0));
+  for (let i = 0; i < parts; i++) bounds.push(bounds[i] + base + (i < extra ? 1 : 0));
   return bounds;
 }
 
 /** Chunk bounds from per-rank sizes (prefix sums). */
 export function boundsFromSizes(sizes: readonly number[]): number[] {
   const bounds = [0];
-  for (const s of sizes) bounds.push((bounds[bounds.length - 1]) + s);
+  for (const s of sizes) bounds.push(bounds[bounds.length - 1] + s);
   return bounds;
 }
 

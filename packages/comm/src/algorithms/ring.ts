@@ -17,7 +17,13 @@ import { bytesOf } from './views.js';
 export function ring(ctx: OpContext, bounds: number[], seg: number) {
   const n = ctx.size;
   const r = ctx.rank;
-  return { n, r, right: mod(r + 1, n), left: mod(r - 1, n), chunkSegs: (c: number) => segments(bounds[c], bounds[c + 1], seg) };
+  return {
+    n,
+    r,
+    right: mod(r + 1, n),
+    left: mod(r - 1, n),
+    chunkSegs: (c: number) => segments(bounds[c], bounds[c + 1], seg),
+  };
 }
 
 /**
@@ -97,7 +103,7 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
   // each rank divides only the chunk it owns, before gathering: 1/N of the division pass
   if (average && partials) {
     for (let i = lo; i < hi; i++) {
-      const v = (partials[i]) / ctx.size;
+      const v = partials[i] / ctx.size;
       if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) average.note(i);
       data[i] = v;
     }
@@ -114,9 +120,15 @@ export async function ringAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp
   );
   const infinite = (i: number) => data[i] === Number.POSITIVE_INFINITY || data[i] === Number.NEGATIVE_INFINITY;
   const Same = data.constructor as new (n: number) => NumArray;
-  await average?.finish(ctx, infinite, Same, (v) => ringAllReduce(ctx, v, 'sum', segBytes), (i, v) => {
-    data[i] = v;
-  });
+  await average?.finish(
+    ctx,
+    infinite,
+    Same,
+    (v) => ringAllReduce(ctx, v, 'sum', segBytes),
+    (i, v) => {
+      data[i] = v;
+    },
+  );
   // the caller may hand `data` back to the user next: the last segments must be out
   await ctx.flush();
 }
@@ -139,8 +151,8 @@ export async function ringReduceScatterAverage(
   const segElems = Math.max(1, Math.floor(segBytes / data.BYTES_PER_ELEMENT));
   await ringReduceScatter(ctx, data, bounds, 'sum', segElems, partials);
   const overflowed = new Map<number, number>();
-  for (let i = bounds[r]; i < (bounds[r + 1]); i++) {
-    const v = (partials[i]) / n;
+  for (let i = bounds[r]; i < bounds[r + 1]; i++) {
+    const v = partials[i] / n;
     if (v === Number.POSITIVE_INFINITY || v === Number.NEGATIVE_INFINITY) overflowed.set(i, data[i]);
     data[i] = v;
   }
@@ -149,17 +161,17 @@ export async function ringReduceScatterAverage(
   await exchange(ctx, flags.subarray(r, r + 1), (p) => flags.subarray(p, p + 1));
   const chunks = [...flags.keys()].filter((c) => flags[c] === 1);
   if (chunks.length === 0) return;
-  const starts = boundsFromSizes(chunks.map((c) => (bounds[c + 1]) - (bounds[c])));
+  const starts = boundsFromSizes(chunks.map((c) => bounds[c + 1] - bounds[c]));
   const divided = new (data.constructor as new (k: number) => NumArray)(starts[chunks.length]);
   chunks.forEach((c, k) => {
-    for (let i = bounds[c]; i < (bounds[c + 1]); i++) {
-      const x = c === r ? (overflowed.get(i) ?? 0) : (data[i]);
-      divided[(starts[k]) + i - (bounds[c])] = x / n;
+    for (let i = bounds[c]; i < bounds[c + 1]; i++) {
+      const x = c === r ? (overflowed.get(i) ?? 0) : data[i];
+      divided[starts[k] + i - bounds[c]] = x / n;
     }
   });
   await ringAllReduce(ctx, divided, 'sum', segBytes);
   const mine = chunks.indexOf(r);
-  for (const i of overflowed.keys()) data[i] = divided[(starts[mine]) + i - (bounds[r])];
+  for (const i of overflowed.keys()) data[i] = divided[starts[mine] + i - bounds[r]];
 }
 
 /** Pipelined chain broadcast root → root+1 → … (bytes), for large messages. */

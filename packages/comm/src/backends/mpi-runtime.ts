@@ -11,7 +11,15 @@ const FIXED = 6;
 const FAILED_HERE = 5;
 const SAME_CALL = 1;
 /** Error classes a member's failed flag names (1 + index), so the others can say what it raised. */
-const FAILURE_NAMES = ['CommError', 'InvalidArgumentError', 'CollectiveMismatchError', 'GroupAbortedError', 'CommTimeoutError', 'PeerLostError', 'NotInitializedError'];
+const FAILURE_NAMES = [
+  'CommError',
+  'InvalidArgumentError',
+  'CollectiveMismatchError',
+  'GroupAbortedError',
+  'CommTimeoutError',
+  'PeerLostError',
+  'NotInitializedError',
+];
 const SAME_COUNT = 2;
 const BARRIER = 11;
 
@@ -64,12 +72,22 @@ export class MpiRuntime {
     });
     try {
       const r = await Promise.race([started, timedOut]);
-      if (r[0] === REFUSED) throw this.fail(comm, refusal(comm, call, r[1] as Int32Array, c.desc as Int32Array, this.globalRank, c.rule === SAME_COUNT));
+      if (r[0] === REFUSED)
+        throw this.fail(
+          comm,
+          refusal(comm, call, r[1] as Int32Array, c.desc as Int32Array, this.globalRank, c.rule === SAME_COUNT),
+        );
       if (r[0] === SIZE_MISMATCH) {
-        throw this.fail(comm, new CollectiveMismatchError(`rank ${this.globalRank}: ${call}: ${r[3]}`, { rank: this.globalRank, op: call }));
+        throw this.fail(
+          comm,
+          new CollectiveMismatchError(`rank ${this.globalRank}: ${call}: ${r[3]}`, { rank: this.globalRank, op: call }),
+        );
       }
       if (r[0] === MPI_FAILED) {
-        const err = new CommError(`rank ${this.globalRank}: ${call}: MPI error: ${r[3]}`, { rank: this.globalRank, op: call });
+        const err = new CommError(`rank ${this.globalRank}: ${call}: MPI error: ${r[3]}`, {
+          rank: this.globalRank,
+          op: call,
+        });
         this.stuck ??= err;
         throw this.fail(comm, err);
       }
@@ -88,7 +106,10 @@ export class MpiRuntime {
     desc[FAILED_HERE] = 1 + Math.max(0, FAILURE_NAMES.indexOf(err.name));
     const p = this.addon.call(BARRIER as Kind, comm.handle, SAME_CALL, 1, 0, 0, desc, null, null, null);
     if (!Number.isFinite(timeoutMs)) return;
-    const timer = setTimeout(() => this.timeout(comm, `${OP_NAME[desc[0]]} (announcing its failure)`, timeoutMs), timeoutMs);
+    const timer = setTimeout(
+      () => this.timeout(comm, `${OP_NAME[desc[0]]} (announcing its failure)`, timeoutMs),
+      timeoutMs,
+    );
     p.finally(() => clearTimeout(timer));
   }
 
@@ -124,14 +145,21 @@ function describe(d: Int32Array, at: number): string {
  * failed before calling (bad arguments here) makes the others raise GroupAbortedError naming
  * it; calls that differ raise CollectiveMismatchError naming the first member that differs.
  */
-function refusal(comm: MpiComm, call: string, all: Int32Array, mine: Int32Array, me: number, sameCount: boolean): CommError {
+function refusal(
+  comm: MpiComm,
+  call: string,
+  all: Int32Array,
+  mine: Int32Array,
+  me: number,
+  sameCount: boolean,
+): CommError {
   const size = comm.ranks.length;
   const stride = FIXED + 2 * size;
   const global = (r: number) => comm.ranks[r];
   const failed = Array.from({ length: size }, (_, r) => r).filter((r) => all[r * stride + FAILED_HERE] !== 0);
   if (failed.length > 0) {
     const who = failed.map(global);
-    const name = FAILURE_NAMES[(all[(failed[0]) * stride + FAILED_HERE]) - 1] ?? 'CommError';
+    const name = FAILURE_NAMES[all[failed[0] * stride + FAILED_HERE] - 1] ?? 'CommError';
     const why = `rank ${me}: ${call} refused: rank ${who.join(', ')} failed its call (${name}, raised there)`;
     return new GroupAbortedError(why, { rank: me, ranks: who, op: call });
   }
@@ -145,14 +173,26 @@ function refusal(comm: MpiComm, call: string, all: Int32Array, mine: Int32Array,
   for (let i = 0; i < size; i++) {
     for (let j = 0; j < size; j++) {
       const sent = all[i * stride + FIXED + j];
-      const got = (all[j * stride + FIXED + size + i] ?? 0);
+      const got = all[j * stride + FIXED + size + i] ?? 0;
       const root = all[i * stride + 3];
       const scatterSent = all[root * stride + FIXED + i];
-      const differ = call === 'allToAll' ? sent !== got : call === 'scatter' && j === 0 && scatterSent !== all[i * stride + 4];
+      const differ =
+        call === 'allToAll' ? sent !== got : call === 'scatter' && j === 0 && scatterSent !== all[i * stride + 4];
       if (!differ) continue;
-      const what = call === 'allToAll' ? `rank ${global(i)} sends ${sent} elements to rank ${global(j)}, which expects ${got}` : `the root sends rank ${global(i)} ${scatterSent} elements, it expects ${all[i * stride + 4]}`;
-      return new CollectiveMismatchError(`rank ${me}: ${call}: ${what}`, { rank: me, ranks: [global(i), global(j)], op: call });
+      const what =
+        call === 'allToAll'
+          ? `rank ${global(i)} sends ${sent} elements to rank ${global(j)}, which expects ${got}`
+          : `the root sends rank ${global(i)} ${scatterSent} elements, it expects ${all[i * stride + 4]}`;
+      return new CollectiveMismatchError(`rank ${me}: ${call}: ${what}`, {
+        rank: me,
+        ranks: [global(i), global(j)],
+        op: call,
+      });
     }
   }
-  return new CollectiveMismatchError(`rank ${me}: ${call}: the members' sizes do not fit together`, { rank: me, ranks: [...comm.ranks], op: call });
+  return new CollectiveMismatchError(`rank ${me}: ${call}: the members' sizes do not fit together`, {
+    rank: me,
+    ranks: [...comm.ranks],
+    op: call,
+  });
 }

@@ -27,17 +27,32 @@ export function mpiWorld(): MpiWorld | null {
 
 /** Loads @ddp/mpi, starts MPI on its thread and returns the world group. */
 export async function initMpi(timeoutMs: number): Promise<ProcessGroup> {
-  if (finalized) throw new CommError('initProcessGroup: MPI was finalised by destroyProcessGroup and cannot start again in this process', { op: 'initProcessGroup' });
+  if (finalized)
+    throw new CommError(
+      'initProcessGroup: MPI was finalised by destroyProcessGroup and cannot start again in this process',
+      { op: 'initProcessGroup' },
+    );
   const mod = await import('@ddp/mpi').catch((e: unknown) => {
-    throw new CommError(`initProcessGroup: backend 'mpi' needs the optional package @ddp/mpi: ${e}`, { op: 'initProcessGroup' });
+    throw new CommError(`initProcessGroup: backend 'mpi' needs the optional package @ddp/mpi: ${e}`, {
+      op: 'initProcessGroup',
+    });
   });
   const addon = mod.loadMpi();
-  if (!addon) throw new CommError(`initProcessGroup: backend 'mpi' is unavailable: ${mod.whyMissing()}`, { op: 'initProcessGroup' });
+  if (!addon)
+    throw new CommError(`initProcessGroup: backend 'mpi' is unavailable: ${mod.whyMissing()}`, {
+      op: 'initProcessGroup',
+    });
   const [status, , , message, rank, size] = await addon.call(INIT, 0, 0, 0, 0, 0, null, null, null, null);
-  if (status !== 0) throw new CommError(`initProcessGroup: MPI_Init_thread failed: ${message}`, { op: 'initProcessGroup' });
+  if (status !== 0)
+    throw new CommError(`initProcessGroup: MPI_Init_thread failed: ${message}`, { op: 'initProcessGroup' });
   const rt = new MpiRuntime(addon, rank);
   const comm: MpiComm = { handle: 0, ranks: Array.from({ length: size }, (_, r) => r), rank, failed: null };
-  const w: MpiWorld = { rt, timeoutMs, destroyed: false, group: new MpiProcessGroup(rt, comm, timeoutMs, () => w.destroyed) };
+  const w: MpiWorld = {
+    rt,
+    timeoutMs,
+    destroyed: false,
+    group: new MpiProcessGroup(rt, comm, timeoutMs, () => w.destroyed),
+  };
   world = w;
   return w.group;
 }
@@ -54,7 +69,17 @@ export async function destroyMpi(): Promise<void> {
   finalized = true;
   if (w.rt.stuck) return;
   const comm = { handle: 0, ranks: w.group.ranks, rank: w.group.rank, failed: null };
-  const call = { kind: FINALIZE, rule: 0, type: 0, op: 0, root: 0, desc: null, counts: null, a: null, b: null } as const;
+  const call = {
+    kind: FINALIZE,
+    rule: 0,
+    type: 0,
+    op: 0,
+    root: 0,
+    desc: null,
+    counts: null,
+    a: null,
+    b: null,
+  } as const;
   await w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs).catch(() => {});
 }
 
@@ -63,7 +88,17 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
   const me = w.group.ranks[w.group.rank];
   const inside = members.includes(me);
   const world0 = { handle: 0, ranks: w.group.ranks, rank: w.group.rank, failed: null };
-  const call = { kind: SPLIT, rule: 0, type: 0, op: me, root: inside ? 0 : -1, desc: null, counts: null, a: null, b: null } as const;
+  const call = {
+    kind: SPLIT,
+    rule: 0,
+    type: 0,
+    op: me,
+    root: inside ? 0 : -1,
+    desc: null,
+    counts: null,
+    a: null,
+    b: null,
+  } as const;
   const [, , , , handle] = await w.rt.run(world0, 'newGroup', call, timeoutMs);
   if (!inside) return null;
   if (handle < 0) throw new InvalidArgumentError(`rank ${me}: newGroup: MPI gave no communicator`, { op: 'newGroup' });
@@ -72,5 +107,7 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
 }
 
 export function mpiNotAvailable(what: string): never {
-  throw new NotInitializedError(`${what}: not available on the mpi backend (it has no store or ddp sockets)`, { op: what });
+  throw new NotInitializedError(`${what}: not available on the mpi backend (it has no store or ddp sockets)`, {
+    op: what,
+  });
 }

@@ -34,7 +34,11 @@ export class HashStore implements Store {
       timer = setTimeout(() => {
         cancel();
         const missing = keys.filter((k) => !this.table.has(k));
-        reject(new CommTimeoutError(`store wait timed out after ${timeoutMs} ms for keys ${missing.join(', ')}`, { op: 'store.wait' }));
+        reject(
+          new CommTimeoutError(`store wait timed out after ${timeoutMs} ms for keys ${missing.join(', ')}`, {
+            op: 'store.wait',
+          }),
+        );
       }, timeoutMs);
       if (keys.every((k) => this.table.has(k))) clearTimeout(timer);
     });

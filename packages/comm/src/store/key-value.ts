@@ -26,7 +26,8 @@ export class KeyValueTable {
     const cur = this.data.get(key);
     const text = cur ? new TextDecoder().decode(cur) : '0';
     const n = Number(text);
-    if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`store key ${key} holds ${JSON.stringify(text)}, not an integer`, { op: 'add' });
+    if (!Number.isSafeInteger(n))
+      throw new InvalidArgumentError(`store key ${key} holds ${JSON.stringify(text)}, not an integer`, { op: 'add' });
     const next = n + amount;
     this.set(key, new TextEncoder().encode(String(next)));
     return next;

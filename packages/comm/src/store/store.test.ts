@@ -27,15 +27,21 @@ async function tcpPair(): Promise<[TCPStore, TCPStore]> {
 }
 
 const flavours: [string, () => Promise<[Store, Store]>][] = [
-  ['HashStore', async () => {
-    const s = new HashStore(2000);
-    return [s, s];
-  }],
+  [
+    'HashStore',
+    async () => {
+      const s = new HashStore(2000);
+      return [s, s];
+    },
+  ],
   ['TCPStore', tcpPair],
-  ['PrefixStore over TCPStore', async () => {
-    const [a, b] = await tcpPair();
-    return [new PrefixStore('p', a), new PrefixStore('p', b)];
-  }],
+  [
+    'PrefixStore over TCPStore',
+    async () => {
+      const [a, b] = await tcpPair();
+      return [new PrefixStore('p', a), new PrefixStore('p', b)];
+    },
+  ],
 ];
 
 describe.each(flavours)('%s', (_, make) => {
@@ -61,7 +67,9 @@ describe.each(flavours)('%s', (_, make) => {
     const [a, b] = await make();
     const got = b.get('later');
     const waited = b.wait(['later', 'later2']);
-    const setter = new Promise((resolve) => setTimeout(resolve, 50)).then(() => a.set('later', 'x')).then(() => a.set('later2', 'y'));
+    const setter = new Promise((resolve) => setTimeout(resolve, 50))
+      .then(() => a.set('later', 'x'))
+      .then(() => a.set('later2', 'y'));
     expect(text(await got)).toBe('x');
     await waited;
     await setter;
@@ -79,14 +87,20 @@ describe.each(flavours)('%s', (_, make) => {
 describe('TCPStore security', () => {
   it('refuses a client with the wrong secret (AuthError) and keeps serving', async () => {
     const [server] = await tcpPair();
-    await expect(TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 'wrong', timeoutMs: 2000 })).rejects.toBeInstanceOf(AuthError);
+    await expect(
+      TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 'wrong', timeoutMs: 2000 }),
+    ).rejects.toBeInstanceOf(AuthError);
     await server.set('still', 'ok');
     expect(text(await server.get('still'))).toBe('ok');
   });
 
   it('survives random bytes and an oversized length prefix', async () => {
     const [server, client] = await tcpPair();
-    for (const junk of [Buffer.from('GET / HTTP/1.1\r\n\r\n'), Buffer.alloc(4096, 0xff), Buffer.from([0xff, 0xff, 0xff, 0x7f])]) {
+    for (const junk of [
+      Buffer.from('GET / HTTP/1.1\r\n\r\n'),
+      Buffer.alloc(4096, 0xff),
+      Buffer.from([0xff, 0xff, 0xff, 0x7f]),
+    ]) {
       await new Promise<void>((resolve) => {
         const s = connect({ host: '127.0.0.1', port: server.port }, () => s.end(junk));
         s.on('error', () => resolve());

@@ -118,7 +118,14 @@ export class TCPStore implements Store {
     this.socket.on('data', onData);
     this.socket.on('error', () => {});
     this.socket.on('close', () => {
-      if (!this.closed) this.fail(new PeerLostError(`rank ${this.rank}: the store connection closed (is rank 0 alive?)`, { rank: this.rank, ranks: [0], op: 'store' }));
+      if (!this.closed)
+        this.fail(
+          new PeerLostError(`rank ${this.rank}: the store connection closed (is rank 0 alive?)`, {
+            rank: this.rank,
+            ranks: [0],
+            op: 'store',
+          }),
+        );
     });
   }
 
@@ -154,7 +161,12 @@ export class TCPStore implements Store {
       if (timeoutMs !== undefined) {
         p.timer = setTimeout(() => {
           this.pending.delete(id);
-          reject(new CommTimeoutError(`rank ${this.rank}: store ${what} timed out after ${timeoutMs} ms`, { rank: this.rank, op: `store.${what}` }));
+          reject(
+            new CommTimeoutError(`rank ${this.rank}: store ${what} timed out after ${timeoutMs} ms`, {
+              rank: this.rank,
+              op: `store.${what}`,
+            }),
+          );
         }, timeoutMs);
       }
       this.pending.set(id, p);
@@ -172,7 +184,13 @@ export class TCPStore implements Store {
     return (await this.request(StoreCmd.Add, (w) => w.str(key).f64(amount), 'add')).f64();
   }
   async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
-    return (await this.request(StoreCmd.CompareSet, (w) => w.str(key).bytes(toBytes(expected)).bytes(toBytes(desired)), 'compareSet')).bytes();
+    return (
+      await this.request(
+        StoreCmd.CompareSet,
+        (w) => w.str(key).bytes(toBytes(expected)).bytes(toBytes(desired)),
+        'compareSet',
+      )
+    ).bytes();
   }
   async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     await this.request(

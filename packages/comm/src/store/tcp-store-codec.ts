@@ -58,7 +58,10 @@ export class BodyReader {
   private off = 0;
   constructor(private readonly b: Buffer) {}
   private need(n: number): void {
-    if (n < 0 || this.off + n > this.b.length) throw new ProtocolError(`store message truncated (need ${n} bytes at ${this.off} of ${this.b.length})`, { op: 'store' });
+    if (n < 0 || this.off + n > this.b.length)
+      throw new ProtocolError(`store message truncated (need ${n} bytes at ${this.off} of ${this.b.length})`, {
+        op: 'store',
+      });
   }
   u8(): number {
     this.need(1);
@@ -95,7 +98,8 @@ export class BodyReader {
     return out;
   }
   end(): void {
-    if (this.off !== this.b.length) throw new ProtocolError(`store message has ${this.b.length - this.off} trailing bytes`, { op: 'store' });
+    if (this.off !== this.b.length)
+      throw new ProtocolError(`store message has ${this.b.length - this.off} trailing bytes`, { op: 'store' });
   }
 }
 
@@ -106,7 +110,8 @@ export function takeBodies(q: ByteQueue): Buffer[] {
   while (q.length >= 4) {
     q.peekInto(hdr, 4);
     const len = hdr.readUInt32LE(0);
-    if (len > MAX_STORE_BODY) throw new ProtocolError(`store message of ${len} bytes exceeds ${MAX_STORE_BODY}`, { op: 'store' });
+    if (len > MAX_STORE_BODY)
+      throw new ProtocolError(`store message of ${len} bytes exceeds ${MAX_STORE_BODY}`, { op: 'store' });
     if (q.length < 4 + len) break;
     q.skip(4);
     out.push(Buffer.from(q.take(len).buffer));

@@ -138,7 +138,10 @@ export class TCPStoreServer {
         try {
           next = t.add(key, amount);
         } catch (e) {
-          const w = new BodyWriter().u32(id).u8(1).str((e as Error).message);
+          const w = new BodyWriter()
+            .u32(id)
+            .u8(1)
+            .str((e as Error).message);
           sock.write(w.frame());
           return;
         }

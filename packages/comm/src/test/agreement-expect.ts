@@ -23,14 +23,21 @@ export function wrongAgreement(out: RankOutcome[]): string[] {
   for (const o of out) {
     for (const name of Object.keys(MISMATCHES)) {
       want(o, name, 'CollectiveMismatchError');
-      const namesFirst = (r: Outcome) => r.message?.includes('refused') === true && r.cause?.name === 'CollectiveMismatchError';
+      const namesFirst = (r: Outcome) =>
+        r.message?.includes('refused') === true && r.cause?.name === 'CollectiveMismatchError';
       want(o, `${name}/after`, 'CollectiveMismatchError', namesFirst);
     }
     // rank 1's bad call aborted the group: its peers do not run their collective without it
     for (const name of Object.keys(BAD_CALLS)) {
       if (o.rank === 1) want(o, name, 'InvalidArgumentError');
       // (refused at once when rank 1's abort arrived before this rank made the call)
-      else want(o, name, 'GroupAbortedError', (r) => r.ranks?.join() === '1' && /InvalidArgumentError/.test(r.message ?? ''));
+      else
+        want(
+          o,
+          name,
+          'GroupAbortedError',
+          (r) => r.ranks?.join() === '1' && /InvalidArgumentError/.test(r.message ?? ''),
+        );
       want(o, `${name}/after`, 'GroupAbortedError', (r) => /refused.*InvalidArgumentError/.test(r.message ?? ''));
     }
     // the world group was never involved

@@ -46,7 +46,9 @@ function check(phase: string, d: Dtype, got: CommArray, ranks: number[], offset 
     if (!Number.isFinite(v)) finite = false;
     else maxRel = Math.max(maxRel, Math.abs(v - exact) / Math.abs(exact));
   }
-  const hash = createHash('sha256').update(new Uint8Array(got.buffer, got.byteOffset, got.byteLength)).digest('hex');
+  const hash = createHash('sha256')
+    .update(new Uint8Array(got.buffer, got.byteOffset, got.byteLength))
+    .digest('hex');
   console.log(`RESULT ${JSON.stringify({ phase, finite, maxRel, ordinaryExact, hash })}`);
 }
 

@@ -10,7 +10,9 @@ export class Checker {
     this.checks++;
     const at = firstDiff(got, want);
     if (at >= 0) {
-      this.failures.push(`${what}: length ${got.length} vs ${want.length}, first difference at ${at}: got ${show(d, got, at)}, want ${show(d, want, at)}`);
+      this.failures.push(
+        `${what}: length ${got.length} vs ${want.length}, first difference at ${at}: got ${show(d, got, at)}, want ${show(d, want, at)}`,
+      );
     }
   }
 

@@ -29,7 +29,8 @@ async function suite(g: ProcessGroup, d: Dtype, n: number): Promise<void> {
     await run(g, 'gather', { d, n, root });
     await run(g, 'scatter', { d, n, root });
   }
-  for (const what of ['allGatherInto', 'allGather', 'allToAll', 'p2p', 'barrier'] as const) await run(g, what, { d, n });
+  for (const what of ['allGatherInto', 'allGather', 'allToAll', 'p2p', 'barrier'] as const)
+    await run(g, what, { d, n });
 }
 
 for (const d of DTYPES) for (const n of [0, 1, 7]) await suite(pg, d, n);

@@ -1,6 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { randomBytes } from 'node:crypto';
 import { CommError, destroyProcessGroup, getStore, initProcessGroup } from '../index.js';
 import { decodeText } from '../store/store.js';
 
@@ -17,7 +17,9 @@ import { decodeText } from '../store/store.js';
 const mode = process.argv[2];
 const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.stringify(r)}`);
 const describeError = (e: unknown) =>
-  e instanceof CommError ? { name: e.name, message: e.message, ranks: e.ranks, at: Date.now() } : { name: 'other', message: String(e), ranks: [], at: Date.now() };
+  e instanceof CommError
+    ? { name: e.name, message: e.message, ranks: e.ranks, at: Date.now() }
+    : { name: 'other', message: String(e), ranks: [], at: Date.now() };
 
 let pg: Awaited<ReturnType<typeof initProcessGroup>>;
 try {
@@ -53,7 +55,9 @@ switch (mode) {
     break;
   }
   case 'mismatch':
-    await attempt('collective', () => (pg.rank === last ? pg.allGather(new Float32Array(5)).wait() : pg.allReduce(new Float32Array(5)).wait()));
+    await attempt('collective', () =>
+      pg.rank === last ? pg.allGather(new Float32Array(5)).wait() : pg.allReduce(new Float32Array(5)).wait(),
+    );
     await attempt('after', () => pg.barrier().wait());
     break;
   case 'count':
@@ -71,7 +75,9 @@ switch (mode) {
     break;
   case 'fuzz': {
     if (pg.rank === 0) {
-      const targets: ({ host: string; port: number } | { path: string })[] = [{ host: process.env.MASTER_ADDR as string, port: Number(process.env.MASTER_PORT) }];
+      const targets: ({ host: string; port: number } | { path: string })[] = [
+        { host: process.env.MASTER_ADDR as string, port: Number(process.env.MASTER_PORT) },
+      ];
       for (let r = 0; r < pg.size; r++) {
         for (const key of ['addr', 'mainaddr']) {
           const a = JSON.parse(decodeText(await getStore().get(`ddp/0/${key}/${r}`)));
@@ -79,7 +85,13 @@ switch (mode) {
           if (a.uds) targets.push({ path: a.uds });
         }
       }
-      const junks = [randomBytes(1), randomBytes(64), randomBytes(70_000), Buffer.from('DDPH\x01\x02\x00\x00\x00\x00'), Buffer.alloc(26, 0xff)];
+      const junks = [
+        randomBytes(1),
+        randomBytes(64),
+        randomBytes(70_000),
+        Buffer.from('DDPH\x01\x02\x00\x00\x00\x00'),
+        Buffer.alloc(26, 0xff),
+      ];
       let sent = 0;
       for (const t of targets) {
         for (const junk of junks) {

@@ -12,7 +12,11 @@ import { firstDiff, generate, makeArray, OPS, reference } from './reference.js';
  */
 const pg = await initProcessGroup({ timeoutMs: 120_000 });
 const ranks = Array.from({ length: pg.size }, (_, r) => r);
-const digest = (a: ArrayBufferView) => createHash('sha256').update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength)).digest('hex').slice(0, 16);
+const digest = (a: ArrayBufferView) =>
+  createHash('sha256')
+    .update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength))
+    .digest('hex')
+    .slice(0, 16);
 const exact: Record<string, string> = {};
 const wrong: string[] = [];
 const sent: Record<string, number> = {};

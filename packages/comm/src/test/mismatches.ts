@@ -14,7 +14,8 @@ export const MISMATCHES: Record<string, (g: ProcessGroup) => Promise<unknown>> =
   'broadcast count at the root': (g) => g.broadcast(f32(g.rank === 0 ? 6 : 5), { src: 0 }).wait(),
   'broadcast dtype': (g) => g.broadcast(g.rank === 1 ? new Float64Array(5) : f32(5), { src: 0 }).wait(),
   'broadcast count, chain-sized': (g) => g.broadcast(f32(g.rank === 2 ? 300_001 : 300_000), { src: 0 }).wait(),
-  'broadcast against allReduce': (g) => (g.rank === 2 ? g.allReduce(f32(5)).wait() : g.broadcast(f32(5), { src: 0 }).wait()),
+  'broadcast against allReduce': (g) =>
+    g.rank === 2 ? g.allReduce(f32(5)).wait() : g.broadcast(f32(5), { src: 0 }).wait(),
   'reduce dst': (g) => g.reduce(f32(5), { dst: g.rank === 2 ? 1 : 0 }).wait(),
   'reduce op': (g) => g.reduce(f32(5), { dst: 0, op: g.rank === 1 ? 'max' : 'sum' }).wait(),
   'gather dst': (g) => g.gather(f32(3), { dst: g.rank === 2 ? 1 : 0 }).wait(),
@@ -23,7 +24,8 @@ export const MISMATCHES: Record<string, (g: ProcessGroup) => Promise<unknown>> =
     const src = g.rank === 2 ? 1 : 0;
     return g.scatter(f32(2), { src, inputs: g.rank === src ? filled(2, f32) : undefined }).wait();
   },
-  'scatter sizes': (g) => g.scatter(f32(g.rank === 2 ? 3 : 2), { src: 0, inputs: g.rank === 0 ? filled(2, f32) : undefined }).wait(),
+  'scatter sizes': (g) =>
+    g.scatter(f32(g.rank === 2 ? 3 : 2), { src: 0, inputs: g.rank === 0 ? filled(2, f32) : undefined }).wait(),
   'allGather dtype': (g) => g.allGather(g.rank === 1 ? new Int32Array(4) : f32(4)).wait(),
   'allGatherInto count': (g) => {
     const n = g.rank === 2 ? 5 : 4;
@@ -45,5 +47,6 @@ export const MISMATCHES: Record<string, (g: ProcessGroup) => Promise<unknown>> =
 export const BAD_CALLS: Record<string, (g: ProcessGroup) => Promise<unknown>> = {
   'unknown reduce op': (g) => g.allReduce(f32(5), { op: g.rank === 1 ? ('median' as 'sum') : 'sum' }).wait(),
   'broadcast src out of range': (g) => g.broadcast(f32(5), { src: g.rank === 1 ? 7 : 0 }).wait(),
-  'allToAll of mixed array types': (g) => g.allToAll(filled(2, g.rank === 1 ? (n) => new Int32Array(n) : f32), filled(2, f32)).wait(),
+  'allToAll of mixed array types': (g) =>
+    g.allToAll(filled(2, g.rank === 1 ? (n) => new Int32Array(n) : f32), filled(2, f32)).wait(),
 };

@@ -13,7 +13,12 @@ import { makeArray } from './reference.js';
 const g = await initProcessGroup({ backend: 'mpi', timeoutMs: 30_000 });
 const c = new Checker();
 const word = (d: Dtype, v: number) => (d === 'float16' ? floatToHalf(v) : d === 'bfloat16' ? floatToBfloat(v) : v);
-const isNaNWord = (d: Dtype, w: number) => (d === 'float16' ? (w & 0x7c00) === 0x7c00 && (w & 0x3ff) !== 0 : d === 'bfloat16' ? (w & 0x7f80) === 0x7f80 && (w & 0x7f) !== 0 : Number.isNaN(w));
+const isNaNWord = (d: Dtype, w: number) =>
+  d === 'float16'
+    ? (w & 0x7c00) === 0x7c00 && (w & 0x3ff) !== 0
+    : d === 'bfloat16'
+      ? (w & 0x7f80) === 0x7f80 && (w & 0x7f) !== 0
+      : Number.isNaN(w);
 for (const d of ['float32', 'float64', 'float16', 'bfloat16'] as const) {
   for (const op of ['max', 'min'] as const) {
     // NaN first on rank 0, then on rank 1: both orders of the comparison
@@ -30,7 +35,11 @@ for (const d of ['float32', 'float64', 'float16', 'bfloat16'] as const) {
 }
 let shortReceive = 'none';
 if (g.rank === 0) await g.send(new Float32Array(4), 1).wait();
-else await g.recv(new Float32Array(6), 0).wait().catch((e: Error) => (shortReceive = `${e.name}: ${e.message}`));
+else
+  await g
+    .recv(new Float32Array(6), 0)
+    .wait()
+    .catch((e: Error) => (shortReceive = `${e.name}: ${e.message}`));
 // the receiver's group failed: its next call is refused there, and so on the sender
 let after = 'ok';
 try {

@@ -1,5 +1,11 @@
 import type { Dtype } from '../dtypes.js';
-import { destroyProcessGroup, initProcessGroup, newGroup, newSubgroupsByEnumeration, type ProcessGroup } from '../index.js';
+import {
+  destroyProcessGroup,
+  initProcessGroup,
+  newGroup,
+  newSubgroupsByEnumeration,
+  type ProcessGroup,
+} from '../index.js';
 import { Checker } from './checker.js';
 import { DTYPES, OPS } from './reference.js';
 import { issue, SCENARIOS, type Scenario } from './scenarios.js';
@@ -23,7 +29,9 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T
 
 const world = await initProcessGroup({ timeoutMs: 60_000 });
 const ranks = Array.from({ length: world.size }, (_, r) => r);
-const [mySub] = await newSubgroupsByEnumeration([ranks.filter((r) => r % 2 === 0), ranks.filter((r) => r % 2 === 1)].filter((l) => l.length > 0));
+const [mySub] = await newSubgroupsByEnumeration(
+  [ranks.filter((r) => r % 2 === 0), ranks.filter((r) => r % 2 === 1)].filter((l) => l.length > 0),
+);
 const ends = await newGroup([0, world.size - 1]);
 const c = new Checker();
 const inFlight: Scenario[] = [];
@@ -42,7 +50,8 @@ for (let i = 0; i < count; i++) {
   const what = pick(SCENARIOS);
   const d: Dtype = pick(DTYPES);
   const r = rand();
-  const n = r < 0.7 ? Math.floor(rand() * 65) : r < 0.97 ? Math.floor(rand() * 5000) : 70_000 + Math.floor(rand() * 60_000);
+  const n =
+    r < 0.7 ? Math.floor(rand() * 65) : r < 0.97 ? Math.floor(rand() * 5000) : 70_000 + Math.floor(rand() * 60_000);
   const op = pick(OPS);
   const rootDraw = rand();
   const g: ProcessGroup | null = which === 'world' ? world : which === 'sub' ? (mySub as ProcessGroup) : ends;

@@ -13,7 +13,19 @@ export interface Scenario {
   check: (c: Checker) => void;
 }
 
-export const SCENARIOS = ['allReduce', 'reduceScatter', 'broadcast', 'allGatherInto', 'allGather', 'reduce', 'gather', 'scatter', 'allToAll', 'p2p', 'barrier'] as const;
+export const SCENARIOS = [
+  'allReduce',
+  'reduceScatter',
+  'broadcast',
+  'allGatherInto',
+  'allGather',
+  'reduce',
+  'gather',
+  'scatter',
+  'allToAll',
+  'p2p',
+  'barrier',
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface ScenarioArgs {
@@ -41,21 +53,38 @@ export function issue(g: ProcessGroup, what: ScenarioName, a: ScenarioArgs): Sce
   switch (what) {
     case 'allReduce': {
       const buf = generate(d, gl(me), n, salt);
-      return { name, done: g.allReduce(buf, { op, ...half(d) }).wait(), check: (c) => c.equal(name, d, buf, reference(d, op, G, n, salt)) };
+      return {
+        name,
+        done: g.allReduce(buf, { op, ...half(d) }).wait(),
+        check: (c) => c.equal(name, d, buf, reference(d, op, G, n, salt)),
+      };
     }
     case 'reduceScatter': {
       const out = makeArray(d, n);
       const done = g.reduceScatter(out, generate(d, gl(me), n * g.size, salt), { op, ...half(d) }).wait();
-      return { name, done, check: (c) => c.equal(name, d, out, reference(d, op, G, n * g.size, salt).subarray(me * n, (me + 1) * n)) };
+      return {
+        name,
+        done,
+        check: (c) => c.equal(name, d, out, reference(d, op, G, n * g.size, salt).subarray(me * n, (me + 1) * n)),
+      };
     }
     case 'broadcast': {
       const buf = me === root ? generate(d, gl(root), n, salt) : makeArray(d, n);
-      return { name, done: g.broadcast(buf, { src: root, ...half(d) }).wait(), check: (c) => c.equal(name, d, buf, generate(d, gl(root), n, salt)) };
+      return {
+        name,
+        done: g.broadcast(buf, { src: root, ...half(d) }).wait(),
+        check: (c) => c.equal(name, d, buf, generate(d, gl(root), n, salt)),
+      };
     }
     case 'allGatherInto': {
       const out = makeArray(d, n * g.size);
       const done = g.allGatherInto(out, generate(d, gl(me), n, salt), half(d)).wait();
-      return { name, done, check: (c) => each((r) => c.equal(`${name} slot ${r}`, d, out.subarray(r * n, (r + 1) * n), generate(d, gl(r), n, salt))) };
+      return {
+        name,
+        done,
+        check: (c) =>
+          each((r) => c.equal(`${name} slot ${r}`, d, out.subarray(r * n, (r + 1) * n), generate(d, gl(r), n, salt))),
+      };
     }
     case 'allGather': {
       const p = g.allGather(generate(d, gl(me), n + me, salt), half(d)).wait();
@@ -63,12 +92,21 @@ export function issue(g: ProcessGroup, what: ScenarioName, a: ScenarioArgs): Sce
       const done = p.then((x) => {
         got = x;
       });
-      return { name, done, check: (c) => each((r) => c.equal(`${name} from ${r}`, d, got[r] ?? makeArray(d, 0), generate(d, gl(r), n + r, salt))) };
+      return {
+        name,
+        done,
+        check: (c) =>
+          each((r) => c.equal(`${name} from ${r}`, d, got[r] ?? makeArray(d, 0), generate(d, gl(r), n + r, salt))),
+      };
     }
     case 'reduce': {
       const buf = generate(d, gl(me), n, salt);
       const done = g.reduce(buf, { dst: root, op, ...half(d) }).wait();
-      return { name, done, check: (c) => c.equal(name, d, buf, me === root ? reference(d, op, G, n, salt) : generate(d, gl(me), n, salt)) };
+      return {
+        name,
+        done,
+        check: (c) => c.equal(name, d, buf, me === root ? reference(d, op, G, n, salt) : generate(d, gl(me), n, salt)),
+      };
     }
     case 'gather': {
       let got: CommArray[] | null = null;
@@ -83,21 +121,44 @@ export function issue(g: ProcessGroup, what: ScenarioName, a: ScenarioArgs): Sce
         done,
         check: (c) => {
           if (me !== root) return c.ok(`${name}: null off the root`, got === null);
-          each((r) => c.equal(`${name} from ${r}`, d, (got as CommArray[] | null)?.[r] ?? makeArray(d, 0), generate(d, gl(r), n + 2 * r, salt)));
+          each((r) =>
+            c.equal(
+              `${name} from ${r}`,
+              d,
+              (got as CommArray[] | null)?.[r] ?? makeArray(d, 0),
+              generate(d, gl(r), n + 2 * r, salt),
+            ),
+          );
         },
       };
     }
     case 'scatter': {
       const out = makeArray(d, n);
       const inputs = me === root ? G.map((r) => generate(d, 100 + r, n, salt)) : undefined;
-      return { name, done: g.scatter(out, { src: root, inputs, ...half(d) }).wait(), check: (c) => c.equal(name, d, out, generate(d, 100 + gl(me), n, salt)) };
+      return {
+        name,
+        done: g.scatter(out, { src: root, inputs, ...half(d) }).wait(),
+        check: (c) => c.equal(name, d, out, generate(d, 100 + gl(me), n, salt)),
+      };
     }
     case 'allToAll': {
       // rank i sends n + i + j elements to rank j, made from (i, j)
       const inputs = G.map((_, j) => generate(d, gl(me) * 10 + gl(j), n + me + j, salt));
       const outputs = G.map((_, j) => makeArray(d, n + j + me));
       const done = g.allToAll(outputs, inputs, half(d)).wait();
-      return { name, done, check: (c) => each((j) => c.equal(`${name} from ${j}`, d, outputs[j] as CommArray, generate(d, gl(j) * 10 + gl(me), n + j + me, salt))) };
+      return {
+        name,
+        done,
+        check: (c) =>
+          each((j) =>
+            c.equal(
+              `${name} from ${j}`,
+              d,
+              outputs[j] as CommArray,
+              generate(d, gl(j) * 10 + gl(me), n + j + me, salt),
+            ),
+          ),
+      };
     }
     case 'p2p': {
       if (g.size === 1) return { name, done: Promise.resolve(), check: () => {} };

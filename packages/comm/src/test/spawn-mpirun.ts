@@ -9,9 +9,13 @@ import type { RankOutcome } from './spawn-world.js';
 
 /** Why an mpirun test cannot run here (no mpirun, or no addon when the script needs it), or null. */
 export async function mpirunMissing(needsAddon: boolean): Promise<string | null> {
-  if (spawnSync('mpirun', ['--version']).status !== 0) return 'mpirun (Open MPI) is not installed (apt-get install openmpi-bin)';
+  if (spawnSync('mpirun', ['--version']).status !== 0)
+    return 'mpirun (Open MPI) is not installed (apt-get install openmpi-bin)';
   if (!needsAddon) return null;
-  const addon = await import('@ddp/mpi').then((m) => m.loadMpi(), () => null);
+  const addon = await import('@ddp/mpi').then(
+    (m) => m.loadMpi(),
+    () => null,
+  );
   return addon ? null : '@ddp/mpi is not built (apt-get install libopenmpi-dev, then pnpm rebuild @ddp/mpi)';
 }
 
@@ -34,27 +38,48 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
   const script = opts.script.startsWith('/') ? opts.script : fileURLToPath(new URL(opts.script, import.meta.url));
   const exported = Object.entries(opts.env ?? {}).flatMap(([k, v]) => ['-x', `${k}=${v}`]);
   // no torchrun variables: ranks must come from Open MPI's
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)),
+  );
   // one file per rank and stream (--tag-output would cut long lines into tagged pieces)
   const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
-  const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, ...(opts.mpirunArgs ?? []), '-np', String(opts.np), ...exported];
+  const args = [
+    '--allow-run-as-root',
+    '--oversubscribe',
+    '--output-filename',
+    dir,
+    ...(opts.mpirunArgs ?? []),
+    '-np',
+    String(opts.np),
+    ...exported,
+  ];
   const [cmd, ...prefix] = [...(opts.wrap ?? []), 'mpirun'];
-  const child = spawn(cmd, [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])], {
-    env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    cmd,
+    [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])],
+    {
+      env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let launcher = '';
   child.stderr.on('data', (c: Buffer) => {
     launcher += c.toString();
   });
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.on('close', (c, s) => resolve([c, s])),
+  );
   clearTimeout(timer);
-  const read = (rank: number, stream: string) => readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
+  const read = (rank: number, stream: string) =>
+    readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
   const outs = await Promise.all(
     Array.from({ length: opts.np }, async (_, rank): Promise<RankOutcome> => {
       const stdout = await read(rank, 'stdout');
-      const results = stdout.split('\n').filter((l) => l.startsWith('RESULT ')).map((l) => JSON.parse(l.slice(7)) as unknown);
+      const results = stdout
+        .split('\n')
+        .filter((l) => l.startsWith('RESULT '))
+        .map((l) => JSON.parse(l.slice(7)) as unknown);
       const stderr = (await read(rank, 'stderr')) + (code === 0 ? '' : launcher.slice(-2000));
       return { rank, code, signal, stdout, stderr, results };
     }),

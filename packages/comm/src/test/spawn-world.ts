@@ -52,7 +52,16 @@ export async function runWorld(opts: WorldOptions): Promise<RankOutcome[]> {
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const children: ChildProcess[] = [];
   const runs = Array.from({ length: opts.worldSize }, (_, rank) => {
-    const cmd = [...(opts.wrap?.(rank) ?? []), process.execPath, ...(opts.nodeArgs ?? []), '--conditions=@ddp/source', '--import', 'tsx', here + opts.script, ...(opts.args ?? [])];
+    const cmd = [
+      ...(opts.wrap?.(rank) ?? []),
+      process.execPath,
+      ...(opts.nodeArgs ?? []),
+      '--conditions=@ddp/source',
+      '--import',
+      'tsx',
+      here + opts.script,
+      ...(opts.args ?? []),
+    ];
     const child = spawn(cmd[0], cmd.slice(1), {
       env: {
         ...process.env,

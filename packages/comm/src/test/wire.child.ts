@@ -11,14 +11,20 @@ const pg = await initProcessGroup({ timeoutMs: 60_000 });
 const ranks = Array.from({ length: pg.size }, (_, r) => r);
 const out: Record<string, { sent: number; ok: boolean }> = {};
 let salt = 0;
-for (const [path, n] of [['direct', 1024], ['ring', 1 << 18]] as const) {
+for (const [path, n] of [
+  ['direct', 1024],
+  ['ring', 1 << 18],
+] as const) {
   for (const d of ['float32', 'float16', 'bfloat16'] as Dtype[]) {
     for (const op of ['sum', 'avg', 'max'] as ReduceOp[]) {
       const buf = generate(d, pg.rank, n, ++salt);
       await pg.barrier().wait();
       const before = getWireStats().bytesSent;
       await pg.allReduce(buf, { op, ...(d === 'float32' ? {} : { dtype: d as HalfDtype }) }).wait();
-      out[`${path}/${d}/${op}`] = { sent: getWireStats().bytesSent - before, ok: firstDiff(buf, reference(d, op, ranks, n, salt)) === -1 };
+      out[`${path}/${d}/${op}`] = {
+        sent: getWireStats().bytesSent - before,
+        ok: firstDiff(buf, reference(d, op, ranks, n, salt)) === -1,
+      };
     }
   }
 }

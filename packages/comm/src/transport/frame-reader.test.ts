@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from '../errors.js';
-import { encodeHeader, type Frame, FrameKind, type FrameHeader, PAD, padOf } from './frame.js';
+import { channelOf, encodeHeader, type Frame, type FrameHeader, FrameKind, PAD, padOf } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { Mailbox } from './mailbox.js';
-import { channelOf } from './frame.js';
 
 const header = (payloadLength: number, seq: number): FrameHeader => ({
   payloadLength,
@@ -48,7 +47,9 @@ describe('FrameReader', () => {
     for (let trial = 0; trial < 30; trial++) {
       const box = new Mailbox();
       const reader = new FrameReader(box, channelOf, (f) => box.deliver(channelOf(f.header), f), 'test');
-      const payloads = Array.from({ length: 12 }, (_, i) => Uint8Array.from({ length: Math.floor(rand() * 3000) }, (_, j) => (i * 31 + j) & 255));
+      const payloads = Array.from({ length: 12 }, (_, i) =>
+        Uint8Array.from({ length: Math.floor(rand() * 3000) }, (_, j) => (i * 31 + j) & 255),
+      );
       const got: Uint8Array[] = payloads.map((p) => new Uint8Array(p.byteLength));
       const done: Promise<Frame>[] = [];
       // half the receives are posted before the bytes arrive (sinks), half after (queue)

@@ -1,5 +1,14 @@
 import { type CommError, ProtocolError } from '../errors.js';
-import { decodeHeader, type Frame, FrameKind, type FrameHeader, HEADER_BYTES, MAX_FRAME_PAYLOAD, MAX_KIND, padOf } from './frame.js';
+import {
+  decodeHeader,
+  type Frame,
+  type FrameHeader,
+  FrameKind,
+  HEADER_BYTES,
+  MAX_FRAME_PAYLOAD,
+  MAX_KIND,
+  padOf,
+} from './frame.js';
 import type { Claimed, Mailbox } from './mailbox.js';
 
 const EMPTY = new Uint8Array(0);
@@ -98,11 +107,15 @@ export class FrameReader {
   private startFrame(): void {
     this.hdrFill = 0;
     const h = decodeHeader(this.hdr);
-    if (h.kind < FrameKind.Data || h.kind > MAX_KIND) throw new ProtocolError(`${this.what}: unknown frame kind ${h.kind}`, { op: 'transport' });
+    if (h.kind < FrameKind.Data || h.kind > MAX_KIND)
+      throw new ProtocolError(`${this.what}: unknown frame kind ${h.kind}`, { op: 'transport' });
     if (h.payloadLength > MAX_FRAME_PAYLOAD) {
-      throw new ProtocolError(`${this.what}: frame payload of ${h.payloadLength} bytes exceeds ${MAX_FRAME_PAYLOAD}`, { op: 'transport' });
+      throw new ProtocolError(`${this.what}: frame payload of ${h.payloadLength} bytes exceeds ${MAX_FRAME_PAYLOAD}`, {
+        op: 'transport',
+      });
     }
-    if (!Number.isSafeInteger(h.count) || h.count < 0) throw new ProtocolError(`${this.what}: bad element count ${h.count}`, { op: 'transport' });
+    if (!Number.isSafeInteger(h.count) || h.count < 0)
+      throw new ProtocolError(`${this.what}: bad element count ${h.count}`, { op: 'transport' });
     this.header = h;
     this.remaining = h.payloadLength;
     this.claimed = null;

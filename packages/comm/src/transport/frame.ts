@@ -1,4 +1,3 @@
-
 /**
  * Peer frame: a fixed 32-byte little-endian header, then `payloadLength` bytes (padded to 8).
  * The header carries the collective's fingerprint (op, dtype, reduce op, count, sequence

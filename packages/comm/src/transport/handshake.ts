@@ -68,10 +68,17 @@ class Reader {
     this.pump();
   };
   private unsubscribe: () => void;
-  private readonly onEnd = () => this.fail(new ProtocolError(`${this.what}: connection closed during handshake`, { op: 'handshake' }));
-  private readonly onError = (e: Error) => this.fail(new ProtocolError(`${this.what}: ${e.message}`, { op: 'handshake' }));
+  private readonly onEnd = () =>
+    this.fail(new ProtocolError(`${this.what}: connection closed during handshake`, { op: 'handshake' }));
+  private readonly onError = (e: Error) =>
+    this.fail(new ProtocolError(`${this.what}: ${e.message}`, { op: 'handshake' }));
 
-  constructor(private readonly socket: Socket, private readonly what: string, timeoutMs: number, source?: ByteSource) {
+  constructor(
+    private readonly socket: Socket,
+    private readonly what: string,
+    timeoutMs: number,
+    source?: ByteSource,
+  ) {
     this.unsubscribe = (source ?? dataEvents(socket))(this.onData);
     socket.on('end', this.onEnd);
     socket.on('close', this.onEnd);
@@ -152,7 +159,10 @@ export async function clientHandshake(
     const purposeByte = Buffer.from([opts.purpose]);
     const expected = mac(opts.secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
     if (!timingSafeEqual(expected, ch.subarray(16, 48))) {
-      throw new AuthError(`${opts.what}: the server does not know this run's secret (DDP_SECRET differs)`, { op: 'handshake', rank: opts.rank });
+      throw new AuthError(`${opts.what}: the server does not know this run's secret (DDP_SECRET differs)`, {
+        op: 'handshake',
+        rank: opts.rank,
+      });
     }
     const rankBuf = Buffer.alloc(4);
     rankBuf.writeInt32LE(opts.rank);
@@ -180,7 +190,8 @@ export async function serverHandshake(
     if (hello.toString('latin1', 0, 4) !== 'DDPH' || hello[4] !== VERSION) {
       throw new ProtocolError(`${opts.what}: not a ddp client (bad magic or version)`, { op: 'handshake' });
     }
-    if (hello[5] !== opts.purpose) throw new ProtocolError(`${opts.what}: wrong purpose ${hello[5]}`, { op: 'handshake' });
+    if (hello[5] !== opts.purpose)
+      throw new ProtocolError(`${opts.what}: wrong purpose ${hello[5]}`, { op: 'handshake' });
     const rank = hello.readInt32LE(6);
     // the run before the rank: a rank of another world may well be out of this one's range
     const theirs = Buffer.from(await reader.read(hello[26])).toString('utf8');
@@ -202,7 +213,10 @@ export async function serverHandshake(
     const expected = mac(opts.secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), runId, nonceS, nonceC]);
     if (!timingSafeEqual(expected, proof)) {
       socket.end(Buffer.from([0]));
-      throw new AuthError(`${opts.what}: refused a client claiming rank ${rank}: wrong secret`, { op: 'handshake', ranks: [rank] });
+      throw new AuthError(`${opts.what}: refused a client claiming rank ${rank}: wrong secret`, {
+        op: 'handshake',
+        ranks: [rank],
+      });
     }
     socket.write(Buffer.from([1]));
     return { peerRank: rank, leftover: reader.detach() };

@@ -56,7 +56,7 @@ export class Heartbeat {
 
   private tick(): void {
     const now = monotonicMs();
-    const late = now - (this.clock[LAST_TICK]);
+    const late = now - this.clock[LAST_TICK];
     this.clock[LAST_TICK] = now;
     if (late > this.limitMs) {
       this.clock[STALL_END] = now;
@@ -66,7 +66,7 @@ export class Heartbeat {
     }
     for (const p of this.peers()) {
       this.ping(p);
-      const quiet = now - (this.lastSeen[p]);
+      const quiet = now - this.lastSeen[p];
       if (quiet > this.limitMs) this.silent(p, Math.round(quiet));
     }
   }

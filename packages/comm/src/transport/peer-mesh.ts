@@ -2,10 +2,10 @@ import { unlinkSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
-import { channelOf, controlHeader, type Frame, FrameKind, type FrameHeader } from './frame.js';
+import { channelOf, controlHeader, type Frame, type FrameHeader, FrameKind } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss, stallError } from './heartbeat.js';
 import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
+import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss, stallError } from './heartbeat.js';
 import { Mailbox } from './mailbox.js';
 import { dial, listenOn, type PeerAddress, type SocketAddress, writeFrame } from './socket-io.js';
 import { isSocketFile, unixSocketAddress } from './unix-socket.js';
@@ -107,7 +107,10 @@ export class PeerMesh {
         maxRank: this.opts.worldSize - 1,
       });
       if (peerRank < 0 || peerRank === this.opts.rank || this.outbound[peerRank] || leftover.length > 0) {
-        throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, { op: 'connect', ranks: [peerRank] });
+        throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, {
+          op: 'connect',
+          ranks: [peerRank],
+        });
       }
       this.outbound[peerRank] = sock;
       sock.setNoDelay(true);
@@ -139,18 +142,20 @@ export class PeerMesh {
       };
     });
     await Promise.all(
-      addrs.filter((a) => a.rank !== rank).map(async (a) => {
-        const sameHost = !this.opts.forceTcp && a.uds !== null && a.hostId === this.opts.hostId;
-        for (let attempt = 0; ; attempt++) {
-          try {
-            await this.dialPeer(a.rank, sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
-            return;
-          } catch (e) {
-            if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) throw e;
-            await sleep(Math.min(20 * 2 ** attempt, 500));
+      addrs
+        .filter((a) => a.rank !== rank)
+        .map(async (a) => {
+          const sameHost = !this.opts.forceTcp && a.uds !== null && a.hostId === this.opts.hostId;
+          for (let attempt = 0; ; attempt++) {
+            try {
+              await this.dialPeer(a.rank, sameHost ? { path: a.uds as string } : { host: a.host, port: a.port });
+              return;
+            } catch (e) {
+              if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) throw e;
+              await sleep(Math.min(20 * 2 ** attempt, 500));
+            }
           }
-        }
-      }),
+        }),
     );
     this.arrived?.();
     const stop = new AbortController();
@@ -205,7 +210,12 @@ export class PeerMesh {
       sock.destroy();
       throw new ProtocolError(`rank ${rank}: already connected to rank ${peer}`, { op: 'connect', ranks: [peer] });
     }
-    const r = new FrameReader(this.mailboxes[peer] as Mailbox, channelOf, (f) => this.dispatch(peer, f), `rank ${rank} ← rank ${peer}`);
+    const r = new FrameReader(
+      this.mailboxes[peer] as Mailbox,
+      channelOf,
+      (f) => this.dispatch(peer, f),
+      `rank ${rank} ← rank ${peer}`,
+    );
     this.inbound[peer] = sock;
     this.readers[peer] = r;
     sock.setNoDelay(true);
@@ -218,8 +228,7 @@ export class PeerMesh {
     const k = f.header.kind;
     if (k === FrameKind.Data || k === FrameKind.P2P) {
       if (this.admit(peer, f)) this.mailboxes[peer]?.deliver(channelOf(f.header), f);
-    }
-    else if (k === FrameKind.Bye) this.farewell(peer);
+    } else if (k === FrameKind.Bye) this.farewell(peer);
     else if (k !== FrameKind.Heartbeat) this.onControl(peer, f);
   }
 
@@ -227,7 +236,10 @@ export class PeerMesh {
   private farewell(peer: number): void {
     this.said.add(peer);
     const box = this.mailboxes[peer] as Mailbox;
-    box.failure ??= new PeerLostError(`rank ${this.opts.rank}: rank ${peer} has left (destroyProcessGroup)`, { rank: this.opts.rank, ranks: [peer] });
+    box.failure ??= new PeerLostError(`rank ${this.opts.rank}: rank ${peer} has left (destroyProcessGroup)`, {
+      rank: this.opts.rank,
+      ranks: [peer],
+    });
     box.failWaiters(box.failure);
   }
 
@@ -258,14 +270,26 @@ export class PeerMesh {
     const sock = this.outbound[peer];
     const box = this.mailboxes[peer] as Mailbox;
     if (!sock || sock.destroyed || box.failure) {
-      done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: no connection to rank ${peer}`, { rank: this.opts.rank, ranks: [peer] }));
+      done?.(
+        box.failure ??
+          new PeerLostError(`rank ${this.opts.rank}: no connection to rank ${peer}`, {
+            rank: this.opts.rank,
+            ranks: [peer],
+          }),
+      );
       return;
     }
     // a write fails only when the peer is gone: report it as that peer's loss
     const cb = (err?: Error | null) => {
       if (!err) return done?.();
       this.lose(peer, `write failed: ${err.message}`);
-      done?.(box.failure ?? new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${err.message})`, { rank: this.opts.rank, ranks: [peer] }));
+      done?.(
+        box.failure ??
+          new PeerLostError(`rank ${this.opts.rank}: lost rank ${peer} (${err.message})`, {
+            rank: this.opts.rank,
+            ranks: [peer],
+          }),
+      );
     };
     writeFrame(sock, header, payload, cb, this.opts.wireCounters);
   }

@@ -36,7 +36,7 @@ function layout(size: number) {
   const table = progress + 2 * size * LINE;
   const data = table + size * TABLE * ENTRY_WORDS * 4;
   const lanes = [data, data + 2 * size * SLOT_BYTES[0]];
-  return { bells, progress, table, lanes, total: (lanes[1]) + 2 * size * SLOT_BYTES[1] };
+  return { bells, progress, table, lanes, total: lanes[1] + 2 * size * SLOT_BYTES[1] };
 }
 
 /** Maps (creating if first) the segment of a group; the last member to attach unlinks its name. */
@@ -143,7 +143,7 @@ export class ShmLane {
 
   /** Rank r's slot in a set, as bytes. */
   slot(set: number, r: number): Uint8Array {
-    const base = (this.at.lanes[this.lane]) + (set * this.size + r) * this.slotBytes;
+    const base = this.at.lanes[this.lane] + (set * this.size + r) * this.slotBytes;
     return new Uint8Array(this.sab, base, this.slotBytes);
   }
 

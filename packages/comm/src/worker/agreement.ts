@@ -49,7 +49,10 @@ export function scatterMisfit(root: number): Misfit {
     for (let k = 0; k < all.length; k++) {
       const expects = (all[k] as Float64Array)[0];
       if (sends[k + 1] !== expects) {
-        return { why: `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose output holds ${expects}`, ranks: [root, k] };
+        return {
+          why: `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose output holds ${expects}`,
+          ranks: [root, k],
+        };
       }
     }
     return null;
@@ -67,7 +70,11 @@ export const allToAllMisfit: Misfit = (all) => {
     for (let j = 0; j < n; j++) {
       const sends = (all[i] as Float64Array)[j];
       const expects = (all[j] as Float64Array)[n + i];
-      if (sends !== expects) return { why: `group rank ${i} sends ${sends} elements to group rank ${j}, which expects ${expects}`, ranks: [i, j] };
+      if (sends !== expects)
+        return {
+          why: `group rank ${i} sends ${sends} elements to group rank ${j}, which expects ${expects}`,
+          ranks: [i, j],
+        };
     }
   }
   return null;

@@ -1,14 +1,29 @@
-import { chainBroadcast, quiet, ringAllGather, ringAllReduce, ringReduceScatter, ringReduceScatterAverage } from '../algorithms/ring.js';
-import { directAllReduce, directBroadcast, directReduce, exchange, recvSized, reduceInRankOrder, sendSized } from '../algorithms/direct.js';
+import {
+  directAllReduce,
+  directBroadcast,
+  directReduce,
+  exchange,
+  recvSized,
+  reduceInRankOrder,
+  sendSized,
+} from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
-import { shmAllReduce } from '../algorithms/shm.js';
-import type { ShmLane } from '../transport/shm-lane.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
+import {
+  chainBroadcast,
+  quiet,
+  ringAllGather,
+  ringAllReduce,
+  ringReduceScatter,
+  ringReduceScatterAverage,
+} from '../algorithms/ring.js';
+import { shmAllReduce } from '../algorithms/shm.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, type ReduceOp, viewAs } from '../dtypes.js';
-import { finishAverage } from '../reduce.js';
 import { narrowHalf, widenHalf } from '../half.js';
+import { finishAverage } from '../reduce.js';
 import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
+import type { ShmLane } from '../transport/shm-lane.js';
 import { agree, allToAllDescriptor, allToAllMisfit, scatterDescriptor, scatterMisfit } from './agreement.js';
 import type { OpContext } from './op-context.js';
 import type { OpRequest, OpResult } from './protocol.js';
@@ -17,7 +32,11 @@ import { tuning } from './tuning.js';
 const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16';
 
 /** The op's staging array as numbers to reduce (half words widened to float32). */
-function numeric(req: OpRequest, offset = 0, length = req.length): { raw: CommArray; work: NumArray; done: () => void } {
+function numeric(
+  req: OpRequest,
+  offset = 0,
+  length = req.length,
+): { raw: CommArray; work: NumArray; done: () => void } {
   const bpe = bytesPerElement(req.dtype);
   const raw = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset + offset * bpe, length);
   if (!isHalf(req.dtype)) return { raw, work: raw as NumArray, done: () => {} };
@@ -93,7 +112,8 @@ async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
     // one round: send chunk p to rank p, reduce the chunks received for us in rank order
     const Ctor = work.constructor as new (k: number) => NumArray;
     const parts: NumArray[] = [];
-    for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, bytesOf(work.subarray(n * p, n * (p + 1))));
+    for (let p = 0; p < ctx.size; p++)
+      if (p !== ctx.rank) ctx.sendMessage(p, bytesOf(work.subarray(n * p, n * (p + 1))));
     await Promise.all(
       Array.from({ length: ctx.size }, (_, p) => {
         if (p === ctx.rank) return undefined;
@@ -106,7 +126,13 @@ async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
   } else if (req.reduceOp === 'avg' && !(work instanceof Int32Array)) {
     await ringReduceScatterAverage(ctx, work, bounds, tuning.segmentBytes);
   } else {
-    await ringReduceScatter(ctx, work, bounds, req.reduceOp, Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)));
+    await ringReduceScatter(
+      ctx,
+      work,
+      bounds,
+      req.reduceOp,
+      Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)),
+    );
     if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
   }
   done();
@@ -163,9 +189,13 @@ async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefi
     await agreed;
     return undefined;
   }
-  const parts = await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? own : recvSized(ctx, p))));
+  const parts = await Promise.all(
+    Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? own : recvSized(ctx, p))),
+  );
   await agreed;
-  for (const p of parts) if (p.byteLength % bpe !== 0) ctx.lengthMismatch(parts.indexOf(p), p.byteLength + bpe - (p.byteLength % bpe), p.byteLength);
+  for (const p of parts)
+    if (p.byteLength % bpe !== 0)
+      ctx.lengthMismatch(parts.indexOf(p), p.byteLength + bpe - (p.byteLength % bpe), p.byteLength);
   const sizes = parts.map((p) => p.byteLength / bpe);
   const bounds = boundsFromSizes(parts.map((p) => p.byteLength));
   const out = new SharedArrayBuffer(bounds[ctx.size]);
@@ -185,7 +215,7 @@ async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
   }
   const bounds = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
   for (let p = 0; p < ctx.size; p++) {
-    if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], (bounds[p + 1]) - (bounds[p])));
+    if (p !== ctx.rank) ctx.sendMessage(p, new Uint8Array(sab, bounds[p], bounds[p + 1] - bounds[p]));
   }
   await agreed;
 }
@@ -195,14 +225,16 @@ async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
   const inB = boundsFromSizes(req.sizes as number[]).map((b) => b * bpe);
-  const outB = boundsFromSizes(req.outSizes as number[]).map((b) => b * bpe + (inB[ctx.size]));
-  const slot = (b: number[], p: number) => new Uint8Array(sab, b[p], (b[p + 1]) - (b[p]));
+  const outB = boundsFromSizes(req.outSizes as number[]).map((b) => b * bpe + inB[ctx.size]);
+  const slot = (b: number[], p: number) => new Uint8Array(sab, b[p], b[p + 1] - b[p]);
   for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, slot(inB, p));
   const mineIn = slot(inB, ctx.rank);
   const mineOut = slot(outB, ctx.rank);
   if (mineIn.byteLength !== mineOut.byteLength) ctx.lengthMismatch(ctx.rank, mineOut.byteLength, mineIn.byteLength);
   mineOut.set(mineIn);
-  await Promise.all(Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? agreed : ctx.recvMessageInto(p, slot(outB, p)))));
+  await Promise.all(
+    Array.from({ length: ctx.size }, (_, p) => (p === ctx.rank ? agreed : ctx.recvMessageInto(p, slot(outB, p)))),
+  );
 }
 
 async function barrier(ctx: OpContext, _req: OpRequest): Promise<void> {

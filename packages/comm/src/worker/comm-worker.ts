@@ -1,8 +1,8 @@
 import { parentPort } from 'node:worker_threads';
 import { deserializeError, serializeError } from '../errors.js';
 import { PeerMesh } from '../transport/peer-mesh.js';
-import { wireCounterViews } from '../transport/socket-io.js';
 import { Lane, sharedMemory } from '../transport/shm-lane.js';
+import { wireCounterViews } from '../transport/socket-io.js';
 import { Executor } from './executor.js';
 import type { FromWorker, ToWorker } from './protocol.js';
 

@@ -1,16 +1,23 @@
-import { CollectiveMismatchError, CommError, laterCallError, reportedError, type SerializedError, serializeError } from '../errors.js';
-import { DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE, bytesPerElement } from '../dtypes.js';
-import { type Fingerprint, type Frame, FrameKind, type FrameHeader } from '../transport/frame.js';
-import type { PeerMesh } from '../transport/peer-mesh.js';
 import { availableParallelism } from 'node:os';
+import { bytesPerElement, DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE } from '../dtypes.js';
+import {
+  CollectiveMismatchError,
+  CommError,
+  laterCallError,
+  reportedError,
+  type SerializedError,
+  serializeError,
+} from '../errors.js';
 import type { HostLayout } from '../host-layout.js';
 import type { SharedMemory } from '../native.js';
+import { type Fingerprint, type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
+import type { PeerMesh } from '../transport/peer-mesh.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
-import { tuning } from './tuning.js';
 import { GroupState } from './group-state.js';
 import { describe, OpContext } from './op-context.js';
 import type { FromWorker, OpRequest, OpResult } from './protocol.js';
+import { tuning } from './tuning.js';
 
 /**
  * Runs the ops of every group on the worker thread: one queue per group (ops of a group
@@ -68,7 +75,15 @@ export class Executor {
     const g = this.groups.get(h.groupId);
     if (op === undefined || !g) return true;
     const me = this.mesh.opts.rank;
-    this.fail(g, new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, { rank: me, ranks: [me, peer], op }), 'here');
+    this.fail(
+      g,
+      new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, {
+        rank: me,
+        ranks: [me, peer],
+        op,
+      }),
+      'here',
+    );
     return false;
   }
 
@@ -95,7 +110,8 @@ export class Executor {
     // ranks that outnumber the cores must not spin: a spinning rank holds the core its peer needs
     const spinMs = local.length > availableParallelism() ? 0 : tuning.shmSpinMs[this.lane];
     const waits = { spinMs, blockMs: tuning.shmBlockMs };
-    const lane = shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
+    const lane =
+      shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
     const g = new GroupState(groupId, ranks, rank, lane);
     if (hosts && lane) g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null) };
     this.groups.set(groupId, g);
@@ -117,7 +133,18 @@ export class Executor {
     g.failure = err;
     if (from === 'here') {
       const payload = Buffer.from(JSON.stringify(serializeError(err)), 'utf8');
-      const h: FrameHeader = { payloadLength: payload.length, kind: FrameKind.Abort, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq: 0, count: 0, root: 0, aux: 0 };
+      const h: FrameHeader = {
+        payloadLength: payload.length,
+        kind: FrameKind.Abort,
+        op: 0,
+        dtype: 0,
+        reduceOp: 0,
+        groupId: g.id,
+        seq: 0,
+        count: 0,
+        root: 0,
+        aux: 0,
+      };
       for (const r of g.ranks) if (r !== this.mesh.opts.rank) this.mesh.write(r, h, payload);
     }
     for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(err, g.id);
@@ -165,7 +192,12 @@ export class Executor {
     );
   }
 
-  private context(g: GroupState, req: OpRequest, kind: FrameKind.Data | FrameKind.P2P, fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>): OpContext {
+  private context(
+    g: GroupState,
+    req: OpRequest,
+    kind: FrameKind.Data | FrameKind.P2P,
+    fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>,
+  ): OpContext {
     return new OpContext(
       this.mesh,
       g,
@@ -198,7 +230,18 @@ export class Executor {
         started.set(peer, s);
         if (started.size === others.length) finish();
       });
-      const h: FrameHeader = { payloadLength: 0, kind: FrameKind.Probe, op: 0, dtype: 0, reduceOp: 0, groupId: g.id, seq, count: 0, root: id, aux: 0 };
+      const h: FrameHeader = {
+        payloadLength: 0,
+        kind: FrameKind.Probe,
+        op: 0,
+        dtype: 0,
+        reduceOp: 0,
+        groupId: g.id,
+        seq,
+        count: 0,
+        root: id,
+        aux: 0,
+      };
       for (const r of others) this.mesh.write(r, h, null);
     });
   }
@@ -218,7 +261,14 @@ export class Executor {
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {
-      const err = g.failure ?? (e instanceof CommError ? e : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, { rank: this.mesh.opts.rank, op: req.op }));
+      const err =
+        g.failure ??
+        (e instanceof CommError
+          ? e
+          : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, {
+              rank: this.mesh.opts.rank,
+              op: req.op,
+            }));
       // receives this op posted may still be waiting: nothing later in this group can be trusted
       this.fail(g, err, 'here');
       throw err;
@@ -254,7 +304,8 @@ function fingerprintOf(req: OpRequest): Fingerprint {
   return {
     op: OP_CODE[req.op as OpName],
     dtype: DTYPE_CODE[req.dtype],
-    reduceOp: req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
+    reduceOp:
+      req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
     count: req.count,
     seq: req.seq,
     root: req.root,

@@ -36,7 +36,13 @@ export class GroupState {
 
   /** The members at group ranks `at` as a group of their own: same id and failure, this rank's lane if given. */
   part(at: readonly number[], shm: ShmLane | null): GroupState {
-    return new GroupState(this.id, at.map((i) => this.ranks[i]), at.indexOf(this.rank), shm, this);
+    return new GroupState(
+      this.id,
+      at.map((i) => this.ranks[i]),
+      at.indexOf(this.rank),
+      shm,
+      this,
+    );
   }
 
   get size(): number {
@@ -52,7 +58,11 @@ export class GroupState {
   scratch<T extends NumArray>(like: T): T {
     const bytes = like.byteLength;
     if (!this.scratchBuffer || this.scratchBuffer.byteLength < bytes) this.scratchBuffer = new ArrayBuffer(bytes);
-    return new (like.constructor as new (b: ArrayBuffer, o: number, n: number) => T)(this.scratchBuffer, 0, like.length);
+    return new (like.constructor as new (b: ArrayBuffer, o: number, n: number) => T)(
+      this.scratchBuffer,
+      0,
+      like.length,
+    );
   }
   private scratchBuffer: ArrayBuffer | null = null;
 

@@ -1,20 +1,32 @@
-import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
 import { DTYPE_NAME, type NumArray, OP_NAME, REDUCE_NAME, type ReduceOp } from '../dtypes.js';
+import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
+import { type Fingerprint, type Frame, type FrameHeader, FrameKind, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
-import { CopySink, ReduceSink } from './sinks.js';
-import { type Fingerprint, type Frame, FrameKind, type FrameHeader, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import type { GroupState } from './group-state.js';
+import { CopySink, ReduceSink } from './sinks.js';
 
 export function describe(fp: Fingerprint): string {
   const op = OP_NAME[fp.op] ?? `op#${fp.op}`;
-  const root = fp.op === 2 || fp.op === 6 || fp.op === 7 || fp.op === 8 ? `, root ${fp.root}` : fp.op === 11 ? `, tag ${fp.root}` : '';
+  const root =
+    fp.op === 2 || fp.op === 6 || fp.op === 7 || fp.op === 8
+      ? `, root ${fp.root}`
+      : fp.op === 11
+        ? `, tag ${fp.root}`
+        : '';
   const red = fp.reduceOp ? `, ${REDUCE_NAME[fp.reduceOp] ?? fp.reduceOp}` : '';
   return `${op}(${DTYPE_NAME[fp.dtype] ?? `dtype#${fp.dtype}`}, count ${fp.count}${red}${root}, seq ${fp.seq})`;
 }
 
 function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
-  return a.op === b.op && a.dtype === b.dtype && a.reduceOp === b.reduceOp && a.count === b.count && a.seq === b.seq && a.root === b.root;
+  return (
+    a.op === b.op &&
+    a.dtype === b.dtype &&
+    a.reduceOp === b.reduceOp &&
+    a.count === b.count &&
+    a.seq === b.seq &&
+    a.root === b.root
+  );
 }
 
 /**
@@ -122,14 +134,17 @@ export class OpContext {
       return await Promise.race([
         promise,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            cancel();
-            const waiting = [...this.waitingOn.keys()];
-            this.probe().then(
-              (behind) => reject(this.timeoutError(behind.length > 0 ? behind : waiting)),
-              () => reject(this.timeoutError(waiting)),
-            );
-          }, Math.max(0, this.deadline - Date.now()));
+          timer = setTimeout(
+            () => {
+              cancel();
+              const waiting = [...this.waitingOn.keys()];
+              this.probe().then(
+                (behind) => reject(this.timeoutError(behind.length > 0 ? behind : waiting)),
+                () => reject(this.timeoutError(waiting)),
+              );
+            },
+            Math.max(0, this.deadline - Date.now()),
+          );
         }),
       ]);
     } finally {
@@ -152,11 +167,14 @@ export class OpContext {
 
   /** Names the collective and the ranks that never arrived (or, failing that, the awaited ones). */
   timeoutError(missing: number[]): CommTimeoutError {
-    return new CommTimeoutError(`rank ${this.mesh.opts.rank}: ${this.name} timed out: rank(s) ${missing.join(', ')} never arrived`, {
-      rank: this.mesh.opts.rank,
-      ranks: missing,
-      op: OP_NAME[this.fp.op],
-    });
+    return new CommTimeoutError(
+      `rank ${this.mesh.opts.rank}: ${this.name} timed out: rank(s) ${missing.join(', ')} never arrived`,
+      {
+        rank: this.mesh.opts.rank,
+        ranks: missing,
+        op: OP_NAME[this.fp.op],
+      },
+    );
   }
 
   /** Raises (and announces) a mismatch with what a peer sent (or a description of it). */
@@ -187,11 +205,14 @@ export class OpContext {
   lengthMismatch(fromGroupRank: number, expectedBytes: number, gotBytes: number): never {
     const me = this.mesh.opts.rank;
     const peer = this.group.ranks[fromGroupRank];
-    const err = new CollectiveMismatchError(`rank ${me}: ${this.name} expected ${expectedBytes} bytes from rank ${peer} but got ${gotBytes}`, {
-      rank: me,
-      ranks: [me, peer],
-      op: OP_NAME[this.fp.op],
-    });
+    const err = new CollectiveMismatchError(
+      `rank ${me}: ${this.name} expected ${expectedBytes} bytes from rank ${peer} but got ${gotBytes}`,
+      {
+        rank: me,
+        ranks: [me, peer],
+        op: OP_NAME[this.fp.op],
+      },
+    );
     this.onMismatch(err);
     throw err;
   }

@@ -1,7 +1,7 @@
 import type { Dtype, OpName, ReduceOp } from '../dtypes.js';
 import type { SerializedError } from '../errors.js';
-import type { PeerAddress } from '../transport/socket-io.js';
 import type { HostLayout } from '../host-layout.js';
+import type { PeerAddress } from '../transport/socket-io.js';
 
 /** Messages between a ProcessGroup (main thread) and its comm worker thread. */
 

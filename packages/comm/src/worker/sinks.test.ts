@@ -1,10 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import { FrameKind, type FrameHeader } from '../transport/frame.js';
+import { type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { OpContext } from './op-context.js';
 import { ReduceSink } from './sinks.js';
 
-const ctx = { check: () => {}, lengthMismatch: () => { throw new Error('length'); } } as unknown as OpContext;
-const h = (n: number): FrameHeader => ({ payloadLength: n, kind: FrameKind.Data, op: 1, dtype: 1, reduceOp: 1, groupId: 0, seq: 1, count: 0, root: 0, aux: 0 });
+const ctx = {
+  check: () => {},
+  lengthMismatch: () => {
+    throw new Error('length');
+  },
+} as unknown as OpContext;
+const h = (n: number): FrameHeader => ({
+  payloadLength: n,
+  kind: FrameKind.Data,
+  op: 1,
+  dtype: 1,
+  reduceOp: 1,
+  groupId: 0,
+  seq: 1,
+  count: 0,
+  root: 0,
+  aux: 0,
+});
 
 describe('ReduceSink', () => {
   it('reduces a payload split at arbitrary (also mid-element, misaligned) offsets', () => {

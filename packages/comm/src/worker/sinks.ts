@@ -45,7 +45,11 @@ export class ReduceSink implements Sink {
   private elem = 0;
   private readonly carry = new Uint8Array(8);
   private carryLen = 0;
-  private readonly Ctor: new (b: ArrayBufferLike, o: number, n: number) => NumArray;
+  private readonly Ctor: new (
+    b: ArrayBufferLike,
+    o: number,
+    n: number,
+  ) => NumArray;
   constructor(
     private readonly ctx: OpContext,
     private readonly from: number,

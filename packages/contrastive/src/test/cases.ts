@@ -1,8 +1,8 @@
 // Test-only: the cases every rank of contrastive.multiprocess.test.ts runs, and the
 // single-process expectations they are compared with.
 import { readFileSync } from 'node:fs';
-import type { ProcessGroup } from '@ddp/comm';
 import { narrow, type Tensor, tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { Generator } from '@ddp/nn';
 import { clipLoss, clipLossFullMatrix } from '../clip-loss.js';
 import { ntXentLoss } from '../ntxent.js';
@@ -60,9 +60,17 @@ export function casesFor(n: number): Case[] {
 }
 
 /** Deterministic inputs for SigLIP (no golden file): N(0, 1) from a seeded generator, scale ln 10, bias −2. */
-export function sigLipInputs(rows: number, dim = 6): { image: number[]; text: number[]; scaleLog: number; bias: number } {
+export function sigLipInputs(
+  rows: number,
+  dim = 6,
+): { image: number[]; text: number[]; scaleLog: number; bias: number } {
   const gen = new Generator(12345);
-  return { image: Array.from(gen.normal(rows * dim)), text: Array.from(gen.normal(rows * dim)), scaleLog: Math.log(10), bias: -2 };
+  return {
+    image: Array.from(gen.normal(rows * dim)),
+    text: Array.from(gen.normal(rows * dim)),
+    scaleLog: Math.log(10),
+    bias: -2,
+  };
 }
 
 /** The full-batch inputs of a case as leaves (what DDP's parameters upstream of the features stand for). */
@@ -90,7 +98,10 @@ export function leavesFor(c: Case): Record<string, Tensor> {
  * Runs case c as group rank `rank` (no group: the whole batch in one process): this rank's rows
  * of every batch input, the loss, backward. Returns the local loss and every leaf's gradient.
  */
-export async function runCase(c: Case, group?: ProcessGroup): Promise<{ loss: number; grads: Record<string, number[]>; leaves: Record<string, Tensor> }> {
+export async function runCase(
+  c: Case,
+  group?: ProcessGroup,
+): Promise<{ loss: number; grads: Record<string, number[]>; leaves: Record<string, Tensor> }> {
   const leaves = leavesFor(c);
   const rank = group?.rank ?? 0;
   const offset = group ? c.split.slice(0, rank).reduce((a, b) => a + b, 0) : 0;
@@ -118,6 +129,7 @@ export async function runCase(c: Case, group?: ProcessGroup): Promise<{ loss: nu
   const value = loss.item();
   loss.dispose();
   const grads: Record<string, number[]> = {};
-  for (const [k, t] of Object.entries(leaves)) grads[k] = Array.from((t.grad?.dataSync() as Float32Array | undefined) ?? new Float32Array(t.size));
+  for (const [k, t] of Object.entries(leaves))
+    grads[k] = Array.from((t.grad?.dataSync() as Float32Array | undefined) ?? new Float32Array(t.size));
   return { loss: value, grads, leaves };
 }

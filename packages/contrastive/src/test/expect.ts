@@ -2,7 +2,13 @@
 import { expect } from 'vitest';
 
 /** |got − want| ≤ atol + rtol·|want| elementwise, with the worst index in the message. */
-export function expectClose(got: ArrayLike<number>, want: ArrayLike<number>, what: string, atol = 1e-5, rtol = 1e-4): void {
+export function expectClose(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  what: string,
+  atol = 1e-5,
+  rtol = 1e-4,
+): void {
   expect(got.length, `${what}: length`).toBe(want.length);
   let worst = -1;
   let excess = 0;

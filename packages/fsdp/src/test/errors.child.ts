@@ -1,9 +1,10 @@
 // Misuses of fullyShard on every rank; prints RESULT with each error's name and message.
-import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Tensor, tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Linear, Module, Sequential, Tanh } from '@ddp/nn';
 import { fullyShard, loadFSDPCheckpoint } from '../index.js';
 import { unevenMlp } from './model.js';

@@ -10,7 +10,7 @@ import {
   type ProcessGroup,
   ProcessGroupManager,
 } from '@ddp/comm';
-import { Adam, type Module, mse, type Optimizer, SGD, type Sequential } from '@ddp/nn';
+import { Adam, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { type FSDPModule, fullyShard } from '../index.js';
 import {

@@ -23,5 +23,7 @@ try {
 } catch (e) {
   threw = (e as Error).name;
 }
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, seen, count: counter.count, maxCount: counter.maxCount, active: counter.active, threw })}`);
+console.log(
+  `RESULT ${JSON.stringify({ rank: group.rank, seen, count: counter.count, maxCount: counter.maxCount, active: counter.active, threw })}`,
+);
 await destroyProcessGroup();

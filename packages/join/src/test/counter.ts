@@ -1,5 +1,5 @@
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { type JoinHook, type JoinHookOptions, type Joinable, notifyJoinContext } from '../index.js';
+import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '../index.js';
 
 /** The Counter of PyTorch's Join tutorial: counts the inputs all ranks processed. */
 export class Counter implements Joinable {

@@ -1,8 +1,8 @@
 import { fromTf, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { Generator } from '../generator.js';
+import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { MultiheadAttention } from './attention.js';
 import { TransformerBlock } from './transformer.js';
 
@@ -26,7 +26,9 @@ describe('MultiheadAttention', () => {
     await y.backward(dy);
     expect(maxAbsDiff((x.grad as tf.Tensor).dataSync(), g.outputs.grad_x.data)).toBeLessThan(1e-5);
     const dIn = (mha.inProjWeight.grad as tf.Tensor).dataSync();
-    expect(maxAbsDiff(dIn, [...g.outputs.grad_Wq.data, ...g.outputs.grad_Wk.data, ...g.outputs.grad_Wv.data])).toBeLessThan(1e-5);
+    expect(
+      maxAbsDiff(dIn, [...g.outputs.grad_Wq.data, ...g.outputs.grad_Wk.data, ...g.outputs.grad_Wv.data]),
+    ).toBeLessThan(1e-5);
     expect(maxAbsDiff((mha.outProj.weight.grad as tf.Tensor).dataSync(), g.outputs.grad_Wo.data)).toBeLessThan(1e-5);
     for (const t of [x, y]) t.dispose();
     dy.dispose();
@@ -37,7 +39,9 @@ describe('MultiheadAttention', () => {
     const mha = new MultiheadAttention(8, 2, { causal: true, generator: new Generator(3) });
     expect([...mha.stateDict().keys()]).toEqual(['in_proj_weight', 'in_proj_bias', 'out_proj.weight', 'out_proj.bias']);
     const a = tf.randomNormal([1, 5, 8], 0, 1, 'float32', 1);
-    const b = tf.tidy(() => tf.concat([tf.slice(a, [0, 0, 0], [1, 3, 8]), tf.randomNormal([1, 2, 8], 0, 1, 'float32', 2)], 1));
+    const b = tf.tidy(() =>
+      tf.concat([tf.slice(a, [0, 0, 0], [1, 3, 8]), tf.randomNormal([1, 2, 8], 0, 1, 'float32', 2)], 1),
+    );
     const [ya, yb] = [a, b].map((t) => {
       const x = fromTf(t);
       return tidy(() => mha.forward(x));
@@ -58,8 +62,14 @@ describe('MultiheadAttention', () => {
       const [k, v] = separate ? [leaf(), leaf()] : [x, x];
       const y = tidy(() => mha.forward(x, k, v));
       await y.backward(dy);
-      const dx = tf.tidy(() => [x, ...(separate ? [k, v] : [])].reduce((a, t) => tf.add(a, t.grad as tf.Tensor), tf.zeros(base.shape)));
-      const out = { y: Array.from(y.dataSync()), dx: Array.from(dx.dataSync()), dIn: Array.from((mha.inProjWeight.grad as tf.Tensor).dataSync()) };
+      const dx = tf.tidy(() =>
+        [x, ...(separate ? [k, v] : [])].reduce((a, t) => tf.add(a, t.grad as tf.Tensor), tf.zeros(base.shape)),
+      );
+      const out = {
+        y: Array.from(y.dataSync()),
+        dx: Array.from(dx.dataSync()),
+        dIn: Array.from((mha.inProjWeight.grad as tf.Tensor).dataSync()),
+      };
       mha.zeroGrad();
       for (const t of new Set([x, k, v, y])) t.dispose();
       dx.dispose();
@@ -81,8 +91,18 @@ describe('TransformerBlock', () => {
   it('is pre-norm with PyTorch-style names, trains, and keeps numTensors flat', async () => {
     const block = new TransformerBlock(8, 2, { generator: new Generator(0) });
     expect([...block.stateDict().keys()]).toEqual([
-      'ln1.weight', 'ln1.bias', 'attn.in_proj_weight', 'attn.in_proj_bias', 'attn.out_proj.weight', 'attn.out_proj.bias',
-      'ln2.weight', 'ln2.bias', 'mlp.0.weight', 'mlp.0.bias', 'mlp.2.weight', 'mlp.2.bias',
+      'ln1.weight',
+      'ln1.bias',
+      'attn.in_proj_weight',
+      'attn.in_proj_bias',
+      'attn.out_proj.weight',
+      'attn.out_proj.bias',
+      'ln2.weight',
+      'ln2.bias',
+      'mlp.0.weight',
+      'mlp.0.bias',
+      'mlp.2.weight',
+      'mlp.2.bias',
     ]);
     const x = fromTf(tf.randomNormal([2, 4, 8], 0, 1, 'float32', 5));
     const target = fromTf(tf.randomNormal([2, 4, 8], 0, 1, 'float32', 6));

@@ -1,4 +1,4 @@
-import { dropout, linear, matmul, maskedFill, narrow, softmax, split, type Tensor } from '@ddp/autograd';
+import { dropout, linear, maskedFill, matmul, narrow, softmax, split, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
@@ -42,13 +42,17 @@ export class MultiheadAttention extends Module {
     { bias = true, dropout: p = 0, causal = false, generator = defaultGenerator }: MultiheadAttentionOptions = {},
   ) {
     super();
-    if (embedDim % numHeads !== 0) throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);
+    if (embedDim % numHeads !== 0)
+      throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);
     this.headDim = embedDim / numHeads;
     this.dropoutP = p;
     this.causal = causal;
     this.generator = generator;
     const shape = [3 * embedDim, embedDim];
-    this.inProjWeight = this.registerParameter('in_proj_weight', Parameter.fromValues(xavierUniform(shape, 1, generator), shape));
+    this.inProjWeight = this.registerParameter(
+      'in_proj_weight',
+      Parameter.fromValues(xavierUniform(shape, 1, generator), shape),
+    );
     this.inProjBias = this.registerParameter('in_proj_bias', bias ? new Parameter(tf.zeros([3 * embedDim])) : null);
     this.outProj = this.registerModule('out_proj', new Linear(embedDim, embedDim, { bias, generator }));
     if (this.outProj.bias) this.outProj.bias.data = tf.zerosLike(this.outProj.bias.data);
@@ -63,7 +67,9 @@ export class MultiheadAttention extends Module {
   /** x [B, L, E] projected by rows [i·E, (i+1)·E) of the packed in-projection, split into heads [B, H, L, D]. */
   private project(x: Tensor, i: number): Tensor {
     const e = this.embedDim;
-    return this.heads(linear(x, narrow(this.inProjWeight, 0, i * e, e), this.inProjBias && narrow(this.inProjBias, 0, i * e, e)));
+    return this.heads(
+      linear(x, narrow(this.inProjWeight, 0, i * e, e), this.inProjBias && narrow(this.inProjBias, 0, i * e, e)),
+    );
   }
 
   /**
@@ -83,7 +89,9 @@ export class MultiheadAttention extends Module {
     const [b, t] = query.shape as [number, number, number];
     const s = key.shape[1];
     const [q, k, v] =
-      query === key && key === value ? this.projectPacked(query) : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
+      query === key && key === value
+        ? this.projectPacked(query)
+        : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]
     const mask = this.mask(t, s, options);
     if (mask) {
@@ -94,7 +102,8 @@ export class MultiheadAttention extends Module {
       }
     }
     let weights = softmax(scores, -1);
-    if (this.training && this.dropoutP > 0) weights = dropout(weights, this.dropoutP, { seed: this.generator.nextUint32() });
+    if (this.training && this.dropoutP > 0)
+      weights = dropout(weights, this.dropoutP, { seed: this.generator.nextUint32() });
     const heads = matmul(weights, v); // [B, H, T, D]
     const merged = heads.permute([0, 2, 1, 3]).reshape([b, t, this.embedDim]);
     return this.outProj.forward(merged);
@@ -106,8 +115,12 @@ export class MultiheadAttention extends Module {
     if (!causal && !attnMask) return null;
     return tf.tidy(() => {
       const parts: tf.Tensor[] = [];
-      if (causal) parts.push(tf.greater(tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])));
-      if (attnMask) parts.push(attnMask.rank === 3 ? tf.expandDims(tf.cast(attnMask, 'bool'), 1) : tf.cast(attnMask, 'bool'));
+      if (causal)
+        parts.push(
+          tf.greater(tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
+        );
+      if (attnMask)
+        parts.push(attnMask.rank === 3 ? tf.expandDims(tf.cast(attnMask, 'bool'), 1) : tf.cast(attnMask, 'bool'));
       return parts.reduce((a, c) => tf.logicalOr(a, c));
     });
   }

@@ -36,7 +36,10 @@ export class Conv2d extends Module {
     const shape = [outChannels, inChannels, ...this.kernelSize];
     this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit(shape, generator), shape));
     const fanIn = inChannels * this.kernelSize[0] * this.kernelSize[1];
-    this.bias = this.registerParameter('bias', bias ? Parameter.fromValues(defaultBiasInit(outChannels, fanIn, generator), [outChannels]) : null);
+    this.bias = this.registerParameter(
+      'bias',
+      bias ? Parameter.fromValues(defaultBiasInit(outChannels, fanIn, generator), [outChannels]) : null,
+    );
   }
 
   forward(x: Tensor): Tensor {

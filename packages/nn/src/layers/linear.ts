@@ -11,7 +11,8 @@ export interface LinearOptions {
 
 /** A layer size must be a non-negative integer (0 is allowed, as in PyTorch). */
 function checkSize(layer: string, what: string, n: number): void {
-  if (!(Number.isInteger(n) && n >= 0)) throw new ModuleError(`${layer}: ${what} must be a non-negative integer, got ${n}`);
+  if (!(Number.isInteger(n) && n >= 0))
+    throw new ModuleError(`${layer}: ${what} must be a non-negative integer, got ${n}`);
 }
 
 /** y = x Wᵀ + b over the last dim (nn.Linear); weight [out, in] as in PyTorch. */
@@ -27,13 +28,21 @@ export class Linear extends Module {
     super();
     checkSize('Linear', 'inFeatures', inFeatures);
     checkSize('Linear', 'outFeatures', outFeatures);
-    this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit([outFeatures, inFeatures], generator), [outFeatures, inFeatures]));
-    this.bias = this.registerParameter('bias', bias ? Parameter.fromValues(defaultBiasInit(outFeatures, inFeatures, generator), [outFeatures]) : null);
+    this.weight = this.registerParameter(
+      'weight',
+      Parameter.fromValues(defaultWeightInit([outFeatures, inFeatures], generator), [outFeatures, inFeatures]),
+    );
+    this.bias = this.registerParameter(
+      'bias',
+      bias ? Parameter.fromValues(defaultBiasInit(outFeatures, inFeatures, generator), [outFeatures]) : null,
+    );
   }
 
   forward(x: Tensor): Tensor {
     if (x.shape[x.shape.length - 1] !== this.inFeatures) {
-      throw new ModuleError(`Linear(${this.inFeatures}, ${this.outFeatures}): input [${x.shape}] must end in ${this.inFeatures} features`);
+      throw new ModuleError(
+        `Linear(${this.inFeatures}, ${this.outFeatures}): input [${x.shape}] must end in ${this.inFeatures} features`,
+      );
     }
     return linear(x, this.weight, this.bias);
   }

@@ -42,7 +42,10 @@ describe('BatchNorm2d reproduces PyTorch', () => {
       const want = tf.tidy(() =>
         tf.add(
           tf.mul(
-            tf.div(tf.sub(x.data, tf.reshape(bn.runningMean.data, [1, -1, 1, 1])), tf.sqrt(tf.add(tf.reshape(bn.runningVar.data, [1, -1, 1, 1]), 1e-5))),
+            tf.div(
+              tf.sub(x.data, tf.reshape(bn.runningMean.data, [1, -1, 1, 1])),
+              tf.sqrt(tf.add(tf.reshape(bn.runningVar.data, [1, -1, 1, 1]), 1e-5)),
+            ),
             tf.reshape((bn.weight as { data: tf.Tensor }).data, [1, -1, 1, 1]),
           ),
           tf.reshape((bn.bias as { data: tf.Tensor }).data, [1, -1, 1, 1]),
@@ -57,7 +60,10 @@ describe('BatchNorm2d reproduces PyTorch', () => {
 
   it('BatchNorm1d accepts [N, C] and [N, C, L]; cumulative average when momentum is null', () => {
     const bn = new BatchNorm1d(3, { momentum: null });
-    for (const shape of [[4, 3], [2, 3, 5]]) {
+    for (const shape of [
+      [4, 3],
+      [2, 3, 5],
+    ]) {
       const x = fromTf(tf.randomNormal(shape, 2, 1, 'float32', 7));
       tidy(() => bn.forward(x));
       x.dispose();
@@ -76,7 +82,12 @@ describe('LayerNorm', () => {
   it('normalises the trailing dims with ones/zeros affine init', () => {
     const ln = new LayerNorm(4);
     expect(Array.from(ln.weight?.dataSync() ?? [])).toEqual([1, 1, 1, 1]);
-    const x = fromTf(tf.tensor([[1, 2, 3, 4], [2, 2, 2, 6]]));
+    const x = fromTf(
+      tf.tensor([
+        [1, 2, 3, 4],
+        [2, 2, 2, 6],
+      ]),
+    );
     const y = tidy(() => ln.forward(x));
     const rows = y.arraySync() as number[][];
     for (const r of rows) {

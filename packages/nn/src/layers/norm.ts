@@ -16,12 +16,21 @@ export class LayerNorm extends Module {
   readonly weight: Parameter | null;
   readonly bias: Parameter | null;
 
-  constructor(normalizedShape: number | number[], { eps = 1e-5, elementwiseAffine = true, bias = true }: LayerNormOptions = {}) {
+  constructor(
+    normalizedShape: number | number[],
+    { eps = 1e-5, elementwiseAffine = true, bias = true }: LayerNormOptions = {},
+  ) {
     super();
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.eps = eps;
-    this.weight = this.registerParameter('weight', elementwiseAffine ? new Parameter(tf.ones(this.normalizedShape)) : null);
-    this.bias = this.registerParameter('bias', elementwiseAffine && bias ? new Parameter(tf.zeros(this.normalizedShape)) : null);
+    this.weight = this.registerParameter(
+      'weight',
+      elementwiseAffine ? new Parameter(tf.ones(this.normalizedShape)) : null,
+    );
+    this.bias = this.registerParameter(
+      'bias',
+      elementwiseAffine && bias ? new Parameter(tf.zeros(this.normalizedShape)) : null,
+    );
   }
 
   forward(x: Tensor): Tensor {
@@ -56,7 +65,8 @@ export abstract class BatchNorm extends Module {
     { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true }: BatchNormOptions = {},
   ) {
     super();
-    if (!(Number.isInteger(numFeatures) && numFeatures > 0)) throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);
+    if (!(Number.isInteger(numFeatures) && numFeatures > 0))
+      throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);
     this.eps = eps;
     this.momentum = momentum;
     this.trackRunningStats = trackRunningStats;
@@ -76,14 +86,14 @@ export abstract class BatchNorm extends Module {
 
   /** Batch statistics (biased) and the number of values each was taken over. */
   protected batchStats(x: Tensor, dims: number[]): { mean: Tensor; var: Tensor; count: number } {
-    const count = dims.reduce((n, d) => n * (x.shape[d]), 1);
+    const count = dims.reduce((n, d) => n * x.shape[d], 1);
     return { ...batchNormStats(x, dims), count };
   }
 
   /** running ← (1 − m)·running + m·batch, with the unbiased variance (no graph). */
   protected updateRunningStats(mean: tf.Tensor, biasedVar: tf.Tensor, count: number): void {
     const tracked = this.getBuffer('num_batches_tracked');
-    const batches = (tracked.dataSync()[0]) + 1;
+    const batches = tracked.dataSync()[0] + 1;
     tracked.data = tf.scalar(batches, 'int32');
     const m = this.momentum ?? 1 / batches;
     const unbiased = count > 1 ? count / (count - 1) : 1;
@@ -93,9 +103,12 @@ export abstract class BatchNorm extends Module {
 
   forward(x: Tensor): Tensor {
     if (!this.inputRanks.includes(x.rank)) {
-      throw new ModuleError(`${this.constructor.name} expects input of rank ${this.inputRanks.join(' or ')}, got shape [${x.shape}]`);
+      throw new ModuleError(
+        `${this.constructor.name} expects input of rank ${this.inputRanks.join(' or ')}, got shape [${x.shape}]`,
+      );
     }
-    if (x.shape[1] !== this.numFeatures) throw new ModuleError(`${this.constructor.name}(${this.numFeatures}) got ${x.shape[1]} channels`);
+    if (x.shape[1] !== this.numFeatures)
+      throw new ModuleError(`${this.constructor.name}(${this.numFeatures}) got ${x.shape[1]} channels`);
     const dims = x.shape.map((_, i) => i).filter((i) => i !== 1);
     const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
     const useBatch = this.training || !this.trackRunningStats;
@@ -103,7 +116,8 @@ export abstract class BatchNorm extends Module {
     let variance: Tensor;
     if (useBatch) {
       const stats = this.batchStats(x, dims);
-      if (this.training && this.trackRunningStats) noGrad(() => this.updateRunningStats(stats.mean.data, stats.var.data, stats.count));
+      if (this.training && this.trackRunningStats)
+        noGrad(() => this.updateRunningStats(stats.mean.data, stats.var.data, stats.count));
       mean = stats.mean.reshape(bshape);
       variance = stats.var.reshape(bshape);
     } else {

@@ -39,7 +39,12 @@ export class TransformerBlock extends Module {
     this.ln2 = this.registerModule('ln2', new LayerNorm(dModel));
     this.mlp = this.registerModule(
       'mlp',
-      new Sequential(new Linear(dModel, hidden, { generator }), new GELU(), new Linear(hidden, dModel, { generator }), new Dropout(dropout, { generator })),
+      new Sequential(
+        new Linear(dModel, hidden, { generator }),
+        new GELU(),
+        new Linear(hidden, dModel, { generator }),
+        new Dropout(dropout, { generator }),
+      ),
     );
   }
 

@@ -9,7 +9,10 @@ afterAll(() => useNativeKernels(native));
 /** Five steps on two parameters with fixed gradients; the final parameters and moments as bits. */
 function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
   const params = [[3, 5], [7]].map((shape, i) => {
-    const values = Float32Array.from({ length: tf.util.sizeFromShape(shape) }, (_, j) => Math.sin(1 + i * 9 + j * 0.7) * 3);
+    const values = Float32Array.from(
+      { length: tf.util.sizeFromShape(shape) },
+      (_, j) => Math.sin(1 + i * 9 + j * 0.7) * 3,
+    );
     return new Tensor(tf.tensor(values, shape), { requiresGrad: true });
   });
   const optimizer = make(params);
@@ -22,8 +25,10 @@ function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
     tf.dispose(grads);
   }
   const grown = tf.memory().numTensors - before; // the moments: two per parameter
-  const bits = [...params.map((p) => p.data), ...[...optimizer.state.values()].flatMap((s) => [s.expAvg, s.expAvgSq])]
-    .map((t) => Array.from(new Uint32Array((t as tf.Tensor).dataSync().buffer)));
+  const bits = [
+    ...params.map((p) => p.data),
+    ...[...optimizer.state.values()].flatMap((s) => [s.expAvg, s.expAvgSq]),
+  ].map((t) => Array.from(new Uint32Array((t as tf.Tensor).dataSync().buffer)));
   for (const p of params) p.dispose();
   optimizer.dispose();
   return { bits, grown };

@@ -1,5 +1,5 @@
-import { fusedAdamStep, tf } from '@ddp/tensor';
 import type { Tensor } from '@ddp/autograd';
+import { fusedAdamStep, tf } from '@ddp/tensor';
 import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
 
 export interface AdamOptions {
@@ -12,7 +12,15 @@ export interface AdamOptions {
 }
 
 function adamDefaults(options: Partial<AdamOptions>, weightDecay: number): AdamOptions {
-  const o = { lr: 1e-3, betas: [0.9, 0.999] as [number, number], eps: 1e-8, weightDecay, amsgrad: false, maximize: false, ...options };
+  const o = {
+    lr: 1e-3,
+    betas: [0.9, 0.999] as [number, number],
+    eps: 1e-8,
+    weightDecay,
+    amsgrad: false,
+    maximize: false,
+    ...options,
+  };
   if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`invalid learning rate ${o.lr}`);
   if (!o.betas.every((b) => b >= 0 && b < 1)) throw new OptimizerError(`invalid betas ${o.betas}`);
   if (o.eps < 0) throw new OptimizerError(`invalid eps ${o.eps}`);
@@ -24,7 +32,14 @@ function adamDefaults(options: Partial<AdamOptions>, weightDecay: number): AdamO
  * multiplies the parameter first (AdamW's decoupled weight decay). One native pass where the
  * native kernels run (the same float32 results), tfjs ops otherwise.
  */
-function adamStep(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState, l2: number, decay = 1) {
+function adamStep(
+  g: ParamGroup<AdamOptions>,
+  param: tf.Tensor,
+  grad: tf.Tensor,
+  state: ParamState,
+  l2: number,
+  decay = 1,
+) {
   const [beta1, beta2] = g.betas;
   const step = ((state.step as number | undefined) ?? 0) + 1;
   const m0 = (state.expAvg as tf.Tensor | undefined) ?? tf.zerosLike(param);
@@ -32,7 +47,14 @@ function adamStep(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor,
   const stepSize = g.lr / (1 - beta1 ** step);
   const sqrtBiasCorrection2 = Math.sqrt(1 - beta2 ** step);
   if (!g.maximize && !g.amsgrad && l2 === 0) {
-    const fused = fusedAdamStep(param, grad, m0, v0, { decay, beta1, beta2, eps: g.eps, stepSize, sqrtBiasCorrection2 });
+    const fused = fusedAdamStep(param, grad, m0, v0, {
+      decay,
+      beta1,
+      beta2,
+      eps: g.eps,
+      stepSize,
+      sqrtBiasCorrection2,
+    });
     if (fused) return { param: fused[0], step, expAvg: fused[1], expAvgSq: fused[2] };
   }
   if (decay !== 1) param = tf.mul(param, decay);

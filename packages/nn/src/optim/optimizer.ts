@@ -67,7 +67,12 @@ export abstract class Optimizer<O extends { lr: number }> {
    * One parameter's update, run inside tf.tidy: returns the new parameter value and the
    * state entries that changed (the returned tensors survive; replaced ones are disposed).
    */
-  protected abstract update(group: ParamGroup<O>, param: tf.Tensor, grad: tf.Tensor, state: ParamState): { param: tf.Tensor } & ParamState;
+  protected abstract update(
+    group: ParamGroup<O>,
+    param: tf.Tensor,
+    grad: tf.Tensor,
+    state: ParamState,
+  ): { param: tf.Tensor } & ParamState;
 
   zeroGrad(setToNone = true): void {
     for (const g of this.paramGroups) {
@@ -97,13 +102,17 @@ export abstract class Optimizer<O extends { lr: number }> {
   /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
   loadStateDict(sd: OptimizerStateDict<O>): void {
     if (sd.paramGroups.length !== this.paramGroups.length) {
-      throw new OptimizerError(`state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${this.paramGroups.length}`);
+      throw new OptimizerError(
+        `state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${this.paramGroups.length}`,
+      );
     }
     const byIndex: Tensor[] = [];
     sd.paramGroups.forEach((saved, gi) => {
       const group = this.paramGroups[gi] as ParamGroup<O>;
       if (saved.params.length !== group.params.length) {
-        throw new OptimizerError(`parameter group ${gi} has ${saved.params.length} parameters in the state dict, ${group.params.length} in the optimizer`);
+        throw new OptimizerError(
+          `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ${group.params.length} in the optimizer`,
+        );
       }
       saved.params.forEach((idx, j) => {
         byIndex[idx] = group.params[j] as Tensor;
@@ -120,7 +129,8 @@ export abstract class Optimizer<O extends { lr: number }> {
     }
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
-    for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries()) Object.assign(this.paramGroups[gi] as object, hyper);
+    for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
+      Object.assign(this.paramGroups[gi] as object, hyper);
     for (const [i, s] of sd.state) {
       const copy: ParamState = {};
       for (const [k, v] of Object.entries(s)) copy[k] = v instanceof tf.Tensor ? v.clone() : v;

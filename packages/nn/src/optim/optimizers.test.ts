@@ -1,12 +1,12 @@
-import { describe, expect, it } from 'vitest';
 import { tf } from '@ddp/tensor';
 import { expectNoLeaks } from '@ddp/tensor/testing';
-import { type GoldenTensor, loadFixture, maxAbsDiff } from '../test/fixtures.js';
+import { describe, expect, it } from 'vitest';
 import { Parameter } from '../parameter.js';
+import { type GoldenTensor, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { Adam, AdamW } from './adam.js';
+import { clipGradNorm } from './clip-grad.js';
 import type { Optimizer } from './optimizer.js';
 import { SGD } from './sgd.js';
-import { clipGradNorm } from './clip-grad.js';
 
 interface OptimGolden {
   inputs: { param: GoldenTensor; grads: number[][] };
@@ -58,7 +58,10 @@ describe('optimizers against PyTorch trajectories', () => {
     opt.step();
     expect(Array.from(a.dataSync())).toEqual([0.9, 0.9].map(Math.fround));
     expect(Array.from(b.dataSync())).toEqual([0.5, 0.5]);
-    expect(opt.stateDict().paramGroups.map((g) => [g.lr, g.params])).toEqual([[0.1, [0]], [0.5, [1]]]);
+    expect(opt.stateDict().paramGroups.map((g) => [g.lr, g.params])).toEqual([
+      [0.1, [0]],
+      [0.5, [1]],
+    ]);
     expect(() => new SGD([{ params: [a] }, { params: [a] }], { lr: 1 })).toThrow(/more than one/);
     a.dispose();
     b.dispose();

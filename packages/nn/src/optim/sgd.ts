@@ -1,5 +1,5 @@
-import { tf } from '@ddp/tensor';
 import type { Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
 import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
 
 export interface SGDOptions {
@@ -15,7 +15,8 @@ export interface SGDOptions {
 export class SGD extends Optimizer<SGDOptions> {
   constructor(params: Tensor[] | ParamGroupInput<SGDOptions>[], options: Partial<SGDOptions> & { lr: number }) {
     const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false, ...options };
-    if (!(typeof defaults.lr === 'number' && defaults.lr >= 0)) throw new OptimizerError(`SGD needs a learning rate lr >= 0, got ${defaults.lr}`);
+    if (!(typeof defaults.lr === 'number' && defaults.lr >= 0))
+      throw new OptimizerError(`SGD needs a learning rate lr >= 0, got ${defaults.lr}`);
     if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
       throw new OptimizerError('Nesterov momentum requires a momentum and zero dampening');
     }

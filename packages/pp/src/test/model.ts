@@ -1,9 +1,21 @@
 // Test-only: the tiny transformer, data and single-process reference shared by the tests and the rank script.
 import { crossEntropy, tidy } from '@ddp/autograd';
-import { Embedding, Generator, LayerNorm, Linear, SGD, Sequential, TransformerBlock } from '@ddp/nn';
-import { type MicroBatch, PipelineStage, type PipelineParts } from '../index.js';
+import { Embedding, Generator, LayerNorm, Linear, Sequential, SGD, TransformerBlock } from '@ddp/nn';
+import { type MicroBatch, type PipelineParts, PipelineStage } from '../index.js';
 
-export const CFG = { vocab: 11, seq: 6, dim: 8, heads: 2, layers: 4, microBatch: 2, numMicroBatches: 4, steps: 10, lr: 0.1, momentum: 0.9, seed: 4321 };
+export const CFG = {
+  vocab: 11,
+  seq: 6,
+  dim: 8,
+  heads: 2,
+  layers: 4,
+  microBatch: 2,
+  numMicroBatches: 4,
+  steps: 10,
+  lr: 0.1,
+  momentum: 0.9,
+  seed: 4321,
+};
 
 /** The whole model, drawn from one seeded generator so every rank builds the same weights. */
 export function buildParts(): PipelineParts {
@@ -17,7 +29,8 @@ export function buildParts(): PipelineParts {
   };
 }
 
-export const makeOptimizer = (stage: PipelineStage) => new SGD(stage.parameters(), { lr: CFG.lr, momentum: CFG.momentum });
+export const makeOptimizer = (stage: PipelineStage) =>
+  new SGD(stage.parameters(), { lr: CFG.lr, momentum: CFG.momentum });
 
 /** Row r of step s's global batch: a pseudo-random sequence whose target is each token's successor rule. */
 function row(step: number, r: number): { input: number[]; target: number[] } {
@@ -31,7 +44,11 @@ function row(step: number, r: number): { input: number[]; target: number[] } {
 }
 
 /** Rows [start, start + n) of step s's global batch, as ids [n, seq] and flat targets [n·seq]. */
-export function rows(step: number, start: number, n: number): Required<MicroBatch> & { input: number[][]; target: number[] } {
+export function rows(
+  step: number,
+  start: number,
+  n: number,
+): Required<MicroBatch> & { input: number[][]; target: number[] } {
   const rs = [...Array(n).keys()].map((i) => row(step, start + i));
   return { input: rs.map((r) => r.input), target: rs.flatMap((r) => r.target) };
 }
@@ -49,7 +66,10 @@ export function namedValues(stage: PipelineStage): NamedValues {
 }
 
 /** Trains the unsplit model on each step's whole global batch (dp replicas' rows together). */
-export async function referenceRun(dp: number, steps: number = CFG.steps): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
+export async function referenceRun(
+  dp: number,
+  steps: number = CFG.steps,
+): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
   const model = new PipelineStage(buildParts(), 0, 1);
   const initial = namedValues(model);
   const opt = makeOptimizer(model);

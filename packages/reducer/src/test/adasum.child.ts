@@ -1,6 +1,7 @@
 // One rank of the Adasum test: prints its local vectors / gradients and what Adasum made of them.
-import { sharedArray, destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+
 import { mse, tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { Generator, Linear } from '@ddp/nn';
 import { AdasumState, adasumAllReduce, adasumHook, DistributedDataParallel } from '../index.js';
 
@@ -20,7 +21,10 @@ if (process.argv[2] === 'odd') {
 const local = gen.normal(10);
 const buf = sharedArray(Float32Array, 10);
 buf.set(local);
-await adasumAllReduce(buf, group, [{ offset: 0, size: 6 }, { offset: 6, size: 4 }]);
+await adasumAllReduce(buf, group, [
+  { offset: 0, size: 6 },
+  { offset: 6, size: 4 },
+]);
 
 // 2. as DDP's comm hook: this rank's own gradient (a copy without DDP), then DDP's
 const x = tensor(gen.normal(12), [3, 4]);
@@ -37,5 +41,7 @@ const model = new Linear(4, 2, { generator: new Generator(3) });
 const ddp = await DistributedDataParallel.create(model, { processGroup: group });
 ddp.registerCommHook(new AdasumState(), adasumHook);
 const ddpGrads = await gradsOf(model, (t) => ddp.forward(t));
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads })}`);
+console.log(
+  `RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads })}`,
+);
 await destroyProcessGroup();

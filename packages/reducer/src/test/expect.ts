@@ -10,7 +10,11 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 /** Every named array within tol of the reference's. */
-export function expectParamsClose(got: Record<string, number[] | null>, want: Record<string, number[] | null>, tol: number): void {
+export function expectParamsClose(
+  got: Record<string, number[] | null>,
+  want: Record<string, number[] | null>,
+  tol: number,
+): void {
   expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
   for (const [name, values] of Object.entries(want)) {
     if (values === null) expect(got[name], name).toBeNull();

@@ -13,14 +13,20 @@ export interface MlpGolden {
   outputs: { weights_after_step: Record<'W1' | 'b1' | 'W2' | 'b2', GoldenTensor>[] };
 }
 
-export const loadGolden = (): MlpGolden => JSON.parse(readFileSync(new URL('../fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
+export const loadGolden = (): MlpGolden =>
+  JSON.parse(readFileSync(new URL('../fixtures/mlp_sgd_3steps.json', import.meta.url), 'utf8')) as MlpGolden;
 
 /** Golden name → state-dict key of the Sequential MLP. */
 export const MLP_KEYS = { W1: '0.weight', b1: '0.bias', W2: '2.weight', b2: '2.bias' } as const;
 
 export function goldenMlp(g: MlpGolden): Sequential {
   const model = new Sequential(new Linear(5, 8), new Tanh(), new Linear(8, 3));
-  const state = new Map(Object.entries(MLP_KEYS).map(([gk, key]) => [key, tf.tensor(g.inputs[gk as keyof typeof MLP_KEYS].data, g.inputs[gk as keyof typeof MLP_KEYS].shape)]));
+  const state = new Map(
+    Object.entries(MLP_KEYS).map(([gk, key]) => [
+      key,
+      tf.tensor(g.inputs[gk as keyof typeof MLP_KEYS].data, g.inputs[gk as keyof typeof MLP_KEYS].shape),
+    ]),
+  );
   model.loadStateDict(state);
   for (const t of state.values()) t.dispose();
   return model;
@@ -28,7 +34,11 @@ export function goldenMlp(g: MlpGolden): Sequential {
 
 export function mlp(seed: number, sizes = [5, 8, 3]): Sequential {
   const gen = new Generator(seed);
-  return new Sequential(new Linear(sizes[0], sizes[1], { generator: gen }), new Tanh(), new Linear(sizes[1], sizes[2], { generator: gen }));
+  return new Sequential(
+    new Linear(sizes[0], sizes[1], { generator: gen }),
+    new Tanh(),
+    new Linear(sizes[1], sizes[2], { generator: gen }),
+  );
 }
 
 /**
@@ -39,7 +49,11 @@ export function mlp(seed: number, sizes = [5, 8, 3]): Sequential {
  */
 export function transformer(seed: number): Sequential {
   const gen = new Generator(seed);
-  const model = new Sequential(new TransformerBlock(16, 2, { generator: gen }), new TransformerBlock(16, 2, { generator: gen }), new Linear(16, 4, { generator: gen }));
+  const model = new Sequential(
+    new TransformerBlock(16, 2, { generator: gen }),
+    new TransformerBlock(16, 2, { generator: gen }),
+    new Linear(16, 4, { generator: gen }),
+  );
   for (const [name, p] of model.namedParameters()) if (name.endsWith('in_proj_bias')) p.requiresGrad_(false);
   return model;
 }
@@ -71,12 +85,17 @@ export function rows(t: tf.Tensor, from: number, to: number): Tensor {
 }
 
 /** Rank r's share [r·n/N, (r+1)·n/N) of n rows. */
-export const shareOf = (n: number, rank: number, world: number): [number, number] => [(rank * n) / world, ((rank + 1) * n) / world];
+export const shareOf = (n: number, rank: number, world: number): [number, number] => [
+  (rank * n) / world,
+  ((rank + 1) * n) / world,
+];
 
 export function snapshot(model: Module): Record<string, number[]> {
   return Object.fromEntries(model.namedParameters().map(([n, p]) => [n, [...p.dataSync()]]));
 }
 
 export function gradSnapshot(model: Module): Record<string, number[] | null> {
-  return Object.fromEntries(model.namedParameters().map(([n, p]) => [n, p.grad ? [...(p.grad.dataSync() as Float32Array)] : null]));
+  return Object.fromEntries(
+    model.namedParameters().map(([n, p]) => [n, p.grad ? [...(p.grad.dataSync() as Float32Array)] : null]),
+  );
 }

@@ -14,7 +14,13 @@ export type WorldResult = Record<string, ScenarioResult>[];
  * rank exited (any exit code: a scenario may end its rank on purpose); a rank still
  * running after timeoutMs is killed and reported.
  */
-export async function runWorld(port: number, world: number, scenarios: string[], timeoutMs = 60_000, env: Record<string, string> = {}): Promise<WorldResult> {
+export async function runWorld(
+  port: number,
+  world: number,
+  scenarios: string[],
+  timeoutMs = 60_000,
+  env: Record<string, string> = {},
+): Promise<WorldResult> {
   const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
   return Promise.all(
     [...Array(world).keys()].map(
@@ -66,15 +72,35 @@ function resultsOf(stdout: string, exit: ScenarioResult): Record<string, Scenari
 export async function runMpiWorld(world: number, scenarios: string[], timeoutMs = 60_000): Promise<WorldResult> {
   const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
   const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)));
-  const args = ['--allow-run-as-root', '--oversubscribe', '--output-filename', dir, '-np', `${world}`, '-x', 'DDP_COMM_BACKEND=mpi'];
-  const child = spawn('mpirun', [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios], { env, stdio: 'ignore' });
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)),
+  );
+  const args = [
+    '--allow-run-as-root',
+    '--oversubscribe',
+    '--output-filename',
+    dir,
+    '-np',
+    `${world}`,
+    '-x',
+    'DDP_COMM_BACKEND=mpi',
+  ];
+  const child = spawn(
+    'mpirun',
+    [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios],
+    { env, stdio: 'ignore' },
+  );
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.on('close', (c, s) => resolve([c, s])),
+  );
   clearTimeout(timer);
-  const read = (rank: number, stream: string) => readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
+  const read = (rank: number, stream: string) =>
+    readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
   const worlds = await Promise.all(
-    [...Array(world).keys()].map(async (rank) => resultsOf(await read(rank, 'stdout'), { code, signal, stderr: (await read(rank, 'stderr')).slice(-3000) })),
+    [...Array(world).keys()].map(async (rank) =>
+      resultsOf(await read(rank, 'stdout'), { code, signal, stderr: (await read(rank, 'stderr')).slice(-3000) }),
+    ),
   );
   await rm(dir, { recursive: true, force: true });
   return worlds;

@@ -1,16 +1,33 @@
 // Test-only: DDP scenarios each rank runs (rank.child.ts); rank 0 also trains the single-process reference.
-import type { ProcessGroup } from '@ddp/comm';
+
 import { tidy } from '@ddp/autograd';
-import { AdamW, BatchNorm1d, Generator, Linear, Module, mse, SGD, crossEntropy, Sequential } from '@ddp/nn';
+import type { ProcessGroup } from '@ddp/comm';
+import { AdamW, BatchNorm1d, crossEntropy, Generator, Linear, Module, mse, Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { BucketCapTuner } from '../autotune.js';
 import { type DDPOptions, DistributedDataParallel } from '../index.js';
-import { goldenMlp, gradSnapshot, loadGolden, mlp, normal, rows, shareOf, snapshot, TiedLM, transformer } from './models.js';
+import {
+  goldenMlp,
+  gradSnapshot,
+  loadGolden,
+  mlp,
+  normal,
+  rows,
+  shareOf,
+  snapshot,
+  TiedLM,
+  transformer,
+} from './models.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
 /** One optimizer step of `model` (through `forward`) on x, y with an mse loss, scaled by `scale`. */
-async function backwardMse(forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, x: ReturnType<typeof rows>, y: ReturnType<typeof rows>, scale = 1): Promise<void> {
+async function backwardMse(
+  forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>,
+  x: ReturnType<typeof rows>,
+  y: ReturnType<typeof rows>,
+  scale = 1,
+): Promise<void> {
   const loss = tidy(() => mse(forward(x), y).mul(scale));
   await loss.backward();
   loss.dispose();
@@ -22,7 +39,9 @@ async function golden(pg: ProcessGroup, naive: boolean): Promise<Record<string, 
   const g = loadGolden();
   const model = goldenMlp(g);
   const { DataParallelNaive } = await import('../index.js');
-  const wrapped = naive ? await DataParallelNaive.create(model) : await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  const wrapped = naive
+    ? await DataParallelNaive.create(model)
+    : await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
   const opt = new SGD(model.parameters(), { lr: 0.1 });
   const X = tf.tensor(g.inputs.X.data, g.inputs.X.shape);
   const Y = tf.tensor(g.inputs.Y.data, g.inputs.Y.shape);
@@ -43,10 +62,19 @@ async function golden(pg: ProcessGroup, naive: boolean): Promise<Record<string, 
 }
 
 /** 20 AdamW steps of a 2-block transformer; rank 0 also trains the same model on the global batch. */
-async function transformerScenario(pg: ProcessGroup, opts: DDPOptions = { firstBucketMB: 0.002, bucketCapMB: 0.01 }): Promise<Record<string, unknown>> {
+async function transformerScenario(
+  pg: ProcessGroup,
+  opts: DDPOptions = { firstBucketMB: 0.002, bucketCapMB: 0.01 },
+): Promise<Record<string, unknown>> {
   const B = 6;
   const batch = (s: number) => ({ x: normal([B, 4, 16], 1000 + s), y: normal([B, 4, 4], 2000 + s) });
-  const train = async (model: Sequential, forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, from: number, to: number, onStep?: (s: number) => void) => {
+  const train = async (
+    model: Sequential,
+    forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>,
+    from: number,
+    to: number,
+    onStep?: (s: number) => void,
+  ) => {
     const opt = new AdamW(model.parameters(), { lr: 1e-2 });
     for (let s = 0; s < 20; s++) {
       const { x, y } = batch(s);
@@ -70,10 +98,24 @@ async function transformerScenario(pg: ProcessGroup, opts: DDPOptions = { firstB
   const initialLayout = ddp.bucketLayout;
   const numTensors: number[] = [];
   const [from, to] = shareOf(B, pg.rank, pg.size);
-  await train(model, (x) => ddp.forward(x), from, to, (s) => {
-    if (s === 4 || s === 19) numTensors.push(tf.memory().numTensors);
-  });
-  return { params: snapshot(model), reference, initialLayout, rebuiltLayout: ddp.bucketLayout, numTensors, tuning: ddp.bucketCapTuning, capMB: ddp.bucketCapMB };
+  await train(
+    model,
+    (x) => ddp.forward(x),
+    from,
+    to,
+    (s) => {
+      if (s === 4 || s === 19) numTensors.push(tf.memory().numTensors);
+    },
+  );
+  return {
+    params: snapshot(model),
+    reference,
+    initialLayout,
+    rebuiltLayout: ddp.bucketLayout,
+    numTensors,
+    tuning: ddp.bucketCapTuning,
+    capMB: ddp.bucketCapMB,
+  };
 }
 
 /** 4 micro-batches (3 under noSync) then one SGD step, twice; rank 0's reference steps on the concatenated batch. */
@@ -101,7 +143,13 @@ async function noSyncScenario(pg: ProcessGroup): Promise<Record<string, unknown>
   for (let s = 0; s < 2; s++) {
     const { x, y } = data(s);
     for (let k = 0; k < 4; k++) {
-      const step = () => backwardMse((t) => ddp.forward(t), rows(x, from + k * micro, from + (k + 1) * micro), rows(y, from + k * micro, from + (k + 1) * micro), 1 / 4);
+      const step = () =>
+        backwardMse(
+          (t) => ddp.forward(t),
+          rows(x, from + k * micro, from + (k + 1) * micro),
+          rows(y, from + k * micro, from + (k + 1) * micro),
+          1 / 4,
+        );
       if (k < 3) await ddp.noSync(step);
       else await step();
     }
@@ -132,7 +180,12 @@ class Branchy extends Module {
  * Gradients of DDP vs. rank 0's single process on Σ_r loss_r / N, where rank r's forward
  * may differ (extraOn). Returns the error instead when DDP raises.
  */
-async function gradsVsReference(pg: ProcessGroup, makeModel: (rank: number) => Module, lossOf: (m: Module, rank: number) => ReturnType<typeof rows>, findUnusedParameters: boolean): Promise<Record<string, unknown>> {
+async function gradsVsReference(
+  pg: ProcessGroup,
+  makeModel: (rank: number) => Module,
+  lossOf: (m: Module, rank: number) => ReturnType<typeof rows>,
+  findUnusedParameters: boolean,
+): Promise<Record<string, unknown>> {
   let reference: Record<string, number[] | null> | null = null;
   if (pg.rank === 0) {
     for (let r = 0; r < pg.size; r++) {
@@ -142,12 +195,17 @@ async function gradsVsReference(pg: ProcessGroup, makeModel: (rank: number) => M
       loss.dispose();
       const grads = gradSnapshot(ref);
       reference ??= Object.fromEntries(Object.keys(grads).map((k) => [k, null]));
-      for (const [k, g] of Object.entries(grads)) if (g) reference[k] = reference[k] ? reference[k].map((v, i) => v + g[i]) : g;
+      for (const [k, g] of Object.entries(grads))
+        if (g) reference[k] = reference[k] ? reference[k].map((v, i) => v + g[i]) : g;
       ref.dispose();
     }
   }
   const model = makeModel(pg.rank);
-  const ddp = await DistributedDataParallel.create(model, { findUnusedParameters, firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  const ddp = await DistributedDataParallel.create(model, {
+    findUnusedParameters,
+    firstBucketMB: 1e-4,
+    bucketCapMB: 1e-4,
+  });
   const loss = tidy(() => lossOf(ddp.module, pg.rank));
   try {
     await loss.backward();
@@ -172,11 +230,30 @@ export const coreScenarios: Record<string, Scenario> = {
   golden: (pg) => golden(pg, false),
   goldenNaive: (pg) => golden(pg, true),
   transformer: (pg) => transformerScenario(pg),
-  transformerAutotune: (pg) => transformerScenario(pg, { firstBucketMB: 0.002, bucketCapCandidatesMB: [0.004, 0.01, 1] }),
+  transformerAutotune: (pg) =>
+    transformerScenario(pg, { firstBucketMB: 0.002, bucketCapCandidatesMB: [0.004, 0.01, 1] }),
   noSync: noSyncScenario,
-  unusedError: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, false),
-  unusedFound: (pg) => gradsVsReference(pg, branchy(() => false), branchyLoss, true),
-  unusedOnSomeRanks: (pg) => gradsVsReference(pg, branchy((r) => r === 1), branchyLoss, true),
+  unusedError: (pg) =>
+    gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      false,
+    ),
+  unusedFound: (pg) =>
+    gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      true,
+    ),
+  unusedOnSomeRanks: (pg) =>
+    gradsVsReference(
+      pg,
+      branchy((r) => r === 1),
+      branchyLoss,
+      true,
+    ),
   tied: (pg) =>
     gradsVsReference(
       pg,
@@ -187,7 +264,13 @@ export const coreScenarios: Record<string, Scenario> = {
 };
 
 /** Rank 1 alone uses `extra`, without findUnusedParameters: every rank must raise, none may hang. */
-coreScenarios.unusedDivergentError = (pg) => gradsVsReference(pg, branchy((r) => r === 1), branchyLoss, false);
+coreScenarios.unusedDivergentError = (pg) =>
+  gradsVsReference(
+    pg,
+    branchy((r) => r === 1),
+    branchyLoss,
+    false,
+  );
 
 /** BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless broadcastBuffers is off). */
 coreScenarios.buffers = async (pg) => {
@@ -196,7 +279,12 @@ coreScenarios.buffers = async (pg) => {
     const model = new Sequential(new Linear(5, 4, { generator: new Generator(40) }), new BatchNorm1d(4));
     const ddp = await DistributedDataParallel.create(model, { broadcastBuffers });
     const x = normal([6, 5], 41 + pg.rank);
-    const loss = tidy(() => ddp.forward(rows(x, 0, 6)).square().mean());
+    const loss = tidy(() =>
+      ddp
+        .forward(rows(x, 0, 6))
+        .square()
+        .mean(),
+    );
     await loss.backward();
     loss.dispose();
     x.dispose();

@@ -1,15 +1,31 @@
 // Test-only: communication hook scenarios (rank.child.ts).
-import { getWireStats, type ProcessGroup } from '@ddp/comm';
+
 import { tidy } from '@ddp/autograd';
-import { mse, SGD, type Sequential } from '@ddp/nn';
+import { getWireStats, type ProcessGroup } from '@ddp/comm';
+import { mse, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { allreduceHook, bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook, type InPlaceCommHook, PowerSGDState, powerSGDHook } from '../index.js';
+import {
+  allreduceHook,
+  bf16CompressHook,
+  type CommHook,
+  DistributedDataParallel,
+  fp16CompressHook,
+  type InPlaceCommHook,
+  PowerSGDState,
+  powerSGDHook,
+} from '../index.js';
 import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
 /** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire meanwhile. */
-async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTotal: number, hook: CommHook<unknown> | InPlaceCommHook<unknown>, state: unknown = null) {
+async function gradsWith(
+  pg: ProcessGroup,
+  makeModel: () => Sequential,
+  rowsTotal: number,
+  hook: CommHook<unknown> | InPlaceCommHook<unknown>,
+  state: unknown = null,
+) {
   const model = makeModel();
   const ddp = await DistributedDataParallel.create(model);
   ddp.registerCommHook(state, hook);
@@ -32,7 +48,12 @@ async function gradsWith(pg: ProcessGroup, makeModel: () => Sequential, rowsTota
 async function compressionScenario(pg: ProcessGroup): Promise<Record<string, unknown>> {
   const make = () => mlp(21, [32, 64, 16]);
   const out: Record<string, unknown> = {};
-  for (const [name, hook] of [['allreduce', allreduceHook], ['fp16', fp16CompressHook], ['bf16', bf16CompressHook]] as const) out[name] = await gradsWith(pg, make, 12, hook);
+  for (const [name, hook] of [
+    ['allreduce', allreduceHook],
+    ['fp16', fp16CompressHook],
+    ['bf16', bf16CompressHook],
+  ] as const)
+    out[name] = await gradsWith(pg, make, 12, hook);
   return out;
 }
 
@@ -40,7 +61,13 @@ async function compressionScenario(pg: ProcessGroup): Promise<Record<string, unk
 async function powerSGDExact(pg: ProcessGroup): Promise<Record<string, unknown>> {
   const make = () => mlp(22, [64, 64, 64]);
   const exact = await gradsWith(pg, make, 6, allreduceHook);
-  const power = await gradsWith(pg, make, 6, powerSGDHook as CommHook<unknown>, new PowerSGDState({ matrixApproximationRank: 6, startPowerSGDIter: 0 }));
+  const power = await gradsWith(
+    pg,
+    make,
+    6,
+    powerSGDHook as CommHook<unknown>,
+    new PowerSGDState({ matrixApproximationRank: 6, startPowerSGDIter: 0 }),
+  );
   return { exact, power };
 }
 
@@ -106,4 +133,9 @@ async function hookFailureCaught(pg: ProcessGroup): Promise<Record<string, unkno
   return { steps, messages };
 }
 
-export const hookScenarios: Record<string, Scenario> = { compression: compressionScenario, powerSGDExact, powerSGDTrain, hookFailureCaught };
+export const hookScenarios: Record<string, Scenario> = {
+  compression: compressionScenario,
+  powerSGDExact,
+  powerSGDTrain,
+  hookFailureCaught,
+};

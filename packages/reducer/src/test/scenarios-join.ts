@@ -1,6 +1,7 @@
 // Test-only: uneven inputs (join) and failure scenarios (rank.child.ts).
-import type { ProcessGroup } from '@ddp/comm';
+
 import { tidy } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { mse, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -10,14 +11,21 @@ import { mlp, normal, rows, snapshot } from './models.js';
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
 const batchesOf = (rank: number) => 5 + rank;
-const batch = (rank: number, s: number) => ({ x: normal([4, 5], 1000 * rank + s), y: normal([4, 3], 500 + 1000 * rank + s) });
+const batch = (rank: number, s: number) => ({
+  x: normal([4, 5], 1000 * rank + s),
+  y: normal([4, 3], 500 + 1000 * rank + s),
+});
 
 /**
  * Rank r trains on 5 + r batches inside join; rank 0 also computes what
  * divideByInitialWorldSize prescribes: at step s the gradient is the sum over the ranks
  * still active of their batch's gradient, divided by N (true) or by the active count (false).
  */
-async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean, throwOnEarlyTermination = false): Promise<Record<string, unknown>> {
+async function joinScenario(
+  pg: ProcessGroup,
+  divideByInitialWorldSize: boolean,
+  throwOnEarlyTermination = false,
+): Promise<Record<string, unknown>> {
   let reference: Record<string, number[]> | null = null;
   const steps = batchesOf(pg.size - 1);
   if (pg.rank === 0 && !throwOnEarlyTermination) {
@@ -27,7 +35,9 @@ async function joinScenario(pg: ProcessGroup, divideByInitialWorldSize: boolean,
       const active = [...Array(pg.size).keys()].filter((r) => batchesOf(r) > s);
       for (const r of active) {
         const { x, y } = batch(r, s);
-        const loss = tidy(() => mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByInitialWorldSize ? pg.size : active.length));
+        const loss = tidy(() =>
+          mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByInitialWorldSize ? pg.size : active.length),
+        );
         await loss.backward();
         loss.dispose();
         tf.dispose([x, y]);

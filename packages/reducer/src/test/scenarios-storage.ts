@@ -1,6 +1,7 @@
 // Test-only: where DDP's gradients live during the all-reduce (DESIGN.md, "Where gradients live").
-import type { ProcessGroup } from '@ddp/comm';
+
 import { tidy } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
 import { mse } from '@ddp/nn';
 import { getTransferStats, tf } from '@ddp/tensor';
 import { IN_PLACE_MIN_ELEMENTS } from '../bucket.js';

@@ -1,6 +1,7 @@
 // One rank of the SyncBatchNorm golden test: argv = fixture name, batch rows per rank ("1,0,3").
-import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+
 import { type Tensor, tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { BatchNorm1d, Module } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
@@ -71,7 +72,8 @@ try {
 /** 1d ([N, C]) against nn.BatchNorm1d on the whole batch in this process: largest differences. */
 async function oneD(): Promise<Record<string, number>> {
   const total = split.reduce((a, b) => a + b, 0);
-  const values = (seed: number) => Array.from({ length: total * 3 }, (_, i) => Math.sin(i * 1.7 + seed) * (1 + (i % 5)));
+  const values = (seed: number) =>
+    Array.from({ length: total * 3 }, (_, i) => Math.sin(i * 1.7 + seed) * (1 + (i % 5)));
   const [xs, dys] = [values(1), values(2)];
   const ref = new BatchNorm1d(3, { momentum: 0.2 });
   const xFull = tensor(xs, [total, 3], { requiresGrad: true });
@@ -83,7 +85,8 @@ async function oneD(): Promise<Record<string, number>> {
   await y.backward(tf.tensor(dys.slice(start * 3, (start + count) * 3), [count, 3]));
   const dw = Float32Array.from(sync.weight!.grad!.dataSync());
   await group.allReduce(dw).wait();
-  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) => Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i])));
+  const diff = (a: ArrayLike<number>, b: ArrayLike<number>) =>
+    Math.max(0, ...Array.from(a, (v, i) => Math.abs(v - b[i])));
   const rows = (t: { dataSync(): ArrayLike<number> }) => Array.from(t.dataSync()).slice(start * 3, (start + count) * 3);
   return {
     y: diff(y.dataSync(), rows(yFull)),
@@ -102,5 +105,7 @@ const evalY = bn.forward(x); // running stats, no communication
 const evalOut = Array.from(evalY.dataSync());
 evalY.dispose();
 const oneDDiffs = await oneD();
-console.log(`RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`);
+console.log(
+  `RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`,
+);
 await destroyProcessGroup();

@@ -20,12 +20,18 @@ export class TinyGpt extends Module {
   readonly lnf: LayerNorm;
   readonly head: Linear;
 
-  constructor(readonly config: TinyGptConfig, generator: Generator) {
+  constructor(
+    readonly config: TinyGptConfig,
+    generator: Generator,
+  ) {
     super();
     const { vocab, seq, dim, heads, layers } = config;
     this.wte = this.registerModule('wte', new Embedding(vocab, dim, { generator }));
     this.wpe = this.registerModule('wpe', new Embedding(seq, dim, { generator }));
-    this.blocks = this.registerModule('blocks', new ModuleList<Layer<Tensor>>([...Array(layers)].map(() => new TransformerBlock(dim, heads, { generator }))));
+    this.blocks = this.registerModule(
+      'blocks',
+      new ModuleList<Layer<Tensor>>([...Array(layers)].map(() => new TransformerBlock(dim, heads, { generator }))),
+    );
     this.lnf = this.registerModule('lnf', new LayerNorm(dim));
     this.head = this.registerModule('head', new Linear(dim, vocab, { bias: false, generator }));
   }

@@ -1,7 +1,8 @@
 // One rank of the tensor-parallel test (tp = world size): the unsharded model runs beside the
 // sharded one in this process, from the same seed; prints the largest differences.
-import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
+
 import { crossEntropy, randn, type Tensor } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
 import { AdamW, Generator, Linear, type Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear } from '../index.js';
@@ -44,7 +45,11 @@ async function layerDiffs(): Promise<Record<string, number>> {
 
 function applyShard(t: tf.Tensor, dim: number): tf.Tensor {
   const part = t.shape[dim] / group.size;
-  return tf.slice(t, t.shape.map((_, i) => (i === dim ? group.rank * part : 0)), t.shape.map((d, i) => (i === dim ? part : d)));
+  return tf.slice(
+    t,
+    t.shape.map((_, i) => (i === dim ? group.rank * part : 0)),
+    t.shape.map((d, i) => (i === dim ? part : d)),
+  );
 }
 
 const config = { vocab: 16, seq: 6, dim: 16, heads: 4, layers: 2 };
@@ -82,7 +87,6 @@ const refState = reference.stateDict();
 let weights = 0;
 const worst: string[] = [];
 for (const [name, t] of sharded.stateDict()) {
-
   const d = maxDiff(t, refState.get(name)!);
   if (d > 1e-6) worst.push(`${name}: ${d}`);
   weights = Math.max(weights, d);
@@ -94,5 +98,7 @@ const before = tf.memory().numTensors;
 tf.dispose(await step(sharded, tpOpt));
 const leaked = tf.memory().numTensors - before;
 
-console.log(`RESULT ${JSON.stringify({ logits, weights, worst, leaked, layers: await layerDiffs(), dpRank: grid.dpRank, tpRank: grid.tpRank })}`);
+console.log(
+  `RESULT ${JSON.stringify({ logits, weights, worst, leaked, layers: await layerDiffs(), dpRank: grid.dpRank, tpRank: grid.tpRank })}`,
+);
 await destroyProcessGroup();

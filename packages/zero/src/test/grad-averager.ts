@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { type JoinHook, type Joinable, notifyJoinContext } from '@ddp/join';
+import { type Joinable, type JoinHook, notifyJoinContext } from '@ddp/join';
 import { tf } from '@ddp/tensor';
 
 /**
@@ -21,7 +21,9 @@ export class GradAverager implements Joinable {
 
   async average(zeros = false): Promise<void> {
     const group = this.joinProcessGroup;
-    const bufs = this.params.map((p) => (zeros || p.grad === null ? new Float32Array(p.size) : Float32Array.from(p.grad.dataSync())));
+    const bufs = this.params.map((p) =>
+      zeros || p.grad === null ? new Float32Array(p.size) : Float32Array.from(p.grad.dataSync()),
+    );
     const works = bufs.map((b) => group.allReduce(b));
     for (const w of works) await w.wait();
     this.params.forEach((p, i) => {

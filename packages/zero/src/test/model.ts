@@ -5,7 +5,11 @@ export const WIDTH = 8;
 export const DEPTH = 6;
 export const OPTIMIZERS = { adam: Adam, adamw: AdamW, sgd: SGD } as const;
 export type OptimizerName = keyof typeof OPTIMIZERS;
-export const OPTIONS: Record<OptimizerName, { lr: number; [k: string]: number }> = { adam: { lr: 0.01 }, adamw: { lr: 0.01, weightDecay: 0.1 }, sgd: { lr: 0.05, momentum: 0.9 } };
+export const OPTIONS: Record<OptimizerName, { lr: number; [k: string]: number }> = {
+  adam: { lr: 0.01 },
+  adamw: { lr: 0.01, weightDecay: 0.1 },
+  sgd: { lr: 0.05, momentum: 0.9 },
+};
 
 /** Six equal Linear(8, 8) layers: the sorted-greedy partition splits them evenly over 2 and 3 ranks. */
 export function makeModel(): Sequential {

@@ -19,7 +19,13 @@ const OPTIONS = { lr: 0.02 };
 
 function makeModel(): Sequential {
   const gen = new Generator(11);
-  return new Sequential(new Linear(IN, 8, { generator: gen }), new Tanh(), new Linear(8, 8, { generator: gen }), new Tanh(), new Linear(8, OUT, { generator: gen }));
+  return new Sequential(
+    new Linear(IN, 8, { generator: gen }),
+    new Tanh(),
+    new Linear(8, 8, { generator: gen }),
+    new Tanh(),
+    new Linear(8, OUT, { generator: gen }),
+  );
 }
 
 /** Rows [lo, hi) of step t's global batch. */
@@ -41,11 +47,23 @@ async function averageGradients(params: Tensor[], group: ProcessGroup): Promise<
   for (const p of params) {
     const buf = new Float32Array(p.grad!.dataSync() as Float32Array);
     await group.allReduce(buf, { op: ReduceOp.SUM }).wait();
-    p.grad = tf.tensor(buf.map((v) => v / group.size), p.shape, 'float32');
+    p.grad = tf.tensor(
+      buf.map((v) => v / group.size),
+      p.shape,
+      'float32',
+    );
   }
 }
 
-const { values } = parseArgs({ options: { from: { type: 'string' }, to: { type: 'string' }, load: { type: 'string' }, save: { type: 'string' }, broken: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    from: { type: 'string' },
+    to: { type: 'string' },
+    load: { type: 'string' },
+    save: { type: 'string' },
+    broken: { type: 'string' },
+  },
+});
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const { rank, size } = group;
 const result: Record<string, unknown> = { rank };
@@ -71,7 +89,8 @@ for (let t = from; t < to; t++) {
   await zero.step();
   zero.zeroGrad();
 }
-if (values.save) await saveShardedCheckpoint(values.save, { model, optimizer: zero, step: to, extra: { note: 'test' } });
+if (values.save)
+  await saveShardedCheckpoint(values.save, { model, optimizer: zero, step: to, extra: { note: 'test' } });
 result.params = flat(model);
 
 if (values.load) {

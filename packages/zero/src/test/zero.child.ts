@@ -34,7 +34,10 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
   // biome-ignore lint/suspicious/noExplicitAny: any optimizer's options
   const OptimizerClass = OPTIMIZERS[c.opt] as any;
   const makeZero = (m: ReturnType<typeof makeModel>) =>
-    new ZeroRedundancyOptimizer(m.parameters(), OptimizerClass, OPTIONS[c.opt], { stage: c.stage, parametersAsBucketView: c.bucket ?? false });
+    new ZeroRedundancyOptimizer(m.parameters(), OptimizerClass, OPTIONS[c.opt], {
+      stage: c.stage,
+      parametersAsBucketView: c.bucket ?? false,
+    });
 
   let model = makeModel();
   let zero = makeZero(model);
@@ -59,7 +62,10 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
   const refStep = async (t: number) => {
     const loss = tidy(() => {
       const active = Array.from({ length: size }, (_, r) => r).filter((r) => stepsOf(r) > t);
-      return active.map((r) => lossOf(ref, t, r)).reduce((a, b) => a.add(b)).div(size);
+      return active
+        .map((r) => lossOf(ref, t, r))
+        .reduce((a, b) => a.add(b))
+        .div(size);
     });
     await loss.backward();
     loss.dispose();
@@ -97,7 +103,12 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
       for (const [i, s] of refOpt.stateDict().state) {
         for (const [k, v] of Object.entries(s)) {
           const got = full.state.get(i)?.[k];
-          diff = Math.max(diff, typeof v === 'number' ? Math.abs(v - (got as number)) : maxDiff([...(got as tf.Tensor).dataSync()], [...v.dataSync()]));
+          diff = Math.max(
+            diff,
+            typeof v === 'number'
+              ? Math.abs(v - (got as number))
+              : maxDiff([...(got as tf.Tensor).dataSync()], [...v.dataSync()]),
+          );
         }
       }
       result.consolidatedDiff = diff;

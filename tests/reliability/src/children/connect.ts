@@ -1,4 +1,11 @@
-import { destroyProcessGroup, initProcessGroup, type ProcessGroup, readLaunchEnv, type Store, TCPStore } from '@ddp/comm';
+import {
+  destroyProcessGroup,
+  initProcessGroup,
+  type ProcessGroup,
+  readLaunchEnv,
+  type Store,
+  TCPStore,
+} from '@ddp/comm';
 import { RelayedStore } from '../relayed-store.js';
 
 /**
@@ -15,11 +22,17 @@ export async function connectWorld(timeoutMs: number): Promise<{ pg: ProcessGrou
   let inner: Store | undefined;
   let store: Store | undefined;
   if (process.env.RELAY_CONTROL) {
-    inner = await TCPStore.create({ ...hostPort(process.env.STORE_FRONT), secret: env.secret, timeoutMs, rank: env.rank });
+    inner = await TCPStore.create({
+      ...hostPort(process.env.STORE_FRONT),
+      secret: env.secret,
+      timeoutMs,
+      rank: env.rank,
+    });
     store = new RelayedStore(inner, hostPort(process.env.RELAY_CONTROL));
   }
   const pg = await initProcessGroup({ store, rank: env.rank, worldSize: env.worldSize, timeoutMs });
-  const within = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => {}), new Promise((r) => setTimeout(r, ms).unref())]);
+  const within = (p: Promise<unknown>, ms: number) =>
+    Promise.race([p.catch(() => {}), new Promise((r) => setTimeout(r, ms).unref())]);
   return {
     pg,
     // a poisoned world may not say goodbye cleanly: do not let that hold the exit

@@ -1,7 +1,7 @@
-import { fromTf, tidy } from '@ddp/autograd';
 import { createHash } from 'node:crypto';
+import { fromTf, tidy } from '@ddp/autograd';
 import type { CommArray, ProcessGroup, Work } from '@ddp/comm';
-import { Generator, Linear, mse, SGD, Sequential, Tanh } from '@ddp/nn';
+import { Generator, Linear, mse, Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { seededRandom } from '../relay.js';
@@ -16,7 +16,10 @@ import { connectWorld } from './connect.js';
  * least-squares slopes after warm-up, whether the ranks' final parameters are identical and
  * their SHA-256. The world may sit behind a FaultRelay (see connect.ts).
  */
-const [collectives = 2000, ddpSteps = 100] = process.argv.slice(2).filter((a) => !a.startsWith('--')).map(Number);
+const [collectives = 2000, ddpSteps = 100] = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith('--'))
+  .map(Number);
 const { pg, close } = await connectWorld(Number(process.env.DDP_TIMEOUT_MS) || 60_000);
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -26,10 +29,15 @@ function sample(op: number): Sample {
   return { op, rss: m.rss, heapUsed: m.heapUsed, numTensors: tf.memory().numTensors };
 }
 
-const fill = (rank: number, n: number, salt: number, offset = 0) => Float32Array.from({ length: n }, (_, i) => value(rank, i + offset, salt));
+const fill = (rank: number, n: number, salt: number, offset = 0) =>
+  Float32Array.from({ length: n }, (_, i) => value(rank, i + offset, salt));
 
 /** Issues one random collective; `check` runs after it completes and returns false on a mismatch. */
-function randomCollective(g: ProcessGroup, rand: () => number, salt: number): { work: Work<unknown>; check: () => boolean } {
+function randomCollective(
+  g: ProcessGroup,
+  rand: () => number,
+  salt: number,
+): { work: Work<unknown>; check: () => boolean } {
   const n = 1 + Math.floor(rand() * 64);
   const kind = Math.floor(rand() * 5);
   const { rank, size } = g;
@@ -38,7 +46,9 @@ function randomCollective(g: ProcessGroup, rand: () => number, salt: number): { 
   if (kind <= 1) {
     const op = kind === 0 ? 'sum' : 'max';
     const buf = fill(rank, n, salt);
-    const want = fill(0, n, salt).map((_, i) => ranks.map((r) => value(r, i, salt)).reduce((a, b) => (op === 'sum' ? a + b : Math.max(a, b))));
+    const want = fill(0, n, salt).map((_, i) =>
+      ranks.map((r) => value(r, i, salt)).reduce((a, b) => (op === 'sum' ? a + b : Math.max(a, b))),
+    );
     return { work: g.allReduce(buf, { op }), check: () => same(buf, want) };
   }
   if (kind === 2) {
@@ -67,7 +77,8 @@ async function soakCollectives(count: number): Promise<{ mismatches: number; sam
       if (!b.check()) mismatches++;
       // allGather: every block must be the sender's data
       const r = results[k];
-      if (Array.isArray(r) && !r.every((block: CommArray, src) => block.every((v, j) => v === value(src, j, i + k)))) mismatches++;
+      if (Array.isArray(r) && !r.every((block: CommArray, src) => block.every((v, j) => v === value(src, j, i + k))))
+        mismatches++;
     });
     if ((i / 8) % Math.max(1, Math.floor(every / 8)) === 0) samples.push(sample(i + batch.length));
   }
@@ -82,9 +93,15 @@ async function allReduceGrad(p: { grad: tf.Tensor | null | { dataSync(): unknown
   await pg.allReduce(buf, { op: 'avg' }).wait();
 }
 
-async function soakDdp(steps: number): Promise<{ samples: Sample[]; paramsIdentical: boolean; finalLoss: number; paramsSha256: string }> {
+async function soakDdp(
+  steps: number,
+): Promise<{ samples: Sample[]; paramsIdentical: boolean; finalLoss: number; paramsSha256: string }> {
   const gen = new Generator(7);
-  const model = new Sequential(new Linear(8, 32, { generator: gen }), new Tanh(), new Linear(32, 4, { generator: gen }));
+  const model = new Sequential(
+    new Linear(8, 32, { generator: gen }),
+    new Tanh(),
+    new Linear(32, 4, { generator: gen }),
+  );
   // --no-ddp: the same loop with gradients averaged by hand (to tell DDP's memory from the rest)
   const plain = process.argv.includes('--no-ddp');
   const ddp = plain ? null : await DistributedDataParallel.create(model, { bucketCapMB: 0.002, firstBucketMB: 0.001 });
