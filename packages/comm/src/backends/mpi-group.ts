@@ -1,4 +1,5 @@
 import type { Kind } from '@ddp/mpi';
+import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from '../arg-checks.js';
 import { type CommArray, dtypeOf, type HalfDtype, type OpName, type ReduceOp, reduceOpOf } from '../dtypes.js';
 import { CommError, InvalidArgumentError, laterCallError, NotInitializedError } from '../errors.js';
 import type { P2POp, ProcessGroup } from '../group.js';
@@ -84,14 +85,6 @@ export class MpiProcessGroup implements ProcessGroup {
     return makeWork(run.then((r) => p.finish(r[2], r[1])));
   }
 
-  private checkRoot(root: number, what: string): void {
-    if (!Number.isInteger(root) || root < 0 || root >= this.size) {
-      throw new InvalidArgumentError(`rank ${this.me}: ${what} ${root} is not a rank of this group of ${this.size}`, {
-        op: what,
-      });
-    }
-  }
-
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('allReduce', () =>
       reductionCall(
@@ -109,7 +102,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
     return this.collective('reduce', () => {
-      this.checkRoot(opts.dst, 'reduce dst');
+      checkRoot(opts.dst, this.size, this.me, 'reduce dst');
       return reductionCall(
         this,
         'reduce',
@@ -125,12 +118,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('reduceScatter', () => {
-      if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(
-          `reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`,
-          { op: 'reduceScatter' },
-        );
-      }
+      checkReduceScatter(output, input, this.size);
       return reductionCall(
         this,
         'reduceScatter',
@@ -146,7 +134,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
     return this.collective('broadcast', () => {
-      this.checkRoot(opts.src, 'broadcast src');
+      checkRoot(opts.src, this.size, this.me, 'broadcast src');
       const d = dtypeOf(buf, opts.dtype ?? 'float16');
       return { call: moveCall(this, 'broadcast', d, SAME_COUNT, opts.src, buf.length, buf, null), finish: () => {} };
     });
@@ -164,12 +152,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', () => {
-      if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(
-          `allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`,
-          { op: 'allGatherInto' },
-        );
-      }
+      checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       const call = {
         ...moveCall(this, 'allGatherInto', d, SAME_COUNT, 0, input.length, input, null),
@@ -181,7 +164,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', () => {
-      this.checkRoot(opts.dst, 'gather dst');
+      checkRoot(opts.dst, this.size, this.me, 'gather dst');
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       const call = moveCall(this, 'gather', d, SAME_CALL, opts.dst, input.length, input, null);
       return { call, finish: (out, all) => (this.rank === opts.dst ? splitGathered(this.size, d, out, all) : null) };
@@ -190,7 +173,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', () => {
-      this.checkRoot(opts.src, 'scatter src');
+      checkRoot(opts.src, this.size, this.me, 'scatter src');
       const d = dtypeOf(output, opts.dtype ?? 'float16');
       if (this.rank !== opts.src)
         return {
@@ -214,12 +197,7 @@ export class MpiProcessGroup implements ProcessGroup {
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
-      if (outputs.length !== this.size || inputs.length !== this.size) {
-        throw new InvalidArgumentError(
-          `allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`,
-          { op: 'allToAll' },
-        );
-      }
+      checkAllToAllCounts(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
       if ([...inputs, ...outputs].some((a) => a.constructor !== like.constructor)) {
         throw new InvalidArgumentError('allToAll: inputs and outputs must all be one array type', { op: 'allToAll' });
@@ -276,8 +254,7 @@ export class MpiProcessGroup implements ProcessGroup {
         op: 'batchIsendIrecv',
       });
     for (const o of ops) {
-      this.checkRoot(o.peer, `${o.op} peer`);
-      if (o.peer === this.rank) throw new InvalidArgumentError(`rank ${this.me}: ${o.op} to itself`, { op: o.op });
+      checkPeer(o.op, o.peer, this.size, this.rank, this.me);
       dtypeOf(o.buf, o.dtype ?? 'float16');
     }
     const { call, received } = p2pCall(ops);
