@@ -32,7 +32,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   /** This rank's global rank (errors name it). */
   private get me(): number {
-    return this.ranks[this.rank] as number;
+    return this.ranks[this.rank];
   }
 
   /** Any use after destroyProcessGroup raises at once (no op may reach a closed mesh or a peer's shared memory). */
