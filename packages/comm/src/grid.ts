@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from './errors.js';
 import type { ProcessGroup } from './group.js';
-import { getDefaultGroup, newSubgroupsByEnumeration } from './world.js';
+import { newSubgroupsByEnumeration } from './subgroups.js';
+import { getDefaultGroup } from './world.js';
 
 /** Sizes of the dp × pp × tp grid; their product must be the world size (dp defaults to what is left). */
 export interface GridSizes {

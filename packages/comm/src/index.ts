@@ -23,6 +23,7 @@ export { PrefixStore } from './store/prefix-store.js';
 export type { Store } from './store/store.js';
 export { TCPStore, type TCPStoreOptions } from './store/tcp-store-client.js';
 export { TCPStoreServer } from './store/tcp-store-server.js';
+export { newGroup, newSubgroupsByEnumeration } from './subgroups.js';
 export type { Work } from './work.js';
 export {
   destroyProcessGroup,
@@ -34,7 +35,5 @@ export {
   type InitOptions,
   initProcessGroup,
   isInitialized,
-  newGroup,
-  newSubgroupsByEnumeration,
   type WireStats,
 } from './world.js';

@@ -1,48 +1,44 @@
+import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
 import type { CommThread } from './comm-thread.js';
-import { type CommArray, type Dtype, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
+import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
 import type { P2POp, ProcessGroup } from './group.js';
 import type { MainRunner } from './main-runner.js';
-import { onMainThread } from './routing.js';
+import { OpDispatcher } from './op-dispatcher.js';
 import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
-import { makeWork, type Work } from './work.js';
-import type { OpRequest, OpResult, P2PEntry } from './worker/protocol.js';
+import type { Work } from './work.js';
+import type { OpResult, P2PEntry } from './worker/protocol.js';
 
 /** A process group whose collectives run on the process's comm worker thread. */
 export class WorkerProcessGroup implements ProcessGroup {
-  private seq = 0;
-
-  /** Settles when every Work issued so far has (Works complete in issue order). */
-  private tail: Promise<unknown> = Promise.resolve();
+  private readonly ops: OpDispatcher;
 
   constructor(
     private readonly comm: CommThread,
     /** Runs small collectives on the main thread (routing.ts); null to use only the comm thread. */
     private readonly main: MainRunner | null,
-    private readonly staging: StagingPool,
+    readonly staging: StagingPool,
     readonly id: number,
     readonly ranks: readonly number[],
     readonly rank: number,
     readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.ops = new OpDispatcher(comm, main, staging, id, ranks.length, timeoutMs);
+  }
 
   get size(): number {
     return this.ranks.length;
   }
 
-  private checkRoot(root: number, what: string): void {
-    if (!Number.isInteger(root) || root < 0 || root >= this.size) {
-      throw new InvalidArgumentError(
-        `rank ${this.ranks[this.rank]}: ${what} ${root} is not a rank of this group of ${this.size}`,
-        { op: what },
-      );
-    }
+  /** This rank's global rank (errors name it). */
+  private get me(): number {
+    return this.ranks[this.rank];
   }
 
   /** Any use after destroyProcessGroup raises at once (no op may reach a closed mesh or a peer's shared memory). */
   private checkAlive(call: string): void {
     if (this.comm.closed || this.main?.closed) {
-      const me = this.ranks[this.rank];
+      const me = this.me;
       const why = `rank ${me}: ${call} on a process group after destroyProcessGroup`;
       throw new NotInitializedError(why, { rank: me, op: call });
     }
@@ -60,7 +56,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       return start();
     } catch (e) {
       if (this.size > 1) {
-        const me = this.ranks[this.rank];
+        const me = this.me;
         const err =
           e instanceof CommError
             ? e
@@ -79,90 +75,22 @@ export class WorkerProcessGroup implements ProcessGroup {
     else this.comm.abort(this.id, err);
   }
 
-  /**
-   * Stages `bytes` of data in a shared buffer, runs the op on the worker, then lets
-   * `finish` copy results out before the buffer is reused.
-   */
-  private submit<T>(
-    req: Omit<OpRequest, 'type' | 'id' | 'seq' | 'sab' | 'sabOffset' | 'timeoutMs' | 'groupId'>,
-    stageBytes: number,
-    fill: (sab: SharedArrayBuffer) => void,
-    finish: (sab: SharedArrayBuffer, result: OpResult | undefined) => T,
-  ): Work<T> {
-    const seq = req.op === 'p2p' ? 0 : ++this.seq;
-    const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
-    if (sab) fill(sab);
-    const promise = this.dispatch(
-      { ...req, seq, sab, sabOffset: 0, groupId: this.id, timeoutMs: this.timeoutMs },
-      stageBytes,
-    )
-      .then((result) => finish(sab as SharedArrayBuffer, result))
-      .finally(() => this.staging.release(sab));
-    return makeWork(promise);
-  }
-
-  /**
-   * Runs the op on the main thread or the comm thread (routing.ts) and holds its result
-   * back until every earlier Work of this group has completed.
-   */
-  private dispatch(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): Promise<OpResult | undefined> {
-    const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
-    if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.id, req.seq, req.op);
-    const run = onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
-    const prev = this.tail;
-    const ordered = run.then(
-      (r) => prev.then(() => r),
-      (e) =>
-        prev.then(() => {
-          throw e;
-        }),
-    );
-    this.tail = ordered.catch(() => {});
-    return ordered;
-  }
-
-  private inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
-    if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
-      // the caller's array is shared memory already: the worker works on it in place
-      const promise = this.dispatch(
-        {
-          op,
-          dtype: d,
-          reduceOp: 'sum',
-          root: 0,
-          count: buf.length,
-          length: buf.length,
-          ...extra,
-          seq: ++this.seq,
-          sab: buf.buffer,
-          sabOffset: buf.byteOffset,
-          groupId: this.id,
-          timeoutMs: this.timeoutMs,
-        },
-        buf.byteLength,
-      );
-      return makeWork(promise.then(() => {}));
-    }
-    return this.submit(
-      { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
-      buf.byteLength,
-      (sab) => new Uint8Array(sab, 0, buf.byteLength).set(bytes(buf)),
-      (sab) => {
-        if (copyBack) bytes(buf).set(new Uint8Array(sab, 0, buf.byteLength));
-      },
-    );
-  }
-
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('allReduce', () =>
-      this.inPlace('allReduce', buf, dtypeOf(buf, opts.dtype), { reduceOp: reduceOpOf(opts.op, 'allReduce') }, true),
+      this.ops.inPlace(
+        'allReduce',
+        buf,
+        dtypeOf(buf, opts.dtype),
+        { reduceOp: reduceOpOf(opts.op, 'allReduce') },
+        true,
+      ),
     );
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
     return this.collective('broadcast', () => {
-      this.checkRoot(opts.src, 'broadcast src');
-      return this.inPlace(
+      checkRoot(opts.src, this.size, this.me, 'broadcast src');
+      return this.ops.inPlace(
         'broadcast',
         buf,
         dtypeOf(buf, opts.dtype ?? 'float16'),
@@ -174,8 +102,8 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
     return this.collective('reduce', () => {
-      this.checkRoot(opts.dst, 'reduce dst');
-      return this.inPlace(
+      checkRoot(opts.dst, this.size, this.me, 'reduce dst');
+      return this.ops.inPlace(
         'reduce',
         buf,
         dtypeOf(buf, opts.dtype),
@@ -188,7 +116,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
     return this.collective('allGather', () => {
       const d = dtypeOf(input, opts.dtype ?? 'float16');
-      return this.submit(
+      return this.ops.submit(
         { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
@@ -199,14 +127,9 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', () => {
-      if (output.length !== input.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(
-          `allGatherInto: output needs ${this.size} × ${input.length} elements of the input's type, got ${output.length}`,
-          { op: 'allGatherInto' },
-        );
-      }
+      checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
-      return this.submit(
+      return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
         output.byteLength,
         (sab) => new Uint8Array(sab, this.rank * input.byteLength, input.byteLength).set(bytes(input)),
@@ -217,13 +140,8 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('reduceScatter', () => {
-      if (input.length !== output.length * this.size || output.constructor !== input.constructor) {
-        throw new InvalidArgumentError(
-          `reduceScatter: input needs ${this.size} × ${output.length} elements of the output's type, got ${input.length}`,
-          { op: 'reduceScatter' },
-        );
-      }
-      return this.submit(
+      checkReduceScatter(output, input, this.size);
+      return this.ops.submit(
         {
           op: 'reduceScatter',
           dtype: dtypeOf(input, opts.dtype),
@@ -241,9 +159,9 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', () => {
-      this.checkRoot(opts.dst, 'gather dst');
+      checkRoot(opts.dst, this.size, this.me, 'gather dst');
       const d = dtypeOf(input, opts.dtype ?? 'float16');
-      return this.submit(
+      return this.ops.submit(
         { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
@@ -254,9 +172,9 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', () => {
-      this.checkRoot(opts.src, 'scatter src');
+      checkRoot(opts.src, this.size, this.me, 'scatter src');
       const d = dtypeOf(output, opts.dtype ?? 'float16');
-      if (this.rank !== opts.src) return this.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
+      if (this.rank !== opts.src) return this.ops.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
       const inputs = opts.inputs;
       if (!inputs || inputs.length !== this.size) {
         throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, {
@@ -270,7 +188,7 @@ export class WorkerProcessGroup implements ProcessGroup {
           { op: 'scatter' },
         );
       const total = inputs.reduce((s, a) => s + a.byteLength, 0);
-      return this.submit(
+      return this.ops.submit(
         {
           op: 'scatter',
           dtype: d,
@@ -289,12 +207,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
-      if (outputs.length !== this.size || inputs.length !== this.size) {
-        throw new InvalidArgumentError(
-          `allToAll: needs ${this.size} outputs and inputs, got ${outputs.length} and ${inputs.length}`,
-          { op: 'allToAll' },
-        );
-      }
+      checkAllToAllCounts(outputs, inputs, this.size);
       const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
       if (types.size > 1) {
         const names = [...types].map((t) => t.name).join(', ');
@@ -305,7 +218,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
       const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
-      return this.submit(
+      return this.ops.submit(
         {
           op: 'allToAll',
           dtype: d,
@@ -332,7 +245,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   barrier(): Work {
     const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
     return this.collective('barrier', () =>
-      this.submit(
+      this.ops.submit(
         req,
         0,
         () => {},
@@ -355,9 +268,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     const entries: P2PEntry[] = [];
     let off = 0;
     for (const o of ops) {
-      this.checkRoot(o.peer, `${o.op} peer`);
-      if (o.peer === this.rank)
-        throw new InvalidArgumentError(`rank ${this.ranks[this.rank]}: ${o.op} to itself`, { op: o.op });
+      checkPeer(o.op, o.peer, this.size, this.rank, this.me);
       entries.push({
         kind: o.op === 'isend' ? 'send' : 'recv',
         peer: o.peer,
@@ -368,7 +279,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       });
       off += Math.ceil(o.buf.byteLength / 8) * 8;
     }
-    return this.submit(
+    return this.ops.submit(
       { op: 'p2p', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0, p2p: entries },
       off,
       (sab) => {

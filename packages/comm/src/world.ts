@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld, newMpiGroup } from './backends/mpi-world.js';
+import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from './backends/mpi-world.js';
 import { CommThread } from './comm-thread.js';
 import { readLaunchEnv } from './env.js';
 import {
@@ -68,7 +68,7 @@ function warnOtherRun(err: CommError): void {
 }
 
 /** A timeout must be a positive number of milliseconds (Infinity allowed). */
-function checkTimeout(ms: number, op: string): number {
+export function checkTimeout(ms: number, op: string): number {
   if (typeof ms !== 'number' || !(ms > 0))
     throw new InvalidArgumentError(`${op}: timeoutMs must be a positive number of milliseconds, got ${ms}`, { op });
   return ms;
@@ -214,7 +214,7 @@ export function isInitialized(): boolean {
   return world !== null || mpiWorld() !== null;
 }
 
-function current(what: string): World {
+export function current(what: string): World {
   if (!world)
     throw new NotInitializedError(`${what}: the default process group is not initialised (call initProcessGroup)`, {
       op: what,
@@ -243,36 +243,12 @@ export function getStore(): Store {
 }
 
 /**
- * A group of some global ranks. Collective over the world: every rank calls it, in the
- * same order, with the same ranks; non-members get null.
- */
-export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {}): Promise<ProcessGroup | null> {
-  const mpi = mpiWorld();
-  const { group, timeoutMs: defaultTimeout } = mpi ?? current('newGroup');
-  const members = [...new Set(ranks)].sort((a, b) => a - b);
-  if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= group.size)) {
-    throw new InvalidArgumentError(
-      `newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${group.size}`,
-      { op: 'newGroup' },
-    );
-  }
-  const timeoutMs = opts.timeoutMs === undefined ? defaultTimeout : checkTimeout(opts.timeoutMs, 'newGroup');
-  if (mpi) return newMpiGroup(mpi, members, timeoutMs);
-  const w = current('newGroup');
-  const id = w.nextGroupId++;
-  const me = group.ranks[group.rank];
-  if (!members.includes(me)) return null;
-  addGroup(w, id, members);
-  return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), timeoutMs);
-}
-
-/**
  * Announces a group to both executors, with a shared-memory segment per host when every
  * member has the addon: for the whole group when all share this host, else for this host's
  * members when the group spans hosts evenly (the hierarchical all-reduce, host-layout.ts).
  * A segment is named after its lowest member's key, so the members of a host agree.
  */
-function addGroup(w: World, id: number, members: number[]): void {
+export function addGroup(w: World, id: number, members: number[]): void {
   const peers = members.map((r) => w.addrs[r] as PeerAddress);
   const me = w.group.ranks[w.group.rank];
   const layout = hostLayout(
@@ -290,25 +266,4 @@ function addGroup(w: World, id: number, members: number[]): void {
   const hosts = shm ? layout : null;
   w.thread.addGroup(id, members, shm, hosts);
   w.main.addGroup(id, members, shm, hosts);
-}
-
-/**
- * One group per rank list (PyTorch's new_subgroups_by_enumeration); returns this rank's
- * group and all of them (null where this rank is not a member).
- */
-export async function newSubgroupsByEnumeration(
-  rankLists: number[][],
-  opts: { timeoutMs?: number } = {},
-): Promise<[ProcessGroup | null, (ProcessGroup | null)[]]> {
-  const seen = new Set<number>();
-  for (const r of rankLists.flat()) {
-    if (seen.has(r))
-      throw new InvalidArgumentError(`newSubgroupsByEnumeration: rank ${r} appears in two groups`, {
-        op: 'newSubgroupsByEnumeration',
-      });
-    seen.add(r);
-  }
-  const groups: (ProcessGroup | null)[] = [];
-  for (const ranks of rankLists) groups.push(await newGroup(ranks, opts));
-  return [groups.find((g) => g !== null) ?? null, groups];
 }

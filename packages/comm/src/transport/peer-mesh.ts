@@ -1,14 +1,20 @@
-import { unlinkSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthError, CommError, CommTimeoutError, PeerLostError, ProtocolError, RunMismatchError } from '../errors.js';
+import {
+  AuthError,
+  type CommError,
+  CommTimeoutError,
+  PeerLostError,
+  ProtocolError,
+  RunMismatchError,
+} from '../errors.js';
 import { channelOf, controlHeader, type Frame, type FrameHeader, FrameKind } from './frame.js';
 import { FrameReader } from './frame-reader.js';
-import { type ByteSource, clientHandshake, Purpose, serverHandshake } from './handshake.js';
+import { type ByteSource, clientHandshake, Purpose } from './handshake.js';
 import { HEARTBEAT_CLOCK_BYTES, Heartbeat, heartbeatInterval, peerLoss, stallError } from './heartbeat.js';
 import { Mailbox } from './mailbox.js';
-import { dial, listenOn, type PeerAddress, type SocketAddress, writeFrame } from './socket-io.js';
-import { isSocketFile, unixSocketAddress } from './unix-socket.js';
+import { PeerListener } from './peer-listener.js';
+import { dial, type PeerAddress, type SocketAddress, writeFrame } from './socket-io.js';
 
 export interface MeshOptions {
   rank: number;
@@ -45,8 +51,11 @@ export class PeerMesh {
   private readonly outbound: (Socket | undefined)[];
   /** Parsers of the inbound streams (to fail a receive caught mid-frame when a peer dies). */
   private readonly readers: (FrameReader | undefined)[] = [];
-  private readonly servers: Server[] = [];
-  private udsPath: string | null = null;
+  private readonly listener: PeerListener;
+  /** Connections refused or closed for bad bytes (for tests and diagnostics). */
+  get refused(): number {
+    return this.listener.refused;
+  }
   private closing = false;
   private readonly said = new Set<number>(); // peers that said goodbye
   private arrived: (() => void) | null = null;
@@ -55,8 +64,6 @@ export class PeerMesh {
   /** Sees every data frame before its mailbox; returning false drops it. */
   admit: (peer: number, f: Frame) => boolean = () => true;
   onConnectionError: (err: CommError) => void = () => {};
-  /** Connections refused or closed for bad bytes (for tests and diagnostics). */
-  refused = 0;
   private readonly heartbeat: Heartbeat;
   private readonly heartbeatClock: Float64Array;
 
@@ -65,6 +72,11 @@ export class PeerMesh {
     this.mailboxes = Array.from({ length: n }, () => new Mailbox());
     this.inbound = new Array(n).fill(undefined);
     this.outbound = new Array(n).fill(undefined);
+    this.listener = new PeerListener(
+      opts,
+      (peer, sock, leftover) => this.adopt(peer, sock, leftover),
+      (err) => this.onConnectionError(err),
+    );
     this.heartbeatClock = opts.heartbeatClock ?? new Float64Array(new ArrayBuffer(HEARTBEAT_CLOCK_BYTES));
     const beat = controlHeader(FrameKind.Heartbeat);
     this.heartbeat = new Heartbeat(
@@ -78,54 +90,27 @@ export class PeerMesh {
   }
 
   /** Listens on bindHost (TCP, free port) and on a fresh Unix socket (unix-socket.ts). */
-  async listen(bindHost: string): Promise<PeerAddress> {
-    const tcp = createServer((s) => void this.accept(s));
-    await listenOn(tcp, { host: bindHost, port: 0 });
-    this.servers.push(tcp);
-    const addr = tcp.address();
-    const port = typeof addr === 'object' && addr ? addr.port : 0;
-    let uds: string | null = null;
-    if (!this.opts.forceTcp && process.platform !== 'win32') {
-      uds = unixSocketAddress();
-      const unix = createServer((s) => void this.accept(s));
-      await listenOn(unix, { path: uds });
-      this.servers.push(unix);
-      this.udsPath = uds;
-    }
-    return { rank: this.opts.rank, host: bindHost, port, uds, hostId: this.opts.hostId };
+  listen(bindHost: string): Promise<PeerAddress> {
+    return this.listener.listen(bindHost);
   }
 
-  private async accept(sock: Socket): Promise<void> {
-    sock.on('error', () => {});
-    try {
-      const { peerRank, leftover } = await serverHandshake(sock, {
-        secret: this.opts.secret,
-        runId: this.opts.runId,
-        purpose: Purpose.Peer,
-        timeoutMs: 10_000,
-        what: `rank ${this.opts.rank} peer listener`,
-        maxRank: this.opts.worldSize - 1,
+  /** Takes an authenticated connection from a peer as this rank's outbound stream to it. */
+  private adopt(peerRank: number, sock: Socket, leftover: Uint8Array[]): void {
+    if (peerRank < 0 || peerRank === this.opts.rank || this.outbound[peerRank] || leftover.length > 0) {
+      throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, {
+        op: 'connect',
+        ranks: [peerRank],
       });
-      if (peerRank < 0 || peerRank === this.opts.rank || this.outbound[peerRank] || leftover.length > 0) {
-        throw new ProtocolError(`rank ${this.opts.rank}: unexpected connection claiming rank ${peerRank}`, {
-          op: 'connect',
-          ranks: [peerRank],
-        });
-      }
-      this.outbound[peerRank] = sock;
-      sock.setNoDelay(true);
-      // nothing may arrive on a send-only connection
-      sock.on('data', () => {
-        sock.destroy();
-        this.lose(peerRank, 'unexpected bytes on its send-only connection');
-      });
-      sock.on('close', () => this.lose(peerRank, 'connection closed'));
-      this.arrived?.();
-    } catch (e) {
-      this.refused++;
-      sock.destroy();
-      this.onConnectionError(e instanceof CommError ? e : new CommError(String(e)));
     }
+    this.outbound[peerRank] = sock;
+    sock.setNoDelay(true);
+    // nothing may arrive on a send-only connection
+    sock.on('data', () => {
+      sock.destroy();
+      this.lose(peerRank, 'unexpected bytes on its send-only connection');
+    });
+    sock.on('close', () => this.lose(peerRank, 'connection closed'));
+    this.arrived?.();
   }
 
   private complete(): boolean {
@@ -309,12 +294,7 @@ export class PeerMesh {
     );
     this.closing = true;
     for (const s of this.outbound) s?.end();
-    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    await this.listener.close();
     for (const s of [...this.inbound, ...this.outbound]) s?.destroy();
-    if (this.udsPath && isSocketFile(this.udsPath)) {
-      try {
-        unlinkSync(this.udsPath);
-      } catch {}
-    }
   }
 }

@@ -17,6 +17,7 @@ import { runCollective, shmAllReduceOp } from './collectives.js';
 import { GroupState } from './group-state.js';
 import { describe, OpContext } from './op-context.js';
 import type { FromWorker, OpRequest, OpResult } from './protocol.js';
+import { StragglerProbe } from './straggler-probe.js';
 import { tuning } from './tuning.js';
 
 /**
@@ -26,8 +27,7 @@ import { tuning } from './tuning.js';
  */
 export class Executor {
   private readonly groups = new Map<number, GroupState>();
-  private nextProbe = 1;
-  private readonly probes = new Map<number, (peer: number, startedSeq: number) => void>();
+  private readonly probe: StragglerProbe;
   /** Aborts that arrived before this rank created the group (newGroup runs late here). */
   private readonly earlyAborts = new Map<number, CommError>();
   /** Collectives (group → seq → op) this rank runs on its other executor (see routing.ts). */
@@ -41,6 +41,7 @@ export class Executor {
     private readonly mem: SharedMemory | null,
     private readonly lane: Lane,
   ) {
+    this.probe = new StragglerProbe(mesh, (groupId) => this.groups.get(groupId)?.startedSeq ?? 0);
     mesh.onPeerLost = (peer, err) => {
       for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.fail(g, err, 'here');
     };
@@ -153,15 +154,7 @@ export class Executor {
 
   private control(peer: number, f: Frame): void {
     const h = f.header;
-    if (h.kind === FrameKind.Probe) {
-      const started = this.groups.get(h.groupId)?.startedSeq ?? 0;
-      this.mesh.write(peer, { ...h, kind: FrameKind.ProbeReply, payloadLength: 0, aux: started }, null);
-      return;
-    }
-    if (h.kind === FrameKind.ProbeReply) {
-      this.probes.get(h.root)?.(peer, h.aux);
-      return;
-    }
+    if (this.probe.handle(peer, h)) return;
     if (h.kind !== FrameKind.Abort) return;
     const reported = reportedError(parseAbort(f.payload), peer, this.mesh.opts.rank, h.groupId);
     // peers that gave this rank up abort the group: a rank that was itself stopped must say so
@@ -205,45 +198,8 @@ export class Executor {
       kind,
       Date.now() + req.timeoutMs,
       (err) => this.fail(g, err, 'here'),
-      () => this.behind(g, req.seq),
+      () => this.probe.behind(g.id, g.ranks, req.seq),
     );
-  }
-
-  /**
-   * After a timeout: asks every other member which collective it last started; those still
-   * before `seq` (or silent for a second) are the ranks that never arrived.
-   */
-  private behind(g: GroupState, seq: number): Promise<number[]> {
-    const id = this.nextProbe++;
-    const me = this.mesh.opts.rank;
-    const others = g.ranks.filter((r) => r !== me);
-    const started = new Map<number, number>();
-    return new Promise((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        this.probes.delete(id);
-        // silent peers count as missing unless they are gone (that is reported as their loss)
-        resolve(others.filter((r) => (started.has(r) ? (started.get(r) as number) < seq : !this.mesh.isLost(r))));
-      };
-      const timer = setTimeout(finish, 1000);
-      this.probes.set(id, (peer, s) => {
-        started.set(peer, s);
-        if (started.size === others.length) finish();
-      });
-      const h: FrameHeader = {
-        payloadLength: 0,
-        kind: FrameKind.Probe,
-        op: 0,
-        dtype: 0,
-        reduceOp: 0,
-        groupId: g.id,
-        seq,
-        count: 0,
-        root: id,
-        aux: 0,
-      };
-      for (const r of others) this.mesh.write(r, h, null);
-    });
   }
 
   private async execute(g: GroupState, req: OpRequest): Promise<OpResult | undefined> {

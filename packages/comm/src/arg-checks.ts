@@ -1,0 +1,50 @@
+import type { CommArray } from './dtypes.js';
+import { InvalidArgumentError } from './errors.js';
+
+/**
+ * The argument checks every process group makes before a call, so each backend refuses bad
+ * input with the same error and wording. `me` is the caller's global rank, `size` the group's.
+ */
+
+/** A root or peer must be a rank of the group. */
+export function checkRoot(root: number, size: number, me: number, what: string): void {
+  if (!Number.isInteger(root) || root < 0 || root >= size) {
+    throw new InvalidArgumentError(`rank ${me}: ${what} ${root} is not a rank of this group of ${size}`, { op: what });
+  }
+}
+
+/** A send or receive goes to another rank of the group (`rank`: the caller's rank in it). */
+export function checkPeer(op: 'isend' | 'irecv', peer: number, size: number, rank: number, me: number): void {
+  checkRoot(peer, size, me, `${op} peer`);
+  if (peer === rank) throw new InvalidArgumentError(`rank ${me}: ${op} to itself`, { op });
+}
+
+/** allGatherInto's output holds `size` inputs. */
+export function checkGatherInto(output: CommArray, input: CommArray, size: number): void {
+  if (output.length !== input.length * size || output.constructor !== input.constructor) {
+    throw new InvalidArgumentError(
+      `allGatherInto: output needs ${size} × ${input.length} elements of the input's type, got ${output.length}`,
+      { op: 'allGatherInto' },
+    );
+  }
+}
+
+/** reduceScatter's input holds `size` outputs. */
+export function checkReduceScatter(output: CommArray, input: CommArray, size: number): void {
+  if (input.length !== output.length * size || output.constructor !== input.constructor) {
+    throw new InvalidArgumentError(
+      `reduceScatter: input needs ${size} × ${output.length} elements of the output's type, got ${input.length}`,
+      { op: 'reduceScatter' },
+    );
+  }
+}
+
+/** allToAll has one output and one input per member. */
+export function checkAllToAllCounts(outputs: CommArray[], inputs: CommArray[], size: number): void {
+  if (outputs.length !== size || inputs.length !== size) {
+    throw new InvalidArgumentError(
+      `allToAll: needs ${size} outputs and inputs, got ${outputs.length} and ${inputs.length}`,
+      { op: 'allToAll' },
+    );
+  }
+}
