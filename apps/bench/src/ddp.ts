@@ -8,7 +8,8 @@
  * - `compute`: the same step without any gradient communication (the floor);
  * - `local`: a DDP step whose comm hook sends nothing (DDP's own work: local − compute);
  * - `comm`: the all-reduce of all gradients alone;
- * - `torch`: PyTorch DDP (gradient_as_bucket_view) over Gloo on the same model and batch, when /usr/bin/python3 imports torch.
+ * - `torch`: PyTorch DDP (gradient_as_bucket_view) over Gloo on the same model and batch (src/ddp_twin.py), when
+ *   /usr/bin/python3 imports torch.
  * Each rank also reports its peak RSS and the bucket cap DDP kept. Then, as root, two ranks
  * on two "hosts" (network namespaces) over a link limited by tc tbf (LINK below): compute,
  * comm, ddp and after again, and the fraction of communication hidden behind backward
@@ -16,8 +17,9 @@
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
+import { ddpRank, dimsOf, paramsOf } from './lib/ddp-rank.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
-import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
+import { glooTorchVersion, runSampleWorld } from './lib/world.js';
 
 const {
   quick,
@@ -67,9 +69,6 @@ const WARMUP = 2;
  * all-reduces 1.7× faster than back-to-back ones; 128 KB still reaches the full rate).
  */
 const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256 };
-/** Linear(W/2 → W), GELU, (Linear(W → W), GELU) × (depth − 2), Linear(W → W/2). */
-const dimsOf = (width: number, depth: number) => [width / 2, ...Array<number>(depth - 1).fill(width), width / 2];
-const paramsOf = (dims: number[]) => dims.slice(1).reduce((n, d, i) => n + dims[i] * d + d, 0);
 const dims = dimsOf(WIDTH, DEPTH);
 const paramCount = paramsOf(dims);
 
@@ -81,110 +80,6 @@ interface Sample {
 
 /** Step times (ms) by mode, CPU times as `cpu:<mode>`, and `info:<what>` figures that are not times. */
 type StepTimes = Record<string, number>;
-
-/**
- * One rank. `interleaved`: one DDP model, and each step runs, one after the other, a step
- * without gradient sync (`compute`, under noSync), a DDP step whose comm hook communicates
- * nothing (`local`: DDP's own work, the bucket copies and checks), a DDP step (`ddp`) and
- * the all-reduce of all gradients alone (`comm`); the machine's drifting load then hits them alike.
- * `after` (one bucket, reduced after backward) and `naive` (DataParallelNaive) run alone.
- * A DDP without a given cap first trains until its autotune has kept one (those iterations
- * are not timed). Rank 0 prints the median time of each, its peak RSS and the cap.
- */
-async function rankMain(variant: string): Promise<void> {
-  const { initProcessGroup, destroyProcessGroup, sharedArray } = await import('@ddp/comm');
-  const { fromTf, tidy } = await import('@ddp/autograd');
-  const { GELU, Generator, Linear, mse, SGD, Sequential } = await import('@ddp/nn');
-  const { tf } = await import('@ddp/tensor');
-  const { allreduceHook, DataParallelNaive, DistributedDataParallel, inPlaceHook } = await import('@ddp/reducer');
-  const pg = await initProcessGroup({ timeoutMs: 300_000 });
-  const gen = new Generator(0);
-  const layers = dims
-    .slice(1)
-    .flatMap((d, i) => [new Linear(dims[i], d, { generator: gen }), ...(i < dims.length - 2 ? [new GELU()] : [])]);
-  const model = new Sequential(...layers);
-  const wrapped =
-    variant === 'naive'
-      ? await DataParallelNaive.create(model)
-      : await DistributedDataParallel.create(
-          model,
-          variant === 'after'
-            ? { firstBucketMB: 1e6, bucketCapMB: 1e6 }
-            : Number.isNaN(BUCKET_MB)
-              ? {}
-              : { bucketCapMB: BUCKET_MB },
-        );
-  const opt = new SGD(model.parameters(), { lr: 1e-3 });
-  const x = fromTf(tf.tensor(gen.normal(BATCH * dims[0]), [BATCH, dims[0]]));
-  const y = fromTf(tf.tensor(gen.normal(BATCH * dims.at(-1)!), [BATCH, dims.at(-1)!]));
-  const backward = async () => {
-    const loss = tidy(() => mse(wrapped.forward(x) as ReturnType<typeof model.forward>, y));
-    await loss.backward();
-    loss.dispose();
-  };
-  const train = async (sync: boolean) => {
-    await (sync ? backward() : wrapped.noSync(backward));
-    opt.step();
-    opt.zeroGrad();
-  };
-  // only where `comm` runs: filled, it would add a gradient-sized copy to every variant's peak RSS
-  const flat = variant === 'interleaved' && pg.size > 1 ? sharedArray(Float32Array, paramCount).fill(1) : null;
-  const hook = { communicate: true };
-  if (wrapped instanceof DistributedDataParallel)
-    wrapped.registerCommHook(
-      hook,
-      inPlaceHook((h, bucket) => (h.communicate ? allreduceHook(null, bucket) : Promise.resolve())),
-    );
-  const local = async () => {
-    hook.communicate = false;
-    await train(true);
-    hook.communicate = true;
-  };
-  // the autotune's trial iterations (a tuned cap exists only with a cap left to choose, and peers)
-  if (wrapped instanceof DistributedDataParallel && pg.size > 1 && Number.isNaN(BUCKET_MB) && variant !== 'after') {
-    while (wrapped.bucketCapTuning === null) await train(true);
-  }
-  const modes: Record<string, () => Promise<unknown>> =
-    variant !== 'interleaved'
-      ? { [variant]: () => train(true) }
-      : {
-          compute: () => train(false),
-          local,
-          ddp: () => train(true),
-          ...(flat ? { comm: () => pg.allReduce(flat).wait() } : {}),
-        };
-  // wall time per mode, and CPU time (all threads and the kernel on this process's behalf) as `cpu:<mode>`
-  const times: Record<string, number[]> = Object.fromEntries(
-    Object.keys(modes).flatMap((m) => [
-      [m, []],
-      [`cpu:${m}`, []],
-    ]),
-  );
-  for (let s = 0; s < WARMUP + STEPS; s++) {
-    for (const [mode, run] of Object.entries(modes)) {
-      await pg.barrier().wait();
-      const t0 = performance.now();
-      const cpu0 = process.cpuUsage();
-      await run();
-      const cpu = process.cpuUsage(cpu0);
-      // a step lasts until the slowest rank is done: without this barrier compute and local
-      // would time one rank while ddp waits for the slowest (measured: 20–35 % apart per step)
-      await pg.barrier().wait();
-      if (s >= WARMUP) {
-        times[mode].push(performance.now() - t0);
-        times[`cpu:${mode}`].push((cpu.user + cpu.system) / 1000);
-      }
-    }
-  }
-  const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
-  const info = {
-    'info:peakRssMiB': process.resourceUsage().maxRSS / 1024,
-    ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}),
-  };
-  if (pg.rank === 0)
-    printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
-  await destroyProcessGroup();
-}
 
 /** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
 async function runWorld(
@@ -201,34 +96,6 @@ async function runWorld(
   if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
   return sample;
 }
-
-const TORCH = `
-import json, os, sys, time, torch, torch.nn as nn, torch.distributed as dist
-torch.set_num_threads(1)
-dims, batch, steps, warmup = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-dist.init_process_group('gloo')
-layers = []
-for i in range(len(dims) - 1):
-    layers.append(nn.Linear(dims[i], dims[i + 1]))
-    if i < len(dims) - 2: layers.append(nn.GELU())
-model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), gradient_as_bucket_view=True)
-opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-x, y = torch.randn(batch, dims[0]), torch.randn(batch, dims[-1])
-times = []
-for s in range(warmup + steps):
-    dist.barrier()
-    t0 = time.perf_counter()
-    loss = nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    if s >= warmup: times.append((time.perf_counter() - t0) * 1e3)
-times.sort()
-import resource
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-if dist.get_rank() == 0: print('SAMPLE ' + json.dumps({'torch': times[len(times) // 2], 'info:peakRssMiB': peak}), flush=True)
-dist.destroy_process_group()
-`;
 
 /** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
 type Entry = [variant: string, world: number, transport?: 'uds'];
@@ -315,7 +182,13 @@ const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
   const torch = glooTorchVersion();
-  const torchArgs = ['-c', TORCH, JSON.stringify(dims), `${BATCH}`, `${STEPS}`, `${WARMUP}`];
+  const torchArgs = [
+    fileURLToPath(new URL('ddp_twin.py', import.meta.url)),
+    JSON.stringify(dims),
+    `${BATCH}`,
+    `${STEPS}`,
+    `${WARMUP}`,
+  ];
   const samples: Sample[] = [];
   const infos: Infos = [];
   const transports: ('uds' | undefined)[] = !withUds ? [undefined] : [undefined, 'uds'];
@@ -414,5 +287,6 @@ async function main(): Promise<void> {
   console.log(`wrote ${files.join(', ')}`);
 }
 
-if (rankVariant !== undefined) await rankMain(rankVariant);
+if (rankVariant !== undefined)
+  await ddpRank(rankVariant, { dims, batch: BATCH, bucketMB: BUCKET_MB, steps: STEPS, warmup: WARMUP });
 else await main();

@@ -2,8 +2,8 @@ import { isGradEnabled, queueCallback } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
-import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
-import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
+import type { BucketCapTuning } from './autotune.js';
+import { BucketPlan } from './bucket-plan.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
@@ -22,8 +22,6 @@ interface Reduction {
   claimed: Set<object>;
 }
 
-const MB = 1024 * 1024;
-
 /**
  * PyTorch's DistributedDataParallel: gradients are averaged across ranks during backward,
  * bucket by bucket, each bucket's all-reduce running on the comm thread while backward
@@ -38,30 +36,17 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
-  /** Shared memory for the gradients DDP copies, allocated once (pages touched only when used); the buckets are views of it. */
-  private readonly arena: Float32Array;
-  private buckets: Bucket[] = [];
-  /** For each parameter, its bucket and slot. */
-  private slotOf: { bucket: Bucket; slot: BucketSlot }[] = [];
-  /** Parameter indices in the order their gradients are expected (bucket order). */
-  private order: number[];
+  private readonly plan: BucketPlan;
   private hook: CommHook<unknown> | InPlaceCommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
   private requireSync = true;
   private reduction: Reduction | null = null;
-  /** Order in which gradients became ready in the first synchronized backward. */
-  private readyOrder: number[] = [];
-  private bucketsRebuilt = false;
   /** The join context's per-iteration notification, issued by forward. */
   private joinNotice: Promise<unknown> | null = null;
   /** Parameters the last forward's graph does not reach (findUnusedParameters). */
   private unusedAtForward: number[] = [];
   /** Set by joinHook on ranks that joined; travels to the active ranks in the join all-reduce. */
   divideByInitialWorldSize = true;
-  private readonly firstCapBytes: number;
-  private capMB: number;
-  /** Tunes the cap when none was given (null: bucketCapMB given, or a world of one). */
-  private readonly tuner: BucketCapTuner | null;
 
   private constructor(
     readonly module: M,
@@ -71,17 +56,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
     this.checkFinite = opts.checkFinite ?? true;
-    this.firstCapBytes = (opts.firstBucketMB ?? 1) * MB;
-    this.capMB = opts.bucketCapMB ?? 25;
-    const tune = opts.bucketCapMB === undefined && this.processGroup.size > 1;
-    this.tuner = tune ? new BucketCapTuner(opts.bucketCapCandidatesMB ?? DEFAULT_CAP_CANDIDATES_MB) : null;
     this.params = module
       .namedParameters()
       .filter(([, p]) => p.requiresGrad)
       .map(([name, param]) => ({ name, param }));
-    this.order = this.params.map((_, i) => this.params.length - 1 - i);
-    this.arena = bucketArena(this.params);
-    this.setBuckets();
+    this.plan = new BucketPlan(this.params, opts, this.processGroup.size);
     for (const [i, { param }] of this.params.entries()) param.registerPostAccumulateGradHook(() => this.markReady(i));
   }
 
@@ -105,17 +84,17 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** The buckets' parameter names, in bucket order (for inspection and tests). */
   get bucketLayout(): string[][] {
-    return this.buckets.map((b) => b.slots.map((s) => s.name));
+    return this.plan.layout;
   }
 
   /** The cap of every bucket but the first, in MiB: the one given, or the one the autotune is trying or kept. */
   get bucketCapMB(): number {
-    return this.capMB;
+    return this.plan.capMB;
   }
 
   /** What the autotune measured and kept, once it is done (null while tuning, or without it). */
   get bucketCapTuning(): BucketCapTuning | null {
-    return this.tuner?.result ?? null;
+    return this.plan.tuning;
   }
 
   /** module.forward plus DDP's per-iteration bookkeeping (join notification, unused-parameter search). */
@@ -176,7 +155,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private startReduction(): Reduction {
     const reduction = this.newReduction(0);
     this.reduction = reduction;
-    for (const b of this.buckets) b.reset();
+    for (const b of this.plan.buckets) b.reset();
     queueCallback(() => this.finishReduction(reduction));
     for (const i of this.unusedAtForward) this.place(i, false);
     this.unusedAtForward = [];
@@ -189,12 +168,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     reduction.ready[index] = 1;
     if (withGradient) {
       reduction.used[index] = 1;
-      if (!this.bucketsRebuilt) this.readyOrder.push(index);
+      this.plan.noteReady(index);
     }
-    const { bucket, slot } = this.slotOf[index];
+    const { buckets, slotOf } = this.plan;
+    const { bucket, slot } = slotOf[index];
     bucket.place(slot, withGradient ? slot.param.grad : null);
-    while (reduction.nextBucket < this.buckets.length && this.buckets[reduction.nextBucket].full) {
-      this.buckets[reduction.nextBucket++].launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
+    while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
+      buckets[reduction.nextBucket++].launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     }
   }
 
@@ -207,12 +187,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       startedAt: performance.now(),
       claimed: new Set(),
     };
-  }
-
-  private setBuckets(): void {
-    this.buckets = buildBuckets(this.params, this.order, this.firstCapBytes, this.capMB * MB, this.arena);
-    this.slotOf = [];
-    for (const bucket of this.buckets) for (const slot of bucket.slots) this.slotOf[slot.index] = { bucket, slot };
   }
 
   private get rank(): number {
@@ -242,8 +216,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
    * the averages back, rebuild the buckets after the first iteration, tune their cap, sync buffers.
    */
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
+    const { buckets } = this.plan;
     const results: (Float32Array | null)[] = [];
-    for (const b of this.buckets) results.push(await b.reduced(this.rank, this.iteration, this.buckets.length));
+    for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length));
     let scale = 1;
     if (!active || isJoinActive(this)) {
       // [ranks still active, ranks asking to divide by the active count]
@@ -258,48 +233,20 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
     // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
-    for (const bucket of this.buckets) bucket.writeBack(results[bucket.index]!, opts);
-    if (!this.bucketsRebuilt) await this.rebuildBuckets();
-    else if (this.tuner?.tuning) await this.tuneCap(performance.now() - reduction.startedAt);
+    for (const bucket of buckets) bucket.writeBack(results[bucket.index]!, opts);
+    await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
     if (this.broadcastBuffers) await this.syncBuffers();
     this.iteration++;
   }
 
-  private async collective(what: string, run: () => Promise<unknown>): Promise<void> {
+  /** Runs one collective; its failure becomes a DDPCommError naming the rank, the collective and the iteration. */
+  private readonly collective = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
     try {
-      await run();
+      return await run();
     } catch (e) {
       throw new DDPCommError(this.rank, what, this.iteration, e);
     }
-  }
-
-  /** After the first iteration: buckets in the order gradients became ready on rank 0, broadcast so every rank agrees. */
-  private async rebuildBuckets(): Promise<void> {
-    const seen = new Set(this.readyOrder);
-    const rest = this.params.map((_, i) => this.params.length - 1 - i).filter((i) => !seen.has(i));
-    const order = Int32Array.from([...this.readyOrder, ...rest]);
-    await this.collective('bucket order broadcast', () => this.processGroup.broadcast(order, { src: 0 }).wait());
-    this.order = [...order];
-    if (this.tuner)
-      this.capMB = this.tuner.plan(
-        this.order.map((i) => this.params[i].param.size),
-        this.firstCapBytes,
-      );
-    this.setBuckets();
-    this.bucketsRebuilt = true;
-    this.readyOrder = [];
-  }
-
-  /** Times one iteration for the autotune; rebuilds the buckets when it moves to another cap. */
-  private async tuneCap(ms: number): Promise<void> {
-    const next = await this.tuner!.record(ms, this.processGroup).catch((e: unknown) => {
-      throw new DDPCommError(this.rank, 'bucket cap autotune all-reduce', this.iteration, e);
-    });
-    if (next !== null && next !== this.capMB) {
-      this.capMB = next;
-      this.setBuckets();
-    }
-  }
+  };
 
   private async syncBuffers(): Promise<void> {
     const buffers = buffersOf(this.module);
@@ -309,8 +256,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
-    const reduction = this.newReduction(this.buckets.length);
-    for (const bucket of this.buckets)
+    const reduction = this.newReduction(this.plan.buckets.length);
+    for (const bucket of this.plan.buckets)
       bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
     await this.completeIteration(reduction, false);
   }
