@@ -1,16 +1,16 @@
 import { mse, tensor, zeros } from '@ddp/autograd';
 import { clipLoss, ntXentLoss } from '@ddp/contrastive';
+import { join } from '@ddp/join';
 import { Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { SyncBatchNorm } from '@ddp/syncbn';
 import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { type BadInputCase, mlp, params, world } from './bad-input.js';
 
-/** Bad-input rows for the parallel algorithms (reducer, zero, syncbn, contrastive). */
+/** Bad-input rows for the parallel algorithms (join, reducer, zero, syncbn, contrastive). */
 
 const sgd = SGD as unknown as OptimizerClass<{ lr: number }>;
 
-/** One DDP step on a world of one whose loss makes the named parameter's gradient non-finite. */
 /** One DDP step on an input holding `value`; checkFinite undefined keeps DDP's default. */
 async function nonFiniteStep(value: number, checkFinite?: boolean): Promise<void> {
   await world();
@@ -27,6 +27,13 @@ async function nonFiniteStep(value: number, checkFinite?: boolean): Promise<void
 }
 
 export const PARALLEL_CASES: BadInputCase[] = [
+  {
+    pkg: 'join',
+    entry: 'join',
+    input: 'no joinables',
+    expect: 'JoinArgumentError',
+    call: () => join([], async () => 1),
+  },
   {
     pkg: 'reducer',
     entry: 'DistributedDataParallel.create',

@@ -1,10 +1,16 @@
 import { writeFileSync } from 'node:fs';
 import { destroyProcessGroup } from '@ddp/comm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { attempt, CASES as CORE, type Outcome } from './bad-input.js';
+import { attempt, type Outcome } from './bad-input.js';
+import { COMM_CASES } from './bad-input-comm.js';
+import { CORE_CASES } from './bad-input-core.js';
+import { DATA_CASES } from './bad-input-data.js';
+import { LAUNCH_CASES } from './bad-input-launch.js';
+import { NN_CASES } from './bad-input-nn.js';
 import { PARALLEL_CASES } from './bad-input-parallel.js';
 
-const CASES = [...CORE, ...PARALLEL_CASES];
+// comm first: its getRank row needs a process without a world.
+const CASES = [...COMM_CASES, ...CORE_CASES, ...NN_CASES, ...DATA_CASES, ...LAUNCH_CASES, ...PARALLEL_CASES];
 
 /** Bad input at each package's public entry points must raise a typed error (table in RELIABILITY.md). */
 
