@@ -5,12 +5,10 @@
 #include <vector>
 #include "heap.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "vector-math.h"
 
 namespace {
-
-// below this many elements a call stays on the calling thread (waking threads costs ~µs)
-constexpr int64_t kParallelMin = 1 << 15;
 
 struct Layout {
   int64_t outer, channels, inner;
@@ -64,11 +62,11 @@ napi_value BiasAdd(napi_env env, napi_callback_info info) {
   if (args.failed) return nullptr;
   const int64_t rows = l.outer * l.channels, inner = l.inner, channels = l.channels;
   if (inner == 1) {
-#pragma omp parallel for num_threads(l.size() >= kParallelMin ? omp_get_max_threads() : 1) schedule(static)
+#pragma omp parallel for num_threads(threadsFor(l.size())) schedule(static)
     for (int64_t o = 0; o < l.outer; o++) addBiases(x + o * channels, bias, y + o * channels, channels);
     return nullptr;
   }
-#pragma omp parallel for num_threads(l.size() >= kParallelMin ? omp_get_max_threads() : 1) schedule(static)
+#pragma omp parallel for num_threads(threadsFor(l.size())) schedule(static)
   for (int64_t r = 0; r < rows; r++) addBias(x + r * inner, bias[r % channels], y + r * inner, inner);
   return nullptr;
 }
@@ -82,7 +80,7 @@ napi_value ChannelSum(napi_env env, napi_callback_info info) {
   float* out = args.floats(2, l.channels);
   if (args.failed) return nullptr;
   const int64_t channels = l.channels, inner = l.inner;
-  const int threads = l.size() >= kParallelMin ? omp_get_max_threads() : 1;
+  const int threads = threadsFor(l.size());
   // per-thread partial sums over a share of the outer index, added up at the end
   std::vector<double> partial(static_cast<size_t>(threads) * channels, 0.0);
 #pragma omp parallel num_threads(threads)

@@ -6,11 +6,10 @@
 #include <cmath>
 #include "heap.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "vector-math.h"
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;
 
 ROW_KERNEL void expValues(const float* x, float* y, int64_t n) {
 #pragma omp simd
@@ -28,11 +27,6 @@ napi_value Exp(napi_env env, napi_callback_info info) {
   const float* x = args.floats(1, n);
   float* y = args.floats(2, n);
   if (args.failed) return nullptr;
-#pragma omp parallel num_threads(n >= kParallelMin ? omp_get_max_threads() : 1)
-  {
-    const int t = omp_get_thread_num(), threads = omp_get_num_threads();
-    const int64_t from = n * t / threads, to = n * (t + 1) / threads;
-    expValues(x + from, y + from, to - from);
-  }
+  inShares(n, [&](int64_t from, int64_t to) { expValues(x + from, y + from, to - from); });
   return nullptr;
 }

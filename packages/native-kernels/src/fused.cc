@@ -7,16 +7,10 @@
 #include <vector>
 #include "heap.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "vector-math.h"
 
 namespace {
-
-// below this many elements a call stays on the calling thread (waking threads costs ~µs)
-constexpr int64_t kParallelMin = 1 << 15;
-
-int threadsFor(int64_t elements) {
-  return elements >= kParallelMin ? omp_get_max_threads() : 1;
-}
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -99,12 +93,6 @@ ROW_KERNEL void reluGradValues(const float* dy, const float* x, float* dx, int64
   for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : (x[i] != x[i] ? x[i] : dy[i] * 0.0f);
 }
 
-// [from, to) of n values for thread t of `threads`
-inline void share(int64_t n, int t, int threads, int64_t& from, int64_t& to) {
-  from = n * t / threads;
-  to = n * (t + 1) / threads;
-}
-
 }  // namespace
 
 // (heap, x, gamma, beta, y, mean, rstd, rows, cols, eps): y = (x − mean)·rstd·gamma + beta per row
@@ -175,12 +163,7 @@ napi_value Gelu(napi_env env, napi_callback_info info) {
   const float* x = args.floats(1, n);
   float* y = args.floats(2, n);
   if (args.failed) return nullptr;
-#pragma omp parallel num_threads(threadsFor(n))
-  {
-    int64_t from, to;
-    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
-    geluValues(x + from, y + from, to - from);
-  }
+  inShares(n, [&](int64_t from, int64_t to) { geluValues(x + from, y + from, to - from); });
   return nullptr;
 }
 
@@ -194,12 +177,7 @@ napi_value GeluGrad(napi_env env, napi_callback_info info) {
   const float* x = args.floats(2, n);
   float* dx = args.floats(3, n);
   if (args.failed) return nullptr;
-#pragma omp parallel num_threads(threadsFor(n))
-  {
-    int64_t from, to;
-    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
-    geluGradValues(dy + from, x + from, dx + from, to - from);
-  }
+  inShares(n, [&](int64_t from, int64_t to) { geluGradValues(dy + from, x + from, dx + from, to - from); });
   return nullptr;
 }
 
@@ -213,12 +191,7 @@ napi_value ReluGrad(napi_env env, napi_callback_info info) {
   const float* x = args.floats(2, n);
   float* dx = args.floats(3, n);
   if (args.failed) return nullptr;
-#pragma omp parallel num_threads(threadsFor(n))
-  {
-    int64_t from, to;
-    share(n, omp_get_thread_num(), omp_get_num_threads(), from, to);
-    reluGradValues(dy + from, x + from, dx + from, to - from);
-  }
+  inShares(n, [&](int64_t from, int64_t to) { reluGradValues(dy + from, x + from, dx + from, to - from); });
   return nullptr;
 }
 
