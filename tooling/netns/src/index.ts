@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Several "hosts" on one machine: two network namespaces joined by a veth pair, for tests
@@ -50,6 +52,30 @@ export class TwoHosts {
   /** The command prefix that runs a program on `host`. */
   exec(host: number): string[] {
     return ['ip', 'netns', 'exec', this.ns[host]];
+  }
+
+  /**
+   * How to run `mpirun` with `perHost` ranks on each host: started in host 0, it reaches host 1's
+   * daemon through an rsh agent (written into `dir`) that enters host 1's namespace, as ssh
+   * would log in. Open MPI's shared memory is off: both namespaces share /dev/shm and one
+   * hostname, so its segment names would collide (real hosts share neither); all traffic is
+   * TCP on the veth link.
+   */
+  mpirun(dir: string, perHost: number): { wrap: string[]; mpirunArgs: string[] } {
+    const agent = join(dir, 'rsh-agent.sh');
+    // called as: agent <host> <command…>; the only remote host is host 1
+    writeFileSync(agent, `#!/bin/sh\nshift\nexec ip netns exec ${this.ns[1]} sh -c "$*"\n`);
+    chmodSync(agent, 0o755);
+    const subnet = `${this.addr[0].replace(/\.\d+$/, '')}.0/24`;
+    const mca = { plm_rsh_agent: agent, btl: 'self,tcp', btl_tcp_if_include: subnet, oob_tcp_if_include: subnet };
+    return {
+      wrap: this.exec(0),
+      mpirunArgs: [
+        '-H',
+        `${this.addr[0]}:${perHost},${this.addr[1]}:${perHost}`,
+        ...Object.entries(mca).flatMap(([k, v]) => ['--mca', k, v]),
+      ],
+    };
   }
 
   /** Token-bucket limit (e.g. '40mbit') on both ends of the link; fast rates need a burst of about rate / 250 Hz. */

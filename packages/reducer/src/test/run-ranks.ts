@@ -68,8 +68,14 @@ function resultsOf(stdout: string, exit: ScenarioResult): Record<string, Scenari
 /**
  * As runWorld, under `mpirun -np world` with comm's 'mpi' backend (DDP_COMM_BACKEND=mpi): no
  * store, ranks from Open MPI. Each rank's output goes to its own file (--output-filename).
+ * `across` places the ranks on hosts (e.g. @ddp/netns's TwoHosts.mpirun): mpirun's options and command prefix.
  */
-export async function runMpiWorld(world: number, scenarios: string[], timeoutMs = 60_000): Promise<WorldResult> {
+export async function runMpiWorld(
+  world: number,
+  scenarios: string[],
+  timeoutMs = 60_000,
+  across: { mpirunArgs: string[]; wrap: string[] } = { mpirunArgs: [], wrap: [] },
+): Promise<WorldResult> {
   const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
   const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
   const env = Object.fromEntries(
@@ -80,14 +86,16 @@ export async function runMpiWorld(world: number, scenarios: string[], timeoutMs 
     '--oversubscribe',
     '--output-filename',
     dir,
+    ...across.mpirunArgs,
     '-np',
     `${world}`,
     '-x',
     'DDP_COMM_BACKEND=mpi',
   ];
+  const [cmd, ...prefix] = [...across.wrap, 'mpirun'];
   const child = spawn(
-    'mpirun',
-    [...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios],
+    cmd,
+    [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios],
     { env, stdio: 'ignore' },
   );
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
