@@ -7,6 +7,7 @@ interface RankResult {
   adasum: number[];
   localGrads: number[][];
   ddpGrads: number[][];
+  adasumOptimizer: { start: number[][]; localDeltas: number[][]; stepped: number[][][]; numTensors: number[] };
 }
 
 /** Horovod's pairwise Adasum in float64, the formula written out again (not the code under test). */
@@ -30,11 +31,22 @@ const expectClose = (ours: number[], want: number[]) => {
   });
 };
 
+const script = new URL('./test/adasum.child.ts', import.meta.url);
+const worlds = new Map<number, Promise<RankResult[]>>();
+/** One world per size, shared by the tests that read it. */
+const resultsOf = (nprocs: number): Promise<RankResult[]> => {
+  if (!worlds.has(nprocs))
+    worlds.set(
+      nprocs,
+      runWorld<RankResult>({ script, nprocs, timeoutMs: 60_000 }).then((w) => w.results),
+    );
+  return worlds.get(nprocs)!;
+};
+
 describe('Adasum across real processes', () => {
   for (const nprocs of [2, 4]) {
     it(`${nprocs} ranks: every rank holds the tree's Adasum of all ranks' vectors, per segment; as a DDP comm hook too`, async () => {
-      const script = new URL('./test/adasum.child.ts', import.meta.url);
-      const ranks = (await runWorld<RankResult>({ script, nprocs, timeoutMs: 60_000 })).results;
+      const ranks = await resultsOf(nprocs);
       const want = bySegments(
         ranks.map((r) => r.local),
         [0, 6, 10],
@@ -50,10 +62,27 @@ describe('Adasum across real processes', () => {
         });
       }
     }, 70_000);
+
+    it(`${nprocs} ranks: AdasumOptimizer lands every rank on start + the Adasum of each rank's own Adam step`, async () => {
+      const ranks = await resultsOf(nprocs);
+      const { start } = ranks[0].adasumOptimizer;
+      start.forEach((values, p) => {
+        const deltas = ranks.map((r) => r.adasumOptimizer.localDeltas[p]);
+        const want = tree(deltas).map((d, i) => values[i] + d);
+        // Adam's first step is about ±lr per element: where ranks' signs differ the mean of the
+        // steps is another point, so the test could not pass on averaging
+        const mean = values.map((v, i) => v + deltas.reduce((s, d) => s + d[i], 0) / nprocs);
+        expect(Math.max(...want.map((v, i) => Math.abs(v - mean[i])))).toBeGreaterThan(1e-3);
+        for (const r of ranks) {
+          expectClose(r.adasumOptimizer.stepped[0][p], want);
+          expect(r.adasumOptimizer.stepped).toEqual(ranks[0].adasumOptimizer.stepped); // bit for bit
+        }
+      });
+      for (const r of ranks) expect(new Set(r.adasumOptimizer.numTensors).size).toBe(1);
+    }, 70_000);
   }
 
   it('3 ranks: AdasumError naming the rank and the group size on every rank, no hang', async () => {
-    const script = new URL('./test/adasum.child.ts', import.meta.url);
     const ranks = (await runWorld<{ error: string }>({ script, nprocs: 3, args: ['odd'], timeoutMs: 60_000 })).results;
     ranks.forEach((r, rank) => {
       expect(r.error).toMatch(new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`));

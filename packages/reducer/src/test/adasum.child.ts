@@ -2,8 +2,9 @@
 
 import { mse, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
-import { Generator, Linear } from '@ddp/nn';
-import { AdasumState, adasumAllReduce, adasumHook, DistributedDataParallel } from '../index.js';
+import { Adam, Generator, Linear } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { AdasumOptimizer, AdasumState, adasumAllReduce, adasumHook, DistributedDataParallel } from '../index.js';
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const gen = new Generator(40 + group.rank);
@@ -41,7 +42,27 @@ const model = new Linear(4, 2, { generator: new Generator(3) });
 const ddp = await DistributedDataParallel.create(model, { processGroup: group });
 ddp.registerCommHook(new AdasumState(), adasumHook);
 const ddpGrads = await gradsOf(model, (t) => ddp.forward(t));
+
+// 3. AdasumOptimizer over Adam: this rank's own Adam step (a copy alone), then the combined one, 3 steps
+const valuesOf = (m: Linear) => m.parameters().map((p) => Array.from(p.data.dataSync()));
+const solo = new Linear(4, 2, { generator: new Generator(3) });
+const start = valuesOf(solo);
+await gradsOf(solo, (t) => solo.forward(t));
+new Adam(solo.parameters(), { lr: 0.01 }).step();
+const localDeltas = valuesOf(solo).map((v, p) => v.map((x, i) => x - start[p][i]));
+const shared = new Linear(4, 2, { generator: new Generator(3) });
+const opt = new AdasumOptimizer(new Adam(shared.parameters(), { lr: 0.01 }), group);
+const stepped: number[][][] = [];
+const numTensors: number[] = [];
+for (let s = 0; s < 3; s++) {
+  await gradsOf(shared, (t) => shared.forward(t));
+  await opt.step();
+  opt.zeroGrad();
+  stepped.push(valuesOf(shared));
+  numTensors.push(tf.memory().numTensors);
+}
+const adasumOptimizer = { start, localDeltas, stepped, numTensors };
 console.log(
-  `RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads })}`,
+  `RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads, adasumOptimizer })}`,
 );
 await destroyProcessGroup();

@@ -1,0 +1,66 @@
+import type { Tensor } from '@ddp/autograd';
+import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
+import { tf } from '@ddp/tensor';
+import { adasumAllReduce, type Segment } from './adasum.js';
+
+/** What AdasumOptimizer needs of the optimizer it wraps (any @ddp/nn optimizer). */
+export interface LocalOptimizer {
+  readonly paramGroups: readonly { params: Tensor[] }[];
+  step(): void;
+  zeroGrad(setToNone?: boolean): void;
+}
+
+/**
+ * Horovod's Adasum optimizer (its `_DistributedAdasumOptimizer`, what `hvd.DistributedOptimizer(opt,
+ * op=hvd.Adasum)` builds): each rank takes the wrapped optimizer's step on its OWN gradients,
+ * with the single-worker learning rate and its own optimizer state, and the ranks combine the
+ * steps' deltas with Adasum (per parameter), so every rank lands on start + Adasum(deltas).
+ * Gradients are not all-reduced first: use it without DDP, on replicas that start equal (same
+ * seed, or a broadcast). For plain SGD the delta is −lr·g and this equals adasumHook; for
+ * momentum, Adam or LAMB it differs (Adasum sees each rank's full step, as the paper asks).
+ */
+export class AdasumOptimizer {
+  private readonly params: Tensor[];
+  private readonly segments: Segment[];
+  private readonly delta: Float32Array;
+  private readonly start: Float32Array;
+
+  constructor(
+    readonly optimizer: LocalOptimizer,
+    readonly processGroup: ProcessGroup = getDefaultGroup(),
+  ) {
+    this.params = optimizer.paramGroups.flatMap((g) => g.params);
+    let offset = 0;
+    this.segments = this.params.map((p) => {
+      const segment = { offset, size: p.data.size };
+      offset += segment.size;
+      return segment;
+    });
+    this.delta = sharedArray(Float32Array, offset);
+    this.start = new Float32Array(offset);
+  }
+
+  /** The local step, then the Adasum of every rank's delta applied from where the step began (collective). */
+  async step(): Promise<void> {
+    this.params.forEach((p, i) => {
+      this.start.set(p.data.dataSync(), this.segments[i].offset);
+    });
+    this.optimizer.step();
+    this.params.forEach((p, i) => {
+      const { offset, size } = this.segments[i];
+      const now = p.data.dataSync();
+      for (let j = 0; j < size; j++) this.delta[offset + j] = now[j] - this.start[offset + j];
+    });
+    await adasumAllReduce(this.delta, this.processGroup, this.segments);
+    this.params.forEach((p, i) => {
+      const { offset, size } = this.segments[i];
+      const next = new Float32Array(size);
+      for (let j = 0; j < size; j++) next[j] = this.start[offset + j] + this.delta[offset + j];
+      p.data = tf.tensor(next, p.data.shape, 'float32');
+    });
+  }
+
+  zeroGrad(setToNone = true): void {
+    this.optimizer.zeroGrad(setToNone);
+  }
+}
