@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ip, TwoHosts } from '@ddp/netns';
+import { TwoHosts } from '@ddp/netns';
 import { afterAll, describe, expect, it } from 'vitest';
 import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
 import { explain } from './test/spawn-world.js';
@@ -14,8 +14,6 @@ import { explain } from './test/spawn-world.js';
 const hosts = new TwoHosts('m', '10.231.78');
 const skipReason = (await mpirunMissing(true)) ?? hosts.setUp();
 if (skipReason) console.log(`mpi two-host test skipped: ${skipReason}`);
-const sentBy = (host: number) =>
-  Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host], '-s', 'link', 'show', hosts.veth[host]))?.[1]);
 
 describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network namespaces + veth), 2 ranks each", () => {
   const dir = mkdtempSync(join(tmpdir(), 'ddp-mpi-hosts-'));
@@ -25,7 +23,7 @@ describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network na
   });
 
   it('passes the collective suite, its traffic on the link between the hosts', async () => {
-    const before = sentBy(1);
+    const before = hosts.bytesSent(1);
     const out = await runMpirun({
       np: 4,
       script: 'collectives.child.ts',
@@ -39,6 +37,6 @@ describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network na
       expect((o.results[0] as { checks: number }).checks).toBeGreaterThan(250);
     }
     // host 1's ranks sent their part across the link (about 250 kB for the suite)
-    expect(sentBy(1) - before).toBeGreaterThan(100_000);
+    expect(hosts.bytesSent(1) - before).toBeGreaterThan(100_000);
   }, 100_000);
 });

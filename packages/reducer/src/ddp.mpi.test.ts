@@ -67,6 +67,7 @@ describe.skipIf(hostsMissing !== null)("DistributedDataParallel on the 'mpi' bac
     rmSync(dir, { recursive: true, force: true });
   });
 
+  // host 1's ranks reach host 0's only over the veth link (TCP restricted to its subnet)
   it('reproduces mlp_sgd_3steps.json within 1e-5', async () => {
     expectGolden(await runMpiWorld(4, ['golden'], 90_000, hosts.mpirun(dir, 2)));
   }, 100_000);

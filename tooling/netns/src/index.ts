@@ -78,6 +78,11 @@ export class TwoHosts {
     };
   }
 
+  /** Bytes `host` has sent on its end of the link so far (the kernel's counter). */
+  bytesSent(host: number): number {
+    return Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', this.ns[host], '-s', 'link', 'show', this.veth[host]))?.[1]);
+  }
+
   /** Token-bucket limit (e.g. '40mbit') on both ends of the link; fast rates need a burst of about rate / 250 Hz. */
   limit(rate: string, burst = '32kbit'): void {
     for (const [i, n] of this.ns.entries())

@@ -26,6 +26,8 @@ export interface LossSample {
   arm: (typeof ARMS)[number];
   /** The single-worker learning rate η (momentum runs use η / 10: the same long-run step). */
   lr: number;
+  /** Which draw of the ranks' mini-batches (the model starts the same). */
+  seed: number;
   step: number;
   loss: number;
 }
@@ -65,30 +67,32 @@ async function armOf(arm: LossSample['arm'], model: Sequential, lr: number, mome
   };
 }
 
-export async function trainRank(steps: number, lrs: number[]): Promise<void> {
+/** Every (lr, seed, arm) run, in the same order on every rank. */
+const runsOf = (lrs: number[], seeds: number) =>
+  lrs.flatMap((lr) => [...Array(seeds).keys()].flatMap((seed) => ARMS.map((arm) => ({ lr, seed, arm }))));
+
+export async function trainRank(steps: number, lrs: number[], seeds: number): Promise<void> {
   const group = await initProcessGroup({ timeoutMs: 120_000 });
   const teacher = mlp(99);
   const held = batchOf(teacher, new Generator(1234), EVAL);
   for (const optimizer of OPTIMIZERS) {
     const momentum = optimizer === 'momentum' ? MOMENTUM : 0;
-    for (const lr of lrs) {
-      for (const arm of ARMS) {
-        if (arm === 'single' && group.rank !== 0) continue;
-        const model = mlp(7); // the same start on every rank
-        const { forward, step } = await armOf(arm, model, momentum ? lr / 10 : lr, momentum, group);
-        const gen = new Generator(500 + group.rank);
-        for (let s = 0; s <= steps; s++) {
-          const loss = noGrad(() => tidy(() => mse(model.forward(held.x), held.y).item()));
-          if (group.rank === 0) printSample({ optimizer, arm, lr, step: s, loss } satisfies LossSample);
-          if (s === steps || !Number.isFinite(loss)) break;
-          const { x, y } = batchOf(teacher, gen, BATCH);
-          const l = tidy(() => mse(forward(x), y));
-          await l.backward();
-          for (const t of [x, y, l]) t.dispose();
-          await step();
-        }
-        model.dispose();
+    for (const { lr, seed, arm } of runsOf(lrs, seeds)) {
+      if (arm === 'single' && group.rank !== 0) continue;
+      const model = mlp(7); // the same start on every rank
+      const { forward, step } = await armOf(arm, model, momentum ? lr / 10 : lr, momentum, group);
+      const gen = new Generator(500 + group.rank + 1000 * seed);
+      for (let s = 0; s <= steps; s++) {
+        const loss = noGrad(() => tidy(() => mse(model.forward(held.x), held.y).item()));
+        if (group.rank === 0) printSample({ optimizer, arm, lr, seed, step: s, loss } satisfies LossSample);
+        if (s === steps || !Number.isFinite(loss)) break;
+        const { x, y } = batchOf(teacher, gen, BATCH);
+        const l = tidy(() => mse(forward(x), y));
+        await l.backward();
+        for (const t of [x, y, l]) t.dispose();
+        await step();
       }
+      model.dispose();
     }
   }
   await destroyProcessGroup();
