@@ -1,7 +1,7 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
-import { adasumAllReduce, type Segment } from './adasum.js';
+import { adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
 
 /** What AdasumOptimizer needs of the optimizer it wraps (any @ddp/nn optimizer). */
 export interface LocalOptimizer {
@@ -18,6 +18,8 @@ export interface LocalOptimizer {
  * Gradients are not all-reduced first: use it without DDP, on replicas that start equal (same
  * seed, or a broadcast). For plain SGD the delta is −lr·g and this equals adasumHook; for
  * momentum, Adam or LAMB it differs (Adasum sees each rank's full step, as the paper asks).
+ * A power-of-two group only (else AdasumError here, on every rank); a failed combination puts
+ * the parameters back where the step began (the local optimizer state keeps the step).
  */
 export class AdasumOptimizer {
   private readonly params: Tensor[];
@@ -29,6 +31,7 @@ export class AdasumOptimizer {
     readonly optimizer: LocalOptimizer,
     readonly processGroup: ProcessGroup = getDefaultGroup(),
   ) {
+    checkAdasumGroup(processGroup);
     this.params = optimizer.paramGroups.flatMap((g) => g.params);
     let offset = 0;
     this.segments = this.params.map((p) => {
@@ -51,7 +54,19 @@ export class AdasumOptimizer {
       const now = p.data.dataSync();
       for (let j = 0; j < size; j++) this.delta[offset + j] = now[j] - this.start[offset + j];
     });
-    await adasumAllReduce(this.delta, this.processGroup, this.segments);
+    try {
+      await adasumAllReduce(this.delta, this.processGroup, this.segments);
+    } catch (e) {
+      // back to where every rank began, not left on this rank's own step
+      this.delta.fill(0);
+      this.apply();
+      throw e;
+    }
+    this.apply();
+  }
+
+  /** Every parameter := start + delta. */
+  private apply(): void {
     this.params.forEach((p, i) => {
       const { offset, size } = this.segments[i];
       const next = new Float32Array(size);

@@ -82,10 +82,15 @@ describe('Adasum across real processes', () => {
     }, 70_000);
   }
 
-  it('3 ranks: AdasumError naming the rank and the group size on every rank, no hang', async () => {
-    const ranks = (await runWorld<{ error: string }>({ script, nprocs: 3, args: ['odd'], timeoutMs: 60_000 })).results;
+  it('3 ranks: AdasumError naming the rank and the group size on every rank (AdasumOptimizer when built), no hang', async () => {
+    const ranks = (
+      await runWorld<{ error: string; optimizerError: string }>({ script, nprocs: 3, args: ['odd'], timeoutMs: 60_000 })
+    ).results;
     ranks.forEach((r, rank) => {
       expect(r.error).toMatch(new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`));
+      expect(r.optimizerError).toMatch(
+        new RegExp(`^AdasumError: Adasum \\(rank ${rank} of 3\\): needs a power-of-two`),
+      );
     });
   }, 70_000);
 });

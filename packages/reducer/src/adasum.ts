@@ -41,6 +41,15 @@ export function adasumPair(
   }
 }
 
+/** Refuses a group Adasum cannot combine over (every rank alike: the size is the same everywhere). */
+export function checkAdasumGroup({ size, rank }: ProcessGroup): void {
+  if (size & (size - 1)) {
+    throw new AdasumError(
+      `Adasum (rank ${rank} of ${size}): needs a power-of-two group size, got ${size}; use the averaging all-reduce`,
+    );
+  }
+}
+
 const partnerBuffers = new WeakMap<Float32Array, Float32Array>();
 
 /**
@@ -55,12 +64,8 @@ export async function adasumAllReduce(
   group: ProcessGroup,
   segments?: readonly Segment[],
 ): Promise<Float32Array> {
+  checkAdasumGroup(group);
   const { size, rank } = group;
-  if (size & (size - 1)) {
-    throw new AdasumError(
-      `Adasum (rank ${rank} of ${size}): needs a power-of-two group size, got ${size}; use the averaging all-reduce`,
-    );
-  }
   let theirs = partnerBuffers.get(buf);
   if (theirs === undefined) {
     theirs = sharedArray(Float32Array, buf.length);

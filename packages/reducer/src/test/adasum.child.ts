@@ -13,7 +13,13 @@ if (process.argv[2] === 'odd') {
     () => '',
     (e: Error) => `${e.name}: ${e.message}`,
   );
-  console.log(`RESULT ${JSON.stringify({ rank: group.rank, error })}`);
+  let optimizerError = '';
+  try {
+    new AdasumOptimizer(new Adam(new Linear(2, 1).parameters()), group);
+  } catch (e) {
+    optimizerError = `${(e as Error).name}: ${(e as Error).message}`;
+  }
+  console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, optimizerError })}`);
   await destroyProcessGroup();
   process.exit(0);
 }

@@ -1,0 +1,25 @@
+import { mse, tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
+import { Adam, Generator, Linear } from '@ddp/nn';
+import { describe, expect, it } from 'vitest';
+import { AdasumOptimizer } from './adasum-optimizer.js';
+
+/** A 2-rank group whose exchange fails, as when the partner is lost (only what Adasum calls). */
+const brokenPair = {
+  size: 2,
+  rank: 0,
+  batchIsendIrecv: () => ({ wait: () => Promise.reject(new Error('rank 0: peer 1 lost')) }),
+} as unknown as ProcessGroup;
+
+describe('AdasumOptimizer in one process', () => {
+  it("a failed combination rejects and leaves the parameters where the step began, not on this rank's own step", async () => {
+    const model = new Linear(4, 2, { generator: new Generator(3) });
+    const before = model.parameters().map((p) => Array.from(p.data.dataSync()));
+    const opt = new AdasumOptimizer(new Adam(model.parameters(), { lr: 0.1 }), brokenPair);
+    const loss = mse(model.forward(tensor(new Generator(1).normal(8), [2, 4])), tensor([1, 2, 3, 4], [2, 2]));
+    await loss.backward();
+    loss.dispose();
+    await expect(opt.step()).rejects.toThrow(/peer 1 lost/);
+    expect(model.parameters().map((p) => Array.from(p.data.dataSync()))).toEqual(before);
+  });
+});
