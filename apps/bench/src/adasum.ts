@@ -16,8 +16,12 @@ const TRAINS_BELOW = 0.25;
 /** Steps to a held-out loss of this share of the initial loss. */
 const TARGET = 0.1;
 
-/** Short legend names (the chart cuts long ones). */
-const LABEL: Record<string, string> = { average: 'avg', 'average-scaled': 'avg×N', adasum: 'adasum' };
+/** One chart panel per arm, one line per η. */
+const PANEL: Record<string, string> = {
+  average: 'averaging at η',
+  'average-scaled': 'averaging at N·η (linear scaling)',
+  adasum: 'Adasum optimizer at η',
+};
 
 async function main(world: number, steps: number, lrs: number[], seeds: number): Promise<void> {
   const args = ['--conditions=@ddp/source', '--import', 'tsx', fileURLToPath(import.meta.url), '--rank'];
@@ -73,7 +77,8 @@ async function main(world: number, steps: number, lrs: number[], seeds: number):
     const rows = mine
       .filter((s) => s.arm !== 'single' && s.seed === 0)
       .map((s) => ({
-        series: `${LABEL[s.arm]} ${s.lr}`,
+        arm: PANEL[s.arm],
+        series: `η ${s.lr}`,
         step: s.step,
         loss: Number.isFinite(s.loss) ? Math.min(s.loss, 10) : 10,
       }));
@@ -85,6 +90,7 @@ async function main(world: number, steps: number, lrs: number[], seeds: number):
         x: 'step',
         y: 'loss',
         series: 'series',
+        panel: 'arm',
         title: `Adasum vs averaging, ${world} ranks, ${optimizer} (held-out MSE; η = single-worker lr)`,
         logY: true,
       },
