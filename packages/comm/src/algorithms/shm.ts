@@ -1,11 +1,11 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
-import { narrowHalf } from '../half.js';
-import { finishAverage, reduceInto } from '../reduce.js';
+import type { OpContext } from '../execution/op-context.js';
 import type { ShmLane } from '../transport/shm-lane.js';
-import type { OpContext } from '../worker/op-context.js';
 import { combineHalves } from './half.js';
+import { narrowHalf } from './half-codec.js';
 import { type AcrossHosts, acrossHosts } from './hierarchical.js';
 import { chunkBounds } from './partition.js';
+import { finishAverage, reduceInto } from './reduce.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
