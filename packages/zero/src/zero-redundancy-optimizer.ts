@@ -97,6 +97,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    * All ranks must call it (it is collective).
    */
   override async step(): Promise<void> {
+    this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();
     for (const [i, g] of this.localGroupOf.entries())
       Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
@@ -175,6 +176,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
+    this.disposeConsolidated();
     for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[g], hyper);
     if (local) this.optim!.loadStateDict(local);
