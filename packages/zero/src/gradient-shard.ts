@@ -1,6 +1,7 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
+import { ZeroError } from './errors.js';
 
 /**
  * ZeRO stage 2's gradient sharding. A post-accumulate-grad hook on every parameter reduces
@@ -16,10 +17,12 @@ export class GradientSharder {
   private readonly handles: RemovableHandle[];
   /** Parameters whose gradients were reduced this iteration, in issue order. */
   private order: Tensor[] = [];
+  /** The same parameters, to find one reduced twice in an iteration. */
+  private reduced = new Set<Tensor>();
   private lastOrder: Tensor[] = [];
 
   constructor(
-    params: readonly Tensor[],
+    private readonly params: readonly Tensor[],
     private readonly owner: Map<Tensor, number>,
     private readonly group: ProcessGroup,
     /** Called synchronously before the iteration's first reduce is issued. */
@@ -31,6 +34,17 @@ export class GradientSharder {
   }
 
   private async reduceGradient(p: Tensor): Promise<void> {
+    if (this.reduced.has(p)) {
+      // the owner's gradient already holds the average: adding its next local gradient and
+      // averaging again would weigh the first backward's average by 1/N
+      const index = this.params.indexOf(p);
+      throw new ZeroError(
+        `rank ${this.group.ranks[this.group.rank]}: stage 2 reduced parameter ${index}'s gradient in an earlier ` +
+          'backward of this iteration; accumulating gradients over several backwards is not supported: call ' +
+          'step() after each backward, or use stage 1 under DDP (noSync)',
+      );
+    }
+    this.reduced.add(p);
     const started = this.order.length === 0 ? this.onIterationStart() : Promise.resolve();
     const grad = p.grad;
     if (grad === null) return;
@@ -71,6 +85,7 @@ export class GradientSharder {
   endIteration(): void {
     if (this.order.length > 0) this.lastOrder = this.order;
     this.order = [];
+    this.reduced.clear();
   }
 
   remove(): void {

@@ -6,6 +6,7 @@ import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { type Partition, partitionParameters } from './partition.js';
+import { checkSameParameters, parameterChecksums } from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
@@ -47,6 +48,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private readonly localGroupOf: number[] = [];
   private readonly sharder: GradientSharder | null = null;
   private notified = false;
+  /** Whether the first step has checked that every rank starts from the same parameters. */
+  private checkedParameters = false;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
 
   constructor(
@@ -101,6 +104,12 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     const notified = this.notifyOnce();
     for (const [i, g] of this.localGroupOf.entries())
       Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
+    if (!this.checkedParameters) {
+      const checksums = parameterChecksums(this.allParams());
+      await notified; // the join notification is the iteration's first collective
+      await checkSameParameters(checksums, this.processGroup); // before any change: a refused step changes nothing
+      this.checkedParameters = true;
+    }
     this.optim?.step();
     await notified;
     await this.exchangeParameters();
