@@ -15,6 +15,8 @@ import { ZeroError } from './errors.js';
  */
 export class GradientSharder {
   private readonly handles: RemovableHandle[];
+  /** The parameters that required grad at construction: those whose gradients are reduced. */
+  private readonly hooked: Set<Tensor>;
   /** Parameters whose gradients were reduced this iteration, in issue order. */
   private order: Tensor[] = [];
   /** The same parameters, to find one reduced twice in an iteration. */
@@ -28,9 +30,23 @@ export class GradientSharder {
     /** Called synchronously before the iteration's first reduce is issued. */
     private readonly onIterationStart: () => Promise<unknown>,
   ) {
-    this.handles = params
-      .filter((p) => p.requiresGrad)
-      .map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+    this.hooked = new Set(params.filter((p) => p.requiresGrad));
+    this.handles = [...this.hooked].map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+  }
+
+  /**
+   * Raises ZeroError naming a parameter that requires grad but was not hooked (it did not when
+   * the optimizer was created): its gradient was never averaged, so its owner would step it
+   * with its own gradient alone.
+   */
+  checkHooked(): void {
+    const index = this.params.findIndex((p) => p.requiresGrad && !this.hooked.has(p));
+    if (index < 0) return;
+    throw new ZeroError(
+      `rank ${this.group.ranks[this.group.rank]}: parameter ${index} requires grad but did not when the ` +
+        'optimizer was created, so stage 2 never averaged its gradient; create ZeroRedundancyOptimizer ' +
+        'after unfreezing parameters',
+    );
   }
 
   private async reduceGradient(p: Tensor): Promise<void> {

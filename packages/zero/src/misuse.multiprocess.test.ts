@@ -10,7 +10,7 @@ interface RankResult {
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-const run = async (stage: number, init: 'alike' | 'per-rank', backwards = 1) =>
+const run = async (stage: number, init: 'alike' | 'per-rank' | 'unfrozen', backwards = 1) =>
   (
     await runWorld<RankResult>({
       script,
@@ -42,6 +42,17 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
       expect(r.error?.message).toMatch(
         new RegExp(`^rank ${r.rank}: stage 2 reduced parameter \\d+'s gradient in an earlier backward`),
+      );
+      expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
+    }
+  }, 90_000);
+
+  it('stage 2, a layer unfrozen after the optimizer was created: refused at the step, nothing changed', async () => {
+    // before: its gradient was never averaged; its owner stepped it with its own gradient alone
+    for (const r of await run(2, 'unfrozen')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+      expect(r.error?.message).toMatch(
+        new RegExp(`^rank ${r.rank}: parameter 0 requires grad but did not when the optimizer was created`),
       );
       expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
     }

@@ -100,6 +100,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    * All ranks must call it (it is collective).
    */
   override async step(): Promise<void> {
+    this.sharder?.checkHooked();
     this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();
     for (const [i, g] of this.localGroupOf.entries())

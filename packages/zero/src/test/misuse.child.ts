@@ -1,5 +1,6 @@
 // One rank of misuse.multiprocess.test.ts: argv = stage, init ('alike': every rank seeds its
-// model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP) and
+// model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP;
+// 'unfrozen': alike, the first layer frozen while the optimizer is created) and
 // backwards per step (2: gradient accumulation). Prints the error (name and message) or
 // none, whether the parameters are unchanged, and their sum.
 import { tensor, tidy } from '@ddp/autograd';
@@ -11,9 +12,13 @@ import { flatParams } from './model.js';
 
 const [stage, init, backwards] = [Number(process.argv[2]) as 1 | 2, process.argv[3], Number(process.argv[4])];
 const group = await initProcessGroup({ timeoutMs: 30_000 });
-manualSeed(init === 'alike' ? 1 : 1 + group.rank);
+manualSeed(init === 'per-rank' ? 1 + group.rank : 1);
 const model = new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
+// 'unfrozen': the first layer frozen while the optimizer is created, trained afterwards
+const first = model.parameters().slice(0, 2);
+if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
 const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 0.01 }, { stage });
+for (const p of first) p.requiresGrad = true;
 const before = flatParams(model);
 let error: { name: string; message: string } | null = null;
 try {
