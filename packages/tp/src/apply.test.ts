@@ -45,7 +45,9 @@ describe('applyTensorParallel', () => {
       [[[2.5, 0]], '2\\.5', 0],
     ] as const) {
       await expect(wte.forward(ids.map((r) => [...r])), `ids ${ids}`).rejects.toThrow(
-        new RegExp(`^rank 0: VocabParallelEmbedding: id ${id} \\(at ${at}\\) is not a row of the vocabulary \\[0, 12\\)`),
+        new RegExp(
+          `^rank 0: VocabParallelEmbedding: id ${id} \\(at ${at}\\) is not a row of the vocabulary \\[0, 12\\)`,
+        ),
       );
     }
     const ids32 = tf.tensor2d([[3, 12]], undefined, 'int32');

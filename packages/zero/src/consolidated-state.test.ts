@@ -7,8 +7,8 @@ import { Adam, loadCheckpoint, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZeroError } from './errors.js';
-import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 import { lossOf, makeModel } from './test/model.js';
+import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 let dir = '';
 beforeAll(async () => {

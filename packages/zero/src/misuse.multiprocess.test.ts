@@ -58,10 +58,14 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
     }
   }, 90_000);
 
-  it.each([1, 2])('stage %i, models alike, one backward per step: no error, the same parameters everywhere', async (stage) => {
-    const ranks = await run(stage, 'alike');
-    for (const r of ranks) expect(r.error, `rank ${r.rank}`).toBeNull();
-    expect(new Set(ranks.map((r) => r.sum)).size).toBe(1);
-    expect(ranks[0].unchanged).toBe(false);
-  }, 90_000);
+  it.each([1, 2])(
+    'stage %i, models alike, one backward per step: no error, the same parameters everywhere',
+    async (stage) => {
+      const ranks = await run(stage, 'alike');
+      for (const r of ranks) expect(r.error, `rank ${r.rank}`).toBeNull();
+      expect(new Set(ranks.map((r) => r.sum)).size).toBe(1);
+      expect(ranks[0].unchanged).toBe(false);
+    },
+    90_000,
+  );
 });

@@ -24,7 +24,7 @@ export async function checkSameParameters(checksums: Int32Array, group: ProcessG
     if (i < 0) continue;
     throw new ZeroError(
       `rank ${group.ranks[group.rank]}: parameter ${i} differs between ranks ${group.ranks[0]} and ${group.ranks[r]} ` +
-        'at the first step: initialise the model alike on every rank (the same seed) or broadcast rank 0\'s ' +
+        "at the first step: initialise the model alike on every rank (the same seed) or broadcast rank 0's " +
         'parameters first (DistributedDataParallel.create does)',
     );
   }

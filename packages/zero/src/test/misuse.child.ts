@@ -38,7 +38,10 @@ try {
       for (const p of model.parameters()) {
         const g = Float32Array.from(p.grad!.dataSync());
         await group.allReduce(g).wait();
-        p.grad = tf.tensor(g.map((v) => v / group.size), p.shape);
+        p.grad = tf.tensor(
+          g.map((v) => v / group.size),
+          p.shape,
+        );
       }
     }
     await zero.step();

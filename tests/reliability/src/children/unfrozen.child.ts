@@ -17,7 +17,10 @@ for (const p of first) p.requiresGrad = true;
 const opt = new SGD(model.parameters(), { lr: 0.5 });
 let error: string | null = null;
 try {
-  const x = tensor([1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)), [2, 3]);
+  const x = tensor(
+    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
+    [2, 3],
+  );
   const loss = tidy(() => mse(ddp.forward(x), tensor([1, 0, 0, 1], [2, 2])));
   await loss.backward();
   opt.step();
