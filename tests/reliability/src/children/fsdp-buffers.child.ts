@@ -5,7 +5,7 @@ import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '@ddp/fsdp';
 import { Adam, BatchNorm1d, Generator, Linear, Sequential } from '@ddp/nn';
 
-const dir = process.argv[2] as string;
+const dir = String(process.argv[2]);
 const group = await initProcessGroup({ timeoutMs: 20_000 });
 const model = (trackRunningStats: boolean) =>
   new Sequential(new Linear(4, 3, { generator: new Generator(1) }), new BatchNorm1d(3, { trackRunningStats }));
