@@ -72,4 +72,18 @@ describe('silent wrong results in packages owned elsewhere', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 90_000);
+
+  // @ddp/fsdp (fsdp): fullyShard shards only the parameters that require grad when it runs
+  // (frozen ones stay whole); a layer unfrozen afterwards is in no shard, so an optimizer over
+  // root.parameters() never steps it and its gradient is never averaged: fine-tuning's second
+  // phase trains nothing there, silently. Fix: at each root forward, raise FSDPError naming a
+  // parameter that requires grad but is in no unit's shard (and say to fullyShard after unfreezing).
+  it.fails('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
+    const run = await runWorld('fsdp-unfrozen.child.ts', 2, { timeoutMs: 60_000 });
+    expect(run.result.exitCode, explain(run)).toBe(0);
+    for (const r of run.out.last(2) as { rank: number; error: string | null; moved: boolean }[]) {
+      if (r.error) expect(r.error, `rank ${r.rank}`).toMatch(/^FSDPError: .*unfrozen|^FSDPError: .*requires grad/);
+      else expect(r.moved, `rank ${r.rank}: the unfrozen layer trained`).toBe(true);
+    }
+  }, 90_000);
 });
