@@ -97,7 +97,12 @@ export class GradientSharder {
     return this.order.length > 0;
   }
 
-  /** Ends an iteration (called by the optimizer's step). */
+  /** The gradients were cleared (zeroGrad): the next backward accumulates onto nothing averaged. */
+  gradientsCleared(): void {
+    this.reduced.clear();
+  }
+
+  /** Ends an iteration (called by the optimizer's step, or instead of it when a step is skipped). */
   endIteration(): void {
     if (this.order.length > 0) this.lastOrder = this.order;
     this.order = [];

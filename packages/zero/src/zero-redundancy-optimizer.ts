@@ -118,6 +118,20 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     this.sharder?.endIteration();
   }
 
+  /**
+   * Ends the iteration without stepping (GradScaler calls it for a skipped step, on every rank):
+   * the next backward starts a new iteration (join notification, stage 2's gradient reduces).
+   */
+  skipStep(): void {
+    this.notified = false;
+    this.sharder?.endIteration();
+  }
+
+  override zeroGrad(setToNone = true): void {
+    super.zeroGrad(setToNone);
+    this.sharder?.gradientsCleared();
+  }
+
   protected update(): never {
     throw new ZeroError('ZeroRedundancyOptimizer steps through its wrapped optimizer');
   }
