@@ -35,6 +35,8 @@ export interface GradScalerStateDict {
 export interface ScalableOptimizer {
   readonly paramGroups: readonly { params: readonly Tensor[] }[];
   step(): void | Promise<void>;
+  /** Called instead of step() when the step is skipped: ends an iteration's bookkeeping (ZeRO stage 2's). */
+  skipStep?(): void;
 }
 
 interface OptimizerState {
@@ -130,7 +132,10 @@ export class GradScaler {
     if (state.stepped) throw new GradScalerError('step() has already been called since the last update()');
     if (state.foundInf === null) await this.unscale_(optimizer);
     state.stepped = true;
-    if (state.foundInf) return false;
+    if (state.foundInf) {
+      optimizer.skipStep?.();
+      return false;
+    }
     await optimizer.step();
     return true;
   }

@@ -1,7 +1,7 @@
 import { concat, crossEntropy, l2Normalize, matmul, mul, narrow, type Tensor, tidy } from '@ddp/autograd';
 import { ContrastiveError } from './errors.js';
 import { logitScaleFromLog } from './scale.js';
-import { gatherForLoss, type LossOptions, rangeFrom } from './world.js';
+import { gatherForLoss, type LossOptions, lossGroup, rangeFrom, worldRankOf } from './world.js';
 
 /** [batch, dim] and [batch, dim], or a ContrastiveError naming the loss; returns [batch, dim]. */
 function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string): [number, number] {
@@ -9,7 +9,7 @@ function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string):
   if (image.rank !== 2 || text.rank !== 2 || text.shape[0] !== n || text.shape[1] !== d) {
     throw new ContrastiveError(
       `image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`,
-      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      worldRankOf(lossGroup(opts)),
       op,
     );
   }

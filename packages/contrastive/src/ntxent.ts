@@ -1,7 +1,7 @@
 import { concat, crossEntropy, div, l2Normalize, maskedFill, matmul, type Tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
-import { gatherForLoss, type LossOptions } from './world.js';
+import { gatherForLoss, type LossOptions, lossGroup, worldRankOf } from './world.js';
 
 /** A self-similarity: finite (−∞ would make the one-hot product of the cross-entropy NaN), exp() of it is 0. */
 const MASKED = -1e9;
@@ -20,14 +20,14 @@ export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { t
   if (!(typeof tau === 'number' && tau > 0 && Number.isFinite(tau))) {
     throw new ContrastiveError(
       `temperature tau must be a positive finite number, got ${tau}`,
-      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      worldRankOf(lossGroup(opts)),
       'ntXentLoss',
     );
   }
   if (z1.rank !== 2 || z2.rank !== 2 || z2.shape[0] !== n || z2.shape[1] !== z1.shape[1]) {
     throw new ContrastiveError(
       `views [${z1.shape}] and [${z2.shape}] must both be [batch, dim]`,
-      opts.group ? (opts.group.ranks[opts.group.rank] ?? 0) : 0,
+      worldRankOf(lossGroup(opts)),
       'ntXentLoss',
     );
   }

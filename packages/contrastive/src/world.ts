@@ -1,20 +1,34 @@
 import type { Tensor } from '@ddp/autograd';
-import type { ProcessGroup } from '@ddp/comm';
+import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
 import { allGatherLocalGrad, allGatherRows, type GatheredRows } from './gather.js';
 
-/** Options every loss takes: the group the batch is spread over (none: a world of one). */
+/** Options every loss takes. */
 export interface LossOptions {
-  group?: ProcessGroup;
+  /**
+   * The group the batch is spread over. Default: the default process group once one is
+   * initialised (as SyncBatchNorm; a forgotten group in a DDP run used to give a loss over this
+   * rank's rows alone, silently), a world of one otherwise; null: this rank's rows alone.
+   */
+  group?: ProcessGroup | null;
   /** Test-only switch to the naive gather, to show the gradients it gets wrong. */
   naiveGather?: boolean;
 }
+
+/** The group a loss spreads its batch over (see LossOptions.group); undefined: a world of one. */
+export function lossGroup(opts: Pick<LossOptions, 'group'>): ProcessGroup | undefined {
+  if (opts.group === undefined) return isInitialized() ? getDefaultGroup() : undefined;
+  return opts.group ?? undefined;
+}
+
+/** This rank's number in the world, for error messages (0 in a world of one). */
+export const worldRankOf = (group: ProcessGroup | undefined): number => (group ? (group.ranks[group.rank] ?? 0) : 0);
 
 /** The gather of rows a loss needs; in a world of one, x itself (owned by the caller: `own` false). */
 export async function gatherForLoss(
   x: Tensor,
   opts: LossOptions,
 ): Promise<GatheredRows & { own: boolean; worldSize: number }> {
-  const group = opts.group;
+  const group = lossGroup(opts);
   if (!group || group.size === 1)
     return { gathered: x, rowsPerRank: [x.shape[0]], offset: 0, own: false, worldSize: 1 };
   const rows = await (opts.naiveGather ? allGatherLocalGrad : allGatherRows)(x, group);

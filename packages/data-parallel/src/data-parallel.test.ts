@@ -3,7 +3,7 @@ import { Generator, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSizes, DataParallel, DataParallelError } from './index.js';
-import { createModule } from './test/mlp.js';
+import { createModule, withBatchNorm } from './test/mlp.js';
 
 const factory = new URL('./test/mlp.ts', import.meta.url);
 const BATCH = 10;
@@ -66,6 +66,28 @@ describe('DataParallel: replicas on worker threads', () => {
       counts.push(tf.memory().numTensors);
     }
     expect(new Set(counts.slice(1)).size).toBe(1);
+  });
+
+  it("eval on the main replica is eval on every replica; batch norm's running statistics are replica 0's, as in torch", async () => {
+    const expectClose = (got: ArrayLike<number>, want: ArrayLike<number>, what: string) => {
+      expect(got.length, what).toBe(want.length);
+      for (let j = 0; j < got.length; j++) expect(got[j], `${what}[${j}]`).toBeCloseTo(want[j], 5);
+    };
+    dp = await DataParallel.create(factory, { replicas: 2, exportName: 'withBatchNorm' });
+    const ref = withBatchNorm();
+    const x = tensor(batches[0].x, [BATCH, 6]);
+    (await dp.forward(x)).dispose();
+    // torch's replica on device 0 shares the module's buffers: they moved by its chunk (rows 0-4) only
+    const chunk0 = tensor(batches[0].x.slice(0, 5 * 6), [5, 6]);
+    ref.forward(chunk0).dispose();
+    // before: the main replica's stayed at their initial values (zeros, ones, 0 batches)
+    for (const [i, b] of dp.module.buffers().entries())
+      expectClose(b.dataSync(), ref.buffers()[i].dataSync(), `buffer ${i}`);
+    dp.module.eval();
+    const [got, want] = [await dp.forward(x), dp.module.forward(x)];
+    // before: the replicas stayed in training mode (batch statistics, dropout) while the main one was in eval
+    expectClose(got.dataSync(), want.dataSync(), 'eval output');
+    for (const t of [x, chunk0, got, want]) t.dispose();
   });
 
   it('scatters as torch does: chunks as equal as can be, none empty', () => {

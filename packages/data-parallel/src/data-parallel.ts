@@ -6,7 +6,7 @@ import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
 import { getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
-import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
+import type { BufferValues, FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
 export interface DataParallelOptions {
   /** Replica threads (default 2). */
@@ -98,13 +98,24 @@ class Gather extends AutogradFunction {
     dp.writeParameters(params);
     this.sizes = chunkSizes(x.shape[0], dp.replicas.length);
     const chunks = tf.split(x, this.sizes, 0);
+    const training = dp.module.modules().map((m) => m.training);
+    const buffers = dp.module
+      .buffers()
+      .map((b) => ({ data: b.data.dataSync() as Float32Array | Int32Array, shape: b.shape }));
     const outputs = await Promise.all(
       chunks.map((c, r) => {
-        const m: ToReplica = { type: 'forward', input: c.dataSync() as Float32Array, shape: c.shape };
+        const m: ToReplica = {
+          type: 'forward',
+          input: c.dataSync() as Float32Array,
+          shape: c.shape,
+          training,
+          buffers,
+        };
         c.dispose();
         return dp.replicas[r].request(m, 'forward');
       }),
     );
+    if (outputs[0].type === 'output') dp.readBuffers(outputs[0].buffers);
     const parts = outputs.map((o) => (o.type === 'output' ? tf.tensor(o.data, o.shape) : tf.zeros([0])));
     const y = tf.concat(parts, 0);
     tf.dispose(parts);
@@ -198,6 +209,16 @@ export class DataParallel {
   writeParameters(params: tf.Tensor[]): void {
     params.forEach((p, i) => {
       this.paramView.set(p.dataSync() as Float32Array, this.offsets[i]);
+    });
+  }
+
+  /**
+   * @internal Replica 0's buffers after its forward into the main replica: torch's replica on
+   * device 0 shares the module's buffers, so its running statistics are the module's.
+   */
+  readBuffers(buffers: BufferValues[]): void {
+    this.module.buffers().forEach((b, i) => {
+      b.data = tf.tensor(buffers[i].data, buffers[i].shape, b.dtype as 'float32' | 'int32');
     });
   }
 

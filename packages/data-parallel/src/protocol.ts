@@ -13,12 +13,27 @@ export interface ReplicaInit {
   grads: Float32Array;
 }
 
+/** A buffer's values (running statistics are float32, counters int32), in registration order. */
+export interface BufferValues {
+  data: Float32Array | Int32Array;
+  shape: number[];
+}
+
 export type ToReplica =
-  | { type: 'forward'; input: Float32Array; shape: number[] }
+  | {
+      type: 'forward';
+      input: Float32Array;
+      shape: number[];
+      /** Each module's training flag, in `modules()` order: eval on the main replica is eval everywhere. */
+      training: boolean[];
+      /** The main replica's buffers, copied in before the forward (torch broadcasts them too). */
+      buffers: BufferValues[];
+    }
   | { type: 'backward'; grad: Float32Array; shape: number[] };
 
 export type FromReplica =
   | { type: 'ready'; numel: number }
-  | { type: 'output'; data: Float32Array; shape: number[] }
+  /** The output, and the buffers after the forward (replica 0's become the main replica's, as in torch). */
+  | { type: 'output'; data: Float32Array; shape: number[]; buffers: BufferValues[] }
   | { type: 'grads' }
   | { type: 'error'; name: string; message: string };

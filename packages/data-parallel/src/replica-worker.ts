@@ -5,7 +5,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
 import { setNumThreads, tf } from '@ddp/tensor';
-import type { FromReplica, ReplicaInit, ToReplica } from './protocol.js';
+import type { BufferValues, FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
 const init = workerData as ReplicaInit;
 const port = parentPort!;
@@ -25,14 +25,28 @@ function loadParameters(): void {
   });
 }
 
+/** The main replica's training flags and buffers into this replica (before each forward). */
+function loadState(training: boolean[], buffers: BufferValues[]): void {
+  module.modules().forEach((mod, i) => {
+    mod.training = training[i];
+  });
+  module.buffers().forEach((b, i) => {
+    b.data = tf.tensor(buffers[i].data, buffers[i].shape, b.dtype as 'float32' | 'int32');
+  });
+}
+
 async function handle(m: ToReplica): Promise<FromReplica> {
   if (m.type === 'forward') {
     output?.dispose();
     loadParameters();
+    loadState(m.training, m.buffers);
     const x = fromTf(tf.tensor(m.input, m.shape));
     output = module.forward(x);
     x.dispose();
-    return { type: 'output', data: output.data.dataSync() as Float32Array, shape: output.shape };
+    const buffers = module
+      .buffers()
+      .map((b) => ({ data: b.data.dataSync() as Float32Array | Int32Array, shape: b.shape }));
+    return { type: 'output', data: output.data.dataSync() as Float32Array, shape: output.shape, buffers };
   }
   if (output === null) throw new Error('backward before forward');
   const grad = tf.tensor(m.grad, m.shape);

@@ -67,6 +67,13 @@ describe('defaultCollate', () => {
     expect(() => defaultCollate([Float32Array.of(1), Int32Array.of(1)] as Float32Array[])).toThrow(CollateError);
     expect(() => defaultCollate([])).toThrow(CollateError);
     expect(() => defaultCollate([Uint32Array.of(2 ** 31)])).toThrow(/above int32/);
+    // numbers int32 cannot hold: were wrapped (3e9 → -1294967296) or truncated (2.5 → 2) silently
+    expect(() => defaultCollate([{ id: 1 }, { id: 3e9 }])).toThrow(/batch\.id: sample 1 is 3000000000, which int32/);
+    expect(() => defaultCollate([-(2 ** 31) - 1])).toThrow(CollateError);
+    expect(() => createCollate({ numberDtype: 'int32' })([1, 2.5])).toThrow(/sample 1 is 2\.5/);
+    const edge = defaultCollate([-(2 ** 31), 2 ** 31 - 1]);
+    expect(Array.from(edge.dataSync())).toEqual([-(2 ** 31), 2 ** 31 - 1]);
+    edge.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
 });

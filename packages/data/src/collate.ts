@@ -76,6 +76,17 @@ function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
   return tf.tensor(out, [arrays.length, ...shape], dtype);
 }
 
+/** int32 keeps only what it can hold: others would wrap (3e9 → -1294967296) or truncate (2.5 → 2) silently. */
+function checkInt32(nums: number[], path: string): void {
+  const i = nums.findIndex((v) => !Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff);
+  if (i >= 0) {
+    throw new CollateError(
+      `${path}: sample ${i} is ${nums[i]}, which int32 cannot hold (an integer in [-2^31, 2^31 - 1]); ` +
+        `collate with numberDtype 'float32' or map the values first`,
+    );
+  }
+}
+
 function collateField(samples: unknown[], path: string, opts: CollateOptions): unknown {
   const first = samples[0];
   const kind = (x: unknown): string =>
@@ -92,6 +103,7 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
         : nums.every(Number.isInteger)
           ? 'int32'
           : 'float32';
+    if (dtype === 'int32') checkInt32(nums, path);
     return tf.tensor1d(nums, dtype);
   }
   if (typeof first === 'boolean') return tf.tensor1d(samples as boolean[], 'bool');

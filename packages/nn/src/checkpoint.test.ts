@@ -191,6 +191,32 @@ describe('checkpoints', () => {
     model.dispose();
   });
 
+  it('refuses to restore an optimizer, scheduler or generator the checkpoint does not hold', async () => {
+    const gen = new Generator(3);
+    const model = new Toy(gen);
+    const path = join(dir, 'model-only');
+    await saveCheckpoint(path, { model, step: 4 });
+    const opt = new Adam(model.parameters(), { lr: 0.1 });
+    const sched = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });
+    // before: the scheduler and generator were skipped silently, so a resumed run restarted its warm-up
+    for (const [what, extra] of [
+      ['optimizer', { optimizer: opt }],
+      ['scheduler', { scheduler: sched }],
+      ['generator', { generator: new Generator(1) }],
+    ] as const) {
+      await expect(loadCheckpoint(path, { model, ...extra }), what).rejects.toThrow(
+        new RegExp(`${path}/\\S+ holds no ${what} state`),
+      );
+    }
+    await expect(loadCheckpoint(path, { model, scheduler: sched, generator: gen })).rejects.toThrow(
+      /holds no generator, scheduler state/,
+    );
+    expect(sched.lastEpoch).toBe(0);
+    expect((await loadCheckpoint(path, { model })).step).toBe(4);
+    model.dispose();
+    opt.dispose();
+  });
+
   it('reports truncated files, and missing checkpoints clearly', async () => {
     const gen = new Generator(2);
     const model = new Toy(gen);

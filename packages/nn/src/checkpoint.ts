@@ -160,7 +160,9 @@ export async function loadCheckpoint(
   const path = await entryToLoad(dir, META_FILE);
   if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const meta = parseMeta(await readFile(join(path, META_FILE), 'utf8'), join(path, META_FILE));
-  if (contents.optimizer && !meta.optimizer) throw new CheckpointError(`${path} holds no optimizer state`);
+  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
+  const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
+  if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
   const model = await loadSafetensors(join(path, MODEL_FILE));
   const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE)) : null;
   const owned: tf.Tensor[] = [];
@@ -188,8 +190,8 @@ export async function loadCheckpoint(
     }
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
-    if (contents.generator && meta.generator) contents.generator.setState(meta.generator);
-    if (contents.scheduler && meta.scheduler) contents.scheduler.loadStateDict(meta.scheduler);
+    if (meta.generator) contents.generator?.setState(meta.generator);
+    if (meta.scheduler) contents.scheduler?.loadStateDict(meta.scheduler);
   } finally {
     tf.dispose(owned);
   }

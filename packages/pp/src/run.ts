@@ -2,7 +2,7 @@ import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { checkSchedule } from './check.js';
-import { allReduceGradients } from './grad-sync.js';
+import { allReduceGradients, trainable } from './grad-sync.js';
 import {
   type Channel,
   makeSchedule,
@@ -48,14 +48,12 @@ const TAG: Record<Channel, number> = { activation: 0, gradient: 1 };
 const checked = new Set<string>();
 const flatBuffers = new WeakMap<PipelineStage, Float32Array>();
 
-/** The stage's reusable shared buffer for the data-parallel all-reduce of its gradients. */
+/** The stage's shared buffer for the data-parallel all-reduce of its gradients (new when a layer is (un)frozen). */
 function flatGradients(stage: PipelineStage): Float32Array {
+  const total = trainable(stage.parameters()).reduce((n, p) => n + p.size, 0);
   let flat = flatBuffers.get(stage);
-  if (!flat) {
-    flat = sharedArray(
-      Float32Array,
-      stage.parameters().reduce((n, p) => n + p.size, 0),
-    );
+  if (flat?.length !== total) {
+    flat = sharedArray(Float32Array, total);
     flatBuffers.set(stage, flat);
   }
   return flat;

@@ -84,6 +84,12 @@ export class SyncBatchNormFn extends AutogradFunction {
       throw new SyncBatchNormError(
         `rank ${group.ranks[group.rank]}: SyncBatchNorm got no samples on any of the ${group.size} ranks`,
       );
+    // one value per channel normalises to 0 whatever it is (torch refuses it too); every rank sees the same count
+    if (count === 1)
+      throw new SyncBatchNormError(
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm expected more than 1 value per channel when training, ` +
+          `got 1 over the ${group.size} ranks`,
+      );
     this.totalCount = count;
     const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
     const meanT = tf.tensor(Float32Array.from(mean), bshape);

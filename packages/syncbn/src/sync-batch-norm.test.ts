@@ -14,6 +14,7 @@ interface RankResult {
   evalRunningMean: number[];
   evalRunningVar: number[];
   syncForwardError: string;
+  oneValue: string;
   oneD: Record<string, number>;
 }
 
@@ -87,6 +88,10 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
           `${at} eval y`,
         );
         expect(r.syncForwardError, `${at}: synchronous forward in training`).toBe('SyncBatchNormError');
+        // was: no error, and an output of 0 whatever the value
+        expect(r.oneValue, `${at}: one value per channel over the group`).toMatch(
+          new RegExp(`rank ${rank}: SyncBatchNorm expected more than 1 value per channel when training, got 1 over`),
+        );
         for (const [what, d] of Object.entries(r.oneD))
           expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
         start += n;

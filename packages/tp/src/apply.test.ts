@@ -35,6 +35,27 @@ describe('applyTensorParallel', () => {
     expect(tpBlock.mlp.down.weight.arraySync()).toEqual(down.map((row) => row.slice(row.length / 2)));
   });
 
+  it('VocabParallelEmbedding raises TensorParallelError for an id outside the vocabulary (was: zeros)', async () => {
+    const model = new TinyGpt(config, new Generator(5));
+    applyTensorParallel(model, groupOf(1));
+    const wte = model.wte as VocabParallelEmbedding;
+    for (const [ids, id, at] of [
+      [[[1, 12]], '12', 1],
+      [[[-1, 0]], '-1', 0],
+      [[[2.5, 0]], '2\\.5', 0],
+    ] as const) {
+      await expect(wte.forward(ids.map((r) => [...r])), `ids ${ids}`).rejects.toThrow(
+        new RegExp(
+          `^rank 0: VocabParallelEmbedding: id ${id} \\(at ${at}\\) is not a row of the vocabulary \\[0, 12\\)`,
+        ),
+      );
+    }
+    const ids32 = tf.tensor2d([[3, 12]], undefined, 'int32');
+    await expect(wte.forward(ids32)).rejects.toThrow(TensorParallelError);
+    ids32.dispose();
+    (await wte.forward([[11, 0]])).dispose();
+  });
+
   it('raises TensorParallelError when the heads do not divide by the tp size', () => {
     const model = new TinyGpt(config, new Generator(5));
     expect(() => applyTensorParallel(model, groupOf(3))).toThrow(TensorParallelError);

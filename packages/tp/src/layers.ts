@@ -2,6 +2,7 @@ import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
+import { TensorParallelError } from './errors.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
 import { replicateParameter, shardParameter } from './shard.js';
 
@@ -108,12 +109,29 @@ export class VocabParallelEmbedding extends Module {
     this.vocabEnd = this.vocabStart + part;
   }
 
+  /**
+   * Every id must name a row of the whole vocabulary: an id no rank owns is masked on every
+   * rank, so it would embed to zeros without a word (and 2.5 would be cast to row 2).
+   */
+  private checkIds(ids: number[] | number[][] | tf.Tensor): void {
+    const vocab = this.weight.shape[0] * this.group.size;
+    const values: number[] = ids instanceof tf.Tensor ? Array.from(ids.dataSync()) : (ids as number[]).flat();
+    const bad = values.findIndex((v) => !Number.isInteger(v) || v < 0 || v >= vocab);
+    if (bad >= 0) {
+      throw new TensorParallelError(
+        `rank ${this.group.ranks[this.group.rank]}: VocabParallelEmbedding: id ${values[bad]} (at ${bad}) ` +
+          `is not a row of the vocabulary [0, ${vocab})`,
+      );
+    }
+  }
+
   static fromEmbedding(e: Embedding, group: ProcessGroup): VocabParallelEmbedding {
     return new VocabParallelEmbedding(e.weight.data, group);
   }
 
   /** ids: integer ids of any shape (nested arrays or an int32 tf.Tensor); returns [...ids.shape, dim]. */
   async forward(ids: number[] | number[][] | tf.Tensor): Promise<Tensor> {
+    this.checkIds(ids);
     const [local, keep] = tf.tidy(() => {
       const t = ids instanceof tf.Tensor ? tf.cast(ids, 'int32') : tf.tensor(ids as number[], undefined, 'int32');
       const owned = tf.logicalAnd(tf.greaterEqual(t, this.vocabStart), tf.less(t, this.vocabEnd));

@@ -1,6 +1,7 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
+import { ZeroError } from './errors.js';
 
 /**
  * ZeRO stage 2's gradient sharding. A post-accumulate-grad hook on every parameter reduces
@@ -14,23 +15,52 @@ import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
  */
 export class GradientSharder {
   private readonly handles: RemovableHandle[];
+  /** The parameters that required grad at construction: those whose gradients are reduced. */
+  private readonly hooked: Set<Tensor>;
   /** Parameters whose gradients were reduced this iteration, in issue order. */
   private order: Tensor[] = [];
+  /** The same parameters, to find one reduced twice in an iteration. */
+  private reduced = new Set<Tensor>();
   private lastOrder: Tensor[] = [];
 
   constructor(
-    params: readonly Tensor[],
+    private readonly params: readonly Tensor[],
     private readonly owner: Map<Tensor, number>,
     private readonly group: ProcessGroup,
     /** Called synchronously before the iteration's first reduce is issued. */
     private readonly onIterationStart: () => Promise<unknown>,
   ) {
-    this.handles = params
-      .filter((p) => p.requiresGrad)
-      .map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+    this.hooked = new Set(params.filter((p) => p.requiresGrad));
+    this.handles = [...this.hooked].map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+  }
+
+  /**
+   * Raises ZeroError naming a parameter that requires grad but was not hooked (it did not when
+   * the optimizer was created): its gradient was never averaged, so its owner would step it
+   * with its own gradient alone.
+   */
+  checkHooked(): void {
+    const index = this.params.findIndex((p) => p.requiresGrad && !this.hooked.has(p));
+    if (index < 0) return;
+    throw new ZeroError(
+      `rank ${this.group.ranks[this.group.rank]}: parameter ${index} requires grad but did not when the ` +
+        'optimizer was created, so stage 2 never averaged its gradient; create ZeroRedundancyOptimizer ' +
+        'after unfreezing parameters',
+    );
   }
 
   private async reduceGradient(p: Tensor): Promise<void> {
+    if (this.reduced.has(p)) {
+      // the owner's gradient already holds the average: adding its next local gradient and
+      // averaging again would weigh the first backward's average by 1/N
+      const index = this.params.indexOf(p);
+      throw new ZeroError(
+        `rank ${this.group.ranks[this.group.rank]}: stage 2 reduced parameter ${index}'s gradient in an earlier ` +
+          'backward of this iteration; accumulating gradients over several backwards is not supported: call ' +
+          'step() after each backward, or use stage 1 under DDP (noSync)',
+      );
+    }
+    this.reduced.add(p);
     const started = this.order.length === 0 ? this.onIterationStart() : Promise.resolve();
     const grad = p.grad;
     if (grad === null) return;
@@ -67,10 +97,16 @@ export class GradientSharder {
     return this.order.length > 0;
   }
 
-  /** Ends an iteration (called by the optimizer's step). */
+  /** The gradients were cleared (zeroGrad): the next backward accumulates onto nothing averaged. */
+  gradientsCleared(): void {
+    this.reduced.clear();
+  }
+
+  /** Ends an iteration (called by the optimizer's step, or instead of it when a step is skipped). */
   endIteration(): void {
     if (this.order.length > 0) this.lastOrder = this.order;
     this.order = [];
+    this.reduced.clear();
   }
 
   remove(): void {

@@ -6,6 +6,7 @@ import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { type Partition, partitionParameters } from './partition.js';
+import { checkSameParameters, parameterChecksums } from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
@@ -47,6 +48,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private readonly localGroupOf: number[] = [];
   private readonly sharder: GradientSharder | null = null;
   private notified = false;
+  /** Whether the first step has checked that every rank starts from the same parameters. */
+  private checkedParameters = false;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
 
   constructor(
@@ -97,14 +100,36 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    * All ranks must call it (it is collective).
    */
   override async step(): Promise<void> {
+    this.sharder?.checkHooked();
+    this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();
     for (const [i, g] of this.localGroupOf.entries())
       Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
+    if (!this.checkedParameters) {
+      const checksums = parameterChecksums(this.allParams());
+      await notified; // the join notification is the iteration's first collective
+      await checkSameParameters(checksums, this.processGroup); // before any change: a refused step changes nothing
+      this.checkedParameters = true;
+    }
     this.optim?.step();
     await notified;
     await this.exchangeParameters();
     this.notified = false;
     this.sharder?.endIteration();
+  }
+
+  /**
+   * Ends the iteration without stepping (GradScaler calls it for a skipped step, on every rank):
+   * the next backward starts a new iteration (join notification, stage 2's gradient reduces).
+   */
+  skipStep(): void {
+    this.notified = false;
+    this.sharder?.endIteration();
+  }
+
+  override zeroGrad(setToNone = true): void {
+    super.zeroGrad(setToNone);
+    this.sharder?.gradientsCleared();
   }
 
   protected update(): never {
@@ -175,6 +200,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
+    this.disposeConsolidated();
     for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[g], hyper);
     if (local) this.optim!.loadStateDict(local);

@@ -24,6 +24,8 @@ export interface Case {
   /** Rows of the global batch on each rank. */
   split: number[];
   naive?: boolean;
+  /** Pass no group: the loss takes the default process group (each rank still gets its rows). */
+  defaultGroup?: boolean;
 }
 
 /** The cases a world of `n` ranks runs. */
@@ -38,6 +40,10 @@ export function casesFor(n: number): Case[] {
       { name: 'ntxent equal', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [3, 3] },
       { name: 'ntxent unequal', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [1, 5] },
       { name: 'siglip unequal', kind: 'siglip', split: [4, 6] },
+      // no group passed in a world of 2: before, each rank's loss was over its own rows alone
+      { name: 'clip default group', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [5, 7], defaultGroup: true },
+      { name: 'ntxent default group', kind: 'ntxent', fixture: 'ntxent_b6_d5', split: [2, 4], defaultGroup: true },
+      { name: 'siglip default group', kind: 'siglip', split: [4, 6], defaultGroup: true },
     ],
     3: [
       { name: 'clip b12 equal', kind: 'clip', fixture: 'clip_loss_b12_d6', split: [4, 4, 4] },
@@ -107,7 +113,8 @@ export async function runCase(
   const offset = group ? c.split.slice(0, rank).reduce((a, b) => a + b, 0) : 0;
   const rows = group ? c.split[rank] : c.split.reduce((a, b) => a + b, 0);
   const mine = (t: Tensor) => narrow(t, 0, offset, rows);
-  const opts = { group, naiveGather: c.naive };
+  const lossGroupOpt = c.defaultGroup ? {} : { group };
+  const opts = { ...lossGroupOpt, naiveGather: c.naive };
   let loss: Tensor;
   if (c.kind === 'clip' || c.kind === 'clip-full') {
     const [img, txt] = [mine(leaves.image_features), mine(leaves.text_features)];
@@ -121,7 +128,7 @@ export async function runCase(
     z2.dispose();
   } else {
     const [img, txt] = [mine(leaves.image), mine(leaves.text)];
-    loss = await sigLipLoss(img, txt, leaves.scaleLog, leaves.bias, { group });
+    loss = await sigLipLoss(img, txt, leaves.scaleLog, leaves.bias, lossGroupOpt);
     img.dispose();
     txt.dispose();
   }

@@ -1,6 +1,6 @@
 // Test-only: the model factories the replica threads build.
 import { isMainThread } from 'node:worker_threads';
-import { Generator, Linear, Sequential, Tanh } from '@ddp/nn';
+import { BatchNorm1d, Dropout, Generator, Linear, Sequential, Tanh } from '@ddp/nn';
 
 /** The same weights on every thread. */
 export function createModule(): Sequential {
@@ -23,4 +23,15 @@ export function throwsInForward(): Sequential {
     };
   }
   return m;
+}
+
+/** Batch norm (running statistics, a counter) and dropout: what train / eval changes. */
+export function withBatchNorm(): Sequential {
+  const generator = new Generator(12);
+  return new Sequential(
+    new Linear(6, 8, { generator }),
+    new BatchNorm1d(8),
+    new Dropout(0.5),
+    new Linear(8, 3, { generator }),
+  );
 }

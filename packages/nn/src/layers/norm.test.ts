@@ -76,6 +76,34 @@ describe('BatchNorm2d reproduces PyTorch', () => {
     bad.dispose();
     bn.dispose();
   });
+
+  it('refuses one value per channel in training (was: output 0 whatever the input); an empty batch keeps the stats', () => {
+    for (const [bn, shape] of [
+      [new BatchNorm1d(3), [1, 3]],
+      [new BatchNorm1d(3), [1, 3, 1]],
+      [new BatchNorm2d(2), [1, 2, 1, 1]],
+      [new BatchNorm1d(3, { trackRunningStats: false }), [1, 3]],
+    ] as const) {
+      const x = fromTf(tf.randomNormal([...shape], 0, 1, 'float32', 3));
+      expect(() => bn.forward(x)).toThrow(/expected more than 1 value per channel when training, got input \[1,/);
+      bn.eval();
+      if (bn.trackRunningStats) tidy(() => bn.forward(x)); // eval uses the running stats: fine
+      bn.dispose();
+      x.dispose();
+    }
+    const bn = new BatchNorm2d(2);
+    const one = fromTf(tf.randomNormal([1, 2, 2, 2], 0, 1, 'float32', 4)); // 4 values per channel: fine
+    tidy(() => bn.forward(one));
+    const empty = fromTf(tf.zeros([0, 2, 2, 2]));
+    const before = [bn.runningMean, bn.runningVar].map((t) => Array.from(t.dataSync()));
+    const y = tidy(() => bn.forward(empty));
+    expect(y.shape).toEqual([0, 2, 2, 2]);
+    // before: running_mean took uninitialised memory (3.6e-42) and running_var shrank by (1 - momentum)
+    expect([bn.runningMean, bn.runningVar].map((t) => Array.from(t.dataSync()))).toEqual(before);
+    expect(bn.stateDict().get('num_batches_tracked')?.dataSync()[0]).toBe(2);
+    for (const t of [one, empty, y]) t.dispose();
+    bn.dispose();
+  });
 });
 
 describe('LayerNorm', () => {

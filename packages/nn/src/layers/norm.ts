@@ -90,11 +90,15 @@ export abstract class BatchNorm extends Module {
     return { ...batchNormStats(x, dims), count };
   }
 
-  /** running ← (1 − m)·running + m·batch, with the unbiased variance (no graph). */
+  /**
+   * running ← (1 − m)·running + m·batch, with the unbiased variance (no graph). An empty batch
+   * only counts (torch): its statistics are undefined (were garbage in running_mean).
+   */
   protected updateRunningStats(mean: tf.Tensor, biasedVar: tf.Tensor, count: number): void {
     const tracked = this.getBuffer('num_batches_tracked');
     const batches = tracked.dataSync()[0] + 1;
     tracked.data = tf.scalar(batches, 'int32');
+    if (count === 0) return;
     const m = this.momentum ?? 1 / batches;
     const unbiased = count > 1 ? count / (count - 1) : 1;
     this.runningMean.data = tf.tidy(() => tf.add(tf.mul(this.runningMean.data, 1 - m), tf.mul(mean, m)));
@@ -116,6 +120,12 @@ export abstract class BatchNorm extends Module {
     let variance: Tensor;
     if (useBatch) {
       const stats = this.batchStats(x, dims);
+      // one value per channel normalises to 0 whatever it is: torch refuses it, so do we
+      if (stats.count === 1) {
+        throw new ModuleError(
+          `${this.constructor.name}: expected more than 1 value per channel when training, got input [${x.shape}]`,
+        );
+      }
       if (this.training && this.trackRunningStats)
         noGrad(() => this.updateRunningStats(stats.mean.data, stats.var.data, stats.count));
       mean = stats.mean.reshape(bshape);

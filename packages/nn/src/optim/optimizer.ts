@@ -38,8 +38,16 @@ export abstract class Optimizer<O extends { lr: number }> {
 
   addParamGroup(group: ParamGroupInput<O>): void {
     const seen = new Set(this.paramGroups.flatMap((g) => g.params));
-    for (const p of group.params) {
+    const inGroup = new Set<Tensor>();
+    for (const [i, p] of group.params.entries()) {
       if (seen.has(p)) throw new OptimizerError('some parameters appear in more than one parameter group');
+      // twice in one group, step() would update it twice (a tied weight listed under both names)
+      if (inGroup.has(p)) {
+        throw new OptimizerError(
+          `parameter ${i} of the group is already in it: each parameter once (a tied weight listed twice?)`,
+        );
+      }
+      inGroup.add(p);
       if (!p.isLeaf) throw new OptimizerError("can't optimize a non-leaf Tensor");
     }
     this.paramGroups.push({ ...this.defaults, ...group, params: [...group.params] } as ParamGroup<O>);

@@ -5,7 +5,7 @@ import { Parameter } from '../parameter.js';
 import { type GoldenTensor, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { Adam, AdamW } from './adam.js';
 import { clipGradNorm } from './clip-grad.js';
-import type { Optimizer } from './optimizer.js';
+import { type Optimizer, OptimizerError } from './optimizer.js';
 import { SGD } from './sgd.js';
 
 interface OptimGolden {
@@ -63,6 +63,12 @@ describe('optimizers against PyTorch trajectories', () => {
       [0.5, [1]],
     ]);
     expect(() => new SGD([{ params: [a] }, { params: [a] }], { lr: 1 })).toThrow(/more than one/);
+    // twice in one group (a tied weight listed under both names): step() would apply two updates
+    expect(() => new SGD([a, b, a], { lr: 1 })).toThrow(/parameter 2 of the group is already in it/);
+    const c = new Parameter(tf.ones([1]));
+    expect(() => opt.addParamGroup({ params: [c, c] })).toThrow(OptimizerError);
+    expect(opt.paramGroups).toHaveLength(2);
+    c.dispose();
     a.dispose();
     b.dispose();
   });

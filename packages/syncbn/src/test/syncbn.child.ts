@@ -105,7 +105,16 @@ const evalY = bn.forward(x); // running stats, no communication
 const evalOut = Array.from(evalY.dataSync());
 evalY.dispose();
 const oneDDiffs = await oneD();
+// one value per channel over the whole group (rank 0 one row, the others none): an error on every rank
+let oneValue = 'no error';
+try {
+  const lone = new SyncBatchNorm(3);
+  const rows = group.rank === 0 ? 1 : 0;
+  await lone.forwardAsync(tensor([1, 2, 3].slice(0, rows * 3), [rows, 3]));
+} catch (e) {
+  oneValue = e instanceof SyncBatchNormError ? e.message : String(e);
+}
 console.log(
-  `RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`,
+  `RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneValue, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`,
 );
 await destroyProcessGroup();

@@ -1,0 +1,31 @@
+import { crc32 } from 'node:zlib';
+import type { Tensor } from '@ddp/autograd';
+import type { ProcessGroup } from '@ddp/comm';
+import { ZeroError } from './errors.js';
+
+/** Each parameter's CRC-32 (of its bytes), taken before this rank's shard is updated. */
+export function parameterChecksums(params: readonly Tensor[]): Int32Array {
+  return Int32Array.from(params, (p) => {
+    const values = p.data.dataSync() as Float32Array;
+    return crc32(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)) | 0;
+  });
+}
+
+/**
+ * Raises ZeroError on every rank when the ranks' parameters differ (collective). ZeRO makes
+ * them equal after a step, each shard from its owner, but a first step from different
+ * initial weights (a seed taken per rank, no DDP to broadcast rank 0's) would average
+ * gradients of different models into a result no single model gives, silently.
+ */
+export async function checkSameParameters(checksums: Int32Array, group: ProcessGroup): Promise<void> {
+  const all = (await group.allGather(checksums).wait()) as Int32Array[];
+  for (let r = 1; r < all.length; r++) {
+    const i = all[r].findIndex((c, j) => c !== all[0][j]);
+    if (i < 0) continue;
+    throw new ZeroError(
+      `rank ${group.ranks[group.rank]}: parameter ${i} differs between ranks ${group.ranks[0]} and ${group.ranks[r]} ` +
+        "at the first step: initialise the model alike on every rank (the same seed) or broadcast rank 0's " +
+        'parameters first (DistributedDataParallel.create does)',
+    );
+  }
+}

@@ -1,0 +1,56 @@
+// One rank of misuse.multiprocess.test.ts: argv = stage, init ('alike': every rank seeds its
+// model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP;
+// 'unfrozen': alike, the first layer frozen while the optimizer is created) and
+// backwards per step (2: gradient accumulation). Prints the error (name and message) or
+// none, whether the parameters are unchanged, and their sum.
+import { tensor, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Adam, Linear, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { ZeroRedundancyOptimizer } from '../index.js';
+import { flatParams } from './model.js';
+
+const [stage, init, backwards] = [Number(process.argv[2]) as 1 | 2, process.argv[3], Number(process.argv[4])];
+const group = await initProcessGroup({ timeoutMs: 30_000 });
+manualSeed(init === 'per-rank' ? 1 + group.rank : 1);
+const model = new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
+// 'unfrozen': the first layer frozen while the optimizer is created, trained afterwards
+const first = model.parameters().slice(0, 2);
+if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
+const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 0.01 }, { stage });
+for (const p of first) p.requiresGrad = true;
+const before = flatParams(model);
+let error: { name: string; message: string } | null = null;
+try {
+  for (let t = 0; t < 2; t++) {
+    for (let b = 0; b < backwards; b++) {
+      const x = tensor(
+        Array.from({ length: 8 }, (_, i) => Math.sin(i + t + b + group.rank)),
+        [2, 4],
+      );
+      const loss = tidy(() => mse(model.forward(x), tensor([0, 1, 1, 0], [2, 2])));
+      await loss.backward();
+      loss.dispose();
+      x.dispose();
+    }
+    if (stage === 1) {
+      // stage 1 expects averaged gradients (DDP's job): average them here
+      for (const p of model.parameters()) {
+        const g = Float32Array.from(p.grad!.dataSync());
+        await group.allReduce(g).wait();
+        p.grad = tf.tensor(
+          g.map((v) => v / group.size),
+          p.shape,
+        );
+      }
+    }
+    await zero.step();
+    zero.zeroGrad();
+  }
+} catch (e) {
+  error = { name: (e as Error).name, message: (e as Error).message };
+}
+const after = flatParams(model);
+const unchanged = after.every((v, i) => v === before[i]);
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, unchanged, sum: after.reduce((a, b) => a + b, 0) })}`);
+await destroyProcessGroup();
