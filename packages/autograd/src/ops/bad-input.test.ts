@@ -4,6 +4,8 @@ import {
   AutogradArgumentError,
   add,
   crossEntropy,
+  embedding,
+  indexSelect,
   layerNorm,
   linear,
   matmul,
@@ -72,5 +74,27 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(() => crossEntropy(logits(), tf.tensor1d([-2, 1], 'int32'))).toThrow(AutogradArgumentError);
     expect(crossEntropy(logits(), [-100, 2]).shape).toEqual([]);
     expect(crossEntropy(logits(), [7, 2], { ignoreIndex: 7 }).shape).toEqual([]);
+  });
+
+  // A cast to int32 would truncate 1.5 to 1 and pick a row or class nobody asked for, silently.
+  it('fractional indices and labels, from an array, a float tensor or a Tensor', () => {
+    const table = tensor([1, 2, 3, 4], [2, 2]);
+    expect(() => embedding([1.5], table)).toThrow(/embedding: index 1.5 is not an integer/);
+    expect(() => embedding(tensor([0, 0.5], [2]), table)).toThrow(AutogradArgumentError);
+    expect(() => indexSelect(table, 0, [[0.25]])).toThrow(/indexSelect: index 0.25 is not an integer/);
+    const labels = tf.tensor1d([1.5]);
+    expect(() => crossEntropy(tensor([1, 2, 3], [1, 3]), labels)).toThrow(/crossEntropy: index 1.5/);
+    labels.dispose();
+    expect(embedding(tf.tensor1d([1, 0]), table).shape).toEqual([2, 2]);
+  });
+
+  it('indices outside the table, with no tensor left behind', () => {
+    const table = tensor([1, 2, 3, 4, 5, 6], [3, 2]);
+    const before = tf.memory().numTensors;
+    expect(() => embedding([0, 3], table)).toThrow(/embedding: index 3 is out of range for 3 rows/);
+    expect(() => embedding(tf.tensor1d([-1], 'int32'), table)).toThrow(AutogradArgumentError);
+    expect(() => indexSelect(table, 1, [2])).toThrow(/indexSelect: index 2 is out of range for 2 rows/);
+    expect(tf.memory().numTensors).toBe(before + 1); // the int32 ids tensor made inline above
+    expect(indexSelect(table, -1, [1, 1]).shape).toEqual([3, 2]);
   });
 });

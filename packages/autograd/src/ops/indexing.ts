@@ -10,10 +10,25 @@ const axis = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
 export type Indices = number[] | number[][] | tf.Tensor | Tensor;
 
-export function toIndexTensor(idx: Indices): tf.Tensor {
-  if (idx instanceof Tensor) return tf.cast(idx.data, 'int32');
-  if (idx instanceof tf.Tensor) return tf.cast(idx, 'int32');
-  return tf.tensor(idx as number[], undefined, 'int32');
+/**
+ * Indices as an int32 tensor. A fractional value is refused: the cast would truncate 1.5 to 1 and
+ * pick a row or class nobody asked for, silently (torch refuses non-integer indices too).
+ */
+export function toIndexTensor(idx: Indices, op: string): tf.Tensor {
+  const given = idx instanceof Tensor ? idx.data : idx instanceof tf.Tensor ? idx : null;
+  const values =
+    given === null ? (idx as number[] | number[][]).flat() : given.dtype === 'int32' ? [] : given.dataSync();
+  for (const v of values) {
+    if (!Number.isInteger(v)) throw new AutogradArgumentError(`${op}: index ${v} is not an integer`);
+  }
+  return given === null ? tf.tensor(idx as number[], undefined, 'int32') : tf.cast(given, 'int32');
+}
+
+/** Refuses an index outside [0, size): a gather there reads another row or fails untyped. */
+function checkInRange(idx: tf.Tensor, size: number, op: string): void {
+  for (const v of idx.dataSync()) {
+    if (v < 0 || v >= size) throw new AutogradArgumentError(`${op}: index ${v} is out of range for ${size} rows`);
+  }
 }
 
 /**
@@ -169,8 +184,9 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
 
 /** Picks entries along dim by integer index (torch.index_select); repeated indices accumulate grads. */
 export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
-  const idx = toIndexTensor(indices);
+  const idx = toIndexTensor(indices, 'indexSelect');
   try {
+    checkInRange(idx, x.shape[axis(dim, x.rank)]!, 'indexSelect');
     return IndexSelect.apply(x, dim, idx);
   } finally {
     idx.dispose();
@@ -189,8 +205,9 @@ export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): 
 
 /** Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). */
 export function embedding(ids: Indices, table: Tensor): Tensor {
-  const idx = toIndexTensor(ids);
+  const idx = toIndexTensor(ids, 'embedding');
   try {
+    checkInRange(idx, table.shape[0]!, 'embedding');
     return Embedding.apply(table, idx);
   } finally {
     idx.dispose();

@@ -81,7 +81,7 @@ export function crossEntropy(
   labels: Indices,
   opts: { ignoreIndex?: number; reduction?: Reduction } = {},
 ): Tensor {
-  const idx = toIndexTensor(labels);
+  const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');
   } finally {
