@@ -186,7 +186,7 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
 export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
   const idx = toIndexTensor(indices, 'indexSelect');
   try {
-    checkInRange(idx, x.shape[axis(dim, x.rank)]!, 'indexSelect');
+    checkInRange(idx, x.shape[axis(dim, x.rank)], 'indexSelect');
     return IndexSelect.apply(x, dim, idx);
   } finally {
     idx.dispose();
@@ -207,7 +207,7 @@ export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): 
 export function embedding(ids: Indices, table: Tensor): Tensor {
   const idx = toIndexTensor(ids, 'embedding');
   try {
-    checkInRange(idx, table.shape[0]!, 'embedding');
+    checkInRange(idx, table.shape[0], 'embedding');
     return Embedding.apply(table, idx);
   } finally {
     idx.dispose();
