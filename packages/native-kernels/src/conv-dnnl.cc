@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <dnnl.hpp>
 #include <map>
+#include <optional>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -67,6 +68,8 @@ struct Operand {
 struct Plan {
   dnnl::primitive primitive;
   std::vector<std::unique_ptr<Operand>> operands;
+  // forward plans: the caller's token of the x whose reorder the src buffer holds (-1: none)
+  int64_t srcToken = -1;
 };
 
 // tfjs's activations: NHWC, or NCHW when the caller keeps PyTorch's layout
@@ -108,8 +111,9 @@ std::unique_ptr<Plan> build(Pass pass, const Geometry& g) {
     add(DNNL_ARG_DIFF_SRC, false, activations(s.x, g), pd.diff_src_desc());
   } else {
     using bw = dnnl::convolution_backward_weights;
-    auto desc = g.bias ? bw::desc(algo, s.any(s.x), s.any(s.w), vector(g.co), s.any(s.y), s.strides, s.dilates, s.padL, s.padR)
-                       : bw::desc(algo, s.any(s.x), s.any(s.w), s.any(s.y), s.strides, s.dilates, s.padL, s.padR);
+    const auto [x, w, y] = std::make_tuple(s.any(s.x), s.any(s.w), s.any(s.y));
+    auto desc = g.bias ? bw::desc(algo, x, w, vector(g.co), y, s.strides, s.dilates, s.padL, s.padR)
+                       : bw::desc(algo, x, w, y, s.strides, s.dilates, s.padL, s.padR);
     bw::primitive_desc pd(desc, cpu(), forwardPd(s, g));
     plan->primitive = bw(pd);
     add(DNNL_ARG_SRC, true, activations(s.x, g), pd.src_desc());
@@ -125,9 +129,14 @@ std::unique_ptr<Plan> build(Pass pass, const Geometry& g) {
 // must not pile them up. A primitive runs on the OpenMP thread count in effect when it was
 // created, whatever setThreads says later (a plan built at 1 thread stayed at 1), so the count is
 // in the key. Shared: a caller holding one keeps it alive while another lookup clears the rest.
-std::shared_ptr<Plan> planFor(Pass pass, const Geometry& g) {
+// With create false, null where there is none.
+std::shared_ptr<Plan> planFor(Pass pass, const Geometry& g, bool create = true) {
   static std::map<std::tuple<int, int, Geometry::Key>, std::shared_ptr<Plan>> plans;
   const auto key = std::make_tuple(static_cast<int>(pass), omp_get_max_threads(), g.key());
+  if (!create) {
+    auto found = plans.find(key);
+    return found == plans.end() ? nullptr : found->second;
+  }
   if (plans.size() >= 64 && plans.find(key) == plans.end()) plans.clear();
   auto& plan = plans[key];
   if (!plan) plan = build(pass, g);
@@ -167,21 +176,45 @@ void convolve(Pass pass, const Geometry& g, const float* first, const float* sec
   run(*planFor(pass, g), {first, second, out});
 }
 
-void convolveForward(const Geometry& g, const float* x, const float* filter, const float* bias, float* y) {
+void convolveForward(const Geometry& g, const float* x, const float* filter, const float* bias, float* y,
+                     int64_t xToken) {
   auto plan = planFor(Pass::Forward, g);
+  plan->srcToken = -1;  // until the buffer holds this x
   if (g.bias) run(*plan, {x, filter, bias, y});
   else run(*plan, {x, filter, y});
+  if (plan->operands[0]->buffer) plan->srcToken = xToken;
 }
 
+namespace {
+
+// The forward plan's src buffer when it still holds x (the same token) in the layout the filter pass reads.
+std::optional<memory> reorderedByForward(const Geometry& g, const Plan& weights, int64_t xToken) {
+  if (xToken < 0) return std::nullopt;
+  for (const int64_t bias : {g.bias, 1 - g.bias}) {  // the forward may have had a bias whose gradient is not wanted
+    Geometry forwardGeometry = g;
+    forwardGeometry.bias = bias;
+    auto forward = planFor(Pass::Forward, forwardGeometry, false);
+    if (!forward || forward->srcToken != xToken) continue;
+    const Operand& src = *forward->operands[0];
+    if (src.buffer && src.inner == weights.operands[0]->inner) return src.buffer;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void convolveBackward(const Geometry& g, const float* x, const float* filter, const float* dy, float* dx, float* dFilter,
-                      float* dBias) {
+                      float* dBias, int64_t xToken) {
   auto weights = planFor(Pass::Filter, g);
   auto data = dx ? planFor(Pass::Input, g) : nullptr;
   Operand& dyForWeights = *weights->operands[1];
   // both passes read dy; when they want it in the same layout (they do on AVX-512), reorder it once
   const memory dyRead = dyForWeights.read(stream(), dy);
-  if (g.bias) run(*weights, {x, dy, dFilter, dBias}, {{1, dyRead}});
-  else run(*weights, {x, dy, dFilter}, {{1, dyRead}});
+  std::unordered_map<size_t, memory> ready{{1, dyRead}};
+  // and x as the forward reordered it, when its buffer still holds it (PyTorch reorders it again)
+  if (auto xRead = reorderedByForward(g, *weights, xToken)) ready.emplace(0, *xRead);
+  if (g.bias) run(*weights, {x, dy, dFilter, dBias}, ready);
+  else run(*weights, {x, dy, dFilter}, ready);
   if (!data) return;
   if (data->operands[0]->inner == dyForWeights.inner) run(*data, {dy, filter, dx}, {{0, dyRead}});
   else run(*data, {dy, filter, dx});

@@ -56,11 +56,12 @@ float* optional(Args& args, size_t i, int64_t count) {
 
 }  // namespace
 
-// (heap, x, weight, bias | -1, y, ...geometry): OIHW weights, y = conv(x, weight) + bias
+// (heap, x, weight, bias | -1, y, xToken, ...geometry): OIHW weights, y = conv(x, weight) + bias
 napi_value ConvForward(napi_env env, napi_callback_info info) {
-  Args args(env, info, 21);
+  Args args(env, info, 22);
   Geometry g{};
-  if (!readGeometry(args, g, 5)) return nullptr;
+  const int64_t xToken = args.integer(5);
+  if (!readGeometry(args, g, 6)) return nullptr;
   g.oihw = 1;
   const float* x = args.floats(1, g.n * g.h * g.w * g.ci);
   const float* weight = args.floats(2, g.kh * g.kw * g.ci * g.co);
@@ -74,19 +75,20 @@ napi_value ConvForward(napi_env env, napi_callback_info info) {
     return nullptr;
   }
   try {
-    convolveForward(g, x, weight, bias, y);
+    convolveForward(g, x, weight, bias, y, xToken);
   } catch (const std::exception& e) {
     return throwRange(env, std::string("conv2d: ") + e.what());
   }
   return nullptr;
 }
 
-// (heap, x, weight, dy, dx | -1, dWeight, dBias | -1, ...geometry): OIHW weights, both gradients (and the
-// bias's) in one call, dy reordered once
+// (heap, x, weight, dy, dx | -1, dWeight, dBias | -1, xToken, ...geometry): OIHW weights, both gradients
+// (and the bias's) in one call, dy reordered once
 napi_value ConvBackward(napi_env env, napi_callback_info info) {
-  Args args(env, info, 23);
+  Args args(env, info, 24);
   Geometry g{};
-  if (!readGeometry(args, g, 7)) return nullptr;
+  const int64_t xToken = args.integer(7);
+  if (!readGeometry(args, g, 8)) return nullptr;
   g.oihw = 1;
   const int64_t xSize = g.n * g.h * g.w * g.ci, wSize = g.kh * g.kw * g.ci * g.co, ySize = g.n * g.ho * g.wo * g.co;
   const float* x = args.floats(1, xSize);
@@ -104,7 +106,7 @@ napi_value ConvBackward(napi_env env, napi_callback_info info) {
     return nullptr;
   }
   try {
-    convolveBackward(g, x, weight, dy, dx, dWeight, dBias);
+    convolveBackward(g, x, weight, dy, dx, dWeight, dBias, xToken);
   } catch (const std::exception& e) {
     return throwRange(env, std::string("conv2d: ") + e.what());
   }

@@ -91,6 +91,28 @@ describe.skipIf(!native)('nativeConv2d / nativeConv2dGrads (NCHW, OIHW, bias ins
     });
   }
 
+  it("takes x's gradient pass from x, not from another forward of the same geometry in between", async () => {
+    // the backward reuses the forward's reorder of x only while that buffer still holds the same x
+    const c = cases[1]!;
+    await setBackend('cpu');
+    const [, , wantDw, wantDb] = reference(c, true);
+    await setBackend('wasm');
+    const [x, w, b] = [values(c.x, 1), values(c.w, 2), values([c.w[0]], 3)];
+    const spec = { strides: c.strides, padding: c.padding };
+    const other = values(c.x, 9);
+    const y = nativeConv2d(x, w, b, spec)!;
+    const yOther = nativeConv2d(other, w, b, spec)!; // the same plan: its buffer now holds `other`
+    const dy = values(y.shape, 4);
+    for (let pass = 0; pass < 2; pass++) {
+      const grads = nativeConv2dGrads(x, w, dy, spec, { dx: true, dBias: true })!;
+      expectClose(grads.dWeight, wantDw!, `dWeight, pass ${pass}`);
+      expectClose(grads.dBias, wantDb!, `dBias, pass ${pass}`);
+      tf.dispose([grads.dx!, grads.dWeight, grads.dBias!]);
+      tf.dispose(nativeConv2d(x, w, b, spec)!); // the second pass: the buffer holds x again
+    }
+    tf.dispose([x, w, b, other, y, yOther, dy]);
+  });
+
   it('is null where the native kernels are off or on another backend (the caller runs tfjs)', async () => {
     await setBackend('wasm');
     const [x, w] = [values([1, 2, 5, 5], 1), values([3, 2, 3, 3], 2)];

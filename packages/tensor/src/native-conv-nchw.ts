@@ -40,6 +40,15 @@ function geometry(x: tf.Tensor, weight: tf.Tensor, { strides, padding: [ph, pw] 
   return convGeometry(info, true);
 }
 
+/** A number per tensor data (dataId), never reused: the addon's token for "the same x as in forward". */
+const tokens = new WeakMap<object, number>();
+let lastToken = 0;
+function tokenOf(t: tf.Tensor): number {
+  let token = tokens.get(t.dataId);
+  if (token === undefined) tokens.set(t.dataId, (token = ++lastToken));
+  return token;
+}
+
 const valid = (x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | null) =>
   x.rank === 4 && weight.rank === 4 && x.shape[1] === weight.shape[1] && (!bias || bias.size === weight.shape[0]);
 
@@ -56,7 +65,7 @@ export function nativeConv2d(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | 
   const y = run.backend.makeOutput([g[0], g[6], g[13], g[14]], 'float32');
   const [xo, wo, bo = -1] = run.offsets;
   // read the heap after makeOutput: an allocation may have replaced it
-  run.native.ConvForward(run.backend.wasm.HEAPU8, xo!, wo!, bo, heapOffset(run.backend, y)!, ...g);
+  run.native.ConvForward(run.backend.wasm.HEAPU8, xo!, wo!, bo, heapOffset(run.backend, y)!, tokenOf(x), ...g);
   return tf.engine().makeTensorFromTensorInfo(y);
 }
 
@@ -69,7 +78,8 @@ export interface Conv2dGrads {
 
 /**
  * nativeConv2d's gradients from its x, weight and dy in one native call (dy reordered once for
- * both passes, the bias gradient summed by the filter pass); null where nativeConv2d would be.
+ * both passes, the bias gradient summed by the filter pass, x not reordered again when the
+ * forward's reorder of the same data is still in its buffer); null where nativeConv2d would be.
  */
 export function nativeConv2dGrads(
   x: tf.Tensor,
@@ -87,7 +97,8 @@ export function nativeConv2dGrads(
   const [dx, dWeight, dBias] = [wants.dx ? make(x.shape) : null, make(weight.shape), wants.dBias ? make([g[6]]) : null];
   const at = (t: tf.TensorInfo | null) => (t ? heapOffset(run.backend, t)! : -1);
   const [xo, wo, dyo] = run.offsets as [number, number, number];
-  run.native.ConvBackward(run.backend.wasm.HEAPU8, xo, wo, dyo, at(dx), at(dWeight), at(dBias), ...g);
+  const heap = run.backend.wasm.HEAPU8;
+  run.native.ConvBackward(heap, xo, wo, dyo, at(dx), at(dWeight), at(dBias), tokenOf(x), ...g);
   const tensor = (t: tf.TensorInfo | null) => t && tf.engine().makeTensorFromTensorInfo(t);
   return { dx: tensor(dx), dWeight: tensor(dWeight)!, dBias: tensor(dBias) };
 }

@@ -6,7 +6,10 @@ import { Adam, AdamW } from './adam.js';
 const native = useNativeKernels(true);
 afterAll(() => useNativeKernels(native));
 
-/** Five steps on three parameters (the last past several vector widths, with a remainder) with fixed gradients; the final parameters and moments as bits. */
+/**
+ * Five steps on three parameters (the last past several vector widths, with a remainder) with fixed
+ * gradients; the final parameters and moments as bits.
+ */
 function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
   const params = [[3, 5], [7], [37, 29]].map((shape, i) => {
     const values = Float32Array.from(
