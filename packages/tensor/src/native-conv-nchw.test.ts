@@ -77,14 +77,14 @@ describe.skipIf(!native)('nativeConv2d / nativeConv2dGrads (NCHW, OIHW, bias ins
       const [x, w, b] = [values(c.x, 1), values(c.w, 2), values([c.w[0]], 3)];
       const spec = { strides: c.strides, padding: c.padding };
       const y = nativeConv2d(x, w, bias ? b : null, spec);
-      expectClose(y, wantY!, 'y');
+      expectClose(y, wantY, 'y');
       const dy = values(y!.shape, 4);
       const grads = nativeConv2dGrads(x, w, dy, spec, { dx, dBias: bias });
       expect(grads).not.toBeNull();
-      if (dx) expectClose(grads!.dx, wantDx!, 'dx');
+      if (dx) expectClose(grads!.dx, wantDx, 'dx');
       else expect(grads!.dx).toBeNull();
-      expectClose(grads!.dWeight, wantDw!, 'dWeight');
-      if (bias) expectClose(grads!.dBias, wantDb!, 'dBias');
+      expectClose(grads!.dWeight, wantDw, 'dWeight');
+      if (bias) expectClose(grads!.dBias, wantDb, 'dBias');
       else expect(grads!.dBias).toBeNull();
       tf.dispose([x, w, b, y!, dy, grads!.dx!, grads!.dWeight, grads!.dBias!].filter(Boolean));
       expect(tf.memory().numTensors).toBe(before);
@@ -93,7 +93,7 @@ describe.skipIf(!native)('nativeConv2d / nativeConv2dGrads (NCHW, OIHW, bias ins
 
   it("takes x's gradient pass from x, not from another forward of the same geometry in between", async () => {
     // the backward reuses the forward's reorder of x only while that buffer still holds the same x
-    const c = cases[1]!;
+    const c = cases[1];
     await setBackend('cpu');
     const [, , wantDw, wantDb] = reference(c, true);
     await setBackend('wasm');
@@ -105,8 +105,8 @@ describe.skipIf(!native)('nativeConv2d / nativeConv2dGrads (NCHW, OIHW, bias ins
     const dy = values(y.shape, 4);
     for (let pass = 0; pass < 2; pass++) {
       const grads = nativeConv2dGrads(x, w, dy, spec, { dx: true, dBias: true })!;
-      expectClose(grads.dWeight, wantDw!, `dWeight, pass ${pass}`);
-      expectClose(grads.dBias, wantDb!, `dBias, pass ${pass}`);
+      expectClose(grads.dWeight, wantDw, `dWeight, pass ${pass}`);
+      expectClose(grads.dBias, wantDb, `dBias, pass ${pass}`);
       tf.dispose([grads.dx!, grads.dWeight, grads.dBias!]);
       tf.dispose(nativeConv2d(x, w, b, spec)!); // the second pass: the buffer holds x again
     }

@@ -44,9 +44,10 @@ function geometry(x: tf.Tensor, weight: tf.Tensor, { strides, padding: [ph, pw] 
 const tokens = new WeakMap<object, number>();
 let lastToken = 0;
 function tokenOf(t: tf.Tensor): number {
-  let token = tokens.get(t.dataId);
-  if (token === undefined) tokens.set(t.dataId, (token = ++lastToken));
-  return token;
+  const known = tokens.get(t.dataId);
+  if (known !== undefined) return known;
+  tokens.set(t.dataId, ++lastToken);
+  return lastToken;
 }
 
 const valid = (x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | null) =>
@@ -65,7 +66,7 @@ export function nativeConv2d(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | 
   const y = run.backend.makeOutput([g[0], g[6], g[13], g[14]], 'float32');
   const [xo, wo, bo = -1] = run.offsets;
   // read the heap after makeOutput: an allocation may have replaced it
-  run.native.ConvForward(run.backend.wasm.HEAPU8, xo!, wo!, bo, heapOffset(run.backend, y)!, tokenOf(x), ...g);
+  run.native.ConvForward(run.backend.wasm.HEAPU8, xo, wo, bo, heapOffset(run.backend, y)!, tokenOf(x), ...g);
   return tf.engine().makeTensorFromTensorInfo(y);
 }
 
