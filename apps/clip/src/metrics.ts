@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Row, writeReport } from '@ddp/plot';
 
@@ -15,9 +15,16 @@ export interface MetricRow {
   zeroShotTop1?: number;
 }
 
-/** metrics.jsonl in the output directory; on resume, rows past the checkpoint's step are dropped. */
+/**
+ * metrics.jsonl in the output directory; on resume, rows past the checkpoint's step are dropped.
+ * Lines are written in order on one open file without the step waiting for them: rank 0 awaiting
+ * each append held every rank up at the next all-reduce. close() waits for them and reports a failed write.
+ */
 export class MetricsLog {
   readonly path: string;
+  private file: FileHandle | null = null;
+  private writes: Promise<void> = Promise.resolve();
+  private failure: Error | null = null;
   constructor(readonly dir: string) {
     this.path = join(dir, 'metrics.jsonl');
   }
@@ -26,10 +33,27 @@ export class MetricsLog {
     await mkdir(this.dir, { recursive: true });
     const kept = resumedStep === null ? [] : this.rows().filter((r) => r.step <= resumedStep);
     await writeFile(this.path, kept.map((r) => `${JSON.stringify(r)}\n`).join(''));
+    this.file = await open(this.path, 'a');
   }
 
-  async append(row: MetricRow): Promise<void> {
-    await appendFile(this.path, `${JSON.stringify(row)}\n`);
+  /** Queues one line after the earlier ones. */
+  append(row: MetricRow): void {
+    const file = this.file;
+    if (!file) throw new Error(`metrics: append to ${this.path} before open() or after close()`);
+    const line = `${JSON.stringify(row)}\n`;
+    this.writes = this.writes
+      .then(() => file.appendFile(line))
+      .catch((e: Error) => {
+        this.failure ??= e;
+      });
+  }
+
+  /** Waits for every queued line, closes the file; throws the first write's error, if one failed. */
+  async close(): Promise<void> {
+    await this.writes;
+    await this.file?.close();
+    this.file = null;
+    if (this.failure) throw this.failure;
   }
 
   rows(): MetricRow[] {

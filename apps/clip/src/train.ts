@@ -154,7 +154,7 @@ async function checkpointNow(): Promise<void> {
 async function evaluate(): Promise<void> {
   const top1 = await zeroShotTop1(model, test, opts.evalSize, group);
   if (rank === 0) {
-    await metrics.append({ step, zeroShotTop1: top1 });
+    metrics.append({ step, zeroShotTop1: top1 });
     bar?.update(step, { top1: (100 * top1).toFixed(1) });
   }
 }
@@ -202,7 +202,7 @@ while (step < lastStep) {
   step++;
   if (rank === 0) {
     const sps = (opts.batchSize * opts.gradAccum) / ((performance.now() - started) / 1000);
-    await metrics.append({
+    metrics.append({
       step,
       loss: lossSum,
       lr,
@@ -217,6 +217,7 @@ while (step < lastStep) {
 }
 bar?.stop();
 if (rank === 0) {
+  await metrics.close();
   const last = metrics
     .rows()
     .filter((r) => r.zeroShotTop1 !== undefined)

@@ -1,8 +1,31 @@
 // One Adam/AdamW update of a float32 parameter in one pass: the operations of @ddp/nn's
 // tfjs version (torch.optim's _single_tensor_adam), each rounded to float32 in the same order,
-// so the results are the same bits; tfjs ran about a dozen kernels over the tensor.
+// so the results are the same bits; tfjs ran about a dozen kernels over the tensor. Vectorized
+// (ROW_KERNEL): the vector square root and division round each lane as the scalar ones do, and
+// -ffp-contract=off keeps multiplies and adds apart, so every width gives the same bits.
 #include "heap.h"
 #include "kernels.h"
+#include "vector-math.h"
+
+namespace {
+
+ROW_KERNEL void adamLoop(int64_t n, const float* p, const float* g, const float* m0,
+                         const float* v0, float* p1, float* m1, float* v1,
+                         float decay, float c1, float beta2, float c2, float bias2, float eps, float stepSize) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) {
+    const float decayed = p[i] * decay;  // × 1 when there is no weight decay: the same bits
+    const float d = g[i];
+    const float m = m0[i] + (d - m0[i]) * c1;
+    const float v = v0[i] * beta2 + (d * d) * c2;
+    const float denom = __builtin_sqrtf(v) / bias2 + eps;
+    m1[i] = m;
+    v1[i] = v;
+    p1[i] = decayed - (m / denom) * stepSize;
+  }
+}
+
+}  // namespace
 
 // (heap, param, grad, expAvg, expAvgSq, outParam, outExpAvg, outExpAvgSq, n,
 //  decay, oneMinusBeta1, beta2, oneMinusBeta2, sqrtBiasCorrection2, eps, stepSize)
@@ -21,15 +44,6 @@ napi_value AdamStep(napi_env env, napi_callback_info info) {
   float* m1 = args.floats(6, n);
   float* v1 = args.floats(7, n);
   if (args.failed) return nullptr;
-  for (int64_t i = 0; i < n; i++) {
-    const float decayed = p[i] * decay;  // × 1 when there is no weight decay: the same bits
-    const float d = g[i];
-    const float m = m0[i] + (d - m0[i]) * c1;
-    const float v = v0[i] * beta2 + (d * d) * c2;
-    const float denom = __builtin_sqrtf(v) / bias2 + eps;
-    m1[i] = m;
-    v1[i] = v;
-    p1[i] = decayed - (m / denom) * stepSize;
-  }
+  adamLoop(n, p, g, m0, v0, p1, m1, v1, decay, c1, beta2, c2, bias2, eps, stepSize);
   return nullptr;
 }

@@ -40,6 +40,8 @@ napi_value Init(napi_env env, napi_value exports) {
       {"Conv2D", nullptr, Conv2D, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Conv2DBackpropInput", nullptr, Conv2DBackpropInput, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Conv2DBackpropFilter", nullptr, Conv2DBackpropFilter, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"ConvForward", nullptr, ConvForward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"ConvBackward", nullptr, ConvBackward, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Sum", nullptr, Sum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"AdamStep", nullptr, AdamStep, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Tile", nullptr, Tile, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -2,17 +2,19 @@
 // against the heap, then conv-dnnl.cc computes.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include "conv-geometry.h"
 #include "heap.h"
 #include "kernels.h"
 
 namespace {
 
-// (heap, first, second, out, n, h, w, ci, kh, kw, co, sh, sw, dh, dw, padTop, padLeft, ho, wo, channelsFirst)
-bool readGeometry(Args& args, Geometry& g) {
+// (heap, first, second, out, n, h, w, ci, kh, kw, co, sh, sw, dh, dw, padTop, padLeft, ho, wo, channelsFirst):
+// the geometry from argument `at` (4 here)
+bool readGeometry(Args& args, Geometry& g, size_t at = 4) {
   int64_t* fields[] = {&g.n, &g.h, &g.w, &g.ci, &g.kh, &g.kw, &g.co, &g.sh, &g.sw, &g.dh, &g.dw, &g.padTop, &g.padLeft, &g.ho, &g.wo};
-  for (size_t i = 0; i < 15; i++) *fields[i] = args.integer(4 + i);
-  g.channelsFirst = args.integer(19) != 0;
+  for (size_t i = 0; i < 15; i++) *fields[i] = args.integer(at + i);
+  g.channelsFirst = args.integer(at + 15) != 0;
   if (args.failed) return false;
   for (size_t i = 0; i < 15; i++) {
     if (*fields[i] < (i >= 7 && i < 11 ? 1 : 0)) {
@@ -46,7 +48,70 @@ napi_value run(napi_env env, napi_callback_info info, Pass pass) {
   return nullptr;
 }
 
+// float32 pointer at argument i, or null when it is -1 (an optional tensor left out)
+float* optional(Args& args, size_t i, int64_t count) {
+  if (args.integer(i) == -1 && !args.failed) return nullptr;
+  return args.floats(i, count);
+}
+
 }  // namespace
+
+// (heap, x, weight, bias | -1, y, xToken, ...geometry): OIHW weights, y = conv(x, weight) + bias
+napi_value ConvForward(napi_env env, napi_callback_info info) {
+  Args args(env, info, 22);
+  Geometry g{};
+  const int64_t xToken = args.integer(5);
+  if (!readGeometry(args, g, 6)) return nullptr;
+  g.oihw = 1;
+  const float* x = args.floats(1, g.n * g.h * g.w * g.ci);
+  const float* weight = args.floats(2, g.kh * g.kw * g.ci * g.co);
+  const float* bias = optional(args, 3, g.co);
+  float* y = args.floats(4, g.n * g.ho * g.wo * g.co);
+  if (args.failed) return nullptr;
+  g.bias = bias != nullptr;
+  const int64_t ySize = g.n * g.ho * g.wo * g.co, plane = g.channelsFirst ? g.ho * g.wo : 1;
+  if (g.n * g.h * g.w * g.ci == 0 || g.kh * g.kw * g.ci * g.co == 0) {  // a sum over nothing: the bias alone
+    for (int64_t i = 0; i < ySize; i++) y[i] = bias ? bias[(i / plane) % g.co] : 0.0f;
+    return nullptr;
+  }
+  try {
+    convolveForward(g, x, weight, bias, y, xToken);
+  } catch (const std::exception& e) {
+    return throwRange(env, std::string("conv2d: ") + e.what());
+  }
+  return nullptr;
+}
+
+// (heap, x, weight, dy, dx | -1, dWeight, dBias | -1, xToken, ...geometry): OIHW weights, both gradients
+// (and the bias's) in one call, dy reordered once
+napi_value ConvBackward(napi_env env, napi_callback_info info) {
+  Args args(env, info, 24);
+  Geometry g{};
+  const int64_t xToken = args.integer(7);
+  if (!readGeometry(args, g, 8)) return nullptr;
+  g.oihw = 1;
+  const int64_t xSize = g.n * g.h * g.w * g.ci, wSize = g.kh * g.kw * g.ci * g.co, ySize = g.n * g.ho * g.wo * g.co;
+  const float* x = args.floats(1, xSize);
+  const float* weight = args.floats(2, wSize);
+  const float* dy = args.floats(3, ySize);
+  float* dx = optional(args, 4, xSize);
+  float* dWeight = args.floats(5, wSize);
+  float* dBias = optional(args, 6, g.co);
+  if (args.failed) return nullptr;
+  g.bias = dBias != nullptr;
+  if (xSize == 0 || ySize == 0 || wSize == 0) {  // sums over nothing: zero gradients
+    for (auto [p, size] : {std::pair{dx, xSize}, std::pair{dWeight, wSize}, std::pair{dBias, g.co}}) {
+      if (p) std::fill(p, p + size, 0.0f);
+    }
+    return nullptr;
+  }
+  try {
+    convolveBackward(g, x, weight, dy, dx, dWeight, dBias, xToken);
+  } catch (const std::exception& e) {
+    return throwRange(env, std::string("conv2d: ") + e.what());
+  }
+  return nullptr;
+}
 
 napi_value Conv2D(napi_env env, napi_callback_info info) { return run(env, info, Pass::Forward); }
 napi_value Conv2DBackpropInput(napi_env env, napi_callback_info info) { return run(env, info, Pass::Input); }

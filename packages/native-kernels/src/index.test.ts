@@ -48,6 +48,25 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(read(offsets[2], 4)).toEqual([12, 16, 24, 28]);
   });
 
+  it('convolves on OIHW weights with the bias inside, and takes both gradients and the bias one in one call', () => {
+    // x [1, 1, 3, 3] = 1..9 (NCHW), 2×2 weight of ones, bias 10, stride 1 → y [1, 1, 2, 2]; dy of ones
+    const arrays = [[1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 1, 1], [10], [0, 0, 0, 0], [1, 1, 1, 1], Array(9).fill(0)];
+    const { heap, offsets, read } = heapWith(...arrays, [0, 0, 0, 0], [0]);
+    const [x, w, b, y, dy, dx, dw, db] = offsets as [number, number, number, number, number, number, number, number];
+    const geometry = [1, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0, 2, 2, true] as const;
+    kernels!.ConvForward(heap, x, w, b, y, -1, ...geometry);
+    expect(read(y, 4)).toEqual([22, 26, 34, 38]);
+    kernels!.ConvForward(heap, x, w, -1, y, -1, ...geometry);
+    expect(read(y, 4)).toEqual([12, 16, 24, 28]);
+    kernels!.ConvBackward(heap, x, w, dy, dx, dw, db, -1, ...geometry);
+    expect([read(dx, 9), read(dw, 4), read(db, 1)]).toEqual([[1, 2, 1, 2, 4, 2, 1, 2, 1], [12, 16, 24, 28], [4]]);
+    kernels!.ConvBackward(heap, x, w, dy, -1, dw, -1, -1, ...geometry); // neither dx nor the bias's
+    expect(read(dw, 4)).toEqual([12, 16, 24, 28]);
+    expect(() => kernels!.ConvForward(heap, x, w, heap.length - 2, y, -1, ...geometry)).toThrow(RangeError);
+    expect(() => kernels!.ConvBackward(heap, x, w, dy, dx, dw, heap.length, -1, ...geometry)).toThrow(RangeError);
+    expect(() => kernels!.ConvBackward(heap, x, w, dy, dx, -1, db, -1, ...geometry)).toThrow(RangeError);
+  });
+
   it('refuses offsets outside the heap, misaligned ones and a heap that is not a Uint8Array', () => {
     const { heap, offsets } = heapWith([1, 2, 3, 4], [1, 2, 3, 4], [0, 0, 0, 0]);
     const [a, b, c] = offsets as [number, number, number];

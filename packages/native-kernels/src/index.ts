@@ -39,6 +39,36 @@ export interface NativeKernels {
   Conv2DBackpropInput(heap: Uint8Array, dy: number, filter: number, dx: number, ...geometry: ConvGeometry): void;
   /** dFilter [kh, kw, ci, co] from x and dy. */
   Conv2DBackpropFilter(heap: Uint8Array, x: number, dy: number, dFilter: number, ...geometry: ConvGeometry): void;
+  /**
+   * y = conv(x, weight) + bias with PyTorch's OIHW weight [co, ci, kh, kw], bias [co] (-1: none)
+   * added by the convolution itself; x and y as in Conv2D. xToken names x's data (a number not used
+   * for other data while it lives; -1: none), so that ConvBackward can reuse this call's reorder of x.
+   */
+  ConvForward(
+    heap: Uint8Array,
+    x: number,
+    weight: number,
+    bias: number,
+    y: number,
+    xToken: number,
+    ...geometry: ConvGeometry
+  ): void;
+  /**
+   * ConvForward's gradients in one call: dx (-1: not computed), dWeight [co, ci, kh, kw] and dBias
+   * [co] (-1: none, else summed by the filter pass) from x, weight and dy, dy reordered once for both
+   * passes, x not at all when the last ConvForward of this geometry had the same xToken.
+   */
+  ConvBackward(
+    heap: Uint8Array,
+    x: number,
+    weight: number,
+    dy: number,
+    dx: number,
+    dWeight: number,
+    dBias: number,
+    xToken: number,
+    ...geometry: ConvGeometry
+  ): void;
   /** out = Σ over the rows of x [rows, cols] (overRows: out has cols entries) or over its columns (rows entries). */
   Sum(heap: Uint8Array, x: number, out: number, rows: number, cols: number, overRows: boolean): void;
   /** out = x tiled reps[d] times along each dimension d; elementBytes 4 (float32, int32) or 1 (bool). */

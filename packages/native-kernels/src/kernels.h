@@ -5,6 +5,8 @@ napi_value BatchMatMul(napi_env env, napi_callback_info info);
 napi_value Conv2D(napi_env env, napi_callback_info info);
 napi_value Conv2DBackpropInput(napi_env env, napi_callback_info info);
 napi_value Conv2DBackpropFilter(napi_env env, napi_callback_info info);
+napi_value ConvForward(napi_env env, napi_callback_info info);
+napi_value ConvBackward(napi_env env, napi_callback_info info);
 napi_value Sum(napi_env env, napi_callback_info info);
 napi_value Tile(napi_env env, napi_callback_info info);
 napi_value AdamStep(napi_env env, napi_callback_info info);

@@ -42,6 +42,26 @@ function convInfo(
   );
 }
 
+/** The addon's geometry arguments of a Conv2DInfo. */
+export const convGeometry = (c: Conv2DInfo, nchw: boolean): ConvGeometry => [
+  c.batchSize,
+  c.inHeight,
+  c.inWidth,
+  c.inChannels,
+  c.filterHeight,
+  c.filterWidth,
+  c.outChannels,
+  c.strideHeight,
+  c.strideWidth,
+  c.dilationHeight,
+  c.dilationWidth,
+  c.padInfo.top,
+  c.padInfo.left,
+  c.outHeight,
+  c.outWidth,
+  nchw,
+];
+
 const NHWC = [0, 2, 3, 1];
 const NCHW = [0, 3, 1, 2];
 const toNHWC = <T>(dims: T[]) => NHWC.map((d) => dims[d]!);
@@ -98,24 +118,7 @@ export function nativeConv(pass: ConvPass, native: NativeKernels, nhwcFallback: 
     // inputs that disagree with the geometry: tfjs's kernel decides (the ops check shapes before)
     const expected = spec.shapes(c);
     if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]))) return fallback(args);
-    const geometry: ConvGeometry = [
-      c.batchSize,
-      c.inHeight,
-      c.inWidth,
-      c.inChannels,
-      c.filterHeight,
-      c.filterWidth,
-      c.outChannels,
-      c.strideHeight,
-      c.strideWidth,
-      c.dilationHeight,
-      c.dilationWidth,
-      c.padInfo.top,
-      c.padInfo.left,
-      c.outHeight,
-      c.outWidth,
-      nchw,
-    ];
+    const geometry = convGeometry(c, nchw);
     const out = backend.makeOutput(spec.out(c), 'float32');
     // read the heap after makeOutput: an allocation may have replaced it
     native[pass](backend.wasm.HEAPU8, firstOffset, secondOffset, heapOffset(backend, out)!, ...geometry);

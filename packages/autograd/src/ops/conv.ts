@@ -1,6 +1,6 @@
-import { biasAdd, channelSum, convTakesNCHW, tf } from '@ddp/tensor';
+import { biasAdd, channelSum, convTakesNCHW, nativeConv2d, nativeConv2dGrads, tf } from '@ddp/tensor';
 import { type AutocastDtype, autocastDtype, maybeRound } from '../autocast.js';
-import { AutogradArgumentError } from '../errors.js';
+import { AutogradArgumentError, AutogradError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -19,14 +19,17 @@ const explicit = ([ph, pw]: [number, number]): Padding => [
 ];
 
 /**
- * 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). Where the
- * backend's kernels take NCHW (the native ones) activations stay NCHW; tfjs's take NHWC, so
- * elsewhere they are transposed around each kernel.
+ * 2-D convolution, NCHW activations and OIHW weights at the API (PyTorch's layout). With the
+ * native kernels, one call each way on those layouts (the bias inside the convolution, both
+ * gradients together: nativeConv2d); elsewhere tfjs's kernels, whose activations are NHWC
+ * (transposed around each kernel) and filters HWIO.
  */
 class Conv2d extends AutogradFunction {
   private strides: [number, number] = [1, 1];
   private padding: [number, number] = [0, 0];
   private nchw = false;
+  /** Whether forward ran nativeConv2d (then backward runs nativeConv2dGrads on the saved x and weight). */
+  private direct = false;
   private xShape: number[] = [];
   private wShape: number[] = [];
   private lower: AutocastDtype | null = null;
@@ -53,6 +56,12 @@ class Conv2d extends AutogradFunction {
     this.nchw = convTakesNCHW();
     this.lower = autocastDtype();
     [x, w, b] = [maybeRound(x, this.lower), maybeRound(w, this.lower), b && maybeRound(b, this.lower)];
+    const direct = this.nchw ? nativeConv2d(x, w, b, { strides: this.strides, padding: this.padding }) : null;
+    if (direct) {
+      this.direct = true;
+      ctx.saveForBackward(x, w);
+      return maybeRound(direct, this.lower);
+    }
     const xk = this.nchw ? x : toNHWC(x);
     const wh = tf.transpose(w, [2, 3, 1, 0]); // OIHW -> HWIO
     this.xShape = xk.shape;
@@ -64,8 +73,20 @@ class Conv2d extends AutogradFunction {
   }
 
   backward(ctx: Context, dyIn: tf.Tensor) {
-    const [xk, wh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
     const dy = maybeRound(dyIn, this.lower);
+    const lower = (g: tf.Tensor | null) => g && maybeRound(g, this.lower);
+    const needs = ctx.needsInputGrad;
+    if (!this.direct) return [...this.throughKernels(ctx, dy).map(lower), null, null];
+    const [x, w] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
+    const spec = { strides: this.strides, padding: this.padding };
+    const grads = nativeConv2dGrads(x, w, dy, spec, { dx: needs[0], dBias: needs[2] });
+    if (!grads) throw new AutogradError('conv2d: native kernels switched off between forward and backward');
+    return [lower(grads.dx), needs[1] ? lower(grads.dWeight) : null, lower(grads.dBias), null, null];
+  }
+
+  /** dx, dw, db through the backend's gradient kernels from the saved x (NHWC unless this.nchw) and HWIO filter. */
+  private throughKernels(ctx: Context, dy: tf.Tensor): (tf.Tensor | null)[] {
+    const [xk, wh] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
     const dyk = this.nchw ? dy : toNHWC(dy);
     const attrs = this.attrs();
     const run = (name: string, inputs: tf.NamedTensorMap, extra: object) =>
@@ -78,8 +99,7 @@ class Conv2d extends AutogradFunction {
       ? tf.transpose(run('Conv2DBackpropFilter', { x: xk, dy: dyk }, { filterShape: this.wShape }), [3, 2, 0, 1])
       : null;
     const db = ctx.needsInputGrad[2] ? channelSum(dy, 1) : null;
-    const lower = (g: tf.Tensor | null) => g && maybeRound(g, this.lower);
-    return [lower(dx), lower(dw), lower(db), null, null];
+    return [dx, dw, db];
   }
 }
 

@@ -6,9 +6,12 @@ import { Adam, AdamW } from './adam.js';
 const native = useNativeKernels(true);
 afterAll(() => useNativeKernels(native));
 
-/** Five steps on two parameters with fixed gradients; the final parameters and moments as bits. */
+/**
+ * Five steps on three parameters (the last past several vector widths, with a remainder) with fixed
+ * gradients; the final parameters and moments as bits.
+ */
 function trajectory(make: (params: Tensor[]) => Adam | AdamW) {
-  const params = [[3, 5], [7]].map((shape, i) => {
+  const params = [[3, 5], [7], [37, 29]].map((shape, i) => {
     const values = Float32Array.from(
       { length: tf.util.sizeFromShape(shape) },
       (_, j) => Math.sin(1 + i * 9 + j * 0.7) * 3,
@@ -47,7 +50,7 @@ describe.skipIf(!native)('Adam(W) in one native pass', () => {
     const ops = trajectory(make);
     useNativeKernels(true);
     const fused = trajectory(make);
-    expect(fused.grown).toBe(4);
+    expect(fused.grown).toBe(6);
     expect(fused.bits).toEqual(ops.bits);
   });
 });

@@ -1,0 +1,40 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MetricsLog } from './metrics.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'clip-metrics-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('MetricsLog', () => {
+  it('writes every queued line in order by close(), and refuses lines after it', async () => {
+    const log = new MetricsLog(join(dir, 'a'));
+    await log.open(null);
+    for (let step = 1; step <= 300; step++) log.append({ step, loss: 1 / step });
+    await log.close();
+    expect(log.rows().map((r) => r.step)).toEqual([...Array(300).keys()].map((i) => i + 1));
+    expect(() => log.append({ step: 301 })).toThrow(/after close/);
+  });
+
+  it('keeps the rows up to the resumed step and appends after them', async () => {
+    const log = new MetricsLog(join(dir, 'b'));
+    await log.open(null);
+    for (let step = 1; step <= 5; step++) log.append({ step });
+    await log.close();
+    const resumed = new MetricsLog(join(dir, 'b'));
+    await resumed.open(3);
+    resumed.append({ step: 4, loss: 0.5 });
+    await resumed.close();
+    expect(resumed.rows()).toEqual([{ step: 1 }, { step: 2 }, { step: 3 }, { step: 4, loss: 0.5 }]);
+  });
+
+  it('reports a failed write at close()', async () => {
+    const log = new MetricsLog(join(dir, 'c'));
+    await log.open(null);
+    // the file closed under it: the next write fails with EBADF
+    await (log as unknown as { file: { close(): Promise<void> } }).file.close();
+    log.append({ step: 1 });
+    await expect(log.close()).rejects.toThrow(/EBADF|closed/);
+  });
+});
