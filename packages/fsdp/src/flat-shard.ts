@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import type { SavedTensorHooks, Tensor } from '@ddp/autograd';
 import {
   bfloatToFloat,
   floatToBfloat,
@@ -9,7 +9,7 @@ import {
   ReduceOp,
 } from '@ddp/comm';
 import { Parameter } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
@@ -33,6 +33,20 @@ export class FlatShard {
   readonly shard: Parameter;
   private gathered = true;
   private pending: Promise<void> | null = null;
+
+  /**
+   * For the unit's recorded forward: a Function saving one of the gathered parameters (or a
+   * reshape of it, which shares its storage) keeps which parameter it was, not its storage, so
+   * `free` releases the memory; backward reads the parameter gathered again. Anything else
+   * (activations, a slice or a transpose of a parameter) is saved as usual.
+   */
+  readonly savedParameterHooks: SavedTensorHooks<{ index: number; shape: number[] }> = {
+    pack: (t) => {
+      const index = this.params.findIndex((p) => !p.isDisposed && p.data.dataId === t.dataId);
+      return index < 0 ? undefined : { index, shape: [...t.shape] };
+    },
+    unpack: ({ index, shape }) => tf.reshape(this.params[index].data, shape),
+  };
 
   constructor(
     /** The module's own parameters (full); their data is freed here and lives in `shard`. */
