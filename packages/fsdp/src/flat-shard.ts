@@ -121,9 +121,12 @@ export class FlatShard {
   }
 
   /**
-   * Averages the full parameters' gradients across the ranks (reduce-scatter, AVG) and frees
-   * them; returns this rank's slice as a new tensor of the shard's shape. A parameter without a
-   * gradient counts as zeros. Collective: every rank calls it for the same unit in the same order.
+   * Averages the full parameters' gradients across the ranks and frees them; returns this rank's
+   * slice as a new tensor of the shard's shape. A parameter without a gradient counts as zeros.
+   * Each gradient is divided by N in the backend before a SUM reduce-scatter (FSDP's
+   * pre-divide): a SIMD kernel rather than comm's per-element AVG pass and its overflow round,
+   * and a sum of x / N cannot overflow where the average does not. Collective: every rank calls
+   * it for the same unit in the same order.
    */
   async reduceScatterGrads(): Promise<tf.Tensor> {
     const n = this.group.size;
@@ -132,19 +135,22 @@ export class FlatShard {
     try {
       this.params.forEach((p, i) => {
         const at = this.offsets[i];
-        if (p.grad !== null) copyTensorInto(p.grad, flat, at);
-        else flat.fill(0, at, at + sizeOf(this.shapes[i]));
+        if (p.grad !== null) {
+          const divided = n === 1 ? p.grad : tf.mul(p.grad, 1 / n);
+          copyTensorInto(divided, flat, at);
+          if (divided !== p.grad) divided.dispose();
+        } else flat.fill(0, at, at + sizeOf(this.shapes[i]));
         p.grad = null;
       });
       flat.fill(0, this.total); // the padding: a reused buffer holds another unit's values there
       if (this.commDtype) {
         const out = new Uint16Array(this.shardSize);
         await this.group
-          .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
+          .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.SUM, dtype: this.commDtype })
           .wait();
         widen(out, this.commDtype, mine);
       } else {
-        await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();
+        await this.group.reduceScatter(mine, flat, { op: ReduceOp.SUM }).wait();
       }
       return tensorFromFloat32(mine, [this.shardSize]);
     } finally {
