@@ -80,8 +80,8 @@ export class FSDPModule implements ShardedUnit {
       const out = forward(...inputs);
       if (out instanceof Promise) {
         out.catch(() => {}); // reported as the FSDPError below
-        // an async forward (tensor-parallel layers, whose collectives run inside it) would be
-        // recomputed in backward out of order with the other ranks' collectives
+        // an async forward (tensor-parallel layers, whose collectives run inside it) would run on
+        // after the unit freed its parameters and left its saved-tensor hooks
         throw new FSDPError(
           `rank ${this.processGroup.rank}: ${module.constructor.name}'s forward is async; a fullyShard unit's ` +
             'forward must be synchronous and return a Tensor (tensor-parallel modules cannot be units)',
