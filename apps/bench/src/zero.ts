@@ -11,7 +11,7 @@
  *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
 import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
@@ -36,10 +36,11 @@ const values = benchCommand('zero', 'memory and step time of DDP against ZeRO st
   .option('--steps <n>', 'training steps per run', positiveInt, 2)
   .option('--worlds <n,…>', 'world sizes', positiveIntList, [2, 4])
   .option('--modes <m,…>', `modes to run (${MODES.join(', ')})`, choiceList(MODES), [...MODES])
+  .option('--threads <n>', 'kernel threads per rank (default: cores ÷ ranks, as ddp-run sets it)', positiveInt)
   .addOption(new Option('--mode <mode>', "a rank's mode").choices(MODES).default('ddp').hideHelp())
   .addOption(rankFlag())
   .parse()
-  .opts<{ steps: number; worlds: number[]; modes: Mode[]; mode: Mode; rank?: boolean }>();
+  .opts<{ steps: number; worlds: number[]; modes: Mode[]; mode: Mode; threads?: number; rank?: boolean }>();
 
 interface RankSample {
   rank: number;
@@ -51,9 +52,11 @@ interface RankSample {
   stepSeconds: number;
   /** Mean CPU time (every thread of the rank) of the steps after the first: steadier than time on a shared machine. */
   stepCpuSeconds: number;
-  /** FSDP: a synchronous checkpoint save; how much longer a step is when an async save starts before it. */
+  /** FSDP: a synchronous checkpoint save; how much longer the steps it overlaps take in all when an async save starts. */
   syncSaveSeconds?: number;
   asyncStallSeconds?: number;
+  /** From the async save's start until it is committed. */
+  asyncSaveSeconds?: number;
   /** How long AsyncCheckpointer.save itself blocks (the host copy): the part of the stall on the main thread. */
   asyncSaveCallSeconds?: number;
 }
@@ -132,12 +135,20 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   await destroyProcessGroup();
 }
 
+/** Training steps an async save overlaps in the stall measurement (every rank runs the same count). */
+const OVERLAPPED_STEPS = 3;
+/** Saves of each kind; the fastest counts (load on a shared machine only adds time). */
+const SAVE_REPEATS = 2;
+
 /**
- * A synchronous save's duration, and the stall of an async one: (its host copy + the step it
- * overlaps) minus a plain step (the fastest of two just before the save and one after it is
- * written: load on a shared machine only adds time). The AsyncCheckpointer is made first, as a
- * training script makes it once. Each rank saves into its own run's temporary directory on rank 0's
- * choice of name: every rank of the bench runs on this host.
+ * A synchronous save's duration, and the stall of an async one: its host copy, the
+ * OVERLAPPED_STEPS steps after it and any wait left for its commit, minus as many plain steps
+ * (the fastest of two just before the saves and one after them). So work the writer thread
+ * takes from later steps counts too, not only the first step's. Each the fastest of
+ * SAVE_REPEATS. The AsyncCheckpointer is made first, as a training script makes it once, and
+ * saves once before (its staging buffers are then allocated, as in training). Each rank saves
+ * into its own run's temporary directory on rank 0's choice of name: every rank of the bench
+ * runs on this host.
  */
 async function checkpointStall(
   root: FSDPModule,
@@ -147,20 +158,38 @@ async function checkpointStall(
 ) {
   const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
   const saver = new AsyncCheckpointer(root);
-  const before = [await step(), await step()];
-  let started = performance.now();
-  await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
-  const syncSaveSeconds = (performance.now() - started) / 1000;
-  started = performance.now();
-  const { done } = await saver.save(dir, { optimizer, step: 2 });
-  const asyncSaveCallSeconds = (performance.now() - started) / 1000;
-  await step();
-  const overlapped = (performance.now() - started) / 1000;
-  await done;
-  const asyncStallSeconds = overlapped - Math.min(...before, await step());
+  await (await saver.save(dir, { optimizer, step: 0 })).done;
+  const plain = [await step(), await step()];
+  const sync: number[] = [];
+  const overlapped: { call: number; total: number }[] = [];
+  for (let i = 0; i < SAVE_REPEATS; i++) {
+    let started = performance.now();
+    await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
+    sync.push((performance.now() - started) / 1000);
+    started = performance.now();
+    const { done } = await saver.save(dir, { optimizer, step: 2 });
+    const call = (performance.now() - started) / 1000;
+    for (let j = 0; j < OVERLAPPED_STEPS; j++) await step();
+    await done;
+    overlapped.push({ call, total: (performance.now() - started) / 1000 });
+  }
+  plain.push(await step());
+  const fastest = overlapped.reduce((a, b) => (b.total < a.total ? b : a));
   await root.processGroup.barrier().wait();
   if (rank === 0) await rm(dir, { recursive: true, force: true });
-  return { syncSaveSeconds, asyncStallSeconds, asyncSaveCallSeconds };
+  return {
+    syncSaveSeconds: Math.min(...sync),
+    asyncStallSeconds: fastest.total - OVERLAPPED_STEPS * Math.min(...plain),
+    asyncSaveCallSeconds: fastest.call,
+    asyncSaveSeconds: fastest.total,
+  };
+}
+
+/** Kernel threads per rank: --threads, else the host's cores shared among the ranks (as ddp-run), unless the environment chose. */
+function threadsPerRank(world: number): number | undefined {
+  if (values.threads !== undefined) return values.threads;
+  if (process.env.DDP_NUM_THREADS ?? process.env.OMP_NUM_THREADS) return undefined;
+  return Math.max(1, Math.floor(availableParallelism() / world));
 }
 
 /** Starts `world` rank processes of this file; resolves with every rank's sample. */
@@ -176,7 +205,9 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
     '--steps',
     `${steps}`,
   ];
-  const ranks = await runSampleWorld<RankSample>(world, process.execPath, args);
+  const threads = threadsPerRank(world);
+  const env: Record<string, string> = threads === undefined ? {} : { DDP_NUM_THREADS: `${threads}` };
+  const ranks = await runSampleWorld<RankSample>(world, process.execPath, args, { env });
   return ranks.map((samples, rank) => {
     if (!samples[0]) throw new Error(`${mode} rank ${rank}/${world} printed no sample`);
     return samples[0];
@@ -185,7 +216,8 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
-const maxOf = (ranks: RankSample[], key: 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds') =>
+type SaveKey = 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds' | 'asyncSaveSeconds';
+const maxOf = (ranks: RankSample[], key: SaveKey) =>
   ranks[0][key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
 async function main(): Promise<void> {
@@ -200,6 +232,7 @@ async function main(): Promise<void> {
       const state = Math.max(...ranks.map((r) => r.stateBytes));
       rows.push({
         ranks: world,
+        threadsPerRank: threadsPerRank(world) ?? 'env',
         mode,
         params: ranks[0].params,
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
@@ -210,6 +243,7 @@ async function main(): Promise<void> {
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
         asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
+        asyncSaveSeconds: maxOf(ranks, 'asyncSaveSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
@@ -232,9 +266,10 @@ async function main(): Promise<void> {
       'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
       '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
       'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
-      'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
-      'a plain step (the fastest of two before and one after); asyncSaveCallSeconds: the save call alone (the host ' +
-      'copy). Communication buffers are JS memory and not counted.',
+      `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: AsyncCheckpointer.save, the ` +
+      `${OVERLAPPED_STEPS} steps after it and any wait left for its commit (fastest of ${SAVE_REPEATS}), minus as ` +
+      'many plain steps (the fastest of two before and one after); asyncSaveCallSeconds: its save call alone (the ' +
+      'host copy); asyncSaveSeconds: its time until committed. Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));

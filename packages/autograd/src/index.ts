@@ -35,5 +35,6 @@ export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 export { logSoftmax, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
+export { type SavedTensorHooks, withSavedTensorHooks } from './saved-tensor-hooks.js';
 export { tidy } from './scope.js';
 export { type RemovableHandle, Tensor } from './tensor.js';

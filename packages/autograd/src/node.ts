@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { PackedSaved, packSaved } from './saved-tensor-hooks.js';
 import type { Tensor } from './tensor.js';
 
 /** A gradient hook on a tensor: may return a replacement gradient (the engine disposes the old one). */
@@ -56,7 +57,7 @@ export abstract class Node {
 
 /** Forward-time state of one Function application, handed to its backward. */
 export class Context {
-  private saved: tf.Tensor[] | null = [];
+  private saved: (tf.Tensor | PackedSaved)[] | null = [];
   /** needsInputGrad[i]: whether input i (a Tensor requiring grad) wants a gradient. */
   readonly needsInputGrad: readonly boolean[];
   /** Whether a graph is recorded at all; saveForBackward is a no-op otherwise. */
@@ -67,10 +68,13 @@ export class Context {
     this.recording = needsInputGrad.some(Boolean);
   }
 
-  /** Keeps tensors for backward. The context owns clones of them; freed after backward. */
+  /**
+   * Keeps tensors for backward. The context owns clones of them (or the stand-ins the active
+   * saved-tensor hooks pack them into); freed after backward.
+   */
   saveForBackward(...tensors: tf.Tensor[]): void {
     if (!this.recording || this.saved === null) return;
-    for (const t of tensors) this.saved.push(tf.keep(t.clone()));
+    for (const t of tensors) this.saved.push(packSaved(t) ?? tf.keep(t.clone()));
   }
 
   /**
@@ -85,7 +89,9 @@ export class Context {
 
   get savedTensors(): tf.Tensor[] {
     if (this.saved === null) throw new Error('saved tensors were freed');
-    return this.saved;
+    // stand-ins (saved-tensor hooks) are unpacked on the first read; the context owns the result
+    this.saved = this.saved.map((s) => (s instanceof PackedSaved ? tf.keep(s.unpack()) : s));
+    return this.saved as tf.Tensor[];
   }
 
   get isFreed(): boolean {
@@ -95,7 +101,7 @@ export class Context {
   /** Disposes the saved tensors (after backward without retainGraph). */
   release(): void {
     if (this.saved === null) return;
-    for (const t of this.saved) t.dispose();
+    for (const t of this.saved) if (!(t instanceof PackedSaved)) t.dispose();
     this.saved = null;
   }
 }

@@ -49,8 +49,6 @@ export interface FSDPManifest {
 export interface Snapshot {
   /** `unit.<u>.shard` and `unit.<u>.state.<key>`. */
   tensors: Map<string, SafeTensor>;
-  /** The buffers of `tensors` that only this snapshot holds (they may move to a writer thread). */
-  owned: ArrayBuffer[];
   /** Scalar optimizer state (a step count) by unit index. */
   scalars: Record<number, Record<string, number>>;
   /** On rank 0: the replicated tensors and the manifest (its `shards` filled in at write). */
@@ -61,32 +59,44 @@ export interface Snapshot {
 /** The units of `root` in checkpoint order. */
 export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subunits];
 
-/** Copies this rank's shards, their optimizer state and (rank 0) the replicated tensors to host memory. */
-export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number, extra: unknown): Snapshot {
+/** Where a snapshot copies the float32 tensor `key` of `length` elements: an array it may overwrite. */
+export type StagingBuffers = (key: string, length: number) => Float32Array;
+
+const freshBuffers: StagingBuffers = (_, length) => new Float32Array(length);
+
+/**
+ * Copies this rank's shards, their optimizer state and (rank 0) the replicated tensors to host
+ * memory: the float32 ones into `stage`'s arrays.
+ */
+export function snapshot(
+  root: FSDPModule,
+  optimizer: AnyOptimizer,
+  step: number,
+  extra: unknown,
+  stage: StagingBuffers = freshBuffers,
+): Snapshot {
   const units = unitsOf(root);
   const tensors = new Map<string, SafeTensor>();
-  const owned: ArrayBuffer[] = [];
-  const hostCopy = (t: tf.Tensor): SafeTensor => {
-    if (t.dtype !== 'float32') return toSafeTensor(t);
-    const data = new Float32Array(t.size);
+  const hostCopy = (key: string, t: tf.Tensor) => {
+    if (t.dtype !== 'float32') return tensors.set(key, toSafeTensor(t));
+    const data = stage(key, t.size);
     copyTensorInto(t, data); // one copy straight out of the backend (dataSync may hand out its own storage)
-    owned.push(data.buffer);
-    return { dtype: 'float32', shape: [...t.shape], data };
+    tensors.set(key, { dtype: 'float32', shape: [...t.shape], data });
   };
   const scalars: Snapshot['scalars'] = {};
   const unitOfShard = new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
   units.forEach((u, i) => {
     if (!u.flat) return;
-    tensors.set(`unit.${i}.shard`, hostCopy(u.flat.shard.data));
+    hostCopy(`unit.${i}.shard`, u.flat.shard.data);
     for (const [key, v] of Object.entries(optimizer.state.get(u.flat.shard) ?? {})) {
-      if (v instanceof tf.Tensor) tensors.set(`unit.${i}.state.${key}`, hostCopy(v));
+      if (v instanceof tf.Tensor) hostCopy(`unit.${i}.state.${key}`, v);
       else {
         scalars[i] ??= {};
         scalars[i][key] = v;
       }
     }
   });
-  if (root.processGroup.rank !== 0) return { tensors, owned, scalars, replicated: null, manifest: null };
+  if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
   const sharded = new Set(units.flatMap((u) => u.flat?.params ?? []));
   const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
   const replicated = new Map<string, SafeTensor>(
@@ -114,15 +124,14 @@ export function snapshot(root: FSDPModule, optimizer: AnyOptimizer, step: number
     shards: [],
     extra: extra ?? null,
   };
-  return { tensors, owned, scalars, replicated, manifest };
+  return { tensors, scalars, replicated, manifest };
 }
 
-/** Writes one safetensors file of a snapshot; `transfer`: buffers the writer may take over. */
+/** Writes one safetensors file of a snapshot. */
 export type ShardWriter = (
   path: string,
   tensors: Map<string, SafeTensor>,
   metadata: Record<string, string>,
-  transfer: readonly ArrayBuffer[],
 ) => Promise<void>;
 
 const writeHere: ShardWriter = (path, tensors, metadata) => saveSafetensors(path, tensors, metadata);
@@ -156,9 +165,8 @@ export async function writeSnapshot(
       group,
       async () => {
         const metadata = { scalars: JSON.stringify(snap.scalars) };
-        const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata, snap.owned);
-        const replicated =
-          snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' }, []);
+        const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata);
+        const replicated = snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
         await Promise.all([shard, replicated]);
         crashPoint(`${tag}:shard-written`);
       },

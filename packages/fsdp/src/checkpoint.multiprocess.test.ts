@@ -31,16 +31,24 @@ const world = (nprocs: number, args: Record<string, unknown>, env: NodeJS.Proces
 
 describe('FSDP sharded checkpoints', () => {
   it(
-    'saved on 2 ranks (sync at step 3, async at step 5), resumed on 3: equals 8 uninterrupted single-process steps',
+    'saved on 2 ranks (sync at step 3, async at steps 4 and 5), resumed on 3: equals 8 uninterrupted single-process steps',
     async () => {
       const dir = join(root, 'resume');
-      const saved = await world(2, { dir, steps: 5, saveSyncAt: 3, saveAsyncAt: 5 });
+      // the step-5 save starts while step 4's may still be writing from the same staging buffers
+      const early = join(root, 'resume-step-4');
+      const asyncSaves = [{ at: 4, dir: early }, { at: 5 }];
+      const saved = await world(2, { dir, steps: 5, saveSyncAt: 3, asyncSaves });
       expect(saved.exitCode).toBe(0);
-      const resumed = await world(3, { dir, steps: 8, load: true });
-      expect(resumed.exitCode).toBe(0);
-      for (const r of resumed.results) {
-        expect(r.resumedAt).toBe(5);
-        expect(r.maxDiff).toBeLessThan(1e-5);
+      for (const [from, at] of [
+        [dir, 5],
+        [early, 4],
+      ] as const) {
+        const resumed = await world(3, { dir: from, steps: 8, load: true });
+        expect(resumed.exitCode).toBe(0);
+        for (const r of resumed.results) {
+          expect(r.resumedAt).toBe(at);
+          expect(r.maxDiff).toBeLessThan(1e-5);
+        }
       }
       // the superseded step-3 entry is gone; one entry and `latest` remain
       expect((await readdir(dir)).sort()).toEqual(['latest', expect.stringMatching(/step-5$/)].sort());
@@ -54,7 +62,7 @@ describe('FSDP sharded checkpoints', () => {
       const dir = join(root, point.replace(':', '-'));
       const killed = await world(
         2,
-        { dir, steps: 4, saveSyncAt: 2, saveAsyncAt: 4 },
+        { dir, steps: 4, saveSyncAt: 2, asyncSaves: [{ at: 4 }] },
         { DDP_CHECKPOINT_CRASH_AT: point },
       );
       expect(killed.exitCode).not.toBe(0);

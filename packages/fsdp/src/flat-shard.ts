@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import type { SavedTensorHooks, Tensor } from '@ddp/autograd';
 import {
   bfloatToFloat,
   floatToBfloat,
@@ -9,7 +9,7 @@ import {
   ReduceOp,
 } from '@ddp/comm';
 import { Parameter } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, type tf } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
@@ -33,6 +33,20 @@ export class FlatShard {
   readonly shard: Parameter;
   private gathered = true;
   private pending: Promise<void> | null = null;
+
+  /**
+   * For the unit's recorded forward: a Function saving one of the gathered parameters (or a
+   * reshape of it, which shares its storage) keeps which parameter it was, not its storage, so
+   * `free` releases the memory; backward reads the parameter gathered again. Anything else
+   * (activations, a slice or a transpose of a parameter) is saved as usual.
+   */
+  readonly savedParameterHooks: SavedTensorHooks<{ index: number; shape: number[] }> = {
+    pack: (t) => {
+      const index = this.params.findIndex((p) => !p.isDisposed && p.data.dataId === t.dataId);
+      return index < 0 ? undefined : { index, shape: [...t.shape] };
+    },
+    unpack: ({ index, shape }) => tf.reshape(this.params[index].data, shape),
+  };
 
   constructor(
     /** The module's own parameters (full); their data is freed here and lives in `shard`. */
@@ -107,9 +121,12 @@ export class FlatShard {
   }
 
   /**
-   * Averages the full parameters' gradients across the ranks (reduce-scatter, AVG) and frees
-   * them; returns this rank's slice as a new tensor of the shard's shape. A parameter without a
-   * gradient counts as zeros. Collective: every rank calls it for the same unit in the same order.
+   * Averages the full parameters' gradients across the ranks and frees them; returns this rank's
+   * slice as a new tensor of the shard's shape. A parameter without a gradient counts as zeros.
+   * Each gradient is divided by N in the backend before a SUM reduce-scatter (FSDP's
+   * pre-divide): a SIMD kernel rather than comm's per-element AVG pass and its overflow round,
+   * and a sum of x / N cannot overflow where the average does not. Collective: every rank calls
+   * it for the same unit in the same order.
    */
   async reduceScatterGrads(): Promise<tf.Tensor> {
     const n = this.group.size;
@@ -118,19 +135,22 @@ export class FlatShard {
     try {
       this.params.forEach((p, i) => {
         const at = this.offsets[i];
-        if (p.grad !== null) copyTensorInto(p.grad, flat, at);
-        else flat.fill(0, at, at + sizeOf(this.shapes[i]));
+        if (p.grad !== null) {
+          const divided = n === 1 ? p.grad : tf.mul(p.grad, 1 / n);
+          copyTensorInto(divided, flat, at);
+          if (divided !== p.grad) divided.dispose();
+        } else flat.fill(0, at, at + sizeOf(this.shapes[i]));
         p.grad = null;
       });
       flat.fill(0, this.total); // the padding: a reused buffer holds another unit's values there
       if (this.commDtype) {
         const out = new Uint16Array(this.shardSize);
         await this.group
-          .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.AVG, dtype: this.commDtype })
+          .reduceScatter(out, narrow(flat, this.commDtype), { op: ReduceOp.SUM, dtype: this.commDtype })
           .wait();
         widen(out, this.commDtype, mine);
       } else {
-        await this.group.reduceScatter(mine, flat, { op: ReduceOp.AVG }).wait();
+        await this.group.reduceScatter(mine, flat, { op: ReduceOp.SUM }).wait();
       }
       return tensorFromFloat32(mine, [this.shardSize]);
     } finally {

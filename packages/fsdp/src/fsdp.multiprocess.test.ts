@@ -11,6 +11,10 @@ interface CaseResult {
   tensorGrowth: number;
   goldenDiff?: number;
   rootHoldsOnlyItsOwn?: boolean;
+  /** Runs of an inner unit's forward per micro-batch: 1, none repeated in backward. */
+  forwardsPerUnit: number;
+  /** Most gathered parameter storages of the inner units still alive after a root forward. */
+  heldAfterForward: number;
 }
 
 const TIMEOUT = 150_000;
@@ -21,13 +25,23 @@ const base: Case[] = [
 ];
 // each world starts its rank processes once and runs its cases in turn (start-up dominates)
 const worlds: Record<number, Case[]> = {
-  2: [...base, { model: 'transformer', steps: 3, reshardAfterForward: false, accumulate: true }],
+  2: [
+    ...base,
+    { model: 'transformer', steps: 3, reshardAfterForward: false, accumulate: true },
+    { model: 'transformer', steps: 3, checkpoint: true, accumulate: true },
+  ],
   3: [
     ...base,
     { model: 'uneven', steps: 5, prefetch: false, accumulate: true },
     { model: 'golden', steps: 3, commDtype: 'bfloat16' },
+    { model: 'transformer', steps: 3, reshardAfterForward: false },
   ],
-  4: [...base, { model: 'golden', steps: 3, commDtype: 'float16' }, { model: 'uneven', steps: 5, tp: 2 }],
+  4: [
+    ...base,
+    { model: 'golden', steps: 3, commDtype: 'float16' },
+    { model: 'uneven', steps: 5, tp: 2 },
+    { model: 'transformer', steps: 3, checkpoint: true },
+  ],
 };
 const results: Record<number, Promise<CaseResult[][]>> = {};
 
@@ -48,6 +62,7 @@ const label = (c: Case) =>
     c.reshardAfterForward === false ? 'kept after forward' : '',
     c.prefetch === false ? 'no prefetch' : '',
     c.accumulate ? 'noSync accumulation' : '',
+    c.checkpoint ? 'activation checkpointing in the units' : '',
     c.commDtype ?? '',
     c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',
   ]
@@ -71,6 +86,10 @@ describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
         expect(r.maxDiff).toBeLessThan(tol);
         if (r.goldenDiff !== undefined) expect(r.goldenDiff).toBeLessThan(tol);
         expect(r.tensorGrowth).toBe(0);
+        expect(r.forwardsPerUnit).toBe(1);
+        // resharded units: the graph keeps no parameter storage; kept ones show the probe sees it
+        if (c.reshardAfterForward === false) expect(r.heldAfterForward).toBeGreaterThan(0);
+        else expect(r.heldAfterForward).toBe(0);
         if (c.model === 'transformer') expect(r.rootHoldsOnlyItsOwn).toBe(true);
       }
     },

@@ -1,4 +1,4 @@
-import { checkpoint, isGradEnabled, queueCallback, type Tensor, tidy } from '@ddp/autograd';
+import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
 import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -10,9 +10,9 @@ export interface FullyShardOptions {
   /** Default: the world group. */
   processGroup?: ProcessGroup;
   /**
-   * Free the unit's parameters after its forward and gather them again in backward, where the
-   * unit's forward is recomputed (default true). A unit holding other units always keeps its own
-   * parameters from forward to the end of backward (as FSDP2's root does).
+   * Free the unit's parameters after its forward and gather them again before its backward
+   * (default true). A unit holding other units always keeps its own parameters from forward to
+   * the end of backward (as FSDP2's root does).
    */
   reshardAfterForward?: boolean;
   /** Issue the next unit's all-gather while the current one computes (default true). */
@@ -80,8 +80,8 @@ export class FSDPModule implements ShardedUnit {
       const out = forward(...inputs);
       if (out instanceof Promise) {
         out.catch(() => {}); // reported as the FSDPError below
-        // an async forward (tensor-parallel layers, whose collectives run inside it) would be
-        // recomputed in backward out of order with the other ranks' collectives
+        // an async forward (tensor-parallel layers, whose collectives run inside it) would run on
+        // after the unit freed its parameters and left its saved-tensor hooks
         throw new FSDPError(
           `rank ${this.processGroup.rank}: ${module.constructor.name}'s forward is async; a fullyShard unit's ` +
             'forward must be synchronous and return a Tensor (tensor-parallel modules cannot be units)',
@@ -168,7 +168,8 @@ export class FSDPModule implements ShardedUnit {
     const flat = this.flat;
     return tidy(() => {
       const entered = EnterUnit.apply<Tensor[]>(this, flat.shard, ...inputs);
-      const out = checkpoint((...xs) => this.innerForward(...xs), ...entered);
+      // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward
+      const out = withSavedTensorHooks(flat.savedParameterHooks, () => this.innerForward(...entered));
       flat.free();
       return LeaveUnit.apply(this, out);
     });

@@ -30,13 +30,12 @@ function startWorker(): Worker {
 }
 
 /**
- * Writes safetensors files (serialisation, CRC-32 and the atomic write of @ddp/nn's
- * `saveSafetensors`) on a thread of its own, so a background checkpoint costs the training's
- * main thread only the host copy: on the main thread, the serialising pass (a copy and a
- * checksum of every byte) stalled the step it overlapped by more than a synchronous save. The
- * buffers listed as `transfer` move to the thread (not copied): only arrays the caller alone
- * holds, never a backend's storage; the others are copied. The thread starts with the writer
- * and does not keep the process alive while idle.
+ * Writes safetensors files (CRC-32 and the atomic write of @ddp/nn's `saveSafetensorsSync`) on a
+ * thread of its own, so a background checkpoint costs the training's main thread only the host
+ * copy: on the main thread, the checksums and writes stalled the step it overlapped by more than
+ * a synchronous save. Arrays on a SharedArrayBuffer reach the thread without a copy (the caller
+ * must leave them alone until the write settles); others are copied. The thread starts with the
+ * writer and does not keep the process alive while idle.
  */
 export class BackgroundWriter {
   private readonly worker = startWorker();
@@ -64,18 +63,13 @@ export class BackgroundWriter {
     this.worker.unref(); // after the listeners: adding a 'message' listener refs the worker again
   }
 
-  /** Writes `tensors` to `path` (atomically, as saveSafetensors); the `transfer` buffers move to the thread. */
-  write(
-    path: string,
-    tensors: Map<string, SafeTensor>,
-    metadata: Record<string, string>,
-    transfer: readonly ArrayBuffer[],
-  ): Promise<void> {
+  /** Writes `tensors` to `path` (atomically, as saveSafetensors). */
+  write(path: string, tensors: Map<string, SafeTensor>, metadata: Record<string, string>): Promise<void> {
     if (this.failure) return Promise.reject(new FileWriteError(path, this.failure));
     const id = this.nextId++;
     const done = new Promise<void>((resolve, reject) => this.waiting.set(id, { resolve, reject, path }));
     if (this.waiting.size === 1) this.worker.ref(); // keep the process alive until the file is written
-    this.worker.postMessage({ id, path, tensors: [...tensors], metadata } satisfies WriteRequest, [...transfer]);
+    this.worker.postMessage({ id, path, tensors: [...tensors], metadata } satisfies WriteRequest);
     return done;
   }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -48,6 +49,30 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
     await syncDirectory(dirname(path));
   } catch (error) {
     await rm(tmp, { force: true });
+    throw new FileWriteError(path, error);
+  }
+}
+
+/** writeFileAtomic on the calling thread (blocking it), from `parts` written in order. */
+export function writeFileAtomicSync(path: string, parts: readonly Uint8Array[]): void {
+  const tmp = temporarySibling(path);
+  try {
+    const fd = openSync(tmp, 'wx');
+    try {
+      for (const part of parts) for (let at = 0; at < part.length; ) at += writeSync(fd, part, at);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+    const dir = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dir);
+    } finally {
+      closeSync(dir);
+    }
+  } catch (error) {
+    rmSync(tmp, { force: true });
     throw new FileWriteError(path, error);
   }
 }

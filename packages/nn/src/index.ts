@@ -76,6 +76,7 @@ export {
   SafetensorsError,
   type SafetensorsErrorKind,
   saveSafetensors,
+  saveSafetensorsSync,
   serializeSafetensors,
   toSafeTensor,
 } from './safetensors.js';

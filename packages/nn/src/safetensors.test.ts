@@ -7,6 +7,7 @@ import {
   parseSafetensors,
   SafetensorsError,
   saveSafetensors,
+  saveSafetensorsSync,
   serializeSafetensors,
 } from './safetensors.js';
 
@@ -63,6 +64,19 @@ describe('safetensors', () => {
       expect(back?.shape).toEqual(t.shape);
       expect(back?.data).toEqual(t.data);
     }
+  });
+
+  it('writes the same bytes from the tensors’ own arrays with saveSafetensorsSync, atomically', async () => {
+    const path = join(dir, 'sync.safetensors');
+    // views into a larger buffer: the writer must take each view's bytes, not its whole buffer
+    const backing = new Float32Array(16).fill(9);
+    const view = { dtype: 'float32' as const, shape: [2, 3], data: backing.subarray(5, 11).fill(1.5) };
+    const tensors = { ...sample, view };
+    saveSafetensorsSync(path, tensors, { epoch: '4' });
+    expect(new Uint8Array(await readFile(path))).toEqual(serializeSafetensors(tensors, { epoch: '4' }));
+    expect((await loadSafetensors(path)).tensors.get('view')?.data).toEqual(new Float32Array(6).fill(1.5));
+    expect((await readdir(dir)).filter((f) => f.startsWith('sync.safetensors.'))).toEqual([]); // no temporary left
+    expect(() => saveSafetensorsSync(join(dir, 'missing', 'x.safetensors'), sample)).toThrow(/cannot write/);
   });
 
   it('gives typed errors for truncated and corrupted files', async () => {

@@ -10,7 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 import { DTYPES, type DType, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic, writeFileAtomicSync } from './atomic.js';
 
 export interface SafeTensor {
   dtype: DType;
@@ -85,15 +85,19 @@ const CHECKSUMS = 'ddp.crc32';
 const checksum = (bytes: Uint8Array) => crc32(bytes).toString(16).padStart(8, '0');
 const bytesOf = (t: TypedArray) => new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
 
-export function serializeSafetensors(
+/**
+ * The file as parts to write in order, without copying the tensors' bytes: the header (length
+ * and JSON, with the checksums) and a view of each tensor's data.
+ */
+function safetensorsParts(
   tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
   metadata: Record<string, string> = {},
-): Uint8Array {
+): Uint8Array[] {
   const entries = Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors);
   if (CHECKSUMS in metadata) {
     throw new SafetensorsError('invalid', `metadata key '${CHECKSUMS}' is reserved for the checksums`);
   }
-  const header: Record<string, unknown> = { __metadata__: null };
+  const head: Record<string, unknown> = { __metadata__: null };
   const checksums: Record<string, string> = {};
   let offset = 0;
   for (const [name, t] of entries) {
@@ -111,22 +115,30 @@ export function serializeSafetensors(
         `tensor '${name}': ${t.data.length} elements do not fill shape [${t.shape.join(', ')}]`,
       );
     }
-    header[name] = { dtype: CODE[t.dtype], shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
+    head[name] = { dtype: CODE[t.dtype], shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
     checksums[name] = checksum(bytesOf(t.data));
     offset += t.data.byteLength;
   }
-  header.__metadata__ = { ...metadata, [CHECKSUMS]: JSON.stringify(checksums) };
-  let json = JSON.stringify(header);
+  head.__metadata__ = { ...metadata, [CHECKSUMS]: JSON.stringify(checksums) };
+  let json = JSON.stringify(head);
   json += ' '.repeat((8 - ((Buffer.byteLength(json) + 8) % 8)) % 8); // pad so the data starts 8-aligned
-  const headerBytes = new TextEncoder().encode(json);
-  const out = new Uint8Array(8 + headerBytes.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
-  out.set(headerBytes, 8);
-  let at = 8 + headerBytes.length;
-  for (const [, t] of entries) {
-    out.set(bytesOf(t.data), at);
-    at += t.data.byteLength;
-  }
+  const json8 = new TextEncoder().encode(json);
+  const header = new Uint8Array(8 + json8.length);
+  new DataView(header.buffer).setBigUint64(0, BigInt(json8.length), true);
+  header.set(json8, 8);
+  return [header, ...entries.map(([, t]) => bytesOf(t.data))];
+}
+
+export function serializeSafetensors(
+  tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
+  metadata: Record<string, string> = {},
+): Uint8Array {
+  const parts = safetensorsParts(tensors, metadata);
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  parts.reduce((at, p) => {
+    out.set(p, at);
+    return at + p.length;
+  }, 0);
   return out;
 }
 
@@ -267,6 +279,15 @@ export async function saveSafetensors(
   metadata?: Record<string, string>,
 ): Promise<void> {
   await writeFileAtomic(path, serializeSafetensors(tensors, metadata));
+}
+
+/** saveSafetensors blocking the calling thread (a writer thread's), the tensors written from their own arrays. */
+export function saveSafetensorsSync(
+  path: string,
+  tensors: Iterable<[string, SafeTensor]> | Record<string, SafeTensor>,
+  metadata?: Record<string, string>,
+): void {
+  writeFileAtomicSync(path, safetensorsParts(tensors, metadata));
 }
 
 export async function loadSafetensors(path: string): Promise<ParsedSafetensors> {

@@ -1,6 +1,6 @@
 // A world of checkpoint.multiprocess.test.ts: trains the uneven MLP with FSDP and Adam on 12 rows
 // per step split over the ranks, optionally resuming from the newest checkpoint in `dir` and saving
-// (synchronously or with AsyncCheckpointer) after given steps; compares with a single-process run
+// (synchronously or with AsyncCheckpointer, which may save into several directories) after given steps; compares with a single-process run
 // of every step from the start. Prints RESULT { rank, resumedAt, maxDiff }.
 import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
@@ -13,7 +13,8 @@ interface Args {
   steps: number;
   load?: boolean;
   saveSyncAt?: number;
-  saveAsyncAt?: number;
+  /** AsyncCheckpointer saves: after step `at`, into `dir` (default: args.dir) */
+  asyncSaves?: { at: number; dir?: string }[];
 }
 const args = JSON.parse(process.argv[2]) as Args;
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -35,15 +36,17 @@ const opt = new Adam(root.parameters(), { lr: 0.01 });
 const saver = new AsyncCheckpointer(root);
 let start = 0;
 if (args.load) start = (await loadFSDPCheckpoint(args.dir, { root, optimizer: opt })).step;
-let pending: Promise<void> | null = null;
+const pending: Promise<void>[] = [];
 for (let t = start; t < args.steps; t++) {
   await train((x) => root.forward(x), t, (rank * 12) / size, ((rank + 1) * 12) / size);
   opt.step();
   opt.zeroGrad();
   if (t + 1 === args.saveSyncAt) await saveFSDPCheckpoint(args.dir, { root, optimizer: opt, step: t + 1 });
-  if (t + 1 === args.saveAsyncAt) pending = (await saver.save(args.dir, { optimizer: opt, step: t + 1 })).done;
+  for (const s of args.asyncSaves ?? []) {
+    if (s.at === t + 1) pending.push((await saver.save(s.dir ?? args.dir, { optimizer: opt, step: t + 1 })).done);
+  }
 }
-await pending;
+await Promise.all(pending);
 
 const ref = unevenMlp();
 const refOpt = new Adam(ref.parameters(), { lr: 0.01 });

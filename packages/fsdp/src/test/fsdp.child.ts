@@ -2,7 +2,7 @@
 // model with fullyShard units and, beside it, the same model on the whole global batch in this
 // process. Prints one RESULT line: an array, one entry per case.
 import { createHash } from 'node:crypto';
-import { type Tensor, tidy } from '@ddp/autograd';
+import { checkpoint, type Tensor, tidy } from '@ddp/autograd';
 import {
   destroyProcessGroup,
   type HalfDtype,
@@ -37,6 +37,8 @@ export interface Case {
    * tp coordinate trains its own replica on its own data (step t + 100·tpRank), all at once.
    */
   tp?: number;
+  /** each transformer block's forward under activation checkpointing, inside its unit */
+  checkpoint?: boolean;
 }
 
 const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
@@ -50,16 +52,40 @@ function build(c: Case): Module {
       : new TwoBlockTransformer();
 }
 
-function shard(c: Case, model: Module, group: ProcessGroup): FSDPModule {
+/** What the inner units' forwards saw: how often they ran, and their gathered parameters' storage. */
+interface UnitProbe {
+  forwards: number;
+  storage: object[];
+}
+
+/** Wraps a unit's forward (before fullyShard takes it) to count its runs and note its parameters' storage. */
+function probe(m: Module, seen: UnitProbe, c: Case): Module {
+  const inner = m.forward.bind(m) as (x: Tensor) => Tensor;
+  const run = c.checkpoint ? (x: Tensor) => checkpoint(inner, x) : inner;
+  m.forward = (x: Tensor) => {
+    seen.forwards++;
+    for (const p of m.parameters()) if (p.requiresGrad) seen.storage.push(p.data.dataId);
+    return run(x);
+  };
+  return m;
+}
+
+function shard(c: Case, model: Module, group: ProcessGroup, seen: UnitProbe): { root: FSDPModule; units: number } {
   const opts = {
     processGroup: group,
     reshardAfterForward: c.reshardAfterForward,
     prefetch: c.prefetch,
     commDtype: c.commDtype,
   };
-  if (model instanceof TwoBlockTransformer) for (const b of model.blocks) fullyShard(b, opts);
-  else for (const i of [0, 2]) fullyShard((model as Sequential).at(i), opts);
-  return fullyShard(model, opts);
+  const units = model instanceof TwoBlockTransformer ? model.blocks : [0, 2].map((i) => (model as Sequential).at(i));
+  for (const u of units) fullyShard(probe(u, seen, c), opts);
+  return { root: fullyShard(model, opts), units: units.length };
+}
+
+/** How many of the storages noted by `probe` the backend still holds. */
+function stillHeld(storage: object[]): number {
+  const backend = tf.engine().backend as unknown as { dataIdMap: { has(id: object): boolean } };
+  return storage.filter((id) => backend.dataIdMap.has(id)).length;
 }
 
 const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> =>
@@ -72,11 +98,13 @@ async function backwardOn(
   from: number,
   to: number,
   scale: number,
+  afterForward: () => void = () => {},
 ): Promise<void> {
   const [w, o] = WIDTHS[c.model];
   const { x, y } =
     c.model === 'golden' ? goldenBatch(t, from, to) : batch(t, w, o, c.model === 'transformer', from, to);
   const out = await forward(x);
+  afterForward();
   const loss = tidy(() => mse(out, y).mul(scale));
   out.dispose();
   x.dispose();
@@ -91,7 +119,14 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   const { rank, size } = group;
   const shift = 100 * (grid?.tpRank ?? 0);
   const model = build(c);
-  const root = shard(c, model, group);
+  const seen: UnitProbe = { forwards: 0, storage: [] };
+  const { root, units } = shard(c, model, group, seen);
+  // between forward and backward: how many gathered parameters' storages the graph keeps alive
+  let heldAfterForward = 0;
+  const afterForward = () => {
+    heldAfterForward = Math.max(heldAfterForward, stillHeld(seen.storage));
+    seen.storage = [];
+  };
   const opt = makeOptimizer(c, root.parameters());
   const ref = build(c);
   const refOpt = makeOptimizer(c, ref.parameters());
@@ -101,11 +136,11 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     if (c.accumulate) {
       const mid = (from + to) / 2;
       root.setRequiresGradientSync(false);
-      await backwardOn((x) => root.forward(x), c, t + shift, from, mid, 0.5);
+      await backwardOn((x) => root.forward(x), c, t + shift, from, mid, 0.5, afterForward);
       root.setRequiresGradientSync(true);
-      await backwardOn((x) => root.forward(x), c, t + shift, mid, to, 0.5);
+      await backwardOn((x) => root.forward(x), c, t + shift, mid, to, 0.5, afterForward);
     } else {
-      await backwardOn((x) => root.forward(x), c, t + shift, from, to, 1);
+      await backwardOn((x) => root.forward(x), c, t + shift, from, to, 1, afterForward);
     }
     opt.step();
     opt.zeroGrad();
@@ -118,6 +153,8 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     rank: world.rank,
     replica: grid?.tpRank ?? 0,
     tensorGrowth: tf.memory().numTensors - tensorsAfterFirst,
+    forwardsPerUnit: seen.forwards / (units * c.steps * (c.accumulate ? 2 : 1)),
+    heldAfterForward,
   };
   if (model instanceof TwoBlockTransformer) {
     // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
