@@ -1,10 +1,10 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { explain, mpirunMissing, runMpirun } from '@ddp/launch/testing';
 import { ip, TwoHosts } from '@ddp/netns';
 import { afterAll, describe, expect, it } from 'vitest';
-import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
-import { explain } from './test/spawn-world.js';
+import { mpiAddonMissing } from './test/mpi-addon.js';
 
 /**
  * The 'mpi' backend across two "hosts": network namespaces joined by a veth pair, two ranks in
@@ -14,7 +14,7 @@ import { explain } from './test/spawn-world.js';
  * hosts do not share either); everything goes over TCP on the veth link. Needs root.
  */
 const hosts = new TwoHosts('m', '10.231.78');
-const skipReason = (await mpirunMissing(true)) ?? hosts.setUp();
+const skipReason = mpirunMissing() ?? (await mpiAddonMissing()) ?? hosts.setUp();
 if (skipReason) console.log(`mpi two-host test skipped: ${skipReason}`);
 const sentBy = (host: number) =>
   Number(/TX:.*\n\s*(\d+)/.exec(ip('-n', hosts.ns[host], '-s', 'link', 'show', hosts.veth[host]))?.[1]);
@@ -46,7 +46,7 @@ describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network na
     const before = sentBy(1);
     const out = await runMpirun({
       np: 4,
-      script: 'collectives.child.ts',
+      script: new URL('./test/collectives.child.ts', import.meta.url),
       env: { DDP_COMM_BACKEND: 'mpi' },
       mpirunArgs,
       wrap: hosts.exec(0),

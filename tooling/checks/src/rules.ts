@@ -11,7 +11,7 @@ export const LAYERS: Record<string, readonly string[]> = {
   half: [],
   comm: ['half'],
   tensor: ['half'],
-  launch: ['comm'],
+  launch: [],
   autograd: ['tensor', 'comm'],
   nn: ['tensor', 'autograd'],
   data: ['tensor', 'autograd', 'comm'],
