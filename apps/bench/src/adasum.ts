@@ -96,12 +96,15 @@ async function main(world: number, steps: number, lrs: number[]): Promise<void> 
   );
   console.table(finals);
   const { writeReport } = await import('@ddp/plot');
+  const finalLoss = (f: (typeof finals)[number]) =>
+    `${f.mode} lr ${f.lr}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}`;
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'adasum', rows, {
     meta: { world, steps, batchPerRank: BATCH, model: `MLP ${IN}-${HIDDEN}-1 (tanh), teacher MLP targets`, finals },
     notes:
       `${world} ranks, SGD, ${BATCH} samples per rank per step (each rank its own), loss on ${EVAL} held-out samples ` +
-      "(capped at 10 for the plot). average: DDP's all-reduce mean; sum: the gradients added (Horovod op=Sum); adasum: " +
-      `adasumHook (per-parameter Adasum, recursive doubling). Initial loss ${lossAt('average', lrs[0], 0).toPrecision(3)}. Final losses: ${finals.map((f) => `${f.mode} lr ${f.lr}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}`).join('; ')}.`,
+      "(capped at 10 for the plot). average: DDP's all-reduce mean; sum: the gradients added (Horovod op=Sum); " +
+      `adasum: adasumHook (per-parameter Adasum, recursive doubling). Initial loss ` +
+      `${lossAt('average', lrs[0], 0).toPrecision(3)}. Final losses: ${finals.map(finalLoss).join('; ')}.`,
     chart: {
       x: 'step',
       y: 'loss',

@@ -228,13 +228,13 @@ async function main(): Promise<void> {
     notes:
       `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
-      'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
-      'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
-      '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
-      'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
-      'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it overlaps, minus ' +
-      'a plain step (the fastest of two before and one after); asyncSaveCallSeconds: the save call alone (the host ' +
-      'copy). Communication buffers are JS memory and not counted.',
+      'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients ' +
+      'reduced to their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over ' +
+      'the shards (fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps ' +
+      'after the first; stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
+      'syncSaveSeconds: saveFSDPCheckpoint; asyncStallSeconds: AsyncCheckpointer.save plus the step it ' +
+      'overlaps, minus a plain step (the fastest of two before and one after); asyncSaveCallSeconds: the save ' +
+      'call alone (the host copy). Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));

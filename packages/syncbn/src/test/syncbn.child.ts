@@ -105,7 +105,10 @@ const evalY = bn.forward(x); // running stats, no communication
 const evalOut = Array.from(evalY.dataSync());
 evalY.dispose();
 const oneDDiffs = await oneD();
-console.log(
-  `RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`,
-);
+const evalStats = {
+  evalRunningMean: Array.from(bn.runningMean.dataSync()),
+  evalRunningVar: Array.from(bn.runningVar.dataSync()),
+};
+const result = { ...first, leaked, syncForwardError, oneD: oneDDiffs, evalY: evalOut, ...evalStats };
+console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();
