@@ -18,6 +18,7 @@ function pkg(
     runtime: new Set(runtime),
     dev: new Set(dev),
     native: name === 'shm',
+    build: null,
     files: Object.entries(files).map(([path, text]) => ({ path: `${dir}/${path}`, text })),
   };
 }

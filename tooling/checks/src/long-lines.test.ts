@@ -3,7 +3,7 @@ import { breakLongLines, longLines } from './long-lines.js';
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
 /** The value of a one-expression program (the fixer must not change what a string says). */
-const valueOf = (code: string): unknown => new Function(`return ${code.trim().replace(/;$/, '')}`)();
+const evaluate = (code: string): unknown => new Function(`return ${code.trim().replace(/;$/, '')}`)();
 
 describe('lines over 120 characters', () => {
   it('lists lines over the width, not at it, and not a test title', () => {
@@ -28,10 +28,10 @@ describe('lines over 120 characters', () => {
     const fixed = breakLongLines(code);
     expect(fixed.split('\n')).toHaveLength(3);
     expect(longLines('a.ts', fixed)).toEqual([]);
-    expect(valueOf(fixed.replace('const s =', ''))).toBe(`${words(22)} end`);
+    expect(evaluate(fixed.replace('const s =', ''))).toBe(`${words(22)} end`);
   });
 
-  it('does not split what `+` would change: a literal with a property read, or a template with ${…} at the cut', () => {
+  it('does not split what `+` would change: a literal with a property read, or a template whose only space is inside a placeholder', () => {
     const read = `const n = '${words(30)}'.length;`;
     expect(breakLongLines(read)).toBe(read);
     const template = `f(\`\${'${'x'.repeat(130)}'}\`)`;

@@ -49,18 +49,21 @@ function testTitleLines(text: string): Set<number> {
   return lines;
 }
 
-/** Where a string literal token may be cut: a space, outside `${…}`, before `limit` (an offset in the file). */
+/**
+ * Where a string literal token may be cut: after a space, outside `${…}`, before `limit` (an offset in the
+ * file), leaving at least a few words on each side when it can (no one-word line).
+ */
 function cutPoint(text: string, start: number, end: number, limit: number): number | null {
   let depth = 0;
-  let best: number | null = null;
-  // keep some of the literal on each side of the cut
+  const cuts: number[] = [];
   for (let i = start + 1; i < Math.min(end - 1, limit); i++) {
     if (text[i] === '\\') i++;
     else if (text.startsWith('${', i)) depth++;
     else if (text[i] === '}' && depth > 0) depth--;
-    else if (text[i] === ' ' && depth === 0 && i - start > 10) best = i + 1;
+    else if (text[i] === ' ' && depth === 0 && i - start > 10) cuts.push(i + 1);
   }
-  return best;
+  const roomy = cuts.filter((c) => end - c >= 20);
+  return roomy.at(-1) ?? cuts.at(-1) ?? null;
 }
 
 /**
@@ -152,7 +155,7 @@ function wrapComment(line: string, width: number): string[] | null {
       out.push(current.trimEnd());
       current = prefix;
     }
-    current += word + ' ';
+    current += `${word} `;
   }
   out.push(current.trimEnd());
   if (block) out.push(`${indent} */`);

@@ -8,6 +8,7 @@ import { dependencyMismatches, layerViolations, oversizedFiles } from './checks.
 import { breakLongLines, longLines, MAX_WIDTH } from './long-lines.js';
 import { LONG_LINES_PENDING } from './rules.js';
 import { workspacePackages } from './scan.js';
+import { testLayoutViolations } from './test-layout.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const pkgs = workspacePackages(root);
@@ -40,6 +41,7 @@ const sections = [
   ['files over the size limit (split where a second concept hides)', oversizedFiles(pkgs)],
   ['dependencies that do not match the imports', dependencyMismatches(pkgs)],
   ["imports that cross DESIGN.md's layers", layerViolations(pkgs)],
+  ['test helpers outside the one layout (src/test/, src/fixtures/)', testLayoutViolations(pkgs)],
   [
     `lines over ${MAX_WIDTH} characters (\`pnpm fix\` breaks comments and strings; shorten the rest)`,
     tooLong.map((l) => `${l.path}:${l.line}: ${l.width} characters`),
@@ -57,5 +59,6 @@ for (const [title, problems] of sections) {
 }
 if (failed) process.exit(1);
 console.log(
-  `check: ${pkgs.length} packages, ${tsFiles.length} files: size, width, dependencies, layers, assertions ` + `ok`,
+  `check: ${pkgs.length} packages, ${tsFiles.length} files: size, width, dependencies, layers, ` +
+    `test layout, assertions ok`,
 );
