@@ -1,13 +1,10 @@
+// spawnRanks: starts N rank processes directly, without the launcher, for tests that need what ddp-run
+// does not do: one rank's own environment or command prefix, a handle on each child to kill or stop
+// it, every rank running to its own end rather than ended when the first fails.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { findFreePort } from '../port.js';
 import { scriptArgs } from '../world.js';
-
-/**
- * Starts N rank processes directly, without the launcher: for tests that need what ddp-run does
- * not do (one rank's own environment or command prefix, a handle on each child to kill or stop
- * it, every rank running to its own end rather than ended when the first fails).
- */
 
 export interface RankOutcome {
   rank: number;
