@@ -133,7 +133,8 @@ async function bench(run: DumpedRun, dump: string, work: string, torch: string):
   const top1 = (impl: string) => [...new Set(of(impl).map((r) => `${r.zeroShotTop1Pct} %`))].join(', ');
   const notes = paragraphs(
     [
-      `apps/clip (@ddp/reducer DDP on tfjs-wasm, with @ddp/native-kernels where built — the ranks' start-up line says —,`,
+      `apps/clip (@ddp/reducer DDP on tfjs-wasm, with @ddp/native-kernels where built — the ranks' start-up ` +
+        `line says —,`,
       `one thread per rank) against a PyTorch ${torch} twin (DDP over`,
       `Gloo, torch.set_num_threads(1)), ${run.world} ranks each, ${run.steps} steps × global batch ${run.batchSize},`,
       'the same initial weights, batches, loss, AdamW groups, schedule and evaluation (apps/clip --dump-init;',

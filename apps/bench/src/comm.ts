@@ -175,25 +175,32 @@ async function main(): Promise<void> {
     const first = sizes.find((b) => (find('ddp-ring', world, b)?.us ?? 0) < (find('ddp-direct', world, b)?.us ?? 0));
     const cells = sizes.map(
       (b) =>
-        `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`,
+        `${label(b)}: direct ${Math.round(find('ddp-direct', world, b)?.us ?? 0)} µs / ring ` +
+        `${Math.round(find('ddp-ring', world, b)?.us ?? 0)} µs`,
     );
     return `- world ${world}: ring first faster at ${first ? label(first) : 'none of the sizes'} (${cells.join('; ')})`;
   });
   const vsMpi = WORLDS.flatMap((world) => {
     const [small, large] = [4 * KiB, 64 * KiB * KiB].map((b) => [find('ddp', world, b), find('mpi', world, b)]);
     if (!small?.[0] || !small[1] || !large?.[0] || !large[1]) return [];
-    const lat = `4 KiB ${Math.round(small[0].us)} µs vs ${small[1].us.toFixed(1)} µs (${(small[0].us / small[1].us).toFixed(1)}× Open MPI's latency)`;
+    const lat =
+      `4 KiB ${Math.round(small[0].us)} µs vs ${small[1].us.toFixed(1)} µs ` +
+      `(${(small[0].us / small[1].us).toFixed(1)}× Open MPI's latency)`;
     return [`- world ${world}: ${lat}; 64 MiB bus bandwidth ${(large[1].us / large[0].us).toFixed(2)}× Open MPI's`];
   });
+  const NO_SHM = '@ddp/shm not built: Unix sockets';
   const notes = [
-    `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ${process.version}); bus bandwidth = 2(N−1)/N · bytes / time; best of ${ROUNDS} alternating round(s).`,
+    `All-reduce (sum, float32, shared-memory arrays) on this machine (${process.platform}, node ` +
+      `${process.version}); bus bandwidth = 2(N−1)/N · bytes / time; best of ${ROUNDS} alternating round(s).`,
     torch
       ? `Gloo: torch ${torch} under /usr/bin/python3, same sizes, same run; ratios > 1 favour @ddp/comm.`
       : 'Gloo: torch not importable under /usr/bin/python3, no comparison.',
-    `ddp: the default transport (${native ? 'shared memory between ranks of this host, @ddp/shm built' : '@ddp/shm not built: Unix sockets'}); ddp-uds: Unix sockets (DDP_TRANSPORT=uds).`,
+    `ddp: the default transport (${native ? 'shared memory between ranks of this host, @ddp/shm built' : NO_SHM}); ` +
+      'ddp-uds: Unix sockets (DDP_TRANSPORT=uds).',
     typeof mpi === 'string'
       ? `Open MPI: ${mpi}.`
-      : `Open MPI ${mpi.version}: src/mpi-allreduce.c (MPI_Allreduce in place) under mpirun --oversubscribe, same sizes, same run.`,
+      : `Open MPI ${mpi.version}: src/mpi-allreduce.c (MPI_Allreduce in place) under mpirun --oversubscribe, same ` +
+        `sizes, same run.`,
     ...vsMpi,
     'Switch-over between the direct (one-round) and ring algorithms over sockets, each forced:',
     ...crossover,

@@ -82,7 +82,9 @@ async function main(): Promise<void> {
       series: 'loss',
       title: `CLIP loss peak tensor memory per rank, global batch ${GLOBAL}`,
     },
-    notes: `Forward + backward of the loss only, ${GLOBAL} × ${DIM} features; the slowest rank's median of ${REPEATS - 1} runs and the largest peak.`,
+    notes:
+      `Forward + backward of the loss only, ${GLOBAL} × ${DIM} features; the slowest rank's median of ` +
+      `${REPEATS - 1} runs and the largest peak.`,
   });
   console.log(`wrote ${files.join(', ')}`);
 }

@@ -147,9 +147,10 @@ async function main(): Promise<void> {
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'data-parallel', rows, {
     meta: { ...flags, best },
     notes:
-      `One SGD step of an MLP (width ${flags.width}, ${flags.depth} layers) at global batch ${flags.batch}: single process; ` +
-      `DataParallel with ${flags.replicas} replica threads; DDP on ${flags.replicas} processes. Median of ${flags.steps} steps after ` +
-      `${WARMUP} warm-up, ${flags.rounds} alternating rounds; best round's step time relative to single's: ${ratios}.`,
+      `One SGD step of an MLP (width ${flags.width}, ${flags.depth} layers) at global batch ${flags.batch}: ` +
+      `single process; DataParallel with ${flags.replicas} replica threads; DDP on ${flags.replicas} ` +
+      `processes. Median of ${flags.steps} steps after ${WARMUP} warm-up, ${flags.rounds} alternating rounds; ` +
+      `best round's step time relative to single's: ${ratios}.`,
     chart: {
       x: 'round',
       y: 'stepMs',

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
 import { ddpRank, dimsOf, paramsOf } from './lib/ddp-rank.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
+import { byRound, cpuNote, hiddenFraction, pct, type StepTimes } from './lib/step-stats.js';
 import { glooTorchVersion, runSampleWorld } from './lib/world.js';
 
 const {
@@ -78,9 +79,6 @@ interface Sample {
   ms: number;
 }
 
-/** Step times (ms) by mode, CPU times as `cpu:<mode>`, and `info:<what>` figures that are not times. */
-type StepTimes = Record<string, number>;
-
 /** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
 async function runWorld(
   world: number,
@@ -120,7 +118,8 @@ async function measure(
       const times = await run(variant, world, transport ? { DDP_TRANSPORT: transport } : {});
       if (variant === 'interleaved' && world === 2 && !transport) interleaved.push(times);
       for (const [mode, ms] of Object.entries(times)) {
-        const name = `${label}${transport ? `${transport}-` : ''}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
+        const via = transport ? `${transport}-` : '';
+        const name = `${label}${via}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
         console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)}`);
         if (mode.startsWith('info:')) {
           infos.push({ variant: name, world, value: ms });
@@ -169,16 +168,6 @@ async function overLink(self: string, samples: Sample[], infos: Infos): Promise<
   }
 }
 
-/**
- * The share of the all-reduce that backward hides, from one interleaved run at 2 ranks:
- * 1 − (DDP step − DDP step that communicates nothing) / all-reduce alone, in [0, 1].
- */
-const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp - t.local) / t.comm));
-/** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
-const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp'] - t['cpu:local'], comm: t['cpu:comm'] });
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
-
 async function main(): Promise<void> {
   const self = fileURLToPath(import.meta.url);
   const torch = glooTorchVersion();
@@ -214,24 +203,19 @@ async function main(): Promise<void> {
   const computeScaling = ms('compute', 1) / ms('compute', 2);
   const hiddenByRound = hostRounds.map(hiddenFraction);
   const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
-  const cpuNote = (runs: StepTimes[]) => {
-    if (runs.length === 0) return '';
-    const cpu = runs.map(cpuOf);
-    const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
-    return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
-  };
-  const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
   const prefixes = transports.map((t) => (t ? `${t}-` : ''));
   const ownWork = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ` +
+        `${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
     ),
   );
   const versus = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ` +
+        `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
     ),
   );
   const caps = prefixes.map(
@@ -247,20 +231,38 @@ async function main(): Promise<void> {
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
-    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.",
+    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB ` +
+      `of gradients), batch ${BATCH} per rank, SGD, ` +
+      `${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; ` +
+      `median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per ` +
+      `rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
+    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: " +
+      "the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: " +
+      'the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so ' +
+      "load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the " +
+      'kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
     `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
     `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
-    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
-    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
-    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
+    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP ` +
+      `reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ` +
+      `${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ` +
+      `${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest ` +
+      `rank), on this host: ${byRound(hiddenByRound)}. ${cpuNote(hostRounds)}`,
     torch
-      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.`
+      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP ` +
+        `step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ` +
+        `${pct(ms('torch', 1) / ms('torch', 2))}.`
       : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ` +
+        `${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} ` +
+        `(${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ` +
+        `${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ` +
+        `${byRound(linkHiddenByRound)}. ${cpuNote(link)}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));

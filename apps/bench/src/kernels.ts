@@ -8,7 +8,8 @@
  * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
  * Writes results/kernels.{json,md,png}.
  *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/kernels.ts [--threads 1,2] [--seconds 0.2] [--rounds 3] [--cpu]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/kernels.ts \
+ *     [--threads 1,2] [--seconds 0.2] [--rounds 3] [--cpu]
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -96,7 +97,9 @@ const convRows: Row[] = [];
 for (const shape of CONVS) {
   for (const pass of CONV_PASSES) {
     const label = {
-      conv: `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ${shape.n}×${shape.h}×${shape.w}`,
+      conv:
+        `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ` +
+        `${shape.n}×${shape.h}×${shape.w}`,
       pass,
     };
     convRows.push(
@@ -139,8 +142,10 @@ setNumThreads(initialThreads);
 
 const { batch, seq, dim, heads, layers, vocab } = STEP;
 const notes = [
-  `Node ${process.version}, ${process.platform}-${process.arch}, ${new Date().toISOString()}; ${nativeKernelsSummary()}; PyTorch ${torch?.version ?? 'absent'}.`,
-  `GFLOP/s, mean over ≥ ${minSeconds} s after one warm-up, best of ${rounds} rounds (native and PyTorch alternating), case by case.`,
+  `Node ${process.version}, ${process.platform}-${process.arch}, ${new Date().toISOString()}; ` +
+    `${nativeKernelsSummary()}; PyTorch ${torch?.version ?? 'absent'}.`,
+  `GFLOP/s, mean over ≥ ${minSeconds} s after one warm-up, best of ${rounds} rounds (native and PyTorch ` +
+    `alternating), case by case.`,
   '',
   '## Conv2D and its gradients (GFLOP/s; ddp NHWC kernels, PyTorch NCHW F.conv2d / torch.nn.grad)',
   '',
@@ -148,7 +153,9 @@ const notes = [
   '## Fused ops over the last axis (G values/s; wasm: tfjs ops, native: one addon pass, PyTorch: the ATen kernels)',
   '',
   markdownTable(fusedRows),
-  `## Transformer training step: ${layers} pre-norm causal blocks, dim ${dim}, ${heads} heads, batch ${batch} × seq ${seq}, vocab ${vocab}; forward, cross-entropy, backward, AdamW (best of ${rounds} rounds, engines alternating)`,
+  `## Transformer training step: ${layers} pre-norm causal blocks, dim ${dim}, ${heads} heads, batch ${batch} ` +
+    `× seq ${seq}, vocab ${vocab}; forward, cross-entropy, backward, AdamW (best of ${rounds} rounds, engines ` +
+    `alternating)`,
   '',
   markdownTable(stepRows),
   '## Matmul (GFLOP/s) for the Linear layers of the DDP bench and the CLIP model',

@@ -53,7 +53,9 @@ async function main(): Promise<void> {
     for (const [rep, s] of samples.entries()) rows.push({ policy, rep: rep + 1, us: Number(s.us.toFixed(1)) });
     console.log(`${policy}: ${samples.map((s) => `${s.us.toFixed(1)} µs`).join(', ')}`);
   }
-  const notes = `4 KiB all-reduce (float32, sum) back to back on 2 ranks, µs per op: ${REPS} timed loops of ${ITERS} after ${ITERS} warm-up ones, per wait policy.`;
+  const notes =
+    `4 KiB all-reduce (float32, sum) back to back on 2 ranks, µs per op: ${REPS} timed loops of ` +
+    `${ITERS} after ${ITERS} warm-up ones, per wait policy.`;
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'shm-wait', rows, {
     meta: { iters: ITERS, reps: REPS },

@@ -50,7 +50,8 @@ export class ClipModel extends Module {
     ); // → 16 × 14 × 28
     this.imageBody = this.registerModule(
       'imageBody',
-      new Sequential(new Conv2d(16, 32, 3, { stride: 2, padding: 1, generator }), new ReLU(), new Flatten()), // → 32 × 7 × 14
+      // → 32 × 7 × 14
+      new Sequential(new Conv2d(16, 32, 3, { stride: 2, padding: 1, generator }), new ReLU(), new Flatten()),
     );
     this.imageProj = this.registerModule('imageProj', new Linear(32 * 7 * 14, embedDim, { generator }));
     this.tokenEmbedding = this.registerModule('tokenEmbedding', new Embedding(10, textDim, { generator }));

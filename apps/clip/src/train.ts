@@ -224,7 +224,8 @@ if (rank === 0) {
     .at(-1);
   const files = await metrics.plot();
   console.log(
-    `final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ${metrics.path}, ${files.join(', ')}`,
+    `final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ` +
+      `${metrics.path}, ${files.join(', ')}`,
   );
 }
 model.dispose();

@@ -64,7 +64,10 @@ async function run(name: string, dtype: AutocastDtype | null): Promise<Run> {
   return { output, grads };
 }
 
-/** |a − b| in units of dtype's spacing at b: 2^(exponent − 7) for bfloat16, 2^(exponent − 10) for float16 (2^-24 below its normals). */
+/**
+ * |a − b| in units of dtype's spacing at b: 2^(exponent − 7) for bfloat16, 2^(exponent − 10) for float16 (2^-24 below
+ * its normals).
+ */
 function ulps(a: number, b: number, dtype: AutocastDtype): number {
   const [bits, minExp] = dtype === 'bfloat16' ? [7, -126] : [10, -14];
   const exp = b === 0 ? minExp : Math.max(minExp, Math.floor(Math.log2(Math.abs(b))));
@@ -93,7 +96,8 @@ describe('autocast(bfloat16) against PyTorch', () => {
     it(`${name}: output and input gradients are torch's bfloat16 casts around float32 kernels`, async () => {
       const c = fixture.autocastBf16[name];
       const ours = await run(name, 'bfloat16');
-      // the mlp's output is its loss, a float32 op off autocast's list: float32 sums in another order may differ by an ulp
+      // the mlp's output is its loss, a float32 op off autocast's list: float32 sums in another order may differ by an
+      // ulp
       if (name === 'mlp') expect(ours.output[0]).toBeCloseTo(c.reference.output[0], 5);
       else expectMatch(ours.output, c.reference.output, 'output');
       c.reference.grads.forEach((g, i) => {

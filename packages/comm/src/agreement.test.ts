@@ -1,7 +1,7 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { phase, wrongAgreement, wrongAverages } from './test/agreement-expect.js';
 import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
-import { explain, runWorld } from './test/spawn-world.js';
 
 /**
  * Calls that differ across ranks, a call that fails on one rank only, and use after destroy:
@@ -14,7 +14,13 @@ describe.each(['default', 'uds'])('every rank raises (%s transport)', (transport
   const differ = 'collectives that differ in root, count, dtype, per-rank sizes or op, or are invalid on one rank';
   it(`${differ}: a typed error on every rank, then on every later call`, async () => {
     const args = [...Object.keys(MISMATCHES), ...Object.keys(BAD_CALLS)];
-    const out = await runWorld({ worldSize: 3, script: 'agreement.child.ts', args, env, timeoutMs: 100_000 });
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/agreement.child.ts', import.meta.url),
+      args,
+      env,
+      timeoutMs: 100_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),
@@ -23,9 +29,9 @@ describe.each(['default', 'uds'])('every rank raises (%s transport)', (transport
   }, 120_000);
 
   it('a group used after destroyProcessGroup: NotInitializedError at once; its live peers: PeerLostError', async () => {
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'agreement.child.ts',
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/agreement.child.ts', import.meta.url),
       args: ['destroyed'],
       env,
       timeoutMs: 40_000,
@@ -47,7 +53,12 @@ describe.each(['default', 'uds'])('every rank raises (%s transport)', (transport
 describe.each(['default', 'uds'])('AVG near the dtype limit (%s transport)', (transport) => {
   it('overflowing sums average to finite values, ordinary ones bit-exact, identical on every rank', async () => {
     const env: Record<string, string> = transport === 'uds' ? { DDP_TRANSPORT: 'uds' } : {};
-    const out = await runWorld({ worldSize: 3, script: 'average.child.ts', env, timeoutMs: 100_000 });
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/average.child.ts', import.meta.url),
+      env,
+      timeoutMs: 100_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),

@@ -1,5 +1,5 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, runWorld } from './test/spawn-world.js';
 
 interface Summary {
   checks: number;
@@ -17,9 +17,9 @@ describe('collectives across real processes', () => {
   for (const { worldSize, transport } of worlds) {
     it(`world of ${worldSize} (${transport} transport): every collective, op and dtype at sizes 0, 1, 7${worldSize >= 3 ? ' and 17 MiB' : ''}`, async () => {
       const env: Record<string, string> = transport === 'default' ? {} : { DDP_TRANSPORT: transport };
-      const out = await runWorld({
-        worldSize,
-        script: 'collectives.child.ts',
+      const out = await spawnRanks({
+        nprocs: worldSize,
+        script: new URL('./test/collectives.child.ts', import.meta.url),
         args: worldSize >= 3 ? ['--large'] : [],
         timeoutMs: 200_000,
         env,

@@ -1,5 +1,5 @@
+import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, type RankOutcome, runWorld } from './test/spawn-world.js';
 
 interface Outcome {
   phase: string;
@@ -27,9 +27,9 @@ async function loseVictim(
   let reported = 0;
   const started = new Set<number>();
   const children = new Map<number, import('node:child_process').ChildProcess>();
-  const out = await runWorld({
-    worldSize: 3,
-    script: 'faults.child.ts',
+  const out = await spawnRanks({
+    nprocs: 3,
+    script: new URL('./test/faults.child.ts', import.meta.url),
     args: ['kill'],
     env,
     timeoutMs: 60_000,
@@ -68,7 +68,12 @@ describe('faults', () => {
   );
 
   it('allGather on one rank while the others allReduce: CollectiveMismatchError on every rank', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['mismatch'], timeoutMs: 40_000 });
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/faults.child.ts', import.meta.url),
+      args: ['mismatch'],
+      timeoutMs: 40_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),
@@ -81,7 +86,12 @@ describe('faults', () => {
   }, 60_000);
 
   it('a different element count on one rank (ring-sized): CollectiveMismatchError on every rank', async () => {
-    const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['count'], timeoutMs: 40_000 });
+    const out = await spawnRanks({
+      nprocs: 4,
+      script: new URL('./test/faults.child.ts', import.meta.url),
+      args: ['count'],
+      timeoutMs: 40_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),
@@ -90,7 +100,12 @@ describe('faults', () => {
   }, 60_000);
 
   it('counts so different that ranks run the collective on different threads: CollectiveMismatchError on every rank', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['route'], timeoutMs: 40_000 });
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/faults.child.ts', import.meta.url),
+      args: ['route'],
+      timeoutMs: 40_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),
@@ -103,7 +118,12 @@ describe('faults', () => {
 
   it('a rank that never arrives: CommTimeoutError on every other rank naming the collective and that rank', async () => {
     // a ring: most ranks wait on a neighbour that is itself waiting; the probe finds rank 3
-    const out = await runWorld({ worldSize: 4, script: 'faults.child.ts', args: ['timeout'], timeoutMs: 40_000 });
+    const out = await spawnRanks({
+      nprocs: 4,
+      script: new URL('./test/faults.child.ts', import.meta.url),
+      args: ['timeout'],
+      timeoutMs: 40_000,
+    });
     for (const o of out.filter((x) => x.rank !== 3)) {
       const r = phase(o, 'collective');
       expect(r?.name, explain(out)).toBe('CommTimeoutError');
@@ -113,9 +133,9 @@ describe('faults', () => {
   }, 60_000);
 
   it('a rank with the wrong secret is refused with AuthError', async () => {
-    const out = await runWorld({
-      worldSize: 2,
-      script: 'faults.child.ts',
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('./test/faults.child.ts', import.meta.url),
       args: ['auth'],
       rankEnv: (r): Record<string, string> => (r === 1 ? { DDP_SECRET: 'not-the-secret' } : {}),
       timeoutMs: 40_000,
@@ -125,7 +145,12 @@ describe('faults', () => {
   }, 60_000);
 
   it('random bytes sent to every listening port crash nothing; the next collectives complete', async () => {
-    const out = await runWorld({ worldSize: 3, script: 'faults.child.ts', args: ['fuzz'], timeoutMs: 40_000 });
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/faults.child.ts', import.meta.url),
+      args: ['fuzz'],
+      timeoutMs: 40_000,
+    });
     expect(
       out.every((o) => o.code === 0),
       explain(out),

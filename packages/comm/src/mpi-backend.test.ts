@@ -1,11 +1,11 @@
+import { explain, mpirunMissing, type RankOutcome, runMpirun } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, initProcessGroup } from './index.js';
 import { wrongAgreement, wrongAverages } from './test/agreement-expect.js';
 import { BAD_CALLS, MISMATCHES } from './test/mismatches.js';
-import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
-import { explain, type RankOutcome } from './test/spawn-world.js';
+import { mpiAddonMissing } from './test/mpi-addon.js';
 
-const missing = await mpirunMissing(true);
+const missing = mpirunMissing() ?? (await mpiAddonMissing());
 if (missing) console.log(`mpi backend tests skipped: ${missing}`);
 const MPI = { DDP_COMM_BACKEND: 'mpi' };
 
@@ -30,7 +30,12 @@ describe('backend selection', () => {
 describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
   for (const np of [2, 3, 4]) {
     it(`-np ${np}: every collective, op and dtype at sizes 0, 1, 7, bit-exact`, async () => {
-      const out = await runMpirun({ np, script: 'collectives.child.ts', env: MPI, timeoutMs: 60_000 });
+      const out = await runMpirun({
+        np,
+        script: new URL('./test/collectives.child.ts', import.meta.url),
+        env: MPI,
+        timeoutMs: 60_000,
+      });
       expect(out[0]?.code, explain(out)).toBe(0);
       for (const s of summaries(out)) {
         expect(s?.failures).toEqual([]);
@@ -42,7 +47,7 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
   it('-np 4: 200 random collectives, up to 8 in flight, on the world and on two kinds of subgroups', async () => {
     const out = await runMpirun({
       np: 4,
-      script: 'random.child.ts',
+      script: new URL('./test/random.child.ts', import.meta.url),
       args: ['200', '4242'],
       env: MPI,
       timeoutMs: 60_000,
@@ -56,19 +61,34 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
 
   it('-np 3: calls that differ or are invalid on one rank raise a typed error on every rank, then on every later call', async () => {
     const args = [...Object.keys(MISMATCHES), ...Object.keys(BAD_CALLS)];
-    const out = await runMpirun({ np: 3, script: 'agreement.child.ts', args, env: MPI, timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 3,
+      script: new URL('./test/agreement.child.ts', import.meta.url),
+      args,
+      env: MPI,
+      timeoutMs: 60_000,
+    });
     expect(out[0]?.code, explain(out)).toBe(0);
     expect(wrongAgreement(out)).toEqual([]);
   }, 70_000);
 
   it('-np 3: AVG near the dtype limit is finite, ordinary averages bit-exact, equal on every rank', async () => {
-    const out = await runMpirun({ np: 3, script: 'average.child.ts', env: MPI, timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 3,
+      script: new URL('./test/average.child.ts', import.meta.url),
+      env: MPI,
+      timeoutMs: 60_000,
+    });
     expect(out[0]?.code, explain(out)).toBe(0);
     expect(wrongAverages(out)).toEqual([]);
   }, 70_000);
 
   it('-np 2: MAX/MIN propagate a NaN in every float dtype; a receive of the wrong size fails there, then on both', async () => {
-    const out = await runMpirun({ np: 2, script: 'mpi-edges.child.ts', timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 2,
+      script: new URL('./test/mpi-edges.child.ts', import.meta.url),
+      timeoutMs: 60_000,
+    });
     expect(out[0]?.code, explain(out)).toBe(0);
     const [r0, r1] = out.map((o) => o.results[0] as Summary & { shortReceive: string; after: string });
     for (const r of [r0, r1]) expect(r?.failures).toEqual([]);
@@ -81,7 +101,12 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
   }, 70_000);
 
   it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
-    const out = await runMpirun({ np: 3, script: 'mpi-lost.child.ts', args: ['skip'], timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 3,
+      script: new URL('./test/mpi-lost.child.ts', import.meta.url),
+      args: ['skip'],
+      timeoutMs: 60_000,
+    });
     // ended by mpirun (the idle rank never exits by itself), not by the harness's kill
     expect(out[0]?.signal, explain(out)).toBeNull();
     for (const o of out.slice(0, 2)) {
@@ -95,7 +120,12 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
   }, 70_000);
 
   it('a rank killed (SIGKILL) while the others wait in an all-reduce: mpirun ends the job, nobody hangs', async () => {
-    const out = await runMpirun({ np: 3, script: 'mpi-lost.child.ts', args: ['kill'], timeoutMs: 60_000 });
+    const out = await runMpirun({
+      np: 3,
+      script: new URL('./test/mpi-lost.child.ts', import.meta.url),
+      args: ['kill'],
+      timeoutMs: 60_000,
+    });
     expect(out[0]?.signal, explain(out)).toBeNull();
     expect(out[0]?.code).not.toBe(0);
   }, 70_000);

@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { explain, mpirunMissing, runMpirun } from '@ddp/launch/testing';
 import { TwoHosts } from '@ddp/netns';
 import { afterAll, describe, expect, it } from 'vitest';
-import { mpirunMissing, runMpirun } from './test/spawn-mpirun.js';
-import { explain } from './test/spawn-world.js';
+import { mpiAddonMissing } from './test/mpi-addon.js';
 
 /**
  * The 'mpi' backend across two "hosts": network namespaces joined by a veth pair, two ranks in
@@ -12,7 +12,7 @@ import { explain } from './test/spawn-world.js';
  * enters host 1's namespace (TwoHosts.mpirun). Needs root.
  */
 const hosts = new TwoHosts('m', '10.231.78');
-const skipReason = (await mpirunMissing(true)) ?? hosts.setUp();
+const skipReason = mpirunMissing() ?? (await mpiAddonMissing()) ?? hosts.setUp();
 if (skipReason) console.log(`mpi two-host test skipped: ${skipReason}`);
 
 describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network namespaces + veth), 2 ranks each", () => {
@@ -26,7 +26,7 @@ describe.skipIf(skipReason !== null)("the 'mpi' backend on two hosts (network na
     const before = hosts.bytesSent(1);
     const out = await runMpirun({
       np: 4,
-      script: 'collectives.child.ts',
+      script: new URL('./test/collectives.child.ts', import.meta.url),
       env: { DDP_COMM_BACKEND: 'mpi' },
       ...hosts.mpirun(dir, 2),
       timeoutMs: 90_000,

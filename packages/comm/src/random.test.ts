@@ -1,12 +1,12 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, runWorld } from './test/spawn-world.js';
 
 describe('1000 random back-to-back collectives on the world and on subgroups', () => {
   for (const worldSize of [3, 4]) {
     it(`world of ${worldSize}: bit-exact with the local reference`, async () => {
-      const out = await runWorld({
-        worldSize,
-        script: 'random.child.ts',
+      const out = await spawnRanks({
+        nprocs: worldSize,
+        script: new URL('./test/random.child.ts', import.meta.url),
         args: ['1000', String(worldSize * 7919)],
         timeoutMs: 200_000,
       });

@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { explain, runWorld } from './test/spawn-world.js';
 import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 /** Socket files in the temp directory that name one of `pids` (other worktrees' tests run beside this one). */
@@ -40,9 +40,9 @@ afterEach(async () => {
 describe('Unix socket files', () => {
   it('a world leaves none behind, whether it ends cleanly or its ranks are killed with -9', async () => {
     const clean: number[] = [];
-    const ok = await runWorld({
-      worldSize: 3,
-      script: 'rendezvous.child.ts',
+    const ok = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/rendezvous.child.ts', import.meta.url),
       args: ['init'],
       env: { DDP_TRANSPORT: 'uds' },
       onSpawn: (_r, c) => clean.push(c.pid as number),
@@ -56,9 +56,9 @@ describe('Unix socket files', () => {
     const killed: number[] = [];
     const children: ChildProcess[] = [];
     let up = 0;
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'rendezvous.child.ts',
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/rendezvous.child.ts', import.meta.url),
       args: ['hold', join(tmpdir(), 'ddp-never-created')],
       env: { DDP_TRANSPORT: 'uds' },
       onSpawn: (_r, c) => {
@@ -79,7 +79,11 @@ describe('Unix socket files', () => {
   it('a starting world removes the socket files of dead ranks, and only those', async () => {
     const stale = await staleSocketFile(tmpdir());
     expect(existsSync(stale.path)).toBe(true);
-    const out = await runWorld({ worldSize: 2, script: 'rendezvous.child.ts', args: ['init'] });
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('./test/rendezvous.child.ts', import.meta.url),
+      args: ['init'],
+    });
     expect(
       out.map((o) => (o.results[0] as { sum?: number }).sum),
       explain(out),

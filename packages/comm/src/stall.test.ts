@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, type RankOutcome, runWorld } from './test/spawn-world.js';
 
 interface Outcome {
   phase: string;
@@ -20,9 +20,9 @@ describe('a rank stopped past the heartbeat limit, then continued', () => {
     const children = new Map<number, ChildProcess>();
     let started = 0;
     let survivorsDone = 0;
-    const out = await runWorld({
-      worldSize: 3,
-      script: 'faults.child.ts',
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/faults.child.ts', import.meta.url),
       args: ['kill'],
       env: { DDP_HEARTBEAT_MS: '300' },
       timeoutMs: 60_000,
@@ -54,9 +54,9 @@ describe('a rank stopped past the heartbeat limit, then continued', () => {
       const ready = new Promise<void>((resolve) => {
         allUp = resolve;
       });
-      const world = runWorld({
-        worldSize: 3,
-        script: 'rendezvous.child.ts',
+      const world = spawnRanks({
+        nprocs: 3,
+        script: new URL('./test/rendezvous.child.ts', import.meta.url),
         args: ['hold', stop],
         env: { DDP_HEARTBEAT_MS: '300' },
         timeoutMs: 60_000,

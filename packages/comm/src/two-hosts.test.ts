@@ -1,7 +1,7 @@
+import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
 import { TwoHosts } from '@ddp/netns';
 import { afterAll, describe, expect, it } from 'vitest';
 import { native } from './native.js';
-import { explain, type RankOutcome, runWorld } from './test/spawn-world.js';
 
 /**
  * Two "hosts": network namespaces joined by a veth pair, two ranks in each. Ranks in one
@@ -32,9 +32,9 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
   afterAll(() => hosts.tearDown());
 
   it('passes the collective suite over TCP between the hosts', async () => {
-    const out = await runWorld({
-      worldSize: 4,
-      script: 'collectives.child.ts',
+    const out = await spawnRanks({
+      nprocs: 4,
+      script: new URL('./test/collectives.child.ts', import.meta.url),
       args: ['--large'],
       env: { MASTER_ADDR: hosts.addr[0] },
       wrap: (rank) => hosts.exec(rank < 2 ? 0 : 1),
@@ -51,15 +51,21 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
     'all-reduces hierarchically: the one-host results bit for bit, and each host sends its data across once',
     async () => {
       const twoHosts = resultsOf(
-        await runWorld({
-          worldSize: 4,
-          script: 'hierarchy.child.ts',
+        await spawnRanks({
+          nprocs: 4,
+          script: new URL('./test/hierarchy.child.ts', import.meta.url),
           env: { MASTER_ADDR: hosts.addr[0] },
           wrap: (rank) => hosts.exec(rank < 2 ? 0 : 1),
           timeoutMs: 200_000,
         }),
       );
-      const oneHost = resultsOf(await runWorld({ worldSize: 4, script: 'hierarchy.child.ts', timeoutMs: 200_000 }));
+      const oneHost = resultsOf(
+        await spawnRanks({
+          nprocs: 4,
+          script: new URL('./test/hierarchy.child.ts', import.meta.url),
+          timeoutMs: 200_000,
+        }),
+      );
       for (const r of [...twoHosts, ...oneHost]) {
         expect(r.wrong).toEqual([]);
         expect(r.exact).toEqual(oneHost[0]?.exact);
@@ -93,17 +99,27 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
       };
       const phase = (o: RankOutcome, p: string) =>
         (o.results as { phase: string; name: string; ranks?: number[] }[]).find((r) => r.phase === p);
-      const count = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['count'] });
+      const count = await spawnRanks({
+        ...across,
+        nprocs: 4,
+        script: new URL('./test/faults.child.ts', import.meta.url),
+        args: ['count'],
+      });
       for (const o of count) expect(phase(o, 'collective')?.name, explain(count)).toBe('CollectiveMismatchError');
-      const late = await runWorld({ ...across, worldSize: 4, script: 'faults.child.ts', args: ['timeout'] });
+      const late = await spawnRanks({
+        ...across,
+        nprocs: 4,
+        script: new URL('./test/faults.child.ts', import.meta.url),
+        args: ['timeout'],
+      });
       for (const o of late.slice(0, 3))
         expect(phase(o, 'collective'), explain(late)).toMatchObject({ name: 'CommTimeoutError', ranks: [3] });
       const started = new Set<number>();
       const children = new Map<number, import('node:child_process').ChildProcess>();
-      const killed = await runWorld({
+      const killed = await spawnRanks({
         ...across,
-        worldSize: 4,
-        script: 'faults.child.ts',
+        nprocs: 4,
+        script: new URL('./test/faults.child.ts', import.meta.url),
         args: ['kill'],
         onSpawn: (r, c) => children.set(r, c),
         onResult: (r, res) => {

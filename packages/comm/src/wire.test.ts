@@ -1,15 +1,15 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { native } from './native.js';
-import { explain, runWorld } from './test/spawn-world.js';
 
 type Sent = Record<string, { sent: number; ok: boolean }>;
 
 describe('bytes on the wire (getWireStats)', () => {
   for (const worldSize of [2, 3]) {
     it(`world of ${worldSize}: float16/bfloat16 all-reduces send half the bytes of float32, with right results`, async () => {
-      const out = await runWorld({
-        worldSize,
-        script: 'wire.child.ts',
+      const out = await spawnRanks({
+        nprocs: worldSize,
+        script: new URL('./test/wire.child.ts', import.meta.url),
         timeoutMs: 100_000,
         env: { DDP_TRANSPORT: 'uds' },
       });
@@ -44,7 +44,11 @@ describe('bytes on the wire (getWireStats)', () => {
   it.runIf(native)(
     'world of 3 on one host with @ddp/shm: all-reduces put no data on the sockets, with right results',
     async () => {
-      const out = await runWorld({ worldSize: 3, script: 'wire.child.ts', timeoutMs: 100_000 });
+      const out = await spawnRanks({
+        nprocs: 3,
+        script: new URL('./test/wire.child.ts', import.meta.url),
+        timeoutMs: 100_000,
+      });
       expect(
         out.every((o) => o.code === 0),
         explain(out),

@@ -23,15 +23,19 @@ const sourceCondition = `data:text/javascript,${encodeURIComponent(
   "export const resolve = (s, c, next) => next(s, { ...c, conditions: [...c.conditions, '@ddp/source'] });",
 )}`;
 
-/** The replica worker file beside this module; from source the thread registers tsx first (its --import hook does not reach workers). */
+/**
+ * The replica worker file beside this module; from source the thread registers tsx first (its --import hook does not
+ * reach workers).
+ */
 function startReplica(init: ReplicaInit): Worker {
   const url = new URL(`./replica-worker${ext}`, import.meta.url);
   if (ext === '.js') return new Worker(url, { workerData: init });
   const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
   const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
   const code =
-    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); (await import('node:module')).register(${JSON.stringify(sourceCondition)}); ` +
-    `return import(${JSON.stringify(url.href)}); })`;
+    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); (await ` +
+    `import('node:module')).register(${JSON.stringify(sourceCondition)}); return ` +
+    `import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true, workerData: init });
 }
 
@@ -189,7 +193,8 @@ export class DataParallel {
         const ready = await r.ready;
         if (ready.type !== 'ready' || ready.numel !== numel) {
           throw new DataParallelError(
-            `DataParallel replica ${r.index}: its model has ${ready.type === 'ready' ? ready.numel : '?'} parameters, the main one ${numel}`,
+            `DataParallel replica ${r.index}: its model has ${ready.type === 'ready' ? ready.numel : '?'} ` +
+              `parameters, the main one ${numel}`,
           );
         }
       }

@@ -49,7 +49,10 @@ export interface LaunchOptions {
   stderr?: Writable;
   /** Time between SIGTERM and SIGKILL when ending ranks (default 5000 ms). */
   killGraceMs?: number;
-  /** Inside the ddp monorepo, start children with `--conditions=@ddp/source` (src/*.ts); default true, ignored when installed. */
+  /**
+   * Inside the ddp monorepo, start children with `--conditions=@ddp/source` (src/*.ts); default true, ignored when
+   * installed.
+   */
   sourceConditions?: boolean;
   /** Aborting ends the world: SIGTERM to every rank, then SIGKILL after the grace period. */
   signal?: AbortSignal;

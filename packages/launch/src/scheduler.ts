@@ -8,7 +8,10 @@ type Env = Record<string, string | undefined>;
  * they go through the same parsers as the command line, which overrides them.
  */
 export interface SchedulerFlags {
-  /** Which scheduler was recognised: 'pet' (torchrun's PET_* variables: Kubeflow Trainer v2, PyTorchJob), 'pytorchjob', 'slurm'. */
+  /**
+   * Which scheduler was recognised: 'pet' (torchrun's PET_* variables: Kubeflow Trainer v2, PyTorchJob), 'pytorchjob',
+   * 'slurm'.
+   */
   source: 'pet' | 'pytorchjob' | 'slurm';
   /** Flag name (as on the command line, without `--`) → value, with the variable it came from. */
   values: Map<string, { value: string; from: string }>;
@@ -93,7 +96,8 @@ export function schedulerFlags(env: Env): SchedulerFlags | undefined {
     source = 'slurm';
     slurmFlags(env, set);
   } else if (inPod && env.MASTER_ADDR && env.RANK !== undefined && env.WORLD_SIZE && env.LOCAL_RANK === undefined) {
-    // PyTorchJob: one pod per node; its RANK and WORLD_SIZE count pods (torchrun --nnodes $WORLD_SIZE --node_rank $RANK)
+    // PyTorchJob: one pod per node; its RANK and WORLD_SIZE count pods (torchrun --nnodes $WORLD_SIZE --node_rank
+    // $RANK)
     source = 'pytorchjob';
     set('nnodes', env.PET_NNODES ? env.PET_NNODES : env.WORLD_SIZE, env.PET_NNODES ? 'PET_NNODES' : 'WORLD_SIZE');
     set('node-rank', env.RANK, 'RANK');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runWorld, WorldRunError } from './testing.js';
+import { runWorld, spawnRanks, WorldRunError } from './testing.js';
 
 const script = new URL('./test/rank.child.ts', import.meta.url);
 
@@ -43,5 +43,32 @@ describe('runWorld', () => {
     await expect(
       runWorld({ script, nprocs: 1, args: ['fail', '5', '1'], timeoutMs: 1500, killGraceMs: 500 }),
     ).rejects.toThrow(/timed out after 1500 ms/);
+  });
+});
+
+describe('spawnRanks', () => {
+  it("gives one rank its own environment, lets every rank run to its end, and parses each rank's RESULT", async () => {
+    const outcomes = await spawnRanks({
+      script,
+      nprocs: 2,
+      args: ['result'],
+      rankEnv: (rank) => ({ EXTRA: `own ${rank}` }),
+    });
+    expect(outcomes.map((o) => [o.code, o.results])).toEqual([
+      [0, [{ rank: 0, env: 'own 0' }]],
+      [0, [{ rank: 1, env: 'own 1' }]],
+    ]);
+    // rank 1 fails at once; rank 0 is not ended for it, only by the deadline
+    const failing = await spawnRanks({ script, nprocs: 2, args: ['fail', '1', '3'], timeoutMs: 3000 });
+    expect(failing.map((o) => [o.code, o.signal])).toEqual([
+      [null, 'SIGKILL'],
+      [3, null],
+    ]);
+  });
+
+  it('leaves RESULT lines of another format in stdout when parseResults is false', async () => {
+    const [o] = await spawnRanks({ script, nprocs: 1, args: ['result'], parseResults: false });
+    expect(o?.results).toEqual([]);
+    expect(o?.stdout).toContain('RESULT {"rank":0');
   });
 });

@@ -61,10 +61,10 @@ const WORKSPACE_CONDITION = '@ddp/source';
 const ownExports = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).exports;
 const inWorkspace = WORKSPACE_CONDITION in (ownExports?.['.'] ?? {});
 
-/** The node arguments that run `script` with TypeScript support. */
-function childArgs(plan: LaunchPlan): string[] {
-  const conditions = plan.sourceConditions && inWorkspace ? [`--conditions=${WORKSPACE_CONDITION}`] : [];
-  return [...conditions, '--import', tsxLoader, plan.script, ...plan.args];
+/** The node arguments that run `script` with TypeScript support (the test harnesses start ranks the same way). */
+export function scriptArgs(script: string, args: string[], sourceConditions = true): string[] {
+  const conditions = sourceConditions && inWorkspace ? [`--conditions=${WORKSPACE_CONDITION}`] : [];
+  return [...conditions, '--import', tsxLoader, script, ...args];
 }
 
 /** Sends `signal` to a rank's process group (each rank leads its own), so its children end too. */
@@ -126,7 +126,7 @@ export class World {
 
   private start(localRank: number): RankProcess {
     const rank = this.plan.nodeRank * this.plan.nprocPerNode + localRank;
-    const child = spawn(process.execPath, childArgs(this.plan), {
+    const child = spawn(process.execPath, scriptArgs(this.plan.script, this.plan.args, this.plan.sourceConditions), {
       cwd: this.plan.cwd,
       env: { ...rankEnv(this.plan, localRank, this.masterPort, this.restartCount), ...threadsEnv(this.plan) },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -83,5 +83,8 @@ export function loadMpi(): MpiAddon | null {
 export function whyMissing(): string {
   const note = new URL('../build/not-built.txt', import.meta.url);
   if (existsSync(note)) return `@ddp/mpi was not built at install: ${readFileSync(note, 'utf8').trim()}`;
-  return '@ddp/mpi was never built: its install script did not run (pnpm 10: `pnpm approve-builds`, then `pnpm rebuild @ddp/mpi`)';
+  return (
+    '@ddp/mpi was never built: its install script did not run (pnpm 10: `pnpm approve-builds`, then ' +
+    '`pnpm rebuild @ddp/mpi`)'
+  );
 }

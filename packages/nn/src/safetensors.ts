@@ -231,7 +231,8 @@ export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data')
     if (end - begin !== numel(shape) * reader.bytes) {
       throw new SafetensorsError(
         'corrupt',
-        `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${code} needs ${numel(shape) * reader.bytes}`,
+        `${source}: tensor '${name}' spans ${end - begin} bytes, shape [${shape.join(', ')}] of ${code} needs ` +
+          `${numel(shape) * reader.bytes}`,
       );
     }
     if (end > dataLength) {

@@ -123,7 +123,8 @@ export function checkSchedule(schedules: Schedule[], numMicroBatches: number): v
           fail(
             'mismatch',
             [from, to],
-            `stage ${from} sends the ${t.channel} of micro-batch ${send.microBatch} while stage ${to} receives that of micro-batch ${recv.microBatch}`,
+            `stage ${from} sends the ${t.channel} of micro-batch ${send.microBatch} while stage ${to} ` +
+              `receives that of micro-batch ${recv.microBatch}`,
           );
         }
         st.matched.add(t);

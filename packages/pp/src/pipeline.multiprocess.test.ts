@@ -106,7 +106,8 @@ for (const [pp, dp, steps] of WORLDS) {
         // below AFAB wherever p − stage < m: every stage of the 2-stage worlds
         if (pp - r.ppRank < CFG.numMicroBatches) expect(ofob.peakLive).toBeLessThan(afab.peakLive);
         console.log(
-          `pp ${pp} × dp ${dp}, rank ${r.rank} (stage ${r.ppRank}): peak live activations AFAB ${afab.peakLive}, 1F1B ${ofob.peakLive}; peak tf bytes AFAB ${afab.peakBytes}, 1F1B ${ofob.peakBytes}`,
+          `pp ${pp} × dp ${dp}, rank ${r.rank} (stage ${r.ppRank}): peak live activations AFAB ` +
+            `${afab.peakLive}, 1F1B ${ofob.peakLive}; peak tf bytes AFAB ${afab.peakBytes}, 1F1B ${ofob.peakBytes}`,
         );
       }
     });

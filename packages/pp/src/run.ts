@@ -28,7 +28,8 @@ export interface PipelineStepOptions {
   schedule?: ScheduleName | Schedule;
   /** Data-parallel replicas of this stage: gradients are averaged over it after the last micro-batch's backward. */
   dpGroup?: ProcessGroup;
-  /** Simulate every stage's schedule before running (default true for named schedules; explicit ones are not checkable alone). */
+  /** Simulate every stage's schedule before running (default true for named schedules; explicit ones are not checkable
+   * alone). */
   check?: boolean;
 }
 
@@ -84,7 +85,8 @@ export async function pipelineStep(
   const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
   if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
     throw new PipelineStageError(
-      `pipelineStep: stage ${stage.stage} of ${stage.numStages} runs on pp-group rank ${ppGroup.rank} of ${ppGroup.size}; they must agree`,
+      `pipelineStep: stage ${stage.stage} of ${stage.numStages} runs on pp-group rank ${ppGroup.rank} of ` +
+        `${ppGroup.size}; they must agree`,
     );
   }
   let schedule: Schedule;
@@ -137,7 +139,8 @@ export async function pipelineStep(
         output = tidy(() => stage.forward(x));
         if (output.size !== count) {
           throw new PipelineStageError(
-            `stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the activationShape [${activationShape.join(', ')}] the next stage receives`,
+            `stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the ` +
+              `activationShape [${activationShape.join(', ')}] the next stage receives`,
           );
         }
         toSend.activation.set(mb, output.dataSync() as Float32Array); // a read-only view is enough: the send copies it
@@ -169,7 +172,8 @@ export async function pipelineStep(
     }
     if (index === lastBackward && dpGroup && dpGroup.size > 1) {
       gradSync = allReduceGradients(stage.parameters(), dpGroup, flatGradients(stage));
-      gradSync.catch(() => undefined); // awaited at the end of the step; this only keeps an earlier failure from going unhandled
+      // awaited at the end of the step; this only keeps an earlier failure from going unhandled
+      gradSync.catch(() => undefined);
     }
   };
 

@@ -31,7 +31,8 @@ describe.skipIf(!shm)('shared aliases of unshared memory', () => {
     const wasm = new Memory({ initial: 1 });
     const alias = mem.aliasShared(wasm.buffer);
     const worker = new Worker(
-      'const { workerData, parentPort } = require("node:worker_threads"); new Float32Array(workerData).fill(7, 4, 8); parentPort.postMessage(0);',
+      'const { workerData, parentPort } = require("node:worker_threads"); new ' +
+        'Float32Array(workerData).fill(7, 4, 8); parentPort.postMessage(0);',
       { eval: true, workerData: alias },
     );
     await new Promise((resolve) => worker.once('message', resolve));

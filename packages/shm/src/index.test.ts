@@ -32,7 +32,8 @@ describe.skipIf(!shm)('shared memory addon', () => {
     const addon = new URL('../build/Release/ddp_shm.node', import.meta.url).pathname;
     const child = spawn(process.execPath, [
       '-e',
-      `const m = require(${JSON.stringify(addon)}); const a = new Int32Array(m.map(${JSON.stringify(n)}, 4096)); setTimeout(() => { Atomics.store(a, 1, 5); m.wake(a.buffer, 4); }, 100);`,
+      `const m = require(${JSON.stringify(addon)}); const a = new Int32Array(m.map(${JSON.stringify(n)}, ` +
+        `4096)); setTimeout(() => { Atomics.store(a, 1, 5); m.wake(a.buffer, 4); }, 100);`,
     ]);
     const timedOut = await mem.wait(sab, 4, 0, 10_000);
     expect(timedOut).toBe(false);

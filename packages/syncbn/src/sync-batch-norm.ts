@@ -44,7 +44,8 @@ export class SyncBatchNorm extends BatchNorm {
     const group = this.syncGroup();
     if (group) {
       throw new SyncBatchNormError(
-        `rank ${group.ranks[group.rank]}: SyncBatchNorm in training over ${group.size} ranks communicates; call await forwardAsync(x)`,
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm in training over ${group.size} ranks communicates; ` +
+          `call await forwardAsync(x)`,
       );
     }
     return super.forward(x);
@@ -55,7 +56,8 @@ export class SyncBatchNorm extends BatchNorm {
     if (!group) return super.forward(x);
     if (!this.inputRanks.includes(x.rank) || x.shape[1] !== this.numFeatures) {
       throw new ModuleError(
-        `rank ${group.ranks[group.rank]}: SyncBatchNorm(${this.numFeatures}) expects [N, ${this.numFeatures}, …] of rank 2 to 5, got [${x.shape}]`,
+        `rank ${group.ranks[group.rank]}: SyncBatchNorm(${this.numFeatures}) expects [N, ${this.numFeatures}, ` +
+          `…] of rank 2 to 5, got [${x.shape}]`,
       );
     }
     const track = this.training && this.trackRunningStats;

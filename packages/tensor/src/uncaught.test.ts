@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 /** What a rank printed when its own code failed after the wasm backend started. */
 async function failingRank(mode: 'throw' | 'rejection') {
   const run = await runWorld({
-    script: new URL('./uncaught.child.ts', import.meta.url),
+    script: new URL('./test/uncaught.child.ts', import.meta.url),
     nprocs: 1,
     args: [mode],
     allowFailure: true,

@@ -48,7 +48,8 @@ export function shardStateDict<O extends { lr: number }>(
     const params = globalGroups[g].params;
     if (saved.params.length !== params.length) {
       throw new ZeroError(
-        `parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in the optimizer`,
+        `parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in ` +
+          `the optimizer`,
       );
     }
     for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]);

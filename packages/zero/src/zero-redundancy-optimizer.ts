@@ -191,7 +191,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   override stateDict(): OptimizerStateDict<O> {
     if (!this.consolidated) {
       throw new ZeroError(
-        `rank ${this.processGroup.ranks[this.processGroup.rank]}: no consolidated state; call consolidateStateDict(to) on every rank, then stateDict() on rank \`to\``,
+        `rank ${this.processGroup.ranks[this.processGroup.rank]}: no consolidated state; call ` +
+          `consolidateStateDict(to) on every rank, then stateDict() on rank \`to\``,
       );
     }
     return this.consolidated.state;

@@ -113,7 +113,8 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
       .write('train.ts', readmeExample('packages/reducer/README.md'))
       .write(
         'mnist.ts',
-        "import { loadMnist } from '@ddp/data';\ntry {\n  loadMnist({ split: 'test' });\n} catch (e) {\n  console.log((e as Error).name);\n}\n",
+        "import { loadMnist } from '@ddp/data';\ntry {\n  loadMnist({ split: 'test' });\n} catch (e) {\n  " +
+          'console.log((e as Error).name);\n}\n',
       );
   }, INSTALL_MS);
 

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
-import { mpirunMissing, runMpirun } from '@ddp/comm/testing';
-import { runWorld } from '@ddp/launch/testing';
+import { mpirunMissing, runMpirun, runWorld } from '@ddp/launch/testing';
+import { loadMpi, whyMissing } from '@ddp/mpi';
 import { describe, expect, it } from 'vitest';
 
 /**
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
  * no store). Scripts that check themselves against one process are held to their own tests'
  * bounds; the others must give what the same script gives on ddp's own transports.
  */
-const missing = await mpirunMissing(true);
+const missing = mpirunMissing() ?? (loadMpi() ? null : whyMissing());
 if (missing) console.log(`features on the mpi backend skipped: ${missing}`);
 const MPI = { DDP_COMM_BACKEND: 'mpi' };
 const script = (path: string) => fileURLToPath(new URL(`../../../packages/${path}`, import.meta.url));

@@ -54,7 +54,8 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
     };
     // sockets throughout, as on the one host
     expect(await across({ DDP_TRANSPORT: 'uds' })).toEqual([want[0], want[0], want[0], want[0]]);
-    // the default across hosts, hierarchical (shared memory in each host) sums in its own order: the same bits on every rank
+    // the default across hosts, hierarchical (shared memory in each host) sums in its own order: the same bits on every
+    // rank
     const hierarchical = await across({});
     expect(hierarchical).toHaveLength(4);
     expect(new Set(hierarchical).size).toBe(1);

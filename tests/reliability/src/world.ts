@@ -73,5 +73,8 @@ export async function runWorld(
 
 /** Tail of a world's output, for assertion messages. */
 export function explain(run: WorldRun): string {
-  return `exit ${run.result.exitCode}\n${run.result.summary}\n--- stdout\n${run.out.text.slice(-2000)}\n--- stderr\n${run.err.text.slice(-3000)}`;
+  return (
+    `exit ${run.result.exitCode}\n${run.result.summary}\n--- stdout\n${run.out.text.slice(-2000)}\n--- ` +
+    `stderr\n${run.err.text.slice(-3000)}`
+  );
 }

@@ -18,13 +18,16 @@ function pkg(
     runtime: new Set(runtime),
     dev: new Set(dev),
     native: name === 'shm',
+    build: null,
     files: Object.entries(files).map(([path, text]) => ({ path: `${dir}/${path}`, text })),
   };
 }
 
 describe('pnpm check', () => {
   it('finds static, dynamic and side-effect imports of @ddp packages, subpaths folded', () => {
-    const text = `import { a } from '${at}/comm';\nconst m = await import('${at}/shm');\nimport '${at}/launch/testing';\nimport x from 'vitest';`;
+    const text =
+      `import { a } from '${at}/comm';\nconst m = await import('${at}/shm');\nimport ` +
+      `'${at}/launch/testing';\nimport x from 'vitest';`;
     expect(ddpImports(text).sort()).toEqual(['@ddp/comm', '@ddp/launch', '@ddp/shm']);
   });
 
@@ -45,7 +48,8 @@ describe('pnpm check', () => {
     );
     expect(dependencyMismatches([p])).toEqual([
       'packages/join/src/a.ts imports @ddp/comm, which packages/join/package.json does not declare',
-      'packages/join/src/a.ts imports @ddp/nn at run time, but packages/join/package.json declares it only for development',
+      'packages/join/src/a.ts imports @ddp/nn at run time, but packages/join/package.json declares it only for ' +
+        'development',
       'packages/join/src/a.test.ts imports @ddp/launch, which packages/join/package.json does not declare',
       'packages/join/package.json declares @ddp/autograd, which its code never imports',
     ]);

@@ -4,6 +4,53 @@
 export const MAX_LINES = 300;
 
 /**
+ * Files whose lines over 120 characters wait: their packages were being changed in parallel
+ * sessions when the width check came, so `pnpm fix` breaks them after those merge and this
+ * list goes (the check skips them until then).
+ */
+export const LONG_LINES_PENDING: readonly string[] = [
+  'packages/autograd/src/collectives.test.ts',
+  'packages/autograd/src/collectives.ts',
+  'packages/autograd/src/ops/broadcast.ts',
+  'packages/autograd/src/ops/loss.ts',
+  'packages/autograd/src/ops/matmul.ts',
+  'packages/autograd/src/ops/nn-ops.test.ts',
+  'packages/comm/src/api/grid.ts',
+  'packages/comm/src/api/world.ts',
+  'packages/comm/src/backends/mpi-calls.ts',
+  'packages/comm/src/execution/agreement.ts',
+  'packages/comm/src/execution/executor.ts',
+  'packages/comm/src/execution/group-state.ts',
+  'packages/comm/src/rendezvous/env.ts',
+  'packages/comm/src/scheduling/comm-thread.ts',
+  'packages/comm/src/scheduling/protocol.ts',
+  'packages/comm/src/transport/peer-mesh.ts',
+  'packages/comm/src/transport/shm-lane.ts',
+  'packages/native-kernels/src/index.test.ts',
+  'packages/reducer/src/adasum.multiprocess.test.ts',
+  'packages/reducer/src/bucket-plan.ts',
+  'packages/reducer/src/ddp.mpi.test.ts',
+  'packages/reducer/src/ddp.multiprocess.test.ts',
+  'packages/reducer/src/ddp.test.ts',
+  'packages/reducer/src/ddp.ts',
+  'packages/reducer/src/errors.ts',
+  'packages/reducer/src/failures.multiprocess.test.ts',
+  'packages/reducer/src/hooks.multiprocess.test.ts',
+  'packages/reducer/src/in-place.test.ts',
+  'packages/reducer/src/options.ts',
+  'packages/reducer/src/storage.multiprocess.test.ts',
+  'packages/reducer/src/sync.ts',
+  'packages/reducer/src/test/adasum.child.ts',
+  'packages/reducer/src/test/scenarios-core.ts',
+  'packages/reducer/src/test/scenarios-hooks.ts',
+  'packages/tensor/scripts/measure-backends.ts',
+  'packages/tensor/src/native-conv.ts',
+  'packages/tensor/src/native-kernels.test.ts',
+  'packages/tensor/src/native-kernels.ts',
+  'packages/tensor/src/wasm-fallbacks.ts',
+];
+
+/**
  * Which @ddp packages each package's runtime code may import (DESIGN.md's layers). Native
  * addons (a binding.gyp beside the package.json) are the ground floor: anyone below may load one.
  */
@@ -11,7 +58,7 @@ export const LAYERS: Record<string, readonly string[]> = {
   half: [],
   comm: ['half'],
   tensor: ['half'],
-  launch: ['comm'],
+  launch: [],
   autograd: ['tensor', 'comm'],
   nn: ['tensor', 'autograd'],
   data: ['tensor', 'autograd', 'comm'],

@@ -10,6 +10,8 @@ export interface WorkspacePackage {
   runtime: Set<string>;
   dev: Set<string>;
   native: boolean;
+  /** Its tsconfig.build.json (what `pnpm build` compiles), or null when it has none. */
+  build: { include?: string[]; files?: string[] } | null;
   /** Its TypeScript files, relative to the repository root, with their text. */
   files: { path: string; text: string }[];
 }
@@ -44,6 +46,9 @@ export function workspacePackages(root: string): WorkspacePackage[] {
           runtime: new Set([...keys('dependencies'), ...keys('optionalDependencies'), ...keys('peerDependencies')]),
           dev: new Set(keys('devDependencies')),
           native: existsSync(join(dir, 'binding.gyp')),
+          build: existsSync(join(dir, 'tsconfig.build.json'))
+            ? JSON.parse(readFileSync(join(dir, 'tsconfig.build.json'), 'utf8'))
+            : null,
           files: tsFiles(dir).map((path) => ({ path: relative(root, path), text: readFileSync(path, 'utf8') })),
         },
       ];

@@ -9,7 +9,9 @@ if (skip) console.log(`netns test skipped: ${skip}`);
 
 /** Whether a TCP connection from host 0 reaches host 1's listener. */
 function reaches(): boolean {
-  const dial = `require('net').connect(7000, '${hosts.addr[1]}').on('connect', () => process.exit(0)).on('error', () => process.exit(1)); setTimeout(() => process.exit(2), 1500)`;
+  const dial =
+    `require('net').connect(7000, '${hosts.addr[1]}').on('connect', () => ` +
+    `process.exit(0)).on('error', () => process.exit(1)); setTimeout(() => process.exit(2), 1500)`;
   const [cmd, ...prefix] = hosts.exec(0);
   try {
     execFileSync(cmd, [...prefix, process.execPath, '-e', dial], { stdio: 'pipe' });

@@ -1,5 +1,5 @@
+import { spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { runWorld } from '../test/spawn-world.js';
 import { gridGroupLists } from './grid.js';
 
 // Each rank builds the grid, reports its coordinates and neighbours, and sums its global
@@ -8,10 +8,16 @@ const child = (index: string, sizes: string) => `
 import { initProcessGroup, destroyProcessGroup, ProcessGroupManager } from '${index}';
 const world = await initProcessGroup();
 const g = await ProcessGroupManager.create(${sizes});
-const sum = async (group) => { const b = new Float32Array([world.rank]); await group.allReduce(b).wait(); return b[0]; };
+const sum = async (group) => {
+  const b = new Float32Array([world.rank]);
+  await group.allReduce(b).wait();
+  return b[0];
+};
 const out = { rank: world.rank, dp: g.dpRank, pp: g.ppRank, tp: g.tpRank, prev: g.ppPrevRank, next: g.ppNextRank,
-  first: g.isFirstStage, last: g.isLastStage, tpRanks: g.tpGroup.ranks, ppRanks: g.ppGroup.ranks, dpRanks: g.dpGroup.ranks,
-  tpSum: await sum(g.tpGroup), ppSum: await sum(g.ppGroup), dpSum: await sum(g.dpGroup), at: g.rankAt(g.dpRank, g.ppRank, g.tpRank) };
+  first: g.isFirstStage, last: g.isLastStage,
+  tpRanks: g.tpGroup.ranks, ppRanks: g.ppGroup.ranks, dpRanks: g.dpGroup.ranks,
+  tpSum: await sum(g.tpGroup), ppSum: await sum(g.ppGroup), dpSum: await sum(g.dpGroup),
+  at: g.rankAt(g.dpRank, g.ppRank, g.tpRank) };
 console.log('RESULT ' + JSON.stringify(out));
 await destroyProcessGroup();
 `;
@@ -37,8 +43,8 @@ interface Coords {
 }
 
 async function gridWorld(sizes: string): Promise<Coords[]> {
-  const outcomes = await runWorld({
-    worldSize: 4,
+  const outcomes = await spawnRanks({
+    nprocs: 4,
     script: '',
     nodeArgs: ['--input-type=module', '-e', child(index, sizes)],
     timeoutMs: 45_000,
@@ -155,8 +161,8 @@ describe('ProcessGroupManager over 4 real ranks', () => {
   }, 60_000);
 
   it('rejects sizes whose product is not the world size, on every rank', async () => {
-    const outcomes = await runWorld({
-      worldSize: 4,
+    const outcomes = await spawnRanks({
+      nprocs: 4,
       script: '',
       nodeArgs: ['--input-type=module', '-e', child(index, '{ pp: 3 }')],
       timeoutMs: 45_000,

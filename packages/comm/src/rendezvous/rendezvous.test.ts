@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { explain, findFreePort, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, freePort, type RankOutcome, runWorld } from '../test/spawn-world.js';
 
 interface Outcome {
   phase: string;
@@ -14,7 +14,7 @@ const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) =
 
 describe('rendezvous', () => {
   it('a second world on the same port and secret is refused, typed, and never mixes with the first', async () => {
-    const port = String(await freePort());
+    const port = String(await findFreePort());
     const dir = mkdtempSync(join(tmpdir(), 'ddp-rdzv-'));
     const stop = join(dir, 'stop');
     try {
@@ -23,17 +23,17 @@ describe('rendezvous', () => {
         bothUp = resolve;
       });
       let ready = 0;
-      const first = runWorld({
-        worldSize: 2,
-        script: 'rendezvous.child.ts',
+      const first = spawnRanks({
+        nprocs: 2,
+        script: new URL('../test/rendezvous.child.ts', import.meta.url),
         args: ['hold', stop],
         env: { MASTER_PORT: port, DDP_RUN_ID: 'run-a' },
         onResult: (_r, res) => (res as Outcome).phase === 'init' && ++ready === 2 && bothUp(),
       });
       await up;
-      const second = await runWorld({
-        worldSize: 2,
-        script: 'rendezvous.child.ts',
+      const second = await spawnRanks({
+        nprocs: 2,
+        script: new URL('../test/rendezvous.child.ts', import.meta.url),
         args: ['init'],
         env: { MASTER_PORT: port, DDP_RUN_ID: 'run-b' },
         timeoutMs: 30_000,
@@ -65,9 +65,9 @@ describe('rendezvous', () => {
   ])(
     'rank %i started with WORLD_SIZE=%i among ranks of 3: WorldSizeMismatchError naming both sizes on every rank',
     async (odd, size) => {
-      const out = await runWorld({
-        worldSize: 3,
-        script: 'rendezvous.child.ts',
+      const out = await spawnRanks({
+        nprocs: 3,
+        script: new URL('../test/rendezvous.child.ts', import.meta.url),
         args: ['init'],
         rankEnv: (r): Record<string, string> => (r === odd ? { WORLD_SIZE: String(size) } : {}),
         timeoutMs: 40_000,

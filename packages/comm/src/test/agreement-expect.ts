@@ -1,5 +1,5 @@
+import type { RankOutcome } from '@ddp/launch/testing';
 import { BAD_CALLS, MISMATCHES } from './mismatches.js';
-import type { RankOutcome } from './spawn-world.js';
 
 /** What agreement.child.ts and average.child.ts must report on every rank, whatever the backend. */
 

@@ -11,7 +11,8 @@ export class Checker {
     const at = firstDiff(got, want);
     if (at >= 0) {
       this.failures.push(
-        `${what}: length ${got.length} vs ${want.length}, first difference at ${at}: got ${show(d, got, at)}, want ${show(d, want, at)}`,
+        `${what}: length ${got.length} vs ${want.length}, first difference at ${at}: got ${show(d, got, at)}, want ` +
+          `${show(d, want, at)}`,
       );
     }
   }

@@ -23,7 +23,13 @@ try {
 } catch (e) {
   threw = (e as Error).name;
 }
-console.log(
-  `RESULT ${JSON.stringify({ rank: group.rank, seen, count: counter.count, maxCount: counter.maxCount, active: counter.active, threw })}`,
-);
+const result = {
+  rank: group.rank,
+  seen,
+  count: counter.count,
+  maxCount: counter.maxCount,
+  active: counter.active,
+  threw,
+};
+console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();

@@ -119,7 +119,8 @@ export abstract class Optimizer<O extends { lr: number }> {
       const group = this.paramGroups[gi] as ParamGroup<O>;
       if (saved.params.length !== group.params.length) {
         throw new OptimizerError(
-          `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ${group.params.length} in the optimizer`,
+          `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ` +
+            `${group.params.length} in the optimizer`,
         );
       }
       saved.params.forEach((idx, j) => {

@@ -1,13 +1,12 @@
-// Test-only: starts one real process per rank on rank.child.ts and collects each scenario's result.
-import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// Test-only: runs rank.child.ts's named scenarios on a world of real processes (@ddp/launch/testing)
+// and collects each scenario's result.
+import { type RankOutcome, runMpirun, spawnRanks } from '@ddp/launch/testing';
 
 export type ScenarioResult = Record<string, unknown> & { error?: { name: string; message: string } };
 /** Per rank: scenario name → its result. */
 export type WorldResult = Record<string, ScenarioResult>[];
+
+const script = new URL('./rank.child.ts', import.meta.url);
 
 /**
  * Runs the named scenarios, in order, in one world of `world` ranks (rank 0's store on `port`). Resolves when every
@@ -21,54 +20,21 @@ export async function runWorld(
   timeoutMs = 60_000,
   env: Record<string, string> = {},
 ): Promise<WorldResult> {
-  const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
-  return Promise.all(
-    [...Array(world).keys()].map(
-      (rank) =>
-        new Promise<Record<string, ScenarioResult>>((resolve) => {
-          const child = spawn(process.execPath, ['--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios], {
-            env: {
-              ...process.env,
-              ...env,
-              RANK: `${rank}`,
-              WORLD_SIZE: `${world}`,
-              LOCAL_RANK: `${rank}`,
-              LOCAL_WORLD_SIZE: `${world}`,
-              MASTER_ADDR: '127.0.0.1',
-              MASTER_PORT: `${port}`,
-              DDP_SECRET: 'reducer-test',
-            },
-            stdio: ['ignore', 'pipe', 'pipe'],
-          });
-          let out = '';
-          let err = '';
-          child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-          child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-          const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-          child.on('exit', (code, signal) => {
-            clearTimeout(timer);
-            resolve(resultsOf(out, { code, signal, stderr: err.slice(-3000) }));
-          });
-        }),
-    ),
-  );
-}
-
-/** Scenario results a rank printed (`RESULT <name> <json>` lines), with its exit under `__exit`. */
-function resultsOf(stdout: string, exit: ScenarioResult): Record<string, ScenarioResult> {
-  const results: Record<string, ScenarioResult> = {};
-  for (const line of stdout.split('\n')) {
-    const m = /^RESULT (\S+) (.*)$/.exec(line);
-    if (m) results[m[1]] = JSON.parse(m[2]) as ScenarioResult;
-  }
-  results.__exit = exit;
-  return results;
+  const outcomes = await spawnRanks({
+    nprocs: world,
+    script,
+    args: scenarios,
+    env: { ...env, MASTER_PORT: `${port}` },
+    timeoutMs,
+    parseResults: false,
+  });
+  return outcomes.map(resultsOf);
 }
 
 /**
  * As runWorld, under `mpirun -np world` with comm's 'mpi' backend (DDP_COMM_BACKEND=mpi): no
- * store, ranks from Open MPI. Each rank's output goes to its own file (--output-filename).
- * `across` places the ranks on hosts (e.g. @ddp/netns's TwoHosts.mpirun): mpirun's options and command prefix.
+ * store, ranks from Open MPI. `across` places the ranks on hosts (e.g. @ddp/netns's
+ * TwoHosts.mpirun): mpirun's options and command prefix.
  */
 export async function runMpiWorld(
   world: number,
@@ -76,40 +42,25 @@ export async function runMpiWorld(
   timeoutMs = 60_000,
   across: { mpirunArgs: string[]; wrap: string[] } = { mpirunArgs: [], wrap: [] },
 ): Promise<WorldResult> {
-  const script = fileURLToPath(new URL('./rank.child.ts', import.meta.url));
-  const dir = await mkdtemp(join(tmpdir(), 'ddp-mpirun-'));
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE'].includes(k)),
-  );
-  const args = [
-    '--allow-run-as-root',
-    '--oversubscribe',
-    '--output-filename',
-    dir,
-    ...across.mpirunArgs,
-    '-np',
-    `${world}`,
-    '-x',
-    'DDP_COMM_BACKEND=mpi',
-  ];
-  const [cmd, ...prefix] = [...across.wrap, 'mpirun'];
-  const child = spawn(
-    cmd,
-    [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...scenarios],
-    { env, stdio: 'ignore' },
-  );
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.on('close', (c, s) => resolve([c, s])),
-  );
-  clearTimeout(timer);
-  const read = (rank: number, stream: string) =>
-    readFile(join(dir, '1', `rank.${rank}`, stream), 'utf8').catch(() => '');
-  const worlds = await Promise.all(
-    [...Array(world).keys()].map(async (rank) =>
-      resultsOf(await read(rank, 'stdout'), { code, signal, stderr: (await read(rank, 'stderr')).slice(-3000) }),
-    ),
-  );
-  await rm(dir, { recursive: true, force: true });
-  return worlds;
+  const outcomes = await runMpirun({
+    ...across,
+    np: world,
+    script,
+    args: scenarios,
+    env: { DDP_COMM_BACKEND: 'mpi' },
+    timeoutMs,
+    parseResults: false,
+  });
+  return outcomes.map(resultsOf);
+}
+
+/** Scenario results a rank printed (`RESULT <name> <json>` lines), with its exit under `__exit`. */
+function resultsOf(o: RankOutcome): Record<string, ScenarioResult> {
+  const results: Record<string, ScenarioResult> = {};
+  for (const line of o.stdout.split('\n')) {
+    const m = /^RESULT (\S+) (.*)$/.exec(line);
+    if (m) results[m[1]] = JSON.parse(m[2]) as ScenarioResult;
+  }
+  results.__exit = { code: o.code, signal: o.signal, stderr: o.stderr.slice(-3000) };
+  return results;
 }

@@ -114,7 +114,10 @@ try {
 } catch (e) {
   oneValue = e instanceof SyncBatchNormError ? e.message : String(e);
 }
-console.log(
-  `RESULT ${JSON.stringify({ ...first, leaked, syncForwardError, oneValue, oneD: oneDDiffs, evalY: evalOut, evalRunningMean: Array.from(bn.runningMean.dataSync()), evalRunningVar: Array.from(bn.runningVar.dataSync()) })}`,
-);
+const evalStats = {
+  evalRunningMean: Array.from(bn.runningMean.dataSync()),
+  evalRunningVar: Array.from(bn.runningVar.dataSync()),
+};
+const result = { ...first, leaked, syncForwardError, oneValue, oneD: oneDDiffs, evalY: evalOut, ...evalStats };
+console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();

@@ -98,7 +98,6 @@ const before = tf.memory().numTensors;
 tf.dispose(await step(sharded, tpOpt));
 const leaked = tf.memory().numTensors - before;
 
-console.log(
-  `RESULT ${JSON.stringify({ logits, weights, worst, leaked, layers: await layerDiffs(), dpRank: grid.dpRank, tpRank: grid.tpRank })}`,
-);
+const result = { logits, weights, worst, leaked, layers: await layerDiffs(), dpRank: grid.dpRank, tpRank: grid.tpRank };
+console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();

@@ -3,39 +3,37 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { RankOutcome } from './spawn-world.js';
+import { scriptArgs } from '../world.js';
+import type { RankOutcome } from './spawn-ranks.js';
 
 /** Test helper: runs a TypeScript script under `mpirun -np N` and collects each rank's output. */
 
-/** Why an mpirun test cannot run here (no mpirun, or no addon when the script needs it), or null. */
-export async function mpirunMissing(needsAddon: boolean): Promise<string | null> {
-  if (spawnSync('mpirun', ['--version']).status !== 0)
-    return 'mpirun (Open MPI) is not installed (apt-get install openmpi-bin)';
-  if (!needsAddon) return null;
-  const addon = await import('@ddp/mpi').then(
-    (m) => m.loadMpi(),
-    () => null,
-  );
-  return addon ? null : '@ddp/mpi is not built (apt-get install libopenmpi-dev, then pnpm rebuild @ddp/mpi)';
+/** Why an mpirun test cannot run here, or null. */
+export function mpirunMissing(): string | null {
+  return spawnSync('mpirun', ['--version']).status === 0
+    ? null
+    : 'mpirun (Open MPI) is not installed (apt-get install openmpi-bin)';
 }
 
 export interface MpirunOptions {
   np: number;
-  /** Script path, absolute or relative to this directory. */
-  script: string;
+  /** The rank script: a path, or a file URL such as `new URL('./test/x.child.ts', import.meta.url)`. */
+  script: string | URL;
   args?: string[];
   /** Exported to every rank (mpirun -x). */
   env?: Record<string, string>;
   timeoutMs?: number;
   /** Options before -np (e.g. hosts, MCA parameters). */
   mpirunArgs?: string[];
+  /** false: the script prints RESULT lines of its own format (read them from stdout); default true. */
+  parseResults?: boolean;
   /** Command prefix of mpirun itself, e.g. ['ip', 'netns', 'exec', 'ns1']. */
   wrap?: string[];
 }
 
 /** Ranks' outcomes: every rank gets mpirun's exit code; stdout, stderr and RESULT lines are the rank's own. */
 export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
-  const script = opts.script.startsWith('/') ? opts.script : fileURLToPath(new URL(opts.script, import.meta.url));
+  const script = opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script;
   const exported = Object.entries(opts.env ?? {}).flatMap(([k, v]) => ['-x', `${k}=${v}`]);
   // no torchrun variables: ranks must come from Open MPI's
   const env = Object.fromEntries(
@@ -54,14 +52,10 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
     ...exported,
   ];
   const [cmd, ...prefix] = [...(opts.wrap ?? []), 'mpirun'];
-  const child = spawn(
-    cmd,
-    [...prefix, ...args, process.execPath, '--conditions=@ddp/source', '--import', 'tsx', script, ...(opts.args ?? [])],
-    {
-      env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
+  const child = spawn(cmd, [...prefix, ...args, process.execPath, ...scriptArgs(script, opts.args ?? [])], {
+    env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let launcher = '';
   child.stderr.on('data', (c: Buffer) => {
     launcher += c.toString();
@@ -78,7 +72,7 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
       const stdout = await read(rank, 'stdout');
       const results = stdout
         .split('\n')
-        .filter((l) => l.startsWith('RESULT '))
+        .filter((l) => l.startsWith('RESULT ') && opts.parseResults !== false)
         .map((l) => JSON.parse(l.slice(7)) as unknown);
       const stderr = (await read(rank, 'stderr')) + (code === 0 ? '' : launcher.slice(-2000));
       return { rank, code, signal, stdout, stderr, results };

@@ -1,8 +1,10 @@
+// spawnRanks: starts N rank processes directly, without the launcher, for tests that need what ddp-run
+// does not do: one rank's own environment or command prefix, a handle on each child to kill or stop
+// it, every rank running to its own end rather than ended when the first fails.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-
-/** Test helper: starts N real rank processes running a TypeScript script under tsx. */
+import { findFreePort } from '../port.js';
+import { scriptArgs } from '../world.js';
 
 export interface RankOutcome {
   rank: number;
@@ -14,22 +16,10 @@ export interface RankOutcome {
   results: unknown[];
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-export interface WorldOptions {
-  worldSize: number;
-  /** Script path relative to this directory, e.g. 'collectives.child.ts'. */
-  script: string;
+export interface SpawnRanksOptions {
+  nprocs: number;
+  /** The rank script: a path, or a file URL such as `new URL('./test/x.child.ts', import.meta.url)`. */
+  script: string | URL;
   args?: string[];
   env?: Record<string, string>;
   /** Per-rank extra environment (e.g. a wrong secret for one rank). */
@@ -37,6 +27,8 @@ export interface WorldOptions {
   timeoutMs?: number;
   /** Called with each child as it starts (e.g. to kill one later). */
   onSpawn?: (rank: number, child: ChildProcess) => void;
+  /** false: the script prints RESULT lines of its own format (read them from stdout); default true. */
+  parseResults?: boolean;
   /** Called for each RESULT line as it arrives. */
   onResult?: (rank: number, result: unknown) => void;
   /** Extra node flags (e.g. --cpu-prof). */
@@ -45,30 +37,26 @@ export interface WorldOptions {
   wrap?: (rank: number) => string[];
 }
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-
-export async function runWorld(opts: WorldOptions): Promise<RankOutcome[]> {
-  const port = opts.env?.MASTER_PORT ?? String(await freePort());
+/** Runs `script` on `nprocs` processes with the torchrun variables; resolves when every rank has exited. */
+export async function spawnRanks(opts: SpawnRanksOptions): Promise<RankOutcome[]> {
+  const port = opts.env?.MASTER_PORT ?? String(await findFreePort());
+  const script = opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script;
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const children: ChildProcess[] = [];
-  const runs = Array.from({ length: opts.worldSize }, (_, rank) => {
+  const runs = Array.from({ length: opts.nprocs }, (_, rank) => {
     const cmd = [
       ...(opts.wrap?.(rank) ?? []),
       process.execPath,
       ...(opts.nodeArgs ?? []),
-      '--conditions=@ddp/source',
-      '--import',
-      'tsx',
-      here + opts.script,
-      ...(opts.args ?? []),
+      ...scriptArgs(script, opts.args ?? []),
     ];
     const child = spawn(cmd[0], cmd.slice(1), {
       env: {
         ...process.env,
         RANK: String(rank),
-        WORLD_SIZE: String(opts.worldSize),
+        WORLD_SIZE: String(opts.nprocs),
         LOCAL_RANK: String(rank),
-        LOCAL_WORLD_SIZE: String(opts.worldSize),
+        LOCAL_WORLD_SIZE: String(opts.nprocs),
         MASTER_ADDR: '127.0.0.1',
         MASTER_PORT: port,
         DDP_SECRET: 'test-secret',
@@ -87,7 +75,7 @@ export async function runWorld(opts: WorldOptions): Promise<RankOutcome[]> {
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
-        if (!line.startsWith('RESULT ')) continue;
+        if (!line.startsWith('RESULT ') || opts.parseResults === false) continue;
         const r = JSON.parse(line.slice(7));
         out.results.push(r);
         opts.onResult?.(rank, r);

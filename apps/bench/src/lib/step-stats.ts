@@ -1,0 +1,28 @@
+// Summaries of the ddp bench's step times for its report: hidden communication, CPU, percentages.
+
+/** Step times (ms) by mode, CPU times as `cpu:<mode>`, and `info:<what>` figures that are not times. */
+export type StepTimes = Record<string, number>;
+
+/**
+ * The share of the all-reduce that backward hides, from one interleaved run at 2 ranks:
+ * 1 − (DDP step − DDP step that communicates nothing) / all-reduce alone, in [0, 1].
+ */
+export const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp - t.local) / t.comm));
+/** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
+const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp'] - t['cpu:local'], comm: t['cpu:comm'] });
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
+
+/** Where a step's CPU goes on rank 0, for the report. */
+export const cpuNote = (runs: StepTimes[]) => {
+  if (runs.length === 0) return '';
+  const cpu = runs.map(cpuOf);
+  const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
+  return (
+    `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 ` +
+    `(process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with ` +
+    `both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`
+  );
+};
+/** A fraction per round, as the median and every round. */
+export const byRound = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;

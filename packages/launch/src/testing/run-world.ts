@@ -1,0 +1,154 @@
+// runWorld: N real rank processes through launch(), so the ranks get exactly the environment ddp-run gives them.
+import { basename } from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { launch } from '../launch.js';
+
+export interface RunWorldOptions {
+  /** The rank script: a path, or a file URL such as `new URL('./test/x.child.ts', import.meta.url)`. */
+  script: string | URL;
+  /** Ranks to start (all on this host). */
+  nprocs: number;
+  /** Arguments after the script path. */
+  args?: string[];
+  /** Variables added to this process's environment for every rank. */
+  env?: NodeJS.ProcessEnv;
+  /** The world is ended (SIGTERM, then SIGKILL after killGraceMs) after this long (default 60 000 ms). */
+  timeoutMs?: number;
+  /** Time between SIGTERM and SIGKILL when ranks are ended (default 2000 ms). */
+  killGraceMs?: number;
+  /**
+   * Resolve with whatever the ranks did. By default runWorld rejects with a WorldRunError unless
+   * every rank exited 0 and printed at least one RESULT line.
+   */
+  allowFailure?: boolean;
+}
+
+/** One rank of a finished world. */
+export interface RankRun<R> {
+  rank: number;
+  /** Exit code, or null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** The launcher ended this rank (another rank failed, or the world timed out). */
+  endedByLauncher: boolean;
+  /** Its stdout and stderr lines, without the `[rank N] ` prefix. */
+  stdout: string[];
+  stderr: string[];
+  /** Every `RESULT <json>` line it printed to stdout, parsed, in order. */
+  results: R[];
+}
+
+export interface WorldRun<R> {
+  /** launch()'s exit code: 0 when every rank exited 0. */
+  exitCode: number;
+  timedOut: boolean;
+  /** The launcher's failure summary ('' on success). */
+  summary: string;
+  ranks: RankRun<R>[];
+  /** By rank: the last RESULT each rank printed (the only one, for most scripts). */
+  results: R[];
+}
+
+/** A world that failed, timed out, or whose ranks did not all print a RESULT line. */
+export class WorldRunError extends Error {
+  override readonly name = 'WorldRunError';
+  constructor(
+    message: string,
+    readonly run: WorldRun<unknown>,
+  ) {
+    super(message);
+  }
+}
+
+/** Splits the launcher's `[rank N] line` output into each rank's lines. */
+class RankLines extends Writable {
+  readonly byRank: string[][];
+  private partial = '';
+
+  constructor(nprocs: number) {
+    super();
+    this.byRank = Array.from({ length: nprocs }, () => []);
+  }
+
+  override _write(chunk: Buffer, _enc: string, done: () => void): void {
+    const lines = (this.partial + chunk.toString()).split('\n');
+    this.partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = /^\[rank (\d+)\] (.*)$/.exec(line);
+      if (m) this.byRank[Number(m[1])]?.push(m[2]);
+    }
+    done();
+  }
+}
+
+const RESULT = /^RESULT (.*)$/;
+
+/**
+ * Runs `script` on `nprocs` real rank processes through launch() and collects each rank's exit,
+ * output and `RESULT <json>` lines (a rank script reports with
+ * `console.log(\`RESULT ${JSON.stringify(value)}\`)`).
+ */
+export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<WorldRun<R>> {
+  const { nprocs, args = [], timeoutMs = 60_000 } = options;
+  const script = options.script instanceof URL ? fileURLToPath(options.script) : options.script;
+  const stdout = new RankLines(nprocs);
+  const stderr = new RankLines(nprocs);
+  const signal = AbortSignal.timeout(timeoutMs);
+  const launched = await launch({
+    script,
+    args,
+    nprocPerNode: nprocs,
+    env: { ...process.env, ...options.env },
+    stdout,
+    stderr,
+    killGraceMs: options.killGraceMs ?? 2000,
+    signal,
+  });
+  const exits = launched.attempts.at(-1)?.exits ?? [];
+  const ranks = stdout.byRank.map((out, rank): RankRun<R> => {
+    const exit = exits[rank];
+    return {
+      rank,
+      code: exit?.code ?? null,
+      signal: exit?.signal ?? null,
+      endedByLauncher: exit?.endedByLauncher ?? false,
+      stdout: out,
+      stderr: stderr.byRank[rank],
+      results: out.flatMap((line) => {
+        const m = RESULT.exec(line);
+        return m ? [JSON.parse(m[1]) as R] : [];
+      }),
+    };
+  });
+  const run: WorldRun<R> = {
+    exitCode: launched.exitCode,
+    timedOut: signal.aborted,
+    summary: launched.summary,
+    ranks,
+    results: ranks.map((r) => r.results.at(-1)!),
+  };
+  if (options.allowFailure) return run;
+  const what = `${basename(script)} ${args.join(' ')} on ${nprocs} ranks`;
+  const tails = (pick: (r: RankRun<R>) => string[]) =>
+    ranks
+      .map((r) =>
+        pick(r)
+          .slice(-15)
+          .map((l) => `[rank ${r.rank}] ${l}`)
+          .join('\n'),
+      )
+      .filter(Boolean)
+      .join('\n');
+  if (launched.exitCode !== 0) {
+    const why = run.timedOut ? `timed out after ${timeoutMs} ms` : `failed (exit ${launched.exitCode})`;
+    throw new WorldRunError(`${what} ${why}\n${launched.summary}\n${tails((r) => r.stderr)}`, run);
+  }
+  const silent = ranks.filter((r) => r.results.length === 0).map((r) => r.rank);
+  if (silent.length > 0)
+    throw new WorldRunError(
+      `${what}: no RESULT line from rank(s) ${silent.join(', ')}\n${tails((r) => r.stdout)}`,
+      run,
+    );
+  return run;
+}
