@@ -36,6 +36,8 @@ export interface SharedMemory {
   address(buffer: ArrayBuffer | SharedArrayBuffer): number;
   /** Whether no value is NaN or ±Infinity, in vectorised C. */
   allFinite(values: Float32Array): boolean;
+  /** allFinite on libuv's thread pool (the caller's thread goes on); do not write `values` until it settles. */
+  allFiniteAsync(values: Float32Array): Promise<boolean>;
 }
 
 let loaded: SharedMemory | null | undefined;
