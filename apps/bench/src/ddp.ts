@@ -13,7 +13,8 @@
  * Each rank also reports its peak RSS and the bucket cap DDP kept. Then, as root, two ranks
  * on two "hosts" (network namespaces) over a link limited by tc tbf (LINK below): compute,
  * comm, ddp and after again, and the fraction of communication hidden behind backward
- * there. Writes results/ddp.{json,md,png}.
+ * there. Rows `free-core-*`: the interleaved run with the ranks leaving a core free (Setting below).
+ * Writes results/ddp.{json,md,png}.
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
@@ -97,15 +98,26 @@ async function runWorld(
   return sample;
 }
 
-/** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
-type Entry = [variant: string, world: number, transport?: 'uds'];
+/**
+ * How a world runs besides its variant: over Unix sockets instead of shared memory ('uds'), or
+ * with the ranks leaving a core free ('free-core': every rank's main thread pinned to CPU 0,
+ * its other threads, the comm thread among them, to CPU 1 — what one rank per two cores gives
+ * the comm thread, on a 2-core machine).
+ */
+type Setting = 'uds' | 'free-core';
+const SETTING_ENV: Record<Setting, Record<string, string>> = {
+  uds: { DDP_TRANSPORT: 'uds' },
+  'free-core': { DDP_BENCH_FREE_CORE: '1' },
+};
+/** One world of the plan: a variant at a world size, and how it runs (default: shared memory, all cores shared). */
+type Entry = [variant: string, world: number, setting?: Setting];
 /** Figures that are not step times (`info:*`), by name and world, every round's. */
 type Infos = { variant: string; world: number; value: number }[];
 
 /**
  * Runs every entry of the plan ROUNDS times, alternating; keeps each step time's best round
- * in `samples` and every `info:*` figure in `infos`; returns every round's step times at 2
- * ranks of the interleaved run over the default transport.
+ * in `samples` and every `info:*` figure in `infos`; returns every round's step times of the
+ * interleaved run at 2 ranks, by setting ('' for the default).
  */
 async function measure(
   plan: Entry[],
@@ -113,14 +125,15 @@ async function measure(
   label: string,
   samples: Sample[],
   infos: Infos,
-): Promise<StepTimes[]> {
-  const interleaved: StepTimes[] = [];
+): Promise<Record<string, StepTimes[]>> {
+  const interleaved: Record<string, StepTimes[]> = {};
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [variant, world, transport] of plan) {
-      const times = await run(variant, world, transport ? { DDP_TRANSPORT: transport } : {});
-      if (variant === 'interleaved' && world === 2 && !transport) interleaved.push(times);
+    for (const [variant, world, setting] of plan) {
+      const times = await run(variant, world, setting ? SETTING_ENV[setting] : {});
+      if (variant === 'interleaved' && world === 2)
+        interleaved[setting ?? ''] = [...(interleaved[setting ?? ''] ?? []), times];
       for (const [mode, ms] of Object.entries(times)) {
-        const name = `${label}${transport ? `${transport}-` : ''}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
+        const name = `${label}${setting ? `${setting}-` : ''}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
         console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)}`);
         if (mode.startsWith('info:')) {
           infos.push({ variant: name, world, value: ms });
@@ -148,8 +161,8 @@ const rankArgs = (self: string, variant: string, width: number, depth: number, b
   ...(quick ? ['--quick'] : []),
 ];
 
-/** The limited-link runs (their interleaved step times by round), or why they were skipped. */
-async function overLink(self: string, samples: Sample[], infos: Infos): Promise<StepTimes[] | string> {
+/** The limited-link runs (their interleaved step times by round and setting), or why they were skipped. */
+async function overLink(self: string, samples: Sample[], infos: Infos): Promise<Record<string, StepTimes[]> | string> {
   if (!withLink) return 'skipped (--no-link)';
   const hosts = new TwoHosts('bl', '10.231.80');
   const skip = hosts.setUp();
@@ -159,10 +172,11 @@ async function overLink(self: string, samples: Sample[], infos: Infos): Promise<
     const plan: Entry[] = [
       ['interleaved', 1],
       ['interleaved', 2],
+      ['interleaved', 2, 'free-core'],
       ['after', 2],
     ];
-    const run = (variant: string, world: number) =>
-      runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts);
+    const run = (variant: string, world: number, env: Record<string, string>) =>
+      runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts, env);
     return await measure(plan, run, 'link-', samples, infos);
   } finally {
     hosts.tearDown();
@@ -198,6 +212,7 @@ async function main(): Promise<void> {
     ['naive', 1],
   ];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
+  plan.push(['interleaved', 2, 'free-core']);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
   if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
@@ -212,15 +227,21 @@ async function main(): Promise<void> {
     infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
   const computeScaling = ms('compute', 1) / ms('compute', 2);
-  const hiddenByRound = hostRounds.map(hiddenFraction);
-  const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
-  const cpuNote = (runs: StepTimes[]) => {
+  const hidden = (runs: Record<string, StepTimes[]>, setting: string) => (runs[setting] ?? []).map(hiddenFraction);
+  const hiddenByRound = hidden(hostRounds, '');
+  const freeCoreHiddenByRound = hidden(hostRounds, 'free-core');
+  const linkHiddenByRound = typeof link === 'string' ? [] : hidden(link, '');
+  const linkFreeCoreHiddenByRound = typeof link === 'string' ? [] : hidden(link, 'free-core');
+  const cpuNote = (runs: StepTimes[] = []) => {
     if (runs.length === 0) return '';
     const cpu = runs.map(cpuOf);
     const ms = (xs: number[]) => `${median(xs).toFixed(0)} ms`;
-    return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one: with both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
+    const thread = (mode: string, which: string) => ms(runs.map((t) => t[`thread:${mode}:${which}`]));
+    const more = (which: string) => ms(runs.map((t) => t[`thread:ddp:${which}`] - t[`thread:local:${which}`]));
+    return `Where it goes: the all-reduce alone costs ${ms(cpu.map((c) => c.comm))} of CPU per step on rank 0 (process.cpuUsage), and a DDP step ${ms(cpu.map((c) => c.ddpOverLocal))} more CPU than a local one; per thread (/proc schedstat), a DDP step over a local one: main thread +${more('main')}, comm thread ${thread('ddp', 'comm')} (the all-reduce alone: ${thread('comm', 'comm')}), other threads +${more('rest')}. With both cores running the two ranks' backward, that CPU work lengthens the step whatever the overlap.`;
   };
-  const rounds = (xs: number[]) => `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
+  const rounds = (xs: number[]) =>
+    xs.length === 0 ? 'not run' : `median ${pct(median(xs))} (rounds: ${xs.map(pct).join(', ')})`;
   const prefixes = transports.map((t) => (t ? `${t}-` : ''));
   const ownWork = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
@@ -242,7 +263,10 @@ async function main(): Promise<void> {
     variant: s.variant,
     world: s.world,
     msPerStep: Number(s.ms.toFixed(1)),
-    vsDdp: s.world === 2 && !/^link-|^uds-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null,
+    vsDdp:
+      s.world === 2 && !/^link-|^uds-|^free-core-|^cpu:|^thread:/.test(s.variant)
+        ? Number((s.ms / ms('ddp', 2)).toFixed(2))
+        : null,
   }));
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const gradMiB = (paramCount * 4) / 2 ** 20;
@@ -254,13 +278,13 @@ async function main(): Promise<void> {
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
     `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
     `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
-    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}. ${cpuNote(hostRounds)}`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${rounds(hiddenByRound)}; with the ranks leaving a core free (rows free-core-*: main threads pinned to CPU 0, comm threads to CPU 1): ${rounds(freeCoreHiddenByRound)}. ${cpuNote(hostRounds[''])}`,
     torch
       ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.`
       : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${rounds(linkHiddenByRound)}. ${cpuNote(link)}`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${rounds(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ${info('link-free-core-interleaved-info:bucketCapMB', 2).join(', ')} MiB): ${rounds(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
@@ -278,7 +302,13 @@ async function main(): Promise<void> {
       efficiency,
       computeScaling,
       hiddenByRound,
-      link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link },
+      freeCoreHiddenByRound,
+      link: {
+        ...LINK,
+        hiddenByRound: linkHiddenByRound,
+        freeCoreHiddenByRound: linkFreeCoreHiddenByRound,
+        rounds: link,
+      },
     },
     notes,
     chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },
