@@ -71,7 +71,7 @@ describe.skipIf(!shm)('shared aliases of unshared memory', () => {
         want.push(false, true);
       }
     }
-    const heap = new WebAssembly.Memory({ initial: 1 });
+    const heap = new Memory({ initial: 1 });
     const view = new Float32Array(mem.aliasShared(heap.buffer), 64, 100);
     pending.push(mem.allFiniteAsync(view));
     want.push(true);
