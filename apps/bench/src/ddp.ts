@@ -13,14 +13,16 @@
  * Each rank also reports its peak RSS and the bucket cap DDP kept. Then, as root, two ranks
  * on two "hosts" (network namespaces) over a link limited by tc tbf (LINK below): compute,
  * comm, ddp and after again, and the fraction of communication hidden behind backward
- * there. Writes results/ddp.{json,md,png}.
+ * there. Rows `free-core-*`: the interleaved run with the ranks leaving a core free (Setting below).
+ * Writes results/ddp.{json,md,png}.
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
 import { ddpRank, dimsOf, paramsOf } from './lib/ddp-rank.js';
+import { type Entry, type Infos, measure, runWorld, type Sample, type StepTimes } from './lib/ddp-rounds.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
-import { byRound, cpuNote, hiddenFraction, pct, type StepTimes } from './lib/step-stats.js';
-import { glooTorchVersion, runSampleWorld } from './lib/world.js';
+import { byRound, cpuNote, hiddenFraction, pct } from './lib/step-stats.js';
+import { glooTorchVersion } from './lib/world.js';
 
 const {
   quick,
@@ -73,67 +75,6 @@ const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256
 const dims = dimsOf(WIDTH, DEPTH);
 const paramCount = paramsOf(dims);
 
-interface Sample {
-  variant: string;
-  world: number;
-  ms: number;
-}
-
-/** Runs `world` processes of cmd/args with the torchrun environment; resolves with rank 0's step times by variant. */
-async function runWorld(
-  world: number,
-  cmd: string,
-  args: string[],
-  hosts?: TwoHosts,
-  env: Record<string, string> = {},
-): Promise<StepTimes> {
-  const where = hosts ? { masterAddr: hosts.addr[0], wrap: (rank: number) => hosts.exec(rank) } : {};
-  const [sample] = (
-    await runSampleWorld<StepTimes>(world, cmd, args, { env: { OMP_NUM_THREADS: '1', ...env }, ...where })
-  ).flat();
-  if (!sample) throw new Error(`no SAMPLE from ${cmd} ${args.join(' ')}`);
-  return sample;
-}
-
-/** One world of the plan: a variant at a world size, over the default transport or Unix sockets ('uds'). */
-type Entry = [variant: string, world: number, transport?: 'uds'];
-/** Figures that are not step times (`info:*`), by name and world, every round's. */
-type Infos = { variant: string; world: number; value: number }[];
-
-/**
- * Runs every entry of the plan ROUNDS times, alternating; keeps each step time's best round
- * in `samples` and every `info:*` figure in `infos`; returns every round's step times at 2
- * ranks of the interleaved run over the default transport.
- */
-async function measure(
-  plan: Entry[],
-  run: (variant: string, world: number, env: Record<string, string>) => Promise<StepTimes>,
-  label: string,
-  samples: Sample[],
-  infos: Infos,
-): Promise<StepTimes[]> {
-  const interleaved: StepTimes[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [variant, world, transport] of plan) {
-      const times = await run(variant, world, transport ? { DDP_TRANSPORT: transport } : {});
-      if (variant === 'interleaved' && world === 2 && !transport) interleaved.push(times);
-      for (const [mode, ms] of Object.entries(times)) {
-        const via = transport ? `${transport}-` : '';
-        const name = `${label}${via}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
-        console.log(`round ${round + 1}/${ROUNDS}: ${name} × ${world}: ${ms.toFixed(1)}`);
-        if (mode.startsWith('info:')) {
-          infos.push({ variant: name, world, value: ms });
-          continue;
-        }
-        const old = samples.find((s) => s.variant === name && s.world === world);
-        if (old) old.ms = Math.min(old.ms, ms);
-        else samples.push({ variant: name, world, ms });
-      }
-    }
-  }
-  return interleaved;
-}
-
 const rankArgs = (self: string, variant: string, width: number, depth: number, batch: number) => [
   '--conditions=@ddp/source',
   '--import',
@@ -147,8 +88,8 @@ const rankArgs = (self: string, variant: string, width: number, depth: number, b
   ...(quick ? ['--quick'] : []),
 ];
 
-/** The limited-link runs (their interleaved step times by round), or why they were skipped. */
-async function overLink(self: string, samples: Sample[], infos: Infos): Promise<StepTimes[] | string> {
+/** The limited-link runs (their interleaved step times by round and setting), or why they were skipped. */
+async function overLink(self: string, samples: Sample[], infos: Infos): Promise<Record<string, StepTimes[]> | string> {
   if (!withLink) return 'skipped (--no-link)';
   const hosts = new TwoHosts('bl', '10.231.80');
   const skip = hosts.setUp();
@@ -158,11 +99,12 @@ async function overLink(self: string, samples: Sample[], infos: Infos): Promise<
     const plan: Entry[] = [
       ['interleaved', 1],
       ['interleaved', 2],
+      ['interleaved', 2, 'free-core'],
       ['after', 2],
     ];
-    const run = (variant: string, world: number) =>
-      runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts);
-    return await measure(plan, run, 'link-', samples, infos);
+    const run = (variant: string, world: number, env: Record<string, string>) =>
+      runWorld(world, process.execPath, rankArgs(self, variant, LINK.width, LINK.depth, LINK.batch), hosts, env);
+    return await measure(plan, run, 'link-', samples, infos, ROUNDS);
   } finally {
     hosts.tearDown();
   }
@@ -187,13 +129,14 @@ async function main(): Promise<void> {
     ['naive', 1],
   ];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
+  plan.push(['interleaved', 2, 'free-core']);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
   if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
     variant === 'torch'
       ? runWorld(world, '/usr/bin/python3', torchArgs)
       : runWorld(world, process.execPath, rankArgs(self, variant, WIDTH, DEPTH, BATCH), undefined, env);
-  const hostRounds = await measure(plan, run, '', samples, infos);
+  const hostRounds = await measure(plan, run, '', samples, infos, ROUNDS);
   const link = await overLink(self, samples, infos);
   const ms = (variant: string, world: number) =>
     samples.find((s) => s.variant === variant && s.world === world)?.ms ?? Number.NaN;
@@ -201,21 +144,22 @@ async function main(): Promise<void> {
     infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
   const computeScaling = ms('compute', 1) / ms('compute', 2);
-  const hiddenByRound = hostRounds.map(hiddenFraction);
-  const linkHiddenByRound = typeof link === 'string' ? [] : link.map(hiddenFraction);
+  const hidden = (runs: Record<string, StepTimes[]>, setting: string) => (runs[setting] ?? []).map(hiddenFraction);
+  const hiddenByRound = hidden(hostRounds, '');
+  const freeCoreHiddenByRound = hidden(hostRounds, 'free-core');
+  const linkHiddenByRound = typeof link === 'string' ? [] : hidden(link, '');
+  const linkFreeCoreHiddenByRound = typeof link === 'string' ? [] : hidden(link, 'free-core');
   const prefixes = transports.map((t) => (t ? `${t}-` : ''));
   const ownWork = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ` +
-        `${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
     ),
   );
   const versus = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ` +
-        `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
     ),
   );
   const caps = prefixes.map(
@@ -226,43 +170,28 @@ async function main(): Promise<void> {
     variant: s.variant,
     world: s.world,
     msPerStep: Number(s.ms.toFixed(1)),
-    vsDdp: s.world === 2 && !/^link-|^uds-|^cpu:/.test(s.variant) ? Number((s.ms / ms('ddp', 2)).toFixed(2)) : null,
+    vsDdp:
+      s.world === 2 && !/^link-|^uds-|^free-core-|^cpu:|^thread:/.test(s.variant)
+        ? Number((s.ms / ms('ddp', 2)).toFixed(2))
+        : null,
   }));
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
-    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB ` +
-      `of gradients), batch ${BATCH} per rank, SGD, ` +
-      `${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; ` +
-      `median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per ` +
-      `rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: " +
-      "the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: " +
-      'the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so ' +
-      "load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the " +
-      'kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
+    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
+    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.",
     `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
     `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
-    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP ` +
-      `reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ` +
-      `${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
-    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ` +
-      `${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
-    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest ` +
-      `rank), on this host: ${byRound(hiddenByRound)}. ${cpuNote(hostRounds)}`,
+    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${byRound(hiddenByRound)}; with the ranks leaving a core free (rows free-core-*: main threads pinned to CPU 0, comm threads to CPU 1): ${byRound(freeCoreHiddenByRound)}. ${cpuNote(hostRounds[''])}`,
     torch
-      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP ` +
-        `step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ` +
-        `${pct(ms('torch', 1) / ms('torch', 2))}.`
+      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.`
       : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ` +
-        `${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} ` +
-        `(${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ` +
-        `${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ` +
-        `${byRound(linkHiddenByRound)}. ${cpuNote(link)}`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${byRound(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ${info('link-free-core-interleaved-info:bucketCapMB', 2).join(', ')} MiB): ${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
@@ -280,7 +209,13 @@ async function main(): Promise<void> {
       efficiency,
       computeScaling,
       hiddenByRound,
-      link: { ...LINK, hiddenByRound: linkHiddenByRound, rounds: link },
+      freeCoreHiddenByRound,
+      link: {
+        ...LINK,
+        hiddenByRound: linkHiddenByRound,
+        freeCoreHiddenByRound: linkFreeCoreHiddenByRound,
+        rounds: link,
+      },
     },
     notes,
     chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },

@@ -16,9 +16,11 @@ export interface BucketCapTuning {
 /**
  * Horovod's autotune reduced to one knob, the bucket cap: during the first synchronized
  * iterations each candidate cap is tried for a few iterations, timed from the first gradient
- * to the averages written back. At the end, one all-reduce (MAX) of every rank's times gives
- * all ranks the same table, so they all keep the same fastest cap. Candidates that give
- * the same buckets as an earlier one are skipped.
+ * to the averages written back. The candidates take turns (2, 8, 25, 64, 2, 8, …), so a
+ * drift in the machine's load hits them alike instead of favouring the caps tried while it
+ * was quieter. At the end, one all-reduce (MAX) of every rank's times gives all ranks the
+ * same table, so they all keep the same fastest cap. Candidates that give the same buckets
+ * as an earlier one are skipped.
  */
 export class BucketCapTuner {
   private candidates: number[] = [];
@@ -47,15 +49,15 @@ export class BucketCapTuner {
   }
 
   /**
-   * Records one timed iteration. Returns the cap for the next iteration when it changes
-   * (the next candidate, or the winner after the agreement all-reduce), else null.
+   * Records one timed iteration (of the candidate whose turn it was). Returns the cap for the
+   * next iteration: the next candidate in turn, or the winner after the agreement all-reduce.
    */
-  async record(ms: number, group: ProcessGroup): Promise<number | null> {
-    const c = Math.floor(this.step / STEPS_PER_CAP);
+  async record(ms: number, group: ProcessGroup): Promise<number> {
+    const n = this.candidates.length;
+    const c = this.step % n;
     this.times[c] = Math.min(this.times[c], ms);
     this.step++;
-    if (this.step % STEPS_PER_CAP !== 0) return null;
-    if (c + 1 < this.candidates.length) return this.candidates[c + 1];
+    if (this.step < n * STEPS_PER_CAP) return this.candidates[this.step % n];
     const agreed = Float64Array.from(this.times);
     await group.allReduce(agreed, { op: ReduceOp.MAX }).wait();
     const best = agreed.indexOf(Math.min(...agreed));

@@ -96,7 +96,7 @@ export class BucketPlan {
   /** Times one iteration for the autotune; rebuilds the buckets when it moves to another cap. */
   private async tune(ms: number, pg: ProcessGroup, collective: Collective): Promise<void> {
     const next = await collective('bucket cap autotune all-reduce', () => this.tuner!.record(ms, pg));
-    if (next !== null && next !== this.cap) {
+    if (next !== this.cap) {
       this.cap = next;
       this.setBuckets();
     }

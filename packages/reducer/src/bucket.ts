@@ -3,7 +3,7 @@ import type { Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf, writeInPlace } from '@ddp/tensor';
 import { type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, NonFiniteGradientError } from './errors.js';
-import { allFinite, checkHeapUnmoved, sharedGradientView } from './heap-views.js';
+import { allFinite, allFiniteOffThread, checkHeapUnmoved, sharedGradientView } from './heap-views.js';
 
 /**
  * Gradients at least this large (256 KiB; DDP_IN_PLACE_MIN_BYTES, the same on every rank)
@@ -63,8 +63,10 @@ export class Bucket {
    * holds: the small gradients' stretch of `buffer`, then each large gradient alone.
    */
   private readonly segments: readonly { offset: number; size: number; slot: BucketSlot | null }[];
-  /** Clones keeping in-place gradients' storage allocated while the comm thread uses it. */
+  /** Clones keeping in-place gradients' storage allocated while the comm thread (or the finite check) uses it. */
   private held: tf.Tensor[] = [];
+  /** Per in-place slot, whether its averages are finite (checked as soon as they are in: `launch`). */
+  private readonly finite = new Map<BucketSlot, boolean>();
 
   /** `buffer`: this bucket's part of a shared-memory arena (a view; new buckets reuse the arena). */
   constructor(
@@ -89,6 +91,7 @@ export class Bucket {
     this.work = null;
     this.placed.clear();
     this.inPlace.clear();
+    this.finite.clear();
   }
 
   /** Every slot holds its gradient for this iteration. */
@@ -148,15 +151,27 @@ export class Bucket {
 
   /**
    * Calls the comm hook on this bucket; its collectives start now, on the comm thread.
-   * `claimed`: the gradient storage other buckets reduce in place this iteration.
+   * `claimed`: the gradient storage other buckets reduce in place this iteration. With
+   * `checkFinite`, the averages left in place are checked as soon as they are in, off the main thread.
    */
-  launch<S>(hook: CommHook<S> | InPlaceCommHook<S>, state: S, processGroup: ProcessGroup, claimed: Set<object>): void {
+  launch<S>(
+    hook: CommHook<S> | InPlaceCommHook<S>,
+    state: S,
+    processGroup: ProcessGroup,
+    claimed: Set<object>,
+    checkFinite: boolean,
+  ): void {
     let work: Promise<Float32Array | null>;
     try {
       const { index, buffer, slots: parameters, isLast } = this;
       if (isInPlaceHook(hook)) {
         const arrays = this.gradientsInPlace(claimed);
-        work = hook(state, { index, arrays, parameters, isLast, processGroup }).then(() => null);
+        work = hook(state, { index, arrays, parameters, isLast, processGroup }).then(async () => {
+          const slots = [...this.inPlace.keys()];
+          const finite = checkFinite ? await allFiniteOffThread([...this.inPlace.values()]) : [];
+          for (const [i, ok] of finite.entries()) this.finite.set(slots[i], ok);
+          return null;
+        });
       } else {
         for (const slot of this.slots) this.copyIn(slot);
         work = hook(state, { index, buffer, parameters, isLast, processGroup });
@@ -205,7 +220,9 @@ export class Bucket {
       const nonFinite = () =>
         new NonFiniteGradientError(slot.name, values.find((v) => !Number.isFinite(v))!, opts.iteration);
       if (own !== null) {
-        if (opts.checkFinite && !allFinite(own)) throw nonFinite();
+        // checked off the main thread once reduced (launch), unless scaled since
+        const known = opts.scale === 1 ? this.finite.get(slot) : undefined;
+        if (opts.checkFinite && !(known ?? allFinite(own))) throw nonFinite();
         continue;
       }
       const grad = slot.param.grad;

@@ -174,7 +174,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const { bucket, slot } = slotOf[index];
     bucket.place(slot, withGradient ? slot.param.grad : null);
     while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
-      buckets[reduction.nextBucket++].launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
+      buckets[reduction.nextBucket++].launch(
+        this.hook,
+        this.hookState,
+        this.processGroup,
+        reduction.claimed,
+        this.checkFinite,
+      );
     }
   }
 
@@ -258,7 +264,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   async shadowIteration(): Promise<void> {
     const reduction = this.newReduction(this.plan.buckets.length);
     for (const bucket of this.plan.buckets)
-      bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed);
+      bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed, this.checkFinite);
     await this.completeIteration(reduction, false);
   }
 

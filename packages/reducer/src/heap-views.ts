@@ -58,6 +58,14 @@ export function checkHeapUnmoved(rank: number, iteration: number): void {
   throw new GradientStorageMovedError(rank, iteration);
 }
 
+/**
+ * Whether every value of each gradient reduced in place is finite, checked on libuv's thread
+ * pool: at 1 rank the check (a pass over every large gradient) runs on the core backward
+ * leaves free, while backward computes the next buckets. In-place views exist only with the addon.
+ */
+export const allFiniteOffThread = (views: Float32Array[]): Promise<boolean[]> =>
+  Promise.all(views.map((v) => loadSharedMemory()!.allFiniteAsync(v)));
+
 /** Whether every value is finite, at memory speed (the addon) or in JavaScript. */
 export function allFinite(values: Float32Array): boolean {
   const shm = loadSharedMemory();

@@ -1,8 +1,9 @@
 // Shared views of memory V8 does not share: a SharedArrayBuffer over a range of an ordinary
 // ArrayBuffer (the wasm heap), so another thread can read and write that memory in place,
-// and a finite check over float32 arrays at memory speed. Both serve DDP's gradients
-// (DESIGN.md, "Where gradients live").
+// and a finite check over float32 arrays at memory speed (here or on the thread pool). Both
+// serve DDP's gradients (DESIGN.md, "Where gradients live").
 #include <node.h>
+#include <uv.h>
 
 #include <cmath>
 #include <cstdint>
@@ -45,14 +46,9 @@ void Address(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(static_cast<double>(reinterpret_cast<uintptr_t>(store->Data())));
 }
 
-// allFinite(values): whether no float32 is NaN or ±Inf. x − x is 0 for a finite x and NaN
-// otherwise, and a NaN stays in the sum: no branch, so the compiler vectorises the loop.
-void AllFinite(const FunctionCallbackInfo<Value>& args) {
-  Isolate* iso = args.GetIsolate();
-  if (!args[0]->IsFloat32Array()) return Throw(iso, "allFinite(values): expected a Float32Array");
-  Local<Float32Array> view = args[0].As<Float32Array>();
-  const float* v = reinterpret_cast<const float*>(static_cast<char*>(view->Buffer()->Data()) + view->ByteOffset());
-  size_t n = view->Length();
+// Whether no float32 is NaN or ±Inf. x − x is 0 for a finite x and NaN otherwise, and a NaN
+// stays in the sum: no branch, so the compiler vectorises the loop.
+bool Finite(const float* v, size_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -60,7 +56,62 @@ void AllFinite(const FunctionCallbackInfo<Value>& args) {
   float sum = 0;
   for (; i < n; i++) sum += v[i] - v[i];
   for (float a : acc) sum += a;
-  args.GetReturnValue().Set(sum == 0);
+  return sum == 0;
+}
+
+const float* FloatsOf(Local<Float32Array> view) {
+  return reinterpret_cast<const float*>(static_cast<char*>(view->Buffer()->Data()) + view->ByteOffset());
+}
+
+// allFinite(values): Finite on the calling thread.
+void AllFinite(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  if (!args[0]->IsFloat32Array()) return Throw(iso, "allFinite(values): expected a Float32Array");
+  Local<Float32Array> view = args[0].As<Float32Array>();
+  args.GetReturnValue().Set(Finite(FloatsOf(view), view->Length()));
+}
+
+struct FiniteJob {
+  uv_work_t req;
+  Isolate* iso;
+  Global<Context> context;
+  Global<Promise::Resolver> resolver;
+  std::shared_ptr<BackingStore> keepAlive;  // the memory outlives the check
+  const float* values;
+  size_t n;
+  bool finite = false;
+};
+
+// allFiniteAsync(values): Finite on libuv's thread pool (another core, while the caller's
+// thread goes on); the caller must not write the values until the promise settles.
+void AllFiniteAsync(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  if (!args[0]->IsFloat32Array()) return Throw(iso, "allFiniteAsync(values): expected a Float32Array");
+  Local<Float32Array> view = args[0].As<Float32Array>();
+  Local<Context> ctx = iso->GetCurrentContext();
+  Local<Promise::Resolver> resolver = Promise::Resolver::New(ctx).ToLocalChecked();
+  auto* job = new FiniteJob();
+  job->req.data = job;
+  job->iso = iso;
+  job->context.Reset(iso, ctx);
+  job->resolver.Reset(iso, resolver);
+  job->keepAlive = view->Buffer()->GetBackingStore();
+  job->values = FloatsOf(view);
+  job->n = view->Length();
+  uv_queue_work(
+      node::GetCurrentEventLoop(iso), &job->req,
+      [](uv_work_t* req) {
+        auto* j = static_cast<FiniteJob*>(req->data);
+        j->finite = Finite(j->values, j->n);
+      },
+      [](uv_work_t* req, int) {
+        std::unique_ptr<FiniteJob> j(static_cast<FiniteJob*>(req->data));
+        HandleScope scope(j->iso);
+        Local<Context> ctx = j->context.Get(j->iso);
+        Context::Scope cs(ctx);
+        j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->finite)).Check();
+      });
+  args.GetReturnValue().Set(resolver->GetPromise());
 }
 
 }  // namespace
@@ -73,4 +124,5 @@ void RegisterAlias(Local<Object> exports, Local<Context> context) {
   set("aliasShared", AliasShared);
   set("address", Address);
   set("allFinite", AllFinite);
+  set("allFiniteAsync", AllFiniteAsync);
 }

@@ -59,4 +59,25 @@ describe.skipIf(!shm)('shared aliases of unshared memory', () => {
     expect(mem.allFinite(new Float32Array(0))).toBe(true);
     expect(mem.allFinite(new Float32Array(new SharedArrayBuffer(64)))).toBe(true);
   });
+
+  it('allFiniteAsync answers as allFinite, from the thread pool, and keeps the memory alive meanwhile', async () => {
+    const values = new Float32Array(1003).fill(2.5e38);
+    const pending: Promise<boolean>[] = [];
+    const want: boolean[] = [];
+    for (const at of [0, 8, 999, 1002]) {
+      for (const bad of [Number.NaN, Number.NEGATIVE_INFINITY]) {
+        const copy = values.slice();
+        copy[at] = bad;
+        pending.push(mem.allFiniteAsync(copy), mem.allFiniteAsync(copy.subarray(at === 0 ? 1 : 0, at || 1003)));
+        want.push(false, true);
+      }
+    }
+    const heap = new Memory({ initial: 1 });
+    const view = new Float32Array(mem.aliasShared(heap.buffer), 64, 100);
+    pending.push(mem.allFiniteAsync(view));
+    want.push(true);
+    heap.grow(1); // detaches the buffer the alias was made over; the check still reads valid memory
+    expect(await Promise.all(pending)).toEqual(want);
+    expect(() => mem.allFiniteAsync(new Float64Array(2) as unknown as Float32Array)).toThrow(/allFiniteAsync/);
+  });
 });

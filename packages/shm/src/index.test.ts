@@ -96,6 +96,25 @@ describe.skipIf(!shm)('shared memory addon', () => {
     expect(() => mem.reduce(new Float32Array(2), new Float64Array(2) as unknown as Float32Array, 0)).toThrow(/reduce/);
   });
 
+  it("divide gives JavaScript's quotients bit for bit and tells whether one is ±Infinity", () => {
+    const special = [Number.NaN, Number.POSITIVE_INFINITY, -0, 1e-45, 1.2e-38, 3.3e38, -3.3e38, 1, 2 ** 24 + 1];
+    for (const C of [Float32Array, Float64Array]) {
+      const n = 1031;
+      const base = new C(n);
+      for (let i = 0; i < n; i++) base[i] = i < special.length ? special[i] : Math.sin(i * 7.1) * 2 ** ((i % 60) - 30);
+      for (const divisor of [2, 3, 7, 0.5]) {
+        const got = base.slice(1); // from index 1: no ±Infinity among the inputs
+        const finite = mem.divide(got, divisor);
+        const want = base.slice(1).map((v) => v / divisor);
+        expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${C.name} / ${divisor}`).toBe(true);
+        expect(finite, `${C.name} / ${divisor}`).toBe(!want.some((v) => Math.abs(v) === Number.POSITIVE_INFINITY));
+      }
+      expect(mem.divide(base.slice(0, 2), 3)).toBe(false);
+    }
+    expect(mem.divide(new Float32Array(0), 3)).toBe(true);
+    expect(() => mem.divide(new Int32Array(2) as unknown as Float32Array, 2)).toThrow(/divide/);
+  });
+
   it('refuses bad arguments with an error, not a crash', () => {
     const sab = new SharedArrayBuffer(8);
     expect(() => mem.wake(sab, 6)).toThrow(/aligned word/);

@@ -22,6 +22,11 @@ export interface SharedMemory {
    */
   reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3): void;
   /**
+   * values[i] /= divisor in place, in vectorised C, bit-identical to JavaScript's division
+   * stored back; false when some quotient is ±Infinity (AVG's overflow fallback looks then).
+   */
+  divide(values: Float32Array | Float64Array, divisor: number): boolean;
+  /**
    * A SharedArrayBuffer over the same bytes as `buffer` (all of them, as long as they are now):
    * another thread can then use memory V8 does not share, such as the wasm heap. It keeps
    * that memory alive, even once `buffer` is detached.
@@ -31,6 +36,8 @@ export interface SharedMemory {
   address(buffer: ArrayBuffer | SharedArrayBuffer): number;
   /** Whether no value is NaN or ±Infinity, in vectorised C. */
   allFinite(values: Float32Array): boolean;
+  /** allFinite on libuv's thread pool (the caller's thread goes on); do not write `values` until it settles. */
+  allFiniteAsync(values: Float32Array): Promise<boolean>;
 }
 
 let loaded: SharedMemory | null | undefined;

@@ -14,6 +14,8 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -150,6 +152,47 @@ void Reduce(const FunctionCallbackInfo<Value>& args) {
   else ReduceInt32(ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
 }
 
+// values[i] /= divisor in place (AVG's last step); true when no result is ±Infinity. Float
+// division rounds once, like JavaScript's x / n stored into a Float32Array (a double
+// quotient of two floats rounds to the same float), so results are bit-identical.
+// No branch in the loop, so it vectorises: q − q is 0 for a finite q and NaN for ±Infinity
+// or NaN, and a NaN stays in the sums; only then are the quotients looked at for ±Infinity.
+template <typename T>
+bool DivideFloat(T* v, size_t n, T divisor) {
+  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) {
+      T q = v[i + k] / divisor;
+      v[i + k] = q;
+      acc[k] += q - q;
+    }
+  T sum = 0;
+  for (; i < n; i++) {
+    v[i] = v[i] / divisor;
+    sum += v[i] - v[i];
+  }
+  for (T a : acc) sum += a;
+  if (sum == 0) return true;
+  for (size_t k = 0; k < n; k++)
+    if (std::abs(v[k]) == std::numeric_limits<T>::infinity()) return false;
+  return true;
+}
+
+// divide(values, divisor): a Float32Array or Float64Array divided in place; false when a
+// quotient is ±Infinity (the caller's overflow fallback then looks at those elements).
+void Divide(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  Local<Value> v = args[0];
+  if (!(v->IsFloat32Array() || v->IsFloat64Array()) || !args[1]->IsNumber())
+    return ThrowError(iso, "divide(values, divisor): a Float32Array or Float64Array and a number");
+  size_t n = v.As<TypedArray>()->Length();
+  double divisor = args[1].As<Number>()->Value();
+  bool finite = v->IsFloat32Array() ? DivideFloat(ElementsOf<float>(v), n, static_cast<float>(divisor))
+                                    : DivideFloat(ElementsOf<double>(v), n, divisor);
+  args.GetReturnValue().Set(finite);
+}
+
 struct WaitJob {
   uv_work_t req;
   Isolate* iso;
@@ -209,5 +252,6 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   set("wait", Wait);
   set("waitSync", WaitSync);
   set("reduce", Reduce);
+  set("divide", Divide);
   RegisterAlias(exports, context);
 }

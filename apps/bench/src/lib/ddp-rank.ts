@@ -1,3 +1,4 @@
+import { pinLeavingACoreFree, ThreadCpu, threadCpuNs } from './thread-cpu.js';
 import { printSample } from './world.js';
 
 /** Linear(W/2 → W), GELU, (Linear(W → W), GELU) × (depth − 2), Linear(W → W/2). */
@@ -28,7 +29,7 @@ export interface DdpRankRun {
 export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
   const { dims, batch, bucketMB, steps, warmup } = run;
   const paramCount = paramsOf(dims);
-  const { initProcessGroup, destroyProcessGroup, sharedArray } = await import('@ddp/comm');
+  const { initProcessGroup, destroyProcessGroup, ReduceOp, sharedArray } = await import('@ddp/comm');
   const { fromTf, tidy } = await import('@ddp/autograd');
   const { GELU, Generator, Linear, mse, SGD, Sequential } = await import('@ddp/nn');
   const { tf } = await import('@ddp/tensor');
@@ -76,6 +77,7 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
     await train(true);
     hook.communicate = true;
   };
+  if (process.env.DDP_BENCH_FREE_CORE === '1') pinLeavingACoreFree(); // before the autotune: it times the pinned step
   // the autotune's trial iterations (a tuned cap exists only with a cap left to choose, and peers)
   if (wrapped instanceof DistributedDataParallel && pg.size > 1 && Number.isNaN(bucketMB) && variant !== 'after') {
     while (wrapped.bucketCapTuning === null) await train(true);
@@ -87,7 +89,8 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
           compute: () => train(false),
           local,
           ddp: () => train(true),
-          ...(flat ? { comm: () => pg.allReduce(flat).wait() } : {}),
+          // AVG, as DDP's default hook: its last pass is part of the all-reduce's cost
+          ...(flat ? { comm: () => pg.allReduce(flat, { op: ReduceOp.AVG }).wait() } : {}),
         };
   // wall time per mode, and CPU time (all threads and the kernel on this process's behalf) as `cpu:<mode>`
   const times: Record<string, number[]> = Object.fromEntries(
@@ -96,13 +99,16 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
       [`cpu:${m}`, []],
     ]),
   );
+  const threads = new ThreadCpu();
   for (let s = 0; s < warmup + steps; s++) {
     for (const [mode, run] of Object.entries(modes)) {
       await pg.barrier().wait();
       const t0 = performance.now();
       const cpu0 = process.cpuUsage();
+      const threads0 = threadCpuNs();
       await run();
       const cpu = process.cpuUsage(cpu0);
+      if (s >= warmup) threads.add(mode, threads0);
       // a step lasts until the slowest rank is done: without this barrier compute and local
       // would time one rank while ddp waits for the slowest (measured: 20–35 % apart per step)
       await pg.barrier().wait();
@@ -118,6 +124,10 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
     ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}),
   };
   if (pg.rank === 0)
-    printSample({ ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])), ...info });
+    printSample({
+      ...Object.fromEntries(Object.entries(times).map(([m, t]) => [m, median(t)])),
+      ...threads.report(steps),
+      ...info,
+    });
   await destroyProcessGroup();
 }

@@ -302,7 +302,8 @@ coreScenarios.tunerAgreement = async (pg) => {
   const tuner = new BucketCapTuner([0.004, 0.008, 1]);
   const first = tuner.plan([1000, 1000, 1000, 1000, 1000, 1000], 1);
   const mine = pg.rank === 0 ? [10, 30, 20] : [30, 10, 25];
-  const changes: (number | null)[] = [];
-  for (const ms of mine) for (let step = 0; step < 2; step++) changes.push(await tuner.record(ms + step, pg));
+  const changes: number[] = [];
+  // the candidates take turns: step s times candidate s % 3
+  for (let step = 0; step < 6; step++) changes.push(await tuner.record(mine[step % 3] + Math.floor(step / 3), pg));
   return { first, changes, result: tuner.result };
 };
