@@ -179,6 +179,24 @@ describe('DistributedDataParallel in a world of one', () => {
     }
   });
 
+  it('refuses a forward once a parameter was unfrozen or frozen after create (DDP and DataParallelNaive)', async () => {
+    for (const wrap of [DistributedDataParallel.create, DataParallelNaive.create] as const) {
+      const model = mlp(1, [5, 8, 3]);
+      const [w0, b0] = model.parameters();
+      w0.requiresGrad = false;
+      const wrapped = await wrap(model);
+      const x = normal([2, 5], 1);
+      tidy(() => wrapped.forward(x));
+      w0.requiresGrad = true;
+      expect(() => wrapped.forward(x)).toThrow(DDPUsageError);
+      expect(() => wrapped.forward(x)).toThrow(/rank 0.*0\.weight \(now trainable\)/);
+      w0.requiresGrad = false;
+      b0.requiresGrad = false;
+      expect(() => wrapped.forward(x)).toThrow(/0\.bias \(now frozen\)/);
+      x.dispose();
+    }
+  });
+
   it('refuses bucket sizes and cap candidates that are not positive, and a module with nothing to synchronise', async () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { bucketCapMB: -1 })).rejects.toThrow(DDPUsageError);
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { firstBucketMB: 0 })).rejects.toThrow(

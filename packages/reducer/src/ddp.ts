@@ -8,7 +8,7 @@ import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
-import { broadcastTensors, buffersOf, moduleState, verifyParameterShapes } from './sync.js';
+import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
 import { raiseUnused, unreachedParameters } from './unused.js';
 
 /** One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank. */
@@ -36,6 +36,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   iteration = 0;
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
+  private readonly hooked: ReadonlySet<Parameter>;
   private readonly plan: BucketPlan;
   private hook: CommHook<unknown> | InPlaceCommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
@@ -60,6 +61,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       .namedParameters()
       .filter(([, p]) => p.requiresGrad)
       .map(([name, param]) => ({ name, param }));
+    this.hooked = new Set(this.params.map(({ param }) => param));
     this.plan = new BucketPlan(this.params, opts, this.processGroup.size);
     for (const [i, { param }] of this.params.entries()) param.registerPostAccumulateGradHook(() => this.markReady(i));
   }
@@ -103,6 +105,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       throw new DDPUsageError(
         'DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first',
       );
+    checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     if (isJoinActive(this)) {
       // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there (throwOnEarlyTermination)
       this.joinNotice?.catch(() => {});

@@ -1,7 +1,7 @@
 import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
-import type { Module } from '@ddp/nn';
+import type { Module, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
-import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js';
+import { broadcastTensors, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
 
 /**
  * picotron's DataParallelNaive: each parameter's gradient is all-reduced on its own, from
@@ -10,12 +10,14 @@ import { broadcastTensors, moduleState, verifyParameterShapes } from './sync.js'
  */
 export class DataParallelNaive<M extends Module = Module> {
   private requireSync = true;
+  private readonly hooked: ReadonlySet<Parameter>;
 
   private constructor(
     readonly module: M,
     readonly processGroup: ProcessGroup,
   ) {
-    for (const p of module.parameters().filter((q) => q.requiresGrad)) {
+    this.hooked = new Set(module.parameters().filter((q) => q.requiresGrad));
+    for (const p of this.hooked) {
       const staging = sharedArray(Float32Array, p.size);
       p.registerPostAccumulateGradHook(async (param) => {
         if (!this.requireSync) return;
@@ -38,6 +40,7 @@ export class DataParallelNaive<M extends Module = Module> {
   }
 
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
+    checkTrainableUnchanged(this.module, this.hooked, 'DataParallelNaive', this.processGroup.rank);
     return (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
   }
 

@@ -2,7 +2,7 @@ import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { ParameterMismatchError } from './errors.js';
+import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
 /** [count, then per parameter: rank, dims...] — what must agree across ranks. */
 function describe(params: readonly [string, Tensor][]): Int32Array {
@@ -76,4 +76,19 @@ export const buffersOf = (module: Module): Tensor[] => module.buffers().filter((
 /** Parameters (then buffers) of module, as DDP broadcasts them. */
 export function moduleState(module: Module, withBuffers: boolean): Tensor[] {
   return [...module.parameters(), ...(withBuffers ? buffersOf(module) : [])];
+}
+
+/**
+ * Refuses a forward after a parameter's requiresGrad changed since the wrapper hooked the
+ * trainable ones: one unfrozen later (fine-tuning's second phase) would keep its local gradient
+ * and the ranks would step apart silently; one frozen later would leave its bucket waiting.
+ */
+export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tensor>, who: string, rank: number): void {
+  const changed = module.namedParameters().filter(([, p]) => p.requiresGrad !== hooked.has(p));
+  if (changed.length === 0) return;
+  const names = changed.map(([name, p]) => `${name} (now ${p.requiresGrad ? 'trainable' : 'frozen'})`);
+  throw new DDPUsageError(
+    `${who}.forward (rank ${rank}): requiresGrad changed since create for ${names.join(', ')}; ` +
+      `wrap the module again after freezing or unfreezing parameters`,
+  );
 }

@@ -24,12 +24,10 @@ describe('silent wrong results in packages owned elsewhere', () => {
     }
   }, 90_000);
 
-  // @ddp/reducer (ddp): DDP hooks only the parameters that require grad when it is created; one
-  // unfrozen afterwards (fine-tuning's second phase) keeps its local gradient, so the ranks
-  // step apart without a word. Fix: record the trainable set at create; at each forward (cheap:
-  // a flag per parameter) raise DDPUsageError naming any parameter that requires grad now but
-  // is not hooked (and say to create DDP after unfreezing), on every rank.
-  it.fails('reducer: a parameter unfrozen after DDP.create raises on every rank, or its gradient is averaged', async () => {
+  // @ddp/reducer: DDP hooks the parameters that require grad when it is created; one unfrozen
+  // afterwards (fine-tuning's second phase) kept its local gradient and the ranks stepped apart
+  // without a word. Now the next forward raises DDPUsageError naming it, on every rank.
+  it('reducer: a parameter unfrozen after DDP.create raises on every rank, or its gradient is averaged', async () => {
     const run = await runWorld('unfrozen.child.ts', 2, { timeoutMs: 60_000 });
     expect(run.result.exitCode, explain(run)).toBe(0);
     const [a, b] = run.out.last(2) as { error: string | null; hash: string }[];
