@@ -43,7 +43,7 @@ describe('silent wrong results in packages owned elsewhere', () => {
   // and batch norm keeps its initial running statistics. Fix (checkpoint-load.ts): compare the
   // file's keys with the names checkpoint-save.ts puts there (parameters in no unit, persistent
   // buffers) and raise ShardedCheckpointError naming the missing and unexpected ones.
-  it.fails('fsdp: a buffer the checkpoint does not hold raises ShardedCheckpointError on every rank', async () => {
+  it('fsdp: a buffer the checkpoint does not hold raises ShardedCheckpointError on every rank', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'silent-fsdp-'));
     try {
       const run = await runWorld('fsdp-buffers.child.ts', 2, { timeoutMs: 60_000, args: [dir] });
@@ -60,7 +60,7 @@ describe('silent wrong results in packages owned elsewhere', () => {
   // root.parameters() never steps it and its gradient is never averaged: fine-tuning's second
   // phase trains nothing there, silently. Fix: at each root forward, raise FSDPError naming a
   // parameter that requires grad but is in no unit's shard (and say to fullyShard after unfreezing).
-  it.fails('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
+  it('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
     const run = await runWorld('fsdp-unfrozen.child.ts', 2, { timeoutMs: 60_000 });
     expect(run.result.exitCode, explain(run)).toBe(0);
     for (const r of run.out.last(2) as { rank: number; error: string | null; moved: boolean }[]) {
