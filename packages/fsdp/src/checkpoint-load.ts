@@ -10,7 +10,14 @@ import {
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { ShardedCheckpointError } from '@ddp/zero';
-import { type AnyOptimizer, type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, unitsOf } from './checkpoint-save.js';
+import {
+  type AnyOptimizer,
+  type FSDPManifest,
+  MANIFEST_FILE,
+  REPLICATED_FILE,
+  replicatedTensors,
+  unitsOf,
+} from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
 
 async function readManifest(entry: string): Promise<FSDPManifest> {
@@ -42,6 +49,30 @@ function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string):
         : `unit ${bad} holds ${saved[bad]}, the model's ${now[bad]}`;
     throw new ShardedCheckpointError(`${path}: the checkpoint does not fit the model: ${which}`, path);
   }
+}
+
+/**
+ * The replicated file must hold exactly what the save writes for this model (a buffer or frozen
+ * parameter missing, extra or reshaped would otherwise be skipped or kept at its initial value).
+ */
+function checkReplicated(file: ParsedSafetensors, root: FSDPModule, path: string): void {
+  const model = new Map(replicatedTensors(root).map(([n, t]) => [n, t.shape]));
+  const missing = [...model.keys()].filter((k) => !file.tensors.has(k));
+  const unexpected = [...file.tensors.keys()].filter((k) => !model.has(k));
+  const reshaped = [...file.tensors]
+    .filter(([k, t]) => model.has(k) && `${t.shape}` !== `${model.get(k)}`)
+    .map(([k, t]) => `${k}: checkpoint [${t.shape.join(', ')}], model [${model.get(k)!.join(', ')}]`);
+  if (missing.length + unexpected.length + reshaped.length === 0) return;
+  const parts = [
+    missing.length > 0 && `missing ${missing.join(', ')}`,
+    unexpected.length > 0 && `unexpected ${unexpected.join(', ')}`,
+    reshaped.length > 0 && `shapes differ: ${reshaped.join('; ')}`,
+  ].filter(Boolean);
+  const what = "the model's unsharded parameters and buffers";
+  throw new ShardedCheckpointError(
+    `rank ${root.processGroup.rank}: ${path} does not fit ${what}: ${parts.join('; ')}`,
+    path,
+  );
 }
 
 /**
@@ -83,6 +114,14 @@ export async function loadFSDPCheckpoint(
       const hi = Math.min(to, (k + 1) * oldSize);
       for (const [name, t] of file.tensors) {
         if (!name.startsWith(prefix)) continue;
+        if (t.dtype !== 'float32' || t.data.length !== oldSize) {
+          const path = join(entry, manifest.shards[k]);
+          const is = `${t.dtype}[${t.data.length}]`;
+          throw new ShardedCheckpointError(
+            `rank ${rank}: ${path}: ${name} is ${is}, the manifest's shard is float32[${oldSize}]`,
+            path,
+          );
+        }
         const key = name.slice(prefix.length);
         out[key] ??= new Float32Array(size);
         if (hi > lo) out[key].set((t.data as Float32Array).subarray(lo - k * oldSize, hi - k * oldSize), lo - from);
@@ -95,6 +134,7 @@ export async function loadFSDPCheckpoint(
     values.set(u, out);
   }
   const replicated = await loadSafetensors(join(entry, REPLICATED_FILE));
+  checkReplicated(replicated, contents.root, join(entry, REPLICATED_FILE));
 
   const created: tf.Tensor[] = [];
   const toTf = (data: Float32Array | SafeTensor, shape: number[]) => {
@@ -106,6 +146,7 @@ export async function loadFSDPCheckpoint(
     return t;
   };
   try {
+    // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
     contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
     for (const [u, { shard, ...state }] of values) {
       const flat = units[u].flat!;

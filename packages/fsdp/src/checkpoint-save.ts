@@ -8,6 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import {
   cleanCheckpointDir,
@@ -59,6 +60,15 @@ export interface Snapshot {
 /** The units of `root` in checkpoint order. */
 export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subunits];
 
+/**
+ * What REPLICATED_FILE holds, by module name: the parameters in no unit's shard and the
+ * persistent buffers. The load expects exactly these.
+ */
+export function replicatedTensors(root: FSDPModule): [string, Tensor][] {
+  const sharded = new Set(unitsOf(root).flatMap((u) => u.flat?.params ?? []));
+  return [...root.module.namedParameters().filter(([, p]) => !sharded.has(p)), ...root.module.namedBuffers(true, true)];
+}
+
 /** Where a snapshot copies the float32 tensor `key` of `length` elements: an array it may overwrite. */
 export type StagingBuffers = (key: string, length: number) => Float32Array;
 
@@ -97,12 +107,9 @@ export function snapshot(
     }
   });
   if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
-  const sharded = new Set(units.flatMap((u) => u.flat?.params ?? []));
   const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
   const replicated = new Map<string, SafeTensor>(
-    [...root.module.namedParameters().filter(([, p]) => !sharded.has(p)), ...root.module.namedBuffers(true, true)].map(
-      ([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)],
-    ),
+    replicatedTensors(root).map(([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)]),
   );
   const manifest: FSDPManifest = {
     format: 'ddp-fsdp-sharded-checkpoint',

@@ -76,4 +76,42 @@ describe('FSDP sharded checkpoints', () => {
     },
     2 * TIMEOUT,
   );
+
+  it(
+    'a checkpoint that does not fit the model raises ShardedCheckpointError on every rank (2, and resharded onto 3)',
+    async () => {
+      const dir = join(root, 'fit');
+      const args = (phase: string) => [JSON.stringify({ dir, phase })];
+      const script = new URL('./test/checkpoint-fit.child.ts', import.meta.url);
+      await runWorld({ script, nprocs: 2, args: args('save'), timeoutMs: TIMEOUT });
+      for (const nprocs of [2, 3]) {
+        const { results } = await runWorld<{ rank: number; outcomes: Record<string, unknown> }>({
+          script,
+          nprocs,
+          args: args('load'),
+          timeoutMs: TIMEOUT,
+        });
+        for (const { rank, outcomes } of results) {
+          const fit = (what: string) => `^ShardedCheckpointError: rank ${rank}: \\S+ does not fit .*: ${what}`;
+          expect(outcomes).toEqual({
+            'a buffer missing': expect.stringMatching(
+              fit('missing 1.running_mean, 1.running_var, 1.num_batches_tracked$'),
+            ),
+            'a buffer missing (async save)': expect.stringMatching(fit('missing 1.running_mean')),
+            'a buffer unexpected': expect.stringMatching(fit('unexpected 1.running_mean')),
+            'a buffer of another shape': expect.stringMatching(
+              fit('shapes differ: 1.running_mean: checkpoint \\[3\\], model \\[5\\]'),
+            ),
+            'a shard of another size than the manifest': expect.stringMatching(
+              new RegExp(
+                `^ShardedCheckpointError: rank ${rank}: \\S+: unit.0.shard is float32\\[\\d+\\], the manifest's`,
+              ),
+            ),
+            fits: [1, 2, 3],
+          });
+        }
+      }
+    },
+    3 * TIMEOUT,
+  );
 });

@@ -18,6 +18,22 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
     expect(errors['a unit with an async forward']).toMatch(
       new RegExp(`^FSDPError: rank ${rank}: AsyncForward's forward is async; a fullyShard unit's forward must be sync`),
     );
+    const changed = 'the parameters requiring grad changed after fullyShard';
+    for (const [what, problem] of [
+      [
+        'unfrozen after fullyShard',
+        '0.weight requires grad but is in no shard; 0.bias requires grad but is in no shard',
+      ],
+      ['frozen after fullyShard', '0.weight is sharded but frozen; 0.bias is sharded but frozen'],
+      [
+        'layer replaced after fullyShard',
+        '0.weight requires grad but is in no shard; 0.bias requires grad but is in no shard; ' +
+          '2 sharded parameter\\(s\\) no longer in the module',
+      ],
+      ['parameter added after fullyShard', '2.scale requires grad but is in no shard'],
+    ]) {
+      expect(errors[what], what).toMatch(new RegExp(`^FSDPError: rank ${rank}: ${problem}.*: ${changed}`));
+    }
     expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
   }
 }, 60_000);

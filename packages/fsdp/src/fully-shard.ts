@@ -114,6 +114,7 @@ export class FSDPModule implements ShardedUnit {
    * first (tfjs's forward is synchronous, so nothing can be awaited inside it).
    */
   async forward(...inputs: Tensor[]): Promise<Tensor> {
+    this.checkTrainableSet();
     lastInForward = null;
     const all = [this, ...this.subunits];
     for (const u of all) u.flat?.free(); // a unit still whole from before an optimizer step is stale
@@ -148,6 +149,34 @@ export class FSDPModule implements ShardedUnit {
     } finally {
       for (const u of all) u.flat?.free();
     }
+  }
+
+  /**
+   * The shards were cut from the parameters that required grad at fullyShard. A parameter that
+   * requires grad now but is in no shard (unfrozen or replaced since) would never be stepped nor
+   * averaged; one frozen since would still get a zero gradient in its shard, which momentum or
+   * weight decay step. FSDP2 shards every parameter and follows requires_grad per parameter; here
+   * a shard is one Parameter per unit, so the trainable set is fixed at fullyShard. Without
+   * grad (evaluation) nothing is reduced or stepped, so anything goes.
+   */
+  private checkTrainableSet(): void {
+    if (!isGradEnabled()) return;
+    const inShards = new Set([this, ...this.subunits].flatMap((u) => u.flat?.params ?? []));
+    const named = this.module.namedParameters();
+    const present = new Set(named.map(([, p]) => p));
+    const problems = [
+      ...named
+        .filter(([, p]) => p.requiresGrad && !inShards.has(p))
+        .map(([n]) => `${n} requires grad but is in no shard`),
+      ...named.filter(([, p]) => !p.requiresGrad && inShards.has(p)).map(([n]) => `${n} is sharded but frozen`),
+    ];
+    const gone = [...inShards].filter((p) => !present.has(p as Parameter)).length;
+    if (gone > 0) problems.push(`${gone} sharded parameter(s) no longer in the module`);
+    if (problems.length === 0) return;
+    throw new FSDPError(
+      `rank ${this.processGroup.rank}: ${problems.join('; ')}: the parameters requiring grad changed after ` +
+        'fullyShard (unfrozen, frozen, replaced or added); call fullyShard after changing them',
+    );
   }
 
   private unitForward(inputs: Tensor[]): Tensor {

@@ -38,10 +38,10 @@ describe('silent wrong results in packages owned elsewhere', () => {
   // @ddp/fsdp (fsdp): loadFSDPCheckpoint loads the replicated tensors (unsharded parameters,
   // buffers) with loadStateDict(…, strict = false), needed because the sharded parameters are
   // not in that file; so a buffer the checkpoint lacks (or holds besides) is skipped silently,
-  // and batch norm keeps its initial running statistics. Fix (checkpoint-load.ts): compare the
-  // file's keys with the names checkpoint-save.ts puts there (parameters in no unit, persistent
-  // buffers) and raise ShardedCheckpointError naming the missing and unexpected ones.
-  it.fails('fsdp: a buffer the checkpoint does not hold raises ShardedCheckpointError on every rank', async () => {
+  // and batch norm kept its initial running statistics. Fixed (checkpoint-load.ts): the file's
+  // keys and shapes are compared with what checkpoint-save.ts puts there (parameters in no unit,
+  // persistent buffers); ShardedCheckpointError names the missing and unexpected ones.
+  it('fsdp: a buffer the checkpoint does not hold raises ShardedCheckpointError on every rank', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'silent-fsdp-'));
     try {
       const run = await runWorld('fsdp-buffers.child.ts', 2, { timeoutMs: 60_000, args: [dir] });
@@ -56,9 +56,9 @@ describe('silent wrong results in packages owned elsewhere', () => {
   // @ddp/fsdp (fsdp): fullyShard shards only the parameters that require grad when it runs
   // (frozen ones stay whole); a layer unfrozen afterwards is in no shard, so an optimizer over
   // root.parameters() never steps it and its gradient is never averaged: fine-tuning's second
-  // phase trains nothing there, silently. Fix: at each root forward, raise FSDPError naming a
-  // parameter that requires grad but is in no unit's shard (and say to fullyShard after unfreezing).
-  it.fails('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
+  // phase trained nothing there, silently. Fixed: each root forward with grad raises FSDPError
+  // naming a parameter that requires grad but is in no unit's shard (fsdp's own tests: its neighbours).
+  it('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
     const run = await runWorld('fsdp-unfrozen.child.ts', 2, { timeoutMs: 60_000 });
     expect(run.result.exitCode, explain(run)).toBe(0);
     for (const r of run.out.last(2) as { rank: number; error: string | null; moved: boolean }[]) {

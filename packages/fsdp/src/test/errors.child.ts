@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Linear, Module, Sequential, Tanh } from '@ddp/nn';
+import { Linear, Module, Parameter, Sequential, Tanh } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
 import { fullyShard, loadFSDPCheckpoint } from '../index.js';
 import { unevenMlp } from './model.js';
 
@@ -43,5 +44,25 @@ const withAsync = new Sequential(new AsyncForward() as never);
 fullyShard(withAsync.at(0));
 const asyncRoot = fullyShard(withAsync);
 await attempt('a unit with an async forward', () => asyncRoot.forward(x));
+/** The trainable set changed after fullyShard: `before` runs on the model before it, `after` after it. */
+type Change = (model: Sequential) => unknown;
+const changedAfterSharding = (what: string, before: Change, after: Change) => {
+  const model = new Sequential(new Linear(6, 3), new Tanh(), new Linear(3, 2));
+  before(model);
+  const sharded = fullyShard(model);
+  after(model);
+  return attempt(what, () => sharded.forward(x));
+};
+const requireGrad = (flag: boolean) => (model: Sequential) => {
+  for (const p of model.at(0).parameters()) p.requiresGrad = flag;
+};
+await changedAfterSharding('unfrozen after fullyShard', requireGrad(false), requireGrad(true));
+await changedAfterSharding('frozen after fullyShard', requireGrad(true), requireGrad(false));
+await changedAfterSharding('layer replaced after fullyShard', requireGrad(true), (m) =>
+  m.replaceModule('0', new Linear(6, 3)),
+);
+await changedAfterSharding('parameter added after fullyShard', requireGrad(true), (m) =>
+  m.at(2).registerParameter('scale', new Parameter(tf.ones([2]))),
+);
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, errors })}`);
 await destroyProcessGroup();
