@@ -1,14 +1,14 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { explain, runWorld } from './world.js';
 
 /**
- * Damaged checkpoints of packages owned elsewhere; @ddp/nn's and @ddp/zero's are tested there
- * (nn `checkpoint-bitflip.test.ts`, zero `sharded-checkpoint.multiprocess.test.ts`).
+ * FSDP checkpoint defects (@ddp/fsdp is owned elsewhere): expected failures until the fix each
+ * names lands. @ddp/nn's and @ddp/zero's checkpoints are tested in those packages.
  */
-describe('damaged checkpoints in packages owned elsewhere', () => {
+describe('FSDP checkpoints', () => {
   // @ddp/fsdp (fsdp): manifest.json is written as plain JSON, so a flipped bit in its step, a
   // learning rate or a beta loads silently (here step 5 → 7: the resumed run skips two steps of its
   // schedule). nn and zero seal theirs. Fix: checkpoint-save.ts writes `sealJson({ ...manifest })`
@@ -25,6 +25,24 @@ describe('damaged checkpoints in packages owned elsewhere', () => {
         expect(r.error ?? `loaded step ${r.step}`, `rank ${r.rank}`).toMatch(
           /^ShardedCheckpointError: .*manifest\.json fails its checksum/,
         );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  // @ddp/fsdp (fsdp): AsyncCheckpointer.save swallows the background save's failure
+  // (`done.catch(() => {})`) until the next save or wait(). A script that ends after its last
+  // save — `destroyProcessGroup()` without awaiting `done` — tears down the save's group; the save
+  // fails, nothing is committed (correctly: step 1 stays latest) and the process exits 0: the final
+  // checkpoint is lost without a word. Fix: have destroyProcessGroup wait for saves in flight (a
+  // before-destroy hook in comm that AsyncCheckpointer registers while one is in flight), and report a
+  // failed save nobody awaited (a warning and `process.exitCode = 1`).
+  it.fails('fsdp: an async save in flight at destroyProcessGroup is committed, or the run fails', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'inflight-fsdp-'));
+    try {
+      const run = await runWorld('fsdp-async-exit.child.ts', 2, { timeoutMs: 60_000, args: [dir] });
+      const committed = (await readdir(dir)).some((name) => name.endsWith('-step-2'));
+      expect(committed || run.result.exitCode !== 0, `exit ${run.result.exitCode}, step 2 not committed`).toBe(true);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
