@@ -184,6 +184,8 @@ export async function entryToLoad(dir: string, metaFile: string): Promise<string
 
 /** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */
 export async function createTemporaryEntry(dir: string, name = temporaryEntryName()): Promise<string> {
-  await mkdir(join(dir, name), { recursive: true });
+  await mkdir(dir, { recursive: true });
+  // not recursive: its recursive form reports a read-only file system as ENOENT, as if dir were missing
+  await mkdir(join(dir, name));
   return join(dir, name);
 }
