@@ -29,7 +29,7 @@ const TINY = [
 ];
 
 /** train.ts on real ranks through @ddp/launch (what `ddp-run --nproc-per-node 2` does). */
-async function train(name: string, extra: string[], nprocPerNode = 2): Promise<string> {
+async function train(name: string, extra: string[], nprocPerNode = 2, exitCode = 0): Promise<string> {
   let out = '';
   const sink = new Writable({
     write(c: Buffer, _e, done) {
@@ -48,7 +48,7 @@ async function train(name: string, extra: string[], nprocPerNode = 2): Promise<s
     },
     { forwardSignals: false },
   );
-  expect(result.exitCode, `${result.summary}\n${out.slice(-3000)}`).toBe(0);
+  expect(result.exitCode === 0, `${result.summary}\n${out.slice(-3000)}`).toBe(exitCode === 0);
   return out;
 }
 
@@ -85,6 +85,25 @@ describe('apps/clip on 2 ranks', () => {
     ).toEqual(losses);
     expect(bytes('resumed', MODEL_FILE).equals(bytes('straight', MODEL_FILE))).toBe(true);
     expect(bytes('resumed', OPTIMIZER_FILE).equals(bytes('straight', OPTIMIZER_FILE))).toBe(true);
+  }, 300_000);
+});
+
+describe('apps/clip --resume under other options', () => {
+  it('another --seed, --batch-size or --grad-accum is a ResumeError (was: other batches, silently)', async () => {
+    await train('restream', ['--exit-after', '1']);
+    for (const [flag, value] of [
+      ['--seed', '4'],
+      ['--batch-size', '26'],
+      ['--grad-accum', '2'],
+    ]) {
+      const log = await train('restream', ['--resume', flag, value], 2, 1);
+      // ddp-run ends the other rank once the first fails, so the log shows one rank's error
+      expect(log).toContain(`: ${join(dir, 'restream', 'ckpt', '00000001-step-1')} was written by a run with`);
+      expect(log).toMatch(/ResumeError: rank [01]: /);
+      expect(log).toContain(`this one has ${flag} ${value}`);
+    }
+    // a resume under another world size is fine: the batches are global
+    expect(await train('restream', ['--resume', '--exit-after', '1'], 1)).toMatch(/resumed from .* at step 1/);
   }, 300_000);
 });
 

@@ -15,6 +15,7 @@ import { dumpRun } from './dump.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
+import { checkSameStream, type DataStream, savedStream } from './resume.js';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -105,9 +106,11 @@ const scheduler = new WarmupCosineLR(optimizer, {
 // the scaler agrees on skipping a step across the ranks; GradScaler({ enabled: false }) is a no-op
 const scaler = new GradScaler({ enabled: opts.amp !== undefined, processGroup: group });
 let step = 0;
+const stream: DataStream = { seed: opts.seed, batchSize: opts.batchSize, gradAccum: opts.gradAccum };
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
+  checkSameStream(savedStream(loaded.extra), stream, loaded.path, rank);
   step = loaded.step;
   const saved = (loaded.extra as { scaler?: GradScalerStateDict } | null)?.scaler;
   if (saved) scaler.loadStateDict(saved);
@@ -145,7 +148,7 @@ async function checkpointNow(): Promise<void> {
       generator,
       step,
       epoch: position.epoch,
-      extra: { sampler: position, seed: opts.seed, scaler: scaler.stateDict() },
+      extra: { sampler: position, stream, scaler: scaler.stateDict() },
     });
   }
   await group.barrier().wait();

@@ -5,7 +5,14 @@ import { join } from 'node:path';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileWriteError } from './atomic.js';
-import { latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import {
+  CheckpointError,
+  latestCheckpoint,
+  loadCheckpoint,
+  MODEL_FILE,
+  OPTIMIZER_FILE,
+  saveCheckpoint,
+} from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
@@ -106,6 +113,25 @@ describe('damaged checkpoints', () => {
     execFileSync('mount', ['--bind', dir, readOnly]);
     try {
       execFileSync('mount', ['-o', 'remount,ro,bind', readOnly]);
+      expect((await loadCheckpoint(readOnly, { model })).step).toBe(2);
+    } finally {
+      execFileSync('umount', [readOnly]);
+      model.dispose();
+    }
+  });
+  it.skipIf(!isRoot)('a save on a read-only file system says EROFS; the checkpoint there still loads', async () => {
+    const dir = join(root, 'writable-2');
+    const model = modelAtStep(2);
+    await saveCheckpoint(dir, { model, step: 2 });
+    const readOnly = join(root, 'read-only-2');
+    await mkdir(readOnly);
+    execFileSync('mount', ['--bind', dir, readOnly]);
+    try {
+      execFileSync('mount', ['-o', 'remount,ro,bind', readOnly]);
+      const error = await caught(saveCheckpoint(readOnly, { model, step: 3 }));
+      expect(error).toBeInstanceOf(CheckpointError);
+      // was: "ENOENT: no such file or directory, mkdir …" (mkdir's recursive form), as if dir were missing
+      expect(error.message).toMatch(new RegExp(`^saveCheckpoint\\(${readOnly}\\): EROFS: read-only file system`));
       expect((await loadCheckpoint(readOnly, { model })).step).toBe(2);
     } finally {
       execFileSync('umount', [readOnly]);

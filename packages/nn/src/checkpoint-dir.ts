@@ -10,7 +10,8 @@
  * one, for tools) and removes what is stale. Readers take the complete entry of the highest
  * generation, so whatever moment a writer dies at, the newest committed checkpoint is found.
  * Stale: entries older than the newest; temporaries of a dead process on this host (a live
- * writer's, or another host's, are left alone); files of the old single-directory layout.
+ * writer's, or another host's, are left alone); files of the old single-directory layout (its
+ * metaFile and *.safetensors beside it). Anything else in dir is the user's and is kept.
  */
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
@@ -148,8 +149,9 @@ export async function cleanCheckpointDir(dir: string, metaFile: string): Promise
     await pointLatestAt(dir, newest.name);
     const generation = newest.generation;
     stale.push(...entries.filter((e) => e.generation < generation).map((e) => e.name));
-    // the old layout's files, superseded by a committed entry
-    stale.push(...names.filter((name) => name === metaFile || name.endsWith('.safetensors')));
+    // the old layout's files, superseded by a committed entry; without its metaFile there is no old
+    // layout, and a *.safetensors file there is the user's own
+    if (names.includes(metaFile)) stale.push(...names.filter((n) => n === metaFile || n.endsWith('.safetensors')));
   }
   await Promise.all(stale.map((name) => rm(join(dir, name), { recursive: true, force: true })));
   if (newest || (await exists(join(dir, metaFile)))) await removeLegacySiblings(dir);
@@ -182,6 +184,8 @@ export async function entryToLoad(dir: string, metaFile: string): Promise<string
 
 /** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */
 export async function createTemporaryEntry(dir: string, name = temporaryEntryName()): Promise<string> {
-  await mkdir(join(dir, name), { recursive: true });
+  await mkdir(dir, { recursive: true });
+  // not recursive: its recursive form reports a read-only file system as ENOENT, as if dir were missing
+  await mkdir(join(dir, name));
   return join(dir, name);
 }

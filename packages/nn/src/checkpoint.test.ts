@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tensor } from '@ddp/autograd';
@@ -165,6 +165,25 @@ describe('checkpoints', () => {
     await saveCheckpoint(path, { model, step: 5 });
     expect((await readdir(path)).sort()).toEqual(['00000001-step-5', LATEST_LINK]);
     for (const m of [model, restored]) m.dispose();
+  });
+
+  it("keeps the user's own files beside the entries (was: every *.safetensors there deleted by a save or load)", async () => {
+    const model = new Toy(new Generator(9));
+    const path = join(dir, 'shared');
+    await mkdir(path, { recursive: true });
+    // weights a user keeps in the checkpoint directory: not the old layout (no checkpoint.json beside them)
+    await writeFile(join(path, 'pretrained.safetensors'), 'not ours');
+    await writeFile(join(path, MODEL_FILE), 'not ours either');
+    await saveCheckpoint(path, { model, step: 1 });
+    await loadCheckpoint(path, { model });
+    await saveCheckpoint(path, { model, step: 2 });
+    expect((await readdir(path)).sort()).toEqual([
+      '00000002-step-2',
+      LATEST_LINK,
+      MODEL_FILE,
+      'pretrained.safetensors',
+    ]);
+    model.dispose();
   });
 
   it("finds the old layout's crash leftovers (newest metadata first); the next save removes them", async () => {

@@ -1,11 +1,12 @@
 /**
  * Training checkpoints: each one an entry of a checkpoint directory (checkpoint-dir.ts) holding
  * model.safetensors, optimizer.safetensors and checkpoint.json (step, epoch, generator and
- * scheduler state, optimizer hyperparameters and scalars; written last). An entry is written
+ * scheduler state, optimizer hyperparameters and scalars; written last, with a checksum of its own
+ * as the safetensors files' tensors and metadata have: sealed-json.ts). An entry is written
  * whole and fsynced before one rename commits it, so a crash at any point leaves the previous
  * checkpoint or the new one, never a mix, and loading always finds the newest committed one.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
@@ -22,6 +23,7 @@ import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
 import { loadSafetensors, type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
+import { readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
 
 export const MODEL_FILE = 'model.safetensors';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
@@ -45,9 +47,12 @@ export interface CheckpointContents {
   extra?: unknown;
 }
 
+/** 2: checkpoint.json and the safetensors metadata carry checksums (1: written before they did). */
+const VERSION = 2;
+
 interface CheckpointMeta {
   format: 'ddp-checkpoint';
-  version: 1;
+  version: 1 | 2;
   step: number;
   epoch: number;
   generator: GeneratorState | null;
@@ -94,7 +99,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
     }
     const meta: CheckpointMeta = {
       format: 'ddp-checkpoint',
-      version: 1,
+      version: VERSION,
       step: contents.step ?? 0,
       epoch: contents.epoch ?? 0,
       generator: contents.generator?.getState() ?? null,
@@ -102,7 +107,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       optimizer,
       extra: contents.extra ?? null,
     };
-    await writeFileAtomic(join(tmp, META_FILE), `${JSON.stringify(meta, null, 2)}\n`);
+    await writeFileAtomic(join(tmp, META_FILE), sealJson({ ...meta }));
     await commitEntry(dir, tmp, meta.step, META_FILE);
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });
@@ -120,18 +125,6 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
  */
 export async function latestCheckpoint(dir: string): Promise<string | null> {
   return latestEntry(dir, META_FILE);
-}
-
-function parseMeta(text: string, path: string): CheckpointMeta {
-  let meta: CheckpointMeta;
-  try {
-    meta = JSON.parse(text) as CheckpointMeta;
-  } catch (error) {
-    throw new CheckpointError(`${path} is not valid JSON: ${(error as Error).message}`);
-  }
-  if (meta?.format !== 'ddp-checkpoint' || meta.version !== 1)
-    throw new CheckpointError(`${path} is not a ddp checkpoint (version 1)`);
-  return meta;
 }
 
 export interface LoadedCheckpoint {
@@ -159,12 +152,16 @@ export async function loadCheckpoint(
 ): Promise<LoadedCheckpoint> {
   const path = await entryToLoad(dir, META_FILE);
   if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
-  const meta = parseMeta(await readFile(join(path, META_FILE), 'utf8'), join(path, META_FILE));
+  const meta = (await readSealedJson(join(path, META_FILE), 'ddp-checkpoint', VERSION).catch((error) => {
+    throw error instanceof SealedJsonError ? new CheckpointError(error.message, { cause: error }) : error;
+  })) as unknown as CheckpointMeta;
   // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
   const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
   if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
-  const model = await loadSafetensors(join(path, MODEL_FILE));
-  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE)) : null;
+  // version 2 wrote every safetensors file with checksums: one without them is damaged
+  const options = { requireChecksums: meta.version === VERSION };
+  const model = await loadSafetensors(join(path, MODEL_FILE), options);
+  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
   const owned: tf.Tensor[] = [];
   const toTf = (t: SafeTensor) => {
     const out = tensorFromTypedArray(t.data, t.shape, t.dtype);

@@ -71,6 +71,7 @@ export { Parameter } from './parameter.js';
 export {
   loadSafetensors,
   type ParsedSafetensors,
+  type ParseOptions,
   parseSafetensors,
   type SafeTensor,
   SafetensorsError,
@@ -80,3 +81,4 @@ export {
   serializeSafetensors,
   toSafeTensor,
 } from './safetensors.js';
+export { parseSealedJson, readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';

@@ -26,6 +26,19 @@ const sample = {
   wide: { dtype: 'float64' as const, shape: [1, 1], data: Float64Array.of(Math.PI) },
 };
 
+/** `bytes` with its header JSON edited (the data unchanged). */
+function rewriteHeader(bytes: Uint8Array, edit: (h: Record<string, Record<string, unknown>>) => void): Uint8Array {
+  const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  edit(header);
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const out = new Uint8Array(8 + json.length + bytes.length - 8 - n);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  out.set(bytes.subarray(8 + n), 8 + json.length);
+  return out;
+}
+
 describe('safetensors', () => {
   it('writes what the specification describes', async () => {
     const path = join(dir, 'a.safetensors');
@@ -36,8 +49,15 @@ describe('safetensors', () => {
     const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
     expect((8 + n) % 8).toBe(0);
     expect(header.__metadata__).toEqual({ format: 'pt', 'ddp.crc32': expect.any(String) });
-    // the CRC-32 of each tensor's bytes (zlib's, as Python's zlib.crc32 computes it)
-    const crc32s = { 'layer.weight': '1939e524', steps: 'bc93e7a5', half: '91e35451', wide: 'f2bacb72' };
+    // the CRC-32 of each tensor's bytes (zlib's, as Python's zlib.crc32 computes it), and of the
+    // other metadata as compact JSON (zlib.crc32(b'{"format":"pt"}'))
+    const crc32s = {
+      'layer.weight': '1939e524',
+      steps: 'bc93e7a5',
+      half: '91e35451',
+      wide: 'f2bacb72',
+      __metadata__: 'c1f700ee',
+    };
     expect(JSON.parse(header.__metadata__['ddp.crc32'])).toEqual(crc32s);
     expect(header['layer.weight']).toEqual({ dtype: 'F32', shape: [2, 3], data_offsets: [0, 24] });
     expect(header.steps).toEqual({ dtype: 'I32', shape: [], data_offsets: [24, 28] });
@@ -105,16 +125,7 @@ describe('safetensors', () => {
     const withExtra = new Uint8Array(bytes.length + 4);
     withExtra.set(bytes);
     expectKind(withExtra, 'corrupt', /trailing bytes/);
-    const rewrite = (edit: (h: Record<string, Record<string, unknown>>) => void) => {
-      const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
-      edit(header);
-      const json = new TextEncoder().encode(JSON.stringify(header));
-      const out = new Uint8Array(8 + json.length + bytes.length - 8 - n);
-      new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-      out.set(json, 8);
-      out.set(bytes.subarray(8 + n), 8 + json.length);
-      return out;
-    };
+    const rewrite = (edit: (h: Record<string, Record<string, unknown>>) => void) => rewriteHeader(bytes, edit);
     expectKind(
       rewrite((h) => {
         (h.steps as Record<string, unknown>).data_offsets = [20, 24];
@@ -146,6 +157,31 @@ describe('safetensors', () => {
     const file = join(dir, 'cut.safetensors');
     await writeFile(file, bytes.subarray(0, 20));
     await expect(loadSafetensors(file)).rejects.toThrow(/cut\.safetensors.*header says/);
+  });
+
+  it('requireChecksums: every single-bit flip of the header is an error (was: metadata such as a step count changed)', () => {
+    const bytes = serializeSafetensors(sample, { scalars: '{"0":{"step":5}}' });
+    const headerEnd = 8 + Number(new DataView(bytes.buffer).getBigUint64(0, true));
+    const loaded: string[] = [];
+    for (let at = 0; at < headerEnd; at++) {
+      for (const bit of [0x01, 0x02, 0x04, 0x10]) {
+        const flipped = bytes.slice();
+        flipped[at] ^= bit;
+        try {
+          parseSafetensors(flipped, 'x.safetensors', { requireChecksums: true });
+          loaded.push(`byte ${at} ('${String.fromCharCode(bytes[at])}') ^ ${bit}`);
+        } catch (error) {
+          if (!(error instanceof SafetensorsError)) loaded.push(`byte ${at}: ${error}`);
+        }
+      }
+    }
+    expect(loaded).toEqual([]);
+    // a file written elsewhere (no checksums) loads unless they are required
+    const plain = rewriteHeader(bytes, (h) => {
+      h.__metadata__ = { format: 'pt' };
+    });
+    expect(parseSafetensors(plain).metadata).toEqual({ format: 'pt' });
+    expect(() => parseSafetensors(plain, 'x.safetensors', { requireChecksums: true })).toThrow(/no checksums/);
   });
 
   it("reads PyTorch's int64 buffers as int32, refusing values that do not fit", () => {

@@ -5,7 +5,9 @@
  * Reading checks every length, offset and shape, and raises SafetensorsError on bad input.
  * Written dtypes: F32, F64, I32, F16, BF16; read also: I64 (as int32, range-checked).
  * Writing stores each tensor's CRC-32 in the metadata (key `ddp.crc32`, a JSON object by tensor
- * name); reading verifies them when present, so a flipped bit is an error naming the tensor.
+ * name, and `__metadata__` for the other metadata entries); reading verifies them when present, so a
+ * flipped bit is an error naming the tensor. Checkpoints ask for them (`requireChecksums`): a bit
+ * flipped in the key's name must not pass as a file written elsewhere, unchecked.
  */
 import { readFile } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
@@ -82,6 +84,8 @@ if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error('safetens
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 /** The metadata key holding the tensors' checksums. */
 const CHECKSUMS = 'ddp.crc32';
+/** The checksums' entry for the metadata (a name no tensor has). */
+const METADATA = '__metadata__';
 const checksum = (bytes: Uint8Array) => crc32(bytes).toString(16).padStart(8, '0');
 const bytesOf = (t: TypedArray) => new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
 
@@ -119,6 +123,7 @@ function safetensorsParts(
     checksums[name] = checksum(bytesOf(t.data));
     offset += t.data.byteLength;
   }
+  checksums[METADATA] = checksum(new TextEncoder().encode(JSON.stringify(metadata)));
   head.__metadata__ = { ...metadata, [CHECKSUMS]: JSON.stringify(checksums) };
   let json = JSON.stringify(head);
   json += ' '.repeat((8 - ((Buffer.byteLength(json) + 8) % 8)) % 8); // pad so the data starts 8-aligned
@@ -198,11 +203,51 @@ function parseChecksums(value: string | undefined, source: string): Record<strin
   throw new SafetensorsError('corrupt', `${source}: metadata '${CHECKSUMS}' is not a JSON object of checksums`);
 }
 
-export function parseSafetensors(bytes: Uint8Array, source = 'safetensors data'): ParsedSafetensors {
+export interface ParseOptions {
+  /** Refuse a file without checksums (of every tensor and of the metadata). */
+  requireChecksums?: boolean;
+}
+
+/**
+ * The metadata's own checksum (files written before it existed have none), and every checksum must
+ * name a tensor of the file: a flipped bit in a name is not an unchecked tensor.
+ */
+function checkMetadataChecksum(
+  checksums: Record<string, string> | undefined,
+  metadata: Record<string, string>,
+  header: Record<string, unknown>,
+  source: string,
+  required: boolean,
+): void {
+  if (!checksums) {
+    if (required) throw new SafetensorsError('corrupt', `${source}: no checksums (metadata '${CHECKSUMS}')`);
+    return;
+  }
+  const stray = Object.keys(checksums).find((name) => name !== METADATA && !Object.hasOwn(header, name));
+  if (stray !== undefined) throw new SafetensorsError('corrupt', `${source}: a checksum names no tensor ('${stray}')`);
+  const expected = checksums[METADATA];
+  if (expected === undefined) {
+    if (required) throw new SafetensorsError('corrupt', `${source}: the metadata has no checksum`);
+    return;
+  }
+  const found = checksum(new TextEncoder().encode(JSON.stringify(metadata)));
+  if (found !== expected)
+    throw new SafetensorsError(
+      'checksum',
+      `${source}: the metadata fails its checksum (CRC-32 ${found}, stored ${expected})`,
+    );
+}
+
+export function parseSafetensors(
+  bytes: Uint8Array,
+  source = 'safetensors data',
+  { requireChecksums = false }: ParseOptions = {},
+): ParsedSafetensors {
   const { header, dataStart } = parseHeader(bytes, source);
   const dataLength = bytes.length - dataStart;
   const { [CHECKSUMS]: stored, ...metadata } = parseMetadata(header.__metadata__, source);
   const checksums = parseChecksums(stored, source);
+  checkMetadataChecksum(checksums, metadata, header, source, requireChecksums);
   const spans: { name: string; begin: number; end: number; reader: Reader; shape: number[] }[] = [];
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') continue;
@@ -291,7 +336,7 @@ export function saveSafetensorsSync(
   writeFileAtomicSync(path, safetensorsParts(tensors, metadata));
 }
 
-export async function loadSafetensors(path: string): Promise<ParsedSafetensors> {
+export async function loadSafetensors(path: string, options?: ParseOptions): Promise<ParsedSafetensors> {
   let bytes: Buffer;
   try {
     bytes = await readFile(path);
@@ -300,5 +345,5 @@ export async function loadSafetensors(path: string): Promise<ParsedSafetensors> 
     const why = missing ? 'no such file' : (error as Error).message;
     throw new SafetensorsError(missing ? 'missing' : 'unreadable', `${path}: ${why}`, { cause: error });
   }
-  return parseSafetensors(new Uint8Array(bytes), path);
+  return parseSafetensors(new Uint8Array(bytes), path, options);
 }

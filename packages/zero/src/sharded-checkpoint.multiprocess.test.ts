@@ -1,4 +1,4 @@
-import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWorld } from '@ddp/launch/testing';
@@ -9,7 +9,7 @@ interface RankResult {
   params: number[];
   maxDiff?: number;
   resumedAt?: number;
-  broken?: { name: string; message: string; file?: string };
+  broken?: ({ name: string; message: string; file?: string } | null)[];
 }
 
 const TIMEOUT = 110_000;
@@ -19,6 +19,21 @@ const script = new URL('./test/sharded-checkpoint.child.ts', import.meta.url);
 let root = '';
 let ckpt = '';
 let broken = '';
+const SHARD_0 = 'optimizer-shard-0-of-2.safetensors';
+/** Copies of the checkpoint with one bit flipped: the manifest's step 5 → 7, shard 0's Adam step 5 → 7. */
+let flippedManifest = '';
+let flippedShard = '';
+
+/** Copies `ckpt` to `to` with one bit of `file` flipped: the first `pattern`'s last byte, '5' → '7'. */
+async function flipStep(to: string, file: string, pattern: string): Promise<void> {
+  await cp(ckpt, to, { recursive: true, verbatimSymlinks: true });
+  const path = join(to, ENTRY, file);
+  const bytes = await readFile(path);
+  const at = bytes.indexOf(pattern) + pattern.length - 1;
+  expect(bytes[at]).toBe(0x35);
+  bytes[at] ^= 0x02;
+  await writeFile(path, bytes);
+}
 
 // 5 steps of ZeRO-1 Adam on 2 ranks, saved sharded; every resume then runs steps 5..9
 beforeAll(async () => {
@@ -33,6 +48,10 @@ beforeAll(async () => {
   });
   await cp(ckpt, broken, { recursive: true, verbatimSymlinks: true });
   await rm(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
+  flippedManifest = join(root, 'flipped-manifest');
+  flippedShard = join(root, 'flipped-shard');
+  await flipStep(flippedManifest, 'manifest.json', '"step": 5');
+  await flipStep(flippedShard, SHARD_0, '\\"step\\":5');
 }, TIMEOUT);
 
 afterAll(async () => {
@@ -67,7 +86,7 @@ describe('sharded ZeRO checkpoints', () => {
     'resumes on %i ranks and matches an uninterrupted 10-step run',
     async (nprocs) => {
       const args = ['--load', ckpt, '--to', '10'];
-      if (nprocs === 3) args.push('--broken', broken);
+      if (nprocs === 3) args.push('--broken', broken, '--broken', flippedManifest, '--broken', flippedShard);
       const { results } = await runWorld<RankResult>({ script, nprocs, args, timeoutMs: 90_000 });
       for (const r of results) {
         expect(r.resumedAt).toBe(5);
@@ -76,11 +95,21 @@ describe('sharded ZeRO checkpoints', () => {
       }
       if (nprocs === 3) {
         // the damaged copy: a typed error naming the missing shard, on every rank
+        // and the flipped bits (was: loaded, the step counts changed): errors naming the file
         for (const r of results) {
-          expect(r.broken?.name).toBe('ShardedCheckpointError');
-          expect(r.broken?.message).toContain('optimizer-shard-1-of-2.safetensors');
-          expect(r.broken?.file).toBe(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
+          const [missing, manifest, shard] = r.broken ?? [];
+          expect(missing?.name).toBe('ShardedCheckpointError');
+          expect(missing?.message).toContain('optimizer-shard-1-of-2.safetensors');
+          expect(missing?.file).toBe(join(broken, ENTRY, 'optimizer-shard-1-of-2.safetensors'));
+          expect(manifest?.name).toBe('ShardedCheckpointError');
+          expect(manifest?.message).toContain(`${join(flippedManifest, ENTRY, 'manifest.json')} fails its checksum`);
+          // only the ranks whose parameters shard 0 holds read it
+          if (shard !== null) {
+            expect(shard?.name).toBe('SafetensorsError');
+            expect(shard?.message).toContain(`${join(flippedShard, ENTRY, SHARD_0)}: the metadata fails its checksum`);
+          }
         }
+        expect(results.some((r) => r.broken?.[2] !== null)).toBe(true);
       }
     },
     TIMEOUT,

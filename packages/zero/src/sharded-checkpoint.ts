@@ -7,7 +7,7 @@
  * A crash at any point leaves the previous checkpoint loadable. State is keyed by the
  * parameter's global index, so a checkpoint loads onto any world size (resharding).
  */
-import { access, readFile, rm } from 'node:fs/promises';
+import { access, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
@@ -21,8 +21,11 @@ import {
   type Module,
   type OptimizerStateDict,
   type ParamState,
+  readSealedJson,
   type SafeTensor,
+  SealedJsonError,
   saveSafetensors,
+  sealJson,
   temporaryEntryName,
   toSafeTensor,
   writeFileAtomic,
@@ -48,9 +51,12 @@ export class ShardedCheckpointError extends Error {
   }
 }
 
+/** 2: the manifest and the safetensors metadata carry checksums (1: written before they did). */
+const VERSION = 2;
+
 export interface ShardedManifest {
   format: 'ddp-zero-sharded-checkpoint';
-  version: 1;
+  version: 1 | 2;
   worldSize: number;
   step: number;
   /** One per global parameter position: its name (the model's, or `param.<i>`), shape and shard. */
@@ -157,7 +163,7 @@ export async function saveShardedCheckpoint(
         const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
         const manifest: ShardedManifest = {
           format: 'ddp-zero-sharded-checkpoint',
-          version: 1,
+          version: VERSION,
           worldSize: size,
           step: contents.step,
           parameters: params.map((p, i) => ({
@@ -173,7 +179,7 @@ export async function saveShardedCheckpoint(
           weights: contents.model ? MODEL_FILE : PARAMS_FILE,
           extra: contents.extra ?? null,
         };
-        await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+        await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
@@ -186,21 +192,11 @@ export async function saveShardedCheckpoint(
 
 async function readManifest(dir: string): Promise<ShardedManifest> {
   const path = join(dir, MANIFEST_FILE);
-  let text: string;
   try {
-    text = await readFile(path, 'utf8');
-  } catch {
-    throw new ShardedCheckpointError(`sharded checkpoint ${dir}: ${MANIFEST_FILE} is missing`, path);
-  }
-  let manifest: ShardedManifest;
-  try {
-    manifest = JSON.parse(text) as ShardedManifest;
+    return (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
   } catch (e) {
-    throw new ShardedCheckpointError(`${path} is not valid JSON: ${(e as Error).message}`, path);
+    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
   }
-  if (manifest?.format !== 'ddp-zero-sharded-checkpoint' || manifest.version !== 1)
-    throw new ShardedCheckpointError(`${path} is not a ZeRO sharded checkpoint (version 1)`, path);
-  return manifest;
 }
 
 /** The newest committed entry of `location`. */
@@ -256,11 +252,13 @@ export async function loadShardedCheckpoint(
     created.push(out);
     return out;
   };
+  // version 2 wrote every file with checksums: one without them is damaged
+  const options = { requireChecksums: manifest.version === VERSION };
   try {
     const state = new Map<number, ParamState>();
     const wanted = new Set(owned);
     for (const s of needed) {
-      const file = await loadSafetensors(join(dir, manifest.shards[s]));
+      const file = await loadSafetensors(join(dir, manifest.shards[s]), options);
       const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
       for (const [i, values] of Object.entries(scalars))
         if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
@@ -275,7 +273,7 @@ export async function loadShardedCheckpoint(
         if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
       }
     }
-    const weights = await loadSafetensors(join(dir, manifest.weights));
+    const weights = await loadSafetensors(join(dir, manifest.weights), options);
     const sd = { state, paramGroups: manifest.paramGroups } as unknown as OptimizerStateDict<{ lr: number }>;
     if (contents.model && manifest.weights === MODEL_FILE) {
       contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));

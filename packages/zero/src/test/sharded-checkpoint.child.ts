@@ -2,7 +2,7 @@
 // on a fixed global batch (12 rows per step, rank r takes its contiguous 12/N rows, gradients
 // averaged by all-reduce), so the result does not depend on the world size.
 //   --from a --to b: train steps a..b-1;  --load dir: resume from a sharded checkpoint first;
-//   --save dir: save one after;  --broken dir: first try loading this one and report the error.
+//   --save dir: save one after;  --broken dir (repeated): first try loading these and report the errors.
 // With --load it also trains the uninterrupted reference (one process, full batch, plain Adam,
 // steps 0..b-1) and reports the largest difference. Prints one RESULT line.
 import { parseArgs } from 'node:util';
@@ -61,7 +61,7 @@ const { values } = parseArgs({
     to: { type: 'string' },
     load: { type: 'string' },
     save: { type: 'string' },
-    broken: { type: 'string' },
+    broken: { type: 'string', multiple: true },
   },
 });
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -70,13 +70,16 @@ const result: Record<string, unknown> = { rank };
 
 const model = makeModel();
 const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, OPTIONS, { stage: 1 });
-if (values.broken) {
+const broken: unknown[] = [];
+for (const dir of values.broken ?? []) {
   try {
-    await loadShardedCheckpoint(values.broken, { model, optimizer: zero });
+    await loadShardedCheckpoint(dir, { model, optimizer: zero });
+    broken.push(null);
   } catch (e) {
-    result.broken = { name: (e as Error).name, message: (e as Error).message, file: (e as { file?: string }).file };
+    broken.push({ name: (e as Error).name, message: (e as Error).message, file: (e as { file?: string }).file });
   }
 }
+if (values.broken) result.broken = broken;
 let from = Number(values.from ?? 0);
 if (values.load) from = (await loadShardedCheckpoint(values.load, { model, optimizer: zero })).step;
 const to = Number(values.to);

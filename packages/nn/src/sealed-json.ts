@@ -1,0 +1,66 @@
+/**
+ * The JSON files of a checkpoint (checkpoint.json, the sharded manifests) carry a CRC-32 of their
+ * content, so a flipped bit in a step count or a learning rate is an error naming the file rather
+ * than a resumed run that differs silently (tensor data has checksums of its own: safetensors.ts).
+ */
+import { readFile } from 'node:fs/promises';
+import { crc32 } from 'node:zlib';
+
+/** The key holding the checksum, written last. */
+const SEAL = 'crc32';
+const checksum = (text: string) => crc32(text).toString(16).padStart(8, '0');
+
+/** A JSON file that does not parse or fails its checksum. */
+export class SealedJsonError extends Error {
+  override name = 'SealedJsonError';
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(`${path} ${why}`);
+  }
+}
+
+/** `value` as indented JSON, its last key the CRC-32 of `JSON.stringify(value)`. */
+export function sealJson(value: Record<string, unknown>): string {
+  return `${JSON.stringify({ ...value, [SEAL]: checksum(JSON.stringify(value)) }, null, 2)}\n`;
+}
+
+/**
+ * Parses JSON written by sealJson and checks its checksum: re-serialising a parsed value gives the
+ * written text back (same key order, same number spellings), so any changed value fails it.
+ * `sealed` is false for JSON without a checksum (written before there was one); the caller decides
+ * from the format's version whether that is acceptable.
+ */
+export function parseSealedJson(text: string, path: string): { value: Record<string, unknown>; sealed: boolean } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new SealedJsonError(path, `is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new SealedJsonError(path, 'is not a JSON object');
+  const { [SEAL]: stored, ...value } = parsed as Record<string, unknown>;
+  if (stored === undefined) return { value, sealed: false };
+  const found = checksum(JSON.stringify(value));
+  if (stored !== found)
+    throw new SealedJsonError(path, `fails its checksum (CRC-32 ${found}, stored ${String(stored)})`);
+  return { value, sealed: true };
+}
+
+/**
+ * Reads a checkpoint's JSON file of `format`: `version` (sealed) or version 1, which predates the
+ * checksums and is read without. Every failure (missing, not JSON, a checksum, another format)
+ * is a SealedJsonError naming the file.
+ */
+export async function readSealedJson(path: string, format: string, version: number): Promise<Record<string, unknown>> {
+  const text = await readFile(path, 'utf8').catch((error: Error) => {
+    throw new SealedJsonError(path, `cannot be read: ${error.message}`);
+  });
+  const { value, sealed } = parseSealedJson(text, path);
+  if (value.format !== format || (value.version !== 1 && value.version !== version))
+    throw new SealedJsonError(path, `is not a ${format} (version 1 or ${version})`);
+  if (value.version !== 1 && !sealed) throw new SealedJsonError(path, 'has no checksum');
+  return value;
+}
