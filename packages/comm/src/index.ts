@@ -5,6 +5,7 @@ export { newGroup, newSubgroupsByEnumeration } from './api/subgroups.js';
 export type { Work } from './api/work.js';
 export {
   destroyProcessGroup,
+  finishBeforeDestroyingGroups,
   getDefaultGroup,
   getRank,
   getStore,

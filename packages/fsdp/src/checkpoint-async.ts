@@ -1,4 +1,4 @@
-import { newGroup, type ProcessGroup } from '@ddp/comm';
+import { finishBeforeDestroyingGroups, newGroup, type ProcessGroup } from '@ddp/comm';
 import { type AnyOptimizer, snapshot, writeSnapshot } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
 import { BackgroundWriter } from './safetensors-writer.js';
@@ -10,7 +10,7 @@ import { BackgroundWriter } from './safetensors-writer.js';
  * a thread of its own (at a lower priority), the coordination on the main thread. The background save
  * coordinates over a process group of its own, so its collectives never interleave with the
  * training's. One save is in flight at a time: the next `save` first waits for the previous one
- * (and rethrows its failure).
+ * (and rethrows its failure). `destroyProcessGroup` waits for the save in flight.
  */
 export class AsyncCheckpointer {
   private group: ProcessGroup | null = null;
@@ -43,6 +43,7 @@ export class AsyncCheckpointer {
     const done = writeSnapshot(dir, snap, this.group!, 'async', (...args) => this.writer.write(...args));
     this.inFlight = done;
     done.catch(() => {}); // reported by `done` and by the next save or wait()
+    finishBeforeDestroyingGroups(done); // a script ending right after its last save still commits it
     return { done };
   }
 

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   entryToLoad,
@@ -6,7 +5,9 @@ import {
   type OptimizerStateDict,
   type ParamState,
   type ParsedSafetensors,
+  readSealedJson,
   type SafeTensor,
+  SealedJsonError,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { ShardedCheckpointError } from '@ddp/zero';
@@ -22,16 +23,11 @@ import type { FSDPModule } from './fully-shard.js';
 
 async function readManifest(entry: string): Promise<FSDPManifest> {
   const path = join(entry, MANIFEST_FILE);
-  let manifest: FSDPManifest;
   try {
-    manifest = JSON.parse(await readFile(path, 'utf8')) as FSDPManifest;
+    return (await readSealedJson(path, 'ddp-fsdp-sharded-checkpoint', 2)) as unknown as FSDPManifest;
   } catch (e) {
-    throw new ShardedCheckpointError(`${path} is missing or not JSON: ${(e as Error).message}`, path);
+    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
   }
-  if (manifest?.format !== 'ddp-fsdp-sharded-checkpoint' || manifest.version !== 1) {
-    throw new ShardedCheckpointError(`${path} is not an FSDP sharded checkpoint (version 1)`, path);
-  }
-  return manifest;
 }
 
 /** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
@@ -92,8 +88,10 @@ export async function loadFSDPCheckpoint(
   const units = unitsOf(contents.root);
   checkLayout(manifest, units, join(entry, MANIFEST_FILE));
   const files = new Map<number, ParsedSafetensors>();
+  // version 2 sealed its manifest and every safetensors header: a file without checksums is damage
+  const options = { requireChecksums: manifest.version !== 1 };
   const shardOf = async (k: number) => {
-    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k])));
+    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k]), options));
     return files.get(k)!;
   };
   const { rank } = contents.root.processGroup;
@@ -133,7 +131,7 @@ export async function loadFSDPCheckpoint(
       throw new ShardedCheckpointError(`${entry}: no shard of unit ${u} covers elements [${from}, ${to})`, entry);
     values.set(u, out);
   }
-  const replicated = await loadSafetensors(join(entry, REPLICATED_FILE));
+  const replicated = await loadSafetensors(join(entry, REPLICATED_FILE), options);
   checkReplicated(replicated, contents.root, join(entry, REPLICATED_FILE));
 
   const created: tf.Tensor[] = [];

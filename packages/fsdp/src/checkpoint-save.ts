@@ -18,6 +18,7 @@ import {
   type Optimizer,
   type SafeTensor,
   saveSafetensors,
+  sealJson,
   temporaryEntryName,
   toSafeTensor,
   writeFileAtomic,
@@ -35,7 +36,7 @@ export type AnyOptimizer = Optimizer<{ lr: number }>;
 
 export interface FSDPManifest {
   format: 'ddp-fsdp-sharded-checkpoint';
-  version: 1;
+  version: 1 | 2;
   worldSize: number;
   step: number;
   /** Per unit (the root first, then the units below it in module order): its flat layout. */
@@ -113,7 +114,7 @@ export function snapshot(
   );
   const manifest: FSDPManifest = {
     format: 'ddp-fsdp-sharded-checkpoint',
-    version: 1,
+    version: 2,
     worldSize: root.processGroup.size,
     step,
     units: units.map((u) => ({
@@ -184,7 +185,7 @@ export async function writeSnapshot(
       async () => {
         if (!snap.manifest) return;
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
-        await writeFileAtomic(join(entry, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+        await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
         await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
       },

@@ -199,7 +199,24 @@ export function getWireStats(): WireStats {
 }
 
 /** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
+/** Background work that still needs the process groups (an async checkpoint's commit). */
+const finishBeforeDestroy = new Set<Promise<void>>();
+
+/**
+ * destroyProcessGroup waits for `work` to settle before tearing the groups down: a script that
+ * ends right after an async save would otherwise cut the save's collectives and lose it.
+ */
+export function finishBeforeDestroyingGroups(work: Promise<unknown>): void {
+  const settled = work.then(
+    () => {},
+    () => {},
+  );
+  finishBeforeDestroy.add(settled);
+  void settled.then(() => finishBeforeDestroy.delete(settled));
+}
+
 export async function destroyProcessGroup(): Promise<void> {
+  while (finishBeforeDestroy.size > 0) await Promise.all(finishBeforeDestroy);
   if (mpiWorld()) return destroyMpi();
   const w = world;
   world = null;

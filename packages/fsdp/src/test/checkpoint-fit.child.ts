@@ -6,7 +6,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, BatchNorm1d, Generator, Linear, Sequential } from '@ddp/nn';
+import { Adam, BatchNorm1d, Generator, Linear, parseSealedJson, Sequential, sealJson } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { AsyncCheckpointer, type FSDPManifest, fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../index.js';
 
@@ -47,9 +47,12 @@ if (phase === 'save') {
   await done;
   if (group.rank === 0) {
     const entry = join(dir, 'tampered', 'latest');
-    const manifest = JSON.parse(await readFile(join(entry, 'manifest.json'), 'utf8')) as FSDPManifest;
+    // a sealed manifest whose shard size disagrees with its files (its checksum alone cannot tell)
+    const path = join(entry, 'manifest.json');
+    const { value } = parseSealedJson(await readFile(path, 'utf8'), path);
+    const manifest = value as unknown as FSDPManifest;
     manifest.units[0].shardSize += 1;
-    await writeFile(join(entry, 'manifest.json'), JSON.stringify(manifest));
+    await writeFile(path, sealJson({ ...manifest }));
   }
   console.log(`RESULT ${JSON.stringify({ rank: group.rank, outcomes: {} })}`);
 } else {
