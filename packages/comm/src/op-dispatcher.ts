@@ -6,12 +6,19 @@ import { bytes, type StagingPool } from './staging.js';
 import { makeWork, type Work } from './work.js';
 import type { OpRequest, OpResult } from './worker/protocol.js';
 
+type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
+
+/** The Work of an op the fast path completed before returning it. */
+const DONE: Work = makeWork(Promise.resolve());
+
 /**
  * Hands a process group's ops to the thread that runs them (routing.ts): stages the data in
  * a shared buffer, numbers the collectives, and completes their Works in issue order.
  */
 export class OpDispatcher {
   private seq = 0;
+  /** Works issued and not yet settled: the fast path runs only when none is. */
+  private pending = 0;
 
   /** Settles when every Work issued so far has (Works complete in issue order). */
   private tail: Promise<unknown> = Promise.resolve();
@@ -45,7 +52,7 @@ export class OpDispatcher {
     )
       .then((result) => finish(sab as SharedArrayBuffer, result))
       .finally(() => this.staging.release(sab));
-    return makeWork(promise);
+    return makeWork(this.track(promise));
   }
 
   /**
@@ -55,7 +62,11 @@ export class OpDispatcher {
   private dispatch(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): Promise<OpResult | undefined> {
     const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
     if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.groupId, req.seq, req.op);
-    const run = onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
+    return this.inOrder(onMain ? (this.main as MainRunner).run(req) : this.comm.run(req));
+  }
+
+  /** Holds a result back until every earlier Work of this group has completed. */
+  private inOrder<T>(run: Promise<T>): Promise<T> {
     const prev = this.tail;
     const ordered = run.then(
       (r) => prev.then(() => r),
@@ -68,7 +79,66 @@ export class OpDispatcher {
     return ordered;
   }
 
+  /** Counts a Work as pending until it settles (its own reaction runs before any the caller adds). */
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.pending++;
+    const settled = () => {
+      this.pending--;
+    };
+    promise.then(settled, settled);
+    return promise;
+  }
+
+  /**
+   * The fast path of a small allReduce: when no Work of the group is pending, it runs at once
+   * on this thread over shared memory (MainExecutor.runNow; a Work already done, or, if a
+   * peer is late, one that finishes on the event loop). null when it cannot (routing.ts sends
+   * the op elsewhere, no shared memory): the op takes the queue. A non-shared array is copied
+   * into staging, as the queue would, so a late finish never writes memory that may have moved.
+   */
+  private now(buf: CommArray, d: Dtype, reduceOp: OpRequest['reduceOp']): Work | null {
+    const main = this.main;
+    if (!main || this.pending > 0 || !onMainThread('allReduce', buf.byteLength, this.size)) return null;
+    const shared = buf.buffer instanceof SharedArrayBuffer;
+    const sab = shared ? null : this.staging.acquire(buf.byteLength);
+    const data = sab ? new (buf.constructor as ArrayCtor)(sab, 0, buf.length) : buf;
+    if (sab) bytes(data).set(bytes(buf));
+    const count = buf.length;
+    const req = { op: 'allReduce', dtype: d, reduceOp, root: 0, count, length: count, seq: this.seq + 1 } as const;
+    let late: Promise<void> | null | undefined;
+    try {
+      late = main.executor.runNow({ ...req, groupId: this.groupId, timeoutMs: this.timeoutMs }, data);
+    } catch (e) {
+      this.seq++;
+      this.staging.release(sab);
+      return makeWork(Promise.reject(e));
+    }
+    if (late === undefined) {
+      this.staging.release(sab);
+      return null;
+    }
+    this.seq++;
+    const finish = () => {
+      if (sab) bytes(buf).set(bytes(data));
+      this.staging.release(sab);
+    };
+    if (late === null) {
+      finish();
+      return DONE;
+    }
+    return makeWork(
+      this.track(
+        this.inOrder(late).then(finish, (e) => {
+          this.staging.release(sab);
+          throw e;
+        }),
+      ),
+    );
+  }
+
   inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
+    const now = op === 'allReduce' ? this.now(buf, d, extra.reduceOp ?? 'sum') : null;
+    if (now) return now;
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
       const promise = this.dispatch(
@@ -88,7 +158,7 @@ export class OpDispatcher {
         },
         buf.byteLength,
       );
-      return makeWork(promise.then(() => {}));
+      return makeWork(this.track(promise.then(() => {})));
     }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },

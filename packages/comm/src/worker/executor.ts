@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
-import { bytesPerElement, DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE } from '../dtypes.js';
+import { shmAllReduceSteps } from '../algorithms/shm.js';
+import { bytesPerElement, type CommArray, DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE } from '../dtypes.js';
 import {
   CollectiveMismatchError,
   CommError,
@@ -187,7 +188,7 @@ export class Executor {
 
   private context(
     g: GroupState,
-    req: OpRequest,
+    req: Pick<OpRequest, 'timeoutMs' | 'seq'>,
     kind: FrameKind.Data | FrameKind.P2P,
     fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>,
   ): OpContext {
@@ -217,18 +218,51 @@ export class Executor {
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {
-      const err =
-        g.failure ??
-        (e instanceof CommError
-          ? e
-          : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, {
-              rank: this.mesh.opts.rank,
-              op: req.op,
-            }));
-      // receives this op posted may still be waiting: nothing later in this group can be trusted
-      this.fail(g, err, 'here');
-      throw err;
+      throw this.failed(g, req, e);
     }
+  }
+
+  /**
+   * Runs a small allReduce over this group's shared memory at once, on this thread, on `data`
+   * (op-dispatcher.ts's fast path: no earlier op of the group is in flight, so none is queued
+   * here). undefined when it cannot (no shared memory here, the group spans hosts, data
+   * larger than a slot); null when done; else a late peer's promise that finishes it, now the
+   * group's current op. It fails as execute does: thrown or rejected, the group poisoned.
+   */
+  runNow(req: Omit<OpRequest, 'type' | 'id' | 'sab' | 'sabOffset'>, data: CommArray): Promise<void> | null | undefined {
+    const g = this.groups.get(req.groupId);
+    const lane = g?.shm;
+    if (!g || !lane || g.hosts || data.byteLength > lane.slotBytes) return undefined;
+    const fp = fingerprintOf(req);
+    if (g.failure) throw laterCallError(g.failure, this.mesh.opts.rank, describe(fp));
+    try {
+      g.startedSeq = req.seq;
+      const ctx = this.context(g, req, FrameKind.Data, fp);
+      lane.record(fp);
+      const half = req.dtype === 'float16' || req.dtype === 'bfloat16' ? req.dtype : null;
+      const late = lane.driveNow(shmAllReduceSteps(ctx, lane, data, req.reduceOp, half), ctx);
+      if (!late) return null;
+      const run = late.catch((e) => {
+        throw this.failed(g, req, e);
+      });
+      g.tail = run.catch(() => {});
+      return run;
+    } catch (e) {
+      throw this.failed(g, req, e);
+    }
+  }
+
+  /** The error an op failed with (the group's first failure if any), after poisoning the group. */
+  private failed(g: GroupState, req: Pick<OpRequest, 'op'>, e: unknown): CommError {
+    const me = this.mesh.opts.rank;
+    const err =
+      g.failure ??
+      (e instanceof CommError
+        ? e
+        : new CommError(`rank ${me}: ${req.op} failed: ${String(e)}`, { rank: me, op: req.op }));
+    // receives this op posted may still be waiting: nothing later in this group can be trusted
+    this.fail(g, err, 'here');
+    return err;
   }
 
   /** A batch of sends and receives, all in flight at once; completes when all are done. */
@@ -256,7 +290,7 @@ export class Executor {
   }
 }
 
-function fingerprintOf(req: OpRequest): Fingerprint {
+function fingerprintOf(req: Pick<OpRequest, 'op' | 'dtype' | 'reduceOp' | 'count' | 'seq' | 'root'>): Fingerprint {
   return {
     op: OP_CODE[req.op as OpName],
     dtype: DTYPE_CODE[req.dtype],
