@@ -13,15 +13,19 @@ const run = (worldSize: number, mode: string) =>
   runWorld({ worldSize, script: 'fast-path.child.ts', args: [mode], timeoutMs: 60_000 });
 
 describe('small allReduces on the calling thread (shared memory)', () => {
-  it.each([2, 4])('world of %i: awaited ones complete before allReduce returns, with the right sums', async (n) => {
-    const out = await run(n, 'sync');
-    for (const o of out) {
-      const r = phase(o, 'sync');
-      expect(r?.name, explain(out)).toBe('ok');
-      // peers late by more than the blocking budget finish on the event loop; most are not
-      expect(r?.value as number, explain(out)).toBeGreaterThan(0);
-    }
-  }, 90_000);
+  it.each([2, 4])(
+    'world of %i: awaited ones complete before allReduce returns, with the right sums',
+    async (n) => {
+      const out = await run(n, 'sync');
+      for (const o of out) {
+        const r = phase(o, 'sync');
+        expect(r?.name, explain(out)).toBe('ok');
+        // peers late by more than the blocking budget finish on the event loop; most are not
+        expect(r?.value as number, explain(out)).toBeGreaterThan(0);
+      }
+    },
+    90_000,
+  );
 
   it('fast and queued ops mixed in flight: complete in issue order, results equal on every rank', async () => {
     const out = await run(3, 'mixed');

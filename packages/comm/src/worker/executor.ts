@@ -115,7 +115,8 @@ export class Executor {
     const lane =
       shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
     const g = new GroupState(groupId, ranks, rank, lane);
-    if (hosts && lane) g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null) };
+    if (hosts && lane)
+      g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null), grid: hosts.grid };
     this.groups.set(groupId, g);
     for (const r of ranks) if (this.mesh.isLost(r)) this.fail(g, this.mesh.mailboxes[r]?.failure as CommError, 'here');
     const early = this.earlyAborts.get(groupId);
