@@ -1,22 +1,22 @@
 import { availableParallelism } from 'node:os';
 import { shmAllReduceSteps } from '../algorithms/shm.js';
-import { bytesPerElement, type CommArray, DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE } from '../dtypes.js';
+import { bytesPerElement, type CommArray, DTYPE_CODE, OP_CODE } from '../dtypes.js';
 import {
   CollectiveMismatchError,
   CommError,
   laterCallError,
+  parseAbort,
   reportedError,
-  type SerializedError,
   serializeError,
 } from '../errors.js';
 import type { HostLayout } from '../host-layout.js';
 import type { SharedMemory } from '../native.js';
-import { type Fingerprint, type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
+import { type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
 import { GroupState } from './group-state.js';
-import { describe, OpContext } from './op-context.js';
+import { describe, fingerprintOf, OpContext } from './op-context.js';
 import type { FromWorker, OpRequest, OpResult } from './protocol.js';
 import { StragglerProbe } from './straggler-probe.js';
 import { tuning } from './tuning.js';
@@ -289,26 +289,4 @@ export class Executor {
       }),
     );
   }
-}
-
-function fingerprintOf(req: Pick<OpRequest, 'op' | 'dtype' | 'reduceOp' | 'count' | 'seq' | 'root'>): Fingerprint {
-  return {
-    op: OP_CODE[req.op as OpName],
-    dtype: DTYPE_CODE[req.dtype],
-    reduceOp:
-      req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
-    count: req.count,
-    seq: req.seq,
-    root: req.root,
-  };
-}
-
-/** An abort frame's error (text that does not parse is kept as a mismatch's message). */
-function parseAbort(payload: Uint8Array): SerializedError {
-  const text = Buffer.from(payload).toString('utf8');
-  try {
-    const s = JSON.parse(text) as SerializedError;
-    if (typeof s?.name === 'string' && typeof s.message === 'string') return s;
-  } catch {}
-  return { name: 'CollectiveMismatchError', message: text };
 }
