@@ -35,10 +35,12 @@ describe('small allReduces on the calling thread (shared memory)', () => {
       return r?.value;
     });
     expect(values[0]).toEqual({
+      // issue order, and the second small allReduce summed the first one's result (3 × 3)
+      burst: [0, 1, 2, 9],
       order: [0, 1, 2, 3, 4, 5, 6],
       // sum of rank·1000 + i over ranks 0..2, all-reduced twice (×3)
       small: [3 * 3000, 3 * (3000 + 3 * 1023)],
-      large: 6,
+      large: 18,
       plain: 1.5,
       root: 42,
       // float16 1 + 1.000977 + 1.001953 = 3.00293, half-way between 3.00195 and 3.00391: to even

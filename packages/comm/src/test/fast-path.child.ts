@@ -6,7 +6,8 @@ import { CommError, destroyProcessGroup, initProcessGroup, sharedArray } from '.
  * (argv[2]); each rank prints RESULT lines.
  *   sync     – 200 awaited 4 KiB allReduces: how many were already done when allReduce returned
  *   mixed    – rank 0 awaits each op (fast path), the others issue them all at once (queued):
- *              small and large allReduces, a broadcast, float16 and int32 MAX between
+ *              small and large allReduces, a broadcast, float16 and int32 MAX between; then
+ *              every rank issues a large and two small allReduces at once
  *   mismatch – rank 0 all-reduces 8 elements, the others 9 (both small)
  *   timeout  – the last rank sleeps instead of calling a small allReduce
  */
@@ -28,7 +29,9 @@ async function attempt(what: string, fn: () => Promise<unknown>): Promise<void> 
 /** Issues every op; rank 0 waits for each before the next, the others for all at the end; order of completion kept. */
 async function mixed(): Promise<unknown> {
   const n = 1024;
-  const small = sharedArray(Float32Array, n).map((_, i) => rank * 1000 + i);
+  // shared, so a queued op reads it when it runs (a plain array is captured when issued)
+  const small = sharedArray(Float32Array, n);
+  for (let i = 0; i < n; i++) small[i] = rank * 1000 + i;
   const plain = new Float32Array(7).fill(rank + 0.5);
   const large = new Float32Array(300_000).fill(rank + 1);
   const half = new Uint16Array(5).fill(0x3c00 + rank); // float16 1.0, 1.00098, …
@@ -53,7 +56,13 @@ async function mixed(): Promise<unknown> {
     else pending.push(p);
   }
   await Promise.all(pending);
+  // every rank issues at once: a large allReduce in flight, then two small ones on one array
+  const twice = sharedArray(Float32Array, 16).fill(1);
+  const burst: number[] = [];
+  const works = [pg.allReduce(large), pg.allReduce(twice), pg.allReduce(twice)];
+  await Promise.all(works.map((w, i) => w.promise.then(() => burst.push(i))));
   return {
+    burst: [...burst, twice[15]],
     order,
     small: [small[0], small[n - 1]],
     large: large[299_999],
