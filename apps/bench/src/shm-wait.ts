@@ -2,7 +2,7 @@
  * `pnpm bench shm-wait`: how a shared-memory wait should sleep. 4 KiB all-reduces back to
  * back on 2 ranks (the main thread's lane), warm, under each wait policy of
  * packages/comm/src/transport/shm-lane.ts (forced through DDP_SHM_SPIN_MS / DDP_SHM_BLOCK_MS),
- * and over Unix sockets for scale. The defaults in packages/comm/src/worker/tuning.ts come
+ * and over Unix sockets for scale. The defaults in packages/comm/src/execution/tuning.ts come
  * from this. Writes results/shm-wait.{json,md,png}.
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/shm-wait.ts [--iters=3000]

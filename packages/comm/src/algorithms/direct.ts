@@ -1,6 +1,6 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { finishAverage, reduceInto } from '../reduce.js';
-import type { OpContext } from '../worker/op-context.js';
+import type { OpContext } from '../execution/op-context.js';
+import { finishAverage, reduceInto } from './reduce.js';
 import { bytesOf } from './views.js';
 
 /**

@@ -1,10 +1,10 @@
 import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 import type { HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
-import { narrowHalf, widenHalf } from '../half.js';
-import { finishAverage, reduceInto } from '../reduce.js';
-import type { OpContext } from '../worker/op-context.js';
+import type { OpContext } from '../execution/op-context.js';
 import { exchange } from './direct.js';
+import { narrowHalf, widenHalf } from './half-codec.js';
 import { chunkBounds, mod } from './partition.js';
+import { finishAverage, reduceInto } from './reduce.js';
 import { quiet, ring, ringAllGather, ringAllReduce, type Step } from './ring.js';
 import { RingAverage } from './ring-average.js';
 import { bytesOf } from './views.js';

@@ -1,5 +1,5 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import type { OpContext } from '../worker/op-context.js';
+import type { OpContext } from '../execution/op-context.js';
 
 /**
  * Reduce-scatter and all-gather of a group spanning hosts evenly (host-layout.ts), so the

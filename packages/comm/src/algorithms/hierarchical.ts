@@ -1,6 +1,6 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { finishAverage } from '../reduce.js';
-import type { OpContext } from '../worker/op-context.js';
+import type { OpContext } from '../execution/op-context.js';
+import { finishAverage } from './reduce.js';
 
 /**
  * The middle of the hierarchical all-reduce of a group spanning hosts (host-layout.ts):

@@ -1,6 +1,6 @@
 import type { NumArray } from '../dtypes.js';
+import type { OpContext } from '../execution/op-context.js';
 import type { FrameHeader } from '../transport/frame.js';
-import type { OpContext } from '../worker/op-context.js';
 
 /** The all-gather frames of a chunk whose average overflowed carry this in `aux`. */
 const OVERFLOWED = 1;

@@ -1,9 +1,9 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { finishAverage, reduceInto } from '../reduce.js';
+import type { OpContext } from '../execution/op-context.js';
 import type { FrameHeader } from '../transport/frame.js';
-import type { OpContext } from '../worker/op-context.js';
 import { exchange } from './direct.js';
 import { boundsFromSizes, chunkBounds, mod, segments } from './partition.js';
+import { finishAverage, reduceInto } from './reduce.js';
 import { RingAverage } from './ring-average.js';
 import { bytesOf } from './views.js';
 

@@ -1,11 +1,11 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
-import { narrowHalf } from '../half.js';
-import { finishAverage, reduceInto } from '../reduce.js';
+import type { OpContext } from '../execution/op-context.js';
 import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
-import type { OpContext } from '../worker/op-context.js';
 import { combineHalves } from './half.js';
+import { narrowHalf } from './half-codec.js';
 import { type AcrossHosts, acrossHosts } from './hierarchical.js';
 import { chunkBounds } from './partition.js';
+import { finishAverage, reduceInto } from './reduce.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
@@ -33,7 +33,7 @@ export function shmAllReduce(
 
 /**
  * shmAllReduce as the steps it waits on (ShmLane drives them): the same op runs on the event
- * loop or, small and on one host, at once on the calling thread (worker/run-now.ts).
+ * loop or, small and on one host, at once on the calling thread (Executor.runNow).
  */
 export function* shmAllReduceSteps(
   ctx: OpContext,

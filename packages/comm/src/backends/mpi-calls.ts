@@ -1,4 +1,6 @@
 import type { Kind } from '@ddp/mpi';
+import { narrowHalf, widenHalf } from '../algorithms/half-codec.js';
+import type { P2POp } from '../api/group.js';
 import {
   bytesPerElement,
   type CommArray,
@@ -11,9 +13,7 @@ import {
   type ReduceOp,
   viewAs,
 } from '../dtypes.js';
-import type { P2POp } from '../group.js';
-import { narrowHalf, widenHalf } from '../half.js';
-import { bytes } from '../staging.js';
+import { bytes } from '../scheduling/staging.js';
 import type { NativeCall } from './mpi-runtime.js';
 
 /**

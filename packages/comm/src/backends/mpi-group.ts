@@ -1,10 +1,10 @@
 import type { Kind } from '@ddp/mpi';
-import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from '../arg-checks.js';
+import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from '../api/arg-checks.js';
+import type { P2POp, ProcessGroup } from '../api/group.js';
+import { makeWork, type Work } from '../api/work.js';
 import { type CommArray, dtypeOf, type HalfDtype, type OpName, type ReduceOp, reduceOpOf } from '../dtypes.js';
 import { CommError, InvalidArgumentError, laterCallError, NotInitializedError } from '../errors.js';
-import type { P2POp, ProcessGroup } from '../group.js';
-import { bytes } from '../staging.js';
-import { makeWork, type Work } from '../work.js';
+import { bytes } from '../scheduling/staging.js';
 import {
   concat,
   descriptor,

@@ -1,5 +1,5 @@
+import type { ProcessGroup } from '../api/group.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
-import type { ProcessGroup } from '../group.js';
 import { MpiProcessGroup } from './mpi-group.js';
 import { type MpiComm, MpiRuntime } from './mpi-runtime.js';
 

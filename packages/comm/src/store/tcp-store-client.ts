@@ -1,6 +1,5 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULT_RUN_ID } from '../env.js';
 import {
   AuthError,
   CommError,
@@ -10,6 +9,7 @@ import {
   ProtocolError,
   RunMismatchError,
 } from '../errors.js';
+import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';

@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { DEFAULT_RUN_ID } from '../env.js';
 import { AddressInUseError, CommError, ProtocolError } from '../errors.js';
+import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { Purpose, serverHandshake } from '../transport/handshake.js';
 import { KeyValueTable } from './key-value.js';

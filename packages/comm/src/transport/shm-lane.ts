@@ -1,6 +1,6 @@
 import { CommError } from '../errors.js';
+import type { OpContext } from '../execution/op-context.js';
 import { native, type SharedMemory } from '../native.js';
-import type { OpContext } from '../worker/op-context.js';
 import type { Fingerprint } from './frame.js';
 
 /**

@@ -1,11 +1,11 @@
-import { type CommError, deserializeError, NotInitializedError } from './errors.js';
-import type { HostLayout } from './host-layout.js';
-import type { SharedMemory } from './native.js';
-import { type MeshOptions, PeerMesh } from './transport/peer-mesh.js';
-import { Lane } from './transport/shm-lane.js';
-import type { PeerAddress } from './transport/socket-io.js';
-import { Executor } from './worker/executor.js';
-import type { FromWorker, OpRequest, OpResult } from './worker/protocol.js';
+import { type CommError, deserializeError, NotInitializedError } from '../errors.js';
+import { Executor } from '../execution/executor.js';
+import type { SharedMemory } from '../native.js';
+import type { HostLayout } from '../rendezvous/host-layout.js';
+import { type MeshOptions, PeerMesh } from '../transport/peer-mesh.js';
+import { Lane } from '../transport/shm-lane.js';
+import type { PeerAddress } from '../transport/socket-io.js';
+import type { FromWorker, OpRequest, OpResult } from './protocol.js';
 
 /**
  * Small collectives run on the main thread itself, on a mesh of their own: for them the

@@ -1,5 +1,5 @@
-import { bytesPerElement, type CommArray, type Dtype, viewAs } from './dtypes.js';
-import type { OpResult } from './worker/protocol.js';
+import { bytesPerElement, type CommArray, type Dtype, viewAs } from '../dtypes.js';
+import type { OpResult } from './protocol.js';
 
 /**
  * SharedArrayBuffers that carry an op's data between the main thread and the comm worker.

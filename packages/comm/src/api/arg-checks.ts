@@ -1,5 +1,5 @@
-import type { CommArray } from './dtypes.js';
-import { InvalidArgumentError } from './errors.js';
+import type { CommArray } from '../dtypes.js';
+import { InvalidArgumentError } from '../errors.js';
 
 /**
  * The argument checks every process group makes before a call, so each backend refuses bad

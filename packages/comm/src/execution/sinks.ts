@@ -1,5 +1,5 @@
+import { reduceInto } from '../algorithms/reduce.js';
 import type { NumArray, ReduceOp } from '../dtypes.js';
-import { reduceInto } from '../reduce.js';
 import type { FrameHeader } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
 import type { OpContext } from './op-context.js';

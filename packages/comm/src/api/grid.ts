@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { ProcessGroup } from './group.js';
 import { newSubgroupsByEnumeration } from './subgroups.js';
 import { getDefaultGroup } from './world.js';

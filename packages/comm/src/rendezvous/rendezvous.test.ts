@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { explain, freePort, type RankOutcome, runWorld } from './test/spawn-world.js';
+import { explain, freePort, type RankOutcome, runWorld } from '../test/spawn-world.js';
 
 interface Outcome {
   phase: string;

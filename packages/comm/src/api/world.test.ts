@@ -9,7 +9,7 @@ import {
   initProcessGroup,
   isInitialized,
   NotInitializedError,
-} from './index.js';
+} from '../index.js';
 
 afterEach(async () => {
   await destroyProcessGroup();

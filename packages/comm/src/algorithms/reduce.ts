@@ -1,5 +1,5 @@
-import type { NumArray, ReduceOp } from './dtypes.js';
-import { native } from './native.js';
+import type { NumArray, ReduceOp } from '../dtypes.js';
+import { native } from '../native.js';
 
 const NATIVE_OP = { sum: 0, avg: 0, product: 1, max: 2, min: 3 } as const;
 

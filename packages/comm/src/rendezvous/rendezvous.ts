@@ -1,6 +1,6 @@
-import { CommError, CommTimeoutError, WorldSizeMismatchError } from './errors.js';
-import { decodeText, type Store } from './store/store.js';
-import type { PeerAddress } from './transport/socket-io.js';
+import { CommError, CommTimeoutError, WorldSizeMismatchError } from '../errors.js';
+import { decodeText, type Store } from '../store/store.js';
+import type { PeerAddress } from '../transport/socket-io.js';
 
 /**
  * The world size is settled before anything depends on it (the generation of a reused store

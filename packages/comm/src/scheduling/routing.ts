@@ -1,4 +1,4 @@
-import type { OpRequest } from './worker/protocol.js';
+import type { OpRequest } from './protocol.js';
 
 /**
  * Which thread runs a collective. Small all-to-all-shaped collectives (every rank sends to

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { runWorld } from '../test/spawn-world.js';
 import { gridGroupLists } from './grid.js';
-import { runWorld } from './test/spawn-world.js';
 
 // Each rank builds the grid, reports its coordinates and neighbours, and sums its global
 // rank over the tp, pp and dp groups (so the groups are proven to talk, not just to exist).
@@ -16,7 +16,7 @@ console.log('RESULT ' + JSON.stringify(out));
 await destroyProcessGroup();
 `;
 
-const index = new URL('./index.ts', import.meta.url).href;
+const index = new URL('../index.ts', import.meta.url).href;
 
 interface Coords {
   rank: number;

@@ -1,5 +1,5 @@
 import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from '@ddp/half';
-import type { HalfDtype } from './dtypes.js';
+import type { HalfDtype } from '../dtypes.js';
 
 /** Widens 16-bit words to float32 (the reduction runs in float32). */
 export function widenHalf(src: Uint16Array, dtype: HalfDtype, dst = new Float32Array(src.length)): Float32Array {

@@ -8,8 +8,10 @@ import {
   sendSized,
 } from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
+import { narrowHalf, widenHalf } from '../algorithms/half-codec.js';
 import { type HostParts, hierarchicalAllGather, hierarchicalReduceScatter } from '../algorithms/hierarchical-gather.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
+import { finishAverage } from '../algorithms/reduce.js';
 import {
   chainBroadcast,
   quiet,
@@ -21,13 +23,11 @@ import {
 import { shmAllReduce } from '../algorithms/shm.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, type ReduceOp, viewAs } from '../dtypes.js';
-import { narrowHalf, widenHalf } from '../half.js';
-import { finishAverage } from '../reduce.js';
+import type { OpRequest, OpResult } from '../scheduling/protocol.js';
 import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { ShmLane } from '../transport/shm-lane.js';
 import { agree, allToAllDescriptor, allToAllMisfit, scatterDescriptor, scatterMisfit } from './agreement.js';
 import type { OpContext } from './op-context.js';
-import type { OpRequest, OpResult } from './protocol.js';
 import { tuning } from './tuning.js';
 
 const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16';

@@ -1,13 +1,13 @@
+import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from '../dtypes.js';
+import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
+import type { CommThread } from '../scheduling/comm-thread.js';
+import type { MainRunner } from '../scheduling/main-runner.js';
+import { OpDispatcher } from '../scheduling/op-dispatcher.js';
+import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
+import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
-import type { CommThread } from './comm-thread.js';
-import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from './dtypes.js';
-import { CommError, InvalidArgumentError, NotInitializedError } from './errors.js';
 import type { P2POp, ProcessGroup } from './group.js';
-import type { MainRunner } from './main-runner.js';
-import { OpDispatcher } from './op-dispatcher.js';
-import { bytes, concatInto, type StagingPool, splitResult } from './staging.js';
 import type { Work } from './work.js';
-import type { OpResult, P2PEntry } from './worker/protocol.js';
 
 /** A process group whose collectives run on the process's comm worker thread. */
 export class WorkerProcessGroup implements ProcessGroup {

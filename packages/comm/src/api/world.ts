@@ -1,31 +1,31 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from './backends/mpi-world.js';
-import { CommThread } from './comm-thread.js';
-import { readLaunchEnv } from './env.js';
+import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from '../backends/mpi-world.js';
 import {
   CommError,
   InvalidArgumentError,
   NotInitializedError,
   RunMismatchError,
   WorldSizeMismatchError,
-} from './errors.js';
+} from '../errors.js';
+import type { SharedMemory } from '../native.js';
+import { readLaunchEnv } from '../rendezvous/env.js';
+import { hostId } from '../rendezvous/host-id.js';
+import { hostLayout } from '../rendezvous/host-layout.js';
+import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from '../rendezvous/rendezvous.js';
+import { CommThread } from '../scheduling/comm-thread.js';
+import { MainRunner } from '../scheduling/main-runner.js';
+import { StagingPool } from '../scheduling/staging.js';
+import { HashStore } from '../store/hash-store.js';
+import { PrefixStore } from '../store/prefix-store.js';
+import type { Store } from '../store/store.js';
+import { TCPStore } from '../store/tcp-store-client.js';
+import { HEARTBEAT_CLOCK_BYTES } from '../transport/heartbeat.js';
+import { mapSegment, sharedMemory } from '../transport/shm-lane.js';
+import { type PeerAddress, wireCounterViews } from '../transport/socket-io.js';
+import { removeStaleSocketFiles } from '../transport/unix-socket.js';
 import type { ProcessGroup } from './group.js';
-import { hostId } from './host-id.js';
-import { hostLayout } from './host-layout.js';
-import { MainRunner } from './main-runner.js';
-import type { SharedMemory } from './native.js';
 import { WorkerProcessGroup } from './process-group.js';
-import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from './rendezvous.js';
-import { StagingPool } from './staging.js';
-import { HashStore } from './store/hash-store.js';
-import { PrefixStore } from './store/prefix-store.js';
-import type { Store } from './store/store.js';
-import { TCPStore } from './store/tcp-store-client.js';
-import { HEARTBEAT_CLOCK_BYTES } from './transport/heartbeat.js';
-import { mapSegment, sharedMemory } from './transport/shm-lane.js';
-import { type PeerAddress, wireCounterViews } from './transport/socket-io.js';
-import { removeStaleSocketFiles } from './transport/unix-socket.js';
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 

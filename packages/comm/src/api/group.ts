@@ -1,4 +1,4 @@
-import type { CommArray, HalfDtype, ReduceOp } from './dtypes.js';
+import type { CommArray, HalfDtype, ReduceOp } from '../dtypes.js';
 import type { Work } from './work.js';
 
 // What a process group offers: torch.distributed's collectives on typed arrays. The one

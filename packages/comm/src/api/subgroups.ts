@@ -1,5 +1,5 @@
-import { mpiWorld, newMpiGroup } from './backends/mpi-world.js';
-import { InvalidArgumentError } from './errors.js';
+import { mpiWorld, newMpiGroup } from '../backends/mpi-world.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
 import { addGroup, checkTimeout, current } from './world.js';

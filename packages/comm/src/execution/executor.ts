@@ -9,15 +9,15 @@ import {
   reportedError,
   serializeError,
 } from '../errors.js';
-import type { HostLayout } from '../host-layout.js';
 import type { SharedMemory } from '../native.js';
+import type { HostLayout } from '../rendezvous/host-layout.js';
+import type { FromWorker, OpRequest, OpResult } from '../scheduling/protocol.js';
 import { type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
 import { GroupState } from './group-state.js';
 import { describe, fingerprintOf, OpContext } from './op-context.js';
-import type { FromWorker, OpRequest, OpResult } from './protocol.js';
 import { StragglerProbe } from './straggler-probe.js';
 import { tuning } from './tuning.js';
 

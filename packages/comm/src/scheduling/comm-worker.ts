@@ -1,9 +1,9 @@
 import { parentPort } from 'node:worker_threads';
 import { deserializeError, serializeError } from '../errors.js';
+import { Executor } from '../execution/executor.js';
 import { PeerMesh } from '../transport/peer-mesh.js';
 import { Lane, sharedMemory } from '../transport/shm-lane.js';
 import { wireCounterViews } from '../transport/socket-io.js';
-import { Executor } from './executor.js';
 import type { FromWorker, ToWorker } from './protocol.js';
 
 /** Entry point of the comm worker thread: owns the peer connections and runs collectives. */

@@ -2,10 +2,10 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { CommError, deserializeError, serializeError } from './errors.js';
-import type { HostLayout } from './host-layout.js';
-import type { PeerAddress } from './transport/socket-io.js';
-import type { FromWorker, InitRequest, OpRequest, OpResult, ToWorker } from './worker/protocol.js';
+import { CommError, deserializeError, serializeError } from '../errors.js';
+import type { HostLayout } from '../rendezvous/host-layout.js';
+import type { PeerAddress } from '../transport/socket-io.js';
+import type { FromWorker, InitRequest, OpRequest, OpResult, ToWorker } from './protocol.js';
 
 /** Source (tsx, vitest) or built (dist) flavour of this module, to find the worker beside it. */
 const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
@@ -15,7 +15,7 @@ const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
  * thread first registers tsx's loader itself: tsx's --import hook does not reach workers.
  */
 function startWorker(): Worker {
-  const url = new URL(`./worker/comm-worker${ext}`, import.meta.url);
+  const url = new URL(`./comm-worker${ext}`, import.meta.url);
   if (ext === '.js') return new Worker(url);
   const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
   const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;

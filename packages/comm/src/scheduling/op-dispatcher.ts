@@ -1,10 +1,10 @@
+import { makeWork, type Work } from '../api/work.js';
+import type { CommArray, Dtype } from '../dtypes.js';
 import type { CommThread } from './comm-thread.js';
-import type { CommArray, Dtype } from './dtypes.js';
 import type { MainRunner } from './main-runner.js';
+import type { OpRequest, OpResult } from './protocol.js';
 import { onMainThread } from './routing.js';
 import { bytes, type StagingPool } from './staging.js';
-import { makeWork, type Work } from './work.js';
-import type { OpRequest, OpResult } from './worker/protocol.js';
 
 type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 

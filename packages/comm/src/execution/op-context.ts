@@ -10,11 +10,11 @@ import {
   type ReduceOp,
 } from '../dtypes.js';
 import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
+import type { OpRequest } from '../scheduling/protocol.js';
 import { type Fingerprint, type Frame, type FrameHeader, FrameKind, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import type { GroupState } from './group-state.js';
-import type { OpRequest } from './protocol.js';
 import { CopySink, ReduceSink } from './sinks.js';
 
 export function describe(fp: Fingerprint): string {

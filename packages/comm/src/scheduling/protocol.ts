@@ -1,6 +1,6 @@
 import type { Dtype, OpName, ReduceOp } from '../dtypes.js';
 import type { SerializedError } from '../errors.js';
-import type { HostLayout } from '../host-layout.js';
+import type { HostLayout } from '../rendezvous/host-layout.js';
 import type { PeerAddress } from '../transport/socket-io.js';
 
 /** Messages between a ProcessGroup (main thread) and its comm worker thread. */

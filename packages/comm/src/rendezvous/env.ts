@@ -1,5 +1,5 @@
 import { type NetworkInterfaceInfo, networkInterfaces } from 'node:os';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError } from '../errors.js';
 
 /** Where this process sits in the world, as the launcher (ddp-run/torchrun, mpirun, srun) says. */
 export interface LaunchEnv {
