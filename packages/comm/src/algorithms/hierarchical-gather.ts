@@ -42,13 +42,13 @@ export async function hierarchicalReduceScatter(
   const byColumn = new (data.constructor as new (k: number) => NumArray)(L * column);
   for (let j = 0; j < L; j++)
     for (let k = 0; k < H; k++) {
-      const p = (grid[k] as readonly number[])[j] as number;
+      const p = (grid[k] as readonly number[])[j];
       byColumn.set(data.subarray(p * n, (p + 1) * n), j * column + k * n);
     }
   await flat(parts.local, byColumn, even(L, column), op);
   const mine = byColumn.subarray(i * column, (i + 1) * column);
   await flat(parts.across, mine, even(H, n), op);
-  const me = (grid[h] as readonly number[])[i] as number;
+  const me = (grid[h] as readonly number[])[i];
   data.set(mine.subarray(h * n, (h + 1) * n), me * n);
 }
 
@@ -62,7 +62,7 @@ export async function hierarchicalAllGather(
   const { grid } = parts;
   const [H, L, i, h] = [grid.length, grid[0]?.length ?? 0, parts.local.rank, parts.across.rank];
   const column = H * slot;
-  const at = (k: number, j: number) => ((grid[k] as readonly number[])[j] as number) * slot;
+  const at = (k: number, j: number) => (grid[k] as readonly number[])[j] * slot;
   const byColumn = new Uint8Array(L * column);
   byColumn.set(bytes.subarray(at(h, i), at(h, i) + slot), i * column + h * slot);
   await flat(parts.across, byColumn.subarray(i * column, (i + 1) * column), even(H, slot));

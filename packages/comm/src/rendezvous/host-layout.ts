@@ -31,5 +31,5 @@ export function hostLayout(hostIds: readonly string[], me: number): HostLayout |
   if (lists.length < 2 || perHost < 2 || lists.some((l) => l.length !== perHost)) return null;
   const local = hosts.get(hostIds[me]) as number[];
   const index = local.indexOf(me);
-  return { local, across: lists.map((l) => l[index] as number), grid: lists };
+  return { local, across: lists.map((l) => l[index]), grid: lists };
 }
