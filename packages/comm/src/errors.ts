@@ -161,3 +161,13 @@ export function laterCallError(first: CommError, me: number, call: string): Comm
     cause: first,
   });
 }
+
+/** An abort frame's error (text that does not parse is kept as a mismatch's message). */
+export function parseAbort(payload: Uint8Array): SerializedError {
+  const text = Buffer.from(payload).toString('utf8');
+  try {
+    const s = JSON.parse(text) as SerializedError;
+    if (typeof s?.name === 'string' && typeof s.message === 'string') return s;
+  } catch {}
+  return { name: 'CollectiveMismatchError', message: text };
+}

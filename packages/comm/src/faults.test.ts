@@ -22,6 +22,7 @@ async function loseVictim(
   signal: NodeJS.Signals,
   limitMs: number,
   env: Record<string, string> = {},
+  args = ['kill'],
 ): Promise<void> {
   let hitAt = 0;
   let reported = 0;
@@ -30,7 +31,7 @@ async function loseVictim(
   const out = await spawnRanks({
     nprocs: 3,
     script: new URL('./test/faults.child.ts', import.meta.url),
-    args: ['kill'],
+    args,
     env,
     timeoutMs: 60_000,
     onSpawn: (r, c) => children.set(r, c),
@@ -58,6 +59,12 @@ describe('faults', () => {
   it(
     'kill -9 of a rank during large allReduces: every other rank raises PeerLostError naming it',
     () => loseVictim(1, 'SIGKILL', 5000),
+    90_000,
+  );
+
+  it(
+    'kill -9 of a rank during small allReduces on the fast path: every other rank raises PeerLostError naming it',
+    () => loseVictim(2, 'SIGKILL', 5000, {}, ['kill', 'small']),
     90_000,
   );
 

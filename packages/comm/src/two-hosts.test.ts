@@ -90,6 +90,53 @@ describe.skipIf(skipReason !== null)('two hosts (network namespaces + veth), 2 r
   );
 
   it.runIf(native)(
+    "reduce-scatters and all-gathers hierarchically: the one-host results bit for bit, each host's share across once",
+    async () => {
+      const run = async (env: Record<string, string>, across: boolean) => {
+        const where = across ? { wrap: (rank: number) => hosts.exec(rank < 2 ? 0 : 1) } : {};
+        const out = await spawnRanks({
+          nprocs: 4,
+          script: new URL('./test/hierarchy-gather.child.ts', import.meta.url),
+          env: { ...(across ? { MASTER_ADDR: hosts.addr[0] } : {}), ...env },
+          timeoutMs: 200_000,
+          ...where,
+        });
+        expect(
+          out.every((o) => o.code === 0),
+          explain(out),
+        ).toBe(true);
+        return out.map(
+          (o) => o.results[0] as { exact: Record<string, string>; wrong: string[]; link: Record<string, number> },
+        );
+      };
+      const [hier, flat, oneHost] = [
+        await run({}, true),
+        await run({ DDP_TRANSPORT: 'uds' }, true),
+        await run({}, false),
+      ];
+      for (const r of [...hier, ...flat, ...oneHost]) {
+        expect(r.wrong).toEqual([]);
+        expect(r.exact).toEqual(oneHost[0]?.exact);
+      }
+      // per host (its interfaces count both of its ranks), float32: the hierarchy sends the other
+      // host its ranks' chunks once (2 × chunk); a flat direct exchange sends each rank's chunk to
+      // both ranks there (4 ×), a flat ring of 4 crosses with 3 chunks per host
+      const chunk = { direct: 1000 * 4, ring: (1 << 17) * 4 };
+      for (const [path, size] of Object.entries(chunk)) {
+        for (const op of ['reduceScatter', 'allGather']) {
+          for (const host of [0, 1]) {
+            const sent = hier[2 * host]?.link[`${path}/${op}`] ?? 0;
+            expect(sent, `${path} ${op}, host ${host}`).toBeGreaterThanOrEqual(2 * size);
+            expect(sent, `${path} ${op}, host ${host}`).toBeLessThan(2 * size * 1.1 + 16_384);
+            expect(flat[2 * host]?.link[`${path}/${op}`] ?? 0).toBeGreaterThan(3 * size);
+          }
+        }
+      }
+    },
+    600_000,
+  );
+
+  it.runIf(native)(
     'on the hierarchical path, a mismatch, a rank that never arrives and a kill -9 are typed errors on every rank',
     async () => {
       const across = {

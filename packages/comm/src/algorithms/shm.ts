@@ -1,6 +1,6 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
 import type { OpContext } from '../execution/op-context.js';
-import type { ShmLane } from '../transport/shm-lane.js';
+import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
 import { combineHalves } from './half.js';
 import { narrowHalf } from './half-codec.js';
 import { type AcrossHosts, acrossHosts } from './hierarchical.js';
@@ -20,7 +20,7 @@ type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) =>
  * each owner all-reduces its reduced chunk with the other hosts before publishing it
  * (hierarchical.ts).
  */
-export async function shmAllReduce(
+export function shmAllReduce(
   ctx: OpContext,
   lane: ShmLane,
   data: CommArray,
@@ -28,7 +28,22 @@ export async function shmAllReduce(
   half: HalfDtype | null,
   across: AcrossHosts | null = null,
 ): Promise<void> {
-  await lane.meet(ctx);
+  return lane.drive(shmAllReduceSteps(ctx, lane, data, op, half, across), ctx);
+}
+
+/**
+ * shmAllReduce as the steps it waits on (ShmLane drives them): the same op runs on the event
+ * loop or, small and on one host, at once on the calling thread (Executor.runNow).
+ */
+export function* shmAllReduceSteps(
+  ctx: OpContext,
+  lane: ShmLane,
+  data: CommArray,
+  op: ReduceOp,
+  half: HalfDtype | null,
+  across: AcrossHosts | null = null,
+): ShmSteps {
+  yield* lane.meet(ctx);
   const n = lane.size;
   const me = lane.rank;
   const C = data.constructor as Ctor;
@@ -44,7 +59,7 @@ export async function shmAllReduce(
     });
     const mine = slots[me] as CommArray;
     for (let r = 0; r < n; r++) if (r !== me) chunk(mine, r).set(chunk(piece, r));
-    await lane.step(ctx);
+    yield* lane.step();
     const inputs = slots.map((s, r) => chunk(r === me ? piece : s, me));
     const own = chunk(piece, me);
     const result = chunk(mine, me);
@@ -53,11 +68,11 @@ export async function shmAllReduce(
       // reduced in the slot, so this rank's input stays whole for AVG's overflow fallback (finishAverage)
       result.set(own);
       for (let r = 0; r < n; r++) if (r !== me) reduceInto(result as NumArray, inputs[r] as NumArray, op);
-      if (across) await acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
+      if (across) yield acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
       else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i]);
     }
     own.set(result);
-    await lane.step(ctx);
+    yield* lane.step();
     for (let r = 0; r < n; r++) if (r !== me) chunk(piece, r).set(chunk(slots[r] as CommArray, r));
   }
 }

@@ -9,6 +9,7 @@ import {
 } from '../algorithms/direct.js';
 import { halfAllReduce } from '../algorithms/half.js';
 import { narrowHalf, widenHalf } from '../algorithms/half-codec.js';
+import { type HostParts, hierarchicalAllGather, hierarchicalReduceScatter } from '../algorithms/hierarchical-gather.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
 import { finishAverage } from '../algorithms/reduce.js';
 import {
@@ -103,38 +104,48 @@ async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {
   if (ctx.rank === req.root) done();
 }
 
-async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
-  const n = req.length / ctx.size;
-  const { work, done } = numeric(req);
-  const bounds = chunkBounds(req.length, ctx.size);
-  const mine = work.subarray(n * ctx.rank, n * (ctx.rank + 1));
+/** Reduce-scatter over sockets: rank r gets chunk r (bounds in elements) of `work` reduced over the group, in place. */
+async function flatReduceScatter(ctx: OpContext, work: NumArray, bounds: number[], op: ReduceOp): Promise<void> {
+  const chunk = (a: NumArray, p: number) => a.subarray(bounds[p], bounds[p + 1]);
+  const mine = chunk(work, ctx.rank);
   if (small(ctx, work.byteLength)) {
     // one round: send chunk p to rank p, reduce the chunks received for us in rank order
     const Ctor = work.constructor as new (k: number) => NumArray;
     const parts: NumArray[] = [];
-    for (let p = 0; p < ctx.size; p++)
-      if (p !== ctx.rank) ctx.sendMessage(p, bytesOf(work.subarray(n * p, n * (p + 1))));
+    for (let p = 0; p < ctx.size; p++) if (p !== ctx.rank) ctx.sendMessage(p, bytesOf(chunk(work, p)));
     await Promise.all(
       Array.from({ length: ctx.size }, (_, p) => {
         if (p === ctx.rank) return undefined;
-        parts[p] = new Ctor(n);
+        parts[p] = new Ctor(mine.length);
         return ctx.recvMessageInto(p, bytesOf(parts[p] as NumArray));
       }),
     );
     parts[ctx.rank] = mine;
-    mine.set(reduceInRankOrder(parts, req.reduceOp));
-  } else if (req.reduceOp === 'avg' && !(work instanceof Int32Array)) {
+    mine.set(reduceInRankOrder(parts, op));
+  } else if (op === 'avg' && !(work instanceof Int32Array)) {
     await ringReduceScatterAverage(ctx, work, bounds, tuning.segmentBytes);
   } else {
-    await ringReduceScatter(
-      ctx,
-      work,
-      bounds,
-      req.reduceOp,
-      Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT)),
-    );
-    if (req.reduceOp === 'avg') finishAverage(mine, ctx.size);
+    const segElems = Math.max(1, Math.floor(tuning.segmentBytes / work.BYTES_PER_ELEMENT));
+    await ringReduceScatter(ctx, work, bounds, op, segElems);
+    if (op === 'avg') finishAverage(mine, ctx.size);
   }
+}
+
+/** The op among this host's members and among this rank's peers on the other hosts (a group spanning hosts). */
+function hostParts(ctx: OpContext): HostParts | null {
+  const hosts = ctx.group.hosts;
+  return hosts && { local: ctx.among(hosts.local), across: ctx.among(hosts.across), grid: hosts.grid };
+}
+
+/**
+ * Reduce-scatter: hierarchical across hosts (hierarchical-gather.ts) except AVG, whose
+ * overflow fallback lives in the flat paths.
+ */
+async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
+  const { work, done } = numeric(req);
+  const parts = req.reduceOp === 'avg' ? null : hostParts(ctx);
+  if (parts) await hierarchicalReduceScatter(parts, work, req.length / ctx.size, req.reduceOp, flatReduceScatter);
+  else await flatReduceScatter(ctx, work, chunkBounds(req.length, ctx.size), req.reduceOp);
   done();
 }
 
@@ -151,11 +162,14 @@ async function gatherSlots(ctx: OpContext, bytes: Uint8Array, bounds: number[]):
 async function allGatherInto(ctx: OpContext, req: OpRequest): Promise<void> {
   const bpe = bytesPerElement(req.dtype);
   const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
-  await gatherSlots(
-    ctx,
-    bytes,
-    chunkBounds(req.length, ctx.size).map((b) => b * bpe),
-  );
+  const parts = hostParts(ctx);
+  if (parts) await hierarchicalAllGather(parts, bytes, req.count * bpe, gatherSlots);
+  else
+    await gatherSlots(
+      ctx,
+      bytes,
+      chunkBounds(req.length, ctx.size).map((b) => b * bpe),
+    );
 }
 
 async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {

@@ -1,22 +1,23 @@
 import { availableParallelism } from 'node:os';
-import { bytesPerElement, DTYPE_CODE, OP_CODE, type OpName, REDUCE_CODE } from '../dtypes.js';
+import { shmAllReduceSteps } from '../algorithms/shm.js';
+import { bytesPerElement, type CommArray, DTYPE_CODE, OP_CODE } from '../dtypes.js';
 import {
   CollectiveMismatchError,
   CommError,
   laterCallError,
+  parseAbort,
   reportedError,
-  type SerializedError,
   serializeError,
 } from '../errors.js';
 import type { SharedMemory } from '../native.js';
 import type { HostLayout } from '../rendezvous/host-layout.js';
 import type { FromWorker, OpRequest, OpResult } from '../scheduling/protocol.js';
-import { type Fingerprint, type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
+import { type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
 import { type Lane, ShmLane } from '../transport/shm-lane.js';
 import { runCollective, shmAllReduceOp } from './collectives.js';
 import { GroupState } from './group-state.js';
-import { describe, OpContext } from './op-context.js';
+import { describe, fingerprintOf, OpContext } from './op-context.js';
 import { StragglerProbe } from './straggler-probe.js';
 import { tuning } from './tuning.js';
 
@@ -114,7 +115,8 @@ export class Executor {
     const lane =
       shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
     const g = new GroupState(groupId, ranks, rank, lane);
-    if (hosts && lane) g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null) };
+    if (hosts && lane)
+      g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null), grid: hosts.grid };
     this.groups.set(groupId, g);
     for (const r of ranks) if (this.mesh.isLost(r)) this.fail(g, this.mesh.mailboxes[r]?.failure as CommError, 'here');
     const early = this.earlyAborts.get(groupId);
@@ -187,7 +189,7 @@ export class Executor {
 
   private context(
     g: GroupState,
-    req: OpRequest,
+    req: Pick<OpRequest, 'timeoutMs' | 'seq'>,
     kind: FrameKind.Data | FrameKind.P2P,
     fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>,
   ): OpContext {
@@ -217,18 +219,51 @@ export class Executor {
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {
-      const err =
-        g.failure ??
-        (e instanceof CommError
-          ? e
-          : new CommError(`rank ${this.mesh.opts.rank}: ${req.op} failed: ${String(e)}`, {
-              rank: this.mesh.opts.rank,
-              op: req.op,
-            }));
-      // receives this op posted may still be waiting: nothing later in this group can be trusted
-      this.fail(g, err, 'here');
-      throw err;
+      throw this.failed(g, req, e);
     }
+  }
+
+  /**
+   * Runs a small allReduce over this group's shared memory at once, on this thread, on `data`
+   * (op-dispatcher.ts's fast path: no earlier op of the group is in flight, so none is queued
+   * here). undefined when it cannot (no shared memory here, the group spans hosts, data
+   * larger than a slot); null when done; else a late peer's promise that finishes it, now the
+   * group's current op. It fails as execute does: thrown or rejected, the group poisoned.
+   */
+  runNow(req: Omit<OpRequest, 'type' | 'id' | 'sab' | 'sabOffset'>, data: CommArray): Promise<void> | null | undefined {
+    const g = this.groups.get(req.groupId);
+    const lane = g?.shm;
+    if (!g || !lane || g.hosts || data.byteLength > lane.slotBytes) return undefined;
+    const fp = fingerprintOf(req);
+    if (g.failure) throw laterCallError(g.failure, this.mesh.opts.rank, describe(fp));
+    try {
+      g.startedSeq = req.seq;
+      const ctx = this.context(g, req, FrameKind.Data, fp);
+      lane.record(fp);
+      const half = req.dtype === 'float16' || req.dtype === 'bfloat16' ? req.dtype : null;
+      const late = lane.driveNow(shmAllReduceSteps(ctx, lane, data, req.reduceOp, half), ctx);
+      if (!late) return null;
+      const run = late.catch((e) => {
+        throw this.failed(g, req, e);
+      });
+      g.tail = run.catch(() => {});
+      return run;
+    } catch (e) {
+      throw this.failed(g, req, e);
+    }
+  }
+
+  /** The error an op failed with (the group's first failure if any), after poisoning the group. */
+  private failed(g: GroupState, req: Pick<OpRequest, 'op'>, e: unknown): CommError {
+    const me = this.mesh.opts.rank;
+    const err =
+      g.failure ??
+      (e instanceof CommError
+        ? e
+        : new CommError(`rank ${me}: ${req.op} failed: ${String(e)}`, { rank: me, op: req.op }));
+    // receives this op posted may still be waiting: nothing later in this group can be trusted
+    this.fail(g, err, 'here');
+    return err;
   }
 
   /** A batch of sends and receives, all in flight at once; completes when all are done. */
@@ -254,26 +289,4 @@ export class Executor {
       }),
     );
   }
-}
-
-function fingerprintOf(req: OpRequest): Fingerprint {
-  return {
-    op: OP_CODE[req.op as OpName],
-    dtype: DTYPE_CODE[req.dtype],
-    reduceOp:
-      req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
-    count: req.count,
-    seq: req.seq,
-    root: req.root,
-  };
-}
-
-/** An abort frame's error (text that does not parse is kept as a mismatch's message). */
-function parseAbort(payload: Uint8Array): SerializedError {
-  const text = Buffer.from(payload).toString('utf8');
-  try {
-    const s = JSON.parse(text) as SerializedError;
-    if (typeof s?.name === 'string' && typeof s.message === 'string') return s;
-  } catch {}
-  return { name: 'CollectiveMismatchError', message: text };
 }

@@ -15,8 +15,11 @@ export class GroupState {
     else this.ownFailure = err;
   }
   private ownFailure: CommError | null = null;
-  /** A group spanning hosts evenly: this host's members and this rank's peers across hosts (host-layout.ts). */
-  hosts: { local: GroupState; across: GroupState } | null = null;
+  /**
+   * A group spanning hosts evenly: this host's members, this rank's peers across hosts, and
+   * the group rank of every (host, local index) (host-layout.ts).
+   */
+  hosts: { local: GroupState; across: GroupState; grid: readonly (readonly number[])[] } | null = null;
   /** Sequence number of the collective this rank most recently started (for timeout probes). */
   startedSeq = 0;
   /** Per (peer, tag) message counters of point-to-point traffic. */

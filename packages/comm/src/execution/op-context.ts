@@ -1,5 +1,16 @@
-import { DTYPE_NAME, type NumArray, OP_NAME, REDUCE_NAME, type ReduceOp } from '../dtypes.js';
+import {
+  DTYPE_CODE,
+  DTYPE_NAME,
+  type NumArray,
+  OP_CODE,
+  OP_NAME,
+  type OpName,
+  REDUCE_CODE,
+  REDUCE_NAME,
+  type ReduceOp,
+} from '../dtypes.js';
 import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
+import type { OpRequest } from '../scheduling/protocol.js';
 import { type Fingerprint, type Frame, type FrameHeader, FrameKind, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
@@ -16,6 +27,21 @@ export function describe(fp: Fingerprint): string {
         : '';
   const red = fp.reduceOp ? `, ${REDUCE_NAME[fp.reduceOp] ?? fp.reduceOp}` : '';
   return `${op}(${DTYPE_NAME[fp.dtype] ?? `dtype#${fp.dtype}`}, count ${fp.count}${red}${root}, seq ${fp.seq})`;
+}
+
+/** The fingerprint every frame and shared-memory record of a collective carries. */
+export function fingerprintOf(
+  req: Pick<OpRequest, 'op' | 'dtype' | 'reduceOp' | 'count' | 'seq' | 'root'>,
+): Fingerprint {
+  return {
+    op: OP_CODE[req.op as OpName],
+    dtype: DTYPE_CODE[req.dtype],
+    reduceOp:
+      req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
+    count: req.count,
+    seq: req.seq,
+    root: req.root,
+  };
 }
 
 function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {

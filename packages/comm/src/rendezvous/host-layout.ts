@@ -9,6 +9,8 @@ export interface HostLayout {
   local: number[];
   /** Group ranks holding this rank's local index on each host, hosts in order of their lowest member. */
   across: number[];
+  /** Every host's group ranks (hosts in that order): grid[h][i] holds local index i on host h. */
+  grid: number[][];
 }
 
 /**
@@ -29,5 +31,5 @@ export function hostLayout(hostIds: readonly string[], me: number): HostLayout |
   if (lists.length < 2 || perHost < 2 || lists.some((l) => l.length !== perHost)) return null;
   const local = hosts.get(hostIds[me]) as number[];
   const index = local.indexOf(me);
-  return { local, across: lists.map((l) => l[index]) };
+  return { local, across: lists.map((l) => l[index]), grid: lists };
 }

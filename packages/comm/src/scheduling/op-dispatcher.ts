@@ -6,12 +6,19 @@ import type { OpRequest, OpResult } from './protocol.js';
 import { onMainThread } from './routing.js';
 import { bytes, type StagingPool } from './staging.js';
 
+type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
+
+/** The Work of an op the fast path completed before returning it. */
+const DONE: Work = makeWork(Promise.resolve());
+
 /**
  * Hands a process group's ops to the thread that runs them (routing.ts): stages the data in
  * a shared buffer, numbers the collectives, and completes their Works in issue order.
  */
 export class OpDispatcher {
   private seq = 0;
+  /** Works issued and not yet settled: the fast path runs only when none is. */
+  private pending = 0;
 
   /** Settles when every Work issued so far has (Works complete in issue order). */
   private tail: Promise<unknown> = Promise.resolve();
@@ -39,39 +46,100 @@ export class OpDispatcher {
     const seq = req.op === 'p2p' ? 0 : ++this.seq;
     const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
     if (sab) fill(sab);
-    const promise = this.dispatch(
+    const run = this.dispatch(
       { ...req, seq, sab, sabOffset: 0, groupId: this.groupId, timeoutMs: this.timeoutMs },
       stageBytes,
-    )
-      .then((result) => finish(sab as SharedArrayBuffer, result))
-      .finally(() => this.staging.release(sab));
-    return makeWork(promise);
+    );
+    return this.inOrder(
+      run,
+      (result) => finish(sab as SharedArrayBuffer, result),
+      () => this.staging.release(sab),
+    );
   }
 
-  /**
-   * Runs the op on the main thread or the comm thread (routing.ts) and holds its result
-   * back until every earlier Work of this group has completed.
-   */
+  /** Runs the op on the main thread or the comm thread (routing.ts). */
   private dispatch(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): Promise<OpResult | undefined> {
     const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
     if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.groupId, req.seq, req.op);
-    const run = onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
+    return onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
+  }
+
+  /**
+   * The Work of `run`: once every earlier Work of this group has completed, `finish` copies
+   * the result out and `release` frees the staging either way. The Work's own promise is what
+   * the next Work waits for, so a caller woken by a Work finds every earlier one complete
+   * (their copies out done). Counted as pending until then.
+   */
+  private inOrder<R, T>(run: Promise<R>, finish: (r: R) => T, release: () => void = () => {}): Work<T> {
     const prev = this.tail;
-    const ordered = run.then(
-      (r) => prev.then(() => r),
+    this.pending++;
+    const settle = () => {
+      this.pending--;
+      release();
+    };
+    const done = run.then(
+      (r) =>
+        prev.then(() => {
+          try {
+            return finish(r);
+          } finally {
+            settle();
+          }
+        }),
       (e) =>
         prev.then(() => {
+          settle();
           throw e;
         }),
     );
-    this.tail = ordered.catch(() => {});
-    return ordered;
+    this.tail = done.catch(() => {});
+    return makeWork(done);
+  }
+
+  /**
+   * The fast path of a small allReduce: when no Work of the group is pending, it runs at once
+   * on this thread over shared memory (Executor.runNow; a Work already done, or, if a peer is
+   * late, one that finishes on the event loop). null when it cannot (routing.ts sends the op
+   * elsewhere, no shared memory): the op takes the queue. A non-shared array is copied into
+   * staging, as the queue would, so a late finish never writes memory that may have moved.
+   */
+  private now(buf: CommArray, d: Dtype, reduceOp: OpRequest['reduceOp']): Work | null {
+    const main = this.main;
+    if (!main || this.pending > 0 || !onMainThread('allReduce', buf.byteLength, this.size)) return null;
+    const sab = buf.buffer instanceof SharedArrayBuffer ? null : this.staging.acquire(buf.byteLength);
+    const data = sab ? new (buf.constructor as ArrayCtor)(sab, 0, buf.length) : buf;
+    if (sab) bytes(data).set(bytes(buf));
+    const release = () => this.staging.release(sab);
+    const count = buf.length;
+    const req = { op: 'allReduce', dtype: d, reduceOp, root: 0, count, length: count, seq: this.seq + 1 } as const;
+    let late: Promise<void> | null | undefined;
+    try {
+      late = main.executor.runNow({ ...req, groupId: this.groupId, timeoutMs: this.timeoutMs }, data);
+    } catch (e) {
+      this.seq++;
+      release();
+      return makeWork(Promise.reject(e));
+    }
+    if (late === undefined) {
+      release();
+      return null;
+    }
+    this.seq++;
+    const finish = () => {
+      if (sab) bytes(buf).set(bytes(data));
+    };
+    if (late) return this.inOrder(late, finish, release);
+    finish();
+    release();
+    return DONE;
   }
 
   inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
+    const now = op === 'allReduce' ? this.now(buf, d, extra.reduceOp ?? 'sum') : null;
+    if (now) return now;
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
-      const promise = this.dispatch(
+      const run = this.dispatch(
         {
           op,
           dtype: d,
@@ -88,7 +156,7 @@ export class OpDispatcher {
         },
         buf.byteLength,
       );
-      return makeWork(promise.then(() => {}));
+      return this.inOrder(run, () => {});
     }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CommError, destroyProcessGroup, getStore, initProcessGroup } from '../index.js';
+import { CommError, destroyProcessGroup, getStore, initProcessGroup, sharedArray } from '../index.js';
 import { decodeText } from '../store/store.js';
 
 /**
  * Fault scenarios, one per mode (argv[2]); each rank prints RESULT lines.
- *   kill      – loops large allReduces; the test kills one rank; survivors report the error
+ *   kill      – loops large allReduces (argv[3] 'small': 4 KiB ones, the fast path); the test kills one
+ *               rank; survivors report the error
  *   mismatch  – the last rank calls allGather while the others call allReduce
  *   count     – rank 0 all-reduces one more element than the others (ring-sized)
  *   route     – rank 0 all-reduces 5 elements (main thread), the others 300000 (comm thread)
@@ -44,7 +45,7 @@ switch (mode) {
     report({ phase: 'init', name: 'ok' });
     break;
   case 'kill': {
-    const buf = new Float32Array(4 * 1024 * 1024);
+    const buf = process.argv[3] === 'small' ? sharedArray(Float32Array, 1024) : new Float32Array(4 * 1024 * 1024);
     report({ phase: 'started', name: 'ok' });
     await attempt('loop', async () => {
       for (let i = 0; i < 100_000; i++) await pg.allReduce(buf).wait();

@@ -11,9 +11,10 @@ import type { Fingerprint } from './frame.js';
  * on whichever thread and transport — so a rank in a shared-memory collective sees at
  * once that a peer called something else.
  *
- * Layout (bytes): [0, 64) header (attach count) · bells, one 64-byte line per rank (bumped
- * and futex-woken on every publish) · progress, one line per (lane, rank) · fingerprint
- * table, TABLE entries per rank · data, per lane: 2 sets × size slots.
+ * Layout (bytes): [0, 64) header (attach count) · bells, one 64-byte line per rank (the bell,
+ * bumped on every publish and futex-woken when the next word, its count of sleepers, is not 0)
+ * · progress, one line per (lane, rank) · fingerprint table, TABLE entries per rank · data,
+ * per lane: 2 sets × size slots.
  */
 export const Lane = { Comm: 0, Main: 1 } as const;
 export type Lane = (typeof Lane)[keyof typeof Lane];
@@ -52,6 +53,19 @@ export function mapSegment(mem: SharedMemory, name: string, size: number, rank: 
   return sab;
 }
 
+/** What a step of a shared-memory op waits for: `probe()` about group rank r to give a value (null: not yet). */
+export interface ShmWait {
+  r: number;
+  probe: () => unknown;
+  /** The group ranks not there yet (a timeout names them). */
+  missing: () => number[];
+}
+/** A step: a wait on a peer, or work elsewhere (across hosts) to await. */
+export type ShmStep = ShmWait | Promise<unknown>;
+export type ShmSteps = Generator<ShmStep, void, unknown>;
+/** waitNow's answer when the budget of blocking on this thread ran out. */
+const LATE = Symbol('late');
+
 /** One executor's view of a group segment. */
 export class ShmLane {
   private readonly words: Int32Array;
@@ -87,9 +101,11 @@ export class ShmLane {
     return (this.at.table + (r * TABLE + (seq % TABLE)) * ENTRY_WORDS * 4) / 4;
   }
 
+  /** Bumps this rank's bell; wakes its sleepers (the word after the bell counts them), a system call saved when none. */
   private ring(): void {
-    Atomics.add(this.words, this.bell(this.rank), 1);
-    this.mem.wake(this.sab, this.bell(this.rank) * 4);
+    const at = this.bell(this.rank);
+    Atomics.add(this.words, at, 1);
+    if (Atomics.load(this.words, at + 1) > 0) this.mem.wake(this.sab, at * 4);
   }
 
   /** Records that this rank started the collective `fp` (any transport). */
@@ -116,24 +132,24 @@ export class ShmLane {
   }
 
   /** Waits until every peer has started collective fp.seq, and checks they all called fp. */
-  async meet(ctx: OpContext): Promise<void> {
+  *meet(ctx: OpContext): Generator<ShmWait, void, unknown> {
     const seq = ctx.fp.seq;
     const absent = () => this.peers.filter((r) => this.fingerprintOf(r, seq) === null);
     for (const r of this.peers) {
-      const theirs = await this.until(r, () => this.fingerprintOf(r, seq), ctx, absent);
+      const theirs = (yield { r, probe: () => this.fingerprintOf(r, seq), missing: absent }) as Fingerprint | 'passed';
       if (theirs === 'passed') ctx.mismatch(ctx.group.ranks[r], `something else at seq ${seq} (it has gone past it)`);
       ctx.check(theirs, r);
     }
   }
 
   /** Publishes the next step of this lane and waits until every rank has reached it. */
-  async step(ctx: OpContext): Promise<void> {
+  *step(): Generator<ShmWait, void, unknown> {
     const target = ++this.gen;
     Atomics.store(this.words, this.progress(this.rank), target);
     this.ring();
     const reached = (r: number) => Atomics.load(this.words, this.progress(r)) >= target;
     const behind = () => this.peers.filter((r) => !reached(r));
-    for (const r of this.peers) await this.until(r, () => (reached(r) ? true : null), ctx, behind);
+    for (const r of this.peers) yield { r, probe: () => (reached(r) ? true : null), missing: behind };
   }
 
   /** The data set for the next piece: sets alternate, so writing one never races readers of the other. */
@@ -148,34 +164,88 @@ export class ShmLane {
   }
 
   /**
-   * Waits until `probe()` about peer r gives a value: spins briefly (the peer is often
-   * microseconds away), then sleeps on its bell — blocking this thread for up to blockMs (a
-   * futex wake-up is one context switch), then on the thread pool so this thread's event
-   * loop runs — checking the group's failure and the op's deadline between sleeps. A
-   * timeout names the group ranks `missing()` returns.
+   * Drives an op's steps (algorithms/shm.ts) on the event loop: each wait through `until`,
+   * each promise (work across hosts) awaited. `resume` is a step already taken from `steps`.
    */
-  private async until<T>(r: number, probe: () => T | null, ctx: OpContext, missing: () => number[]): Promise<T> {
-    const first = probe();
+  async drive(steps: ShmSteps, ctx: OpContext, resume?: ShmStep): Promise<void> {
+    let next = resume ?? null;
+    if (!next) {
+      const r = steps.next();
+      if (r.done) return;
+      next = r.value;
+    }
+    for (;;) {
+      const r = steps.next(next instanceof Promise ? await next : await this.until(next, ctx));
+      if (r.done) return;
+      next = r.value;
+    }
+  }
+
+  /**
+   * Drives the steps on this thread, with no turn of the event loop, while every wait ends
+   * within the spin-and-block budget: null when the op is done; else (a peer is late, or the
+   * steps need the network) a promise that finishes it on the event loop.
+   */
+  driveNow(steps: ShmSteps, ctx: OpContext): Promise<void> | null {
+    for (let r = steps.next(); !r.done; ) {
+      const v = r.value instanceof Promise ? LATE : this.waitNow(r.value, ctx);
+      if (v === LATE) return this.drive(steps, ctx, r.value);
+      r = steps.next(v);
+    }
+    return null;
+  }
+
+  /**
+   * Waits until `w.probe()` gives a value: spins briefly (the peer is often microseconds
+   * away), then sleeps on its bell, blocking this thread (a futex wake-up is one context
+   * switch) for up to blockMs; LATE after that. Checks the group's failure and the op's
+   * deadline between sleeps; a timeout names the group ranks `w.missing()` returns.
+   */
+  private waitNow(w: ShmWait, ctx: OpContext): unknown {
+    const first = w.probe();
     if (first !== null) return first;
     const spinEnd = performance.now() + this.waits.spinMs;
     while (performance.now() < spinEnd) {
-      const v = probe();
+      const v = w.probe();
       if (v !== null) return v;
     }
     const blockEnd = performance.now() + this.waits.blockMs;
-    const at = this.bell(r);
+    const at = this.bell(w.r);
     for (;;) {
       const bell = Atomics.load(this.words, at);
-      const v = probe();
+      const v = w.probe();
       if (v !== null) return v;
-      // a peer that left cleanly poisons nothing, but cannot arrive either
-      const failure = ctx.group.failure ?? ctx.peerFailure(r);
-      if (failure) throw failure;
-      const left = ctx.deadline - Date.now();
-      if (left <= 0) throw ctx.timeoutError(missing().map((p) => ctx.group.ranks[p]));
+      const left = this.timeLeft(w, ctx);
       const block = blockEnd - performance.now();
-      if (block > 0) this.mem.waitSync(this.sab, at * 4, bell, Math.min(block, left));
-      else await this.mem.wait(this.sab, at * 4, bell, Math.min(left, 50));
+      if (block <= 0) return LATE;
+      Atomics.add(this.words, at + 1, 1);
+      this.mem.waitSync(this.sab, at * 4, bell, Math.min(block, left));
+      Atomics.sub(this.words, at + 1, 1);
     }
+  }
+
+  /** waitNow, then sleeps on the thread pool so this thread's event loop runs. */
+  private async until(w: ShmWait, ctx: OpContext): Promise<unknown> {
+    const now = this.waitNow(w, ctx);
+    if (now !== LATE) return now;
+    const at = this.bell(w.r);
+    for (;;) {
+      const bell = Atomics.load(this.words, at);
+      const v = w.probe();
+      if (v !== null) return v;
+      const left = this.timeLeft(w, ctx);
+      Atomics.add(this.words, at + 1, 1);
+      await this.mem.wait(this.sab, at * 4, bell, Math.min(left, 50)).finally(() => Atomics.sub(this.words, at + 1, 1));
+    }
+  }
+
+  /** Milliseconds left before the op's deadline; throws the group's failure, a lost peer's, or the timeout. */
+  private timeLeft(w: ShmWait, ctx: OpContext): number {
+    // a peer that left cleanly poisons nothing, but cannot arrive either
+    const failure = ctx.group.failure ?? ctx.peerFailure(w.r);
+    if (failure) throw failure;
+    const left = ctx.deadline - Date.now();
+    if (left <= 0) throw ctx.timeoutError(w.missing().map((p) => ctx.group.ranks[p]));
+    return left;
   }
 }
