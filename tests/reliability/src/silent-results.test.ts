@@ -10,11 +10,11 @@ import { explain, runWorld } from './world.js';
  * what is wrong and where. Rows of @ddp/nn, data, zero and syncbn are in those packages' tests.
  */
 describe('silent wrong results in packages owned elsewhere', () => {
-  // @ddp/comm (lat): AVG of int32 sums in int32, so a sum beyond 2^31 − 1 wraps before the
-  // division: 3 ranks of 2^30 + r average to -357913940 instead of 2^30 + 1. The float types
-  // already average such elements without overflow; int32 should sum in float64 (exact below
-  // 2^53) and truncate toward zero, on every path (direct, shared memory, ring, reduce, reduceScatter).
-  it.fails('comm: int32 AVG whose sum leaves int32 is the true average, on every rank and path', async () => {
+  // @ddp/comm: AVG of int32 summed in int32, so a sum beyond 2^31 − 1 wrapped before the
+  // division: 3 ranks of 2^30 + r averaged to -357913940 instead of 2^30 + 1. Fixed at the
+  // dispatch layer (op-dispatcher.ts, mpi-calls.ts): int32 AVG runs as a float64 SUM (exact
+  // below 2^53) truncated toward zero, so every path sums exactly (comm's average.child.ts: the neighbours).
+  it('comm: int32 AVG whose sum leaves int32 is the true average, on every rank and path', async () => {
     const run = await runWorld('int-average.child.ts', 3, { timeoutMs: 60_000 });
     expect(run.result.exitCode, explain(run)).toBe(0);
     for (const [rank, res] of run.out.last(3).entries()) {

@@ -121,6 +121,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
         (_, result) => splitResult(d, result as OpResult),
+        { reads: [input], writes: [] },
       );
     });
   }
@@ -134,6 +135,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         output.byteLength,
         (sab) => new Uint8Array(sab, this.rank * input.byteLength, input.byteLength).set(bytes(input)),
         (sab) => bytes(output).set(new Uint8Array(sab, 0, output.byteLength)),
+        { reads: [input], writes: [output] },
       );
     });
   }
@@ -141,11 +143,21 @@ export class WorkerProcessGroup implements ProcessGroup {
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('reduceScatter', () => {
       checkReduceScatter(output, input, this.size);
+      const d = dtypeOf(input, opts.dtype);
+      const reduceOp = reduceOpOf(opts.op, 'reduceScatter');
+      if (d === 'int32' && reduceOp === 'avg')
+        return this.ops.int32Average(
+          'reduceScatter',
+          input as Int32Array,
+          output as Int32Array,
+          this.rank * output.length,
+          {},
+        );
       return this.ops.submit(
         {
           op: 'reduceScatter',
-          dtype: dtypeOf(input, opts.dtype),
-          reduceOp: reduceOpOf(opts.op, 'reduceScatter'),
+          dtype: d,
+          reduceOp,
           root: 0,
           count: input.length,
           length: input.length,
@@ -153,6 +165,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
         (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
+        { reads: [input], writes: [output] },
       );
     });
   }
@@ -166,6 +179,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         input.byteLength,
         (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
         (_, result) => (this.rank === opts.dst ? splitResult(d, result as OpResult) : null),
+        { reads: [input], writes: [] },
       );
     });
   }
@@ -201,6 +215,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         total,
         (sab) => concatInto(sab, 0, inputs),
         () => bytes(output).set(bytes(own)),
+        { reads: inputs, writes: [output] },
       );
     });
   }
@@ -238,6 +253,7 @@ export class WorkerProcessGroup implements ProcessGroup {
             off += o.byteLength;
           }
         },
+        { reads: inputs, writes: outputs },
       );
     });
   }
@@ -250,6 +266,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         0,
         () => {},
         () => {},
+        { reads: [], writes: [] },
       ),
     );
   }
@@ -293,6 +310,10 @@ export class WorkerProcessGroup implements ProcessGroup {
           if (o.op === 'irecv')
             bytes(o.buf).set(new Uint8Array(sab, (entries[i] as P2PEntry).byteOffset, o.buf.byteLength));
         });
+      },
+      {
+        reads: ops.filter((o) => o.op === 'isend').map((o) => o.buf),
+        writes: ops.filter((o) => o.op === 'irecv').map((o) => o.buf),
       },
     );
   }

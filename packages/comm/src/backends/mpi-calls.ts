@@ -1,5 +1,6 @@
 import type { Kind } from '@ddp/mpi';
 import { narrowHalf, widenHalf } from '../algorithms/half-codec.js';
+import { truncatedAverageInto, widenInt32 } from '../algorithms/int-average.js';
 import type { P2POp } from '../api/group.js';
 import {
   bytesPerElement,
@@ -73,7 +74,8 @@ export function descriptor(
 
 /**
  * allReduce, reduce and reduceScatter: `input` reduced in MPI (half dtypes widened to
- * float32 first, narrowed after); AVG divides in @ddp/mpi.
+ * float32 first, narrowed after); AVG divides in @ddp/mpi, except int32 AVG, which MPI sums
+ * in float64 and this rank divides (int-average.ts: the int32 sum may leave int32).
  */
 export function reductionCall(
   m: Members,
@@ -86,16 +88,18 @@ export function reductionCall(
   output: CommArray,
 ): Prepared<void> {
   const half = isHalf(d);
-  const work = half ? widenHalf(input as Uint16Array, d) : input;
-  const out = call !== 'reduceScatter' ? work : half ? new Float32Array(outCount) : output;
+  const intAvg = d === 'int32' && op === 'avg';
+  const work = half ? widenHalf(input as Uint16Array, d) : intAvg ? widenInt32(input as Int32Array) : input;
+  const wide = half ? new Float32Array(outCount) : intAvg ? new Float64Array(outCount) : output;
+  const out = call !== 'reduceScatter' ? work : wide;
   const count = call === 'reduceScatter' ? outCount : input.length;
   const receives = call !== 'reduce' || m.rank === root;
   const kind = K[call] as Kind;
   const native: NativeCall = {
     kind,
     rule: SAME_COUNT,
-    type: half ? 1 : MOVE_TYPE[d],
-    op: REDUCE_CODE[op],
+    type: half ? 1 : intAvg ? MOVE_TYPE.float64 : MOVE_TYPE[d],
+    op: REDUCE_CODE[intAvg ? 'sum' : op],
     root,
     desc: descriptor(m.size, call, d, op, root, count),
     counts: null,
@@ -107,6 +111,7 @@ export function reductionCall(
     finish: () => {
       if (!receives) return;
       if (half) narrowHalf(out as Float32Array, d, output as Uint16Array);
+      if (intAvg) truncatedAverageInto(out as Float64Array, m.size, output as Int32Array);
     },
   };
 }

@@ -1,3 +1,4 @@
+import { truncatedAverageInto, widenInt32 } from '../algorithms/int-average.js';
 import { makeWork, type Work } from '../api/work.js';
 import type { CommArray, Dtype } from '../dtypes.js';
 import type { CommThread } from './comm-thread.js';
@@ -5,6 +6,15 @@ import type { MainRunner } from './main-runner.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { onMainThread } from './routing.js';
 import { bytes, type StagingPool } from './staging.js';
+
+/** The arrays an op reads when it is issued and writes when it completes. */
+export interface OpIO {
+  reads: readonly CommArray[];
+  writes: readonly CommArray[];
+}
+
+const overlap = (a: CommArray, b: CommArray): boolean =>
+  a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 
 type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
@@ -22,6 +32,14 @@ export class OpDispatcher {
 
   /** Settles when every Work issued so far has (Works complete in issue order). */
   private tail: Promise<unknown> = Promise.resolve();
+  /** Arrays that pending Works write when they complete. */
+  private readonly writing = new Set<CommArray>();
+  /**
+   * While an op waits to be dispatched (its input is an earlier op's output), the promise
+   * that settles once it is: later ops are dispatched after it, so each executor still
+   * receives the group's collectives in issue order.
+   */
+  private gate: Promise<unknown> | null = null;
 
   constructor(
     private readonly comm: CommThread,
@@ -35,46 +53,100 @@ export class OpDispatcher {
 
   /**
    * Stages `bytes` of data in a shared buffer, runs the op on the worker, then lets
-   * `finish` copy results out before the buffer is reused.
+   * `finish` copy results out before the buffer is reused. An op reading an array that an
+   * earlier pending op writes stages it only once that op completed (as PyTorch's stream
+   * order would read the earlier result), and runs after it.
    */
   submit<T>(
     req: Omit<OpRequest, 'type' | 'id' | 'seq' | 'sab' | 'sabOffset' | 'timeoutMs' | 'groupId'>,
     stageBytes: number,
     fill: (sab: SharedArrayBuffer) => void,
     finish: (sab: SharedArrayBuffer, result: OpResult | undefined) => T,
+    io: OpIO,
   ): Work<T> {
     const seq = req.op === 'p2p' ? 0 : ++this.seq;
     const sab = stageBytes > 0 ? this.staging.acquire(stageBytes) : null;
-    if (sab) fill(sab);
-    const run = this.dispatch(
+    const late = this.readsPending(io);
+    if (sab && !late) fill(sab);
+    const run = this.dispatchInOrder(
+      late,
       { ...req, seq, sab, sabOffset: 0, groupId: this.groupId, timeoutMs: this.timeoutMs },
       stageBytes,
+      () => {
+        if (sab && late) fill(sab);
+      },
     );
     return this.inOrder(
       run,
       (result) => finish(sab as SharedArrayBuffer, result),
       () => this.staging.release(sab),
+      io.writes,
     );
   }
 
-  /** Runs the op on the main thread or the comm thread (routing.ts). */
-  private dispatch(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): Promise<OpResult | undefined> {
+  /** Whether the op reads an array a pending Work writes. */
+  private readsPending(io: OpIO): boolean {
+    for (const w of this.writing) if (io.reads.some((r) => overlap(r, w))) return true;
+    return false;
+  }
+
+  /**
+   * Dispatches the op now, or, when it reads a pending op's output (`late`) or an earlier
+   * op is still held back, once every earlier Work completed (late) or that op went out;
+   * `before` runs just before.
+   */
+  private dispatchInOrder(
+    late: boolean,
+    req: Omit<OpRequest, 'type' | 'id'>,
+    bytes: number,
+    before: () => void = () => {},
+  ): Promise<OpResult | undefined> {
+    const dispatch = this.route(req, bytes);
+    const after = late ? this.tail : this.gate;
+    if (!after) return dispatch();
+    const run = after.then(() => {
+      before();
+      return dispatch();
+    });
+    // settles when this op is dispatched (its Work may settle much later)
+    const gate = after.then(() => {});
+    this.gate = gate;
+    void gate.then(() => {
+      if (this.gate === gate) this.gate = null;
+    });
+    return run;
+  }
+
+  /**
+   * Picks the thread that runs the op (routing.ts), telling the other executor at once (it
+   * may see the op's frames before the op is dispatched); the returned call dispatches it.
+   */
+  private route(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): () => Promise<OpResult | undefined> {
     const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
     if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.groupId, req.seq, req.op);
-    return onMain ? (this.main as MainRunner).run(req) : this.comm.run(req);
+    return onMain ? () => (this.main as MainRunner).run(req) : () => this.comm.run(req);
   }
 
   /**
    * The Work of `run`: once every earlier Work of this group has completed, `finish` copies
    * the result out and `release` frees the staging either way. The Work's own promise is what
    * the next Work waits for, so a caller woken by a Work finds every earlier one complete
-   * (their copies out done). Counted as pending until then.
+   * (their copies out done). Counted as pending, its `writes` as being written, until then.
    */
-  private inOrder<R, T>(run: Promise<R>, finish: (r: R) => T, release: () => void = () => {}): Work<T> {
+  private inOrder<R, T>(
+    run: Promise<R>,
+    finish: (r: R) => T,
+    release: () => void,
+    writes: readonly CommArray[],
+  ): Work<T> {
     const prev = this.tail;
     this.pending++;
+    // distinct entries per Work (a Set of the arrays themselves would drop a repeated one early)
+    const mine = writes.map((w) => w.subarray(0));
+    for (const w of mine) this.writing.add(w);
     const settle = () => {
       this.pending--;
+      for (const w of mine) this.writing.delete(w);
       release();
     };
     const done = run.then(
@@ -128,18 +200,23 @@ export class OpDispatcher {
     const finish = () => {
       if (sab) bytes(buf).set(bytes(data));
     };
-    if (late) return this.inOrder(late, finish, release);
+    if (late) return this.inOrder(late, finish, release, [buf]);
     finish();
     release();
     return DONE;
   }
 
+  /** An op on one array: read when issued, written back (`copyBack`) when it completes. */
   inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
+    const io = { reads: [buf], writes: copyBack ? [buf] : [] };
+    if (d === 'int32' && extra.reduceOp === 'avg')
+      return this.int32Average(op, buf as Int32Array, copyBack ? (buf as Int32Array) : null, 0, extra);
     const now = op === 'allReduce' ? this.now(buf, d, extra.reduceOp ?? 'sum') : null;
     if (now) return now;
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
-      const run = this.dispatch(
+      const run = this.dispatchInOrder(
+        this.readsPending(io),
         {
           op,
           dtype: d,
@@ -156,7 +233,7 @@ export class OpDispatcher {
         },
         buf.byteLength,
       );
-      return this.inOrder(run, () => {});
+      return this.inOrder(run, () => {}, () => {}, [buf]);
     }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
@@ -165,6 +242,31 @@ export class OpDispatcher {
       (sab) => {
         if (copyBack) bytes(buf).set(new Uint8Array(sab, 0, buf.byteLength));
       },
+      io,
+    );
+  }
+
+  /**
+   * int32 AVG (allReduce, reduce, reduceScatter) as a float64 SUM in staging, averaged and
+   * truncated when copied out (int-average.ts): every algorithm and thread then sums exactly.
+   * `output` receives elements [offset, offset + output.length) of the average.
+   */
+  int32Average(
+    op: OpRequest['op'],
+    input: Int32Array,
+    output: Int32Array | null,
+    offset: number,
+    extra: Partial<OpRequest>,
+  ): Work {
+    const n = input.length;
+    return this.submit(
+      { op, root: 0, count: n, length: n, ...extra, dtype: 'float64', reduceOp: 'sum' },
+      n * Float64Array.BYTES_PER_ELEMENT,
+      (sab) => widenInt32(input, new Float64Array(sab, 0, n)),
+      (sab) => {
+        if (output) truncatedAverageInto(new Float64Array(sab, 0, n), this.size, output, offset);
+      },
+      { reads: [input], writes: output ? [output] : [] },
     );
   }
 }

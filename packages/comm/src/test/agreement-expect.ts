@@ -56,7 +56,8 @@ interface Average {
 
 /** average.child.ts: the cases that are wrong (not finite, too far, ordinary ones not exact, ranks differ). */
 export function wrongAverages(out: RankOutcome[]): string[] {
-  const tolerance = (phase: string) => (phase.includes('float16') ? 2e-3 : phase.includes('bfloat16') ? 1e-2 : 1e-6);
+  // bfloat16 first: its name contains 'float16'
+  const tolerance = (phase: string) => (phase.includes('bfloat16') ? 1e-2 : phase.includes('float16') ? 2e-3 : 1e-6);
   const wrong: string[] = [];
   const first = (out[0]?.results ?? []) as Average[];
   if (first.length < 10) wrong.push(`rank 0 reported ${first.length} cases`);

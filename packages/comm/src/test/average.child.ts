@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 import type { CommArray, Dtype, HalfDtype } from '../dtypes.js';
-import { destroyProcessGroup, initProcessGroup } from '../index.js';
+import { destroyProcessGroup, initProcessGroup, sharedArray } from '../index.js';
 import { makeArray, value } from './reference.js';
 
 /**
@@ -10,7 +10,8 @@ import { makeArray, value } from './reference.js';
  * memory, or the ring over sockets), half precision, and reduce. Even elements are huge
  * (alternating sign), odd ones small integers. Each case reports whether the huge averages
  * are finite and how far from the exact average, whether the small ones equal
- * sum-then-divide bit for bit, and a hash of the result (equal on every rank).
+ * sum-then-divide bit for bit, and a hash of the result (equal on every rank). int32 (values
+ * near both limits, so the int32 sum wraps) must equal the exact average truncated toward zero.
  */
 const pg = await initProcessGroup({ timeoutMs: 60_000 });
 const N = pg.size;
@@ -78,5 +79,39 @@ for (const n of [6, 40_000]) {
   const out = new Float32Array(n);
   await pg.reduceScatter(out, input('float32', pg.rank, n * N), { op: 'avg' }).wait();
   check(`reduceScatter float32×${n} (own chunk)`, 'float32', out, all, n * pg.rank);
+}
+
+/** int32 near both limits: 2^31 − 1 − r, −2^31 + r² (its quotient is fractional: truncation shows), small. */
+function int32Input(rank: number, n: number, offset = 0, into = new Int32Array(n)): Int32Array {
+  for (let i = 0; i < n; i++) {
+    const k = i + offset;
+    into[i] = k % 2 === 0 ? 2 ** 31 - 1 - rank : k % 4 === 1 ? -(2 ** 31) + rank * rank : rank * 7 - (k % 100);
+  }
+  return into;
+}
+
+function checkInt32(phase: string, got: Int32Array, offset = 0): void {
+  const sums = all.map((r) => int32Input(r, got.length, offset));
+  const exact = got.every((v, i) => v === Math.trunc(sums.reduce((s, a) => s + (a[i] as number), 0) / N));
+  const hash = createHash('sha256').update(new Uint8Array(got.buffer, got.byteOffset, got.byteLength)).digest('hex');
+  console.log(`RESULT ${JSON.stringify({ phase, finite: true, maxRel: 0, ordinaryExact: exact, hash })}`);
+}
+
+for (const n of [5, 100_000]) {
+  const plain = int32Input(pg.rank, n);
+  await pg.allReduce(plain, { op: 'avg' }).wait();
+  checkInt32(`allReduce int32×${n}`, plain);
+  const shared = int32Input(pg.rank, n, 0, sharedArray(Int32Array, n));
+  await pg.allReduce(shared, { op: 'avg' }).wait();
+  checkInt32(`allReduce int32×${n} shared`, shared);
+  const root = n === 5 ? 0 : N - 1;
+  const buf = int32Input(pg.rank, n);
+  await pg.reduce(buf, { dst: root, op: 'avg' }).wait();
+  if (pg.rank === root) checkInt32(`reduce int32×${n}`, buf);
+}
+for (const n of [6, 40_000]) {
+  const out = new Int32Array(n);
+  await pg.reduceScatter(out, int32Input(pg.rank, n * N), { op: 'avg' }).wait();
+  checkInt32(`reduceScatter int32×${n} (own chunk)`, out, n * pg.rank);
 }
 await destroyProcessGroup();

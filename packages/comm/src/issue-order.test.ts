@@ -1,0 +1,29 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
+import { expect, it } from 'vitest';
+
+// issue-order.child.ts: what each case gives when every op is awaited before the next (2 ranks)
+const total = 1 + 2;
+const expected = (n: number) => ({
+  [`allReduce twice plain×${n}`]: 2 * total,
+  [`allReduce twice shared×${n}`]: 2 * total,
+  [`broadcast then allReduce plain×${n}`]: 2 * 5,
+  [`broadcast then allReduce shared×${n}`]: 2 * 5,
+  [`reduceScatter then allGatherInto ×${n}`]: total,
+});
+
+it('an op issued on an earlier in-flight op\'s output reads that result, as if awaited (2 ranks)', async () => {
+  const out = await spawnRanks({
+    nprocs: 2,
+    script: new URL('./test/issue-order.child.ts', import.meta.url),
+    timeoutMs: 60_000,
+  });
+  expect(
+    out.every((o) => o.code === 0),
+    explain(out),
+  ).toBe(true);
+  for (const o of out) {
+    const got = o.results[0] as Record<string, unknown>;
+    for (const [what, v] of Object.entries({ ...expected(4), ...expected(100_000) }))
+      expect(got[what], `rank ${o.rank} ${what}`).toEqual({ first: v, last: v, uniform: true });
+  }
+}, 90_000);
