@@ -11,7 +11,7 @@ const expected = (n: number) => ({
   [`reduceScatter then allGatherInto ×${n}`]: total,
 });
 
-it('an op issued on an earlier in-flight op\'s output reads that result, as if awaited (2 ranks)', async () => {
+it("an op issued on an earlier in-flight op's output reads that result, as if awaited (2 ranks)", async () => {
   const out = await spawnRanks({
     nprocs: 2,
     script: new URL('./test/issue-order.child.ts', import.meta.url),

@@ -233,7 +233,12 @@ export class OpDispatcher {
         },
         buf.byteLength,
       );
-      return this.inOrder(run, () => {}, () => {}, [buf]);
+      return this.inOrder(
+        run,
+        () => {},
+        () => {},
+        [buf],
+      );
     }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
