@@ -12,5 +12,5 @@ export function widenInt32(input: Int32Array, into: Float64Array = new Float64Ar
 
 /** out[i] = trunc(sum[offset + i] / size). */
 export function truncatedAverageInto(sum: Float64Array, size: number, out: Int32Array, offset = 0): void {
-  for (let i = 0; i < out.length; i++) out[i] = Math.trunc((sum[offset + i] as number) / size);
+  for (let i = 0; i < out.length; i++) out[i] = Math.trunc(sum[offset + i] / size);
 }

@@ -143,30 +143,8 @@ export class WorkerProcessGroup implements ProcessGroup {
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
     return this.collective('reduceScatter', () => {
       checkReduceScatter(output, input, this.size);
-      const d = dtypeOf(input, opts.dtype);
-      const reduceOp = reduceOpOf(opts.op, 'reduceScatter');
-      if (d === 'int32' && reduceOp === 'avg')
-        return this.ops.int32Average(
-          'reduceScatter',
-          input as Int32Array,
-          output as Int32Array,
-          this.rank * output.length,
-          {},
-        );
-      return this.ops.submit(
-        {
-          op: 'reduceScatter',
-          dtype: d,
-          reduceOp,
-          root: 0,
-          count: input.length,
-          length: input.length,
-        },
-        input.byteLength,
-        (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
-        (sab) => bytes(output).set(new Uint8Array(sab, this.rank * output.byteLength, output.byteLength)),
-        { reads: [input], writes: [output] },
-      );
+      const op = reduceOpOf(opts.op, 'reduceScatter');
+      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank);
     });
   }
 

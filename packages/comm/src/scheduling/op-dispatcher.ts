@@ -1,7 +1,7 @@
-import { truncatedAverageInto, widenInt32 } from '../algorithms/int-average.js';
 import { makeWork, type Work } from '../api/work.js';
-import type { CommArray, Dtype } from '../dtypes.js';
+import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
 import type { CommThread } from './comm-thread.js';
+import { int32Average } from './int32-average.js';
 import type { MainRunner } from './main-runner.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { onMainThread } from './routing.js';
@@ -47,7 +47,7 @@ export class OpDispatcher {
     private readonly main: MainRunner | null,
     private readonly staging: StagingPool,
     private readonly groupId: number,
-    private readonly size: number,
+    readonly size: number,
     private readonly timeoutMs: number,
   ) {}
 
@@ -210,7 +210,7 @@ export class OpDispatcher {
   inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
     const io = { reads: [buf], writes: copyBack ? [buf] : [] };
     if (d === 'int32' && extra.reduceOp === 'avg')
-      return this.int32Average(op, buf as Int32Array, copyBack ? (buf as Int32Array) : null, 0, extra);
+      return int32Average(this, op, buf as Int32Array, copyBack ? (buf as Int32Array) : null, 0, extra);
     const now = op === 'allReduce' ? this.now(buf, d, extra.reduceOp ?? 'sum') : null;
     if (now) return now;
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
@@ -251,27 +251,17 @@ export class OpDispatcher {
     );
   }
 
-  /**
-   * int32 AVG (allReduce, reduce, reduceScatter) as a float64 SUM in staging, averaged and
-   * truncated when copied out (int-average.ts): every algorithm and thread then sums exactly.
-   * `output` receives elements [offset, offset + output.length) of the average.
-   */
-  int32Average(
-    op: OpRequest['op'],
-    input: Int32Array,
-    output: Int32Array | null,
-    offset: number,
-    extra: Partial<OpRequest>,
-  ): Work {
+  /** Reduce-scatter: rank `rank` gets chunk `rank` of `input` reduced over the group in `output`. */
+  reduceScatter(output: CommArray, input: CommArray, d: Dtype, reduceOp: ReduceOp, rank: number): Work {
+    if (d === 'int32' && reduceOp === 'avg')
+      return int32Average(this, 'reduceScatter', input as Int32Array, output as Int32Array, rank * output.length, {});
     const n = input.length;
     return this.submit(
-      { op, root: 0, count: n, length: n, ...extra, dtype: 'float64', reduceOp: 'sum' },
-      n * Float64Array.BYTES_PER_ELEMENT,
-      (sab) => widenInt32(input, new Float64Array(sab, 0, n)),
-      (sab) => {
-        if (output) truncatedAverageInto(new Float64Array(sab, 0, n), this.size, output, offset);
-      },
-      { reads: [input], writes: output ? [output] : [] },
+      { op: 'reduceScatter', dtype: d, reduceOp, root: 0, count: n, length: n },
+      input.byteLength,
+      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+      (sab) => bytes(output).set(new Uint8Array(sab, rank * output.byteLength, output.byteLength)),
+      { reads: [input], writes: [output] },
     );
   }
 }

@@ -92,7 +92,7 @@ function int32Input(rank: number, n: number, offset = 0, into = new Int32Array(n
 
 function checkInt32(phase: string, got: Int32Array, offset = 0): void {
   const sums = all.map((r) => int32Input(r, got.length, offset));
-  const exact = got.every((v, i) => v === Math.trunc(sums.reduce((s, a) => s + (a[i] as number), 0) / N));
+  const exact = got.every((v, i) => v === Math.trunc(sums.reduce((s, a) => s + a[i], 0) / N));
   const hash = createHash('sha256')
     .update(new Uint8Array(got.buffer, got.byteOffset, got.byteLength))
     .digest('hex');
