@@ -29,4 +29,6 @@ it("an op issued on an earlier in-flight op's output reads that result, as if aw
         wrong.push(`rank ${o.rank} ${what}: ${JSON.stringify(got[what])}, expected ${v}`);
   }
   expect(wrong).toEqual([]);
+  for (const o of out)
+    expect(['completed', 'NotInitializedError']).toContain((o.results[1] as { destroyed: string }).destroyed);
 }, 90_000);

@@ -35,4 +35,14 @@ for (const n of [4, 100_000]) {
   out[`reduceScatter then allGatherInto ×${n}`] = summary(gathered);
 }
 console.log(`RESULT ${JSON.stringify(out)}`);
+
+// destroyed while the second op waits for the first: it fails (a thread already closed would never answer)
+const held = plain(100_000, 1);
+pg.allReduce(held);
+const second = pg.allReduce(held).promise.then(
+  () => 'completed',
+  (e: Error) => e.name,
+);
 await destroyProcessGroup();
+const late = new Promise((resolve) => setTimeout(() => resolve('never settled'), 10_000).unref());
+console.log(`RESULT ${JSON.stringify({ destroyed: await Promise.race([second, late]) })}`);
