@@ -59,8 +59,10 @@ async function main(world: number, steps: number, lrs: number[], seeds: number):
       largest.adasum > largest[than] ? 'yes' : `no (${largest.adasum} vs ${largest[than]})`;
     const scaledLr = (arm: string, lr: number) => (arm === 'average-scaled' ? `${world}×${lr}` : `${lr}`);
     const notes = [
-      `${world} ranks, ${optimizer === 'sgd' ? 'plain SGD' : `SGD with momentum ${MOMENTUM} at lr η/10`}, ${BATCH} samples`,
-      `per rank per step (each rank its own; ${seeds} draws, the worst counted, the plot shows the first), MLP ${IN}-${HIDDEN}-1 fitting a teacher MLP; loss on ${EVAL} held-out`,
+      `${world} ranks, ` +
+        `${optimizer === 'sgd' ? 'plain SGD' : `SGD with momentum ${MOMENTUM} at lr η/10`}, ${BATCH} samples`,
+      `per rank per step (each rank its own; ${seeds} draws, the worst counted, the plot shows the first), ` +
+        `MLP ${IN}-${HIDDEN}-1 fitting a teacher MLP; loss on ${EVAL} held-out`,
       `samples (capped at 10 for the plot; a diverged run stops). single: one worker at η; average: DDP's mean at η;`,
       `average-scaled: the mean at ${world}·η (linear scaling); adasum: AdasumOptimizer (local step at η, deltas`,
       `combined). Initial loss ${initial.toPrecision(3)}; "trains" = final loss below ${TRAINS_BELOW} × initial.`,
@@ -69,8 +71,8 @@ async function main(world: number, steps: number, lrs: number[], seeds: number):
       `than averaging at η: ${verdict('average')}. Final losses (steps to ${TARGET} × initial): ${finals
         .map(
           (f) =>
-            `${f.arm} η ${scaledLr(f.arm, f.lr)}: ${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'}` +
-            ` (${f.stepsToTarget ?? '–'})`,
+            `${f.arm} η ${scaledLr(f.arm, f.lr)}: ` +
+            `${Number.isFinite(f.finalLoss) ? f.finalLoss.toPrecision(3) : 'diverged'} (${f.stepsToTarget ?? '–'})`,
         )
         .join('; ')}.`,
     ].join(' ');

@@ -153,13 +153,15 @@ async function main(): Promise<void> {
   const ownWork = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ` +
+        `${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
     ),
   );
   const versus = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ` +
+        `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
     ),
   );
   const caps = prefixes.map(
@@ -178,20 +180,42 @@ async function main(): Promise<void> {
   const linkDims = dimsOf(LINK.width, LINK.depth);
   const gradMiB = (paramCount * 4) / 2 ** 20;
   const notes = [
-    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
-    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own work: the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.",
+    `On this host: MLP ${dims.join('→')} (${(paramCount / 1e6).toFixed(1)} M parameters, ` +
+      `${gradMiB.toFixed(0)} MiB of gradients), batch ${BATCH} per rank, SGD, ` +
+      `${Number.isNaN(BUCKET_MB) ? 'DDP at its defaults (bucket cap tuned)' : `${BUCKET_MB} MiB buckets`}; median ` +
+      `of ${STEPS} steps after ${WARMUP} warm-up, best of ${ROUNDS} alternating round(s), one process per rank (2 ` +
+      `shared cores: ranks compete with each other and with other work for CPU, so read ratios).`,
+    "compute: the DDP model stepped under noSync; local: a DDP step whose comm hook sends nothing (DDP's own " +
+      "work: the small gradients' bucket copies, finite check, bookkeeping; large gradients are reduced in place); " +
+      'comm: the all-reduce of all gradients alone — interleaved step by step with ddp in the same processes, so ' +
+      "load drift hits them alike. Rows cpu:<variant>: CPU time of rank 0's process per step (all threads, and the " +
+      'kernel on its behalf). Rows uds-*: the same over Unix sockets (DDP_TRANSPORT=uds) instead of shared memory.',
     `DDP's own work, (local − compute) / compute: ${ownWork.join('; ')}.`,
     `Bucketed DDP against one bucket after backward and DataParallelNaive, ${versus.join('; ')}.`,
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
-    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
-    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
-    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the slowest rank), on this host: ${byRound(hiddenByRound)}; with the ranks leaving a core free (rows free-core-*: main threads pinned to CPU 0, comm threads to CPU 1): ${byRound(freeCoreHiddenByRound)}. ${cpuNote(hostRounds[''])}`,
+    `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm ` +
+      `heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ` +
+      `${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+    `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute ` +
+      `alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
+    `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the ` +
+      `slowest rank), on this host: ${byRound(hiddenByRound)}; with the ranks leaving a core free (rows ` +
+      `free-core-*: main threads pinned to CPU 0, comm threads to CPU 1): ${byRound(freeCoreHiddenByRound)}. ` +
+      `${cpuNote(hostRounds[''])}`,
     torch
-      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ${pct(ms('torch', 1) / ms('torch', 2))}.`
+      ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): ` +
+        `DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ` +
+        `${pct(ms('torch', 1) / ms('torch', 2))}.`
       : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'
       ? `Limited link: ${link}.`
-      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} M parameters), batch ${LINK.batch}, bucket cap kept ${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ${byRound(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ${info('link-free-core-interleaved-info:bucketCapMB', 2).join(', ')} MiB): ${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
+      : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ` +
+        `${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} ` +
+        `M parameters), batch ${LINK.batch}, bucket cap kept ` +
+        `${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ` +
+        `${byRound(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ` +
+        `${info('link-free-core-interleaved-info:bucketCapMB', 2).join(', ')} MiB): ` +
+        `${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));

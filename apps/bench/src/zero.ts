@@ -52,7 +52,9 @@ interface RankSample {
   stepSeconds: number;
   /** Mean CPU time (every thread of the rank) of the steps after the first: steadier than time on a shared machine. */
   stepCpuSeconds: number;
-  /** FSDP: a synchronous checkpoint save; how much longer the steps it overlaps take in all when an async save starts. */
+  /**
+   * FSDP: a synchronous checkpoint save; how much longer the steps it overlaps take in all when an async save starts.
+   */
   syncSaveSeconds?: number;
   asyncStallSeconds?: number;
   /** From the async save's start until it is committed. */
@@ -185,7 +187,10 @@ async function checkpointStall(
   };
 }
 
-/** Kernel threads per rank: --threads, else the host's cores shared among the ranks (as ddp-run), unless the environment chose. */
+/**
+ * Kernel threads per rank: --threads, else the host's cores shared among the ranks (as ddp-run), unless the environment
+ * chose.
+ */
 function threadsPerRank(world: number): number | undefined {
   if (values.threads !== undefined) return values.threads;
   if (process.env.DDP_NUM_THREADS ?? process.env.OMP_NUM_THREADS) return undefined;
@@ -262,12 +267,14 @@ async function main(): Promise<void> {
     notes:
       `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
-      'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model (gradients reduced to ' +
-      'their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, Adam over the shards ' +
-      '(fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the steps after the first; ' +
-      'stepCpuSeconds: their mean CPU time per rank, every thread (steadier on a shared machine); ' +
-      `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: AsyncCheckpointer.save, the ` +
-      `${OVERLAPPED_STEPS} steps after it and any wait left for its commit (fastest of ${SAVE_REPEATS}), minus as ` +
+      'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model ' +
+      '(gradients reduced to their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, ' +
+      'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the ' +
+      'steps after the first; stepCpuSeconds: their mean CPU time per rank, every thread (steadier on ' +
+      'a shared machine); ' +
+      `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: ` +
+      `AsyncCheckpointer.save, the ${OVERLAPPED_STEPS} steps after it and any wait left for its commit ` +
+      `(fastest of ${SAVE_REPEATS}), minus as ` +
       'many plain steps (the fastest of two before and one after); asyncSaveCallSeconds: its save call alone (the ' +
       'host copy); asyncSaveSeconds: its time until committed. Communication buffers are JS memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },

@@ -65,7 +65,8 @@ class ReduceScatter extends Collective {
     this.setup(x, 'reduceScatter', group, op);
     if (x.rank === 0 || x.shape[0] % group.size !== 0) {
       throw new AutogradArgumentError(
-        `rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the group size ${group.size}`,
+        `rank ${group.ranks[group.rank]}: reduceScatter needs dim 0 (${x.shape[0]}) divisible by the ` +
+          `group size ${group.size}`,
       );
     }
     const out = new Float32Array(x.size / group.size);

@@ -22,7 +22,8 @@ import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
-import { loadSafetensors, type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
+import { type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
+import { loadSafetensors } from './safetensors-read.js';
 import { readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
 
 export const MODEL_FILE = 'model.safetensors';

@@ -69,10 +69,6 @@ export {
 export { SGD, type SGDOptions } from './optim/sgd.js';
 export { Parameter } from './parameter.js';
 export {
-  loadSafetensors,
-  type ParsedSafetensors,
-  type ParseOptions,
-  parseSafetensors,
   type SafeTensor,
   SafetensorsError,
   type SafetensorsErrorKind,
@@ -81,4 +77,10 @@ export {
   serializeSafetensors,
   toSafeTensor,
 } from './safetensors.js';
+export {
+  loadSafetensors,
+  type ParsedSafetensors,
+  type ParseOptions,
+  parseSafetensors,
+} from './safetensors-read.js';
 export { parseSealedJson, readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';

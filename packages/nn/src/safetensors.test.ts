@@ -2,14 +2,8 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  loadSafetensors,
-  parseSafetensors,
-  SafetensorsError,
-  saveSafetensors,
-  saveSafetensorsSync,
-  serializeSafetensors,
-} from './safetensors.js';
+import { SafetensorsError, saveSafetensors, saveSafetensorsSync, serializeSafetensors } from './safetensors.js';
+import { loadSafetensors, parseSafetensors } from './safetensors-read.js';
 
 let dir: string;
 beforeAll(async () => {

@@ -15,7 +15,10 @@ export type Collective = <T>(what: string, run: () => Promise<T>) => Promise<T>;
  * every bucket but the first tuned over the next iterations when none was given.
  */
 export class BucketPlan {
-  /** Shared memory for the gradients DDP copies, allocated once (pages touched only when used); the buckets are views of it. */
+  /**
+   * Shared memory for the gradients DDP copies, allocated once (pages touched only when used); the buckets are views of
+   * it.
+   */
   private readonly arena: Float32Array;
   buckets: Bucket[] = [];
   /** For each parameter, its bucket and slot. */

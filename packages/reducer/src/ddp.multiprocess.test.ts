@@ -7,7 +7,10 @@ import { runWorld, type WorldResult } from './test/run-ranks.js';
 const golden = loadGolden();
 type Params = Record<string, number[]>;
 
-/** Every guarantee with the gradients copied into the buckets (the small ones: all, by default, here) and reduced in place (all). */
+/**
+ * Every guarantee with the gradients copied into the buckets (the small ones: all, by default, here) and reduced in
+ * place (all).
+ */
 const STORAGE = [
   ['copied', {}],
   ['reduced in place', { DDP_IN_PLACE_MIN_BYTES: '4' }],

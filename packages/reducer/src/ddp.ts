@@ -11,7 +11,9 @@ import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
 import { raiseUnused, unreachedParameters } from './unused.js';
 
-/** One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank. */
+/**
+ * One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank.
+ */
 interface Reduction {
   nextBucket: number;
   ready: Uint8Array;
@@ -71,7 +73,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     checkOptions(opts);
     if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
       throw new DDPUsageError(
-        'DistributedDataParallel.create: the module has no parameter that requires grad; there is nothing to synchronise',
+        'DistributedDataParallel.create: the module has no parameter that requires grad; there is ' +
+          'nothing to synchronise',
       );
     }
     const ddp = new DistributedDataParallel(module, opts);
@@ -103,11 +106,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
     if (this.reduction !== null)
       throw new DDPUsageError(
-        'DistributedDataParallel.forward called while the previous backward is still reducing gradients; await loss.backward() first',
+        'DistributedDataParallel.forward called while the previous backward is still reducing gradients; ' +
+          'await loss.backward() first',
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     if (isJoinActive(this)) {
-      // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there (throwOnEarlyTermination)
+      // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there
+      // (throwOnEarlyTermination)
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
@@ -149,7 +154,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const reduction = this.reduction ?? this.startReduction();
     if (reduction.ready[index]) {
       throw new DDPUsageError(
-        `parameter "${this.params[index].name}" was marked ready twice in one backward (used in a checkpointed segment and outside it, or by two backward calls without an optimizer step)`,
+        `parameter "${this.params[index].name}" was marked ready twice in one backward (used in a ` +
+          `checkpointed segment and outside it, or by two backward calls without an optimizer step)`,
       );
     }
     this.place(index, true);

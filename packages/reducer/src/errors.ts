@@ -27,9 +27,10 @@ export class UnusedParametersError extends DDPError {
     readonly iteration: number,
   ) {
     super(
-      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${parameters.length} parameter(s) received no gradient in this backward: ` +
-        `${parameters.join(', ')}. Either they were not used to compute the loss (pass findUnusedParameters: true to DistributedDataParallel.create, ` +
-        `or set requiresGrad = false on parameters you never train), or the loss does not depend on them in this iteration.`,
+      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${parameters.length} parameter(s) ` +
+        `received no gradient in this backward: ${parameters.join(', ')}. Either they were not used to ` +
+        `compute the loss (pass findUnusedParameters: true to DistributedDataParallel.create, or set ` +
+        `requiresGrad = false on parameters you never train), or the loss does not depend on them in this iteration.`,
     );
   }
 }
@@ -43,7 +44,8 @@ export class NonFiniteGradientError extends DDPError {
     readonly iteration: number,
   ) {
     super(
-      `DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after the all-reduce (some rank produced a non-finite gradient)`,
+      `DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after ` +
+        `the all-reduce (some rank produced a non-finite gradient)`,
     );
   }
 }
@@ -86,7 +88,8 @@ export class GradientStorageMovedError extends DDPError {
     readonly iteration: number,
   ) {
     super(
-      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): the wasm heap moved during the gradient all-reduce; this iteration's averages are lost (redo the step; DDP copies gradients from now on)`,
+      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): the wasm heap moved during the ` +
+        `gradient all-reduce; this iteration's averages are lost (redo the step; DDP copies gradients from now on)`,
     );
   }
 }

@@ -9,7 +9,9 @@ import { type InPlaceBucket, inPlaceHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
 import { mlp, normal, rows } from './test/models.js';
 
-/** One backward of an MLP whose first weight is large enough to be reduced in place; `hook` sees that weight's bucket. */
+/**
+ * One backward of an MLP whose first weight is large enough to be reduced in place; `hook` sees that weight's bucket.
+ */
 async function backwardWith(
   hook: (bucket: InPlaceBucket, large: tf.Tensor) => Promise<void>,
   checkFinite: boolean,

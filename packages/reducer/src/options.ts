@@ -14,7 +14,10 @@ export interface DDPOptions {
   findUnusedParameters?: boolean;
   /** Broadcast rank 0's buffers so every forward starts from them (default true). */
   broadcastBuffers?: boolean;
-  /** Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass over the averages). */
+  /**
+   * Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass
+   * over the averages).
+   */
   checkFinite?: boolean;
 }
 

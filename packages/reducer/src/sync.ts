@@ -43,7 +43,8 @@ export async function verifyParameterShapes(params: readonly [string, Tensor][],
       throw new ParameterMismatchError(
         name,
         ranks,
-        `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ${group.ranks[group.rank]} has ${mine.length} parameters)`,
+        `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ` +
+          `${group.ranks[group.rank]} has ${mine.length} parameters)`,
       );
     }
   }

@@ -50,8 +50,10 @@ function convWorkload(): Workload {
         const x = tf.randomNormal([8, 16, 16, 8]) as tf.Tensor4D;
         const w = tf.randomNormal([3, 3, 8, 16]) as tf.Tensor4D;
         const y = tf.conv2d(x, w, 1, 'same');
-        const attrs = { strides: [1, 1], pad: 'same', dataFormat: 'NHWC', dilations: [1, 1], filterShape: [3, 3, 8, 16] };
-        (tf.engine().runKernel('Conv2DBackpropFilter', { x, dy: y }, attrs as unknown as tf.NamedAttrMap) as tf.Tensor).dataSync();
+        const filterShape = [3, 3, 8, 16];
+        const attrs = { strides: [1, 1], pad: 'same', dataFormat: 'NHWC', dilations: [1, 1], filterShape };
+        const named = attrs as unknown as tf.NamedAttrMap;
+        (tf.engine().runKernel('Conv2DBackpropFilter', { x, dy: y }, named) as tf.Tensor).dataSync();
         tf.conv2dTranspose(y, w, x.shape, 1, 'same').dataSync();
       });
     },

@@ -8,7 +8,9 @@ type ConvPass = 'Conv2D' | 'Conv2DBackpropInput' | 'Conv2DBackpropFilter';
 
 type Conv2DInfo = tf.backend_util.Conv2DInfo;
 const filterShape = (c: Conv2DInfo) => [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
-/** The two inputs of each pass in the addon's argument order, with the shapes the geometry implies, and the output's. */
+/**
+ * The two inputs of each pass in the addon's argument order, with the shapes the geometry implies, and the output's.
+ */
 const PASSES: Record<
   ConvPass,
   { inputs: [string, string]; shapes: (c: Conv2DInfo) => number[][]; out: (c: Conv2DInfo) => number[] }

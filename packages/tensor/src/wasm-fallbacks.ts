@@ -40,7 +40,9 @@ function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
 
 let registered = false;
 
-/** Registers the cpu versions of NEEDED_ON_WASM for the wasm backend, the fast conv filter gradient and matmul (once). */
+/**
+ * Registers the cpu versions of NEEDED_ON_WASM for the wasm backend, the fast conv filter gradient and matmul (once).
+ */
 export function registerWasmFallbacks(): void {
   if (registered) return;
   registered = true;

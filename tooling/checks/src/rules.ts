@@ -9,12 +9,6 @@ export const MAX_LINES = 300;
  * list goes (the check skips them until then).
  */
 export const LONG_LINES_PENDING: readonly string[] = [
-  'packages/autograd/src/collectives.test.ts',
-  'packages/autograd/src/collectives.ts',
-  'packages/autograd/src/ops/broadcast.ts',
-  'packages/autograd/src/ops/loss.ts',
-  'packages/autograd/src/ops/matmul.ts',
-  'packages/autograd/src/ops/nn-ops.test.ts',
   'packages/comm/src/api/grid.ts',
   'packages/comm/src/api/world.ts',
   'packages/comm/src/backends/mpi-calls.ts',
@@ -26,28 +20,6 @@ export const LONG_LINES_PENDING: readonly string[] = [
   'packages/comm/src/scheduling/protocol.ts',
   'packages/comm/src/transport/peer-mesh.ts',
   'packages/comm/src/transport/shm-lane.ts',
-  'packages/native-kernels/src/index.test.ts',
-  'packages/reducer/src/adasum.multiprocess.test.ts',
-  'packages/reducer/src/bucket-plan.ts',
-  'packages/reducer/src/ddp.mpi.test.ts',
-  'packages/reducer/src/ddp.multiprocess.test.ts',
-  'packages/reducer/src/ddp.test.ts',
-  'packages/reducer/src/ddp.ts',
-  'packages/reducer/src/errors.ts',
-  'packages/reducer/src/failures.multiprocess.test.ts',
-  'packages/reducer/src/hooks.multiprocess.test.ts',
-  'packages/reducer/src/in-place.test.ts',
-  'packages/reducer/src/options.ts',
-  'packages/reducer/src/storage.multiprocess.test.ts',
-  'packages/reducer/src/sync.ts',
-  'packages/reducer/src/test/adasum.child.ts',
-  'packages/reducer/src/test/scenarios-core.ts',
-  'packages/reducer/src/test/scenarios-hooks.ts',
-  'packages/tensor/scripts/measure-backends.ts',
-  'packages/tensor/src/native-conv.ts',
-  'packages/tensor/src/native-kernels.test.ts',
-  'packages/tensor/src/native-kernels.ts',
-  'packages/tensor/src/wasm-fallbacks.ts',
 ];
 
 /**

@@ -1,7 +1,9 @@
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 
-/** t viewed as `shape`: t itself when it already has it (a Reshape kernel is not free: a tensor and its bookkeeping). */
+/**
+ * t viewed as `shape`: t itself when it already has it (a Reshape kernel is not free: a tensor and its bookkeeping).
+ */
 export function reshapeTo(t: tf.Tensor, shape: readonly number[]): tf.Tensor {
   return tf.util.arraysEqual(t.shape, shape as number[]) ? t : tf.reshape(t, shape as number[]);
 }

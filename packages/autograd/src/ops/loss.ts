@@ -29,7 +29,8 @@ function oneHotTargets(labels: tf.Tensor, classes: number, ignoreIndex: number):
   });
   if (bad.length > 0) {
     throw new AutogradArgumentError(
-      `crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${bad.length} such labels; ignoreIndex is ${ignoreIndex})`,
+      `crossEntropy: label ${bad[0]} is out of range for ${classes} classes (${bad.length} such labels; ` +
+        `ignoreIndex is ${ignoreIndex})`,
     );
   }
   return { target: tf.tensor2d(rows, [values.length, classes]), valid };

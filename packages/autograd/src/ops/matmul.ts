@@ -101,7 +101,8 @@ class Linear extends AutogradFunction {
     const inF = x.shape[x.rank - 1];
     if (w.rank !== 2 || x.rank < 1 || w.shape[1] !== inF || (b && (b.rank !== 1 || b.shape[0] !== w.shape[0]))) {
       throw new AutogradArgumentError(
-        `linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight [out, in], bias [out])`,
+        `linear: input [${x.shape}], weight [${w.shape}] and bias [${b?.shape ?? ''}] do not fit (weight ` +
+          `[out, in], bias [out])`,
       );
     }
     ctx.saveForBackward(x, w);

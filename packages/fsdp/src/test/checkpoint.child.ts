@@ -1,6 +1,7 @@
 // A world of checkpoint.multiprocess.test.ts: trains the uneven MLP with FSDP and Adam on 12 rows
 // per step split over the ranks, optionally resuming from the newest checkpoint in `dir` and saving
-// (synchronously or with AsyncCheckpointer, which may save into several directories) after given steps; compares with a single-process run
+// (synchronously or with AsyncCheckpointer, which may save into several directories) after given steps; compares with a
+// single-process run
 // of every step from the start. Prints RESULT { rank, resumedAt, maxDiff }.
 import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';

@@ -69,6 +69,13 @@ for (let s = 0; s < 3; s++) {
 }
 const adasumOptimizer = { start, localDeltas, stepped, numTensors };
 console.log(
-  `RESULT ${JSON.stringify({ rank: group.rank, local: Array.from(local), adasum: Array.from(buf), localGrads, ddpGrads, adasumOptimizer })}`,
+  `RESULT ${JSON.stringify({
+    rank: group.rank,
+    local: Array.from(local),
+    adasum: Array.from(buf),
+    localGrads,
+    ddpGrads,
+    adasumOptimizer,
+  })}`,
 );
 await destroyProcessGroup();

@@ -93,7 +93,8 @@ async function transformerScenario(
     reference = snapshot(ref);
     ref.dispose();
   }
-  const model = transformer(pg.rank === 0 ? 7 : 99); // other ranks start elsewhere: create() broadcasts rank 0's weights
+  // other ranks start elsewhere: create() broadcasts rank 0's weights
+  const model = transformer(pg.rank === 0 ? 7 : 99);
   const ddp = await DistributedDataParallel.create(model, opts);
   const initialLayout = ddp.bucketLayout;
   const numTensors: number[] = [];
@@ -272,7 +273,10 @@ coreScenarios.unusedDivergentError = (pg) =>
     false,
   );
 
-/** BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless broadcastBuffers is off). */
+/**
+ * BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless
+ * broadcastBuffers is off).
+ */
 coreScenarios.buffers = async (pg) => {
   const out: Record<string, unknown> = {};
   for (const broadcastBuffers of [true, false]) {

@@ -18,7 +18,10 @@ import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js'
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
-/** One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire meanwhile. */
+/**
+ * One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire
+ * meanwhile.
+ */
 async function gradsWith(
   pg: ProcessGroup,
   makeModel: () => Sequential,
