@@ -4,25 +4,6 @@
 export const MAX_LINES = 300;
 
 /**
- * Files whose lines over 120 characters wait: their packages were being changed in parallel
- * sessions when the width check came, so `pnpm fix` breaks them after those merge and this
- * list goes (the check skips them until then).
- */
-export const LONG_LINES_PENDING: readonly string[] = [
-  'packages/comm/src/api/grid.ts',
-  'packages/comm/src/api/world.ts',
-  'packages/comm/src/backends/mpi-calls.ts',
-  'packages/comm/src/execution/agreement.ts',
-  'packages/comm/src/execution/executor.ts',
-  'packages/comm/src/execution/group-state.ts',
-  'packages/comm/src/rendezvous/env.ts',
-  'packages/comm/src/scheduling/comm-thread.ts',
-  'packages/comm/src/scheduling/protocol.ts',
-  'packages/comm/src/transport/peer-mesh.ts',
-  'packages/comm/src/transport/shm-lane.ts',
-];
-
-/**
  * Which @ddp packages each package's runtime code may import (DESIGN.md's layers). Native
  * addons (a binding.gyp beside the package.json) are the ground floor: anyone below may load one.
  */

@@ -39,7 +39,8 @@ export class ProcessGroupManager {
     for (const [name, v] of Object.entries({ dp, pp, tp })) {
       if (!Number.isInteger(v) || v < 1) {
         throw new InvalidArgumentError(
-          `ProcessGroupManager: ${name} = ${v} must be a positive integer (world size ${world.size}, pp ${pp}, tp ${tp})`,
+          `ProcessGroupManager: ${name} = ${v} must be a positive integer (world size ${world.size}, ` +
+            `pp ${pp}, tp ${tp})`,
           { op: 'ProcessGroupManager.create', rank: world.rank },
         );
       }

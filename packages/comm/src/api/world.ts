@@ -38,7 +38,8 @@ export interface InitOptions {
   timeoutMs?: number;
   /**
    * 'default': ddp's own transports (shared memory, sockets); 'mpi': Open MPI through the
-   * optional @ddp/mpi addon, under mpirun/srun (ranks from MPI_COMM_WORLD, no store). Default: DDP_COMM_BACKEND or 'default'.
+   * optional @ddp/mpi addon, under mpirun/srun (ranks from MPI_COMM_WORLD, no store). Default: DDP_COMM_BACKEND or
+   * 'default'.
    */
   backend?: 'default' | 'mpi';
 }
@@ -190,7 +191,10 @@ export interface WireStats {
   framesSent: number;
 }
 
-/** Bytes and frames this process has sent to its peers, over every group (to check what a collective or a compression really costs). */
+/**
+ * Bytes and frames this process has sent to its peers, over every group (to check what a collective or a compression
+ * really costs).
+ */
 export function getWireStats(): WireStats {
   if (mpiWorld()) mpiNotAvailable('getWireStats');
   if (!world) throw new NotInitializedError('getWireStats: call initProcessGroup first');

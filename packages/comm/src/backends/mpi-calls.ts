@@ -56,7 +56,10 @@ export interface Members {
   rank: number;
 }
 
-/** This rank's descriptor of a call: op, dtype, reduce op, root, count, failed flag, counts sent to and received from each member. */
+/**
+ * This rank's descriptor of a call: op, dtype, reduce op, root, count, failed flag, counts sent to and received from
+ * each member.
+ */
 export function descriptor(
   size: number,
   op: OpName,

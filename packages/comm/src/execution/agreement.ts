@@ -50,7 +50,9 @@ export function scatterMisfit(root: number): Misfit {
       const expects = (all[k] as Float64Array)[0];
       if (sends[k + 1] !== expects) {
         return {
-          why: `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose output holds ${expects}`,
+          why:
+            `the root (group rank ${root}) sends ${sends[k + 1]} elements to group rank ${k}, whose ` +
+            `output holds ${expects}`,
           ranks: [root, k],
         };
       }

@@ -95,7 +95,10 @@ export class Executor {
     if (g && !g.failure) this.fail(g, err, 'other thread');
   }
 
-  /** A call on the group failed on this rank before it reached an executor (bad arguments, a failed hook): abort the group. */
+  /**
+   * A call on the group failed on this rank before it reached an executor (bad arguments, a failed hook): abort the
+   * group.
+   */
   abort(groupId: number, err: CommError): void {
     const g = this.groups.get(groupId);
     if (g) this.fail(g, err, 'here');

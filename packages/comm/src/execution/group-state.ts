@@ -57,7 +57,10 @@ export class GroupState {
     return this.ranks.indexOf(globalRank);
   }
 
-  /** A grow-only scratch array of `like`'s type and length (AVG's partial sums on the ring; ops of a group run one at a time). */
+  /**
+   * A grow-only scratch array of `like`'s type and length (AVG's partial sums on the ring; ops of a group run one at a
+   * time).
+   */
   scratch<T extends NumArray>(like: T): T {
     const bytes = like.byteLength;
     if (!this.scratchBuffer || this.scratchBuffer.byteLength < bytes) this.scratchBuffer = new ArrayBuffer(bytes);

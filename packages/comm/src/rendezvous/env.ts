@@ -82,7 +82,8 @@ function kubeflowRanks(env: Env): { rank: number; worldSize: number } | undefine
   if (nnodes === undefined) return undefined;
   if (env.PET_NPROC_PER_NODE !== '1') {
     throw new InvalidArgumentError(
-      `PET_NPROC_PER_NODE=${env.PET_NPROC_PER_NODE} asks for a per-node launcher: start the script with ddp-run (it reads PET_*)`,
+      `PET_NPROC_PER_NODE=${env.PET_NPROC_PER_NODE} asks for a per-node launcher: start the script with ` +
+        `ddp-run (it reads PET_*)`,
     );
   }
   return { rank: int(env, 'PET_NODE_RANK') ?? 0, worldSize: nnodes };

@@ -19,7 +19,8 @@ function startWorker(): Worker {
   if (ext === '.js') return new Worker(url);
   const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
   const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
-  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(url.href)}); })`;
+  const code =
+    `import(${JSON.stringify(api)}).then((m) => { m.register(); return ` + `import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true });
 }
 

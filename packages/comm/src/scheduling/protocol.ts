@@ -76,7 +76,10 @@ export interface CloseRequest {
   type: 'close';
 }
 
-/** The main thread's executor poisoned a group (the comm thread's follows) or, `announce`, a call failed before reaching one. */
+/**
+ * The main thread's executor poisoned a group (the comm thread's follows) or, `announce`, a call failed before reaching
+ * one.
+ */
 export interface PoisonRequest {
   type: 'poison';
   groupId: number;

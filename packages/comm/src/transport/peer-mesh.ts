@@ -241,7 +241,7 @@ export class PeerMesh {
     this.onPeerLost(peer, err);
   }
 
-  /** RankStalledError when this process itself stood still too long (so `err`, a peer's verdict, follows from it), else null. */
+  /** RankStalledError if this process itself stalled (a peer's verdict `err` follows from it), else null. */
   ownStall(err: CommError): CommError | null {
     return stallError(this.heartbeatClock, this.opts.rank, err.message, err);
   }
