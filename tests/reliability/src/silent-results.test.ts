@@ -5,11 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { explain, runWorld } from './world.js';
 
 /**
- * Wrong numbers without an error, found by using the packages from outside. Rows in packages
- * another helper owns run as expected failures (`it.fails`) until their fix lands; each says
- * what is wrong and where. Rows of @ddp/nn, data, zero and syncbn are in those packages' tests.
+ * Wrong numbers without an error, found by using the packages from outside, each failing before
+ * its fix; each says what was wrong and where it was fixed. Rows of @ddp/nn, data, zero,
+ * syncbn and autograd are in those packages' tests.
  */
-describe('silent wrong results in packages owned elsewhere', () => {
+describe('silent wrong results, across packages', () => {
   // @ddp/comm: AVG of int32 summed in int32, so a sum beyond 2^31 − 1 wrapped before the
   // division: 3 ranks of 2^30 + r averaged to -357913940 instead of 2^30 + 1. Fixed at the
   // dispatch layer (op-dispatcher.ts, mpi-calls.ts): int32 AVG runs as a float64 SUM (exact
