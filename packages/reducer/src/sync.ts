@@ -85,8 +85,9 @@ export function moduleState(module: Module, withBuffers: boolean): Tensor[] {
  * and the ranks would step apart silently; one frozen later would leave its bucket waiting.
  */
 export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tensor>, who: string, rank: number): void {
+  // every forward: compare flags only; the names are built when something changed
+  if (module.parameters().every((p) => p.requiresGrad === hooked.has(p))) return;
   const changed = module.namedParameters().filter(([, p]) => p.requiresGrad !== hooked.has(p));
-  if (changed.length === 0) return;
   const names = changed.map(([name, p]) => `${name} (now ${p.requiresGrad ? 'trainable' : 'frozen'})`);
   throw new DDPUsageError(
     `${who}.forward (rank ${rank}): requiresGrad changed since create for ${names.join(', ')}; ` +
