@@ -1,10 +1,9 @@
 import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from '../dtypes.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
-import type { CommThread } from '../scheduling/comm-thread.js';
-import type { MainRunner } from '../scheduling/main-runner.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
+import type { CommThread, MainRunner } from '../scheduling/threads.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
 import type { P2POp, ProcessGroup } from './group.js';
 import type { Work } from './work.js';
@@ -15,7 +14,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   constructor(
     private readonly comm: CommThread,
-    /** Runs small collectives on the main thread (routing.ts); null to use only the comm thread. */
+    /** Runs small collectives on the main thread (onMainThread); null to use only the comm thread. */
     private readonly main: MainRunner | null,
     readonly staging: StagingPool,
     readonly id: number,
@@ -71,7 +70,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   /** Poisons this group on both executors and tells every other member. */
   private abortGroup(err: CommError): void {
-    if (this.main) this.main.executor.abort(this.id, err);
+    if (this.main) this.main.executor.groups.abort(this.id, err);
     else this.comm.abort(this.id, err);
   }
 

@@ -13,9 +13,8 @@ import { readLaunchEnv } from '../rendezvous/env.js';
 import { hostId } from '../rendezvous/host-id.js';
 import { hostLayout } from '../rendezvous/host-layout.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from '../rendezvous/rendezvous.js';
-import { CommThread } from '../scheduling/comm-thread.js';
-import { MainRunner } from '../scheduling/main-runner.js';
 import { StagingPool } from '../scheduling/staging.js';
+import { CommThread, MainRunner } from '../scheduling/threads.js';
 import { HashStore } from '../store/hash-store.js';
 import { PrefixStore } from '../store/prefix-store.js';
 import type { Store } from '../store/store.js';
@@ -149,8 +148,8 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
       throw e;
     }
     // a group poisoned on one thread is poisoned on the other
-    thread.onPoisoned = (groupId, err) => main.executor.adoptPoison(groupId, err);
-    main.executor.onPoison = (groupId, err) => thread.poison(groupId, err);
+    thread.onPoisoned = (groupId, err) => main.executor.groups.adoptPoison(groupId, err);
+    main.executor.groups.onPoison = (groupId, err) => thread.poison(groupId, err);
     const ranks = Array.from({ length: worldSize }, (_, r) => r);
     const staging = new StagingPool();
     const group = new WorkerProcessGroup(thread, main, staging, 0, ranks, rank, timeoutMs);

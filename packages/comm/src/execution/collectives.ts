@@ -1,5 +1,4 @@
 import {
-  directAllReduce,
   directBroadcast,
   directReduce,
   exchange,
@@ -7,7 +6,6 @@ import {
   reduceInRankOrder,
   sendSized,
 } from '../algorithms/direct.js';
-import { halfAllReduce } from '../algorithms/half.js';
 import { narrowHalf, widenHalf } from '../algorithms/half-codec.js';
 import { type HostParts, hierarchicalAllGather, hierarchicalReduceScatter } from '../algorithms/hierarchical-gather.js';
 import { boundsFromSizes, chunkBounds } from '../algorithms/partition.js';
@@ -20,21 +18,19 @@ import {
   ringReduceScatter,
   ringReduceScatterAverage,
 } from '../algorithms/ring.js';
-import { shmAllReduce } from '../algorithms/shm.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, type ReduceOp, viewAs } from '../dtypes.js';
-import type { OpRequest, OpResult } from '../scheduling/protocol.js';
+import type { OpResult, OpSpec } from '../scheduling/protocol.js';
 import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
-import type { ShmLane } from '../transport/shm-lane.js';
 import { agree, allToAllDescriptor, allToAllMisfit, scatterDescriptor, scatterMisfit } from './agreement.js';
 import type { OpContext } from './op-context.js';
-import { tuning } from './tuning.js';
+import { small, tuning } from './tuning.js';
 
-const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16';
+export const isHalf = (d: string): d is HalfDtype => d === 'float16' || d === 'bfloat16';
 
 /** The op's staging array as numbers to reduce (half words widened to float32). */
-function numeric(
-  req: OpRequest,
+export function numeric(
+  req: OpSpec,
   offset = 0,
   length = req.length,
 ): { raw: CommArray; work: NumArray; done: () => void } {
@@ -45,54 +41,10 @@ function numeric(
   return { raw, work, done: () => narrowHalf(work, req.dtype as HalfDtype, raw as Uint16Array) };
 }
 
-/**
- * Direct (one round) or ring? Direct moves (N−1)·bytes per rank in one step and reduces
- * N−1 inputs on every rank; the ring moves 2(N−1)/N·bytes in 2(N−1) steps. Measured
- * (apps/bench comm, each forced): on an idle machine direct still wins at 64 KiB on 2 and
- * 4 ranks (685 vs 827 µs; 2328 vs 2488 µs) and the ring from 256 KiB; under load the ring
- * won from 64 KiB. Hence direct while (N−1)·bytes ≤ 128 KiB.
- */
-function small(ctx: OpContext, bytes: number): boolean {
-  return bytes * (ctx.size - 1) <= tuning.ringThresholdBytes || ctx.size === 1;
-}
-
-/** All-reduce over sockets: one round while small, else the pipelined ring. */
-async function flatAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp): Promise<void> {
-  if (small(ctx, data.byteLength)) await directAllReduce(ctx, data, op);
-  else await ringAllReduce(ctx, data, op, tuning.segmentBytes);
-}
-
-async function allReduce(ctx: OpContext, req: OpRequest): Promise<void> {
-  if (isHalf(req.dtype)) {
-    const words = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length) as Uint16Array;
-    await halfAllReduce(ctx, words, req.dtype, req.reduceOp, !small(ctx, words.byteLength), tuning.segmentBytes);
-    return;
-  }
-  const { work, done } = numeric(req);
-  await flatAllReduce(ctx, work, req.reduceOp);
-  done();
-}
-
-/**
- * allReduce over the group's shared memory: all ranks on one host, or, for a group spanning
- * hosts evenly, hierarchical (algorithms/hierarchical.ts) — except 16-bit words, which keep
- * the flat path over sockets.
- */
-export async function shmAllReduceOp(ctx: OpContext, req: OpRequest): Promise<void> {
-  const g = ctx.group;
-  const lane = g.shm as ShmLane;
-  const half = isHalf(req.dtype) ? req.dtype : null;
-  if (g.hosts && half) return allReduce(ctx, req);
-  const data = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length);
-  if (!g.hosts) return shmAllReduce(ctx, lane, data, req.reduceOp, half);
-  const across = { ctx: ctx.among(g.hosts.across), total: g.size, allReduce: flatAllReduce };
-  return shmAllReduce(ctx.among(g.hosts.local), lane, data, req.reduceOp, null, across);
-}
-
 /** Rooted collectives: the fingerprint alone must agree (agreement.ts), alongside the data. */
 const NO_SIZES = new Float64Array(0);
 
-async function reduce(ctx: OpContext, req: OpRequest): Promise<void> {
+async function reduce(ctx: OpContext, req: OpSpec): Promise<void> {
   const agreed = quiet(agree(ctx, NO_SIZES));
   const { work, done } = numeric(req);
   if (small(ctx, work.byteLength)) {
@@ -141,7 +93,7 @@ function hostParts(ctx: OpContext): HostParts | null {
  * Reduce-scatter: hierarchical across hosts (hierarchical-gather.ts) except AVG, whose
  * overflow fallback lives in the flat paths.
  */
-async function reduceScatter(ctx: OpContext, req: OpRequest): Promise<void> {
+async function reduceScatter(ctx: OpContext, req: OpSpec): Promise<void> {
   const { work, done } = numeric(req);
   const parts = req.reduceOp === 'avg' ? null : hostParts(ctx);
   if (parts) await hierarchicalReduceScatter(parts, work, req.length / ctx.size, req.reduceOp, flatReduceScatter);
@@ -159,7 +111,7 @@ async function gatherSlots(ctx: OpContext, bytes: Uint8Array, bounds: number[]):
   }
 }
 
-async function allGatherInto(ctx: OpContext, req: OpRequest): Promise<void> {
+async function allGatherInto(ctx: OpContext, req: OpSpec): Promise<void> {
   const bpe = bytesPerElement(req.dtype);
   const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
   const parts = hostParts(ctx);
@@ -172,7 +124,7 @@ async function allGatherInto(ctx: OpContext, req: OpRequest): Promise<void> {
     );
 }
 
-async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
+async function allGather(ctx: OpContext, req: OpSpec): Promise<OpResult> {
   const bpe = bytesPerElement(req.dtype);
   const counts = new Float64Array(ctx.size);
   counts[ctx.rank] = req.length;
@@ -186,7 +138,7 @@ async function allGather(ctx: OpContext, req: OpRequest): Promise<OpResult> {
   return { sab: out, sizes };
 }
 
-async function broadcast(ctx: OpContext, req: OpRequest): Promise<void> {
+async function broadcast(ctx: OpContext, req: OpSpec): Promise<void> {
   const agreed = quiet(agree(ctx, NO_SIZES));
   const bytes = new Uint8Array(req.sab as SharedArrayBuffer, req.sabOffset, req.length * bytesPerElement(req.dtype));
   if (small(ctx, bytes.byteLength)) await directBroadcast(ctx, bytes, req.root);
@@ -194,7 +146,7 @@ async function broadcast(ctx: OpContext, req: OpRequest): Promise<void> {
   await agreed;
 }
 
-async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined> {
+async function gather(ctx: OpContext, req: OpSpec): Promise<OpResult | undefined> {
   const agreed = quiet(agree(ctx, NO_SIZES));
   const bpe = bytesPerElement(req.dtype);
   const own = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
@@ -219,7 +171,7 @@ async function gather(ctx: OpContext, req: OpRequest): Promise<OpResult | undefi
   return { sab: out, sizes };
 }
 
-async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
+async function scatter(ctx: OpContext, req: OpSpec): Promise<void> {
   const agreed = quiet(agree(ctx, scatterDescriptor(ctx.size, req.length, req.sizes), scatterMisfit(req.root)));
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
@@ -234,7 +186,7 @@ async function scatter(ctx: OpContext, req: OpRequest): Promise<void> {
   await agreed;
 }
 
-async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
+async function allToAll(ctx: OpContext, req: OpSpec): Promise<void> {
   const agreed = quiet(agree(ctx, allToAllDescriptor(req.sizes as number[], req.outSizes as number[]), allToAllMisfit));
   const bpe = bytesPerElement(req.dtype);
   const sab = req.sab as SharedArrayBuffer;
@@ -251,12 +203,11 @@ async function allToAll(ctx: OpContext, req: OpRequest): Promise<void> {
   );
 }
 
-async function barrier(ctx: OpContext, _req: OpRequest): Promise<void> {
+async function barrier(ctx: OpContext, _req: OpSpec): Promise<void> {
   await exchange(ctx, new Uint8Array(0), () => new Uint8Array(0));
 }
 
-const inPlace: Record<string, (ctx: OpContext, req: OpRequest) => Promise<void>> = {
-  allReduce,
+const inPlace: Record<string, (ctx: OpContext, req: OpSpec) => Promise<void>> = {
   reduce,
   reduceScatter,
   allGatherInto,
@@ -266,8 +217,11 @@ const inPlace: Record<string, (ctx: OpContext, req: OpRequest) => Promise<void>>
   barrier,
 };
 
-/** Runs one collective on the worker; returns a new buffer for ops whose output size varies. */
-export async function runCollective(ctx: OpContext, req: OpRequest): Promise<OpResult | undefined> {
+/**
+ * Runs one collective but allReduce (whose choice of algorithm is the Executor's); returns a new
+ * buffer for ops whose output size varies.
+ */
+export async function runCollective(ctx: OpContext, req: OpSpec): Promise<OpResult | undefined> {
   if (req.op === 'allGather') return allGather(ctx, req);
   if (req.op === 'gather') return gather(ctx, req);
   const run = inPlace[req.op];

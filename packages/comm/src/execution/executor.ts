@@ -1,198 +1,61 @@
-import { availableParallelism } from 'node:os';
-import { shmAllReduceSteps } from '../algorithms/shm.js';
-import { bytesPerElement, type CommArray, DTYPE_CODE, OP_CODE } from '../dtypes.js';
+import { directAllReduce } from '../algorithms/direct.js';
+import { halfAllReduce } from '../algorithms/half.js';
+import { ringAllReduce } from '../algorithms/ring.js';
+import { shmAllReduce, shmAllReduceSteps } from '../algorithms/shm.js';
 import {
-  CollectiveMismatchError,
-  CommError,
-  laterCallError,
-  parseAbort,
-  reportedError,
-  serializeError,
-} from '../errors.js';
+  bytesPerElement,
+  type CommArray,
+  DTYPE_CODE,
+  type NumArray,
+  OP_CODE,
+  type ReduceOp,
+  viewAs,
+} from '../dtypes.js';
+import { CommError, laterCallError } from '../errors.js';
 import type { SharedMemory } from '../native.js';
-import type { HostLayout } from '../rendezvous/host-layout.js';
-import type { FromWorker, OpRequest, OpResult } from '../scheduling/protocol.js';
-import { type Frame, type FrameHeader, FrameKind } from '../transport/frame.js';
+import type { OpResult, OpSpec } from '../scheduling/protocol.js';
+import { type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
-import { type Lane, ShmLane } from '../transport/shm-lane.js';
-import { runCollective, shmAllReduceOp } from './collectives.js';
-import { GroupState } from './group-state.js';
-import { describe, fingerprintOf, OpContext } from './op-context.js';
-import { StragglerProbe } from './straggler-probe.js';
-import { tuning } from './tuning.js';
+import type { Lane } from '../transport/shm-lane.js';
+import { isHalf, numeric, runCollective } from './collectives.js';
+import { describe, fingerprintOf } from './fingerprint.js';
+import type { GroupState } from './group-state.js';
+import { Groups } from './groups.js';
+import { OpContext } from './op-context.js';
+import { small, tuning } from './tuning.js';
 
 /**
- * Runs the ops of every group on the worker thread: one queue per group (ops of a group
- * run and complete in issue order; groups proceed independently), failure propagation
- * (any failure poisons the group here and is announced to every other member).
+ * Runs the ops of every group on one thread (the main thread's executor or the comm
+ * thread's; the same code): one queue per group (ops of a group run and complete in issue
+ * order; groups proceed independently), and for an allReduce the choice of algorithm (the
+ * other collectives choose in collectives.ts). A failure poisons the group (groups.ts).
  */
 export class Executor {
-  private readonly groups = new Map<number, GroupState>();
-  private readonly probe: StragglerProbe;
-  /** Aborts that arrived before this rank created the group (newGroup runs late here). */
-  private readonly earlyAborts = new Map<number, CommError>();
-  /** Collectives (group → seq → op) this rank runs on its other executor (see routing.ts). */
-  private readonly away = new Map<number, Map<number, string>>();
-  /** Called when a group is poisoned here, so the other executor can follow. */
-  onPoison: (groupId: number, err: CommError) => void = () => {};
+  readonly groups: Groups;
 
   constructor(
     private readonly mesh: PeerMesh,
-    private readonly post: (m: FromWorker) => void,
-    private readonly mem: SharedMemory | null,
-    private readonly lane: Lane,
+    mem: SharedMemory | null,
+    lane: Lane,
   ) {
-    this.probe = new StragglerProbe(mesh, (groupId) => this.groups.get(groupId)?.startedSeq ?? 0);
-    mesh.onPeerLost = (peer, err) => {
-      for (const g of this.groups.values()) if (g.ranks.includes(peer)) this.fail(g, err, 'here');
-    };
-    mesh.onControl = (peer, f) => this.control(peer, f);
-    mesh.admit = (peer, f) => this.admit(peer, f);
+    this.groups = new Groups(mesh, mem, lane);
   }
 
-  /**
-   * This rank runs collective `seq` of the group on its other executor, so a frame of that
-   * collective arriving here means the ranks disagree on what they are running.
-   */
-  routedAway(groupId: number, seq: number, op: string): void {
-    let m = this.away.get(groupId);
-    if (!m) {
-      m = new Map();
-      this.away.set(groupId, m);
-    }
-    m.set(seq, op);
-    // collectives complete in order: ones far behind cannot receive frames any more
-    if (m.size > 4096) for (const s of m.keys()) if (s < seq - 4096) m.delete(s);
-    const g = this.groups.get(groupId);
-    if (!g) return;
-    for (const r of g.ranks) {
-      const f = this.mesh.mailboxes[r]?.find(`${groupId}:c`, (h) => h.seq === seq);
-      if (f) this.admit(r, f);
-    }
-  }
-
-  private admit(peer: number, f: Frame): boolean {
-    const h = f.header;
-    const op = h.kind === FrameKind.Data ? this.away.get(h.groupId)?.get(h.seq) : undefined;
-    const g = this.groups.get(h.groupId);
-    if (op === undefined || !g) return true;
-    const me = this.mesh.opts.rank;
-    this.fail(
-      g,
-      new CollectiveMismatchError(`rank ${me} called ${op} (seq ${h.seq}) but rank ${peer} called ${describe(h)}`, {
-        rank: me,
-        ranks: [me, peer],
-        op,
-      }),
-      'here',
-    );
-    return false;
-  }
-
-  /** The other executor poisoned the group: follow without echoing back. */
-  adoptPoison(groupId: number, err: CommError): void {
-    const g = this.groups.get(groupId);
-    if (g && !g.failure) this.fail(g, err, 'other thread');
-  }
-
-  /**
-   * A call on the group failed on this rank before it reached an executor (bad arguments, a failed hook): abort the
-   * group.
-   */
-  abort(groupId: number, err: CommError): void {
-    const g = this.groups.get(groupId);
-    if (g) this.fail(g, err, 'here');
-  }
-
-  /** destroyProcessGroup: ops still waiting give up (the peers hear the goodbye, not an abort). */
-  closeAll(err: CommError): void {
-    for (const g of this.groups.values()) this.fail(g, err, 'other thread');
-  }
-
-  addGroup(groupId: number, ranks: number[], shm: SharedArrayBuffer | null, hosts: HostLayout | null): void {
-    const rank = ranks.indexOf(this.mesh.opts.rank);
-    const local = hosts?.local ?? ranks.map((_, i) => i);
-    // ranks that outnumber the cores must not spin: a spinning rank holds the core its peer needs
-    const spinMs = local.length > availableParallelism() ? 0 : tuning.shmSpinMs[this.lane];
-    const waits = { spinMs, blockMs: tuning.shmBlockMs };
-    const lane =
-      shm && this.mem ? new ShmLane(this.mem, shm, local.length, local.indexOf(rank), this.lane, waits) : null;
-    const g = new GroupState(groupId, ranks, rank, lane);
-    if (hosts && lane)
-      g.hosts = { local: g.part(hosts.local, lane), across: g.part(hosts.across, null), grid: hosts.grid };
-    this.groups.set(groupId, g);
-    for (const r of ranks) if (this.mesh.isLost(r)) this.fail(g, this.mesh.mailboxes[r]?.failure as CommError, 'here');
-    const early = this.earlyAborts.get(groupId);
-    if (early) this.fail(g, early, 'peer');
-    this.earlyAborts.delete(groupId);
-  }
-
-  /**
-   * Poisons the group (its first failure is kept; every later op raises naming it) and wakes
-   * every op of it waiting on a peer. A failure found here is announced to every other member
-   * (as NCCL aborts a communicator), so no rank completes a collective this one gave up on or
-   * matches its next call against the wrong one; a failure from a peer or from this
-   * process's other executor is not echoed to the peers again.
-   */
-  private fail(g: GroupState, err: CommError, from: 'here' | 'peer' | 'other thread'): void {
-    if (g.failure) return;
-    g.failure = err;
-    if (from === 'here') {
-      const payload = Buffer.from(JSON.stringify(serializeError(err)), 'utf8');
-      const h: FrameHeader = {
-        payloadLength: payload.length,
-        kind: FrameKind.Abort,
-        op: 0,
-        dtype: 0,
-        reduceOp: 0,
-        groupId: g.id,
-        seq: 0,
-        count: 0,
-        root: 0,
-        aux: 0,
-      };
-      for (const r of g.ranks) if (r !== this.mesh.opts.rank) this.mesh.write(r, h, payload);
-    }
-    for (const r of g.ranks) this.mesh.mailboxes[r]?.failWaiters(err, g.id);
-    if (from !== 'other thread') this.onPoison(g.id, err);
-  }
-
-  private control(peer: number, f: Frame): void {
-    const h = f.header;
-    if (this.probe.handle(peer, h)) return;
-    if (h.kind !== FrameKind.Abort) return;
-    const reported = reportedError(parseAbort(f.payload), peer, this.mesh.opts.rank, h.groupId);
-    // peers that gave this rank up abort the group: a rank that was itself stopped must say so
-    const err = this.mesh.ownStall(reported) ?? reported;
-    const g = this.groups.get(h.groupId);
-    if (!g) {
-      this.earlyAborts.set(h.groupId, err);
-      return;
-    }
-    this.fail(g, err, 'peer');
-    for (const r of g.ranks) this.mesh.mailboxes[r]?.dropGroup(g.id);
-  }
-
-  submit(req: OpRequest): void {
+  /** Queues the op behind the group's earlier ones; settles when it has run. */
+  run(req: OpSpec): Promise<OpResult | undefined> {
     const g = this.groups.get(req.groupId);
-    if (!g) {
-      this.post({ type: 'done', id: req.id, error: serializeError(new CommError(`unknown group ${req.groupId}`)) });
-      return;
-    }
+    if (!g) return Promise.reject(new CommError(`unknown group ${req.groupId}`));
     const run = g.tail.then(() => this.execute(g, req));
     g.tail = run.then(
       () => {},
       () => {},
     );
-    run.then(
-      (result) => this.post({ type: 'done', id: req.id, result }),
-      (err) => this.post({ type: 'done', id: req.id, error: serializeError(err) }),
-    );
+    return run;
   }
 
   private context(
     g: GroupState,
-    req: Pick<OpRequest, 'timeoutMs' | 'seq'>,
+    req: Pick<OpSpec, 'timeoutMs' | 'seq'>,
     kind: FrameKind.Data | FrameKind.P2P,
     fp: Omit<FrameHeader, 'payloadLength' | 'kind' | 'groupId' | 'aux'>,
   ): OpContext {
@@ -202,12 +65,12 @@ export class Executor {
       fp,
       kind,
       Date.now() + req.timeoutMs,
-      (err) => this.fail(g, err, 'here'),
-      () => this.probe.behind(g.id, g.ranks, req.seq),
+      (err) => this.groups.fail(g, err, 'here'),
+      () => this.groups.probe.behind(g.id, g.ranks, req.seq),
     );
   }
 
-  private async execute(g: GroupState, req: OpRequest): Promise<OpResult | undefined> {
+  private async execute(g: GroupState, req: OpSpec): Promise<OpResult | undefined> {
     const fp = req.op === 'p2p' ? null : fingerprintOf(req);
     if (g.failure) throw laterCallError(g.failure, this.mesh.opts.rank, fp ? describe(fp) : 'send/recv');
     try {
@@ -218,7 +81,7 @@ export class Executor {
       g.startedSeq = req.seq;
       const ctx = this.context(g, req, FrameKind.Data, fp);
       g.shm?.record(ctx.fp);
-      const result = g.shm && req.op === 'allReduce' ? await shmAllReduceOp(ctx, req) : await runCollective(ctx, req);
+      const result = req.op === 'allReduce' ? await allReduce(ctx, req) : await runCollective(ctx, req);
       await ctx.flush();
       return result ?? undefined;
     } catch (e) {
@@ -233,7 +96,7 @@ export class Executor {
    * larger than a slot); null when done; else a late peer's promise that finishes it, now the
    * group's current op. It fails as execute does: thrown or rejected, the group poisoned.
    */
-  runNow(req: Omit<OpRequest, 'type' | 'id' | 'sab' | 'sabOffset'>, data: CommArray): Promise<void> | null | undefined {
+  runNow(req: Omit<OpSpec, 'sab' | 'sabOffset'>, data: CommArray): Promise<void> | null | undefined {
     const g = this.groups.get(req.groupId);
     const lane = g?.shm;
     if (!g || !lane || g.hosts || data.byteLength > lane.slotBytes) return undefined;
@@ -257,7 +120,7 @@ export class Executor {
   }
 
   /** The error an op failed with (the group's first failure if any), after poisoning the group. */
-  private failed(g: GroupState, req: Pick<OpRequest, 'op'>, e: unknown): CommError {
+  private failed(g: GroupState, req: Pick<OpSpec, 'op'>, e: unknown): CommError {
     const me = this.mesh.opts.rank;
     const err =
       g.failure ??
@@ -265,12 +128,12 @@ export class Executor {
         ? e
         : new CommError(`rank ${me}: ${req.op} failed: ${String(e)}`, { rank: me, op: req.op }));
     // receives this op posted may still be waiting: nothing later in this group can be trusted
-    this.fail(g, err, 'here');
+    this.groups.fail(g, err, 'here');
     return err;
   }
 
   /** A batch of sends and receives, all in flight at once; completes when all are done. */
-  private async runP2P(g: GroupState, req: OpRequest): Promise<void> {
+  private async runP2P(g: GroupState, req: OpSpec): Promise<void> {
     const sab = req.sab as SharedArrayBuffer;
     await Promise.all(
       (req.p2p ?? []).map((e) => {
@@ -292,4 +155,33 @@ export class Executor {
       }),
     );
   }
+}
+
+/**
+ * The choice of an allReduce's algorithm: over the group's shared memory when it has some
+ * (all ranks on one host, or hierarchical for a group spanning hosts evenly, except 16-bit
+ * words); else over sockets, 16-bit words through algorithms/half.ts, others flat.
+ */
+function allReduce(ctx: OpContext, req: OpSpec): Promise<void> {
+  const g = ctx.group;
+  const half = isHalf(req.dtype) ? req.dtype : null;
+  if (g.shm && !(g.hosts && half)) {
+    const data = viewAs(req.dtype, req.sab as SharedArrayBuffer, req.sabOffset, req.length);
+    if (!g.hosts) return shmAllReduce(ctx, g.shm, data, req.reduceOp, half);
+    const across = { ctx: ctx.among(g.hosts.across), total: g.size, allReduce: flatAllReduce };
+    return shmAllReduce(ctx.among(g.hosts.local), g.shm, data, req.reduceOp, null, across);
+  }
+  if (half) {
+    const words = viewAs(half, req.sab as SharedArrayBuffer, req.sabOffset, req.length) as Uint16Array;
+    return halfAllReduce(ctx, words, half, req.reduceOp, !small(ctx, words.byteLength), tuning.segmentBytes);
+  }
+  const { work, done } = numeric(req);
+  return flatAllReduce(ctx, work, req.reduceOp).then(done);
+}
+
+/** All-reduce over sockets: one round while small (tuning.ts), else the pipelined ring. */
+function flatAllReduce(ctx: OpContext, data: NumArray, op: ReduceOp): Promise<void> {
+  return small(ctx, data.byteLength)
+    ? directAllReduce(ctx, data, op)
+    : ringAllReduce(ctx, data, op, tuning.segmentBytes);
 }

@@ -1,59 +1,11 @@
-import {
-  DTYPE_CODE,
-  DTYPE_NAME,
-  type NumArray,
-  OP_CODE,
-  OP_NAME,
-  type OpName,
-  REDUCE_CODE,
-  REDUCE_NAME,
-  type ReduceOp,
-} from '../dtypes.js';
+import { type NumArray, OP_NAME, type ReduceOp } from '../dtypes.js';
 import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
-import type { OpRequest } from '../scheduling/protocol.js';
 import { type Fingerprint, type Frame, type FrameHeader, FrameKind, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
+import { describe, sameFingerprint } from './fingerprint.js';
 import type { GroupState } from './group-state.js';
 import { CopySink, ReduceSink } from './sinks.js';
-
-export function describe(fp: Fingerprint): string {
-  const op = OP_NAME[fp.op] ?? `op#${fp.op}`;
-  const root =
-    fp.op === 2 || fp.op === 6 || fp.op === 7 || fp.op === 8
-      ? `, root ${fp.root}`
-      : fp.op === 11
-        ? `, tag ${fp.root}`
-        : '';
-  const red = fp.reduceOp ? `, ${REDUCE_NAME[fp.reduceOp] ?? fp.reduceOp}` : '';
-  return `${op}(${DTYPE_NAME[fp.dtype] ?? `dtype#${fp.dtype}`}, count ${fp.count}${red}${root}, seq ${fp.seq})`;
-}
-
-/** The fingerprint every frame and shared-memory record of a collective carries. */
-export function fingerprintOf(
-  req: Pick<OpRequest, 'op' | 'dtype' | 'reduceOp' | 'count' | 'seq' | 'root'>,
-): Fingerprint {
-  return {
-    op: OP_CODE[req.op as OpName],
-    dtype: DTYPE_CODE[req.dtype],
-    reduceOp:
-      req.op === 'allReduce' || req.op === 'reduce' || req.op === 'reduceScatter' ? REDUCE_CODE[req.reduceOp] : 0,
-    count: req.count,
-    seq: req.seq,
-    root: req.root,
-  };
-}
-
-function sameFingerprint(a: Fingerprint, b: Fingerprint): boolean {
-  return (
-    a.op === b.op &&
-    a.dtype === b.dtype &&
-    a.reduceOp === b.reduceOp &&
-    a.count === b.count &&
-    a.seq === b.seq &&
-    a.root === b.root
-  );
-}
 
 /**
  * What an algorithm sees of one collective: send/receive by group rank, with the

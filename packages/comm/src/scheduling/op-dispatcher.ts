@@ -1,11 +1,38 @@
 import { makeWork, type Work } from '../api/work.js';
 import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
-import type { CommThread } from './comm-thread.js';
 import { int32Average } from './int32-average.js';
-import type { MainRunner } from './main-runner.js';
 import type { OpRequest, OpResult } from './protocol.js';
-import { onMainThread } from './routing.js';
 import { bytes, type StagingPool } from './staging.js';
+import type { CommThread, MainRunner } from './threads.js';
+
+/**
+ * Which thread runs a collective. Small all-to-all-shaped collectives (every rank sends to
+ * every other: allReduce, reduceScatter, allGatherInto, barrier) run on the main thread;
+ * everything else, and everything large, on the comm thread. The rule reads only what all
+ * ranks agree on when their calls match (op, element count, dtype, group size); when calls
+ * differ, ranks may pick different threads, and because in these ops every rank sends to
+ * every other, frames then reach a rank on the mesh it did not pick, which is reported as a
+ * CollectiveMismatchError like any other difference.
+ */
+const MAIN_OPS = new Set<OpRequest['op']>(['allReduce', 'reduceScatter', 'allGatherInto', 'barrier']);
+
+function limit(): number {
+  const raw = process.env.DDP_MAIN_THREAD_BYTES;
+  const v = Number(raw);
+  return raw === undefined || raw === '' || !Number.isFinite(v) || v < 0 ? 16 * 1024 : v;
+}
+
+const MAIN_THREAD_BYTES = limit();
+
+/**
+ * True when the op runs on the main thread: (N−1)·bytes ≤ DDP_MAIN_THREAD_BYTES (16 KiB; 0 =
+ * never), or any size in a group of one, where nothing travels and a trip to the comm thread
+ * and back would be all the cost (DDP on one rank).
+ */
+export function onMainThread(op: OpRequest['op'], bytes: number, groupSize: number): boolean {
+  if (MAIN_THREAD_BYTES === 0 || !MAIN_OPS.has(op)) return false;
+  return groupSize === 1 || bytes * (groupSize - 1) <= MAIN_THREAD_BYTES;
+}
 
 /** The arrays an op reads when it is issued and writes when it completes. */
 export interface OpIO {
@@ -22,8 +49,9 @@ type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: numbe
 const DONE: Work = makeWork(Promise.resolve());
 
 /**
- * Hands a process group's ops to the thread that runs them (routing.ts): stages the data in
- * a shared buffer, numbers the collectives, and completes their Works in issue order.
+ * Hands a process group's ops to the thread that runs them (onMainThread; threads.ts carries
+ * them there, to that thread's Executor.run): stages the data in a shared buffer, numbers
+ * the collectives, and completes their Works in issue order.
  */
 export class OpDispatcher {
   private seq = 0;
@@ -118,12 +146,12 @@ export class OpDispatcher {
   }
 
   /**
-   * Picks the thread that runs the op (routing.ts), telling the other executor at once (it
+   * Picks the thread that runs the op (onMainThread), telling the other executor at once (it
    * may see the op's frames before the op is dispatched); the returned call dispatches it.
    */
   private route(req: Omit<OpRequest, 'type' | 'id'>, bytes: number): () => Promise<OpResult | undefined> {
     const onMain = this.main !== null && onMainThread(req.op, bytes, this.size);
-    if (!onMain && req.op !== 'p2p') this.main?.executor.routedAway(this.groupId, req.seq, req.op);
+    if (!onMain && req.op !== 'p2p') this.main?.executor.groups.routedAway(this.groupId, req.seq, req.op);
     return onMain ? () => (this.main as MainRunner).run(req) : () => this.comm.run(req);
   }
 
@@ -171,7 +199,7 @@ export class OpDispatcher {
   /**
    * The fast path of a small allReduce: when no Work of the group is pending, it runs at once
    * on this thread over shared memory (Executor.runNow; a Work already done, or, if a peer is
-   * late, one that finishes on the event loop). null when it cannot (routing.ts sends the op
+   * late, one that finishes on the event loop). null when it cannot (onMainThread sends the op
    * elsewhere, no shared memory): the op takes the queue. A non-shared array is copied into
    * staging, as the queue would, so a late finish never writes memory that may have moved.
    */

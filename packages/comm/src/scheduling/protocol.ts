@@ -47,9 +47,8 @@ export interface P2PEntry {
   count: number;
 }
 
-export interface OpRequest {
-  type: 'op';
-  id: number;
+/** One op as an executor runs it (OpRequest: as posted to the comm thread). */
+export interface OpSpec {
   groupId: number;
   op: OpName | 'p2p';
   seq: number;
@@ -70,6 +69,11 @@ export interface OpRequest {
   outSizes?: number[];
   p2p?: P2PEntry[];
   timeoutMs: number;
+}
+
+export interface OpRequest extends OpSpec {
+  type: 'op';
+  id: number;
 }
 
 export interface CloseRequest {

@@ -22,7 +22,7 @@ export type Lane = (typeof Lane)[keyof typeof Lane];
 const LINE = 64;
 const TABLE = 256;
 const ENTRY_WORDS = 8;
-/** Slot sizes per lane: the main thread only runs small collectives (routing.ts). */
+/** Slot sizes per lane: the main thread only runs small collectives (op-dispatcher.ts's onMainThread). */
 const SLOT_BYTES = [4 * 1024 * 1024, 64 * 1024] as const;
 
 /** The addon for shared-memory collectives, unless absent or switched off (DDP_TRANSPORT=tcp or uds). */

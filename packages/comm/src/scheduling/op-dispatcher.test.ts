@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { onMainThread } from './routing.js';
+import { onMainThread } from './op-dispatcher.js';
 
 describe('onMainThread', () => {
   it('keeps small all-to-all-shaped collectives on the main thread, large ones and others on the comm thread', () => {
