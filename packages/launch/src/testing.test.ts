@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runWorld, spawnRanks, WorldRunError } from './testing.js';
+import { explainWorld, RankLines, runWorld, spawnRanks, WorldRunError } from './testing.js';
 
 const script = new URL('./test/rank.child.ts', import.meta.url);
 
@@ -39,10 +42,39 @@ describe('runWorld', () => {
     ]);
   });
 
+  it('calls onResult as each RESULT arrives; with maxRestarts reports the restarts and every attempt', async () => {
+    const seen: [number, unknown][] = [];
+    await runWorld({ script, nprocs: 2, args: ['result'], onResult: (rank, r) => seen.push([rank, r]) });
+    expect(seen.sort()).toEqual([
+      [0, { rank: 0 }],
+      [1, { rank: 1 }],
+    ]);
+    const dir = mkdtempSync(join(tmpdir(), 'run-world-'));
+    try {
+      const args = ['fail-once', join(dir, 'marker')];
+      const run = await runWorld({ script, nprocs: 2, args, maxRestarts: 1, allowFailure: true });
+      expect([run.exitCode, run.restarts, run.attempts.length]).toEqual([0, 1, 2]);
+      expect(explainWorld(run)).toMatch(/^exit 0\n[\s\S]*\[rank 1\] attempt restart=1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('ends a world that outlives timeoutMs', async () => {
     await expect(
       runWorld({ script, nprocs: 1, args: ['fail', '5', '1'], timeoutMs: 1500, killGraceMs: 500 }),
     ).rejects.toThrow(/timed out after 1500 ms/);
+  });
+});
+
+describe('RankLines', () => {
+  it("splits a launcher's prefixed lines by rank, across writes, and parses each rank's RESULT lines", () => {
+    const lines = new RankLines<{ n: number }>();
+    lines.write('[rank 1] RESULT {"n":');
+    lines.write('1}\n[rank 0] hello\nnot a rank line\n[rank 1] RESULT {"n":2}\n');
+    expect(lines.byRank).toEqual([['hello'], ['RESULT {"n":1}', 'RESULT {"n":2}']]);
+    expect(lines.last(3)).toEqual([undefined, { n: 2 }, undefined]);
+    expect(lines.text).toContain('not a rank line');
   });
 });
 

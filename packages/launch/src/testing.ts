@@ -3,5 +3,13 @@
 // start the ranks themselves, for fault tests and for Open MPI.
 export { findFreePort } from './port.js';
 export { type MpirunOptions, mpirunMissing, runMpirun } from './testing/mpirun.js';
-export { type RankRun, type RunWorldOptions, runWorld, type WorldRun, WorldRunError } from './testing/run-world.js';
+export { RankLines } from './testing/rank-lines.js';
+export {
+  explainWorld,
+  type RankRun,
+  type RunWorldOptions,
+  runWorld,
+  type WorldRun,
+  WorldRunError,
+} from './testing/run-world.js';
 export { explain, type RankOutcome, type SpawnRanksOptions, spawnRanks } from './testing/spawn-ranks.js';

@@ -1,10 +1,12 @@
 // runWorld: N real rank processes through launch(), so the ranks get exactly the environment ddp-run gives them.
 import { basename } from 'node:path';
-import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { launch } from '../launch.js';
+import type { LaunchOptions } from '../options.js';
+import type { WorldResult } from '../world.js';
+import { RankLines } from './rank-lines.js';
 
-export interface RunWorldOptions {
+export interface RunWorldOptions<R = unknown> extends Pick<LaunchOptions, 'secret' | 'maxRestarts' | 'onWorldStart'> {
   /** The rank script: a path, or a file URL such as `new URL('./test/x.child.ts', import.meta.url)`. */
   script: string | URL;
   /** Ranks to start (all on this host). */
@@ -22,6 +24,8 @@ export interface RunWorldOptions {
    * every rank exited 0 and printed at least one RESULT line.
    */
   allowFailure?: boolean;
+  /** Called for each RESULT line as it arrives (e.g. to break something once a rank got this far). */
+  onResult?: (rank: number, result: R) => void;
 }
 
 /** One rank of a finished world. */
@@ -48,6 +52,9 @@ export interface WorldRun<R> {
   ranks: RankRun<R>[];
   /** By rank: the last RESULT each rank printed (the only one, for most scripts). */
   results: R[];
+  /** Restarts the launcher performed (maxRestarts), and every attempt's exits, oldest first. */
+  restarts: number;
+  attempts: WorldResult[];
 }
 
 /** A world that failed, timed out, or whose ranks did not all print a RESULT line. */
@@ -61,44 +68,24 @@ export class WorldRunError extends Error {
   }
 }
 
-/** Splits the launcher's `[rank N] line` output into each rank's lines. */
-class RankLines extends Writable {
-  readonly byRank: string[][];
-  private partial = '';
-
-  constructor(nprocs: number) {
-    super();
-    this.byRank = Array.from({ length: nprocs }, () => []);
-  }
-
-  override _write(chunk: Buffer, _enc: string, done: () => void): void {
-    const lines = (this.partial + chunk.toString()).split('\n');
-    this.partial = lines.pop() ?? '';
-    for (const line of lines) {
-      const m = /^\[rank (\d+)\] (.*)$/.exec(line);
-      if (m) this.byRank[Number(m[1])]?.push(m[2]);
-    }
-    done();
-  }
-}
-
-const RESULT = /^RESULT (.*)$/;
-
 /**
  * Runs `script` on `nprocs` real rank processes through launch() and collects each rank's exit,
  * output and `RESULT <json>` lines (a rank script reports with
  * `console.log(\`RESULT ${JSON.stringify(value)}\`)`).
  */
-export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<WorldRun<R>> {
+export async function runWorld<R = unknown>(options: RunWorldOptions<R>): Promise<WorldRun<R>> {
   const { nprocs, args = [], timeoutMs = 60_000 } = options;
   const script = options.script instanceof URL ? fileURLToPath(options.script) : options.script;
-  const stdout = new RankLines(nprocs);
-  const stderr = new RankLines(nprocs);
+  const stdout = new RankLines<R>(options.onResult);
+  const stderr = new RankLines();
   const signal = AbortSignal.timeout(timeoutMs);
   const launched = await launch({
     script,
     args,
     nprocPerNode: nprocs,
+    secret: options.secret,
+    maxRestarts: options.maxRestarts,
+    onWorldStart: options.onWorldStart,
     env: { ...process.env, ...options.env },
     stdout,
     stderr,
@@ -106,19 +93,16 @@ export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<W
     signal,
   });
   const exits = launched.attempts.at(-1)?.exits ?? [];
-  const ranks = stdout.byRank.map((out, rank): RankRun<R> => {
+  const ranks = Array.from({ length: nprocs }, (_, rank): RankRun<R> => {
     const exit = exits[rank];
     return {
       rank,
       code: exit?.code ?? null,
       signal: exit?.signal ?? null,
       endedByLauncher: exit?.endedByLauncher ?? false,
-      stdout: out,
-      stderr: stderr.byRank[rank],
-      results: out.flatMap((line) => {
-        const m = RESULT.exec(line);
-        return m ? [JSON.parse(m[1]) as R] : [];
-      }),
+      stdout: stdout.byRank[rank] ?? [],
+      stderr: stderr.byRank[rank] ?? [],
+      results: stdout.results[rank] ?? [],
     };
   });
   const run: WorldRun<R> = {
@@ -127,28 +111,39 @@ export async function runWorld<R = unknown>(options: RunWorldOptions): Promise<W
     summary: launched.summary,
     ranks,
     results: ranks.map((r) => r.results.at(-1)!),
+    restarts: launched.restarts,
+    attempts: launched.attempts,
   };
   if (options.allowFailure) return run;
   const what = `${basename(script)} ${args.join(' ')} on ${nprocs} ranks`;
-  const tails = (pick: (r: RankRun<R>) => string[]) =>
-    ranks
-      .map((r) =>
-        pick(r)
-          .slice(-15)
-          .map((l) => `[rank ${r.rank}] ${l}`)
-          .join('\n'),
-      )
-      .filter(Boolean)
-      .join('\n');
   if (launched.exitCode !== 0) {
     const why = run.timedOut ? `timed out after ${timeoutMs} ms` : `failed (exit ${launched.exitCode})`;
-    throw new WorldRunError(`${what} ${why}\n${launched.summary}\n${tails((r) => r.stderr)}`, run);
+    throw new WorldRunError(`${what} ${why}\n${launched.summary}\n${tails(ranks, 'stderr')}`, run);
   }
   const silent = ranks.filter((r) => r.results.length === 0).map((r) => r.rank);
   if (silent.length > 0)
     throw new WorldRunError(
-      `${what}: no RESULT line from rank(s) ${silent.join(', ')}\n${tails((r) => r.stdout)}`,
+      `${what}: no RESULT line from rank(s) ${silent.join(', ')}\n${tails(ranks, 'stdout')}`,
       run,
     );
   return run;
+}
+
+/** The last lines of every rank's stdout or stderr, each prefixed with its rank. */
+function tails(ranks: RankRun<unknown>[], stream: 'stdout' | 'stderr', lines = 15): string {
+  return ranks
+    .map((r) =>
+      r[stream]
+        .slice(-lines)
+        .map((l) => `[rank ${r.rank}] ${l}`)
+        .join('\n'),
+    )
+    .filter(Boolean)
+    .join('\n');
+}
+
+/** A finished world for an assertion message: its exit, the launcher's summary, every rank's last lines. */
+export function explainWorld(run: WorldRun<unknown>): string {
+  const exit = `exit ${run.exitCode}${run.timedOut ? ' (timed out)' : ''}`;
+  return `${exit}\n${run.summary}\n--- stderr\n${tails(run.ranks, 'stderr', 40)}\n--- stdout\n${tails(run.ranks, 'stdout', 20)}`;
 }
