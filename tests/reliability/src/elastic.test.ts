@@ -2,10 +2,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type LaunchResult, launch } from '@ddp/launch';
+import { explainWorld, runWorld, type WorldRun } from '@ddp/launch/testing';
 import { LATEST_LINK, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
 import { afterAll, describe, expect, it } from 'vitest';
-import { explain, RankLines } from './world.js';
 
 /**
  * Elastic restart of apps/clip: under `ddp-run --max-restarts 2` (launch() with
@@ -37,27 +36,22 @@ const ARGS = [
 ];
 
 interface ClipRun {
-  result: LaunchResult;
-  out: RankLines;
-  err: RankLines;
+  run: WorldRun<unknown>;
   killedAtStep: number | null;
 }
 
 async function runClip(name: string, killAfterCheckpoint: boolean): Promise<ClipRun> {
-  const out = new RankLines();
-  const err = new RankLines();
   const ckpt = join(dir, name, 'ckpt');
   let killedAtStep: number | null = null;
   let poll: NodeJS.Timeout | undefined;
-  const result = await launch({
+  // the training script prints no RESULT lines: the test reads its checkpoints and exits
+  const run = await runWorld({
     script: train,
     args: [...ARGS, '--out', join(dir, name), '--checkpoint-dir', ckpt],
-    nprocPerNode: 2,
+    nprocs: 2,
     maxRestarts: 2,
-    killGraceMs: 2000,
-    stdout: out,
-    stderr: err,
-    signal: AbortSignal.timeout(150_000),
+    timeoutMs: 150_000,
+    allowFailure: true,
     onWorldStart: ({ restartCount, pids }) => {
       if (!killAfterCheckpoint || restartCount > 0) return;
       // kill -9 rank 1 as soon as the first checkpoint is committed (`latest` points at it)
@@ -71,7 +65,7 @@ async function runClip(name: string, killAfterCheckpoint: boolean): Promise<Clip
     },
   });
   clearInterval(poll);
-  return { result, out, err, killedAtStep };
+  return { run, killedAtStep };
 }
 
 const file = (name: string, f: string) => readFileSync(join(dir, name, 'ckpt', LATEST_LINK, f));
@@ -81,18 +75,18 @@ describe('elastic restart of apps/clip under ddp-run --max-restarts 2', () => {
     timeout: 320_000,
   }, async () => {
     const straight = await runClip('straight', false);
-    expect(straight.result.exitCode, explain(straight)).toBe(0);
-    expect(straight.result.restarts).toBe(0);
+    expect(straight.run.exitCode, explainWorld(straight.run)).toBe(0);
+    expect(straight.run.restarts).toBe(0);
 
     const killed = await runClip('killed', true);
-    const why = explain(killed);
+    const why = explainWorld(killed.run);
     expect(killed.killedAtStep, why).not.toBeNull();
     expect(killed.killedAtStep as number, why).toBeLessThan(STEPS);
-    expect(killed.result.exitCode, why).toBe(0);
-    expect(killed.result.restarts, why).toBe(1);
+    expect(killed.run.exitCode, why).toBe(0);
+    expect(killed.run.restarts, why).toBe(1);
     // the first world ended because rank 1 was killed
-    expect(killed.result.attempts[0]?.exits.find((r) => r.rank === 1)?.signal, why).toBe('SIGKILL');
-    expect(killed.out.text, why).toMatch(/resumed from .* at step \d+/);
+    expect(killed.run.attempts[0]?.exits.find((r) => r.rank === 1)?.signal, why).toBe('SIGKILL');
+    expect(killed.run.ranks.flatMap((r) => r.stdout).join('\n'), why).toMatch(/resumed from .* at step \d+/);
     expect(JSON.parse(file('killed', META_FILE).toString()).step).toBe(STEPS);
     expect(file('killed', MODEL_FILE).equals(file('straight', MODEL_FILE))).toBe(true);
     expect(file('killed', OPTIMIZER_FILE).equals(file('straight', OPTIMIZER_FILE))).toBe(true);

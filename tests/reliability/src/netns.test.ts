@@ -1,7 +1,8 @@
 import { writeFileSync } from 'node:fs';
+import { runWorld } from '@ddp/launch/testing';
 import { afterAll, describe, expect, it } from 'vitest';
+import { childScript } from './child-script.js';
 import { explainHosts, TwoHosts } from './netns.js';
-import { childScript, explain, runWorld } from './world.js';
 
 /**
  * Two hosts (network namespaces + veth), 2 ranks each, one `ddp-run` per host: the
@@ -35,13 +36,14 @@ describe.skipIf(skipReason !== null)('two hosts joined by a veth pair (tc tbf, l
   }, async () => {
     const args = ['0', '20'];
     // over sockets, as across the hosts: one host's shared memory would sum in another order
-    const local = await runWorld('soak.child.ts', 4, {
+    const local = await runWorld<Record<string, unknown>>({
+      script: childScript('soak.child.ts'),
+      nprocs: 4,
       args,
       timeoutMs: 120_000,
       env: { ...process.env, DDP_TRANSPORT: 'uds' },
     });
-    expect(local.result.exitCode, explain(local)).toBe(0);
-    const want = local.out.last(4).map((r) => r?.paramsSha256);
+    const want = local.results.map((r) => r?.paramsSha256);
     expect(new Set(want).size).toBe(1);
     hosts.limit('40mbit');
     const across = async (env: Record<string, string>) => {

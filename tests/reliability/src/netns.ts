@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { RankLines } from '@ddp/launch/testing';
 import { ip, TwoHosts as NetnsHosts } from '@ddp/netns';
-import { RankLines } from './world.js';
 
 const ddpRun = fileURLToPath(new URL('../node_modules/@ddp/launch/bin/ddp-run.js', import.meta.url));
 
@@ -33,7 +33,7 @@ const plainFlags: HostLaunch = (host, masterAddr, port) => ({
 export interface HostRun {
   code: number | null;
   signal: NodeJS.Signals | null;
-  out: RankLines;
+  out: RankLines<Record<string, unknown>>;
   err: RankLines;
 }
 
@@ -67,7 +67,7 @@ export class TwoHosts extends NetnsHosts {
   }
 
   async run(
-    script: string,
+    script: URL,
     args: string[],
     opts: {
       timeoutMs: number;
@@ -79,16 +79,19 @@ export class TwoHosts extends NetnsHosts {
     const port = String(20000 + Math.floor(Math.random() * 20000));
     const children: ChildProcess[] = [];
     const runs = this.ns.map((n, host) => {
-      const out = new RankLines();
+      const out = new RankLines<Record<string, unknown>>((rank, r) => opts.onResult?.(host, rank, r));
       const err = new RankLines();
-      out.onResult = (rank, r) => opts.onResult?.(host, rank, r);
       const place = (opts.launch ?? plainFlags)(host, this.addr[0], port);
       const flags = [...place.flags, '--kill-grace-ms', '2000'];
-      const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, script, ...args], {
-        // the secret in the environment, not on the command line, where ps shows it
-        env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env, ...place.env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        'ip',
+        ['netns', 'exec', n, process.execPath, ddpRun, ...flags, fileURLToPath(script), ...args],
+        {
+          // the secret in the environment, not on the command line, where ps shows it
+          env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env, ...place.env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       children.push(child);
       child.stdout?.pipe(out);
       child.stderr?.pipe(err);

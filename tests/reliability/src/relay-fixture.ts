@@ -1,6 +1,7 @@
 import { TCPStoreServer } from '@ddp/comm';
+import { runWorld, type WorldRun } from '@ddp/launch/testing';
+import { childScript } from './child-script.js';
 import { type FaultPlan, FaultRelay } from './relay.js';
-import { runWorld, type WorldRun } from './world.js';
 
 /** A relay plus a store server behind it, and a world of children/relayed.child.ts wired through both. */
 export interface RelayedWorld {
@@ -14,7 +15,7 @@ export interface RelayedWorld {
       env?: Record<string, string>;
       onResult?: (rank: number, r: Record<string, unknown>) => void;
     },
-  ) => Promise<WorldRun>;
+  ) => Promise<WorldRun<Record<string, unknown>>>;
   close: () => Promise<void>;
 }
 
@@ -28,7 +29,9 @@ export async function relayedWorld(plan: FaultPlan = {}, seed = 1): Promise<Rela
   return {
     relay,
     run: (args, opts) =>
-      runWorld(opts.script ?? 'collectives.child.ts', opts.nproc, {
+      runWorld<Record<string, unknown>>({
+        script: childScript(opts.script ?? 'collectives.child.ts'),
+        nprocs: opts.nproc,
         args,
         timeoutMs: opts.timeoutMs,
         secret: SECRET,

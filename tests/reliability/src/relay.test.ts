@@ -1,10 +1,11 @@
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
+import { explainWorld, runWorld } from '@ddp/launch/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { childScript } from './child-script.js';
 import { FaultRelay } from './relay.js';
 import { type RelayedWorld, relayedWorld } from './relay-fixture.js';
-import { explain, runWorld } from './world.js';
 
 const ACCEPTED = ['PeerLostError', 'ProtocolError', 'CommTimeoutError'];
 
@@ -83,8 +84,7 @@ describe('a reset toward the reading side is a lost peer, not a crashed comm wor
         if (ready.size === 2) w.relay.resetAll((l) => l.startsWith('peer:'), 'dialer');
       },
     });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    for (const o of run.out.last(2)) expect(o?.error, explain(run)).toBe('PeerLostError');
+    for (const o of run.results) expect(o?.error, explainWorld(run)).toBe('PeerLostError');
   });
 });
 
@@ -104,9 +104,8 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
   ])('the suite is bit-exact under %s', { timeout: 90_000 }, async (_name, plan) => {
     world = await relayedWorld(plan);
     const run = await world.run(['suite', '1'], { nproc: 3, timeoutMs: 80_000 });
-    expect(run.result.exitCode, explain(run)).toBe(0);
     expect(world.relay.bytes).toBeGreaterThan(3 * 64 * 1024 * 4); // the ring sizes went through the relay
-    for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
+    for (const r of run.results) expect(r).toEqual({ failures: [], rounds: 1 });
   });
 
   it('the store connections reset after rendezvous: collectives carry on, bit-exact', { timeout: 90_000 }, async () => {
@@ -123,8 +122,7 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
       },
     });
     expect(resets).toBe(3);
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    for (const r of run.out.last(3)) expect(r).toEqual({ failures: [], rounds: 1 });
+    for (const r of run.results) expect(r).toEqual({ failures: [], rounds: 1 });
   });
 
   it('20 DDP steps under delay, jitter and slow reads end with the same parameters, bit for bit, as without the relay', {
@@ -132,18 +130,18 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
   }, async () => {
     const args = ['0', '20'];
     // over TCP, as through the relay: one host's shared memory would sum in another order
-    const direct = await runWorld('soak.child.ts', 3, {
+    const direct = await runWorld<Record<string, unknown>>({
+      script: childScript('soak.child.ts'),
+      nprocs: 3,
       args,
       timeoutMs: 60_000,
       env: { ...process.env, DDP_TRANSPORT: 'tcp' },
     });
-    expect(direct.result.exitCode, explain(direct)).toBe(0);
     world = await relayedWorld({ delayMs: 2, jitterMs: 8, readBytesPerSec: 3_000_000 });
     const relayed = await world.run(args, { script: 'soak.child.ts', nproc: 3, timeoutMs: 60_000 });
-    expect(relayed.result.exitCode, explain(relayed)).toBe(0);
-    const want = direct.out.last(3).map((r) => r?.paramsSha256);
+    const want = direct.results.map((r) => r?.paramsSha256);
     expect(new Set(want).size).toBe(1);
-    expect(relayed.out.last(3).map((r) => r?.paramsSha256)).toEqual(want);
+    expect(relayed.results.map((r) => r?.paramsSha256)).toEqual(want);
     expect(world.relay.bytes).toBeGreaterThan(0);
   });
 
@@ -176,9 +174,8 @@ describe('collectives through the relay (3 ranks, TCP)', () => {
         if (ready.size === 3) void w.relay.whenBytes(w.relay.bytes + 200_000).then(() => inject(w.relay));
       },
     });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    const outcomes = run.out.last(3);
+    const outcomes = run.results;
     seen[name] = outcomes.map((o) => (o ? `${o.error}: ${o.message}` : null));
-    for (const o of outcomes) expect(ACCEPTED, explain(run)).toContain(o?.error);
+    for (const o of outcomes) expect(ACCEPTED, explainWorld(run)).toContain(o?.error);
   });
 });

@@ -1,8 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
-import { explain, runWorld } from './world.js';
+import { childScript as child } from './child-script.js';
 
 /**
  * Wrong numbers without an error, found by using the packages from outside, each failing before
@@ -15,10 +16,12 @@ describe('silent wrong results, across packages', () => {
   // dispatch layer (op-dispatcher.ts, mpi-calls.ts): int32 AVG runs as a float64 SUM (exact
   // below 2^53) truncated toward zero, so every path sums exactly (comm's average.child.ts: the neighbours).
   it('comm: int32 AVG whose sum leaves int32 is the true average, on every rank and path', async () => {
-    const run = await runWorld('int-average.child.ts', 3, { timeoutMs: 60_000 });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    for (const [rank, res] of run.out.last(3).entries()) {
-      for (const [what, r] of Object.entries(res as Record<string, { first: number; uniform: boolean }>)) {
+    const run = await runWorld<Record<string, { first: number; uniform: boolean }>>({
+      script: child('int-average.child.ts'),
+      nprocs: 3,
+    });
+    for (const [rank, res] of run.results.entries()) {
+      for (const [what, r] of Object.entries(res)) {
         expect(r, `rank ${rank} ${what}`).toEqual({ first: 2 ** 30 + 1, uniform: true });
       }
     }
@@ -28,9 +31,11 @@ describe('silent wrong results, across packages', () => {
   // afterwards (fine-tuning's second phase) kept its local gradient and the ranks stepped apart
   // without a word. Now the next forward raises DDPUsageError naming it, on every rank.
   it('reducer: a parameter unfrozen after DDP.create raises on every rank, or its gradient is averaged', async () => {
-    const run = await runWorld('unfrozen.child.ts', 2, { timeoutMs: 60_000 });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    const [a, b] = run.out.last(2) as { error: string | null; hash: string }[];
+    const run = await runWorld<{ error: string | null; hash: string }>({
+      script: child('unfrozen.child.ts'),
+      nprocs: 2,
+    });
+    const [a, b] = run.results;
     if (a.error || b.error) for (const r of [a, b]) expect(r.error).toMatch(/^DDPUsageError: .*0\.weight/);
     else expect(a.hash, 'parameters equal on both ranks after the step').toBe(b.hash);
   }, 90_000);
@@ -44,9 +49,9 @@ describe('silent wrong results, across packages', () => {
   it('fsdp: a buffer the checkpoint does not hold raises ShardedCheckpointError on every rank', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'silent-fsdp-'));
     try {
-      const run = await runWorld('fsdp-buffers.child.ts', 2, { timeoutMs: 60_000, args: [dir] });
-      expect(run.result.exitCode, explain(run)).toBe(0);
-      for (const r of run.out.last(2) as { rank: number; error: string | null }[])
+      const script = child('fsdp-buffers.child.ts');
+      const run = await runWorld<{ rank: number; error: string | null }>({ script, nprocs: 2, args: [dir] });
+      for (const r of run.results)
         expect(r.error ?? 'no error', `rank ${r.rank}`).toMatch(/^ShardedCheckpointError: .*1\.running_mean/);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -59,9 +64,9 @@ describe('silent wrong results, across packages', () => {
   // phase trained nothing there, silently. Fixed: each root forward with grad raises FSDPError
   // naming a parameter that requires grad but is in no unit's shard (fsdp's own tests: its neighbours).
   it('fsdp: a layer unfrozen after fullyShard raises on every rank, or is trained', async () => {
-    const run = await runWorld('fsdp-unfrozen.child.ts', 2, { timeoutMs: 60_000 });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    for (const r of run.out.last(2) as { rank: number; error: string | null; moved: boolean }[]) {
+    const script = child('fsdp-unfrozen.child.ts');
+    const run = await runWorld<{ rank: number; error: string | null; moved: boolean }>({ script, nprocs: 2 });
+    for (const r of run.results) {
       if (r.error) expect(r.error, `rank ${r.rank}`).toMatch(/^FSDPError: .*unfrozen|^FSDPError: .*requires grad/);
       else expect(r.moved, `rank ${r.rank}: the unfrozen layer trained`).toBe(true);
     }

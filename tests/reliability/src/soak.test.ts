@@ -1,7 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
+import { childScript } from './child-script.js';
 import type { Slopes } from './slope.js';
-import { explain, runWorld } from './world.js';
 
 /**
  * Soak: 3 ranks run random small collectives then DDP steps of a tiny MLP; memory must be
@@ -27,13 +28,14 @@ describe(`soak (${full ? 'full' : 'small; RELIABILITY_SOAK=1 for the full size'}
   it(`3 ranks: ${collectives} random collectives and ${ddpSteps} DDP steps, memory flat`, {
     timeout: full ? 1_200_000 : 150_000,
   }, async () => {
-    const run = await runWorld('soak.child.ts', 3, {
+    const run = await runWorld<SoakResult>({
+      script: childScript('soak.child.ts'),
+      nprocs: 3,
       args: [String(collectives), String(ddpSteps)],
       timeoutMs: full ? 1_100_000 : 140_000,
       env: { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --expose-gc`.trim() },
     });
-    expect(run.result.exitCode, explain(run)).toBe(0);
-    const results = run.out.last(3) as unknown as SoakResult[];
+    const results = run.results;
     mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
     writeFileSync(
       new URL(`../results/soak-${full ? 'full' : 'small'}.json`, import.meta.url),
