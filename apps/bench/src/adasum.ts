@@ -8,6 +8,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { ARMS, BATCH, EVAL, HIDDEN, IN, type LossSample, MOMENTUM, OPTIMIZERS, trainRank } from './lib/adasum-train.js';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
 import { runSampleWorld } from './lib/world.js';
 
@@ -88,14 +89,7 @@ async function main(world: number, steps: number, lrs: number[], seeds: number):
     const files = await writeReport(dir, name, rows, {
       meta: { world, steps, seeds, optimizer, initial, finals, largestTrainingLr: largest },
       notes,
-      chart: {
-        x: 'step',
-        y: 'loss',
-        series: 'series',
-        panel: 'arm',
-        title: `Adasum vs averaging, ${world} ranks, ${optimizer} (held-out MSE; η = single-worker lr)`,
-        logY: true,
-      },
+      chart: CHARTS.adasum.chart({ world, optimizer }, rows),
     });
     console.log(notes);
     console.log(`wrote ${files.join(', ')}`);

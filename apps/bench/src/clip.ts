@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Row, renderLineChart, writeReport } from '@ddp/plot';
+import { CHARTS } from './lib/charts.js';
 import { type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
 import { type StepTiming, timeSteps } from './lib/clip-step.js';
 import { benchCommand, positiveInt } from './lib/flags.js';
@@ -157,9 +158,7 @@ async function bench(run: DumpedRun, dump: string, work: string, torch: string):
   const meta = { torch, run, rounds, runs, curves: curveRows };
   const files = await writeReport(RESULTS, 'clip', rows, { meta, notes });
   const png = join(RESULTS, 'clip.png');
-  const title = `CLIP on two-digit MNIST, ${run.world} ranks: apps/clip (ddp) vs PyTorch`;
-  const chart = { x: 'step', y: 'value', series: 'run', panel: 'metric', title };
-  await writeFile(png, await renderLineChart(curveRows, chart));
+  await writeFile(png, await renderLineChart(curveRows, CHARTS.clip.chart(meta, curveRows)));
   console.log(`${notes}\nwrote ${[...files, png].join(', ')}`);
 }
 

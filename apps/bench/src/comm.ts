@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { TwoHosts } from '@ddp/netns';
 import { loadSharedMemory } from '@ddp/shm';
+import { CHARTS } from './lib/charts.js';
 import { openMpi, runGloo, type Timing } from './lib/comm-peers.js';
 import { benchCommand, choiceList, positiveIntList, rankFlag } from './lib/flags.js';
 import { glooTorchVersion, printSample, runSampleWorld } from './lib/world.js';
@@ -218,13 +219,7 @@ async function main(): Promise<void> {
   const files = await writeReport(outDir, 'comm', rows, {
     meta: { quick, torch, samples },
     notes,
-    chart: {
-      x: 'bytes',
-      y: 'busGBs',
-      series: 'series',
-      title: 'all-reduce bus bandwidth (GB/s): @ddp/comm vs Gloo and Open MPI',
-      logX: true,
-    },
+    chart: CHARTS.comm.chart({}, rows),
   });
   console.log(notes);
   console.log(`wrote ${files.join(', ')}`);

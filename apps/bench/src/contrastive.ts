@@ -8,6 +8,7 @@ import { randn, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { clipLoss, clipLossFullMatrix } from '@ddp/contrastive';
 import { tf } from '@ddp/tensor';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
@@ -76,12 +77,8 @@ async function main(): Promise<void> {
   }
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'contrastive', rows, {
-    chart: {
-      x: 'world',
-      y: 'peakMB',
-      series: 'loss',
-      title: `CLIP loss peak tensor memory per rank, global batch ${GLOBAL}`,
-    },
+    meta: { global: GLOBAL, dim: DIM, repeats: REPEATS },
+    chart: CHARTS.contrastive.chart({ global: GLOBAL }, rows),
     notes:
       `Forward + backward of the loss only, ${GLOBAL} × ${DIM} features; the slowest rank's median of ` +
       `${REPEATS - 1} runs and the largest peak.`,

@@ -8,6 +8,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { mse, tensor } from '@ddp/autograd';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, positiveInt, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
@@ -151,12 +152,7 @@ async function main(): Promise<void> {
       `single process; DataParallel with ${flags.replicas} replica threads; DDP on ${flags.replicas} ` +
       `processes. Median of ${flags.steps} steps after ${WARMUP} warm-up, ${flags.rounds} alternating rounds; ` +
       `best round's step time relative to single's: ${ratios}.`,
-    chart: {
-      x: 'round',
-      y: 'stepMs',
-      series: 'way',
-      title: `DataParallel vs DDP vs one process, global batch ${flags.batch}`,
-    },
+    chart: CHARTS['data-parallel'].chart({ batch: flags.batch }, rows),
   });
   console.log(`best step ms: ${JSON.stringify(best)} (${ratios})\nwrote ${files.join(', ')}`);
 }

@@ -18,6 +18,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
+import { CHARTS } from './lib/charts.js';
 import { ddpRank, dimsOf, paramsOf } from './lib/ddp-rank.js';
 import { type Entry, type Infos, measure, runWorld, type Sample, type StepTimes } from './lib/ddp-rounds.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
@@ -242,7 +243,7 @@ async function main(): Promise<void> {
       },
     },
     notes,
-    chart: { x: 'world', y: 'msPerStep', series: 'variant', title: 'training step (ms) by world size' },
+    chart: CHARTS.ddp.chart({}, rows),
   });
   console.log(notes);
   console.log(`wrote ${files.join(', ')}`);

@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { markdownTable, type Row, writeReport } from '@ddp/plot';
 import { getNumThreads, nativeKernelsSummary, setBackend, setNumThreads, useNativeKernels } from '@ddp/tensor';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, positiveInt, positiveIntList, positiveNumber } from './lib/flags.js';
 import {
   CONV_PASSES,
@@ -168,12 +169,7 @@ const files = await writeReport(args.out, 'kernels', matmulRows, {
     torch: torch?.version ?? null,
   },
   notes,
-  chart: {
-    x: 'case',
-    y: 'native/torch',
-    series: 'threads',
-    title: 'matmul GFLOP/s, native ÷ PyTorch, per layer and pass',
-  },
+  chart: CHARTS.kernels.chart({}, matmulRows),
 });
 console.log(notes);
 console.log(markdownTable(matmulRows));

@@ -7,6 +7,7 @@ import { crossEntropy, type Indices, type Tensor } from '@ddp/autograd';
 import { destroyProcessGroup, getWorldSize, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
 import { Embedding, Generator, LayerNorm, Linear, Sequential, TransformerBlock } from '@ddp/nn';
 import { idealBubbleFraction, PipelineStage, pipelineStep, type ScheduleName } from '@ddp/pp';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
@@ -79,7 +80,7 @@ async function main(): Promise<void> {
     .map((s) => ({ ...s, series: `${s.schedule} stage ${s.stage}` }));
   const { writeReport } = await import('@ddp/plot');
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'pp', rows, {
-    chart: { x: 'microBatches', y: 'bubble', series: 'series', title: `pipeline bubble, ${STAGES} stages` },
+    chart: CHARTS.pp.chart({}, rows),
     notes: 'bubble = 1 − compute / elapsed per stage, median of 3 steps after a warm-up; ideal = (p − 1)/(m + p − 1).',
   });
   console.log(`wrote ${files.join(', ')}`);

@@ -9,6 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, positiveInt, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
@@ -60,7 +61,7 @@ async function main(): Promise<void> {
   const files = await writeReport(fileURLToPath(new URL('../results', import.meta.url)), 'shm-wait', rows, {
     meta: { iters: ITERS, reps: REPS },
     notes,
-    chart: { x: 'rep', y: 'us', series: 'policy', title: '4 KiB all-reduce latency (µs) by shared-memory wait policy' },
+    chart: CHARTS['shm-wait'].chart({}, rows),
   });
   console.log(notes);
   console.log(`wrote ${files.join(', ')}`);

@@ -22,6 +22,7 @@ import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { Option } from 'commander';
+import { CHARTS } from './lib/charts.js';
 import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
@@ -255,15 +256,16 @@ async function main(): Promise<void> {
   }
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
+  const meta = {
+    model: `${LAYERS} × Linear(${WIDTH}, ${WIDTH})`,
+    optimizer: 'Adam',
+    batch: BATCH,
+    steps,
+    backend: tf.getBackend(),
+    samples,
+  };
   const files = await writeReport(outDir, 'zero', rows, {
-    meta: {
-      model: `${LAYERS} × Linear(${WIDTH}, ${WIDTH})`,
-      optimizer: 'Adam',
-      batch: BATCH,
-      steps,
-      backend: tf.getBackend(),
-      samples,
-    },
+    meta,
     notes:
       `Peak tensor memory per rank (max over ranks, tf.profile peakBytes over ${steps} training steps, Adam) of a ` +
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
@@ -277,7 +279,7 @@ async function main(): Promise<void> {
       `(fastest of ${SAVE_REPEATS}), minus as ` +
       'many plain steps (the fastest of two before and one after); asyncSaveCallSeconds: its save call alone (the ' +
       'host copy); asyncSaveSeconds: its time until committed. Communication buffers are JS memory and not counted.',
-    chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
+    chart: CHARTS.zero.chart(meta, rows),
   });
   console.log(files.join('\n'));
 }

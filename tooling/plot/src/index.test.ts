@@ -2,7 +2,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { markdownTable, renderLineChart, writeReport } from './index.js';
+import { lineChartSpec, markdownTable, renderLineChart, writeReport } from './index.js';
 
 describe('writeReport', () => {
   it('writes JSON, a Markdown table and a PNG', async () => {
@@ -30,6 +30,30 @@ describe('writeReport', () => {
     expect(panels.subarray(1, 4).toString()).toBe('PNG');
     // PNG height (IHDR, bytes 20–23): two stacked 200-px panels outgrow the single 360-px chart
     expect(panels.readUInt32BE(20)).toBeGreaterThan(one.readUInt32BE(20) + 40);
+  });
+
+  it('ticks integer x values (world sizes) at integers only, titles axes with their units, draws fractions as %', () => {
+    const rows = [
+      { world: 1, bubble: 0.5, kind: 'a' },
+      { world: 2, bubble: 0.25, kind: 'a' },
+      { world: 4, bubble: 0.125, kind: 'b' },
+    ];
+    const chart = { x: 'world', y: 'bubble', series: 'kind', xTitle: 'ranks', yTitle: 'idle (%)', percent: true };
+    const spec = JSON.stringify(lineChartSpec(rows, chart));
+    expect(spec).toContain('"axis":{"tickMinStep":1,"format":"d"}');
+    expect(spec).toContain('"title":"ranks"');
+    expect(spec).toContain('"title":"idle (%)","axis":{"format":".0%"}');
+    // fractional x: vega's own ticks
+    expect(JSON.stringify(lineChartSpec([{ world: 1.5, bubble: 1 }], chart))).not.toContain('tickMinStep');
+  });
+
+  it('draws only the rows `where` keeps', () => {
+    const rows = [
+      { world: 1, ms: 5, kind: 'wall' },
+      { world: 1, ms: 9, kind: 'cpu' },
+    ];
+    const spec = lineChartSpec(rows, { x: 'world', y: 'ms', where: (r) => r.kind === 'wall' });
+    expect(JSON.stringify(spec)).not.toContain('"cpu"');
   });
 
   it('formats an empty table', () => {

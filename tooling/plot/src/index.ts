@@ -10,28 +10,49 @@ export type Row = Record<string, string | number | boolean | null>;
 export interface LineChart {
   x: string;
   y: string;
+  /** Axis titles, with their units (`step time (ms)`); default: the field names. */
+  xTitle?: string;
+  yTitle?: string;
+  /** `y` is a fraction drawn as a percentage (0.25 → 25 %). */
+  percent?: boolean;
   series?: string;
   /** One panel per value of this field, stacked, each with its own y axis: for measures in unlike units. */
   panel?: string;
   title?: string;
   logX?: boolean;
   logY?: boolean;
+  /** The rows the chart draws (the report's table keeps every row). */
+  where?: (row: Row) => boolean;
 }
 
-/** Renders a line chart to PNG bytes (vega-lite → SVG → resvg). */
-export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Buffer> {
-  const axis = (field: string, log?: boolean, title?: null) => ({
-    field,
+/** Whether every x value is an integer (world sizes, rounds): then no tick falls between two, at 1.5. */
+const integers = (values: unknown[]): boolean => values.every((v) => typeof v === 'number' && Number.isInteger(v));
+
+/** The vega-lite spec of a line chart: each axis says its unit, and unlike units never share one. */
+export function lineChartSpec(rows: Row[], chart: LineChart): vegaLite.TopLevelSpec {
+  const drawn = chart.where ? rows.filter(chart.where) : rows;
+  const whole = !chart.logX && integers(drawn.map((r) => r[chart.x]));
+  const x = {
+    field: chart.x,
     type: 'quantitative' as const,
-    ...(log ? { scale: { type: 'log' as const } } : {}),
-    ...(title === null ? { title } : {}),
-  });
+    title: chart.xTitle ?? chart.x,
+    ...(chart.logX ? { scale: { type: 'log' as const } } : {}),
+    // (vega's explicit tick `values` dropped the middle one of 1, 2, 3: a minimum step instead)
+    ...(whole ? { axis: { tickMinStep: 1, format: 'd' } } : {}),
+  };
+  const y = {
+    field: chart.y,
+    type: 'quantitative' as const,
+    // with panels, each panel's header names what its y axis measures
+    title: chart.panel ? null : (chart.yTitle ?? chart.y),
+    ...(chart.logY ? { scale: { type: 'log' as const } } : {}),
+    ...(chart.percent ? { axis: { format: '.0%' } } : {}),
+  };
   const lines = {
     mark: { type: 'line' as const, point: true },
     encoding: {
-      x: axis(chart.x, chart.logX),
-      // with panels, each panel's header names what its y axis measures
-      y: axis(chart.y, chart.logY, chart.panel ? null : undefined),
+      x,
+      y,
       ...(chart.series ? { color: { field: chart.series, type: 'nominal' as const } } : {}),
     },
   };
@@ -39,10 +60,11 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: chart.title,
     // vega annotates the objects it is given: hand it copies.
-    data: { values: rows.map((r) => ({ ...r })) },
-    config: { background: 'white' },
+    data: { values: drawn.map((r) => ({ ...r })) },
+    // legend labels whole, not cut at 160 px
+    config: { background: 'white', legend: { labelLimit: 0 } },
   };
-  const spec: vegaLite.TopLevelSpec = chart.panel
+  return chart.panel
     ? {
         ...common,
         facet: { row: { field: chart.panel, type: 'nominal', title: null } },
@@ -50,7 +72,11 @@ export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Bu
         resolve: { scale: { y: 'independent' } },
       }
     : { ...common, width: 640, height: 360, ...lines };
-  const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' });
+}
+
+/** Renders a line chart to PNG bytes (vega-lite → SVG → resvg). */
+export async function renderLineChart(rows: Row[], chart: LineChart): Promise<Buffer> {
+  const view = new vega.View(vega.parse(vegaLite.compile(lineChartSpec(rows, chart)).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();
   return new Resvg(svg, { font: { loadSystemFonts: true } }).render().asPng();
