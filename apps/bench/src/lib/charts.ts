@@ -19,7 +19,7 @@ const adasum: BenchChart = {
     y: 'loss',
     series: 'series',
     panel: 'arm',
-    title: `Adasum vs averaging, ${meta.world} ranks, ${meta.optimizer} (held-out MSE, log scale; η = single-worker lr)`,
+    title: `Adasum vs averaging, ${meta.world} ranks, ${meta.optimizer} (held-out MSE, log; η = single-worker lr)`,
     logY: true,
   }),
 };

@@ -145,5 +145,6 @@ function tails(ranks: RankRun<unknown>[], stream: 'stdout' | 'stderr', lines = 1
 /** A finished world for an assertion message: its exit, the launcher's summary, every rank's last lines. */
 export function explainWorld(run: WorldRun<unknown>): string {
   const exit = `exit ${run.exitCode}${run.timedOut ? ' (timed out)' : ''}`;
-  return `${exit}\n${run.summary}\n--- stderr\n${tails(run.ranks, 'stderr', 40)}\n--- stdout\n${tails(run.ranks, 'stdout', 20)}`;
+  const streams = `--- stderr\n${tails(run.ranks, 'stderr', 40)}\n--- stdout\n${tails(run.ranks, 'stdout', 20)}`;
+  return `${exit}\n${run.summary}\n${streams}`;
 }
