@@ -1,30 +1,19 @@
 // What each tarball ships, checked file by file: what npm users get whatever they import.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { join } from 'node:path';
 import { publint } from 'publint';
 import { formatMessage } from 'publint/utils';
 import ts from 'typescript';
 import { describe, expect, inject, it } from 'vitest';
-import { readTarballs, type Tarball } from './tarballs.js';
+import { type Manifest, readTarballs, repoRoot, type Tarball } from './tarballs.js';
 
-const PUBLISHED = [
-  'autograd',
-  'comm',
-  'contrastive',
-  'data',
-  'join',
-  'launch',
-  'mpi',
-  'nn',
-  'pp',
-  'reducer',
-  'shm',
-  'syncbn',
-  'tensor',
-  'tp',
-  'zero',
-].map((name) => `@ddp/${name}`);
+/** Every package under packages/ that is not private: each one new included, none listed by hand. */
+const PUBLISHED = readdirSync(join(repoRoot, 'packages'))
+  .map((dir) => JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest)
+  .filter((m) => m.private !== true)
+  .map((m) => m.name)
+  .sort();
 /** The conditions a published exports map may use: what Node and TypeScript resolve for users. */
 const PUBLIC_CONDITIONS = new Set(['types', 'import', 'default']);
 

@@ -10,6 +10,7 @@ export const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 export interface Manifest {
   name: string;
   version: string;
+  private?: boolean;
   license?: string;
   exports?: Record<string, Record<string, string>>;
   bin?: Record<string, string>;
