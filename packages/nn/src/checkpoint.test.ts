@@ -5,7 +5,6 @@ import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  CheckpointError,
   latestCheckpoint,
   loadCheckpoint,
   META_FILE,
@@ -14,6 +13,7 @@ import {
   saveCheckpoint,
 } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import { Generator } from './generator.js';
 import { WarmupCosineLR } from './lr-scheduler.js';
 import { Module } from './module.js';

@@ -15,9 +15,10 @@ import {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
-  entryToLoad,
   latestEntry,
+  readNewestEntry,
 } from './checkpoint-dir.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -29,10 +30,6 @@ import { readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
 export const MODEL_FILE = 'model.safetensors';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 export const META_FILE = 'checkpoint.json';
-
-export class CheckpointError extends Error {
-  override name = 'CheckpointError';
-}
 
 // biome-ignore lint/suspicious/noExplicitAny: any optimizer's hyperparameters
 type AnyOptimizer = Optimizer<any>;
@@ -79,10 +76,11 @@ function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
 
 /**
  * Writes a checkpoint as a new entry of `dir` and commits it (see the module comment); older
- * entries and leftovers of killed saves are removed after the commit. A failed write (a full
- * disk) raises a typed error naming the file and leaves the previous checkpoint as it was.
+ * entries and leftovers of killed saves are removed after the commit. Returns the committed
+ * entry's path. A failed write (a full disk) raises a typed error naming the file and leaves the
+ * previous checkpoint as it was.
  */
-export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<void> {
+export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<string> {
   let tmp: string | null = null;
   try {
     await cleanCheckpointDir(dir, META_FILE);
@@ -109,7 +107,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       extra: contents.extra ?? null,
     };
     await writeFileAtomic(join(tmp, META_FILE), sealJson({ ...meta }));
-    await commitEntry(dir, tmp, meta.step, META_FILE);
+    return await commitEntry(dir, tmp, meta.step, META_FILE);
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });
     // an fs error of the directory's own (mkdir, rename): typed, naming what failed
@@ -136,6 +134,24 @@ export interface LoadedCheckpoint {
   path: string;
 }
 
+/** The files of one checkpoint entry, read and checked; the optimizer's only when `contents` has one. */
+async function readEntry(
+  path: string,
+  contents: { optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler },
+) {
+  const meta = (await readSealedJson(join(path, META_FILE), 'ddp-checkpoint', VERSION).catch((error) => {
+    throw error instanceof SealedJsonError ? new CheckpointError(error.message, { cause: error }) : error;
+  })) as unknown as CheckpointMeta;
+  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
+  const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
+  if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
+  // version 2 wrote every safetensors file with checksums: one without them is damaged
+  const options = { requireChecksums: meta.version === VERSION };
+  const model = await loadSafetensors(join(path, MODEL_FILE), options);
+  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
+  return { path, meta, model, optimizer };
+}
+
 /**
  * Restores what `contents` names from a checkpoint: the model (strict), then the optimizer
  * and generator when given. All files are read and parsed before anything is changed, and
@@ -151,18 +167,9 @@ export async function loadCheckpoint(
     strict?: boolean;
   },
 ): Promise<LoadedCheckpoint> {
-  const path = await entryToLoad(dir, META_FILE);
-  if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
-  const meta = (await readSealedJson(join(path, META_FILE), 'ddp-checkpoint', VERSION).catch((error) => {
-    throw error instanceof SealedJsonError ? new CheckpointError(error.message, { cause: error }) : error;
-  })) as unknown as CheckpointMeta;
-  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
-  const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
-  if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
-  // version 2 wrote every safetensors file with checksums: one without them is damaged
-  const options = { requireChecksums: meta.version === VERSION };
-  const model = await loadSafetensors(join(path, MODEL_FILE), options);
-  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
+  const read = await readNewestEntry(dir, META_FILE, (path) => readEntry(path, contents));
+  if (read === null) throw new CheckpointError(`no checkpoint at ${dir}`);
+  const { path, meta, model, optimizer } = read;
   const owned: tf.Tensor[] = [];
   const toTf = (t: SafeTensor) => {
     const out = tensorFromTypedArray(t.data, t.shape, t.dtype);

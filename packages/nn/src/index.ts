@@ -1,7 +1,6 @@
 export { FileWriteError, temporarySibling, writeFileAtomic } from './atomic.js';
 export {
   type CheckpointContents,
-  CheckpointError,
   type LoadedCheckpoint,
   latestCheckpoint,
   loadCheckpoint,
@@ -18,8 +17,10 @@ export {
   entryToLoad,
   LATEST_LINK,
   latestEntry,
+  readNewestEntry,
   temporaryEntryName,
 } from './checkpoint-dir.js';
+export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export {
   defaultGenerator,
   Generator,
