@@ -58,7 +58,8 @@ export {
 } from './lr-scheduler.js';
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
 export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
-export { clipGradNorm } from './optim/clip-grad.js';
+export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
+export { gradientShardGroups, markGradientShard, type NormReduceGroup } from './optim/gradient-shards.js';
 export {
   Optimizer,
   OptimizerError,
