@@ -8,6 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Tensor } from '@ddp/autograd';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
@@ -55,8 +56,36 @@ interface CheckpointMeta {
   epoch: number;
   generator: GeneratorState | null;
   scheduler: SchedulerState | null;
-  optimizer: { paramGroups: unknown[]; scalars: Record<string, Record<string, number>> } | null;
+  optimizer: {
+    paramGroups: unknown[];
+    scalars: Record<string, Record<string, number>>;
+    /** The model's name of each optimizer parameter, by position (null: not the model's); absent before. */
+    paramNames?: (string | null)[];
+  } | null;
   extra: unknown;
+}
+
+/** The model's name of each of the optimizer's parameters, in the optimizer's order (its state's keys). */
+function optimizerParamNames(model: Module, optimizer: AnyOptimizer): (string | null)[] {
+  const names = new Map<Tensor, string>(model.namedParameters().map(([name, p]) => [p, name]));
+  return optimizer.paramGroups.flatMap((g: { params: Tensor[] }) => g.params.map((p) => names.get(p) ?? null));
+}
+
+/**
+ * Optimizer state is kept by position, the model's by name: a model or optimizer whose parameters
+ * come in another order (a refactor, groups built otherwise) would take another parameter's
+ * moments silently wherever the shapes agree. Raises when a position names another parameter.
+ */
+function checkOptimizerOrder(path: string, saved: (string | null)[] | undefined, now: (string | null)[]): void {
+  const moved = (saved ?? [])
+    .map((name, i) => ({ i, was: name, is: now[i] ?? null }))
+    .filter(({ was, is }) => was !== null && is !== null && was !== is);
+  if (moved.length === 0) return;
+  const list = moved.slice(0, 3).map(({ i, was, is }) => `parameter ${i} is '${is}', was '${was}'`);
+  throw new CheckpointError(
+    `${path}: the optimizer's parameters are in another order than when saved (${list.join('; ')}` +
+      `${moved.length > 3 ? `; ${moved.length - 3} more` : ''}): its state would go to other parameters`,
+  );
 }
 
 function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
@@ -94,7 +123,11 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       const sd = contents.optimizer.stateDict();
       const { tensors, scalars } = optimizerTensors(sd);
       await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
-      optimizer = { paramGroups: sd.paramGroups, scalars };
+      optimizer = {
+        paramGroups: sd.paramGroups,
+        scalars,
+        paramNames: optimizerParamNames(contents.model, contents.optimizer),
+      };
     }
     const meta: CheckpointMeta = {
       format: 'ddp-checkpoint',
@@ -193,6 +226,8 @@ export async function loadCheckpoint(
         paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'],
       };
     }
+    if (contents.optimizer && meta.optimizer)
+      checkOptimizerOrder(path, meta.optimizer.paramNames, optimizerParamNames(contents.model, contents.optimizer));
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);
