@@ -17,7 +17,7 @@ function simulatedGroup(ranks: number[]): NormReduceGroup {
         const all = arrived;
         arrived = [];
         const out = all[0]?.buf.map((_, i) => {
-          const values = all.map((a) => a.buf[i] as number);
+          const values = all.map((a) => a.buf[i]);
           return op === 'max' ? Math.max(...values) : values.reduce((a, b) => a + b);
         });
         for (const a of all) {

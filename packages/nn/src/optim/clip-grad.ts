@@ -83,19 +83,19 @@ export async function clipGradNormDistributed(
         throw new OptimizerError(`clipGradNormDistributed: gradient ${i} is split over [${g.ranks}], not in groups`);
       mask |= 1 << k;
     }
-    parts[mask] = combine(parts[mask] as number, localPart(p.grad as tf.Tensor, normType));
+    parts[mask] = combine(parts[mask], localPart(p.grad as tf.Tensor, normType));
   }
   for (const [k, group] of groups.entries()) {
     const bit = 1 << k;
     const masks = [...parts.keys()].filter((m) => m & bit);
-    const reduced = Float64Array.from(masks, (m) => parts[m] as number);
+    const reduced = Float64Array.from(masks, (m) => parts[m]);
     await group.allReduce(reduced, { op: infinity ? 'max' : 'sum' }).wait();
     masks.forEach((m, j) => {
       parts[m] = 0;
-      parts[m & ~bit] = combine(parts[m & ~bit] as number, reduced[j] as number);
+      parts[m & ~bit] = combine(parts[m & ~bit], reduced[j]);
     });
   }
-  const total = infinity ? (parts[0] as number) : (parts[0] as number) ** (1 / normType);
+  const total = infinity ? parts[0] : parts[0] ** (1 / normType);
   scaleGradients(withGrad, maxNorm, total);
   return total;
 }
