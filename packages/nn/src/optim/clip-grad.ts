@@ -19,6 +19,15 @@ function localPart(grad: tf.Tensor, normType: number): number {
   });
 }
 
+/**
+ * The parameters that have a gradient, each once: a tied weight listed under two modules
+ * (`[...encoder.parameters(), ...decoder.parameters()]`) would count twice in the norm and be
+ * scaled twice (by coef², as torch's clip_grad_norm_ does).
+ */
+function gradientsOnce(params: Iterable<Tensor>): Tensor[] {
+  return [...new Set(params)].filter((p) => p.grad !== null);
+}
+
 /** Scales every gradient by min(1, maxNorm / (total + 1e-6)), as torch. */
 function scaleGradients(withGrad: Tensor[], maxNorm: number, total: number): void {
   const coef = Math.min(1, maxNorm / (total + 1e-6));
@@ -35,7 +44,7 @@ function scaleGradients(withGrad: Tensor[], maxNorm: number, total: number): voi
  */
 export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType = 2): number {
   checkArguments('clipGradNorm', maxNorm, normType);
-  const withGrad = [...params].filter((p) => p.grad !== null);
+  const withGrad = gradientsOnce(params);
   const split = withGrad.findIndex((p) => gradientShardGroups(p).length > 0);
   if (split >= 0) {
     const ranks = gradientShardGroups(withGrad[split] as Tensor).map((g) => `[${g.ranks}]`);
@@ -74,7 +83,7 @@ export async function clipGradNormDistributed(
   const combine = (a: number, b: number) => (infinity ? Math.max(a, b) : a + b);
   // parts[mask]: gradients split over the groups whose bits are set, not yet reduced over them
   const parts = new Float64Array(2 ** groups.length);
-  const withGrad = [...params].filter((p) => p.grad !== null);
+  const withGrad = gradientsOnce(params);
   for (const [i, p] of withGrad.entries()) {
     let mask = 0;
     for (const g of gradientShardGroups(p)) {
