@@ -250,7 +250,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
     for (const bucket of buckets) bucket.writeBack(results[bucket.index]!, opts);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
-    if (this.broadcastBuffers) await this.syncBuffers();
+    if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers();
     this.iteration++;
   }
 
