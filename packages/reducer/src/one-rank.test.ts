@@ -87,7 +87,12 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     const model = withLargeGradient();
     const ddp = await DistributedDataParallel.create(model);
     const x = tf.tensor2d([[Number.NaN, 0, 0, 0, 0]]);
-    const loss = tidy(() => ddp.forward(rows(x, 0, 1)).square().mean());
+    const loss = tidy(() =>
+      ddp
+        .forward(rows(x, 0, 1))
+        .square()
+        .mean(),
+    );
     await expect(loss.backward()).rejects.toMatchObject({ name: 'NonFiniteGradientError' });
     loss.dispose();
     x.dispose();
@@ -96,10 +101,20 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
 
   it('unused parameters: named without findUnusedParameters, the exact local gradients with it', async () => {
     const pg = getDefaultGroup();
-    const error = await gradsVsReference(pg, branchy(() => false), branchyLoss, false);
+    const error = await gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      false,
+    );
     expect(error.error).toMatchObject({ name: 'UnusedParametersError' });
     expect((error.error as Error).message).toMatch(/extra\.weight/);
-    const found = await gradsVsReference(pg, branchy(() => false), branchyLoss, true);
+    const found = await gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      true,
+    );
     expect(found.grads).toEqual(found.reference);
   });
 
