@@ -1,4 +1,4 @@
-import { tidy } from '@ddp/autograd';
+import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { BatchNorm1d, Generator, Linear, mse, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -51,7 +51,12 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     await backward((x) => reference.forward(x));
     const want = gradSnapshot(reference);
     reference.dispose();
-    for (const wrap of [(m: Sequential) => DistributedDataParallel.create(m), DataParallelNaive.create] as const) {
+    type Wrapped = { forward: (x: Tensor) => Tensor };
+    const wrappers: ((m: Sequential) => Promise<Wrapped>)[] = [
+      (m) => DistributedDataParallel.create(m),
+      (m) => DataParallelNaive.create(m),
+    ];
+    for (const wrap of wrappers) {
       const model = withLargeGradient();
       const wrapped = await wrap(model);
       const numTensors: number[] = [];
