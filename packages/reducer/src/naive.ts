@@ -20,7 +20,7 @@ export class DataParallelNaive<M extends Module = Module> {
     for (const p of this.hooked) {
       const staging = sharedArray(Float32Array, p.size);
       p.registerPostAccumulateGradHook(async (param) => {
-        if (!this.requireSync || this.processGroup.size === 1) return; // one rank's gradient is the average
+        if (!this.requireSync) return;
         copyTensorInto(param.grad!, staging);
         await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
         if (!writeInPlace(param.grad!, staging).written) param.grad = tensorFromFloat32(staging, param.shape);
