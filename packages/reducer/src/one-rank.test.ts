@@ -1,5 +1,6 @@
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { join } from '@ddp/join';
 import { BatchNorm1d, Generator, Linear, mse, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -113,6 +114,23 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
       true,
     );
     expect(found.grads).toEqual(found.reference);
+  });
+
+  it('inside join the steps run as without it, with the same gradients', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model);
+    await join([ddp], async () => {
+      for (let step = 0; step < 3; step++) {
+        model.zeroGrad();
+        await backward((x) => ddp.forward(x));
+      }
+    });
+    expect(ddp.iteration).toBe(3);
+    const reference = withLargeGradient();
+    await backward((x) => reference.forward(x));
+    expect(gradSnapshot(model)).toEqual(gradSnapshot(reference));
+    model.dispose();
+    reference.dispose();
   });
 
   it('buffers are not broadcast to oneself', async () => {
