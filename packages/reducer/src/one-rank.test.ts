@@ -45,24 +45,26 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     await destroyProcessGroup();
   });
 
-  it('the default hook sends nothing: the gradients are the local ones, memory flat', async () => {
+  it('the default hook sends nothing, nor the used-parameter search: the gradients are the local ones, memory flat', async () => {
     const pg = getDefaultGroup();
     const reference = withLargeGradient();
     await backward((x) => reference.forward(x));
     const want = gradSnapshot(reference);
     reference.dispose();
-    const model = withLargeGradient();
-    const ddp = await DistributedDataParallel.create(model);
-    const numTensors: number[] = [];
-    for (let step = 0; step < 3; step++) {
-      model.zeroGrad();
-      const sent = await collectivesDuring(pg, () => backward((x) => ddp.forward(x)));
-      if (step > 0) expect(sent).toBe(0); // the first iteration broadcasts its bucket order, once
-      numTensors.push(tf.memory().numTensors);
+    for (const findUnusedParameters of [false, true]) {
+      const model = withLargeGradient();
+      const ddp = await DistributedDataParallel.create(model, { findUnusedParameters });
+      const numTensors: number[] = [];
+      for (let step = 0; step < 3; step++) {
+        model.zeroGrad();
+        const sent = await collectivesDuring(pg, () => backward((x) => ddp.forward(x)));
+        if (step > 0) expect(sent).toBe(0); // the first iteration broadcasts its bucket order, once
+        numTensors.push(tf.memory().numTensors);
+      }
+      expect(gradSnapshot(model)).toEqual(want);
+      expect(numTensors[2]).toBe(numTensors[1]);
+      model.dispose();
     }
-    expect(gradSnapshot(model)).toEqual(want);
-    expect(numTensors[2]).toBe(numTensors[1]);
-    model.dispose();
   });
 
   it('a registered hook is still called once per bucket, in order, with every gradient', async () => {
