@@ -5,6 +5,7 @@
  * - `ddp`: DistributedDataParallel at its defaults (bucket cap tuned in the first iterations; `--bucket-mb` fixes it);
  * - `after`: DDP with one bucket for all gradients, i.e. the all-reduce starts after backward;
  * - `naive`: DataParallelNaive, one all-reduce per parameter;
+ * - `solo`: DDP at its defaults alone (2 ranks, shared memory), for its memory beside the steps under noSync;
  * - `compute`: the same step without any gradient communication (the floor);
  * - `local`: a DDP step whose comm hook sends nothing (DDP's own work: local − compute);
  * - `comm`: the all-reduce of all gradients alone;
@@ -66,13 +67,17 @@ const STEPS = quick ? 3 : 6;
 const ROUNDS = quick ? 1 : rounds;
 const WARMUP = 2;
 /**
- * The limited link: a model of many equal layers (so buckets fill as backward goes), 4 MiB
- * buckets and a batch whose backward outlasts the all-reduce at this rate: what overlap needs.
- * The token bucket holds 1 ms of traffic: a larger burst refills while DDP waits for the
- * next bucket and would let bursts through faster than the rate (measured: 1 MB made 4 MiB
- * all-reduces 1.7× faster than back-to-back ones; 128 KB still reaches the full rate).
+ * The limited link: a model of many equal layers (so buckets fill as backward goes; 46 MiB of
+ * gradients, 4 MiB a layer) and a batch whose backward outlasts the all-reduce at this rate:
+ * what overlap needs. The all-reduce alone takes ~390 ms on the wire (2 ranks: each sends the
+ * 46 MiB once) and 530–590 ms measured; with the native kernels (1 thread) backward took 99 ms
+ * of CPU at batch 256 (the old premise held only with the wasm kernels), 348 at 1024, 532 at
+ * 1536: batch 2048 (~700 ms) outlasts it. The token bucket holds 1 ms of traffic: a larger
+ * burst refills while DDP waits for the next bucket and would let bursts through faster than
+ * the rate (measured: 1 MB made 4 MiB all-reduces 1.7× faster than back-to-back ones; 128 KB
+ * still reaches the full rate).
  */
-const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 256 };
+const LINK = { rate: '1gbit', burst: '128kb', width: 1024, depth: 12, batch: 2048 };
 const dims = dimsOf(WIDTH, DEPTH);
 const paramCount = paramsOf(dims);
 
@@ -130,7 +135,7 @@ async function main(): Promise<void> {
     ['naive', 1],
   ];
   for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
-  plan.push(['interleaved', 2, 'free-core']);
+  plan.push(['solo', 2], ['interleaved', 2, 'free-core']);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
   if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
@@ -165,10 +170,17 @@ async function main(): Promise<void> {
         `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
     ),
   );
+  const linkGradMiB = (paramsOf(dimsOf(LINK.width, LINK.depth)) * 4) / 2 ** 20;
+  /** The caps kept by round; one that holds every gradient is one bucket, the first included. */
+  const kept = (name: string, gradients: number) =>
+    `${info(name, 2)
+      .map((mb) => `${mb}${mb >= gradients ? ' (one bucket)' : ''}`)
+      .join(', ')} MiB`;
   const caps = prefixes.map(
-    (p) => `${p || 'shared memory '}${info(`${p}interleaved-info:bucketCapMB`, 2).join(', ')} MiB`,
+    (p) => `${p || 'shared memory '}${kept(`${p}interleaved-info:bucketCapMB`, (paramCount * 4) / 2 ** 20)}`,
   );
   const rss = (v: string) => `${v} ${Math.max(...info(`${v}-info:peakRssMiB`, 2)).toFixed(0)}`;
+  const overNoSync = (v: string) => `${v} +${Math.max(...info(`${v}-info:rssOverNoSyncMiB`, 2)).toFixed(0)}`;
   const rows = samples.map((s) => ({
     variant: s.variant,
     world: s.world,
@@ -196,7 +208,10 @@ async function main(): Promise<void> {
     `Bucket cap the autotune kept (2 ranks, by round): ${caps.join('; ')}.`,
     `Peak RSS of rank 0 at 2 ranks (MiB; gradients are ${gradMiB.toFixed(0)} MiB, held once, in the wasm ` +
       `heap: DDP reduces the large ones there; the interleaved run also fills a gradient-sized array for comm): ` +
-      `${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}.`,
+      `${['interleaved', 'after', 'naive', ...(torch ? ['torch'] : [])].map(rss).join(', ')}. What synchronized ` +
+      `steps add to the peak of the same process's steps under noSync (MiB, worst round; a second copy of the ` +
+      `gradients would add ${gradMiB.toFixed(0)}): ${['solo', 'after', 'naive'].map(overNoSync).join(', ')} ` +
+      `(naive stages every gradient in shared memory).`,
     `Weak-scaling efficiency at 2 ranks (DDP step at 1 rank / at 2 ranks): ${pct(efficiency)}; the compute ` +
       `alone: ${pct(computeScaling)} (two single-threaded ranks on the 2 cores slow each other).`,
     `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the ` +
@@ -213,9 +228,9 @@ async function main(): Promise<void> {
       : `Over a ${LINK.rate} link (tc tbf between two network namespaces, one rank on each; rows link-*): MLP ` +
         `${linkDims[0]}→${LINK.width}×${LINK.depth - 1}→${linkDims.at(-1)} (${(paramsOf(linkDims) / 1e6).toFixed(1)} ` +
         `M parameters), batch ${LINK.batch}, bucket cap kept ` +
-        `${info('link-interleaved-info:bucketCapMB', 2).join(', ')} MiB: communication hidden behind backward ` +
+        `${kept('link-interleaved-info:bucketCapMB', linkGradMiB)}: communication hidden behind backward ` +
         `${byRound(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ` +
-        `${info('link-free-core-interleaved-info:bucketCapMB', 2).join(', ')} MiB): ` +
+        `${kept('link-free-core-interleaved-info:bucketCapMB', linkGradMiB)}): ` +
         `${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');

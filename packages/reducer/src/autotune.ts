@@ -1,8 +1,18 @@
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { assignBuckets } from './bucket.js';
 
-/** Caps tried when DistributedDataParallel is given no bucketCapMB (MiB). */
+/** Caps tried when DistributedDataParallel is given no bucketCapMB (MiB), and one bucket for all gradients. */
 export const DEFAULT_CAP_CANDIDATES_MB: readonly number[] = [2, 8, 25, 64];
+const MB = 2 ** 20;
+
+/**
+ * The first bucket's limit (bytes) under a candidate cap: a cap that holds every gradient means
+ * one bucket for all of them, the first included — the all-reduce after backward, what pays
+ * where backward leaves no core for the comm thread (both cores running ranks) and several
+ * buckets only add collectives.
+ */
+export const firstCapUnder = (capMB: number, firstCapBytes: number, totalBytes: number): number =>
+  capMB * MB >= totalBytes ? capMB * MB : firstCapBytes;
 /** Timed iterations per candidate cap; each candidate keeps its fastest. */
 const STEPS_PER_CAP = 2;
 
@@ -20,7 +30,8 @@ export interface BucketCapTuning {
  * drift in the machine's load hits them alike instead of favouring the caps tried while it
  * was quieter. At the end, one all-reduce (MAX) of every rank's times gives all ranks the
  * same table, so they all keep the same fastest cap. Candidates that give the same buckets
- * as an earlier one are skipped.
+ * as an earlier one are skipped. With `oneBucket`, a cap holding every gradient (one bucket)
+ * is tried too, so the tuner keeps it where overlap does not pay.
  */
 export class BucketCapTuner {
   private candidates: number[] = [];
@@ -28,13 +39,18 @@ export class BucketCapTuner {
   private step = 0;
   result: BucketCapTuning | null = null;
 
-  constructor(private readonly candidatesMB: readonly number[]) {}
+  constructor(
+    private readonly candidatesMB: readonly number[],
+    private readonly oneBucket = false,
+  ) {}
 
   /** The candidates worth trying for parameters of these sizes (in expected order); returns the first cap. */
   plan(sizes: readonly number[], firstCapBytes: number): number {
+    const total = sizes.reduce((n, s) => n + s * 4, 0);
     const seen = new Set<string>();
-    this.candidates = this.candidatesMB.filter((mb) => {
-      const layout = JSON.stringify(assignBuckets(sizes, firstCapBytes, mb * 2 ** 20));
+    const caps = this.oneBucket ? [...this.candidatesMB, Math.ceil(total / MB)] : this.candidatesMB;
+    this.candidates = caps.filter((mb) => {
+      const layout = JSON.stringify(assignBuckets(sizes, firstCapUnder(mb, firstCapBytes, total), mb * MB));
       return !seen.has(layout) && seen.add(layout);
     });
     this.times = this.candidates.map(() => Number.POSITIVE_INFINITY);

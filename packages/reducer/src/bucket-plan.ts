@@ -1,6 +1,6 @@
 import type { ProcessGroup } from '@ddp/comm';
 import type { Parameter } from '@ddp/nn';
-import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB } from './autotune.js';
+import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB, firstCapUnder } from './autotune.js';
 import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
 import type { DDPOptions } from './options.js';
 
@@ -41,7 +41,8 @@ export class BucketPlan {
     this.firstCapBytes = (opts.firstBucketMB ?? 1) * MB;
     this.cap = opts.bucketCapMB ?? 25;
     const tune = opts.bucketCapMB === undefined && worldSize > 1;
-    this.tuner = tune ? new BucketCapTuner(opts.bucketCapCandidatesMB ?? DEFAULT_CAP_CANDIDATES_MB) : null;
+    const candidates = opts.bucketCapCandidatesMB;
+    this.tuner = tune ? new BucketCapTuner(candidates ?? DEFAULT_CAP_CANDIDATES_MB, candidates === undefined) : null;
     this.order = params.map((_, i) => params.length - 1 - i);
     this.arena = bucketArena(params);
     this.setBuckets();
@@ -74,7 +75,9 @@ export class BucketPlan {
   }
 
   private setBuckets(): void {
-    this.buckets = buildBuckets(this.params, this.order, this.firstCapBytes, this.cap * MB, this.arena);
+    // a tuned cap that holds every gradient is one bucket, the first included
+    const first = this.tuner ? firstCapUnder(this.cap, this.firstCapBytes, this.arena.length * 4) : this.firstCapBytes;
+    this.buckets = buildBuckets(this.params, this.order, first, this.cap * MB, this.arena);
     this.slotOf = [];
     for (const bucket of this.buckets) for (const slot of bucket.slots) this.slotOf[slot.index] = { bucket, slot };
   }

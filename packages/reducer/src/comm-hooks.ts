@@ -50,8 +50,12 @@ export const inPlaceHook = <S>(hook: (state: S, bucket: InPlaceBucket) => Promis
 export const isInPlaceHook = <S>(hook: CommHook<S> | InPlaceCommHook<S>): hook is InPlaceCommHook<S> =>
   (hook as Partial<InPlaceCommHook<S>>).inPlace === true;
 
-/** The default: all-reduce and average each of the bucket's arrays, all issued at once (PyTorch's allreduce_hook). */
+/**
+ * The default: all-reduce and average each of the bucket's arrays, all issued at once (PyTorch's allreduce_hook).
+ * In a group of one the average is the gradient itself: nothing is sent, not even to the comm thread.
+ */
 export const allreduceHook: InPlaceCommHook<unknown> = inPlaceHook(async (_state, { arrays, processGroup }) => {
+  if (processGroup.size === 1) return;
   await Promise.all(arrays.map((a) => processGroup.allReduce(a, { op: ReduceOp.AVG }).wait()));
 });
 

@@ -87,7 +87,10 @@ for (const [storage, env] of STORAGE)
           const tuning = ranks[0].tuning as { candidatesMB: number[]; msPerIteration: number[]; chosenMB: number };
           expect(tuning.candidatesMB).toEqual([0.004, 0.01, 1]);
           expect(tuning.candidatesMB).toContain(tuning.chosenMB);
+          // 1 MiB holds every gradient: that candidate is one bucket, the first (0.002 MiB) included
+          expect(ranks[0].bucketsPerStep).toContain(1);
           for (const r of ranks) {
+            expect(r.bucketsPerStep).toEqual(ranks[0].bucketsPerStep);
             expect(r.tuning).toEqual(tuning);
             expect(r.capMB).toBe(tuning.chosenMB);
             expect(r.rebuiltLayout).toEqual(ranks[0].rebuiltLayout);

@@ -244,13 +244,14 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {
       usedAnywhere = Int32Array.from(reduction.used);
-      await this.collective('used-parameter all-reduce', () => this.processGroup.allReduce(usedAnywhere!).wait());
+      if (this.processGroup.size > 1)
+        await this.collective('used-parameter all-reduce', () => this.processGroup.allReduce(usedAnywhere!).wait());
     }
     // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
     for (const bucket of buckets) bucket.writeBack(results[bucket.index]!, opts);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
-    if (this.broadcastBuffers) await this.syncBuffers();
+    if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers();
     this.iteration++;
   }
 

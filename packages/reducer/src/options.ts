@@ -6,7 +6,10 @@ export interface DDPOptions {
   processGroup?: ProcessGroup;
   /** Size of every bucket but the first, in MiB. Unset: tuned in the first iterations among bucketCapCandidatesMB. */
   bucketCapMB?: number;
-  /** Caps (MiB) the autotune tries when bucketCapMB is unset (default 2, 8, 25, 64). */
+  /**
+   * Caps (MiB) the autotune tries when bucketCapMB is unset (default 2, 8, 25, 64 and one bucket for all gradients);
+   * a candidate that holds every gradient is one bucket, the first included.
+   */
   bucketCapCandidatesMB?: readonly number[];
   /** Size of the first bucket, in MiB (default 1): small, so the first all-reduce starts early. */
   firstBucketMB?: number;

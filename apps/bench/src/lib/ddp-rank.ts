@@ -22,9 +22,12 @@ export interface DdpRankRun {
  * without gradient sync (`compute`, under noSync), a DDP step whose comm hook communicates
  * nothing (`local`: DDP's own work, the bucket copies and checks), a DDP step (`ddp`) and
  * the all-reduce of all gradients alone (`comm`); the machine's drifting load then hits them alike.
- * `after` (one bucket, reduced after backward) and `naive` (DataParallelNaive) run alone.
- * A DDP without a given cap first trains until its autotune has kept one (those iterations
- * are not timed). Rank 0 prints the median time of each, its peak RSS and the cap.
+ * `after` (one bucket, reduced after backward), `naive` (DataParallelNaive) and `solo` (DDP at
+ * its defaults, without the comm row's gradient-sized array) run alone. Every variant first
+ * takes `warmup` steps under noSync: its peak RSS then is the baseline its synchronized steps
+ * are measured against (`info:rssOverNoSyncMiB`). A DDP without a given cap then trains until
+ * its autotune has kept one (those iterations are not timed). Rank 0 prints the median time of
+ * each, its peak RSS and the cap.
  */
 export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
   const { dims, batch, bucketMB, steps, warmup } = run;
@@ -64,6 +67,10 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
     opt.step();
     opt.zeroGrad();
   };
+  const peakRssMiB = () => process.resourceUsage().maxRSS / 1024;
+  // the peak of steps without gradient sync first: what synchronized steps add beyond it is the variant's own memory
+  for (let s = 0; s < warmup; s++) await train(false);
+  const noSyncPeakRssMiB = peakRssMiB();
   // only where `comm` runs: filled, it would add a gradient-sized copy to every variant's peak RSS
   const flat = variant === 'interleaved' && pg.size > 1 ? sharedArray(Float32Array, paramCount).fill(1) : null;
   const hook = { communicate: true };
@@ -120,7 +127,8 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
   }
   const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
   const info = {
-    'info:peakRssMiB': process.resourceUsage().maxRSS / 1024,
+    'info:peakRssMiB': peakRssMiB(),
+    'info:rssOverNoSyncMiB': peakRssMiB() - noSyncPeakRssMiB,
     ...(wrapped instanceof DistributedDataParallel ? { 'info:bucketCapMB': wrapped.bucketCapMB } : {}),
   };
   if (pg.rank === 0)

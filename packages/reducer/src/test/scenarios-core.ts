@@ -88,6 +88,8 @@ async function transformerScenario(
   const ddp = await DistributedDataParallel.create(model, opts);
   const initialLayout = ddp.bucketLayout;
   const numTensors: number[] = [];
+  /** How many buckets each iteration after the first had (the autotune's trials change them). */
+  const bucketsPerStep: number[] = [];
   const [from, to] = shareOf(B, pg.rank, pg.size);
   await train(
     model,
@@ -96,6 +98,7 @@ async function transformerScenario(
     to,
     (s) => {
       if (s === 4 || s === 19) numTensors.push(tf.memory().numTensors);
+      bucketsPerStep.push(ddp.bucketLayout.length);
     },
   );
   return {
@@ -106,6 +109,7 @@ async function transformerScenario(
     numTensors,
     tuning: ddp.bucketCapTuning,
     capMB: ddp.bucketCapMB,
+    bucketsPerStep,
   };
 }
 

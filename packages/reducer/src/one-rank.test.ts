@@ -1,0 +1,147 @@
+import { tidy } from '@ddp/autograd';
+import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { join } from '@ddp/join';
+import { BatchNorm1d, Generator, Linear, mse, Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
+import { type InPlaceBucket, inPlaceHook } from './comm-hooks.js';
+import { DistributedDataParallel } from './ddp.js';
+import { gradSnapshot, mlp, normal, rows } from './test/models.js';
+import { branchy, branchyLoss, gradsVsReference } from './test/unused-reference.js';
+
+/** One backward of `forward` on an MLP's batch; the loss's gradients stay in the parameters. */
+async function backward(forward: (x: ReturnType<typeof rows>) => ReturnType<typeof rows>, xSeed = 31): Promise<void> {
+  const x = normal([4, 5], xSeed);
+  const y = normal([4, 3], 32);
+  const loss = tidy(() => mse(forward(rows(x, 0, 4)), rows(y, 0, 4)));
+  try {
+    await loss.backward();
+  } finally {
+    loss.dispose();
+    tf.dispose([x, y]);
+  }
+}
+
+/** Counts the group's collectives while `run` runs. */
+async function collectivesDuring(pg: ProcessGroup, run: () => Promise<void>): Promise<number> {
+  const spies = [vi.spyOn(pg, 'allReduce'), vi.spyOn(pg, 'broadcast')];
+  try {
+    await run();
+    return spies.reduce((n, s) => n + s.mock.calls.length, 0);
+  } finally {
+    for (const s of spies) s.mockRestore();
+  }
+}
+
+/** An MLP with one gradient large enough to be reduced in place, the others copied into the buckets. */
+const withLargeGradient = () => mlp(21, [5, Math.ceil(IN_PLACE_MIN_ELEMENTS / 5) + 1, 3]);
+
+describe('DistributedDataParallel at world size 1: nothing to average, every check kept', () => {
+  beforeAll(async () => {
+    await initProcessGroup({ rank: 0, worldSize: 1 });
+  });
+  afterAll(async () => {
+    await destroyProcessGroup();
+  });
+
+  it('the default hook sends nothing, nor the used-parameter search: the gradients are the local ones, memory flat', async () => {
+    const pg = getDefaultGroup();
+    const reference = withLargeGradient();
+    await backward((x) => reference.forward(x));
+    const want = gradSnapshot(reference);
+    reference.dispose();
+    for (const findUnusedParameters of [false, true]) {
+      const model = withLargeGradient();
+      const ddp = await DistributedDataParallel.create(model, { findUnusedParameters });
+      const numTensors: number[] = [];
+      for (let step = 0; step < 3; step++) {
+        model.zeroGrad();
+        const sent = await collectivesDuring(pg, () => backward((x) => ddp.forward(x)));
+        if (step > 0) expect(sent).toBe(0); // the first iteration broadcasts its bucket order, once
+        numTensors.push(tf.memory().numTensors);
+      }
+      expect(gradSnapshot(model)).toEqual(want);
+      expect(numTensors[2]).toBe(numTensors[1]);
+      model.dispose();
+    }
+  });
+
+  it('a registered hook is still called once per bucket, in order, with every gradient', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+    const seen: { index: number; names: string[] }[] = [];
+    ddp.registerCommHook(
+      null,
+      inPlaceHook(async (_s, bucket: InPlaceBucket) => {
+        seen.push({ index: bucket.index, names: bucket.parameters.map((p) => p.name) });
+      }),
+    );
+    await backward((x) => ddp.forward(x));
+    expect(seen.map((s) => s.index)).toEqual(ddp.bucketLayout.map((_, i) => i));
+    expect(seen.flatMap((s) => s.names).sort()).toEqual(ddp.params.map((p) => p.name).sort());
+    model.dispose();
+  });
+
+  it('checkFinite still names a NaN gradient', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model);
+    const x = tf.tensor2d([[Number.NaN, 0, 0, 0, 0]]);
+    const loss = tidy(() =>
+      ddp
+        .forward(rows(x, 0, 1))
+        .square()
+        .mean(),
+    );
+    await expect(loss.backward()).rejects.toMatchObject({ name: 'NonFiniteGradientError' });
+    loss.dispose();
+    x.dispose();
+    model.dispose();
+  });
+
+  it('unused parameters: named without findUnusedParameters, the exact local gradients with it', async () => {
+    const pg = getDefaultGroup();
+    const error = await gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      false,
+    );
+    expect(error.error).toMatchObject({ name: 'UnusedParametersError' });
+    expect((error.error as Error).message).toMatch(/extra\.weight/);
+    const found = await gradsVsReference(
+      pg,
+      branchy(() => false),
+      branchyLoss,
+      true,
+    );
+    expect(found.grads).toEqual(found.reference);
+  });
+
+  it('inside join the steps run as without it, with the same gradients', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model);
+    await join([ddp], async () => {
+      for (let step = 0; step < 3; step++) {
+        model.zeroGrad();
+        await backward((x) => ddp.forward(x));
+      }
+    });
+    expect(ddp.iteration).toBe(3);
+    const reference = withLargeGradient();
+    await backward((x) => reference.forward(x));
+    expect(gradSnapshot(model)).toEqual(gradSnapshot(reference));
+    model.dispose();
+    reference.dispose();
+  });
+
+  it('buffers are not broadcast to oneself', async () => {
+    const model = new Sequential(new Linear(5, 3, { generator: new Generator(40) }), new BatchNorm1d(3));
+    const ddp = await DistributedDataParallel.create(model);
+    const sent = await collectivesDuring(getDefaultGroup(), async () => {
+      for (let step = 0; step < 2; step++) await backward((x) => ddp.forward(x), 41 + step);
+    });
+    expect(sent).toBe(1); // the bucket order, after the first iteration
+    model.dispose();
+  });
+});
