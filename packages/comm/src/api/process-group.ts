@@ -6,7 +6,7 @@ import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
-import type { P2POp, ProcessGroup } from './group.js';
+import type { P2POp, ProcessGroup, ReduceScatterOptions } from './group.js';
 import type { Work } from './work.js';
 
 /** A process group whose collectives run on the process's comm worker thread. */
@@ -130,6 +130,15 @@ export class WorkerProcessGroup implements ProcessGroup {
     return this.collective('allGatherInto', () => {
       checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
+      if (output.buffer instanceof SharedArrayBuffer) {
+        // gathered straight into the caller's shared memory, this rank's input placed in its slot first
+        const slot = bytes(output).subarray(this.rank * input.byteLength, (this.rank + 1) * input.byteLength);
+        const place = () => {
+          if (input.buffer !== output.buffer || input.byteOffset !== slot.byteOffset) slot.set(bytes(input));
+        };
+        const io = { reads: [input], writes: [output] };
+        return this.ops.onShared('allGatherInto', output, d, { count: input.length }, io, place);
+      }
       return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
         output.byteLength,
@@ -140,11 +149,11 @@ export class WorkerProcessGroup implements ProcessGroup {
     });
   }
 
-  reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
+  reduceScatter(output: CommArray, input: CommArray, opts: ReduceScatterOptions = {}): Work {
     return this.collective('reduceScatter', () => {
       checkReduceScatter(output, input, this.size);
       const op = reduceOpOf(opts.op, 'reduceScatter');
-      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank);
+      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
     });
   }
 
