@@ -23,12 +23,13 @@ import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { Option } from 'commander';
 import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
+import { pinLeavingACoreFree } from './lib/thread-cpu.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
 const LAYERS = 12;
 const BATCH = 8;
-const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch'] as const;
+const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch', 'fsdp-free-core'] as const;
 type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
@@ -100,8 +101,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     return (performance.now() - started) / 1000;
   };
   const profile = await tf.profile(async () => {
-    if (mode === 'fsdp' || mode === 'fsdp-no-prefetch') {
-      const opts = { processGroup: group, prefetch: mode === 'fsdp' };
+    if (mode.startsWith('fsdp')) {
+      const opts = { processGroup: group, prefetch: mode !== 'fsdp-no-prefetch' };
       for (const layer of layers) fullyShard(layer, opts);
       fsdp = fullyShard(model, opts);
       optimizer = new Adam(fsdp.parameters(), { lr: 1e-4 });
@@ -132,7 +133,9 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     stepSeconds: mean(later),
     stepCpuSeconds: mean(stepCpu.slice(1, steps)),
   };
-  if (fsdp && mode === 'fsdp') Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank));
+  if (fsdp && mode !== 'fsdp-no-prefetch') {
+    Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank, mode === 'fsdp-free-core'));
+  }
   printSample(sample);
   await destroyProcessGroup();
 }
@@ -147,7 +150,8 @@ const SAVE_REPEATS = 2;
  * OVERLAPPED_STEPS steps after it and any wait left for its commit, minus as many plain steps
  * (the fastest of two just before the saves and one after them). So work the writer thread
  * takes from later steps counts too, not only the first step's. Each the fastest of
- * SAVE_REPEATS. The AsyncCheckpointer is made first, as a training script makes it once, and
+ * SAVE_REPEATS. With `freeCore` every rank's main thread runs on CPU 0 and its other threads (comm, the
+ * writer) on CPU 1, as with a core left for them. The AsyncCheckpointer is made first, as a training script makes it once, and
  * saves once before (its staging buffers are then allocated, as in training). Each rank saves
  * into its own run's temporary directory on rank 0's choice of name: every rank of the bench
  * runs on this host.
@@ -157,9 +161,11 @@ async function checkpointStall(
   optimizer: Optimizer<{ lr: number }>,
   step: () => Promise<number>,
   rank: number,
+  freeCore: boolean,
 ) {
   const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
   const saver = new AsyncCheckpointer(root);
+  if (freeCore) pinLeavingACoreFree(); // after the saver started its writer thread, which goes with the comm threads
   await (await saver.save(dir, { optimizer, step: 0 })).done;
   const plain = [await step(), await step()];
   const sync: number[] = [];
@@ -188,10 +194,12 @@ async function checkpointStall(
 }
 
 /**
- * Kernel threads per rank: --threads, else the host's cores shared among the ranks (as ddp-run), unless the environment
+ * Kernel threads per rank: 1 with a core left free, else --threads, else the host's cores shared among the ranks (as
+ * ddp-run), unless the environment
  * chose.
  */
-function threadsPerRank(world: number): number | undefined {
+function threadsPerRank(world: number, mode: Mode): number | undefined {
+  if (mode === 'fsdp-free-core') return 1;
   if (values.threads !== undefined) return values.threads;
   if (process.env.DDP_NUM_THREADS ?? process.env.OMP_NUM_THREADS) return undefined;
   return Math.max(1, Math.floor(availableParallelism() / world));
@@ -210,7 +218,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
     '--steps',
     `${steps}`,
   ];
-  const threads = threadsPerRank(world);
+  const threads = threadsPerRank(world, mode);
   const env: Record<string, string> = threads === undefined ? {} : { DDP_NUM_THREADS: `${threads}` };
   const ranks = await runSampleWorld<RankSample>(world, process.execPath, args, { env });
   return ranks.map((samples, rank) => {
@@ -237,7 +245,7 @@ async function main(): Promise<void> {
       const state = Math.max(...ranks.map((r) => r.stateBytes));
       rows.push({
         ranks: world,
-        threadsPerRank: threadsPerRank(world) ?? 'env',
+        threadsPerRank: threadsPerRank(world, mode) ?? 'env',
         mode,
         params: ranks[0].params,
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
@@ -269,7 +277,9 @@ async function main(): Promise<void> {
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
       'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model ' +
       '(gradients reduced to their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, ' +
-      'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the ' +
+      'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed; fsdp-free-core: the save ' +
+      "figures with each rank's main thread on CPU 0 and its other threads, the checkpoint writer's too, on CPU 1, " +
+      'one kernel thread per rank). stepSeconds: mean of the ' +
       'steps after the first; stepCpuSeconds: their mean CPU time per rank, every thread (steadier on ' +
       'a shared machine); ' +
       `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: ` +
