@@ -194,9 +194,8 @@ async function checkpointStall(
 }
 
 /**
- * Kernel threads per rank: 1 with a core left free, else --threads, else the host's cores shared among the ranks (as
- * ddp-run), unless the environment
- * chose.
+ * Kernel threads per rank: 1 with a core left free, else --threads, else the host's cores shared among the ranks
+ * (as ddp-run), unless the environment chose.
  */
 function threadsPerRank(world: number, mode: Mode): number | undefined {
   if (mode === 'fsdp-free-core') return 1;
