@@ -4,6 +4,7 @@ import type { CommThread } from '../scheduling/comm-thread.js';
 import type { MainRunner } from '../scheduling/main-runner.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
+import { allGatherIntoShared } from '../scheduling/shared-in-place.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
 import type { P2POp, ProcessGroup, ReduceScatterOptions } from './group.js';
@@ -130,15 +131,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     return this.collective('allGatherInto', () => {
       checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
-      if (output.buffer instanceof SharedArrayBuffer) {
-        // gathered straight into the caller's shared memory, this rank's input placed in its slot first
-        const slot = bytes(output).subarray(this.rank * input.byteLength, (this.rank + 1) * input.byteLength);
-        const place = () => {
-          if (input.buffer !== output.buffer || input.byteOffset !== slot.byteOffset) slot.set(bytes(input));
-        };
-        const io = { reads: [input], writes: [output] };
-        return this.ops.onShared('allGatherInto', output, d, { count: input.length }, io, place);
-      }
+      if (output.buffer instanceof SharedArrayBuffer) return allGatherIntoShared(this.ops, output, input, d, this.rank);
       return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
         output.byteLength,

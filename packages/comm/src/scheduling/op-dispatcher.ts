@@ -5,6 +5,7 @@ import { int32Average } from './int32-average.js';
 import type { MainRunner } from './main-runner.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { onMainThread } from './routing.js';
+import { reduceScatterInPlace } from './shared-in-place.js';
 import { bytes, type StagingPool } from './staging.js';
 
 /** The arrays an op reads when it is issued and writes when it completes. */
@@ -278,16 +279,8 @@ export class OpDispatcher {
     if (d === 'int32' && reduceOp === 'avg')
       return int32Average(this, 'reduceScatter', input as Int32Array, output as Int32Array, rank * output.length, {});
     const n = input.length;
-    if (overwriteInput && input.buffer instanceof SharedArrayBuffer) {
-      // reduced where it is; this rank's chunk copied out unless `output` is that chunk
-      const chunk = bytes(input).subarray(rank * output.byteLength, (rank + 1) * output.byteLength);
-      const isChunk = output.buffer === input.buffer && output.byteOffset === chunk.byteOffset;
-      const copyOut = () => {
-        if (!isChunk) bytes(output).set(chunk);
-      };
-      const io = { reads: [input], writes: [input, output] };
-      return this.onShared('reduceScatter', input, d, { reduceOp, count: n, length: n }, io, undefined, copyOut);
-    }
+    if (overwriteInput && input.buffer instanceof SharedArrayBuffer)
+      return reduceScatterInPlace(this, output, input, d, reduceOp, rank);
     return this.submit(
       { op: 'reduceScatter', dtype: d, reduceOp, root: 0, count: n, length: n },
       input.byteLength,
