@@ -150,11 +150,11 @@ const SAVE_REPEATS = 2;
  * OVERLAPPED_STEPS steps after it and any wait left for its commit, minus as many plain steps
  * (the fastest of two just before the saves and one after them). So work the writer thread
  * takes from later steps counts too, not only the first step's. Each the fastest of
- * SAVE_REPEATS. With `freeCore` every rank's main thread runs on CPU 0 and its other threads (comm, the
- * writer) on CPU 1, as with a core left for them. The AsyncCheckpointer is made first, as a training script makes it once, and
- * saves once before (its staging buffers are then allocated, as in training). Each rank saves
- * into its own run's temporary directory on rank 0's choice of name: every rank of the bench
- * runs on this host.
+ * SAVE_REPEATS. With `freeCore` every rank's main thread runs on CPU 0 and its other threads
+ * (comm, the writer) on CPU 1, as with a core left for them. The AsyncCheckpointer is made
+ * first, as a training script makes it once, and saves once before (its staging buffers are
+ * then allocated, as in training). Each rank saves into its own run's temporary directory on
+ * rank 0's choice of name: every rank of the bench runs on this host.
  */
 async function checkpointStall(
   root: FSDPModule,

@@ -15,7 +15,9 @@ let alias: { heap: ArrayBuffer; shared: SharedArrayBuffer; address: number } | n
 /** The heap moved once: host copies from then on. */
 let moved = false;
 
-/** `t`'s own float32 storage as an array over shared memory, or null (see above; also when shared with another tensor). */
+/**
+ * `t`'s own float32 storage as an array over shared memory, or null (see above; also when shared with another tensor).
+ */
 function sharedStorage(t: tf.Tensor): Float32Array | null {
   const own = moved ? null : ownedHeapView(t);
   const shm = own && loadSharedMemory();
