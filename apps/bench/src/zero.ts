@@ -4,26 +4,26 @@
  * (gradients reduced to their owner, no DDP), and FSDP (@ddp/fsdp: one unit per Linear, the
  * Sequential root stepping through them; with and without prefetch), at 2 and 4 ranks. Also the
  * mean time of the steps after the first, and for FSDP how long a synchronous sharded checkpoint
- * save takes against how much an AsyncCheckpointer save stalls the step it overlaps. Peak = tfjs's peakBytes over
- * the whole run (model, gradients, optimizer state, temporaries; comm buffers are plain JS
- * memory and not counted), measured with tf.profile on every rank. Writes results/zero.*.
+ * save takes against how much an AsyncCheckpointer save stalls the steps it overlaps, and the
+ * CPU it adds (lib/fsdp-save-stall.ts), also with a core left to the ranks' other threads
+ * (fsdp-free-core). Peak = tfjs's peakBytes over the whole run (model, gradients, optimizer
+ * state, temporaries; comm buffers are plain JS memory and not counted), measured with
+ * tf.profile on every rank. Writes results/zero.*.
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
-import { rm } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { AsyncCheckpointer, type FSDPModule, fullyShard, saveFSDPCheckpoint } from '@ddp/fsdp';
+import { type FSDPModule, fullyShard } from '@ddp/fsdp';
 import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { Option } from 'commander';
 import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
-import { pinLeavingACoreFree } from './lib/thread-cpu.js';
+import { checkpointStall, OVERLAPPED_STEPS, SAVE_REPEATS } from './lib/fsdp-save-stall.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
@@ -62,6 +62,9 @@ interface RankSample {
   asyncSaveSeconds?: number;
   /** How long AsyncCheckpointer.save itself blocks (the host copy): the part of the stall on the main thread. */
   asyncSaveCallSeconds?: number;
+  /** CPU the async save window took beyond as many plain steps: on the main thread, and on every other thread. */
+  asyncMainCpuSeconds?: number;
+  asyncOtherCpuSeconds?: number;
 }
 
 /** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
@@ -140,59 +143,6 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
   await destroyProcessGroup();
 }
 
-/** Training steps an async save overlaps in the stall measurement (every rank runs the same count). */
-const OVERLAPPED_STEPS = 3;
-/** Saves of each kind; the fastest counts (load on a shared machine only adds time). */
-const SAVE_REPEATS = 2;
-
-/**
- * A synchronous save's duration, and the stall of an async one: its host copy, the
- * OVERLAPPED_STEPS steps after it and any wait left for its commit, minus as many plain steps
- * (the fastest of two just before the saves and one after them). So work the writer thread
- * takes from later steps counts too, not only the first step's. Each the fastest of
- * SAVE_REPEATS. With `freeCore` every rank's main thread runs on CPU 0 and its other threads
- * (comm, the writer) on CPU 1, as with a core left for them. The AsyncCheckpointer is made
- * first, as a training script makes it once, and saves once before (its staging buffers are
- * then allocated, as in training). Each rank saves into its own run's temporary directory on
- * rank 0's choice of name: every rank of the bench runs on this host.
- */
-async function checkpointStall(
-  root: FSDPModule,
-  optimizer: Optimizer<{ lr: number }>,
-  step: () => Promise<number>,
-  rank: number,
-  freeCore: boolean,
-) {
-  const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
-  const saver = new AsyncCheckpointer(root);
-  if (freeCore) pinLeavingACoreFree(); // after the saver started its writer thread, which goes with the comm threads
-  await (await saver.save(dir, { optimizer, step: 0 })).done;
-  const plain = [await step(), await step()];
-  const sync: number[] = [];
-  const overlapped: { call: number; total: number }[] = [];
-  for (let i = 0; i < SAVE_REPEATS; i++) {
-    let started = performance.now();
-    await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
-    sync.push((performance.now() - started) / 1000);
-    started = performance.now();
-    const { done } = await saver.save(dir, { optimizer, step: 2 });
-    const call = (performance.now() - started) / 1000;
-    for (let j = 0; j < OVERLAPPED_STEPS; j++) await step();
-    await done;
-    overlapped.push({ call, total: (performance.now() - started) / 1000 });
-  }
-  plain.push(await step());
-  const fastest = overlapped.reduce((a, b) => (b.total < a.total ? b : a));
-  await root.processGroup.barrier().wait();
-  if (rank === 0) await rm(dir, { recursive: true, force: true });
-  return {
-    syncSaveSeconds: Math.min(...sync),
-    asyncStallSeconds: fastest.total - OVERLAPPED_STEPS * Math.min(...plain),
-    asyncSaveCallSeconds: fastest.call,
-    asyncSaveSeconds: fastest.total,
-  };
-}
-
 /**
  * Kernel threads per rank: 1 with a core left free, else --threads, else the host's cores shared among the ranks
  * (as ddp-run), unless the environment chose.
@@ -228,7 +178,13 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
-type SaveKey = 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds' | 'asyncSaveSeconds';
+type SaveKey =
+  | 'syncSaveSeconds'
+  | 'asyncStallSeconds'
+  | 'asyncSaveCallSeconds'
+  | 'asyncSaveSeconds'
+  | 'asyncMainCpuSeconds'
+  | 'asyncOtherCpuSeconds';
 const maxOf = (ranks: RankSample[], key: SaveKey) =>
   ranks[0][key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
@@ -255,6 +211,8 @@ async function main(): Promise<void> {
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
         asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
+        asyncMainCpuSeconds: maxOf(ranks, 'asyncMainCpuSeconds'),
+        asyncOtherCpuSeconds: maxOf(ranks, 'asyncOtherCpuSeconds'),
         asyncSaveSeconds: maxOf(ranks, 'asyncSaveSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
@@ -285,7 +243,10 @@ async function main(): Promise<void> {
       `AsyncCheckpointer.save, the ${OVERLAPPED_STEPS} steps after it and any wait left for its commit ` +
       `(fastest of ${SAVE_REPEATS}), minus as ` +
       'many plain steps (the fastest of two before and one after); asyncSaveCallSeconds: its save call alone (the ' +
-      'host copy); asyncSaveSeconds: its time until committed. Communication buffers are JS memory and not counted.',
+      'host copy); asyncSaveSeconds: its time until committed; asyncMainCpuSeconds / asyncOtherCpuSeconds: the CPU ' +
+      'that window took beyond as many plain steps (their mean), on the main thread and on all other threads (the ' +
+      "writer's checksums and page-cache writes, the checkpoint group's collectives). Communication buffers are JS " +
+      'memory and not counted.',
     chart: { x: 'ranks', y: 'peakMBPerRank', series: 'mode', title: 'ZeRO: peak tensor memory per rank (MB)' },
   });
   console.log(files.join('\n'));
