@@ -4,19 +4,19 @@
  * (gradients reduced to their owner, no DDP), and FSDP (@ddp/fsdp: one unit per Linear, the
  * Sequential root stepping through them; with and without prefetch), at 2 and 4 ranks. Also the
  * mean time of the steps after the first, and for FSDP how long a synchronous sharded checkpoint
- * save takes against how much an AsyncCheckpointer save stalls the step it overlaps. Peak = tfjs's peakBytes over
- * the whole run (model, gradients, optimizer state, temporaries; comm buffers are plain JS
- * memory and not counted), measured with tf.profile on every rank. Writes results/zero.*.
+ * save takes against how much an AsyncCheckpointer save stalls the steps it overlaps, and the
+ * CPU it adds (lib/fsdp-save-stall.ts), also with a core left to the ranks' other threads
+ * (fsdp-free-core). Peak = tfjs's peakBytes over the whole run (model, gradients, optimizer
+ * state, temporaries; comm buffers are plain JS memory and not counted), measured with
+ * tf.profile on every rank. Writes results/zero.*.
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
  */
-import { rm } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { AsyncCheckpointer, type FSDPModule, fullyShard, saveFSDPCheckpoint } from '@ddp/fsdp';
+import { type FSDPModule, fullyShard } from '@ddp/fsdp';
 import { Adam, Generator, Linear, mse, type Optimizer, Sequential, type TensorModule } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
@@ -24,12 +24,13 @@ import { optimizerStateBytes, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { Option } from 'commander';
 import { CHARTS } from './lib/charts.js';
 import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
+import { checkpointStall, OVERLAPPED_STEPS, SAVE_REPEATS } from './lib/fsdp-save-stall.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
 const LAYERS = 12;
 const BATCH = 8;
-const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch'] as const;
+const MODES = ['ddp', 'zero1', 'zero2', 'fsdp', 'fsdp-no-prefetch', 'fsdp-free-core'] as const;
 type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
@@ -62,6 +63,9 @@ interface RankSample {
   asyncSaveSeconds?: number;
   /** How long AsyncCheckpointer.save itself blocks (the host copy): the part of the stall on the main thread. */
   asyncSaveCallSeconds?: number;
+  /** CPU the async save window took beyond as many plain steps: on the main thread, and on every other thread. */
+  asyncMainCpuSeconds?: number;
+  asyncOtherCpuSeconds?: number;
 }
 
 /** One rank: build the model, train `steps` steps in the given mode under tf.profile. */
@@ -101,8 +105,8 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     return (performance.now() - started) / 1000;
   };
   const profile = await tf.profile(async () => {
-    if (mode === 'fsdp' || mode === 'fsdp-no-prefetch') {
-      const opts = { processGroup: group, prefetch: mode === 'fsdp' };
+    if (mode.startsWith('fsdp')) {
+      const opts = { processGroup: group, prefetch: mode !== 'fsdp-no-prefetch' };
       for (const layer of layers) fullyShard(layer, opts);
       fsdp = fullyShard(model, opts);
       optimizer = new Adam(fsdp.parameters(), { lr: 1e-4 });
@@ -133,66 +137,19 @@ async function rankMain(mode: Mode, steps: number): Promise<void> {
     stepSeconds: mean(later),
     stepCpuSeconds: mean(stepCpu.slice(1, steps)),
   };
-  if (fsdp && mode === 'fsdp') Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank));
+  if (fsdp && mode !== 'fsdp-no-prefetch') {
+    Object.assign(sample, await checkpointStall(fsdp, optimizer!, step, group.rank, mode === 'fsdp-free-core'));
+  }
   printSample(sample);
   await destroyProcessGroup();
 }
 
-/** Training steps an async save overlaps in the stall measurement (every rank runs the same count). */
-const OVERLAPPED_STEPS = 3;
-/** Saves of each kind; the fastest counts (load on a shared machine only adds time). */
-const SAVE_REPEATS = 2;
-
 /**
- * A synchronous save's duration, and the stall of an async one: its host copy, the
- * OVERLAPPED_STEPS steps after it and any wait left for its commit, minus as many plain steps
- * (the fastest of two just before the saves and one after them). So work the writer thread
- * takes from later steps counts too, not only the first step's. Each the fastest of
- * SAVE_REPEATS. The AsyncCheckpointer is made first, as a training script makes it once, and
- * saves once before (its staging buffers are then allocated, as in training). Each rank saves
- * into its own run's temporary directory on rank 0's choice of name: every rank of the bench
- * runs on this host.
+ * Kernel threads per rank: 1 with a core left free, else --threads, else the host's cores shared among the ranks
+ * (as ddp-run), unless the environment chose.
  */
-async function checkpointStall(
-  root: FSDPModule,
-  optimizer: Optimizer<{ lr: number }>,
-  step: () => Promise<number>,
-  rank: number,
-) {
-  const dir = join(tmpdir(), `fsdp-bench-${process.env.MASTER_PORT ?? 'x'}`);
-  const saver = new AsyncCheckpointer(root);
-  await (await saver.save(dir, { optimizer, step: 0 })).done;
-  const plain = [await step(), await step()];
-  const sync: number[] = [];
-  const overlapped: { call: number; total: number }[] = [];
-  for (let i = 0; i < SAVE_REPEATS; i++) {
-    let started = performance.now();
-    await saveFSDPCheckpoint(dir, { root, optimizer, step: 1 });
-    sync.push((performance.now() - started) / 1000);
-    started = performance.now();
-    const { done } = await saver.save(dir, { optimizer, step: 2 });
-    const call = (performance.now() - started) / 1000;
-    for (let j = 0; j < OVERLAPPED_STEPS; j++) await step();
-    await done;
-    overlapped.push({ call, total: (performance.now() - started) / 1000 });
-  }
-  plain.push(await step());
-  const fastest = overlapped.reduce((a, b) => (b.total < a.total ? b : a));
-  await root.processGroup.barrier().wait();
-  if (rank === 0) await rm(dir, { recursive: true, force: true });
-  return {
-    syncSaveSeconds: Math.min(...sync),
-    asyncStallSeconds: fastest.total - OVERLAPPED_STEPS * Math.min(...plain),
-    asyncSaveCallSeconds: fastest.call,
-    asyncSaveSeconds: fastest.total,
-  };
-}
-
-/**
- * Kernel threads per rank: --threads, else the host's cores shared among the ranks (as ddp-run), unless the environment
- * chose.
- */
-function threadsPerRank(world: number): number | undefined {
+function threadsPerRank(world: number, mode: Mode): number | undefined {
+  if (mode === 'fsdp-free-core') return 1;
   if (values.threads !== undefined) return values.threads;
   if (process.env.DDP_NUM_THREADS ?? process.env.OMP_NUM_THREADS) return undefined;
   return Math.max(1, Math.floor(availableParallelism() / world));
@@ -211,7 +168,7 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
     '--steps',
     `${steps}`,
   ];
-  const threads = threadsPerRank(world);
+  const threads = threadsPerRank(world, mode);
   const env: Record<string, string> = threads === undefined ? {} : { DDP_NUM_THREADS: `${threads}` };
   const ranks = await runSampleWorld<RankSample>(world, process.execPath, args, { env });
   return ranks.map((samples, rank) => {
@@ -222,7 +179,13 @@ async function runWorld(world: number, mode: Mode, steps: number): Promise<RankS
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The slowest rank's figure, rounded; '' where the mode does not measure it. */
-type SaveKey = 'syncSaveSeconds' | 'asyncStallSeconds' | 'asyncSaveCallSeconds' | 'asyncSaveSeconds';
+type SaveKey =
+  | 'syncSaveSeconds'
+  | 'asyncStallSeconds'
+  | 'asyncSaveCallSeconds'
+  | 'asyncSaveSeconds'
+  | 'asyncMainCpuSeconds'
+  | 'asyncOtherCpuSeconds';
 const maxOf = (ranks: RankSample[], key: SaveKey) =>
   ranks[0][key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
 
@@ -238,7 +201,7 @@ async function main(): Promise<void> {
       const state = Math.max(...ranks.map((r) => r.stateBytes));
       rows.push({
         ranks: world,
-        threadsPerRank: threadsPerRank(world) ?? 'env',
+        threadsPerRank: threadsPerRank(world, mode) ?? 'env',
         mode,
         params: ranks[0].params,
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
@@ -249,6 +212,8 @@ async function main(): Promise<void> {
         syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
         asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
         asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
+        asyncMainCpuSeconds: maxOf(ranks, 'asyncMainCpuSeconds'),
+        asyncOtherCpuSeconds: maxOf(ranks, 'asyncOtherCpuSeconds'),
         asyncSaveSeconds: maxOf(ranks, 'asyncSaveSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
@@ -271,14 +236,19 @@ async function main(): Promise<void> {
       `${LAYERS} × Linear(${WIDTH}, ${WIDTH}) MLP. ddp: DistributedDataParallel + Adam on every rank; zero1: DDP + ` +
       'ZeroRedundancyOptimizer stage 1; zero2: ZeroRedundancyOptimizer stage 2 on the bare model ' +
       '(gradients reduced to their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, ' +
-      'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed). stepSeconds: mean of the ' +
+      'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed; fsdp-free-core: the save ' +
+      "figures with each rank's main thread on CPU 0 and its other threads, the checkpoint writer's too, on CPU 1, " +
+      'one kernel thread per rank). stepSeconds: mean of the ' +
       'steps after the first; stepCpuSeconds: their mean CPU time per rank, every thread (steadier on ' +
       'a shared machine); ' +
       `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: ` +
       `AsyncCheckpointer.save, the ${OVERLAPPED_STEPS} steps after it and any wait left for its commit ` +
       `(fastest of ${SAVE_REPEATS}), minus as ` +
       'many plain steps (the fastest of two before and one after); asyncSaveCallSeconds: its save call alone (the ' +
-      'host copy); asyncSaveSeconds: its time until committed. Communication buffers are JS memory and not counted.',
+      'host copy); asyncSaveSeconds: its time until committed; asyncMainCpuSeconds / asyncOtherCpuSeconds: the CPU ' +
+      'that window took beyond as many plain steps (their mean), on the main thread and on all other threads (the ' +
+      "writer's checksums and page-cache writes, the checkpoint group's collectives). Communication buffers are JS " +
+      'memory and not counted.',
     chart: CHARTS.zero.chart(meta, rows),
   });
   console.log(files.join('\n'));

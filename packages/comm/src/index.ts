@@ -1,6 +1,6 @@
 export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/half';
 export { type GridSizes, gridGroupLists, ProcessGroupManager } from './api/grid.js';
-export type { P2POp, ProcessGroup } from './api/group.js';
+export type { P2POp, ProcessGroup, ReduceScatterOptions } from './api/group.js';
 export { newGroup, newSubgroupsByEnumeration } from './api/subgroups.js';
 export type { Work } from './api/work.js';
 export {

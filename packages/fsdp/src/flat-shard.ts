@@ -10,6 +10,7 @@ import {
 } from '@ddp/comm';
 import { markGradientShard, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
+import { copyOf, gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
@@ -94,10 +95,24 @@ export class FlatShard {
   }
 
   /**
-   * Host copies: the shard out of the backend (one copy), the gathered values into the parameters
-   * (one upload each).
+   * On the wasm heap (heap-collectives.ts): gathered into one tensor by comm, then each parameter
+   * copied out of it within the heap. Else through host memory: the shard copied out of the
+   * backend, the gathered values uploaded into the parameters.
    */
   private async allGather(): Promise<void> {
+    const inHeap = this.commDtype ? null : gatherIntoTensor(this.group, this.shard.data);
+    if (inHeap) {
+      const full = await inHeap;
+      this.params.forEach((p, i) => {
+        p.data = copyOf(full, this.offsets[i], this.shapes[i]);
+      });
+      full.dispose();
+    } else await this.allGatherOnHost();
+    this.gathered = true;
+    this.pending = null;
+  }
+
+  private async allGatherOnHost(): Promise<void> {
     const n = this.group.size;
     const local = takeBuffer(this.shardSize);
     const full = takeBuffer(this.shardSize * n);
@@ -118,8 +133,6 @@ export class FlatShard {
       giveBuffer(local);
       giveBuffer(full);
     }
-    this.gathered = true;
-    this.pending = null;
   }
 
   /**
@@ -130,7 +143,29 @@ export class FlatShard {
    * and a sum of x / N cannot overflow where the average does not. Collective: every rank calls
    * it for the same unit in the same order.
    */
-  async reduceScatterGrads(): Promise<tf.Tensor> {
+  reduceScatterGrads(): Promise<tf.Tensor> {
+    const n = this.group.size;
+    if (this.commDtype || n === 1) return this.reduceScatterOnHost();
+    // on the heap: the divided gradients (and the padding's zeros) concatenated into one tensor, reduced in place
+    const flat = tf.keep(
+      tf.tidy(() => {
+        const parts = this.params.map((p, i) =>
+          p.grad ? tf.reshape(p.grad, [-1]) : tf.fill([sizeOf(this.shapes[i])], 0),
+        );
+        if (this.shardSize * n > this.total) parts.push(tf.fill([this.shardSize * n - this.total], 0));
+        return tf.mul(parts.length === 1 ? parts[0] : tf.concat(parts), 1 / n);
+      }),
+    );
+    const inHeap = reduceScatterTensor(this.group, flat);
+    if (inHeap === null) {
+      flat.dispose();
+      return this.reduceScatterOnHost();
+    }
+    for (const p of this.params) p.grad = null;
+    return inHeap;
+  }
+
+  private async reduceScatterOnHost(): Promise<tf.Tensor> {
     const n = this.group.size;
     const flat = takeBuffer(this.shardSize * n);
     const mine = takeBuffer(this.shardSize);

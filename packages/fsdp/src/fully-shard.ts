@@ -1,9 +1,9 @@
 import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
 import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
+import { reduceInBackground } from './gradient-reduction.js';
 import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
 
 export interface FullyShardOptions {
@@ -210,10 +210,15 @@ export class FSDPModule implements ShardedUnit {
     await gathering;
   }
 
-  async finishBackward(): Promise<tf.Tensor | null> {
-    const grad = this.requiresGradientSync ? await this.flat!.reduceScatterGrads() : null;
-    this.flat!.free();
-    return grad;
+  /**
+   * The unit's backward is done: its gradients' reduce-scatter starts (the shard's gradient
+   * arrives when backward ends), its parameters are freed. Under no-sync the full gradients stay.
+   */
+  async finishBackward(): Promise<void> {
+    const flat = this.flat!;
+    const reducing = this.requiresGradientSync ? reduceInBackground(flat) : null;
+    flat.free();
+    await reducing;
   }
 
   /** A unit that keeps its parameters through backward reduces its gradients once backward is done. */
@@ -222,14 +227,7 @@ export class FSDPModule implements ShardedUnit {
     this.reduceQueued = true;
     queueCallback(async () => {
       this.reduceQueued = false;
-      const grad = await this.finishBackward();
-      if (grad === null) return;
-      const shard = this.flat!.shard;
-      if (shard.grad === null) shard.grad = grad;
-      else {
-        shard.grad = tf.add(shard.grad, grad);
-        grad.dispose();
-      }
+      await this.finishBackward();
     });
   }
 }

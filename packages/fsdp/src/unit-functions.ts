@@ -5,15 +5,15 @@ import type { tf } from '@ddp/tensor';
 export interface ShardedUnit {
   /** Gathers the unit's parameters for its backward (and prefetches the unit before it). */
   gatherForBackward(): Promise<void>;
-  /** The unit's backward is done: its shard's gradient (null under no-sync), parameters freed. */
-  finishBackward(): Promise<tf.Tensor | null>;
+  /** The unit's backward is done: starts its gradients' reduce-scatter, frees its parameters. */
+  finishBackward(): Promise<void>;
 }
 
 /**
  * Identity on the unit's inputs, with the unit's shard as an extra input: the graph always has
  * an edge into the unit (even when no input requires grad), and this backward runs after the
- * unit's whole backward, so it reduce-scatters the parameters' gradients and hands back the
- * shard's gradient, which the engine accumulates into `shard.grad` like any leaf's.
+ * unit's whole backward, so it starts the reduce-scatter of the parameters' gradients; the
+ * shard's gradient is added to `shard.grad` when backward ends (gradient-reduction.ts).
  */
 export class EnterUnit extends AutogradFunction {
   private unit: ShardedUnit | null = null;
@@ -24,8 +24,8 @@ export class EnterUnit extends AutogradFunction {
   }
 
   async backward(ctx: Context, ...grads: tf.Tensor[]) {
-    const shardGrad = await this.unit!.finishBackward();
-    return [null, shardGrad, ...grads.map((g, i) => (ctx.needsInputGrad[i + 2] ? g.clone() : null))];
+    await this.unit!.finishBackward();
+    return [null, null, ...grads.map((g, i) => (ctx.needsInputGrad[i + 2] ? g.clone() : null))];
   }
 }
 

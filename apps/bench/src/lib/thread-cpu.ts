@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** CPU time (ns) each thread of this process has run so far, by thread id (Linux /proc schedstat; empty elsewhere). */
 export function threadCpuNs(): Map<number, number> {
@@ -64,6 +64,11 @@ export class ThreadCpu {
  * rows). Threads the main thread starts later inherit CPU 0.
  */
 export function pinLeavingACoreFree(): void {
-  for (const tid of threadCpuNs().keys())
-    execFileSync('taskset', ['-p', '-c', tid === process.pid ? '0' : '1', String(tid)], { stdio: 'ignore' });
+  for (const tid of threadCpuNs().keys()) {
+    try {
+      execFileSync('taskset', ['-p', '-c', tid === process.pid ? '0' : '1', String(tid)], { stdio: 'ignore' });
+    } catch (error) {
+      if (existsSync(`/proc/self/task/${tid}`)) throw error; // else the thread ended meanwhile
+    }
+  }
 }

@@ -13,6 +13,17 @@ export interface P2POp {
   dtype?: HalfDtype;
 }
 
+export interface ReduceScatterOptions {
+  op?: ReduceOp;
+  dtype?: HalfDtype;
+  /**
+   * The input may serve as the workspace (its values are undefined afterwards): when it is
+   * shared memory, it is reduced where it is, with no staging copy (one copy out for `output`,
+   * none when `output` is this rank's chunk of it).
+   */
+  overwriteInput?: boolean;
+}
+
 export interface ProcessGroup {
   /** Rank within this group. */
   readonly rank: number;
@@ -24,7 +35,7 @@ export interface ProcessGroup {
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work;
   allGather(input: CommArray, opts?: { dtype?: HalfDtype }): Work<CommArray[]>;
   allGatherInto(output: CommArray, input: CommArray, opts?: { dtype?: HalfDtype }): Work;
-  reduceScatter(output: CommArray, input: CommArray, opts?: { op?: ReduceOp; dtype?: HalfDtype }): Work;
+  reduceScatter(output: CommArray, input: CommArray, opts?: ReduceScatterOptions): Work;
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work;
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null>;
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work;

@@ -2,10 +2,11 @@ import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } fr
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
+import { allGatherIntoShared } from '../scheduling/shared-in-place.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import type { CommThread, MainRunner } from '../scheduling/threads.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
-import type { P2POp, ProcessGroup } from './group.js';
+import type { P2POp, ProcessGroup, ReduceScatterOptions } from './group.js';
 import type { Work } from './work.js';
 
 /** A process group whose collectives run on the process's comm worker thread. */
@@ -129,6 +130,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     return this.collective('allGatherInto', () => {
       checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
+      if (output.buffer instanceof SharedArrayBuffer) return allGatherIntoShared(this.ops, output, input, d, this.rank);
       return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
         output.byteLength,
@@ -139,11 +141,11 @@ export class WorkerProcessGroup implements ProcessGroup {
     });
   }
 
-  reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
+  reduceScatter(output: CommArray, input: CommArray, opts: ReduceScatterOptions = {}): Work {
     return this.collective('reduceScatter', () => {
       checkReduceScatter(output, input, this.size);
       const op = reduceOpOf(opts.op, 'reduceScatter');
-      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank);
+      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
     });
   }
 

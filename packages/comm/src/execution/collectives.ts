@@ -113,7 +113,7 @@ async function gatherSlots(ctx: OpContext, bytes: Uint8Array, bounds: number[]):
 
 async function allGatherInto(ctx: OpContext, req: OpSpec): Promise<void> {
   const bpe = bytesPerElement(req.dtype);
-  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, 0, req.length * bpe);
+  const bytes = new Uint8Array(req.sab as SharedArrayBuffer, req.sabOffset, req.length * bpe);
   const parts = hostParts(ctx);
   if (parts) await hierarchicalAllGather(parts, bytes, req.count * bpe, gatherSlots);
   else

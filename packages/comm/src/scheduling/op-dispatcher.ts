@@ -2,6 +2,7 @@ import { makeWork, type Work } from '../api/work.js';
 import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
+import { reduceScatterInPlace } from './shared-in-place.js';
 import { bytes, type StagingPool } from './staging.js';
 import type { CommThread, MainRunner } from './threads.js';
 
@@ -243,30 +244,7 @@ export class OpDispatcher {
     if (now) return now;
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
-      const run = this.dispatchInOrder(
-        this.readsPending(io),
-        {
-          op,
-          dtype: d,
-          reduceOp: 'sum',
-          root: 0,
-          count: buf.length,
-          length: buf.length,
-          ...extra,
-          seq: ++this.seq,
-          sab: buf.buffer,
-          sabOffset: buf.byteOffset,
-          groupId: this.groupId,
-          timeoutMs: this.timeoutMs,
-        },
-        buf.byteLength,
-      );
-      return this.inOrder(
-        run,
-        () => {},
-        () => {},
-        [buf],
-      );
+      return this.onShared(op, buf, d, extra, { reads: [buf], writes: [buf] });
     }
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
@@ -279,11 +257,58 @@ export class OpDispatcher {
     );
   }
 
+  /**
+   * An op run on the caller's shared memory itself, no staging: the worker reads and writes
+   * `buf` in place. `before` runs just before dispatch (once earlier ops wrote what it reads),
+   * `finish` once the op and every earlier one completed.
+   */
+  onShared(
+    op: OpRequest['op'],
+    buf: CommArray,
+    d: Dtype,
+    extra: Partial<OpRequest>,
+    io: OpIO,
+    before: () => void = () => {},
+    finish: () => void = () => {},
+  ): Work {
+    const late = this.readsPending(io);
+    if (!late) before();
+    const run = this.dispatchInOrder(
+      late,
+      {
+        op,
+        dtype: d,
+        reduceOp: 'sum',
+        root: 0,
+        count: buf.length,
+        length: buf.length,
+        ...extra,
+        seq: ++this.seq,
+        sab: buf.buffer as SharedArrayBuffer,
+        sabOffset: buf.byteOffset,
+        groupId: this.groupId,
+        timeoutMs: this.timeoutMs,
+      },
+      buf.byteLength,
+      late ? before : undefined,
+    );
+    return this.inOrder(run, finish, () => {}, io.writes);
+  }
+
   /** Reduce-scatter: rank `rank` gets chunk `rank` of `input` reduced over the group in `output`. */
-  reduceScatter(output: CommArray, input: CommArray, d: Dtype, reduceOp: ReduceOp, rank: number): Work {
+  reduceScatter(
+    output: CommArray,
+    input: CommArray,
+    d: Dtype,
+    reduceOp: ReduceOp,
+    rank: number,
+    overwriteInput = false,
+  ): Work {
     if (d === 'int32' && reduceOp === 'avg')
       return int32Average(this, 'reduceScatter', input as Int32Array, output as Int32Array, rank * output.length, {});
     const n = input.length;
+    if (overwriteInput && input.buffer instanceof SharedArrayBuffer)
+      return reduceScatterInPlace(this, output, input, d, reduceOp, rank);
     return this.submit(
       { op: 'reduceScatter', dtype: d, reduceOp, root: 0, count: n, length: n },
       input.byteLength,

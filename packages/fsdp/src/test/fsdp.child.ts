@@ -12,6 +12,7 @@ import {
 } from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
+import { buffersTaken } from '../host-buffers.js';
 import { type FSDPModule, fullyShard } from '../index.js';
 import {
   batch,
@@ -132,7 +133,10 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   const refOpt = makeOptimizer(c, ref.parameters());
   const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
   let tensorsAfterFirst = 0;
+  // host buffers FSDP's own steps took (gathers and reduce-scatters on the wasm heap take none)
+  let hostBuffers = 0;
   for (let t = 0; t < c.steps; t++) {
+    const before = buffersTaken();
     if (c.accumulate) {
       const mid = (from + to) / 2;
       root.setRequiresGradientSync(false);
@@ -144,6 +148,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     }
     opt.step();
     opt.zeroGrad();
+    hostBuffers += buffersTaken() - before;
     await backwardOn(async (x) => tidy(() => ref.forward(x as never) as Tensor), c, t + shift, 0, 12, 1);
     refOpt.step();
     refOpt.zeroGrad();
@@ -155,6 +160,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     tensorGrowth: tf.memory().numTensors - tensorsAfterFirst,
     forwardsPerUnit: seen.forwards / (units * c.steps * (c.accumulate ? 2 : 1)),
     heldAfterForward,
+    hostBuffers,
   };
   if (model instanceof TwoBlockTransformer) {
     // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
