@@ -2,7 +2,7 @@ import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } fr
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
-import { allGatherIntoShared } from '../scheduling/shared-in-place.js';
+import { allGatherIntoShared, reduceScatter } from '../scheduling/shared-in-place.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import type { CommThread, MainRunner } from '../scheduling/threads.js';
 import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
@@ -145,7 +145,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     return this.collective('reduceScatter', () => {
       checkReduceScatter(output, input, this.size);
       const op = reduceOpOf(opts.op, 'reduceScatter');
-      return this.ops.reduceScatter(output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
+      return reduceScatter(this.ops, output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
     });
   }
 

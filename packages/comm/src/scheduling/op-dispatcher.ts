@@ -2,7 +2,6 @@ import { makeWork, type Work } from '../api/work.js';
 import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
-import { reduceScatterInPlace } from './shared-in-place.js';
 import { bytes, type StagingPool } from './staging.js';
 import type { CommThread, MainRunner } from './threads.js';
 
@@ -273,48 +272,15 @@ export class OpDispatcher {
   ): Work {
     const late = this.readsPending(io);
     if (!late) before();
+    const { groupId, timeoutMs } = this;
+    const shared = { sab: buf.buffer as SharedArrayBuffer, sabOffset: buf.byteOffset, groupId, timeoutMs };
+    const req = { op, dtype: d, reduceOp: 'sum' as const, root: 0, count: buf.length, length: buf.length, ...extra };
     const run = this.dispatchInOrder(
       late,
-      {
-        op,
-        dtype: d,
-        reduceOp: 'sum',
-        root: 0,
-        count: buf.length,
-        length: buf.length,
-        ...extra,
-        seq: ++this.seq,
-        sab: buf.buffer as SharedArrayBuffer,
-        sabOffset: buf.byteOffset,
-        groupId: this.groupId,
-        timeoutMs: this.timeoutMs,
-      },
+      { ...req, seq: ++this.seq, ...shared },
       buf.byteLength,
       late ? before : undefined,
     );
     return this.inOrder(run, finish, () => {}, io.writes);
-  }
-
-  /** Reduce-scatter: rank `rank` gets chunk `rank` of `input` reduced over the group in `output`. */
-  reduceScatter(
-    output: CommArray,
-    input: CommArray,
-    d: Dtype,
-    reduceOp: ReduceOp,
-    rank: number,
-    overwriteInput = false,
-  ): Work {
-    if (d === 'int32' && reduceOp === 'avg')
-      return int32Average(this, 'reduceScatter', input as Int32Array, output as Int32Array, rank * output.length, {});
-    const n = input.length;
-    if (overwriteInput && input.buffer instanceof SharedArrayBuffer)
-      return reduceScatterInPlace(this, output, input, d, reduceOp, rank);
-    return this.submit(
-      { op: 'reduceScatter', dtype: d, reduceOp, root: 0, count: n, length: n },
-      input.byteLength,
-      (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
-      (sab) => bytes(output).set(new Uint8Array(sab, rank * output.byteLength, output.byteLength)),
-      { reads: [input], writes: [output] },
-    );
   }
 }

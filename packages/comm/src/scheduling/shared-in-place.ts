@@ -1,12 +1,14 @@
 import type { Work } from '../api/work.js';
 import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
+import { int32Average } from './int32-average.js';
 import type { OpDispatcher } from './op-dispatcher.js';
 import { bytes } from './staging.js';
 
 /**
- * Collectives on the caller's shared memory itself, no staging copies (as allReduce on a
- * sharedArray): what FSDP needs to gather parameters into, and reduce gradients in, the wasm
- * heap its tensors live on (aliased as a SharedArrayBuffer).
+ * The gather-shaped collectives' dispatch: staged like any op, or on the caller's shared memory
+ * itself, no staging copies (as allReduce on a sharedArray): what FSDP needs to gather
+ * parameters into, and reduce gradients in, the wasm heap its tensors live on (aliased as a
+ * SharedArrayBuffer).
  */
 
 /**
@@ -47,4 +49,28 @@ export function reduceScatterInPlace(
   const n = input.length;
   const io = { reads: [input], writes: [input, output] };
   return ops.onShared('reduceScatter', input, d, { reduceOp, count: n, length: n }, io, undefined, copyOut);
+}
+
+/** Reduce-scatter: rank `rank` gets chunk `rank` of `input` reduced over the group in `output`. */
+export function reduceScatter(
+  ops: OpDispatcher,
+  output: CommArray,
+  input: CommArray,
+  d: Dtype,
+  reduceOp: ReduceOp,
+  rank: number,
+  overwriteInput = false,
+): Work {
+  if (d === 'int32' && reduceOp === 'avg')
+    return int32Average(ops, 'reduceScatter', input as Int32Array, output as Int32Array, rank * output.length, {});
+  const n = input.length;
+  if (overwriteInput && input.buffer instanceof SharedArrayBuffer)
+    return reduceScatterInPlace(ops, output, input, d, reduceOp, rank);
+  return ops.submit(
+    { op: 'reduceScatter', dtype: d, reduceOp, root: 0, count: n, length: n },
+    input.byteLength,
+    (sab) => new Uint8Array(sab, 0, input.byteLength).set(bytes(input)),
+    (sab) => bytes(output).set(new Uint8Array(sab, rank * output.byteLength, output.byteLength)),
+    { reads: [input], writes: [output] },
+  );
 }
