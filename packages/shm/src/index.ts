@@ -27,6 +27,19 @@ export interface SharedMemory {
    */
   divide(values: Float32Array | Float64Array, divisor: number): boolean;
   /**
+   * A small all-reduce among the ranks of one host, in one call (src/exchange.cc): copies
+   * `data` into this rank's slot of `sab`, publishes it, spins (params' budget) until every
+   * peer published the same collective, reduces every slot into `data`. `params` holds the
+   * segment's layout, the op and its phase (@ddp/comm's transport/shm-exchange.ts fills it).
+   * 0 done; 1 the budget ran out waiting on the peer in params (call again to go on); 2 that
+   * peer called another collective.
+   */
+  exchange(
+    sab: SharedArrayBuffer,
+    params: Int32Array,
+    data: Float32Array | Float64Array | Int32Array | Uint16Array,
+  ): 0 | 1 | 2;
+  /**
    * A SharedArrayBuffer over the same bytes as `buffer` (all of them, as long as they are now):
    * another thread can then use memory V8 does not share, such as the wasm heap. It keeps
    * that memory alive, even once `buffer` is detached.

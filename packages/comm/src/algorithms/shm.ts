@@ -1,5 +1,6 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
 import type { OpContext } from '../execution/op-context.js';
+import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
 import { combineHalves } from './half.js';
 import { narrowHalf } from './half-codec.js';
@@ -43,6 +44,8 @@ export function* shmAllReduceSteps(
   half: HalfDtype | null,
   across: AcrossHosts | null = null,
 ): ShmSteps {
+  // small and on one host: one flag per op, in the addon (transport/shm-exchange.ts)
+  if (!across && data.byteLength <= ONE_STEP_BYTES) return yield* lane.exchange(ctx, data, op, half);
   yield* lane.meet(ctx);
   const n = lane.size;
   const me = lane.rank;
