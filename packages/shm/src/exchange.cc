@@ -139,8 +139,8 @@ void ReduceChunks(T* out, const T* const* in, int n, size_t len, int op) {
     std::memcpy(out + start, in[c] + start, size * sizeof(T));
     for (int r = 0; r < n; r++) {
       if (r == c) continue;
-      if constexpr (std::is_same_v<T, int32_t>) ReduceInt32(out + start, in[r] + start, size, code);
-      else ReduceFloat(out + start, in[r] + start, size, code);
+      if constexpr (std::is_same_v<T, int32_t>) ReduceInt32(out + start, out + start, in[r] + start, size, code);
+      else ReduceFloat(out + start, out + start, in[r] + start, size, code);
     }
     start += size;
   }

@@ -18,9 +18,10 @@ export interface SharedMemory {
   waitSync(sab: SharedArrayBuffer, byteOffset: number, expected: number, timeoutMs: number): boolean;
   /**
    * dst[i] = dst[i] ⊕ src[i] (op 0 sum, 1 product, 2 max, 3 min) in vectorised C: the same
-   * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster.
+   * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster. With `out`,
+   * out[i] = dst[i] ⊕ src[i] and dst stays (one pass where a copy and a reduce took two).
    */
-  reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3): void;
+  reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3, out?: T): void;
   /**
    * values[i] /= divisor in place, in vectorised C, bit-identical to JavaScript's division
    * stored back; false when some quotient is ±Infinity (AVG's overflow fallback looks then).

@@ -6,27 +6,28 @@
 #include <cstdint>
 #include <limits>
 
-// dst[i] = dst[i] op src[i], with the semantics of @ddp/comm's reduceInto: NaN propagates
-// through max/min; float32 results equal JavaScript's (one rounding either way).
+// o[i] = a[i] op b[i] (o may be a: in place), with the semantics of @ddp/comm's reduceInto:
+// NaN propagates through max/min; float32 results equal JavaScript's (one rounding either way).
 template <typename T>
-inline void ReduceFloat(T* d, const T* s, size_t n, int op) {
+inline void ReduceFloat(T* o, const T* a, const T* b, size_t n, int op) {
   switch (op) {
-    case 0: for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i]; break;
-    case 1: for (size_t i = 0; i < n; i++) d[i] = d[i] * s[i]; break;
-    case 2: for (size_t i = 0; i < n; i++) d[i] = (d[i] > s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
-    case 3: for (size_t i = 0; i < n; i++) d[i] = (d[i] < s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
+    case 0: for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;
+    case 1: for (size_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
+    case 2: for (size_t i = 0; i < n; i++) o[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i]; break;
+    case 3: for (size_t i = 0; i < n; i++) o[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i]; break;
   }
 }
 
 // int32 sums and products wrap, like JavaScript's `| 0` and Math.imul
-inline void ReduceInt32(int32_t* d, const int32_t* s, size_t n, int op) {
-  auto* u = reinterpret_cast<uint32_t*>(d);
-  auto* v = reinterpret_cast<const uint32_t*>(s);
+inline void ReduceInt32(int32_t* o, const int32_t* a, const int32_t* b, size_t n, int op) {
+  auto* w = reinterpret_cast<uint32_t*>(o);
+  auto* u = reinterpret_cast<const uint32_t*>(a);
+  auto* v = reinterpret_cast<const uint32_t*>(b);
   switch (op) {
-    case 0: for (size_t i = 0; i < n; i++) u[i] = u[i] + v[i]; break;
-    case 1: for (size_t i = 0; i < n; i++) u[i] = u[i] * v[i]; break;
-    case 2: for (size_t i = 0; i < n; i++) d[i] = d[i] > s[i] ? d[i] : s[i]; break;
-    case 3: for (size_t i = 0; i < n; i++) d[i] = d[i] < s[i] ? d[i] : s[i]; break;
+    case 0: for (size_t i = 0; i < n; i++) w[i] = u[i] + v[i]; break;
+    case 1: for (size_t i = 0; i < n; i++) w[i] = u[i] * v[i]; break;
+    case 2: for (size_t i = 0; i < n; i++) o[i] = a[i] > b[i] ? a[i] : b[i]; break;
+    case 3: for (size_t i = 0; i < n; i++) o[i] = a[i] < b[i] ? a[i] : b[i]; break;
   }
 }
 

@@ -114,20 +114,22 @@ T* ElementsOf(Local<Value> v) {
   return reinterpret_cast<T*>(static_cast<char*>(view->Buffer()->Data()) + view->ByteOffset());
 }
 
-// reduce(dst, src, op): op 0 sum, 1 product, 2 max, 3 min; dst and src of one type and length.
+// reduce(dst, src, op[, out]): dst ⊕= src, or out = dst ⊕ src (op 0 sum, 1 product, 2 max,
+// 3 min); every array of one type and length.
 void Reduce(const FunctionCallbackInfo<Value>& args) {
   Isolate* iso = args.GetIsolate();
   Local<Value> d = args[0], s = args[1];
-  bool f32 = d->IsFloat32Array() && s->IsFloat32Array();
-  bool f64 = d->IsFloat64Array() && s->IsFloat64Array();
-  bool i32 = d->IsInt32Array() && s->IsInt32Array();
-  if (!(f32 || f64 || i32) || !args[2]->IsUint32()) return ThrowError(iso, "reduce(dst, src, op): two Float32Array, Float64Array or Int32Array and an op code");
+  Local<Value> o = args.Length() > 3 && !args[3]->IsUndefined() ? args[3] : d;
+  bool f32 = d->IsFloat32Array() && s->IsFloat32Array() && o->IsFloat32Array();
+  bool f64 = d->IsFloat64Array() && s->IsFloat64Array() && o->IsFloat64Array();
+  bool i32 = d->IsInt32Array() && s->IsInt32Array() && o->IsInt32Array();
+  if (!(f32 || f64 || i32) || !args[2]->IsUint32()) return ThrowError(iso, "reduce(dst, src, op[, out]): Float32Array, Float64Array or Int32Array of one type and an op code");
   size_t n = d.As<TypedArray>()->Length();
   uint32_t op = args[2].As<Uint32>()->Value();
-  if (s.As<TypedArray>()->Length() != n || op > 3) return ThrowError(iso, "reduce: lengths differ or op code is not 0–3");
-  if (f32) ReduceFloat(ElementsOf<float>(d), ElementsOf<float>(s), n, op);
-  else if (f64) ReduceFloat(ElementsOf<double>(d), ElementsOf<double>(s), n, op);
-  else ReduceInt32(ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
+  if (s.As<TypedArray>()->Length() != n || o.As<TypedArray>()->Length() != n || op > 3) return ThrowError(iso, "reduce: lengths differ or op code is not 0–3");
+  if (f32) ReduceFloat(ElementsOf<float>(o), ElementsOf<float>(d), ElementsOf<float>(s), n, op);
+  else if (f64) ReduceFloat(ElementsOf<double>(o), ElementsOf<double>(d), ElementsOf<double>(s), n, op);
+  else ReduceInt32(ElementsOf<int32_t>(o), ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
 }
 
 // divide(values, divisor): a Float32Array or Float64Array divided in place; false when a
