@@ -179,21 +179,22 @@ export class ShmLane {
     const p = this.params;
     const slots = this.at.lanes[this.lane] + this.nextSet() * this.size * this.slotBytes;
     beginExchange(p, ctx.fp, ++this.gen, slots, data, op, half, this.spinUs);
+    let status = this.mem.exchange(this.sab, p, data);
+    if (status === Exchanged.Done) return;
+    // a peer is late or called something else: only now the closures a wait needs
     const probe = () => (this.mem.exchange(this.sab, p, data) === Exchanged.Late ? null : true);
     const missing = () =>
       this.peers.filter(
         (r) => this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen],
       );
-    for (;;) {
-      const status = this.mem.exchange(this.sab, p, data);
-      if (status === Exchanged.Done) return;
+    p[P.spinUs] = 0;
+    for (; status !== Exchanged.Done; status = this.mem.exchange(this.sab, p, data)) {
       const r = p[P.peer];
       if (status === Exchanged.Mismatch) {
         const theirs = this.fingerprintOf(r, p[P.seq]);
         if (theirs !== null && theirs !== 'passed') ctx.check(theirs, r);
         ctx.mismatch(ctx.group.ranks[r], `something else at seq ${p[P.seq]} (it has gone past it)`);
       }
-      p[P.spinUs] = 0;
       yield { r, probe, missing, spun: true };
     }
   }
