@@ -44,9 +44,7 @@ describe.skipIf(!shm)('exchange: a small all-reduce in one native call', () => {
 
   it('every rank gets chunk c reduced from rank c first, the same bits; late, then done, when called again', () => {
     gen++;
-    const inputs = [0, 1, 2].map((r) =>
-      Float32Array.from({ length: 6 }, (_, i) => [1e8, 3, -1e8][(r + i) % 3] as number),
-    );
+    const inputs = [0, 1, 2].map((r) => Float32Array.from({ length: 6 }, (_, i) => [1e8, 3, -1e8][(r + i) % 3]));
     const data = inputs.map((a) => a.slice());
     const ps = [0, 1, 2].map((r) => start(r, 1, 6, 0, 0));
     expect(mem.exchange(sab, ps[0] as Int32Array, data[0] as Float32Array)).toBe(1);
@@ -59,9 +57,9 @@ describe.skipIf(!shm)('exchange: a small all-reduce in one native call', () => {
     const f = Math.fround;
     const want = Float32Array.from({ length: 6 }, (_, i) => {
       const c = Math.floor(i / 2);
-      const x = inputs.map((a) => a[i] as number);
+      const x = inputs.map((a) => a[i]);
       const [a, b] = [0, 1, 2].filter((r) => r !== c) as [number, number];
-      return f(f((x[c] as number) + (x[a] as number)) + (x[b] as number));
+      return f(f(x[c] + x[a]) + x[b]);
     });
     for (const d of data) expect(Array.from(d)).toEqual(Array.from(want));
     expect(new Set(want).size).toBeGreaterThan(1);

@@ -38,7 +38,7 @@ function input(d: Dtype, r: number, n: number, salt: number): CommArray {
       const f = i % 13 === 0 ? big : i % 17 === 0 ? Number.NaN : x;
       const w = makeArray(d, 1) as Uint16Array;
       narrowHalf(new Float32Array([f]), d, w);
-      a[i] = w[0] as number;
+      a[i] = w[0];
     } else a[i] = i % 13 === 0 ? big : i % 17 === 0 ? Number.NaN : x;
   }
   return a;
@@ -59,7 +59,7 @@ function expected(d: Dtype, op: ReduceOp, n: number, salt: number): CommArray {
     const result = chunk(out);
     result.set(chunk(inputs[c] as CommArray));
     for (let r = 0; r < size; r++) if (r !== c) reduceInto(result, chunk(inputs[r] as CommArray), op);
-    if (op === 'avg') finishAverage(result, size, (r, i) => chunk(inputs[r] as CommArray)[i] as number);
+    if (op === 'avg') finishAverage(result, size, (r, i) => chunk(inputs[r] as CommArray)[i]);
   }
   return out;
 }
