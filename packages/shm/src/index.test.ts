@@ -90,9 +90,16 @@ describe.skipIf(!shm)('shared memory addon', () => {
         const f = C === Int32Array ? jsInt[op] : js[op];
         for (let i = 0; i < n; i++) want[i] = (f as (a: number, b: number) => number)(want[i], src[i]);
         expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${C.name} op ${op}`).toBe(true);
+        // out of place: the same bits in `out`, dst left as it was
+        const out = new C(n);
+        const dst = base.slice();
+        mem.reduce(dst, src, op, out);
+        expect(Buffer.from(out.buffer).equals(Buffer.from(want.buffer)), `${C.name} op ${op} into out`).toBe(true);
+        expect(Buffer.from(dst.buffer).equals(Buffer.from(base.buffer))).toBe(true);
       }
     }
     expect(() => mem.reduce(new Float32Array(2), new Float32Array(3), 0)).toThrow(/lengths/);
+    expect(() => mem.reduce(new Float32Array(2), new Float32Array(2), 0, new Float32Array(3))).toThrow(/lengths/);
     expect(() => mem.reduce(new Float32Array(2), new Float64Array(2) as unknown as Float32Array, 0)).toThrow(/reduce/);
   });
 

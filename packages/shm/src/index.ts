@@ -18,14 +18,28 @@ export interface SharedMemory {
   waitSync(sab: SharedArrayBuffer, byteOffset: number, expected: number, timeoutMs: number): boolean;
   /**
    * dst[i] = dst[i] ⊕ src[i] (op 0 sum, 1 product, 2 max, 3 min) in vectorised C: the same
-   * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster.
+   * results as the JavaScript loop (NaN propagates; int32 wraps), 5–10× faster. With `out`,
+   * out[i] = dst[i] ⊕ src[i] and dst stays (one pass where a copy and a reduce took two).
    */
-  reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3): void;
+  reduce<T extends Float32Array | Float64Array | Int32Array>(dst: T, src: T, op: 0 | 1 | 2 | 3, out?: T): void;
   /**
    * values[i] /= divisor in place, in vectorised C, bit-identical to JavaScript's division
    * stored back; false when some quotient is ±Infinity (AVG's overflow fallback looks then).
    */
   divide(values: Float32Array | Float64Array, divisor: number): boolean;
+  /**
+   * A small all-reduce among the ranks of one host, in one call (src/exchange.cc): copies
+   * `data` into this rank's slot of `sab`, publishes it, spins (params' budget) until every
+   * peer published the same collective, reduces every slot into `data`. `params` holds the
+   * segment's layout, the op and its phase (@ddp/comm's transport/shm-exchange.ts fills it).
+   * 0 done; 1 the budget ran out waiting on the peer in params (call again to go on); 2 that
+   * peer called another collective.
+   */
+  exchange(
+    sab: SharedArrayBuffer,
+    params: Int32Array,
+    data: Float32Array | Float64Array | Int32Array | Uint16Array,
+  ): 0 | 1 | 2;
   /**
    * A SharedArrayBuffer over the same bytes as `buffer` (all of them, as long as they are now):
    * another thread can then use memory V8 does not share, such as the wasm heap. It keeps

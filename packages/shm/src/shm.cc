@@ -22,6 +22,8 @@
 #include <string>
 
 #include "alias.h"
+#include "exchange.h"
+#include "reduce.h"
 
 using namespace v8;
 
@@ -112,71 +114,22 @@ T* ElementsOf(Local<Value> v) {
   return reinterpret_cast<T*>(static_cast<char*>(view->Buffer()->Data()) + view->ByteOffset());
 }
 
-// dst[i] = dst[i] op src[i], with the semantics of @ddp/comm's reduceInto: NaN propagates
-// through max/min; float32 results equal JavaScript's (one rounding either way).
-template <typename T>
-void ReduceFloat(T* d, const T* s, size_t n, int op) {
-  switch (op) {
-    case 0: for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i]; break;
-    case 1: for (size_t i = 0; i < n; i++) d[i] = d[i] * s[i]; break;
-    case 2: for (size_t i = 0; i < n; i++) d[i] = (d[i] > s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
-    case 3: for (size_t i = 0; i < n; i++) d[i] = (d[i] < s[i] || d[i] != d[i]) ? d[i] : s[i]; break;
-  }
-}
-
-// int32 sums and products wrap, like JavaScript's `| 0` and Math.imul
-void ReduceInt32(int32_t* d, const int32_t* s, size_t n, int op) {
-  auto* u = reinterpret_cast<uint32_t*>(d);
-  auto* v = reinterpret_cast<const uint32_t*>(s);
-  switch (op) {
-    case 0: for (size_t i = 0; i < n; i++) u[i] = u[i] + v[i]; break;
-    case 1: for (size_t i = 0; i < n; i++) u[i] = u[i] * v[i]; break;
-    case 2: for (size_t i = 0; i < n; i++) d[i] = d[i] > s[i] ? d[i] : s[i]; break;
-    case 3: for (size_t i = 0; i < n; i++) d[i] = d[i] < s[i] ? d[i] : s[i]; break;
-  }
-}
-
-// reduce(dst, src, op): op 0 sum, 1 product, 2 max, 3 min; dst and src of one type and length.
+// reduce(dst, src, op[, out]): dst ⊕= src, or out = dst ⊕ src (op 0 sum, 1 product, 2 max,
+// 3 min); every array of one type and length.
 void Reduce(const FunctionCallbackInfo<Value>& args) {
   Isolate* iso = args.GetIsolate();
   Local<Value> d = args[0], s = args[1];
-  bool f32 = d->IsFloat32Array() && s->IsFloat32Array();
-  bool f64 = d->IsFloat64Array() && s->IsFloat64Array();
-  bool i32 = d->IsInt32Array() && s->IsInt32Array();
-  if (!(f32 || f64 || i32) || !args[2]->IsUint32()) return ThrowError(iso, "reduce(dst, src, op): two Float32Array, Float64Array or Int32Array and an op code");
+  Local<Value> o = args.Length() > 3 && !args[3]->IsUndefined() ? args[3] : d;
+  bool f32 = d->IsFloat32Array() && s->IsFloat32Array() && o->IsFloat32Array();
+  bool f64 = d->IsFloat64Array() && s->IsFloat64Array() && o->IsFloat64Array();
+  bool i32 = d->IsInt32Array() && s->IsInt32Array() && o->IsInt32Array();
+  if (!(f32 || f64 || i32) || !args[2]->IsUint32()) return ThrowError(iso, "reduce(dst, src, op[, out]): Float32Array, Float64Array or Int32Array of one type and an op code");
   size_t n = d.As<TypedArray>()->Length();
   uint32_t op = args[2].As<Uint32>()->Value();
-  if (s.As<TypedArray>()->Length() != n || op > 3) return ThrowError(iso, "reduce: lengths differ or op code is not 0–3");
-  if (f32) ReduceFloat(ElementsOf<float>(d), ElementsOf<float>(s), n, op);
-  else if (f64) ReduceFloat(ElementsOf<double>(d), ElementsOf<double>(s), n, op);
-  else ReduceInt32(ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
-}
-
-// values[i] /= divisor in place (AVG's last step); true when no result is ±Infinity. Float
-// division rounds once, like JavaScript's x / n stored into a Float32Array (a double
-// quotient of two floats rounds to the same float), so results are bit-identical.
-// No branch in the loop, so it vectorises: q − q is 0 for a finite q and NaN for ±Infinity
-// or NaN, and a NaN stays in the sums; only then are the quotients looked at for ±Infinity.
-template <typename T>
-bool DivideFloat(T* v, size_t n, T divisor) {
-  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++) {
-      T q = v[i + k] / divisor;
-      v[i + k] = q;
-      acc[k] += q - q;
-    }
-  T sum = 0;
-  for (; i < n; i++) {
-    v[i] = v[i] / divisor;
-    sum += v[i] - v[i];
-  }
-  for (T a : acc) sum += a;
-  if (sum == 0) return true;
-  for (size_t k = 0; k < n; k++)
-    if (std::abs(v[k]) == std::numeric_limits<T>::infinity()) return false;
-  return true;
+  if (s.As<TypedArray>()->Length() != n || o.As<TypedArray>()->Length() != n || op > 3) return ThrowError(iso, "reduce: lengths differ or op code is not 0–3");
+  if (f32) ReduceFloat(ElementsOf<float>(o), ElementsOf<float>(d), ElementsOf<float>(s), n, op);
+  else if (f64) ReduceFloat(ElementsOf<double>(o), ElementsOf<double>(d), ElementsOf<double>(s), n, op);
+  else ReduceInt32(ElementsOf<int32_t>(o), ElementsOf<int32_t>(d), ElementsOf<int32_t>(s), n, op);
 }
 
 // divide(values, divisor): a Float32Array or Float64Array divided in place; false when a
@@ -254,4 +207,5 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   set("reduce", Reduce);
   set("divide", Divide);
   RegisterAlias(exports, context);
+  RegisterExchange(exports, context);
 }

@@ -1,7 +1,8 @@
 import type { NumArray, ReduceOp } from '../dtypes.js';
 import { native } from '../native.js';
 
-const NATIVE_OP = { sum: 0, avg: 0, product: 1, max: 2, min: 3 } as const;
+/** @ddp/shm's op codes (AVG sums; the caller divides). */
+export const NATIVE_OP = { sum: 0, avg: 0, product: 1, max: 2, min: 3 } as const;
 
 /**
  * dst[i] = dst[i] ⊕ src[i] for the reduce op (AVG sums here; the caller divides at the end).

@@ -1,7 +1,9 @@
+import type { CommArray, HalfDtype, ReduceOp } from '../dtypes.js';
 import { CommError } from '../errors.js';
 import type { OpContext } from '../execution/op-context.js';
 import { native, type SharedMemory } from '../native.js';
 import type { Fingerprint } from './frame.js';
+import { beginExchange, Exchanged, P } from './shm-exchange.js';
 
 /**
  * Shared memory of one process group whose ranks all share a host (@ddp/shm, optional).
@@ -61,12 +63,17 @@ export interface ShmWait {
   probe: () => unknown;
   /** The group ranks not there yet (a timeout names them). */
   missing: () => number[];
+  /** The probe spun already (in the addon): block at once. */
+  spun?: boolean;
 }
 /** A step: a wait on a peer, or work elsewhere (across hosts) to await. */
 export type ShmStep = ShmWait | Promise<unknown>;
 export type ShmSteps = Generator<ShmStep, void, unknown>;
 /** waitNow's answer when the budget of blocking on this thread ran out. */
 const LATE = Symbol('late');
+
+/** How long the addon spins for ranks that outnumber the cores (the executor gives them no spin budget). */
+const YIELD_SPIN_MS = Number(process.env.DDP_SHM_YIELD_SPIN_MS) || 0.5;
 
 /** One executor's view of a group segment. */
 export class ShmLane {
@@ -78,6 +85,10 @@ export class ShmLane {
   private gen = 0;
   private piece = 0;
   readonly slotBytes: number;
+  /** The addon's exchange parameters (shm-exchange.ts), reused by every op. */
+  private readonly params = new Int32Array(P.length);
+  /** How long the addon spins for a peer before JavaScript blocks on its bell. */
+  private readonly spinUs: number;
 
   constructor(
     private readonly mem: SharedMemory,
@@ -91,6 +102,10 @@ export class ShmLane {
     this.at = layout(size);
     this.slotBytes = SLOT_BYTES[lane];
     this.peers = Array.from({ length: size }, (_, r) => r).filter((r) => r !== rank);
+    // ranks that outnumber the cores get no spin budget from the executor; the addon's spin
+    // yields the core between looks (as Open MPI's under --oversubscribe), so they may spin too
+    this.spinUs = Math.round(1000 * (waits.spinMs > 0 ? waits.spinMs : YIELD_SPIN_MS));
+    this.params.set([size, rank, this.bell(0), this.progress(0), this.entry(0, 0), 0, this.slotBytes]);
   }
 
   private bell(r: number): number {
@@ -156,6 +171,34 @@ export class ShmLane {
     for (const r of this.peers) yield { r, probe: () => (reached(r) ? true : null), missing: behind };
   }
 
+  /**
+   * A small all-reduce in one step, in the addon (shm-exchange.ts): copy in, publish, spin for
+   * every peer, reduce every slot; waits past the spin budget are yielded like any other.
+   */
+  *exchange(ctx: OpContext, data: CommArray, op: ReduceOp, half: HalfDtype | null): ShmSteps {
+    const p = this.params;
+    const slots = this.at.lanes[this.lane] + this.nextSet() * this.size * this.slotBytes;
+    beginExchange(p, ctx.fp, ++this.gen, slots, data, op, half, this.spinUs);
+    let status = this.mem.exchange(this.sab, p, data);
+    if (status === Exchanged.Done) return;
+    // a peer is late or called something else: only now the closures a wait needs
+    const probe = () => (this.mem.exchange(this.sab, p, data) === Exchanged.Late ? null : true);
+    const missing = () =>
+      this.peers.filter(
+        (r) => this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen],
+      );
+    p[P.spinUs] = 0;
+    for (; status !== Exchanged.Done; status = this.mem.exchange(this.sab, p, data)) {
+      const r = p[P.peer];
+      if (status === Exchanged.Mismatch) {
+        const theirs = this.fingerprintOf(r, p[P.seq]);
+        if (theirs !== null && theirs !== 'passed') ctx.check(theirs, r);
+        ctx.mismatch(ctx.group.ranks[r], `something else at seq ${p[P.seq]} (it has gone past it)`);
+      }
+      yield { r, probe, missing, spun: true };
+    }
+  }
+
   /** The data set for the next piece: sets alternate, so writing one never races readers of the other. */
   nextSet(): number {
     return this.piece++ % 2;
@@ -208,7 +251,7 @@ export class ShmLane {
   private waitNow(w: ShmWait, ctx: OpContext): unknown {
     const first = w.probe();
     if (first !== null) return first;
-    const spinEnd = performance.now() + this.waits.spinMs;
+    const spinEnd = w.spun ? 0 : performance.now() + this.waits.spinMs;
     while (performance.now() < spinEnd) {
       const v = w.probe();
       if (v !== null) return v;

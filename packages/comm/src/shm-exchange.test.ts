@@ -1,0 +1,50 @@
+import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
+import { describe, expect, it } from 'vitest';
+import { native } from './native.js';
+
+interface Outcome {
+  phase: string;
+  name: string;
+  message?: string;
+  value?: unknown;
+}
+const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) => r.phase === p);
+const run = (worldSize: number, mode: string) =>
+  spawnRanks({
+    nprocs: worldSize,
+    script: new URL('./test/shm-exchange.child.ts', import.meta.url),
+    args: [mode],
+    timeoutMs: 90_000,
+  });
+
+describe.skipIf(!native)('small allReduces in one native exchange (shared memory)', () => {
+  it.each([2, 4])(
+    'world of %i: every dtype and op bit-identical to the two-step path, awaited and queued',
+    async (n) => {
+      const out = await run(n, 'bits');
+      for (const o of out) expect(phase(o, 'bits'), explain(out)).toEqual({ phase: 'bits', name: 'ok', value: [] });
+    },
+    120_000,
+  );
+
+  it.each([
+    ['op', /allReduce\(float32, count 64, max/],
+    ['dtype', /allReduce\(int32, count 64/],
+  ])(
+    'another reduce %s on one rank: CollectiveMismatchError on every rank, then on the next call',
+    async (mode, what) => {
+      const out = await run(3, mode);
+      expect(
+        out.every((o) => o.code === 0),
+        explain(out),
+      ).toBe(true);
+      for (const o of out) {
+        expect(phase(o, 'collective')?.name, explain(out)).toBe('CollectiveMismatchError');
+        expect(phase(o, 'after')?.name).toBe('CollectiveMismatchError');
+      }
+      // the rank that called it, and some peer, name the odd call
+      expect(out.some((o) => what.test(phase(o, 'collective')?.message ?? ''))).toBe(true);
+    },
+    60_000,
+  );
+});
