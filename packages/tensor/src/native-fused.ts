@@ -1,6 +1,7 @@
 import type { NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { BackendError } from './errors.js';
 import { asWasmBackend, heapOffset, type WasmBackend } from './wasm-heap.js';
 
@@ -25,7 +26,7 @@ export type FusedKernelName = keyof typeof FUSED_KERNELS;
 
 /** Allocates the outputs, then (the heap may have grown) returns the heap and every offset: inputs', then outputs'. */
 function place(backend: WasmBackend, inputs: TensorInfo[], outShapes: number[][]) {
-  const outs = outShapes.map((s) => backend.makeOutput(s, 'float32'));
+  const outs = outShapes.map((s) => makeAlignedOutput(backend, s));
   const offsets = [...inputs, ...outs].map((t) => heapOffset(backend, t));
   if (offsets.some((o) => o === null))
     throw new BackendError('fused kernel: a float32 tensor has no wasm heap storage');
