@@ -76,7 +76,8 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
       return outs;
     }
     const { heap, offsets: o, outs } = place(backend, inputs, [x.shape]);
-    if (name === 'DdpRoundToHalf') native.RoundToHalf(heap, o[0], o[1], size, (args.attrs as { float16: boolean }).float16);
+    if (name === 'DdpRoundToHalf')
+      native.RoundToHalf(heap, o[0], o[1], size, (args.attrs as { float16: boolean }).float16);
     else if (name === 'DdpGelu') native.Gelu(heap, o[0], o[1], size);
     else if (name === 'DdpGeluGrad') native.GeluGrad(heap, o[0], o[1], o[2], size);
     else if (name === 'DdpReluGrad') native.ReluGrad(heap, o[0], o[1], o[2], size);

@@ -1,5 +1,5 @@
 import { float16BitsToNumber, float32BitsToBfloat16, float32BitsToFloat16 } from '@ddp/half';
-import * as tf from '@tensorflow/tfjs-core';
+import type * as tf from '@tensorflow/tfjs-core';
 import { runFused } from './native-fused.js';
 import { tensorFromFloat32 } from './transfer.js';
 
