@@ -1,5 +1,5 @@
-// The kernel cases `pnpm bench kernels` times: the matmuls of the DDP bench's and the CLIP model's
-// Linear layers, the CLIP model's convolutions (what autograd's conv2d runs) and @ddp/tensor's fused ops, each as mean seconds per run.
+// The kernel cases `pnpm bench kernels` times: the matmuls of the DDP bench's and the CLIP model's Linear layers, the
+// CLIP model's convolutions (what autograd's conv2d runs) and @ddp/tensor's fused ops, each as mean seconds per run.
 import {
   biasAdd,
   channelSum,
