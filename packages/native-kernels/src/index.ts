@@ -12,7 +12,8 @@ import { createRequire } from 'node:module';
  */
 export interface NativeKernels {
   /**
-   * c[i] = op(a[i])·op(b[i]) for i < batch, row-major, through cblas_sgemm: a is [m, k]
+   * c[i] = op(a[i])·op(b[i]) for i < batch, row-major, through sgemm (oneDNN's at one thread from 2^16
+   * multiply-adds, else OpenBLAS's): a is [m, k]
    * ([k, m] when transA), b [k, n] ([n, k] when transB), c [m, n]; strides in elements
    * between batch entries, 0 to reuse one matrix for every entry.
    */
