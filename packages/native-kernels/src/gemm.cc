@@ -2,7 +2,7 @@
 // transposes folded into the call (no transposed copies). At one thread oneDNN's sgemm runs products
 // of at least kOneDNNMin multiply-adds, OpenBLAS's (the library PyTorch calls) the rest and every
 // product at more threads. Measured on this project's AVX-512 host (CPU time, 1 thread, rounds
-// alternating, same aligned buffers): oneDNN's JIT kernels 1.06–1.60× OpenBLAS's SkylakeX ones on all
+// alternating, same aligned buffers): oneDNN's JIT kernels 1.07–1.59× OpenBLAS's SkylakeX ones on all
 // 18 Linear products of the DDP bench, the CLIP model and the transformer (forward, dy·W, dyᵀ·x;
 // 1.5× on the store-bound dyᵀ·x of 32-row layers), 1.2–1.3× on attention-sized 64×64×16 to
 // 256×64×64, but 0.5–0.9× below 2^16 multiply-adds (32×16×32), where its per-call work dominates.
