@@ -4,7 +4,7 @@ import type { WasmBackend } from './wasm-heap.js';
 /**
  * Cache-line alignment for native kernels' float32 outputs. tfjs-wasm's malloc returns 8-byte
  * aligned blocks, so a row of a product's output usually starts mid cache line and every
- * 64-byte vector store of OpenBLAS's AVX-512 kernel touches two lines: the weight gradient of
+ * 64-byte vector store of the BLAS's AVX-512 kernel touches two lines: the weight gradient of
  * a 32-row layer ([2048, 32]ᵀ·[32, 2048], store-bound) ran at 0.82–0.89× PyTorch's GFLOP/s,
  * whose allocator aligns to 64 bytes as this does.
  */
