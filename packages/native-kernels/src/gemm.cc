@@ -1,12 +1,16 @@
 // BatchMatMul straight on the wasm heap: C[i] = op(A[i])·op(B[i]) through an sgemm call,
-// transposes folded into the call (no transposed copies). At one thread oneDNN's sgemm runs products
-// of at least kOneDNNMin multiply-adds, OpenBLAS's (the library PyTorch calls) the rest and every
-// product at more threads. Measured on this project's AVX-512 host (CPU time, 1 thread, rounds
-// alternating, same aligned buffers): oneDNN's JIT kernels 1.07–1.59× OpenBLAS's SkylakeX ones on all
-// 18 Linear products of the DDP bench, the CLIP model and the transformer (forward, dy·W, dyᵀ·x;
-// 1.5× on the store-bound dyᵀ·x of 32-row layers), 1.2–1.3× on attention-sized 64×64×16 to
-// 256×64×64, but 0.5–0.9× below 2^16 multiply-adds (32×16×32), where its per-call work dominates.
-// The 2-thread comparison was not measurable on the shared host: OpenBLAS kept there.
+// transposes folded into the call (no transposed copies). Which library, measured on this
+// project's AVX-512 host:
+// - one thread, from kOneDNNMin multiply-adds: oneDNN's sgemm. Its JIT kernels took 1.07–1.59× less
+//   CPU time than OpenBLAS's SkylakeX ones on all 18 Linear products of the DDP bench, the CLIP model
+//   and the transformer (forward, dy·W, dyᵀ·x; 1.5× on the store-bound dyᵀ·x of 32-row layers) and
+//   1.2–1.3× on attention-sized ones, but 0.5–0.9× below 2^16 multiply-adds, where its per-call work
+//   dominates (1 thread, rounds alternating, same aligned buffers; README).
+// - more threads, below kOneThreadMax: oneDNN's sgemm on one thread. OpenBLAS's threads did not pay
+//   there (idle host, 2 threads ÷ 1: 0.59–0.83× on the CLIP text MLP's 2 M multiply-adds, 0.90–1.13×
+//   on the transformer MLP's 4 M), and one oneDNN thread beats one OpenBLAS thread.
+// - otherwise OpenBLAS's, the library PyTorch calls (1.5–1.9× from a second thread on CLIP's
+//   imageProj, 51 M multiply-adds, and the DDP bench's 67–134 M).
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -16,14 +20,20 @@
 namespace {
 
 constexpr int64_t kOneDNNMin = 1 << 16;
+constexpr int64_t kOneThreadMax = 1 << 23;
 
 // row-major C[m, n] = op(A)·op(B) + beta·C, dense matrices
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
            float* c) {
   const int64_t lda = transA ? m : k, ldb = transB ? k : n;
-  if (omp_get_max_threads() == 1 && m * n * k >= kOneDNNMin &&
-      dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, n) == dnnl_success) {
-    return;
+  const int64_t macs = m * n * k;
+  const int threads = omp_get_max_threads();
+  if (macs >= kOneDNNMin && (threads == 1 || macs < kOneThreadMax)) {
+    if (threads > 1) omp_set_num_threads(1);  // this thread's OpenMP setting, read by dnnl_sgemm per call
+    const dnnl_status_t status =
+        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
+    if (threads > 1) omp_set_num_threads(threads);
+    if (status == dnnl_success) return;
   }
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
