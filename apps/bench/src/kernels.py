@@ -3,8 +3,9 @@
 runs until `seconds` have passed, at least 2). Cases:
   {"op": "matmul", "m", "n", "k", "ta", "tb", "threads", "seconds"}: op(A) @ op(B), A/B stored
       transposed when ta/tb, as tf.matMul(a, b, ta, tb);
-  {"op": "conv", "pass": "forward|input|filter", "n", "h", "w", "ci", "co", "kernel", "stride",
-      "pad", "threads", "seconds"}: F.conv2d and its two gradients (NCHW, PyTorch's layout);
+  {"op": "conv", "pass": "forward|backward", "n", "h", "w", "ci", "co", "kernel", "stride", "pad", "dx",
+      "threads", "seconds"}: F.conv2d with a bias, and the backward autograd runs for it:
+      aten.convolution_backward for dW, db and (where "dx") dx in one call (NCHW, PyTorch's layout);
   {"op": "layerNorm|gelu|softmax", "pass": "forward|backward", "rows", "cols", "threads", "seconds"}:
       ATen's kernels over the last axis (native_layer_norm, gelu, _softmax and their backward).
 """
@@ -36,13 +37,12 @@ def matmul(c):
 def conv(c):
     x = torch.randn(c["n"], c["ci"], c["h"], c["w"])
     w = torch.randn(c["co"], c["ci"], c["kernel"], c["kernel"])
+    b = torch.randn(c["co"])
     s, p = c["stride"], c["pad"]
-    dy = torch.randn(F.conv2d(x, w, stride=s, padding=p).shape)
-    return {
-        "forward": lambda: F.conv2d(x, w, stride=s, padding=p),
-        "input": lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride=s, padding=p),
-        "filter": lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=s, padding=p),
-    }[c["pass"]]
+    dy = torch.randn(F.conv2d(x, w, b, stride=s, padding=p).shape)
+    mask = [c["dx"], True, True]
+    backward = lambda: torch.ops.aten.convolution_backward(dy, x, w, [c["co"]], [s, s], [p, p], [1, 1], False, [0, 0], 1, mask)
+    return (lambda: F.conv2d(x, w, b, stride=s, padding=p)) if c["pass"] == "forward" else backward
 
 
 def fused(c):

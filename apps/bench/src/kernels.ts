@@ -3,7 +3,8 @@
  * - matmul GFLOP/s for the Linear layers of the DDP bench and the CLIP model, forward (x·Wᵀ)
  *   and backward (dy·W, dyᵀ·x), at 1 and 2 threads: tfjs-wasm's kernel (`wasm`), the
  *   @ddp/native-kernels one (`native`) and PyTorch (`torch`, the kernels.py peer), case by case;
- * - conv2d forward and both gradients for the CLIP model's two convolutions, the same way;
+ * - conv2d forward (bias inside) and backward (the gradients training takes, in one call) for the CLIP
+ *   model's two convolutions as @ddp/autograd's conv2d runs them (NCHW), the same way;
  * - @ddp/tensor's fused ops (layer norm, GELU, softmax; forward and backward): tfjs ops, native, ATen;
  * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
  * Writes results/kernels.{json,md,png}.
@@ -101,10 +102,10 @@ for (const shape of CONVS) {
       conv:
         `${shape.model} ${shape.ci}→${shape.co} k${shape.kernel} s${shape.stride} p${shape.pad}, ` +
         `${shape.n}×${shape.h}×${shape.w}`,
-      pass,
+      pass: pass === 'backward' ? `backward (dW, db${shape.dx ? ', dx' : ''})` : 'forward (with bias)',
     };
     convRows.push(
-      ...(await measure(label, convFlops(shape), () => convSeconds(shape, pass, minSeconds), {
+      ...(await measure(label, convFlops(shape, pass), () => convSeconds(shape, pass, minSeconds), {
         op: 'conv',
         pass,
         ...shape,
@@ -148,7 +149,8 @@ const notes = [
   `GFLOP/s, mean over ≥ ${minSeconds} s after one warm-up, best of ${rounds} rounds (native and PyTorch ` +
     `alternating), case by case.`,
   '',
-  '## Conv2D and its gradients (GFLOP/s; ddp NHWC kernels, PyTorch NCHW F.conv2d / torch.nn.grad)',
+  '## Conv2D and its gradients as training runs them (GFLOP/s; native: nativeConv2d / nativeConv2dGrads on NCHW, ' +
+    "wasm: tfjs-wasm's NHWC kernels without the transposes; PyTorch: F.conv2d, aten.convolution_backward)",
   '',
   markdownTable(convRows),
   '## Fused ops over the last axis (G values/s; wasm: tfjs ops, native: one addon pass, PyTorch: the ATen kernels)',

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16, tensorFromFloat32, type tf } from '@ddp/tensor';
+import { roundToPrecision, type tf } from '@ddp/tensor';
 import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';
@@ -38,12 +38,11 @@ export function autocastDtype(): AutocastDtype | null {
   return autocastState.getStore() ?? null;
 }
 
-/** t's values rounded to the nearest `dtype` value (ties to even; overflow to ±inf), as a new float32 tensor. */
-export function roundToPrecision(t: tf.Tensor, dtype: AutocastDtype): tf.Tensor {
-  const values = t.dataSync() as Float32Array;
-  const rounded = dtype === 'bfloat16' ? decodeBfloat16(encodeBfloat16(values)) : decodeFloat16(encodeFloat16(values));
-  return tensorFromFloat32(rounded, t.shape);
-}
+/**
+ * t's values rounded to the nearest `dtype` value (ties to even; overflow to ±inf), as a new float32
+ * tensor: @ddp/tensor's, one native pass where the native kernels run.
+ */
+export { roundToPrecision };
 
 /** roundToPrecision that passes t through when dtype is null (autocast off). */
 export function maybeRound(t: tf.Tensor, dtype: AutocastDtype | null): tf.Tensor {

@@ -1,4 +1,4 @@
-// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc, exp.cc, channel.cc) and the BLAS thread count.
+// The module's exports: the kernels (gemm.cc, conv.cc + conv-dnnl.cc, reduce.cc, tile.cc, adam.cc, fused.cc, exp.cc, channel.cc, round-half.cc) and the BLAS thread count.
 #include <cblas.h>
 #include <omp.h>
 #include "heap.h"
@@ -55,6 +55,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"BiasAdd", nullptr, BiasAdd, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"ChannelSum", nullptr, ChannelSum, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"Exp", nullptr, Exp, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
+      {"RoundToHalf", nullptr, RoundToHalf, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"blasCore", nullptr, BlasCore, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"library", nullptr, Library, nullptr, nullptr, nullptr, napi_enumerable, nullptr},

@@ -101,6 +101,20 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(() => kernels!.ChannelSum(heap, x, m, -1, 2, 2)).toThrow(/bad size/);
   });
 
+  it('rounds to bfloat16 and float16 in place or into another array, across the OpenMP shares, sizes checked', () => {
+    // 2^16 + 3 values (past the threshold where calls are shared among threads): 1 + 2^-8 ties to even in
+    // bfloat16, 1 + 2^-11 in float16, 70 000 overflows float16
+    const values = Array.from({ length: (1 << 16) + 3 }, (_, i) => [1 + 2 ** -8, 1 + 2 ** -11, 70000][i % 3]);
+    const { heap, offsets, read } = heapWith(values, Array(values.length).fill(0));
+    const [x, y] = offsets as [number, number];
+    kernels!.RoundToHalf(heap, x, y, values.length, true);
+    expect(new Set(read(y, values.length))).toEqual(new Set([1 + 2 ** -8, 1, Number.POSITIVE_INFINITY]));
+    kernels!.RoundToHalf(heap, x, x, values.length, false);
+    expect(new Set(read(x, values.length))).toEqual(new Set([1, 70144]));
+    expect(() => kernels!.RoundToHalf(heap, x, heap.length - 8, 4, false)).toThrow(RangeError);
+    expect(() => kernels!.RoundToHalf(heap, x, y, -1, true)).toThrow(/negative/);
+  });
+
   it('adds a bias along the channel axis and sums over all but it', () => {
     const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8], [10, 20], [0, 0, 0, 0, 0, 0, 0, 0], [0, 0]);
     const [x, bias, y, sums] = offsets as [number, number, number, number];

@@ -12,7 +12,8 @@ import { createRequire } from 'node:module';
  */
 export interface NativeKernels {
   /**
-   * c[i] = op(a[i])·op(b[i]) for i < batch, row-major, through cblas_sgemm: a is [m, k]
+   * c[i] = op(a[i])·op(b[i]) for i < batch, row-major, through sgemm (oneDNN's at one thread from 2^16
+   * multiply-adds, else OpenBLAS's): a is [m, k]
    * ([k, m] when transA), b [k, n] ([n, k] when transB), c [m, n]; strides in elements
    * between batch entries, 0 to reuse one matrix for every entry.
    */
@@ -138,6 +139,12 @@ export interface NativeKernels {
   ChannelSum(heap: Uint8Array, x: number, out: number, outer: number, channels: number, inner: number): void;
   /** y = exp(x) over n float32 values. */
   Exp(heap: Uint8Array, x: number, y: number, n: number): void;
+  /**
+   * y = x rounded to bfloat16 (float16 when `float16`) and widened back to float32 over n values, y = x
+   * allowed: the bits of PyTorch's `x.to(dtype).float()` (round to nearest even, subnormals, overflow to
+   * inf; NaN becomes 0xFFFF0000 for bfloat16, ±0x7FC00000 for float16).
+   */
+  RoundToHalf(heap: Uint8Array, x: number, y: number, n: number, float16: boolean): void;
   /** Sets OpenBLAS's thread count for this process; returns the count in effect. */
   setThreads(n: number): number;
   /** OpenBLAS's build description (version, build target, MAX_THREADS). */

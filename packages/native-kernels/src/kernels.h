@@ -20,3 +20,4 @@ napi_value SoftmaxGrad(napi_env env, napi_callback_info info);
 napi_value BiasAdd(napi_env env, napi_callback_info info);
 napi_value ChannelSum(napi_env env, napi_callback_info info);
 napi_value Exp(napi_env env, napi_callback_info info);
+napi_value RoundToHalf(napi_env env, napi_callback_info info);

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { nativeKernels, replacedKernels } from './native-kernels.js';
 import { activeWasmBackend, heapOffset } from './wasm-heap.js';
 
@@ -34,7 +35,7 @@ export function fusedAdamStep(
     return null;
   const offsets = inputs.map((t) => heapOffset(backend, t));
   if (offsets.some((o) => o === null)) return null;
-  const outs = inputs.slice(0, 3).map(() => backend.makeOutput(param.shape, 'float32'));
+  const outs = inputs.slice(0, 3).map(() => makeAlignedOutput(backend, param.shape));
   // after makeOutput: an allocation may have replaced the heap
   const [p, m, v] = outs.map((o) => heapOffset(backend, o)!) as [number, number, number];
   const [po, go, mo, vo] = offsets as [number, number, number, number];

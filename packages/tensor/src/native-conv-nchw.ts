@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { convGeometry } from './native-conv.js';
 import { convTakesNCHW, nativeKernels } from './native-kernels.js';
 import { activeWasmBackend, heapOffset } from './wasm-heap.js';
@@ -63,7 +64,7 @@ export function nativeConv2d(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | 
   const run = direct(bias ? [x, weight, bias] : [x, weight]);
   if (!run) return null;
   const g = geometry(x, weight, spec);
-  const y = run.backend.makeOutput([g[0], g[6], g[13], g[14]], 'float32');
+  const y = makeAlignedOutput(run.backend, [g[0], g[6], g[13], g[14]]);
   const [xo, wo, bo = -1] = run.offsets;
   // read the heap after makeOutput: an allocation may have replaced it
   run.native.ConvForward(run.backend.wasm.HEAPU8, xo, wo, bo, heapOffset(run.backend, y)!, tokenOf(x), ...g);
@@ -94,7 +95,7 @@ export function nativeConv2dGrads(
   if (!run) return null;
   const g = geometry(x, weight, spec);
   if (!tf.util.arraysEqual(dy.shape, [g[0], g[6], g[13], g[14]])) return null;
-  const make = (shape: number[]) => run.backend.makeOutput(shape, 'float32');
+  const make = (shape: number[]) => makeAlignedOutput(run.backend, shape);
   const [dx, dWeight, dBias] = [wants.dx ? make(x.shape) : null, make(weight.shape), wants.dBias ? make([g[6]]) : null];
   const at = (t: tf.TensorInfo | null) => (t ? heapOffset(run.backend, t)! : -1);
   const [xo, wo, dyo] = run.offsets as [number, number, number];

@@ -1,6 +1,7 @@
 import type { ConvGeometry, NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 type Shape4 = [number, number, number, number];
@@ -121,7 +122,7 @@ export function nativeConv(pass: ConvPass, native: NativeKernels, nhwcFallback: 
     const expected = spec.shapes(c);
     if (![first, second].every((t, i) => tf.util.arraysEqual(t.shape, expected[i]))) return fallback(args);
     const geometry = convGeometry(c, nchw);
-    const out = backend.makeOutput(spec.out(c), 'float32');
+    const out = makeAlignedOutput(backend, spec.out(c));
     // read the heap after makeOutput: an allocation may have replaced it
     native[pass](backend.wasm.HEAPU8, firstOffset, secondOffset, heapOffset(backend, out)!, ...geometry);
     return out;

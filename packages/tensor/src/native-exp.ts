@@ -1,6 +1,7 @@
 import type { NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 /**
@@ -14,7 +15,7 @@ export function nativeExp(native: NativeKernels, fallback: KernelFunc): KernelFu
     const x = args.inputs.x as TensorInfo;
     const xOffset = backend && x.dtype === 'float32' ? heapOffset(backend, x) : null;
     if (!backend || xOffset === null) return fallback(args);
-    const out = backend.makeOutput(x.shape, 'float32');
+    const out = makeAlignedOutput(backend, x.shape);
     // after makeOutput: an allocation may have replaced the heap
     native.Exp(backend.wasm.HEAPU8, xOffset, heapOffset(backend, out)!, tf.util.sizeFromShape(x.shape));
     return out;

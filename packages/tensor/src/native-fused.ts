@@ -1,6 +1,7 @@
 import type { NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { BackendError } from './errors.js';
 import { asWasmBackend, heapOffset, type WasmBackend } from './wasm-heap.js';
 
@@ -19,13 +20,14 @@ export const FUSED_KERNELS = {
   DdpSoftmaxGrad: ['dy', 'y'],
   DdpBiasAdd: ['x', 'bias'],
   DdpChannelSum: ['x'],
+  DdpRoundToHalf: ['x'],
 } as const;
 
 export type FusedKernelName = keyof typeof FUSED_KERNELS;
 
 /** Allocates the outputs, then (the heap may have grown) returns the heap and every offset: inputs', then outputs'. */
 function place(backend: WasmBackend, inputs: TensorInfo[], outShapes: number[][]) {
-  const outs = outShapes.map((s) => backend.makeOutput(s, 'float32'));
+  const outs = outShapes.map((s) => makeAlignedOutput(backend, s));
   const offsets = [...inputs, ...outs].map((t) => heapOffset(backend, t));
   if (offsets.some((o) => o === null))
     throw new BackendError('fused kernel: a float32 tensor has no wasm heap storage');
@@ -58,7 +60,8 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
       else native.ChannelSum(heap, o[0], o[1], outer, channels, inner);
       return outs[0];
     }
-    const x = inputs[name === 'DdpLayerNorm' || name === 'DdpGelu' || name === 'DdpSoftmax' ? 0 : 1];
+    const first = ['DdpLayerNorm', 'DdpGelu', 'DdpSoftmax', 'DdpRoundToHalf'].includes(name);
+    const x = inputs[first ? 0 : 1];
     const [rows, cols] = rowsCols(x.shape);
     const size = rows * cols;
     if (name === 'DdpLayerNorm') {
@@ -73,7 +76,9 @@ export function fusedKernel(native: NativeKernels, name: FusedKernelName): Kerne
       return outs;
     }
     const { heap, offsets: o, outs } = place(backend, inputs, [x.shape]);
-    if (name === 'DdpGelu') native.Gelu(heap, o[0], o[1], size);
+    if (name === 'DdpRoundToHalf')
+      native.RoundToHalf(heap, o[0], o[1], size, (args.attrs as { float16: boolean }).float16);
+    else if (name === 'DdpGelu') native.Gelu(heap, o[0], o[1], size);
     else if (name === 'DdpGeluGrad') native.GeluGrad(heap, o[0], o[1], o[2], size);
     else if (name === 'DdpReluGrad') native.ReluGrad(heap, o[0], o[1], o[2], size);
     else if (name === 'DdpSoftmax') native.Softmax(heap, o[0], o[1], rows, cols);

@@ -30,7 +30,7 @@ describe('native kernels: start-up and threads', () => {
     const on = startupLine({ DDP_NUM_THREADS: '1' });
     const kernels = ['BatchMatMul', 'Conv2D', 'Conv2DBackpropInput', 'Conv2DBackpropFilter', 'Sum', 'Tile', 'Exp'];
     const fused = ['LayerNorm', 'LayerNormGrad', 'Gelu', 'GeluGrad', 'ReluGrad', 'Softmax', 'SoftmaxGrad', 'BiasAdd'];
-    const names = [...kernels, ...[...fused, 'ChannelSum'].map((k) => `Ddp${k}`)].join(', ');
+    const names = [...kernels, ...[...fused, 'ChannelSum', 'RoundToHalf'].map((k) => `Ddp${k}`)].join(', ');
     if (native) expect(/^ddp: native kernels on \(OpenBLAS [^,]+, 1 thread\): (.*)$/.exec(on)?.[1]).toBe(names);
     else
       expect(on).toMatch(

@@ -1,5 +1,13 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { getBackend, nativeKernelsSummary, setBackend, tf, useNativeKernels } from './index.js';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import {
+  getBackend,
+  getNumThreads,
+  nativeKernelsSummary,
+  setBackend,
+  setNumThreads,
+  tf,
+  useNativeKernels,
+} from './index.js';
 import { asWasmBackend } from './wasm-heap.js';
 
 const initial = getBackend();
@@ -65,6 +73,41 @@ describe.skipIf(!native)('native BatchMatMul', () => {
     expect(worstRelative(onNative.data, onCpu.data)).toBeLessThan(1e-5);
     expect(worstRelative(onNative.data, onWasm.data)).toBeLessThan(1e-5);
   });
+
+  // gemm.cc: oneDNN's sgemm from 2^16 multiply-adds, on one thread below 2^23 whatever the thread count,
+  // OpenBLAS's the rest; each transpose form through every path, batched and as one taller product
+  it.each([1, 2])(
+    '%i thread(s): every transpose form on each side of the library switches, as tfjs-wasm',
+    async (n) => {
+      await setBackend('wasm');
+      const threads = getNumThreads();
+      setNumThreads(n);
+      onTestFinished(() => setNumThreads(threads));
+      for (const [m, k, cols] of [
+        [160, 256, 256], // 10 485 760 multiply-adds
+        [48, 64, 40], // 122 880
+        [16, 32, 16], // 8 192
+      ]) {
+        for (const [ta, tb] of [
+          [false, false],
+          [false, true],
+          [true, false],
+          [true, true],
+        ] as const) {
+          for (const batch of [[], [3]]) {
+            const sa = [...batch, ...(ta ? [k, m] : [m, k])];
+            const sb = tb ? [cols, k] : [k, cols];
+            useNativeKernels(false);
+            const onWasm = await product(sa, sb, ta, tb);
+            useNativeKernels(true);
+            const onNative = await product(sa, sb, ta, tb);
+            expect(onNative.shape).toEqual(onWasm.shape);
+            expect([sa, sb, ta, tb, worstRelative(onNative.data, onWasm.data) < 1e-5]).toEqual([sa, sb, ta, tb, true]);
+          }
+        }
+      }
+    },
+  );
 
   it('writes into the new heap when allocating its output grows the wasm memory', async () => {
     await setBackend('wasm');

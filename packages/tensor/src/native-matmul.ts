@@ -1,6 +1,7 @@
 import type { NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { makeAlignedOutput } from './aligned-output.js';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 /**
@@ -31,7 +32,7 @@ export function nativeBatchMatMul(native: NativeKernels, fallback: KernelFunc): 
       return fallback(args);
     const outer = tf.backend_util.assertAndGetBroadcastShape(a.shape.slice(0, -2), b.shape.slice(0, -2));
     if (tf.util.sizeFromShape(outer) !== batch) return fallback(args);
-    const out = backend.makeOutput([...outer, m, n], 'float32');
+    const out = makeAlignedOutput(backend, [...outer, m, n]);
     // after makeOutput: an allocation may have grown (replaced) the heap
     const heap = backend.wasm.HEAPU8;
     const strideA = batchA === 1 ? 0 : m * k;

@@ -4,10 +4,17 @@ import * as tf from '@tensorflow/tfjs-core';
 /** What tfjs-backend-wasm keeps per tensor (internals of tfjs 4.x, checked at run time). */
 export interface WasmBackend {
   /** The Emscripten module: HEAPU8 is replaced when the memory grows, so read it after any allocation. */
-  wasm: { HEAPU8: Uint8Array };
+  wasm: {
+    HEAPU8: Uint8Array;
+    _malloc(bytes: number): number;
+    _free(offset: number): void;
+    /** The module's wasm exports (Emscripten's `Module.asm`). */
+    asm?: { free?(offset: number): void };
+  };
   /** refCount > 1: storage shared by several tensors (reshape and its kin). */
   dataIdMap: { get(id: DataId): { memoryOffset: number | null; refCount: number } | undefined };
-  makeOutput(shape: number[], dtype: 'float32' | 'int32' | 'bool'): TensorInfo;
+  /** memoryOffset: data allocated by the caller (with wasm._malloc: disposing the tensor frees it). */
+  makeOutput(shape: number[], dtype: 'float32' | 'int32' | 'bool', memoryOffset?: number): TensorInfo;
 }
 
 /** The active backend as tfjs-wasm's internals, or null when it is another backend. */

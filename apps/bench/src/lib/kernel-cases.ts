@@ -1,6 +1,19 @@
-// The kernel cases `pnpm bench kernels` times: the matmuls of the DDP bench's and the CLIP model's
-// Linear layers, the CLIP model's convolutions and @ddp/tensor's fused ops, each as mean seconds per run.
-import { gelu, geluGrad, layerNorm, layerNormGrad, softmax, softmaxGrad, tf } from '@ddp/tensor';
+// The kernel cases `pnpm bench kernels` times: the matmuls of the DDP bench's and the CLIP model's Linear layers, the
+// CLIP model's convolutions (what autograd's conv2d runs) and @ddp/tensor's fused ops, each as mean seconds per run.
+import {
+  biasAdd,
+  channelSum,
+  convTakesNCHW,
+  gelu,
+  geluGrad,
+  layerNorm,
+  layerNormGrad,
+  nativeConv2d,
+  nativeConv2dGrads,
+  softmax,
+  softmaxGrad,
+  tf,
+} from '@ddp/tensor';
 
 /** Runs fn until minSeconds have passed (at least 2 runs after one warm-up); mean seconds per run. */
 export async function timeIt(fn: () => Promise<void> | void, minSeconds: number): Promise<number> {
@@ -50,7 +63,10 @@ export function matmulSeconds({ m, n, k, ta, tb }: MatmulCase, minSeconds: numbe
   return timeIt(() => tf.matMul(a, b, ta, tb).dispose(), minSeconds).finally(() => tf.dispose([a, b]));
 }
 
-/** PyTorch nn.Conv2d geometry; ddp runs the kernels on NHWC (tfjs's layout). */
+/**
+ * PyTorch nn.Conv2d geometry, with a bias; `dx`: whether training takes the input gradient (not for
+ * the first layer, whose input is the data).
+ */
 export interface ConvShape {
   model: string;
   n: number;
@@ -61,47 +77,72 @@ export interface ConvShape {
   kernel: number;
   stride: number;
   pad: number;
+  dx: boolean;
 }
 export const CONVS: ConvShape[] = [
-  { model: 'clip stem', n: 256, h: 28, w: 56, ci: 1, co: 16, kernel: 5, stride: 2, pad: 2 },
-  { model: 'clip body', n: 256, h: 14, w: 28, ci: 16, co: 32, kernel: 3, stride: 2, pad: 1 },
+  { model: 'clip stem', n: 256, h: 28, w: 56, ci: 1, co: 16, kernel: 5, stride: 2, pad: 2, dx: false },
+  { model: 'clip body', n: 256, h: 14, w: 28, ci: 16, co: 32, kernel: 3, stride: 2, pad: 1, dx: true },
 ];
-export const CONV_PASSES = ['forward', 'input', 'filter'] as const;
+/** forward: y = conv(x, w) + b; backward: the gradients training takes (dW, db, and dx where `dx`) from one dy. */
+export const CONV_PASSES = ['forward', 'backward'] as const;
 
+/**
+ * What @ddp/autograd's conv2d runs for one pass: with the native kernels, nativeConv2d and
+ * nativeConv2dGrads on NCHW/OIHW (bias inside, both gradients in one call, x's reorder kept from a
+ * forward); without them, tfjs-wasm's NHWC kernels (Conv2D and a bias add; the two backprop kernels
+ * and a channel sum), the transposes around them left out.
+ */
 export function convSeconds(c: ConvShape, pass: (typeof CONV_PASSES)[number], minSeconds: number): Promise<number> {
-  const pad = [
-    [0, 0],
-    [c.pad, c.pad],
-    [c.pad, c.pad],
-    [0, 0],
-  ] as const;
-  const xShape: [number, number, number, number] = [c.n, c.h, c.w, c.ci];
-  const fShape: [number, number, number, number] = [c.kernel, c.kernel, c.ci, c.co];
-  const info = tf.backend_util.computeConv2DInfo(xShape, fShape, c.stride, 1, pad as never);
-  const x = tf.randomNormal(xShape);
-  const filter = tf.randomNormal(fShape);
-  const dy = tf.randomNormal(info.outShape);
-  const attrs = {
-    strides: [c.stride, c.stride],
-    pad,
-    dataFormat: 'NHWC',
-    dilations: 1,
-    inputShape: xShape,
-    filterShape: fShape,
-  };
-  const [name, inputs] = {
-    forward: ['Conv2D', { x, filter }],
-    input: ['Conv2DBackpropInput', { dy, filter }],
-    filter: ['Conv2DBackpropFilter', { x, dy }],
-  }[pass] as [string, tf.NamedTensorMap];
-  const run = () => (tf.engine().runKernel(name, inputs, attrs as unknown as tf.NamedAttrMap) as tf.Tensor).dispose();
-  return timeIt(run, minSeconds).finally(() => tf.dispose([x, filter, dy]));
+  const spec = { strides: [c.stride, c.stride] as [number, number], padding: [c.pad, c.pad] as [number, number] };
+  const out = (size: number) => Math.floor((size + 2 * c.pad - c.kernel) / c.stride + 1);
+  const x = tf.randomNormal([c.n, c.ci, c.h, c.w]);
+  const w = tf.randomNormal([c.co, c.ci, c.kernel, c.kernel]);
+  const bias = tf.randomNormal([c.co]);
+  const dy = tf.randomNormal([c.n, c.co, out(c.h), out(c.w)]);
+  const held = [x, w, bias, dy];
+  let run: () => tf.Tensor[];
+  if (convTakesNCHW()) {
+    const forward = () => [nativeConv2d(x, w, bias, spec)!];
+    tf.dispose(forward()); // the forward before a backward, as in training
+    run =
+      pass === 'forward'
+        ? forward
+        : () => Object.values(nativeConv2dGrads(x, w, dy, spec, { dx: c.dx, dBias: true })!).filter((t) => t !== null);
+  } else {
+    const [xk, wk, dyk] = [
+      tf.transpose(x, [0, 2, 3, 1]),
+      tf.transpose(w, [2, 3, 1, 0]),
+      tf.transpose(dy, [0, 2, 3, 1]),
+    ];
+    held.push(xk, wk, dyk);
+    const pad = [
+      [0, 0],
+      [c.pad, c.pad],
+      [c.pad, c.pad],
+      [0, 0],
+    ];
+    const kernel = (name: string, inputs: tf.NamedTensorMap, shapes: object) => {
+      const attrs = { strides: spec.strides, pad, dataFormat: 'NHWC', dilations: 1, ...shapes };
+      return tf.engine().runKernel(name, inputs, attrs as unknown as tf.NamedAttrMap) as tf.Tensor;
+    };
+    run =
+      pass === 'forward'
+        ? () => [tf.tidy(() => biasAdd(kernel('Conv2D', { x: xk, filter: wk }, {}), bias, 3))]
+        : () => [
+            kernel('Conv2DBackpropFilter', { x: xk, dy: dyk }, { filterShape: wk.shape }),
+            channelSum(dyk, 3),
+            ...(c.dx ? [kernel('Conv2DBackpropInput', { dy: dyk, filter: wk }, { inputShape: xk.shape })] : []),
+          ];
+  }
+  return timeIt(() => tf.dispose(run()), minSeconds).finally(() => tf.dispose(held));
 }
 
-export const convFlops = (c: ConvShape) => {
+/** Multiply-adds ×2 of one pass: the forward's product; backward's filter product, and the input one where `dx`. */
+export const convFlops = (c: ConvShape, pass: (typeof CONV_PASSES)[number]) => {
   const out =
     Math.floor((c.h + 2 * c.pad - c.kernel) / c.stride + 1) * Math.floor((c.w + 2 * c.pad - c.kernel) / c.stride + 1);
-  return 2 * c.n * out * c.kernel * c.kernel * c.ci * c.co;
+  const product = 2 * c.n * out * c.kernel * c.kernel * c.ci * c.co;
+  return pass === 'forward' ? product : product * (c.dx ? 2 : 1);
 };
 
 /** Fused ops over rows of the last axis: a transformer's activations at batch 128 (rows × width). */
