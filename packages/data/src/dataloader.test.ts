@@ -4,6 +4,7 @@ import { DataLoader } from './dataloader.js';
 import { ArrayDataset, Dataset, GeneratorDataset } from './dataset.js';
 import { DistributedSampler } from './distributed-sampler.js';
 import { DataArgumentError } from './errors.js';
+import { ShardedIterableDataset } from './shard.js';
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
@@ -173,6 +174,38 @@ describe('DataLoader', () => {
     expect(collected).toEqual([3, 12]);
     expect(() => new DataLoader(stream, { shuffle: true })).toThrow(DataArgumentError);
     expect(() => new DataLoader(stream).length).toThrow(DataArgumentError);
+  });
+
+  it('a one-shot stream (a generator object) gives one epoch; the next raises instead of having no batches', async () => {
+    async function* numbers() {
+      for (let i = 0; i < 6; i++) yield i;
+    }
+    const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+    const epoch = async (source: ConstructorParameters<typeof DataLoader<number, number>>[0]) => {
+      const out: number[] = [];
+      for await (const s of new DataLoader(source, { batchSize: 2, collate: sum })) out.push(s);
+      return out;
+    };
+    // before: the second epoch of each of these had no batches, silently
+    const once = numbers();
+    expect(await epoch(once)).toEqual([1, 5, 9]);
+    await expect(epoch(once)).rejects.toThrow(/DataLoader: the stream is a one-shot iterator .* GeneratorDataset/);
+    const sharded = new ShardedIterableDataset(numbers(), { numShards: 2, shardIndex: 0 });
+    expect(await epoch(sharded)).toEqual([2, 4]);
+    await expect(epoch(sharded)).rejects.toThrow(/ShardedIterableDataset: the stream is a one-shot iterator/);
+    const made = numbers();
+    const madeOnce = new GeneratorDataset(() => made);
+    expect(await epoch(madeOnce)).toEqual([1, 5, 9]);
+    await expect(epoch(madeOnce)).rejects.toThrow(DataArgumentError);
+    // sources that start anew on each pass: every epoch the same
+    for (const fresh of [
+      new GeneratorDataset(numbers),
+      range(6),
+      new ShardedIterableDataset(range(6), { numShards: 1, shardIndex: 0 }),
+    ]) {
+      expect(await epoch(fresh)).toEqual([1, 5, 9]);
+      expect(await epoch(fresh)).toEqual([1, 5, 9]);
+    }
   });
 
   it('rejects bad options', () => {

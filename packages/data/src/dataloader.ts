@@ -3,6 +3,7 @@ import { type Collated, defaultCollate } from './collate.js';
 import { Dataset } from './dataset.js';
 import { DataArgumentError } from './errors.js';
 import type { Generator } from './generator.js';
+import { startPass } from './one-shot.js';
 import { RandomSampler, type Sampler, SequentialSampler } from './sampler.js';
 
 export interface DataLoaderOptions<T, B> {
@@ -122,6 +123,7 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
         return { done: false, value: await Promise.all(r.value.map((i) => dataset.getItem(i))) };
       };
     } else {
+      startPass(dataset, 'DataLoader');
       stream = Symbol.asyncIterator in dataset ? dataset[Symbol.asyncIterator]() : dataset[Symbol.iterator]();
       const batches = this.streamBatches(stream);
       next = () => batches.next();

@@ -1,3 +1,5 @@
+import { startPass } from './one-shot.js';
+
 /** A map-style dataset: a known length and random access by index (torch.utils.data.Dataset). */
 export abstract class Dataset<T> {
   abstract get length(): number;
@@ -29,6 +31,8 @@ export class GeneratorDataset<T> extends IterableDataset<T> {
     super();
   }
   async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    yield* this.source();
+    const stream = this.source();
+    startPass(stream, 'GeneratorDataset'); // source() handing back one generator made once
+    yield* stream;
   }
 }

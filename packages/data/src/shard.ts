@@ -1,6 +1,7 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
 import { IterableDataset } from './dataset.js';
 import { DataArgumentError } from './errors.js';
+import { startPass } from './one-shot.js';
 
 export interface ShardOptions {
   /** Number of shards (ranks × workers); defaults to the process group's world size. */
@@ -47,6 +48,7 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    startPass(this.source, 'ShardedIterableDataset');
     let position = 0;
     let mine: { item: T } | null = null;
     for await (const item of this.source) {

@@ -8,7 +8,7 @@ import {
   type ProcessGroup,
   ReduceOp,
 } from '@ddp/comm';
-import { Parameter } from '@ddp/nn';
+import { markGradientShard, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
 
@@ -68,6 +68,8 @@ export class FlatShard {
     for (const [i, p] of params.entries()) flat.set(p.data.dataSync() as Float32Array, this.offsets[i]);
     const start = group.rank * this.shardSize;
     this.shard = Parameter.fromValues(flat.slice(start, start + this.shardSize), [this.shardSize]);
+    // each rank holds a distinct part of the gradient: its norm sums over the group (nn's clipGradNormDistributed)
+    if (group.size > 1) markGradientShard(this.shard, group);
     this.free();
   }
 

@@ -3,14 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CheckpointError,
-  latestCheckpoint,
-  loadCheckpoint,
-  META_FILE,
-  OPTIMIZER_FILE,
-  saveCheckpoint,
-} from './checkpoint.js';
+import { latestCheckpoint, loadCheckpoint, META_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import { Linear } from './layers/linear.js';
 import { Adam } from './optim/adam.js';
 import { SafetensorsError } from './safetensors.js';

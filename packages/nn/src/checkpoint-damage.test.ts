@@ -5,15 +5,9 @@ import { join } from 'node:path';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileWriteError } from './atomic.js';
-import {
-  CheckpointError,
-  latestCheckpoint,
-  loadCheckpoint,
-  MODEL_FILE,
-  OPTIMIZER_FILE,
-  saveCheckpoint,
-} from './checkpoint.js';
+import { latestCheckpoint, loadCheckpoint, MODEL_FILE, OPTIMIZER_FILE, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
 import { SafetensorsError } from './safetensors.js';

@@ -5,26 +5,28 @@
  *   dir/latest -> 00000007-step-120
  *   dir/.tmp-<host>-<pid>-<hex>/   an entry being written (or left by a killed writer)
  *
- * A writer fills a temporary entry, fsyncs it, renames it to the next generation (the commit:
- * one atomic rename), fsyncs dir, then points `latest` at it (a symlink renamed over the old
- * one, for tools) and removes what is stale. Readers take the complete entry of the highest
- * generation, so whatever moment a writer dies at, the newest committed checkpoint is found.
- * Stale: entries older than the newest; temporaries of a dead process on this host (a live
- * writer's, or another host's, are left alone); files of the old single-directory layout (its
- * metaFile and *.safetensors beside it). Anything else in dir is the user's and is kept.
+ * A writer fills a temporary entry, fsyncs it, then, holding dir's commit lock (checkpoint-lock.ts,
+ * so writers saving into one dir at once commit one after the other), renames it to the next
+ * generation (the commit: one atomic rename), fsyncs dir and points `latest` at it (a symlink
+ * renamed over the old one, for tools); then it removes what is stale. Readers take the complete
+ * entry of the highest generation, so whatever moment a writer dies at, the newest committed
+ * checkpoint is found. Stale: entries older than the newest (no commit ever takes a generation
+ * below it, so removing them needs no lock); temporaries and lock files of a dead process on this
+ * host (a live writer's, or another host's, are left alone); files of the old single-directory
+ * layout (its metaFile and *.safetensors beside it). Anything else in dir is the user's and is kept.
  */
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { syncDirectory } from './atomic.js';
+import { isStaleLock, withCommitLock } from './checkpoint-lock.js';
+import { diedOnThisHost, HOST, processIsAlive } from './process-owner.js';
 
 export const LATEST_LINK = 'latest';
 const ENTRY = /^(\d{8})-step-(\d+)$/;
 const TEMPORARY = /^\.tmp-(.+)-(\d+)-[0-9a-f]+$/;
 /** Temporaries of the old layout: `<dir>.tmp-<pid>-<hex>`, `<dir>.old-<pid>-<hex>` (and files' `.tmp-`). */
 const LEGACY_TEMPORARY = /\.(?:tmp|old)-(\d+)-[0-9a-f]+$/;
-const HOST = hostname().replaceAll('/', '_');
 
 /**
  * Test hook: `DDP_CHECKPOINT_CRASH_AT=<point>` kills this process with SIGKILL when a save
@@ -40,21 +42,10 @@ const exists = (path: string) =>
     () => false,
   );
 
-function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** A temporary whose writer provably died: written on this host by a process that no longer runs. */
 function isDeadTemporary(name: string): boolean {
   const match = TEMPORARY.exec(name);
-  if (!match || match[1] !== HOST) return false;
-  const pid = Number(match[2]);
-  return pid !== process.pid && !processIsAlive(pid);
+  return match !== null && diedOnThisHost(match[1], Number(match[2]));
 }
 
 /** A name for a temporary entry in dir; it carries host and pid, so its staleness can be proved. */
@@ -77,15 +68,20 @@ async function listEntries(dir: string): Promise<Entry[]> {
     .sort((a, b) => b.generation - a.generation);
 }
 
+/** The complete entry (holding metaFile) of the highest generation in dir. */
+async function newestEntry(dir: string, metaFile: string): Promise<Entry | undefined> {
+  for (const entry of await listEntries(dir)) if (await exists(join(dir, entry.name, metaFile))) return entry;
+  return undefined;
+}
+
 /**
  * The newest complete checkpoint under dir (one holding `metaFile`), or null. Falls back to the
  * old layouts: `metaFile` directly in dir, or (a crash of the old two-rename save) the newest
  * `<dir>.tmp-*` / `<dir>.old-*` sibling holding one.
  */
 export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
-  for (const entry of await listEntries(dir)) {
-    if (await exists(join(dir, entry.name, metaFile))) return join(dir, entry.name);
-  }
+  const entry = await newestEntry(dir, metaFile);
+  if (entry) return join(dir, entry.name);
   if (await exists(join(dir, metaFile))) return dir;
   const parent = dirname(dir);
   const prefix = basename(dir);
@@ -103,28 +99,23 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
 
 /**
  * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
- * its path. The rename is the commit; the pointer switch and the clean-up follow.
+ * its path. The rename is the commit; the pointer switch follows under the same lock, the clean-up after it.
  */
 export async function commitEntry(dir: string, temporary: string, step: number, metaFile: string): Promise<string> {
   await syncDirectory(temporary);
   crashPoint('before-commit');
-  for (;;) {
+  const name = await withCommitLock(dir, async () => {
     const generation = ((await listEntries(dir))[0]?.generation ?? 0) + 1;
     const name = `${String(generation).padStart(8, '0')}-step-${step}`;
-    try {
-      await rename(temporary, join(dir, name));
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOTEMPTY' || code === 'EEXIST') continue; // another writer took this generation
-      throw error;
-    }
+    await rename(temporary, join(dir, name));
     await syncDirectory(dir);
     crashPoint('committed');
     await pointLatestAt(dir, name);
     crashPoint('pointer-switched');
-    await cleanCheckpointDir(dir, metaFile);
-    return join(dir, name);
-  }
+    return name;
+  });
+  await cleanCheckpointDir(dir, metaFile);
+  return join(dir, name);
 }
 
 async function pointLatestAt(dir: string, name: string): Promise<void> {
@@ -136,19 +127,24 @@ async function pointLatestAt(dir: string, name: string): Promise<void> {
 }
 
 /**
- * Points `latest` at the newest complete entry, then removes what is provably stale (see the
- * module comment). Safe to run at any time, by any number of processes at once.
+ * Points `latest` at the newest complete entry (under the commit lock, only when it points
+ * elsewhere: a save killed before its pointer switch), then removes what is provably stale (see
+ * the module comment). Safe to run at any time, by any number of processes at once.
  */
 export async function cleanCheckpointDir(dir: string, metaFile: string): Promise<void> {
   const names = await readdir(dir).catch(() => [] as string[]);
   const stale = names.filter((name) => isDeadTemporary(name) || isDeadLegacyTemporary(name));
-  const entries = await listEntries(dir);
-  let newest: Entry | undefined;
-  for (const e of entries) if (!newest && (await exists(join(dir, e.name, metaFile)))) newest = e;
+  for (const name of names) if (await isStaleLock(dir, name)) stale.push(name);
+  const newest = await newestEntry(dir, metaFile);
   if (newest) {
-    await pointLatestAt(dir, newest.name);
-    const generation = newest.generation;
-    stale.push(...entries.filter((e) => e.generation < generation).map((e) => e.name));
+    if ((await readlink(join(dir, LATEST_LINK)).catch(() => null)) !== newest.name) {
+      await withCommitLock(dir, async () => {
+        const now = await newestEntry(dir, metaFile);
+        if (now) await pointLatestAt(dir, now.name);
+      });
+    }
+    const older = (await listEntries(dir)).filter((e) => e.generation < newest.generation);
+    stale.push(...older.map((e) => e.name));
     // the old layout's files, superseded by a committed entry; without its metaFile there is no old
     // layout, and a *.safetensors file there is the user's own
     if (names.includes(metaFile)) stale.push(...names.filter((n) => n === metaFile || n.endsWith('.safetensors')));
@@ -180,6 +176,29 @@ async function removeLegacySiblings(dir: string): Promise<void> {
 export async function entryToLoad(dir: string, metaFile: string): Promise<string | null> {
   await cleanCheckpointDir(dir, metaFile).catch(() => undefined);
   return latestEntry(dir, metaFile);
+}
+
+/**
+ * Reads the newest complete entry of dir with `read`, or returns null when there is none. When
+ * reading fails and a newer entry has been committed meanwhile (whose clean-up may have removed
+ * files of the one being read: a save beside a load), it reads the newer one. A failure on the
+ * newest entry is that entry's own (damage) and is raised.
+ */
+export async function readNewestEntry<T>(
+  dir: string,
+  metaFile: string,
+  read: (entry: string) => Promise<T>,
+): Promise<T | null> {
+  for (let entry = await entryToLoad(dir, metaFile); entry !== null; ) {
+    try {
+      return await read(entry);
+    } catch (error) {
+      const newest = await latestEntry(dir, metaFile);
+      if (newest === entry || newest === null) throw error;
+      entry = newest;
+    }
+  }
+  return null;
 }
 
 /** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */

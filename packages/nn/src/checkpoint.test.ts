@@ -5,7 +5,6 @@ import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  CheckpointError,
   latestCheckpoint,
   loadCheckpoint,
   META_FILE,
@@ -14,6 +13,7 @@ import {
   saveCheckpoint,
 } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import { Generator } from './generator.js';
 import { WarmupCosineLR } from './lr-scheduler.js';
 import { Module } from './module.js';
@@ -234,6 +234,45 @@ describe('checkpoints', () => {
     expect((await loadCheckpoint(path, { model })).step).toBe(4);
     model.dispose();
     opt.dispose();
+  });
+
+  it('refuses an optimizer whose parameters come in another order than when saved (same shapes)', async () => {
+    /** Two layers of one shape, registered in either order: a refactor that keeps every name. */
+    class Pair extends Module {
+      constructor(gen: Generator, swapped: boolean) {
+        super();
+        for (const name of swapped ? ['b', 'a'] : ['a', 'b'])
+          this.registerParameter(name, Parameter.fromValues(gen.normal(4), [2, 2]));
+      }
+      forward(): never {
+        throw new Error('not used');
+      }
+    }
+    const gen = new Generator(9);
+    const saved = new Pair(gen, false);
+    const opt = new Adam(saved.parameters(), { lr: 0.01 });
+    for (const p of saved.parameters()) p.grad = tf.tensor(gen.normal(p.size), p.shape);
+    opt.step();
+    const path = join(dir, 'order');
+    await saveCheckpoint(path, { model: saved, optimizer: opt });
+    // before: loaded, a's Adam moments given to b and b's to a (the model itself loads by name)
+    const swapped = new Pair(new Generator(1), true);
+    const swappedOpt = new Adam(swapped.parameters(), { lr: 0.01 });
+    await expect(loadCheckpoint(path, { model: swapped, optimizer: swappedOpt })).rejects.toThrow(
+      /in another order than when saved \(parameter 0 is 'b', was 'a'; parameter 1 is 'a', was 'b'\)/,
+    );
+    // groups built in another order (no-decay group first) are the same mistake
+    const regrouped = new Pair(new Generator(1), false);
+    const [a, b] = regrouped.parameters();
+    const regroupedOpt = new Adam([{ params: [b as Parameter] }, { params: [a as Parameter], weightDecay: 0.1 }]);
+    await expect(loadCheckpoint(path, { model: regrouped, optimizer: regroupedOpt })).rejects.toThrow(CheckpointError);
+    const same = new Pair(new Generator(1), false);
+    const sameOpt = new Adam(same.parameters(), { lr: 0.01 });
+    await loadCheckpoint(path, { model: same, optimizer: sameOpt });
+    const moments = (o: Adam) => [...o.state.values()].map((st) => bits(st.expAvg as tf.Tensor));
+    expect(moments(sameOpt)).toEqual(moments(opt));
+    for (const x of [saved, swapped, regrouped, same]) x.dispose();
+    for (const o of [opt, swappedOpt, regroupedOpt, sameOpt]) o.dispose();
   });
 
   it('reports truncated files, and missing checkpoints clearly', async () => {

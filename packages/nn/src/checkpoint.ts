@@ -8,6 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Tensor } from '@ddp/autograd';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
@@ -15,9 +16,10 @@ import {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
-  entryToLoad,
   latestEntry,
+  readNewestEntry,
 } from './checkpoint-dir.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -29,10 +31,6 @@ import { readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
 export const MODEL_FILE = 'model.safetensors';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 export const META_FILE = 'checkpoint.json';
-
-export class CheckpointError extends Error {
-  override name = 'CheckpointError';
-}
 
 // biome-ignore lint/suspicious/noExplicitAny: any optimizer's hyperparameters
 type AnyOptimizer = Optimizer<any>;
@@ -58,8 +56,36 @@ interface CheckpointMeta {
   epoch: number;
   generator: GeneratorState | null;
   scheduler: SchedulerState | null;
-  optimizer: { paramGroups: unknown[]; scalars: Record<string, Record<string, number>> } | null;
+  optimizer: {
+    paramGroups: unknown[];
+    scalars: Record<string, Record<string, number>>;
+    /** The model's name of each optimizer parameter, by position (null: not the model's); absent before. */
+    paramNames?: (string | null)[];
+  } | null;
   extra: unknown;
+}
+
+/** The model's name of each of the optimizer's parameters, in the optimizer's order (its state's keys). */
+function optimizerParamNames(model: Module, optimizer: AnyOptimizer): (string | null)[] {
+  const names = new Map<Tensor, string>(model.namedParameters().map(([name, p]) => [p, name]));
+  return optimizer.paramGroups.flatMap((g: { params: Tensor[] }) => g.params.map((p) => names.get(p) ?? null));
+}
+
+/**
+ * Optimizer state is kept by position, the model's by name: a model or optimizer whose parameters
+ * come in another order (a refactor, groups built otherwise) would take another parameter's
+ * moments silently wherever the shapes agree. Raises when a position names another parameter.
+ */
+function checkOptimizerOrder(path: string, saved: (string | null)[] | undefined, now: (string | null)[]): void {
+  const moved = (saved ?? [])
+    .map((name, i) => ({ i, was: name, is: now[i] ?? null }))
+    .filter(({ was, is }) => was !== null && is !== null && was !== is);
+  if (moved.length === 0) return;
+  const list = moved.slice(0, 3).map(({ i, was, is }) => `parameter ${i} is '${is}', was '${was}'`);
+  throw new CheckpointError(
+    `${path}: the optimizer's parameters are in another order than when saved (${list.join('; ')}` +
+      `${moved.length > 3 ? `; ${moved.length - 3} more` : ''}): its state would go to other parameters`,
+  );
 }
 
 function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
@@ -79,10 +105,11 @@ function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
 
 /**
  * Writes a checkpoint as a new entry of `dir` and commits it (see the module comment); older
- * entries and leftovers of killed saves are removed after the commit. A failed write (a full
- * disk) raises a typed error naming the file and leaves the previous checkpoint as it was.
+ * entries and leftovers of killed saves are removed after the commit. Returns the committed
+ * entry's path. A failed write (a full disk) raises a typed error naming the file and leaves the
+ * previous checkpoint as it was.
  */
-export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<void> {
+export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<string> {
   let tmp: string | null = null;
   try {
     await cleanCheckpointDir(dir, META_FILE);
@@ -96,7 +123,11 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       const sd = contents.optimizer.stateDict();
       const { tensors, scalars } = optimizerTensors(sd);
       await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
-      optimizer = { paramGroups: sd.paramGroups, scalars };
+      optimizer = {
+        paramGroups: sd.paramGroups,
+        scalars,
+        paramNames: optimizerParamNames(contents.model, contents.optimizer),
+      };
     }
     const meta: CheckpointMeta = {
       format: 'ddp-checkpoint',
@@ -109,7 +140,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       extra: contents.extra ?? null,
     };
     await writeFileAtomic(join(tmp, META_FILE), sealJson({ ...meta }));
-    await commitEntry(dir, tmp, meta.step, META_FILE);
+    return await commitEntry(dir, tmp, meta.step, META_FILE);
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });
     // an fs error of the directory's own (mkdir, rename): typed, naming what failed
@@ -136,6 +167,24 @@ export interface LoadedCheckpoint {
   path: string;
 }
 
+/** The files of one checkpoint entry, read and checked; the optimizer's only when `contents` has one. */
+async function readEntry(
+  path: string,
+  contents: { optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler },
+) {
+  const meta = (await readSealedJson(join(path, META_FILE), 'ddp-checkpoint', VERSION).catch((error) => {
+    throw error instanceof SealedJsonError ? new CheckpointError(error.message, { cause: error }) : error;
+  })) as unknown as CheckpointMeta;
+  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
+  const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
+  if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
+  // version 2 wrote every safetensors file with checksums: one without them is damaged
+  const options = { requireChecksums: meta.version === VERSION };
+  const model = await loadSafetensors(join(path, MODEL_FILE), options);
+  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
+  return { path, meta, model, optimizer };
+}
+
 /**
  * Restores what `contents` names from a checkpoint: the model (strict), then the optimizer
  * and generator when given. All files are read and parsed before anything is changed, and
@@ -151,18 +200,9 @@ export async function loadCheckpoint(
     strict?: boolean;
   },
 ): Promise<LoadedCheckpoint> {
-  const path = await entryToLoad(dir, META_FILE);
-  if (path === null) throw new CheckpointError(`no checkpoint at ${dir}`);
-  const meta = (await readSealedJson(join(path, META_FILE), 'ddp-checkpoint', VERSION).catch((error) => {
-    throw error instanceof SealedJsonError ? new CheckpointError(error.message, { cause: error }) : error;
-  })) as unknown as CheckpointMeta;
-  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
-  const lacking = (['optimizer', 'generator', 'scheduler'] as const).filter((k) => contents[k] && !meta[k]);
-  if (lacking.length) throw new CheckpointError(`${path} holds no ${lacking.join(', ')} state`);
-  // version 2 wrote every safetensors file with checksums: one without them is damaged
-  const options = { requireChecksums: meta.version === VERSION };
-  const model = await loadSafetensors(join(path, MODEL_FILE), options);
-  const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
+  const read = await readNewestEntry(dir, META_FILE, (path) => readEntry(path, contents));
+  if (read === null) throw new CheckpointError(`no checkpoint at ${dir}`);
+  const { path, meta, model, optimizer } = read;
   const owned: tf.Tensor[] = [];
   const toTf = (t: SafeTensor) => {
     const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
@@ -186,6 +226,8 @@ export async function loadCheckpoint(
         paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'],
       };
     }
+    if (contents.optimizer && meta.optimizer)
+      checkOptimizerOrder(path, meta.optimizer.paramNames, optimizerParamNames(contents.model, contents.optimizer));
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);

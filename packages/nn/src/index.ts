@@ -1,7 +1,6 @@
 export { FileWriteError, temporarySibling, writeFileAtomic } from './atomic.js';
 export {
   type CheckpointContents,
-  CheckpointError,
   type LoadedCheckpoint,
   latestCheckpoint,
   loadCheckpoint,
@@ -18,8 +17,10 @@ export {
   entryToLoad,
   LATEST_LINK,
   latestEntry,
+  readNewestEntry,
   temporaryEntryName,
 } from './checkpoint-dir.js';
+export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export {
   defaultGenerator,
   Generator,
@@ -57,7 +58,8 @@ export {
 } from './lr-scheduler.js';
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
 export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
-export { clipGradNorm } from './optim/clip-grad.js';
+export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
+export { gradientShardGroups, markGradientShard, type NormReduceGroup } from './optim/gradient-shards.js';
 export {
   Optimizer,
   OptimizerError,

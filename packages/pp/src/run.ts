@@ -1,5 +1,6 @@
 import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
+import { markGradientShard } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
@@ -89,6 +90,8 @@ export async function pipelineStep(
         `${ppGroup.size}; they must agree`,
     );
   }
+  // each stage holds its own parameters: the model's gradient norm sums over the stages (clipGradNormDistributed)
+  if (ppGroup.size > 1) for (const p of stage.parameters()) markGradientShard(p, ppGroup);
   let schedule: Schedule;
   if (typeof named === 'string') {
     const key = `${named}/${stage.numStages}/${m}`;

@@ -16,6 +16,7 @@ interface RankResult {
   syncForwardError: string;
   oneValue: string;
   oneD: Record<string, number>;
+  untracked: number | string;
 }
 
 function expectClose(actual: number[], expected: number[], what: string): void {
@@ -92,6 +93,10 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
         expect(r.oneValue, `${at}: one value per channel over the group`).toMatch(
           new RegExp(`rank ${rank}: SyncBatchNorm expected more than 1 value per channel when training, got 1 over`),
         );
+        // was: SyncBatchNormError from forward, and forwardAsync normalised by every rank's batch together
+        expect({ untracked: r.untracked }, `${at}: eval without running stats vs local BatchNorm2d`).toEqual({
+          untracked: expect.closeTo(0, 6),
+        });
         for (const [what, d] of Object.entries(r.oneD))
           expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
         start += n;

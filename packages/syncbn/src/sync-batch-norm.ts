@@ -33,9 +33,12 @@ export class SyncBatchNorm extends BatchNorm {
     this.processGroup = processGroup;
   }
 
-  /** The group statistics are taken over, or null when nothing needs exchanging. */
+  /**
+   * The group statistics are taken over, or null when nothing needs exchanging: in eval, even
+   * without running statistics (each rank then normalises by its own batch), as torch's.
+   */
   private syncGroup(): ProcessGroup | null {
-    if (!(this.training || !this.trackRunningStats)) return null;
+    if (!this.training) return null;
     const group = this.processGroup ?? (isInitialized() ? getDefaultGroup() : null);
     return group && group.size > 1 ? group : null;
   }

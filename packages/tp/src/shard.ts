@@ -1,9 +1,13 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { Parameter } from '@ddp/nn';
+import { markGradientShard, Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 
-/** The tp rank's 1/size part of `t` along `dim` (rows [r·n/size, (r+1)·n/size)), as a new Parameter. */
+/**
+ * The tp rank's 1/size part of `t` along `dim` (rows [r·n/size, (r+1)·n/size)), as a new Parameter,
+ * its gradient marked as split over the group (so clipGradNorm refuses it and clipGradNormDistributed
+ * sums its norm over the group).
+ */
 export function shardParameter(
   t: tf.Tensor,
   dim: number,
@@ -20,7 +24,9 @@ export function shardParameter(
   const part = n / group.size;
   const begin = t.shape.map((_, i) => (i === dim ? group.rank * part : 0));
   const size = t.shape.map((d, i) => (i === dim ? part : d));
-  return new Parameter(tf.slice(t, begin, size), requiresGrad);
+  const shard = new Parameter(tf.slice(t, begin, size), requiresGrad);
+  if (group.size > 1) markGradientShard(shard, group);
+  return shard;
 }
 
 /** A full copy of `t` as a new Parameter (replicated on every tp rank). */

@@ -1,5 +1,6 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { markGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 
@@ -31,6 +32,8 @@ export class GradientSharder {
     private readonly onIterationStart: () => Promise<unknown>,
   ) {
     this.hooked = new Set(params.filter((p) => p.requiresGrad));
+    // only the owner keeps a gradient: the norm sums over the group (nn's clipGradNormDistributed)
+    if (group.size > 1) for (const p of this.hooked) markGradientShard(p, group);
     this.handles = [...this.hooked].map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
   }
 

@@ -71,4 +71,20 @@ describe('silent wrong results, across packages', () => {
       else expect(r.moved, `rank ${r.rank}: the unfrozen layer trained`).toBe(true);
     }
   }, 90_000);
+
+  // @ddp/nn + fsdp + zero: clipGradNorm over FSDP's shards or ZeRO-2's owned gradients took this
+  // rank's part alone, so each rank clipped by another, smaller norm than the model's (PyTorch's
+  // FSDP2 clip_grad_norm_ takes the whole DTensor's). Fixed: those gradients are marked as split
+  // (markGradientShard), clipGradNorm refuses them, clipGradNormDistributed sums over the group.
+  it('fsdp, zero stage 2: clipGradNorm refuses sharded gradients; the distributed norm is the whole model norm', async () => {
+    const run = await runWorld('sharded-clip.child.ts', 2, { timeoutMs: 60_000 });
+    expect(run.result.exitCode, explain(run)).toBe(0);
+    type Kind = { clipGradNorm: number | string; distributed: number };
+    for (const r of run.out.last(2) as ({ rank: number; want: number } & Record<'fsdp' | 'zero', Kind>)[]) {
+      for (const kind of ['fsdp', 'zero'] as const) {
+        expect(r[kind].clipGradNorm, `rank ${r.rank} ${kind}`).toMatch(/^OptimizerError: clipGradNorm: .*split/);
+        expect(r[kind].distributed, `rank ${r.rank} ${kind}`).toBeCloseTo(r.want, 5);
+      }
+    }
+  }, 90_000);
 });

@@ -89,4 +89,16 @@ describe('clipGradNorm', () => {
     a.dispose();
     b.dispose();
   });
+
+  it('counts and scales a parameter listed twice once (a tied weight in two modules)', () => {
+    const tied = new Parameter(tf.zeros([2]));
+    const other = new Parameter(tf.zeros([1]));
+    tied.grad = tf.tensor([3, 0]);
+    other.grad = tf.tensor([4]);
+    // was: norm sqrt(9 + 9 + 16) = 5.83 and the tied gradient scaled twice, to 3 · (1/5.83)²
+    expect(clipGradNorm([tied, other, tied], 1)).toBeCloseTo(5, 5);
+    expect(Array.from(tied.grad.dataSync())[0]).toBeCloseTo(0.6, 5);
+    tied.dispose();
+    other.dispose();
+  });
 });

@@ -2,7 +2,7 @@
 
 import { type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { BatchNorm1d, Module } from '@ddp/nn';
+import { BatchNorm1d, BatchNorm2d, Module } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { SyncBatchNorm, SyncBatchNormError } from '../index.js';
@@ -114,10 +114,36 @@ try {
 } catch (e) {
   oneValue = e instanceof SyncBatchNormError ? e.message : String(e);
 }
+// eval without running statistics: each rank normalises by its own batch and nothing is exchanged,
+// as torch's (need_sync = bn_training and self.training); forward and forwardAsync alike
+async function untrackedEval(): Promise<number | string> {
+  const untracked = new SyncBatchNorm(channels, { trackRunningStats: false });
+  const local = new BatchNorm2d(channels, { trackRunningStats: false });
+  untracked.eval();
+  local.eval();
+  try {
+    const [a, b, want] = [untracked.forward(x), await untracked.forwardAsync(x), local.forward(x)];
+    const diff = Math.max(...[a, b].map((t) => tf.tidy(() => tf.max(tf.abs(tf.sub(t.data, want.data))).dataSync()[0])));
+    tf.dispose([a.data, b.data, want.data]);
+    return count === 0 ? 0 : diff;
+  } catch (e) {
+    return `${(e as Error).name}: ${(e as Error).message}`;
+  }
+}
+const untracked = await untrackedEval();
 const evalStats = {
   evalRunningMean: Array.from(bn.runningMean.dataSync()),
   evalRunningVar: Array.from(bn.runningVar.dataSync()),
 };
-const result = { ...first, leaked, syncForwardError, oneValue, oneD: oneDDiffs, evalY: evalOut, ...evalStats };
+const result = {
+  ...first,
+  leaked,
+  syncForwardError,
+  oneValue,
+  oneD: oneDDiffs,
+  evalY: evalOut,
+  ...evalStats,
+  untracked,
+};
 console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();

@@ -1,9 +1,11 @@
 // One rank of the tensor-parallel test (tp = world size): the unsharded model runs beside the
 // sharded one in this process, from the same seed; prints the largest differences.
+//   node tp.child.ts <tp> [clip]   clip: SGD steps after clipping the gradients' norm (the sharded
+//   model's over the tp group), and whether clipGradNorm refuses the sharded gradients
 
 import { crossEntropy, randn, type Tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
-import { AdamW, Generator, Linear, type Module } from '@ddp/nn';
+import { AdamW, clipGradNorm, clipGradNormDistributed, Generator, Linear, type Module, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear } from '../index.js';
 import { TinyGpt } from './tiny-gpt.js';
@@ -59,13 +61,29 @@ const reference = new TinyGpt(config, new Generator(7));
 const sharded = new TinyGpt(config, new Generator(7));
 applyTensorParallel(sharded, group);
 
-async function step(model: TinyGpt, opt: AdamW): Promise<tf.Tensor> {
+const clipping = process.argv[3] === 'clip';
+/** Gradient norms before clipping (clip mode), the reference's then the sharded model's. */
+const norms: number[] = [];
+/** What clipGradNorm said of the sharded gradients (this rank's norm alone would clip each rank differently). */
+let refused: string | null = null;
+const MAX_NORM = 0.05; // below the norm of the first step's gradients, so clipping scales them
+
+async function step(model: TinyGpt, opt: AdamW | SGD): Promise<tf.Tensor> {
   const logits = await model.forward(ids);
   const loss = crossEntropy(logits.reshape([ids.length * config.seq, config.vocab]), targets);
   const kept = tf.clone(logits.data);
   await loss.backward();
   loss.dispose();
   logits.dispose();
+  if (clipping && model === reference) norms.push(clipGradNorm(model.parameters(), MAX_NORM));
+  if (clipping && model === sharded) {
+    try {
+      clipGradNorm(model.parameters(), MAX_NORM);
+    } catch (error) {
+      refused ??= `${(error as Error).name}: ${(error as Error).message}`;
+    }
+    norms.push(await clipGradNormDistributed(model.parameters(), MAX_NORM, { groups: [group] }));
+  }
   opt.step();
   opt.zeroGrad();
   return kept;
@@ -74,7 +92,11 @@ async function step(model: TinyGpt, opt: AdamW): Promise<tf.Tensor> {
 // eps 1e-6 rather than 1e-8: the k-projection bias has an exactly zero gradient (softmax ignores a
 // shift of every score), so both runs hold only rounding noise there, which Adam with a tiny eps
 // would blow up to a step of ±lr.
-const adam = (m: TinyGpt) => new AdamW(m.parameters(), { lr: 1e-3, weightDecay: 0.01, eps: 1e-6 });
+// Clipping scales every gradient alike, which Adam's step hardly sees: SGD's shows it.
+const adam = (m: TinyGpt) =>
+  clipping
+    ? new SGD(m.parameters(), { lr: 0.5 })
+    : new AdamW(m.parameters(), { lr: 1e-3, weightDecay: 0.01, eps: 1e-6 });
 const refOpt = adam(reference);
 const tpOpt = adam(sharded);
 const refLogits = await step(reference, refOpt);
@@ -98,6 +120,16 @@ const before = tf.memory().numTensors;
 tf.dispose(await step(sharded, tpOpt));
 const leaked = tf.memory().numTensors - before;
 
-const result = { logits, weights, worst, leaked, layers: await layerDiffs(), dpRank: grid.dpRank, tpRank: grid.tpRank };
+const result = {
+  logits,
+  weights,
+  worst,
+  leaked,
+  layers: await layerDiffs(),
+  dpRank: grid.dpRank,
+  tpRank: grid.tpRank,
+  norms: norms.slice(0, 2),
+  refused,
+};
 console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();

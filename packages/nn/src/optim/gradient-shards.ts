@@ -1,0 +1,28 @@
+// Which parameters' gradients are split over ranks, and over which process groups: tensor
+// parallelism's shards, a pipeline stage's parameters, FSDP's and ZeRO-2's shards. The packages
+// that split them mark them here, so the norm of a gradient (clip-grad.ts) is taken over all ranks.
+import type { Tensor } from '@ddp/autograd';
+
+/** What the norm needs of a process group (@ddp/comm's ProcessGroup has it; nn imports no comm). */
+export interface NormReduceGroup {
+  /** Global ranks of the members. */
+  readonly ranks: readonly number[];
+  allReduce(buf: Float64Array, opts: { op: 'sum' | 'max' }): { wait(): Promise<unknown> };
+}
+
+const shardGroups = new WeakMap<Tensor, NormReduceGroup[]>();
+
+/**
+ * Marks `param`'s gradient as split over `group`: each member holds a distinct part of the whole
+ * (a tensor-parallel shard, or a pipeline stage's own parameter). Marking twice with one group is
+ * a no-op; a parameter can be split over several (tensor and pipeline parallel).
+ */
+export function markGradientShard(param: Tensor, group: NormReduceGroup): void {
+  const groups = shardGroups.get(param) ?? [];
+  if (!groups.includes(group)) shardGroups.set(param, [...groups, group]);
+}
+
+/** The groups `param`'s gradient is split over (none: a whole gradient, the same on every rank). */
+export function gradientShardGroups(param: Tensor): readonly NormReduceGroup[] {
+  return shardGroups.get(param) ?? [];
+}
