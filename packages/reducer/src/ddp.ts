@@ -268,7 +268,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
   };
 
-  /** Broadcasts the module's buffers from `src`: rank 0, or under join the lowest rank still training (torch's highest). */
+  /** Broadcasts the buffers from `src`: rank 0, or under join the lowest rank still training (torch's highest). */
   private async syncBuffers(src: number): Promise<void> {
     const buffers = buffersOf(this.module);
     if (buffers.length > 0)
