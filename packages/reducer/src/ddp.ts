@@ -124,6 +124,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** Runs fn without gradient synchronization; the next synchronized backward reduces the accumulated sum. */
   async noSync<T>(fn: () => Promise<T> | T): Promise<T> {
+    // a joined rank shadows one synchronized backward per iteration of the others: it cannot skip one
+    if (isJoinActive(this))
+      throw new DDPUsageError(`rank ${this.rank}: noSync inside join: under join every backward must synchronize`);
     const before = this.requireSync;
     this.requireSync = false;
     try {
