@@ -224,4 +224,11 @@ describe('DistributedDataParallel in a world of one', () => {
       /no parameter that requires grad/,
     );
   });
+
+  it('refuses options it does not know, as a config ported from PyTorch has them (was: ignored, buffers broadcast)', async () => {
+    const config = JSON.parse('{ "broadcast_buffers": false, "find_unused_parameters": true }');
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), config)).rejects.toThrow(
+      /DistributedDataParallel.create: unknown option "broadcast_buffers"; did you mean broadcastBuffers\?/,
+    );
+  });
 });
