@@ -19,6 +19,22 @@ async function epochLabels<T>(loader: DataLoader<T, tf.Tensor>): Promise<number[
 }
 
 describe('DataLoader', () => {
+  // a config read from JSON passes TypeScript's checks with any key: these were ignored (batches of 1, no sharding)
+  it('refuses options it does not know, with the camelCase name for a torch spelling', () => {
+    const config = (json: string) => JSON.parse(json);
+    const data = new ArrayDataset([1, 2, 3, 4]);
+    expect(() => new DataLoader(data, config('{ "batch_size": 2, "shuffle": true }'))).toThrow(
+      /DataLoader: unknown option "batch_size"; did you mean batchSize\?/,
+    );
+    expect(() => new DataLoader(data, config('{ "batchSize": 2, "num_workers": 4 }'))).toThrow(DataArgumentError);
+    expect(() => new DistributedSampler(4, config('{ "num_replicas": 2, "rank": 1 }'))).toThrow(
+      /DistributedSampler: unknown option "num_replicas"; did you mean numReplicas\?/,
+    );
+    expect(
+      () => new ShardedIterableDataset([1, 2], config('{ "numShards": 2, "shardIndex": 0, "drop_last": true }')),
+    ).toThrow(/ShardedIterableDataset: unknown option "drop_last"/);
+  });
+
   it('batches in order, keeps or drops the last partial batch', async () => {
     const ds = new ArrayDataset(range(10));
     const keep = new DataLoader(ds, { batchSize: 4 });

@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { type Collated, defaultCollate } from './collate.js';
 import { Dataset } from './dataset.js';
-import { DataArgumentError } from './errors.js';
+import { checkDataOptions, DataArgumentError } from './errors.js';
 import type { Generator } from './generator.js';
 import { startPass } from './one-shot.js';
 import { RandomSampler, type Sampler, SequentialSampler } from './sampler.js';
@@ -25,6 +25,8 @@ export interface DataLoaderOptions<T, B> {
   prefetch?: number;
 }
 
+const DATA_LOADER_OPTIONS = ['batchSize', 'shuffle', 'seed', 'generator', 'sampler', 'dropLast', 'collate', 'prefetch'];
+
 type Source<T> = Dataset<T> | AsyncIterable<T> | Iterable<T>;
 
 /**
@@ -45,6 +47,7 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     readonly dataset: Source<T>,
     opts: DataLoaderOptions<T, B> = {},
   ) {
+    checkDataOptions('DataLoader', opts, DATA_LOADER_OPTIONS);
     this.batchSize = opts.batchSize ?? 1;
     if (!Number.isInteger(this.batchSize) || this.batchSize < 1) {
       throw new DataArgumentError(`batchSize must be a positive integer, got ${opts.batchSize}`);

@@ -5,11 +5,11 @@ import { DataArgumentError, NoProcessGroupError } from './errors.js';
 const ranks = (
   n: number,
   N: number,
-  opts: { shuffle?: boolean; seed?: number; dropLast?: boolean; epoch?: number } = {},
+  { epoch = 0, ...opts }: { shuffle?: boolean; seed?: number; dropLast?: boolean; epoch?: number } = {},
 ) =>
   Array.from({ length: N }, (_, rank) => {
     const s = new DistributedSampler(n, { numReplicas: N, rank, ...opts });
-    s.setEpoch(opts.epoch ?? 0);
+    s.setEpoch(epoch);
     return [...s];
   });
 

@@ -1,5 +1,5 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
-import { DataArgumentError } from './errors.js';
+import { checkDataOptions, DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 import { checkLength, type Sampler } from './sampler.js';
 
@@ -74,6 +74,7 @@ export class DistributedSampler implements Sampler {
   epoch = 0;
 
   constructor(dataset: { readonly length: number } | number, opts: DistributedSamplerOptions = {}) {
+    checkDataOptions('DistributedSampler', opts, ['numReplicas', 'rank', 'shuffle', 'seed', 'dropLast']);
     this.datasetLength = typeof dataset === 'number' ? dataset : dataset.length;
     checkLength(this.datasetLength, 'DistributedSampler dataset length');
     const { rank, size: numReplicas } = rankAndSizeOrDefault(

@@ -1,3 +1,5 @@
+import { checkOptionNames } from '@ddp/tensor';
+
 /** Base class of every error @ddp/data raises. */
 export class DataError extends Error {
   override name = 'DataError';
@@ -6,6 +8,11 @@ export class DataError extends Error {
 /** An argument out of range or of the wrong kind (batch size, rank, replica count, …). */
 export class DataArgumentError extends DataError {
   override name = 'DataArgumentError';
+}
+
+/** Options besides `known` (torch's `batch_size` for batchSize, ignored before) raise DataArgumentError. */
+export function checkDataOptions(where: string, options: object, known: readonly string[]): void {
+  checkOptionNames(where, options, known, (message) => new DataArgumentError(message));
 }
 
 /** DistributedSampler was asked for rank or world size, neither was given, and no process group exists. */

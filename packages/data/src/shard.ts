@@ -1,6 +1,6 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
 import { IterableDataset } from './dataset.js';
-import { DataArgumentError } from './errors.js';
+import { checkDataOptions, DataArgumentError } from './errors.js';
 import { startPass } from './one-shot.js';
 
 export interface ShardOptions {
@@ -31,6 +31,7 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
     opts: ShardOptions = {},
   ) {
     super();
+    checkDataOptions('ShardedIterableDataset', opts, ['numShards', 'shardIndex', 'dropLast']);
     const { rank: shardIndex, size: numShards } = rankAndSizeOrDefault(
       { rank: opts.shardIndex, size: opts.numShards },
       'ShardedIterableDataset',

@@ -1,6 +1,22 @@
 import { tensor } from '@ddp/autograd';
 import { describe, expect, it } from 'vitest';
-import { Adam, BatchNorm2d, clipGradNorm, Embedding, Linear, ModuleError, OptimizerError, SGD } from './index.js';
+import {
+  Adam,
+  AdamW,
+  BatchNorm2d,
+  Conv2d,
+  CrossEntropyLoss,
+  clipGradNorm,
+  Dropout,
+  Embedding,
+  LayerNorm,
+  Linear,
+  ModuleError,
+  MultiheadAttention,
+  OptimizerError,
+  SGD,
+  TransformerBlock,
+} from './index.js';
 
 /** Bad sizes, inputs and options are typed errors (ModuleError, OptimizerError), not tfjs's. */
 describe('bad input gets a typed error', () => {
@@ -26,5 +42,34 @@ describe('bad input gets a typed error', () => {
     expect(() => clipGradNorm(params(), -1)).toThrow(/clipGradNorm: maxNorm must be >= 0, got -1/);
     expect(() => clipGradNorm(params(), 1, 0)).toThrow(OptimizerError);
     expect(clipGradNorm(params(), 0)).toBe(0);
+  });
+
+  // TypeScript refuses such keys in an object literal only; a config read from JSON (or a variable holding
+  // a known key besides) passes, and they were ignored
+  it('options ddp does not know, from a config ported from PyTorch', () => {
+    const params = () => new Linear(2, 1).parameters();
+    const config = (json: string) => JSON.parse(json);
+    expect(() => new SGD(params(), config('{ "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4 }'))).toThrow(
+      /SGD: unknown option "weight_decay"; did you mean weightDecay\?/,
+    );
+    expect(() => new AdamW(params(), config('{ "lr": 1e-3, "weight_decay": 0.1 }'))).toThrow(OptimizerError);
+    expect(() => new Adam([{ params: params(), ...config('{ "lr": 0.1, "weight_decay": 0 }') }])).toThrow(
+      /Adam parameter group 0: unknown option "weight_decay"/,
+    );
+    expect(() => new SGD([{ params: params(), ...config('{ "initialLr": 0.1 }') }], { lr: 0.1 })).not.toThrow();
+    expect(() => new Embedding(10, 4, config('{ "paddingIdx": 0 }'))).toThrow(
+      /Embedding: unknown option "paddingIdx" \(ddp does not have it\)/,
+    );
+    expect(() => new CrossEntropyLoss(config('{ "labelSmoothing": 0.1 }'))).toThrow(ModuleError);
+    const layers: [string, () => unknown][] = [
+      ['Linear', () => new Linear(2, 3, config('{ "bias": false, "device": "cpu" }'))],
+      ['LayerNorm', () => new LayerNorm(4, config('{ "elementwise_affine": false }'))],
+      ['BatchNorm2d', () => new BatchNorm2d(4, config('{ "track_running_stats": false }'))],
+      ['Conv2d', () => new Conv2d(1, 1, 3, config('{ "dilation": 2 }'))],
+      ['Dropout', () => new Dropout(0.5, config('{ "inplace": true }'))],
+      ['MultiheadAttention', () => new MultiheadAttention(4, 2, config('{ "batch_first": true }'))],
+      ['TransformerBlock', () => new TransformerBlock(4, 2, config('{ "mlp_ratio": 2 }'))],
+    ];
+    for (const [name, make] of layers) expect(make, name).toThrow(new RegExp(`^${name}: unknown option`));
   });
 });

@@ -1,5 +1,6 @@
 import { crossEntropy, mse, type Tensor } from '@ddp/autograd';
 import { Module } from './module.js';
+import { checkModuleOptions } from './module-options.js';
 
 export { crossEntropy, mse };
 
@@ -9,6 +10,7 @@ type Reduction = 'mean' | 'sum' | 'none';
 export class CrossEntropyLoss extends Module {
   constructor(readonly options: { ignoreIndex?: number; reduction?: Reduction } = {}) {
     super();
+    checkModuleOptions('CrossEntropyLoss', options, ['ignoreIndex', 'reduction']);
   }
   forward(logits: Tensor, labels: Parameters<typeof crossEntropy>[1]): Tensor {
     return crossEntropy(logits, labels, this.options);
@@ -19,6 +21,7 @@ export class CrossEntropyLoss extends Module {
 export class MSELoss extends Module {
   constructor(readonly options: { reduction?: Reduction } = {}) {
     super();
+    checkModuleOptions('MSELoss', options, ['reduction']);
   }
   forward(input: Tensor, target: Tensor): Tensor {
     return mse(input, target, this.options);

@@ -140,7 +140,9 @@ export async function pipelineStep(
         loss += output.item();
       } else {
         output = tidy(() => stage.forward(x));
-        if (output.size !== count) {
+        // the same size in another shape (a [seq, batch, dim] output) would be read as another layout, silently
+        const shape = output.shape;
+        if (shape.length !== activationShape.length || shape.some((d, i) => d !== activationShape[i])) {
           throw new PipelineStageError(
             `stage ${stage.stage}: micro-batch ${mb}'s output has shape [${output.shape.join(', ')}], not the ` +
               `activationShape [${activationShape.join(', ')}] the next stage receives`,

@@ -78,7 +78,7 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     });
   }
 
-  it('refuses a stage that does not match its pp-group rank, and a micro-batch without a target', async () => {
+  it('refuses a stage that does not match its pp-group rank, a micro-batch without a target, an output of another shape', async () => {
     const stage = new PipelineStage(buildParts(), 1, 2);
     await expect(pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] })).rejects.toThrow(
       /stage 1 of 2 runs on pp-group rank 0 of 1/,
@@ -103,6 +103,12 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const before2 = tf.memory().numTensors;
     await expect(pipelineStep(two, microBatches(0, 0), wrongShape)).rejects.toThrow(
       /output has shape \[2, 6, 8\], not the activationShape \[2, 6, 9\]/,
+    );
+    expect(tf.memory().numTensors).toBe(before2);
+    // as many elements, another layout (seq-first): the next stage would read it scrambled
+    const seqFirst = { ...wrongShape, activationShape: [CFG.seq, CFG.microBatch, CFG.dim] };
+    await expect(pipelineStep(two, microBatches(0, 0), seqFirst)).rejects.toThrow(
+      /output has shape \[2, 6, 8\], not the activationShape \[6, 2, 8\]/,
     );
     expect(tf.memory().numTensors).toBe(before2);
     two.dispose();

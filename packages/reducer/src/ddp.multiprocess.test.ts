@@ -42,6 +42,7 @@ for (const [storage, env] of STORAGE)
               'unusedOnSomeRanks',
               'joinInitial',
               'joinActive',
+              'joinBuffers',
               'shapeMismatch',
               'nonFinite',
             ];
@@ -130,6 +131,13 @@ for (const [storage, env] of STORAGE)
           const a = okResultsOf(results, 'joinInitial')[0].reference as Params;
           const b = okResultsOf(results, 'joinActive')[0].reference as Params;
           expect(Math.abs(a['0.weight'][0] - b['0.weight'][0])).toBeGreaterThan(1e-5);
+        });
+
+        it('join with batch norm, 2 + r batches on rank r: every rank ends with the running statistics of every step, not those of the first rank to join', () => {
+          const ranks = okResultsOf(results, 'joinBuffers');
+          const want = ranks[0].reference as number[];
+          for (const r of ranks)
+            for (const [i, v] of (r.runningMean as number[]).entries()) expect(v).toBeCloseTo(want[i], 6);
         });
 
         it('parameter shapes that differ across ranks raise ParameterMismatchError naming the parameter and ranks, on every rank', () => {

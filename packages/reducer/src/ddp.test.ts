@@ -1,5 +1,6 @@
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
+import { join } from '@ddp/join';
 import { mse, Sequential, Tanh } from '@ddp/nn';
 import { getTransferStats, tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,6 +69,15 @@ describe('DistributedDataParallel in a world of one', () => {
     const twice = model.parameters()[0].grad!.dataSync() as Float32Array;
     for (const [i, g] of once.entries()) expect(twice[i]).toBeCloseTo(2 * g, 6);
     tf.dispose([x, y]);
+    model.dispose();
+  });
+  it('refuses noSync inside join (was: CollectiveMismatchError on every rank at the next backward)', async () => {
+    const model = mlp(2);
+    const ddp = await DistributedDataParallel.create(model);
+    await expect(join([ddp], () => ddp.noSync(() => 0))).rejects.toThrow(
+      /rank 0: noSync inside join: under join every backward must synchronize/,
+    );
+    expect(await ddp.noSync(() => 1)).toBe(1); // outside join as before
     model.dispose();
   });
   it('copies each gradient once into its bucket and once back into its own storage: no new tensor, no allocation', async () => {
@@ -212,6 +222,13 @@ describe('DistributedDataParallel in a world of one', () => {
     ).rejects.toThrow(DDPUsageError);
     await expect(DistributedDataParallel.create(new Sequential(new Tanh()))).rejects.toThrow(
       /no parameter that requires grad/,
+    );
+  });
+
+  it('refuses options it does not know, as a config ported from PyTorch has them (was: ignored, buffers broadcast)', async () => {
+    const config = JSON.parse('{ "broadcast_buffers": false, "find_unused_parameters": true }');
+    await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), config)).rejects.toThrow(
+      /DistributedDataParallel.create: unknown option "broadcast_buffers"; did you mean broadcastBuffers\?/,
     );
   });
 });

@@ -124,6 +124,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** Runs fn without gradient synchronization; the next synchronized backward reduces the accumulated sum. */
   async noSync<T>(fn: () => Promise<T> | T): Promise<T> {
+    // a joined rank shadows one synchronized backward per iteration of the others: it cannot skip one
+    if (isJoinActive(this))
+      throw new DDPUsageError(`rank ${this.rank}: noSync inside join: under join every backward must synchronize`);
     const before = this.requireSync;
     this.requireSync = false;
     try {
@@ -235,11 +238,16 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const results: (Float32Array | null)[] = [];
     for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length));
     let scale = 1;
+    let buffersFrom = 0;
     if (!active || isJoinActive(this)) {
-      // [ranks still active, ranks asking to divide by the active count]
-      const status = Int32Array.of(active ? 1 : 0, !active && !this.divideByInitialWorldSize ? 1 : 0);
+      // [ranks still active, ranks asking to divide by the active count, then 1 for each active rank]
+      const status = new Int32Array(2 + this.processGroup.size);
+      status.set([active ? 1 : 0, !active && !this.divideByInitialWorldSize ? 1 : 0]);
+      status[2 + this.processGroup.rank] = active ? 1 : 0;
       await this.collective('join status all-reduce', () => this.processGroup.allReduce(status).wait());
       if (status[1] > 0 && status[0] > 0) scale = this.processGroup.size / status[0];
+      // a joined rank's buffers stopped at its last batch: take them from a rank still training
+      buffersFrom = Math.max(0, status.indexOf(1, 2) - 2);
     }
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {
@@ -251,7 +259,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
     for (const bucket of buckets) bucket.writeBack(results[bucket.index]!, opts);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
-    if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers();
+    if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers(buffersFrom);
     this.iteration++;
   }
 
@@ -264,10 +272,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
   };
 
-  private async syncBuffers(): Promise<void> {
+  /** Broadcasts the buffers from `src`: rank 0, or under join the lowest rank still training (torch's highest). */
+  private async syncBuffers(src: number): Promise<void> {
     const buffers = buffersOf(this.module);
     if (buffers.length > 0)
-      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, 0));
+      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, src));
   }
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */

@@ -1,4 +1,5 @@
 import type { ProcessGroup } from '@ddp/comm';
+import { checkOptionNames } from '@ddp/tensor';
 import { DDPUsageError } from './errors.js';
 
 export interface DDPOptions {
@@ -24,8 +25,20 @@ export interface DDPOptions {
   checkFinite?: boolean;
 }
 
-/** Sizes that are not positive numbers of MiB raise DDPUsageError. */
+/** Options DDP does not know, and sizes that are not positive numbers of MiB, raise DDPUsageError. */
+const DDP_OPTIONS = [
+  'processGroup',
+  'bucketCapMB',
+  'bucketCapCandidatesMB',
+  'firstBucketMB',
+  'findUnusedParameters',
+  'broadcastBuffers',
+  'checkFinite',
+];
+
 export function checkOptions(opts: DDPOptions): void {
+  // torch's broadcast_buffers=False from a ported config was ignored: buffers broadcast anyway
+  checkOptionNames('DistributedDataParallel.create', opts, DDP_OPTIONS, (message) => new DDPUsageError(message));
   for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
     const v = opts[key];
     if (v !== undefined && !(Number.isFinite(v) && v > 0))

@@ -1,6 +1,7 @@
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
+import { registerEmptyReductions } from './wasm-empty-reductions.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -9,7 +10,8 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * (embedding) gradient and the depthwise gradients. On wasm they run on the cpu backend:
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
- * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts).
+ * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts),
+ * its reductions over an empty dim a value (wasm-empty-reductions.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -51,6 +53,7 @@ export function registerWasmFallbacks(): void {
   registerConvFilterGrad('wasm', runOnCpu(cpuFilterGrad));
   registerUntransposedMatMul();
   registerSharingIdentity();
+  registerEmptyReductions();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

@@ -78,11 +78,8 @@ describe('silent wrong results, across packages', () => {
   // (markGradientShard), clipGradNorm refuses them, clipGradNormDistributed sums over the group.
   it('fsdp, zero stage 2: clipGradNorm refuses sharded gradients; the distributed norm is the whole model norm', async () => {
     type Kind = { clipGradNorm: number | string; distributed: number };
-    const run = await runWorld<{ rank: number; want: number } & Record<'fsdp' | 'zero', Kind>>({
-      script: child('sharded-clip.child.ts'),
-      nprocs: 2,
-      timeoutMs: 60_000,
-    });
+    type Result = { rank: number; want: number } & Record<'fsdp' | 'zero', Kind>;
+    const run = await runWorld<Result>({ script: child('sharded-clip.child.ts'), nprocs: 2, timeoutMs: 60_000 });
     for (const r of run.results) {
       for (const kind of ['fsdp', 'zero'] as const) {
         expect(r[kind].clipGradNorm, `rank ${r.rank} ${kind}`).toMatch(/^OptimizerError: clipGradNorm: .*split/);

@@ -77,11 +77,14 @@ export const div = binary(
   (dy, a, b) => tf.neg(tf.div(tf.mul(dy, a), tf.square(b))),
   'ab',
 );
-/** a ** b elementwise with broadcasting (the gradient w.r.t. b needs a > 0). */
+/**
+ * a ** b elementwise with broadcasting. As torch: where b is 0 the gradient w.r.t. a is 0 (not
+ * 0·a⁻¹, NaN at a = 0), and where a is 0 and b ≥ 0 the one w.r.t. b is 0 (not 0·log 0, NaN).
+ */
 export const pow = binary(
   'Pow',
   tf.pow,
-  (dy, a, b) => tf.mul(dy, tf.mul(b, tf.pow(a, tf.sub(b, 1)))),
-  (dy, a, _b, y) => tf.mul(dy, tf.mul(y, tf.log(a))),
+  (dy, a, b) => tf.where(tf.equal(b, 0), 0, tf.mul(dy, tf.mul(b, tf.pow(a, tf.sub(b, 1))))),
+  (dy, a, b, y) => tf.where(tf.logicalAnd(tf.equal(a, 0), tf.greaterEqual(b, 0)), 0, tf.mul(dy, tf.mul(y, tf.log(a)))),
   'aby',
 );

@@ -76,6 +76,21 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(crossEntropy(logits(), [7, 2], { ignoreIndex: 7 }).shape).toEqual([]);
   });
 
+  // a config read from JSON passes TypeScript's checks with any key
+  it('crossEntropy and mse with options they do not have (torch spellings, label smoothing, class weights)', () => {
+    const logits = () => tensor([1, 2, 3, 4, 5, 6], [2, 3]);
+    const config = (json: string) => JSON.parse(json);
+    expect(() => crossEntropy(logits(), [0, 2], config('{ "ignore_index": 0 }'))).toThrow(
+      /crossEntropy: unknown option "ignore_index"; did you mean ignoreIndex\?/,
+    );
+    expect(() => crossEntropy(logits(), [0, 2], config('{ "labelSmoothing": 0.1 }'))).toThrow(
+      /"labelSmoothing" \(ddp does not have it\)/,
+    );
+    const weighted = config('{ "weight": [1, 2, 3], "reduction": "sum" }');
+    expect(() => crossEntropy(logits(), [0, 2], weighted)).toThrow(AutogradArgumentError);
+    expect(() => mse(t23(), t23(), config('{ "size_average": false }'))).toThrow(/mse: unknown option "size_average"/);
+  });
+
   // A cast to int32 would truncate 1.5 to 1 and pick a row or class nobody asked for, silently.
   it('fractional indices and labels, from an array, a float tensor or a Tensor', () => {
     const table = tensor([1, 2, 3, 4], [2, 2]);

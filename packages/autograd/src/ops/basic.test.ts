@@ -1,4 +1,5 @@
-import { describe, it } from 'vitest';
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
 import {
   add,
   div,
@@ -16,9 +17,10 @@ import {
   sqrt,
   sub,
   sum,
+  Tensor,
   transpose,
 } from '../index.js';
-import { expectGradsMatch as check, leaf } from '../test/utils.js';
+import { expectGradsMatch as check, expectAllClose, leaf } from '../test/utils.js';
 
 describe('basic ops: finite-difference gradients', () => {
   const pairs: [string, number[], number[]][] = [
@@ -66,5 +68,24 @@ describe('basic ops: finite-difference gradients', () => {
     await check((a) => reshape(a, [3, -1]).mul(reshape(a, [3, 4])), [leaf([2, 6])]);
     await check((a) => permute(a, [2, 0, 1]).exp(), [leaf([2, 3, 4])]);
     await check((a) => transpose(a, 0, -1).exp(), [leaf([2, 3, 4])]);
+  });
+});
+
+describe('pow at a zero base or a zero exponent, against torch 1.13', () => {
+  it('gives 0 where torch does (was NaN: 0·0⁻¹ and 0·log 0), NaN where torch does', async () => {
+    const a = new Tensor(tf.tensor([0, -2, 2, 0, 1.5, 0, 3, -1], [2, 4]), { requiresGrad: true });
+    const b = new Tensor(tf.tensor([2, 0, 0.5, 0]), { requiresGrad: true });
+    await sum(pow(a, b)).backward();
+    // torch: a.pow(b).sum().backward()
+    expectAllClose(a.grad!.dataSync(), [0, 0, 0.35355338, 0, 3, 0, 0.28867513, 0], 6);
+    const db = Array.from(b.grad!.dataSync());
+    expect([db[0], db[2]].map((v) => v.toFixed(5))).toEqual(['0.91230', '2.88311']);
+    expect([db[1], db[3]]).toEqual([Number.NaN, Number.NaN]); // log of a negative base, as torch
+    const x = new Tensor(tf.tensor([0, 2, -3]), { requiresGrad: true });
+    await sum(pow(x, 0)).backward();
+    expect(Array.from(x.grad!.dataSync())).toEqual([0, 0, 0]);
+    const e = new Tensor(tf.tensor([0, 1, 2]), { requiresGrad: true });
+    await sum(pow(new Tensor(tf.scalar(0)), e)).backward();
+    expect(Array.from(e.grad!.dataSync())).toEqual([0, 0, 0]);
   });
 });

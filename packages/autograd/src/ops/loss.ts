@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -82,6 +82,7 @@ export function crossEntropy(
   labels: Indices,
   opts: { ignoreIndex?: number; reduction?: Reduction } = {},
 ): Tensor {
+  checkOptionNames('crossEntropy', opts, ['ignoreIndex', 'reduction'], (m) => new AutogradArgumentError(m));
   const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');
@@ -92,6 +93,7 @@ export function crossEntropy(
 
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
+  checkOptionNames('mse', opts, ['reduction'], (m) => new AutogradArgumentError(m));
   const reduction = opts.reduction ?? 'mean';
   broadcastShapes('mse (input, target)', input.shape, target.shape);
   return tidy(() => {

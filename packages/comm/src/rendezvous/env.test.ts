@@ -187,4 +187,27 @@ describe('readLaunchEnv', () => {
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);
   });
+  it('refuses a rank outside its world, from every launcher', () => {
+    const outside: [Record<string, string>, RegExp][] = [
+      [{ RANK: '4', WORLD_SIZE: '4', LOCAL_RANK: '0' }, /RANK=4 is outside WORLD_SIZE=4/],
+      [{ RANK: '1', WORLD_SIZE: '4', LOCAL_RANK: '2', LOCAL_WORLD_SIZE: '2' }, /LOCAL_RANK=2 .*LOCAL_WORLD_SIZE=2/],
+      [{ RANK: '1', WORLD_SIZE: '2', LOCAL_RANK: '3' }, /LOCAL_RANK=3 is outside WORLD_SIZE=2/],
+      [{ RANK: '0', WORLD_SIZE: '0' }, /RANK=0 is outside WORLD_SIZE=0/],
+      [{ OMPI_COMM_WORLD_RANK: '3', OMPI_COMM_WORLD_SIZE: '2' }, /OMPI_COMM_WORLD_RANK=3/],
+      [
+        {
+          OMPI_COMM_WORLD_RANK: '1',
+          OMPI_COMM_WORLD_SIZE: '4',
+          OMPI_COMM_WORLD_LOCAL_RANK: '1',
+          OMPI_COMM_WORLD_LOCAL_SIZE: '1',
+        },
+        /OMPI_COMM_WORLD_LOCAL_RANK=1 is outside OMPI_COMM_WORLD_LOCAL_SIZE=1/,
+      ],
+      [{ SLURM_PROCID: '8', SLURM_NTASKS: '8' }, /SLURM_PROCID=8 is outside SLURM_NTASKS=8/],
+      [{ SLURM_PROCID: '1', SLURM_NTASKS: '8', SLURM_LOCALID: '2', SLURM_NTASKS_PER_NODE: '2(x4)' }, /SLURM_LOCALID=2/],
+      [{ PET_NNODES: '2', PET_NPROC_PER_NODE: '1', PET_NODE_RANK: '2' }, /PET_NODE_RANK=2 is outside PET_NNODES=2/],
+    ];
+    for (const [env, message] of outside) expect(() => readLaunchEnv(env)).toThrow(message);
+    expect(readLaunchEnv({ RANK: '3', WORLD_SIZE: '4', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' }).localRank).toBe(1);
+  });
 });

@@ -86,7 +86,18 @@ function kubeflowRanks(env: Env): { rank: number; worldSize: number } | undefine
         `ddp-run (it reads PET_*)`,
     );
   }
-  return { rank: int(env, 'PET_NODE_RANK') ?? 0, worldSize: nnodes };
+  const rank = int(env, 'PET_NODE_RANK') ?? 0;
+  checkPlace(['PET_NODE_RANK', rank], ['PET_NNODES', nnodes]);
+  return { rank, worldSize: nnodes };
+}
+
+/**
+ * A rank must lie inside its world (RANK=4 of WORLD_SIZE=4, LOCAL_RANK=2 of LOCAL_WORLD_SIZE=2):
+ * a script that shards its data or picks its device by them would otherwise go on, silently wrong.
+ */
+function checkPlace([rankName, rank]: [string, number], [sizeName, size]: [string, number]): void {
+  if (rank < size) return;
+  throw new InvalidArgumentError(`${rankName}=${rank} is outside ${sizeName}=${size} (ranks count from 0)`);
 }
 
 /** Variable names of each launcher, in the order they are tried. */
@@ -154,14 +165,18 @@ export function readLaunchEnv(env: Env = process.env, interfaces = networkInterf
   }
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;
+  // torchrun without LOCAL_RANK: a single host; Slurm's per-node count may read "2(x4)"
+  const localRank = int(env, l.localRank) ?? (l.source === 'torchrun' ? rank : 0);
+  const localWorldSize = Number.parseInt(env[l.localSize] ?? '', 10) || worldSize;
+  checkPlace([l.rank, rank], [l.size, worldSize]);
+  checkPlace([l.localRank, localRank], [env[l.localSize] ? l.localSize : l.size, localWorldSize]);
   const nodeList = env.SLURM_STEP_NODELIST ?? env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1';
   const slurmHost = l.source === 'slurm' ? firstSlurmHost(nodeList) : '127.0.0.1';
   return {
     rank,
     worldSize,
-    // torchrun without LOCAL_RANK: a single host; Slurm's per-node count may read "2(x4)"
-    localRank: int(env, l.localRank) ?? (l.source === 'torchrun' ? rank : 0),
-    localWorldSize: Number.parseInt(env[l.localSize] ?? '', 10) || worldSize,
+    localRank,
+    localWorldSize,
     masterAddr: env.MASTER_ADDR || slurmHost,
     masterPort,
     secret,

@@ -1,6 +1,7 @@
 import { dropout, gelu, relu, type Tensor, tanh } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { Module } from '../module.js';
+import { checkModuleOptions } from '../module-options.js';
 
 export class ReLU extends Module {
   forward(x: Tensor): Tensor {
@@ -32,9 +33,10 @@ export class Dropout extends Module {
   private readonly generator: Generator;
   constructor(
     readonly p = 0.5,
-    { generator = defaultGenerator }: { generator?: Generator } = {},
+    { generator = defaultGenerator, ...unknown }: { generator?: Generator } = {},
   ) {
     super();
+    checkModuleOptions('Dropout', unknown, ['generator']);
     this.generator = generator;
   }
   forward(x: Tensor): Tensor {

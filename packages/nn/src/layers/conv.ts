@@ -2,6 +2,7 @@ import { conv2d, maxPool2d, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit } from '../init.js';
 import { Module } from '../module.js';
+import { checkModuleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 /** One size for both spatial dims, or [height, width]. */
@@ -27,9 +28,10 @@ export class Conv2d extends Module {
     readonly inChannels: number,
     readonly outChannels: number,
     kernelSize: Pair,
-    { stride = 1, padding = 0, bias = true, generator = defaultGenerator }: Conv2dOptions = {},
+    { stride = 1, padding = 0, bias = true, generator = defaultGenerator, ...unknown }: Conv2dOptions = {},
   ) {
     super();
+    checkModuleOptions('Conv2d', unknown, ['stride', 'padding', 'bias', 'generator']);
     this.kernelSize = pair(kernelSize);
     this.stride = pair(stride);
     this.padding = pair(padding);

@@ -2,6 +2,7 @@ import { embedding, linear, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit, normalInit } from '../init.js';
 import { Module, ModuleError } from '../module.js';
+import { checkModuleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 export interface LinearOptions {
@@ -23,9 +24,10 @@ export class Linear extends Module {
   constructor(
     readonly inFeatures: number,
     readonly outFeatures: number,
-    { bias = true, generator = defaultGenerator }: LinearOptions = {},
+    { bias = true, generator = defaultGenerator, ...unknown }: LinearOptions = {},
   ) {
     super();
+    checkModuleOptions('Linear', unknown, ['bias', 'generator']);
     checkSize('Linear', 'inFeatures', inFeatures);
     checkSize('Linear', 'outFeatures', outFeatures);
     this.weight = this.registerParameter(
@@ -55,9 +57,10 @@ export class Embedding extends Module {
   constructor(
     readonly numEmbeddings: number,
     readonly embeddingDim: number,
-    { generator = defaultGenerator }: { generator?: Generator } = {},
+    { generator = defaultGenerator, ...unknown }: { generator?: Generator } = {},
   ) {
     super();
+    checkModuleOptions('Embedding', unknown, ['generator']);
     checkSize('Embedding', 'numEmbeddings', numEmbeddings);
     checkSize('Embedding', 'embeddingDim', embeddingDim);
     const shape = [numEmbeddings, embeddingDim];

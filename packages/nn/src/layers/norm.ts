@@ -1,6 +1,7 @@
 import { batchNormStats, layerNorm, noGrad, Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { Module, ModuleError } from '../module.js';
+import { checkModuleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 export interface LayerNormOptions {
@@ -18,9 +19,10 @@ export class LayerNorm extends Module {
 
   constructor(
     normalizedShape: number | number[],
-    { eps = 1e-5, elementwiseAffine = true, bias = true }: LayerNormOptions = {},
+    { eps = 1e-5, elementwiseAffine = true, bias = true, ...unknown }: LayerNormOptions = {},
   ) {
     super();
+    checkModuleOptions('LayerNorm', unknown, ['eps', 'elementwiseAffine', 'bias']);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.eps = eps;
     this.weight = this.registerParameter(
@@ -62,9 +64,10 @@ export abstract class BatchNorm extends Module {
 
   constructor(
     readonly numFeatures: number,
-    { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true }: BatchNormOptions = {},
+    { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true, ...unknown }: BatchNormOptions = {},
   ) {
     super();
+    checkModuleOptions(new.target.name, unknown, ['eps', 'momentum', 'affine', 'trackRunningStats']);
     if (!(Number.isInteger(numFeatures) && numFeatures > 0))
       throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);
     this.eps = eps;

@@ -1,6 +1,7 @@
 import type { Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { Module } from '../module.js';
+import { checkModuleOptions } from '../module-options.js';
 import { Dropout, GELU } from './activation.js';
 import { MultiheadAttention } from './attention.js';
 import { Sequential } from './container.js';
@@ -29,9 +30,16 @@ export class TransformerBlock extends Module {
   constructor(
     readonly dModel: number,
     readonly numHeads: number,
-    { mlpRatio = 4, dropout = 0, causal = true, generator = defaultGenerator }: TransformerBlockOptions = {},
+    {
+      mlpRatio = 4,
+      dropout = 0,
+      causal = true,
+      generator = defaultGenerator,
+      ...unknown
+    }: TransformerBlockOptions = {},
   ) {
     super();
+    checkModuleOptions('TransformerBlock', unknown, ['mlpRatio', 'dropout', 'causal', 'generator']);
     const hidden = Math.round(dModel * mlpRatio);
     this.ln1 = this.registerModule('ln1', new LayerNorm(dModel));
     this.attn = this.registerModule('attn', new MultiheadAttention(dModel, numHeads, { dropout, causal, generator }));

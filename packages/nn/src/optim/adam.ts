@@ -1,6 +1,13 @@
 import type { Tensor } from '@ddp/autograd';
 import { fusedAdamStep, tf } from '@ddp/tensor';
-import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
+import {
+  checkOptimizerOptions,
+  Optimizer,
+  OptimizerError,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamState,
+} from './optimizer.js';
 
 export interface AdamOptions {
   lr: number;
@@ -11,16 +18,22 @@ export interface AdamOptions {
   maximize: boolean;
 }
 
-function adamDefaults(options: Partial<AdamOptions>, weightDecay: number): AdamOptions {
-  const o = {
+function adamDefaults(
+  name: string,
+  params: Tensor[] | ParamGroupInput<AdamOptions>[],
+  options: Partial<AdamOptions>,
+  weightDecay: number,
+): AdamOptions {
+  const known = {
     lr: 1e-3,
     betas: [0.9, 0.999] as [number, number],
     eps: 1e-8,
     weightDecay,
     amsgrad: false,
     maximize: false,
-    ...options,
   };
+  checkOptimizerOptions(name, options, params, Object.keys(known));
+  const o = { ...known, ...options };
   if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`invalid learning rate ${o.lr}`);
   if (!o.betas.every((b) => b >= 0 && b < 1)) throw new OptimizerError(`invalid betas ${o.betas}`);
   if (o.eps < 0) throw new OptimizerError(`invalid eps ${o.eps}`);
@@ -77,7 +90,7 @@ function adamStep(
 /** torch.optim.Adam; weightDecay is L2, added to the gradient. */
 export class Adam extends Optimizer<AdamOptions> {
   constructor(params: Tensor[] | ParamGroupInput<AdamOptions>[], options: Partial<AdamOptions> = {}) {
-    super(params, adamDefaults(options, 0));
+    super(params, adamDefaults('Adam', params, options, 0));
   }
 
   protected update(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {
@@ -88,7 +101,7 @@ export class Adam extends Optimizer<AdamOptions> {
 /** torch.optim.AdamW; weightDecay is decoupled: p ← p·(1 − lr·wd) before the Adam step. */
 export class AdamW extends Optimizer<AdamOptions> {
   constructor(params: Tensor[] | ParamGroupInput<AdamOptions>[], options: Partial<AdamOptions> = {}) {
-    super(params, adamDefaults(options, 1e-2));
+    super(params, adamDefaults('AdamW', params, options, 1e-2));
   }
 
   protected update(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {

@@ -1,5 +1,5 @@
 import type { Tensor } from '@ddp/autograd';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 
 /** Per-parameter optimizer state: tensors (momentum buffers, moments) and numbers (step). */
 export type ParamState = Record<string, tf.Tensor | number>;
@@ -21,6 +21,25 @@ export interface OptimizerStateDict<O> {
 
 export class OptimizerError extends Error {
   override name = 'OptimizerError';
+}
+
+/**
+ * Options, and hyperparameters of parameter groups, that the optimizer does not know
+ * (`weight_decay` for weightDecay) raise OptimizerError.
+ */
+export function checkOptimizerOptions<O>(
+  optimizer: string,
+  options: object,
+  params: Tensor[] | ParamGroupInput<O>[],
+  known: readonly string[],
+): void {
+  const error = (message: string) => new OptimizerError(message);
+  checkOptionNames(optimizer, options, known, error);
+  if (!isGroupList(params)) return;
+  // a group may carry initialLr (a scheduler's), as torch's param_groups carry initial_lr
+  const inGroups = [...known, 'initialLr'];
+  for (const [i, { params: _, ...group }] of params.entries())
+    checkOptionNames(`${optimizer} parameter group ${i}`, group, inGroups, error);
 }
 
 export abstract class Optimizer<O extends { lr: number }> {

@@ -1,6 +1,13 @@
 import type { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
-import { Optimizer, OptimizerError, type ParamGroup, type ParamGroupInput, type ParamState } from './optimizer.js';
+import {
+  checkOptimizerOptions,
+  Optimizer,
+  OptimizerError,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamState,
+} from './optimizer.js';
 
 export interface SGDOptions {
   lr: number;
@@ -14,7 +21,9 @@ export interface SGDOptions {
 /** torch.optim.SGD: L2 weight decay added to the gradient, heavy-ball or Nesterov momentum. */
 export class SGD extends Optimizer<SGDOptions> {
   constructor(params: Tensor[] | ParamGroupInput<SGDOptions>[], options: Partial<SGDOptions> & { lr: number }) {
-    const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false, ...options };
+    const optional = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false };
+    checkOptimizerOptions('SGD', options, params, ['lr', ...Object.keys(optional)]);
+    const defaults = { ...optional, ...options };
     if (!(typeof defaults.lr === 'number' && defaults.lr >= 0))
       throw new OptimizerError(`SGD needs a learning rate lr >= 0, got ${defaults.lr}`);
     if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {

@@ -3,7 +3,7 @@
 import { tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { mse, SGD } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, mse, Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DistributedDataParallel } from '../index.js';
 import { mlp, normal, rows, snapshot } from './models.js';
@@ -68,6 +68,42 @@ async function joinScenario(
   return { params: snapshot(model), reference, iterations: ddp.iteration };
 }
 
+/**
+ * Batch norm under join, rank r with 2 + r batches: at each step the running statistics of a
+ * rank still training are the current ones (they came in synced and took one more batch).
+ * rank 0 computes them from the batches in order: each step's first active rank's batch.
+ */
+async function joinBuffers(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const steps = 2 + pg.size - 1;
+  const stepBatch = (s: number) => batch(Math.max(0, s - 1), s).x; // rank r runs out after step r + 1
+  let reference: number[] | null = null;
+  if (pg.rank === 0) {
+    const norm = new BatchNorm1d(5);
+    for (let s = 0; s < steps; s++) {
+      const x = stepBatch(s);
+      tidy(() => norm.forward(rows(x, 0, 4)));
+      x.dispose();
+    }
+    reference = [...norm.buffers()[0].dataSync()];
+    norm.dispose();
+  }
+  const model = new Sequential(new BatchNorm1d(5), new Linear(5, 3, { generator: new Generator(41) }));
+  const ddp = await DistributedDataParallel.create(model);
+  const opt = new SGD(model.parameters(), { lr: 0.1 });
+  await join([ddp], async () => {
+    for (let s = 0; s < 2 + pg.rank; s++) {
+      const { x, y } = batch(pg.rank, s);
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      await loss.backward();
+      loss.dispose();
+      tf.dispose([x, y]);
+      opt.step();
+      opt.zeroGrad();
+    }
+  });
+  return { runningMean: [...model.buffers()[0].dataSync()], reference };
+}
+
 /** Without join, rank 0 runs out of batches first and goes on to a barrier (or, `exits`, leaves). */
 async function unevenWithoutJoin(pg: ProcessGroup, exits = false): Promise<Record<string, unknown>> {
   const model = mlp(32);
@@ -108,6 +144,7 @@ export const joinScenarios: Record<string, Scenario> = {
   joinInitial: (pg) => joinScenario(pg, true),
   joinActive: (pg) => joinScenario(pg, false),
   joinThrow: (pg) => joinScenario(pg, true, true),
+  joinBuffers,
   unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
   unevenExit: (pg) => unevenWithoutJoin(pg, true),
   shapeMismatch,
