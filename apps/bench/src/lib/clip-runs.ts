@@ -7,6 +7,11 @@ import { runSampleWorld } from './world.js';
 const APP = fileURLToPath(new URL('../../../clip/src/train.ts', import.meta.url));
 const TWIN = fileURLToPath(new URL('../clip_twin.py', import.meta.url));
 const RUN_TIMEOUT_MS = 1_800_000;
+/**
+ * What apps/clip's `train` script gives its ranks (pnpm clip): V8's 16 MiB default young
+ * generation beside a ~35 MiB old one made every 4th step or so a full mark-compact.
+ */
+const RANK_NODE_OPTIONS = `--max-semi-space-size=4 ${process.env.NODE_OPTIONS ?? ''}`.trim();
 
 /** The part of apps/clip's run.json (`--dump-init`) the bench reads; apps/clip/src/dump.ts has the whole. */
 export interface DumpedRun {
@@ -38,7 +43,13 @@ export interface ClipRun {
 export async function runApp(world: number, appArgs: string[], args: string[]): Promise<number> {
   const t0 = performance.now();
   const result = await launch(
-    { script: APP, args: [...appArgs, ...args], nprocPerNode: world, signal: AbortSignal.timeout(RUN_TIMEOUT_MS) },
+    {
+      script: APP,
+      args: [...appArgs, ...args],
+      nprocPerNode: world,
+      env: { ...process.env, NODE_OPTIONS: RANK_NODE_OPTIONS },
+      signal: AbortSignal.timeout(RUN_TIMEOUT_MS),
+    },
     { forwardSignals: false },
   );
   if (result.exitCode !== 0) {
