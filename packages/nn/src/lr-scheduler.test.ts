@@ -40,4 +40,25 @@ describe('learning-rate schedules', () => {
     expect(opt2.paramGroups[0]?.lr).toBe(opt.paramGroups[0]?.lr);
     expect(opt.paramGroups[0]?.lr).toBeCloseTo(warmupCosineLr(5, 2, { warmupSteps: 2, totalSteps: 10 }), 12);
   });
+
+  // Two schedulers stepping one optimizer: each wrote its own closed-form lr over the other's,
+  // so only the last constructed or stepped schedule applied, silently (torch multiplies
+  // chained schedulers). An lr set by hand between steps was overwritten the same way.
+  it('refuses to step when another scheduler or the user changed the lr it set', () => {
+    const opt = { paramGroups: [{ lr: 1 }] };
+    const warm = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });
+    const decay = new StepLR(opt, 3, 0.5);
+    expect(() => warm.step()).toThrow(/WarmupCosineLR\.step: param group 0's lr is 1, not the 0 this scheduler set/);
+    decay.step();
+    for (const group of opt.paramGroups) group.lr = 0.3;
+    expect(() => decay.step()).toThrow(SchedulerError);
+  });
+
+  it('a new scheduler replacing an old one that is no longer stepped is fine', () => {
+    const opt = { paramGroups: [{ lr: 1 }] };
+    new StepLR(opt, 1, 0.5).step();
+    const next = new StepLR(opt, 1, 0.1);
+    next.step();
+    expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.1, 12);
+  });
 });

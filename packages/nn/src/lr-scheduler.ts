@@ -20,6 +20,8 @@ export class SchedulerError extends Error {
 export abstract class LRScheduler {
   readonly baseLrs: number[];
   lastEpoch = 0;
+  /** The lr this scheduler last wrote into each group: a different value at step() means someone else wrote it. */
+  private written: number[] = [];
 
   constructor(readonly optimizer: HasParamGroups) {
     for (const group of optimizer.paramGroups) group.initialLr ??= group.lr;
@@ -29,7 +31,22 @@ export abstract class LRScheduler {
   /** The learning rate at `step` for a group whose initial lr is `baseLr`. */
   abstract lrAt(step: number, baseLr: number): number;
 
+  /**
+   * Advances one step. Refuses when a group's lr is no longer the one this scheduler wrote:
+   * the lr here is computed from the initial lr (closed form), so a second scheduler on the
+   * same optimizer, or an lr set by hand, would be overwritten without a word, where torch's
+   * chainable schedulers multiply the current lr.
+   */
   step(): void {
+    this.optimizer.paramGroups.forEach((g, i) => {
+      const mine = this.written[i];
+      if (mine !== undefined && !Object.is(g.lr, mine))
+        throw new SchedulerError(
+          `${this.constructor.name}.step: param group ${i}'s lr is ${g.lr}, not the ${mine} this scheduler set: ` +
+            'another scheduler or code changed it, and this one would overwrite it (its lr is a function of the ' +
+            'initial lr; torch multiplies chained schedulers): use one schedule per optimizer',
+        );
+    });
     this.lastEpoch++;
     this.apply();
   }
@@ -53,8 +70,9 @@ export abstract class LRScheduler {
 
   /** Writes the current step's lr into every group; subclasses call it once constructed. */
   protected apply(): void {
-    this.optimizer.paramGroups.forEach((g, i) => {
+    this.written = this.optimizer.paramGroups.map((g, i) => {
       g.lr = this.lrAt(this.lastEpoch, this.baseLrs[i]);
+      return g.lr;
     });
   }
 }
