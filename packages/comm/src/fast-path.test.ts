@@ -1,21 +1,8 @@
-import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
+import { explain } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
+import { phase, runPhases } from './test/phases.js';
 
-interface Outcome {
-  phase: string;
-  name: string;
-  message?: string;
-  ranks?: number[];
-  value?: unknown;
-}
-const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) => r.phase === p);
-const run = (worldSize: number, mode: string) =>
-  spawnRanks({
-    nprocs: worldSize,
-    script: new URL('./test/fast-path.child.ts', import.meta.url),
-    args: [mode],
-    timeoutMs: 60_000,
-  });
+const run = (worldSize: number, mode: string) => runPhases('fast-path.child.ts', worldSize, mode, 60_000);
 
 describe('small allReduces on the calling thread (shared memory)', () => {
   it.each([2, 4])(

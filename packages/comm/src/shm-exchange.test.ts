@@ -1,21 +1,9 @@
-import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
+import { explain } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { native } from './native.js';
+import { phase, runPhases } from './test/phases.js';
 
-interface Outcome {
-  phase: string;
-  name: string;
-  message?: string;
-  value?: unknown;
-}
-const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) => r.phase === p);
-const run = (worldSize: number, mode: string) =>
-  spawnRanks({
-    nprocs: worldSize,
-    script: new URL('./test/shm-exchange.child.ts', import.meta.url),
-    args: [mode],
-    timeoutMs: 90_000,
-  });
+const run = (worldSize: number, mode: string) => runPhases('shm-exchange.child.ts', worldSize, mode, 90_000);
 
 describe.skipIf(!native)('small allReduces in one native exchange (shared memory)', () => {
   it.each([2, 4])(
