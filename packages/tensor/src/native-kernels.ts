@@ -119,7 +119,7 @@ export function nativeKernelsSummary(): string {
   if (replaced.size === 0) return 'ddp: native kernels off (DDP_NATIVE=0)';
   const library = `${load.kernels.library().split(' ').slice(0, 2).join(' ')} ${load.kernels.blasCore()}`;
   return (
-    `ddp: native kernels on (${library}, ${threads} thread${threads === 1 ? '' : 's'}): ` +
+    `ddp: native kernels on (${library} and oneDNN, ${threads} thread${threads === 1 ? '' : 's'}): ` +
     `${[...replaced.keys(), ...fused].join(', ')}`
   );
 }
