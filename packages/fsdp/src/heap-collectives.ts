@@ -1,5 +1,5 @@
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { loadSharedMemory } from '@ddp/shm';
+import { aliasGrowingHeap, growingHeapMoved } from '@ddp/shm';
 import { copyTensorInto, ownedHeapView, tensorFromFloat32, tf, wasmHeapBuffer } from '@ddp/tensor';
 import { FSDPError } from './errors.js';
 
@@ -7,40 +7,23 @@ import { FSDPError } from './errors.js';
  * FSDP's collectives on the wasm heap itself, as DDP reduces gradients where they live (DESIGN,
  * "Where gradients live"): @ddp/shm's aliasShared gives a SharedArrayBuffer over the heap, so
  * comm's thread gathers the shards straight into a tensor's storage and reduce-scatters a
- * tensor in place; no host buffers, no staging, no upload. This holds while V8 grows the
- * heap in place (64-bit: the whole range is reserved); the address is checked after each op.
+ * tensor in place; no host buffers, no staging, no upload. The alias is @ddp/shm's, shared with
+ * DDP's in-place gradients; the heap's address is checked after each op.
  * Without the addon, off wasm, or once the heap moved, FlatShard takes its host-copy path.
  */
-let alias: { heap: ArrayBuffer; shared: SharedArrayBuffer; address: number } | null = null;
-/** The heap moved once: host copies from then on. */
-let moved = false;
-
 /**
  * `t`'s own float32 storage as an array over shared memory, or null (see above; also when shared with another tensor).
  */
 function sharedStorage(t: tf.Tensor): Float32Array | null {
-  const own = moved ? null : ownedHeapView(t);
-  const shm = own && loadSharedMemory();
-  if (!own || !shm) return null;
-  const heap = own.buffer as ArrayBuffer;
-  if (alias?.heap !== heap) {
-    const address = shm.address(heap);
-    if (alias !== null && alias.address !== address) {
-      moved = true;
-      return null;
-    }
-    alias = { heap, shared: shm.aliasShared(heap), address };
-  }
-  return new Float32Array(alias.shared, own.byteOffset, own.length);
+  const own = ownedHeapView(t);
+  const shared = own && aliasGrowingHeap(own.buffer as ArrayBuffer);
+  return own && shared instanceof SharedArrayBuffer ? new Float32Array(shared, own.byteOffset, own.length) : null;
 }
 
 /** Raises when the heap moved while `op` wrote through the alias (its result never reached the tensors). */
 function checkUnmoved(group: ProcessGroup, op: string): void {
-  const heap = wasmHeapBuffer();
-  if (alias === null || heap === null || heap === alias.heap) return;
-  if (loadSharedMemory()!.address(heap) === alias.address) return;
-  moved = true;
-  throw new FSDPError(`rank ${group.rank}: ${op}: the wasm heap moved while comm wrote into it; the values are lost`);
+  if (growingHeapMoved(wasmHeapBuffer()))
+    throw new FSDPError(`rank ${group.rank}: ${op}: the wasm heap moved while comm wrote into it; the values are lost`);
 }
 
 /**

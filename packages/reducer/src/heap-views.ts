@@ -1,17 +1,14 @@
-import { loadSharedMemory } from '@ddp/shm';
+import { aliasGrowingHeap, growingHeapMoved, loadSharedMemory } from '@ddp/shm';
 import { ownedHeapView, type tf, wasmHeapBuffer } from '@ddp/tensor';
 import { GradientStorageMovedError } from './errors.js';
 
 /**
  * Gradients reduced where they live. A gradient autograd made sits in the wasm heap, an
- * ordinary ArrayBuffer the comm thread cannot see; @ddp/shm's aliasShared gives a
- * SharedArrayBuffer over the same bytes, which the comm thread can read and write in place.
- * That holds while the heap stays where it is: V8 on 64-bit reserves a wasm memory's whole
- * range and grows it in place (a new ArrayBuffer, the same address). The address is
- * checked whenever the heap's ArrayBuffer changes and after every reduction. Without the
- * addon, or once the heap moved, DDP says so once and copies gradients into its buckets.
+ * ordinary ArrayBuffer the comm thread cannot see; @ddp/shm's heap alias (shared with FSDP)
+ * gives a SharedArrayBuffer over the same bytes, which the comm thread can read and write in
+ * place, while the heap stays where it is. The address is checked after every reduction.
+ * Without the addon, or once the heap moved, DDP says so once and copies gradients into its buckets.
  */
-let alias: { heap: ArrayBuffer; shared: SharedArrayBuffer; address: number } | null = null;
 /** Set once DDP went back to copying (said once). */
 let copying = false;
 
@@ -23,16 +20,14 @@ function giveUp(why: string): null {
   return null;
 }
 
-/** A SharedArrayBuffer over the whole current heap (made again when the heap grew), or null. */
+const MOVED = 'the wasm heap moved when it grew';
+
+/** A SharedArrayBuffer over the whole current heap, or null. */
 function sharedHeap(heap: ArrayBuffer): SharedArrayBuffer | null {
   if (copying) return null;
-  if (alias?.heap === heap) return alias.shared;
-  const shm = loadSharedMemory();
-  if (shm === null) return giveUp('the @ddp/shm addon is not built');
-  const address = shm.address(heap);
-  if (alias !== null && alias.address !== address) return giveUp('the wasm heap moved when it grew');
-  alias = { heap, shared: shm.aliasShared(heap), address };
-  return alias.shared;
+  const shared = aliasGrowingHeap(heap);
+  if (shared instanceof SharedArrayBuffer) return shared;
+  return giveUp(shared === 'no-addon' ? 'the @ddp/shm addon is not built' : MOVED);
 }
 
 /**
@@ -51,10 +46,8 @@ export function sharedGradientView(grad: tf.Tensor): Float32Array | null {
  * sharedGradientView point: a reduction written there never reached the gradients.
  */
 export function checkHeapUnmoved(rank: number, iteration: number): void {
-  const heap = wasmHeapBuffer();
-  if (alias === null || heap === null || heap === alias.heap) return;
-  if (loadSharedMemory()!.address(heap) === alias.address) return;
-  giveUp('the wasm heap moved when it grew');
+  if (!growingHeapMoved(wasmHeapBuffer())) return;
+  giveUp(MOVED);
   throw new GradientStorageMovedError(rank, iteration);
 }
 

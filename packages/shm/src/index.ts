@@ -79,3 +79,4 @@ export function loadSharedMemory(): SharedMemory | null {
   }
   return loaded;
 }
+export { aliasGrowingHeap, growingHeapMoved } from './heap-alias.js';
