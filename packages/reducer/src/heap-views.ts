@@ -9,6 +9,7 @@ import { GradientStorageMovedError } from './errors.js';
  * place, while the heap stays where it is. The address is checked after every reduction.
  * Without the addon, or once the heap moved, DDP says so once and copies gradients into its buckets.
  */
+
 /** Set once DDP went back to copying (said once). */
 let copying = false;
 
