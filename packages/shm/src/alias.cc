@@ -11,6 +11,7 @@
 #include <string>
 
 #include "alias.h"
+#include "pending-work.h"
 
 using namespace v8;
 
@@ -77,6 +78,7 @@ struct FiniteJob {
   Global<Context> context;
   Global<Promise::Resolver> resolver;
   std::shared_ptr<BackingStore> keepAlive;  // the memory outlives the check
+  PendingWork* pending;
   const float* values;
   size_t n;
   bool finite = false;
@@ -98,6 +100,8 @@ void AllFiniteAsync(const FunctionCallbackInfo<Value>& args) {
   job->keepAlive = view->Buffer()->GetBackingStore();
   job->values = FloatsOf(view);
   job->n = view->Length();
+  job->pending = &PendingWork::Here(iso);
+  job->pending->Begin();
   uv_queue_work(
       node::GetCurrentEventLoop(iso), &job->req,
       [](uv_work_t* req) {
@@ -106,10 +110,15 @@ void AllFiniteAsync(const FunctionCallbackInfo<Value>& args) {
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<FiniteJob> j(static_cast<FiniteJob*>(req->data));
-        HandleScope scope(j->iso);
-        Local<Context> ctx = j->context.Get(j->iso);
-        Context::Scope cs(ctx);
-        j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->finite)).Check();
+        PendingWork* pending = j->pending;
+        if (!pending->Closing()) {
+          HandleScope scope(j->iso);
+          Local<Context> ctx = j->context.Get(j->iso);
+          Context::Scope cs(ctx);
+          j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->finite)).Check();
+        }
+        j.reset();
+        pending->End();  // last: at teardown this lets Node close the loop
       });
   args.GetReturnValue().Set(resolver->GetPromise());
 }

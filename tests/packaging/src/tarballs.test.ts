@@ -1,7 +1,7 @@
 // What each tarball ships, checked file by file: what npm users get whatever they import.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { publint } from 'publint';
 import { formatMessage } from 'publint/utils';
 import ts from 'typescript';
@@ -9,10 +9,15 @@ import { describe, expect, inject, it } from 'vitest';
 import { type Manifest, readTarballs, repoRoot, type Tarball } from './tarballs.js';
 
 /** Every package under packages/ that is not private: each one new included, none listed by hand. */
-const PUBLISHED = readdirSync(join(repoRoot, 'packages'))
-  .map((dir) => JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest)
-  .filter((m) => m.private !== true)
-  .map((m) => m.name)
+const FOLDERS = new Map(
+  readdirSync(join(repoRoot, 'packages')).map((dir) => {
+    const manifest = JSON.parse(readFileSync(join(repoRoot, 'packages', dir, 'package.json'), 'utf8')) as Manifest;
+    return [manifest.name, { dir: join(repoRoot, 'packages', dir), manifest }] as const;
+  }),
+);
+const PUBLISHED = [...FOLDERS.values()]
+  .filter(({ manifest }) => manifest.private !== true)
+  .map(({ manifest }) => manifest.name)
   .sort();
 /** The conditions a published exports map may use: what Node and TypeScript resolve for users. */
 const PUBLIC_CONDITIONS = new Set(['types', 'import', 'default']);
@@ -77,6 +82,22 @@ describe.each(PUBLISHED)('%s tarball', (name) => {
       }
     }
     expect(undeclared).toEqual([]);
+  });
+
+  it('ships every file its install script builds from: binding.gyp, its sources and the headers they include', () => {
+    const { files, manifest } = tarball();
+    const folder = FOLDERS.get(name)?.dir ?? '';
+    const script = /^node (\S+)$/.exec(manifest.scripts?.install ?? '')?.[1];
+    if (script) expect(files).toContain(script);
+    if (!existsSync(join(folder, 'binding.gyp'))) return;
+    expect(files).toContain('binding.gyp');
+    const gyp = JSON.parse(readFileSync(join(folder, 'binding.gyp'), 'utf8')) as { targets: { sources: string[] }[] };
+    const needed = new Set(gyp.targets.flatMap((t) => t.sources));
+    for (const source of needed) {
+      const text = readFileSync(join(folder, source), 'utf8');
+      for (const [, header] of text.matchAll(/^#include "([^"]+)"/gm)) needed.add(join(dirname(source), header));
+    }
+    expect([...needed].filter((f) => !files.includes(f))).toEqual([]);
   });
 
   it('has source maps that carry their sources (src/ is not shipped)', () => {

@@ -14,6 +14,7 @@ export interface Manifest {
   license?: string;
   exports?: Record<string, Record<string, string>>;
   bin?: Record<string, string>;
+  scripts?: Record<string, string>;
   dependencies?: Record<string, string>;
   optionalDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
