@@ -61,6 +61,8 @@ class CrossEntropy extends AutogradFunction {
     const logp = tf.sub(shifted, tf.log(total));
     ctx.keepForBackward(tf.div(e, total), target);
     if (reduction === 'none') return tf.neg(tf.sum(tf.mul(target, logp), 1));
+    // torch's mean over no label (all ignored, or no rows) is 0/0 = NaN; its gradient stays 0
+    if (reduction === 'mean' && valid === 0) return tf.scalar(Number.NaN);
     return tf.mul(tf.sum(tf.mul(target, logp)), reduction === 'sum' ? -1 : -1 / this.count);
   }
   backward(ctx: Context, dy: tf.Tensor) {
@@ -75,7 +77,7 @@ class CrossEntropy extends AutogradFunction {
 
 /**
  * F.cross_entropy(logits [N, C], labels [N]) with ignoreIndex (default -100) and reduction
- * (default mean over the labels not ignored).
+ * (default mean over the labels not ignored: NaN when every label is ignored, as torch's).
  */
 export function crossEntropy(
   logits: Tensor,
