@@ -1,7 +1,7 @@
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
-import { registerEmptyReductions } from './wasm-empty-reductions.js';
+import { registerEmptyReductions } from './empty-reductions.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -11,7 +11,7 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
  * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts),
- * its reductions over an empty dim a value (wasm-empty-reductions.ts).
+ * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -35,6 +36,11 @@ class Extreme extends AutogradFunction {
   private axes: number[] = [];
   forward(ctx: Context, x: tf.Tensor, opts: ReduceOptions, which: 'max' | 'min'): tf.Tensor {
     this.axes = normaliseAxes(opts.dim, x.rank);
+    const empty = this.axes.find((a) => x.shape[a] === 0);
+    if (empty !== undefined) {
+      // torch.amax raises too: −∞ would pass for a maximum, and its gradient has nowhere to go
+      throw new AutogradArgumentError(`${which}: dim ${empty} of [${x.shape}] is empty, so it has no ${which}imum`);
+    }
     const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
     ctx.saveForBackward(tf.cast(tf.equal(x, kept), 'float32'));
     return opts.keepdim ? kept : tf.squeeze(kept, this.axes);
