@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -32,11 +32,12 @@ function checkInRange(idx: tf.Tensor, size: number, op: string): void {
 }
 
 /**
- * Row scatter-add: out[ids[i]] += values[i] for values [n, ...] and out [rows, ...]. Done on the
- * host: tfjs's cpu UnsortedSegmentSum (also what wasm runs) loops over every segment, which made
- * the embedding gradient the slowest op of a training step.
+ * Row scatter-add: out[ids[i]] += values[i] for values [n, ...] and out [rows, ...], except row
+ * `skipRow` (embedding's padding row), which stays 0. Done on the host: tfjs's cpu
+ * UnsortedSegmentSum (also what wasm runs) loops over every segment, which made the embedding
+ * gradient the slowest op of a training step.
  */
-function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Tensor {
+function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number, skipRow = -1): tf.Tensor {
   const n = values.shape[0];
   const width = n === 0 ? 0 : values.size / n;
   const src = values.dataSync() as Float32Array;
@@ -44,6 +45,7 @@ function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Ten
   const out = new Float32Array(rows * width);
   for (let i = 0; i < n; i++) {
     const row = index[i];
+    if (row === skipRow) continue;
     for (let j = 0, o = row * width, v = i * width; j < width; j++) out[o + j] += src[v + j];
   }
   return tf.tensor(out, [rows, ...values.shape.slice(1)]);
@@ -109,15 +111,17 @@ class IndexSelect extends AutogradFunction {
 
 class Embedding extends AutogradFunction {
   private rows = 0;
-  forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor): tf.Tensor {
+  private paddingRow = -1;
+  forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor, paddingRow: number): tf.Tensor {
     this.rows = table.shape[0];
+    this.paddingRow = paddingRow;
     const flat = tf.reshape(idx, [-1]);
     ctx.saveForBackward(flat);
     return tf.reshape(tf.gather(table, flat, 0), [...idx.shape, table.shape[1]!]);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [flat] = ctx.savedTensors as [tf.Tensor];
-    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows), null];
+    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows, this.paddingRow), null, null];
   }
 }
 
@@ -203,12 +207,28 @@ export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | 
 /** x with `value` where mask is true (torch.masked_fill). */
 export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor => Where.apply(mask, value, x);
 
-/** Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). */
-export function embedding(ids: Indices, table: Tensor): Tensor {
+/**
+ * The row a padding index names in a table of `rows` rows: negative counts from the end, as
+ * torch's padding_idx; outside [-rows, rows) or fractional is refused.
+ */
+function paddingRow(paddingIdx: number, rows: number, op: string): number {
+  if (!(Number.isInteger(paddingIdx) && paddingIdx >= -rows && paddingIdx < rows)) {
+    throw new AutogradArgumentError(`${op}: paddingIdx ${paddingIdx} must be an integer in [-${rows}, ${rows})`);
+  }
+  return paddingIdx < 0 ? paddingIdx + rows : paddingIdx;
+}
+
+/**
+ * Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). The
+ * row `paddingIdx` names gets no gradient, as torch's padding_idx (its value is still returned).
+ */
+export function embedding(ids: Indices, table: Tensor, opts: { paddingIdx?: number } = {}): Tensor {
+  checkOptionNames('embedding', opts, ['paddingIdx'], (m) => new AutogradArgumentError(m));
+  const skip = opts.paddingIdx === undefined ? -1 : paddingRow(opts.paddingIdx, table.shape[0], 'embedding');
   const idx = toIndexTensor(ids, 'embedding');
   try {
     checkInRange(idx, table.shape[0], 'embedding');
-    return Embedding.apply(table, idx);
+    return Embedding.apply(table, idx, skip);
   } finally {
     idx.dispose();
   }
