@@ -82,10 +82,16 @@ class Replica {
   }
 }
 
-/** Batch sizes of the chunks scatter makes (torch's: as equal as can be, no empty chunk). */
+/**
+ * Batch sizes of the chunks scatter makes, torch's `tensor.chunk(replicas)`: ⌈batch / replicas⌉
+ * rows each, the last the rest, so fewer chunks than replicas when the sizes run out (10 over 3:
+ * 4, 4, 2; 9 over 4: 3, 3, 3). Batch norm in training normalises each chunk by its own
+ * statistics, so other chunks would give other outputs than torch's DataParallel.
+ */
 export function chunkSizes(batch: number, replicas: number): number[] {
-  const n = Math.min(batch, replicas);
-  return Array.from({ length: n }, (_, i) => Math.floor(batch / n) + (i < batch % n ? 1 : 0));
+  const size = Math.ceil(batch / replicas);
+  const count = size === 0 ? 0 : Math.ceil(batch / size);
+  return Array.from({ length: count }, (_, i) => Math.min(size, batch - i * size));
 }
 
 /**
