@@ -22,6 +22,16 @@ describe.each(['wasm', 'cpu'] as const)('elementwise kernels on %s as torch', (b
     expect(tf.tidy(() => values(tf.relu6(x())))).toEqual(f32([1e-30, 0, 1e-38, 0, Number.NaN, 0.5, 0]));
   });
 
+  it('maximum and minimum propagate NaN from either operand (wasm: maximum(1, NaN) was 1)', async () => {
+    await setBackend(backend);
+    const [a, b] = [tf.tensor([Number.NaN, 1, 2]), tf.tensor([1, Number.NaN, -1])];
+    expect(tf.tidy(() => [values(tf.maximum(a, b)), values(tf.minimum(a, b))])).toEqual([
+      [Number.NaN, Number.NaN, 2],
+      [Number.NaN, Number.NaN, -1],
+    ]);
+    tf.dispose([a, b]);
+  });
+
   it('log1p and sin keep their digits near 0 (wasm: log1p(1e-30) = 0, sin(-1e-7) = -3e-7)', async () => {
     await setBackend(backend);
     const [l, s] = tf.tidy(() => [values(tf.log1p(x())), values(tf.sin(x()))]);

@@ -22,10 +22,11 @@ const NEEDED_ON_WASM = [
 /**
  * Kernels tfjs-wasm 4.22 has but computes wrongly, replaced by the cpu backend's: Sign is 0 for
  * |x| < ~1e-6 (so abs's gradient was 0 for small weights); Relu6 and ClipByValue turn NaN into
- * a bound (hiding a diverged value, where torch's clamp keeps NaN); Log1p and Sin lose every
- * digit near 0 (log1p(1e-30) = 0, sin(-1e-7) = -3e-7). A cast to bool is cpu's too (below).
+ * a bound (hiding a diverged value, where torch's clamp keeps NaN), and Maximum and Minimum drop
+ * a NaN second operand (maximum(1, NaN) = 1; torch's is NaN); Log1p and Sin lose every digit
+ * near 0 (log1p(1e-30) = 0, sin(-1e-7) = -3e-7). A cast to bool is cpu's too (below).
  */
-const WRONG_ON_WASM = ['Sign', 'Relu6', 'ClipByValue', 'Log1p', 'Sin'] as const;
+const WRONG_ON_WASM = ['Sign', 'Relu6', 'ClipByValue', 'Maximum', 'Minimum', 'Log1p', 'Sin'] as const;
 
 function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
   return ({ inputs, attrs, backend }) => {
