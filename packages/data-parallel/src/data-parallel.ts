@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import { AutogradFunction, type Context, chunkSizes, type Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
 import { getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
@@ -83,16 +83,12 @@ class Replica {
 }
 
 /**
- * Batch sizes of the chunks scatter makes, torch's `tensor.chunk(replicas)`: ⌈batch / replicas⌉
- * rows each, the last the rest, so fewer chunks than replicas when the sizes run out (10 over 3:
- * 4, 4, 2; 9 over 4: 3, 3, 3). Batch norm in training normalises each chunk by its own
- * statistics, so other chunks would give other outputs than torch's DataParallel.
+ * Batch sizes of the chunks scatter makes: torch's `x.chunk(replicas)` (@ddp/autograd's
+ * chunkSizes), ⌈batch / replicas⌉ rows each, fewer chunks than replicas when they run out.
+ * Batch norm in training normalises each chunk by its own statistics, so other chunks would
+ * give other outputs than torch's DataParallel.
  */
-export function chunkSizes(batch: number, replicas: number): number[] {
-  const size = Math.ceil(batch / replicas);
-  const count = size === 0 ? 0 : Math.ceil(batch / size);
-  return Array.from({ length: count }, (_, i) => Math.min(size, batch - i * size));
-}
+export { chunkSizes };
 
 /**
  * Gathers the replicas' outputs along the batch; in backward scatters the output gradient

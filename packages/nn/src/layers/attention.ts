@@ -1,4 +1,4 @@
-import { dropout, fromTf, linear, maskedFill, matmul, narrow, softmax, split, type Tensor } from '@ddp/autograd';
+import { chunk, dropout, fromTf, linear, maskedFill, matmul, narrow, softmax, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
@@ -90,7 +90,7 @@ export class MultiheadAttention extends Module {
   private projectPacked(x: Tensor): [Tensor, Tensor, Tensor] {
     const [b, l] = x.shape as [number, number, number];
     const qkv = linear(x, this.inProjWeight, this.inProjBias).reshape([b, l, 3 * this.numHeads, this.headDim]);
-    return split(qkv.permute([0, 2, 1, 3]), 3, 1) as [Tensor, Tensor, Tensor];
+    return chunk(qkv.permute([0, 2, 1, 3]), 3, 1) as [Tensor, Tensor, Tensor];
   }
 
   forward(query: Tensor, key: Tensor = query, value: Tensor = key, options: AttentionCallOptions = {}): Tensor {
