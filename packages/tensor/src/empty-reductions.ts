@@ -20,7 +20,11 @@ const EMPTY_VALUE: Record<string, (dtype: DataType) => number> = {
 /** Index reductions, which have no answer over an empty dim: torch raises, tfjs returned index 0. */
 const INDEX_REDUCTIONS = { ArgMax: 'argMax', ArgMin: 'argMin' } as const;
 
-function wrapKernel(name: string, backend: string, wrap: (k: KernelConfig['kernelFunc']) => KernelConfig['kernelFunc']) {
+function wrapKernel(
+  name: string,
+  backend: string,
+  wrap: (k: KernelConfig['kernelFunc']) => KernelConfig['kernelFunc'],
+) {
   const kernel = tf.getKernel(name, backend) as KernelConfig | undefined;
   if (!kernel) return;
   tf.unregisterKernel(name, backend);

@@ -18,7 +18,9 @@ describe.each(['wasm', 'cpu'] as const)('elementwise kernels on %s as torch', (b
 
   it('clipByValue and relu6 keep NaN (wasm: a bound, hiding the NaN)', async () => {
     await setBackend(backend);
-    expect(tf.tidy(() => values(tf.clipByValue(x(), -1, 1)))).toEqual(f32([1e-30, -1e-7, 1e-38, 0, Number.NaN, 0.5, -1]));
+    expect(tf.tidy(() => values(tf.clipByValue(x(), -1, 1)))).toEqual(
+      f32([1e-30, -1e-7, 1e-38, 0, Number.NaN, 0.5, -1]),
+    );
     expect(tf.tidy(() => values(tf.relu6(x())))).toEqual(f32([1e-30, 0, 1e-38, 0, Number.NaN, 0.5, 0]));
   });
 

@@ -184,7 +184,9 @@ function checkWindow(op: string, x: Tensor, kernel: Pair, stride: Pair, padding:
   const [k, s, p] = [pair(kernel), pair(stride), pair(padding)];
   const whole = (v: number, min: number) => Number.isInteger(v) && v >= min;
   if (!(k.every((v) => whole(v, 1)) && s.every((v) => whole(v, 1)) && p.every((v) => whole(v, 0)))) {
-    throw new AutogradArgumentError(`${op}: kernel [${k}] and stride [${s}] must be integers >= 1, padding [${p}] >= 0`);
+    throw new AutogradArgumentError(
+      `${op}: kernel [${k}] and stride [${s}] must be integers >= 1, padding [${p}] >= 0`,
+    );
   }
   if (op === 'maxPool2d' && p.some((v, i) => v > k[i] / 2))
     throw new AutogradArgumentError(`${op}: padding [${p}] must be at most half the kernel [${k}]`);

@@ -11,7 +11,9 @@ describe('mse with a target of another shape than its input', () => {
     const loss = mse(tensor([1, 1, 1, 1], [4, 1]), tensor([0, 1, 2, 3], [4]));
     expect(loss.item()).toBeCloseTo(1.5, 6);
     expect(warn).toHaveBeenCalledTimes(1);
-    expect(String(warn.mock.calls[0][0])).toMatch(/mse: the target's size \[4\] differs from the input's \[4,1\]; .* \[4,4\]/);
+    expect(String(warn.mock.calls[0][0])).toMatch(
+      /mse: the target's size \[4\] differs from the input's \[4,1\]; .* \[4,4\]/,
+    );
     expect(warn.mock.calls[0][1]).toEqual({ code: 'DDP_LOSS_BROADCAST' });
     mse(tensor([1, 1, 1, 1], [4, 1]), tensor([0, 1, 2, 3], [4])); // once per shape pair
     mse(tensor([1, 1], [2]), tensor([2], [])); // a scalar target: torch warns too

@@ -81,7 +81,8 @@ export function squeeze(x: Tensor, dim?: number): Tensor {
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   if (x.rank === 0) return reshape(x, [1]);
   const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, x.rank, 'flatten')[0]!);
-  if (s > e) throw new AutogradArgumentError(`flatten: startDim ${startDim} comes after endDim ${endDim} of [${x.shape}]`);
+  if (s > e)
+    throw new AutogradArgumentError(`flatten: startDim ${startDim} comes after endDim ${endDim} of [${x.shape}]`);
   const shape = x.shape;
   const merged = shape.slice(s, e + 1).reduce((n, d) => n * d, 1);
   return reshape(x, [...shape.slice(0, s), merged, ...shape.slice(e + 1)]);

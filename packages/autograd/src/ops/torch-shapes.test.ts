@@ -10,9 +10,17 @@ describe('shape ops as torch', () => {
     expect(shapes(split(x6(), 2))).toEqual([2, 2, 2]); // was [3, 3]
     expect(shapes(split(tensor([0, 1, 2, 3, 4, 5, 6], [7]), 3))).toEqual([3, 3, 1]); // was an untyped error
     expect(shapes(x6().split(4))).toEqual([4, 2]);
-    const qkv = tensor(Array.from({ length: 12 }, (_, i) => i), [2, 6]);
+    const qkv = tensor(
+      Array.from({ length: 12 }, (_, i) => i),
+      [2, 6],
+    );
     const [q, k, v] = qkv.split(2, -1); // torch: q, k, v = qkv.split(d, dim=-1)
-    expect([q.shape, k.shape, v.shape, Array.from(v.dataSync())]).toEqual([[2, 2], [2, 2], [2, 2], [4, 5, 10, 11]]);
+    expect([q.shape, k.shape, v.shape, Array.from(v.dataSync())]).toEqual([
+      [2, 2],
+      [2, 2],
+      [2, 2],
+      [4, 5, 10, 11],
+    ]);
     expect(shapes(chunk(tensor(Array(10).fill(0), [10]), 3))).toEqual([4, 4, 2]);
     expect(shapes(x6().chunk(4))).toEqual([2, 2, 2]);
     expect(shapes(split(x6(), [1, 5]))).toEqual([1, 5]);

@@ -44,7 +44,11 @@ describe("MultiheadAttention's attnMask as torch's", () => {
 
   it('adds a float mask [T, S] or [B, T, S] to the scores, blocks where a bool mask is true', () => {
     const mha = build();
-    const masks = [tf.tensor(g.bias, [3, 3]), tf.tensor(g.bool.map(Number), [3, 3], 'bool'), tf.tensor(g.b3, [2, 3, 3])];
+    const masks = [
+      tf.tensor(g.bias, [3, 3]),
+      tf.tensor(g.bool.map(Number), [3, 3], 'bool'),
+      tf.tensor(g.b3, [2, 3, 3]),
+    ];
     const before = tf.memory().numTensors;
     const [y1, y2, y3] = masks.map((m) => run(mha, m));
     expect(maxAbsDiff(y1, g.y1)).toBeLessThan(1e-5);

@@ -33,7 +33,15 @@ describe("Embedding's paddingIdx (torch's padding_idx)", () => {
       [0, 3, 2],
     ]);
     expect(rows(y, 3)[0]).toEqual([0.9, 1, 1.1].map(Math.fround)); // the row's value is still returned
-    await y.mul(tensor(Array.from({ length: 18 }, (_, i) => i), [2, 3, 3])).sum().backward();
+    await y
+      .mul(
+        tensor(
+          Array.from({ length: 18 }, (_, i) => i),
+          [2, 3, 3],
+        ),
+      )
+      .sum()
+      .backward();
     expect(rows(emb.weight.grad!, 3)).toEqual([
       [9, 10, 11],
       [3, 4, 5],
@@ -56,7 +64,9 @@ describe("Embedding's paddingIdx (torch's padding_idx)", () => {
       [1, 1, 1],
       [0, 0, 0],
     ]);
-    expect(() => embedding([0], w, { paddingIdx: 4 })).toThrow(/embedding: paddingIdx 4 must be an integer in \[-4, 4\)/);
+    expect(() => embedding([0], w, { paddingIdx: 4 })).toThrow(
+      /embedding: paddingIdx 4 must be an integer in \[-4, 4\)/,
+    );
   });
 
   it('refuses a paddingIdx outside [-n, n) or fractional, as torch', () => {
