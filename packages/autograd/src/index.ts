@@ -17,6 +17,8 @@ export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
 export { dropout, manualSeed } from './ops/dropout.js';
 export {
   cat,
+  chunk,
+  chunkSizes,
   concat,
   embedding,
   type Indices,

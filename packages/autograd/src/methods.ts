@@ -1,7 +1,7 @@
 import type { tf } from '@ddp/tensor';
 import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 import { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
-import { indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
+import { chunk, indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
 import { l2Normalize } from './ops/norm.js';
 import { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
@@ -43,7 +43,8 @@ declare module './tensor.js' {
     logSigmoid(): Tensor;
     softmax(dim?: number): Tensor;
     logSoftmax(dim?: number): Tensor;
-    split(sizesOrCount: number | number[], dim?: number): Tensor[];
+    split(splitSizeOrSizes: number | number[], dim?: number): Tensor[];
+    chunk(chunks: number, dim?: number): Tensor[];
     slice(begin: number[], size: number[]): Tensor;
     narrow(dim: number, start: number, length: number): Tensor;
     indexSelect(dim: number, indices: number[] | tf.Tensor | Tensor): Tensor;
@@ -147,6 +148,9 @@ const methods: Record<string, Method> = {
   },
   split(s: number | number[], dim?: number) {
     return split(this, s, dim);
+  },
+  chunk(chunks: number, dim?: number) {
+    return chunk(this, chunks, dim);
   },
   slice(begin: number[], size: number[]) {
     return slice(this, begin, size);

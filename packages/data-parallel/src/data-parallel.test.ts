@@ -90,9 +90,18 @@ describe('DataParallel: replicas on worker threads', () => {
     for (const t of [x, chunk0, got, want]) t.dispose();
   });
 
-  it('scatters as torch does: chunks as equal as can be, none empty', () => {
-    expect(chunkSizes(10, 3)).toEqual([4, 3, 3]);
-    expect(chunkSizes(2, 4)).toEqual([1, 1]);
+  it("scatters as torch does: tensor.chunk's sizes, none empty (was: as equal as can be, 4 3 3 for 10 over 3)", () => {
+    // torch 1.13: [c.numel() for c in torch.arange(n).chunk(k)]
+    const cases: [number, number, number[]][] = [
+      [10, 3, [4, 4, 2]],
+      [2, 4, [1, 1]],
+      [9, 4, [3, 3, 3]],
+      [5, 4, [2, 2, 1]],
+      [10, 4, [3, 3, 3, 1]],
+      [6, 4, [2, 2, 2]],
+      [8, 2, [4, 4]],
+    ];
+    for (const [n, k, want] of cases) expect(chunkSizes(n, k), `${n} over ${k}`).toEqual(want);
   });
 
   it('a replica whose model differs, or that throws, raises DataParallelError naming the replica and the operation', async () => {

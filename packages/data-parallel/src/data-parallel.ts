@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { AutogradFunction, type Context, type Tensor } from '@ddp/autograd';
+import { AutogradFunction, type Context, chunkSizes, type Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
 import { getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
@@ -82,11 +82,13 @@ class Replica {
   }
 }
 
-/** Batch sizes of the chunks scatter makes (torch's: as equal as can be, no empty chunk). */
-export function chunkSizes(batch: number, replicas: number): number[] {
-  const n = Math.min(batch, replicas);
-  return Array.from({ length: n }, (_, i) => Math.floor(batch / n) + (i < batch % n ? 1 : 0));
-}
+/**
+ * Batch sizes of the chunks scatter makes: torch's `x.chunk(replicas)` (@ddp/autograd's
+ * chunkSizes), ⌈batch / replicas⌉ rows each, fewer chunks than replicas when they run out.
+ * Batch norm in training normalises each chunk by its own statistics, so other chunks would
+ * give other outputs than torch's DataParallel.
+ */
+export { chunkSizes };
 
 /**
  * Gathers the replicas' outputs along the batch; in backward scatters the output gradient

@@ -71,6 +71,7 @@ function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
     if (a.data instanceof Uint32Array && a.data.some((v) => v > 0x7fffffff)) {
       throw new CollateError(`${path}: sample ${i} holds uint32 values above int32's range`);
     }
+    if (a.data instanceof Float64Array) checkFloat32(a.data, () => `${path}: sample ${i} holds`);
     out.set(a.data, i * size);
   });
   return tf.tensor(out, [arrays.length, ...shape], dtype);
@@ -83,6 +84,16 @@ function checkInt32(nums: number[], path: string): void {
     throw new CollateError(
       `${path}: sample ${i} is ${nums[i]}, which int32 cannot hold (an integer in [-2^31, 2^31 - 1]); ` +
         `collate with numberDtype 'float32' or map the values first`,
+    );
+  }
+}
+
+/** float32 overflows a finite float64 beyond ±3.4e38 to ±Infinity, silently: refused as int32's wrap is. */
+function checkFloat32(values: ArrayLike<number>, subject: (index: number) => string): void {
+  const i = Array.from(values).findIndex((v) => Number.isFinite(v) && !Number.isFinite(Math.fround(v)));
+  if (i >= 0) {
+    throw new CollateError(
+      `${subject(i)} ${values[i]}, which float32 cannot hold (it would be ±Infinity); scale the values first`,
     );
   }
 }
@@ -104,6 +115,7 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
           ? 'int32'
           : 'float32';
     if (dtype === 'int32') checkInt32(nums, path);
+    else checkFloat32(nums, (i) => `${path}: sample ${i} is`);
     return tf.tensor1d(nums, dtype);
   }
   if (typeof first === 'boolean') return tf.tensor1d(samples as boolean[], 'bool');

@@ -145,4 +145,12 @@ describe('DistributedSampler: coverage, epochs, agreement', () => {
   it('takes the length of a dataset object', () => {
     expect(new DistributedSampler({ length: 9 }, { numReplicas: 2, rank: 0 }).length).toBe(5);
   });
+
+  it('refuses a dataset that grew or shrank since the sampler was built (was: the old length, new items never drawn)', () => {
+    const items = [1, 2, 3, 4];
+    const s = new DistributedSampler(items, { numReplicas: 2, rank: 0, shuffle: false });
+    expect([...s]).toEqual([0, 2]);
+    items.push(5, 6);
+    expect(() => [...s]).toThrow(/DistributedSampler: the dataset has 6 items, 4 when the sampler was built/);
+  });
 });

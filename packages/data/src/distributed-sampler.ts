@@ -72,9 +72,11 @@ export class DistributedSampler implements Sampler {
   /** Total indices over all ranks per epoch, padding included. */
   readonly totalSize: number;
   epoch = 0;
+  private readonly dataset: { readonly length: number } | null;
 
   constructor(dataset: { readonly length: number } | number, opts: DistributedSamplerOptions = {}) {
     checkDataOptions('DistributedSampler', opts, ['numReplicas', 'rank', 'shuffle', 'seed', 'dropLast']);
+    this.dataset = typeof dataset === 'number' ? null : dataset;
     this.datasetLength = typeof dataset === 'number' ? dataset : dataset.length;
     checkLength(this.datasetLength, 'DistributedSampler dataset length');
     const { rank, size: numReplicas } = rankAndSizeOrDefault(
@@ -102,6 +104,13 @@ export class DistributedSampler implements Sampler {
   /** This rank's indices for the current epoch. */
   indices(): number[] {
     const n = this.datasetLength;
+    // its share was sized for n: items added since would never be drawn (torch's assertion fails)
+    if (this.dataset !== null && this.dataset.length !== n) {
+      throw new DataArgumentError(
+        `DistributedSampler: the dataset has ${this.dataset.length} items, ${n} when the sampler was built; ` +
+          'build a new sampler for it',
+      );
+    }
     let order: ArrayLike<number>;
     if (this.shuffle) order = new Generator(this.seed + this.epoch).randperm(n);
     else order = Int32Array.from({ length: n }, (_, i) => i);

@@ -57,8 +57,8 @@ describe('bad input gets a typed error', () => {
       /Adam parameter group 0: unknown option "weight_decay"/,
     );
     expect(() => new SGD([{ params: params(), ...config('{ "initialLr": 0.1 }') }], { lr: 0.1 })).not.toThrow();
-    expect(() => new Embedding(10, 4, config('{ "paddingIdx": 0 }'))).toThrow(
-      /Embedding: unknown option "paddingIdx" \(ddp does not have it\)/,
+    expect(() => new Embedding(10, 4, config('{ "padding_idx": 0 }'))).toThrow(
+      /Embedding: unknown option "padding_idx"; did you mean paddingIdx\?/,
     );
     expect(() => new CrossEntropyLoss(config('{ "labelSmoothing": 0.1 }'))).toThrow(ModuleError);
     const layers: [string, () => unknown][] = [

@@ -35,7 +35,7 @@ export { type AttentionCallOptions, MultiheadAttention, type MultiheadAttentionO
 export { ModuleList, Sequential, type TensorModule } from './layers/container.js';
 export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
 export { Flatten } from './layers/flatten.js';
-export { Embedding, Linear, type LinearOptions } from './layers/linear.js';
+export { Embedding, type EmbeddingOptions, Linear, type LinearOptions } from './layers/linear.js';
 export {
   BatchNorm,
   BatchNorm1d,

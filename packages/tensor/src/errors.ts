@@ -7,3 +7,8 @@ export class BackendError extends Error {
 export class FusedOpError extends Error {
   override name = 'FusedOpError';
 }
+
+/** Raised by argMax/argMin over an empty dim: there is no index to return (torch raises too). */
+export class EmptyReductionError extends Error {
+  override name = 'EmptyReductionError';
+}

@@ -24,7 +24,7 @@ export {
   tensorToTypedArray,
   tensorToTypedArraySync,
 } from './dtype.js';
-export { FusedOpError } from './errors.js';
+export { EmptyReductionError, FusedOpError } from './errors.js';
 export {
   biasAdd,
   channelSum,

@@ -1,7 +1,7 @@
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
-import { registerEmptyReductions } from './wasm-empty-reductions.js';
+import { registerEmptyReductions } from './empty-reductions.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -11,13 +11,22 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
  * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts),
- * its reductions over an empty dim a value (wasm-empty-reductions.ts).
+ * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
   'DepthwiseConv2dNativeBackpropInput',
   'UnsortedSegmentSum',
 ] as const;
+
+/**
+ * Kernels tfjs-wasm 4.22 has but computes wrongly, replaced by the cpu backend's: Sign is 0 for
+ * |x| < ~1e-6 (so abs's gradient was 0 for small weights); Relu6 and ClipByValue turn NaN into
+ * a bound (hiding a diverged value, where torch's clamp keeps NaN), and Maximum and Minimum drop
+ * a NaN second operand (maximum(1, NaN) = 1; torch's is NaN); Log1p and Sin lose every digit
+ * near 0 (log1p(1e-30) = 0, sin(-1e-7) = -3e-7). A cast to bool is cpu's too (below).
+ */
+const WRONG_ON_WASM = ['Sign', 'Relu6', 'ClipByValue', 'Maximum', 'Minimum', 'Log1p', 'Sin'] as const;
 
 function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
   return ({ inputs, attrs, backend }) => {
@@ -40,6 +49,24 @@ function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
   };
 }
 
+/**
+ * tfjs-wasm's Cast to bool truncates to a byte: 0.5 and 1e-7 became false, 2.5 became 2 and
+ * -2.5 254 (a bool tensor holding 254). Those casts run on cpu (x ≠ 0, NaN true, as torch's
+ * bool()); every other cast stays on wasm.
+ */
+function registerBoolCast(): void {
+  const wasmCast = tf.getKernel('Cast', 'wasm') as KernelConfig;
+  const cpuCast = runOnCpu(tf.getKernel('Cast', 'cpu') as KernelConfig);
+  tf.unregisterKernel('Cast', 'wasm');
+  tf.registerKernel({
+    ...wasmCast,
+    kernelFunc: (args) => {
+      const from = (args.inputs.x as TensorInfo).dtype;
+      return args.attrs?.dtype === 'bool' && from !== 'bool' ? cpuCast(args) : wasmCast.kernelFunc(args);
+    },
+  });
+}
+
 let registered = false;
 
 /**
@@ -54,6 +81,11 @@ export function registerWasmFallbacks(): void {
   registerUntransposedMatMul();
   registerSharingIdentity();
   registerEmptyReductions();
+  for (const name of WRONG_ON_WASM) {
+    tf.unregisterKernel(name, 'wasm');
+    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')!) });
+  }
+  registerBoolCast();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

@@ -20,11 +20,22 @@ export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor
   return reshapeTo(summed, shape);
 }
 
-/** Normalises possibly negative axes against a rank; undefined means all axes. */
-export function normaliseAxes(axis: number | number[] | undefined, rank: number): number[] {
+/**
+ * Normalises possibly negative axes against a rank; undefined means all axes. An axis outside
+ * [-rank, rank) or given twice is refused as torch refuses it: tfjs reduced [0, 0] over every
+ * dim (sum over dim [0, 0] of a [2, 2] was the sum of all four).
+ */
+export function normaliseAxes(axis: number | number[] | undefined, rank: number, op = 'reduction'): number[] {
   if (axis === undefined) return [...Array(rank).keys()];
-  const list = Array.isArray(axis) ? axis : [axis];
-  return list.map((a) => (a < 0 ? a + rank : a));
+  const span = Math.max(rank, 1); // a scalar takes dim 0 or -1, as in torch
+  const list = (Array.isArray(axis) ? axis : [axis]).map((a) => {
+    if (!(Number.isInteger(a) && a >= -span && a < span))
+      throw new AutogradArgumentError(`${op}: dim ${a} is out of range for a tensor of rank ${rank}`);
+    return a < 0 ? a + rank : a;
+  });
+  const twice = list.find((a, i) => list.indexOf(a) !== i);
+  if (twice !== undefined) throw new AutogradArgumentError(`${op}: dim ${twice} appears more than once in [${axis}]`);
+  return rank === 0 ? [] : list;
 }
 
 /** The shape a reduction over axes would have with keepdim, to broadcast grads back. */

@@ -175,6 +175,26 @@ class MaxPool2d extends AutogradFunction {
   }
 }
 
+/**
+ * Refuses a window torch refuses: kernel and stride below 1, negative padding, max-pool padding
+ * over half the kernel, or a kernel larger than the padded input (tfjs gave an empty [1, 1, 0, 0]
+ * output, or pooled windows lying wholly in the padding).
+ */
+function checkWindow(op: string, x: Tensor, kernel: Pair, stride: Pair, padding: Pair): void {
+  const [k, s, p] = [pair(kernel), pair(stride), pair(padding)];
+  const whole = (v: number, min: number) => Number.isInteger(v) && v >= min;
+  if (!(k.every((v) => whole(v, 1)) && s.every((v) => whole(v, 1)) && p.every((v) => whole(v, 0)))) {
+    throw new AutogradArgumentError(
+      `${op}: kernel [${k}] and stride [${s}] must be integers >= 1, padding [${p}] >= 0`,
+    );
+  }
+  if (op === 'maxPool2d' && p.some((v, i) => v > k[i] / 2))
+    throw new AutogradArgumentError(`${op}: padding [${p}] must be at most half the kernel [${k}]`);
+  if (x.rank === 4 && x.shape.slice(2).some((d, i) => d + 2 * p[i] < k[i])) {
+    throw new AutogradArgumentError(`${op}: kernel [${k}] is larger than the input [${x.shape}] padded by [${p}]`);
+  }
+}
+
 /** F.conv2d: x [N, C, H, W], weight [O, C, kH, kW], optional bias [O]; zero padding. */
 export function conv2d(
   x: Tensor,
@@ -182,10 +202,14 @@ export function conv2d(
   bias: Tensor | null = null,
   opts: { stride?: Pair; padding?: Pair } = {},
 ): Tensor {
-  return Conv2d.apply(x, weight, bias, opts.stride ?? 1, opts.padding ?? 0);
+  const [stride, padding] = [opts.stride ?? 1, opts.padding ?? 0];
+  checkWindow('conv2d', x, weight.shape.slice(2, 4) as [number, number], stride, padding);
+  return Conv2d.apply(x, weight, bias, stride, padding);
 }
 
 /** F.max_pool2d on NCHW input; stride defaults to the kernel size. */
 export function maxPool2d(x: Tensor, kernelSize: Pair, opts: { stride?: Pair; padding?: Pair } = {}): Tensor {
-  return MaxPool2d.apply(x, kernelSize, opts.stride ?? kernelSize, opts.padding ?? 0);
+  const [stride, padding] = [opts.stride ?? kernelSize, opts.padding ?? 0];
+  checkWindow('maxPool2d', x, kernelSize, stride, padding);
+  return MaxPool2d.apply(x, kernelSize, stride, padding);
 }

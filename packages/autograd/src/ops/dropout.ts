@@ -39,7 +39,8 @@ class Dropout extends AutogradFunction {
  * training; identity otherwise. `seed` fixes the mask; without it the mask comes from manualSeed's stream.
  */
 export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
-  if (!(p >= 0 && p < 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1), got ${p}`);
+  if (!(p >= 0 && p <= 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1], got ${p}`);
   if (opts.training === false || p === 0) return mul(x, 1);
+  if (p === 1) return mul(x, 0); // torch: every element dropped, no 1/(1 − p) scale to divide by
   return Dropout.apply(x, p, opts.seed ?? nextSeed());
 }

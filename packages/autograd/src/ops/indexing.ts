@@ -1,9 +1,9 @@
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
-import { sumToShape } from './broadcast.js';
+import { normaliseAxes, sumToShape } from './broadcast.js';
 
 const axis = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
 
@@ -32,11 +32,12 @@ function checkInRange(idx: tf.Tensor, size: number, op: string): void {
 }
 
 /**
- * Row scatter-add: out[ids[i]] += values[i] for values [n, ...] and out [rows, ...]. Done on the
- * host: tfjs's cpu UnsortedSegmentSum (also what wasm runs) loops over every segment, which made
- * the embedding gradient the slowest op of a training step.
+ * Row scatter-add: out[ids[i]] += values[i] for values [n, ...] and out [rows, ...], except row
+ * `skipRow` (embedding's padding row), which stays 0. Done on the host: tfjs's cpu
+ * UnsortedSegmentSum (also what wasm runs) loops over every segment, which made the embedding
+ * gradient the slowest op of a training step.
  */
-function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Tensor {
+function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number, skipRow = -1): tf.Tensor {
   const n = values.shape[0];
   const width = n === 0 ? 0 : values.size / n;
   const src = values.dataSync() as Float32Array;
@@ -44,6 +45,7 @@ function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number): tf.Ten
   const out = new Float32Array(rows * width);
   for (let i = 0; i < n; i++) {
     const row = index[i];
+    if (row === skipRow) continue;
     for (let j = 0, o = row * width, v = i * width; j < width; j++) out[o + j] += src[v + j];
   }
   return tf.tensor(out, [rows, ...values.shape.slice(1)]);
@@ -64,7 +66,7 @@ class Concat extends AutogradFunction {
 
 class Split extends AutogradFunction {
   private dim = 0;
-  forward(_ctx: Context, x: tf.Tensor, sizes: number | number[], dim: number): tf.Tensor[] {
+  forward(_ctx: Context, x: tf.Tensor, sizes: number[], dim: number): tf.Tensor[] {
     this.dim = axis(dim, x.rank);
     return tf.split(x, sizes, this.dim);
   }
@@ -109,15 +111,17 @@ class IndexSelect extends AutogradFunction {
 
 class Embedding extends AutogradFunction {
   private rows = 0;
-  forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor): tf.Tensor {
+  private paddingRow = -1;
+  forward(ctx: Context, table: tf.Tensor, idx: tf.Tensor, paddingRow: number): tf.Tensor {
     this.rows = table.shape[0];
+    this.paddingRow = paddingRow;
     const flat = tf.reshape(idx, [-1]);
     ctx.saveForBackward(flat);
     return tf.reshape(tf.gather(table, flat, 0), [...idx.shape, table.shape[1]!]);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [flat] = ctx.savedTensors as [tf.Tensor];
-    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows), null];
+    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows, this.paddingRow), null, null];
   }
 }
 
@@ -165,16 +169,71 @@ export function concat(xs: Tensor[], dim = 0): Tensor {
 }
 export { concat as cat };
 
-/** Splits into chunks of the given sizes, or equal chunks when a count is given (tf.split). */
-export const split = (x: Tensor, sizesOrCount: number | number[], dim = 0): Tensor[] =>
-  Split.apply<Tensor[]>(x, sizesOrCount, dim);
+/** Pieces of `size` covering `length`, the last the rest (one empty piece when length is 0). */
+function pieces(length: number, size: number): number[] {
+  if (size === 0) return [0];
+  return Array.from({ length: Math.max(1, Math.ceil(length / size)) }, (_, i) => Math.min(size, length - i * size));
+}
 
-/** The block starting at `begin` with `size` (-1 = to the end) per dim (tf.slice). */
-export const slice = (x: Tensor, begin: number[], size: number[]): Tensor => Slice.apply(x, begin, size);
+/**
+ * The sizes torch.chunk cuts a dim of `length` into: ⌈length / chunks⌉ each, the last the rest,
+ * so fewer than `chunks` when they run out (10 into 3: 4, 4, 2; 9 into 4: 3, 3, 3); of an
+ * empty dim, `chunks` empty pieces.
+ */
+export function chunkSizes(length: number, chunks: number): number[] {
+  if (!(Number.isInteger(chunks) && chunks > 0))
+    throw new AutogradArgumentError(`chunk: chunks must be a positive integer, got ${chunks}`);
+  return length === 0 ? Array(chunks).fill(0) : pieces(length, Math.ceil(length / chunks));
+}
 
-/** `length` entries from `start` along dim (torch.narrow). */
+/** The dim split or chunk cut along; a scalar has none (torch refuses it too). */
+function splitDim(x: Tensor, dim: number, op: string): number {
+  if (x.rank === 0) throw new AutogradArgumentError(`${op}: a scalar (0-d tensor) has no dim to cut`);
+  return normaliseAxes(dim, x.rank, op)[0]!;
+}
+
+/**
+ * torch.split: pieces of `splitSize` along dim (the last the rest), or of the given sizes,
+ * which must add up to the dim. A number is a piece's size as in torch, not tf.split's count:
+ * qkv.split(d, -1) of a [.., 3d] tensor is q, k, v. For a count of pieces use chunk.
+ */
+export function split(x: Tensor, splitSizeOrSizes: number | number[], dim = 0): Tensor[] {
+  const d = splitDim(x, dim, 'split');
+  const length = x.shape[d];
+  const given = splitSizeOrSizes;
+  if (typeof given === 'number' && !(Number.isInteger(given) && given >= 0 && (given > 0 || length === 0)))
+    throw new AutogradArgumentError(`split: the split size must be a positive integer, got ${given} for [${x.shape}]`);
+  const sizes = typeof given === 'number' ? pieces(length, given) : given;
+  if (sizes.reduce((a, b) => a + b, 0) !== length || sizes.some((n) => !(Number.isInteger(n) && n >= 0)))
+    throw new AutogradArgumentError(`split: sizes [${sizes}] do not add up to dim ${d} of [${x.shape}]`);
+  return Split.apply<Tensor[]>(x, sizes, d);
+}
+
+/** torch.chunk: `chunks` pieces along dim, ⌈length / chunks⌉ each (fewer when they run out). */
+export const chunk = (x: Tensor, chunks: number, dim = 0): Tensor[] =>
+  split(x, chunkSizes(x.shape[splitDim(x, dim, 'chunk')], chunks), dim);
+
+/**
+ * The block starting at `begin` with `size` (-1 = to the end) per dim (tf.slice). A block
+ * reaching outside x is refused: tf.slice returned it, filled with whatever memory was there.
+ */
+export function slice(x: Tensor, begin: number[], size: number[]): Tensor {
+  x.shape.forEach((d, i) => {
+    const [b, n] = [begin[i] ?? 0, size[i] ?? -1];
+    if (!(Number.isInteger(b) && Number.isInteger(n) && b >= 0 && b <= d && (n === -1 || (n >= 0 && b + n <= d)))) {
+      throw new AutogradArgumentError(`slice: begin ${b}, size ${n} along dim ${i} is outside [${x.shape}]`);
+    }
+  });
+  return Slice.apply(x, begin, size);
+}
+
+/** `length` entries from `start` along dim (torch.narrow; a negative start counts from the end). */
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
   const d = axis(dim, x.rank);
+  if (start < 0) start += x.shape[d];
+  if (!(length >= 0 && start >= 0 && start + length <= x.shape[d])) {
+    throw new AutogradArgumentError(`narrow: start ${start} + length ${length} exceeds dim ${d} of [${x.shape}]`);
+  }
   return slice(
     x,
     x.shape.map((_, i) => (i === d ? start : 0)),
@@ -194,7 +253,12 @@ export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
 }
 
 /** Constant padding, one [before, after] pair per dim. */
-export const pad = (x: Tensor, paddings: [number, number][], value = 0): Tensor => Pad.apply(x, paddings, value);
+export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor {
+  // torch crops on a negative pad; tfjs-wasm read out of bounds (an untyped RuntimeError)
+  if (paddings.flat().some((p) => !(Number.isInteger(p) && p >= 0)))
+    throw new AutogradArgumentError(`pad: paddings must be non-negative integers, got ${JSON.stringify(paddings)}`);
+  return Pad.apply(x, paddings, value);
+}
 
 /** cond ? a : b elementwise, all three broadcast (torch.where). */
 export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
@@ -203,12 +267,28 @@ export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | 
 /** x with `value` where mask is true (torch.masked_fill). */
 export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor => Where.apply(mask, value, x);
 
-/** Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). */
-export function embedding(ids: Indices, table: Tensor): Tensor {
+/**
+ * The row a padding index names in a table of `rows` rows: negative counts from the end, as
+ * torch's padding_idx; outside [-rows, rows) or fractional is refused.
+ */
+function paddingRow(paddingIdx: number, rows: number, op: string): number {
+  if (!(Number.isInteger(paddingIdx) && paddingIdx >= -rows && paddingIdx < rows)) {
+    throw new AutogradArgumentError(`${op}: paddingIdx ${paddingIdx} must be an integer in [-${rows}, ${rows})`);
+  }
+  return paddingIdx < 0 ? paddingIdx + rows : paddingIdx;
+}
+
+/**
+ * Table rows for integer ids of any shape: output shape [...ids.shape, dim] (F.embedding). The
+ * row `paddingIdx` names gets no gradient, as torch's padding_idx (its value is still returned).
+ */
+export function embedding(ids: Indices, table: Tensor, opts: { paddingIdx?: number } = {}): Tensor {
+  checkOptionNames('embedding', opts, ['paddingIdx'], (m) => new AutogradArgumentError(m));
+  const skip = opts.paddingIdx === undefined ? -1 : paddingRow(opts.paddingIdx, table.shape[0], 'embedding');
   const idx = toIndexTensor(ids, 'embedding');
   try {
     checkInRange(idx, table.shape[0], 'embedding');
-    return Embedding.apply(table, idx);
+    return Embedding.apply(table, idx, skip);
   } finally {
     idx.dispose();
   }

@@ -61,6 +61,8 @@ class CrossEntropy extends AutogradFunction {
     const logp = tf.sub(shifted, tf.log(total));
     ctx.keepForBackward(tf.div(e, total), target);
     if (reduction === 'none') return tf.neg(tf.sum(tf.mul(target, logp), 1));
+    // torch's mean over no label (all ignored, or no rows) is 0/0 = NaN; its gradient stays 0
+    if (reduction === 'mean' && valid === 0) return tf.scalar(Number.NaN);
     return tf.mul(tf.sum(tf.mul(target, logp)), reduction === 'sum' ? -1 : -1 / this.count);
   }
   backward(ctx: Context, dy: tf.Tensor) {
@@ -75,7 +77,7 @@ class CrossEntropy extends AutogradFunction {
 
 /**
  * F.cross_entropy(logits [N, C], labels [N]) with ignoreIndex (default -100) and reduction
- * (default mean over the labels not ignored).
+ * (default mean over the labels not ignored: NaN when every label is ignored, as torch's).
  */
 export function crossEntropy(
   logits: Tensor,
@@ -91,11 +93,29 @@ export function crossEntropy(
   }
 }
 
+/** Shape pairs already warned about: torch's UserWarning shows once per place, this once per pair. */
+const warnedShapes = new Set<string>();
+
+/**
+ * torch's warning for a loss whose target has another shape than its input: a prediction [N, 1]
+ * against a target [N] broadcasts to [N, N] and averages every pair, a wrong loss that trains.
+ */
+function warnIfBroadcast(op: string, input: number[], target: number[], shape: number[]): void {
+  const pair = `[${target}] vs [${input}]`;
+  if (String(input) === String(target) || warnedShapes.has(pair)) return;
+  warnedShapes.add(pair);
+  process.emitWarning(
+    `${op}: the target's size [${target}] differs from the input's [${input}]; they broadcast to ` +
+      `[${shape}], which is likely wrong (torch warns the same). Make them the same size.`,
+    { code: 'DDP_LOSS_BROADCAST' },
+  );
+}
+
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
   checkOptionNames('mse', opts, ['reduction'], (m) => new AutogradArgumentError(m));
   const reduction = opts.reduction ?? 'mean';
-  broadcastShapes('mse (input, target)', input.shape, target.shape);
+  warnIfBroadcast('mse', input.shape, target.shape, broadcastShapes('mse (input, target)', input.shape, target.shape));
   return tidy(() => {
     const sq = square(sub(input, target));
     return reduction === 'none' ? sq : reduction === 'sum' ? sum(sq) : mean(sq);

@@ -64,7 +64,7 @@ class BatchNormStats extends AutogradFunction {
   private axes: number[] = [];
   private count = 1;
   forward(ctx: Context, x: tf.Tensor, dim: number[]): tf.Tensor[] {
-    this.axes = normaliseAxes(dim, x.rank);
+    this.axes = normaliseAxes(dim, x.rank, 'batchNormStats');
     this.count = this.axes.reduce((n, a) => n * x.shape[a], 1);
     const { mean, variance } = tf.moments(x, this.axes, true);
     ctx.keepForBackward(tf.sub(x, mean));

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -17,7 +18,7 @@ class SumOrMean extends AutogradFunction {
   private divisor = 1;
   forward(_ctx: Context, x: tf.Tensor, opts: ReduceOptions, isMean: boolean): tf.Tensor {
     this.inShape = x.shape;
-    this.axes = normaliseAxes(opts.dim, x.rank);
+    this.axes = normaliseAxes(opts.dim, x.rank, isMean ? 'mean' : 'sum');
     this.divisor = isMean ? this.axes.reduce((n, a) => n * x.shape[a], 1) : 1;
     return (isMean ? tf.mean : tf.sum)(x, this.axes, opts.keepdim ?? false);
   }
@@ -34,7 +35,12 @@ class SumOrMean extends AutogradFunction {
 class Extreme extends AutogradFunction {
   private axes: number[] = [];
   forward(ctx: Context, x: tf.Tensor, opts: ReduceOptions, which: 'max' | 'min'): tf.Tensor {
-    this.axes = normaliseAxes(opts.dim, x.rank);
+    this.axes = normaliseAxes(opts.dim, x.rank, which);
+    const empty = this.axes.find((a) => x.shape[a] === 0);
+    if (empty !== undefined) {
+      // torch.amax raises too: −∞ would pass for a maximum, and its gradient has nowhere to go
+      throw new AutogradArgumentError(`${which}: dim ${empty} of [${x.shape}] is empty, so it has no ${which}imum`);
+    }
     const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
     ctx.saveForBackward(tf.cast(tf.equal(x, kept), 'float32'));
     return opts.keepdim ? kept : tf.squeeze(kept, this.axes);

@@ -3,6 +3,7 @@ import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
+import { normaliseAxes } from './broadcast.js';
 
 /** A reshape target must hold as many elements as the input (one -1 dim is inferred). */
 function checkReshape(from: readonly number[], to: readonly number[]): void {
@@ -78,8 +79,10 @@ export function squeeze(x: Tensor, dim?: number): Tensor {
 
 /** Collapses dims startDim..endDim into one (torch.flatten). */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
-  const s = startDim < 0 ? startDim + x.rank : startDim;
-  const e = endDim < 0 ? endDim + x.rank : endDim;
+  if (x.rank === 0) return reshape(x, [1]);
+  const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, x.rank, 'flatten')[0]!);
+  if (s > e)
+    throw new AutogradArgumentError(`flatten: startDim ${startDim} comes after endDim ${endDim} of [${x.shape}]`);
   const shape = x.shape;
   const merged = shape.slice(s, e + 1).reduce((n, d) => n * d, 1);
   return reshape(x, [...shape.slice(0, s), merged, ...shape.slice(e + 1)]);

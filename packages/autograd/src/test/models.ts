@@ -111,7 +111,7 @@ export function transformer(opts: TransformerOptions = {}): Model {
     (x: Tensor): Tensor => {
       const heads4 = (t: Tensor) => t.reshape([batch, seq, heads, hd]).permute([0, 2, 1, 3]);
       const [q, k, v] = linear(layerNorm(x, b.ln1w, b.ln1b), b.wqkv)
-        .split(3, -1)
+        .chunk(3, -1)
         .map(heads4) as [Tensor, Tensor, Tensor];
       const att = softmax(maskedFill(matmul(q, k, { transposeB: true }).div(Math.sqrt(hd)), future, -Infinity));
       const y = matmul(att, v).permute([0, 2, 1, 3]).reshape([batch, seq, dim]);

@@ -1,6 +1,6 @@
 import { dropout, gelu, relu, type Tensor, tanh } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
-import { Module } from '../module.js';
+import { Module, ModuleError } from '../module.js';
 import { checkModuleOptions } from '../module-options.js';
 
 export class ReLU extends Module {
@@ -37,6 +37,7 @@ export class Dropout extends Module {
   ) {
     super();
     checkModuleOptions('Dropout', unknown, ['generator']);
+    if (!(p >= 0 && p <= 1)) throw new ModuleError(`Dropout: probability must be in [0, 1], got ${p}`);
     this.generator = generator;
   }
   forward(x: Tensor): Tensor {

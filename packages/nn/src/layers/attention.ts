@@ -1,4 +1,4 @@
-import { dropout, linear, maskedFill, matmul, narrow, softmax, split, type Tensor } from '@ddp/autograd';
+import { chunk, dropout, fromTf, linear, maskedFill, matmul, narrow, softmax, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
@@ -17,7 +17,10 @@ export interface MultiheadAttentionOptions {
 }
 
 export interface AttentionCallOptions {
-  /** Boolean [T, S] or [B, T, S]; true marks a position that may NOT be attended. */
+  /**
+   * [T, S] or [B, T, S], as torch's attn_mask: boolean, true marks a position that may NOT be
+   * attended; or float, added to the scores (0 allowed, −∞ blocked, or a bias such as ALiBi's).
+   */
   attnMask?: tf.Tensor;
   /** Causal mask for this call (in addition to the module's `causal`). */
   isCausal?: boolean;
@@ -87,7 +90,7 @@ export class MultiheadAttention extends Module {
   private projectPacked(x: Tensor): [Tensor, Tensor, Tensor] {
     const [b, l] = x.shape as [number, number, number];
     const qkv = linear(x, this.inProjWeight, this.inProjBias).reshape([b, l, 3 * this.numHeads, this.headDim]);
-    return split(qkv.permute([0, 2, 1, 3]), 3, 1) as [Tensor, Tensor, Tensor];
+    return chunk(qkv.permute([0, 2, 1, 3]), 3, 1) as [Tensor, Tensor, Tensor];
   }
 
   forward(query: Tensor, key: Tensor = query, value: Tensor = key, options: AttentionCallOptions = {}): Tensor {
@@ -101,6 +104,14 @@ export class MultiheadAttention extends Module {
         ? this.projectPacked(query)
         : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]
+    if (options.attnMask?.dtype === 'float32') {
+      const bias = fromTf(this.perHead(options.attnMask));
+      try {
+        scores = scores.add(bias);
+      } finally {
+        bias.dispose();
+      }
+    }
     const mask = this.mask(t, s, options);
     if (mask) {
       try {
@@ -117,18 +128,30 @@ export class MultiheadAttention extends Module {
     return this.outProj.forward(merged);
   }
 
-  /** The boolean mask (true = blocked) broadcastable to [B, H, T, S], or null. */
+  /** A [T, S] or [B, T, S] mask as a new handle broadcastable to the scores [B, H, T, S]. */
+  private perHead(mask: tf.Tensor): tf.Tensor {
+    return tf.reshape(mask, mask.rank === 3 ? [mask.shape[0], 1, ...mask.shape.slice(1)] : mask.shape);
+  }
+
+  /**
+   * The boolean mask (true = blocked) broadcastable to [B, H, T, S], or null. A float attnMask
+   * is added instead (forward); an int one is refused, as torch refuses it: cast to bool, a 0/1
+   * mask meant "attend here" would block where it allows.
+   */
   private mask(t: number, s: number, { attnMask, isCausal }: AttentionCallOptions): tf.Tensor | null {
+    if (attnMask && attnMask.dtype !== 'bool' && attnMask.dtype !== 'float32') {
+      throw new ModuleError(`MultiheadAttention: attnMask must be bool or float32 (as torch's), got ${attnMask.dtype}`);
+    }
     const causal = this.causal || isCausal === true;
-    if (!causal && !attnMask) return null;
+    const blocked = attnMask?.dtype === 'bool' ? attnMask : undefined;
+    if (!causal && !blocked) return null;
     return tf.tidy(() => {
       const parts: tf.Tensor[] = [];
       if (causal)
         parts.push(
           tf.greater(tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
         );
-      if (attnMask)
-        parts.push(attnMask.rank === 3 ? tf.expandDims(tf.cast(attnMask, 'bool'), 1) : tf.cast(attnMask, 'bool'));
+      if (blocked) parts.push(this.perHead(blocked));
       return parts.reduce((a, c) => tf.logicalOr(a, c));
     });
   }

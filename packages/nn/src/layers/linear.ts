@@ -50,24 +50,41 @@ export class Linear extends Module {
   }
 }
 
+export interface EmbeddingOptions {
+  /** A row that gets no gradient and starts at 0 (torch's padding_idx); negative counts from the end. */
+  paddingIdx?: number;
+  generator?: Generator;
+}
+
 /** Rows of a [numEmbeddings, embeddingDim] table for integer ids (nn.Embedding, N(0, 1) init). */
 export class Embedding extends Module {
   readonly weight: Parameter;
+  /** The padding row, counted from 0 (torch stores padding_idx the same way), or undefined. */
+  readonly paddingIdx: number | undefined;
 
   constructor(
     readonly numEmbeddings: number,
     readonly embeddingDim: number,
-    { generator = defaultGenerator, ...unknown }: { generator?: Generator } = {},
+    { paddingIdx, generator = defaultGenerator, ...unknown }: EmbeddingOptions = {},
   ) {
     super();
-    checkModuleOptions('Embedding', unknown, ['generator']);
+    checkModuleOptions('Embedding', unknown, ['paddingIdx', 'generator']);
     checkSize('Embedding', 'numEmbeddings', numEmbeddings);
     checkSize('Embedding', 'embeddingDim', embeddingDim);
+    const n = numEmbeddings;
+    if (paddingIdx !== undefined && !(Number.isInteger(paddingIdx) && paddingIdx >= -n && paddingIdx < n)) {
+      throw new ModuleError(`Embedding: paddingIdx ${paddingIdx} must be an integer in [-${n}, ${n})`);
+    }
+    this.paddingIdx = paddingIdx !== undefined && paddingIdx < 0 ? paddingIdx + n : paddingIdx;
     const shape = [numEmbeddings, embeddingDim];
-    this.weight = this.registerParameter('weight', Parameter.fromValues(normalInit(shape, 0, 1, generator), shape));
+    const values = normalInit(shape, 0, 1, generator);
+    // torch draws every row, then zeroes the padding one: the same generator state after it
+    const pad = this.paddingIdx;
+    if (pad !== undefined) values.fill(0, pad * embeddingDim, (pad + 1) * embeddingDim);
+    this.weight = this.registerParameter('weight', Parameter.fromValues(values, shape));
   }
 
   forward(ids: Parameters<typeof embedding>[0]): Tensor {
-    return embedding(ids, this.weight);
+    return embedding(ids, this.weight, { paddingIdx: this.paddingIdx });
   }
 }

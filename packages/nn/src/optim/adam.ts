@@ -36,7 +36,8 @@ function adamDefaults(
   const o = { ...known, ...options };
   if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`invalid learning rate ${o.lr}`);
   if (!o.betas.every((b) => b >= 0 && b < 1)) throw new OptimizerError(`invalid betas ${o.betas}`);
-  if (o.eps < 0) throw new OptimizerError(`invalid eps ${o.eps}`);
+  if (!(o.eps >= 0)) throw new OptimizerError(`invalid eps ${o.eps}`);
+  if (!(o.weightDecay >= 0)) throw new OptimizerError(`${name}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
   return o;
 }
 

@@ -26,6 +26,11 @@ export class SGD extends Optimizer<SGDOptions> {
     const defaults = { ...optional, ...options };
     if (!(typeof defaults.lr === 'number' && defaults.lr >= 0))
       throw new OptimizerError(`SGD needs a learning rate lr >= 0, got ${defaults.lr}`);
+    // torch refuses these too: a negative momentum or decay steps away from the minimum
+    if (!(defaults.momentum >= 0))
+      throw new OptimizerError(`SGD: invalid momentum ${defaults.momentum} (must be >= 0)`);
+    if (!(defaults.weightDecay >= 0))
+      throw new OptimizerError(`SGD: invalid weightDecay ${defaults.weightDecay} (must be >= 0)`);
     if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
       throw new OptimizerError('Nesterov momentum requires a momentum and zero dampening');
     }

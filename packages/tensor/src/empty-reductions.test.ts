@@ -1,14 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { getBackend, setBackend, tf } from './index.js';
+import { EmptyReductionError, getBackend, setBackend, tf } from './index.js';
 
 const initial = getBackend();
 afterAll(() => setBackend(initial as 'wasm'));
 
 const values = (t: tf.Tensor) => Array.from(t.dataSync() as ArrayLike<number>);
 
-describe('reductions over an empty dim on wasm', () => {
+describe.each(['wasm', 'cpu'] as const)('reductions over an empty dim on %s', (backend) => {
   it('give torch values, not what the heap held (sum 0, prod 1, mean NaN, max -Inf, any false)', async () => {
-    await setBackend('wasm');
+    await setBackend(backend);
     const before = tf.memory().numTensors;
     // stale values where the outputs will be allocated: the unwritten outputs returned them
     tf.tidy(() => tf.fill([4096], 123.5).dataSync());
@@ -51,8 +51,24 @@ describe('reductions over an empty dim on wasm', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  it('argMax/argMin over an empty dim raise EmptyReductionError as torch (was index 0, a row that is not there)', async () => {
+    await setBackend(backend);
+    const before = tf.memory().numTensors;
+    const e = tf.zeros([0, 3]);
+    const rows = tf.zeros([3, 0]);
+    expect(() => tf.argMax(e, 0)).toThrow(EmptyReductionError);
+    expect(() => tf.argMin(e)).toThrow(/argMin: dim 0 of the input \[0,3\] is empty/);
+    expect(() => tf.argMax(rows, -1)).toThrow(/argMax: dim 1 of the input \[3,0\] is empty/);
+    expect(() => tf.argMin(rows, 1)).toThrow(EmptyReductionError);
+    // torch: an empty output over a non-empty dim is fine (argmax(dim=1) of [0, 3] is [])
+    expect(tf.tidy(() => tf.argMax(e, 1).shape)).toEqual([0]);
+    expect(tf.tidy(() => values(tf.argMin(tf.tensor2d([[3, 1, 2]]), 1)))).toEqual([1]);
+    tf.dispose([e, rows]);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
   it('leave non-empty reductions alone', async () => {
-    await setBackend('wasm');
+    await setBackend(backend);
     const x = tf.tensor([1, 2, 3, 4], [2, 2]);
     expect(tf.tidy(() => [values(tf.sum(x, 0)), values(tf.mean(x)), values(tf.max(x, 1))])).toEqual([
       [4, 6],

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { AutogradArgumentError, chunk, flatten, narrow, pad, slice, split, sum, tensor } from '../index.js';
+
+const x6 = () => tensor([0, 1, 2, 3, 4, 5], [6]);
+const shapes = (ts: { shape: number[] }[]) => ts.map((t) => t.shape[0]);
+
+// Each case is what torch 1.13 gives or refuses; before, each gave another result without an error.
+describe('shape ops as torch', () => {
+  it('split(x, n) cuts pieces of size n as torch.split (was: n pieces, as tf.split), chunk(x, n) n pieces', () => {
+    expect(shapes(split(x6(), 2))).toEqual([2, 2, 2]); // was [3, 3]
+    expect(shapes(split(tensor([0, 1, 2, 3, 4, 5, 6], [7]), 3))).toEqual([3, 3, 1]); // was an untyped error
+    expect(shapes(x6().split(4))).toEqual([4, 2]);
+    const qkv = tensor(
+      Array.from({ length: 12 }, (_, i) => i),
+      [2, 6],
+    );
+    const [q, k, v] = qkv.split(2, -1); // torch: q, k, v = qkv.split(d, dim=-1)
+    expect([q.shape, k.shape, v.shape, Array.from(v.dataSync())]).toEqual([
+      [2, 2],
+      [2, 2],
+      [2, 2],
+      [4, 5, 10, 11],
+    ]);
+    expect(shapes(chunk(tensor(Array(10).fill(0), [10]), 3))).toEqual([4, 4, 2]);
+    expect(shapes(x6().chunk(4))).toEqual([2, 2, 2]);
+    expect(shapes(split(x6(), [1, 5]))).toEqual([1, 5]);
+    expect(() => split(x6(), [1, 1])).toThrow(/split: sizes \[1,1\] do not add up to dim 0 of \[6\]/);
+    expect(() => split(x6(), 0)).toThrow(AutogradArgumentError);
+    expect(() => chunk(x6(), 0)).toThrow(AutogradArgumentError);
+  });
+
+  it('refuses a reduction over a dim given twice or out of range (was: [0, 0] summed over every dim)', () => {
+    const m = tensor([1, 2, 3, 4], [2, 2]);
+    expect(() => sum(m, { dim: [0, 0] })).toThrow(/sum: dim 0 appears more than once/);
+    expect(() => sum(m, { dim: [1, -1] })).toThrow(AutogradArgumentError);
+    expect(() => sum(m, { dim: 2 })).toThrow(/sum: dim 2 is out of range for a tensor of rank 2/);
+    expect(Array.from(sum(m, { dim: [0, 1] }).dataSync())).toEqual([10]);
+    expect(sum(tensor([5], []), { dim: 0 }).item()).toBe(5); // a scalar takes dim 0, as in torch
+  });
+
+  it('narrow and slice refuse a block outside the tensor (was: a [5, 2] block of stale memory); narrow counts a negative start from the end', () => {
+    const m = tensor([1, 2, 3, 4], [2, 2]);
+    expect(() => narrow(m, 0, 1, 5)).toThrow(/narrow: start 1 \+ length 5 exceeds dim 0 of \[2,2\]/);
+    expect(() => slice(m, [0, 1], [2, 2])).toThrow(/slice: begin 1, size 2 along dim 1 is outside \[2,2\]/);
+    expect(() => slice(m, [-1, 0], [1, 2])).toThrow(AutogradArgumentError);
+    expect(Array.from(narrow(m, 0, -1, 1).dataSync())).toEqual([3, 4]);
+    expect(Array.from(slice(m, [1, 0], [-1, 1]).dataSync())).toEqual([3]);
+  });
+
+  it('flatten refuses startDim after endDim (was: a [2, 1, 2] tensor); pad refuses negative pads (was an untyped wasm RuntimeError)', () => {
+    const m = tensor([1, 2, 3, 4], [2, 2]);
+    expect(() => flatten(m, 1, 0)).toThrow(/flatten: startDim 1 comes after endDim 0/);
+    expect(flatten(m, -2, -1).shape).toEqual([4]);
+    expect(flatten(tensor([7], [])).shape).toEqual([1]);
+    expect(() => pad(tensor([1, 2, 3, 4], [4]), [[-1, 0]])).toThrow(/pad: paddings must be non-negative integers/);
+  });
+});

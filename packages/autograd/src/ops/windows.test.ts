@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { AutogradArgumentError, conv2d, maxPool2d, tensor } from '../index.js';
+
+const x = () =>
+  tensor(
+    Array.from({ length: 16 }, (_, i) => i - 8),
+    [1, 1, 4, 4],
+  );
+const w = (k: number) => tensor(Array(k * k).fill(1), [1, 1, k, k]);
+
+// torch 1.13 raises for each refused case; before, each gave an output without an error.
+describe('conv2d and maxPool2d windows torch refuses', () => {
+  it('a kernel larger than the padded input (was: an empty [1, 1, 0, 0] output for conv2d)', () => {
+    expect(() => conv2d(x(), w(5))).toThrow(
+      /conv2d: kernel \[5,5\] is larger than the input \[1,1,4,4\] padded by \[0,0\]/,
+    );
+    expect(() => maxPool2d(x(), 5)).toThrow(AutogradArgumentError);
+    expect(conv2d(x(), w(5), null, { padding: 1 }).shape).toEqual([1, 1, 2, 2]);
+    expect(maxPool2d(x(), 4).shape).toEqual([1, 1, 1, 1]);
+  });
+
+  it('max-pool padding over half the kernel (was: windows lying in the padding pooled)', () => {
+    expect(() => maxPool2d(x(), 2, { padding: 2 })).toThrow(
+      /maxPool2d: padding \[2,2\] must be at most half the kernel \[2,2\]/,
+    );
+    expect(maxPool2d(x(), 3, { padding: 1, stride: 1 }).shape).toEqual([1, 1, 4, 4]);
+  });
+
+  it('a kernel or stride below 1, a negative padding (were untyped RangeErrors)', () => {
+    expect(() => maxPool2d(x(), 0)).toThrow(AutogradArgumentError);
+    expect(() => maxPool2d(x(), 2, { stride: 0 })).toThrow(AutogradArgumentError);
+    expect(() => conv2d(x(), w(2), null, { stride: 0 })).toThrow(AutogradArgumentError);
+    expect(() => conv2d(x(), w(2), null, { padding: -1 })).toThrow(/padding \[-1,-1\] >= 0/);
+  });
+});

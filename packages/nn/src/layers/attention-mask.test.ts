@@ -1,0 +1,70 @@
+import { fromTf, tidy } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import { ModuleError } from '../module.js';
+import { loadFixture, maxAbsDiff } from '../test/fixtures.js';
+import { MultiheadAttention } from './attention.js';
+
+interface MaskGolden {
+  sd: Record<'in_proj_weight' | 'in_proj_bias' | 'out_proj.weight' | 'out_proj.bias', number[]>;
+  x: number[];
+  bias: number[];
+  bool: boolean[];
+  b3: number[];
+  y1: number[];
+  y2: number[];
+  y3: number[];
+}
+
+// torch 1.13 (fixtures/make_mha_masks_fixture.py): a float attn_mask is added to the scores, a
+// bool one blocks where true. Was: every mask cast to bool, so a float bias blocked each
+// position whose bias was not 0 (and let the 0 ones through at full weight).
+describe("MultiheadAttention's attnMask as torch's", () => {
+  const g = loadFixture<MaskGolden>('mha_masks');
+  const build = () => {
+    const mha = new MultiheadAttention(4, 2);
+    const state = {
+      in_proj_weight: tf.tensor(g.sd.in_proj_weight, [12, 4]),
+      in_proj_bias: tf.tensor(g.sd.in_proj_bias, [12]),
+      'out_proj.weight': tf.tensor(g.sd['out_proj.weight'], [4, 4]),
+      'out_proj.bias': tf.tensor(g.sd['out_proj.bias'], [4]),
+    };
+    mha.loadStateDict(state);
+    tf.dispose(Object.values(state));
+    return mha;
+  };
+  const run = (mha: MultiheadAttention, attnMask: tf.Tensor) => {
+    const x = fromTf(tf.tensor(g.x, [2, 3, 4]));
+    const y = tidy(() => mha.forward(x, x, x, { attnMask }));
+    const out = Array.from(y.dataSync());
+    y.dispose();
+    x.dispose();
+    return out;
+  };
+
+  it('adds a float mask [T, S] or [B, T, S] to the scores, blocks where a bool mask is true', () => {
+    const mha = build();
+    const masks = [
+      tf.tensor(g.bias, [3, 3]),
+      tf.tensor(g.bool.map(Number), [3, 3], 'bool'),
+      tf.tensor(g.b3, [2, 3, 3]),
+    ];
+    const before = tf.memory().numTensors;
+    const [y1, y2, y3] = masks.map((m) => run(mha, m));
+    expect(maxAbsDiff(y1, g.y1)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(y2, g.y2)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(y3, g.y3)).toBeLessThan(1e-5);
+    expect(tf.memory().numTensors).toBe(before);
+    expect(masks.every((m) => !m.isDisposed)).toBe(true); // the caller's masks are left alone
+    tf.dispose(masks);
+    mha.dispose();
+  });
+
+  it('refuses an int mask, as torch: a 0/1 "attend here" mask would block where it allows', () => {
+    const mha = build();
+    const mask = tf.ones([3, 3], 'int32');
+    expect(() => run(mha, mask)).toThrow(ModuleError);
+    mask.dispose();
+    mha.dispose();
+  });
+});
