@@ -20,7 +20,9 @@ import {
   loadSafetensors,
   type Module,
   type OptimizerStateDict,
+  optimizerParamNames,
   type ParamState,
+  parameterOrderChange,
   readSealedJson,
   type SafeTensor,
   SealedJsonError,
@@ -237,6 +239,12 @@ export async function loadShardedCheckpoint(
       );
     }
   });
+  // the model loads by name, the optimizer state by position: both must still pair alike
+  if (contents.model && manifest.weights === MODEL_FILE) {
+    const saved = manifest.parameters.map((p) => p.name);
+    const change = parameterOrderChange(saved, optimizerParamNames(contents.model, zero.paramGroups));
+    if (change) throw new ShardedCheckpointError(`${dir}: ${change}`, join(dir, MANIFEST_FILE));
+  }
   // every rank checks every file, so all ranks fail alike on a damaged checkpoint
   for (const f of [...manifest.shards, manifest.weights]) {
     if (!(await exists(join(dir, f))))
