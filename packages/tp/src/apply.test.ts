@@ -1,5 +1,5 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { Generator, TransformerBlock } from '@ddp/nn';
+import { Generator, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { applyTensorParallel, TensorParallelBlock, TensorParallelError, VocabParallelEmbedding } from './index.js';
@@ -24,6 +24,23 @@ describe('applyTensorParallel', () => {
     expect(sharded.modules().some((m) => m instanceof TransformerBlock)).toBe(false);
     const [want, got] = [await plain.forward(ids), await sharded.forward(ids)];
     expect(tf.max(tf.abs(tf.sub(want.data, got.data))).dataSync()[0]).toBeLessThan(1e-6);
+  });
+
+  // torch's parallelize_module leaves such an optimizer holding the old parameters, which get no gradient
+  it('an optimizer built before it refuses to step (was: every sharded layer silently untrained)', async () => {
+    const model = new TinyGpt(config, new Generator(5));
+    const opt = new SGD(model.parameters(), { lr: 0.1 });
+    applyTensorParallel(model, groupOf(1));
+    const loss = (await model.forward(ids)).mean();
+    await loss.backward();
+    const weight = Array.from(model.blocks.at(0).mlp.up.weight.dataSync());
+    expect(() => opt.step()).toThrow(OptimizerError);
+    expect(() => opt.step()).toThrow(/step: parameter \d+ of group 0 was disposed .*build the optimizer/);
+    expect(Array.from(model.blocks.at(0).mlp.up.weight.dataSync())).toEqual(weight); // nothing stepped
+    const fresh = new SGD(model.parameters(), { lr: 0.1 });
+    fresh.step();
+    expect(Array.from(model.blocks.at(0).mlp.up.weight.dataSync())).not.toEqual(weight);
+    model.dispose();
   });
 
   it('cuts rank 1 of 2 the rows (column-parallel) and columns (row-parallel) of the master weights', () => {
