@@ -4,42 +4,55 @@ import type { Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
-/** [count, then per parameter: rank, dims...] — what must agree across ranks. */
+/** [count, per parameter: name length, its UTF-16 units; then per parameter: rank, dims…]: what ranks must share. */
 function describe(params: readonly [string, Tensor][]): Int32Array {
   const out = [params.length];
+  for (const [name] of params)
+    out.push(name.length, ...Array.from({ length: name.length }, (_, i) => name.charCodeAt(i)));
   for (const [, p] of params) out.push(p.shape.length, ...p.shape);
   return Int32Array.from(out);
 }
 
-function decode(desc: Int32Array): number[][] {
-  const shapes: number[][] = [];
-  for (let i = 1; i < desc.length; ) {
-    const rank = desc[i];
-    shapes.push([...desc.subarray(i + 1, i + 1 + rank)]);
-    i += 1 + rank;
+function decode(desc: Int32Array): { names: string[]; shapes: number[][] } {
+  const count = desc[0];
+  const names: string[] = [];
+  let i = 1;
+  for (let k = 0; k < count; k++) {
+    names.push(String.fromCharCode(...desc.subarray(i + 1, i + 1 + desc[i])));
+    i += 1 + desc[i];
   }
-  return shapes;
+  const shapes: number[][] = [];
+  for (; i < desc.length; i += 1 + desc[i]) shapes.push([...desc.subarray(i + 1, i + 1 + desc[i])]);
+  return { names, shapes };
 }
 
 /**
- * Checks that every rank holds parameters of the same shapes, in the same order; raises
- * ParameterMismatchError (on every rank) naming the first that differs and the ranks.
+ * Checks that every rank holds the same parameters (names and shapes) in the same order;
+ * raises ParameterMismatchError (on every rank) naming the first that differs and the ranks.
+ * DDP pairs parameters by position, so same-shaped ones in another order on one rank (created
+ * or registered otherwise) would take each other's weights and gradients without a word.
  */
 export async function verifyParameterShapes(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
-  const all = (await group.allGather(describe(params)).wait()) as Int32Array[];
-  const shapes = all.map(decode);
-  const mine = shapes[group.rank];
-  for (let r = 1; r < shapes.length; r++) {
-    const other = shapes[r];
-    const ref = shapes[0];
-    const n = Math.max(ref.length, other.length);
+  const all = ((await group.allGather(describe(params)).wait()) as Int32Array[]).map(decode);
+  const mine = all[group.rank].shapes;
+  for (let r = 1; r < all.length; r++) {
+    const [ref, other] = [all[0], all[r]];
+    const ranks = [group.ranks[0], group.ranks[r]];
+    const n = Math.max(ref.shapes.length, other.shapes.length);
     for (let i = 0; i < n; i++) {
-      const a = ref[i];
-      const b = other[i];
-      if (a !== undefined && b !== undefined && tf.util.arraysEqual(a, b)) continue;
-      const name = params[i]?.[0] ?? `#${i}`;
+      const a = ref.shapes[i];
+      const b = other.shapes[i];
+      const name = ref.names[i] ?? other.names[i] ?? `#${i}`;
+      if (a !== undefined && b !== undefined && tf.util.arraysEqual(a, b)) {
+        if (ref.names[i] === other.names[i]) continue;
+        throw new ParameterMismatchError(
+          name,
+          ranks,
+          `parameter ${i} is "${ref.names[i]}" on rank ${ranks[0]}, "${other.names[i]}" on rank ${ranks[1]} ` +
+            '(created or registered in another order?): DDP pairs parameters by position',
+        );
+      }
       const show = (s: number[] | undefined) => (s ? `[${s.join(', ')}]` : 'absent');
-      const ranks = [group.ranks[0], group.ranks[r]];
       throw new ParameterMismatchError(
         name,
         ranks,

@@ -1,0 +1,24 @@
+import { runWorld } from '@ddp/launch/testing';
+import { describe, expect, it } from 'vitest';
+import { childScript as child } from './child-script.js';
+
+/** Parameters paired by position across ranks or files, where their order differs (same shapes). */
+describe('silent wrong results: parameters in another order', () => {
+  // @ddp/reducer: DDP checked that every rank's parameters have the same shapes in the same order,
+  // not that they are the same parameters: a model registering two same-shaped layers in another
+  // order on one rank got rank 0's 'a' broadcast into its 'b' (so it computed another function)
+  // and the ranks' gradients averaged across layers, silently. Now ParameterMismatchError at create.
+  it('reducer: DDP.create refuses a rank whose same-shaped parameters are registered in another order', async () => {
+    const run = await runWorld<{ error: string | null; hash: string }>({
+      script: child('reordered.child.ts'),
+      nprocs: 2,
+    });
+    for (const [rank, r] of run.results.entries())
+      expect(
+        r.error ?? `no error; parameter hashes ${run.results.map((x) => x.hash.slice(0, 8))}`,
+        `rank ${rank}`,
+      ).toMatch(
+        /^ParameterMismatchError: DistributedDataParallel: parameter "a\.weight" differs between ranks 0 and 1: .*b\.weight/,
+      );
+  }, 90_000);
+});
