@@ -1,8 +1,15 @@
+import { tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { Generator, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
+import { Generator, MultiheadAttention, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { applyTensorParallel, TensorParallelBlock, TensorParallelError, VocabParallelEmbedding } from './index.js';
+import {
+  applyTensorParallel,
+  TensorParallelAttention,
+  TensorParallelBlock,
+  TensorParallelError,
+  VocabParallelEmbedding,
+} from './index.js';
 import { TinyGpt } from './test/tiny-gpt.js';
 
 /** Sharding reads only a group's rank and size; a group of one never communicates. */
@@ -33,14 +40,41 @@ describe('applyTensorParallel', () => {
     applyTensorParallel(model, groupOf(1));
     const loss = (await model.forward(ids)).mean();
     await loss.backward();
-    const weight = Array.from(model.blocks.at(0).mlp.up.weight.dataSync());
+    const up = () => Array.from((model.blocks.at(0) as TensorParallelBlock).mlp.up.weight.dataSync());
+    const weight = up();
     expect(() => opt.step()).toThrow(OptimizerError);
     expect(() => opt.step()).toThrow(/step: parameter \d+ of group 0 was disposed .*build the optimizer/);
-    expect(Array.from(model.blocks.at(0).mlp.up.weight.dataSync())).toEqual(weight); // nothing stepped
+    expect(up()).toEqual(weight); // nothing stepped
     const fresh = new SGD(model.parameters(), { lr: 0.1 });
     fresh.step();
-    expect(Array.from(model.blocks.at(0).mlp.up.weight.dataSync())).not.toEqual(weight);
+    expect(up()).not.toEqual(weight);
     model.dispose();
+  });
+
+  // before: forward(x) took no more arguments, so a padding mask, a per-call causal flag or another key
+  // passed as to nn.MultiheadAttention was dropped and every position attended, silently
+  it('TensorParallelAttention takes MultiheadAttention call options: isCausal honoured, a mask refused', async () => {
+    const mha = new MultiheadAttention(8, 2, { causal: false, generator: new Generator(4) });
+    const tp = new TensorParallelAttention(mha, groupOf(1));
+    const x = tensor(new Generator(6).normal(2 * 3 * 8), [2, 3, 8]);
+    const close = async (got: Promise<{ data: tf.Tensor }>, want: { data: tf.Tensor }) =>
+      expect(tf.max(tf.abs(tf.sub((await got).data, want.data))).dataSync()[0]).toBeLessThan(1e-6);
+    await close(tp.forward(x), mha.forward(x));
+    await close(tp.forward(x, x, x, { isCausal: true }), mha.forward(x, x, x, { isCausal: true }));
+    const attnMask = tf.tensor2d(
+      [
+        [false, true, true],
+        [false, false, true],
+        [false, false, false],
+      ],
+      undefined,
+      'bool',
+    );
+    await expect(tp.forward(x, x, x, { attnMask })).rejects.toThrow(
+      /^rank 0: TensorParallelAttention does not support attnMask/,
+    );
+    await expect(tp.forward(x, x.mul(2))).rejects.toThrow(TensorParallelError);
+    attnMask.dispose();
   });
 
   it('cuts rank 1 of 2 the rows (column-parallel) and columns (row-parallel) of the master weights', () => {
