@@ -77,6 +77,25 @@ describe('applyTensorParallel', () => {
     attnMask.dispose();
   });
 
+  // before: every parallel layer's parameters were new and trainable, so frozen layers trained after sharding
+  it('keeps frozen parameters frozen: embedding, attention projections, MLP, bias alone', () => {
+    const model = new TinyGpt(config, new Generator(5));
+    const block = model.blocks.at(0) as TransformerBlock;
+    const frozen = [model.wte.parameters()[0], block.attn.inProjWeight, block.mlp.at(0).parameters()[1]];
+    for (const p of frozen) p.requiresGrad = false;
+    for (const p of block.attn.outProj.parameters()) p.requiresGrad = false;
+    applyTensorParallel(model, groupOf(1));
+    const tp = model.blocks.at(0) as TensorParallelBlock;
+    const trainable = (ps: { requiresGrad: boolean }[]) => ps.map((p) => p.requiresGrad);
+    expect(trainable(model.wte.parameters())).toEqual([false]);
+    for (const proj of [tp.attn.qProj, tp.attn.kProj, tp.attn.vProj])
+      expect(trainable([proj.weight, proj.bias!])).toEqual([false, true]);
+    expect(trainable(tp.attn.outProj.parameters())).toEqual([false, false]);
+    expect(trainable([tp.mlp.up.weight, tp.mlp.up.bias!, tp.mlp.down.weight])).toEqual([true, false, true]);
+    expect(trainable((model.blocks.at(1) as TensorParallelBlock).parameters()).every(Boolean)).toBe(true);
+    model.dispose();
+  });
+
   it('cuts rank 1 of 2 the rows (column-parallel) and columns (row-parallel) of the master weights', () => {
     const block = new TransformerBlock(8, 2, { generator: new Generator(9) });
     const up = Array.from(block.mlp.at(0).parameters()[0].dataSync());

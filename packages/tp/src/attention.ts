@@ -41,7 +41,10 @@ export class TensorParallelAttention extends Module {
       const weight = tf.slice(mha.inProjWeight.data, [i * e, 0], [e, e]);
       const bias = mha.inProjBias ? tf.slice(mha.inProjBias.data, [i * e], [e]) : null;
       try {
-        return new ColumnParallelLinear({ weight, bias }, group);
+        const proj = new ColumnParallelLinear({ weight, bias }, group);
+        proj.weight.requiresGrad = mha.inProjWeight.requiresGrad; // a frozen projection stays frozen
+        if (proj.bias && mha.inProjBias) proj.bias.requiresGrad = mha.inProjBias.requiresGrad;
+        return proj;
       } finally {
         tf.dispose(bias ? [weight, bias] : [weight]);
       }
