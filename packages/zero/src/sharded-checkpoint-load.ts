@@ -6,10 +6,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   entryToLoad,
-  type Generator,
-  type LRScheduler,
   loadSafetensors,
-  type Module,
   type OptimizerStateDict,
   optimizerParamNames,
   type ParamState,
