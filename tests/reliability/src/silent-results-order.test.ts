@@ -22,6 +22,26 @@ describe('silent wrong results: parameters in another order', () => {
       );
   }, 90_000);
 
+  // @ddp/reducer: a parameter frozen on some ranks only. One layer frozen on rank 1 failed at the first backward
+  // (CollectiveMismatchError: buckets of other sizes); two same-shaped layers, one frozen on each rank, trained
+  // without an error, each rank's gradients averaged with the other layer's. Now refused at create.
+  it.each(['one', 'swap'])(
+    'reducer: DDP.create refuses a layer frozen on some ranks only (%s)',
+    async (mode) => {
+      const run = await runWorld<{ rank: number; error: string | null; hash: string }>({
+        script: child('frozen-one-rank.child.ts'),
+        nprocs: 2,
+        args: [mode],
+      });
+      const hashes = run.results.map((r) => r.hash).join(', ');
+      for (const r of run.results)
+        expect(r.error ?? `no error; parameter hashes ${hashes}`, `rank ${r.rank}`).toMatch(
+          /^ParameterMismatchError: .*parameter "2\.weight" differs between ranks 0 and 1: it (requires grad|is frozen) on rank 0 and (is frozen|requires grad) on rank 1/,
+        );
+    },
+    90_000,
+  );
+
   // @ddp/fsdp (fsdp), not fixed here: fullyShard keeps each rank's slice of its own model, so models
   // seeded per rank train as a chimera of both, silently (torch's FSDP too, unless sync_module_states).
   // ZeRO refuses the same at its first step (zero misuse.multiprocess.test.ts); FSDP could compare a
