@@ -74,5 +74,9 @@ describe('convertSyncBatchnorm', () => {
     expect(Array.from((model.at(1) as SyncBatchNorm).weight!.data.dataSync())).not.toEqual(weight);
     expect(params.every((p) => !p.isDisposed)).toBe(true);
     model.dispose();
+    // without affine parameters or running statistics: nothing to take over, the same options
+    const bare = convertSyncBatchnorm(new BatchNorm1d(2, { affine: false, trackRunningStats: false })) as SyncBatchNorm;
+    expect([bare.weight, bare.bias, bare.parameters().length, bare.buffers().length]).toEqual([null, null, 0, 0]);
+    expect(Array.from(bare.forward(x.slice([0, 0], [3, 2])).dataSync()).every(Number.isFinite)).toBe(true);
   });
 });
