@@ -165,4 +165,20 @@ describe('ddp-run CLI', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // before: the ranks trained on unsupervised; restarted, a new world saved beside them into the same checkpoint directory
+  it('ranks end themselves when ddp-run is killed with SIGKILL', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
+    try {
+      const cli = ddpRun(['--nproc-per-node', '2', rankScript, 'pids', dir, 'ignore-term']);
+      await waitFor('both ranks to write their pids', () => readdirSync(dir).length === 2);
+      const pids = readdirSync(dir).map((f) => Number(readFileSync(join(dir, f), 'utf8')));
+      for (const pid of pids) started.add(pid);
+      cli.child.kill('SIGKILL');
+      expect(await cli.exited).toEqual({ code: null, signal: 'SIGKILL' });
+      await waitFor('the orphaned ranks to be gone', () => !pids.some(isAlive), 5000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

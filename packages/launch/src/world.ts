@@ -3,8 +3,9 @@ import type { WriteStream } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
+import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { PrefixedLines } from './lines.js';
 import { discard, openLog } from './logs.js';
 import { type LaunchPlan, rankEnv } from './options.js';
@@ -51,6 +52,8 @@ interface RankProcess {
 const PIPE_DRAIN_MS = 2000;
 
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/** launcher-watch.ts (.js once built), which every rank ddp-run starts imports: it ends a rank whose ddp-run died. */
+const launcherWatch = new URL(`./launcher-watch${extname(fileURLToPath(import.meta.url))}`, import.meta.url).href;
 
 /**
  * The monorepo's export condition that points every @ddp package at its src/*.ts. Only this
@@ -62,9 +65,9 @@ const ownExports = JSON.parse(readFileSync(new URL('../package.json', import.met
 const inWorkspace = WORKSPACE_CONDITION in (ownExports?.['.'] ?? {});
 
 /** The node arguments that run `script` with TypeScript support (the test harnesses start ranks the same way). */
-export function scriptArgs(script: string, args: string[], sourceConditions = true): string[] {
+export function scriptArgs(script: string, args: string[], sourceConditions = true, imports: string[] = []): string[] {
   const conditions = sourceConditions && inWorkspace ? [`--conditions=${WORKSPACE_CONDITION}`] : [];
-  return [...conditions, '--import', tsxLoader, script, ...args];
+  return [...conditions, '--import', tsxLoader, ...imports.flatMap((i) => ['--import', i]), script, ...args];
 }
 
 /** Sends `signal` to a rank's process group (each rank leads its own), so its children end too. */
@@ -126,9 +129,14 @@ export class World {
 
   private start(localRank: number): RankProcess {
     const rank = this.plan.nodeRank * this.plan.nprocPerNode + localRank;
-    const child = spawn(process.execPath, scriptArgs(this.plan.script, this.plan.args, this.plan.sourceConditions), {
+    const args = scriptArgs(this.plan.script, this.plan.args, this.plan.sourceConditions, [launcherWatch]);
+    const child = spawn(process.execPath, args, {
       cwd: this.plan.cwd,
-      env: { ...rankEnv(this.plan, localRank, this.masterPort, this.restartCount), ...threadsEnv(this.plan) },
+      env: {
+        ...rankEnv(this.plan, localRank, this.masterPort, this.restartCount),
+        ...threadsEnv(this.plan),
+        DDP_LAUNCHER_PID: String(process.pid),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });

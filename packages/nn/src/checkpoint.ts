@@ -8,7 +8,6 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Tensor } from '@ddp/autograd';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
@@ -20,6 +19,7 @@ import {
   readNewestEntry,
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
+import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -65,29 +65,6 @@ interface CheckpointMeta {
   extra: unknown;
 }
 
-/** The model's name of each of the optimizer's parameters, in the optimizer's order (its state's keys). */
-function optimizerParamNames(model: Module, optimizer: AnyOptimizer): (string | null)[] {
-  const names = new Map<Tensor, string>(model.namedParameters().map(([name, p]) => [p, name]));
-  return optimizer.paramGroups.flatMap((g: { params: Tensor[] }) => g.params.map((p) => names.get(p) ?? null));
-}
-
-/**
- * Optimizer state is kept by position, the model's by name: a model or optimizer whose parameters
- * come in another order (a refactor, groups built otherwise) would take another parameter's
- * moments silently wherever the shapes agree. Raises when a position names another parameter.
- */
-function checkOptimizerOrder(path: string, saved: (string | null)[] | undefined, now: (string | null)[]): void {
-  const moved = (saved ?? [])
-    .map((name, i) => ({ i, was: name, is: now[i] ?? null }))
-    .filter(({ was, is }) => was !== null && is !== null && was !== is);
-  if (moved.length === 0) return;
-  const list = moved.slice(0, 3).map(({ i, was, is }) => `parameter ${i} is '${is}', was '${was}'`);
-  throw new CheckpointError(
-    `${path}: the optimizer's parameters are in another order than when saved (${list.join('; ')}` +
-      `${moved.length > 3 ? `; ${moved.length - 3} more` : ''}): its state would go to other parameters`,
-  );
-}
-
 function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
   const tensors = new Map<string, SafeTensor>();
   const scalars: Record<string, Record<string, number>> = {};
@@ -126,7 +103,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       optimizer = {
         paramGroups: sd.paramGroups,
         scalars,
-        paramNames: optimizerParamNames(contents.model, contents.optimizer),
+        paramNames: optimizerParamNames(contents.model, contents.optimizer.paramGroups),
       };
     }
     const meta: CheckpointMeta = {
@@ -226,8 +203,11 @@ export async function loadCheckpoint(
         paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'],
       };
     }
-    if (contents.optimizer && meta.optimizer)
-      checkOptimizerOrder(path, meta.optimizer.paramNames, optimizerParamNames(contents.model, contents.optimizer));
+    if (contents.optimizer && meta.optimizer) {
+      const now = optimizerParamNames(contents.model, contents.optimizer.paramGroups);
+      const change = parameterOrderChange(meta.optimizer.paramNames, now);
+      if (change) throw new CheckpointError(`${path}: ${change}`);
+    }
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);

@@ -21,6 +21,7 @@ export {
   temporaryEntryName,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
+export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
 export {
   defaultGenerator,
   Generator,

@@ -87,6 +87,18 @@ export abstract class Module {
     return old;
   }
 
+  /**
+   * Puts `param` in place of the parameter registered as `name` (PyTorch's setattr on a
+   * parameter), disposing the old one: a layer built from another keeps its parameters
+   * themselves, which optimizers made before may hold.
+   */
+  protected replaceParameter(name: string, param: Parameter | null): void {
+    if (!this.params.has(name)) throw new ModuleError(`no parameter '${name}' on ${this.constructor.name}`);
+    const old = this.params.get(name);
+    if (old && old !== param) old.dispose();
+    this.params.set(name, param);
+  }
+
   /** Replaces a registered buffer's tensor (e.g. a running mean after an update), disposing the old one. */
   protected setBuffer(name: string, tensor: Tensor): void {
     if (!this.bufs.has(name)) throw new ModuleError(`no buffer '${name}' on ${this.constructor.name}`);

@@ -4,48 +4,77 @@ import type { Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
-/** [count, then per parameter: rank, dims...] — what must agree across ranks. */
+/**
+ * [count; per parameter: requires grad (0/1), name length, its UTF-16 units; then per parameter:
+ * rank, dims…]: what every rank must share.
+ */
 function describe(params: readonly [string, Tensor][]): Int32Array {
   const out = [params.length];
+  for (const [name, p] of params)
+    out.push(p.requiresGrad ? 1 : 0, name.length, ...Array.from({ length: name.length }, (_, i) => name.charCodeAt(i)));
   for (const [, p] of params) out.push(p.shape.length, ...p.shape);
   return Int32Array.from(out);
 }
 
-function decode(desc: Int32Array): number[][] {
-  const shapes: number[][] = [];
-  for (let i = 1; i < desc.length; ) {
-    const rank = desc[i];
-    shapes.push([...desc.subarray(i + 1, i + 1 + rank)]);
-    i += 1 + rank;
+interface Described {
+  names: string[];
+  trainable: boolean[];
+  shapes: number[][];
+}
+
+function decode(desc: Int32Array): Described {
+  const { names, trainable, shapes }: Described = { names: [], trainable: [], shapes: [] };
+  let i = 1;
+  for (let k = 0; k < desc[0]; k++) {
+    trainable.push(desc[i] === 1);
+    names.push(String.fromCharCode(...desc.subarray(i + 2, i + 2 + desc[i + 1])));
+    i += 2 + desc[i + 1];
   }
-  return shapes;
+  for (; i < desc.length; i += 1 + desc[i]) shapes.push([...desc.subarray(i + 1, i + 1 + desc[i])]);
+  return { names, trainable, shapes };
+}
+
+/** How parameter `i` differs between ranks `ranks` (described `a` and `b`), or null. */
+function difference(a: Described, b: Described, i: number, ranks: number[]): string | null {
+  const [x, y] = [a.shapes[i], b.shapes[i]];
+  if (x === undefined || y === undefined || !tf.util.arraysEqual(x, y)) {
+    const show = (s: number[] | undefined) => (s ? `[${s.join(', ')}]` : 'absent');
+    return `shape ${show(x)} on rank ${ranks[0]}, ${show(y)} on rank ${ranks[1]}`;
+  }
+  if (a.names[i] !== b.names[i])
+    return (
+      `parameter ${i} is "${a.names[i]}" on rank ${ranks[0]}, "${b.names[i]}" on rank ${ranks[1]} ` +
+      '(created or registered in another order?): DDP pairs parameters by position'
+    );
+  if (a.trainable[i] !== b.trainable[i]) {
+    const state = (t: boolean) => (t ? 'requires grad' : 'is frozen');
+    return (
+      `it ${state(a.trainable[i])} on rank ${ranks[0]} and ${state(b.trainable[i])} on rank ${ranks[1]}: ` +
+      'freeze the same parameters on every rank'
+    );
+  }
+  return null;
 }
 
 /**
- * Checks that every rank holds parameters of the same shapes, in the same order; raises
- * ParameterMismatchError (on every rank) naming the first that differs and the ranks.
+ * Checks that every rank holds the same parameters (names, shapes, requiresGrad) in the same
+ * order; raises ParameterMismatchError (on every rank) naming the first that differs and the
+ * ranks. DDP pairs parameters by position, so same-shaped ones in another order on one rank
+ * (created or registered otherwise), or frozen on some ranks only, would take each other's
+ * weights and gradients without a word.
  */
 export async function verifyParameterShapes(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
-  const all = (await group.allGather(describe(params)).wait()) as Int32Array[];
-  const shapes = all.map(decode);
-  const mine = shapes[group.rank];
-  for (let r = 1; r < shapes.length; r++) {
-    const other = shapes[r];
-    const ref = shapes[0];
-    const n = Math.max(ref.length, other.length);
+  const all = ((await group.allGather(describe(params)).wait()) as Int32Array[]).map(decode);
+  const count = all[group.rank].shapes.length;
+  for (let r = 1; r < all.length; r++) {
+    const ranks = [group.ranks[0], group.ranks[r]];
+    const n = Math.max(all[0].shapes.length, all[r].shapes.length);
     for (let i = 0; i < n; i++) {
-      const a = ref[i];
-      const b = other[i];
-      if (a !== undefined && b !== undefined && tf.util.arraysEqual(a, b)) continue;
-      const name = params[i]?.[0] ?? `#${i}`;
-      const show = (s: number[] | undefined) => (s ? `[${s.join(', ')}]` : 'absent');
-      const ranks = [group.ranks[0], group.ranks[r]];
-      throw new ParameterMismatchError(
-        name,
-        ranks,
-        `shape ${show(a)} on rank ${ranks[0]}, ${show(b)} on rank ${ranks[1]} (rank ` +
-          `${group.ranks[group.rank]} has ${mine.length} parameters)`,
-      );
+      const detail = difference(all[0], all[r], i, ranks);
+      if (detail === null) continue;
+      const name = all[0].names[i] ?? all[r].names[i] ?? `#${i}`;
+      const shapes = detail.startsWith('shape') ? ` (rank ${group.ranks[group.rank]} has ${count} parameters)` : '';
+      throw new ParameterMismatchError(name, ranks, detail + shapes);
     }
   }
 }

@@ -1,5 +1,5 @@
 import { tensor } from '@ddp/autograd';
-import { BatchNorm1d, BatchNorm2d, Conv2d, Module, ReLU, Sequential } from '@ddp/nn';
+import { BatchNorm1d, BatchNorm2d, Conv2d, Linear, Module, mse, ReLU, Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { convertSyncBatchnorm, SyncBatchNorm, SyncBatchNormError } from './index.js';
@@ -52,5 +52,31 @@ describe('convertSyncBatchnorm', () => {
     const sync = convertSyncBatchnorm(ref) as SyncBatchNorm;
     expect(Array.from(sync.forward(x).dataSync())).toEqual(want);
     expect(Array.from(sync.runningVar.dataSync())).toEqual(plainStats);
+  });
+
+  // torch's convert_sync_batchnorm moves the same Parameter objects into the new layer, so an
+  // optimizer (or anything else holding them) made before the conversion still trains them
+  it('keeps the BatchNorm parameters themselves, so an optimizer built before it still steps them', async () => {
+    const model = new Sequential(new Linear(3, 2), new BatchNorm1d(2));
+    const params = model.parameters();
+    const opt = new SGD(params, { lr: 0.5 });
+    const converted = convertSyncBatchnorm(model);
+    expect(converted.parameters()).toEqual(params);
+    for (const [i, p] of converted.parameters().entries()) expect(p, `parameter ${i}`).toBe(params[i]);
+    const x = tensor([1, 2, 3, -1, 0, 2, 4, 1, -2], [3, 3]);
+    const y = tensor([1, 0, -1, 2, 0, 1], [3, 2]);
+    const weight = Array.from((model.at(1) as SyncBatchNorm).weight!.data.dataSync());
+    const loss = mse(model.forward(x), y);
+    await loss.backward();
+    opt.step();
+    // before: the optimizer held the disposed BatchNorm's parameters, which got no gradient, so the
+    // converted layer's weight and bias never moved, silently
+    expect(Array.from((model.at(1) as SyncBatchNorm).weight!.data.dataSync())).not.toEqual(weight);
+    expect(params.every((p) => !p.isDisposed)).toBe(true);
+    model.dispose();
+    // without affine parameters or running statistics: nothing to take over, the same options
+    const bare = convertSyncBatchnorm(new BatchNorm1d(2, { affine: false, trackRunningStats: false })) as SyncBatchNorm;
+    expect([bare.weight, bare.bias, bare.parameters().length, bare.buffers().length]).toEqual([null, null, 0, 0]);
+    expect(Array.from(bare.forward(x.slice([0, 0], [3, 2])).dataSync()).every(Number.isFinite)).toBe(true);
   });
 });

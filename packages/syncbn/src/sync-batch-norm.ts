@@ -43,6 +43,27 @@ export class SyncBatchNorm extends BatchNorm {
     return group && group.size > 1 ? group : null;
   }
 
+  /**
+   * The SyncBatchNorm to put in place of `bn` (convertSyncBatchnorm), holding bn's own
+   * parameters and buffers as torch's conversion does, so an optimizer (or DDP) built before
+   * the conversion keeps training them; `bn` must not be used, nor disposed, after.
+   */
+  static fromBatchNorm(bn: BatchNorm, processGroup: ProcessGroup | null = null): SyncBatchNorm {
+    const sync = new SyncBatchNorm(bn.numFeatures, {
+      eps: bn.eps,
+      momentum: bn.momentum,
+      affine: bn.weight !== null,
+      trackRunningStats: bn.trackRunningStats,
+      processGroup,
+    });
+    sync.replaceParameter('weight', bn.weight);
+    sync.replaceParameter('bias', bn.bias);
+    Object.assign(sync, { weight: bn.weight, bias: bn.bias }); // the readonly fields follow the registered ones
+    for (const [name, buffer] of bn.namedBuffers(false)) sync.setBuffer(name, buffer);
+    sync.train(bn.training);
+    return sync;
+  }
+
   override forward(x: Tensor): Tensor {
     const group = this.syncGroup();
     if (group) {

@@ -1,8 +1,15 @@
+import { tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { Generator, TransformerBlock } from '@ddp/nn';
+import { Generator, MultiheadAttention, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { applyTensorParallel, TensorParallelBlock, TensorParallelError, VocabParallelEmbedding } from './index.js';
+import {
+  applyTensorParallel,
+  TensorParallelAttention,
+  TensorParallelBlock,
+  TensorParallelError,
+  VocabParallelEmbedding,
+} from './index.js';
 import { TinyGpt } from './test/tiny-gpt.js';
 
 /** Sharding reads only a group's rank and size; a group of one never communicates. */
@@ -24,6 +31,69 @@ describe('applyTensorParallel', () => {
     expect(sharded.modules().some((m) => m instanceof TransformerBlock)).toBe(false);
     const [want, got] = [await plain.forward(ids), await sharded.forward(ids)];
     expect(tf.max(tf.abs(tf.sub(want.data, got.data))).dataSync()[0]).toBeLessThan(1e-6);
+  });
+
+  // torch's parallelize_module leaves such an optimizer holding the old parameters, which get no gradient
+  it('an optimizer built before it refuses to step (was: every sharded layer silently untrained)', async () => {
+    const model = new TinyGpt(config, new Generator(5));
+    const opt = new SGD(model.parameters(), { lr: 0.1 });
+    applyTensorParallel(model, groupOf(1));
+    const loss = (await model.forward(ids)).mean();
+    await loss.backward();
+    const up = () => Array.from((model.blocks.at(0) as TensorParallelBlock).mlp.up.weight.dataSync());
+    const weight = up();
+    expect(() => opt.step()).toThrow(OptimizerError);
+    expect(() => opt.step()).toThrow(/step: parameter \d+ of group 0 was disposed .*build the optimizer/);
+    expect(up()).toEqual(weight); // nothing stepped
+    const fresh = new SGD(model.parameters(), { lr: 0.1 });
+    fresh.step();
+    expect(up()).not.toEqual(weight);
+    model.dispose();
+  });
+
+  // before: forward(x) took no more arguments, so a padding mask, a per-call causal flag or another key
+  // passed as to nn.MultiheadAttention was dropped and every position attended, silently
+  it('TensorParallelAttention takes MultiheadAttention call options: isCausal honoured, a mask refused', async () => {
+    const mha = new MultiheadAttention(8, 2, { causal: false, generator: new Generator(4) });
+    const tp = new TensorParallelAttention(mha, groupOf(1));
+    const x = tensor(new Generator(6).normal(2 * 3 * 8), [2, 3, 8]);
+    const close = async (got: Promise<{ data: tf.Tensor }>, want: { data: tf.Tensor }) =>
+      expect(tf.max(tf.abs(tf.sub((await got).data, want.data))).dataSync()[0]).toBeLessThan(1e-6);
+    await close(tp.forward(x), mha.forward(x));
+    await close(tp.forward(x, x, x, { isCausal: true }), mha.forward(x, x, x, { isCausal: true }));
+    const attnMask = tf.tensor2d(
+      [
+        [false, true, true],
+        [false, false, true],
+        [false, false, false],
+      ],
+      undefined,
+      'bool',
+    );
+    await expect(tp.forward(x, x, x, { attnMask })).rejects.toThrow(
+      /^rank 0: TensorParallelAttention does not support attnMask/,
+    );
+    await expect(tp.forward(x, x.mul(2))).rejects.toThrow(TensorParallelError);
+    attnMask.dispose();
+  });
+
+  // before: every parallel layer's parameters were new and trainable, so frozen layers trained after sharding
+  it('keeps frozen parameters frozen: embedding, attention projections, MLP, bias alone', () => {
+    const model = new TinyGpt(config, new Generator(5));
+    const block = model.blocks.at(0) as TransformerBlock;
+    const frozen = [model.wte.parameters()[0], block.attn.inProjWeight, block.mlp.at(0).parameters()[1]];
+    for (const p of frozen) p.requiresGrad = false;
+    for (const p of block.attn.outProj.parameters()) p.requiresGrad = false;
+    applyTensorParallel(model, groupOf(1));
+    const tp = model.blocks.at(0) as TensorParallelBlock;
+    const trainable = (ps: { requiresGrad: boolean }[]) => ps.map((p) => p.requiresGrad);
+    expect(trainable(model.wte.parameters())).toEqual([false]);
+    for (const proj of [tp.attn.qProj, tp.attn.kProj, tp.attn.vProj])
+      expect(trainable([proj.weight, proj.bias!])).toEqual([false, true]);
+    expect(trainable(tp.attn.outProj.parameters())).toEqual([false, false]);
+    expect(trainable([tp.mlp.up.weight, tp.mlp.up.bias!, tp.mlp.down.weight])).toEqual([true, false, true]);
+    expect(trainable((model.blocks.at(1) as TensorParallelBlock).parameters()).every(Boolean)).toBe(true);
+    model.dispose();
   });
 
   it('cuts rank 1 of 2 the rows (column-parallel) and columns (row-parallel) of the master weights', () => {

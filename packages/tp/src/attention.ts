@@ -1,6 +1,6 @@
 import { maskedFill, matmul, softmax, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { Module, type MultiheadAttention } from '@ddp/nn';
+import { type AttentionCallOptions, Module, type MultiheadAttention } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
@@ -41,7 +41,10 @@ export class TensorParallelAttention extends Module {
       const weight = tf.slice(mha.inProjWeight.data, [i * e, 0], [e, e]);
       const bias = mha.inProjBias ? tf.slice(mha.inProjBias.data, [i * e], [e]) : null;
       try {
-        return new ColumnParallelLinear({ weight, bias }, group);
+        const proj = new ColumnParallelLinear({ weight, bias }, group);
+        proj.weight.requiresGrad = mha.inProjWeight.requiresGrad; // a frozen projection stays frozen
+        if (proj.bias && mha.inProjBias) proj.bias.requiresGrad = mha.inProjBias.requiresGrad;
+        return proj;
       } finally {
         tf.dispose(bias ? [weight, bias] : [weight]);
       }
@@ -55,7 +58,25 @@ export class TensorParallelAttention extends Module {
     this.causal = mha.causal;
   }
 
-  async forward(x: Tensor): Promise<Tensor> {
+  /**
+   * MultiheadAttention's call, self-attention only: a key, value or `attnMask` of another call
+   * (cross-attention, a padding mask) raises rather than being ignored; `isCausal` is honoured.
+   */
+  async forward(
+    x: Tensor,
+    key: Tensor = x,
+    value: Tensor = key,
+    { attnMask, isCausal, ...unknown }: AttentionCallOptions = {},
+  ): Promise<Tensor> {
+    const rank = this.group.ranks[this.group.rank];
+    if (key !== x || value !== x)
+      throw new TensorParallelError(`rank ${rank}: TensorParallelAttention is self-attention: key and value must be x`);
+    const rest = Object.keys(unknown);
+    if (attnMask || rest.length > 0)
+      throw new TensorParallelError(
+        `rank ${rank}: TensorParallelAttention does not support ${attnMask ? 'attnMask' : `option "${rest[0]}"`}; ` +
+          'only isCausal (its heads would attend where the mask forbids)',
+      );
     const [b, t] = x.shape as [number, number, number];
     // One copyToTp for q, k and v: one all-reduce of the input gradient in backward, not three.
     const xParallel = copyToTp(x, this.group);
@@ -63,7 +84,7 @@ export class TensorParallelAttention extends Module {
       proj.local(xParallel).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
     const [q, k, v] = [heads(this.qProj), heads(this.kProj), heads(this.vProj)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim));
-    if (this.causal) {
+    if (this.causal || isCausal === true) {
       const future = tf.tidy(() =>
         tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
       );

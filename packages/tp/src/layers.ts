@@ -4,7 +4,7 @@ import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
-import { replicateParameter, shardParameter } from './shard.js';
+import { replicateParameter, sameRequiresGrad, shardParameter } from './shard.js';
 
 /** A master layer's values: weight [out, in] and optional bias [out], the same on every tp rank. */
 export interface LinearMaster {
@@ -39,9 +39,9 @@ export class ColumnParallelLinear extends Module {
     );
   }
 
-  /** Shards an nn Linear (which stays the caller's). */
+  /** Shards an nn Linear (which stays the caller's), frozen parameters staying frozen. */
   static fromLinear(l: Linear, group: ProcessGroup, { gatherOutput = false } = {}): ColumnParallelLinear {
-    return new ColumnParallelLinear(masterOf(l), group, gatherOutput);
+    return sameRequiresGrad(new ColumnParallelLinear(masterOf(l), group, gatherOutput), l);
   }
 
   /** This rank's output slice for an input already inside the tp region (copied once for several layers). */
@@ -76,7 +76,7 @@ export class RowParallelLinear extends Module {
   }
 
   static fromLinear(l: Linear, group: ProcessGroup, { inputIsParallel = true } = {}): RowParallelLinear {
-    return new RowParallelLinear(masterOf(l), group, inputIsParallel);
+    return sameRequiresGrad(new RowParallelLinear(masterOf(l), group, inputIsParallel), l);
   }
 
   async forward(x: Tensor): Promise<Tensor> {
@@ -126,7 +126,7 @@ export class VocabParallelEmbedding extends Module {
   }
 
   static fromEmbedding(e: Embedding, group: ProcessGroup): VocabParallelEmbedding {
-    return new VocabParallelEmbedding(e.weight.data, group);
+    return sameRequiresGrad(new VocabParallelEmbedding(e.weight.data, group), e);
   }
 
   /** ids: integer ids of any shape (nested arrays or an int32 tf.Tensor); returns [...ids.shape, dim]. */

@@ -1,5 +1,5 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { markGradientShard, Parameter } from '@ddp/nn';
+import { type Module, markGradientShard, Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 
@@ -32,4 +32,14 @@ export function shardParameter(
 /** A full copy of `t` as a new Parameter (replicated on every tp rank). */
 export function replicateParameter(t: tf.Tensor, requiresGrad = true): Parameter {
   return new Parameter(tf.clone(t), requiresGrad);
+}
+
+/**
+ * Gives each parameter of `target` the requiresGrad of `source`'s parameter of the same name,
+ * so a frozen layer stays frozen once parallel (torch's parallelize_module keeps it too).
+ */
+export function sameRequiresGrad<M extends Module>(target: M, source: Module): M {
+  const frozen = new Map(source.namedParameters(false).map(([name, p]) => [name, p.requiresGrad]));
+  for (const [name, p] of target.namedParameters(false)) p.requiresGrad = frozen.get(name) ?? p.requiresGrad;
+  return target;
 }

@@ -84,6 +84,7 @@ export class GradientSharder {
    * same order), keeping the averaged result for the parameters this rank owns.
    */
   async replayWithZeros(): Promise<void> {
+    this.order = [...this.lastOrder];
     const pending = this.lastOrder.map((p) => {
       const buf = new Float32Array(p.size);
       const dst = this.owner.get(p)!;
@@ -95,9 +96,29 @@ export class GradientSharder {
     }
   }
 
-  /** Whether this iteration's gradients have started to be reduced (its join flag was sent). */
-  get iterationStarted(): boolean {
-    return this.order.length > 0;
+  /**
+   * Raises ZeroError on every rank (collective) unless every rank reduced the same parameters in
+   * the same order this iteration. Reduces pair by issue order, so a parameter that got no
+   * gradient on some ranks (a branch taken on some ranks only) would pair its reduce with
+   * another parameter's of the same size and owner: gradients of different parameters averaged.
+   */
+  async checkSameOrder(): Promise<void> {
+    const index = new Map(this.params.map((p, i) => [p, i]));
+    const mine = new Int32Array(this.hooked.size).fill(-1);
+    for (const [k, p] of this.order.entries()) mine[k] = index.get(p)!;
+    const all = (await this.group.allGather(mine).wait()) as Int32Array[];
+    for (let r = 1; r < all.length; r++) {
+      const k = all[r].findIndex((i, j) => i !== all[0][j]);
+      if (k < 0) continue;
+      const [first, other] = [this.group.ranks[0], this.group.ranks[r]];
+      const which = (i: number) => (i < 0 ? 'none' : `parameter ${i}`);
+      throw new ZeroError(
+        `rank ${this.group.ranks[this.group.rank]}: stage 2 reduced the gradients of other parameters on ranks ` +
+          `${first} and ${other} (reduce ${k}: ${which(all[0][k])} on rank ${first}, ${which(all[r][k])} on rank ` +
+          `${other}): a parameter got no gradient on some ranks (a branch taken there only), so its reduce met ` +
+          "another parameter's; every rank must use the same parameters in each step (or use stage 1 under DDP)",
+      );
+    }
   }
 
   /** The gradients were cleared (zeroGrad): the next backward accumulates onto nothing averaged. */

@@ -3,14 +3,15 @@ export { GradientSharder } from './gradient-shard.js';
 export { type Partition, partitionParameters } from './partition.js';
 export {
   fromRank0,
-  loadShardedCheckpoint,
   MANIFEST_FILE,
   onEveryRank,
+  type ShardedCheckpointContents,
   ShardedCheckpointError,
   type ShardedManifest,
   saveShardedCheckpoint,
   shardFile,
 } from './sharded-checkpoint.js';
+export { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
 export {
   type OptimizerClass,
   optimizerStateBytes,

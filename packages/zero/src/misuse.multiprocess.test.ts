@@ -10,7 +10,7 @@ interface RankResult {
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-const run = async (stage: number, init: 'alike' | 'per-rank' | 'unfrozen', backwards = 1) =>
+const run = async (stage: number, init: 'alike' | 'per-rank' | 'unfrozen' | 'branch', backwards = 1) =>
   (
     await runWorld<RankResult>({
       script,
@@ -53,6 +53,21 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
       expect(r.error?.message).toMatch(
         new RegExp(`^rank ${r.rank}: parameter 0 requires grad but did not when the optimizer was created`),
+      );
+      expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
+    }
+  }, 90_000);
+
+  it('stage 2, each rank taking another branch of one shape: refused at the step, nothing changed', async () => {
+    // before: head a's reduce on rank 0 met head b's on rank 1 (same size, same owner), so b's owner stepped b by
+    // (a's gradient + b's) / 2 and a not at all, silently
+    for (const r of await run(2, 'branch')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+      expect(r.error?.message).toMatch(
+        new RegExp(
+          `^rank ${r.rank}: stage 2 reduced the gradients of other parameters on ranks 0 and 1 \\(reduce 0: ` +
+            'parameter 3 on rank 0, parameter 5 on rank 1\\)',
+        ),
       );
       expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
     }

@@ -7,7 +7,7 @@
  * A crash at any point leaves the previous checkpoint loadable. State is keyed by the
  * parameter's global index, so a checkpoint loads onto any world size (resharding).
  */
-import { access, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
@@ -16,21 +16,19 @@ import {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
-  entryToLoad,
-  loadSafetensors,
+  type Generator,
+  type GeneratorState,
+  type LRScheduler,
   type Module,
-  type OptimizerStateDict,
-  type ParamState,
-  readSealedJson,
   type SafeTensor,
-  SealedJsonError,
+  type SchedulerState,
   saveSafetensors,
   sealJson,
   temporaryEntryName,
   toSafeTensor,
   writeFileAtomic,
 } from '@ddp/nn';
-import { tensorFromTypedArray, tf } from '@ddp/tensor';
+import { tf } from '@ddp/tensor';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -52,7 +50,7 @@ export class ShardedCheckpointError extends Error {
 }
 
 /** 2: the manifest and the safetensors metadata carry checksums (1: written before they did). */
-const VERSION = 2;
+export const VERSION = 2;
 
 export interface ShardedManifest {
   format: 'ddp-zero-sharded-checkpoint';
@@ -65,18 +63,23 @@ export interface ShardedManifest {
   paramGroups: Record<string, unknown>[];
   shards: string[];
   weights: string;
+  /** The LR scheduler's and the generator's state, when saved (absent in checkpoints written before). */
+  scheduler?: SchedulerState | null;
+  generator?: GeneratorState | null;
   extra: unknown;
 }
 
-type AnyZero = ZeroRedundancyOptimizer<{ lr: number }>;
+/** What a sharded checkpoint holds besides the optimizer's shards (the model's weights when `model` is given). */
+export interface ShardedCheckpointContents {
+  model?: Module;
+  optimizer: ZeroRedundancyOptimizer<{ lr: number }>;
+  scheduler?: LRScheduler;
+  generator?: Generator;
+}
 
-const exists = (path: string) =>
-  access(path).then(
-    () => true,
-    () => false,
-  );
+type AnyZero = ShardedCheckpointContents['optimizer'];
 
-function globalParams(zero: AnyZero): Tensor[] {
+export function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
 }
 
@@ -110,7 +113,7 @@ export async function fromRank0(group: ProcessGroup, name: string): Promise<stri
  */
 export async function saveShardedCheckpoint(
   dir: string,
-  contents: { model?: Module; optimizer: AnyZero; step: number; extra?: unknown },
+  contents: ShardedCheckpointContents & { step: number; extra?: unknown },
 ): Promise<void> {
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
@@ -177,6 +180,8 @@ export async function saveShardedCheckpoint(
           })),
           shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
           weights: contents.model ? MODEL_FILE : PARAMS_FILE,
+          scheduler: contents.scheduler?.stateDict() ?? null,
+          generator: contents.generator?.getState() ?? null,
           extra: contents.extra ?? null,
         };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
@@ -188,111 +193,4 @@ export async function saveShardedCheckpoint(
     if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
     throw error;
   }
-}
-
-async function readManifest(dir: string): Promise<ShardedManifest> {
-  const path = join(dir, MANIFEST_FILE);
-  try {
-    return (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
-  } catch (e) {
-    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
-  }
-}
-
-/** The newest committed entry of `location`. */
-async function newestEntry(location: string): Promise<string> {
-  const entry = await entryToLoad(location, MANIFEST_FILE);
-  if (entry === null) {
-    const why = `no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`;
-    throw new ShardedCheckpointError(why, join(location, MANIFEST_FILE));
-  }
-  return entry;
-}
-
-/**
- * Loads the newest sharded checkpoint in `location`, written on any world size: each rank reads
- * the manifest and the shards holding the parameters its current partition owns, and keeps
- * their state only. Not collective. Everything is read and checked before anything changes.
- */
-export async function loadShardedCheckpoint(
-  location: string,
-  contents: { model?: Module; optimizer: AnyZero },
-): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
-  const zero = contents.optimizer;
-  const dir = await newestEntry(location);
-  const manifest = await readManifest(dir);
-  const params = globalParams(zero);
-  if (manifest.parameters.length !== params.length) {
-    throw new ShardedCheckpointError(
-      `${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`,
-      join(dir, MANIFEST_FILE),
-    );
-  }
-  params.forEach((p, i) => {
-    const saved = manifest.parameters[i];
-    if (saved.shape.join(',') !== p.shape.join(',')) {
-      throw new ShardedCheckpointError(
-        `parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`,
-        join(dir, MANIFEST_FILE),
-      );
-    }
-  });
-  // every rank checks every file, so all ranks fail alike on a damaged checkpoint
-  for (const f of [...manifest.shards, manifest.weights]) {
-    if (!(await exists(join(dir, f))))
-      throw new ShardedCheckpointError(`sharded checkpoint ${dir} is missing ${f}`, join(dir, f));
-  }
-
-  const index = new Map(params.map((p, i) => [p, i]));
-  const owned = zero.ownedParams.map((p) => index.get(p)!);
-  const needed = new Set(owned.map((i) => manifest.parameters[i].shard));
-  const created: tf.Tensor[] = [];
-  const toTf = (t: SafeTensor) => {
-    const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
-    created.push(out);
-    return out;
-  };
-  // version 2 wrote every file with checksums: one without them is damaged
-  const options = { requireChecksums: manifest.version === VERSION };
-  try {
-    const state = new Map<number, ParamState>();
-    const wanted = new Set(owned);
-    for (const s of needed) {
-      const file = await loadSafetensors(join(dir, manifest.shards[s]), options);
-      const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
-      for (const [i, values] of Object.entries(scalars))
-        if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
-      for (const [name, t] of file.tensors) {
-        const match = /^state\.(\d+)\.(.+)$/.exec(name);
-        if (!match)
-          throw new ShardedCheckpointError(
-            `${manifest.shards[s]}: unexpected tensor '${name}'`,
-            join(dir, manifest.shards[s]),
-          );
-        const i = Number(match[1]);
-        if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
-      }
-    }
-    const weights = await loadSafetensors(join(dir, manifest.weights), options);
-    const sd = { state, paramGroups: manifest.paramGroups } as unknown as OptimizerStateDict<{ lr: number }>;
-    if (contents.model && manifest.weights === MODEL_FILE) {
-      contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
-    } else {
-      // no model given (or none saved): the parameters by their saved names
-      params.forEach((p, i) => {
-        const { name } = manifest.parameters[i];
-        const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
-        if (!t)
-          throw new ShardedCheckpointError(
-            `${manifest.weights} has no tensor for parameter ${i} (${name})`,
-            join(dir, manifest.weights),
-          );
-        p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);
-      });
-    }
-    zero.loadStateDict(sd);
-  } finally {
-    tf.dispose(created);
-  }
-  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize, path: dir };
 }

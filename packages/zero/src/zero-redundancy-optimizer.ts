@@ -111,6 +111,10 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
       await checkSameParameters(checksums, this.processGroup); // before any change: a refused step changes nothing
       this.checkedParameters = true;
     }
+    if (this.sharder) {
+      await notified; // sent in backward, before the gradient reduces
+      await this.sharder.checkSameOrder(); // before any change, as the check above
+    }
     this.optim?.step();
     await notified;
     await this.exchangeParameters();

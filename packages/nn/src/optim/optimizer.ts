@@ -74,6 +74,16 @@ export abstract class Optimizer<O extends { lr: number }> {
 
   /** Applies one update to every parameter that has a gradient. */
   step(): void {
+    // a disposed parameter has no gradient, so it would be skipped: its layer was replaced after the optimizer was
+    // built (applyTensorParallel, a dispose), and the layer now in the model would never train
+    for (const [g, group] of this.paramGroups.entries()) {
+      const i = group.params.findIndex((p) => p.isDisposed);
+      if (i >= 0)
+        throw new OptimizerError(
+          `step: parameter ${i} of group ${g} was disposed (its layer replaced or disposed after the optimizer ` +
+            'was built): build the optimizer over model.parameters() after changing the model',
+        );
+    }
     for (const group of this.paramGroups) {
       for (const p of group.params) {
         if (p.grad === null) continue;

@@ -1,11 +1,12 @@
 // One rank of misuse.multiprocess.test.ts: argv = stage, init ('alike': every rank seeds its
 // model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP;
-// 'unfrozen': alike, the first layer frozen while the optimizer is created) and
+// 'unfrozen': alike, the first layer frozen while the optimizer is created; 'branch': alike, with
+// two heads of one shape after the first layer, rank r's batches taking head r only) and
 // backwards per step (2: gradient accumulation). Prints the error (name and message) or
 // none, whether the parameters are unchanged, and their sum.
-import { tensor, tidy } from '@ddp/autograd';
+import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, Linear, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
+import { Adam, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { ZeroRedundancyOptimizer } from '../index.js';
 import { flatParams } from './model.js';
@@ -13,7 +14,15 @@ import { flatParams } from './model.js';
 const [stage, init, backwards] = [Number(process.argv[2]) as 1 | 2, process.argv[3], Number(process.argv[4])];
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 manualSeed(init === 'per-rank' ? 1 + group.rank : 1);
-const model = new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
+/** A trunk and two heads of one shape; each rank's batches take the head of its rank (a data-dependent branch). */
+class TwoHeads extends Module {
+  readonly trunk = this.registerModule('trunk', new Sequential(new Linear(4, 6), new Tanh()));
+  readonly heads = [this.registerModule('a', new Linear(6, 2)), this.registerModule('b', new Linear(6, 2))];
+  forward(x: Tensor): Tensor {
+    return this.heads[group.rank % 2].forward(this.trunk.forward(x));
+  }
+}
+const model = init === 'branch' ? new TwoHeads() : new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
 // 'unfrozen': the first layer frozen while the optimizer is created, trained afterwards
 const first = model.parameters().slice(0, 2);
 if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;

@@ -1,0 +1,21 @@
+// One data-parallel replica of grad-sync.multiprocess.test.ts: three same-shaped parameters, the
+// ones named in argv (by replica: "1/2" freezes parameter 1 on rank 0 and 2 on rank 1; "-/1" only
+// parameter 1 on rank 1). Prints allReduceGradients' error, if any.
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Parameter } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
+import { allReduceGradients } from '../index.js';
+
+const group = await initProcessGroup({ timeoutMs: 10_000 });
+const frozen = Number(process.argv[2].split('/')[group.rank]);
+const params = [0, 1, 2].map((i) => new Parameter(tf.fill([2], i + 1), i !== frozen));
+for (const p of params) if (p.requiresGrad) p.grad = tf.fill([2], group.rank + 1);
+let error: string | null = null;
+try {
+  await allReduceGradients(params, group);
+  await allReduceGradients(params, group); // the layout is checked once, not per step
+} catch (e) {
+  error = `${(e as Error).name}: ${(e as Error).message}`;
+}
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, error })}`);
+await destroyProcessGroup();

@@ -1,0 +1,153 @@
+/**
+ * Loading a sharded ZeRO checkpoint (sharded-checkpoint.ts writes it) on any world size: each
+ * rank reads the manifest and only the shards holding the parameters it now owns.
+ */
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  entryToLoad,
+  loadSafetensors,
+  type OptimizerStateDict,
+  optimizerParamNames,
+  type ParamState,
+  parameterOrderChange,
+  readSealedJson,
+  type SafeTensor,
+  SealedJsonError,
+} from '@ddp/nn';
+import { tensorFromTypedArray, tf } from '@ddp/tensor';
+import {
+  globalParams,
+  MANIFEST_FILE,
+  MODEL_FILE,
+  PARAMS_FILE,
+  type ShardedCheckpointContents,
+  ShardedCheckpointError,
+  type ShardedManifest,
+  VERSION,
+} from './sharded-checkpoint.js';
+
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+
+async function readManifest(dir: string): Promise<ShardedManifest> {
+  const path = join(dir, MANIFEST_FILE);
+  try {
+    return (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
+  } catch (e) {
+    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
+  }
+}
+
+/** The newest committed entry of `location`. */
+async function newestEntry(location: string): Promise<string> {
+  const entry = await entryToLoad(location, MANIFEST_FILE);
+  if (entry === null) {
+    const why = `no complete sharded checkpoint at ${location}: no entry holds a ${MANIFEST_FILE}`;
+    throw new ShardedCheckpointError(why, join(location, MANIFEST_FILE));
+  }
+  return entry;
+}
+
+/**
+ * Loads the newest sharded checkpoint in `location`, written on any world size: each rank reads
+ * the manifest and the shards holding the parameters its current partition owns, and keeps
+ * their state only. Not collective. Everything is read and checked before anything changes.
+ */
+export async function loadShardedCheckpoint(
+  location: string,
+  contents: ShardedCheckpointContents,
+): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
+  const zero = contents.optimizer;
+  const dir = await newestEntry(location);
+  const manifest = await readManifest(dir);
+  // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
+  const lacking = (['generator', 'scheduler'] as const).filter((k) => contents[k] && !manifest[k]);
+  if (lacking.length)
+    throw new ShardedCheckpointError(`${dir} holds no ${lacking.join(', ')} state`, join(dir, MANIFEST_FILE));
+  const params = globalParams(zero);
+  if (manifest.parameters.length !== params.length) {
+    throw new ShardedCheckpointError(
+      `${dir} holds ${manifest.parameters.length} parameters, the optimizer ${params.length}`,
+      join(dir, MANIFEST_FILE),
+    );
+  }
+  params.forEach((p, i) => {
+    const saved = manifest.parameters[i];
+    if (saved.shape.join(',') !== p.shape.join(',')) {
+      throw new ShardedCheckpointError(
+        `parameter ${i} (${saved.name}) has shape [${saved.shape}] in ${dir}, [${p.shape}] in the optimizer`,
+        join(dir, MANIFEST_FILE),
+      );
+    }
+  });
+  // the model loads by name, the optimizer state by position: both must still pair alike
+  if (contents.model && manifest.weights === MODEL_FILE) {
+    const saved = manifest.parameters.map((p) => p.name);
+    const change = parameterOrderChange(saved, optimizerParamNames(contents.model, zero.paramGroups));
+    if (change) throw new ShardedCheckpointError(`${dir}: ${change}`, join(dir, MANIFEST_FILE));
+  }
+  // every rank checks every file, so all ranks fail alike on a damaged checkpoint
+  for (const f of [...manifest.shards, manifest.weights]) {
+    if (!(await exists(join(dir, f))))
+      throw new ShardedCheckpointError(`sharded checkpoint ${dir} is missing ${f}`, join(dir, f));
+  }
+
+  const index = new Map(params.map((p, i) => [p, i]));
+  const owned = zero.ownedParams.map((p) => index.get(p)!);
+  const needed = new Set(owned.map((i) => manifest.parameters[i].shard));
+  const created: tf.Tensor[] = [];
+  const toTf = (t: SafeTensor) => {
+    const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
+    created.push(out);
+    return out;
+  };
+  // version 2 wrote every file with checksums: one without them is damaged
+  const options = { requireChecksums: manifest.version === VERSION };
+  try {
+    const state = new Map<number, ParamState>();
+    const wanted = new Set(owned);
+    for (const s of needed) {
+      const file = await loadSafetensors(join(dir, manifest.shards[s]), options);
+      const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
+      for (const [i, values] of Object.entries(scalars))
+        if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
+      for (const [name, t] of file.tensors) {
+        const match = /^state\.(\d+)\.(.+)$/.exec(name);
+        if (!match)
+          throw new ShardedCheckpointError(
+            `${manifest.shards[s]}: unexpected tensor '${name}'`,
+            join(dir, manifest.shards[s]),
+          );
+        const i = Number(match[1]);
+        if (wanted.has(i)) state.set(i, { ...state.get(i), [match[2]]: toTf(t) });
+      }
+    }
+    const weights = await loadSafetensors(join(dir, manifest.weights), options);
+    const sd = { state, paramGroups: manifest.paramGroups } as unknown as OptimizerStateDict<{ lr: number }>;
+    if (contents.model && manifest.weights === MODEL_FILE) {
+      contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
+    } else {
+      // no model given (or none saved): the parameters by their saved names
+      params.forEach((p, i) => {
+        const { name } = manifest.parameters[i];
+        const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
+        if (!t)
+          throw new ShardedCheckpointError(
+            `${manifest.weights} has no tensor for parameter ${i} (${name})`,
+            join(dir, manifest.weights),
+          );
+        p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);
+      });
+    }
+    zero.loadStateDict(sd);
+    if (manifest.scheduler) contents.scheduler?.loadStateDict(manifest.scheduler);
+    if (manifest.generator) contents.generator?.setState(manifest.generator);
+  } finally {
+    tf.dispose(created);
+  }
+  return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize, path: dir };
+}

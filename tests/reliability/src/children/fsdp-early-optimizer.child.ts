@@ -1,0 +1,30 @@
+// An optimizer built over the model's parameters before fullyShard (as one may with DDP), 2 ranks,
+// one Adam step. Prints the step's error, if any, and whether any weight moved (summonFullParams).
+import { type Tensor, tensor, tidy } from '@ddp/autograd';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { fullyShard } from '@ddp/fsdp';
+import { Adam, Generator, Linear, mse, Sequential, Tanh } from '@ddp/nn';
+
+const group = await initProcessGroup({ timeoutMs: 20_000 });
+const gen = new Generator(3);
+const model = new Sequential(new Linear(3, 4, { generator: gen }), new Tanh(), new Linear(4, 2, { generator: gen }));
+const opt = new Adam(model.parameters(), { lr: 0.1 });
+const root = fullyShard(model);
+const full = async () => root.summonFullParams(() => model.parameters().flatMap((p) => [...p.data.dataSync()]));
+const before = await full();
+let error: string | null = null;
+try {
+  const x = tensor(
+    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
+    [2, 3],
+  );
+  const out: Tensor = await root.forward(x);
+  const loss = tidy(() => mse(out, tensor([1, 0, 0, 1], [2, 2])));
+  await loss.backward();
+  opt.step();
+} catch (e) {
+  error = `${(e as Error).name}: ${(e as Error).message}`;
+}
+const after = await full();
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, moved: after.some((v, i) => v !== before[i]) })}`);
+await destroyProcessGroup();
