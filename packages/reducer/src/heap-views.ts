@@ -53,12 +53,19 @@ export function checkHeapUnmoved(rank: number, iteration: number): void {
 }
 
 /**
- * Whether every value of each gradient reduced in place is finite, checked on libuv's thread
- * pool: at 1 rank the check (a pass over every large gradient) runs on the core backward
- * leaves free, while backward computes the next buckets. In-place views exist only with the addon.
+ * Whether every value of rank `rank`'s share (of `size` equal parts) of each gradient reduced
+ * in place is finite, checked on libuv's thread pool: at 1 rank (the whole) on the core backward
+ * leaves free, while backward computes the next buckets; at N ranks each checks 1/N of the
+ * averages, the same on every rank, and the ranks agree on one flag (DESIGN.md, "Where
+ * gradients live"). In-place views exist only with the addon.
  */
-export const allFiniteOffThread = (views: Float32Array[]): Promise<boolean[]> =>
-  Promise.all(views.map((v) => loadSharedMemory()!.allFiniteAsync(v)));
+export async function shareFiniteOffThread(views: Float32Array[], rank: number, size: number): Promise<boolean> {
+  const shm = loadSharedMemory()!;
+  const at = (v: Float32Array, r: number) => Math.floor((v.length * r) / size);
+  const share = (v: Float32Array) => v.subarray(at(v, rank), at(v, rank + 1));
+  const finite = await Promise.all(views.map((v) => shm.allFiniteAsync(share(v))));
+  return finite.every(Boolean);
+}
 
 /** Whether every value is finite, at memory speed (the addon) or in JavaScript. */
 export function allFinite(values: Float32Array): boolean {
