@@ -216,7 +216,7 @@ export class Bucket {
    * allocation), or into a new tensor. Globally unused parameters keep theirs. Returns
    * whether this rank found the averages finite (true without checkFinite): the copied ones
    * checked whole as they are written, those reduced in place by this rank's share, or whole
-   * once scaled. The ranks then agree (DistributedDataParallel.agreeFinite).
+   * once scaled. The ranks then agree (writeBackAgreed, finite-agreement.ts).
    */
   writeBack(result: Float32Array | null, opts: WriteBackOptions): boolean {
     let finite = this.shareFinite || !opts.checkFinite;
