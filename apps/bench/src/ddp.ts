@@ -5,7 +5,8 @@
  * - `ddp`: DistributedDataParallel at its defaults (bucket cap tuned in the first iterations; `--bucket-mb` fixes it);
  * - `after`: DDP with one bucket for all gradients, i.e. the all-reduce starts after backward;
  * - `naive`: DataParallelNaive, one all-reduce per parameter;
- * - `solo`: DDP at its defaults alone (2 ranks, shared memory), for its memory beside the steps under noSync;
+ * - `solo`: DDP at its defaults alone, run like `after` and `naive` (the three compared), and for its memory
+ *   beside the steps under noSync;
  * - `compute`: the same step without any gradient communication (the floor);
  * - `local`: a DDP step whose comm hook sends nothing (DDP's own work: local − compute);
  * - `comm`: the all-reduce of all gradients alone;
@@ -129,13 +130,15 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   const infos: Infos = [];
   const transports: ('uds' | undefined)[] = !withUds ? [undefined] : [undefined, 'uds'];
+  // solo beside after and naive: the three compared run alike, each alone in its processes
   const plan: Entry[] = [
     ['interleaved', 1],
+    ['solo', 1],
     ['after', 1],
     ['naive', 1],
   ];
-  for (const t of transports) plan.push(['interleaved', 2, t], ['after', 2, t], ['naive', 2, t]);
-  plan.push(['solo', 2], ['interleaved', 2, 'free-core']);
+  for (const t of transports) plan.push(['interleaved', 2, t], ['solo', 2, t], ['after', 2, t], ['naive', 2, t]);
+  plan.push(['interleaved', 2, 'free-core']);
   if (torch) plan.push(['torch', 1], ['torch', 2]);
   if (!withHost) plan.length = 0; // the limited link only
   const run = (variant: string, world: number, env: Record<string, string>) =>
@@ -166,8 +169,9 @@ async function main(): Promise<void> {
   const versus = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}ddp`, w).toFixed(0)}, after ` +
-        `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms`,
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ddp ${ms(`${p}solo`, w).toFixed(0)}, after ` +
+        `${ms(`${p}after`, w).toFixed(0)}, naive ${ms(`${p}naive`, w).toFixed(0)} ms ` +
+        `(interleaved with compute and local: ddp ${ms(`${p}ddp`, w).toFixed(0)})`,
     ),
   );
   const linkGradMiB = (paramsOf(dimsOf(LINK.width, LINK.depth)) * 4) / 2 ** 20;
@@ -176,9 +180,10 @@ async function main(): Promise<void> {
     `${info(name, 2)
       .map((mb) => `${mb}${mb >= gradients ? ' (one bucket)' : ''}`)
       .join(', ')} MiB`;
-  const caps = prefixes.map(
-    (p) => `${p || 'shared memory '}${kept(`${p}interleaved-info:bucketCapMB`, (paramCount * 4) / 2 ** 20)}`,
-  );
+  const caps = prefixes.map((p) => {
+    const of = (v: string) => kept(`${p}${v}-info:bucketCapMB`, (paramCount * 4) / 2 ** 20);
+    return `${p || 'shared memory '}${of('interleaved')} (alone: ${of('solo')})`;
+  });
   const rss = (v: string) => `${v} ${Math.max(...info(`${v}-info:peakRssMiB`, 2)).toFixed(0)}`;
   const overNoSync = (v: string) => `${v} +${Math.max(...info(`${v}-info:rssOverNoSyncMiB`, 2)).toFixed(0)}`;
   const rows = samples.map((s) => ({

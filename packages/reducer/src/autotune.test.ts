@@ -1,7 +1,7 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { describe, expect, it } from 'vitest';
 import { BucketCapTuner, DEFAULT_CAP_CANDIDATES_MB, firstCapUnder } from './autotune.js';
-import { assignBuckets } from './bucket.js';
+import { assignBuckets } from './bucket-layout.js';
 
 const MB = 2 ** 20;
 /** The bench's MLP 1024→2048→2048→2048→1024 in bucket order (last layer first): 48 MiB of gradients. */

@@ -1,5 +1,5 @@
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { assignBuckets } from './bucket.js';
+import { assignBuckets } from './bucket-layout.js';
 
 /** Caps tried when DistributedDataParallel is given no bucketCapMB (MiB), and one bucket for all gradients. */
 export const DEFAULT_CAP_CANDIDATES_MB: readonly number[] = [2, 8, 25, 64];

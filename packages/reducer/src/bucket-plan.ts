@@ -1,7 +1,8 @@
 import type { ProcessGroup } from '@ddp/comm';
 import type { Parameter } from '@ddp/nn';
 import { BucketCapTuner, type BucketCapTuning, DEFAULT_CAP_CANDIDATES_MB, firstCapUnder } from './autotune.js';
-import { type Bucket, type BucketSlot, bucketArena, buildBuckets } from './bucket.js';
+import type { Bucket, BucketSlot } from './bucket.js';
+import { bucketArena, buildBuckets } from './bucket-layout.js';
 import type { DDPOptions } from './options.js';
 
 const MB = 1024 * 1024;

@@ -1,9 +1,9 @@
-import { type ProcessGroup, sharedArray } from '@ddp/comm';
+import type { ProcessGroup } from '@ddp/comm';
 import type { Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf, writeInPlace } from '@ddp/tensor';
 import { type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, NonFiniteGradientError } from './errors.js';
-import { allFinite, allFiniteOffThread, checkHeapUnmoved, sharedGradientView } from './heap-views.js';
+import { allFinite, checkHeapUnmoved, sharedGradientView, shareFiniteOffThread } from './heap-views.js';
 
 /**
  * Gradients at least this large (256 KiB; DDP_IN_PLACE_MIN_BYTES, the same on every rank)
@@ -65,8 +65,8 @@ export class Bucket {
   private readonly segments: readonly { offset: number; size: number; slot: BucketSlot | null }[];
   /** Clones keeping in-place gradients' storage allocated while the comm thread (or the finite check) uses it. */
   private held: tf.Tensor[] = [];
-  /** Per in-place slot, whether its averages are finite (checked as soon as they are in: `launch`). */
-  private readonly finite = new Map<BucketSlot, boolean>();
+  /** Whether this rank's share of the in-place slots' averages is finite (checked as soon as they are in: `launch`). */
+  private shareFinite = true;
 
   /** `buffer`: this bucket's part of a shared-memory arena (a view; new buckets reuse the arena). */
   constructor(
@@ -91,7 +91,7 @@ export class Bucket {
     this.work = null;
     this.placed.clear();
     this.inPlace.clear();
-    this.finite.clear();
+    this.shareFinite = true;
   }
 
   /** Every slot holds its gradient for this iteration. */
@@ -152,7 +152,8 @@ export class Bucket {
   /**
    * Calls the comm hook on this bucket; its collectives start now, on the comm thread.
    * `claimed`: the gradient storage other buckets reduce in place this iteration. With
-   * `checkFinite`, the averages left in place are checked as soon as they are in, off the main thread.
+   * `checkFinite`, this rank's share of the averages left in place (shareFiniteOffThread) is
+   * checked as soon as they are in, off the main thread.
    */
   launch<S>(
     hook: CommHook<S> | InPlaceCommHook<S>,
@@ -166,10 +167,9 @@ export class Bucket {
       const { index, buffer, slots: parameters, isLast } = this;
       if (isInPlaceHook(hook)) {
         const arrays = this.gradientsInPlace(claimed);
+        const { rank, size } = processGroup;
         work = hook(state, { index, arrays, parameters, isLast, processGroup }).then(async () => {
-          const slots = [...this.inPlace.keys()];
-          const finite = checkFinite ? await allFiniteOffThread([...this.inPlace.values()]) : [];
-          for (const [i, ok] of finite.entries()) this.finite.set(slots[i], ok);
+          if (checkFinite) this.shareFinite = await shareFiniteOffThread([...this.inPlace.values()], rank, size);
           return null;
         });
       } else {
@@ -204,96 +204,50 @@ export class Bucket {
     return result;
   }
 
+  /** A slot's averages: its gradient's own storage when reduced in place (`own`), else its stretch of the result. */
+  private averagesOf(slot: BucketSlot, result: Float32Array | null) {
+    const own = result === null ? (this.inPlace.get(slot) ?? null) : null;
+    return { own, values: own ?? (result ?? this.buffer).subarray(slot.offset, slot.offset + slot.size) };
+  }
+
   /**
    * Makes the averages the gradients: nothing to move for a gradient reduced in place; else
    * into each `grad`'s own storage when nothing else shares it (no new tensor, no
-   * allocation), or into a new tensor. Globally unused parameters keep theirs. With
-   * checkFinite, a NaN/Inf raises NonFiniteGradientError naming its parameter, on every
-   * rank: the averages are the same everywhere.
+   * allocation), or into a new tensor. Globally unused parameters keep theirs. Returns
+   * whether this rank found the averages finite (true without checkFinite): the copied ones
+   * checked whole as they are written, those reduced in place by this rank's share, or whole
+   * once scaled. The ranks then agree (writeBackAgreed, finite-agreement.ts).
    */
-  writeBack(result: Float32Array | null, opts: WriteBackOptions): void {
+  writeBack(result: Float32Array | null, opts: WriteBackOptions): boolean {
+    let finite = this.shareFinite || !opts.checkFinite;
     for (const slot of this.slots) {
       if (opts.usedAnywhere !== null && opts.usedAnywhere[slot.index] === 0) continue;
-      const own = result === null ? (this.inPlace.get(slot) ?? null) : null;
-      const values = own ?? (result ?? this.buffer).subarray(slot.offset, slot.offset + slot.size);
+      const { own, values } = this.averagesOf(slot, result);
       if (opts.scale !== 1) scaleInPlace(values, opts.scale);
-      const nonFinite = () =>
-        new NonFiniteGradientError(slot.name, values.find((v) => !Number.isFinite(v))!, opts.iteration);
       if (own !== null) {
-        // checked off the main thread once reduced (launch), unless scaled since
-        const known = opts.scale === 1 ? this.finite.get(slot) : undefined;
-        if (opts.checkFinite && !(known ?? allFinite(own))) throw nonFinite();
+        // scaled since its share was checked: checked again, whole
+        if (opts.checkFinite && opts.scale !== 1) finite = allFinite(own) && finite;
         continue;
       }
       const grad = slot.param.grad;
       const stored = grad === null ? null : writeInPlace(grad, values, { checkFinite: opts.checkFinite });
-      if (opts.checkFinite && !(stored?.finite ?? allFinite(values))) throw nonFinite();
+      if (opts.checkFinite) finite = (stored?.finite ?? allFinite(values)) && finite;
       if (!stored?.written) slot.param.grad = tensorFromFloat32(values, slot.shape);
     }
+    return finite;
   }
-}
 
-/**
- * Splits parameters (given in the order their gradients are expected: reverse registration
- * order at first, then the observed order) into buckets, PyTorch's
- * compute_bucket_assignment_by_size: a bucket closes once it holds at least its limit,
- * the first limit being firstCapBytes and the others capBytes.
- */
-export function assignBuckets(sizes: readonly number[], firstCapBytes: number, capBytes: number): number[][] {
-  const buckets: number[][] = [];
-  let current: number[] = [];
-  let bytes = 0;
-  for (let i = 0; i < sizes.length; i++) {
-    current.push(i);
-    bytes += sizes[i] * 4;
-    if (bytes >= (buckets.length === 0 ? firstCapBytes : capBytes)) {
-      buckets.push(current);
-      current = [];
-      bytes = 0;
+  /**
+   * The first of this bucket's gradients whose averages hold NaN or Infinity, each checked whole
+   * (after writeBack, once some rank found one): the error naming it, or null.
+   */
+  nonFinite(result: Float32Array | null, opts: WriteBackOptions): NonFiniteGradientError | null {
+    for (const slot of this.slots) {
+      if (opts.usedAnywhere !== null && opts.usedAnywhere[slot.index] === 0) continue;
+      const { values } = this.averagesOf(slot, result);
+      const bad = allFinite(values) ? undefined : values.find((v) => !Number.isFinite(v));
+      if (bad !== undefined) return new NonFiniteGradientError(slot.name, bad, opts.iteration);
     }
+    return null;
   }
-  if (current.length > 0) buckets.push(current);
-  return buckets;
-}
-
-/** Every parameter's gradient, once: the shared memory all buckets are views of, whatever their layout. */
-export const bucketArena = (params: readonly { param: Parameter }[]): Float32Array =>
-  sharedArray(
-    Float32Array,
-    params.reduce((n, { param }) => n + param.size, 0),
-  );
-
-/**
- * Builds the buckets for the parameters in `order` (indices into params), each a view of
- * its stretch of `arena` (rebuilding the buckets allocates no new shared memory).
- */
-export function buildBuckets(
-  params: readonly { name: string; param: Parameter }[],
-  order: readonly number[],
-  firstCapBytes: number,
-  capBytes: number,
-  arena: Float32Array,
-): Bucket[] {
-  const sizes = order.map((i) => params[i].param.size);
-  const groups = assignBuckets(sizes, firstCapBytes, capBytes);
-  let start = 0;
-  return groups.map((members, b) => {
-    const small = (m: number) => params[order[m]].param.size < IN_PLACE_MIN_ELEMENTS;
-    let offset = 0;
-    const at = new Map(
-      [...members.filter(small), ...members.filter((m) => !small(m))].map((m) => {
-        const start = offset;
-        offset += params[order[m]].param.size;
-        return [m, start];
-      }),
-    );
-    const slots = members.map((m): BucketSlot => {
-      const index = order[m];
-      const { name, param } = params[index];
-      return { name, param, index, offset: at.get(m)!, size: param.size, shape: [...param.shape] };
-    });
-    const buffer = arena.subarray(start, start + offset);
-    start += offset;
-    return new Bucket(b, slots, b === groups.length - 1, buffer);
-  });
 }

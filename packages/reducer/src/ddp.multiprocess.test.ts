@@ -45,6 +45,7 @@ for (const [storage, env] of STORAGE)
               'joinBuffers',
               'shapeMismatch',
               'nonFinite',
+              'nonFiniteShares',
             ];
       beforeAll(async () => {
         results = await runWorld(await findFreePort(), world, scenarios, 150_000, env);
@@ -153,6 +154,16 @@ for (const [storage, env] of STORAGE)
           for (const r of resultsOf(results, 'nonFinite')) {
             expect(r.error?.name).toBe('NonFiniteGradientError');
             expect(r.error?.message).toContain('"2.bias" holds NaN');
+          }
+        });
+
+        it("each rank checks its share of the averages: a NaN or ±Infinity in any rank's share raises on every rank", () => {
+          const ranks = okResultsOf(results, 'nonFiniteShares');
+          for (const r of ranks) {
+            expect(r.clean).toEqual(['ok', 'ok', 'ok']);
+            const trials = r.trials as { want: string; got: string }[];
+            expect(trials.length).toBeGreaterThanOrEqual(world * 4); // every rank's share of every gradient
+            for (const { want, got } of trials) expect(got).toBe(want);
           }
         });
       }

@@ -4,7 +4,7 @@ import { join } from '@ddp/join';
 import { mse, Sequential, Tanh } from '@ddp/nn';
 import { getTransferStats, tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assignBuckets } from './bucket.js';
+import { assignBuckets } from './bucket-layout.js';
 import type { CommHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
 import { DDPUsageError } from './errors.js';

@@ -4,8 +4,9 @@ import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notif
 import type { Module, Parameter } from '@ddp/nn';
 import type { BucketCapTuning } from './autotune.js';
 import { BucketPlan } from './bucket-plan.js';
-import { allreduceHook, type CommHook, type InPlaceCommHook } from './comm-hooks.js';
+import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
+import { writeBackAgreed } from './finite-agreement.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
@@ -257,7 +258,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
     // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
-    for (const bucket of buckets) bucket.writeBack(results[bucket.index]!, opts);
+    const flagGroup = isInPlaceHook(this.hook) ? this.processGroup : null;
+    await writeBackAgreed(buckets, results, opts, flagGroup, this.collective);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
     if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers(buffersFrom);
     this.iteration++;

@@ -1,7 +1,8 @@
 export { AdasumError, AdasumState, adasumAllReduce, adasumHook, adasumPair, type Segment } from './adasum.js';
 export { AdasumOptimizer, type LocalOptimizer } from './adasum-optimizer.js';
 export type { BucketCapTuning } from './autotune.js';
-export { assignBuckets, Bucket, type BucketSlot } from './bucket.js';
+export { Bucket, type BucketSlot } from './bucket.js';
+export { assignBuckets } from './bucket-layout.js';
 export {
   allreduceHook,
   bf16CompressHook,

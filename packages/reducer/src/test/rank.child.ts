@@ -2,11 +2,12 @@
 // `RESULT <name> <json>` for each (a thrown error becomes { error }).
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { coreScenarios } from './scenarios-core.js';
+import { finiteScenarios } from './scenarios-finite.js';
 import { hookScenarios } from './scenarios-hooks.js';
 import { joinScenarios } from './scenarios-join.js';
 import { storageScenarios } from './scenarios-storage.js';
 
-const scenarios = { ...coreScenarios, ...hookScenarios, ...joinScenarios, ...storageScenarios };
+const scenarios = { ...coreScenarios, ...finiteScenarios, ...hookScenarios, ...joinScenarios, ...storageScenarios };
 const group = await initProcessGroup({ timeoutMs: Number(process.env.DDP_TIMEOUT_MS ?? 30_000) });
 for (const name of process.argv.slice(2)) {
   const run = scenarios[name as keyof typeof scenarios];
