@@ -171,11 +171,7 @@ export class ShmLane {
     for (const r of this.peers) yield { r, probe: () => (reached(r) ? true : null), missing: behind };
   }
 
-  /**
-   * A small all-reduce in one step, in the addon (shm-exchange.ts): record the fingerprint, copy
-   * in, publish, spin for every peer, reduce every slot; waits past the spin budget are yielded
-   * like any other.
-   */
+  /** A small all-reduce in one step, in the addon (shm-exchange.ts); waits past its spin are yielded like any other. */
   *exchange(ctx: OpContext, data: CommArray, op: ReduceOp, half: HalfDtype | null): ShmSteps {
     yield* this.exchangeRest(ctx, data, this.exchangeStart(ctx.fp, data, op, half));
   }
@@ -193,10 +189,9 @@ export class ShmLane {
     const p = this.params;
     // a peer is late or called something else: only now the closures a wait needs
     const probe = () => (this.mem.exchange(this.sab, p, data) === Exchanged.Late ? null : true);
-    const missing = () =>
-      this.peers.filter(
-        (r) => this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen],
-      );
+    const absent = (r: number) =>
+      this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen];
+    const missing = () => this.peers.filter(absent);
     p[P.spinUs] = 0;
     for (; status !== Exchanged.Done; status = this.mem.exchange(this.sab, p, data)) {
       const r = p[P.peer];
