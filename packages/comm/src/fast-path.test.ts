@@ -54,6 +54,17 @@ describe('small allReduces on the calling thread (shared memory)', () => {
     }
   }, 60_000);
 
+  it('an allReduce on one rank where the others broadcast: CollectiveMismatchError on every rank', async () => {
+    // rank 0 in the one-step exchange, the others on the queue: each side sees the other's call
+    const out = await run(3, 'other-op');
+    for (const o of out) {
+      const r = phase(o, 'collective');
+      expect(r?.name, explain(out)).toBe('CollectiveMismatchError');
+      expect(r?.message).toMatch(/allReduce\(float32, count 8, sum, seq 1\)/);
+      expect(phase(o, 'after')?.name).toBe('CollectiveMismatchError');
+    }
+  }, 60_000);
+
   it('a rank that never arrives: CommTimeoutError naming it on every other rank', async () => {
     const out = await run(3, 'timeout');
     for (const o of out.filter((x) => x.rank !== 2)) {

@@ -6,10 +6,11 @@
 // k, so a set is never rewritten while read. Every rank reduces every element in the same
 // order (chunk c starts from rank c's value, as the two-step path of @ddp/comm's
 // algorithms/shm.ts, where rank c reduces it), so all ranks get the same bits, and the same
-// bits as that path. The caller (packages/comm/src/transport/shm-lane.ts) lays out the
-// segment and owns the waits beyond the spin budget: the call returns LATE (resumable: the
-// phase is kept in `params`) and JavaScript sleeps on the peer's bell, checking liveness and
-// the deadline between calls.
+// bits as that path. It records this rank's fingerprint of the op in the segment's table first
+// (as shm-lane.ts's record(), one bell for both), so JavaScript builds nothing per op. The
+// caller (packages/comm/src/transport/shm-lane.ts) lays out the segment and owns the waits
+// beyond the spin budget: the call returns LATE (resumable: the phase is kept in `params`) and
+// JavaScript sleeps on the peer's bell, checking liveness and the deadline between calls.
 #include <node.h>
 
 #include <linux/futex.h>
@@ -215,6 +216,10 @@ void Exchange(const FunctionCallbackInfo<Value>& args) {
   char* out = static_cast<char*>(data->Buffer()->Data()) + data->ByteOffset();
   if (p[kPhase] == 2) return args.GetReturnValue().Set(kDone);
   if (p[kPhase] == 0) {
+    // this rank's fingerprint for the op, as the lane's record() writes it: the fields, then the seq
+    int32_t* e = words + p[kTable] + (me * kTableEntries + p[kSeq] % kTableEntries) * kEntryWords;
+    for (int k = 1; k <= 5; k++) __atomic_store_n(e + k, p[kFpOp + k - 1], __ATOMIC_RELAXED);
+    __atomic_store_n(e, p[kSeq], __ATOMIC_SEQ_CST);
     std::memcpy(slots + me * slotBytes, out, bytes);
     __atomic_store_n(words + p[kProgress] + me * kLineWords, p[kGen], __ATOMIC_SEQ_CST);
     int32_t* bell = words + p[kBells] + me * kLineWords;

@@ -122,6 +122,30 @@ describe.skipIf(!shm)('shared memory addon', () => {
     expect(() => mem.divide(new Int32Array(2) as unknown as Float32Array, 2)).toThrow(/divide/);
   });
 
+  it('copyStreaming copies every byte below and above its streaming size, at any alignment, overlapping too', () => {
+    const src = new Uint8Array(randomBytes(600_011));
+    // odd offsets and lengths: the aligned head, the 64-byte body and the tail each carry bytes
+    for (const [off, len] of [
+      [0, 100],
+      [3, 262_143],
+      [5, 262_144 + 61],
+      [1, 600_000],
+    ]) {
+      const dst = new Uint8Array(new SharedArrayBuffer(len + 16));
+      const view = dst.subarray(off + 7, off + 7 + len);
+      mem.copyStreaming(view, src.subarray(off, off + len));
+      expect(Buffer.compare(view, src.subarray(off, off + len)), `${off}+${len}`).toBe(0);
+      expect(dst.subarray(0, off + 7).every((b) => b === 0)).toBe(true);
+      expect(dst.subarray(off + 7 + len).every((b) => b === 0)).toBe(true);
+    }
+    // overlapping views of one buffer: as TypedArray.set (memmove), not a stream that reads what it wrote
+    const both = new Uint8Array(randomBytes(400_000));
+    const expected = both.slice(0, 300_000);
+    mem.copyStreaming(both.subarray(100_000), both.subarray(0, 300_000));
+    expect(Buffer.compare(both.subarray(100_000), expected)).toBe(0);
+    expect(() => mem.copyStreaming(new Float32Array(4), new Float32Array(5))).toThrow(/byte length/);
+  });
+
   it('refuses bad arguments with an error, not a crash', () => {
     const sab = new SharedArrayBuffer(8);
     expect(() => mem.wake(sab, 6)).toThrow(/aligned word/);

@@ -28,6 +28,11 @@ export interface SharedMemory {
    */
   divide(values: Float32Array | Float64Array, divisor: number): boolean;
   /**
+   * dst.set(src) for typed arrays of one byte length; from 256 KiB with non-temporal stores
+   * (the destination is not read first, nor kept in cache): for streaming copies.
+   */
+  copyStreaming(dst: ArrayBufferView, src: ArrayBufferView): void;
+  /**
    * A small all-reduce among the ranks of one host, in one call (src/exchange.cc): copies
    * `data` into this rank's slot of `sab`, publishes it, spins (params' budget) until every
    * peer published the same collective, reduces every slot into `data`. `params` holds the

@@ -5,6 +5,10 @@
 #include <node.h>
 #include <uv.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -147,6 +151,45 @@ void Divide(const FunctionCallbackInfo<Value>& args) {
   args.GetReturnValue().Set(finite);
 }
 
+// copyStreaming(dst, src): dst.set(src) for typed arrays of one byte length, large copies with
+// non-temporal stores: the destination is not read first (no read-for-ownership), which made
+// the shared-memory all-reduce's copy in and out of a 4 MiB slot 1.3-2.3x faster on this
+// project's 2-core host (a copy pattern of 64 MiB: 4.4 ms against 6.0-10.4 ms with memcpy).
+// The fence makes the stores visible before whatever the caller publishes next.
+void CopyStreaming(const FunctionCallbackInfo<Value>& args) {
+  Isolate* iso = args.GetIsolate();
+  if (!args[0]->IsArrayBufferView() || !args[1]->IsArrayBufferView())
+    return ThrowError(iso, "copyStreaming(dst, src): two typed arrays");
+  Local<ArrayBufferView> dv = args[0].As<ArrayBufferView>(), sv = args[1].As<ArrayBufferView>();
+  size_t n = sv->ByteLength();
+  if (dv->ByteLength() != n) return ThrowError(iso, "copyStreaming: dst and src differ in byte length");
+  char* d = ElementsOf<char>(dv);
+  const char* src = ElementsOf<char>(sv);
+  constexpr size_t kStreamFrom = 256 * 1024;
+#ifdef __SSE2__
+  bool apart = d + n <= src || src + n <= d;
+  if (n >= kStreamFrom && apart) {
+    size_t head = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;
+    std::memcpy(d, src, head);
+    size_t i = head;
+    for (; i + 64 <= n; i += 64) {
+      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    }
+    std::memcpy(d + i, src + i, n - i);
+    _mm_sfence();
+    return;
+  }
+#endif
+  std::memmove(d, src, n);
+}
+
 struct WaitJob {
   uv_work_t req;
   Isolate* iso;
@@ -216,6 +259,7 @@ NODE_MODULE_INIT(/* exports, module, context */) {
   set("waitSync", WaitSync);
   set("reduce", Reduce);
   set("divide", Divide);
+  set("copyStreaming", CopyStreaming);
   RegisterAlias(exports, context);
   RegisterExchange(exports, context);
 }

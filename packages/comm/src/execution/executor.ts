@@ -6,16 +6,19 @@ import {
   bytesPerElement,
   type CommArray,
   DTYPE_CODE,
+  type Dtype,
   type NumArray,
   OP_CODE,
+  REDUCE_CODE,
   type ReduceOp,
   viewAs,
 } from '../dtypes.js';
 import { CommError, laterCallError } from '../errors.js';
 import type { SharedMemory } from '../native.js';
 import type { OpResult, OpSpec } from '../scheduling/protocol.js';
-import { type FrameHeader, FrameKind } from '../transport/frame.js';
+import { type Fingerprint, type FrameHeader, FrameKind } from '../transport/frame.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
+import { Exchanged, ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import type { Lane } from '../transport/shm-lane.js';
 import { isHalf, numeric, runCollective } from './collectives.js';
 import { describe, fingerprintOf } from './fingerprint.js';
@@ -23,6 +26,8 @@ import type { GroupState } from './group-state.js';
 import { Groups } from './groups.js';
 import { OpContext } from './op-context.js';
 import { small, tuning } from './tuning.js';
+
+const ALL_REDUCE = { op: 'allReduce' } as const;
 
 /**
  * Runs the ops of every group on one thread (the main thread's executor or the comm
@@ -89,33 +94,53 @@ export class Executor {
     }
   }
 
+  /** The fingerprint of runNow's op, rewritten in place by each (the fast path allocates none). */
+  private readonly nowFp: Fingerprint = { op: OP_CODE.allReduce, dtype: 0, reduceOp: 0, count: 0, seq: 0, root: 0 };
+
   /**
-   * Runs a small allReduce over this group's shared memory at once, on this thread, on `data`
-   * (op-dispatcher.ts's fast path: no earlier op of the group is in flight, so none is queued
-   * here). undefined when it cannot (no shared memory here, the group spans hosts, data
+   * Runs small allReduce number `seq` over this group's shared memory at once, on this thread,
+   * on `data` (op-dispatcher.ts's fast path: no earlier op of the group is in flight, so none is
+   * queued here). undefined when it cannot (no shared memory here, the group spans hosts, data
    * larger than a slot); null when done; else a late peer's promise that finishes it, now the
-   * group's current op. It fails as execute does: thrown or rejected, the group poisoned.
+   * group's current op. It fails as execute does: thrown or rejected, the group poisoned. A
+   * one-step exchange whose peers are prompt allocates nothing: the context, closures and
+   * steps of a wait are built only once a peer is late or called something else.
    */
-  runNow(req: Omit<OpSpec, 'sab' | 'sabOffset'>, data: CommArray): Promise<void> | null | undefined {
-    const g = this.groups.get(req.groupId);
+  runNow(
+    groupId: number,
+    seq: number,
+    timeoutMs: number,
+    data: CommArray,
+    dtype: Dtype,
+    op: ReduceOp,
+  ): Promise<void> | null | undefined {
+    const g = this.groups.get(groupId);
     const lane = g?.shm;
     if (!g || !lane || g.hosts || data.byteLength > lane.slotBytes) return undefined;
-    const fp = fingerprintOf(req);
+    const fp = this.nowFp;
+    fp.dtype = DTYPE_CODE[dtype];
+    fp.reduceOp = REDUCE_CODE[op];
+    fp.count = data.length;
+    fp.seq = seq;
     if (g.failure) throw laterCallError(g.failure, this.mesh.opts.rank, describe(fp));
     try {
-      g.startedSeq = req.seq;
-      const ctx = this.context(g, req, FrameKind.Data, fp);
-      lane.record(fp);
-      const half = req.dtype === 'float16' || req.dtype === 'bfloat16' ? req.dtype : null;
-      const late = lane.driveNow(shmAllReduceSteps(ctx, lane, data, req.reduceOp, half), ctx);
+      g.startedSeq = seq;
+      const half = isHalf(dtype) ? dtype : null;
+      const oneStep = data.byteLength <= ONE_STEP_BYTES;
+      const status = oneStep ? lane.exchangeStart(fp, data, op, half) : Exchanged.Late;
+      if (status === Exchanged.Done) return null;
+      const ctx = this.context(g, { timeoutMs, seq }, FrameKind.Data, { ...fp });
+      if (!oneStep) lane.record(ctx.fp);
+      const steps = oneStep ? lane.exchangeRest(ctx, data, status) : shmAllReduceSteps(ctx, lane, data, op, half);
+      const late = lane.driveNow(steps, ctx);
       if (!late) return null;
       const run = late.catch((e) => {
-        throw this.failed(g, req, e);
+        throw this.failed(g, ALL_REDUCE, e);
       });
       g.tail = run.catch(() => {});
       return run;
     } catch (e) {
-      throw this.failed(g, req, e);
+      throw this.failed(g, ALL_REDUCE, e);
     }
   }
 

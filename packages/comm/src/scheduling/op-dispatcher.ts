@@ -203,44 +203,45 @@ export class OpDispatcher {
    * elsewhere, no shared memory): the op takes the queue. A non-shared array is copied into
    * staging, as the queue would, so a late finish never writes memory that may have moved.
    */
-  private now(buf: CommArray, d: Dtype, reduceOp: OpRequest['reduceOp']): Work | null {
+  private now(buf: CommArray, d: Dtype, reduceOp: ReduceOp): Work | null {
     const main = this.main;
     if (!main || this.pending > 0 || !onMainThread('allReduce', buf.byteLength, this.size)) return null;
     const sab = buf.buffer instanceof SharedArrayBuffer ? null : this.staging.acquire(buf.byteLength);
     const data = sab ? new (buf.constructor as ArrayCtor)(sab, 0, buf.length) : buf;
     if (sab) bytes(data).set(bytes(buf));
-    const release = () => this.staging.release(sab);
-    const count = buf.length;
-    const req = { op: 'allReduce', dtype: d, reduceOp, root: 0, count, length: count, seq: this.seq + 1 } as const;
     let late: Promise<void> | null | undefined;
     try {
-      late = main.executor.runNow({ ...req, groupId: this.groupId, timeoutMs: this.timeoutMs }, data);
+      late = main.executor.runNow(this.groupId, this.seq + 1, this.timeoutMs, data, d, reduceOp);
     } catch (e) {
       this.seq++;
-      release();
+      this.staging.release(sab);
       return makeWork(Promise.reject(e));
     }
     if (late === undefined) {
-      release();
+      this.staging.release(sab);
       return null;
     }
     this.seq++;
-    const finish = () => {
-      if (sab) bytes(buf).set(bytes(data));
-    };
-    if (late) return this.inOrder(late, finish, release, [buf]);
-    finish();
-    release();
+    if (late) {
+      const copyOut = () => {
+        if (sab) bytes(buf).set(bytes(data));
+      };
+      return this.inOrder(late, copyOut, () => this.staging.release(sab), [buf]);
+    }
+    if (sab) {
+      bytes(buf).set(bytes(data));
+      this.staging.release(sab);
+    }
     return DONE;
   }
 
   /** An op on one array: read when issued, written back (`copyBack`) when it completes. */
   inPlace(op: OpRequest['op'], buf: CommArray, d: Dtype, extra: Partial<OpRequest>, copyBack: boolean): Work {
-    const io = { reads: [buf], writes: copyBack ? [buf] : [] };
     if (d === 'int32' && extra.reduceOp === 'avg')
       return int32Average(this, op, buf as Int32Array, copyBack ? (buf as Int32Array) : null, 0, extra);
     const now = op === 'allReduce' ? this.now(buf, d, extra.reduceOp ?? 'sum') : null;
     if (now) return now;
+    const io = { reads: [buf], writes: copyBack ? [buf] : [] };
     if (buf.buffer instanceof SharedArrayBuffer && (op === 'allReduce' || op === 'broadcast')) {
       // the caller's array is shared memory already: the worker works on it in place
       return this.onShared(op, buf, d, extra, { reads: [buf], writes: [buf] });

@@ -9,6 +9,7 @@ import { CommError, destroyProcessGroup, initProcessGroup, sharedArray } from '.
  *              small and large allReduces, a broadcast, float16 and int32 MAX between; then
  *              every rank issues a large and two small allReduces at once
  *   mismatch – rank 0 all-reduces 8 elements, the others 9 (both small)
+ *   other-op – rank 0 all-reduces 8 elements (the exchange), the others broadcast them (queued)
  *   timeout  – the last rank sleeps instead of calling a small allReduce
  */
 const mode = process.argv[2];
@@ -95,6 +96,12 @@ switch (mode) {
     await attempt('collective', () => pg.allReduce(new Float32Array(rank === 0 ? 8 : 9)).wait());
     await attempt('after', () => pg.allReduce(new Float32Array(8)).wait());
     break;
+  case 'other-op': {
+    const buf = sharedArray(Float32Array, 8);
+    await attempt('collective', () => (rank === 0 ? pg.allReduce(buf) : pg.broadcast(buf, { src: 1 })).wait());
+    await attempt('after', () => pg.allReduce(buf).wait());
+    break;
+  }
   case 'timeout':
     if (rank === last) await sleep(4000);
     else await attempt('collective', () => pg.allReduce(new Float32Array(16)).wait());

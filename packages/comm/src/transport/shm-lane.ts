@@ -171,22 +171,27 @@ export class ShmLane {
     for (const r of this.peers) yield { r, probe: () => (reached(r) ? true : null), missing: behind };
   }
 
-  /**
-   * A small all-reduce in one step, in the addon (shm-exchange.ts): copy in, publish, spin for
-   * every peer, reduce every slot; waits past the spin budget are yielded like any other.
-   */
+  /** A small all-reduce in one step, in the addon (shm-exchange.ts); waits past its spin are yielded like any other. */
   *exchange(ctx: OpContext, data: CommArray, op: ReduceOp, half: HalfDtype | null): ShmSteps {
-    const p = this.params;
+    yield* this.exchangeRest(ctx, data, this.exchangeStart(ctx.fp, data, op, half));
+  }
+
+  /** The exchange's first call, which allocates nothing: Exchanged.Done when peers were prompt. */
+  exchangeStart(fp: Fingerprint, data: CommArray, op: ReduceOp, half: HalfDtype | null): number {
     const slots = this.at.lanes[this.lane] + this.nextSet() * this.size * this.slotBytes;
-    beginExchange(p, ctx.fp, ++this.gen, slots, data, op, half, this.spinUs);
-    let status = this.mem.exchange(this.sab, p, data);
+    beginExchange(this.params, fp, ++this.gen, slots, data, op, half, this.spinUs);
+    return this.mem.exchange(this.sab, this.params, data);
+  }
+
+  /** The rest of an exchange whose first call returned `status`: a late peer waited on, a mismatch raised. */
+  *exchangeRest(ctx: OpContext, data: CommArray, status: number): ShmSteps {
     if (status === Exchanged.Done) return;
+    const p = this.params;
     // a peer is late or called something else: only now the closures a wait needs
     const probe = () => (this.mem.exchange(this.sab, p, data) === Exchanged.Late ? null : true);
-    const missing = () =>
-      this.peers.filter(
-        (r) => this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen],
-      );
+    const absent = (r: number) =>
+      this.fingerprintOf(r, p[P.seq]) === null || Atomics.load(this.words, this.progress(r)) < p[P.gen];
+    const missing = () => this.peers.filter(absent);
     p[P.spinUs] = 0;
     for (; status !== Exchanged.Done; status = this.mem.exchange(this.sab, p, data)) {
       const r = p[P.peer];
