@@ -7,15 +7,18 @@ import { finishAverage, NATIVE_OP, reduceInto } from './reduce.js';
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => NumArray;
 
 /**
- * Reduces one chunk from every rank's input into `result` (not an input, so the inputs stay
- * whole for AVG's overflow fallback), in rank order: the first two in one pass of the addon,
- * then the others. Whichever rank reduces a chunk, with whichever algorithm of this host
- * (all-reduce, reduce-scatter), the bits are the same. AVG is left summed.
+ * Reduces chunk `me` (this rank owns it) from every rank's input into `result` (not an input, so
+ * the inputs stay whole for AVG's overflow fallback): the owner's and the first peer's values in
+ * one pass of the addon, then the other peers in rank order, the order of the one-call exchange
+ * (shm-exchange.ts), so a chunk has the same bits whichever of this host's paths reduced it.
+ * AVG is left summed.
  */
-export function reduceChunk(result: NumArray, inputs: readonly NumArray[], op: ReduceOp): void {
-  if (inputs.length === 1) result.set(inputs[0] as NumArray);
-  else (native as SharedMemory).reduce(inputs[0] as NumArray, inputs[1] as NumArray, NATIVE_OP[op], result);
-  for (let r = 2; r < inputs.length; r++) reduceInto(result, inputs[r] as NumArray, op);
+export function reduceChunk(result: NumArray, inputs: readonly NumArray[], me: number, op: ReduceOp): void {
+  const n = inputs.length;
+  const first = me === 0 ? 1 : 0;
+  if (n === 1) result.set(inputs[me] as NumArray);
+  else (native as SharedMemory).reduce(inputs[me] as NumArray, inputs[first] as NumArray, NATIVE_OP[op], result);
+  for (let r = first + 1; r < n; r++) if (r !== me) reduceInto(result, inputs[r] as NumArray, op);
 }
 
 /**
@@ -60,7 +63,7 @@ function* reduceScatterSteps(
     const own = part(me);
     const inputs = Array.from({ length: n }, (_, r) => (r === me ? own : slot(r, me)));
     const result = slot(me, me);
-    reduceChunk(result, inputs, op);
+    reduceChunk(result, inputs, me, op);
     if (op === 'avg') finishAverage(result, n, (r, i) => (inputs[r] as NumArray)[i]);
     own.set(result);
   }
