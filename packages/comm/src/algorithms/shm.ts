@@ -71,7 +71,7 @@ export function* shmAllReduceSteps(
     else {
       // into the slot, so this rank's input stays whole for AVG's overflow fallback (finishAverage); out of
       // place: a copy and a reduce in one pass, not two, which cost a 2-rank 64 MiB all-reduce ~25%
-      reduceChunk(result as NumArray, inputs as NumArray[], op);
+      reduceChunk(result as NumArray, inputs as NumArray[], me, op);
       if (across) yield acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
       else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i]);
     }
