@@ -45,7 +45,7 @@ export function gatherIntoTensor(group: ProcessGroup, shard: tf.Tensor): Promise
 }
 
 /**
- * Reduce-scatters (SUM) `flat` (size × shardSize elements, a tensor this call takes and
+ * Reduce-scatters (AVG) `flat` (size × shardSize elements, a tensor this call takes and
  * disposes) in place; resolves with this rank's chunk as a new tensor. null, with `flat`
  * untouched, when the heap cannot be shared. Collective.
  */
@@ -54,7 +54,7 @@ export function reduceScatterTensor(group: ProcessGroup, flat: tf.Tensor): Promi
   if (view === null) return null;
   const s = flat.size / group.size;
   const mine = view.subarray(group.rank * s, (group.rank + 1) * s);
-  const reduced = group.reduceScatter(mine, view, { op: ReduceOp.SUM, overwriteInput: true }).wait();
+  const reduced = group.reduceScatter(mine, view, { op: ReduceOp.AVG, overwriteInput: true }).wait();
   return settle(reduced, flat, group, 'reduceScatter of gradients').then(() => {
     const chunk = copyOf(flat, group.rank * s, [s]);
     flat.dispose();
