@@ -5,8 +5,8 @@ import { firstDiff, generate, makeArray, OPS, reference } from './reference.js';
 
 /**
  * Reduce-scatters and all-gathers among ranks of one host, one mode per run (argv[2]):
- *   values   – exact inputs (reference.ts) in every dtype and op, per-rank chunks of a direct, a ring and a
- *              multi-piece size (> one slot, odd); allGather of uneven sizes; a float32 reduce-scatter of
+ *   values   – exact inputs (reference.ts) in every dtype and op, per-rank chunks of a direct and a ring
+ *              size, and (float32, float16) a multi-piece one (> one slot, odd); allGather of uneven sizes; a float32 reduce-scatter of
  *              inexact values against the same chunk of an all-reduce (bit for bit); an AVG whose sum
  *              overflows float32; and the largest number of bytes any of them put on the sockets.
  *              Prints RESULT { wrong, sent }.
@@ -44,8 +44,11 @@ switch (mode) {
     const wrong: string[] = [];
     let sent = 0;
     let salt = 0;
+    // every dtype at a direct and a ring size; float32 and float16 (widened to float32) also in several pieces
     for (const n of [1000, 1 << 17, (1 << 20) + 3]) {
-      for (const d of ['float32', 'float64', 'int32', 'float16', 'bfloat16'] as Dtype[]) {
+      const dtypes: Dtype[] =
+        n > 1 << 20 ? ['float32', 'float16'] : ['float32', 'float64', 'int32', 'float16', 'bfloat16'];
+      for (const d of dtypes) {
         for (const op of OPS) {
           const input = generate(d, rank, n * size, ++salt);
           const output = makeArray(d, n);
