@@ -138,22 +138,24 @@ export class FlatShard {
   /**
    * Averages the full parameters' gradients across the ranks and frees them; returns this rank's
    * slice as a new tensor of the shard's shape. A parameter without a gradient counts as zeros.
-   * Each gradient is divided by N in the backend before a SUM reduce-scatter (FSDP's
-   * pre-divide): a SIMD kernel rather than comm's per-element AVG pass and its overflow round,
-   * and a sum of x / N cannot overflow where the average does not. Collective: every rank calls
-   * it for the same unit in the same order.
+   * On the heap the gradients are concatenated into one tensor and reduce-scattered with AVG in
+   * place (comm divides only this rank's chunk, in its addon, with AVG's overflow fallback); through
+   * host memory each is divided by N in the backend first (FSDP's pre-divide: a sum of x / N cannot
+   * overflow, and 2-byte values cannot carry the fallback). Collective: every rank calls it for the
+   * same unit in the same order.
    */
   reduceScatterGrads(): Promise<tf.Tensor> {
     const n = this.group.size;
     if (this.commDtype || n === 1) return this.reduceScatterOnHost();
-    // on the heap: the divided gradients (and the padding's zeros) concatenated into one tensor, reduced in place
+    // on the heap: the gradients (and the padding's zeros) concatenated into one tensor, reduced in place
     const flat = tf.keep(
       tf.tidy(() => {
         const parts = this.params.map((p, i) =>
           p.grad ? tf.reshape(p.grad, [-1]) : tf.fill([sizeOf(this.shapes[i])], 0),
         );
         if (this.shardSize * n > this.total) parts.push(tf.fill([this.shardSize * n - this.total], 0));
-        return tf.mul(parts.length === 1 ? parts[0] : tf.concat(parts), 1 / n);
+        // a storage of its own even when one part (tf.clone shares it): `flat` is overwritten in place
+        return parts.length === 1 ? tf.mul(parts[0], 1) : tf.concat(parts);
       }),
     );
     const inHeap = reduceScatterTensor(this.group, flat);

@@ -33,7 +33,7 @@ function checkUnmoved(group: ProcessGroup, op: string): void {
  */
 export function gatherIntoTensor(group: ProcessGroup, shard: tf.Tensor): Promise<tf.Tensor> | null {
   const s = shard.size;
-  const full = tf.keep(tf.fill([s * group.size], 0)); // a kernel's memset: tf.zeros uploads a host array of zeros
+  const full = tf.keep(unfilled(s * group.size));
   const view = sharedStorage(full);
   if (view === null) {
     full.dispose();
@@ -44,8 +44,24 @@ export function gatherIntoTensor(group: ProcessGroup, shard: tf.Tensor): Promise
   return settle(group.allGatherInto(view, mine).wait(), full, group, 'allGatherInto of parameters');
 }
 
+/** What tfjs-backend-wasm offers beyond the Backend interface: an output allocated (malloc) and left as it is. */
+interface WasmOutputs {
+  makeOutput(shape: number[], dtype: 'float32'): tf.TensorInfo;
+}
+
 /**
- * Reduce-scatters (SUM) `flat` (size × shardSize elements, a tensor this call takes and
+ * A float32 tensor of `size` elements whose values are whatever the heap held: the all-gather
+ * writes every element (this rank's shard too), so zeroing it first was a pass over the whole
+ * unit for nothing (a memset of every unit's parameters, twice a step). Off wasm, zeros.
+ */
+function unfilled(size: number): tf.Tensor {
+  const backend = tf.backend() as unknown as Partial<WasmOutputs>;
+  if (tf.getBackend() !== 'wasm' || typeof backend.makeOutput !== 'function') return tf.fill([size], 0);
+  return tf.engine().makeTensorFromTensorInfo(backend.makeOutput([size], 'float32'));
+}
+
+/**
+ * Reduce-scatters (AVG) `flat` (size × shardSize elements, a tensor this call takes and
  * disposes) in place; resolves with this rank's chunk as a new tensor. null, with `flat`
  * untouched, when the heap cannot be shared. Collective.
  */
@@ -54,7 +70,7 @@ export function reduceScatterTensor(group: ProcessGroup, flat: tf.Tensor): Promi
   if (view === null) return null;
   const s = flat.size / group.size;
   const mine = view.subarray(group.rank * s, (group.rank + 1) * s);
-  const reduced = group.reduceScatter(mine, view, { op: ReduceOp.SUM, overwriteInput: true }).wait();
+  const reduced = group.reduceScatter(mine, view, { op: ReduceOp.AVG, overwriteInput: true }).wait();
   return settle(reduced, flat, group, 'reduceScatter of gradients').then(() => {
     const chunk = copyOf(flat, group.rank * s, [s]);
     flat.dispose();

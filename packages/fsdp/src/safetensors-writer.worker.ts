@@ -7,12 +7,13 @@ import { FileWriteError, saveSafetensorsSync } from '@ddp/nn';
 import type { WriteReply, WriteRequest } from './safetensors-writer.js';
 
 /**
- * The thread's nice value: below the training's threads, so on a host whose every core runs a
- * rank the writer takes mostly the time they leave idle (waiting on collectives) rather than
- * theirs. Not lowest: a save must still finish under sustained load. Linux sets it per thread
- * (its id from /proc/thread-self); elsewhere the thread keeps its priority.
+ * The thread's nice value: the lowest, so on a host whose every core runs a rank the writer runs
+ * in the time they leave idle (waiting on collectives) rather than theirs: at nice 10 it took about
+ * a tenth of a busy core, and the step it overlapped waited for that. A save still finishes under
+ * sustained load (CFS gives nice 19 a small share; the commit waits for it rather than a step).
+ * Linux sets it per thread (its id from /proc/thread-self); elsewhere the thread keeps its priority.
  */
-const WRITER_NICE = 10;
+const WRITER_NICE = 19;
 try {
   setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), WRITER_NICE);
 } catch {

@@ -1,13 +1,13 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
 import type { OpContext } from '../execution/op-context.js';
-import { native, type SharedMemory } from '../native.js';
 import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
 import { combineHalves } from './half.js';
 import { narrowHalf } from './half-codec.js';
 import { type AcrossHosts, acrossHosts } from './hierarchical.js';
 import { chunkBounds } from './partition.js';
-import { finishAverage, NATIVE_OP, reduceInto } from './reduce.js';
+import { finishAverage } from './reduce.js';
+import { reduceChunk } from './shm-gather.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
@@ -70,14 +70,9 @@ export function* shmAllReduceSteps(
     const result = chunk(mine, me);
     if (half) narrowHalf(combineHalves(inputs as Uint16Array[], half, op), half, result as Uint16Array);
     else {
-      // reduced into the slot, so this rank's input stays whole for AVG's overflow fallback
-      // (finishAverage); the first peer's values in the same pass as this rank's (out of place: a
-      // copy and a reduce in one pass, not two, which cost a 2-rank 64 MiB all-reduce ~25%)
-      const first = me === 0 ? 1 : 0;
-      if (n === 1) result.set(own);
-      else
-        (native as SharedMemory).reduce(own as NumArray, inputs[first] as NumArray, NATIVE_OP[op], result as NumArray);
-      for (let r = first + 1; r < n; r++) if (r !== me) reduceInto(result as NumArray, inputs[r] as NumArray, op);
+      // into the slot, so this rank's input stays whole for AVG's overflow fallback (finishAverage); out of
+      // place: a copy and a reduce in one pass, not two, which cost a 2-rank 64 MiB all-reduce ~25%
+      reduceChunk(result as NumArray, inputs as NumArray[], me, op);
       if (across) yield acrossHosts(across, result as NumArray, op, inputs as NumArray[]);
       else if (op === 'avg') finishAverage(result as NumArray, n, (r, i) => (inputs[r] as NumArray)[i]);
     }

@@ -18,6 +18,7 @@ import {
   ringReduceScatter,
   ringReduceScatterAverage,
 } from '../algorithms/ring.js';
+import { shmAllGather, shmReduceScatter } from '../algorithms/shm-gather.js';
 import { bytesOf } from '../algorithms/views.js';
 import { bytesPerElement, type CommArray, type HalfDtype, type NumArray, type ReduceOp, viewAs } from '../dtypes.js';
 import type { OpResult, OpSpec } from '../scheduling/protocol.js';
@@ -56,8 +57,10 @@ async function reduce(ctx: OpContext, req: OpSpec): Promise<void> {
   if (ctx.rank === req.root) done();
 }
 
-/** Reduce-scatter over sockets: rank r gets chunk r (bounds in elements) of `work` reduced over the group, in place. */
+/** Reduce-scatter among ranks of one level: rank r gets chunk r (bounds in elements) of `work` reduced, in place. */
 async function flatReduceScatter(ctx: OpContext, work: NumArray, bounds: number[], op: ReduceOp): Promise<void> {
+  // all on this host (the group, or its host's part): through shared memory (shm-gather.ts)
+  if (ctx.group.shm && !ctx.group.hosts) return shmReduceScatter(ctx, ctx.group.shm, work, bounds, op);
   const chunk = (a: NumArray, p: number) => a.subarray(bounds[p], bounds[p + 1]);
   const mine = chunk(work, ctx.rank);
   if (small(ctx, work.byteLength)) {
@@ -103,6 +106,7 @@ async function reduceScatter(ctx: OpContext, req: OpSpec): Promise<void> {
 
 /** All-gather of per-rank slots (bounds in bytes) already laid out in `bytes`. */
 async function gatherSlots(ctx: OpContext, bytes: Uint8Array, bounds: number[]): Promise<void> {
+  if (ctx.group.shm && !ctx.group.hosts) return shmAllGather(ctx, ctx.group.shm, bytes, bounds);
   if (small(ctx, bytes.byteLength)) {
     const own = bytes.subarray(bounds[ctx.rank], bounds[ctx.rank + 1]);
     await exchange(ctx, own, (p) => bytes.subarray(bounds[p], bounds[p + 1]));
