@@ -74,8 +74,9 @@ describe.skipIf(!native)('native BatchMatMul', () => {
     expect(worstRelative(onNative.data, onWasm.data)).toBeLessThan(1e-5);
   });
 
-  // gemm.cc: oneDNN's sgemm from 2^16 multiply-adds, on one thread below 2^23 whatever the thread count,
-  // OpenBLAS's the rest; each transpose form through every path, batched and as one taller product
+  // gemm.cc: oneDNN's sgemm from 2^16 multiply-adds on one thread; at 2 threads from 2^21 two halves of the
+  // output (cut by columns, or by rows when those are more), each on one oneDNN thread; each transpose form
+  // through every path, batched and as one taller product
   it.each([1, 2])(
     '%i thread(s): every transpose form on each side of the library switches, as tfjs-wasm',
     async (n) => {
@@ -84,7 +85,8 @@ describe.skipIf(!native)('native BatchMatMul', () => {
       setNumThreads(n);
       onTestFinished(() => setNumThreads(threads));
       for (const [m, k, cols] of [
-        [160, 256, 256], // 10 485 760 multiply-adds
+        [160, 256, 256], // 10 485 760 multiply-adds, halves by columns at 2 threads
+        [520, 64, 72], // 2 396 160, halves by rows
         [48, 64, 40], // 122 880
         [16, 32, 16], // 8 192
       ]) {
