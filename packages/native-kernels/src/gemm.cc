@@ -85,13 +85,11 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const floa
   const Product p{transA, transB, m, n, k, a, transA ? m : k, b, transB ? k : n, c, n};
   const int64_t macs = m * n * k;
   const int threads = omp_get_max_threads();
-  if (threads == 2 && macs >= kSplitMin && std::min(m, n) >= 1 && std::max(m, n) >= 2 * kHalfAlign && twoThreads(p)) {
-    return;
-  }
+  if (threads == 2 && macs >= kSplitMin && std::max(m, n) >= 2 * kHalfAlign && twoThreads(p)) return;
   if (macs >= kOneDNNMin && (threads <= 2 || macs < kOneThreadMax) && oneThread(p)) return;
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(p.lda), b, static_cast<int>(p.ldb), 0.0f,
-              c, static_cast<int>(n));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(p.lda), b,
+              static_cast<int>(p.ldb), 0.0f, c, static_cast<int>(n));
 }
 
 }  // namespace
