@@ -11,8 +11,9 @@
 
 namespace {
 
-// spin this long for the next job before sleeping: products of a step follow each other within µs,
-// while a longer spin would take the core from the elementwise kernels' OpenMP threads
+// spin this long for the next job before sleeping (and the caller for the worker's half before
+// yielding): products of a step follow each other within µs, while a longer spin would take the
+// core from the elementwise kernels' OpenMP threads
 constexpr auto kSpin = std::chrono::microseconds(50);
 
 struct Worker {
@@ -68,6 +69,11 @@ bool runHalves(const std::function<void()>& first, const std::function<void()>& 
     w.wake.notify_one();
   }
   first();
-  while (w.finished.load(std::memory_order_acquire) != number) __builtin_ia32_pause();
+  // the other half is about as long as this one: spin, but yield the core if the worker was descheduled
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (w.finished.load(std::memory_order_acquire) != number) {
+    if (std::chrono::steady_clock::now() < until) __builtin_ia32_pause();
+    else std::this_thread::yield();
+  }
   return true;
 }
