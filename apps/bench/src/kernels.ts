@@ -6,7 +6,8 @@
  * - conv2d forward (bias inside) and backward (the gradients training takes, in one call) for the CLIP
  *   model's two convolutions as @ddp/autograd's conv2d runs them (NCHW), the same way;
  * - @ddp/tensor's fused ops (layer norm, GELU, softmax; forward and backward): tfjs ops, native, ATen;
- * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native.
+ * - one training step of a small causal transformer (@ddp/nn on @ddp/autograd), wasm and native;
+ * - the memory bandwidth at 1 and 2 threads (src/stream.c) beside each matmul case's bytes.
  * Writes results/kernels.{json,md,png}.
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/kernels.ts \
@@ -26,9 +27,11 @@ import {
   FUSED,
   fusedSeconds,
   LINEARS,
+  type MatmulCase,
   matmulSeconds,
   passesOf,
 } from './lib/kernel-cases.js';
+import { memoryBoundRows, productBytes, streamBandwidth, TARGET_SPEEDUP } from './lib/memory-bound.js';
 import { STEP, transformerStep } from './lib/tiny-gpt.js';
 import { TorchPeer } from './lib/torch-peer.js';
 
@@ -83,8 +86,10 @@ async function measure(label: Row, flops: number, ours: () => Promise<number>, p
 }
 
 const matmulRows: Row[] = [];
+const matmulCases: MatmulCase[] = [];
 for (const shape of LINEARS) {
   for (const [pass, c] of passesOf(shape)) {
+    matmulCases.push(c);
     const label = {
       case: matmulRows.length / threadCounts.length,
       layer: `${shape.model} ${shape.batch}×${shape.inF}→${shape.outF}`,
@@ -121,6 +126,9 @@ for (const c of FUSED) {
   }
 }
 torch?.close();
+// after the kernels, so the probe's threads do not warm or cool the cases
+const bandwidth = streamBandwidth([...new Set(matmulCases.map(productBytes))]);
+const boundRows = typeof bandwidth === 'string' ? [] : memoryBoundRows(matmulRows, matmulCases, bandwidth);
 
 const stepRows: Row[] = [];
 const engines: [string, () => Promise<void>][] = [
@@ -161,6 +169,12 @@ const notes = [
     `alternating)`,
   '',
   markdownTable(stepRows),
+  `## What the memory gives a second thread (per matmul case: MiB = A + B + C; GB/s at 1t = MiB moved per ` +
+    `second at native's 1-thread speed; GB/s for ${TARGET_SPEEDUP}× = what a ${TARGET_SPEEDUP}× speed-up at 2 ` +
+    'threads would move; read/write GB/s = src/stream.c summing/filling a buffer of that size, each thread ' +
+    'its half, best of 3 × ≥ 0.2 s, run after the kernels)',
+  '',
+  typeof bandwidth === 'string' ? `not measured: ${bandwidth}` : markdownTable(boundRows),
   '## Matmul (GFLOP/s) for the Linear layers of the DDP bench and the CLIP model',
 ].join('\n');
 const files = await writeReport(args.out, 'kernels', matmulRows, {
@@ -168,6 +182,7 @@ const files = await writeReport(args.out, 'kernels', matmulRows, {
     conv: convRows,
     fused: fusedRows,
     transformer: { config: STEP, rows: stepRows },
+    memoryBound: boundRows,
     torch: torch?.version ?? null,
   },
   notes,

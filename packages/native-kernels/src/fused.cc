@@ -50,17 +50,19 @@ ROW_KERNEL void layerNormGradRow(const float* dyr, const float* xr, float m, flo
   }
 }
 
+// The exponentials in a loop of their own: with the double sum beside them GCC left expf scalar
+// (0.33 G values/s on 8192×32 against 1.0 split, 1 thread; ATen 0.74).
 ROW_KERNEL void softmaxRow(const float* xr, float* yr, int64_t cols) {
-  float max = xr[0];
+  float max = -INFINITY;
 #pragma omp simd reduction(max : max)
-  for (int64_t j = 1; j < cols; j++) max = xr[j] > max ? xr[j] : max;
+  for (int64_t j = 0; j < cols; j++) max = xr[j] > max ? xr[j] : max;
+#pragma omp simd
+  for (int64_t j = 0; j < cols; j++) yr[j] = expf(xr[j] - max);
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < cols; j++) {
-    yr[j] = expf(xr[j] - max);
-    sum += yr[j];
-  }
+  for (int64_t j = 0; j < cols; j++) sum += yr[j];
   const float inv = static_cast<float>(1.0 / sum);
+#pragma omp simd
   for (int64_t j = 0; j < cols; j++) yr[j] *= inv;
 }
 

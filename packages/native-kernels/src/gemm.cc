@@ -6,14 +6,23 @@
 //   and the transformer (forward, dy·W, dyᵀ·x; 1.5× on the store-bound dyᵀ·x of 32-row layers) and
 //   1.2–1.3× on attention-sized ones, but 0.5–0.9× below 2^16 multiply-adds, where its per-call work
 //   dominates (1 thread, rounds alternating, same aligned buffers; README).
-// - more threads, below kOneThreadMax: oneDNN's sgemm on one thread. OpenBLAS's threads did not pay
-//   there (idle host, 2 threads ÷ 1: 0.59–0.83× on the CLIP text MLP's 2 M multiply-adds, 0.90–1.13×
-//   on the transformer MLP's 4 M), and one oneDNN thread beats one OpenBLAS thread.
-// - otherwise OpenBLAS's, the library PyTorch calls (1.5–1.9× from a second thread on CLIP's
-//   imageProj, 51 M multiply-adds, and the DDP bench's 67–134 M).
+// - below kOneThreadMax, at any thread count: that one oneDNN thread. A second thread did not pay
+//   there (idle host, OpenBLAS's 2 threads ÷ 1: 0.59–0.83× on the CLIP text MLP's 2 M multiply-adds,
+//   0.90–1.13× on the transformer MLP's 4 M), and a product of ~10–50 µs is as long as waking a
+//   sleeping thread.
+// - two threads, from kOneThreadMax: the product cut in two halves of the output (columns, or rows
+//   when they are more), each run by that 1-thread oneDNN kernel, one on the calling thread and one
+//   on a warm worker (half-worker.h). OpenBLAS's threads ran the DDP bench's dyᵀ·x at 0.84× of one
+//   oneDNN thread (idle host) and oneDNN's own OpenMP threads fell to 0.1–0.5× on some shapes when the
+//   host was busy, while the halves ran the DDP bench's products at 1.7–2.0× (a scratch C run, host
+//   less busy).
+// - more threads, from kOneThreadMax: OpenBLAS's, the library PyTorch calls.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <algorithm>
+#include <utility>
+#include "half-worker.h"
 #include "heap.h"
 #include "kernels.h"
 
@@ -21,23 +30,67 @@ namespace {
 
 constexpr int64_t kOneDNNMin = 1 << 16;
 constexpr int64_t kOneThreadMax = 1 << 23;
+// a half's first output column or row on a 64-byte boundary (16 floats), as the output buffer is
+constexpr int64_t kHalfAlign = 16;
 
-// row-major C[m, n] = op(A)·op(B) + beta·C, dense matrices
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
-           float* c) {
-  const int64_t lda = transA ? m : k, ldb = transB ? k : n;
+struct Product {
+  bool transA, transB;
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+};
+
+// C = op(A)·op(B) by oneDNN's sgemm on the calling thread alone; false when it refused the call
+bool oneThread(const Product& p) {
+  const int threads = omp_get_max_threads();
+  if (threads > 1) omp_set_num_threads(1);  // this thread's OpenMP setting, read by dnnl_sgemm per call
+  const dnnl_status_t status = dnnl_sgemm(p.transA ? 'T' : 'N', p.transB ? 'T' : 'N', p.m, p.n, p.k, 1.0f, p.a, p.lda,
+                                          p.b, p.ldb, 0.0f, p.c, p.ldc);
+  if (threads > 1) omp_set_num_threads(threads);
+  return status == dnnl_success;
+}
+
+// The two halves of p's output, cut across its longer side so each half reads half of the larger operand.
+std::pair<Product, Product> halves(const Product& p) {
+  Product first = p, second = p;
+  if (p.n >= p.m) {
+    const int64_t cut = (p.n / 2 + kHalfAlign / 2) / kHalfAlign * kHalfAlign;
+    first.n = cut;
+    second.n = p.n - cut;
+    second.b = p.transB ? p.b + cut * p.ldb : p.b + cut;
+    second.c = p.c + cut;
+  } else {
+    const int64_t cut = (p.m / 2 + kHalfAlign / 2) / kHalfAlign * kHalfAlign;
+    first.m = cut;
+    second.m = p.m - cut;
+    second.a = p.transA ? p.a + cut : p.a + cut * p.lda;
+    second.c = p.c + cut * p.ldc;
+  }
+  return {first, second};
+}
+
+// the halves on this thread and the worker; false when the worker was taken or oneDNN refused a half
+bool twoThreads(const Product& p) {
+  const auto [first, second] = halves(p);
+  bool firstDone = false, secondDone = false;
+  const bool ran = runHalves([&] { firstDone = oneThread(first); }, [&] { secondDone = oneThread(second); });
+  return ran && firstDone && secondDone;
+}
+
+// row-major C[m, n] = op(A)·op(B), dense matrices; C is only written (a half that failed is redone whole)
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  const Product p{transA, transB, m, n, k, a, transA ? m : k, b, transB ? k : n, c, n};
   const int64_t macs = m * n * k;
   const int threads = omp_get_max_threads();
-  if (macs >= kOneDNNMin && (threads == 1 || macs < kOneThreadMax)) {
-    if (threads > 1) omp_set_num_threads(1);  // this thread's OpenMP setting, read by dnnl_sgemm per call
-    const dnnl_status_t status =
-        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
-    if (threads > 1) omp_set_num_threads(threads);
-    if (status == dnnl_success) return;
-  }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(n));
+  if (threads == 2 && macs >= kOneThreadMax && std::max(m, n) >= 2 * kHalfAlign && twoThreads(p)) return;
+  if (macs >= kOneDNNMin && (threads <= 2 || macs < kOneThreadMax) && oneThread(p)) return;
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(p.lda), b,
+              static_cast<int>(p.ldb), 0.0f, c, static_cast<int>(n));
 }
 
 }  // namespace
@@ -64,11 +117,11 @@ napi_value BatchMatMul(napi_env env, napi_callback_info info) {
   }
   // a batch of A rows against one B is one taller product
   if (strideB == 0 && !transA && strideA == m * k) {
-    sgemm(false, transB, batch * m, n, k, a, b, 0.0f, c);
+    sgemm(false, transB, batch * m, n, k, a, b, c);
     return nullptr;
   }
   for (int64_t i = 0; i < batch; i++) {
-    sgemm(transA, transB, m, n, k, a + i * strideA, b + i * strideB, 0.0f, c + i * m * n);
+    sgemm(transA, transB, m, n, k, a + i * strideA, b + i * strideB, c + i * m * n);
   }
   return nullptr;
 }

@@ -41,6 +41,44 @@ describe.skipIf(!kernels)('native kernels addon', () => {
     expect(read(offsets[2], 4)).toEqual(want);
   });
 
+  it('gives the same products at 2 threads (two halves of the output) as at 1, cut by columns or by rows', () => {
+    // 8.7 M multiply-adds (past 2^23, where 2 threads split a product), sides no multiple of the
+    // 16-column cut, so each half's offsets into A, B and C are exercised in every transpose form
+    const random = (n: number) => Array.from({ length: n }, (_, i) => Math.sin(i * 12.9898) * 2);
+    for (const [m, n, k] of [
+      [40, 3400, 64],
+      [3400, 40, 64],
+    ] as const) {
+      for (const [transA, transB] of [
+        [false, false],
+        [false, true],
+        [true, false],
+        [true, true],
+      ] as const) {
+        const a = random(m * k);
+        const b = random(k * n).map((v) => v * 0.5);
+        const want = Array.from({ length: m * n }, (_, ij) => {
+          const [i, j] = [Math.floor(ij / n), ij % n];
+          let sum = 0;
+          for (let p = 0; p < k; p++) sum += a[transA ? p * m + i : i * k + p] * b[transB ? j * k + p : p * n + j];
+          return sum;
+        });
+        const { heap, offsets, read } = heapWith(a, b, Array(m * n).fill(Number.NaN));
+        const [x, w, y] = offsets as [number, number, number];
+        const results = [1, 2].map((threads) => {
+          kernels!.setThreads(threads);
+          kernels!.BatchMatMul(heap, x, w, y, 1, m, n, k, transA, transB, 0, 0);
+          return read(y, m * n);
+        });
+        kernels!.setThreads(1);
+        for (const got of results) {
+          const worst = got.reduce((w, v, i) => Math.max(w, Math.abs(v - want[i])), 0);
+          expect(worst, `${m}×${n}×${k} transA ${transA} transB ${transB}`).toBeLessThan(1e-3);
+        }
+      }
+    }
+  });
+
   it('convolves (im2col + sgemm) like the definition', () => {
     // x [1, 3, 3, 1] = 1..9, 2×2 filter of ones, stride 1, no padding → y [1, 2, 2, 1]
     const { heap, offsets, read } = heapWith([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 1, 1], [0, 0, 0, 0]);

@@ -267,6 +267,23 @@ describe.skipIf(!native)('native fused kernels', () => {
     }
   });
 
+  it('softmax: rows with −∞, a leading NaN and ±1000 (a row of 37: vector remainder) as tfjs ops give them', async () => {
+    const rows = [
+      [-Infinity, 0, 1],
+      [Number.NaN, 1, 2],
+      [1000, 0, -1000],
+      [-Infinity, -Infinity, -Infinity],
+    ];
+    const x = rows.flatMap((r) => Array.from({ length: 37 }, (_, j) => r[j % 3] + (j % 5) * 0.25));
+    const values = () => tf.tidy(() => Array.from(softmax(tf.tensor2d(x, [rows.length, 37])).dataSync()));
+    await onWasm(false);
+    const want = values();
+    await onWasm(true);
+    const got = values();
+    expect(got.map((v) => Number.isNaN(v))).toEqual(want.map((v) => Number.isNaN(v)));
+    expect(Math.max(...got.map((v, i) => (Number.isNaN(v) ? 0 : Math.abs(v - want[i]))))).toBeLessThan(1e-6);
+  });
+
   it('leaves empty tensors to tfjs ops', async () => {
     await onWasm(true);
     const x = tf.zeros([0, 4]);

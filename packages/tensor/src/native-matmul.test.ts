@@ -57,7 +57,7 @@ async function product(sa: number[], sb: number[], ta: boolean, tb: boolean) {
 }
 
 const worstRelative = (got: number[], want: number[]) =>
-  Math.max(0, ...got.map((v, i) => Math.abs(v - want[i]) / (1 + Math.abs(want[i]))));
+  got.reduce((worst, v, i) => Math.max(worst, Math.abs(v - want[i]) / (1 + Math.abs(want[i]))), 0);
 
 describe.skipIf(!native)('native BatchMatMul', () => {
   it.each(cases)('%s: the same as wasm and cpu, no temporaries left', async (_name, sa, sb, ta, tb) => {
@@ -74,8 +74,9 @@ describe.skipIf(!native)('native BatchMatMul', () => {
     expect(worstRelative(onNative.data, onWasm.data)).toBeLessThan(1e-5);
   });
 
-  // gemm.cc: oneDNN's sgemm from 2^16 multiply-adds, on one thread below 2^23 whatever the thread count,
-  // OpenBLAS's the rest; each transpose form through every path, batched and as one taller product
+  // gemm.cc: oneDNN's sgemm from 2^16 multiply-adds on one thread; at 2 threads from 2^23 two halves of the
+  // output (cut by columns, or by rows when those are more), each on one oneDNN thread; each transpose form
+  // through every path, batched and as one taller product
   it.each([1, 2])(
     '%i thread(s): every transpose form on each side of the library switches, as tfjs-wasm',
     async (n) => {
@@ -84,7 +85,8 @@ describe.skipIf(!native)('native BatchMatMul', () => {
       setNumThreads(n);
       onTestFinished(() => setNumThreads(threads));
       for (const [m, k, cols] of [
-        [160, 256, 256], // 10 485 760 multiply-adds
+        [160, 256, 256], // 10 485 760 multiply-adds, halves by columns at 2 threads
+        [1040, 128, 72], // 9 584 640, halves by rows
         [48, 64, 40], // 122 880
         [16, 32, 16], // 8 192
       ]) {
