@@ -166,7 +166,8 @@ describe('ddp-run CLI', () => {
     }
   });
 
-  // before: the ranks trained on unsupervised; restarted, a new world saved beside them into the same checkpoint directory
+  // before: the ranks trained on unsupervised; restarted, a new world saved beside them into the same checkpoint
+  // directory
   it('ranks end themselves when ddp-run is killed with SIGKILL', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
     try {

@@ -24,7 +24,8 @@ async function checkSameTrainable(all: Tensor[], group: ProcessGroup, layout: st
     const state = (f: number) => (f === 1 ? 'requires grad' : 'is frozen');
     throw new PipelineStageError(
       `rank ${group.ranks[group.rank]}: allReduceGradients: parameter ${i} ${state(flags[0][i])} on rank ` +
-        `${group.ranks[0]} and ${state(flags[r][i])} on rank ${group.ranks[r]}: freeze the same parameters on every replica`,
+        `${group.ranks[0]} and ${state(flags[r][i])} on rank ${group.ranks[r]}: freeze the same ` +
+        'parameters on every replica',
     );
   }
   verified.set(group, layout);

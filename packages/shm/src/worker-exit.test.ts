@@ -9,7 +9,10 @@ import { loadSharedMemory } from './index.js';
 const addon = fileURLToPath(new URL('../build/Release/ddp_shm.node', import.meta.url));
 
 /** A process whose worker starts `pending` on the addon, terminated `afterMs` later; what it printed. */
-function terminateWorkerWith(pending: string, afterMs: number): { status: number | null; stdout: string; stderr: string } {
+function terminateWorkerWith(
+  pending: string,
+  afterMs: number,
+): { status: number | null; stdout: string; stderr: string } {
   const worker = `
     const shm = require(${JSON.stringify(addon)});
     const sab = new SharedArrayBuffer(1 << 24);

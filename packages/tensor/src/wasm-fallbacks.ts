@@ -83,7 +83,7 @@ export function registerWasmFallbacks(): void {
   registerEmptyReductions();
   for (const name of WRONG_ON_WASM) {
     tf.unregisterKernel(name, 'wasm');
-    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')!) });
+    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')) });
   }
   registerBoolCast();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));

@@ -133,7 +133,9 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
         targets: { target_name: string }[];
       };
       const addon = `build/Release/${targets[0].target_name}.node`;
-      return existsSync(join(repoRoot, 'packages', pkg, addon)) && !existsSync(join(p.dir, 'node_modules/@ddp', pkg, addon));
+      return (
+        existsSync(join(repoRoot, 'packages', pkg, addon)) && !existsSync(join(p.dir, 'node_modules/@ddp', pkg, addon))
+      );
     });
     expect(unbuilt).toEqual([]);
   });

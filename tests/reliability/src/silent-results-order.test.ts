@@ -18,7 +18,7 @@ describe('silent wrong results: parameters in another order', () => {
         r.error ?? `no error; parameter hashes ${run.results.map((x) => x.hash.slice(0, 8))}`,
         `rank ${rank}`,
       ).toMatch(
-        /^ParameterMismatchError: DistributedDataParallel: parameter "a\.weight" differs between ranks 0 and 1: .*b\.weight/,
+        /^ParameterMismatchError: DistributedDataParallel: parameter "a\.weight" differs between ranks 0 and 1: .*b\.w/,
       );
   }, 90_000);
 
@@ -36,7 +36,7 @@ describe('silent wrong results: parameters in another order', () => {
       const hashes = run.results.map((r) => r.hash).join(', ');
       for (const r of run.results)
         expect(r.error ?? `no error; parameter hashes ${hashes}`, `rank ${r.rank}`).toMatch(
-          /^ParameterMismatchError: .*parameter "2\.weight" differs between ranks 0 and 1: it (requires grad|is frozen) on rank 0 and (is frozen|requires grad) on rank 1/,
+          /^ParameterMismatchError: .*"2\.weight" differs between ranks 0 and 1: it (requires grad|is frozen) on rank 0 and/,
         );
     },
     90_000,

@@ -53,7 +53,7 @@ export function memoryBoundRows(matmulRows: Row[], cases: MatmulCase[], bandwidt
     const c = cases[one.case as number];
     const bytes = productBytes(c);
     const ratio = (x: Row, y: Row, key: string) =>
-      typeof x[key] === 'number' && typeof y[key] === 'number' ? (x[key] as number) / (y[key] as number) : null;
+      typeof x[key] === 'number' && typeof y[key] === 'number' ? x[key] / y[key] : null;
     // bytes per product × products per second (GFLOP/s ÷ GFLOP per product)
     const oneThreadGBs = typeof one.native === 'number' ? (bytes * one.native) / (2 * c.m * c.n * c.k) : null;
     const at = (threads: number) => bandwidth.find((b) => b.bytes === bytes && b.threads === threads);

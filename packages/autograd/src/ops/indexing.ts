@@ -189,7 +189,7 @@ export function chunkSizes(length: number, chunks: number): number[] {
 /** The dim split or chunk cut along; a scalar has none (torch refuses it too). */
 function splitDim(x: Tensor, dim: number, op: string): number {
   if (x.rank === 0) throw new AutogradArgumentError(`${op}: a scalar (0-d tensor) has no dim to cut`);
-  return normaliseAxes(dim, x.rank, op)[0]!;
+  return normaliseAxes(dim, x.rank, op)[0];
 }
 
 /**

@@ -80,7 +80,7 @@ export function squeeze(x: Tensor, dim?: number): Tensor {
 /** Collapses dims startDim..endDim into one (torch.flatten). */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   if (x.rank === 0) return reshape(x, [1]);
-  const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, x.rank, 'flatten')[0]!);
+  const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, x.rank, 'flatten')[0]);
   if (s > e)
     throw new AutogradArgumentError(`flatten: startDim ${startDim} comes after endDim ${endDim} of [${x.shape}]`);
   const shape = x.shape;

@@ -100,6 +100,6 @@ function* allGatherSteps(ctx: OpContext, lane: ShmLane, bytes: Uint8Array, bound
 /** The largest chunk's length: every rank runs as many pieces, whatever its own chunk holds. */
 function longest(bounds: readonly number[]): number {
   let most = 0;
-  for (let r = 0; r + 1 < bounds.length; r++) most = Math.max(most, (bounds[r + 1] as number) - (bounds[r] as number));
+  for (let r = 0; r + 1 < bounds.length; r++) most = Math.max(most, bounds[r + 1] - bounds[r]);
   return most;
 }

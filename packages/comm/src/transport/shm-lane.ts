@@ -48,10 +48,8 @@ export function mapSegment(mem: SharedMemory, name: string, size: number, rank: 
   try {
     sab = mem.map(name, layout(size).total);
   } catch (e) {
-    const why =
-      `rank ${rank}: shared memory for a group of ${size}: ${(e as Error).message} (set ` +
-      `DDP_TRANSPORT=uds to use sockets)`;
-    throw new CommError(why, { rank, op: 'newGroup' });
+    const why = `shared memory for a group of ${size}: ${(e as Error).message} (DDP_TRANSPORT=uds: sockets)`;
+    throw new CommError(`rank ${rank}: ${why}`, { rank, op: 'newGroup' });
   }
   if (Atomics.add(new Int32Array(sab, 0, 1), 0, 1) + 1 === size) mem.unlink(name);
   return sab;
@@ -118,9 +116,7 @@ export class ShmLane {
     return (this.at.table + (r * TABLE + (seq % TABLE)) * ENTRY_WORDS * 4) / 4;
   }
 
-  /**
-   * Bumps this rank's bell; wakes its sleepers (the word after the bell counts them), a system call saved when none.
-   */
+  /** Bumps this rank's bell; wakes its sleepers (counted by the next word), no system call when none. */
   private ring(): void {
     const at = this.bell(this.rank);
     Atomics.add(this.words, at, 1);

@@ -34,7 +34,6 @@ try {
 }
 const hash = createHash('sha256');
 for (const p of model.parameters()) hash.update(new Uint8Array((p.data.dataSync() as Float32Array).buffer));
-console.log(
-  `RESULT ${JSON.stringify({ rank: group.rank, error: error?.slice(0, 300) ?? null, hash: hash.digest('hex').slice(0, 8) })}`,
-);
+const result = { rank: group.rank, error: error?.slice(0, 300) ?? null, hash: hash.digest('hex').slice(0, 8) };
+console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();
