@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { type FileHandle, mkdir, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Row, writeReport } from '@ddp/plot';
+import type { Row } from '@ddp/plot';
 
 /** One line of metrics.jsonl: a training step, or an evaluation (with zeroShotTop1). */
 export interface MetricRow {
@@ -79,6 +79,9 @@ export class MetricsLog {
         points.push({ step: r.step, metric: 'zero-shot top-1 (%)', value: 100 * r.zeroShotTop1 });
     }
     const title = 'CLIP on two-digit MNIST: train loss and zero-shot top-1 (%)';
+    // imported here, not at the top: loading the chart renderer took 0.45–0.8 s of every rank's
+    // start-up, and only rank 0 draws, once, at the end
+    const { writeReport } = await import('@ddp/plot');
     return writeReport(this.dir, 'curves', points, {
       chart: { x: 'step', y: 'value', series: 'metric', panel: 'metric', title },
     });
