@@ -8,7 +8,8 @@ import { firstDiff, generate, makeArray, OPS, reference } from './reference.js';
  *   values   – exact inputs (reference.ts) in every dtype and op, per-rank chunks of a direct and a ring
  *              size, and (float32, float16) a multi-piece one (> one slot, odd); allGather of uneven
  *              sizes; a float32 reduce-scatter of inexact values against the same chunk of an
- *              all-reduce (bit for bit); an AVG whose sum overflows float32; and the largest number of bytes any of them put on the sockets.
+ *              all-reduce (bit for bit); an AVG whose sum overflows float32; and the largest number
+ *              of bytes any of them put on the sockets.
  *              Prints RESULT { wrong, sent }.
  *   kill     – loops large reduce-scatters and all-gathers; rank 1 kills itself (SIGKILL) during one
  *   mismatch – the last rank all-gathers where the others reduce-scatter
