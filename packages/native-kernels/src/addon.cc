@@ -3,6 +3,7 @@
 #include <omp.h>
 #include "heap.h"
 #include "kernels.h"
+#include "signal-guard.h"
 
 namespace {
 
@@ -15,6 +16,12 @@ napi_value SetThreads(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok || n < 1) return throwRange(env, "setThreads: n must be ≥ 1");
   openblas_set_num_threads(n);
   omp_set_num_threads(n);
+  {
+    // OpenMP's threads, made now, inherit this mask for good: oneDNN's kernels run on them too
+    AsyncSignalsBlocked quiet;
+#pragma omp parallel num_threads(n)
+    { (void)omp_get_thread_num(); }
+  }
   napi_value result;
   napi_create_int32(env, openblas_get_num_threads(), &result);
   return result;

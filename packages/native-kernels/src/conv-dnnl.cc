@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 #include "conv-geometry.h"
+#include "signal-guard.h"
 
 namespace {
 
@@ -173,11 +174,13 @@ void run(Plan& plan, const std::vector<const float*>& data, const std::unordered
 }  // namespace
 
 void convolve(Pass pass, const Geometry& g, const float* first, const float* second, float* out) {
+  AsyncSignalsBlocked quiet;  // signal-guard.h: oneDNN's kernels and signal handlers do not mix
   run(*planFor(pass, g), {first, second, out});
 }
 
 void convolveForward(const Geometry& g, const float* x, const float* filter, const float* bias, float* y,
                      int64_t xToken) {
+  AsyncSignalsBlocked quiet;  // signal-guard.h: oneDNN's kernels and signal handlers do not mix
   auto plan = planFor(Pass::Forward, g);
   plan->srcToken = -1;  // until the buffer holds this x
   if (g.bias) run(*plan, {x, filter, bias, y});
@@ -205,6 +208,7 @@ std::optional<memory> reorderedByForward(const Geometry& g, const Plan& weights,
 
 void convolveBackward(const Geometry& g, const float* x, const float* filter, const float* dy, float* dx, float* dFilter,
                       float* dBias, int64_t xToken) {
+  AsyncSignalsBlocked quiet;  // signal-guard.h: oneDNN's kernels and signal handlers do not mix
   auto weights = planFor(Pass::Filter, g);
   auto data = dx ? planFor(Pass::Input, g) : nullptr;
   Operand& dyForWeights = *weights->operands[1];

@@ -25,6 +25,7 @@
 #include "half-worker.h"
 #include "heap.h"
 #include "kernels.h"
+#include "signal-guard.h"
 
 namespace {
 
@@ -46,6 +47,7 @@ struct Product {
 
 // C = op(A)·op(B) by oneDNN's sgemm on the calling thread alone; false when it refused the call
 bool oneThread(const Product& p) {
+  AsyncSignalsBlocked quiet;  // signal-guard.h: oneDNN's kernels and signal handlers do not mix
   const int threads = omp_get_max_threads();
   if (threads > 1) omp_set_num_threads(1);  // this thread's OpenMP setting, read by dnnl_sgemm per call
   const dnnl_status_t status = dnnl_sgemm(p.transA ? 'T' : 'N', p.transB ? 'T' : 'N', p.m, p.n, p.k, 1.0f, p.a, p.lda,
