@@ -15,5 +15,7 @@ const run = (): Tensor[] => {
 const first = run();
 let differing = 0;
 for (let i = 0; i < 1000; i++)
-  differing += tf.tidy(() => tf.addN(run().map((t, k) => tf.sum(tf.cast(tf.notEqual(t, first[k]), 'int32')))).dataSync()[0]);
+  differing += tf.tidy(
+    () => tf.addN(run().map((t, k) => tf.sum(tf.cast(tf.notEqual(t, first[k]), 'int32')))).dataSync()[0],
+  );
 console.log(`done ${differing}`);
