@@ -1,6 +1,7 @@
 import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
 import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
+import { checkSameParameters, parameterChecksums } from '@ddp/zero';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
@@ -44,6 +45,8 @@ export class FSDPModule implements ShardedUnit {
   readonly prefetch: boolean;
   private readonly innerForward: UnitForward;
   private requiresGradientSync = true;
+  /** CRC-32 of each own parameter as fullyShard found it; null once compared across ranks. */
+  private initialChecksums: Int32Array | null;
   private reduceQueued = false;
   /** The resharded unit that ran before this one in the last forward (prefetched in backward). */
   private previous: FSDPModule | null = null;
@@ -71,6 +74,7 @@ export class FSDPModule implements ShardedUnit {
     }
     const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.add(p);
+    this.initialChecksums = parameterChecksums(own); // before this rank keeps only its slice
     this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
     if (this.flat && !this.reshardAfterForward) {
       for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
@@ -91,6 +95,25 @@ export class FSDPModule implements ShardedUnit {
     };
     (module as unknown as { forward: UnitForward }).forward = (...inputs) => this.unitForward(inputs);
     unitOf.set(module, this);
+  }
+
+  /**
+   * At the first forward, every rank must have sharded the same model: each keeps its slice of
+   * what it had, so models initialised per rank (a seed taken from the rank) would train as a
+   * whole made of each rank's slice, silently (torch's FSDP too, unless sync_module_states).
+   */
+  private async checkSameStart(): Promise<void> {
+    const units = [this, ...this.subunits];
+    if (units.every((u) => u.initialChecksums === null)) return;
+    const checksums = Int32Array.from(units.flatMap((u) => [...(u.initialChecksums ?? [])]));
+    for (const u of units) u.initialChecksums = null;
+    await checkSameParameters(checksums, this.processGroup, (me, i, first, other) => {
+      return new FSDPError(
+        `rank ${me}: parameter ${i} of the sharded model differs between ranks ${first} and ${other} at the first ` +
+          "forward: initialise the model alike on every rank (the same seed) or broadcast rank 0's parameters " +
+          'before fullyShard',
+      );
+    });
   }
 
   /** The shards of this unit and every unit below it: what the optimizer steps. */
@@ -115,6 +138,7 @@ export class FSDPModule implements ShardedUnit {
    */
   async forward(...inputs: Tensor[]): Promise<Tensor> {
     this.checkTrainableSet();
+    await this.checkSameStart();
     lastInForward = null;
     const all = [this, ...this.subunits];
     for (const u of all) u.flat?.free(); // a unit still whole from before an optimizer step is stale

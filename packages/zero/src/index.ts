@@ -12,6 +12,7 @@ export {
   shardFile,
 } from './sharded-checkpoint.js';
 export { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
+export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {
   type OptimizerClass,
   optimizerStateBytes,

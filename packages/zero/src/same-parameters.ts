@@ -11,21 +11,30 @@ export function parameterChecksums(params: readonly Tensor[]): Int32Array {
   });
 }
 
+/** The error for parameter i differing between group ranks `first` and `other`, raised on rank `me`. */
+export type DifferingParameterError = (me: number, i: number, first: number, other: number) => Error;
+
+const zeroDiffers: DifferingParameterError = (me, i, first, other) =>
+  new ZeroError(
+    `rank ${me}: parameter ${i} differs between ranks ${first} and ${other} at the first step: initialise ` +
+      "the model alike on every rank (the same seed) or broadcast rank 0's parameters first " +
+      '(DistributedDataParallel.create does)',
+  );
+
 /**
- * Raises ZeroError on every rank when the ranks' parameters differ (collective). ZeRO makes
- * them equal after a step, each shard from its owner, but a first step from different
+ * Raises an error on every rank when the ranks' parameters differ (collective). ZeRO (and FSDP)
+ * make them equal after a step, each shard from its owner, but a first step from different
  * initial weights (a seed taken per rank, no DDP to broadcast rank 0's) would average
  * gradients of different models into a result no single model gives, silently.
  */
-export async function checkSameParameters(checksums: Int32Array, group: ProcessGroup): Promise<void> {
+export async function checkSameParameters(
+  checksums: Int32Array,
+  group: ProcessGroup,
+  differs: DifferingParameterError = zeroDiffers,
+): Promise<void> {
   const all = (await group.allGather(checksums).wait()) as Int32Array[];
   for (let r = 1; r < all.length; r++) {
     const i = all[r].findIndex((c, j) => c !== all[0][j]);
-    if (i < 0) continue;
-    throw new ZeroError(
-      `rank ${group.ranks[group.rank]}: parameter ${i} differs between ranks ${group.ranks[0]} and ${group.ranks[r]} ` +
-        "at the first step: initialise the model alike on every rank (the same seed) or broadcast rank 0's " +
-        'parameters first (DistributedDataParallel.create does)',
-    );
+    if (i >= 0) throw differs(group.ranks[group.rank], i, group.ranks[0], group.ranks[r]);
   }
 }

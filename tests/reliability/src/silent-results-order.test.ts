@@ -42,11 +42,10 @@ describe('silent wrong results: parameters in another order', () => {
     90_000,
   );
 
-  // @ddp/fsdp (fsdp), not fixed here: fullyShard keeps each rank's slice of its own model, so models
-  // seeded per rank train as a chimera of both, silently (torch's FSDP too, unless sync_module_states).
-  // ZeRO refuses the same at its first step (zero misuse.multiprocess.test.ts); FSDP could compare a
-  // checksum of each unit's full flat parameters across ranks in fullyShard's first forward.
-  it.fails('fsdp: models seeded per rank are refused at the first step', async () => {
+  // @ddp/fsdp: fullyShard keeps each rank's slice of its own model, so models seeded per rank
+  // trained as a chimera of both, silently (torch's FSDP too, unless sync_module_states). Now the
+  // first forward compares each parameter's checksum as fullyShard found it, as ZeRO's first step does.
+  it('fsdp: models seeded per rank are refused at the first step', async () => {
     const run = await runWorld<{ rank: number; error: string | null }>({
       script: child('fsdp-per-rank-seed.child.ts'),
       nprocs: 2,
