@@ -1,6 +1,7 @@
 export { ZeroError } from './errors.js';
 export { GradientSharder } from './gradient-shard.js';
 export { type Partition, partitionParameters } from './partition.js';
+export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {
   fromRank0,
   MANIFEST_FILE,
@@ -12,7 +13,6 @@ export {
   shardFile,
 } from './sharded-checkpoint.js';
 export { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
-export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {
   type OptimizerClass,
   optimizerStateBytes,

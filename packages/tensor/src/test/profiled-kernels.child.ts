@@ -1,16 +1,16 @@
 // oneDNN's products and convolutions in a loop while a profiler's SIGPROF interrupts the thread
 // (the test starts this under `node --cpu-prof`): each result must equal the first, bit for bit,
 // and the process must end normally.
-import { setBackend, type Tensor, tf } from '../index.js';
+import { setBackend, tf } from '../index.js';
 
 await setBackend('wasm');
 const a = tf.randomNormal([128, 256], 0, 1, 'float32', 1);
 const b = tf.randomNormal([256, 512], 0, 1, 'float32', 2);
 const x = tf.randomNormal([8, 14, 14, 16], 0, 1, 'float32', 3);
 const w = tf.randomNormal([3, 3, 16, 32], 0, 1, 'float32', 4);
-const run = (): Tensor[] => {
+const run = (): tf.Tensor[] => {
   const c = tf.matMul(a, b);
-  return [c, tf.matMul(c, b, false, true), tf.matMul(a, c, true, false), tf.conv2d(x, w, 1, 'same')];
+  return [c, tf.matMul(c, b, false, true), tf.matMul(a, c, true, false), tf.conv2d(x as tf.Tensor4D, w as tf.Tensor4D, 1, 'same')];
 };
 const first = run();
 let differing = 0;
