@@ -10,7 +10,12 @@ const x = tf.randomNormal([8, 14, 14, 16], 0, 1, 'float32', 3);
 const w = tf.randomNormal([3, 3, 16, 32], 0, 1, 'float32', 4);
 const run = (): tf.Tensor[] => {
   const c = tf.matMul(a, b);
-  return [c, tf.matMul(c, b, false, true), tf.matMul(a, c, true, false), tf.conv2d(x as tf.Tensor4D, w as tf.Tensor4D, 1, 'same')];
+  return [
+    c,
+    tf.matMul(c, b, false, true),
+    tf.matMul(a, c, true, false),
+    tf.conv2d(x as tf.Tensor4D, w as tf.Tensor4D, 1, 'same'),
+  ];
 };
 const first = run();
 let differing = 0;
