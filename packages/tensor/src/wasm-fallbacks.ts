@@ -33,6 +33,8 @@ function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
     const wasm = backend as KernelBackend;
     const cpu = tf.findBackend('cpu');
     if (!cpu) throw new Error(`the cpu backend is needed to run ${kernel.kernelName} for wasm`);
+    // its first write prints tfjs's "install tfjs-node" banner, meant for a user's backend, not a helper's
+    (cpu as unknown as { firstUse: boolean }).firstUse = false;
     const cpuInputs: NamedTensorInfoMap = {};
     for (const [name, info] of Object.entries(inputs)) {
       if (!info) continue;
