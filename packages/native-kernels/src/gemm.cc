@@ -6,16 +6,15 @@
 //   and the transformer (forward, dy·W, dyᵀ·x; 1.5× on the store-bound dyᵀ·x of 32-row layers) and
 //   1.2–1.3× on attention-sized ones, but 0.5–0.9× below 2^16 multiply-adds, where its per-call work
 //   dominates (1 thread, rounds alternating, same aligned buffers; README).
-// - below kOneThreadMax, at any thread count: that one oneDNN thread. A second thread did not pay
-//   there (idle host, OpenBLAS's 2 threads ÷ 1: 0.59–0.83× on the CLIP text MLP's 2 M multiply-adds,
-//   0.90–1.13× on the transformer MLP's 4 M), and a product of ~10–50 µs is as long as waking a
-//   sleeping thread.
-// - two threads, from kOneThreadMax: the product cut in two halves of the output (columns, or rows
+// - two threads, from kTwoHalvesMin: the product cut in two halves of the output (columns, or rows
 //   when they are more), each run by that 1-thread oneDNN kernel, one on the calling thread and one
 //   on a warm worker (half-worker.h). OpenBLAS's threads ran the DDP bench's dyᵀ·x at 0.84× of one
 //   oneDNN thread (idle host) and oneDNN's own OpenMP threads fell to 0.1–0.5× on some shapes when the
-//   host was busy, while the halves ran the DDP bench's products at 1.7–2.0× (a scratch C run, host
-//   less busy).
+//   host was busy, while the halves ran the DDP bench's products at 1.6–1.9× and the CLIP text and
+//   transformer MLPs' 2–4 M multiply-adds (10–50 µs) at 1.5–1.7× of one thread (idle host; `pnpm
+//   bench kernels`), where PyTorch's own two threads gave 0.5–1.4×. Below 2^21 a half lasts about as
+//   long as the hand-off.
+// - below kOneThreadMax at more threads: that one oneDNN thread.
 // - more threads, from kOneThreadMax: OpenBLAS's, the library PyTorch calls.
 #include <cblas.h>
 #include <omp.h>
@@ -31,6 +30,7 @@ namespace {
 
 constexpr int64_t kOneDNNMin = 1 << 16;
 constexpr int64_t kOneThreadMax = 1 << 23;
+constexpr int64_t kTwoHalvesMin = 1 << 21;
 // a half's first output column or row on a 64-byte boundary (16 floats), as the output buffer is
 constexpr int64_t kHalfAlign = 16;
 
@@ -88,7 +88,7 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const floa
   const Product p{transA, transB, m, n, k, a, transA ? m : k, b, transB ? k : n, c, n};
   const int64_t macs = m * n * k;
   const int threads = omp_get_max_threads();
-  if (threads == 2 && macs >= kOneThreadMax && std::max(m, n) >= 2 * kHalfAlign && twoThreads(p)) return;
+  if (threads == 2 && macs >= kTwoHalvesMin && std::max(m, n) >= 2 * kHalfAlign && twoThreads(p)) return;
   if (macs >= kOneDNNMin && (threads <= 2 || macs < kOneThreadMax) && oneThread(p)) return;
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(p.lda), b,
