@@ -6,6 +6,7 @@ import { tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Generator, Linear, mse, Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
+import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 10_000 });
 const gen = new Generator(3);
@@ -18,20 +19,14 @@ const model = new Sequential(
 );
 const frozen = process.argv[2] === 'swap' ? [group.rank === 0 ? 2 : 4] : group.rank === 1 ? [2] : [];
 for (const i of frozen) for (const p of (model.at(i) as Linear).parameters()) p.requiresGrad = false;
-let error: string | null = null;
-try {
+const error = await errorOf(async () => {
   const ddp = await DistributedDataParallel.create(model);
   const opt = new SGD(model.parameters(), { lr: 0.5 });
-  const x = tensor(
-    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
-    [2, 3],
-  );
+  const x = rankBatch(group.rank);
   const loss = tidy(() => mse(ddp.forward(x), tensor([1, 0, 0, 1, 1, 0, 0, 1], [2, 4])));
   await loss.backward();
   opt.step();
-} catch (e) {
-  error = `${(e as Error).name}: ${(e as Error).message}`;
-}
+});
 const hash = createHash('sha256');
 for (const p of model.parameters()) hash.update(new Uint8Array((p.data.dataSync() as Float32Array).buffer));
 const result = { rank: group.rank, error: error?.slice(0, 300) ?? null, hash: hash.digest('hex').slice(0, 8) };

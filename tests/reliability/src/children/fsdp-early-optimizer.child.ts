@@ -4,6 +4,7 @@ import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { fullyShard } from '@ddp/fsdp';
 import { Adam, Generator, Linear, mse, Sequential, Tanh } from '@ddp/nn';
+import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 20_000 });
 const gen = new Generator(3);
@@ -12,19 +13,13 @@ const opt = new Adam(model.parameters(), { lr: 0.1 });
 const root = fullyShard(model);
 const full = async () => root.summonFullParams(() => model.parameters().flatMap((p) => [...p.data.dataSync()]));
 const before = await full();
-let error: string | null = null;
-try {
-  const x = tensor(
-    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
-    [2, 3],
-  );
+const error = await errorOf(async () => {
+  const x = rankBatch(group.rank);
   const out: Tensor = await root.forward(x);
   const loss = tidy(() => mse(out, tensor([1, 0, 0, 1], [2, 2])));
   await loss.backward();
   opt.step();
-} catch (e) {
-  error = `${(e as Error).name}: ${(e as Error).message}`;
-}
+});
 const after = await full();
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, moved: after.some((v, i) => v !== before[i]) })}`);
 await destroyProcessGroup();

@@ -5,6 +5,7 @@ import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { fullyShard } from '@ddp/fsdp';
 import { Adam, Generator, Linear, mse, Sequential, Tanh } from '@ddp/nn';
+import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 20_000 });
 const gen = new Generator(3);
@@ -15,19 +16,13 @@ const root = fullyShard(model);
 for (const p of first.parameters()) p.requiresGrad = true;
 const before = Array.from(first.weight.data.dataSync());
 const opt = new Adam(root.parameters(), { lr: 0.1 });
-let error: string | null = null;
-try {
-  const x = tensor(
-    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
-    [2, 3],
-  );
+const error = await errorOf(async () => {
+  const x = rankBatch(group.rank);
   const out: Tensor = await root.forward(x);
   const loss = tidy(() => mse(out, tensor([1, 0, 0, 1], [2, 2])));
   await loss.backward();
   opt.step();
-} catch (e) {
-  error = `${(e as Error).name}: ${(e as Error).message}`;
-}
+});
 const moved = Array.from(first.weight.data.dataSync()).some((v, i) => v !== before[i]);
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, moved })}`);
 await destroyProcessGroup();

@@ -7,6 +7,7 @@ import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Generator, Linear, Module, mse, SGD } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
+import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 20_000 });
 
@@ -29,20 +30,14 @@ class Pair extends Module {
 }
 
 const model = new Pair(group.rank === 1);
-let error: string | null = null;
-try {
+const error = await errorOf(async () => {
   const ddp = await DistributedDataParallel.create(model);
   const opt = new SGD(model.parameters(), { lr: 0.5 });
-  const x = tensor(
-    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
-    [2, 3],
-  );
+  const x = rankBatch(group.rank);
   const loss = tidy(() => mse(ddp.forward(x), tensor([1, 0, 0, 1, 0, 1], [2, 3])));
   await loss.backward();
   opt.step();
-} catch (e) {
-  error = `${(e as Error).name}: ${(e as Error).message}`;
-}
+});
 const hash = createHash('sha256');
 for (const [, p] of model.namedParameters().sort(([x], [y]) => x.localeCompare(y)))
   hash.update(new Uint8Array((p.data.dataSync() as Float32Array).buffer));

@@ -6,6 +6,7 @@ import { tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Generator, Linear, mse, Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
+import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 20_000 });
 const gen = new Generator(3);
@@ -15,18 +16,12 @@ for (const p of first) p.requiresGrad = false;
 const ddp = await DistributedDataParallel.create(model);
 for (const p of first) p.requiresGrad = true;
 const opt = new SGD(model.parameters(), { lr: 0.5 });
-let error: string | null = null;
-try {
-  const x = tensor(
-    [1, 2, 3, -1, 0, 2].map((v) => v * (group.rank + 1)),
-    [2, 3],
-  );
+const error = await errorOf(async () => {
+  const x = rankBatch(group.rank);
   const loss = tidy(() => mse(ddp.forward(x), tensor([1, 0, 0, 1], [2, 2])));
   await loss.backward();
   opt.step();
-} catch (e) {
-  error = `${(e as Error).name}: ${(e as Error).message}`;
-}
+});
 const hash = createHash('sha256');
 for (const p of model.parameters()) hash.update(new Uint8Array((p.data.dataSync() as Float32Array).buffer));
 console.log(`RESULT ${JSON.stringify({ error, hash: hash.digest('hex') })}`);
