@@ -110,15 +110,8 @@ void AllFiniteAsync(const FunctionCallbackInfo<Value>& args) {
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<FiniteJob> j(static_cast<FiniteJob*>(req->data));
-        PendingWork* pending = j->pending;
-        if (!pending->Closing()) {
-          HandleScope scope(j->iso);
-          Local<Context> ctx = j->context.Get(j->iso);
-          Context::Scope cs(ctx);
-          j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->finite)).Check();
-        }
-        j.reset();
-        pending->End();  // last: at teardown this lets Node close the loop
+        const bool finite = j->finite;
+        SettleAndEnd(std::move(j), finite);
       });
   args.GetReturnValue().Set(resolver->GetPromise());
 }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 
 class PendingWork {
@@ -32,3 +33,19 @@ class PendingWork {
   void (*finish_)(void*) = nullptr;
   void* finishArg_ = nullptr;
 };
+
+// An after-work callback's ending: resolves the job's promise with `value` unless teardown began,
+// frees the job, and only then ends the work (at teardown that lets Node close the loop). A job
+// has iso, context, resolver (its promise's) and pending; `word` is the futex word it slept on.
+template <typename Job>
+void SettleAndEnd(std::unique_ptr<Job> job, bool value, int32_t* word = nullptr) {
+  PendingWork* pending = job->pending;
+  if (!pending->Closing()) {
+    v8::HandleScope scope(job->iso);
+    v8::Local<v8::Context> ctx = job->context.Get(job->iso);
+    v8::Context::Scope cs(ctx);
+    job->resolver.Get(job->iso)->Resolve(ctx, v8::Boolean::New(job->iso, value)).Check();
+  }
+  job.reset();
+  pending->End(word);
+}

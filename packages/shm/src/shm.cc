@@ -231,16 +231,9 @@ void Wait(const FunctionCallbackInfo<Value>& args) {
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<WaitJob> j(static_cast<WaitJob*>(req->data));
-        PendingWork* pending = j->pending;
         int32_t* word = j->word;
-        if (!pending->Closing()) {
-          HandleScope scope(j->iso);
-          Local<Context> ctx = j->context.Get(j->iso);
-          Context::Scope cs(ctx);
-          j->resolver.Get(j->iso)->Resolve(ctx, Boolean::New(j->iso, j->timedOut)).Check();
-        }
-        j.reset();
-        pending->End(word);  // last: at teardown this lets Node close the loop
+        const bool timedOut = j->timedOut;
+        SettleAndEnd(std::move(j), timedOut, word);
       });
   args.GetReturnValue().Set(resolver->GetPromise());
 }
