@@ -1,5 +1,7 @@
 // One process times CLIP training steps without DDP or the optimizer: forward, loss, backward
-// (`pnpm bench clip --step` runs it beside PyTorch's). Prints one JSON line: per-step medians.
+// (`pnpm bench clip --step` runs it beside PyTorch's). Prints one JSON line: per-step medians of the
+// first `steps` timed steps (V8 still compiling the step's JavaScript) and of the last `steps` after
+// `warmup` more (steady state, what the first ~100 steps of a run reach).
 import { tidy } from '@ddp/autograd';
 import { clipLoss } from '@ddp/contrastive';
 import { Generator } from '@ddp/nn';
@@ -14,9 +16,10 @@ const positive = (v: string) => {
 };
 const opts = new Command('clip-step-timer')
   .option('--batch <n>', 'pairs per step', positive, 128)
-  .option('--steps <n>', 'timed steps (after 5 untimed)', positive, 30)
+  .option('--steps <n>', 'steps per median (after 5 untimed)', positive, 30)
+  .option('--warmup <n>', 'steps between the early and the steady median', (v) => (v === '0' ? 0 : positive(v)), 100)
   .parse(process.argv.filter((a, i) => !(i === 2 && a === '--')))
-  .opts<{ batch: number; steps: number }>();
+  .opts<{ batch: number; steps: number; warmup: number }>();
 
 const generator = new Generator(0);
 const model = new ClipModel({ generator });
@@ -49,14 +52,26 @@ for (let i = 0; i < 5; i++) await step();
 const before = tf.memory().numTensors;
 const wallMs: number[] = [];
 const cpuMs: number[] = [];
-for (let i = 0; i < opts.steps; i++) {
+for (let i = 0; i < opts.steps + opts.warmup + opts.steps; i++) {
   const [t, c] = [performance.now(), process.cpuUsage()];
   await step();
   const used = process.cpuUsage(c);
   wallMs.push(performance.now() - t);
   cpuMs.push((used.user + used.system) / 1000);
 }
+const [early, steady] = [
+  (xs: number[]) => median(xs.slice(0, opts.steps)),
+  (xs: number[]) => median(xs.slice(-opts.steps)),
+];
 const leaked = tf.memory().numTensors - before;
-console.log(JSON.stringify({ wallMs: median(wallMs), cpuMs: median(cpuMs), leaked }));
+console.log(
+  JSON.stringify({
+    wallMs: steady(wallMs),
+    cpuMs: steady(cpuMs),
+    earlyWallMs: early(wallMs),
+    earlyCpuMs: early(cpuMs),
+    leaked,
+  }),
+);
 model.dispose();
 tf.dispose([images, tokens]);
