@@ -1,6 +1,7 @@
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
+import { registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
@@ -83,6 +84,7 @@ export function registerWasmFallbacks(): void {
   registerUntransposedMatMul();
   registerSharingIdentity();
   registerEmptyReductions();
+  registerEmptyOperands();
   for (const name of WRONG_ON_WASM) {
     tf.unregisterKernel(name, 'wasm');
     tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')) });

@@ -1,0 +1,75 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
+
+const initial = getBackend();
+const native = useNativeKernels(true);
+afterAll(async () => {
+  useNativeKernels(true);
+  await setBackend(initial as 'wasm');
+});
+
+const values = (t: tf.Tensor) => Array.from(t.dataSync() as ArrayLike<number>);
+const zerosOf = (shape: number[]) => new Array(tf.util.sizeFromShape(shape)).fill(0);
+const conv = { strides: 1, pad: 'same', dataFormat: 'NHWC', dilations: 1 } as const;
+const run = (name: string, inputs: tf.NamedTensorMap, attrs: object) =>
+  tf.engine().runKernel(name, inputs, attrs as tf.NamedAttrMap) as tf.Tensor;
+
+const paths = [
+  ['wasm', false],
+  ['wasm', true],
+  ['cpu', false],
+] as const;
+
+describe.each(paths)('kernels with an empty operand on %s (native kernels: %s)', (backend, withNative) => {
+  it.skipIf(withNative && !native)(
+    'give zeros (sums over no term) or an empty output, not what the heap held',
+    async () => {
+      await setBackend(backend);
+      useNativeKernels(withNative);
+      const before = tf.memory().numTensors;
+      // stale values where the outputs will be allocated: unwritten outputs returned them
+      tf.tidy(() => tf.fill([1 << 14], 123.5).dataSync());
+      const got = tf.tidy(() => {
+        const e = (shape: number[]) => tf.zeros(shape);
+        return {
+          // x·W over no column, and a Linear weight's gradient over an empty batch: dyᵀ·x
+          product: values(tf.matMul(e([3, 0]), e([0, 2]))),
+          weightGrad: values(tf.matMul(e([0, 8]), e([0, 5]), true, false)),
+          batched: values(tf.matMul(e([2, 5, 0]), e([2, 7, 0]), false, true)),
+          broadcast: values(tf.matMul(e([1, 4, 0]), e([3, 0, 2]))),
+          emptyRows: tf.matMul(e([0, 4]), tf.ones([4, 3])).shape,
+          convNoChannel: values(tf.conv2d(e([2, 4, 4, 0]), e([3, 3, 0, 5]), 1, 'same')),
+          convEmptyBatch: tf.conv2d(e([0, 4, 4, 3]), tf.ones([3, 3, 3, 5]), 1, 'same').shape,
+          filterGradEmptyBatch: values(
+            run(
+              'Conv2DBackpropFilter',
+              { x: e([0, 4, 4, 3]), dy: e([0, 4, 4, 5]) },
+              { ...conv, filterShape: [3, 3, 3, 5] },
+            ),
+          ),
+          inputGradNoFilter: values(
+            run(
+              'Conv2DBackpropInput',
+              { dy: e([2, 4, 4, 0]), filter: e([3, 3, 3, 0]) },
+              { ...conv, inputShape: [2, 4, 4, 3] },
+            ),
+          ),
+          transposed: tf.transpose(e([0, 3, 4, 4]), [0, 2, 3, 1]).shape,
+        };
+      });
+      expect(got).toEqual({
+        product: zerosOf([3, 2]),
+        weightGrad: zerosOf([8, 5]),
+        batched: zerosOf([2, 5, 7]),
+        broadcast: zerosOf([3, 4, 2]),
+        emptyRows: [0, 3],
+        convNoChannel: zerosOf([2, 4, 4, 5]),
+        convEmptyBatch: [0, 4, 4, 5],
+        filterGradEmptyBatch: zerosOf([3, 3, 3, 5]),
+        inputGradNoFilter: zerosOf([2, 4, 4, 3]),
+        transposed: [0, 4, 4, 3],
+      });
+      expect(tf.memory().numTensors).toBe(before);
+    },
+  );
+});

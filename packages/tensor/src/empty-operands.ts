@@ -1,0 +1,74 @@
+import type { KernelBackend, KernelConfig, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
+
+type Conv2DAttrs = {
+  strides: [number, number] | number;
+  pad: 'valid' | 'same' | number;
+  dataFormat: 'NHWC' | 'NCHW';
+  dilations: [number, number] | number;
+  dimRoundingMode?: 'floor' | 'round' | 'ceil';
+};
+
+/** The output shape of a kernel below from its inputs' shapes and attributes, without running it. */
+const OUTPUT_SHAPE: Record<string, (inputs: TensorInfo[], attrs: NamedAttrMap) => number[]> = {
+  BatchMatMul: ([a, b], attrs) => {
+    const { transposeA, transposeB } = attrs as unknown as tf.BatchMatMulAttrs;
+    const batch = tf.broadcast_util.assertAndGetBroadcastShape(a.shape.slice(0, -2), b.shape.slice(0, -2));
+    const rows = a.shape[a.shape.length - (transposeA ? 1 : 2)];
+    const cols = b.shape[b.shape.length - (transposeB ? 2 : 1)];
+    return [...batch, rows, cols];
+  },
+  Conv2D: ([x, filter], attrs) => convOutShape(x, filter, attrs, false),
+  DepthwiseConv2dNative: ([x, filter], attrs) => convOutShape(x, filter, attrs, true),
+  Conv2DBackpropInput: (_, attrs) => [...(attrs.inputShape as number[])],
+  Conv2DBackpropFilter: (_, attrs) => [...(attrs.filterShape as number[])],
+  DepthwiseConv2dNativeBackpropInput: (_, attrs) => [...(attrs.inputShape as number[])],
+  DepthwiseConv2dNativeBackpropFilter: (_, attrs) => [...(attrs.filterShape as number[])],
+  Transpose: ([x], attrs) => (attrs.perm as number[]).map((d) => x.shape[d]),
+};
+
+function convOutShape(x: TensorInfo, filter: TensorInfo, attrs: NamedAttrMap, depthwise: boolean): number[] {
+  const { strides, pad, dataFormat, dilations, dimRoundingMode } = attrs as unknown as Conv2DAttrs;
+  const format = tf.backend_util.convertConv2DDataFormat(dataFormat);
+  const info = tf.backend_util.computeConv2DInfo(
+    x.shape as [number, number, number, number],
+    filter.shape as [number, number, number, number],
+    strides,
+    dilations,
+    pad,
+    dimRoundingMode,
+    depthwise,
+    format,
+  );
+  return info.outShape;
+}
+
+/**
+ * Products and convolutions with an empty operand, made torch's: every output element is a sum
+ * over no term, so 0 (and an empty output is just empty). tfjs-wasm 4.22 left the output
+ * unwritten — a Linear layer's weight gradient over an empty batch (dyᵀ·x with no row) returned
+ * whatever the heap held there, silently — and its Transpose (so a convolution of an empty batch)
+ * raised "divide by zero". The native kernels already give zeros; they wrap these, so one rule
+ * serves every path, and the cpu backend is held to the same.
+ */
+export function registerEmptyOperands(): void {
+  for (const backendName of ['wasm', 'cpu']) {
+    for (const [name, outputShape] of Object.entries(OUTPUT_SHAPE)) {
+      const kernel = tf.getKernel(name, backendName) as KernelConfig | undefined;
+      if (!kernel) continue;
+      const kernelFunc = kernel.kernelFunc;
+      tf.unregisterKernel(name, backendName);
+      tf.registerKernel({
+        ...kernel,
+        kernelFunc: (args) => {
+          const inputs = Object.values(args.inputs) as TensorInfo[];
+          if (inputs.every((t) => tf.util.sizeFromShape(t.shape) > 0)) return kernelFunc(args);
+          const shape = outputShape(inputs, args.attrs ?? {});
+          const dtype = inputs[0].dtype;
+          const zeros = tf.util.getTypedArrayFromDType(dtype as 'float32', tf.util.sizeFromShape(shape));
+          return { dataId: (args.backend as KernelBackend).write(zeros, shape, dtype), shape, dtype };
+        },
+      });
+    }
+  }
+}
