@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
 import { registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
+import { registerNaNIndices } from './nan-indices.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -85,6 +86,7 @@ export function registerWasmFallbacks(): void {
   registerSharingIdentity();
   registerEmptyReductions();
   registerEmptyOperands();
+  registerNaNIndices();
   for (const name of WRONG_ON_WASM) {
     tf.unregisterKernel(name, 'wasm');
     tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')) });
