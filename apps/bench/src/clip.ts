@@ -193,7 +193,8 @@ async function stepBench(torch: string): Promise<void> {
     [
       `Best of the rounds: ${best('ddp', 'wallMs').toFixed(1)} ms (ddp) vs ${best('torch', 'wallMs').toFixed(1)} ms`,
       `(torch) wall, ddp / torch ${ratio('wallMs')}; CPU ${best('ddp', 'cpuMs').toFixed(1)} ms vs`,
-      `${best('torch', 'cpuMs').toFixed(1)} ms, ddp / torch ${ratio('cpuMs')}. Early: ${best('ddp', 'earlyWallMs').toFixed(1)}`,
+      `${best('torch', 'cpuMs').toFixed(1)} ms, ddp / torch ${ratio('cpuMs')}. Early: ` +
+        `${best('ddp', 'earlyWallMs').toFixed(1)}`,
       `vs ${best('torch', 'earlyWallMs').toFixed(1)} ms wall (${ratio('earlyWallMs')}), CPU ${ratio('earlyCpuMs')}.`,
     ],
   );

@@ -91,6 +91,10 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     expect(() => new GradScaler({ backoffFactor: 1 })).toThrow(GradScalerError);
     expect(() => new GradScaler({ growthInterval: 0.5 })).toThrow(GradScalerError);
     expect(() => new GradScaler({ initScale: Number.POSITIVE_INFINITY })).toThrow(GradScalerError);
+    // torch's spelling was ignored: the scale began at 2^16, not 1024
+    expect(() => new GradScaler({ init_scale: 1024 } as object)).toThrow(
+      /GradScaler: unknown option "init_scale"; did you mean initScale\?/,
+    );
   });
 
   it('disabled: scale() is the loss itself and step() always steps', async () => {

@@ -1,6 +1,6 @@
 import { mul, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
 
 export interface GradScalerOptions {
@@ -65,6 +65,8 @@ export class GradScaler {
   private readonly foundInfBuffer = new Float32Array(1);
 
   constructor(opts: GradScalerOptions = {}) {
+    const known = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval', 'enabled', 'processGroup'];
+    checkOptionNames('GradScaler', opts, known, (m) => new GradScalerError(m));
     this.currentScale = f32(opts.initScale ?? 2 ** 16);
     this.growthFactor = opts.growthFactor ?? 2;
     this.backoffFactor = opts.backoffFactor ?? 0.5;

@@ -1,6 +1,6 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError } from './errors.js';
+import { AutogradArgumentError, checkOptions } from './errors.js';
 import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';
 import type { Tensor } from './tensor.js';
@@ -108,9 +108,14 @@ class Broadcast extends Collective {
   }
 }
 
+function reduceOp(where: string, opts: { op?: DiffReduceOp }): DiffReduceOp {
+  checkOptions(where, opts, ['op']);
+  return opts.op ?? 'sum';
+}
+
 /** Differentiable all-reduce (torch.distributed.nn.functional.all_reduce); op 'sum' or 'avg'. */
 export const allReduce = (x: Tensor, group: ProcessGroup, opts: { op?: DiffReduceOp } = {}): Promise<Tensor> =>
-  AllReduce.applyAsync(x, group, opts.op ?? 'sum');
+  AllReduce.applyAsync(x, group, reduceOp('allReduce', opts));
 
 /** Differentiable all-gather: one Tensor per rank, in group-rank order (equal shapes). */
 export const allGather = (x: Tensor, group: ProcessGroup): Promise<Tensor[]> =>
@@ -118,7 +123,7 @@ export const allGather = (x: Tensor, group: ProcessGroup): Promise<Tensor[]> =>
 
 /** Differentiable reduce-scatter over dim 0 (which must divide by the group size). */
 export const reduceScatter = (x: Tensor, group: ProcessGroup, opts: { op?: DiffReduceOp } = {}): Promise<Tensor> =>
-  ReduceScatter.applyAsync(x, group, opts.op ?? 'sum');
+  ReduceScatter.applyAsync(x, group, reduceOp('reduceScatter', opts));
 
 /** Differentiable broadcast from group rank src. */
 export const broadcast = (x: Tensor, group: ProcessGroup, opts: { src: number }): Promise<Tensor> =>

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { checkOptions } from './errors.js';
 import { Tensor } from './tensor.js';
 
 /** Options of the creation functions. */
@@ -7,29 +8,42 @@ export interface CreateOptions {
   dtype?: 'float32' | 'int32' | 'bool';
 }
 
+const CREATE = ['requiresGrad', 'dtype'];
+/** The dtype of a created tensor, once its options are known good. */
+function createdDtype(where: string, opts: CreateOptions): 'float32' | 'int32' | 'bool' {
+  checkOptions(where, opts, CREATE);
+  return opts.dtype ?? 'float32';
+}
+
 /** A tensor from nested arrays or a typed array (with its shape), like torch.tensor. */
 export function tensor(values: tf.TensorLike, shape?: number[], opts: CreateOptions = {}): Tensor {
-  return new Tensor(tf.tensor(values, shape, opts.dtype ?? 'float32'), opts);
+  return new Tensor(tf.tensor(values, shape, createdDtype('tensor', opts)), opts);
 }
 
 /** Wraps a tf.Tensor; the new Tensor takes ownership of it. */
 export function fromTf(data: tf.Tensor, opts: { requiresGrad?: boolean } = {}): Tensor {
+  checkOptions('fromTf', opts, ['requiresGrad']);
   return new Tensor(data, opts);
 }
 
 export const zeros = (shape: number[], opts: CreateOptions = {}): Tensor =>
-  new Tensor(tf.zeros(shape, opts.dtype ?? 'float32'), opts);
+  new Tensor(tf.zeros(shape, createdDtype('zeros', opts)), opts);
 export const ones = (shape: number[], opts: CreateOptions = {}): Tensor =>
-  new Tensor(tf.ones(shape, opts.dtype ?? 'float32'), opts);
+  new Tensor(tf.ones(shape, createdDtype('ones', opts)), opts);
 export const full = (shape: number[], value: number, opts: CreateOptions = {}): Tensor =>
-  new Tensor(tf.fill(shape, value, opts.dtype ?? 'float32'), opts);
+  new Tensor(tf.fill(shape, value, createdDtype('full', opts)), opts);
 
-/** Standard-normal samples; pass seed for reproducible values. */
-export const randn = (shape: number[], opts: CreateOptions & { seed?: number } = {}): Tensor =>
-  new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed), opts);
+/** Standard-normal float32 samples; pass seed for reproducible values. */
+export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {
+  checkOptions('randn', opts, ['requiresGrad', 'seed']);
+  return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed), opts);
+}
 
-/** Uniform samples in [low, high); pass seed for reproducible values. */
-export const rand = (
+/** Uniform float32 samples in [low, high); pass seed for reproducible values. */
+export function rand(
   shape: number[],
-  opts: CreateOptions & { seed?: number; low?: number; high?: number } = {},
-): Tensor => new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed), opts);
+  opts: { requiresGrad?: boolean; seed?: number; low?: number; high?: number } = {},
+): Tensor {
+  checkOptions('rand', opts, ['requiresGrad', 'seed', 'low', 'high']);
+  return new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed), opts);
+}

@@ -1,3 +1,5 @@
+import { checkOptionNames } from '@ddp/tensor';
+
 /** Base class of every error @ddp/autograd raises. */
 export class AutogradError extends Error {
   override name = 'AutogradError';
@@ -28,4 +30,13 @@ export class TensorDisposedError extends AutogradError {
 /** Arguments that cannot work: wrong shapes, ranks, dtypes or options. */
 export class AutogradArgumentError extends AutogradError {
   override name = 'AutogradArgumentError';
+}
+
+/**
+ * Refuses an option `where` does not know (AutogradArgumentError): an ignored one changed the
+ * result silently — `sum(x, { axis: 1 })` summed every element, `conv2d(…, { dilation: 2 })`
+ * and `maxPool2d(…, { ceilMode: true })` gave another shape.
+ */
+export function checkOptions(where: string, opts: object | undefined, known: readonly string[]): void {
+  checkOptionNames(where, opts, known, (m) => new AutogradArgumentError(m));
 }

@@ -14,10 +14,11 @@ import {
 } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { clipLoss } from './clip-loss.js';
+import { clipLoss, clipLossFullMatrix } from './clip-loss.js';
 import { ContrastiveError } from './errors.js';
 import { ntXentLoss } from './ntxent.js';
 import { clampLogitScale_, logitScaleFromLog } from './scale.js';
+import { sigLipLoss } from './siglip.js';
 import { arrayOf, type Case, golden, leavesFor, runCase } from './test/cases.js';
 import { expectClose } from './test/expect.js';
 
@@ -109,6 +110,19 @@ describe('input checks and memory', () => {
       /ntXentLoss: temperature tau must be a positive finite number, got 0/,
     );
     for (const t of [x, y]) t.dispose();
+  });
+
+  it('refuses an option a loss does not know (a ported temperature= was ignored: tau stayed 0.5)', async () => {
+    const [x, y, s, b] = [tensor([1, 2, 3, 4], [2, 2]), tensor([4, 3, 2, 1], [2, 2]), tensor([0], []), tensor([0], [])];
+    // options a TypeScript literal would refuse, as a ported config passes them
+    const bad = (o: object) => o as never;
+    await expect(ntXentLoss(x, y, bad({ temperature: 0.1 }))).rejects.toThrow(
+      /rank 0: ntXentLoss: unknown option "temperature" \(ddp does not have it\); its options are group, naiveGather/,
+    );
+    await expect(clipLoss(x, y, s, bad({ temperature: 0.07 }))).rejects.toThrow(ContrastiveError);
+    await expect(clipLossFullMatrix(x, y, s, bad({ world_size: 2 }))).rejects.toThrow(/clipLossFullMatrix: unknown/);
+    await expect(sigLipLoss(x, y, s, b, bad({ bias: 1 }))).rejects.toThrow(/sigLipLoss: unknown option "bias"/);
+    for (const t of [x, y, s, b]) t.dispose();
   });
 
   it('leaves no tensors behind across repeated losses and backwards', async () => {

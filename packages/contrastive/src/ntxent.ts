@@ -1,7 +1,7 @@
 import { concat, crossEntropy, div, l2Normalize, maskedFill, matmul, type Tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
-import { gatherForLoss, type LossOptions, lossGroup, worldRankOf } from './world.js';
+import { checkLossOptions, gatherForLoss, type LossOptions, lossGroup, worldRankOf } from './world.js';
 
 /** A self-similarity: finite (−∞ would make the one-hot product of the cross-entropy NaN), exp() of it is 0. */
 const MASKED = -1e9;
@@ -15,6 +15,7 @@ const MASKED = -1e9;
  * ranks is the single-process mean over all 2·globalBatch rows.
  */
 export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { tau?: number } = {}): Promise<Tensor> {
+  checkLossOptions('ntXentLoss', opts, ['tau']);
   const tau = opts.tau ?? 0.5;
   const n = z1.shape[0];
   if (!(typeof tau === 'number' && tau > 0 && Number.isFinite(tau))) {

@@ -3,7 +3,7 @@ import { tf } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
 import { ringExchange } from './ring.js';
 import { logitScaleFromLog } from './scale.js';
-import { type LossOptions, lossGroup } from './world.js';
+import { checkLossOptions, type LossOptions, lossGroup } from './world.js';
 
 /** -Σ log σ(±logits) of one [local × block] tile; the own block has its positives on the diagonal. */
 function tileLoss(img: Tensor, block: Tensor, scale: Tensor, bias: Tensor, own: boolean): Tensor {
@@ -32,6 +32,7 @@ export async function sigLipLoss(
   logitBias: Tensor,
   opts: Omit<LossOptions, 'naiveGather'> = {},
 ): Promise<Tensor> {
+  checkLossOptions('sigLipLoss', opts);
   const group = lossGroup(opts);
   const worldSize = group?.size ?? 1;
   const rank = group?.rank ?? 0;

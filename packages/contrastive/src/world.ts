@@ -1,5 +1,7 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
+import { checkOptionNames } from '@ddp/tensor';
+import { ContrastiveError } from './errors.js';
 import { allGatherLocalGrad, allGatherRows, type GatheredRows } from './gather.js';
 
 /** Options every loss takes. */
@@ -18,6 +20,20 @@ export interface LossOptions {
 export function lossGroup(opts: Pick<LossOptions, 'group'>): ProcessGroup | undefined {
   if (opts.group === undefined) return isInitialized() ? getDefaultGroup() : undefined;
   return opts.group ?? undefined;
+}
+
+/**
+ * Refuses an option the loss `op` does not know (ContrastiveError): ignored, `{ temperature: 0.1 }`
+ * for ntXentLoss's `tau` trained at 0.5 without a word.
+ */
+export function checkLossOptions(op: string, opts: object, extra: readonly string[] = []): void {
+  const known = ['group', 'naiveGather', ...extra];
+  checkOptionNames(
+    op,
+    opts,
+    known,
+    (m) => new ContrastiveError(m.slice(op.length + 2), worldRankOf(lossGroup(opts)), op),
+  );
 }
 
 /** This rank's number in the world, for error messages (0 in a world of one). */

@@ -104,6 +104,12 @@ describe('DataParallel: replicas on worker threads', () => {
     for (const [n, k, want] of cases) expect(chunkSizes(n, k), `${n} over ${k}`).toEqual(want);
   });
 
+  it('refuses an option it does not know (ignored, `devices: 4` ran 2 replicas)', async () => {
+    await expect(DataParallel.create(factory, { devices: 4 } as object)).rejects.toThrow(
+      /DataParallel.create: unknown option "devices"/,
+    );
+  });
+
   it('a replica whose model differs, or that throws, raises DataParallelError naming the replica and the operation', async () => {
     await expect(DataParallel.create(factory, { replicas: 2, exportName: 'widerOnMain' })).rejects.toThrow(
       /replica 0: its model has \d+ parameters, the main one/,

@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { AutogradFunction, type Context, chunkSizes, type Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
-import { getNumThreads, tf } from '@ddp/tensor';
+import { checkOptionNames, getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
 import type { BufferValues, FromReplica, ReplicaInit, ToReplica } from './protocol.js';
 
@@ -166,6 +166,7 @@ export class DataParallel {
 
   /** Builds the main replica and `replicas` replica threads from `factoryUrl`'s factory. */
   static async create(factoryUrl: string | URL, opts: DataParallelOptions = {}): Promise<DataParallel> {
+    checkOptionNames('DataParallel.create', opts, ['replicas', 'exportName'], (m) => new DataParallelError(m));
     const count = opts.replicas ?? 2;
     if (!(Number.isInteger(count) && count > 0))
       throw new DataParallelError(`DataParallel: replicas must be a positive integer, got ${count}`);

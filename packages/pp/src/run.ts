@@ -1,7 +1,7 @@
 import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
 import {
@@ -83,6 +83,8 @@ export async function pipelineStep(
   opts: PipelineStepOptions,
 ): Promise<PipelineStepResult> {
   const m = microBatches.length;
+  const known = ['ppGroup', 'activationShape', 'schedule', 'dpGroup', 'check'];
+  checkOptionNames('pipelineStep', opts, known, (m) => new PipelineStageError(m));
   const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
   if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
     throw new PipelineStageError(

@@ -50,6 +50,14 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
   });
   afterAll(() => destroyProcessGroup());
 
+  it('refuses an option it does not know (ignored, a misspelt schedule ran 1f1b)', async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const opts = { ppGroup: group, activationShape: [1], schedul: 'afab' } as object;
+    await expect(pipelineStep(stage, microBatches(0, 0), opts as never)).rejects.toThrow(PipelineStageError);
+    await expect(pipelineStep(stage, microBatches(0, 0), opts as never)).rejects.toThrow(/unknown option "schedul"/);
+    stage.dispose();
+  });
+
   for (const schedule of ['afab', '1f1b'] as const) {
     it(`${schedule}: ${CFG.steps} steps on ${CFG.numMicroBatches} micro-batches match the whole batch, with flat tensor counts`, async () => {
       const reference = await referenceRun(1);

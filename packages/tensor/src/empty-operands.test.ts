@@ -30,7 +30,7 @@ describe.each(paths)('kernels with an empty operand on %s (native kernels: %s)',
       // stale values where the outputs will be allocated: unwritten outputs returned them
       tf.tidy(() => tf.fill([1 << 14], 123.5).dataSync());
       const got = tf.tidy(() => {
-        const e = (shape: number[]) => tf.zeros(shape);
+        const e = <R extends tf.Rank>(shape: number[]) => tf.zeros(shape) as unknown as tf.Tensor<R>;
         return {
           // x·W over no column, and a Linear weight's gradient over an empty batch: dyᵀ·x
           product: values(tf.matMul(e([3, 0]), e([0, 2]))),
@@ -38,8 +38,8 @@ describe.each(paths)('kernels with an empty operand on %s (native kernels: %s)',
           batched: values(tf.matMul(e([2, 5, 0]), e([2, 7, 0]), false, true)),
           broadcast: values(tf.matMul(e([1, 4, 0]), e([3, 0, 2]))),
           emptyRows: tf.matMul(e([0, 4]), tf.ones([4, 3])).shape,
-          convNoChannel: values(tf.conv2d(e([2, 4, 4, 0]), e([3, 3, 0, 5]), 1, 'same')),
-          convEmptyBatch: tf.conv2d(e([0, 4, 4, 3]), tf.ones([3, 3, 3, 5]), 1, 'same').shape,
+          convNoChannel: values(tf.conv2d(e<tf.Rank.R4>([2, 4, 4, 0]), e<tf.Rank.R4>([3, 3, 0, 5]), 1, 'same')),
+          convEmptyBatch: tf.conv2d(e<tf.Rank.R4>([0, 4, 4, 3]), tf.ones([3, 3, 3, 5]) as tf.Tensor4D, 1, 'same').shape,
           filterGradEmptyBatch: values(
             run(
               'Conv2DBackpropFilter',

@@ -33,6 +33,14 @@ describe('applyTensorParallel', () => {
     expect(tf.max(tf.abs(tf.sub(want.data, got.data))).dataSync()[0]).toBeLessThan(1e-6);
   });
 
+  it('refuses an option it does not know (ignored, it sharded the embeddings anyway)', () => {
+    const model = new TinyGpt(config, new Generator(5));
+    expect(() => applyTensorParallel(model, groupOf(1), { embedding: false } as object)).toThrow(TensorParallelError);
+    expect(() => applyTensorParallel(model, groupOf(1), { embedding: false } as object)).toThrow(
+      /unknown option "embedding"/,
+    );
+  });
+
   // torch's parallelize_module leaves such an optimizer holding the old parameters, which get no gradient
   it('an optimizer built before it refuses to step (was: every sharded layer silently untrained)', async () => {
     const model = new TinyGpt(config, new Generator(5));

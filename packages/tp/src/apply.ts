@@ -1,6 +1,8 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { Embedding, type Module, TransformerBlock } from '@ddp/nn';
+import { checkOptionNames } from '@ddp/tensor';
 import { TensorParallelBlock } from './block.js';
+import { TensorParallelError } from './errors.js';
 import { VocabParallelEmbedding } from './layers.js';
 
 function parallelize(m: Module, group: ProcessGroup, embeddings: boolean): Module {
@@ -32,11 +34,9 @@ export interface ApplyTensorParallelOptions {
  * The parallel modules' forwards are async: the model's forward must await its blocks and
  * embeddings. Returns the model (a new module only when `model` itself is replaced).
  */
-export function applyTensorParallel(
-  model: Module,
-  group: ProcessGroup,
-  { embeddings = true }: ApplyTensorParallelOptions = {},
-): Module {
+export function applyTensorParallel(model: Module, group: ProcessGroup, opts: ApplyTensorParallelOptions = {}): Module {
+  checkOptionNames('applyTensorParallel', opts, ['embeddings'], (m) => new TensorParallelError(m));
+  const embeddings = opts.embeddings ?? true;
   const top = parallelize(model, group, embeddings);
   if (top !== model) return top;
   for (const [name, child] of [...model.namedChildren()]) {

@@ -2,7 +2,7 @@ import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import { Optimizer, type OptimizerStateDict, type ParamGroup, type ParamGroupInput, type ParamState } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
+import { checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { type Partition, partitionParameters } from './partition.js';
@@ -58,6 +58,12 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     options: Partial<O> = {},
     zero: ZeroOptions = {},
   ) {
+    checkOptionNames(
+      'ZeroRedundancyOptimizer',
+      zero,
+      ['processGroup', 'stage', 'parametersAsBucketView'],
+      (m) => new ZeroError(m),
+    );
     super(params, options as O);
     this.processGroup = zero.processGroup ?? getDefaultGroup();
     this.stage = zero.stage ?? 1;

@@ -1,9 +1,32 @@
-import { add, crossEntropy, matmul, mse, reshape, tensor } from '@ddp/autograd';
+import { add, conv2d, crossEntropy, matmul, maxPool2d, mse, randn, reshape, sum, tensor } from '@ddp/autograd';
 import { dtypeInfo, setBackend, tensorFromTypedArray, tf } from '@ddp/tensor';
 import type { BadInputCase } from './bad-input.js';
 
 /** Bad-input rows for the math core: tensor (dtypes, backends) and autograd (shapes, backward). */
 export const CORE_CASES: BadInputCase[] = [
+  // options an op does not know were ignored: another result, silently (a sum over every element)
+  {
+    pkg: 'autograd',
+    entry: 'sum',
+    input: '{ axis: 1 } (tfjs spelling)',
+    expect: 'AutogradArgumentError',
+    call: () => sum(randn([2, 3], { seed: 0 }), { axis: 1 } as object),
+  },
+  {
+    pkg: 'autograd',
+    entry: 'conv2d',
+    input: '{ dilation: 2 }',
+    expect: 'AutogradArgumentError',
+    call: () =>
+      conv2d(randn([1, 1, 6, 6], { seed: 0 }), randn([1, 1, 3, 3], { seed: 1 }), null, { dilation: 2 } as object),
+  },
+  {
+    pkg: 'autograd',
+    entry: 'maxPool2d',
+    input: '{ ceilMode: true }',
+    expect: 'AutogradArgumentError',
+    call: () => maxPool2d(randn([1, 1, 8, 8], { seed: 0 }), 3, { stride: 2, ceilMode: true } as object),
+  },
   {
     pkg: 'tensor',
     entry: 'tensorFromTypedArray',

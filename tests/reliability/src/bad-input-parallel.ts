@@ -1,5 +1,6 @@
 import { mse, tensor, zeros } from '@ddp/autograd';
 import { clipLoss, ntXentLoss } from '@ddp/contrastive';
+import { fullyShard } from '@ddp/fsdp';
 import { join } from '@ddp/join';
 import { Sequential, SGD, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
@@ -27,6 +28,28 @@ async function nonFiniteStep(value: number, checkFinite?: boolean): Promise<void
 }
 
 export const PARALLEL_CASES: BadInputCase[] = [
+  {
+    pkg: 'contrastive',
+    entry: 'ntXentLoss',
+    input: '{ temperature: 0.1 } (its option is tau)',
+    expect: 'ContrastiveError',
+    call: () => ntXentLoss(tensor([1, 2, 3, 4], [2, 2]), tensor([4, 3, 2, 1], [2, 2]), { temperature: 0.1 } as object),
+  },
+  {
+    pkg: 'zero',
+    entry: 'ZeroRedundancyOptimizer',
+    input: "{ stage_: 2 } (a misspelt stage: stage 1's memory)",
+    expect: 'ZeroError',
+    call: () => new ZeroRedundancyOptimizer(params(), sgd, { lr: 0.1 }, { stage_: 2 } as object),
+  },
+  {
+    pkg: 'fsdp',
+    entry: 'fullyShard',
+    input: '{ reshard_after_forward: false }',
+    expect: 'FSDPError',
+    mustName: 'reshardAfterForward',
+    call: () => fullyShard(mlp(), { reshard_after_forward: false } as object),
+  },
   {
     pkg: 'join',
     entry: 'join',

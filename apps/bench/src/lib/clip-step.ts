@@ -22,7 +22,8 @@ export interface StepTiming {
 
 /**
  * One run of apps/clip's step timer (ddp) or its PyTorch counterpart (clip_step.py): `steps`
- * timed steps of `batch` pairs, `warmup` more, then `steps` again, in a fresh process pinned to one thread (DDP_NUM_THREADS,
+ * timed steps of `batch` pairs, `warmup` more, then `steps` again, in a fresh process pinned to one thread
+ * (DDP_NUM_THREADS,
  * OMP_NUM_THREADS: what Debian's OpenBLAS under PyTorch follows).
  */
 export async function timeSteps(

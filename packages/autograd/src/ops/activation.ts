@@ -1,4 +1,5 @@
 import { gelu as fusedGelu, geluGrad, reluGrad, tf } from '@ddp/tensor';
+import { checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -56,5 +57,6 @@ const geluTanh = unary(
 
 /** GELU, exact erf form by default; approximate: 'tanh' as in torch.nn.functional.gelu. */
 export function gelu(x: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor {
+  checkOptions('gelu', opts, ['approximate']);
   return opts.approximate === 'tanh' ? geluTanh(x) : GeluErf.apply(x);
 }

@@ -1,6 +1,6 @@
 import { biasAdd, channelSum, convTakesNCHW, nativeConv2d, nativeConv2dGrads, tf } from '@ddp/tensor';
 import { type AutocastDtype, autocastDtype, maybeRound } from '../autocast.js';
-import { AutogradArgumentError, AutogradError } from '../errors.js';
+import { AutogradArgumentError, AutogradError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -202,6 +202,7 @@ export function conv2d(
   bias: Tensor | null = null,
   opts: { stride?: Pair; padding?: Pair } = {},
 ): Tensor {
+  checkOptions('conv2d', opts, ['stride', 'padding']);
   const [stride, padding] = [opts.stride ?? 1, opts.padding ?? 0];
   checkWindow('conv2d', x, weight.shape.slice(2, 4) as [number, number], stride, padding);
   return Conv2d.apply(x, weight, bias, stride, padding);
@@ -209,6 +210,7 @@ export function conv2d(
 
 /** F.max_pool2d on NCHW input; stride defaults to the kernel size. */
 export function maxPool2d(x: Tensor, kernelSize: Pair, opts: { stride?: Pair; padding?: Pair } = {}): Tensor {
+  checkOptions('maxPool2d', opts, ['stride', 'padding']);
   const [stride, padding] = [opts.stride ?? kernelSize, opts.padding ?? 0];
   checkWindow('maxPool2d', x, kernelSize, stride, padding);
   return MaxPool2d.apply(x, kernelSize, stride, padding);

@@ -1,5 +1,5 @@
-import { checkOptionNames, tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
@@ -283,7 +283,7 @@ function paddingRow(paddingIdx: number, rows: number, op: string): number {
  * row `paddingIdx` names gets no gradient, as torch's padding_idx (its value is still returned).
  */
 export function embedding(ids: Indices, table: Tensor, opts: { paddingIdx?: number } = {}): Tensor {
-  checkOptionNames('embedding', opts, ['paddingIdx'], (m) => new AutogradArgumentError(m));
+  checkOptions('embedding', opts, ['paddingIdx']);
   const skip = opts.paddingIdx === undefined ? -1 : paddingRow(opts.paddingIdx, table.shape[0], 'embedding');
   const idx = toIndexTensor(ids, 'embedding');
   try {

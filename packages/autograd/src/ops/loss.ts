@@ -1,5 +1,5 @@
-import { checkOptionNames, tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { tf } from '@ddp/tensor';
+import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
@@ -84,7 +84,7 @@ export function crossEntropy(
   labels: Indices,
   opts: { ignoreIndex?: number; reduction?: Reduction } = {},
 ): Tensor {
-  checkOptionNames('crossEntropy', opts, ['ignoreIndex', 'reduction'], (m) => new AutogradArgumentError(m));
+  checkOptions('crossEntropy', opts, ['ignoreIndex', 'reduction']);
   const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');
@@ -113,7 +113,7 @@ function warnIfBroadcast(op: string, input: number[], target: number[], shape: n
 
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
-  checkOptionNames('mse', opts, ['reduction'], (m) => new AutogradArgumentError(m));
+  checkOptions('mse', opts, ['reduction']);
   const reduction = opts.reduction ?? 'mean';
   warnIfBroadcast('mse', input.shape, target.shape, broadcastShapes('mse (input, target)', input.shape, target.shape));
   return tidy(() => {

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { type AutocastDtype, autocastDtype, castToAutocastDtype, maybeRound } from '../autocast.js';
-import { AutogradArgumentError } from '../errors.js';
+import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
@@ -87,6 +87,7 @@ class MatMul extends AutogradFunction {
 
 /** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
 export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
+  checkOptions('matmul', opts, ['transposeA', 'transposeB']);
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false, true);
 }
 

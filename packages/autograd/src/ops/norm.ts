@@ -1,5 +1,5 @@
 import { layerNorm as fusedLayerNorm, layerNormGrad, tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -111,6 +111,7 @@ export function layerNorm(
   bias: Tensor | null = null,
   opts: { eps?: number; normalizedDims?: number } = {},
 ): Tensor {
+  checkOptions('layerNorm', opts, ['eps', 'normalizedDims']);
   const dims = opts.normalizedDims ?? weight?.rank ?? 1;
   return LayerNorm.apply(x, weight, bias, dims, opts.eps ?? 1e-5);
 }

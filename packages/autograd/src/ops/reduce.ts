@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -54,10 +54,17 @@ class Extreme extends AutogradFunction {
 }
 
 /** Sum over dims (all by default). */
-export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor => SumOrMean.apply(x, opts, false);
+export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor =>
+  SumOrMean.apply(x, reduceOptions('sum', opts), false);
 /** Mean over dims (all by default). */
-export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor => SumOrMean.apply(x, opts, true);
+export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor =>
+  SumOrMean.apply(x, reduceOptions('mean', opts), true);
 /** Maximum over dims (torch.amax). */
-export const max = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, opts, 'max');
+export const max = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, reduceOptions('max', opts), 'max');
 /** Minimum over dims (torch.amin). */
-export const min = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, opts, 'min');
+export const min = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, reduceOptions('min', opts), 'min');
+
+function reduceOptions(where: string, opts: ReduceOptions): ReduceOptions {
+  checkOptions(where, opts, ['dim', 'keepdim']);
+  return opts;
+}

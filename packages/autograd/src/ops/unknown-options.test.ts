@@ -1,0 +1,65 @@
+import { tf } from '@ddp/tensor';
+import { describe, expect, it } from 'vitest';
+import {
+  AutogradArgumentError,
+  conv2d,
+  dropout,
+  fromTf,
+  full,
+  gelu,
+  layerNorm,
+  matmul,
+  max,
+  maxPool2d,
+  mean,
+  min,
+  ones,
+  rand,
+  randn,
+  sum,
+  tensor,
+  zeros,
+} from '../index.js';
+
+/**
+ * An option an op does not know is refused, naming the op and the options it has: ignored, it
+ * changed the result without a word (`sum(x, { axis: 1 })` summed every element; conv2d's
+ * `dilation`, maxPool2d's `ceilMode` and `dilation` gave another shape; torch spellings such as
+ * `keepDims`, `requires_grad` were dropped).
+ */
+describe('unknown options get an AutogradArgumentError', () => {
+  const x = () => randn([1, 2, 8, 8], { seed: 1 });
+  const w = () => randn([2, 2, 3, 3], { seed: 2 });
+  // options a TypeScript literal would refuse, as a ported config passes them
+  const bad = (o: object) => o as never;
+  const cases: [string, () => unknown, RegExp][] = [
+    ['sum', () => sum(x(), bad({ axis: 1 })), /sum: unknown option "axis".*its options are dim, keepdim/],
+    ['mean', () => mean(x(), bad({ dim: 1, keepDims: true })), /mean: unknown option "keepDims"/],
+    ['max', () => max(x(), bad({ axis: 0 })), /max: unknown option "axis"/],
+    ['min', () => min(x(), bad({ keep_dim: true })), /min: unknown option "keep_dim"/],
+    ['conv2d', () => conv2d(x(), w(), null, bad({ dilation: 2 })), /conv2d: unknown option "dilation"/],
+    ['maxPool2d', () => maxPool2d(x(), 3, bad({ stride: 2, ceilMode: true })), /maxPool2d: unknown option "ceilMode"/],
+    ['matmul', () => matmul(x(), x(), bad({ transpose_b: true })), /did you mean transposeB\?/],
+    ['layerNorm', () => layerNorm(x(), null, null, bad({ epsilon: 1e-3 })), /layerNorm: unknown option "epsilon"/],
+    ['gelu', () => gelu(x(), bad({ approx: 'tanh' })), /gelu: unknown option "approx"/],
+    ['dropout', () => dropout(x(), 0.5, bad({ inplace: true })), /dropout: unknown option "inplace"/],
+    ['tensor', () => tensor([1, 2], undefined, bad({ requires_grad: true })), /did you mean requiresGrad\?/],
+    ['zeros', () => zeros([2], bad({ device: 'cpu' })), /zeros: unknown option "device"/],
+    ['ones', () => ones([2], bad({ grad: true })), /ones: unknown option "grad"/],
+    ['full', () => full([2], 1, bad({ dtyp: 'int32' })), /full: unknown option "dtyp"/],
+    ['randn', () => randn([2], bad({ dtype: 'int32' })), /randn: unknown option "dtype"/],
+    ['rand', () => rand([2], bad({ min: -1 })), /rand: unknown option "min"/],
+    ['fromTf', () => fromTf(tf.zeros([2]), bad({ dtype: 'int32' })), /fromTf: unknown option "dtype"/],
+  ];
+  it.each(cases)('%s', (_, call, message) => {
+    expect(call).toThrow(AutogradArgumentError);
+    expect(call).toThrow(message);
+  });
+
+  it('known options still work, and no options at all', () => {
+    expect(sum(randn([2, 3], { seed: 3 }), { dim: 1, keepdim: true }).shape).toEqual([2, 1]);
+    expect(conv2d(x(), w(), null, { stride: 2, padding: 1 }).shape).toEqual([1, 2, 4, 4]);
+    expect(maxPool2d(x(), 2).shape).toEqual([1, 2, 4, 4]);
+    expect(randn([2], { seed: 1, requiresGrad: true }).requiresGrad).toBe(true);
+  });
+});
