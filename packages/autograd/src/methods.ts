@@ -4,7 +4,7 @@ import { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
 import { chunk, indexSelect, maskedFill, narrow, pad, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
 import { l2Normalize } from './ops/norm.js';
-import { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
+import { max, mean, min, type ReduceDims, sum } from './ops/reduce.js';
 import { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 import { logSoftmax, softmax } from './ops/softmax.js';
 import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
@@ -25,13 +25,14 @@ declare module './tensor.js' {
     sqrt(): Tensor;
     square(): Tensor;
     abs(): Tensor;
-    sum(opts?: ReduceOptions): Tensor;
-    mean(opts?: ReduceOptions): Tensor;
-    max(opts?: ReduceOptions): Tensor;
-    min(opts?: ReduceOptions): Tensor;
-    reshape(shape: number[]): Tensor;
-    view(shape: number[]): Tensor;
-    permute(dims: number[]): Tensor;
+    sum(dims?: ReduceDims, keepdim?: boolean): Tensor;
+    mean(dims?: ReduceDims, keepdim?: boolean): Tensor;
+    max(dims?: ReduceDims, keepdim?: boolean): Tensor;
+    min(dims?: ReduceDims, keepdim?: boolean): Tensor;
+    /** `x.reshape([4, 3])` or torch's `x.reshape(4, 3)`. */
+    reshape(...shape: Sizes): Tensor;
+    view(...shape: Sizes): Tensor;
+    permute(...dims: Sizes): Tensor;
     transpose(dim0?: number, dim1?: number): Tensor;
     unsqueeze(dim: number): Tensor;
     squeeze(dim?: number): Tensor;
@@ -55,6 +56,10 @@ declare module './tensor.js' {
 }
 
 type Method = (this: Tensor, ...args: never[]) => Tensor | Tensor[];
+
+/** Sizes given as one array or as numbers (torch's `x.view(4, 3)`). */
+type Sizes = [number[]] | number[];
+const sizes = (given: Sizes): number[] => (Array.isArray(given[0]) ? given[0] : (given as number[]));
 const methods: Record<string, Method> = {
   add(o: Operand) {
     return add(this, o);
@@ -92,26 +97,26 @@ const methods: Record<string, Method> = {
   abs() {
     return abs(this);
   },
-  sum(opts?: ReduceOptions) {
-    return sum(this, opts);
+  sum(dims?: ReduceDims, keepdim?: boolean) {
+    return sum(this, dims, keepdim);
   },
-  mean(opts?: ReduceOptions) {
-    return mean(this, opts);
+  mean(dims?: ReduceDims, keepdim?: boolean) {
+    return mean(this, dims, keepdim);
   },
-  max(opts?: ReduceOptions) {
-    return max(this, opts);
+  max(dims?: ReduceDims, keepdim?: boolean) {
+    return max(this, dims, keepdim);
   },
-  min(opts?: ReduceOptions) {
-    return min(this, opts);
+  min(dims?: ReduceDims, keepdim?: boolean) {
+    return min(this, dims, keepdim);
   },
-  reshape(shape: number[]) {
-    return reshape(this, shape);
+  reshape(...shape: Sizes) {
+    return reshape(this, sizes(shape));
   },
-  view(shape: number[]) {
-    return reshape(this, shape);
+  view(...shape: Sizes) {
+    return reshape(this, sizes(shape));
   },
-  permute(dims: number[]) {
-    return permute(this, dims);
+  permute(...dims: Sizes) {
+    return permute(this, sizes(dims));
   },
   transpose(d0?: number, d1?: number) {
     return transpose(this, d0, d1);

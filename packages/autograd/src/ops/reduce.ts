@@ -11,6 +11,9 @@ export interface ReduceOptions {
   keepdim?: boolean;
 }
 
+/** What a reduction takes after its input: options, or torch's positional dims (then keepdim). */
+export type ReduceDims = ReduceOptions | number | number[];
+
 /** Sum or mean over dims: the gradient broadcasts dy back (divided by the count for a mean). */
 class SumOrMean extends AutogradFunction {
   private inShape: number[] = [];
@@ -53,18 +56,33 @@ class Extreme extends AutogradFunction {
   }
 }
 
-/** Sum over dims (all by default). */
-export const sum = (x: Tensor, opts: ReduceOptions = {}): Tensor =>
-  SumOrMean.apply(x, reduceOptions('sum', opts), false);
+/** Sum over dims (all by default): `sum(x, { dim: 1, keepdim: true })` or torch's `sum(x, 1, true)`. */
+export const sum = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
+  SumOrMean.apply(x, reduceOptions('sum', dims, keepdim), false);
 /** Mean over dims (all by default). */
-export const mean = (x: Tensor, opts: ReduceOptions = {}): Tensor =>
-  SumOrMean.apply(x, reduceOptions('mean', opts), true);
-/** Maximum over dims (torch.amax). */
-export const max = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, reduceOptions('max', opts), 'max');
+export const mean = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
+  SumOrMean.apply(x, reduceOptions('mean', dims, keepdim), true);
+/** Maximum over dims (torch.amax: the values alone, no indices). */
+export const max = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
+  Extreme.apply(x, reduceOptions('max', dims, keepdim), 'max');
 /** Minimum over dims (torch.amin). */
-export const min = (x: Tensor, opts: ReduceOptions = {}): Tensor => Extreme.apply(x, reduceOptions('min', opts), 'min');
+export const min = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
+  Extreme.apply(x, reduceOptions('min', dims, keepdim), 'min');
 
-function reduceOptions(where: string, opts: ReduceOptions): ReduceOptions {
-  checkOptions(where, opts, ['dim', 'keepdim']);
-  return opts;
+/**
+ * The options of a reduction given either way. torch's `x.sum(1)` was read as options and
+ * ignored (a number has no keys): the sum of every element, silently.
+ */
+function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undefined): ReduceOptions {
+  if (typeof dims === 'number' || Array.isArray(dims)) return { dim: dims, keepdim: keepdim ?? false };
+  if (typeof dims !== 'object' || dims === null)
+    throw new AutogradArgumentError(
+      `${where}: dims must be a number, an array or { dim, keepdim }, got ${String(dims)}`,
+    );
+  if (keepdim !== undefined)
+    throw new AutogradArgumentError(
+      `${where}: keepdim goes inside the options ({ dim, keepdim }) or after a dim number`,
+    );
+  checkOptions(where, dims, ['dim', 'keepdim']);
+  return dims;
 }

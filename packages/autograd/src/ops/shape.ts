@@ -47,9 +47,16 @@ class Permute extends AutogradFunction {
 }
 
 /** View with a new shape (one entry may be -1). */
-export const reshape = (x: Tensor, shape: number[]): Tensor => Reshape.apply(x, shape);
+export const reshape = (x: Tensor, shape: number[]): Tensor => Reshape.apply(x, sizesArray('reshape', shape));
 /** Reorders dims: output dim i is input dim dims[i] (torch.permute). */
-export const permute = (x: Tensor, dims: number[]): Tensor => Permute.apply(x, dims);
+export const permute = (x: Tensor, dims: number[]): Tensor => Permute.apply(x, sizesArray('permute', dims));
+
+/** The function forms take one array (torch.reshape(x, (4, 3))); a number there was an untyped crash. */
+function sizesArray(where: string, given: unknown): number[] {
+  if (!Array.isArray(given))
+    throw new AutogradArgumentError(`${where}: expected an array of sizes, got ${String(given)}`);
+  return given;
+}
 
 /** Swaps two dims (torch.transpose); negative dims count from the end. */
 export function transpose(x: Tensor, dim0 = -2, dim1 = -1): Tensor {
