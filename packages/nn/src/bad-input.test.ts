@@ -11,6 +11,7 @@ import {
   Embedding,
   LayerNorm,
   Linear,
+  MaxPool2d,
   ModuleError,
   MultiheadAttention,
   OptimizerError,
@@ -71,5 +72,29 @@ describe('bad input gets a typed error', () => {
       ['TransformerBlock', () => new TransformerBlock(4, 2, config('{ "mlp_ratio": 2 }'))],
     ];
     for (const [name, make] of layers) expect(make, name).toThrow(new RegExp(`^${name}: unknown option`));
+  });
+
+  // torch's positional arguments land in the options' place: a number or boolean destructured to
+  // nothing, so the bias stayed, eps/stride/padding kept their defaults and Adam trained at 1e-3
+  it("torch's positional arguments where ddp takes named options", () => {
+    const positional = (v: unknown) => v as never;
+    const layers: [string, () => unknown][] = [
+      ['Linear', () => new Linear(3, 2, positional(false))],
+      ['Conv2d', () => new Conv2d(1, 4, 3, positional(2))],
+      ['LayerNorm', () => new LayerNorm(4, positional(1e-6))],
+      ['BatchNorm2d', () => new BatchNorm2d(3, positional(1e-3))],
+      ['Embedding', () => new Embedding(10, 3, positional(0))],
+      ['MaxPool2d', () => new MaxPool2d(2, positional(1))],
+      ['Dropout', () => new Dropout(0.5, positional(true))],
+      ['MultiheadAttention', () => new MultiheadAttention(8, 2, positional(0.1))],
+      ['TransformerBlock', () => new TransformerBlock(8, 2, positional(4))],
+    ];
+    for (const [name, make] of layers) {
+      expect(make, name).toThrow(ModuleError);
+      expect(make, name).toThrow(new RegExp(`^${name}: options must be an object of named options, got `));
+    }
+    const params = () => new Linear(2, 1).parameters();
+    expect(() => new SGD(params(), positional(0.1))).toThrow(/SGD: options must be an object of named options/);
+    expect(() => new Adam(params(), positional(0.5))).toThrow(OptimizerError);
   });
 });

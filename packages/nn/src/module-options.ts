@@ -5,3 +5,18 @@ import { ModuleError } from './module.js';
 export function checkModuleOptions(layer: string, unknown: object, known: readonly string[]): void {
   checkOptionNames(layer, unknown, known, (message) => new ModuleError(message));
 }
+
+/**
+ * A layer's options argument, refused unless it is an object: torch's positional arguments
+ * (`new Linear(3, 2, false)`, `new LayerNorm(4, 1e-6)`, `new Conv2d(1, 4, 3, 2, 1)`) landed in
+ * the options' place, where a number or boolean destructures to nothing — bias kept, eps,
+ * stride and padding at their defaults, silently.
+ */
+export function moduleOptions<T extends object>(layer: string, opts: T): T {
+  if (typeof opts !== 'object' || opts === null || Array.isArray(opts))
+    throw new ModuleError(
+      `${layer}: options must be an object of named options, got ${String(opts)} ` +
+        "(torch's positional arguments are named here)",
+    );
+  return opts;
+}

@@ -20,6 +20,11 @@ describe('SyncBatchNorm construction', () => {
     expect(() => new SyncBatchNorm(-1)).toThrow(SyncBatchNormError);
     expect(() => new SyncBatchNorm(2.5)).toThrow(/numFeatures must be a positive integer, got 2.5/);
   });
+
+  it("refuses torch's positional eps where it takes named options (it was dropped: eps stayed 1e-5)", () => {
+    expect(() => new SyncBatchNorm(3, 1e-3 as never)).toThrow(SyncBatchNormError);
+    expect(() => new SyncBatchNorm(3, 1e-3 as never)).toThrow(/options must be an object of named options, got 0.001/);
+  });
 });
 
 describe('convertSyncBatchnorm', () => {

@@ -17,6 +17,14 @@ function checkNumFeatures(numFeatures: number): number {
   return numFeatures;
 }
 
+/** BatchNorm's options of ours; a number in their place (torch's positional eps) is refused, not dropped. */
+function batchNormOptions(opts: SyncBatchNormOptions): BatchNormOptions {
+  if (typeof opts !== 'object' || opts === null || Array.isArray(opts))
+    throw new SyncBatchNormError(`SyncBatchNorm: options must be an object of named options, got ${String(opts)}`);
+  const { processGroup: _, ...rest } = opts;
+  return rest;
+}
+
 /**
  * nn.SyncBatchNorm for inputs [N, C, …] (1d and 2d alike): in training the statistics are
  * those of the batch on every rank of the group together. Its training forward communicates,
@@ -28,9 +36,9 @@ export class SyncBatchNorm extends BatchNorm {
   protected readonly inputRanks = [2, 3, 4, 5];
   processGroup: ProcessGroup | null;
 
-  constructor(numFeatures: number, { processGroup = null, ...opts }: SyncBatchNormOptions = {}) {
-    super(checkNumFeatures(numFeatures), opts);
-    this.processGroup = processGroup;
+  constructor(numFeatures: number, opts: SyncBatchNormOptions = {}) {
+    super(checkNumFeatures(numFeatures), batchNormOptions(opts));
+    this.processGroup = opts.processGroup ?? null;
   }
 
   /**

@@ -5,8 +5,8 @@ const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => 
  * Refuses an option name the callee does not know. Options come in objects, and an object
  * that is not a literal (a config ported from PyTorch, a spread) passes TypeScript's checks
  * with any extra key, which was then ignored: `{ lr, weight_decay: 1e-4 }` trained without
- * weight decay, `{ labelSmoothing: 0.1 }` without smoothing. `error` builds the caller's own
- * typed error from the message.
+ * weight decay, `{ labelSmoothing: 0.1 }` without smoothing. A number or boolean in their place
+ * (torch's positional arguments) is refused too. `error` builds the caller's own typed error.
  */
 export function checkOptionNames(
   where: string,
@@ -14,6 +14,12 @@ export function checkOptionNames(
   known: readonly string[],
   error: (message: string) => Error,
 ): void {
+  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+    // torch's positional arguments (nn.Linear(3, 2, False), nn.LayerNorm(4, 1e-6)) land here, where
+    // a number or boolean has no keys and was taken for no options at all
+    const got = Array.isArray(options) ? `[${options}]` : String(options);
+    throw error(`${where}: options must be an object of named options (${known.join(', ')}), got ${got}`);
+  }
   for (const name of Object.keys(options ?? {})) {
     if (known.includes(name)) continue;
     const camel = camelCase(name);

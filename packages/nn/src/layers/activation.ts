@@ -1,7 +1,7 @@
 import { dropout, gelu, relu, type Tensor, tanh } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { Module, ModuleError } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 
 export class ReLU extends Module {
   forward(x: Tensor): Tensor {
@@ -33,9 +33,10 @@ export class Dropout extends Module {
   private readonly generator: Generator;
   constructor(
     readonly p = 0.5,
-    { generator = defaultGenerator, ...unknown }: { generator?: Generator } = {},
+    opts: { generator?: Generator } = {},
   ) {
     super();
+    const { generator = defaultGenerator, ...unknown } = moduleOptions('Dropout', opts);
     checkModuleOptions('Dropout', unknown, ['generator']);
     if (!(p >= 0 && p <= 1)) throw new ModuleError(`Dropout: probability must be in [0, 1], got ${p}`);
     this.generator = generator;

@@ -3,7 +3,7 @@ import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
 import { Module, ModuleError } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 import { Linear } from './linear.js';
 
@@ -43,15 +43,16 @@ export class MultiheadAttention extends Module {
   constructor(
     readonly embedDim: number,
     readonly numHeads: number,
-    {
+    opts: MultiheadAttentionOptions = {},
+  ) {
+    super();
+    const {
       bias = true,
       dropout: p = 0,
       causal = false,
       generator = defaultGenerator,
       ...unknown
-    }: MultiheadAttentionOptions = {},
-  ) {
-    super();
+    } = moduleOptions('MultiheadAttention', opts);
     checkModuleOptions('MultiheadAttention', unknown, ['bias', 'dropout', 'causal', 'generator']);
     if (embedDim % numHeads !== 0)
       throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);

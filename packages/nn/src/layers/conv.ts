@@ -2,7 +2,7 @@ import { conv2d, maxPool2d, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit } from '../init.js';
 import { Module } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 /** One size for both spatial dims, or [height, width]. */
@@ -28,9 +28,16 @@ export class Conv2d extends Module {
     readonly inChannels: number,
     readonly outChannels: number,
     kernelSize: Pair,
-    { stride = 1, padding = 0, bias = true, generator = defaultGenerator, ...unknown }: Conv2dOptions = {},
+    opts: Conv2dOptions = {},
   ) {
     super();
+    const {
+      stride = 1,
+      padding = 0,
+      bias = true,
+      generator = defaultGenerator,
+      ...unknown
+    } = moduleOptions('Conv2d', opts);
     checkModuleOptions('Conv2d', unknown, ['stride', 'padding', 'bias', 'generator']);
     this.kernelSize = pair(kernelSize);
     this.stride = pair(stride);
@@ -56,6 +63,7 @@ export class MaxPool2d extends Module {
     readonly options: { stride?: Pair; padding?: Pair } = {},
   ) {
     super();
+    checkModuleOptions('MaxPool2d', moduleOptions('MaxPool2d', options), ['stride', 'padding']);
   }
   forward(x: Tensor): Tensor {
     return maxPool2d(x, this.kernelSize, this.options);

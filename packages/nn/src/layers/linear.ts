@@ -2,7 +2,7 @@ import { embedding, linear, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit, normalInit } from '../init.js';
 import { Module, ModuleError } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 export interface LinearOptions {
@@ -24,9 +24,10 @@ export class Linear extends Module {
   constructor(
     readonly inFeatures: number,
     readonly outFeatures: number,
-    { bias = true, generator = defaultGenerator, ...unknown }: LinearOptions = {},
+    opts: LinearOptions = {},
   ) {
     super();
+    const { bias = true, generator = defaultGenerator, ...unknown } = moduleOptions('Linear', opts);
     checkModuleOptions('Linear', unknown, ['bias', 'generator']);
     checkSize('Linear', 'inFeatures', inFeatures);
     checkSize('Linear', 'outFeatures', outFeatures);
@@ -65,9 +66,10 @@ export class Embedding extends Module {
   constructor(
     readonly numEmbeddings: number,
     readonly embeddingDim: number,
-    { paddingIdx, generator = defaultGenerator, ...unknown }: EmbeddingOptions = {},
+    opts: EmbeddingOptions = {},
   ) {
     super();
+    const { paddingIdx, generator = defaultGenerator, ...unknown } = moduleOptions('Embedding', opts);
     checkModuleOptions('Embedding', unknown, ['paddingIdx', 'generator']);
     checkSize('Embedding', 'numEmbeddings', numEmbeddings);
     checkSize('Embedding', 'embeddingDim', embeddingDim);

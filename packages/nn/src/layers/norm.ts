@@ -1,7 +1,7 @@
 import { batchNormStats, layerNorm, noGrad, Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { Module, ModuleError } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 export interface LayerNormOptions {
@@ -17,11 +17,9 @@ export class LayerNorm extends Module {
   readonly weight: Parameter | null;
   readonly bias: Parameter | null;
 
-  constructor(
-    normalizedShape: number | number[],
-    { eps = 1e-5, elementwiseAffine = true, bias = true, ...unknown }: LayerNormOptions = {},
-  ) {
+  constructor(normalizedShape: number | number[], opts: LayerNormOptions = {}) {
     super();
+    const { eps = 1e-5, elementwiseAffine = true, bias = true, ...unknown } = moduleOptions('LayerNorm', opts);
     checkModuleOptions('LayerNorm', unknown, ['eps', 'elementwiseAffine', 'bias']);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.eps = eps;
@@ -64,9 +62,16 @@ export abstract class BatchNorm extends Module {
 
   constructor(
     readonly numFeatures: number,
-    { eps = 1e-5, momentum = 0.1, affine = true, trackRunningStats = true, ...unknown }: BatchNormOptions = {},
+    opts: BatchNormOptions = {},
   ) {
     super();
+    const {
+      eps = 1e-5,
+      momentum = 0.1,
+      affine = true,
+      trackRunningStats = true,
+      ...unknown
+    } = moduleOptions(new.target.name, opts);
     checkModuleOptions(new.target.name, unknown, ['eps', 'momentum', 'affine', 'trackRunningStats']);
     if (!(Number.isInteger(numFeatures) && numFeatures > 0))
       throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);

@@ -1,7 +1,7 @@
 import type { Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { Module } from '../module.js';
-import { checkModuleOptions } from '../module-options.js';
+import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Dropout, GELU } from './activation.js';
 import { MultiheadAttention } from './attention.js';
 import { Sequential } from './container.js';
@@ -30,15 +30,16 @@ export class TransformerBlock extends Module {
   constructor(
     readonly dModel: number,
     readonly numHeads: number,
-    {
+    opts: TransformerBlockOptions = {},
+  ) {
+    super();
+    const {
       mlpRatio = 4,
       dropout = 0,
       causal = true,
       generator = defaultGenerator,
       ...unknown
-    }: TransformerBlockOptions = {},
-  ) {
-    super();
+    } = moduleOptions('TransformerBlock', opts);
     checkModuleOptions('TransformerBlock', unknown, ['mlpRatio', 'dropout', 'causal', 'generator']);
     const hidden = Math.round(dModel * mlpRatio);
     this.ln1 = this.registerModule('ln1', new LayerNorm(dModel));
