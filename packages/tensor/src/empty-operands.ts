@@ -1,5 +1,6 @@
-import type { KernelBackend, KernelConfig, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
+import type { KernelBackend, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { wrapKernel } from './kernel-wrap.js';
 
 type Conv2DAttrs = {
   strides: [number, number] | number;
@@ -54,20 +55,13 @@ function convOutShape(x: TensorInfo, filter: TensorInfo, attrs: NamedAttrMap, de
 export function registerEmptyOperands(): void {
   for (const backendName of ['wasm', 'cpu']) {
     for (const [name, outputShape] of Object.entries(OUTPUT_SHAPE)) {
-      const kernel = tf.getKernel(name, backendName) as KernelConfig | undefined;
-      if (!kernel) continue;
-      const kernelFunc = kernel.kernelFunc;
-      tf.unregisterKernel(name, backendName);
-      tf.registerKernel({
-        ...kernel,
-        kernelFunc: (args) => {
-          const inputs = Object.values(args.inputs) as TensorInfo[];
-          if (inputs.every((t) => tf.util.sizeFromShape(t.shape) > 0)) return kernelFunc(args);
-          const shape = outputShape(inputs, args.attrs ?? {});
-          const dtype = inputs[0].dtype;
-          const zeros = tf.util.getTypedArrayFromDType(dtype as 'float32', tf.util.sizeFromShape(shape));
-          return { dataId: (args.backend as KernelBackend).write(zeros, shape, dtype), shape, dtype };
-        },
+      wrapKernel(name, backendName, (kernelFunc) => (args) => {
+        const inputs = Object.values(args.inputs) as TensorInfo[];
+        if (inputs.every((t) => tf.util.sizeFromShape(t.shape) > 0)) return kernelFunc(args);
+        const shape = outputShape(inputs, args.attrs ?? {});
+        const dtype = inputs[0].dtype;
+        const zeros = tf.util.getTypedArrayFromDType(dtype as 'float32', tf.util.sizeFromShape(shape));
+        return { dataId: (args.backend as KernelBackend).write(zeros, shape, dtype), shape, dtype };
       });
     }
   }

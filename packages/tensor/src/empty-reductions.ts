@@ -1,6 +1,7 @@
-import type { DataType, KernelBackend, KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
+import type { DataType, KernelBackend, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { EmptyReductionError } from './errors.js';
+import { wrapKernel } from './kernel-wrap.js';
 
 /**
  * What a reduction over no element gives: torch's sum 0, prod 1, mean NaN, any false, all
@@ -19,17 +20,6 @@ const EMPTY_VALUE: Record<string, (dtype: DataType) => number> = {
 
 /** Index reductions, which have no answer over an empty dim: torch raises, tfjs returned index 0. */
 const INDEX_REDUCTIONS = { ArgMax: 'argMax', ArgMin: 'argMin' } as const;
-
-function wrapKernel(
-  name: string,
-  backend: string,
-  wrap: (k: KernelConfig['kernelFunc']) => KernelConfig['kernelFunc'],
-) {
-  const kernel = tf.getKernel(name, backend) as KernelConfig | undefined;
-  if (!kernel) return;
-  tf.unregisterKernel(name, backend);
-  tf.registerKernel({ ...kernel, kernelFunc: wrap(kernel.kernelFunc) });
-}
 
 /**
  * Reductions over an empty dim, made torch's on wasm and cpu. tfjs-wasm 4.22 leaves the output

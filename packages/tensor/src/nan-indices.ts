@@ -1,5 +1,6 @@
-import type { KernelBackend, KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
+import type { KernelBackend, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { wrapKernel } from './kernel-wrap.js';
 
 /** The index of the first NaN along `axis` for every output position, or -1 where there is none. */
 function firstNaNs(values: Float32Array, shape: number[], axis: number): Int32Array | null {
@@ -29,28 +30,21 @@ function firstNaNs(values: Float32Array, shape: number[], axis: number): Int32Ar
 export function registerNaNIndices(): void {
   for (const backendName of ['wasm', 'cpu']) {
     for (const name of ['ArgMax', 'ArgMin']) {
-      const kernel = tf.getKernel(name, backendName) as KernelConfig | undefined;
-      if (!kernel) continue;
-      const kernelFunc = kernel.kernelFunc;
-      tf.unregisterKernel(name, backendName);
-      tf.registerKernel({
-        ...kernel,
-        kernelFunc: (args) => {
-          const produced = kernelFunc(args) as TensorInfo;
-          const x = args.inputs.x as TensorInfo;
-          if (x.dtype !== 'float32') return produced;
-          const backend = args.backend as KernelBackend;
-          const values = backend.readSync(x.dataId) as Float32Array;
-          if (!values.some(Number.isNaN)) return produced;
-          const [axis] = tf.util.parseAxisParam(args.attrs?.axis as number | number[], x.shape);
-          const nans = firstNaNs(values, x.shape, axis)!;
-          const indices = Int32Array.from(backend.readSync(produced.dataId) as Int32Array);
-          nans.forEach((k, i) => {
-            if (k >= 0) indices[i] = k;
-          });
-          backend.disposeData(produced.dataId);
-          return { ...produced, dataId: backend.write(indices, produced.shape, 'int32') };
-        },
+      wrapKernel(name, backendName, (kernelFunc) => (args) => {
+        const produced = kernelFunc(args) as TensorInfo;
+        const x = args.inputs.x as TensorInfo;
+        if (x.dtype !== 'float32') return produced;
+        const backend = args.backend as KernelBackend;
+        const values = backend.readSync(x.dataId) as Float32Array;
+        if (!values.some(Number.isNaN)) return produced;
+        const [axis] = tf.util.parseAxisParam(args.attrs?.axis as number | number[], x.shape);
+        const nans = firstNaNs(values, x.shape, axis)!;
+        const indices = Int32Array.from(backend.readSync(produced.dataId) as Int32Array);
+        nans.forEach((k, i) => {
+          if (k >= 0) indices[i] = k;
+        });
+        backend.disposeData(produced.dataId);
+        return { ...produced, dataId: backend.write(indices, produced.shape, 'int32') };
       });
     }
   }

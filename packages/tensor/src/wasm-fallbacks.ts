@@ -3,6 +3,8 @@ import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
 import { registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
+import { wrapKernel } from './kernel-wrap.js';
+import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
@@ -13,7 +15,8 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
  * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts),
- * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts).
+ * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts), long
+ * sums totalled in double (long-sums.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -59,15 +62,10 @@ function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
  * bool()); every other cast stays on wasm.
  */
 function registerBoolCast(): void {
-  const wasmCast = tf.getKernel('Cast', 'wasm') as KernelConfig;
   const cpuCast = runOnCpu(tf.getKernel('Cast', 'cpu') as KernelConfig);
-  tf.unregisterKernel('Cast', 'wasm');
-  tf.registerKernel({
-    ...wasmCast,
-    kernelFunc: (args) => {
-      const from = (args.inputs.x as TensorInfo).dtype;
-      return args.attrs?.dtype === 'bool' && from !== 'bool' ? cpuCast(args) : wasmCast.kernelFunc(args);
-    },
+  wrapKernel('Cast', 'wasm', (wasmCast) => (args) => {
+    const from = (args.inputs.x as TensorInfo).dtype;
+    return args.attrs?.dtype === 'bool' && from !== 'bool' ? cpuCast(args) : wasmCast(args);
   });
 }
 
@@ -85,6 +83,7 @@ export function registerWasmFallbacks(): void {
   registerUntransposedMatMul();
   registerSharingIdentity();
   registerEmptyReductions();
+  registerLongSums();
   registerEmptyOperands();
   registerNaNIndices();
   for (const name of WRONG_ON_WASM) {

@@ -1,5 +1,6 @@
-import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
-import * as tf from '@tensorflow/tfjs-core';
+import type * as tf from '@tensorflow/tfjs-core';
+import type { TensorInfo } from '@tensorflow/tfjs-core';
+import { wrapKernel } from './kernel-wrap.js';
 
 interface RefCounting {
   incRef(dataId: tf.DataId): void;
@@ -12,17 +13,11 @@ interface RefCounting {
  * every tensor it saves for backward, and those copies took ~2 ms of a CLIP step.
  */
 export function registerSharingIdentity(): void {
-  const copying = tf.getKernel('Identity', 'wasm') as KernelConfig | undefined;
-  if (!copying) return;
-  tf.unregisterKernel('Identity', 'wasm');
-  tf.registerKernel({
-    ...copying,
-    kernelFunc: (args) => {
-      const x = args.inputs.x as TensorInfo;
-      // strings live outside the heap: wasm's kernel rebuilds them
-      if (x.dtype === 'string') return copying.kernelFunc(args);
-      (args.backend as unknown as RefCounting).incRef(x.dataId);
-      return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
-    },
+  wrapKernel('Identity', 'wasm', (copying) => (args) => {
+    const x = args.inputs.x as TensorInfo;
+    // strings live outside the heap: wasm's kernel rebuilds them
+    if (x.dtype === 'string') return copying(args);
+    (args.backend as unknown as RefCounting).incRef(x.dataId);
+    return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
   });
 }

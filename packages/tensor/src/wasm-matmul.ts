@@ -1,5 +1,6 @@
 import type { KernelBackend, KernelConfig, KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { wrapKernel } from './kernel-wrap.js';
 
 /**
  * tfjs-backend-wasm 4.22's BatchMatMul is 10–25x slower when asked to transpose an operand
@@ -53,8 +54,5 @@ function untransposedMatMul(original: KernelFunc): KernelFunc {
 
 /** Replaces wasm's BatchMatMul with the untransposed form (its setup, which binds the wasm function, kept). */
 export function registerUntransposedMatMul(): void {
-  const existing = tf.getKernel('BatchMatMul', 'wasm') as KernelConfig | undefined;
-  if (!existing) return;
-  tf.unregisterKernel('BatchMatMul', 'wasm');
-  tf.registerKernel({ ...existing, kernelFunc: untransposedMatMul(existing.kernelFunc) });
+  wrapKernel('BatchMatMul', 'wasm', untransposedMatMul);
 }
