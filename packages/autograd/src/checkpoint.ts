@@ -4,7 +4,7 @@ import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
 import { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 import type { Context } from './node.js';
-import { getRngState, setRngState } from './ops/dropout.js';
+import { getRngState, setRngState } from './random.js';
 import { tidy } from './scope.js';
 import { Tensor } from './tensor.js';
 
@@ -20,8 +20,8 @@ const rngSources: RngStateSource[] = [{ get: getRngState, set: (s) => setRngStat
 
 /**
  * Registers a random generator that checkpoint() must snapshot before a segment's forward and
- * restore while recomputing it (like torch's preserve_rng_state). autograd's own dropout stream
- * is registered already. Returns a function that unregisters it.
+ * restore while recomputing it (like torch's preserve_rng_state). autograd's own stream (dropout
+ * masks, unseeded randn and rand) is registered already. Returns a function that unregisters it.
  */
 export function registerCheckpointRngState(source: RngStateSource): () => void {
   rngSources.push(source);

@@ -1,5 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { checkOptions } from './errors.js';
+import { nextSeed } from './random.js';
 import { Tensor } from './tensor.js';
 
 /** Options of the creation functions. */
@@ -33,17 +34,17 @@ export const ones = (shape: number[], opts: CreateOptions = {}): Tensor =>
 export const full = (shape: number[], value: number, opts: CreateOptions = {}): Tensor =>
   new Tensor(tf.fill(shape, value, createdDtype('full', opts)), opts);
 
-/** Standard-normal float32 samples; pass seed for reproducible values. */
+/** Standard-normal float32 samples; without `seed` the seed comes from manualSeed's stream. */
 export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {
   checkOptions('randn', opts, ['requiresGrad', 'seed']);
-  return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed), opts);
+  return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed ?? nextSeed()), opts);
 }
 
-/** Uniform float32 samples in [low, high); pass seed for reproducible values. */
+/** Uniform float32 samples in [low, high); without `seed` the seed comes from manualSeed's stream. */
 export function rand(
   shape: number[],
   opts: { requiresGrad?: boolean; seed?: number; low?: number; high?: number } = {},
 ): Tensor {
   checkOptions('rand', opts, ['requiresGrad', 'seed', 'low', 'high']);
-  return new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed), opts);
+  return new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed ?? nextSeed()), opts);
 }

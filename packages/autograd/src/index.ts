@@ -14,7 +14,7 @@ export { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
 export { sumToShape } from './ops/broadcast.js';
 export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
-export { dropout, manualSeed } from './ops/dropout.js';
+export { dropout } from './ops/dropout.js';
 export {
   cat,
   chunk,
@@ -37,6 +37,7 @@ export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 export { logSoftmax, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
+export { manualSeed } from './random.js';
 export { type SavedTensorHooks, withSavedTensorHooks } from './saved-tensor-hooks.js';
 export { tidy } from './scope.js';
 export { type RemovableHandle, Tensor } from './tensor.js';

@@ -1,7 +1,6 @@
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -20,21 +19,7 @@ import { Module } from './module.js';
 import { Adam } from './optim/adam.js';
 import { Parameter } from './parameter.js';
 import { SafetensorsError } from './safetensors.js';
-
-/** Two parameters and an int32 buffer: enough state for a checkpoint. */
-class Toy extends Module {
-  readonly weight: Parameter;
-  readonly bias: Parameter;
-  constructor(gen: Generator) {
-    super();
-    this.weight = this.registerParameter('weight', Parameter.fromValues(gen.normal(6), [2, 3]));
-    this.bias = this.registerParameter('bias', Parameter.fromValues(gen.normal(2), [2]));
-    this.registerBuffer('count', new Tensor(tf.tensor([3], [1], 'int32')));
-  }
-  forward(): never {
-    throw new Error('not used');
-  }
-}
+import { Toy, trainSteps } from './test/checkpoint-toy.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -43,13 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-function trainSteps(model: Toy, opt: Adam, gen: Generator, steps: number): void {
-  for (let s = 0; s < steps; s++) {
-    for (const p of model.parameters()) p.grad = tf.tensor(gen.normal(p.size), p.shape);
-    opt.step();
-  }
-}
 
 const bits = (t: tf.Tensor) => Array.from(new Uint32Array(Float32Array.from(t.dataSync()).buffer));
 

@@ -87,36 +87,38 @@ function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
  * previous checkpoint as it was.
  */
 export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<string> {
+  // everything is copied before the first await: training that goes on while the save writes
+  // saved a model of one step and an optimizer of another under the step given (silently)
+  const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
+  const sd = contents.optimizer?.stateDict();
+  const { tensors, scalars } = sd ? optimizerTensors(sd) : { tensors: null, scalars: {} };
+  const meta: CheckpointMeta = {
+    format: 'ddp-checkpoint',
+    version: VERSION,
+    step: contents.step ?? 0,
+    epoch: contents.epoch ?? 0,
+    generator: contents.generator?.getState() ?? null,
+    scheduler: contents.scheduler?.stateDict() ?? null,
+    optimizer:
+      sd && contents.optimizer
+        ? {
+            paramGroups: sd.paramGroups,
+            scalars,
+            paramNames: optimizerParamNames(contents.model, contents.optimizer.paramGroups),
+          }
+        : null,
+    extra: contents.extra ?? null,
+  };
+  const metaText = sealJson({ ...meta });
   let tmp: string | null = null;
   try {
     await cleanCheckpointDir(dir, META_FILE);
     tmp = await createTemporaryEntry(dir);
     crashPoint('entry-created');
-    const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
     await saveSafetensors(join(tmp, MODEL_FILE), model, { format: 'pt' });
     crashPoint('model-written');
-    let optimizer: CheckpointMeta['optimizer'] = null;
-    if (contents.optimizer) {
-      const sd = contents.optimizer.stateDict();
-      const { tensors, scalars } = optimizerTensors(sd);
-      await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
-      optimizer = {
-        paramGroups: sd.paramGroups,
-        scalars,
-        paramNames: optimizerParamNames(contents.model, contents.optimizer.paramGroups),
-      };
-    }
-    const meta: CheckpointMeta = {
-      format: 'ddp-checkpoint',
-      version: VERSION,
-      step: contents.step ?? 0,
-      epoch: contents.epoch ?? 0,
-      generator: contents.generator?.getState() ?? null,
-      scheduler: contents.scheduler?.stateDict() ?? null,
-      optimizer,
-      extra: contents.extra ?? null,
-    };
-    await writeFileAtomic(join(tmp, META_FILE), sealJson({ ...meta }));
+    if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
+    await writeFileAtomic(join(tmp, META_FILE), metaText);
     return await commitEntry(dir, tmp, meta.step, META_FILE);
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });

@@ -3,6 +3,7 @@
  * CUDA generator). Its whole state is (seed, offset), so every rank seeded alike draws the
  * same numbers and a checkpoint restores the stream exactly.
  */
+import { registerCheckpointRngState } from '@ddp/autograd';
 
 const M0 = 0xd2511f53;
 const M1 = 0xcd9e8d57;
@@ -68,6 +69,7 @@ export class Generator {
 
   constructor(seed = 0) {
     this.manualSeed(seed);
+    liveGenerators.add(new WeakRef(this));
   }
 
   manualSeed(seed: number): this {
@@ -151,6 +153,30 @@ export class Generator {
     return out;
   }
 }
+
+/** Every generator not yet collected: a layer's dropout draws its mask seed from one of them. */
+const liveGenerators = new Set<WeakRef<Generator>>();
+
+/**
+ * checkpoint() replays a segment's forward during backward; its Dropout and attention dropout
+ * must draw the same mask seeds again, so every generator's state is snapshotted with autograd's
+ * own (torch's preserve_rng_state). Without it the recomputed masks differed from the forward's:
+ * gradients through another mask, silently.
+ */
+registerCheckpointRngState({
+  get: () => {
+    const states = new Map<WeakRef<Generator>, GeneratorState>();
+    for (const ref of liveGenerators) {
+      const generator = ref.deref();
+      if (generator) states.set(ref, generator.getState());
+      else liveGenerators.delete(ref);
+    }
+    return states;
+  },
+  set: (states) => {
+    for (const [ref, state] of states as Map<WeakRef<Generator>, GeneratorState>) ref.deref()?.setState(state);
+  },
+});
 
 /** The generator layers draw from when none is given (torch.manual_seed's counterpart). */
 export const defaultGenerator = new Generator(0);

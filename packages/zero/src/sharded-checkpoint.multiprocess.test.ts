@@ -71,6 +71,7 @@ describe('sharded ZeRO checkpoints', () => {
     const manifest = JSON.parse(await readFile(join(ckpt, ENTRY, 'manifest.json'), 'utf8'));
     expect(manifest.worldSize).toBe(2);
     expect(manifest.step).toBe(5);
+    expect(manifest.extra).toEqual({ note: 'test' });
     expect(manifest.parameters.map((p: { name: string }) => p.name)).toEqual([
       '0.weight',
       '0.bias',

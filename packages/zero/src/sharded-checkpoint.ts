@@ -107,6 +107,55 @@ export async function fromRank0(group: ProcessGroup, name: string): Promise<stri
   return new TextDecoder().decode(Uint8Array.from(buf.subarray(0, buf.indexOf(0))));
 }
 
+/** What one rank writes of a sharded checkpoint, copied from the live state. */
+function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: unknown }) {
+  const zero = contents.optimizer;
+  const { rank, size } = zero.processGroup;
+  const params = globalParams(zero);
+  const index = new Map(params.map((p, i) => [p, i]));
+  const tensors = new Map<string, SafeTensor>();
+  const scalars: Record<string, Record<string, number>> = {};
+  for (const [p, state] of zero.optim?.state ?? []) {
+    const i = index.get(p)!;
+    for (const [key, v] of Object.entries(state)) {
+      if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
+      else {
+        scalars[i] ??= {};
+        scalars[i][key] = v;
+      }
+    }
+  }
+  const weights =
+    rank !== 0
+      ? null
+      : contents.model
+        ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
+        : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
+  const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
+  const manifest: ShardedManifest = {
+    format: 'ddp-zero-sharded-checkpoint',
+    version: VERSION,
+    worldSize: size,
+    step: contents.step,
+    parameters: params.map((p, i) => ({
+      name: names.get(p) ?? `param.${i}`,
+      shape: [...p.shape],
+      shard: zero.partition.owner.get(p)!,
+    })),
+    paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
+      ...hyper,
+      params: ps.map((q) => index.get(q)!),
+    })),
+    shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
+    weights: contents.model ? MODEL_FILE : PARAMS_FILE,
+    scheduler: contents.scheduler?.stateDict() ?? null,
+    generator: contents.generator?.getState() ?? null,
+    extra: contents.extra ?? null,
+  };
+  const manifestText = sealJson({ ...manifest });
+  return { tensors, scalars, weights, manifestText };
+}
+
 /**
  * Writes a sharded checkpoint of `optimizer` (and `model`) as a new entry of `dir`. Collective:
  * every rank of the optimizer's process group calls it; it returns once the entry is committed.
@@ -117,8 +166,9 @@ export async function saveShardedCheckpoint(
 ): Promise<void> {
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
-  const params = globalParams(zero);
-  const index = new Map(params.map((p, i) => [p, i]));
+  // everything is copied before the first await: training that went on while the save wrote
+  // saved shards and weights of later steps under the step given (silently)
+  const { tensors, scalars, weights, manifestText } = snapshot(contents);
   const entry = join(dir, await fromRank0(zero.processGroup, temporaryEntryName()));
   const failed = `saveShardedCheckpoint(${dir})`;
   try {
@@ -135,24 +185,9 @@ export async function saveShardedCheckpoint(
     await onEveryRank(
       zero.processGroup,
       async () => {
-        const tensors = new Map<string, SafeTensor>();
-        const scalars: Record<string, Record<string, number>> = {};
-        for (const [p, state] of zero.optim?.state ?? []) {
-          const i = index.get(p)!;
-          for (const [key, v] of Object.entries(state)) {
-            if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-            else {
-              scalars[i] ??= {};
-              scalars[i][key] = v;
-            }
-          }
-        }
         await saveSafetensors(join(entry, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
         if (rank === 0) {
-          const weights = contents.model
-            ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
-            : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
-          await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights, { format: 'pt' });
+          await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, { format: 'pt' });
         }
         crashPoint('shard-written');
       },
@@ -163,28 +198,7 @@ export async function saveShardedCheckpoint(
       zero.processGroup,
       async () => {
         if (rank !== 0) return;
-        const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
-        const manifest: ShardedManifest = {
-          format: 'ddp-zero-sharded-checkpoint',
-          version: VERSION,
-          worldSize: size,
-          step: contents.step,
-          parameters: params.map((p, i) => ({
-            name: names.get(p) ?? `param.${i}`,
-            shape: [...p.shape],
-            shard: zero.partition.owner.get(p)!,
-          })),
-          paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
-            ...hyper,
-            params: ps.map((q) => index.get(q)!),
-          })),
-          shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
-          weights: contents.model ? MODEL_FILE : PARAMS_FILE,
-          scheduler: contents.scheduler?.stateDict() ?? null,
-          generator: contents.generator?.getState() ?? null,
-          extra: contents.extra ?? null,
-        };
-        await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
+        await writeFileAtomic(join(entry, MANIFEST_FILE), manifestText);
         await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,

@@ -2,25 +2,9 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
+import { nextSeed } from '../random.js';
 import type { Tensor } from '../tensor.js';
 import { mul } from './arithmetic.js';
-
-// Seeds of unseeded dropout calls come from this counter, so manualSeed() makes runs
-// reproducible and checkpoint() can replay the same masks when it recomputes a segment.
-let rngState = 0x5eed;
-
-/** Seeds the stream of dropout masks (like torch.manual_seed for dropout). */
-export function manualSeed(seed: number): void {
-  rngState = seed >>> 0;
-}
-export const getRngState = (): number => rngState;
-export const setRngState = (state: number): void => {
-  rngState = state;
-};
-function nextSeed(): number {
-  rngState = (Math.imul(rngState, 1664525) + 1013904223) >>> 0;
-  return rngState;
-}
 
 class Dropout extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor, p: number, seed: number): tf.Tensor {

@@ -21,6 +21,7 @@ import {
   mse,
   narrow,
   pad,
+  rand,
   randn,
   relu,
   sigmoid,
@@ -210,9 +211,18 @@ describe('conv, pool, norms, losses, dropout: finite-difference gradients', () =
 });
 
 describe('op details', () => {
-  it('checkpoint replays unseeded dropout masks when it recomputes', async () => {
+  it.each([
+    ['dropout masks', (a: Tensor) => dropout(a.exp(), 0.5).tanh()],
+    [
+      'randn and rand noise',
+      (a: Tensor) =>
+        a
+          .mul(randn([6, 6]))
+          .add(rand([6, 6]))
+          .relu(),
+    ],
+  ])('checkpoint replays unseeded %s when it recomputes', async (_, segment) => {
     const x = leaf([6, 6]);
-    const segment = (a: Tensor) => dropout(a.exp(), 0.5).tanh();
     const grads: number[][] = [];
     for (const wrap of [false, true]) {
       manualSeed(42);

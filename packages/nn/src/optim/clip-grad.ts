@@ -28,10 +28,13 @@ function gradientsOnce(params: Iterable<Tensor>): Tensor[] {
   return [...new Set(params)].filter((p) => p.grad !== null);
 }
 
-/** Scales every gradient by min(1, maxNorm / (total + 1e-6)), as torch. */
+/**
+ * Scales every gradient by min(1, maxNorm / (total + 1e-6)), as torch; a NaN total makes every
+ * gradient NaN as torch's does (coef < 1 was false for NaN: the other gradients stepped unclipped).
+ */
 function scaleGradients(withGrad: Tensor[], maxNorm: number, total: number): void {
   const coef = Math.min(1, maxNorm / (total + 1e-6));
-  if (coef < 1) for (const p of withGrad) p.grad = tf.mul(p.grad as tf.Tensor, coef);
+  if (!(coef >= 1)) for (const p of withGrad) p.grad = tf.mul(p.grad as tf.Tensor, coef);
 }
 
 /**

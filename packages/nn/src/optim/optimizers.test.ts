@@ -90,6 +90,31 @@ describe('clipGradNorm', () => {
     b.dispose();
   });
 
+  it("makes every gradient NaN when the norm is NaN, and clips by an infinite norm to 0, as torch's", () => {
+    const values = (p: Parameter) => Array.from((p.grad as tf.Tensor).dataSync());
+    const nan = Number.NaN;
+    const a = new Parameter(tf.zeros([2]));
+    const b = new Parameter(tf.zeros([3]));
+    a.grad = tf.tensor([3, nan]);
+    b.grad = tf.tensor([1, 2, -2]);
+    // torch 1.13: nan, a.grad [nan, nan], b.grad [nan, nan, nan] (was: b stepped unclipped)
+    expect(clipGradNorm([a, b], 1)).toBeNaN();
+    expect([values(a), values(b)]).toEqual([
+      [nan, nan],
+      [nan, nan, nan],
+    ]);
+    a.grad = tf.tensor([3, Number.POSITIVE_INFINITY]);
+    b.grad = tf.tensor([1, 2, -2]);
+    // torch 1.13: inf, a.grad [0, nan], b.grad [0, 0, -0]
+    expect(clipGradNorm([a, b], 1)).toBe(Number.POSITIVE_INFINITY);
+    expect([values(a), values(b)]).toEqual([
+      [0, nan],
+      [0, 0, -0],
+    ]);
+    a.dispose();
+    b.dispose();
+  });
+
   it('counts and scales a parameter listed twice once (a tied weight in two modules)', () => {
     const tied = new Parameter(tf.zeros([2]));
     const other = new Parameter(tf.zeros([1]));
