@@ -38,6 +38,9 @@ export function normaliseAxes(axis: number | number[] | undefined, rank: number,
   return rank === 0 ? [] : list;
 }
 
+/** One dim of a tensor of `rank` (negative counts from the end), refused as torch refuses it when out of range. */
+export const normaliseDim = (dim: number, rank: number, op: string): number => normaliseAxes(dim, rank, op)[0] ?? 0;
+
 /** The shape a reduction over axes would have with keepdim, to broadcast grads back. */
 export function keptShape(shape: readonly number[], axes: number[]): number[] {
   return shape.map((d, i) => (axes.includes(i) ? 1 : d));

@@ -3,9 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
-import { normaliseAxes, sumToShape } from './broadcast.js';
-
-const axis = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
+import { normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
 export type Indices = number[] | number[][] | tf.Tensor | Tensor;
@@ -55,7 +53,7 @@ class Concat extends AutogradFunction {
   private sizes: number[] = [];
   private dim = 0;
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
-    this.dim = axis(dim, xs[0].rank);
+    this.dim = dim;
     this.sizes = xs.map((x) => x.shape[this.dim]);
     return tf.concat(xs, this.dim);
   }
@@ -67,7 +65,7 @@ class Concat extends AutogradFunction {
 class Split extends AutogradFunction {
   private dim = 0;
   forward(_ctx: Context, x: tf.Tensor, sizes: number[], dim: number): tf.Tensor[] {
-    this.dim = axis(dim, x.rank);
+    this.dim = dim;
     return tf.split(x, sizes, this.dim);
   }
   backward(_ctx: Context, ...dys: tf.Tensor[]) {
@@ -96,7 +94,7 @@ class IndexSelect extends AutogradFunction {
   private dim = 0;
   forward(ctx: Context, x: tf.Tensor, dim: number, idx: tf.Tensor): tf.Tensor {
     this.inShape = x.shape;
-    this.dim = axis(dim, x.rank);
+    this.dim = dim;
     ctx.saveForBackward(idx);
     return tf.gather(x, idx, this.dim);
   }
@@ -165,7 +163,7 @@ class Where extends AutogradFunction {
 /** Concatenates along dim (torch.cat). */
 export function concat(xs: Tensor[], dim = 0): Tensor {
   if (xs.length === 0) throw new AutogradArgumentError('concat needs at least one tensor');
-  return Concat.apply(dim, ...xs);
+  return Concat.apply(normaliseDim(dim, xs[0].rank, 'concat'), ...xs);
 }
 export { concat as cat };
 
@@ -229,7 +227,7 @@ export function slice(x: Tensor, begin: number[], size: number[]): Tensor {
 
 /** `length` entries from `start` along dim (torch.narrow; a negative start counts from the end). */
 export function narrow(x: Tensor, dim: number, start: number, length: number): Tensor {
-  const d = axis(dim, x.rank);
+  const d = normaliseDim(dim, x.rank, 'narrow');
   if (start < 0) start += x.shape[d];
   if (!(length >= 0 && start >= 0 && start + length <= x.shape[d])) {
     throw new AutogradArgumentError(`narrow: start ${start} + length ${length} exceeds dim ${d} of [${x.shape}]`);
@@ -245,8 +243,9 @@ export function narrow(x: Tensor, dim: number, start: number, length: number): T
 export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
   const idx = toIndexTensor(indices, 'indexSelect');
   try {
-    checkInRange(idx, x.shape[axis(dim, x.rank)], 'indexSelect');
-    return IndexSelect.apply(x, dim, idx);
+    const d = normaliseDim(dim, x.rank, 'indexSelect');
+    checkInRange(idx, x.shape[d], 'indexSelect');
+    return IndexSelect.apply(x, d, idx);
   } finally {
     idx.dispose();
   }

@@ -3,7 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes, reshapeTo } from './broadcast.js';
+import { normaliseAxes, normaliseDim, reshapeTo } from './broadcast.js';
 
 /**
  * Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias: one
@@ -86,7 +86,7 @@ class BatchNormStats extends AutogradFunction {
 class L2Normalize extends AutogradFunction {
   private dim = -1;
   forward(ctx: Context, x: tf.Tensor, dim: number, eps: number): tf.Tensor {
-    this.dim = dim < 0 ? dim + x.rank : dim;
+    this.dim = dim;
     const norm = tf.sqrt(tf.sum(tf.square(x), this.dim, true));
     const denom = tf.maximum(norm, eps);
     const y = tf.div(x, denom);
@@ -118,9 +118,11 @@ export function layerNorm(
 
 /** Batch statistics { mean, var } (biased) over dims, e.g. [0, 2, 3] for NCHW; both differentiable. */
 export function batchNormStats(x: Tensor, dim: number[]): { mean: Tensor; var: Tensor } {
-  const [mean, variance] = BatchNormStats.apply<Tensor[]>(x, dim) as [Tensor, Tensor];
+  const dims = normaliseAxes(dim, x.rank, 'batchNormStats');
+  const [mean, variance] = BatchNormStats.apply<Tensor[]>(x, dims) as [Tensor, Tensor];
   return { mean, var: variance };
 }
 
 /** x / max(||x||_2, eps) along dim (F.normalize with p = 2). */
-export const l2Normalize = (x: Tensor, dim = -1, eps = 1e-12): Tensor => L2Normalize.apply(x, dim, eps);
+export const l2Normalize = (x: Tensor, dim = -1, eps = 1e-12): Tensor =>
+  L2Normalize.apply(x, normaliseDim(dim, x.rank, 'l2Normalize'), eps);

@@ -3,7 +3,7 @@ import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes } from './broadcast.js';
+import { normaliseAxes, normaliseDim } from './broadcast.js';
 
 /** A reshape target must hold as many elements as the input (one -1 dim is inferred). */
 function checkReshape(from: readonly number[], to: readonly number[]): void {
@@ -62,8 +62,8 @@ function sizesArray(where: string, given: unknown): number[] {
 export function transpose(x: Tensor, dim0 = -2, dim1 = -1): Tensor {
   const r = x.rank;
   const perm = [...Array(r).keys()];
-  const a = dim0 < 0 ? dim0 + r : dim0;
-  const b = dim1 < 0 ? dim1 + r : dim1;
+  const a = normaliseDim(dim0, r, 'transpose');
+  const b = normaliseDim(dim1, r, 'transpose');
   [perm[a], perm[b]] = [perm[b], perm[a]];
   return permute(x, perm);
 }
@@ -71,13 +71,19 @@ export function transpose(x: Tensor, dim0 = -2, dim1 = -1): Tensor {
 /** Inserts a size-1 dim at `dim`. */
 export function unsqueeze(x: Tensor, dim: number): Tensor {
   const shape = [...x.shape];
+  // the new dim may also go after the last: [-(rank + 1), rank]
+  if (!(Number.isInteger(dim) && dim >= -(x.rank + 1) && dim <= x.rank)) {
+    throw new AutogradArgumentError(
+      `unsqueeze: dim ${dim} is out of range [${-(x.rank + 1)}, ${x.rank}] for [${x.shape}]`,
+    );
+  }
   shape.splice(dim < 0 ? dim + x.rank + 1 : dim, 0, 1);
   return reshape(x, shape);
 }
 
 /** Removes size-1 dims (all of them, or the given one). */
 export function squeeze(x: Tensor, dim?: number): Tensor {
-  const d = dim === undefined ? undefined : dim < 0 ? dim + x.rank : dim;
+  const d = dim === undefined ? undefined : normaliseDim(dim, x.rank, 'squeeze');
   return reshape(
     x,
     x.shape.filter((s, i) => s !== 1 || (d !== undefined && i !== d)),

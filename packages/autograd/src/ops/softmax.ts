@@ -2,8 +2,7 @@ import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-
-const lastIfNegative = (dim: number, rank: number) => (dim < 0 ? dim + rank : dim);
+import { normaliseDim } from './broadcast.js';
 
 /** Numerically stable log-softmax over one dim. */
 export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
@@ -19,7 +18,7 @@ class Softmax extends AutogradFunction {
   private dim = -1;
   private last = true;
   forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
-    this.dim = lastIfNegative(dim, x.rank);
+    this.dim = dim;
     this.last = this.dim === x.rank - 1;
     const y = this.last ? fusedSoftmax(x) : tf.exp(logSoftmaxKernel(x, this.dim));
     ctx.saveForBackward(y);
@@ -36,7 +35,7 @@ class Softmax extends AutogradFunction {
 class LogSoftmax extends AutogradFunction {
   private dim = -1;
   forward(ctx: Context, x: tf.Tensor, dim: number): tf.Tensor {
-    this.dim = lastIfNegative(dim, x.rank);
+    this.dim = dim;
     const y = logSoftmaxKernel(x, this.dim);
     ctx.saveForBackward(y);
     return y;
@@ -49,6 +48,6 @@ class LogSoftmax extends AutogradFunction {
 }
 
 /** softmax over `dim` (default last). */
-export const softmax = (x: Tensor, dim = -1): Tensor => Softmax.apply(x, dim);
+export const softmax = (x: Tensor, dim = -1): Tensor => Softmax.apply(x, normaliseDim(dim, x.rank, 'softmax'));
 /** log(softmax(x)) over `dim` (default last), computed stably. */
-export const logSoftmax = (x: Tensor, dim = -1): Tensor => LogSoftmax.apply(x, dim);
+export const logSoftmax = (x: Tensor, dim = -1): Tensor => LogSoftmax.apply(x, normaliseDim(dim, x.rank, 'logSoftmax'));

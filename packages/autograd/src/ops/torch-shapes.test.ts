@@ -1,5 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { AutogradArgumentError, chunk, flatten, narrow, pad, slice, split, sum, tensor } from '../index.js';
+import {
+  AutogradArgumentError,
+  batchNormStats,
+  chunk,
+  concat,
+  flatten,
+  indexSelect,
+  l2Normalize,
+  logSoftmax,
+  narrow,
+  pad,
+  slice,
+  softmax,
+  split,
+  squeeze,
+  sum,
+  type Tensor,
+  tensor,
+  transpose,
+  unsqueeze,
+} from '../index.js';
 
 const x6 = () => tensor([0, 1, 2, 3, 4, 5], [6]);
 const shapes = (ts: { shape: number[] }[]) => ts.map((t) => t.shape[0]);
@@ -53,5 +73,37 @@ describe('shape ops as torch', () => {
     expect(flatten(m, -2, -1).shape).toEqual([4]);
     expect(flatten(tensor([7], [])).shape).toEqual([1]);
     expect(() => pad(tensor([1, 2, 3, 4], [4]), [[-1, 0]])).toThrow(/pad: paddings must be non-negative integers/);
+  });
+
+  it('refuses a dim out of range in every op that takes one (was: concat along -3 of a matrix joined its columns, unsqueeze(x, 5) appended a dim, softmax(x, -3) ran over dim 1)', () => {
+    const m = tensor([1, 2, 3, 4, 5, 6], [2, 3]);
+    const outOfRange: [string, (x: Tensor) => unknown][] = [
+      ['concat: dim -3', (x) => concat([x, x], -3)],
+      ['concat: dim 2', (x) => concat([x, x], 2)],
+      ['softmax: dim -3', (x) => softmax(x, -3)],
+      ['logSoftmax: dim 2', (x) => logSoftmax(x, 2)],
+      ['l2Normalize: dim 4', (x) => l2Normalize(x, 4)],
+      ['transpose: dim -3', (x) => transpose(x, 0, -3)],
+      ['transpose: dim 0.5', (x) => transpose(x, 0.5, 1)],
+      ['squeeze: dim 5', (x) => squeeze(x, 5)],
+      ['narrow: dim 5', (x) => narrow(x, 5, 0, 1)],
+      ['indexSelect: dim 4', (x) => indexSelect(x, 4, [0])],
+      ['batchNormStats: dim 3', (x) => batchNormStats(x, [0, 3])],
+      ['unsqueeze: dim 4 is out of range [-3, 2]', (x) => unsqueeze(x, 4)],
+      ['unsqueeze: dim -4', (x) => unsqueeze(x, -4)],
+      ['unsqueeze: dim 1.5', (x) => unsqueeze(x, 1.5)],
+    ];
+    for (const [message, op] of outOfRange) {
+      expect(() => op(m), message).toThrow(AutogradArgumentError);
+      expect(() => op(m), message).toThrow(message);
+    }
+    // in range, negative dims count from the end as in torch
+    expect(concat([m, m], -2).shape).toEqual([4, 3]);
+    expect(unsqueeze(m, -1).shape).toEqual([2, 3, 1]);
+    expect(unsqueeze(m, 2).shape).toEqual([2, 3, 1]);
+    expect(transpose(m, -1, 0).shape).toEqual([3, 2]);
+    expect(Array.from(softmax(m, -2).dataSync()).map((v) => +v.toFixed(4))).toEqual([
+      0.0474, 0.0474, 0.0474, 0.9526, 0.9526, 0.9526,
+    ]);
   });
 });
