@@ -1,26 +1,15 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
+import { describe, expect, it } from 'vitest';
+import { setBackend, tf, useNativeKernels } from './index.js';
+import { BACKEND_PATHS, restoreBackendAfterAll, values } from './test/backend-paths.js';
 
-const initial = getBackend();
-const native = useNativeKernels(true);
-afterAll(async () => {
-  useNativeKernels(true);
-  await setBackend(initial as 'wasm');
-});
+const native = restoreBackendAfterAll();
 
-const values = (t: tf.Tensor) => Array.from(t.dataSync() as ArrayLike<number>);
 const zerosOf = (shape: number[]) => new Array(tf.util.sizeFromShape(shape)).fill(0);
 const conv = { strides: 1, pad: 'same', dataFormat: 'NHWC', dilations: 1 } as const;
 const run = (name: string, inputs: tf.NamedTensorMap, attrs: object) =>
   tf.engine().runKernel(name, inputs, attrs as tf.NamedAttrMap) as tf.Tensor;
 
-const paths = [
-  ['wasm', false],
-  ['wasm', true],
-  ['cpu', false],
-] as const;
-
-describe.each(paths)('kernels with an empty operand on %s (native kernels: %s)', (backend, withNative) => {
+describe.each(BACKEND_PATHS)('kernels with an empty operand on %s (native kernels: %s)', (backend, withNative) => {
   it.skipIf(withNative && !native)(
     'give zeros (sums over no term) or an empty output, not what the heap held',
     async () => {

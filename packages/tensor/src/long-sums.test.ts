@@ -1,14 +1,8 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { getBackend, setBackend, tf, useNativeKernels } from './index.js';
+import { describe, expect, it } from 'vitest';
+import { setBackend, tf, useNativeKernels } from './index.js';
+import { BACKEND_PATHS, restoreBackendAfterAll, values } from './test/backend-paths.js';
 
-const initial = getBackend();
-const native = useNativeKernels(true);
-afterAll(async () => {
-  useNativeKernels(true);
-  await setBackend(initial as 'wasm');
-});
-
-const values = (t: tf.Tensor) => Array.from(t.dataSync() as ArrayLike<number>);
+const native = restoreBackendAfterAll();
 
 /** Σ over axis `axis` of a [a, b, c] array, in double: the reference. */
 function reference(x: Float32Array, [a, b, c]: number[], axis: number): number[] {
@@ -24,13 +18,7 @@ function reference(x: Float32Array, [a, b, c]: number[], axis: number): number[]
   return Array.from(out);
 }
 
-const paths = [
-  ['wasm', false],
-  ['wasm', true],
-  ['cpu', false],
-] as const;
-
-describe.each(paths)('sums over many terms on %s (native kernels: %s)', (backend, withNative) => {
+describe.each(BACKEND_PATHS)('sums over many terms on %s (native kernels: %s)', (backend, withNative) => {
   it.skipIf(withNative && !native)('total in double as torch, not in a float32 running total', async () => {
     await setBackend(backend);
     useNativeKernels(withNative);
