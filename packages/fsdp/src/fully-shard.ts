@@ -7,6 +7,7 @@ import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
 import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
+import { type UnitGradientState, withUnreachedReduction } from './unreached-units.js';
 
 export interface FullyShardOptions {
   /** Default: the world group. */
@@ -36,7 +37,7 @@ let lastInForward: FSDPModule | null = null;
  * parameters held as a flat 1/N shard. Made by `fullyShard`; call `await forward(...)` on the
  * outermost one (the root).
  */
-export class FSDPModule implements ShardedUnit {
+export class FSDPModule implements ShardedUnit, UnitGradientState {
   readonly processGroup: ProcessGroup;
   /** The unit's own parameters, flattened and sharded; null when it has none. */
   readonly flat: FlatShard | null;
@@ -46,6 +47,9 @@ export class FSDPModule implements ShardedUnit {
   readonly prefetch: boolean;
   private readonly innerForward: UnitForward;
   private requiresGradientSync = true;
+  /** Set once a backward ran without gradient sync: from then on the root checks for units backward missed. */
+  private trainedWithoutSync = false;
+  reducedThisBackward = false;
   /** CRC-32 of each own parameter as fullyShard found it; null once compared across ranks. */
   private initialChecksums: Int32Array | null;
   private reduceQueued = false;
@@ -130,7 +134,14 @@ export class FSDPModule implements ShardedUnit {
    * them into the shards' gradients in the next backward.
    */
   setRequiresGradientSync(flag: boolean): void {
-    for (const u of [this, ...this.subunits]) u.requiresGradientSync = flag;
+    for (const u of [this, ...this.subunits]) {
+      u.requiresGradientSync = flag;
+      u.trainedWithoutSync ||= !flag;
+    }
+  }
+
+  get syncsGradients(): boolean {
+    return this.requiresGradientSync;
   }
 
   /**
@@ -140,6 +151,13 @@ export class FSDPModule implements ShardedUnit {
    * first (tfjs's forward is synchronous, so nothing can be awaited inside it).
    */
   async forward(...inputs: Tensor[]): Promise<Tensor> {
+    const out = await this.gatheredForward(inputs);
+    const all = [this, ...this.subunits];
+    if (!isGradEnabled() || !all.some((u) => u.trainedWithoutSync)) return out;
+    return tidy(() => withUnreachedReduction(out, all, this.processGroup));
+  }
+
+  private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {
     this.checkTrainableSet();
     await this.checkSameStart();
     lastInForward = null;
@@ -244,6 +262,7 @@ export class FSDPModule implements ShardedUnit {
   async finishBackward(): Promise<void> {
     const flat = this.flat!;
     const reducing = this.requiresGradientSync ? reduceInBackground(flat) : null;
+    this.reducedThisBackward ||= this.requiresGradientSync;
     flat.free();
     await reducing;
   }

@@ -30,7 +30,8 @@ export async function reduceInBackground(flat: FlatShard): Promise<void> {
   queueCallback(async () => accumulate(flat.shard, await grad));
 }
 
-function accumulate(shard: Parameter, grad: tf.Tensor): void {
+/** Adds a reduce-scattered gradient to its shard's. */
+export function accumulate(shard: Parameter, grad: tf.Tensor): void {
   if (shard.grad === null) shard.grad = grad;
   else {
     shard.grad = tf.add(shard.grad, grad);

@@ -32,6 +32,7 @@ for (const [storage, env] of STORAGE)
               'unusedError',
               'unusedFound',
               'unusedOnSomeRanks',
+              'unusedAfterNoSync',
               'tied',
               'buffers',
             ]
@@ -189,6 +190,14 @@ for (const [storage, env] of STORAGE)
           for (const r of ranks) {
             expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
             expect((r.grads as Record<string, unknown>)['extra.weight']).toBeNull();
+          }
+        });
+
+        it('findUnusedParameters with noSync: a gradient accumulated by a layer the synced backward did not reach is averaged, not dropped', () => {
+          for (const r of okResultsOf(results, 'unusedAfterNoSync')) {
+            const cases = r.cases as { grads: Params; reference: Params }[];
+            const reference = okResultsOf(results, 'unusedAfterNoSync')[0].cases as { reference: Params }[];
+            for (const [i, c] of cases.entries()) expectParamsClose(c.grads, reference[i].reference, 1e-6);
           }
         });
 

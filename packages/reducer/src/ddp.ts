@@ -175,17 +175,18 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return reduction;
   }
 
-  /** Puts a parameter's gradient (or zeros) into its bucket slot and launches the buckets now full, in bucket order. */
+  /** Puts a parameter's gradient (zeros if it has none) into its bucket slot; launches the buckets now full, in order. */
   private place(index: number, withGradient: boolean): void {
     const reduction = this.reduction!;
     reduction.ready[index] = 1;
-    if (withGradient) {
-      reduction.used[index] = 1;
-      this.plan.noteReady(index);
-    }
+    if (withGradient) this.plan.noteReady(index);
     const { buckets, slotOf } = this.plan;
     const { bucket, slot } = slotOf[index];
-    bucket.place(slot, withGradient ? slot.param.grad : null);
+    // a parameter this backward did not reach may hold a gradient accumulated under noSync: it is
+    // this rank's share all the same (torch copies a defined gradient in; zeros here lost it, silently)
+    const grad = slot.param.grad ?? null;
+    if (grad !== null) reduction.used[index] = 1;
+    bucket.place(slot, grad);
     while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
       buckets[reduction.nextBucket++].launch(
         this.hook,

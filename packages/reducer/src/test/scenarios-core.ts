@@ -7,7 +7,7 @@ import { tf } from '@ddp/tensor';
 import { BucketCapTuner } from '../autotune.js';
 import { type DDPOptions, DistributedDataParallel } from '../index.js';
 import { goldenMlp, loadGolden, mlp, normal, rows, shareOf, snapshot, TiedLM, transformer } from './models.js';
-import { branchy, branchyLoss, gradsVsReference } from './unused-reference.js';
+import { accumulatedVsReference, branchy, branchyLoss, gradsVsReference } from './unused-reference.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
@@ -183,6 +183,14 @@ export const coreScenarios: Record<string, Scenario> = {
       branchyLoss,
       true,
     ),
+  // extra used under noSync everywhere, in the synced backward on rank 1 / nowhere; under noSync on rank 0 alone
+  unusedAfterNoSync: async (pg) => ({
+    cases: [
+      await accumulatedVsReference(pg, (r, micro) => micro === 0 || r === 1),
+      await accumulatedVsReference(pg, (_, micro) => micro === 0),
+      await accumulatedVsReference(pg, (r, micro) => micro === 0 && r === 0),
+    ],
+  }),
   tied: (pg) =>
     gradsVsReference(
       pg,

@@ -11,7 +11,7 @@ import { gradSnapshot, normal, rows } from './models.js';
 class Branchy extends Module {
   readonly a: Linear;
   readonly extra: Linear;
-  constructor(readonly useExtra: boolean) {
+  constructor(public useExtra: boolean) {
     super();
     const generator = new Generator(11);
     this.a = this.registerModule('a', new Linear(5, 3, { generator }));
@@ -72,3 +72,43 @@ export const branchyLoss = (m: Module, r: number) => {
   return out;
 };
 export const branchy = (extraOn: (r: number) => boolean) => (r: number) => new Branchy(extraOn(r));
+
+/**
+ * Two micro-batches per rank, the first under noSync, `extra` used on the ranks and micro-batches
+ * `extraOn(rank, micro)` says: DDP's gradients after the synced one vs rank 0's single process
+ * on Σ_r Σ_micro loss / N. A gradient accumulated under noSync by a layer the synced backward does
+ * not reach is still that rank's share (it was replaced by zeros).
+ */
+export async function accumulatedVsReference(
+  pg: ProcessGroup,
+  extraOn: (rank: number, micro: number) => boolean,
+): Promise<Record<string, unknown>> {
+  const lossOn = (m: Branchy, rank: number, micro: number) => {
+    m.useExtra = extraOn(rank, micro);
+    return branchyLoss(m, rank + 10 * micro);
+  };
+  let reference: Record<string, number[] | null> | null = null;
+  if (pg.rank === 0) {
+    const ref = new Branchy(false);
+    for (let r = 0; r < pg.size; r++) {
+      for (const micro of [0, 1]) {
+        const loss = tidy(() => lossOn(ref, r, micro).div(pg.size));
+        await loss.backward();
+        loss.dispose();
+      }
+    }
+    reference = gradSnapshot(ref);
+    ref.dispose();
+  }
+  const model = new Branchy(false);
+  const ddp = await DistributedDataParallel.create(model, { findUnusedParameters: true, bucketCapMB: 1e-4 });
+  for (const micro of [0, 1]) {
+    const step = async () => {
+      const loss = tidy(() => lossOn(ddp.module as Branchy, pg.rank, micro));
+      await loss.backward();
+      loss.dispose();
+    };
+    await (micro === 0 ? ddp.noSync(step) : step());
+  }
+  return { grads: gradSnapshot(model), reference };
+}
