@@ -117,10 +117,18 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
-    const out = (this.module.forward as (...a: unknown[]) => unknown)(...args) as ReturnType<M['forward']>;
-    if (this.findUnusedParameters && this.requireSync && isGradEnabled())
-      this.unusedAtForward = unreachedParameters(out, this.params);
-    return out;
+    const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
+    if (!(this.findUnusedParameters && this.requireSync && isGradEnabled())) return out as ReturnType<M['forward']>;
+    // an async forward (SyncBatchNorm, tensor-parallel layers): search the graph once it resolves
+    // (the Promise itself holds no tensor: every parameter was taken for unused)
+    if (out instanceof Promise) {
+      return out.then((resolved) => {
+        this.unusedAtForward = unreachedParameters(resolved, this.params);
+        return resolved;
+      }) as ReturnType<M['forward']>;
+    }
+    this.unusedAtForward = unreachedParameters(out, this.params);
+    return out as ReturnType<M['forward']>;
   }
 
   /** Runs fn without gradient synchronization; the next synchronized backward reduces the accumulated sum. */

@@ -1,7 +1,7 @@
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { BatchNorm1d, Generator, Linear, mse, Sequential } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, Module, mse, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
@@ -116,6 +116,35 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
       true,
     );
     expect(found.grads).toEqual(found.reference);
+  });
+
+  it('findUnusedParameters with an async forward (SyncBatchNorm, tensor-parallel layers) searches the resolved output', async () => {
+    // was: the Promise held no tensor, every parameter was taken for unused, and backward raised "marked ready twice"
+    class AsyncForward extends Module {
+      readonly used = this.registerModule('used', new Linear(5, 3, { generator: new Generator(4) }));
+      readonly unused = this.registerModule('unused', new Linear(5, 3, { generator: new Generator(5) }));
+      async forward(x: ReturnType<typeof rows>) {
+        await new Promise((resolve) => setImmediate(resolve));
+        return this.used.forward(x);
+      }
+    }
+    const reference = new AsyncForward();
+    const model = new AsyncForward();
+    const ddp = await DistributedDataParallel.create(model, { findUnusedParameters: true });
+    for (const [forward, m] of [
+      [(x: ReturnType<typeof rows>) => reference.forward(x), reference],
+      [(x: ReturnType<typeof rows>) => ddp.forward(x), model],
+    ] as const) {
+      const x = normal([4, 5], 31);
+      const y = normal([4, 3], 32);
+      const out = await forward(rows(x, 0, 4));
+      const loss = tidy(() => mse(out, rows(y, 0, 4)));
+      await loss.backward();
+      tf.dispose([x, y, loss.data]);
+      out.dispose();
+      expect(m.unused.weight.grad).toBeNull();
+    }
+    expect(gradSnapshot(model)).toEqual(gradSnapshot(reference));
   });
 
   it('inside join the steps run as without it, with the same gradients', async () => {
