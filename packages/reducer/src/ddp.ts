@@ -10,7 +10,7 @@ import { writeBackAgreed } from './finite-agreement.js';
 import { DDPJoinHook } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
-import { raiseUnused, unreachedParameters } from './unused.js';
+import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
 
 /**
  * One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank.
@@ -112,23 +112,15 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     if (isJoinActive(this)) {
-      // awaited at the end of backward, before the buckets: it raises EarlyTerminationError there
-      // (throwOnEarlyTermination)
+      // awaited at the end of backward, before the buckets: raises EarlyTerminationError (throwOnEarlyTermination)
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
     if (!(this.findUnusedParameters && this.requireSync && isGradEnabled())) return out as ReturnType<M['forward']>;
-    // an async forward (SyncBatchNorm, tensor-parallel layers): search the graph once it resolves
-    // (the Promise itself holds no tensor: every parameter was taken for unused)
-    if (out instanceof Promise) {
-      return out.then((resolved) => {
-        this.unusedAtForward = unreachedParameters(resolved, this.params);
-        return resolved;
-      }) as ReturnType<M['forward']>;
-    }
-    this.unusedAtForward = unreachedParameters(out, this.params);
-    return out as ReturnType<M['forward']>;
+    return whenResolved(out, (resolved) => {
+      this.unusedAtForward = unreachedParameters(resolved, this.params);
+    }) as ReturnType<M['forward']>;
   }
 
   /** Runs fn without gradient synchronization; the next synchronized backward reduces the accumulated sum. */
@@ -183,15 +175,14 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return reduction;
   }
 
-  /** Puts a parameter's gradient (zeros if it has none) into its bucket slot; launches the buckets now full, in order. */
+  /** Puts a parameter's gradient (zeros if none) into its bucket slot; launches the buckets now full, in order. */
   private place(index: number, withGradient: boolean): void {
     const reduction = this.reduction!;
     reduction.ready[index] = 1;
     if (withGradient) this.plan.noteReady(index);
     const { buckets, slotOf } = this.plan;
     const { bucket, slot } = slotOf[index];
-    // a parameter this backward did not reach may hold a gradient accumulated under noSync: it is
-    // this rank's share all the same (torch copies a defined gradient in; zeros here lost it, silently)
+    // unreached, it may hold a gradient accumulated under noSync: still this rank's share (as torch's)
     const grad = slot.param.grad ?? null;
     if (grad !== null) reduction.used[index] = 1;
     bucket.place(slot, grad);

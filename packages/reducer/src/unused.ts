@@ -28,6 +28,22 @@ export function unreachedParameters(out: unknown, params: readonly { param: Tens
 }
 
 /**
+ * Runs `search` on a forward's output, or on what it resolves to when the forward is async
+ * (SyncBatchNorm, tensor-parallel layers): a Promise holds no tensor, so every parameter was
+ * taken for unused. Returns the output as it was.
+ */
+export function whenResolved<T>(out: T, search: (resolved: unknown) => void): T {
+  if (!(out instanceof Promise)) {
+    search(out);
+    return out;
+  }
+  return out.then((resolved) => {
+    search(resolved);
+    return resolved;
+  }) as T;
+}
+
+/**
  * Without findUnusedParameters, parameters without a gradient stop their bucket (and every
  * later one) from launching. Every rank that sees this all-reduces its unused set and
  * raises UnusedParametersError naming the union. A rank whose buckets all launched is

@@ -2,7 +2,8 @@
 // on a fixed global batch (12 rows per step, rank r takes its contiguous 12/N rows, gradients
 // averaged by all-reduce), so the result does not depend on the world size.
 //   --from a --to b: train steps a..b-1;  --load dir: resume from a sharded checkpoint first;
-//   --save dir: save one after (and change the state while it writes);  --broken dir (repeated): first try loading these and report the errors.
+//   --save dir: save one after (and change the state while it writes);
+//   --broken dir (repeated): first try loading these and report the errors.
 // With --load it also trains the uninterrupted reference (one process, full batch, plain Adam,
 // steps 0..b-1) and reports the largest difference. Prints one RESULT line.
 import { parseArgs } from 'node:util';
