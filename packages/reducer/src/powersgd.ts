@@ -14,6 +14,11 @@ export interface PowerSGDOptions {
   warmStart?: boolean;
   /** Seed of the random initial Q (the same on every rank). */
   seed?: number;
+  /**
+   * Compress a matrix only when its elements outnumber its factors' this many times (PyTorch's
+   * min_compression_rate; default 2); smaller ones are all-reduced exactly.
+   */
+  minCompressionRate?: number;
 }
 
 /** One bucket's layout (matrices compressed, other tensors all-reduced as they are) and buffers. */
@@ -40,6 +45,7 @@ export class PowerSGDState {
   readonly startIter: number;
   readonly useErrorFeedback: boolean;
   readonly warmStart: boolean;
+  readonly minCompressionRate: number;
   /** Completed iterations (counted on each last bucket). */
   iter = 0;
   private readonly buckets = new WeakMap<Float32Array, BucketState>();
@@ -52,6 +58,7 @@ export class PowerSGDState {
     this.startIter = opts.startPowerSGDIter ?? 10;
     this.useErrorFeedback = opts.useErrorFeedback ?? true;
     this.warmStart = opts.warmStart ?? true;
+    this.minCompressionRate = opts.minCompressionRate ?? 2;
     this.generator = new Generator(opts.seed ?? 0);
   }
 
@@ -66,8 +73,9 @@ export class PowerSGDState {
         const n = s.shape[0] ?? 1;
         const m = s.size / n;
         const r = Math.min(this.rank, n, m);
-        // compress only matrices whose factors are smaller than the matrix itself
-        if (s.shape.length >= 2 && (n + m) * r < n * m) {
+        // compress only matrices minCompressionRate times larger than their factors (was: any larger
+        // at all, so a 4 × 4 gradient went as a rank-1 guess where torch sends it exactly)
+        if (s.shape.length >= 2 && this.minCompressionRate * (n + m) * r < n * m) {
           matrices.push({ offset: s.offset, n, m, r });
           pSize += n * r;
           qSize += m * r;
@@ -91,7 +99,11 @@ export class PowerSGDState {
   }
 }
 
-/** Gram-Schmidt on the r columns of the row-major [n, r] matrix at p[offset…]. */
+/**
+ * Gram-Schmidt on the r columns of the row-major [n, r] matrix at p[offset…]; a zero column stays
+ * zero. No epsilon is added to the norm (torch's default): with warm start P = MQ scales as σ², and
+ * `norm + 1e-8` shrank the factors of small gradients (|M| ~ 1e-5 passed 0.9 of it, 1e-6 nothing).
+ */
 function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: number): void {
   for (let i = 0; i < r; i++) {
     for (let j = 0; j < i; j++) {
@@ -101,8 +113,8 @@ function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: nu
     }
     let norm = 0;
     for (let k = 0; k < n; k++) norm += p[offset + k * r + i] ** 2;
-    norm = Math.sqrt(norm) + 1e-8;
-    for (let k = 0; k < n; k++) p[offset + k * r + i] /= norm;
+    norm = Math.sqrt(norm);
+    for (let k = 0; k < n; k++) p[offset + k * r + i] = norm > 0 ? p[offset + k * r + i] / norm : 0;
   }
 }
 

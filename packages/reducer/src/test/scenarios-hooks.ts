@@ -19,8 +19,8 @@ import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js'
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
 
 /**
- * One synced backward of a fresh model under `hook`: its averaged gradients and the bytes this rank put on the wire
- * meanwhile.
+ * `iterations` synced backwards of a fresh model under `hook`, the loss scaled by `scale`: the last
+ * one's averaged gradients and the bytes this rank put on the wire meanwhile.
  */
 async function gradsWith(
   pg: ProcessGroup,
@@ -28,6 +28,7 @@ async function gradsWith(
   rowsTotal: number,
   hook: CommHook<unknown> | InPlaceCommHook<unknown>,
   state: unknown = null,
+  { scale = 1, iterations = 1 } = {},
 ) {
   const model = makeModel();
   const ddp = await DistributedDataParallel.create(model);
@@ -37,11 +38,15 @@ async function gradsWith(
   const outDim = model.parameters().at(-1)!.shape[0];
   const x = normal([rowsTotal, inDim], 77);
   const y = normal([rowsTotal, outDim], 78);
-  const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));
-  const before = getWireStats().bytesSent;
-  await loss.backward();
-  const bytes = getWireStats().bytesSent - before;
-  loss.dispose();
+  let bytes = 0;
+  for (let i = 0; i < iterations; i++) {
+    model.zeroGrad();
+    const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)).mul(scale));
+    const before = getWireStats().bytesSent;
+    await loss.backward();
+    bytes = getWireStats().bytesSent - before;
+    loss.dispose();
+  }
   tf.dispose([x, y]);
   const grads = gradSnapshot(model);
   model.dispose();
@@ -71,7 +76,17 @@ async function powerSGDExact(pg: ProcessGroup): Promise<Record<string, unknown>>
     powerSGDHook as CommHook<unknown>,
     new PowerSGDState({ matrixApproximationRank: 6, startPowerSGDIter: 0 }),
   );
-  return { exact, power };
+  // warm start over 4 iterations, gradients ~1e-7: the factors' scale must not matter
+  const scaled = { scale: 1e-6, iterations: 4 };
+  const tinyExact = await gradsWith(pg, make, 6, allreduceHook, null, scaled);
+  const state = new PowerSGDState({ matrixApproximationRank: 6, startPowerSGDIter: 0 });
+  const tinyPower = await gradsWith(pg, make, 6, powerSGDHook as CommHook<unknown>, state, scaled);
+  // 4 × 4 layers: not worth compressing at rank 1 (16 elements, 8 in the factors, torch's rate 2)
+  const small = () => mlp(24, [4, 4, 4]);
+  const smallExact = await gradsWith(pg, small, 6, allreduceHook);
+  const smallState = new PowerSGDState({ matrixApproximationRank: 1, startPowerSGDIter: 0 });
+  const smallPower = await gradsWith(pg, small, 6, powerSGDHook as CommHook<unknown>, smallState);
+  return { exact, power, tinyExact, tinyPower, smallExact, smallPower };
 }
 
 /** Rank-1 PowerSGD with error feedback and warm start trains a regression: loss falls, ranks agree. */
