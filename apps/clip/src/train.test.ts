@@ -89,12 +89,14 @@ describe('apps/clip on 2 ranks', () => {
 });
 
 describe('apps/clip --resume under other options', () => {
-  it('another --seed, --batch-size or --grad-accum is a ResumeError (was: other batches, silently)', async () => {
+  it('another --seed, --batch-size, --grad-accum, --lr or --steps is a ResumeError (was: other batches, or a schedule neither run had, silently)', async () => {
     await train('restream', ['--exit-after', '1']);
     for (const [flag, value] of [
       ['--seed', '4'],
       ['--batch-size', '26'],
       ['--grad-accum', '2'],
+      ['--lr', '0.001'],
+      ['--steps', '100'],
     ]) {
       const log = await train('restream', ['--resume', flag, value], 2, 1);
       // ddp-run ends the other rank once the first fails, so the log shows one rank's error

@@ -15,7 +15,7 @@ import { dumpRun } from './dump.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
-import { checkSameStream, type DataStream, savedStream } from './resume.js';
+import { checkSameOptions, type ResumedOptions, savedOptions } from './resume.js';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -106,11 +106,17 @@ const scheduler = new WarmupCosineLR(optimizer, {
 // the scaler agrees on skipping a step across the ranks; GradScaler({ enabled: false }) is a no-op
 const scaler = new GradScaler({ enabled: opts.amp !== undefined, processGroup: group });
 let step = 0;
-const stream: DataStream = { seed: opts.seed, batchSize: opts.batchSize, gradAccum: opts.gradAccum };
+const stream: ResumedOptions = {
+  seed: opts.seed,
+  batchSize: opts.batchSize,
+  gradAccum: opts.gradAccum,
+  lr: opts.lr,
+  steps: opts.steps,
+};
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
-  checkSameStream(savedStream(loaded.extra), stream, loaded.path, rank);
+  checkSameOptions(savedOptions(loaded.extra), stream, loaded.path, rank);
   step = loaded.step;
   const saved = (loaded.extra as { scaler?: GradScalerStateDict } | null)?.scaler;
   if (saved) scaler.loadStateDict(saved);

@@ -41,6 +41,26 @@ describe('learning-rate schedules', () => {
     expect(opt.paramGroups[0]?.lr).toBeCloseTo(warmupCosineLr(5, 2, { warmupSteps: 2, totalSteps: 10 }), 12);
   });
 
+  it("restores its settings too, as torch's: a run resumed with another total or floor keeps the saved schedule", () => {
+    const opt = { paramGroups: [{ lr: 2 }] };
+    const saved = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 60, minLr: 0.1 });
+    for (let i = 0; i < 20; i++) saved.step();
+    const opt2 = { paramGroups: [{ lr: 1 }] };
+    const options = { warmupSteps: 10, totalSteps: 100, minLr: 0.05 };
+    const resumed = new WarmupCosineLR(opt2, options);
+    resumed.loadStateDict(JSON.parse(JSON.stringify(saved.stateDict())));
+    for (let i = 0; i < 40; i++) {
+      saved.step();
+      resumed.step();
+      expect(opt2.paramGroups[0]?.lr).toBe(opt.paramGroups[0]?.lr); // was: old peak, new total and floor
+    }
+    expect(options).toEqual({ warmupSteps: 10, totalSteps: 100, minLr: 0.05 }); // the caller's object untouched
+    const step = new StepLR({ paramGroups: [{ lr: 1 }] }, 5, 0.5);
+    const stepResumed = new StepLR({ paramGroups: [{ lr: 1 }] }, 2, 0.1);
+    stepResumed.loadStateDict(step.stateDict());
+    expect([stepResumed.stepSize, stepResumed.gamma]).toEqual([5, 0.5]);
+  });
+
   // Two schedulers stepping one optimizer: each wrote its own closed-form lr over the other's,
   // so only the last constructed or stepped schedule applied, silently (torch multiplies
   // chained schedulers). An lr set by hand between steps was overwritten the same way.

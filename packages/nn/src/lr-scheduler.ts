@@ -11,6 +11,8 @@ export interface HasParamGroups {
 export interface SchedulerState {
   lastEpoch: number;
   baseLrs: number[];
+  /** The schedule's own settings (absent in checkpoints written before they were saved). */
+  options?: Record<string, number>;
 }
 
 export class SchedulerError extends Error {
@@ -30,6 +32,9 @@ export abstract class LRScheduler {
 
   /** The learning rate at `step` for a group whose initial lr is `baseLr`. */
   abstract lrAt(step: number, baseLr: number): number;
+
+  /** The schedule's settings (step size, warm-up, floor…), saved and restored with its state. */
+  abstract readonly options: object;
 
   /**
    * Advances one step. Refuses when a group's lr is no longer the one this scheduler wrote:
@@ -55,8 +60,12 @@ export abstract class LRScheduler {
     return this.optimizer.paramGroups.map((g) => g.lr);
   }
 
+  /**
+   * Step, initial lrs and settings: as torch's state_dict, loading restores the schedule whole (a
+   * resumed run built with another total or floor went on with a schedule neither run had).
+   */
   stateDict(): SchedulerState {
-    return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs] };
+    return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs], options: { ...this.options } as never };
   }
 
   loadStateDict(state: SchedulerState): void {
@@ -65,6 +74,7 @@ export abstract class LRScheduler {
     }
     this.lastEpoch = state.lastEpoch;
     this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
+    if (state.options) Object.assign(this.options, state.options);
     this.apply();
   }
 
@@ -79,15 +89,22 @@ export abstract class LRScheduler {
 
 /** torch.optim.lr_scheduler.StepLR: lr = base · gamma^⌊step / stepSize⌋. */
 export class StepLR extends LRScheduler {
-  constructor(
-    optimizer: HasParamGroups,
-    readonly stepSize: number,
-    readonly gamma = 0.1,
-  ) {
+  readonly options: { stepSize: number; gamma: number };
+
+  constructor(optimizer: HasParamGroups, stepSize: number, gamma = 0.1) {
     if (!Number.isInteger(stepSize) || stepSize <= 0)
       throw new SchedulerError(`stepSize must be a positive integer, got ${stepSize}`);
     super(optimizer);
+    this.options = { stepSize, gamma };
     this.apply();
+  }
+
+  get stepSize(): number {
+    return this.options.stepSize;
+  }
+
+  get gamma(): number {
+    return this.options.gamma;
   }
 
   lrAt(step: number, baseLr: number): number {
@@ -118,15 +135,15 @@ export function warmupCosineLr(
 }
 
 export class WarmupCosineLR extends LRScheduler {
-  constructor(
-    optimizer: HasParamGroups,
-    readonly options: WarmupCosineOptions,
-  ) {
+  readonly options: WarmupCosineOptions;
+
+  constructor(optimizer: HasParamGroups, options: WarmupCosineOptions) {
     const { warmupSteps, totalSteps } = options;
     if (!(warmupSteps >= 0 && totalSteps >= warmupSteps)) {
       throw new SchedulerError(`need 0 <= warmupSteps <= totalSteps, got ${warmupSteps} and ${totalSteps}`);
     }
     super(optimizer);
+    this.options = { ...options };
     this.apply();
   }
 
