@@ -71,6 +71,10 @@ export class Tensor {
     if (this.gradFn !== null && !value) {
       throw new AutogradArgumentError('requiresGrad can only be changed on leaf tensors; use detach()');
     }
+    // as the constructor: an int32 leaf took float gradients (torch raises the same)
+    if (value && this.data.dtype !== 'float32') {
+      throw new AutogradArgumentError(`only float32 tensors can require grad (got ${this.data.dtype})`);
+    }
     this._requiresGrad = value;
   }
 

@@ -3,6 +3,7 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { broadcastShapes, sumToShape } from './broadcast.js';
+import { allFloat, asDtype, promotedDtype } from './promotion.js';
 
 /** An operand: a Tensor or a plain number (a constant). */
 export type Operand = Tensor | number;
@@ -28,6 +29,11 @@ function binary(
     forward(ctx: Context, a: Raw, b: Raw): tf.Tensor {
       this.shapes = [asTensor(a).shape, asTensor(b).shape];
       broadcastShapes(name.toLowerCase(), ...this.shapes);
+      if (!allFloat([a, b])) {
+        // integer or bool operands: torch's promotion, not tfjs's (see promotion.ts)
+        const dtype = promotedDtype([a, b], name === 'Div');
+        [a, b] = [asDtype(a, dtype), asDtype(b, dtype)];
+      }
       const y = kernel(a, b);
       if (saves !== 'none') ctx.saveForBackward(asTensor(a), asTensor(b));
       if (saves === 'aby') ctx.saveForBackward(y);

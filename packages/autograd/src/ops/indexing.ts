@@ -4,6 +4,7 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
 import { normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
+import { asDtype, promotedDtype } from './promotion.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
 export type Indices = number[] | number[][] | tf.Tensor | Tensor;
@@ -55,7 +56,11 @@ class Concat extends AutogradFunction {
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
     this.dim = dim;
     this.sizes = xs.map((x) => x.shape[this.dim]);
-    return tf.concat(xs, this.dim);
+    const dtype = promotedDtype(xs); // torch's: tf.concat kept the first one's (int [3, 4] + [0.5] gave [3, 4, 0])
+    return tf.concat(
+      xs.map((x) => asDtype(x, dtype)),
+      this.dim,
+    );
   }
   backward(_ctx: Context, dy: tf.Tensor) {
     return [null, ...tf.split(dy, this.sizes, this.dim)];
@@ -140,8 +145,8 @@ class Where extends AutogradFunction {
   private aShape: number[] = [];
   private bShape: number[] = [];
   forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
-    const ta = typeof a === 'number' ? tf.scalar(a) : a;
-    const tb = typeof b === 'number' ? tf.scalar(b) : b;
+    // torch's promotion: tf.where read an int32 operand's bits as float32 (int 5 became 7e-45)
+    const [ta, tb] = [a, b].map((x) => asDtype(x, promotedDtype([a, b])));
     this.aShape = ta.shape;
     this.bShape = tb.shape;
     const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
@@ -263,8 +268,9 @@ export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor 
 export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
   Where.apply(cond, a, b);
 
-/** x with `value` where mask is true (torch.masked_fill). */
-export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor => Where.apply(mask, value, x);
+/** x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken in it. */
+export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor =>
+  Where.apply(mask, x.dtype === 'float32' ? value : Math.trunc(value), x);
 
 /**
  * The row a padding index names in a table of `rows` rows: negative counts from the end, as
