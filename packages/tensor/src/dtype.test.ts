@@ -1,9 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   bytesPerElement,
   DTypeError,
   dtypeInfo,
   encodeFloat16,
+  getBackend,
+  setBackend,
   tensorFromTypedArray,
   tensorToTypedArray,
   tensorToTypedArraySync,
@@ -50,5 +52,36 @@ describe('typed array <-> tensor', () => {
     expect(() => tensorFromTypedArray(new Float32Array(3), [2, 2])).toThrow(DTypeError);
     expect(() => tensorFromTypedArray(new Uint16Array(2), [2])).toThrow(/ambiguous/);
     expect(() => tensorFromTypedArray(new Float32Array(2), [2], 'int32')).toThrow(DTypeError);
+  });
+});
+
+describe.each(['wasm', 'cpu'] as const)('reading a tensor into a typed array on %s', (backend) => {
+  const initial = getBackend();
+  afterAll(() => setBackend(initial as 'wasm'));
+
+  it('gives an array of its own: writing to it leaves the tensor as it was (was: the cpu storage itself)', async () => {
+    await setBackend(backend);
+    const f = tf.tensor([1, 2, 3]);
+    const i = tf.tensor([1, 2, 3], [3], 'int32');
+    tensorToTypedArraySync(f)[0] = 99;
+    (await tensorToTypedArray(i))[0] = 77;
+    expect([Array.from(f.dataSync()), Array.from(i.dataSync())]).toEqual([
+      [1, 2, 3],
+      [1, 2, 3],
+    ]);
+    tf.dispose([f, i]);
+  });
+
+  it('to int32: truncates toward zero as torch, refuses a value with no int32 (was: wrapped, NaN became 0)', async () => {
+    await setBackend(backend);
+    const fine = tf.tensor([-2.7, 2.7, 2147483520, -2147483648]);
+    expect(Array.from(tensorToTypedArraySync(fine, 'int32'))).toEqual([-2, 2, 2147483520, -2147483648]);
+    for (const bad of [3e9, -3e9, Number.NaN, Number.POSITIVE_INFINITY, 2147483648]) {
+      const t = tf.tensor([0, bad]);
+      expect(() => tensorToTypedArraySync(t, 'int32')).toThrow(`element 1 is ${bad}, which has no int32 value`);
+      await expect(tensorToTypedArray(t, 'int32')).rejects.toThrow(DTypeError);
+      t.dispose();
+    }
+    fine.dispose();
   });
 });

@@ -82,14 +82,33 @@ function defaultDTypeOf(data: TypedArray): DType {
   throw new DTypeError('a Uint16Array is ambiguous: pass dtype float16 or bfloat16');
 }
 
+/**
+ * float32 values as int32, truncated toward zero as torch's `.to(torch.int32)`; a value with no
+ * int32 (NaN, ±Inf, beyond ±2^31) is refused: Int32Array wrapped it modulo 2^32 (3e9 became
+ * -1294967296) and made NaN a plausible 0, where torch gives the recognisable INT_MIN.
+ */
+function toInt32(values: Float32Array): Int32Array {
+  const out = new Int32Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = Math.trunc(values[i]);
+    if (!(v >= -(2 ** 31) && v < 2 ** 31)) {
+      throw new DTypeError(`element ${i} is ${values[i]}, which has no int32 value`);
+    }
+    out[i] = v;
+  }
+  return out;
+}
+
+/** `values` as `dtype`, always in an array of its own (the cpu backend's dataSync is its storage). */
 function convert(values: Float32Array | Int32Array, dtype: DType): TypedArray {
+  const own = (a: Float32Array | Int32Array) => (a === values && tf.getBackend() !== 'wasm' ? a.slice() : a);
   switch (dtype) {
     case 'float32':
-      return values instanceof Float32Array ? values : Float32Array.from(values);
+      return own(values instanceof Float32Array ? values : Float32Array.from(values));
     case 'float64':
       return Float64Array.from(values);
     case 'int32':
-      return values instanceof Int32Array ? values : Int32Array.from(values, Math.trunc);
+      return own(values instanceof Int32Array ? values : toInt32(values));
     case 'float16':
       return encodeFloat16(values instanceof Float32Array ? values : Float32Array.from(values));
     case 'bfloat16':
@@ -103,7 +122,10 @@ function checkReadable(t: tf.Tensor): void {
   }
 }
 
-/** Copies a tensor's values into a new typed array of `dtype` (default: the tensor's own). */
+/**
+ * Copies a tensor's values into a new typed array of `dtype` (default: the tensor's own); a float
+ * value with no int32 raises DTypeError when `dtype` is int32.
+ */
 export async function tensorToTypedArray(t: tf.Tensor, dtype?: DType): Promise<TypedArray> {
   checkReadable(t);
   const values = (await t.data()) as Float32Array | Int32Array;
