@@ -65,11 +65,15 @@ interface CheckpointMeta {
   extra: unknown;
 }
 
-function optimizerTensors(sd: OptimizerStateDict<{ lr: number }>) {
+/**
+ * Optimizer state by parameter index, copied for a file: tensors as `state.<index>.<key>` (each a
+ * copy of its values) and the scalars (Adam's step) apart. ZeRO's sharded checkpoints use it too.
+ */
+export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
   const tensors = new Map<string, SafeTensor>();
   const scalars: Record<string, Record<string, number>> = {};
-  for (const [i, state] of sd.state) {
-    for (const [key, v] of Object.entries(state)) {
+  for (const [i, paramState] of state) {
+    for (const [key, v] of Object.entries(paramState)) {
       if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
       else {
         scalars[i] ??= {};
@@ -91,7 +95,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
   // saved a model of one step and an optimizer of another under the step given (silently)
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
-  const { tensors, scalars } = sd ? optimizerTensors(sd) : { tensors: null, scalars: {} };
+  const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
   const meta: CheckpointMeta = {
     format: 'ddp-checkpoint',
     version: VERSION,

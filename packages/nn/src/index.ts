@@ -7,6 +7,7 @@ export {
   META_FILE,
   MODEL_FILE,
   OPTIMIZER_FILE,
+  optimizerStateTensors,
   saveCheckpoint,
 } from './checkpoint.js';
 export {

@@ -99,9 +99,12 @@ function toInt32(values: Float32Array): Int32Array {
   return out;
 }
 
-/** `values` as `dtype`, always in an array of its own (the cpu backend's dataSync is its storage). */
+/**
+ * `values` as `dtype`, always in an array of its own: what a backend's dataSync returns may be
+ * the tensor's storage (the cpu backend's is).
+ */
 function convert(values: Float32Array | Int32Array, dtype: DType): TypedArray {
-  const own = (a: Float32Array | Int32Array) => (a === values && tf.getBackend() !== 'wasm' ? a.slice() : a);
+  const own = (a: Float32Array | Int32Array) => (a === values ? a.slice() : a);
   switch (dtype) {
     case 'float32':
       return own(values instanceof Float32Array ? values : Float32Array.from(values));

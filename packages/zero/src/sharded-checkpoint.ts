@@ -20,6 +20,8 @@ import {
   type GeneratorState,
   type LRScheduler,
   type Module,
+  optimizerStateTensors,
+  type ParamState,
   type SafeTensor,
   type SchedulerState,
   saveSafetensors,
@@ -113,18 +115,9 @@ function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: 
   const { rank, size } = zero.processGroup;
   const params = globalParams(zero);
   const index = new Map(params.map((p, i) => [p, i]));
-  const tensors = new Map<string, SafeTensor>();
-  const scalars: Record<string, Record<string, number>> = {};
-  for (const [p, state] of zero.optim?.state ?? []) {
-    const i = index.get(p)!;
-    for (const [key, v] of Object.entries(state)) {
-      if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-      else {
-        scalars[i] ??= {};
-        scalars[i][key] = v;
-      }
-    }
-  }
+  const { tensors, scalars } = optimizerStateTensors(
+    [...(zero.optim?.state ?? [])].map(([p, state]): [number, ParamState] => [index.get(p)!, state]),
+  );
   const weights =
     rank !== 0
       ? null

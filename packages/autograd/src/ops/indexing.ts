@@ -56,11 +56,9 @@ class Concat extends AutogradFunction {
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
     this.dim = dim;
     this.sizes = xs.map((x) => x.shape[this.dim]);
-    const dtype = promotedDtype(xs); // torch's: tf.concat kept the first one's (int [3, 4] + [0.5] gave [3, 4, 0])
-    return tf.concat(
-      xs.map((x) => asDtype(x, dtype)),
-      this.dim,
-    );
+    const dtype = promotedDtype(xs); // torch's: tf.concat kept the first one's (int [3, 4] and [0.5]: [3, 4, 0])
+    const inputs = xs.map((x) => asDtype(x, dtype));
+    return tf.concat(inputs, this.dim);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
     return [null, ...tf.split(dy, this.sizes, this.dim)];
@@ -146,7 +144,8 @@ class Where extends AutogradFunction {
   private bShape: number[] = [];
   forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
     // torch's promotion: tf.where read an int32 operand's bits as float32 (int 5 became 7e-45)
-    const [ta, tb] = [a, b].map((x) => asDtype(x, promotedDtype([a, b])));
+    const dtype = promotedDtype([a, b]);
+    const [ta, tb] = [asDtype(a, dtype), asDtype(b, dtype)];
     this.aShape = ta.shape;
     this.bShape = tb.shape;
     const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
