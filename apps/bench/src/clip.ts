@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Row, renderLineChart, writeReport } from '@ddp/plot';
 import { CHARTS } from './lib/charts.js';
-import { type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
+import { buildApp, type ClipRun, type DumpedRun, ddpRun, runApp, torchRun } from './lib/clip-runs.js';
 import { type StepTiming, timeSteps } from './lib/clip-step.js';
 import { benchCommand, positiveInt } from './lib/flags.js';
 import { glooTorchVersion } from './lib/world.js';
@@ -133,11 +133,19 @@ async function bench(run: DumpedRun, dump: string, work: string, torch: string):
   const of = (impl: string) => rows.filter((r) => r.impl === impl);
   const best = (impl: string, key: 'wallS' | 'trainS') => Math.min(...of(impl).map((r) => r[key]));
   const ratio = (key: 'wallS' | 'trainS') => (best('ddp', key) / best('torch', key)).toFixed(2);
+  // each round's ddp run beside the torch run right after it: steadier than best-of when the host's load drifts
+  const paired = (key: 'wallS' | 'trainS') => {
+    const ratios = of('ddp')
+      .map((r, i) => r[key] / of('torch')[i][key])
+      .sort((a, b) => a - b);
+    const mid = ratios.length >> 1;
+    return (ratios.length % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2).toFixed(2);
+  };
   const top1 = (impl: string) => [...new Set(of(impl).map((r) => `${r.zeroShotTop1Pct} %`))].join(', ');
   const notes = paragraphs(
     [
-      `apps/clip (@ddp/reducer DDP on tfjs-wasm, with @ddp/native-kernels where built — the ranks' start-up ` +
-        `line says —,`,
+      `apps/clip built to JavaScript as \`pnpm clip\` runs it (@ddp/reducer DDP on tfjs-wasm, with`,
+      "@ddp/native-kernels where built — the ranks' start-up line says —,",
       `one thread per rank) against a PyTorch ${torch} twin (DDP over`,
       `Gloo, torch.set_num_threads(1)), ${run.world} ranks each, ${run.steps} steps × global batch ${run.batchSize},`,
       'the same initial weights, batches, loss, AdamW groups, schedule and evaluation (apps/clip --dump-init;',
@@ -152,7 +160,8 @@ async function bench(run: DumpedRun, dump: string, work: string, torch: string):
     [
       `Best of the rounds: training ${best('ddp', 'trainS')} s (ddp) vs ${best('torch', 'trainS')} s (torch),`,
       `ddp / torch ${ratio('trainS')}; wall ${best('ddp', 'wallS')} s vs ${best('torch', 'wallS')} s,`,
-      `ddp / torch ${ratio('wallS')}.`,
+      `ddp / torch ${ratio('wallS')}. Median over the rounds of each round's ratio: training ${paired('trainS')},`,
+      `wall ${paired('wallS')}.`,
       `Zero-shot top-1 after ${run.steps} steps: ddp ${top1('ddp')}, torch ${top1('torch')}.`,
     ],
   );
@@ -218,6 +227,7 @@ async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'bench-clip-'));
   try {
     const dump = join(work, 'dump');
+    buildApp();
     await runApp(WORLD, appArgs, ['--dump-init', dump]);
     const run = JSON.parse(readFileSync(join(dump, 'run.json'), 'utf8')) as DumpedRun;
     await (opts.check ? check(run, dump, work, torch) : bench(run, dump, work, torch));

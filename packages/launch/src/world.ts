@@ -3,9 +3,8 @@ import type { WriteStream } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { PrefixedLines } from './lines.js';
 import { discard, openLog } from './logs.js';
 import { type LaunchPlan, rankEnv } from './options.js';
@@ -52,8 +51,11 @@ interface RankProcess {
 const PIPE_DRAIN_MS = 2000;
 
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-/** launcher-watch.ts (.js once built), which every rank ddp-run starts imports: it ends a rank whose ddp-run died. */
-const launcherWatch = new URL(`./launcher-watch${extname(fileURLToPath(import.meta.url))}`, import.meta.url).href;
+/**
+ * Every rank ddp-run starts imports it: it ends a rank whose ddp-run died. Plain JavaScript, so a rank
+ * running built JavaScript needs no TypeScript loader for it.
+ */
+const launcherWatch = new URL('./launcher-watch.js', import.meta.url).href;
 
 /**
  * The monorepo's export condition that points every @ddp package at its src/*.ts. Only this
@@ -64,10 +66,18 @@ const WORKSPACE_CONDITION = '@ddp/source';
 const ownExports = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).exports;
 const inWorkspace = WORKSPACE_CONDITION in (ownExports?.['.'] ?? {});
 
-/** The node arguments that run `script` with TypeScript support (the test harnesses start ranks the same way). */
+const isTypeScript = (file: string) => /\.[cm]?tsx?$/.test(file);
+
+/**
+ * The node arguments that run `script` (the test harnesses start ranks the same way). tsx's loader
+ * only where TypeScript runs: the script or an import is .ts, or the @ddp packages resolve to their
+ * src/*.ts; it costs each rank ~0.5 s of CPU at start-up (a loader thread and a transform per module).
+ */
 export function scriptArgs(script: string, args: string[], sourceConditions = true, imports: string[] = []): string[] {
   const conditions = sourceConditions && inWorkspace ? [`--conditions=${WORKSPACE_CONDITION}`] : [];
-  return [...conditions, '--import', tsxLoader, ...imports.flatMap((i) => ['--import', i]), script, ...args];
+  const typeScript = conditions.length > 0 || [script, ...imports].some(isTypeScript);
+  const loader = typeScript ? ['--import', tsxLoader] : [];
+  return [...conditions, ...loader, ...imports.flatMap((i) => ['--import', i]), script, ...args];
 }
 
 /** Sends `signal` to a rank's process group (each rank leads its own), so its children end too. */

@@ -30,7 +30,6 @@ import {
   toSafeTensor,
   writeFileAtomic,
 } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';

@@ -1,10 +1,13 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launch } from '@ddp/launch';
 import { runSampleWorld } from './world.js';
 
-const APP = fileURLToPath(new URL('../../../clip/src/train.ts', import.meta.url));
+const CLIP_DIR = fileURLToPath(new URL('../../../clip/', import.meta.url));
+/** What `pnpm clip` runs: the app and the packages built to JavaScript (buildApp), no TypeScript loader. */
+const APP = join(CLIP_DIR, 'dist/train.js');
 const TWIN = fileURLToPath(new URL('../clip_twin.py', import.meta.url));
 const RUN_TIMEOUT_MS = 1_800_000;
 /**
@@ -36,8 +39,16 @@ export interface ClipRun {
   evals: { step: number; top1: number }[];
 }
 
+/** Builds apps/clip and the packages it imports (turbo: only what changed), as `pnpm clip` does first. */
+export function buildApp(): void {
+  execFileSync('pnpm', ['exec', 'turbo', 'run', 'build', '--filter=@ddp/clip', '--output-logs=errors-only'], {
+    cwd: CLIP_DIR,
+    stdio: 'inherit',
+  });
+}
+
 /**
- * apps/clip on `world` ranks through @ddp/launch (what `ddp-run --nproc-per-node` does), with
+ * apps/clip (built: buildApp) on `world` ranks through @ddp/launch (what `ddp-run --nproc-per-node` does), with
  * `appArgs` (the bench's, for every run) and `args`; resolves with its wall time in seconds.
  */
 export async function runApp(world: number, appArgs: string[], args: string[]): Promise<number> {
@@ -47,6 +58,7 @@ export async function runApp(world: number, appArgs: string[], args: string[]): 
       script: APP,
       args: [...appArgs, ...args],
       nprocPerNode: world,
+      sourceConditions: false,
       env: { ...process.env, NODE_OPTIONS: RANK_NODE_OPTIONS },
       signal: AbortSignal.timeout(RUN_TIMEOUT_MS),
     },
