@@ -38,5 +38,8 @@ export class AutogradArgumentError extends AutogradError {
  * and `maxPool2d(…, { ceilMode: true })` gave another shape.
  */
 export function checkOptions(where: string, opts: object | undefined, known: readonly string[]): void {
-  checkOptionNames(where, opts, known, (m) => new AutogradArgumentError(m));
+  checkOptionNames(where, opts, known, argumentError);
 }
+
+/** An AutogradArgumentError: what @ddp/tensor's option checks raise here. */
+export const argumentError = (message: string) => new AutogradArgumentError(message);

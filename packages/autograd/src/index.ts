@@ -23,12 +23,10 @@ export {
   embedding,
   type Indices,
   indexSelect,
-  maskedFill,
   narrow,
   pad,
   slice,
   split,
-  where,
 } from './ops/indexing.js';
 export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { linear, matmul } from './ops/matmul.js';
@@ -37,6 +35,7 @@ export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 export { logSoftmax, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
+export { maskedFill, where } from './ops/where.js';
 export { manualSeed } from './random.js';
 export { type SavedTensorHooks, withSavedTensorHooks } from './saved-tensor-hooks.js';
 export { tidy } from './scope.js';

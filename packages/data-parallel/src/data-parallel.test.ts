@@ -51,6 +51,44 @@ describe('DataParallel: replicas on worker threads', () => {
     });
   });
 
+  it('two forwards before one backward: each backward reaches its own graph, as torch keeps one per forward', async () => {
+    // before: each replica kept one output, so the second forward replaced the first's graph: the first's
+    // backward ran through the second's (wrong gradients, no error), a loss over both raised
+    const single = createModule();
+    dp = await DataParallel.create(factory, { replicas: 2 });
+    const [a, b] = batches.map((t) => ({ x: tensor(t.x, [BATCH, 6]), y: tensor(t.y, [BATCH, 3]) }));
+    await mse(single.forward(a.x), a.y)
+      .add(mse(single.forward(b.x), b.y).mul(3))
+      .backward();
+    const [ya, yb] = [await dp.forward(a.x), await dp.forward(b.x)];
+    await mse(ya, a.y).add(mse(yb, b.y).mul(3)).backward();
+    dp.module.parameters().forEach((p, i) => {
+      const ref = single.parameters()[i].grad!.dataSync();
+      p.grad!.dataSync().forEach((v, j) => {
+        expect(v).toBeCloseTo(ref[j], 6);
+      });
+    });
+  });
+
+  it('a backward after the parameters changed since its forward raises; the next forward uses the new ones', async () => {
+    dp = await DataParallel.create(factory, { replicas: 2 });
+    const [x, y] = [tensor(batches[0].x, [BATCH, 6]), tensor(batches[0].y, [BATCH, 3])];
+    const stale = mse(await dp.forward(x), y);
+    const first = dp.module.parameters()[0];
+    first.data = tf.mul(first.data, 2); // what an optimizer step does
+    const fresh = await dp.forward(x);
+    await expect(stale.backward()).rejects.toThrow(/the parameters changed after that forward/);
+    const want = createModule();
+    want.parameters()[0].data = tf.mul(want.parameters()[0].data, 2);
+    const got = fresh.dataSync();
+    want
+      .forward(x)
+      .dataSync()
+      .forEach((v, j) => {
+        expect(got[j]).toBeCloseTo(v, 6);
+      });
+  });
+
   it('keeps tf.memory().numTensors flat on the main thread across steps', async () => {
     dp = await DataParallel.create(factory, { replicas: 2 });
     const opt = new SGD(dp.module.parameters(), { lr: 0.1 });

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { AutogradFunction, type Context, chunkSizes, type Tensor } from '@ddp/autograd';
+import { AutogradFunction, type Context, chunkSizes, isGradEnabled, type Tensor } from '@ddp/autograd';
 import type { TensorModule } from '@ddp/nn';
 import { checkOptionNames, getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
@@ -98,10 +98,13 @@ class Gather extends AutogradFunction {
   override readonly asyncBackward = true;
   private dp!: DataParallel;
   private sizes: number[] = [];
+  private id = 0;
 
   async forward(_ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
     this.dp = dp;
-    dp.writeParameters(params);
+    this.id = dp.nextForwardId++;
+    const version = dp.writeParameters(params);
+    const record = isGradEnabled();
     this.sizes = chunkSizes(x.shape[0], dp.replicas.length);
     const chunks = tf.split(x, this.sizes, 0);
     const training = dp.module.modules().map((m) => m.training);
@@ -112,6 +115,9 @@ class Gather extends AutogradFunction {
       chunks.map((c, r) => {
         const m: ToReplica = {
           type: 'forward',
+          id: this.id,
+          version,
+          record,
           input: c.dataSync() as Float32Array,
           shape: c.shape,
           training,
@@ -133,7 +139,7 @@ class Gather extends AutogradFunction {
     const chunks = tf.split(dy, sizes, 0);
     await Promise.all(
       chunks.map((c, r) => {
-        const m: ToReplica = { type: 'backward', grad: c.dataSync() as Float32Array, shape: c.shape };
+        const m: ToReplica = { type: 'backward', id: this.id, grad: c.dataSync() as Float32Array, shape: c.shape };
         c.dispose();
         return dp.replicas[r].request(m, 'backward');
       }),
@@ -213,11 +219,26 @@ export class DataParallel {
     return Gather.applyAsync(x, this, ...this.module.parameters());
   }
 
-  /** @internal The main replica's parameters where every replica reads them. */
-  writeParameters(params: tf.Tensor[]): void {
+  /** @internal Numbers the forwards, so each backward reaches its own graph on every replica. */
+  nextForwardId = 0;
+  private paramVersion = 0;
+
+  /**
+   * @internal The main replica's parameters where every replica reads them; returns their version,
+   * new whenever a value changed (compared bit for bit: an in-place write keeps the tensor).
+   */
+  writeParameters(params: tf.Tensor[]): number {
+    const bits = new Uint32Array(this.paramView.buffer);
+    let changed = false;
     params.forEach((p, i) => {
-      this.paramView.set(p.dataSync() as Float32Array, this.offsets[i]);
+      const values = p.dataSync() as Float32Array;
+      const given = new Uint32Array(values.buffer, values.byteOffset, values.length);
+      const at = this.offsets[i];
+      for (let j = 0; j < given.length && !changed; j++) changed = given[j] !== bits[at + j];
+      this.paramView.set(values, at);
     });
+    if (changed || this.paramVersion === 0) this.paramVersion++;
+    return this.paramVersion;
   }
 
   /**

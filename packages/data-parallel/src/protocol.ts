@@ -22,6 +22,12 @@ export interface BufferValues {
 export type ToReplica =
   | {
       type: 'forward';
+      /** Names this forward's graph, which its backward names too (several may be pending, as in torch). */
+      id: number;
+      /** Changes whenever the main replica's parameters do: a replica reloads them then. */
+      version: number;
+      /** Whether the main thread records a graph (grad mode): without, the replica keeps none. */
+      record: boolean;
       input: Float32Array;
       shape: number[];
       /** Each module's training flag, in `modules()` order: eval on the main replica is eval everywhere. */
@@ -29,7 +35,7 @@ export type ToReplica =
       /** The main replica's buffers, copied in before the forward (torch broadcasts them too). */
       buffers: BufferValues[];
     }
-  | { type: 'backward'; grad: Float32Array; shape: number[] };
+  | { type: 'backward'; id: number; grad: Float32Array; shape: number[] };
 
 export type FromReplica =
   | { type: 'ready'; numel: number }

@@ -11,12 +11,16 @@ const init = workerData as ReplicaInit;
 const port = parentPort!;
 const reply = (m: FromReplica) => port.postMessage(m);
 setNumThreads(init.threads);
-const { fromTf } = await import('@ddp/autograd');
+const { fromTf, noGrad } = await import('@ddp/autograd');
 const factory = (await import(init.factoryUrl))[init.exportName] as () => TensorModule;
 const module = factory();
 const params = module.parameters();
 const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
-let output: Tensor | null = null;
+/** The graphs of forwards whose backward has not come yet, by forward id. */
+const outputs = new Map<number, Tensor>();
+/** Forwards whose graphs were dropped when the parameters changed before their backward. */
+const released = new Set<number>();
+let loadedVersion = -1;
 
 /** The main replica's current values into this replica's parameters (the per-step broadcast). */
 function loadParameters(): void {
@@ -37,18 +41,38 @@ function loadState(training: boolean[], buffers: BufferValues[]): void {
 
 async function handle(m: ToReplica): Promise<FromReplica> {
   if (m.type === 'forward') {
-    output?.dispose();
-    loadParameters();
+    if (m.version !== loadedVersion) {
+      // new parameter values replace the ones pending graphs hold: those graphs cannot be backpropagated
+      for (const [id, o] of outputs) {
+        o.dispose();
+        released.add(id);
+      }
+      outputs.clear();
+      loadParameters();
+      loadedVersion = m.version;
+    }
     loadState(m.training, m.buffers);
     const x = fromTf(tf.tensor(m.input, m.shape));
-    output = module.forward(x);
+    const output = m.record ? module.forward(x) : noGrad(() => module.forward(x));
     x.dispose();
     const buffers = module
       .buffers()
       .map((b) => ({ data: b.data.dataSync() as Float32Array | Int32Array, shape: b.shape }));
-    return { type: 'output', data: output.data.dataSync() as Float32Array, shape: output.shape, buffers };
+    const data = output.data.dataSync() as Float32Array;
+    if (m.record) outputs.set(m.id, output);
+    else output.dispose();
+    return { type: 'output', data, shape: output.shape, buffers };
   }
-  if (output === null) throw new Error('backward before forward');
+  const output = outputs.get(m.id);
+  if (output === undefined) {
+    throw new Error(
+      released.has(m.id)
+        ? `backward of forward ${m.id}: the parameters changed after that forward (an optimizer step before its ` +
+            'backward), so its graph was released'
+        : `backward of forward ${m.id} before its forward`,
+    );
+  }
+  outputs.delete(m.id);
   const grad = tf.tensor(m.grad, m.shape);
   await output.backward(grad);
   grad.dispose();
@@ -57,7 +81,6 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     p.grad = null;
   });
   output.dispose();
-  output = null;
   return { type: 'grads' };
 }
 

@@ -61,7 +61,12 @@ export {
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
 export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
 export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
-export { gradientShardGroups, markGradientShard, type NormReduceGroup } from './optim/gradient-shards.js';
+export {
+  gradientShardGroups,
+  markGradientShard,
+  type NormReduceGroup,
+  unmarkGradientShard,
+} from './optim/gradient-shards.js';
 export {
   Optimizer,
   OptimizerError,
@@ -69,6 +74,7 @@ export {
   type ParamGroup,
   type ParamGroupInput,
   type ParamState,
+  stateDictParams,
 } from './optim/optimizer.js';
 export { SGD, type SGDOptions } from './optim/sgd.js';
 export { Parameter } from './parameter.js';

@@ -6,6 +6,7 @@ import {
   defaultBiasInit,
   defaultWeightInit,
   InitError,
+  kaimingUniform,
   normalInit,
 } from './init.js';
 
@@ -32,5 +33,20 @@ describe('initialisation', () => {
     const std = Math.sqrt(e.reduce((s, x) => s + x * x, 0) / e.length);
     expect(std).toBeGreaterThan(0.95);
     expect(std).toBeLessThan(1.05);
+  });
+
+  it("calculateGain knows torch's names and refuses others; kaimingUniform refuses a bad mode or option", () => {
+    // before: 'conv2d' and 'selu' gave undefined (NaN weights), a misspelt mode took fan_out, misspelt options dropped
+    expect(['conv2d', 'conv_transpose1d', 'linear', 'sigmoid'].map((n) => calculateGain(n as 'linear'))).toEqual([
+      1, 1, 1, 1,
+    ]);
+    expect(calculateGain('selu')).toBe(0.75);
+    expect(calculateGain('leaky_relu', 0)).toBeCloseTo(Math.SQRT2, 12);
+    expect(() => calculateGain('Relu' as 'relu')).toThrow(/calculateGain: nonlinearity must be one of/);
+    expect(() => kaimingUniform([1000, 10], { mode: 'fanout' as 'fan_out' })).toThrow(InitError);
+    expect(() => kaimingUniform([1000, 10], { nonLinearity: 'relu' } as never)).toThrow(
+      /unknown option "nonLinearity"/,
+    );
+    expect(Math.max(...kaimingUniform([1000, 10], { mode: 'fan_out', nonlinearity: 'relu' }))).toBeLessThan(0.0775);
   });
 });

@@ -2,10 +2,23 @@
  * PyTorch's default initialisations, as values (Float32Array) drawn from a Generator.
  * Shapes here are PyTorch's: Linear [out, in], Conv2d [out, in, kh, kw].
  */
+import { checkOptionNames, checkOptionValue } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from './generator.js';
 
-export type Nonlinearity = 'linear' | 'sigmoid' | 'tanh' | 'relu' | 'leaky_relu';
-export type FanMode = 'fan_in' | 'fan_out';
+/** torch.nn.init's linear functions: gain 1. */
+const LINEAR = [
+  'linear',
+  'conv1d',
+  'conv2d',
+  'conv3d',
+  'conv_transpose1d',
+  'conv_transpose2d',
+  'conv_transpose3d',
+] as const;
+const NONLINEARITIES = [...LINEAR, 'sigmoid', 'tanh', 'relu', 'leaky_relu', 'selu'] as const;
+export type Nonlinearity = (typeof NONLINEARITIES)[number];
+const FAN_MODES = ['fan_in', 'fan_out'] as const;
+export type FanMode = (typeof FAN_MODES)[number];
 
 export class InitError extends Error {
   override name = 'InitError';
@@ -19,12 +32,10 @@ export function calculateFanInAndFanOut(shape: readonly number[]): { fanIn: numb
   return { fanIn: shape[1] * receptive, fanOut: shape[0] * receptive };
 }
 
-/** torch.nn.init.calculate_gain. */
+/** torch.nn.init.calculate_gain; a name torch does not know is refused (it gave undefined, then NaN weights). */
 export function calculateGain(nonlinearity: Nonlinearity, param?: number): number {
+  checkOptionValue('calculateGain', 'nonlinearity', nonlinearity, NONLINEARITIES, (m) => new InitError(m));
   switch (nonlinearity) {
-    case 'linear':
-    case 'sigmoid':
-      return 1;
     case 'tanh':
       return 5 / 3;
     case 'relu':
@@ -33,6 +44,10 @@ export function calculateGain(nonlinearity: Nonlinearity, param?: number): numbe
       const slope = param ?? 0.01;
       return Math.sqrt(2 / (1 + slope * slope));
     }
+    case 'selu':
+      return 3 / 4;
+    default:
+      return 1; // LINEAR and sigmoid
   }
 }
 
@@ -47,6 +62,9 @@ export interface KaimingOptions {
 
 /** torch.nn.init.kaiming_uniform_: U(-b, b), b = gain·√(3 / fan). */
 export function kaimingUniform(shape: readonly number[], options: KaimingOptions = {}): Float32Array {
+  const error = (m: string) => new InitError(m);
+  checkOptionNames('kaimingUniform', options, ['a', 'mode', 'nonlinearity', 'generator'], error);
+  checkOptionValue('kaimingUniform', 'mode', options.mode, FAN_MODES, error);
   const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
   const fan = (options.mode ?? 'fan_in') === 'fan_in' ? fanIn : fanOut;
   const gain = calculateGain(options.nonlinearity ?? 'leaky_relu', options.a ?? 0);

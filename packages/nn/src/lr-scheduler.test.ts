@@ -81,4 +81,31 @@ describe('learning-rate schedules', () => {
     next.step();
     expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.1, 12);
   });
+
+  it("a group's cosine floor is the same fraction of its own initial lr: a frozen group (lr 0) stays frozen", () => {
+    // before: one absolute floor for every group lifted the lr-0 group to minLr as the cosine decayed
+    const opt = { paramGroups: [{ lr: 0.1 }, { lr: 0.02 }, { lr: 0 }] };
+    const s = new WarmupCosineLR(opt, { warmupSteps: 3, totalSteps: 10, minLr: 0.01 });
+    for (let t = 0; t < 12; t++) {
+      const [a, b, frozen] = s.getLastLr();
+      expect(frozen).toBe(0);
+      if (a > 0) expect(b / a).toBeCloseTo(0.2, 12);
+      s.step();
+    }
+    expect(s.getLastLr()).toEqual([0.01, 0.002, 0]);
+  });
+
+  it('refuses what it would otherwise misread: misspelt options, a gamma that is not a number, a group added later', () => {
+    const opt = { paramGroups: [{ lr: 0.1 }] };
+    // before: min_lr and warmup_steps were dropped (no floor, no warm-up); { gamma } made every lr NaN
+    expect(() => new WarmupCosineLR(opt, { warmupSteps: 0, totalSteps: 2, min_lr: 0.05 } as never)).toThrow(
+      /WarmupCosineLR: unknown option "min_lr"; did you mean minLr\?/,
+    );
+    expect(() => new StepLR(opt, 1, { gamma: 0.5 } as never)).toThrow(/StepLR: gamma must be a finite number/);
+    // before: a group added after the scheduler had no initial lr here, and its lr became NaN
+    const s = new StepLR(opt, 2, 0.5);
+    (opt.paramGroups as { lr: number }[]).push({ lr: 0.01 });
+    expect(() => s.step()).toThrow(/the optimizer has 2 param groups, the scheduler was made for 1/);
+    expect(opt.paramGroups.map((g) => g.lr)).toEqual([0.1, 0.01]);
+  });
 });

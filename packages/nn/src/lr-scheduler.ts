@@ -2,6 +2,7 @@
  * Learning-rate schedules in PyTorch's style: construct with an optimizer, call step() after
  * each optimizer.step(); the schedule writes each param group's lr from its initial lr.
  */
+import { checkOptionNames } from '@ddp/tensor';
 
 /** What a scheduler needs of an optimizer. */
 export interface HasParamGroups {
@@ -43,6 +44,7 @@ export abstract class LRScheduler {
    * chainable schedulers multiply the current lr.
    */
   step(): void {
+    this.checkGroups('step');
     this.optimizer.paramGroups.forEach((g, i) => {
       const mine = this.written[i];
       if (mine !== undefined && !Object.is(g.lr, mine))
@@ -72,10 +74,24 @@ export abstract class LRScheduler {
     if (state.baseLrs.length !== this.baseLrs.length) {
       throw new SchedulerError(`state has ${state.baseLrs.length} param groups, the optimizer ${this.baseLrs.length}`);
     }
+    this.checkGroups('loadStateDict');
     this.lastEpoch = state.lastEpoch;
     this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
     if (state.options) Object.assign(this.options, state.options);
     this.apply();
+  }
+
+  /**
+   * A group added after the scheduler has no initial lr here: its lr became NaN. torch's
+   * chainable schedules multiply whatever lr it has; these compute from the initial one.
+   */
+  private checkGroups(op: string): void {
+    const groups = this.optimizer.paramGroups.length;
+    if (groups === this.baseLrs.length) return;
+    throw new SchedulerError(
+      `${this.constructor.name}.${op}: the optimizer has ${groups} param groups, the scheduler was made for ` +
+        `${this.baseLrs.length}: create the scheduler after adding every param group`,
+    );
   }
 
   /** Writes the current step's lr into every group; subclasses call it once constructed. */
@@ -94,6 +110,9 @@ export class StepLR extends LRScheduler {
   constructor(optimizer: HasParamGroups, stepSize: number, gamma = 0.1) {
     if (!Number.isInteger(stepSize) || stepSize <= 0)
       throw new SchedulerError(`stepSize must be a positive integer, got ${stepSize}`);
+    // an options object in gamma's place ({ gamma: 0.5 }, torch's keyword) made every lr NaN
+    if (typeof gamma !== 'number' || !Number.isFinite(gamma))
+      throw new SchedulerError(`StepLR: gamma must be a finite number, got ${JSON.stringify(gamma)}`);
     super(optimizer);
     this.options = { stepSize, gamma };
     this.apply();
@@ -115,13 +134,18 @@ export class StepLR extends LRScheduler {
 export interface WarmupCosineOptions {
   warmupSteps: number;
   totalSteps: number;
-  /** The floor the cosine decays to (default 0). */
+  /**
+   * The floor the cosine decays to (default 0), for the group of the largest initial lr; each
+   * group's floor is the same fraction of its own initial lr (transformers' min_lr), so a group
+   * at lr 0 stays at 0.
+   */
   minLr?: number;
 }
 
 /**
  * Linear warm-up from 0 to base over `warmupSteps`, then half a cosine from base down to
  * `minLr` at `totalSteps`, then `minLr` (as transformers' get_cosine_schedule_with_warmup).
+ * `minLr` is this group's own floor.
  */
 export function warmupCosineLr(
   step: number,
@@ -138,16 +162,22 @@ export class WarmupCosineLR extends LRScheduler {
   readonly options: WarmupCosineOptions;
 
   constructor(optimizer: HasParamGroups, options: WarmupCosineOptions) {
-    const { warmupSteps, totalSteps } = options;
+    // a misspelt floor or warm-up (min_lr, warmup_steps) was dropped: no floor, no warm-up
+    checkOptionNames('WarmupCosineLR', options, ['warmupSteps', 'totalSteps', 'minLr'], (m) => new SchedulerError(m));
+    const { warmupSteps, totalSteps, minLr = 0 } = options;
     if (!(warmupSteps >= 0 && totalSteps >= warmupSteps)) {
       throw new SchedulerError(`need 0 <= warmupSteps <= totalSteps, got ${warmupSteps} and ${totalSteps}`);
     }
+    if (!(minLr >= 0 && Number.isFinite(minLr))) throw new SchedulerError(`minLr must be >= 0, got ${minLr}`);
     super(optimizer);
     this.options = { ...options };
     this.apply();
   }
 
   lrAt(step: number, baseLr: number): number {
-    return warmupCosineLr(step, baseLr, this.options);
+    // the floor as a fraction of the largest initial lr: one absolute floor lifted a frozen (lr 0) group to it
+    const largest = Math.max(...this.baseLrs);
+    const minLr = largest > 0 ? ((this.options.minLr ?? 0) * baseLr) / largest : 0;
+    return warmupCosineLr(step, baseLr, { ...this.options, minLr });
   }
 }

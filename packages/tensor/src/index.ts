@@ -47,7 +47,7 @@ export {
   setNumThreads,
   useNativeKernels,
 } from './native-kernels.js';
-export { checkOptionNames } from './options.js';
+export { checkOptionNames, checkOptionValue } from './options.js';
 export { type HalfPrecision, roundBitsToHalf, roundToPrecision } from './round-half.js';
 export { getTransferStats, ownedHeapView, type TransferStats, writeInPlace } from './storage.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';

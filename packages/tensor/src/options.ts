@@ -27,3 +27,20 @@ export function checkOptionNames(
     throw error(`${where}: unknown option "${name}"${hint}; its options are ${known.join(', ')}`);
   }
 }
+
+/**
+ * Refuses a value outside `allowed` for the option `name` (undefined: the default). TypeScript
+ * stops a literal, not a value from a config or a cast: `reduction: 'batchmean'` averaged,
+ * `approximate: 'Tanh'` took the erf form, `mode: 'fanout'` took fan_out, silently.
+ */
+export function checkOptionValue<T extends string>(
+  where: string,
+  name: string,
+  value: unknown,
+  allowed: readonly T[],
+  error: (message: string) => Error,
+): asserts value is T | undefined {
+  if (value === undefined || (allowed as readonly unknown[]).includes(value)) return;
+  const list = allowed.map((a) => `'${a}'`).join(', ');
+  throw error(`${where}: ${name} must be one of ${list}, got ${JSON.stringify(value) ?? String(value)}`);
+}

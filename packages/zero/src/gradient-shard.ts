@@ -1,6 +1,6 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { markGradientShard } from '@ddp/nn';
+import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 
@@ -133,7 +133,9 @@ export class GradientSharder {
     this.reduced.clear();
   }
 
+  /** Removes the hooks and the shard marks (the gradients are whole again once the optimizer is gone). */
   remove(): void {
     for (const h of this.handles) h.remove();
+    for (const p of this.hooked) unmarkGradientShard(p, this.group);
   }
 }

@@ -7,10 +7,14 @@ interface RankResult {
   error: { name: string; message: string } | null;
   unchanged: boolean;
   sum: number;
+  /** Parameters still marked as gradient shards at the end (after dispose in 'dispose'). */
+  marked: number;
+  lrs: number[];
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-const run = async (stage: number, init: 'alike' | 'per-rank' | 'unfrozen' | 'branch', backwards = 1) =>
+type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose';
+const run = async (stage: number, init: Init, backwards = 1) =>
   (
     await runWorld<RankResult>({
       script,
@@ -83,4 +87,37 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
     },
     90_000,
   );
+
+  it.each([1, 2])(
+    'stage %i, a param group added after construction: refused on every rank',
+    async (stage) => {
+      // before: the group was listed but never stepped (the partition and local optimizer are built once)
+      for (const r of await run(stage, 'add-group')) {
+        expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+        expect(r.error?.message).toMatch(/addParamGroup: ZeroRedundancyOptimizer cannot take a param group after/);
+        expect(r.unchanged).toBe(true);
+      }
+    },
+    90_000,
+  );
+
+  it('a state dict of another grouping: refused on every rank before anything changes', async () => {
+    // before: a rank whose own parameters' shapes happened to fit loaded it (mapped wrongly), the other raised,
+    // and every rank had taken the dict's hyperparameters (lr 0.5) first
+    for (const r of await run(1, 'layout')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+      expect(r.error?.message).toMatch(/state 'expAvg' of parameter 1 has shape \[6\], the parameter \[2,6\]/);
+      expect(r.lrs).toEqual([0.01, 0.01]);
+    }
+  }, 90_000);
+
+  it('stage 2 disposed: its parameters are no longer marked as gradient shards', async () => {
+    // before: the marks outlived it, so clipGradNormDistributed of DDP's whole gradients summed them over the
+    // ranks: a norm √N too large
+    for (const r of await run(2, 'alike')) expect(r.marked, `rank ${r.rank}`).toBe(4);
+    for (const r of await run(2, 'dispose')) {
+      expect(r.error, `rank ${r.rank}`).toBeNull();
+      expect(r.marked, `rank ${r.rank}`).toBe(0);
+    }
+  }, 90_000);
 });

@@ -1,6 +1,5 @@
-import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import type { Optimizer, OptimizerStateDict, ParamGroup, ParamState } from '@ddp/nn';
+import { type Optimizer, type OptimizerStateDict, type ParamGroup, type ParamState, stateDictParams } from '@ddp/nn';
 import { ZeroError } from './errors.js';
 import { packState, unpackState } from './state-codec.js';
 
@@ -38,29 +37,13 @@ export function shardStateDict<O extends { lr: number }>(
   local: Optimizer<O> | null,
   localGroupOf: number[],
 ): OptimizerStateDict<O> | null {
-  if (sd.paramGroups.length !== globalGroups.length) {
-    throw new ZeroError(
-      `state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${globalGroups.length}`,
-    );
-  }
-  const byIndex = new Map<number, Tensor>();
-  sd.paramGroups.forEach((saved, g) => {
-    const params = globalGroups[g].params;
-    if (saved.params.length !== params.length) {
-      throw new ZeroError(
-        `parameter group ${g} has ${saved.params.length} parameters in the state dict, ${params.length} in ` +
-          `the optimizer`,
-      );
-    }
-    for (const [j, idx] of saved.params.entries()) byIndex.set(idx, params[j]);
-  });
+  // the whole dict on every rank, so a layout that fits nowhere fails everywhere, before anything loads
+  const byIndex = stateDictParams(sd, globalGroups, (m) => new ZeroError(m));
   if (!local) return null;
   const localIndex = new Map(local.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
   const state = new Map<number, ParamState>();
   for (const [i, s] of sd.state) {
-    const p = byIndex.get(i);
-    if (!p) throw new ZeroError(`state for parameter ${i}, which no group holds`);
-    const li = localIndex.get(p);
+    const li = localIndex.get(byIndex[i]);
     if (li !== undefined) state.set(li, s);
   }
   const paramGroups = local.paramGroups.map(({ params, ...hyper }, i) => {

@@ -92,6 +92,20 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     }
   }
 
+  /**
+   * Refused once constructed: the partition, the local optimizer and stage 2's hooks are built
+   * from the groups given to the constructor, so an added group was never stepped (torch
+   * re-partitions). Pass every group to the constructor.
+   */
+  override addParamGroup(group: ParamGroupInput<O>): void {
+    if (this.partition !== undefined)
+      throw new ZeroError(
+        'addParamGroup: ZeroRedundancyOptimizer cannot take a param group after construction; pass every group ' +
+          'to its constructor',
+      );
+    super.addParamGroup(group);
+  }
+
   get joinProcessGroup(): ProcessGroup {
     return this.processGroup;
   }

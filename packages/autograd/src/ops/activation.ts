@@ -1,5 +1,5 @@
-import { gelu as fusedGelu, geluGrad, reluGrad, tf } from '@ddp/tensor';
-import { checkOptions } from '../errors.js';
+import { checkOptionValue, gelu as fusedGelu, geluGrad, reluGrad, tf } from '@ddp/tensor';
+import { argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -58,5 +58,6 @@ const geluTanh = unary(
 /** GELU, exact erf form by default; approximate: 'tanh' as in torch.nn.functional.gelu. */
 export function gelu(x: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor {
   checkOptions('gelu', opts, ['approximate']);
+  checkOptionValue('gelu', 'approximate', opts.approximate, ['none', 'tanh'], argumentError);
   return opts.approximate === 'tanh' ? geluTanh(x) : GeluErf.apply(x);
 }

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -12,6 +13,22 @@ type Raw = tf.Tensor | number;
 type Partial = (dy: tf.Tensor, a: tf.Tensor, b: tf.Tensor, y: tf.Tensor) => tf.Tensor;
 
 const asTensor = (x: Raw): tf.Tensor => (typeof x === 'number' ? tf.scalar(x) : x);
+
+/**
+ * torch's ops on two bool tensors: + is or, * is and (bool results), - is refused. Other ops
+ * (and bool with a number) promote to int32. null: not two bools or another op.
+ */
+function bothBool(name: string, a: Raw, b: Raw): tf.Tensor | null {
+  if (typeof a === 'number' || typeof b === 'number' || a.dtype !== 'bool' || b.dtype !== 'bool') return null;
+  if (name === 'Sub') throw new AutogradArgumentError('sub: subtracting two bool tensors is not supported (as torch)');
+  return name === 'Add' ? tf.logicalOr(a, b) : name === 'Mul' ? tf.logicalAnd(a, b) : null;
+}
+
+/** torch refuses an integer to a negative integer power (tfjs gave 0 for 2 ** -1, 1 for 1 ** -1). */
+function checkIntegerPower(exponent: tf.Tensor): void {
+  if (exponent.dataSync().some((e) => e < 0))
+    throw new AutogradArgumentError('pow: integers to negative integer powers are not allowed (as torch)');
+}
 
 /**
  * A binary elementwise op with broadcasting: y = kernel(a, b), and da, db from the partials,
@@ -30,9 +47,12 @@ function binary(
       this.shapes = [asTensor(a).shape, asTensor(b).shape];
       broadcastShapes(name.toLowerCase(), ...this.shapes);
       if (!allFloat([a, b])) {
+        const logical = bothBool(name, a, b);
+        if (logical) return logical;
         // integer or bool operands: torch's promotion, not tfjs's (see promotion.ts)
         const dtype = promotedDtype([a, b], name === 'Div');
         [a, b] = [asDtype(a, dtype), asDtype(b, dtype)];
+        if (name === 'Pow' && dtype === 'int32') checkIntegerPower(b);
       }
       const y = kernel(a, b);
       if (saves !== 'none') ctx.saveForBackward(asTensor(a), asTensor(b));

@@ -26,7 +26,8 @@ export function sumToShape(grad: tf.Tensor, shape: readonly number[]): tf.Tensor
  * dim (sum over dim [0, 0] of a [2, 2] was the sum of all four).
  */
 export function normaliseAxes(axis: number | number[] | undefined, rank: number, op = 'reduction'): number[] {
-  if (axis === undefined) return [...Array(rank).keys()];
+  // an empty list is every dim, as torch's sum(x, []) (it returned x unreduced)
+  if (axis === undefined || (Array.isArray(axis) && axis.length === 0)) return [...Array(rank).keys()];
   const span = Math.max(rank, 1); // a scalar takes dim 0 or -1, as in torch
   const list = (Array.isArray(axis) ? axis : [axis]).map((a) => {
     if (!(Number.isInteger(a) && a >= -span && a < span))
@@ -64,4 +65,12 @@ export function broadcastShapes(op: string, a: readonly number[], b: readonly nu
     out[rank - i] = da === 1 ? db : da;
   }
   return out;
+}
+
+/**
+ * tf.broadcastTo that also broadcasts a size-1 dim to size 0: tfjs returned its input unchanged
+ * when no dim grew past 1 (a gradient [1, 3] for a leaf [0, 3], or uninitialised memory in where).
+ */
+export function broadcastTo(t: tf.Tensor, shape: number[]): tf.Tensor {
+  return shape.includes(0) ? tf.zeros(shape, t.dtype) : tf.broadcastTo(t, shape);
 }

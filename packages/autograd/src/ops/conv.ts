@@ -134,8 +134,9 @@ function spread(g: tf.Tensor, [i, j]: Dims, [sh, sw]: Dims, [hp, wp]: Dims): tf.
 /**
  * The max-pool gradient from tfjs's generic ops, not the MaxPoolGrad kernel (wasm 4.22's starts
  * its running maximum at the smallest positive float, so all-negative windows got no gradient).
- * Each window's dy goes to its first maximum in row-major order (PyTorch's tie-break); windows
- * that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
+ * Each window's dy goes to its first maximum in row-major order (PyTorch's tie-break), or its
+ * first NaN, never to padding (an all −∞ window matched the −∞ padding and lost its gradient);
+ * windows that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
  */
 function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, stride: Dims, padding: Dims): tf.Tensor {
   const [n, h, w, c] = x.shape as [number, number, number, number];
@@ -143,13 +144,17 @@ function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, st
   const [ph, pw] = padding;
   const padded: Dims = [h + 2 * ph, w + 2 * pw];
   const xp = tf.pad(x, explicit(padding), -Infinity);
+  const inside = tf.pad(tf.onesLike(x), explicit(padding), 0);
+  const yNaN = tf.isNaN(y);
   let taken = tf.zeros(y.shape, 'bool');
   let dxp = tf.zeros([n, ...padded, c]);
   for (let i = 0; i < kernel[0]; i++) {
     for (let j = 0; j < kernel[1]; j++) {
       const end = [n, i + stride[0] * (oh - 1) + 1, j + stride[1] * (ow - 1) + 1, c];
-      const candidate = tf.stridedSlice(xp, [0, i, j, 0], end, [1, ...stride, 1]);
-      const first = tf.logicalAnd(tf.equal(candidate, y), tf.logicalNot(taken));
+      const at = (t: tf.Tensor) => tf.stridedSlice(t, [0, i, j, 0], end, [1, ...stride, 1]);
+      const candidate = at(xp);
+      const max = tf.logicalOr(tf.equal(candidate, y), tf.logicalAnd(tf.isNaN(candidate), yNaN));
+      const first = tf.logicalAnd(tf.logicalAnd(max, tf.greater(at(inside), 0)), tf.logicalNot(taken));
       taken = tf.logicalOr(taken, first);
       dxp = tf.add(dxp, spread(tf.where(first, dy, tf.zerosLike(dy)), [i, j], stride, padded));
     }
@@ -165,7 +170,10 @@ class MaxPool2d extends AutogradFunction {
     const xh = toNHWC(x) as tf.Tensor4D;
     [this.kernel, this.stride, this.padding] = [pair(kernel), pair(stride), pair(padding)];
     const attrs = { filterSize: this.kernel, strides: this.stride, pad: explicit(this.padding) };
-    const yh = tf.engine().runKernel('MaxPool', { x: xh }, attrs) as tf.Tensor;
+    const max = tf.engine().runKernel('MaxPool', { x: xh }, attrs) as tf.Tensor;
+    // tfjs's kernel skips NaN; torch's window holding a NaN is NaN (so a NaN check sees it)
+    const nan = tf.engine().runKernel('MaxPool', { x: tf.cast(tf.isNaN(xh), 'float32') }, attrs) as tf.Tensor;
+    const yh = tf.where(tf.greater(nan, 0), tf.fill(max.shape, Number.NaN), max);
     ctx.saveForBackward(xh, yh);
     return toNCHW(yh);
   }

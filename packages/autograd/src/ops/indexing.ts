@@ -3,7 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
-import { normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
+import { broadcastTo, normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
 import { asDtype, promotedDtype } from './promotion.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
@@ -38,7 +38,7 @@ function checkInRange(idx: tf.Tensor, size: number, op: string): void {
  */
 function scatterAddRows(values: tf.Tensor, ids: tf.Tensor, rows: number, skipRow = -1): tf.Tensor {
   const n = values.shape[0];
-  const width = n === 0 ? 0 : values.size / n;
+  const width = values.shape.slice(1).reduce((a, b) => a * b, 1);
   const src = values.dataSync() as Float32Array;
   const index = ids.dataSync();
   const out = new Float32Array(rows * width);
@@ -139,31 +139,6 @@ class Pad extends AutogradFunction {
   }
 }
 
-class Where extends AutogradFunction {
-  private aShape: number[] = [];
-  private bShape: number[] = [];
-  forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
-    // torch's promotion: tf.where read an int32 operand's bits as float32 (int 5 became 7e-45)
-    const dtype = promotedDtype([a, b]);
-    const [ta, tb] = [asDtype(a, dtype), asDtype(b, dtype)];
-    this.aShape = ta.shape;
-    this.bShape = tb.shape;
-    const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
-    const c = tf.broadcastTo(tf.cast(cond, 'bool'), shape);
-    ctx.saveForBackward(c);
-    return tf.where(c, tf.broadcastTo(ta, shape), tf.broadcastTo(tb, shape));
-  }
-  backward(ctx: Context, dy: tf.Tensor) {
-    const [c] = ctx.savedTensors as [tf.Tensor];
-    const zero = tf.zerosLike(dy);
-    return [
-      null,
-      ctx.needsInputGrad[1] ? sumToShape(tf.where(c, dy, zero), this.aShape) : null,
-      ctx.needsInputGrad[2] ? sumToShape(tf.where(c, zero, dy), this.bShape) : null,
-    ];
-  }
-}
-
 /** Concatenates along dim (torch.cat). */
 export function concat(xs: Tensor[], dim = 0): Tensor {
   if (xs.length === 0) throw new AutogradArgumentError('concat needs at least one tensor');
@@ -220,6 +195,10 @@ export const chunk = (x: Tensor, chunks: number, dim = 0): Tensor[] =>
  * reaching outside x is refused: tf.slice returned it, filled with whatever memory was there.
  */
 export function slice(x: Tensor, begin: number[], size: number[]): Tensor {
+  // tf.slice took entries beyond x's rank as more dims, filled from whatever memory was there
+  if (begin.length > x.rank || size.length > x.rank) {
+    throw new AutogradArgumentError(`slice: begin [${begin}] and size [${size}] have more dims than [${x.shape}]`);
+  }
   x.shape.forEach((d, i) => {
     const [b, n] = [begin[i] ?? 0, size[i] ?? -1];
     if (!(Number.isInteger(b) && Number.isInteger(n) && b >= 0 && b <= d && (n === -1 || (n >= 0 && b + n <= d)))) {
@@ -248,6 +227,8 @@ export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
   const idx = toIndexTensor(indices, 'indexSelect');
   try {
     const d = normaliseDim(dim, x.rank, 'indexSelect');
+    // torch's index is a vector; a matrix gathered like x[idx] but its gradient came back misshapen
+    if (idx.rank > 1) throw new AutogradArgumentError(`indexSelect: the index must be 1-D, got [${idx.shape}]`);
     checkInRange(idx, x.shape[d], 'indexSelect');
     return IndexSelect.apply(x, d, idx);
   } finally {
@@ -260,16 +241,14 @@ export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor 
   // torch crops on a negative pad; tfjs-wasm read out of bounds (an untyped RuntimeError)
   if (paddings.flat().some((p) => !(Number.isInteger(p) && p >= 0)))
     throw new AutogradArgumentError(`pad: paddings must be non-negative integers, got ${JSON.stringify(paddings)}`);
+  // tf.pad took a shorter list as a tensor of that rank: a 1-D result of meaningless values
+  if (paddings.length !== x.rank || paddings.some((p) => p.length !== 2)) {
+    throw new AutogradArgumentError(
+      `pad: one [before, after] pair per dim of [${x.shape}], got ${JSON.stringify(paddings)}`,
+    );
+  }
   return Pad.apply(x, paddings, value);
 }
-
-/** cond ? a : b elementwise, all three broadcast (torch.where). */
-export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
-  Where.apply(cond, a, b);
-
-/** x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken in it. */
-export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor =>
-  Where.apply(mask, x.dtype === 'float32' ? value : Math.trunc(value), x);
 
 /**
  * The row a padding index names in a table of `rows` rows: negative counts from the end, as

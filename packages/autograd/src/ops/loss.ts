@@ -1,5 +1,5 @@
-import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from '../errors.js';
+import { checkOptionValue, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
@@ -10,7 +10,8 @@ import { type Indices, toIndexTensor } from './indexing.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
 
-export type Reduction = 'mean' | 'sum' | 'none';
+const REDUCTIONS = ['mean', 'sum', 'none'] as const;
+export type Reduction = (typeof REDUCTIONS)[number];
 
 /**
  * The labels' one-hot rows [N, C] (all zero where ignored) and how many count, checked on the
@@ -60,10 +61,13 @@ class CrossEntropy extends AutogradFunction {
     const total = tf.sum(e, 1, true);
     const logp = tf.sub(shifted, tf.log(total));
     ctx.keepForBackward(tf.div(e, total), target);
-    if (reduction === 'none') return tf.neg(tf.sum(tf.mul(target, logp), 1));
+    // the target's log-probability picked, not multiplied by the one-hot: a −∞ logit elsewhere
+    // (a masked class) made 0 · −∞ = NaN of the whole row
+    const picked = tf.sum(tf.where(tf.cast(target, 'bool'), logp, tf.zerosLike(logp)), 1);
+    if (reduction === 'none') return tf.neg(picked);
     // torch's mean over no label (all ignored, or no rows) is 0/0 = NaN; its gradient stays 0
     if (reduction === 'mean' && valid === 0) return tf.scalar(Number.NaN);
-    return tf.mul(tf.sum(tf.mul(target, logp)), reduction === 'sum' ? -1 : -1 / this.count);
+    return tf.mul(tf.sum(picked), reduction === 'sum' ? -1 : -1 / this.count);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [softmax, target] = ctx.savedTensors as [tf.Tensor, tf.Tensor];
@@ -85,6 +89,7 @@ export function crossEntropy(
   opts: { ignoreIndex?: number; reduction?: Reduction } = {},
 ): Tensor {
   checkOptions('crossEntropy', opts, ['ignoreIndex', 'reduction']);
+  checkOptionValue('crossEntropy', 'reduction', opts.reduction, REDUCTIONS, argumentError);
   const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');
@@ -114,6 +119,7 @@ function warnIfBroadcast(op: string, input: number[], target: number[], shape: n
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
   checkOptions('mse', opts, ['reduction']);
+  checkOptionValue('mse', 'reduction', opts.reduction, REDUCTIONS, argumentError);
   const reduction = opts.reduction ?? 'mean';
   warnIfBroadcast('mse', input.shape, target.shape, broadcastShapes('mse (input, target)', input.shape, target.shape));
   return tidy(() => {

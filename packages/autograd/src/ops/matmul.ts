@@ -6,7 +6,7 @@ import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { add } from './arithmetic.js';
-import { broadcastShapes, reshapeTo, sumToShape } from './broadcast.js';
+import { broadcastShapes, broadcastTo, reshapeTo, sumToShape } from './broadcast.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
@@ -25,7 +25,7 @@ function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.T
     return tf.reshape(y, [...batchA, m, y.shape[1]!]);
   }
   const batch = tf.broadcast_util.assertAndGetBroadcastShape(batchA, batchB);
-  const full = (t: tf.Tensor) => tf.broadcastTo(t, [...batch, ...t.shape.slice(-2)]);
+  const full = (t: tf.Tensor) => broadcastTo(t, [...batch, ...t.shape.slice(-2)]);
   return tf.matMul(full(a), full(b), transA, transB);
 }
 

@@ -3,7 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes, normaliseDim, reshapeTo } from './broadcast.js';
+import { broadcastTo, normaliseAxes, normaliseDim, reshapeTo } from './broadcast.js';
 
 /**
  * Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias: one
@@ -78,7 +78,7 @@ class BatchNormStats extends AutogradFunction {
       tf.div(tf.reshape(dmean, kept), this.count),
       tf.mul(tf.reshape(dvar, kept), tf.mul(centered, 2 / this.count)),
     );
-    return [tf.broadcastTo(dx, centered.shape), null];
+    return [broadcastTo(dx, centered.shape), null];
   }
 }
 

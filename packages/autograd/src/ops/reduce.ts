@@ -3,7 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { keptShape, normaliseAxes } from './broadcast.js';
+import { broadcastTo, keptShape, normaliseAxes } from './broadcast.js';
 
 /** Reduction options: which dims (default all; negative counts from the end) and keepdim. */
 export interface ReduceOptions {
@@ -27,7 +27,7 @@ class SumOrMean extends AutogradFunction {
   }
   backward(_ctx: Context, dy: tf.Tensor) {
     return [
-      tf.div(tf.broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), this.divisor),
+      tf.div(broadcastTo(tf.reshape(dy, keptShape(this.inShape, this.axes)), this.inShape), this.divisor),
       null,
       null,
     ];

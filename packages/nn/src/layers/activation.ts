@@ -1,4 +1,5 @@
 import { dropout, gelu, relu, type Tensor, tanh } from '@ddp/autograd';
+import { checkOptionValue } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { Module, ModuleError } from '../module.js';
 import { checkModuleOptions, moduleOptions } from '../module-options.js';
@@ -15,10 +16,19 @@ export class Tanh extends Module {
   }
 }
 
-/** nn.GELU: the exact erf form, or approximate: 'tanh'. */
+type Approximate = 'none' | 'tanh';
+
+/** nn.GELU: the exact erf form, or approximate 'tanh' (`new GELU('tanh')` or `new GELU({ approximate: 'tanh' })`). */
 export class GELU extends Module {
-  constructor(readonly approximate: 'none' | 'tanh' = 'none') {
+  readonly approximate: Approximate;
+  constructor(approximate: Approximate | { approximate?: Approximate } = 'none') {
     super();
+    // the options object torch's keyword suggests was taken for a string and ignored
+    const value = typeof approximate === 'object' && approximate !== null ? approximate.approximate : approximate;
+    if (typeof approximate === 'object' && approximate !== null)
+      checkModuleOptions('GELU', approximate, ['approximate']);
+    checkOptionValue('GELU', 'approximate', value, ['none', 'tanh'], (m) => new ModuleError(m));
+    this.approximate = value ?? 'none';
   }
   forward(x: Tensor): Tensor {
     return gelu(x, { approximate: this.approximate });

@@ -67,4 +67,16 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     mask.dispose();
     mha.dispose();
   });
+
+  it("refuses call options it does not have (torch's key_padding_mask, a mask in the options' place)", () => {
+    // before: each was ignored and the output was the unmasked one
+    const mha = new MultiheadAttention(4, 2);
+    const x = fromTf(tf.randomNormal([1, 3, 4], 0, 1, 'float32', 1));
+    const mask = tf.tensor([[false, false, true]], [1, 3], 'bool');
+    for (const options of [{ keyPaddingMask: mask }, { key_padding_mask: mask }, { is_causal: true }]) {
+      expect(() => mha.forward(x, x, x, options as never)).toThrow(ModuleError);
+    }
+    expect(() => mha.forward(x, x, x, mask as never)).toThrow(/pass a mask as \{ attnMask \}/);
+    mha.dispose();
+  });
 });

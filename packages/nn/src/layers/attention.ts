@@ -98,6 +98,13 @@ export class MultiheadAttention extends Module {
     if (query.rank !== 3 || query.shape[2] !== this.embedDim) {
       throw new ModuleError(`MultiheadAttention expects [batch, seq, ${this.embedDim}], got [${query.shape}]`);
     }
+    // torch's keywords (key_padding_mask, is_causal) or a mask given in this place were ignored: no masking at all
+    if (options instanceof tf.Tensor || (options as unknown) instanceof Object.getPrototypeOf(query).constructor)
+      throw new ModuleError('MultiheadAttention.forward: pass a mask as { attnMask } (ddp has no key padding mask)');
+    checkModuleOptions('MultiheadAttention.forward', moduleOptions('MultiheadAttention.forward', options), [
+      'attnMask',
+      'isCausal',
+    ]);
     const [b, t] = query.shape as [number, number, number];
     const s = key.shape[1];
     const [q, k, v] =

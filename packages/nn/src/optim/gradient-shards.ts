@@ -22,6 +22,17 @@ export function markGradientShard(param: Tensor, group: NormReduceGroup): void {
   if (!groups.includes(group)) shardGroups.set(param, [...groups, group]);
 }
 
+/**
+ * Ends what markGradientShard(param, group) said: the split is over (a ZeRO-2 optimizer
+ * disposed). A mark that outlived it made a later norm of whole, averaged gradients sum them
+ * over the ranks: √N too large.
+ */
+export function unmarkGradientShard(param: Tensor, group: NormReduceGroup): void {
+  const groups = (shardGroups.get(param) ?? []).filter((g) => g !== group);
+  if (groups.length > 0) shardGroups.set(param, groups);
+  else shardGroups.delete(param);
+}
+
 /** The groups `param`'s gradient is split over (none: a whole gradient, the same on every rank). */
 export function gradientShardGroups(param: Tensor): readonly NormReduceGroup[] {
   return shardGroups.get(param) ?? [];

@@ -138,33 +138,7 @@ export abstract class Optimizer<O extends { lr: number }> {
 
   /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
   loadStateDict(sd: OptimizerStateDict<O>): void {
-    if (sd.paramGroups.length !== this.paramGroups.length) {
-      throw new OptimizerError(
-        `state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${this.paramGroups.length}`,
-      );
-    }
-    const byIndex: Tensor[] = [];
-    sd.paramGroups.forEach((saved, gi) => {
-      const group = this.paramGroups[gi] as ParamGroup<O>;
-      if (saved.params.length !== group.params.length) {
-        throw new OptimizerError(
-          `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ` +
-            `${group.params.length} in the optimizer`,
-        );
-      }
-      saved.params.forEach((idx, j) => {
-        byIndex[idx] = group.params[j] as Tensor;
-      });
-    });
-    for (const [i, s] of sd.state) {
-      const p = byIndex[i];
-      if (!p) throw new OptimizerError(`state for parameter ${i}, which no group holds`);
-      for (const [k, v] of Object.entries(s)) {
-        if (v instanceof tf.Tensor && (v.shape.length !== p.shape.length || v.shape.some((d, j) => d !== p.shape[j]))) {
-          throw new OptimizerError(`state '${k}' of parameter ${i} has shape [${v.shape}], the parameter [${p.shape}]`);
-        }
-      }
-    }
+    const byIndex = stateDictParams(sd, this.paramGroups, (m) => new OptimizerError(m));
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
     for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
@@ -185,4 +159,41 @@ export abstract class Optimizer<O extends { lr: number }> {
 
 function isGroupList<O>(params: Tensor[] | ParamGroupInput<O>[]): params is ParamGroupInput<O>[] {
   return params.length > 0 && Array.isArray((params[0] as { params?: unknown }).params);
+}
+
+/**
+ * The parameter each index of `sd` names in `groups` (the same layout: as many groups, each as
+ * many parameters), after checking that every state entry names one and that each state tensor
+ * has its parameter's shape. Nothing is changed; `error` builds the caller's typed error. ZeRO
+ * checks a whole state dict with it on every rank before any rank loads its shard.
+ */
+export function stateDictParams<O>(
+  sd: OptimizerStateDict<O>,
+  groups: readonly { params: readonly Tensor[] }[],
+  error: (message: string) => Error,
+): Tensor[] {
+  if (sd.paramGroups.length !== groups.length)
+    throw error(`state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${groups.length}`);
+  const byIndex: Tensor[] = [];
+  sd.paramGroups.forEach((saved, gi) => {
+    const params = groups[gi].params;
+    if (saved.params.length !== params.length) {
+      throw error(
+        `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ` +
+          `${params.length} in the optimizer`,
+      );
+    }
+    saved.params.forEach((idx, j) => {
+      byIndex[idx] = params[j];
+    });
+  });
+  for (const [i, s] of sd.state) {
+    const p = byIndex[i];
+    if (!p) throw error(`state for parameter ${i}, which no group holds`);
+    for (const [k, v] of Object.entries(s)) {
+      if (v instanceof tf.Tensor && (v.shape.length !== p.shape.length || v.shape.some((d, j) => d !== p.shape[j])))
+        throw error(`state '${k}' of parameter ${i} has shape [${v.shape}], the parameter [${p.shape}]`);
+    }
+  }
+  return byIndex;
 }

@@ -1,12 +1,15 @@
 // One rank of misuse.multiprocess.test.ts: argv = stage, init ('alike': every rank seeds its
 // model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP;
 // 'unfrozen': alike, the first layer frozen while the optimizer is created; 'branch': alike, with
-// two heads of one shape after the first layer, rank r's batches taking head r only) and
+// two heads of one shape after the first layer, rank r's batches taking head r only; 'add-group':
+// alike, a param group added after construction; 'layout': alike, loading a plain Adam's state
+// saved with another grouping of the same parameters; 'dispose': alike, the optimizer disposed
+// after training, `marked` counting the parameters still marked as gradient shards) and
 // backwards per step (2: gradient accumulation). Prints the error (name and message) or
 // none, whether the parameters are unchanged, and their sum.
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
+import { Adam, gradientShardGroups, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { ZeroRedundancyOptimizer } from '../index.js';
 import { flatParams } from './model.js';
@@ -26,11 +29,22 @@ const model = init === 'branch' ? new TwoHeads() : new Sequential(new Linear(4, 
 // 'unfrozen': the first layer frozen while the optimizer is created, trained afterwards
 const first = model.parameters().slice(0, 2);
 if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
-const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 0.01 }, { stage });
+const [w1, b1, w2, b2] = model.parameters();
+const groups = init === 'layout' ? [{ params: [w1, w2] }, { params: [b1, b2] }] : model.parameters();
+const zero = new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage });
 for (const p of first) p.requiresGrad = true;
 const before = flatParams(model);
 let error: { name: string; message: string } | null = null;
 try {
+  if (init === 'add-group') zero.addParamGroup({ params: [tensor([1, 2], [2], { requiresGrad: true })] });
+  if (init === 'layout') {
+    // the same shapes as the model's, stepped once by a plain Adam (lr 0.5) grouped [[w1, b1], [w2, b2]]
+    const copies = [w1, b1, w2, b2].map((p) => tensor(Array(p.size).fill(0.5), p.shape, { requiresGrad: true }));
+    for (const c of copies) c.grad = tf.onesLike(c.data);
+    const plain = new Adam([{ params: copies.slice(0, 2) }, { params: copies.slice(2) }], { lr: 0.5 });
+    plain.step();
+    zero.loadStateDict(plain.stateDict());
+  }
   for (let t = 0; t < 2; t++) {
     for (let b = 0; b < backwards; b++) {
       const x = tensor(
@@ -61,5 +75,9 @@ try {
 }
 const after = flatParams(model);
 const unchanged = after.every((v, i) => v === before[i]);
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, unchanged, sum: after.reduce((a, b) => a + b, 0) })}`);
+const lrs = zero.paramGroups.map((g) => g.lr);
+if (init === 'dispose') zero.dispose();
+const marked = model.parameters().filter((p) => gradientShardGroups(p).length > 0).length;
+const sum = after.reduce((a, b) => a + b, 0);
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, unchanged, sum, marked, lrs })}`);
 await destroyProcessGroup();

@@ -1,0 +1,40 @@
+import { tf } from '@ddp/tensor';
+import { AutogradFunction } from '../function.js';
+import type { Context } from '../node.js';
+import type { Tensor } from '../tensor.js';
+import { broadcastTo, sumToShape } from './broadcast.js';
+import { asDtype, promotedDtype } from './promotion.js';
+
+/** cond ? a : b with all three broadcast, in the operands' promoted dtype; the gradient goes to the side taken. */
+class Where extends AutogradFunction {
+  private aShape: number[] = [];
+  private bShape: number[] = [];
+  forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
+    // torch's promotion: tf.where read an int32 operand's bits as float32 (int 5 became 7e-45)
+    const dtype = promotedDtype([a, b]);
+    const [ta, tb] = [asDtype(a, dtype), asDtype(b, dtype)];
+    this.aShape = ta.shape;
+    this.bShape = tb.shape;
+    const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
+    const c = broadcastTo(tf.cast(cond, 'bool'), shape);
+    ctx.saveForBackward(c);
+    return tf.where(c, broadcastTo(ta, shape), broadcastTo(tb, shape));
+  }
+  backward(ctx: Context, dy: tf.Tensor) {
+    const [c] = ctx.savedTensors as [tf.Tensor];
+    const zero = tf.zerosLike(dy);
+    return [
+      null,
+      ctx.needsInputGrad[1] ? sumToShape(tf.where(c, dy, zero), this.aShape) : null,
+      ctx.needsInputGrad[2] ? sumToShape(tf.where(c, zero, dy), this.bShape) : null,
+    ];
+  }
+}
+
+/** cond ? a : b elementwise, all three broadcast (torch.where). */
+export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
+  Where.apply(cond, a, b);
+
+/** x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken in it. */
+export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor =>
+  Where.apply(mask, x.dtype === 'float32' ? value : Math.trunc(value), x);
