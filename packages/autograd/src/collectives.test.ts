@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { mul, sum } from './index.js';
+import { allReduce, mul, sum, tensor } from './index.js';
 import { caseInput, cases, caseWeights, runCases } from './test/collective-cases.js';
 import { fakeWorld } from './test/fake-process-group.js';
 import { disposeAll, expectAllClose } from './test/utils.js';
@@ -28,5 +28,14 @@ describe('differentiable collectives on a fake 3-rank group', () => {
       disposeAll(...xs, ...losses, total);
     }
     expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it("refuses a reduce op other than 'sum' or 'avg' (before, 'max' reduced, and backward took it for a sum)", () => {
+    const [g] = fakeWorld(1);
+    const x = tensor([1, 2], undefined, { requiresGrad: true });
+    expect(() => allReduce(x, g as never, { op: 'max' as 'sum' })).toThrow(
+      /allReduce: op must be one of 'sum', 'avg', got "max"/,
+    );
+    x.dispose();
   });
 });

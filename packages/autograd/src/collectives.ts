@@ -1,12 +1,13 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from './errors.js';
+import { checkOptionValue, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from './errors.js';
 import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';
 import type { Tensor } from './tensor.js';
 
 /** The reductions that have a gradient: sum, and avg (sum / world size). */
-export type DiffReduceOp = 'sum' | 'avg';
+const DIFF_REDUCE_OPS = ['sum', 'avg'] as const;
+export type DiffReduceOp = (typeof DIFF_REDUCE_OPS)[number];
 
 // Collectives move float32 host copies; a fresh copy, since backends may hand out their own storage.
 const hostCopy = async (t: tf.Tensor): Promise<Float32Array> => Float32Array.from((await t.data()) as Float32Array);
@@ -110,6 +111,8 @@ class Broadcast extends Collective {
 
 function reduceOp(where: string, opts: { op?: DiffReduceOp }): DiffReduceOp {
   checkOptions(where, opts, ['op']);
+  // 'max' reached the all-reduce, and backward treated it as a sum: a wrong gradient
+  checkOptionValue(where, 'op', opts.op, DIFF_REDUCE_OPS, argumentError);
   return opts.op ?? 'sum';
 }
 

@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { createCollate, defaultCollate } from './collate.js';
-import { CollateError } from './errors.js';
+import { CollateError, DataArgumentError } from './errors.js';
 
 describe('defaultCollate', () => {
   it('numbers: int32 labels, float32 values', () => {
@@ -14,6 +14,13 @@ describe('defaultCollate', () => {
     const forced = createCollate({ numberDtype: 'float32' })([1, 2]);
     expect(forced.dtype).toBe('float32');
     tf.dispose([labels, values, forced]);
+  });
+
+  it("refuses a numberDtype it does not have, or a misspelt option (torch's 'int64' fell through to 'auto')", () => {
+    expect(() => createCollate({ numberDtype: 'int64' as 'int32' })).toThrow(
+      /createCollate: numberDtype must be one of 'auto', 'float32', 'int32', got "int64"/,
+    );
+    expect(() => createCollate({ number_dtype: 'float32' } as never)).toThrow(DataArgumentError);
   });
 
   it('typed arrays and NDArrays stack to [B, ...shape] with their dtype family', () => {

@@ -1,5 +1,5 @@
-import { tf } from '@ddp/tensor';
-import { CollateError } from './errors.js';
+import { checkOptionValue, tf } from '@ddp/tensor';
+import { CollateError, checkDataOptions, dataArgumentError } from './errors.js';
 
 /** Typed arrays a sample may hold (Uint8Array images included). */
 export type SampleArray =
@@ -186,6 +186,9 @@ function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
  * nothing is leaked.
  */
 export function createCollate(opts: CollateOptions = {}) {
+  checkDataOptions('createCollate', opts, ['numberDtype']);
+  // 'float64' or 'int64' (torch's names) fell through to 'auto'
+  checkOptionValue('createCollate', 'numberDtype', opts.numberDtype, ['auto', 'float32', 'int32'], dataArgumentError);
   return <T>(samples: readonly T[]): Collated<T> => {
     if (samples.length === 0) throw new CollateError('cannot collate an empty batch');
     const inputs = samples.flatMap((s) => tensorsIn(s));

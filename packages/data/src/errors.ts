@@ -12,8 +12,11 @@ export class DataArgumentError extends DataError {
 
 /** Options besides `known` (torch's `batch_size` for batchSize, ignored before) raise DataArgumentError. */
 export function checkDataOptions(where: string, options: object, known: readonly string[]): void {
-  checkOptionNames(where, options, known, (message) => new DataArgumentError(message));
+  checkOptionNames(where, options, known, dataArgumentError);
 }
+
+/** A DataArgumentError: what @ddp/tensor's option checks raise here. */
+export const dataArgumentError = (message: string) => new DataArgumentError(message);
 
 /** DistributedSampler was asked for rank or world size, neither was given, and no process group exists. */
 export class NoProcessGroupError extends DataError {

@@ -1,12 +1,43 @@
 import { mpiWorld, newMpiGroup } from '../backends/mpi-world.js';
-import { InvalidArgumentError } from '../errors.js';
+import { CommTimeoutError, InvalidArgumentError } from '../errors.js';
+import { decodeText } from '../store/store.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
-import { addGroup, checkTimeout, current } from './world.js';
+import { addGroup, checkTimeout, current, type World } from './world.js';
 
 /**
- * A group of some global ranks. Collective over the world: every rank calls it, in the
- * same order, with the same ranks; non-members get null.
+ * The id every member of `members` gives the group: the lowest member draws it from the store's
+ * counter under a key naming the members and how many groups of them this rank has made; the
+ * others read it there. An id counted on each rank instead let a rank that skipped a group
+ * (or made them in another order) give one id to two groups: its data went into a group it
+ * was not in, silently.
+ */
+async function agreedGroupId(w: World, members: number[], timeoutMs: number): Promise<number> {
+  const list = members.join(',');
+  const made = w.groupsMade.get(list) ?? 0;
+  w.groupsMade.set(list, made + 1);
+  const key = `group/${list}/${made}`;
+  const me = w.group.ranks[w.group.rank];
+  if (me === members[0]) {
+    const id = await w.rendezvous.add('group/next', 1); // world is group 0
+    await w.rendezvous.set(key, String(id));
+    return id;
+  }
+  try {
+    await w.rendezvous.wait([key], timeoutMs);
+  } catch (e) {
+    throw new CommTimeoutError(
+      `rank ${me}: newGroup([${list}]): rank ${members[0]} did not make this group (group ${made + 1} of these ` +
+        `ranks here) within ${timeoutMs} ms: every member must call newGroup for it, in the same order`,
+      { rank: me, ranks: members, op: 'newGroup', cause: e },
+    );
+  }
+  return Number(decodeText(await w.rendezvous.get(key)));
+}
+
+/**
+ * A group of some global ranks; every member calls it, in the same order for the same ranks
+ * (non-members may, and get null). The members agree on its id through the rendezvous store.
  */
 export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {}): Promise<ProcessGroup | null> {
   const mpi = mpiWorld();
@@ -21,9 +52,9 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const timeoutMs = opts.timeoutMs === undefined ? defaultTimeout : checkTimeout(opts.timeoutMs, 'newGroup');
   if (mpi) return newMpiGroup(mpi, members, timeoutMs);
   const w = current('newGroup');
-  const id = w.nextGroupId++;
   const me = group.ranks[group.rank];
   if (!members.includes(me)) return null;
+  const id = await agreedGroupId(w, members, timeoutMs);
   addGroup(w, id, members);
   return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), timeoutMs);
 }

@@ -43,7 +43,7 @@ export interface InitOptions {
   backend?: 'default' | 'mpi';
 }
 
-interface World {
+export interface World {
   thread: CommThread;
   main: MainRunner;
   store: Store;
@@ -51,7 +51,10 @@ interface World {
   group: WorkerProcessGroup;
   staging: StagingPool;
   timeoutMs: number;
-  nextGroupId: number;
+  /** This run's rendezvous namespace: newGroup agrees on group ids there. */
+  rendezvous: Store;
+  /** Groups this rank has made per member list (`0,2` → 1): the next one's store key. */
+  groupsMade: Map<string, number>;
   wireStats: SharedArrayBuffer;
   /** Every rank's comm-thread address (host ids, shared-memory keys). */
   addrs: PeerAddress[];
@@ -161,7 +164,8 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
       group,
       staging,
       timeoutMs,
-      nextGroupId: 1,
+      rendezvous: rdv,
+      groupsMade: new Map(),
       wireStats,
       addrs,
       mem,

@@ -1,0 +1,31 @@
+import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
+
+/**
+ * newGroup when a rank skips a group it is not in ('skip': rank 2 skips [0, 1], then every
+ * member makes [0, 2]) or a member never makes it ('missing': rank 0 skips [0, 1]). Prints the
+ * all-reduced values per group, or the error. 3 ranks. Args: scenario
+ */
+const scenario = process.argv[2];
+const world = await initProcessGroup({ timeoutMs: 20_000 });
+const result: { rank: number; a?: number; b?: number; error?: { name: string; message: string } } = {
+  rank: world.rank,
+};
+try {
+  const skipsA = scenario === 'skip' ? world.rank === 2 : world.rank === 0;
+  const a = skipsA ? null : await newGroup([0, 1], { timeoutMs: 3_000 });
+  const b = scenario === 'skip' ? await newGroup([0, 2]) : null;
+  if (a && scenario === 'skip') {
+    const buf = Float32Array.of(world.rank + 1);
+    await a.allReduce(buf).wait();
+    result.a = buf[0];
+  }
+  if (b) {
+    const buf = Float32Array.of(world.rank === 2 ? 1000 : 10);
+    await b.allReduce(buf).wait();
+    result.b = buf[0];
+  }
+} catch (e) {
+  result.error = { name: (e as Error).name, message: (e as Error).message };
+}
+console.log(`RESULT ${JSON.stringify(result)}`);
+await destroyProcessGroup();
