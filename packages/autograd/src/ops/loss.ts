@@ -13,19 +13,36 @@ import { square } from './unary.js';
 const REDUCTIONS = ['mean', 'sum', 'none'] as const;
 export type Reduction = (typeof REDUCTIONS)[number];
 
+/** The labels on the host: one-hot rows, where each row's label sits in the flat [N · C] logits, which count. */
+interface Targets {
+  /** [N, C], all zero where ignored. */
+  target: tf.Tensor;
+  /** i · C + label (0 where ignored). */
+  at: Int32Array;
+  /** Whether each row's label counts (not ignored). */
+  counts: Uint8Array;
+  valid: number;
+}
+
 /**
- * The labels' one-hot rows [N, C] (all zero where ignored) and how many count, checked on the
- * host: the labels are N integers, one read instead of a chain of small comparison kernels.
+ * The labels' targets, checked on the host: the labels are N integers, one read instead of a
+ * chain of small comparison kernels.
  */
-function oneHotTargets(labels: tf.Tensor, classes: number, ignoreIndex: number): { target: tf.Tensor; valid: number } {
+function targetsOf(labels: tf.Tensor, classes: number, ignoreIndex: number): Targets {
   const values = labels.dataSync();
   const rows = new Float32Array(values.length * classes);
+  const at = new Int32Array(values.length);
+  const counts = new Uint8Array(values.length);
   let valid = 0;
   const bad: number[] = [];
   values.forEach((l, i) => {
     if (l === ignoreIndex) return;
     if (!(l >= 0 && l < classes)) bad.push(l);
-    else rows[i * classes + l] = 1;
+    else {
+      rows[i * classes + l] = 1;
+      at[i] = i * classes + l;
+      counts[i] = 1;
+    }
     valid++;
   });
   if (bad.length > 0) {
@@ -34,7 +51,7 @@ function oneHotTargets(labels: tf.Tensor, classes: number, ignoreIndex: number):
         `ignoreIndex is ${ignoreIndex})`,
     );
   }
-  return { target: tf.tensor2d(rows, [values.length, classes]), valid };
+  return { target: tf.tensor2d(rows, [values.length, classes]), at, counts, valid };
 }
 
 /**
@@ -52,18 +69,21 @@ class CrossEntropy extends AutogradFunction {
       );
     }
     this.reduction = reduction;
-    const { target, valid } = oneHotTargets(labels, logits.shape[1]!, ignoreIndex);
+    const { target, at, counts, valid } = targetsOf(labels, logits.shape[1]!, ignoreIndex);
     this.count = Math.max(1, valid);
     this.ignored = valid < labels.shape[0];
     // log-softmax from one exp, whose values also give the softmax backward needs (no second exp)
     const shifted = tf.sub(logits, tf.max(logits, 1, true));
     const e = tf.exp(shifted);
     const total = tf.sum(e, 1, true);
-    const logp = tf.sub(shifted, tf.log(total));
     ctx.keepForBackward(tf.div(e, total), target);
-    // the target's log-probability picked, not multiplied by the one-hot: a −∞ logit elsewhere
-    // (a masked class) made 0 · −∞ = NaN of the whole row
-    const picked = tf.sum(tf.where(tf.cast(target, 'bool'), logp, tf.zerosLike(logp)), 1);
+    // each row's target log-probability gathered (N values), not the one-hot times every log-probability: a −∞
+    // logit in another class (a masked one) made 0 · −∞ = NaN of the whole row
+    const chosen = tf.sub(
+      tf.gather(tf.reshape(shifted, [-1]), tf.tensor1d(at, 'int32')),
+      tf.log(tf.reshape(total, [-1])),
+    );
+    const picked = this.ignored ? tf.where(tf.tensor1d(counts, 'bool'), chosen, tf.zerosLike(chosen)) : chosen;
     if (reduction === 'none') return tf.neg(picked);
     // torch's mean over no label (all ignored, or no rows) is 0/0 = NaN; its gradient stays 0
     if (reduction === 'mean' && valid === 0) return tf.scalar(Number.NaN);
