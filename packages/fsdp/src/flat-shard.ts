@@ -80,12 +80,34 @@ export class FlatShard {
 
   /** Starts the all-gather (if not gathered or under way); `gather` awaits it. Collective. */
   prefetch(): void {
-    if (!this.gathered && this.pending === null) this.pending = this.allGather();
+    if (!this.gathered && this.pending === null) this.pending = this.allGather(false);
   }
 
-  async gather(): Promise<void> {
+  /**
+   * `float32`: the full parameters exactly as the shards hold them, whatever the commDtype (for
+   * reading or exporting the model: through 2-byte values they were rounded).
+   */
+  async gather(float32 = false): Promise<void> {
+    if (float32 && this.commDtype && !this.gathered && this.pending === null) this.pending = this.allGather(true);
     this.prefetch();
     await this.pending;
+  }
+
+  /**
+   * The full parameters' current values into this rank's shard (torch's summon_full_params
+   * writeback): what was written into them while gathered (a loaded state dict) was dropped at
+   * the next free. A parameter whose data is gone keeps the shard's values.
+   */
+  writeBack(): void {
+    const start = this.group.rank * this.shardSize;
+    const values = Float32Array.from(this.shard.data.dataSync() as Float32Array);
+    this.params.forEach((p, i) => {
+      const from = this.offsets[i];
+      const [lo, hi] = [Math.max(from, start), Math.min(from + sizeOf(this.shapes[i]), start + this.shardSize)];
+      if (lo >= hi || p.isDisposed) return;
+      values.set((p.data.dataSync() as Float32Array).subarray(lo - from, hi - from), lo - start);
+    });
+    this.shard.data = tensorFromFloat32(values, [this.shardSize]);
   }
 
   /** Frees the full parameters' data (their gradients stay). */
@@ -99,29 +121,30 @@ export class FlatShard {
    * copied out of it within the heap. Else through host memory: the shard copied out of the
    * backend, the gathered values uploaded into the parameters.
    */
-  private async allGather(): Promise<void> {
-    const inHeap = this.commDtype ? null : gatherIntoTensor(this.group, this.shard.data);
+  private async allGather(float32: boolean): Promise<void> {
+    const half = float32 ? undefined : this.commDtype;
+    const inHeap = half ? null : gatherIntoTensor(this.group, this.shard.data);
     if (inHeap) {
       const full = await inHeap;
       this.params.forEach((p, i) => {
         p.data = copyOf(full, this.offsets[i], this.shapes[i]);
       });
       full.dispose();
-    } else await this.allGatherOnHost();
+    } else await this.allGatherOnHost(half);
     this.gathered = true;
     this.pending = null;
   }
 
-  private async allGatherOnHost(): Promise<void> {
+  private async allGatherOnHost(half: HalfDtype | undefined): Promise<void> {
     const n = this.group.size;
     const local = takeBuffer(this.shardSize);
     const full = takeBuffer(this.shardSize * n);
     try {
       copyTensorInto(this.shard.data, local);
-      if (this.commDtype) {
+      if (half) {
         const out = new Uint16Array(full.length);
-        await this.group.allGatherInto(out, narrow(local, this.commDtype), { dtype: this.commDtype }).wait();
-        widen(out, this.commDtype, full);
+        await this.group.allGatherInto(out, narrow(local, half), { dtype: half }).wait();
+        widen(out, half, full);
       } else {
         await this.group.allGatherInto(full, local).wait();
       }

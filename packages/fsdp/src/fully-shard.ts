@@ -6,6 +6,7 @@ import { checkSameParameters, parameterChecksums } from '@ddp/zero';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
+import { checkNoTieAcrossUnits } from './tied-parameters.js';
 import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
 import { type UnitGradientState, withUnreachedReduction } from './unreached-units.js';
 
@@ -79,6 +80,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
           'apply it bottom-up (inner units first)',
       );
     }
+    checkNoTieAcrossUnits(module, this.subunits, under);
     const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.add(p);
     this.initialChecksums = parameterChecksums(own); // before this rank keeps only its slice
@@ -175,7 +177,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
       await gatherAll(unitsIn(child));
       if (this.prefetch && i + 1 < children.length) for (const u of unitsIn(children[i + 1])) u.flat?.prefetch();
       const next = tidy(() => child.forward(h));
-      if (i > 0) h.dispose();
+      if (i > 0 && next !== h) h.dispose(); // a child returning its input (an identity) keeps it
       h = next;
     }
     return h;
@@ -188,9 +190,12 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   async summonFullParams<T>(fn: () => T | Promise<T>): Promise<T> {
     const all = [this, ...this.subunits];
     for (const u of all) u.flat?.free(); // a unit still whole may be stale after an optimizer step
-    await gatherAll(all);
+    await gatherAll(all, true); // float32 whatever the commDtype: what is read or exported is the shards' values
     try {
-      return await fn();
+      const result = await fn();
+      // what fn wrote (loadStateDict) goes into the shards, as torch's writeback (it was dropped silently)
+      for (const u of all) u.flat?.writeBack();
+      return result;
     } finally {
       for (const u of all) u.flat?.free();
     }
@@ -278,7 +283,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   }
 }
 
-const gatherAll = (units: FSDPModule[]) => Promise.all(units.map((u) => u.flat?.gather()));
+const gatherAll = (units: FSDPModule[], float32 = false) => Promise.all(units.map((u) => u.flat?.gather(float32)));
 
 /**
  * FSDP2's fully_shard: shards `module`'s parameters (those not already under an inner unit) as a

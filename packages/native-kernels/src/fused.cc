@@ -92,7 +92,9 @@ ROW_KERNEL void geluGradValues(const float* dy, const float* x, float* dx, int64
 // dy·step(x) in one pass: NaN in x stays NaN (as tfjs's Step), dy·0 keeps NaN and ±∞ in dy where x ≤ 0
 ROW_KERNEL void reluGradValues(const float* dy, const float* x, float* dx, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : (x[i] != x[i] ? x[i] : dy[i] * 0.0f);
+  // torch's threshold_backward: 0 where x <= 0 (whatever dy: an inf or NaN gradient stops at a dead unit), dy
+  // elsewhere (a NaN x passes dy, as its NaN output does not compare <= 0)
+  for (int64_t i = 0; i < n; i++) dx[i] = x[i] <= 0 ? 0.0f : dy[i];
 }
 
 }  // namespace

@@ -105,12 +105,15 @@ export function geluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   });
 }
 
-/** dy·ReLU′(x) = dy·step(x): dy where x > 0, NaN where x is NaN (tfjs's Step), dy·0 elsewhere. */
+/**
+ * ReLU's gradient as torch's threshold_backward: 0 where x <= 0, dy elsewhere (also where x is
+ * NaN). Was dy·step(x): NaN where x was NaN, and dy·0 = NaN where dy was ±∞ or NaN at a dead unit.
+ */
 export function reluGrad(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   expectShape('reluGrad', 'dy', dy, x.shape);
   const native = runFused('DdpReluGrad', [dy, x]);
   if (native) return native[0];
-  return tf.tidy(() => tf.mul(dy, tf.step(x, 0)));
+  return tf.tidy(() => tf.where(tf.lessEqual(x, 0), tf.zerosLike(dy), dy));
 }
 
 function channelAxis(op: string, x: tf.Tensor, axis: number): void {

@@ -12,7 +12,7 @@ const GELU_TANH_C = 0.044715;
 export const tanh = unary('Tanh', tf.tanh, (y) => tf.sub(1, tf.square(y)), 'y');
 /** logistic sigmoid */
 export const sigmoid = unary('Sigmoid', tf.sigmoid, (y) => tf.mul(y, tf.sub(1, y)), 'y');
-/** max(x, 0); gradient 0 at 0 like PyTorch, one pass (@ddp/tensor's reluGrad); a NaN input gets a NaN gradient. */
+/** max(x, 0); its gradient as torch's: 0 where x <= 0, dy elsewhere, one pass (@ddp/tensor's reluGrad). */
 class Relu extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor): tf.Tensor {
     ctx.saveForBackward(x);

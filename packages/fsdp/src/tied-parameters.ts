@@ -1,0 +1,24 @@
+import type { Tensor } from '@ddp/autograd';
+import type { Module } from '@ddp/nn';
+import { FSDPError } from './errors.js';
+
+/**
+ * Refuses a parameter of a unit below `module` (`under`) that one of `module`'s own modules (not
+ * inside a subunit) also holds: tied weights across a unit boundary, as an embedding in the root
+ * tied to an LM head that is a unit. The subunit reduce-scatters its gradient in its backward,
+ * before the root's use adds its part, which stayed on the full parameter and arrived a step
+ * late: wrong gradients without an error.
+ */
+export function checkNoTieAcrossUnits(
+  module: Module,
+  subunits: readonly { module: Module }[],
+  under: ReadonlySet<Tensor>,
+): void {
+  const inSubunits = new Set(subunits.flatMap((u) => u.module.modules()));
+  const tied = module.modules().find((m) => !inSubunits.has(m) && m.parameters(false).some((p) => under.has(p)));
+  if (!tied) return;
+  throw new FSDPError(
+    `fullyShard: ${tied.constructor.name} shares a parameter with a unit below ${module.constructor.name} ` +
+      '(tied weights): make the modules that share it one unit, or leave the shared module unsharded',
+  );
+}
