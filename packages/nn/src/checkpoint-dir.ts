@@ -19,6 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { syncDirectory } from './atomic.js';
+import { CheckpointError } from './checkpoint-errors.js';
 import { isStaleLock, withCommitLock } from './checkpoint-lock.js';
 import { diedOnThisHost, HOST, processIsAlive } from './process-owner.js';
 
@@ -101,7 +102,17 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
  * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
  * its path. The rename is the commit; the pointer switch follows under the same lock, the clean-up after it.
  */
+/**
+ * Refuses a step an entry's name cannot carry: a fractional, negative or non-finite step was
+ * committed under a name the directory listing skips, so the older checkpoint loaded instead.
+ */
+export function checkStep(step: number): void {
+  if (!(Number.isSafeInteger(step) && step >= 0))
+    throw new CheckpointError(`step must be a non-negative integer, got ${step}`);
+}
+
 export async function commitEntry(dir: string, temporary: string, step: number, metaFile: string): Promise<string> {
+  checkStep(step);
   await syncDirectory(temporary);
   crashPoint('before-commit');
   const name = await withCommitLock(dir, async () => {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
+  checkStep,
   cleanCheckpointDir,
   commitEntry,
   crashPoint,
@@ -61,6 +62,8 @@ interface CheckpointMeta {
     scalars: Record<string, Record<string, number>>;
     /** The model's name of each optimizer parameter, by position (null: not the model's); absent before. */
     paramNames?: (string | null)[];
+    /** The optimizer's class; absent before it was saved. */
+    kind?: string;
   } | null;
   extra: unknown;
 }
@@ -93,6 +96,7 @@ export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
 export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<string> {
   // everything is copied before the first await: training that goes on while the save writes
   // saved a model of one step and an optimizer of another under the step given (silently)
+  checkStep(contents.step ?? 0);
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
@@ -107,6 +111,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       sd && contents.optimizer
         ? {
             paramGroups: sd.paramGroups,
+            kind: sd.kind,
             scalars,
             paramNames: optimizerParamNames(contents.model, contents.optimizer.paramGroups),
           }
@@ -207,6 +212,7 @@ export async function loadCheckpoint(
       optimizerState = {
         state,
         paramGroups: meta.optimizer.paramGroups as OptimizerStateDict<{ lr: number }>['paramGroups'],
+        kind: meta.optimizer.kind,
       };
     }
     if (contents.optimizer && meta.optimizer) {
@@ -214,6 +220,9 @@ export async function loadCheckpoint(
       const change = parameterOrderChange(meta.optimizer.paramNames, now);
       if (change) throw new CheckpointError(`${path}: ${change}`);
     }
+    // the optimizer and scheduler checked before the model changes: a refused load leaves all as they were
+    if (optimizerState) contents.optimizer?.checkStateDict(optimizerState);
+    if (meta.scheduler) contents.scheduler?.checkState(meta.scheduler);
     contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);

@@ -14,6 +14,8 @@ export interface SchedulerState {
   baseLrs: number[];
   /** The schedule's own settings (absent in checkpoints written before they were saved). */
   options?: Record<string, number>;
+  /** The scheduler's class (`StepLR`); absent in checkpoints written before it was saved. */
+  kind?: string;
 }
 
 export class SchedulerError extends Error {
@@ -67,14 +69,28 @@ export abstract class LRScheduler {
    * resumed run built with another total or floor went on with a schedule neither run had).
    */
   stateDict(): SchedulerState {
-    return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs], options: { ...this.options } as never };
+    const options = { ...this.options } as never;
+    return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs], options, kind: this.constructor.name };
   }
 
-  loadStateDict(state: SchedulerState): void {
+  /**
+   * Refuses a state that does not fit, changing nothing: another scheduler's (a cosine schedule's
+   * settings merged into a StepLR), another number of groups, a setting that is not a number.
+   */
+  checkState(state: SchedulerState): void {
+    const name = this.constructor.name;
+    if (state.kind !== undefined && state.kind !== name)
+      throw new SchedulerError(`state of a ${state.kind}, loaded into a ${name}`);
     if (state.baseLrs.length !== this.baseLrs.length) {
       throw new SchedulerError(`state has ${state.baseLrs.length} param groups, the optimizer ${this.baseLrs.length}`);
     }
     this.checkGroups('loadStateDict');
+    const bad = Object.entries(state.options ?? {}).find(([k, v]) => !(k in this.options) || typeof v !== 'number');
+    if (bad) throw new SchedulerError(`state's setting ${bad[0]} = ${JSON.stringify(bad[1])} is not one of ${name}'s`);
+  }
+
+  loadStateDict(state: SchedulerState): void {
+    this.checkState(state);
     this.lastEpoch = state.lastEpoch;
     this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
     if (state.options) Object.assign(this.options, state.options);
@@ -165,7 +181,13 @@ export class WarmupCosineLR extends LRScheduler {
     // a misspelt floor or warm-up (min_lr, warmup_steps) was dropped: no floor, no warm-up
     checkOptionNames('WarmupCosineLR', options, ['warmupSteps', 'totalSteps', 'minLr'], (m) => new SchedulerError(m));
     const { warmupSteps, totalSteps, minLr = 0 } = options;
-    if (!(warmupSteps >= 0 && totalSteps >= warmupSteps)) {
+    // integers, as torch's: an infinite total was saved as null and resumed at lr 0
+    if (!(Number.isSafeInteger(warmupSteps) && Number.isSafeInteger(totalSteps) && 0 <= warmupSteps)) {
+      throw new SchedulerError(
+        `warmupSteps and totalSteps must be integers >= 0, got ${warmupSteps} and ${totalSteps}`,
+      );
+    }
+    if (totalSteps < warmupSteps) {
       throw new SchedulerError(`need 0 <= warmupSteps <= totalSteps, got ${warmupSteps} and ${totalSteps}`);
     }
     if (!(minLr >= 0 && Number.isFinite(minLr))) throw new SchedulerError(`minLr must be >= 0, got ${minLr}`);

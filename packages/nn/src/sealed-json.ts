@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
+import { CheckpointError } from './checkpoint-errors.js';
 
 /** The key holding the checksum, written last. */
 const SEAL = 'crc32';
@@ -21,8 +22,47 @@ export class SealedJsonError extends Error {
   }
 }
 
-/** `value` as indented JSON, its last key the CRC-32 of `JSON.stringify(value)`. */
+/**
+ * Where `value` holds something JSON would not give back (path and what), or null. An undefined
+ * property is dropped, which reads back the same (absent); -0 reads back as 0, equal.
+ */
+function lossyJson(value: unknown, path: string): string | null {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return null;
+  if (typeof value === 'number')
+    return Number.isFinite(value) ? null : `${path} is ${value} (it would read back as null)`;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const why =
+        i in value && value[i] !== undefined ? lossyJson(value[i], `${path}[${i}]`) : `${path}[${i}] is empty`;
+      if (why) return why;
+    }
+    return null;
+  }
+  if (typeof value === 'object') {
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null)
+      return `${path} is a ${value.constructor?.name ?? 'class instance'}`;
+    for (const [k, v] of Object.entries(value)) {
+      const why = v === undefined ? null : lossyJson(v, path ? `${path}.${k}` : k);
+      if (why) return why;
+    }
+    return null;
+  }
+  return `${path} is a ${typeof value}`;
+}
+
+/**
+ * `value` as indented JSON, its last key the CRC-32 of `JSON.stringify(value)`. Refuses
+ * (CheckpointError) a value JSON would change: `extra: { best: Infinity }` loaded as null, a Map
+ * or a Set as {}, a Date as a string, silently.
+ */
 export function sealJson(value: Record<string, unknown>): string {
+  const why = lossyJson(value, '');
+  if (why) {
+    throw new CheckpointError(
+      `checkpoint metadata: ${why}, which JSON cannot keep; store plain numbers, strings, booleans, arrays and objects`,
+    );
+  }
   return `${JSON.stringify({ ...value, [SEAL]: checksum(JSON.stringify(value)) }, null, 2)}\n`;
 }
 

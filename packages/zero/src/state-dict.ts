@@ -36,7 +36,9 @@ export function shardStateDict<O extends { lr: number }>(
   globalGroups: ParamGroup<O>[],
   local: Optimizer<O> | null,
   localGroupOf: number[],
+  kind: string,
 ): OptimizerStateDict<O> | null {
+  if (sd.kind !== undefined && sd.kind !== kind) throw new ZeroError(`state dict of ${sd.kind}, loaded into ${kind}`);
   // the whole dict on every rank, so a layout that fits nowhere fails everywhere, before anything loads
   const byIndex = stateDictParams(sd, globalGroups, (m) => new ZeroError(m));
   if (!local) return null;

@@ -51,6 +51,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Whether the first step has checked that every rank starts from the same parameters. */
   private checkedParameters = false;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
+  /** The wrapped optimizer's class: what its state dicts are of. */
+  private readonly wrappedKind: string;
 
   constructor(
     params: Tensor[] | ParamGroupInput<O>[],
@@ -58,12 +60,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     options: Partial<O> = {},
     zero: ZeroOptions = {},
   ) {
-    checkOptionNames(
-      'ZeroRedundancyOptimizer',
-      zero,
-      ['processGroup', 'stage', 'parametersAsBucketView'],
-      (m) => new ZeroError(m),
-    );
+    const known = ['processGroup', 'stage', 'parametersAsBucketView'];
+    checkOptionNames('ZeroRedundancyOptimizer', zero, known, (m) => new ZeroError(m));
     super(params, options as O);
     this.processGroup = zero.processGroup ?? getDefaultGroup();
     this.stage = zero.stage ?? 1;
@@ -71,6 +69,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     this.parametersAsBucketView = zero.parametersAsBucketView ?? false;
     // complete the global groups with the wrapped optimizer's defaults (a probe that never steps)
     const probe = new optimizerClass([{ params: [this.paramGroups[0].params[0]] } as ParamGroupInput<O>], options);
+    this.wrappedKind = probe.stateKind();
     Object.assign(this.defaults, probe.defaults);
     for (let g = 0; g < this.paramGroups.length; g++)
       this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g] };
@@ -92,11 +91,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     }
   }
 
-  /**
-   * Refused once constructed: the partition, the local optimizer and stage 2's hooks are built
-   * from the groups given to the constructor, so an added group was never stepped (torch
-   * re-partitions). Pass every group to the constructor.
-   */
+  /** Refused once constructed: the partition, local optimizer and hooks are built once (an added group never stepped). */
   override addParamGroup(group: ParamGroupInput<O>): void {
     if (this.partition !== undefined)
       throw new ZeroError(
@@ -208,7 +203,11 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     const owned = [...state.values()].flatMap((s) =>
       Object.values(s).filter((v): v is tf.Tensor => v instanceof tf.Tensor),
     );
-    this.consolidated = { state: { state, paramGroups }, owned };
+    this.consolidated = { state: { state, paramGroups, kind: this.stateKind() }, owned };
+  }
+
+  override stateKind(): string {
+    return this.wrappedKind;
   }
 
   /** The consolidated state (borrowed), on the rank `consolidateStateDict` gathered it on. */
@@ -224,7 +223,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
 
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
-    const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf);
+    const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf, this.stateKind());
     this.disposeConsolidated();
     for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[g], hyper);

@@ -17,6 +17,8 @@ export type ParamGroupInput<O> = Partial<O> & { params: Tensor[] };
 export interface OptimizerStateDict<O> {
   state: Map<number, ParamState>;
   paramGroups: (O & { lr: number; initialLr?: number; params: number[] })[];
+  /** The optimizer's class (`Adam`); absent in state dicts written before it was saved. */
+  kind?: string;
 }
 
 export class OptimizerError extends Error {
@@ -133,12 +135,28 @@ export abstract class Optimizer<O extends { lr: number }> {
       const i = index.get(p);
       if (i !== undefined) state.set(i, s);
     }
-    return { state, paramGroups };
+    return { state, paramGroups, kind: this.stateKind() };
+  }
+
+  /** The class a state dict of this optimizer comes from (ZeRO: the optimizer it wraps). */
+  stateKind(): string {
+    return this.constructor.name;
+  }
+
+  /**
+   * Refuses a state dict that does not fit, changing nothing: another optimizer class (Adam's
+   * moments and betas loaded into SGD, silently), another group layout, state of other shapes.
+   * Returns the parameter each index names.
+   */
+  checkStateDict(sd: OptimizerStateDict<O>): Tensor[] {
+    if (sd.kind !== undefined && sd.kind !== this.stateKind())
+      throw new OptimizerError(`state dict of ${sd.kind}, loaded into ${this.stateKind()}`);
+    return stateDictParams(sd, this.paramGroups, (m) => new OptimizerError(m));
   }
 
   /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
   loadStateDict(sd: OptimizerStateDict<O>): void {
-    const byIndex = stateDictParams(sd, this.paramGroups, (m) => new OptimizerError(m));
+    const byIndex = this.checkStateDict(sd);
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
     for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())

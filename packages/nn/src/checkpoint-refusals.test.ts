@@ -1,0 +1,87 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { CheckpointError } from './checkpoint-errors.js';
+import { Generator } from './generator.js';
+import { SchedulerError, StepLR, WarmupCosineLR } from './lr-scheduler.js';
+import { Adam } from './optim/adam.js';
+import { OptimizerError } from './optim/optimizer.js';
+import { SGD } from './optim/sgd.js';
+import { Toy, trainSteps } from './test/checkpoint-toy.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ddp-nn-refuse-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const values = (model: Toy) => model.parameters().flatMap((p) => Array.from(p.data.dataSync()));
+
+describe('what a checkpoint cannot keep is refused at save, and what does not fit at load', () => {
+  it('extra values JSON would change: refused before anything is written (were: Infinity → null, Map → {})', async () => {
+    const model = new Toy(new Generator(1));
+    for (const extra of [
+      { bestLoss: Number.POSITIVE_INFINITY },
+      { lastLoss: Number.NaN },
+      { seen: new Set([1, 2]) },
+      { pos: new Map([['shard', 3]]) },
+      { when: new Date(0) },
+      { losses: [1, undefined, 3] },
+      { weights: Float32Array.of(1.5) },
+    ]) {
+      await expect(saveCheckpoint(dir, { model, extra }), JSON.stringify([...Object.keys(extra)])).rejects.toThrow(
+        CheckpointError,
+      );
+    }
+    await expect(saveCheckpoint(dir, { model, epoch: Number.NaN })).rejects.toThrow(/epoch is NaN/);
+    expect(await latestCheckpoint(dir)).toBeNull();
+    await saveCheckpoint(dir, { model, extra: { best: 1.5, tags: ['a'], nested: { ok: true, skip: undefined } } });
+    expect((await loadCheckpoint(dir, { model })).extra).toEqual({ best: 1.5, tags: ['a'], nested: { ok: true } });
+  });
+
+  it('a step the directory cannot name is refused; the previous checkpoint stays the latest (was: skipped)', async () => {
+    const model = new Toy(new Generator(1));
+    await saveCheckpoint(dir, { model, step: 100 });
+    for (const step of [100.5, -1, Number.NaN, Number.POSITIVE_INFINITY, 1e21]) {
+      await expect(saveCheckpoint(dir, { model, step })).rejects.toThrow(/step must be a non-negative integer/);
+    }
+    expect((await loadCheckpoint(dir, { model })).step).toBe(100);
+  });
+
+  it("another optimizer's or scheduler's state is refused, and a refused load changes nothing (was: loaded)", async () => {
+    const gen = new Generator(2);
+    const saved = new Toy(gen);
+    const adam = new Adam(saved.parameters(), { lr: 0.01 });
+    trainSteps(saved, adam, gen, 2);
+    await saveCheckpoint(dir, {
+      model: saved,
+      optimizer: adam,
+      scheduler: new WarmupCosineLR(adam, { warmupSteps: 2, totalSteps: 10 }),
+    });
+    const fresh = new Toy(new Generator(3));
+    const before = values(fresh);
+    const sgd = new SGD(fresh.parameters(), { lr: 0.1, momentum: 0.9 });
+    await expect(loadCheckpoint(dir, { model: fresh, optimizer: sgd })).rejects.toThrow(
+      new OptimizerError('state dict of Adam, loaded into SGD'),
+    );
+    // one group of one parameter where the checkpoint has two: refused before the model changes
+    const fewer = new Adam([fresh.weight], { lr: 0.01 });
+    await expect(loadCheckpoint(dir, { model: fresh, optimizer: fewer })).rejects.toThrow(OptimizerError);
+    const other = new Adam(fresh.parameters(), { lr: 0.01 });
+    await expect(
+      loadCheckpoint(dir, { model: fresh, optimizer: other, scheduler: new StepLR(other, 2, 0.5) }),
+    ).rejects.toThrow(new SchedulerError('state of a WarmupCosineLR, loaded into a StepLR'));
+    expect(values(fresh)).toEqual(before);
+  });
+
+  it('a cosine schedule with a total that is not an integer is refused (Infinity was saved as null: lr 0 on resume)', () => {
+    const opt = { paramGroups: [{ lr: 0.01 }] };
+    expect(() => new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: Number.POSITIVE_INFINITY })).toThrow(
+      /warmupSteps and totalSteps must be integers/,
+    );
+  });
+});
