@@ -100,6 +100,37 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     expect([r0?.after, r1?.after]).toEqual(['GroupAbortedError', 'CollectiveMismatchError']);
   }, 70_000);
 
+  it('groups made in different orders, a negative tag, an int32 send met by a float32 receive: refused', async () => {
+    const run = (np: number, scenario: string) =>
+      runMpirun({
+        np,
+        script: new URL('./test/mpi-groups.child.ts', import.meta.url),
+        args: [scenario],
+        timeoutMs: 60_000,
+      });
+    // before: rank 0's [0, 1] summed rank 2's data and its [0, 2] rank 1's (MPI_Comm_split pairs calls by order)
+    for (const o of await run(3, 'orders')) {
+      const r = o.results[0] as Record<string, { value?: boolean; error?: string }>;
+      // every group this rank is a member of is refused; the other call returns null (not a member)
+      for (const g of [r.group0, r.group1]) {
+        if (g?.value === false) continue;
+        expect(g?.error, explain([o])).toMatch(/^InvalidArgumentError: .*made their groups in different orders/);
+      }
+    }
+    // before: tag -1 was MPI_ANY_TAG on a receive, and MPI_ERR_TAG on a send broke MPI for every later call
+    for (const o of await run(2, 'tags')) {
+      const r = o.results[0] as { negative: { error?: string }; received: number };
+      expect(r.negative.error).toMatch(/tag must be an integer in \[0, 2\^24\), got -1/);
+      expect(r.received).toBe(5);
+    }
+    // before: the int32 bits were read as float32 (9.8e-45)
+    const dtypes = await run(2, 'dtypes');
+    const received = (dtypes[1]?.results[0] as { received?: { value?: number[]; error?: string } } | undefined)
+      ?.received;
+    expect(received?.value, explain(dtypes)).toBeUndefined();
+    expect(received?.error).toMatch(/^CommTimeoutError/);
+  }, 120_000);
+
   it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
     const out = await runMpirun({
       np: 3,

@@ -110,8 +110,9 @@ int RunP2P(Task* t, MPI_Comm c) {
     const bool truncated = rc == MPI_ERR_IN_STATUS && st[i].MPI_ERROR == MPI_ERR_TRUNCATE;
     if (truncated || got != e[4]) {
       t->status = SIZE_MISMATCH;
+      // the caller's tag: @ddp/comm puts the dtype in the MPI tag's low 3 bits (mpi-calls.ts)
       t->error = "rank " + std::to_string(e[1]) + " sent " + (truncated ? "more than " : "") + std::to_string(got) +
-                 " bytes (tag " + std::to_string(e[2]) + "), this receive expects " + std::to_string(e[4]);
+                 " bytes (tag " + std::to_string(e[2] >> 3) + "), this receive expects " + std::to_string(e[4]);
       return MPI_SUCCESS;
     }
   }

@@ -14,9 +14,14 @@ export function checkRoot(root: number, size: number, me: number, what: string):
 }
 
 /** A send or receive goes to another rank of the group (`rank`: the caller's rank in it). */
-export function checkPeer(op: 'isend' | 'irecv', peer: number, size: number, rank: number, me: number): void {
+/** Tags the backends carry: integers in [0, 2^24) (on MPI, −1 was MPI_ANY_TAG: a receive took any message). */
+const TAG_LIMIT = 2 ** 24;
+
+export function checkPeer(op: 'isend' | 'irecv', peer: number, size: number, rank: number, me: number, tag = 0): void {
   checkRoot(peer, size, me, `${op} peer`);
   if (peer === rank) throw new InvalidArgumentError(`rank ${me}: ${op} to itself`, { op });
+  if (!(Number.isInteger(tag) && tag >= 0 && tag < TAG_LIMIT))
+    throw new InvalidArgumentError(`rank ${me}: ${op} tag must be an integer in [0, 2^24), got ${tag}`, { op });
 }
 
 /** allGatherInto's output holds `size` inputs. */

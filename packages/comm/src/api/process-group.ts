@@ -264,7 +264,7 @@ export class WorkerProcessGroup implements ProcessGroup {
     const entries: P2PEntry[] = [];
     let off = 0;
     for (const o of ops) {
-      checkPeer(o.op, o.peer, this.size, this.rank, this.me);
+      checkPeer(o.op, o.peer, this.size, this.rank, this.me, o.tag ?? 0);
       entries.push({
         kind: o.op === 'isend' ? 'send' : 'recv',
         peer: o.peer,

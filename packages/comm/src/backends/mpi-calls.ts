@@ -7,6 +7,7 @@ import {
   type CommArray,
   DTYPE_CODE,
   type Dtype,
+  dtypeOf,
   type HalfDtype,
   OP_CODE,
   type OpName,
@@ -166,7 +167,10 @@ export function p2pCall(ops: P2POp[]): { call: NativeCall; received: () => void 
   const entries: number[] = [];
   let off = 0;
   for (const o of ops) {
-    entries.push(o.op === 'isend' ? 1 : 0, o.peer, o.tag ?? 0, off, o.buf.byteLength);
+    // the dtype rides in the tag: MPI moves bytes, so an int32 send met a float32 receive of the same size and was
+    // read as floats; now they do not match (a timeout, as a tag mismatch)
+    const dtype = DTYPE_CODE[dtypeOf(o.buf, o.dtype ?? 'float16')];
+    entries.push(o.op === 'isend' ? 1 : 0, o.peer, (o.tag ?? 0) * 8 + dtype, off, o.buf.byteLength);
     off += Math.ceil(o.buf.byteLength / 8) * 8;
   }
   const staged = new Uint8Array(off);

@@ -254,7 +254,7 @@ export class MpiProcessGroup implements ProcessGroup {
         op: 'batchIsendIrecv',
       });
     for (const o of ops) {
-      checkPeer(o.op, o.peer, this.size, this.rank, this.me);
+      checkPeer(o.op, o.peer, this.size, this.rank, this.me, o.tag ?? 0);
       dtypeOf(o.buf, o.dtype ?? 'float16');
     }
     const { call, received } = p2pCall(ops);

@@ -103,7 +103,37 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
   if (!inside) return null;
   if (handle < 0) throw new InvalidArgumentError(`rank ${me}: newGroup: MPI gave no communicator`, { op: 'newGroup' });
   const comm: MpiComm = { handle, ranks: members, rank: members.indexOf(me), failed: null };
-  return new MpiProcessGroup(w.rt, comm, timeoutMs, () => w.destroyed);
+  const group = new MpiProcessGroup(w.rt, comm, timeoutMs, () => w.destroyed);
+  await checkMembers(group, members, me);
+  return group;
+}
+
+/** FNV-1a of a member list, as an int32: what each member of a new communicator says it made. */
+function listHash(members: number[]): number {
+  let h = 0x811c9dc5;
+  for (const c of members.join(',')) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193);
+  return h | 0;
+}
+
+/**
+ * MPI_Comm_split pairs the k-th newGroup of every rank, whatever its ranks: ranks that made their
+ * groups in different orders got communicators of other members, and a group summed a rank that
+ * was not in it, silently. Each member checks who is in the communicator and what the others made.
+ */
+async function checkMembers(group: MpiProcessGroup, members: number[], me: number): Promise<void> {
+  const mine = Int32Array.of(me, listHash(members));
+  let seen: Int32Array[] | null = null;
+  try {
+    seen = (await group.allGather(mine).wait()) as Int32Array[];
+  } catch {
+    // a communicator of another size fails the call's own agreement: the same mistake
+  }
+  if (seen?.every((s, i) => s[0] === members[i] && s[1] === mine[1])) return;
+  throw new InvalidArgumentError(
+    `rank ${me}: newGroup([${members.join(', ')}]): the ranks made their groups in different orders ` +
+      '(on the mpi backend every rank calls newGroup for every group, in the same order)',
+    { op: 'newGroup', rank: me, ranks: members },
+  );
 }
 
 export function mpiNotAvailable(what: string): never {

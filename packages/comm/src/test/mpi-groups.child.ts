@@ -1,0 +1,48 @@
+import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
+
+/**
+ * Mistakes the mpi backend took silently. 'orders' (3 ranks): rank 0 makes [0, 1] then [0, 2],
+ * the others [0, 2] then [0, 1]. 'tags' (2 ranks): a negative tag, then a good exchange. 'dtypes'
+ * (2 ranks): an int32 send met by a float32 receive of the same size. Prints each outcome.
+ */
+const scenario = process.argv[2];
+const g = await initProcessGroup({ backend: 'mpi', timeoutMs: scenario === 'dtypes' ? 2_000 : 30_000 });
+const outcome = async (fn: () => Promise<unknown>) => {
+  try {
+    return { value: await fn() };
+  } catch (e) {
+    return { error: `${(e as Error).name}: ${(e as Error).message}` };
+  }
+};
+const result: Record<string, unknown> = { rank: g.rank };
+if (scenario === 'orders') {
+  const lists =
+    g.rank === 0
+      ? [
+          [0, 1],
+          [0, 2],
+        ]
+      : [
+          [0, 2],
+          [0, 1],
+        ];
+  for (const [i, list] of lists.entries())
+    result[`group${i}`] = await outcome(async () => (await newGroup(list)) !== null);
+} else if (scenario === 'tags') {
+  const peer = 1 - g.rank;
+  result.negative = await outcome(() =>
+    (g.rank === 0 ? g.send(Float32Array.of(1), peer, -1) : g.recv(new Float32Array(1), peer, -1)).wait(),
+  );
+  const buf = Float32Array.of(g.rank === 0 ? 5 : 0);
+  await (g.rank === 0 ? g.send(buf, peer, 3) : g.recv(buf, peer, 3)).wait();
+  result.received = buf[0];
+} else {
+  result.received = await outcome(async () => {
+    if (g.rank === 0) return void (await g.send(Int32Array.of(7, 7), 1).wait());
+    const buf = new Float32Array(2);
+    await g.recv(buf, 0).wait();
+    return Array.from(buf);
+  });
+}
+console.log(`RESULT ${JSON.stringify(result)}`);
+if (scenario !== 'dtypes') await destroyProcessGroup();
