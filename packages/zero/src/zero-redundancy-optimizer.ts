@@ -91,7 +91,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     }
   }
 
-  /** Refused once constructed: the partition, local optimizer and hooks are built once (an added group never stepped). */
+  /** Refused once constructed: partition, local optimizer and hooks are built once (an added group never stepped). */
   override addParamGroup(group: ParamGroupInput<O>): void {
     if (this.partition !== undefined)
       throw new ZeroError(
