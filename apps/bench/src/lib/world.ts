@@ -2,6 +2,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { findFreePort } from '@ddp/launch';
 
+/** How long the other ranks may run on once one has ended. */
+const STRAGGLER_MS = 60_000;
+
 /** How a benchmark rank process reports a figure: one `SAMPLE {json}` line on stdout. */
 export const SAMPLE_PREFIX = 'SAMPLE ';
 
@@ -13,7 +16,8 @@ export function printSample(sample: unknown): void {
  * Starts `world` processes of `cmd args` with the torchrun environment (a fresh port and
  * secret; works for our ranks and for PyTorch's) and resolves with each rank's samples.
  * `wrap` prefixes a rank's command (e.g. `ip netns exec` to put it on another "host").
- * Rejects, naming the rank, when one exits non-zero or outlives `timeoutMs`.
+ * Rejects, naming the rank, when one exits non-zero, outlives `timeoutMs`, or runs on a minute
+ * after another ended (then killed).
  */
 export async function runSampleWorld<T>(
   world: number,
@@ -29,6 +33,13 @@ export async function runSampleWorld<T>(
   const port = String(await findFreePort());
   const secret = randomBytes(16).toString('hex');
   const timeoutMs = opts.timeoutMs ?? 900_000;
+  const running = new Set<ReturnType<typeof spawn>>();
+  // a rank still running this long after another ended is stuck (a PyTorch twin once spun 9 minutes in Gloo's
+  // teardown after its peer had exited): killed, so the bench fails naming it instead of waiting out the timeout
+  const endStragglers = () =>
+    setTimeout(() => {
+      for (const c of running) c.kill('SIGKILL');
+    }, STRAGGLER_MS).unref();
   return Promise.all(
     Array.from(
       { length: world },
@@ -47,6 +58,7 @@ export async function runSampleWorld<T>(
           };
           const [bin, ...rest] = [...(opts.wrap?.(rank) ?? []), cmd, ...args];
           const child = spawn(bin, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          running.add(child);
           const samples: T[] = [];
           let pending = '';
           let err = '';
@@ -62,6 +74,8 @@ export async function runSampleWorld<T>(
           });
           child.on('close', (code, signal) => {
             clearTimeout(timer);
+            running.delete(child);
+            if (running.size > 0) endStragglers();
             if (code === 0) resolve(samples);
             else reject(new Error(`${cmd} rank ${rank}/${world} ended with ${signal ?? code}\n${err.slice(-2000)}`));
           });
