@@ -3,7 +3,7 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
-import { broadcastTo, normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
+import { normaliseAxes, normaliseDim } from './broadcast.js';
 import { asDtype, promotedDtype } from './promotion.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
