@@ -79,9 +79,13 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
   });
 
   it('raises GradScalerError for calls out of order and bad options', async () => {
-    const { optimizer } = makeModel();
+    const { weight, bias, optimizer } = makeModel();
     const scaler = new GradScaler();
     expect(() => scaler.update()).toThrow(/no inf checks/);
+    // torch: "No inf checks were recorded for this optimizer"; before, a step without gradients counted as clean
+    await expect(scaler.step(optimizer)).rejects.toThrow(/no parameter has a gradient on any rank/);
+    expect(scaler.getScale()).toBe(65536);
+    for (const p of [weight, bias]) p.grad = tf.onesLike(p.data);
     await scaler.unscale_(optimizer);
     await expect(scaler.unscale_(optimizer)).rejects.toThrow(GradScalerError);
     await scaler.step(optimizer);

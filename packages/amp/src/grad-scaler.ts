@@ -62,7 +62,7 @@ export class GradScaler {
   private readonly enabled: boolean;
   private readonly processGroup: ProcessGroup | undefined;
   private readonly perOptimizer = new Map<ScalableOptimizer, OptimizerState>();
-  private readonly foundInfBuffer = new Float32Array(1);
+  private readonly agreement = new Float32Array(2);
 
   constructor(opts: GradScalerOptions = {}) {
     const known = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval', 'enabled', 'processGroup'];
@@ -109,16 +109,22 @@ export class GradScaler {
       throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
     if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
     const invScale = f32(1 / this.currentScale);
-    let found = false;
+    let [found, seen] = [false, false];
     for (const group of optimizer.paramGroups) {
       for (const p of group.params) {
         const grad = p.grad;
         if (grad === null) continue;
+        seen = true;
         if (!found && !(grad.dataSync() as Float32Array).every(Number.isFinite)) found = true;
         p.grad = tf.mul(grad, invScale);
       }
     }
-    state.foundInf = await this.agree(found);
+    const agreed = await this.agree(found, seen);
+    // torch: "No inf checks were recorded for this optimizer". A step with no gradient on any rank (a forgotten
+    // backward) counted as a clean step and grew the scale
+    if (!agreed.seen)
+      throw new GradScalerError('unscale_(): no parameter has a gradient on any rank (did backward run?)');
+    state.foundInf = agreed.found;
   }
 
   /**
@@ -191,11 +197,13 @@ export class GradScaler {
     this.growthTracker = 0;
   }
 
-  private async agree(found: boolean): Promise<boolean> {
-    if (this.processGroup === undefined || this.processGroup.size === 1) return found;
-    this.foundInfBuffer[0] = found ? 1 : 0;
-    await this.processGroup.allReduce(this.foundInfBuffer, { op: ReduceOp.MAX }).wait();
-    return this.foundInfBuffer[0] !== 0;
+  /** Whether any rank found an inf/NaN, and whether any rank saw a gradient at all (one all-reduce). */
+  private async agree(found: boolean, seen: boolean): Promise<{ found: boolean; seen: boolean }> {
+    if (this.processGroup === undefined || this.processGroup.size === 1) return { found, seen };
+    this.agreement[0] = found ? 1 : 0;
+    this.agreement[1] = seen ? 1 : 0;
+    await this.processGroup.allReduce(this.agreement, { op: ReduceOp.MAX }).wait();
+    return { found: this.agreement[0] !== 0, seen: this.agreement[1] !== 0 };
   }
 
   private stateOf(optimizer: ScalableOptimizer): OptimizerState {

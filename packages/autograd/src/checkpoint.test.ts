@@ -1,5 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
+import { autocast, checkpoint, linear, randn, sum, type Tensor } from './index.js';
 import { transformer } from './test/models.js';
 import { expectAllClose } from './test/utils.js';
 
@@ -30,5 +31,28 @@ describe('checkpoint', () => {
     console.log(`peak numBytes inside backward: plain ${plain.peak}, checkpointed ${ckpt.peak}`);
     expect(ckpt.peak).toBeLessThan(plain.peak);
     expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it("recomputes under the forward's autocast, whatever autocast backward runs in (as torch's checkpoint)", async () => {
+    // before: a bfloat16 forward was recomputed in float32 when backward ran outside autocast (and a float32
+    // forward in float16 inside it): w's gradient was 1.2e-2 off the plain one
+    for (const [forwardIn, backwardIn] of [
+      ['bfloat16', null],
+      [null, 'float16'],
+    ] as const) {
+      const grads: number[][] = [];
+      for (const wrap of [false, true]) {
+        const w = randn([4, 4], { seed: 1, requiresGrad: true });
+        const x = randn([3, 4], { seed: 2, requiresGrad: true });
+        const segment = (a: Tensor) => linear(a, w).tanh();
+        const run = () => (wrap ? checkpoint(segment, x) : segment(x));
+        const out = autocast({ dtype: forwardIn ?? undefined, enabled: forwardIn !== null }, run);
+        const loss = sum(out);
+        await autocast({ dtype: backwardIn ?? undefined, enabled: backwardIn !== null }, () => loss.backward());
+        grads.push(Array.from(w.grad!.dataSync()));
+        for (const t of [w, x, out, loss]) t.dispose();
+      }
+      expect(grads[1], `forward ${forwardIn}, backward ${backwardIn}`).toEqual(grads[0]);
+    }
   });
 });

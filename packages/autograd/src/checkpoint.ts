@@ -1,4 +1,5 @@
 import type { tf } from '@ddp/tensor';
+import { type AutocastDtype, autocast, autocastDtype } from './autocast.js';
 import { backward } from './engine.js';
 import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
@@ -41,10 +42,13 @@ class Checkpoint extends AutogradFunction {
     throw new Error('unset');
   };
   private rng: unknown[] = [];
+  /** The forward's autocast: the recomputation runs under it, whatever autocast backward is called in. */
+  private precision: AutocastDtype | null = null;
 
   forward(ctx: Context, segment: Segment, ...inputs: tf.Tensor[]): tf.Tensor {
     this.segment = segment;
     this.rng = snapshot();
+    this.precision = autocastDtype();
     ctx.saveForBackward(...inputs);
     const out = noGrad(() => tidy(() => segment(...inputs.map((x) => new Tensor(x.clone())))));
     if (!(out instanceof Tensor)) throw new AutogradArgumentError('checkpoint: the segment must return one Tensor');
@@ -61,7 +65,11 @@ class Checkpoint extends AutogradFunction {
     restore(this.rng); // replay the same dropout masks
     let out: Tensor;
     try {
-      out = enableGrad(() => tidy(() => this.segment(...inputs)));
+      // torch's checkpoint recomputes under the forward's autocast: under backward's own (none, usually) a
+      // bfloat16 forward was recomputed in float32, and the gradients were another computation's
+      const recompute = () => enableGrad(() => tidy(() => this.segment(...inputs)));
+      const precision = this.precision;
+      out = autocast({ dtype: precision ?? undefined, enabled: precision !== null }, recompute);
     } finally {
       restore(rngNow);
     }
