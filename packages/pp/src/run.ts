@@ -77,9 +77,9 @@ const rowsOf = (t: Indices | undefined): number =>
  * Runs one training step of a pipeline stage over `microBatches`: forwards and backwards in the
  * order of the schedule, activations and their gradients sent point to point on `ppGroup`.
  * Each micro-batch's loss is weighted by its share of the batch's rows, so the accumulated
- * gradients are those of the mean loss over the whole batch, also when the last one is smaller. With `dpGroup`, gradients are averaged across the
- * replicas once, after the last micro-batch's backward. The caller steps the optimizer and
- * zeroes the gradients.
+ * gradients are those of the mean loss over the whole batch, also when the last one is smaller.
+ * With `dpGroup`, gradients are averaged across the replicas once, after the last micro-batch's
+ * backward. The caller steps the optimizer and zeroes the gradients.
  */
 export async function pipelineStep(
   stage: PipelineStage,
