@@ -7,6 +7,7 @@ import { CheckpointError } from './checkpoint-errors.js';
 import { Generator } from './generator.js';
 import { SchedulerError, StepLR, WarmupCosineLR } from './lr-scheduler.js';
 import { Adam } from './optim/adam.js';
+import { markParameterShard } from './optim/gradient-shards.js';
 import { OptimizerError } from './optim/optimizer.js';
 import { SGD } from './optim/sgd.js';
 import { Toy, trainSteps } from './test/checkpoint-toy.js';
@@ -83,5 +84,27 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     expect(() => new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: Number.POSITIVE_INFINITY })).toThrow(
       /warmupSteps and totalSteps must be integers/,
     );
+  });
+
+  it("a tensor-parallel rank's shards are refused on another rank (same names and shapes: they loaded silently)", async () => {
+    const shardOf = (rank: number) => {
+      const model = new Toy(new Generator(rank + 5));
+      for (const p of model.parameters()) markParameterShard(p, { ranks: [0, 1], rank });
+      return model;
+    };
+    const saved = shardOf(0);
+    await saveCheckpoint(dir, { model: saved });
+    const other = shardOf(1);
+    const before = values(other);
+    await expect(loadCheckpoint(dir, { model: other })).rejects.toThrow(
+      /holds the shards of rank 0 of \[0,1\], this model the shards of rank 1 of \[0,1\]/,
+    );
+    expect(values(other)).toEqual(before);
+    await expect(loadCheckpoint(dir, { model: new Toy(new Generator(9)) })).rejects.toThrow(
+      /this model whole parameters/,
+    );
+    const same = shardOf(0);
+    await loadCheckpoint(dir, { model: same });
+    expect(values(same)).toEqual(values(saved));
   });
 });

@@ -24,6 +24,7 @@ import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
+import { parameterShardOf } from './optim/gradient-shards.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
 import { type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
 import { loadSafetensors } from './safetensors-read.js';
@@ -66,6 +67,8 @@ interface CheckpointMeta {
     kind?: string;
   } | null;
   extra: unknown;
+  /** Which parts of split parameters (tensor-parallel shards) the model held; absent before it was saved. */
+  parameterShards?: string | null;
 }
 
 /**
@@ -85,6 +88,16 @@ export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
     }
   }
   return { tensors, scalars };
+}
+
+/** The parts of split parameters `model` holds ("rank 1 of [0,1]"), or null when all are whole. */
+function shardsHeld(model: Module): string | null {
+  const held = new Set<string>();
+  for (const p of model.parameters()) {
+    const shard = parameterShardOf(p);
+    if (shard) held.add(`rank ${shard.rank} of [${shard.ranks.join(',')}]`);
+  }
+  return held.size > 0 ? `the shards of ${[...held].sort().join('; ')}` : null;
 }
 
 /**
@@ -117,6 +130,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
           }
         : null,
     extra: contents.extra ?? null,
+    parameterShards: shardsHeld(contents.model),
   };
   const metaText = sealJson({ ...meta });
   let tmp: string | null = null;
@@ -219,6 +233,14 @@ export async function loadCheckpoint(
       const now = optimizerParamNames(contents.model, contents.optimizer.paramGroups);
       const change = parameterOrderChange(meta.optimizer.paramNames, now);
       if (change) throw new CheckpointError(`${path}: ${change}`);
+    }
+    // a tensor-parallel shard has the same name and shape on every rank: another rank's loaded silently
+    const held = shardsHeld(contents.model);
+    if (meta.parameterShards !== undefined && meta.parameterShards !== held) {
+      throw new CheckpointError(
+        `${path} holds ${meta.parameterShards ?? 'whole parameters'}, this model ${held ?? 'whole parameters'}: ` +
+          'save each rank of a tensor-parallel model into its own directory and load it on the same rank',
+      );
     }
     // the optimizer and scheduler checked before the model changes: a refused load leaves all as they were
     if (optimizerState) contents.optimizer?.checkStateDict(optimizerState);

@@ -64,7 +64,10 @@ export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
 export {
   gradientShardGroups,
   markGradientShard,
+  markParameterShard,
   type NormReduceGroup,
+  type ParameterShard,
+  parameterShardOf,
   unmarkGradientShard,
 } from './optim/gradient-shards.js';
 export {

@@ -1,5 +1,5 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { type Module, markGradientShard, Parameter } from '@ddp/nn';
+import { type Module, markGradientShard, markParameterShard, Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 
@@ -25,7 +25,10 @@ export function shardParameter(
   const begin = t.shape.map((_, i) => (i === dim ? group.rank * part : 0));
   const size = t.shape.map((d, i) => (i === dim ? part : d));
   const shard = new Parameter(tf.slice(t, begin, size), requiresGrad);
-  if (group.size > 1) markGradientShard(shard, group);
+  if (group.size > 1) {
+    markGradientShard(shard, group);
+    markParameterShard(shard, group);
+  }
   return shard;
 }
 

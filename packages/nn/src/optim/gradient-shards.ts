@@ -37,3 +37,26 @@ export function unmarkGradientShard(param: Tensor, group: NormReduceGroup): void
 export function gradientShardGroups(param: Tensor): readonly NormReduceGroup[] {
   return shardGroups.get(param) ?? [];
 }
+
+/** A parameter whose value is this rank's part of a whole split over `ranks` (a tensor-parallel shard). */
+export interface ParameterShard {
+  readonly ranks: readonly number[];
+  /** This process's position in `ranks`. */
+  readonly rank: number;
+}
+
+const parameterShards = new WeakMap<Tensor, ParameterShard>();
+
+/**
+ * Marks `param`'s value as this rank's part of a whole split over `group` (its name and shape are
+ * the same on every rank): a checkpoint records which part it holds, and refuses to load it as
+ * another rank's part (the shards of one rank were loaded on the other, silently).
+ */
+export function markParameterShard(param: Tensor, group: ParameterShard): void {
+  parameterShards.set(param, { ranks: [...group.ranks], rank: group.rank });
+}
+
+/** Which part of a split parameter this process holds, if it is one. */
+export function parameterShardOf(param: Tensor): ParameterShard | undefined {
+  return parameterShards.get(param);
+}
