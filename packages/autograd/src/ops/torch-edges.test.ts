@@ -3,9 +3,12 @@ import { describe, expect, it } from 'vitest';
 import {
   AutogradArgumentError,
   add,
+  autocast,
   crossEntropy,
   gelu,
   indexSelect,
+  linear,
+  matmul,
   max,
   maxPool2d,
   mean,
@@ -102,6 +105,14 @@ describe('arguments torch refuses are refused, not taken for something else', ()
       /slice: begin \[1,0,0\] and size \[1,-1,5\] have more dims/,
     );
     expect(() => indexSelect(x(), 0, [[1, 0]])).toThrow(/indexSelect: the index must be 1-D, got \[1,2\]/);
+  });
+
+  it('integer operands to matmul or linear (tfjs has no integer product; autocast rounded them to 16 bits)', () => {
+    const ints = new Tensor(tf.tensor([4097, 1], [1, 2], 'int32'));
+    const col = new Tensor(tf.tensor([1, 0], [2, 1], 'int32'));
+    expect(() => matmul(ints, col)).toThrow(/matmul: operands must be float32, got int32/);
+    expect(() => autocast({ dtype: 'bfloat16' }, () => matmul(ints, col))).toThrow(AutogradArgumentError);
+    expect(() => linear(ints, tensor([1, 2], [1, 2]))).toThrow(/linear: operands must be float32/);
   });
 
   it('an integer to a negative integer power', () => {
