@@ -1,3 +1,4 @@
+import { crc32 } from 'node:zlib';
 import type { ProcessGroup } from '../api/group.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
 import { MpiProcessGroup } from './mpi-group.js';
@@ -108,20 +109,13 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
   return group;
 }
 
-/** FNV-1a of a member list, as an int32: what each member of a new communicator says it made. */
-function listHash(members: number[]): number {
-  let h = 0x811c9dc5;
-  for (const c of members.join(',')) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193);
-  return h | 0;
-}
-
 /**
  * MPI_Comm_split pairs the k-th newGroup of every rank, whatever its ranks: ranks that made their
  * groups in different orders got communicators of other members, and a group summed a rank that
  * was not in it, silently. Each member checks who is in the communicator and what the others made.
  */
 async function checkMembers(group: MpiProcessGroup, members: number[], me: number): Promise<void> {
-  const mine = Int32Array.of(me, listHash(members));
+  const mine = Int32Array.of(me, crc32(members.join(',')) | 0); // what this rank made
   let seen: Int32Array[] | null = null;
   try {
     seen = (await group.allGather(mine).wait()) as Int32Array[];
