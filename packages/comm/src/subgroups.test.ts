@@ -27,5 +27,23 @@ describe('newGroup: the members agree on the group through the store', () => {
     const [, one] = out.map((o) => o.results[0] as Result);
     expect(one.error?.name).toBe('CommTimeoutError');
     expect(one.error?.message).toMatch(/^rank 1: newGroup\(\[0,1\]\): rank 0 did not make this group/);
+    // the lowest member waits for the others to read the id: it names the one that never did
+    const [zero] = (await run('absent')).map((o) => o.results[0] as Result);
+    expect(zero.error?.name).toBe('CommTimeoutError');
+    expect(zero.error?.message).toMatch(/^rank 0: newGroup\(\[0,1\]\): rank 1 did not make this group/);
+  }, 60_000);
+
+  it('the lowest member destroys the world right after making a group: the others still make it', async () => {
+    // before: rank 0 returned once it had set the id, and its destroyProcessGroup closed the store the others
+    // were about to read it from (PeerLostError out of newGroup, seen in CI as a flaky agreement test)
+    const out = await run('late');
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
+    expect(out.slice(1).map((o) => o.results[0])).toEqual([
+      { rank: 1, a: 3 },
+      { rank: 2, a: 3 },
+    ]);
   }, 60_000);
 });

@@ -10,7 +10,9 @@ import { addGroup, checkTimeout, current, type World } from './world.js';
  * counter under a key naming the members and how many groups of them this rank has made; the
  * others read it there. An id counted on each rank instead let a rank that skipped a group
  * (or made them in another order) give one id to two groups: its data went into a group it
- * was not in, silently.
+ * was not in, silently. The lowest member returns once every member has read the id (as
+ * torch's new_group ends in a store barrier): it may destroy the world, and with it the
+ * store, right after.
  */
 async function agreedGroupId(w: World, members: number[], timeoutMs: number): Promise<number> {
   const list = members.join(',');
@@ -18,21 +20,37 @@ async function agreedGroupId(w: World, members: number[], timeoutMs: number): Pr
   w.groupsMade.set(list, made + 1);
   const key = `group/${list}/${made}`;
   const me = w.group.ranks[w.group.rank];
-  if (me === members[0]) {
+  const lowest = members[0] as number;
+  const timedOut = (who: string, e: unknown) =>
+    new CommTimeoutError(
+      `rank ${me}: newGroup([${list}]): ${who} did not make this group (group ${made + 1} of these ranks here) ` +
+        `within ${timeoutMs} ms: every member must call newGroup for it, in the same order`,
+      { rank: me, ranks: members, op: 'newGroup', cause: e },
+    );
+  if (me === lowest) {
     const id = await w.rendezvous.add('group/next', 1); // world is group 0
     await w.rendezvous.set(key, String(id));
+    const reads = members.slice(1).map((r) => [r, `${key}/read/${r}`] as const);
+    await w.rendezvous
+      .wait(
+        reads.map(([, k]) => k),
+        timeoutMs,
+      )
+      .catch(async (e: unknown) => {
+        const missing = [];
+        for (const [r, k] of reads) if (!(await w.rendezvous.check([k]).catch(() => false))) missing.push(r);
+        throw timedOut(`rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`, e);
+      });
     return id;
   }
   try {
     await w.rendezvous.wait([key], timeoutMs);
   } catch (e) {
-    throw new CommTimeoutError(
-      `rank ${me}: newGroup([${list}]): rank ${members[0]} did not make this group (group ${made + 1} of these ` +
-        `ranks here) within ${timeoutMs} ms: every member must call newGroup for it, in the same order`,
-      { rank: me, ranks: members, op: 'newGroup', cause: e },
-    );
+    throw timedOut(`rank ${lowest}`, e);
   }
-  return Number(decodeText(await w.rendezvous.get(key)));
+  const id = Number(decodeText(await w.rendezvous.get(key)));
+  await w.rendezvous.set(`${key}/read/${me}`, '1');
+  return id;
 }
 
 /**

@@ -2,8 +2,10 @@ import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
 
 /**
  * newGroup when a rank skips a group it is not in ('skip': rank 2 skips [0, 1], then every
- * member makes [0, 2]) or a member never makes it ('missing': rank 0 skips [0, 1]). Prints the
- * all-reduced values per group, or the error. 3 ranks. Args: scenario
+ * member makes [0, 2]), or a member never makes it ('missing': rank 0 skips [0, 1]; 'absent':
+ * rank 1 does), or the lowest member destroys the world right after making it, before the
+ * others start to ('late': [0, 1, 2], the others 500 ms late). Prints the all-reduced values
+ * per group, or the error. 3 ranks. Args: scenario
  */
 const scenario = process.argv[2];
 const world = await initProcessGroup({ timeoutMs: 20_000 });
@@ -11,8 +13,17 @@ const result: { rank: number; a?: number; b?: number; error?: { name: string; me
   rank: world.rank,
 };
 try {
-  const skipsA = scenario === 'skip' ? world.rank === 2 : world.rank === 0;
-  const a = skipsA ? null : await newGroup([0, 1], { timeoutMs: 3_000 });
+  if (scenario === 'late') {
+    if (world.rank === 0) {
+      await newGroup([0, 1, 2]);
+      await destroyProcessGroup();
+      process.exit(0);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    result.a = (await newGroup([0, 1, 2]))?.size;
+  }
+  const skipper = { skip: 2, missing: 0, absent: 1 }[scenario as string];
+  const a = skipper === undefined || world.rank === skipper ? null : await newGroup([0, 1], { timeoutMs: 3_000 });
   const b = scenario === 'skip' ? await newGroup([0, 2]) : null;
   if (a && scenario === 'skip') {
     const buf = Float32Array.of(world.rank + 1);
