@@ -48,6 +48,21 @@ describe.each(['default', 'uds'])('every rank raises (%s transport)', (transport
       expect(r?.ranks).toEqual([0]);
     }
   }, 60_000);
+
+  it('an op in flight when its rank destroys the world: NotInitializedError saying so; its peers: PeerLostError', async () => {
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('./test/agreement.child.ts', import.meta.url),
+      args: ['inflight'],
+      env,
+      timeoutMs: 40_000,
+    });
+    const [r0, r1, r2] = out.map((o) => phase(o, 'inflight'));
+    // before: CommError 'comm worker exited' or whatever the closed sockets raised, untyped
+    expect(r0?.name, r0?.message).toBe('NotInitializedError');
+    expect(r0?.message).toMatch(/^rank 0: allReduce was still in flight when destroyProcessGroup closed its group/);
+    for (const r of [r1, r2]) expect(r?.name, r?.message).toBe('PeerLostError');
+  }, 60_000);
 });
 
 describe.each([

@@ -205,7 +205,6 @@ export function getWireStats(): WireStats {
   return { bytesSent: commThread[0] + mainThread[0], framesSent: commThread[1] + mainThread[1] };
 }
 
-/** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
 /** Background work that still needs the process groups (an async checkpoint's commit). */
 const finishBeforeDestroy = new Set<Promise<void>>();
 
@@ -222,6 +221,7 @@ export function finishBeforeDestroyingGroups(work: Promise<unknown>): void {
   void settled.then(() => finishBeforeDestroy.delete(settled));
 }
 
+/** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
 export async function destroyProcessGroup(): Promise<void> {
   while (finishBeforeDestroy.size > 0) await Promise.all(finishBeforeDestroy);
   if (mpiWorld()) return destroyMpi();

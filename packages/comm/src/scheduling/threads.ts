@@ -87,7 +87,7 @@ export class CommThread {
   private nextId = 1;
   private readonly ops = new Map<
     number,
-    { resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }
+    { name: string; resolve: (r: OpResult | undefined) => void; reject: (e: CommError) => void }
   >();
   private control: Waiter | null = null;
   private dead: CommError | null = null;
@@ -142,7 +142,7 @@ export class CommThread {
       const op = this.ops.get(m.id);
       if (!op) return;
       this.ops.delete(m.id);
-      if (m.error) op.reject(deserializeError(m.error));
+      if (m.error) op.reject(this.interrupted(op.name, deserializeError(m.error)));
       else op.resolve(m.result);
       return;
     }
@@ -155,10 +155,22 @@ export class CommThread {
 
   private die(err: CommError): void {
     this.dead ??= err;
-    for (const op of this.ops.values()) op.reject(err);
+    for (const op of this.ops.values()) op.reject(this.interrupted(op.name, err));
     this.ops.clear();
     this.control?.reject(err);
     this.control = null;
+  }
+
+  /**
+   * An op that fails once destroyProcessGroup has begun failed because of it (its sockets or its
+   * thread closed under it): it says so, typed as an op issued after the destroy, whatever broke.
+   */
+  private interrupted(op: string, err: CommError): CommError {
+    if (!this.closed) return err;
+    return new NotInitializedError(
+      `rank ${this.rank}: ${op} was still in flight when destroyProcessGroup closed its group`,
+      { rank: this.rank, op, cause: err },
+    );
   }
 
   /** A request answered by one control reply (init, connect, close). */
@@ -183,7 +195,7 @@ export class CommThread {
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.ops.set(id, { resolve, reject });
+      this.ops.set(id, { name: req.op, resolve, reject });
       this.worker.postMessage({ type: 'op', id, ...req } satisfies ToWorker);
     });
   }

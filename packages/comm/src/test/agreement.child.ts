@@ -7,6 +7,8 @@ import { BAD_CALLS, MISMATCHES } from './mismatches.js';
  *   <mismatch name> – the ranks call collectives that differ (mismatches.ts)
  *   <bad call name> – rank 1's call is invalid; it catches the error and goes on (mismatches.ts)
  *   destroyed       – rank 0 destroys the world and all-reduces; the others all-reduce
+ *   inflight        – rank 0 starts a large all-reduce, then destroys the world while the op
+ *                     waits for the others, which all-reduce 1 s later
  * A final all-reduce on the world group ('world') shows the other groups were not touched.
  */
 const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.stringify(r)}`);
@@ -32,6 +34,17 @@ for (const name of process.argv.slice(2)) {
     if (me === 0) await destroyProcessGroup();
     await attempt(name, () => g.allReduce(new Float32Array(5)).wait());
     if (me === 0) process.exit(0);
+    continue;
+  }
+  if (name === 'inflight') {
+    if (me === 0) {
+      const op = g.allReduce(new Float32Array(1 << 20)).wait();
+      await destroyProcessGroup();
+      await attempt(name, () => op);
+      process.exit(0);
+    }
+    await new Promise((r) => setTimeout(r, 1_000));
+    await attempt(name, () => g.allReduce(new Float32Array(1 << 20)).wait());
     continue;
   }
   const call = (MISMATCHES[name] ?? BAD_CALLS[name]) as (g: ProcessGroup) => Promise<unknown>;
