@@ -170,10 +170,18 @@ for (const [storage, env] of STORAGE)
       }
 
       if (world === 2) {
-        it("buffers (BatchNorm running stats) are rank 0's on every rank after a synced backward; local with broadcastBuffers off", () => {
+        it("buffers are rank 0's after create (bool ones too, broadcastBuffers off too), and after a synced backward unless it is off", () => {
           const [r0, r1] = okResultsOf(results, 'buffers');
           expect(r1.synced).toEqual(r0.synced);
           expect(r1.local).not.toEqual(r0.local);
+          // create broadcasts every buffer, whatever broadcastBuffers says and whatever its dtype (torch);
+          // before: not with broadcastBuffers off, and never a bool one
+          for (const mode of ['synced', 'local']) {
+            const created = r1[`created ${mode}`] as [string, string, number[]][];
+            expect(created).toEqual(r0[`created ${mode}`]);
+            expect(created.find(([name]) => name.endsWith('mask'))?.slice(1)).toEqual(['bool', [1, 1, 1]]);
+            expect(created.find(([name]) => name.endsWith('running_mean'))?.[2]).toEqual([1, 1, 1, 1]);
+          }
         });
 
         it('without findUnusedParameters, a parameter without gradient raises an error naming it on every rank', () => {

@@ -80,7 +80,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
     const ddp = new DistributedDataParallel(module, opts);
     await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
-    await broadcastTensors(moduleState(module, ddp.broadcastBuffers), ddp.processGroup, 0);
+    await broadcastTensors(moduleState(module), ddp.processGroup, 0);
     return ddp;
   }
 
@@ -294,7 +294,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const src = Int32Array.of(isLastJoiner ? this.processGroup.rank : -1);
     await this.collective('last-joiner search', () => this.processGroup.allReduce(src, { op: ReduceOp.MAX }).wait());
     await this.collective('final model broadcast', () =>
-      broadcastTensors(moduleState(this.module, this.broadcastBuffers), this.processGroup, src[0]),
+      broadcastTensors(moduleState(this.module), this.processGroup, src[0]),
     );
   }
 }

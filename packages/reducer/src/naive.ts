@@ -35,7 +35,7 @@ export class DataParallelNaive<M extends Module = Module> {
   ): Promise<DataParallelNaive<M>> {
     const group = opts.processGroup ?? getDefaultGroup();
     await verifyParameterShapes(module.namedParameters(), group);
-    await broadcastTensors(moduleState(module, true), group, 0);
+    await broadcastTensors(moduleState(module), group, 0);
     return new DataParallelNaive(module, group);
   }
 

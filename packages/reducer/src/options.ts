@@ -16,7 +16,7 @@ export interface DDPOptions {
   firstBucketMB?: number;
   /** Parameters that get no gradient are reduced as zeros instead of raising (default false). */
   findUnusedParameters?: boolean;
-  /** Broadcast rank 0's buffers so every forward starts from them (default true). */
+  /** Broadcast rank 0's buffers before every forward (default true); create copies them either way, as torch. */
   broadcastBuffers?: boolean;
   /**
    * Raise NonFiniteGradientError naming the parameter when an averaged gradient holds NaN/Inf (default true; one pass

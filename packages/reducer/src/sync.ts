@@ -79,16 +79,23 @@ export async function verifyParameterShapes(params: readonly [string, Tensor][],
   }
 }
 
-/** Overwrites every tensor's values with `src`'s: one broadcast per dtype, from flat buffers. */
+/** How each dtype a module may hold travels in a broadcast (bool as 0/1 words). */
+const WIRE = { float32: Float32Array, int32: Int32Array, bool: Int32Array } as const;
+
+/**
+ * Overwrites every tensor's values with `src`'s: one broadcast per dtype, from flat buffers.
+ * Every dtype goes (torch broadcasts every buffer): a bool mask skipped here stayed rank-local.
+ */
 export async function broadcastTensors(tensors: readonly Tensor[], group: ProcessGroup, src: number): Promise<void> {
-  for (const dtype of ['float32', 'int32'] as const) {
+  for (const dtype of [...new Set(tensors.map((t) => t.dtype))].sort()) {
+    if (!(dtype in WIRE))
+      throw new DDPUsageError(`rank ${group.rank}: cannot broadcast a ${dtype} parameter or buffer from rank ${src}`);
     const list = tensors.filter((t) => t.dtype === dtype);
-    if (list.length === 0) continue;
-    const Ctor = dtype === 'float32' ? Float32Array : Int32Array;
+    const Ctor = WIRE[dtype as keyof typeof WIRE];
     const flat = new Ctor(list.reduce((n, t) => n + t.size, 0));
     let offset = 0;
     for (const t of list) {
-      flat.set(t.dataSync() as Float32Array & Int32Array, offset);
+      flat.set(t.dataSync() as ArrayLike<number>, offset);
       offset += t.size;
     }
     await group.broadcast(flat, { src }).wait();
@@ -103,9 +110,12 @@ export async function broadcastTensors(tensors: readonly Tensor[], group: Proces
 /** The module's buffers that hold a tensor (a registered buffer may be null). */
 export const buffersOf = (module: Module): Tensor[] => module.buffers().filter((b): b is Tensor => b !== null);
 
-/** Parameters (then buffers) of module, as DDP broadcasts them. */
-export function moduleState(module: Module, withBuffers: boolean): Tensor[] {
-  return [...module.parameters(), ...(withBuffers ? buffersOf(module) : [])];
+/**
+ * Parameters, then buffers, of module: what DDP broadcasts at create and after join. Buffers
+ * always (torch's _sync_module_states ignores broadcast_buffers, which is about every step).
+ */
+export function moduleState(module: Module): Tensor[] {
+  return [...module.parameters(), ...buffersOf(module)];
 }
 
 /**

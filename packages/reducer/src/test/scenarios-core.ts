@@ -1,6 +1,6 @@
 // Test-only: DDP scenarios each rank runs (rank.child.ts); rank 0 also trains the single-process reference.
 
-import { tidy } from '@ddp/autograd';
+import { fromTf, tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { AdamW, BatchNorm1d, crossEntropy, Generator, Linear, mse, Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -211,13 +211,20 @@ coreScenarios.unusedDivergentError = (pg) =>
 
 /**
  * BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless
- * broadcastBuffers is off).
+ * broadcastBuffers is off). Create copies rank 0's buffers either way, a bool one too (torch's
+ * _sync_module_states): each rank starts with its own.
  */
 coreScenarios.buffers = async (pg) => {
   const out: Record<string, unknown> = {};
   for (const broadcastBuffers of [true, false]) {
-    const model = new Sequential(new Linear(5, 4, { generator: new Generator(40) }), new BatchNorm1d(4));
+    const norm = new BatchNorm1d(4);
+    const model = new Sequential(new Linear(5, 4, { generator: new Generator(40) }), norm);
+    for (const b of norm.buffers()) if (b) b.data = tf.fill(b.shape, pg.rank + 1, b.dtype);
+    norm.registerBuffer('mask', fromTf(tf.tensor([pg.rank === 0, pg.rank === 0, true], [3], 'bool')));
     const ddp = await DistributedDataParallel.create(model, { broadcastBuffers });
+    out[`created ${broadcastBuffers ? 'synced' : 'local'}`] = model
+      .namedBuffers()
+      .map(([name, b]) => [name, b?.dtype, [...(b?.dataSync() ?? [])]]);
     const x = normal([6, 5], 41 + pg.rank);
     const loss = tidy(() =>
       ddp
