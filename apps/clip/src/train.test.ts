@@ -89,7 +89,7 @@ describe('apps/clip on 2 ranks', () => {
 });
 
 describe('apps/clip --resume under other options', () => {
-  it('another --seed, --batch-size, --grad-accum, --lr or --steps is a ResumeError (was: other batches, or a schedule neither run had, silently)', async () => {
+  it('another --seed, --batch-size, --grad-accum, --lr, --steps or --amp is a ResumeError (was: other batches, or a schedule neither run had, silently); a fresh run refuses the directory unless --overwrite', async () => {
     await train('restream', ['--exit-after', '1']);
     for (const [flag, value] of [
       ['--seed', '4'],
@@ -97,6 +97,7 @@ describe('apps/clip --resume under other options', () => {
       ['--grad-accum', '2'],
       ['--lr', '0.001'],
       ['--steps', '100'],
+      ['--amp', 'bf16'],
     ]) {
       const log = await train('restream', ['--resume', flag, value], 2, 1);
       // ddp-run ends the other rank once the first fails, so the log shows one rank's error
@@ -106,6 +107,16 @@ describe('apps/clip --resume under other options', () => {
     }
     // a resume under another world size is fine: the batches are global
     expect(await train('restream', ['--resume', '--exit-after', '1'], 1)).toMatch(/resumed from .* at step 1/);
+    // before: a run without --resume started afresh, and its first save removed the checkpoint
+    const kept = bytes('restream', MODEL_FILE);
+    const fresh = await train('restream', ['--seed', '4', '--exit-after', '1'], 2, 1);
+    expect(fresh).toMatch(/ResumeError: rank [01]: .*ckpt holds a checkpoint .* pass --resume to continue it, --overwrite/);
+    expect(bytes('restream', MODEL_FILE).equals(kept)).toBe(true);
+    // before: 20000 of the 10000 test pairs evaluated the missing half as misses
+    expect(await train('restream', ['--resume', '--eval-size', '20000'], 2, 1)).toContain(
+      '--eval-size (20000) must be from 1 to the 10000 test pairs',
+    );
+    expect(await train('restream', ['--overwrite', '--seed', '4', '--exit-after', '1'])).not.toMatch(/resumed/);
   }, 300_000);
 });
 

@@ -8,14 +8,14 @@ import { AdamW, Generator, latestCheckpoint, loadCheckpoint, saveCheckpoint, War
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { SingleBar } from 'cli-progress';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { GlobalBatchSampler } from './batches.js';
 import { DigitPairs } from './data.js';
 import { dumpRun } from './dump.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
-import { checkSameOptions, type ResumedOptions, savedOptions } from './resume.js';
+import { checkSameOptions, type ResumedOptions, refuseToReplace, savedOptions } from './resume.js';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -44,7 +44,12 @@ const opts = new Command('clip-train')
   .option('--checkpoint-dir <dir>', 'checkpoint directory', 'runs/clip/checkpoint')
   .option('--amp <dtype>', 'mixed precision: bf16 or fp16 (autocast around the forward, GradScaler)', ampDtype)
   .option('--grad-checkpointing', 'recompute activations in backward instead of keeping them', false)
-  .option('--resume', 'continue from the checkpoint in --checkpoint-dir, if there is one', false)
+  .addOption(
+    new Option('--resume', 'continue from the checkpoint in --checkpoint-dir, if there is one')
+      .default(false)
+      .conflicts('overwrite'),
+  )
+  .option('--overwrite', 'start afresh even if --checkpoint-dir holds a checkpoint (its next save removes it)', false)
   .option('--seed <n>', 'seed of the weights and of the data order', int, 0)
   .option('--eval-every <n>', 'zero-shot evaluation every n optimizer steps (0: only at the end)', int, 50)
   .option('--eval-size <n>', 'held-out test pairs evaluated', int, 2000)
@@ -69,6 +74,7 @@ const opts = new Command('clip-train')
     checkpointDir: string;
     gradCheckpointing: boolean;
     resume: boolean;
+    overwrite: boolean;
     seed: number;
     evalEvery: number;
     evalSize: number;
@@ -112,7 +118,10 @@ const stream: ResumedOptions = {
   gradAccum: opts.gradAccum,
   lr: opts.lr,
   steps: opts.steps,
+  amp: opts.amp ?? 'none',
 };
+// a fresh run's first save removes the older entries: another run's checkpoint would go, silently
+if (!opts.resume && !opts.overwrite) await refuseToReplace(opts.checkpointDir, rank);
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
@@ -127,6 +136,8 @@ if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
 const ddp = await DistributedDataParallel.create(model, { processGroup: group, checkFinite: opts.amp === undefined });
 const train = DigitPairs.load('train');
 const test = DigitPairs.load('test');
+if (opts.evalSize < 1 || opts.evalSize > test.length)
+  throw new InvalidArgumentError(`--eval-size (${opts.evalSize}) must be from 1 to the ${test.length} test pairs`);
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
 if (opts.dumpInit !== undefined) {
   const { steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery } = opts;

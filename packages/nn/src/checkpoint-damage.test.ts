@@ -54,6 +54,22 @@ describe('damaged checkpoints', () => {
     model.dispose();
   });
 
+  it('a newest entry without its checkpoint.json is a CheckpointError, not the older one or none', async () => {
+    // before: skipped as incomplete, so a resumed run loaded the older entry, or (the only one) started afresh
+    // and its first save removed the damaged entry's weights
+    const dir = join(root, 'no-meta');
+    const model = modelAtStep(1);
+    await saveCheckpoint(dir, { model, step: 1 });
+    await saveCheckpoint(dir, { model, step: 2 });
+    await rm(join((await latestCheckpoint(dir)) as string, 'checkpoint.json'));
+    for (const error of [await caught(latestCheckpoint(dir)), await caught(loadCheckpoint(dir, { model }))]) {
+      expect(error).toBeInstanceOf(CheckpointError);
+      expect(error.message).toMatch(/00000002-step-2 has no checkpoint.json: the newest checkpoint is damaged/);
+      expect(error.message).toContain('to load nothing (no older checkpoint is there)');
+    }
+    model.dispose();
+  });
+
   it('a missing file is a typed error naming it', async () => {
     const dir = join(root, 'missing');
     const model = new Linear(3, 2);

@@ -82,6 +82,14 @@ async function newestEntry(dir: string, metaFile: string): Promise<Entry | undef
  */
 export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
   const entry = await newestEntry(dir, metaFile);
+  const highest = (await listEntries(dir))[0];
+  // a commit renames a complete entry into place: the highest one without metaFile was damaged
+  // afterwards, and taking the older one (or none: a run started afresh) would hide that
+  if (highest && highest.name !== entry?.name && !(await exists(join(dir, highest.name, metaFile))))
+    throw new CheckpointError(
+      `${join(dir, highest.name)} has no ${metaFile}: the newest checkpoint is damaged; move it out of ${dir} ` +
+        `to load ${entry ? `the older ${entry.name}` : 'nothing (no older checkpoint is there)'}`,
+    );
   if (entry) return join(dir, entry.name);
   if (await exists(join(dir, metaFile))) return dir;
   const parent = dirname(dir);
@@ -99,10 +107,6 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
 }
 
 /**
- * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
- * its path. The rename is the commit; the pointer switch follows under the same lock, the clean-up after it.
- */
-/**
  * Refuses a step an entry's name cannot carry: a fractional, negative or non-finite step was
  * committed under a name the directory listing skips, so the older checkpoint loaded instead.
  */
@@ -111,6 +115,10 @@ export function checkStep(step: number): void {
     throw new CheckpointError(`step must be a non-negative integer, got ${step}`);
 }
 
+/**
+ * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
+ * its path. The rename is the commit; the pointer switch follows under the same lock, the clean-up after it.
+ */
 export async function commitEntry(dir: string, temporary: string, step: number, metaFile: string): Promise<string> {
   checkStep(step);
   await syncDirectory(temporary);
