@@ -18,9 +18,15 @@ describe('communication hooks on 2 real processes', () => {
   let results: WorldResult;
   beforeAll(async () => {
     // sockets, not shared memory: the tests count what compression saves on the wire
-    results = await runWorld(await findFreePort(), 2, ['compression', 'powerSGDExact', 'powerSGDTrain'], 120_000, {
-      DDP_TRANSPORT: 'uds',
-    });
+    results = await runWorld(
+      await findFreePort(),
+      2,
+      ['compression', 'powerSGDExact', 'powerSGDTrain', 'powerSGDRelayout'],
+      120_000,
+      {
+        DDP_TRANSPORT: 'uds',
+      },
+    );
   }, 130_000);
 
   it('fp16 and bf16 compression stay within their rounding error and put half the bytes on the wire', () => {
@@ -51,6 +57,14 @@ describe('communication hooks on 2 real processes', () => {
       expect(relativeError(runs.tinyPower.grads, runs.tinyExact.grads)).toBeLessThan(1e-4);
       // matrices too small to gain twice go exactly, as torch's (was: 4 × 4 sent as a rank-1 guess, 0.6 off)
       expect(relativeError(runs.smallPower.grads, runs.smallExact.grads)).toBeLessThan(1e-6);
+    }
+  });
+
+  it("PowerSGD's state follows each parameter when the buckets move (rebuild, autotune): the fixed layout's parameters", () => {
+    for (const r of okResultsOf(results, 'powerSGDRelayout')) {
+      const { fixed, tuned } = r as Record<string, { params: Grads; layouts: number }>;
+      expect(tuned.layouts).toBeGreaterThan(2); // the autotune's trials moved the buckets
+      for (const [k, v] of Object.entries(fixed.params)) expect(maxAbsDiff(v, tuned.params[k])).toBeLessThan(1e-6);
     }
   });
 

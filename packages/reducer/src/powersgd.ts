@@ -21,9 +21,18 @@ export interface PowerSGDOptions {
   minCompressionRate?: number;
 }
 
+interface MatrixSlot {
+  /** The parameter's index in DDP's list. */
+  param: number;
+  offset: number;
+  n: number;
+  m: number;
+  r: number;
+}
+
 /** One bucket's layout (matrices compressed, other tensors all-reduced as they are) and buffers. */
 interface BucketState {
-  matrices: { offset: number; n: number; m: number; r: number }[];
+  matrices: MatrixSlot[];
   plain: { offset: number; size: number }[];
   /** The uncompressed tensors, concatenated. */
   plainBuf: Float32Array;
@@ -36,9 +45,20 @@ interface BucketState {
   warm: boolean;
 }
 
+/** Where a parameter's state was last: its bucket's state, its offset there and its Q's (−1: not compressed). */
+interface Home {
+  state: BucketState;
+  offset: number;
+  qAt: number;
+}
+
 /**
- * PowerSGD's state (PyTorch's PowerSGDState). Per bucket, keyed by the bucket's buffer:
- * when DDP rebuilds its buckets after the first iteration, the new buckets start afresh.
+ * PowerSGD's state (PyTorch's PowerSGDState). Per bucket, keyed by the bucket's buffer; when DDP
+ * lays its buckets out anew (the rebuild after the first iteration, each autotune trial), a new
+ * bucket takes each parameter's error and Q from where they were, so no state is lost (torch's
+ * is per bucket and starts afresh, hence its startPowerSGDIter ≥ 2: the autotune moved buckets
+ * for ~9 iterations, and dropped the state each time). Each matrix draws its initial Q from a
+ * generator of its own, so the result does not depend on the layout either.
  */
 export class PowerSGDState {
   readonly rank: number;
@@ -49,7 +69,9 @@ export class PowerSGDState {
   /** Completed iterations (counted on each last bucket). */
   iter = 0;
   private readonly buckets = new WeakMap<Float32Array, BucketState>();
-  private readonly generator: Generator;
+  private readonly homes = new Map<number, Home>();
+  private readonly generators = new Map<number, Generator>();
+  private readonly seed: number;
   /** Buckets are processed one after the other, so every rank issues the same collectives in the same order. */
   chain: Promise<unknown> = Promise.resolve();
 
@@ -59,43 +81,86 @@ export class PowerSGDState {
     this.useErrorFeedback = opts.useErrorFeedback ?? true;
     this.warmStart = opts.warmStart ?? true;
     this.minCompressionRate = opts.minCompressionRate ?? 2;
-    this.generator = new Generator(opts.seed ?? 0);
+    this.seed = opts.seed ?? 0;
   }
 
   stateOf(bucket: GradBucket): BucketState {
-    let state = this.buckets.get(bucket.buffer);
-    if (state === undefined) {
-      const matrices: BucketState['matrices'] = [];
-      const plain: BucketState['plain'] = [];
-      let pSize = 0;
-      let qSize = 0;
-      for (const s of bucket.parameters) {
-        const n = s.shape[0] ?? 1;
-        const m = s.size / n;
-        const r = Math.min(this.rank, n, m);
-        // compress only matrices minCompressionRate times larger than their factors (was: any larger
-        // at all, so a 4 × 4 gradient went as a rank-1 guess where torch sends it exactly)
-        if (s.shape.length >= 2 && this.minCompressionRate * (n + m) * r < n * m) {
-          matrices.push({ offset: s.offset, n, m, r });
-          pSize += n * r;
-          qSize += m * r;
-        } else plain.push({ offset: s.offset, size: s.size });
-      }
-      const plainSize = plain.reduce((t, x) => t + x.size, 0);
-      state = {
-        matrices,
-        plain,
-        plainBuf: sharedArray(Float32Array, plainSize),
-        p: sharedArray(Float32Array, pSize),
-        q: sharedArray(Float32Array, qSize),
-        error: null,
-        warm: false,
-      };
+    const known = this.buckets.get(bucket.buffer);
+    const state = known ?? this.layOut(bucket);
+    if (!state.warm) for (const [x, qAt] of qOffsets(state)) state.q.set(this.initialQ(x), qAt);
+    if (!known) {
       this.buckets.set(bucket.buffer, state);
+      this.carryOver(bucket, state);
     }
-    if (!state.warm) state.q.set(this.generator.normal(state.q.length));
     state.warm = this.warmStart;
     return state;
+  }
+
+  private layOut(bucket: GradBucket): BucketState {
+    const matrices: MatrixSlot[] = [];
+    const plain: BucketState['plain'] = [];
+    for (const s of bucket.parameters) {
+      const n = s.shape[0] ?? 1;
+      const m = s.size / n;
+      const r = Math.min(this.rank, n, m);
+      // compress only matrices minCompressionRate times larger than their factors (was: any larger
+      // at all, so a 4 × 4 gradient went as a rank-1 guess where torch sends it exactly)
+      if (s.shape.length >= 2 && this.minCompressionRate * (n + m) * r < n * m)
+        matrices.push({ param: s.index, offset: s.offset, n, m, r });
+      else plain.push({ offset: s.offset, size: s.size });
+    }
+    const size = (f: (x: MatrixSlot) => number) => matrices.reduce((t, x) => t + f(x), 0);
+    return {
+      matrices,
+      plain,
+      plainBuf: sharedArray(
+        Float32Array,
+        plain.reduce((t, x) => t + x.size, 0),
+      ),
+      p: sharedArray(
+        Float32Array,
+        size((x) => x.n * x.r),
+      ),
+      q: sharedArray(
+        Float32Array,
+        size((x) => x.m * x.r),
+      ),
+      error: null,
+      warm: false,
+    };
+  }
+
+  /** A new bucket's parameters bring their error and (warm start) Q from their last bucket. */
+  private carryOver(bucket: GradBucket, state: BucketState): void {
+    const qAtOf = new Map([...qOffsets(state)].map(([x, qAt]) => [x.param, qAt]));
+    for (const s of bucket.parameters) {
+      const home = this.homes.get(s.index);
+      const qAt = qAtOf.get(s.index) ?? -1;
+      if (home?.state.error) {
+        state.error ??= new Float32Array(bucket.buffer.length);
+        state.error.set(home.state.error.subarray(home.offset, home.offset + s.size), s.offset);
+      }
+      const matrix = state.matrices.find((x) => x.param === s.index);
+      if (home && this.warmStart && home.state.warm && home.qAt >= 0 && matrix)
+        state.q.set(home.state.q.subarray(home.qAt, home.qAt + matrix.m * matrix.r), qAt);
+      this.homes.set(s.index, { state, offset: s.offset, qAt });
+    }
+  }
+
+  /** A matrix's next random Q, from its own generator. */
+  private initialQ(x: MatrixSlot): Float32Array {
+    let g = this.generators.get(x.param);
+    if (!g) this.generators.set(x.param, (g = new Generator(this.seed * 1_000_003 + x.param + 1)));
+    return Float32Array.from(g.normal(x.m * x.r));
+  }
+}
+
+/** Each matrix of a bucket state with the offset of its Q. */
+function* qOffsets(state: BucketState): IterableIterator<[MatrixSlot, number]> {
+  let qAt = 0;
+  for (const x of state.matrices) {
+    yield [x, qAt];
+    qAt += x.m * x.r;
   }
 }
 
@@ -135,7 +200,7 @@ async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float
   }
   const plainWork = b.plainBuf.length > 0 ? group.allReduce(b.plainBuf, { op: ReduceOp.AVG }) : null;
   // P = M Q for every matrix, summed over ranks, orthonormalized; Q = Mᵀ P averaged over ranks; M ≈ P Qᵀ
-  const each = (fn: (x: { offset: number; n: number; m: number; r: number }, pAt: number, qAt: number) => void) => {
+  const each = (fn: (x: MatrixSlot, pAt: number, qAt: number) => void) => {
     let pAt = 0;
     let qAt = 0;
     for (const x of b.matrices) {

@@ -114,6 +114,41 @@ async function powerSGDTrain(pg: ProcessGroup): Promise<Record<string, unknown>>
 }
 
 /**
+ * PowerSGD (error feedback, warm start, from iteration 0) trained 12 steps twice: its buckets laid
+ * out once (after the rebuild), and moved every iteration by the autotune's trials. The state
+ * follows each parameter, so both must land on the same parameters (was: each new bucket started
+ * afresh, error and Q lost, and its Q drawn per bucket).
+ */
+async function powerSGDRelayout(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const [name, opts] of [
+    ['fixed', { bucketCapMB: 1, firstBucketMB: 0.0001 }],
+    ['tuned', { bucketCapCandidatesMB: [0.0001, 0.002, 1], firstBucketMB: 0.0001 }],
+  ] as const) {
+    const model = mlp(23, [16, 32, 8]);
+    const ddp = await DistributedDataParallel.create(model, opts);
+    ddp.registerCommHook(new PowerSGDState({ matrixApproximationRank: 1, startPowerSGDIter: 0 }), powerSGDHook);
+    const opt = new SGD(model.parameters(), { lr: 0.2 });
+    const x = normal([12, 16], 92);
+    const y = normal([12, 8], 93);
+    const [from, to] = shareOf(12, pg.rank, pg.size);
+    const layouts = new Set<string>();
+    for (let s = 0; s < 12; s++) {
+      const loss = tidy(() => mse(ddp.forward(rows(x, from, to)), rows(y, from, to)));
+      await loss.backward();
+      layouts.add(JSON.stringify(ddp.bucketLayout));
+      loss.dispose();
+      opt.step();
+      opt.zeroGrad();
+    }
+    tf.dispose([x, y]);
+    out[name] = { params: snapshot(model), layouts: layouts.size };
+    model.dispose();
+  }
+  return out;
+}
+
+/**
  * Six steps; at step 2 rank 1's hook passes a reduce op the group rejects. Both ranks catch
  * each step's error and go on, as a training loop that logs and skips a bad batch would.
  * Every step from 2 on must fail on both ranks (no step may match rank 1's next all-reduce
@@ -155,5 +190,6 @@ export const hookScenarios: Record<string, Scenario> = {
   compression: compressionScenario,
   powerSGDExact,
   powerSGDTrain,
+  powerSGDRelayout,
   hookFailureCaught,
 };
