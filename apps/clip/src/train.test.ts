@@ -110,7 +110,9 @@ describe('apps/clip --resume under other options', () => {
     // before: a run without --resume started afresh, and its first save removed the checkpoint
     const kept = bytes('restream', MODEL_FILE);
     const fresh = await train('restream', ['--seed', '4', '--exit-after', '1'], 2, 1);
-    expect(fresh).toMatch(/ResumeError: rank [01]: .*ckpt holds a checkpoint .* pass --resume to continue it, --overwrite/);
+    expect(fresh).toMatch(
+      /ResumeError: rank [01]: .*ckpt holds a checkpoint .* pass --resume to continue it, --overwrite/,
+    );
     expect(bytes('restream', MODEL_FILE).equals(kept)).toBe(true);
     // before: 20000 of the 10000 test pairs evaluated the missing half as misses
     expect(await train('restream', ['--resume', '--eval-size', '20000'], 2, 1)).toContain(

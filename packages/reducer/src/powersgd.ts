@@ -149,8 +149,8 @@ export class PowerSGDState {
 
   /** A matrix's next random Q, from its own generator. */
   private initialQ(x: MatrixSlot): Float32Array {
-    let g = this.generators.get(x.param);
-    if (!g) this.generators.set(x.param, (g = new Generator(this.seed * 1_000_003 + x.param + 1)));
+    const g = this.generators.get(x.param) ?? new Generator(this.seed * 1_000_003 + x.param + 1);
+    this.generators.set(x.param, g);
     return Float32Array.from(g.normal(x.m * x.r));
   }
 }

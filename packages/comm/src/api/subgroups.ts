@@ -20,7 +20,7 @@ async function agreedGroupId(w: World, members: number[], timeoutMs: number): Pr
   w.groupsMade.set(list, made + 1);
   const key = `group/${list}/${made}`;
   const me = w.group.ranks[w.group.rank];
-  const lowest = members[0] as number;
+  const lowest = members[0];
   const timedOut = (who: string, e: unknown) =>
     new CommTimeoutError(
       `rank ${me}: newGroup([${list}]): ${who} did not make this group (group ${made + 1} of these ranks here) ` +

@@ -22,7 +22,7 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     result.a = (await newGroup([0, 1, 2]))?.size;
   }
-  const skipper = { skip: 2, missing: 0, absent: 1 }[scenario as string];
+  const skipper = { skip: 2, missing: 0, absent: 1 }[scenario];
   const a = skipper === undefined || world.rank === skipper ? null : await newGroup([0, 1], { timeoutMs: 3_000 });
   const b = scenario === 'skip' ? await newGroup([0, 2]) : null;
   if (a && scenario === 'skip') {
