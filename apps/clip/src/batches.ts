@@ -20,6 +20,9 @@ export class GlobalBatchSampler {
     readonly seed: number,
   ) {
     this.batchesPerEpoch = Math.floor(datasetSize / globalBatch);
+    // no whole batch per epoch: every position would divide by zero (a "seed NaN" error far from here)
+    if (!(this.batchesPerEpoch >= 1))
+      throw new RangeError(`global batch ${globalBatch} is larger than the ${datasetSize} training samples`);
   }
 
   /** Epoch and batch within it of micro-batch u. */
