@@ -81,16 +81,17 @@ async function newestEntry(dir: string, metaFile: string): Promise<Entry | undef
  * `<dir>.tmp-*` / `<dir>.old-*` sibling holding one.
  */
 export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
-  const entry = await newestEntry(dir, metaFile);
   const highest = (await listEntries(dir))[0];
-  // a commit renames a complete entry into place: the highest one without metaFile was damaged
-  // afterwards, and taking the older one (or none: a run started afresh) would hide that
-  if (highest && highest.name !== entry?.name && !(await exists(join(dir, highest.name, metaFile))))
+  if (highest) {
+    if (await exists(join(dir, highest.name, metaFile))) return join(dir, highest.name);
+    // a commit renames a complete entry into place: the highest one without metaFile was damaged
+    // afterwards, and taking the older one (or none: a run started afresh) would hide that
+    const older = await newestEntry(dir, metaFile);
     throw new CheckpointError(
       `${join(dir, highest.name)} has no ${metaFile}: the newest checkpoint is damaged; move it out of ${dir} ` +
-        `to load ${entry ? `the older ${entry.name}` : 'nothing (no older checkpoint is there)'}`,
+        `to load ${older ? `the older ${older.name}` : 'nothing (no older checkpoint is there)'}`,
     );
-  if (entry) return join(dir, entry.name);
+  }
   if (await exists(join(dir, metaFile))) return dir;
   const parent = dirname(dir);
   const prefix = basename(dir);

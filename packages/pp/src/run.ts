@@ -114,7 +114,7 @@ export async function pipelineStep(
   // batch's mean, when the last micro-batch was smaller (5 rows as 2, 2, 1: 8e-2 off, silently)
   const rows = microBatches.map((b) => rowsOf(b.target));
   const total = rows.reduce((a, b) => a + b, 0);
-  const shareOf = (mb: number) => (rows.every((r) => r > 0) ? rows[mb] / total : 1 / m);
+  const shares = rows.every((r) => r > 0) ? rows.map((r) => r / total) : rows.map(() => 1 / m);
   const count = activationShape.reduce((a, b) => a * b, 1);
   const stash = new Map<number, Stash>();
   const received = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
@@ -147,7 +147,7 @@ export async function pipelineStep(
       if (stage.isLast) {
         const target = batch.target;
         if (target === undefined) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
-        output = tidy(() => stage.loss(stage.forward(x), target).mul(shareOf(mb)));
+        output = tidy(() => stage.loss(stage.forward(x), target).mul(shares[mb]));
         loss += output.item();
       } else {
         output = tidy(() => stage.forward(x));

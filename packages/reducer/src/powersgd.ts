@@ -45,11 +45,11 @@ interface BucketState {
   warm: boolean;
 }
 
-/** Where a parameter's state was last: its bucket's state, its offset there and its Q's (−1: not compressed). */
+/** Where a parameter's state was last: its bucket's state, its offset there, and its Q's if compressed. */
 interface Home {
   state: BucketState;
   offset: number;
-  qAt: number;
+  qAt: number | null;
 }
 
 /**
@@ -85,13 +85,15 @@ export class PowerSGDState {
   }
 
   stateOf(bucket: GradBucket): BucketState {
-    const known = this.buckets.get(bucket.buffer);
-    const state = known ?? this.layOut(bucket);
-    if (!state.warm) for (const [x, qAt] of qOffsets(state)) state.q.set(this.initialQ(x), qAt);
-    if (!known) {
+    let state = this.buckets.get(bucket.buffer);
+    const carried = new Set<number>();
+    if (state === undefined) {
+      state = this.layOut(bucket);
       this.buckets.set(bucket.buffer, state);
-      this.carryOver(bucket, state);
+      this.carryOver(bucket, state, carried);
     }
+    if (!state.warm)
+      for (const [x, qAt] of qOffsets(state)) if (!carried.has(x.param)) state.q.set(this.initialQ(x), qAt);
     state.warm = this.warmStart;
     return state;
   }
@@ -109,41 +111,38 @@ export class PowerSGDState {
         matrices.push({ param: s.index, offset: s.offset, n, m, r });
       else plain.push({ offset: s.offset, size: s.size });
     }
-    const size = (f: (x: MatrixSlot) => number) => matrices.reduce((t, x) => t + f(x), 0);
+    const plainSize = plain.reduce((t, x) => t + x.size, 0);
+    const pSize = matrices.reduce((t, x) => t + x.n * x.r, 0);
+    const qSize = matrices.reduce((t, x) => t + x.m * x.r, 0);
     return {
       matrices,
       plain,
-      plainBuf: sharedArray(
-        Float32Array,
-        plain.reduce((t, x) => t + x.size, 0),
-      ),
-      p: sharedArray(
-        Float32Array,
-        size((x) => x.n * x.r),
-      ),
-      q: sharedArray(
-        Float32Array,
-        size((x) => x.m * x.r),
-      ),
+      plainBuf: sharedArray(Float32Array, plainSize),
+      p: sharedArray(Float32Array, pSize),
+      q: sharedArray(Float32Array, qSize),
       error: null,
       warm: false,
     };
   }
 
-  /** A new bucket's parameters bring their error and (warm start) Q from their last bucket. */
-  private carryOver(bucket: GradBucket, state: BucketState): void {
-    const qAtOf = new Map([...qOffsets(state)].map(([x, qAt]) => [x.param, qAt]));
+  /**
+   * A new bucket's parameters bring their error and (warm start) Q from their last bucket; adds
+   * to `carried` the parameters whose Q came along.
+   */
+  private carryOver(bucket: GradBucket, state: BucketState, carried: Set<number>): void {
+    const compressed = new Map([...qOffsets(state)].map(([x, qAt]) => [x.param, { x, qAt }]));
     for (const s of bucket.parameters) {
       const home = this.homes.get(s.index);
-      const qAt = qAtOf.get(s.index) ?? -1;
+      const matrix = compressed.get(s.index);
       if (home?.state.error) {
         state.error ??= new Float32Array(bucket.buffer.length);
         state.error.set(home.state.error.subarray(home.offset, home.offset + s.size), s.offset);
       }
-      const matrix = state.matrices.find((x) => x.param === s.index);
-      if (home && this.warmStart && home.state.warm && home.qAt >= 0 && matrix)
-        state.q.set(home.state.q.subarray(home.qAt, home.qAt + matrix.m * matrix.r), qAt);
-      this.homes.set(s.index, { state, offset: s.offset, qAt });
+      if (home && this.warmStart && home.state.warm && home.qAt !== null && matrix) {
+        state.q.set(home.state.q.subarray(home.qAt, home.qAt + matrix.x.m * matrix.x.r), matrix.qAt);
+        carried.add(s.index);
+      }
+      this.homes.set(s.index, { state, offset: s.offset, qAt: matrix?.qAt ?? null });
     }
   }
 
