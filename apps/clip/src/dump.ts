@@ -1,8 +1,8 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MAX_LOGIT_SCALE } from '@ddp/contrastive';
 import { mnistDataDir } from '@ddp/data';
-import { type AdamW, saveSafetensors, toSafeTensor, type WarmupCosineLR } from '@ddp/nn';
+import { type AdamW, makeDirectories, saveSafetensors, toSafeTensor, type WarmupCosineLR } from '@ddp/nn';
 import { GlobalBatchSampler } from './batches.js';
 import { ALL_CAPTIONS, type DigitPairs, partner, tokenize } from './data.js';
 import type { ClipModel } from './model.js';
@@ -46,7 +46,7 @@ export interface DumpSource {
  */
 export async function dumpRun(dir: string, source: DumpSource): Promise<string[]> {
   const { model, optimizer, scheduler, train, test, run } = source;
-  await mkdir(dir, { recursive: true });
+  await makeDirectories(dir);
   const files = [join(dir, DUMP_FILES.weights), join(dir, DUMP_FILES.data), join(dir, DUMP_FILES.run)];
   const weights = new Map([...model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   await saveSafetensors(files[0], weights, { format: 'pt' });

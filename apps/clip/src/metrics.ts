@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { type FileHandle, mkdir, open, writeFile } from 'node:fs/promises';
+import { type FileHandle, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Row } from '@ddp/plot';
+import { makeDirectories } from '@ddp/nn';
 
 /** One line of metrics.jsonl: a training step, or an evaluation (with zeroShotTop1). */
 export interface MetricRow {
@@ -30,7 +31,7 @@ export class MetricsLog {
   }
 
   async open(resumedStep: number | null): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    await makeDirectories(this.dir);
     const kept = resumedStep === null ? [] : this.rows().filter((r) => r.step <= resumedStep);
     await writeFile(this.path, kept.map((r) => `${JSON.stringify(r)}\n`).join(''));
     this.file = await open(this.path, 'a');

@@ -223,8 +223,27 @@ export async function readNewestEntry<T>(
 
 /** Creates dir (if needed) and an empty temporary entry in it; returns the entry's path. */
 export async function createTemporaryEntry(dir: string, name = temporaryEntryName()): Promise<string> {
-  await mkdir(dir, { recursive: true });
-  // not recursive: its recursive form reports a read-only file system as ENOENT, as if dir were missing
+  await makeDirectories(dir);
   await mkdir(join(dir, name));
   return join(dir, name);
+}
+
+/**
+ * `mkdir -p`, one level at a time. Node's recursive form reports a read-only file system as ENOENT
+ * (as if dir were missing), and loops forever where mkdir answers ENOENT under a parent that exists
+ * (procfs: a checkpoint dir under /proc spun at 100 % CPU).
+ */
+export async function makeDirectories(dir: string): Promise<void> {
+  try {
+    await mkdir(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && (await stat(dir)).isDirectory()) return;
+    if (code !== 'ENOENT' || dirname(dir) === dir) throw error;
+    await makeDirectories(dirname(dir));
+    // a second ENOENT, its parent now there, is the file system's own answer and is raised
+    await mkdir(dir).catch((again: NodeJS.ErrnoException) => {
+      if (again.code !== 'EEXIST') throw again;
+    });
+  }
 }

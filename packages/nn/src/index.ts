@@ -18,6 +18,7 @@ export {
   entryToLoad,
   LATEST_LINK,
   latestEntry,
+  makeDirectories,
   readNewestEntry,
   temporaryEntryName,
 } from './checkpoint-dir.js';
