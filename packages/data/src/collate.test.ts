@@ -83,4 +83,41 @@ describe('defaultCollate', () => {
     edge.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
+
+  it('refuses what it cannot collate: a Date, Map or class instance became {}, silently (torch raises)', () => {
+    class Record {
+      #id = 1;
+      get id() {
+        return this.#id;
+      }
+    }
+    expect(() => defaultCollate([new Date(1), new Date(2)])).toThrow(/batch: cannot collate a Date/);
+    expect(() => defaultCollate([new Map([[1, 2]]), new Map()])).toThrow(/batch: cannot collate a Map/);
+    expect(() => defaultCollate([{ r: new Record() }, { r: new Record() }])).toThrow(
+      /batch\.r: cannot collate a Record/,
+    );
+    const bareRecord = (y: number): { y: number } => Object.assign(Object.create(null), { y });
+    const bare = defaultCollate([bareRecord(1), bareRecord(2)]);
+    expect(Array.from(bare.y.dataSync())).toEqual([1, 2]);
+    bare.y.dispose();
+  });
+
+  it('mismatched tensors, int64 arrays and bad NDArray shapes are CollateErrors naming the sample (were untyped)', () => {
+    const before = tf.memory().numTensors;
+    expect(() => defaultCollate([{ x: tf.ones([2]) }, { x: tf.ones([3]) }])).toThrow(
+      /batch\.x: sample 1 is a float32 tensor of shape \[3\], sample 0 a float32 of \[2\]/,
+    );
+    expect(() => defaultCollate([tf.ones([2], 'int32'), tf.ones([2])])).toThrow(/sample 1 is a float32 tensor/);
+    expect(() => defaultCollate([BigInt64Array.of(1n)] as unknown as Int32Array[])).toThrow(
+      /batch: sample 0 is a BigInt64Array, which no tensor dtype holds/,
+    );
+    expect(() => defaultCollate([new DataView(new ArrayBuffer(4))] as unknown as Int32Array[])).toThrow(CollateError);
+    for (const shape of [
+      [-2, -3],
+      [2.5, 2.4],
+    ]) {
+      expect(() => defaultCollate([{ data: new Float32Array(6), shape }])).toThrow(/non-negative integers/);
+    }
+    expect(tf.memory().numTensors).toBe(before);
+  });
 });

@@ -41,6 +41,13 @@ export interface CollateOptions {
   numberDtype?: 'auto' | 'float32' | 'int32';
 }
 
+/** An object literal (or Object.create(null)): a Date, Map or class instance has no fields to collate (was {}). */
+export function isPlainObject(x: unknown): x is Record<string, unknown> {
+  if (typeof x !== 'object' || x === null) return false;
+  const proto = Object.getPrototypeOf(x);
+  return proto === Object.prototype || proto === null;
+}
+
 function isNDArray(x: unknown): x is NDArray {
   if (typeof x !== 'object' || x === null) return false;
   const r = x as Partial<NDArray>;
@@ -51,9 +58,32 @@ function dtypeOf(a: SampleArray): 'float32' | 'int32' {
   return a instanceof Float32Array || a instanceof Float64Array ? 'float32' : 'int32';
 }
 
+/** The typed arrays a tensor can be made of: not BigInt64Array (tfjs has no int64) nor a DataView. */
+const SAMPLE_ARRAYS = [
+  Float32Array,
+  Float64Array,
+  Int8Array,
+  Int16Array,
+  Int32Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Uint16Array,
+  Uint32Array,
+];
+
 /** Stacks equally shaped typed arrays into one tensor of shape [B, ...shape]. */
 function stackArrays(arrays: NDArray[], path: string): tf.Tensor {
   const { shape } = arrays[0];
+  if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw new CollateError(`${path}: sample 0 has shape [${shape}]; a shape holds non-negative integers`);
+  }
+  const unsupported = arrays.findIndex((a) => !SAMPLE_ARRAYS.some((type) => a.data instanceof type));
+  if (unsupported >= 0) {
+    throw new CollateError(
+      `${path}: sample ${unsupported} is a ${arrays[unsupported].data.constructor.name}, which no tensor dtype holds ` +
+        '(int64 is not one); convert it to an Int32Array or a Float64Array first',
+    );
+  }
   const dtype = dtypeOf(arrays[0].data);
   const size = shape.reduce((a, b) => a * b, 1);
   const out = dtype === 'float32' ? new Float32Array(arrays.length * size) : new Int32Array(arrays.length * size);
@@ -124,6 +154,12 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
     const ts = samples as tf.Tensor[];
     ts.forEach((t, i) => {
       if (!(t instanceof tf.Tensor)) throw new CollateError(`${path}: sample ${i} is not a tensor`);
+      if (!tf.util.arraysEqual(t.shape, ts[0].shape) || t.dtype !== ts[0].dtype) {
+        throw new CollateError(
+          `${path}: sample ${i} is a ${t.dtype} tensor of shape [${t.shape}], ` +
+            `sample 0 a ${ts[0].dtype} of [${ts[0].shape}]`,
+        );
+      }
     });
     return tf.stack(ts);
   }
@@ -153,7 +189,7 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
       ),
     );
   }
-  if (typeof first === 'object' && first !== null) {
+  if (isPlainObject(first)) {
     const keys = Object.keys(first);
     const out: Record<string, unknown> = {};
     for (const key of keys) {
@@ -165,11 +201,15 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
     }
     return out;
   }
-  throw new CollateError(`${path}: cannot collate a ${kind(first)}`);
+  const what = typeof first === 'object' && first !== null ? (first.constructor?.name ?? 'object') : kind(first);
+  throw new CollateError(
+    `${path}: cannot collate a ${what}: ` +
+      'samples hold tensors, typed arrays, numbers, booleans, strings, arrays or plain objects',
+  );
 }
 
-/** Every tf.Tensor inside a sample (they are disposed once stacked into the batch). */
-function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
+/** Every tf.Tensor inside a sample (they are disposed once stacked into the batch, or dropped). */
+export function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
   if (x instanceof tf.Tensor) out.push(x);
   else if (Array.isArray(x)) for (const v of x) tensorsIn(v, out);
   else if (typeof x === 'object' && x !== null && !ArrayBuffer.isView(x))

@@ -4,6 +4,7 @@ import { DataLoader } from './dataloader.js';
 import { ArrayDataset, Dataset, GeneratorDataset } from './dataset.js';
 import { DistributedSampler } from './distributed-sampler.js';
 import { DataArgumentError } from './errors.js';
+import { Generator } from './generator.js';
 import { ShardedIterableDataset } from './shard.js';
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -177,6 +178,73 @@ describe('DataLoader', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  it('tensor samples: a failing getItem (sync or async), a failing stream and a dropped partial batch leak nothing', async () => {
+    class Failing extends Dataset<tf.Tensor> {
+      constructor(private readonly asynchronous: boolean) {
+        super();
+      }
+      get length() {
+        return 8;
+      }
+      getItem(i: number) {
+        if (i !== 5) return this.asynchronous ? Promise.resolve(tf.fill([2], i)) : tf.fill([2], i);
+        if (this.asynchronous) return Promise.reject(new Error('bad record 5'));
+        throw new Error('bad record 5');
+      }
+    }
+    const failingStream = new GeneratorDataset(function* () {
+      for (let i = 0; i < 5; i++) yield tf.fill([2], i);
+      throw new Error('bad record 5');
+    });
+    const before = tf.memory().numTensors;
+    for (const source of [new Failing(false), new Failing(true), failingStream]) {
+      await expect(async () => {
+        for await (const batch of new DataLoader(source, { batchSize: 4 })) tf.dispose(batch);
+      }).rejects.toThrow('bad record 5');
+      expect(tf.memory().numTensors).toBe(before); // were 1, 3 and 1 tensors of the batch's other samples
+    }
+    const seven = new GeneratorDataset(function* () {
+      for (let i = 0; i < 7; i++) yield tf.fill([2], i);
+    });
+    for (const source of [seven, new ShardedIterableDataset(seven, { numShards: 2, shardIndex: 0, dropLast: true })]) {
+      for await (const batch of new DataLoader(source, { batchSize: 2, dropLast: true })) tf.dispose(batch);
+      expect(tf.memory().numTensors).toBe(before); // the dropped partial batch, and the other shard's items
+    }
+  });
+
+  it('an ArrayDataset of tensors serves every epoch (the first epoch disposed them: the second failed untyped)', async () => {
+    const data = new ArrayDataset(range(4).map((i) => ({ x: tf.fill([2], i), y: i })));
+    const before = tf.memory().numTensors;
+    for (let epoch = 0; epoch < 2; epoch++) {
+      const xs: number[] = [];
+      for await (const { x, y } of new DataLoader(data, { batchSize: 2 })) {
+        xs.push(...x.dataSync());
+        tf.dispose([x, y]);
+      }
+      expect(xs).toEqual([0, 0, 1, 1, 2, 2, 3, 3]);
+      expect(tf.memory().numTensors).toBe(before);
+    }
+  });
+
+  it("samples the dataset's current length each epoch (items appended later were skipped), as torch reads len()", async () => {
+    const items = [0, 1, 2];
+    const data = new ArrayDataset(items);
+    for (const shuffle of [false, true]) {
+      const loader = new DataLoader(data, { batchSize: 10, shuffle });
+      items.push(items.length, items.length + 1);
+      expect(loader.length).toBe(1);
+      expect((await epochLabels(loader)).flat().sort()).toEqual(range(items.length));
+    }
+  });
+
+  it('takes any object with length and getItem, as torch takes any __len__/__getitem__; refuses what is neither', async () => {
+    const plain = { length: 3, getItem: (i: number) => i * 10 };
+    expect(await epochLabels(new DataLoader(plain, { batchSize: 2 }))).toEqual([[0, 10], [20]]);
+    expect(() => new DataLoader({ length: 3 } as unknown as number[])).toThrow(
+      /neither map-style \(length and getItem\) nor \(async\) iterable/,
+    );
+  });
+
   it('batches an iterable dataset, with dropLast and a custom collate', async () => {
     const stream = new GeneratorDataset(async function* () {
       for (let i = 0; i < 7; i++) yield i;
@@ -231,5 +299,8 @@ describe('DataLoader', () => {
     expect(
       () => new DataLoader(ds, { shuffle: true, sampler: new DistributedSampler(3, { numReplicas: 1, rank: 0 }) }),
     ).toThrow(DataArgumentError);
+    // were ignored: the order was sequential
+    expect(() => new DataLoader(ds, { seed: 5 })).toThrow(/seed and generator seed the shuffle: pass shuffle: true/);
+    expect(() => new DataLoader(ds, { shuffle: false, generator: new Generator(1) })).toThrow(DataArgumentError);
   });
 });

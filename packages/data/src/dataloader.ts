@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
-import { type Collated, defaultCollate } from './collate.js';
-import { Dataset } from './dataset.js';
+import { type Collated, defaultCollate, tensorsIn } from './collate.js';
+import { type Dataset, isMapDataset } from './dataset.js';
 import { checkDataOptions, DataArgumentError } from './errors.js';
 import type { Generator } from './generator.js';
 import { startPass } from './one-shot.js';
@@ -28,6 +28,22 @@ export interface DataLoaderOptions<T, B> {
 const DATA_LOADER_OPTIONS = ['batchSize', 'shuffle', 'seed', 'generator', 'sampler', 'dropLast', 'collate', 'prefetch'];
 
 type Source<T> = Dataset<T> | AsyncIterable<T> | Iterable<T>;
+
+function isIterable<T>(x: object): x is AsyncIterable<T> | Iterable<T> {
+  return Symbol.asyncIterator in x || Symbol.iterator in x;
+}
+
+/**
+ * One batch's samples. When a getItem fails (throws or rejects), the samples the others made are
+ * disposed before the first failure is raised: their tensors had no other owner.
+ */
+async function readSamples<T>(dataset: Dataset<T>, indices: number[]): Promise<T[]> {
+  const settled = await Promise.allSettled(indices.map(async (i) => dataset.getItem(i)));
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value);
+  tf.dispose(settled.flatMap((r) => (r.status === 'fulfilled' ? tensorsIn(r.value) : [])));
+  throw failed.reason;
+}
 
 /**
  * Batches a dataset (torch.utils.data.DataLoader), iterated with `for await`.
@@ -61,13 +77,22 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     if (opts.sampler && opts.shuffle) {
       throw new DataArgumentError('sampler option is mutually exclusive with shuffle');
     }
-    if (dataset instanceof Dataset) {
+    if (!opts.shuffle && (opts.seed !== undefined || opts.generator !== undefined)) {
+      throw new DataArgumentError('seed and generator seed the shuffle: pass shuffle: true, or leave them out');
+    }
+    if (isMapDataset(dataset)) {
+      // the dataset itself, so each epoch samples its current length (torch's len(dataset))
       this.sampler =
         opts.sampler ??
         (opts.shuffle
-          ? new RandomSampler(dataset.length, { seed: opts.seed, generator: opts.generator })
-          : new SequentialSampler(dataset.length));
+          ? new RandomSampler(dataset, { seed: opts.seed, generator: opts.generator })
+          : new SequentialSampler(dataset));
     } else {
+      if (!isIterable(dataset)) {
+        throw new DataArgumentError(
+          'DataLoader: the dataset is neither map-style (length and getItem) nor (async) iterable',
+        );
+      }
       if (opts.sampler || opts.shuffle) {
         throw new DataArgumentError('an iterable dataset takes no sampler and no shuffle: its stream sets the order');
       }
@@ -104,12 +129,18 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
   private async *streamBatches(stream: AsyncIterator<T> | Iterator<T>): AsyncGenerator<T[]> {
     for (;;) {
       const batch: T[] = [];
-      while (batch.length < this.batchSize) {
-        const r = await stream.next();
-        if (r.done) break;
-        batch.push(r.value);
+      try {
+        while (batch.length < this.batchSize) {
+          const r = await stream.next();
+          if (r.done) break;
+          batch.push(r.value);
+        }
+      } catch (error) {
+        tf.dispose(tensorsIn(batch)); // the samples read before the stream failed
+        throw error;
       }
       if (batch.length === this.batchSize || (batch.length > 0 && !this.dropLast)) yield batch;
+      else tf.dispose(tensorsIn(batch)); // dropLast's partial batch
       if (batch.length < this.batchSize) return;
     }
   }
@@ -118,12 +149,12 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     const dataset = this.dataset;
     let stream: AsyncIterator<T> | Iterator<T> | null = null;
     let next: () => Promise<IteratorResult<T[]>>;
-    if (dataset instanceof Dataset) {
+    if (isMapDataset(dataset)) {
       const indices = this.indexBatches(this.sampler!);
       next = async () => {
         const r = indices.next();
         if (r.done) return { done: true, value: undefined };
-        return { done: false, value: await Promise.all(r.value.map((i) => dataset.getItem(i))) };
+        return { done: false, value: await readSamples(dataset, r.value) };
       };
     } else {
       startPass(dataset, 'DataLoader');

@@ -1,3 +1,5 @@
+import { tf } from '@ddp/tensor';
+import { isPlainObject } from './collate.js';
 import { startPass } from './one-shot.js';
 
 /** A map-style dataset: a known length and random access by index (torch.utils.data.Dataset). */
@@ -7,7 +9,24 @@ export abstract class Dataset<T> {
   abstract getItem(index: number): T | Promise<T>;
 }
 
-/** A dataset over samples already in memory. */
+/**
+ * Map-style by shape, as torch takes any object with __len__ and __getitem__: a plain object, or a
+ * Dataset from another copy of this package, passes where `instanceof Dataset` would not.
+ */
+export function isMapDataset<T>(x: unknown): x is Dataset<T> {
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    typeof (x as { getItem?: unknown }).getItem === 'function' &&
+    typeof (x as { length?: unknown }).length === 'number'
+  );
+}
+
+/**
+ * A dataset over samples already in memory (torch's TensorDataset too). Tensors in a sample are
+ * handed out as clones, which share the data: collation consumes (disposes) what it is given, and
+ * an epoch disposed the array's own tensors, so the next failed.
+ */
 export class ArrayDataset<T> extends Dataset<T> {
   constructor(private readonly items: readonly T[]) {
     super();
@@ -16,8 +35,16 @@ export class ArrayDataset<T> extends Dataset<T> {
     return this.items.length;
   }
   getItem(index: number): T {
-    return this.items[index]!;
+    return withClonedTensors(this.items[index]!);
   }
+}
+
+function withClonedTensors<T>(x: T): T {
+  if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x)) return x;
+  if (x instanceof tf.Tensor) return tf.clone(x) as T;
+  if (Array.isArray(x)) return x.map(withClonedTensors) as T;
+  if (!isPlainObject(x)) return x;
+  return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, withClonedTensors(v)])) as T;
 }
 
 /** A stream of samples of unknown length (torch.utils.data.IterableDataset). */

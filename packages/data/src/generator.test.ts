@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DataArgumentError } from './errors.js';
-import { Generator } from './generator.js';
+import { Generator, type GeneratorState } from './generator.js';
 
 describe('Generator', () => {
   it('same seed → same stream; different seeds differ', () => {
@@ -31,5 +31,21 @@ describe('Generator', () => {
     expect(() => new Generator(-1)).toThrow(DataArgumentError);
     expect(() => new Generator(1.5)).toThrow(DataArgumentError);
     expect(() => new Generator(0).randint(0)).toThrow(DataArgumentError);
+  });
+  it('setState refuses words that are not uint32 (2^32 was stored as 0: an all-zero state, the same order forever)', () => {
+    for (const state of [
+      [2 ** 32, 0, 0, 0],
+      [-1, 1, 1, 1],
+      [1.5, 1, 1, 1],
+      [Number.NaN, 1, 1, 1],
+      ['1', 1, 1, 1],
+      [0, 0, 0, 0],
+      [1, 2, 3],
+    ]) {
+      expect(() => new Generator(7).setState(state as unknown as GeneratorState), JSON.stringify(state)).toThrow(
+        /Generator state must be four integers in \[0, 2\^32\)/,
+      );
+    }
+    expect(new Generator(7).setState([2 ** 32 - 1, 0, 0, 0]).getState()).toEqual([2 ** 32 - 1, 0, 0, 0]);
   });
 });

@@ -28,7 +28,8 @@ export class Generator {
     if (!Number.isSafeInteger(seed) || seed < 0) {
       throw new DataArgumentError(`Generator seed must be an integer in [0, 2^53), got ${seed}`);
     }
-    // Mix the high and low halves so seeds above 2^32 still differ.
+    // Mix the high and low halves, so seeds above 2^32 differ from their low 32 bits (not from
+    // every other seed: 2^53 seeds map onto 2^32 mixes).
     let x = (seed >>> 0) ^ Math.imul(Math.floor(seed / 2 ** 32), 0x27d4eb2d);
     for (let i = 0; i < 4; i++) {
       const [next, out] = splitmix32(x);
@@ -44,8 +45,13 @@ export class Generator {
   }
 
   setState(state: GeneratorState): this {
-    if (state.length !== 4 || state.every((w) => w === 0)) {
-      throw new DataArgumentError('Generator state must be four 32-bit words, not all zero');
+    // Uint32Array.set wraps what is not a uint32 (2^32 → 0, -1 → 2^32-1, NaN → 0) silently: an
+    // all-zero state that way never leaves zero, and every permutation after it was the same.
+    const word = (w: unknown) => Number.isInteger(w) && (w as number) >= 0 && (w as number) < 2 ** 32;
+    if (!Array.isArray(state) || state.length !== 4 || !state.every(word) || state.every((w) => w === 0)) {
+      throw new DataArgumentError(
+        `Generator state must be four integers in [0, 2^32), not all zero; got ${JSON.stringify(state)}`,
+      );
     }
     this.s.set(state);
     return this;

@@ -1,4 +1,4 @@
-import { DataArgumentError } from './errors.js';
+import { checkDataOptions, DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 
 /** Yields dataset indices; `length` is how many one epoch yields. */
@@ -8,37 +8,94 @@ export interface Sampler extends Iterable<number> {
   setEpoch?(epoch: number): void;
 }
 
+/** What a sampler draws from: a dataset, read anew each epoch as torch's len(data_source), or a count. */
+export type SamplerSource = { readonly length: number } | number;
+
 export function checkLength(n: number, what: string): void {
   if (!Number.isSafeInteger(n) || n < 0) {
     throw new DataArgumentError(`${what} must be a non-negative integer, got ${n}`);
   }
 }
 
+/** The source's current length, checked: items appended to a dataset are sampled from the next epoch on. */
+function sourceLength(source: SamplerSource, what: string): number {
+  const n = typeof source === 'number' ? source : source.length;
+  checkLength(n, `${what} length`);
+  return n;
+}
+
 /** 0, 1, …, n-1. */
 export class SequentialSampler implements Sampler {
-  constructor(readonly length: number) {
-    checkLength(length, 'SequentialSampler length');
+  constructor(private readonly source: SamplerSource) {
+    sourceLength(source, 'SequentialSampler');
+  }
+  get length(): number {
+    return sourceLength(this.source, 'SequentialSampler');
   }
   *[Symbol.iterator](): Iterator<number> {
-    for (let i = 0; i < this.length; i++) yield i;
+    const n = this.length;
+    for (let i = 0; i < n; i++) yield i;
   }
 }
 
+export interface RandomSamplerOptions {
+  /** Draw with replacement (default false). */
+  replacement?: boolean;
+  /** Indices per epoch (default: the dataset's length); above it only with replacement or in repeated permutations. */
+  numSamples?: number;
+  /** Seed of a generator made for this sampler (default 0); excludes `generator`. */
+  seed?: number;
+  /** Generator to draw from, which advances from one epoch to the next. */
+  generator?: Generator;
+}
+
 /**
- * A fresh permutation of 0..n-1 each epoch, drawn from a seeded generator that advances
- * from one epoch to the next (torch's RandomSampler with a generator): the same seed gives
- * the same sequence of orders on every rank.
+ * Random indices each epoch, drawn from a seeded generator that advances from one epoch to the
+ * next (torch's RandomSampler with a generator): the same seed gives the same sequence of orders
+ * on every rank. Without replacement: a permutation of 0..n-1, or numSamples of them (whole
+ * permutations, then part of one, as torch); with replacement: numSamples uniform draws.
  */
 export class RandomSampler implements Sampler {
   readonly generator: Generator;
+  readonly replacement: boolean;
+  private readonly numSamples: number | undefined;
+
   constructor(
-    readonly length: number,
-    opts: { seed?: number; generator?: Generator } = {},
+    private readonly source: SamplerSource,
+    opts: RandomSamplerOptions = {},
   ) {
-    checkLength(length, 'RandomSampler length');
+    checkDataOptions('RandomSampler', opts, ['replacement', 'numSamples', 'seed', 'generator']);
+    if (opts.seed !== undefined && opts.generator !== undefined) {
+      throw new DataArgumentError('RandomSampler: give seed or generator, not both (the generator has its own seed)');
+    }
+    this.replacement = opts.replacement ?? false;
+    if (typeof this.replacement !== 'boolean') {
+      throw new DataArgumentError(`RandomSampler: replacement must be a boolean, got ${opts.replacement}`);
+    }
+    if (opts.numSamples !== undefined && (!Number.isSafeInteger(opts.numSamples) || opts.numSamples < 1)) {
+      throw new DataArgumentError(`RandomSampler: numSamples must be a positive integer, got ${opts.numSamples}`);
+    }
+    this.numSamples = opts.numSamples;
     this.generator = opts.generator ?? new Generator(opts.seed ?? 0);
+    sourceLength(source, 'RandomSampler');
   }
+
+  get length(): number {
+    return this.numSamples ?? sourceLength(this.source, 'RandomSampler');
+  }
+
   *[Symbol.iterator](): Iterator<number> {
-    yield* this.generator.randperm(this.length);
+    const n = sourceLength(this.source, 'RandomSampler');
+    const count = this.length;
+    if (count > 0 && n === 0)
+      throw new DataArgumentError(`RandomSampler: cannot draw ${count} indices from an empty dataset`);
+    if (this.replacement) {
+      for (let i = 0; i < count; i++) yield this.generator.randint(n);
+      return;
+    }
+    for (let left = count; left > 0; left -= n) {
+      const perm = this.generator.randperm(n);
+      yield* left >= n ? perm : perm.subarray(0, left);
+    }
   }
 }

@@ -1,3 +1,5 @@
+import { tf } from '@ddp/tensor';
+import { tensorsIn } from './collate.js';
 import { rankAndSizeOrDefault } from './comm-defaults.js';
 import { IterableDataset } from './dataset.js';
 import { checkDataOptions, DataArgumentError } from './errors.js';
@@ -48,20 +50,34 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
     this.dropLast = opts.dropLast ?? false;
   }
 
+  /**
+   * The items of other shards, and one this shard does not yield (dropLast, or the loop left
+   * early), are disposed: the stream made them for this process, and only its own are handed on.
+   */
   async *[Symbol.asyncIterator](): AsyncIterator<T> {
     startPass(this.source, 'ShardedIterableDataset');
     let position = 0;
     let mine: { item: T } | null = null;
-    for await (const item of this.source) {
-      if (position === this.shardIndex) mine = { item };
-      position++;
-      if (position === this.numShards) {
-        // A full round: every shard gets its item, so this one may yield.
-        yield mine!.item;
-        mine = null;
-        position = 0;
+    try {
+      for await (const item of this.source) {
+        if (position === this.shardIndex) mine = { item };
+        else tf.dispose(tensorsIn(item));
+        position++;
+        if (position === this.numShards) {
+          // A full round: every shard gets its item, so this one may yield.
+          const { item: yours } = mine!;
+          mine = null;
+          position = 0;
+          yield yours;
+        }
       }
+      if (mine && !this.dropLast) {
+        const { item: last } = mine;
+        mine = null;
+        yield last;
+      }
+    } finally {
+      if (mine) tf.dispose(tensorsIn(mine.item));
     }
-    if (mine && !this.dropLast) yield mine.item;
   }
 }
