@@ -2,7 +2,7 @@ import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 
 type Steps = [stepped: boolean, scale: number, weightSum: number][];
-type RankResult = { rank: number } & Record<string, Steps>;
+type RankResult = { rank: number; refused: string | null } & Record<string, Steps>;
 
 describe('GradScaler across 2 real processes: one rank overflows, both skip', () => {
   it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2', async () => {
@@ -11,6 +11,10 @@ describe('GradScaler across 2 real processes: one rank overflows, both skip', ()
       RankResult,
       RankResult,
     ];
+    for (const r of [r0, r1]) {
+      expect(r.refused).toMatch(/^GradScalerError: unscale_\(\): param group 0's parameter \d has its gradient split/);
+      expect(r.refused).toMatch(/over the ranks \[0,1\] .*and no processGroup/);
+    }
     for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
       const [a, b] = [r0[setting], r1[setting]];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps

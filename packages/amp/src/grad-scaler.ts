@@ -1,4 +1,4 @@
-import { mul, type Tensor } from '@ddp/autograd';
+import { gradientShardGroups, mul, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
@@ -108,6 +108,7 @@ export class GradScaler {
     if (state.foundInf !== null)
       throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
     if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
+    this.checkSplitGradients(optimizer);
     const invScale = f32(1 / this.currentScale);
     let [found, seen] = [false, false];
     for (const group of optimizer.paramGroups) {
@@ -195,6 +196,32 @@ export class GradScaler {
     const grown = f32(this.currentScale * f32(this.growthFactor));
     if (Number.isFinite(grown)) this.currentScale = grown;
     this.growthTracker = 0;
+  }
+
+  /**
+   * A gradient split over ranks (a pipeline stage's, a tensor-parallel or ZeRO-2/FSDP shard: marked
+   * by those packages) holds an inf on some ranks only: without a processGroup covering them, the
+   * others stepped while it skipped, their scales drifted apart, and every later gradient of that
+   * stage was off by their ratio, silently.
+   */
+  private checkSplitGradients(optimizer: ScalableOptimizer): void {
+    const covered = new Set(this.processGroup?.ranks ?? []);
+    for (const [g, group] of optimizer.paramGroups.entries()) {
+      for (const [i, p] of group.params.entries()) {
+        if (p.grad === null) continue;
+        const split = gradientShardGroups(p).find((over) => over.ranks.some((r) => !covered.has(r)));
+        if (split === undefined) continue;
+        throw new GradScalerError(
+          `unscale_(): param group ${g}'s parameter ${i} has its gradient split over the ranks [${split.ranks}] ` +
+            `(a pipeline stage, or a tensor-parallel, ZeRO-2 or FSDP shard), ${
+              this.processGroup
+                ? `which processGroup [${this.processGroup.ranks}] does not cover`
+                : 'and no processGroup'
+            }: they would disagree on skipping a step. ` +
+            "Pass a processGroup holding them (the world, or the grid's group)",
+        );
+      }
+    }
   }
 
   /** Whether any rank found an inf/NaN, and whether any rank saw a gradient at all (one all-reduce). */

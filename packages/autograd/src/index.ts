@@ -9,6 +9,15 @@ export { AutogradArgumentError, AutogradError, GraphFreedError, TensorDisposedEr
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';
+export {
+  gradientShardGroups,
+  markGradientShard,
+  markParameterShard,
+  type NormReduceGroup,
+  type ParameterShard,
+  parameterShardOf,
+  unmarkGradientShard,
+} from './gradient-shards.js';
 export { AccumulateGrad, Context, type Edge, Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
 export { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';

@@ -148,15 +148,21 @@ describe('damaged checkpoints', () => {
       model.dispose();
     }
   });
-  it.skipIf(process.platform !== 'linux')('a save under /proc says ENOENT at once (was: mkdir spinning forever)', async () => {
-    const model = modelAtStep(1);
-    try {
-      const error = await caught(saveCheckpoint('/proc/ddp-checkpoints/run', { model, step: 1 }));
-      expect(error).toBeInstanceOf(CheckpointError);
-      expect(error.message).toMatch(/^saveCheckpoint\(\/proc\/ddp-checkpoints\/run\): ENOENT: .*mkdir '\/proc\/ddp-checkpoints'/);
-    } finally {
-      model.dispose();
-    }
-  }, 10_000);
+  it.skipIf(process.platform !== 'linux')(
+    'a save under /proc says ENOENT at once (was: mkdir spinning forever)',
+    async () => {
+      const model = modelAtStep(1);
+      try {
+        const error = await caught(saveCheckpoint('/proc/ddp-checkpoints/run', { model, step: 1 }));
+        expect(error).toBeInstanceOf(CheckpointError);
+        expect(error.message).toMatch(
+          /^saveCheckpoint\(\/proc\/ddp-checkpoints\/run\): ENOENT: .*mkdir '\/proc\/ddp-checkpoints'/,
+        );
+      } finally {
+        model.dispose();
+      }
+    },
+    10_000,
+  );
   if (!isRoot) console.log('skipped the full-disk and read-only tests: mounting needs root');
 });

@@ -120,11 +120,22 @@ export function checkStep(step: number): void {
  * Commits a fully written, fsynced temporary entry of dir as the newest checkpoint and returns
  * its path. The rename is the commit; the pointer switch follows under the same lock, the clean-up after it.
  */
-export async function commitEntry(dir: string, temporary: string, step: number, metaFile: string): Promise<string> {
+export async function commitEntry(
+  dir: string,
+  temporary: string,
+  step: number,
+  metaFile: string,
+  /** Runs under the commit lock with the newest complete entry's path; throwing refuses the commit. */
+  beforeCommit?: (newest: string | null) => Promise<void>,
+): Promise<string> {
   checkStep(step);
   await syncDirectory(temporary);
   crashPoint('before-commit');
   const name = await withCommitLock(dir, async () => {
+    if (beforeCommit) {
+      const newest = await newestEntry(dir, metaFile);
+      await beforeCommit(newest ? join(dir, newest.name) : null);
+    }
     const generation = ((await listEntries(dir))[0]?.generation ?? 0) + 1;
     const name = `${String(generation).padStart(8, '0')}-step-${step}`;
     await rename(temporary, join(dir, name));

@@ -1,13 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { markParameterShard } from '@ddp/autograd';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { Generator } from './generator.js';
 import { SchedulerError, StepLR, WarmupCosineLR } from './lr-scheduler.js';
 import { Adam } from './optim/adam.js';
-import { markParameterShard } from './optim/gradient-shards.js';
 import { OptimizerError } from './optim/optimizer.js';
 import { SGD } from './optim/sgd.js';
 import { Toy, trainSteps } from './test/checkpoint-toy.js';
@@ -97,7 +97,7 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     const other = shardOf(1);
     const before = values(other);
     await expect(loadCheckpoint(dir, { model: other })).rejects.toThrow(
-      /holds the shards of rank 0 of \[0,1\], this model the shards of rank 1 of \[0,1\]/,
+      /holds the shards of part 0 of 2, this model the shards of part 1 of 2/,
     );
     expect(values(other)).toEqual(before);
     await expect(loadCheckpoint(dir, { model: new Toy(new Generator(9)) })).rejects.toThrow(

@@ -21,10 +21,10 @@ import {
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
+import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
-import { parameterShardOf } from './optim/gradient-shards.js';
 import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
 import { type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
 import { loadSafetensors } from './safetensors-read.js';
@@ -69,6 +69,8 @@ interface CheckpointMeta {
   extra: unknown;
   /** Which parts of split parameters (tensor-parallel shards) the model held; absent before it was saved. */
   parameterShards?: string | null;
+  /** Digest of the model's tensor names and shards (checkpoint-parts.ts); absent before it was saved. */
+  modelPart?: string;
 }
 
 /**
@@ -90,16 +92,6 @@ export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
   return { tensors, scalars };
 }
 
-/** The parts of split parameters `model` holds ("rank 1 of [0,1]"), or null when all are whole. */
-function shardsHeld(model: Module): string | null {
-  const held = new Set<string>();
-  for (const p of model.parameters()) {
-    const shard = parameterShardOf(p);
-    if (shard) held.add(`rank ${shard.rank} of [${shard.ranks.join(',')}]`);
-  }
-  return held.size > 0 ? `the shards of ${[...held].sort().join('; ')}` : null;
-}
-
 /**
  * Writes a checkpoint as a new entry of `dir` and commits it (see the module comment); older
  * entries and leftovers of killed saves are removed after the commit. Returns the committed
@@ -113,6 +105,8 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
+  const shards = shardsHeld(contents.model);
+  const part = modelPart(model.keys(), shards);
   const meta: CheckpointMeta = {
     format: 'ddp-checkpoint',
     version: VERSION,
@@ -130,7 +124,8 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
           }
         : null,
     extra: contents.extra ?? null,
-    parameterShards: shardsHeld(contents.model),
+    parameterShards: shards,
+    modelPart: part,
   };
   const metaText = sealJson({ ...meta });
   let tmp: string | null = null;
@@ -142,7 +137,10 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
     crashPoint('model-written');
     if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
     await writeFileAtomic(join(tmp, META_FILE), metaText);
-    return await commitEntry(dir, tmp, meta.step, META_FILE);
+    return await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
+      const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
+      refuseOtherPart(dir, read ? await read : null, meta.step, part);
+    });
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });
     // an fs error of the directory's own (mkdir, rename): typed, naming what failed
@@ -236,9 +234,10 @@ export async function loadCheckpoint(
     }
     // a tensor-parallel shard has the same name and shape on every rank: another rank's loaded silently
     const held = shardsHeld(contents.model);
-    if (meta.parameterShards !== undefined && meta.parameterShards !== held) {
+    const saved = meta.parameterShards === undefined ? held : recordedShards(meta.parameterShards);
+    if (saved !== held) {
       throw new CheckpointError(
-        `${path} holds ${meta.parameterShards ?? 'whole parameters'}, this model ${held ?? 'whole parameters'}: ` +
+        `${path} holds ${saved ?? 'whole parameters'}, this model ${held ?? 'whole parameters'}: ` +
           'save each rank of a tensor-parallel model into its own directory and load it on the same rank',
       );
     }

@@ -1,3 +1,12 @@
+export {
+  gradientShardGroups,
+  markGradientShard,
+  markParameterShard,
+  type NormReduceGroup,
+  type ParameterShard,
+  parameterShardOf,
+  unmarkGradientShard,
+} from '@ddp/autograd'; // kept here too: the split parameters' registry moved down for @ddp/amp's GradScaler
 export { FileWriteError, temporarySibling, writeFileAtomic } from './atomic.js';
 export {
   type CheckpointContents,
@@ -62,15 +71,6 @@ export {
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
 export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
 export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
-export {
-  gradientShardGroups,
-  markGradientShard,
-  markParameterShard,
-  type NormReduceGroup,
-  type ParameterShard,
-  parameterShardOf,
-  unmarkGradientShard,
-} from './optim/gradient-shards.js';
 export {
   Optimizer,
   OptimizerError,

@@ -74,6 +74,20 @@ const rowsOf = (t: Indices | undefined): number =>
   t === undefined ? 0 : Array.isArray(t) ? t.length : (t.shape[0] ?? 0);
 
 /**
+ * Every stage must pass the same number of micro-batches with the same activation size. Under
+ * 1F1B a stage given one more read the next step's first activation as its last micro-batch and
+ * weighted its losses by 1/4 instead of 1/3, and both steps ended without an error.
+ */
+async function agreeOnMicroBatches(stage: PipelineStage, ppGroup: ProcessGroup, m: number, count: number) {
+  const all = await ppGroup.allGather(Int32Array.of(m, count)).wait();
+  if (all.every((a) => a[0] === m && a[1] === count)) return;
+  const each = all.map((a, s) => `stage ${s}: ${a[0]} of ${a[1]} values`).join(', ');
+  throw new PipelineStageError(
+    `stage ${stage.stage}: pipelineStep: the stages pass different micro-batch counts or activation sizes (${each})`,
+  );
+}
+
+/**
  * Runs one training step of a pipeline stage over `microBatches`: forwards and backwards in the
  * order of the schedule, activations and their gradients sent point to point on `ppGroup`.
  * Each micro-batch's loss is weighted by its share of the batch's rows, so the accumulated
@@ -96,6 +110,8 @@ export async function pipelineStep(
         `${ppGroup.size}; they must agree`,
     );
   }
+  const count = activationShape.reduce((a, b) => a * b, 1);
+  if (ppGroup.size > 1) await agreeOnMicroBatches(stage, ppGroup, m, count);
   // each stage holds its own parameters: the model's gradient norm sums over the stages (clipGradNormDistributed)
   if (ppGroup.size > 1) for (const p of stage.parameters()) markGradientShard(p, ppGroup);
   let schedule: Schedule;
@@ -115,7 +131,6 @@ export async function pipelineStep(
   const rows = microBatches.map((b) => rowsOf(b.target));
   const total = rows.reduce((a, b) => a + b, 0);
   const shares = rows.every((r) => r > 0) ? rows.map((r) => r / total) : rows.map(() => 1 / m);
-  const count = activationShape.reduce((a, b) => a * b, 1);
   const stash = new Map<number, Stash>();
   const received = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
   const toSend = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };

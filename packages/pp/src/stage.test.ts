@@ -41,8 +41,12 @@ describe('PipelineStage', () => {
   });
 });
 
-/** Stands in for rank 0 of a 2-rank pp group in a test that never communicates. */
-const fakePipelineGroup = { rank: 0, size: 2 } as ProcessGroup;
+/** Stands in for rank 0 of a 2-rank pp group in a test that only agrees on the micro-batches (as the other stage). */
+const fakePipelineGroup = {
+  rank: 0,
+  size: 2,
+  allGather: (input: Int32Array) => ({ wait: async () => [input, input] }),
+} as unknown as ProcessGroup;
 
 describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro-batches)', () => {
   let group: ProcessGroup;

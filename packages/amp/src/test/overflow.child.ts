@@ -63,5 +63,15 @@ for (const [name, s] of Object.entries(settings)) {
   }
   results[name] = steps;
 }
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, ...results })}`);
+// ZeRO-2's gradients are split over the ranks (as a pipeline stage's): a scaler without a processGroup
+// let one rank skip while the other stepped, and their scales drifted apart
+const split = new Linear(4, 2, { generator: new Generator(7) });
+const splitOptimizer = new ZeroRedundancyOptimizer(split.parameters(), sgdClass, { lr: 0.05 }, { stage: 2 });
+const splitLoss = mse(split.forward(tensor(new Generator(3).normal(12), [3, 4])), tensor([1, 0, 0, 1, 1, 1], [3, 2]));
+await splitLoss.backward();
+const refused = await new GradScaler().step(splitOptimizer).then(
+  () => null,
+  (error: Error) => `${error.name}: ${error.message}`,
+);
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, ...results, refused })}`);
 await destroyProcessGroup();

@@ -1,8 +1,8 @@
+import { markGradientShard, type NormReduceGroup } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { Parameter } from '../parameter.js';
 import { clipGradNorm, clipGradNormDistributed } from './clip-grad.js';
-import { markGradientShard, type NormReduceGroup } from './gradient-shards.js';
 import { OptimizerError } from './optimizer.js';
 
 /** A process group of `members` simulated ranks in this process: allReduce completes when all have called it. */

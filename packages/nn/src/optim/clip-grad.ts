@@ -1,6 +1,5 @@
-import type { Tensor } from '@ddp/autograd';
+import { gradientShardGroups, type NormReduceGroup, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
-import { gradientShardGroups, type NormReduceGroup } from './gradient-shards.js';
 import { OptimizerError } from './optimizer.js';
 
 function checkArguments(what: string, maxNorm: number, normType: number): void {

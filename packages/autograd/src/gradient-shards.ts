@@ -1,7 +1,7 @@
 // Which parameters' gradients are split over ranks, and over which process groups: tensor
 // parallelism's shards, a pipeline stage's parameters, FSDP's and ZeRO-2's shards. The packages
 // that split them mark them here, so the norm of a gradient (clip-grad.ts) is taken over all ranks.
-import type { Tensor } from '@ddp/autograd';
+import type { Tensor } from './tensor.js';
 
 /** What the norm needs of a process group (@ddp/comm's ProcessGroup has it; nn imports no comm). */
 export interface NormReduceGroup {
