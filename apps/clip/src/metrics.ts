@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { type FileHandle, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Row } from '@ddp/plot';
 import { makeDirectories } from '@ddp/nn';
+import type { Row } from '@ddp/plot';
 
 /** One line of metrics.jsonl: a training step, or an evaluation (with zeroShotTop1). */
 export interface MetricRow {
