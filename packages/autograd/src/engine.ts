@@ -2,7 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { tf } from '@ddp/tensor';
 import { AutogradArgumentError, AutogradError, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
-import { AccumulateGrad, type Node } from './node.js';
+import { AccumulateGrad, type Edge, type Node } from './node.js';
+import { sumToShape } from './ops/broadcast.js';
 import type { Tensor } from './tensor.js';
 
 export interface BackwardOptions {
@@ -51,12 +52,21 @@ function countDependencies(root: Node): Map<Node, number> {
   return deps;
 }
 
-/** Runs a tensor's hooks in order; each may replace the gradient (the old one is disposed). */
+/** tfjs numbers tensors in creation order: a tensor numbered below the mark existed before it was taken. */
+const tensorMark = (): number => (tf.engine().constructor as unknown as { nextTensorId?: number }).nextTensorId ?? 0;
+
+/**
+ * Runs a tensor's hooks in order; each may replace the gradient (the old one is disposed). A
+ * replacement that existed before the hook ran is the caller's: the engine takes a clone (it took
+ * the tensor itself, and zeroing .grad disposed the user's tensor).
+ */
 function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
   if (t === undefined) return grad;
   for (const hook of t.hooks) {
-    const replaced = hook(grad);
+    const mark = tensorMark();
+    let replaced = hook(grad);
     if (replaced instanceof tf.Tensor && replaced !== grad) {
+      if (replaced.id < mark) replaced = replaced.clone();
       if (!tf.util.arraysEqual(replaced.shape, grad.shape)) {
         throw new AutogradArgumentError(
           `a hook returned a gradient of shape [${replaced.shape}] for one of shape [${grad.shape}]`,
@@ -105,6 +115,59 @@ async function callFunction(node: FunctionNode, grads: tf.Tensor[]): Promise<(tf
 function keepAll(r: GradResult | Promise<GradResult>): (tf.Tensor | null)[] {
   if (r instanceof Promise) throw new AutogradError('a backward returning a promise needs asyncBackward = true');
   return (Array.isArray(r) ? r : [r]).map((g) => g ?? null);
+}
+
+/** The shape of what `edge` leads to: a leaf's, or the output of the node that made the input. */
+function inputShape(edge: Edge): readonly number[] {
+  return edge.node instanceof AccumulateGrad
+    ? edge.node.variable.shape
+    : (edge.node as FunctionNode).outputShapes[edge.outputIndex];
+}
+
+/**
+ * torch's validate_outputs on what a backward returned: a gradient of another shape than its
+ * input is summed down when the input broadcasts to it and refused otherwise (a custom backward's
+ * [1] for a [3] input became the leaf's .grad, or broadcast into the other paths' sum); a
+ * non-float one is cast to float32; one the backward does not own (a saved tensor, which release
+ * disposes, or one that existed before it ran: .grad came out disposed) is cloned.
+ */
+function checkInputGrads(
+  node: FunctionNode,
+  grads: (tf.Tensor | null)[],
+  notOwned: (g: tf.Tensor) => boolean,
+): (tf.Tensor | null)[] {
+  // handles of their own first (the same tensor for two inputs, as add's dy), so a swap below frees only its own
+  const owned = grads.map((g, i) => (g !== null && (notOwned(g) || grads.indexOf(g) < i) ? g.clone() : g));
+  return owned.map((g, i) => {
+    const edge = node.next[i];
+    if (g === null || edge === null) return g;
+    const shape = inputShape(edge);
+    let out = g;
+    if (!tf.util.arraysEqual(out.shape, [...shape])) {
+      const broadcast = out.rank >= shape.length && broadcastsTo(shape, out.shape);
+      if (!broadcast) {
+        throw new AutogradError(
+          `${node.name}.backward returned an invalid gradient at index ${i}: got [${out.shape}] but expected ` +
+            `shape compatible with [${shape}]`,
+        );
+      }
+      out = swap(out, sumToShape(out, shape));
+    }
+    if (out.dtype !== 'float32') out = swap(out, tf.cast(out, 'float32'));
+    return out;
+  });
+}
+
+/** Whether `shape` broadcasts to `target` (each of its dims, from the right, 1 or equal). */
+function broadcastsTo(shape: readonly number[], target: readonly number[]): boolean {
+  const lead = target.length - shape.length;
+  return shape.every((d, k) => d === 1 || d === target[lead + k]);
+}
+
+/** `next`, made from `prev`; prev disposed unless it is next. */
+function swap(prev: tf.Tensor, next: tf.Tensor): tf.Tensor {
+  if (next !== prev) prev.dispose();
+  return next;
 }
 
 /** Frees what this node kept for backward and the intermediate outputs nobody retained. */
@@ -176,12 +239,18 @@ async function execute(
         g === null ? tf.zeros(fnNode.outputShapes[i]) : runTensorHooks(fnNode.outputs[i], g),
       );
       let inputGrads: (tf.Tensor | null)[] = [];
+      const mark = tensorMark();
       try {
         inputGrads = await callFunction(fnNode, gradOutputs);
       } finally {
         // a backward may pass a gradient through unchanged: that one now belongs to the input
         for (const g of gradOutputs) if (!inputGrads.includes(g)) g.dispose();
       }
+      inputGrads = checkInputGrads(
+        fnNode,
+        inputGrads,
+        (g) => fnNode.ctx.holds(g) || (g.id < mark && !gradOutputs.includes(g)),
+      );
       if (!opts.retainGraph) release(fnNode, root);
       route(fnNode, inputGrads, buffers, deps, ready);
     }

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { AutogradFunction, type Context, gradcheck, randn, type Tensor } from './index.js';
+import { AutogradFunction, type Context, gradcheck, randn, type Tensor, tensor } from './index.js';
 
 class WrongSquare extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor) {
@@ -20,5 +20,24 @@ describe('gradcheck', () => {
     const right = await gradcheck((t) => t.square(), [x]);
     expect(right.ok, right.message).toBe(true);
     x.dispose();
+  });
+
+  // `NaN > worst` was false: a backward returning NaN, or a function NaN where it was checked, passed
+  it('fails on NaN, analytic or numeric, as torch does', async () => {
+    class NanBackward extends AutogradFunction {
+      forward(_ctx: Context, x: tf.Tensor) {
+        return tf.mul(x, 2);
+      }
+      backward(_ctx: Context, dy: tf.Tensor) {
+        return tf.mul(dy, Number.NaN);
+      }
+    }
+    const x = tensor([1, 2, 3], undefined, { requiresGrad: true });
+    const nan = await gradcheck((t) => NanBackward.apply<Tensor>(t), [x]);
+    expect(nan.ok).toBe(false);
+    expect(nan.message).toMatch(/analytic NaN/);
+    const negative = tensor([-1, -2], undefined, { requiresGrad: true });
+    expect((await gradcheck((t) => t.log(), [negative])).ok).toBe(false);
+    tf.dispose([x.data, negative.data]);
   });
 });

@@ -65,13 +65,14 @@ export async function gradcheck(
       const m = base.slice();
       m[j] = base[j] - eps;
       const numeric = (evalAt(p) - evalAt(m)) / (2 * eps);
+      // a NaN on either side fails, as torch's allclose: `NaN > worst` was false, so NaN passed
       const err = Math.abs(analytic[j] - numeric) / (atol + rtol * Math.abs(numeric));
-      if (err > worst) {
+      if (!(err <= worst)) {
         worst = err;
         message = `input ${k} element ${j}: analytic ${analytic[j]} vs numeric ${numeric}`;
       }
     }
     x.grad = null;
   }
-  return { ok: worst <= 1, worst, message };
+  return { ok: worst <= 1, worst, message }; // worst NaN: not ok
 }

@@ -98,6 +98,11 @@ export class Context {
     return this.saved === null;
   }
 
+  /** Whether `t` is one of the saved tensors (which release() disposes). */
+  holds(t: tf.Tensor): boolean {
+    return this.saved?.includes(t) ?? false;
+  }
+
   /** Disposes the saved tensors (after backward without retainGraph). */
   release(): void {
     if (this.saved === null) return;

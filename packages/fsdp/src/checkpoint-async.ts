@@ -1,26 +1,32 @@
 import { finishBeforeDestroyingGroups, newGroup, type ProcessGroup } from '@ddp/comm';
-import { type AnyOptimizer, snapshot, writeSnapshot } from './checkpoint-save.js';
+import { takeCommitTurn } from '@ddp/nn';
+import { type AnyOptimizer, checkContents, type StagingBuffers, snapshot, writeSnapshot } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
 import { BackgroundWriter } from './safetensors-writer.js';
 
 /**
  * Checkpoints that do not stall training (DCP's async_save): `save` copies this rank's shards and
- * optimizer state to host memory and returns; the files are written, confirmed and committed in
- * the background, with the same atomic protocol as `saveFSDPCheckpoint`: checksums and writes on
- * a thread of its own (at a lower priority), the coordination on the main thread. The background save
- * coordinates over a process group of its own, so its collectives never interleave with the
- * training's. One save is in flight at a time: the next `save` first waits for the previous one
- * (and rethrows its failure). `destroyProcessGroup` waits for the save in flight.
+ * optimizer state to host memory at the call and returns; the files are written, confirmed and
+ * committed in the background, with the same atomic protocol as `saveFSDPCheckpoint`: checksums
+ * and writes on a thread of its own (at a lower priority), the coordination on the main thread.
+ * The background save coordinates over a process group of its own, so its collectives never
+ * interleave with the training's. One save writes at a time: the next one's files wait for the
+ * previous one's commit (and `save` rethrows the previous one's failure). `destroyProcessGroup`
+ * waits for the save in flight and raises its failure when nothing else has.
  */
 export class AsyncCheckpointer {
-  private group: ProcessGroup | null = null;
+  private group: Promise<ProcessGroup> | null = null;
   private inFlight: Promise<void> | null = null;
+  /** Saves called and not yet settled: while one is, the next copies into fresh buffers, not the staging ones. */
+  private pending = 0;
+  /** The newest settled save's failure, until wait() or save() raises it (or a later save commits). */
+  private unreported: { error: unknown } | null = null;
   /** Checksums and writes the files on a thread of its own (started here, not in the first save). */
   private readonly writer = new BackgroundWriter();
   /**
    * The host copies, kept from save to save (DCP's cached staging buffers): no allocation, page
    * faults or garbage per save. Shared with the writer thread, which reads them without a copy; a
-   * save overwrites them only after the previous one is done.
+   * save copies into them only when no other is pending.
    */
   private readonly staging = new Map<string, Float32Array>();
 
@@ -28,22 +34,45 @@ export class AsyncCheckpointer {
 
   /**
    * Collective over the root's group (the first call creates the checkpoint group with
-   * `newGroup`, which every rank of the world calls). Returns once the host copy is taken;
-   * `done` settles when the entry is committed (or the save failed).
+   * `newGroup`, which every rank of the world calls). The host copy is taken at the call, before
+   * anything is awaited: a save not awaited while training went on saved a later step's state
+   * (and each rank another one) under the step given. `done` settles when the entry is committed
+   * (or the save failed).
    */
   async save(
     dir: string,
     contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
   ): Promise<{ done: Promise<void> }> {
-    await this.wait();
-    this.group ??= await newGroup([...this.root.processGroup.ranks]);
-    const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, (key, length) =>
-      this.stagingBuffer(key, length),
-    );
-    const done = writeSnapshot(dir, snap, this.group!, 'async', (...args) => this.writer.write(...args));
+    checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
+    const stage: StagingBuffers | undefined = this.pending === 0 ? (k, n) => this.stagingBuffer(k, n) : undefined;
+    const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);
+    const turn = takeCommitTurn(dir);
+    const previous = this.inFlight;
+    this.group ??= newGroup([...this.root.processGroup.ranks]).then((group) => group!);
+    const group = this.group;
+    this.pending++;
+    const done = (async () => {
+      try {
+        await previous?.catch(() => {});
+        await writeSnapshot(dir, snap, await group, 'async', turn, (...args) => this.writer.write(...args));
+      } finally {
+        turn.done();
+        this.pending--;
+      }
+    })();
     this.inFlight = done;
-    done.catch(() => {}); // reported by `done` and by the next save or wait()
-    finishBeforeDestroyingGroups(done); // a script ending right after its last save still commits it
+    done.then(
+      () => {
+        if (this.inFlight === done) this.unreported = null;
+      },
+      (error) => {
+        this.unreported = { error };
+      },
+    );
+    // a script ending right after its last save still commits it, or hears why not
+    finishBeforeDestroyingGroups(done, () => this.unreported?.error);
+    await group;
+    if (previous) await this.raise(previous);
     return { done };
   }
 
@@ -58,8 +87,16 @@ export class AsyncCheckpointer {
 
   /** Waits for the save in flight, if any; rethrows its failure. */
   async wait(): Promise<void> {
-    const pending = this.inFlight;
-    this.inFlight = null;
-    await pending;
+    if (this.inFlight) await this.raise(this.inFlight);
+  }
+
+  /** Awaits `save`; its failure, raised here, is no longer unreported. */
+  private async raise(save: Promise<void>): Promise<void> {
+    try {
+      await save;
+    } catch (error) {
+      if (this.unreported?.error === error) this.unreported = null;
+      throw error;
+    }
   }
 }

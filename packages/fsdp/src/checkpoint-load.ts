@@ -13,6 +13,7 @@ import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { ShardedCheckpointError } from '@ddp/zero';
 import {
   type AnyOptimizer,
+  checkContents,
   type FSDPManifest,
   MANIFEST_FILE,
   REPLICATED_FILE,
@@ -81,10 +82,18 @@ export async function loadFSDPCheckpoint(
   location: string,
   contents: { root: FSDPModule; optimizer?: AnyOptimizer },
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
+  checkContents('loadFSDPCheckpoint', contents, ['root', 'optimizer']);
   const entry = await entryToLoad(location, MANIFEST_FILE);
   if (entry === null)
     throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
   const manifest = await readManifest(entry);
+  const kind = contents.optimizer?.stateKind();
+  if (kind !== undefined && manifest.kind !== undefined && manifest.kind !== kind) {
+    throw new ShardedCheckpointError(
+      `${entry} holds the state of ${manifest.kind}, not of ${kind}`,
+      join(entry, MANIFEST_FILE),
+    );
+  }
   const units = unitsOf(contents.root);
   checkLayout(manifest, units, join(entry, MANIFEST_FILE));
   const files = new Map<number, ParsedSafetensors>();

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import {
+  type CommitTurn,
   cleanCheckpointDir,
   commitEntry,
   crashPoint,
@@ -19,12 +20,13 @@ import {
   type SafeTensor,
   saveSafetensors,
   sealJson,
+  takeCommitTurn,
   temporaryEntryName,
   toSafeTensor,
   writeFileAtomic,
 } from '@ddp/nn';
 import { copyTensorInto, tf } from '@ddp/tensor';
-import { fromRank0, onEveryRank } from '@ddp/zero';
+import { fromRank0, onEveryRank, ShardedCheckpointError } from '@ddp/zero';
 import type { FSDPModule } from './fully-shard.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -44,6 +46,8 @@ export interface FSDPManifest {
   /** The optimizer's groups' hyperparameters, `params` as unit indices. */
   paramGroups: Record<string, unknown>[];
   shards: string[];
+  /** The optimizer's class (absent before): Adam's moments loaded into SGD silently. */
+  kind?: string;
   extra: unknown;
 }
 
@@ -130,6 +134,7 @@ export function snapshot(
       params: params.map((p) => unitOfShard.get(p)!),
     })),
     shards: [],
+    kind: optimizer.stateKind(),
     extra: extra ?? null,
   };
   return { tensors, scalars, replicated, manifest };
@@ -154,6 +159,7 @@ export async function writeSnapshot(
   snap: Snapshot,
   group: ProcessGroup,
   tag: string,
+  turn: CommitTurn,
   write: ShardWriter = writeHere,
 ): Promise<void> {
   const { rank, size } = group;
@@ -187,14 +193,30 @@ export async function writeSnapshot(
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
+        await turn.ready;
         await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );
   } catch (error) {
-    if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
+    // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
+    if (rank === 0) await rm(entry, { recursive: true, force: true }).catch(() => {});
     throw error;
   }
+}
+
+/**
+ * Refuses what an FSDP checkpoint does not keep: a scheduler or a generator (which nn's and ZeRO's
+ * checkpoints take) passed through an untyped object was ignored, and the resumed run restarted
+ * its schedule silently.
+ */
+export function checkContents(where: string, contents: object, known: string[]): void {
+  const unknown = Object.keys(contents).filter((key) => !known.includes(key));
+  if (unknown.length === 0) return;
+  throw new ShardedCheckpointError(
+    `${where}: an FSDP checkpoint does not keep ${unknown.join(', ')}; keep their state in \`extra\` ` +
+      '(scheduler.stateDict(), generator.getState()) and restore it yourself',
+  );
 }
 
 /** Saves a sharded checkpoint of `root` and its optimizer; collective over the root's group. */
@@ -202,6 +224,12 @@ export async function saveFSDPCheckpoint(
   dir: string,
   contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown },
 ): Promise<void> {
+  checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra']);
   const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
-  await writeSnapshot(dir, snap, contents.root.processGroup, 'sync');
+  const turn = takeCommitTurn(dir); // after an async save called before it: committed after it, so newer
+  try {
+    await writeSnapshot(dir, snap, contents.root.processGroup, 'sync', turn);
+  } finally {
+    turn.done();
+  }
 }

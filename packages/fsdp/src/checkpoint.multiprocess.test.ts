@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWorld } from '@ddp/launch/testing';
@@ -8,6 +8,7 @@ interface Result {
   rank: number;
   resumedAt: number;
   maxDiff: number;
+  destroyed: string | null;
 }
 
 const TIMEOUT = 120_000;
@@ -54,6 +55,48 @@ describe('FSDP sharded checkpoints', () => {
       expect((await readdir(dir)).sort()).toEqual(['latest', expect.stringMatching(/step-5$/)].sort());
     },
     2 * TIMEOUT,
+  );
+
+  it(
+    'an async save never awaited, training going on: its entry holds its step; a sync save after an async one is newer',
+    async () => {
+      // was: the detached step-3 entry held the state of later steps (each rank another one), and the
+      // step-5 sync save was deleted by the step-4 async save's later commit: resumed at 4
+      const detached = join(root, 'detached');
+      const mixed = join(root, 'mixed');
+      const asyncSaves = [
+        { at: 3, dir: detached, detached: true },
+        { at: 4, dir: mixed },
+      ];
+      const saved = await world(2, { dir: mixed, steps: 7, saveSyncAt: 5, asyncSaves });
+      expect(saved.exitCode).toBe(0);
+      for (const [from, at] of [
+        [detached, 3],
+        [mixed, 5],
+      ] as const) {
+        const resumed = await world(3, { dir: from, steps: 7, load: true });
+        for (const r of resumed.results) {
+          expect(r.resumedAt, from).toBe(at);
+          expect(r.maxDiff, from).toBeLessThan(1e-5);
+        }
+      }
+    },
+    2 * TIMEOUT,
+  );
+
+  it(
+    "a script's last async save failing (never awaited): destroyProcessGroup raises it on every rank",
+    async () => {
+      const blocker = join(root, 'a-file');
+      await writeFile(blocker, 'not a directory');
+      const saved = await world(2, { dir: join(blocker, 'ckpt'), steps: 2, asyncSaves: [{ at: 2, detached: true }] });
+      // was: exit code 0, no checkpoint and no message
+      for (const r of saved.results) {
+        expect(r.destroyed).toMatch(/^ShardedCheckpointError: FSDP checkpoint save \(.*\): rank 0 could not create /);
+        if (r.rank === 0) expect(r.destroyed).toMatch(/ENOTDIR: not a directory, mkdir/);
+      }
+    },
+    TIMEOUT,
   );
 
   it.each(['async:shard-written', 'async:before-commit'])(
@@ -108,6 +151,12 @@ describe('FSDP sharded checkpoints', () => {
               ),
             ),
             fits: [1, 2, 3],
+            'an Adam checkpoint into SGD': expect.stringMatching(
+              /^ShardedCheckpointError: \S+ holds the state of Adam, not of SGD$/,
+            ),
+            'a scheduler': expect.stringMatching(
+              /^ShardedCheckpointError: loadFSDPCheckpoint: an FSDP checkpoint does not keep scheduler;/,
+            ),
           });
         }
       }

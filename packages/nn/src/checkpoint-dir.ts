@@ -17,7 +17,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { syncDirectory } from './atomic.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { isStaleLock, withCommitLock } from './checkpoint-lock.js';
@@ -132,6 +132,15 @@ export async function commitEntry(
   await syncDirectory(temporary);
   crashPoint('before-commit');
   const name = await withCommitLock(dir, async () => {
+    // a committed entry always holds its metaFile: the newest without ours is another kind's (a
+    // ZeRO sharded checkpoint beside an nn one), which this commit's clean-up would have deleted
+    const top = (await listEntries(dir))[0];
+    if (top && !(await exists(join(dir, top.name, metaFile)))) {
+      throw new CheckpointError(
+        `${dir}: its newest entry ${top.name} has no ${metaFile}: another kind of checkpoint (or a damaged one), ` +
+          'which committing here would delete; save into a directory of its own',
+      );
+    }
     if (beforeCommit) {
       const newest = await newestEntry(dir, metaFile);
       await beforeCommit(newest ? join(dir, newest.name) : null);
@@ -147,6 +156,36 @@ export async function commitEntry(
   });
   await cleanCheckpointDir(dir, metaFile);
   return join(dir, name);
+}
+
+/** Per directory, the last save this process began: its turn to commit ends the chain. */
+const lastSave = new Map<string, Promise<void>>();
+
+export interface CommitTurn {
+  /** Settles once every save into the directory this process began before has committed or failed. */
+  readonly ready: Promise<void>;
+  /** Ends this save's turn (committed, failed or given up): the next may commit. Call it always. */
+  done(): void;
+}
+
+/**
+ * Takes a save's turn to commit into `dir`, in the order this process called the saves: call it
+ * before the save's first await, and wait for `ready` before `commitEntry`. Two overlapping saves
+ * committed in the order their lock retries fell, so step 10's could commit after step 11's, and
+ * its clean-up deleted step 11: the newest checkpoint lost, an older one loaded, no error.
+ */
+export function takeCommitTurn(dir: string): CommitTurn {
+  const key = resolve(dir);
+  const ready = lastSave.get(key) ?? Promise.resolve();
+  let done = () => {};
+  const mine = new Promise<void>((settle) => {
+    done = settle;
+  });
+  lastSave.set(key, mine);
+  void mine.then(() => {
+    if (lastSave.get(key) === mine) lastSave.delete(key);
+  });
+  return { ready, done };
 }
 
 async function pointLatestAt(dir: string, name: string): Promise<void> {

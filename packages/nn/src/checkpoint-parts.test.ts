@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { markParameterShard } from '@ddp/autograd';
@@ -70,5 +70,16 @@ describe('which part of a model a checkpoint holds', () => {
     await expect(loadCheckpoint(dir, { model: shardOf(1, [2, 3]) })).rejects.toThrow(
       /holds the shards of part 0 of 2, this model the shards of part 1 of 2/,
     );
+  });
+
+  // a ZeRO sharded checkpoint (manifest.json) and an nn one in one directory: each save deleted the other
+  it('a save into a directory whose newest entry is another kind of checkpoint is refused; that entry kept', async () => {
+    const sharded = join(dir, '00000001-step-1');
+    await mkdir(sharded);
+    await writeFile(join(sharded, 'manifest.json'), '{}');
+    await expect(saveCheckpoint(dir, { model: new Toy(new Generator(1)), step: 2 })).rejects.toThrow(
+      /its newest entry 00000001-step-1 has no checkpoint.json: another kind of checkpoint/,
+    );
+    expect(await entries()).toEqual(['00000001-step-1']);
   });
 });

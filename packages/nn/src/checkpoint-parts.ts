@@ -49,6 +49,6 @@ export function refuseOtherPart(dir: string, newest: Record<string, unknown> | n
   throw new CheckpointError(
     `saveCheckpoint(${dir}): its newest entry holds step ${step} of another part of the model (other parameter ` +
       'names or shards: another tensor- or pipeline-parallel rank saving here?), which this commit would delete. ' +
-      'Save each model-parallel rank into its own directory (e.g. `${dir}/rank-${rank}`)',
+      `Save each model-parallel rank into its own directory (e.g. ${dir}/rank-<rank>)`,
   );
 }

@@ -1,9 +1,10 @@
 import { mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { markParameterShard } from '@ddp/autograd';
 import { explain, spawnRanks } from '@ddp/launch/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCheckpoint } from './checkpoint.js';
+import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
 import { modelAtStep } from './test/checkpoint-crash-model.js';
 
@@ -101,4 +102,35 @@ describe('several processes saving into one checkpoint directory at once', () =>
     expect((await readdir(dir)).sort()).toEqual([basename(newest.entry), LATEST_LINK].sort());
     expect(await readlink(join(dir, LATEST_LINK))).toBe(basename(newest.entry));
   }, 120_000);
+});
+
+describe('one process starting saves before the earlier ones finished (saves not awaited at once)', () => {
+  // the commit order was the lock retries': step 10 committed after step 11 in 7 of 20 trials, and its
+  // clean-up deleted step 11; 20 saves in a row left step 9 as the newest
+  it('commit in the order they were called: the newest step is the one loaded, the others cleaned up', async () => {
+    for (let trial = 0; trial < 10; trial++) {
+      const dir = join(root, `overlap-${trial}`);
+      const models = Array.from({ length: 8 }, (_, i) => modelAtStep(10 + i));
+      const saves = models.map((model, i) => saveCheckpoint(dir, { model, step: 10 + i }));
+      const entries = await Promise.all(saves);
+      expect(entries.map(generationOf), `trial ${trial}`).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(await load(dir), `trial ${trial}`).toEqual({ entry: entries[7], step: 17, weightsMatch: true });
+      expect((await readdir(dir)).sort()).toEqual([basename(entries[7]), LATEST_LINK].sort());
+      for (const m of models) m.dispose();
+    }
+  }, 60_000);
+
+  it('a save refused at its commit does not hold up the one called after it', async () => {
+    const dir = join(root, 'refused');
+    const part = (rank: number, step: number) => {
+      const model = modelAtStep(step);
+      for (const p of model.parameters()) markParameterShard(p, { ranks: [0, 1], rank });
+      return model;
+    };
+    await saveCheckpoint(dir, { model: part(0, 5), step: 5 });
+    const refused = saveCheckpoint(dir, { model: part(1, 5), step: 5 }); // another part's step 5: refused
+    const next = saveCheckpoint(dir, { model: part(0, 6), step: 6 });
+    await expect(refused).rejects.toThrow(/another part of the model/);
+    expect(generationOf(await next)).toBe(2);
+  }, 10_000);
 });

@@ -18,6 +18,7 @@ import {
   createTemporaryEntry,
   latestEntry,
   readNewestEntry,
+  takeCommitTurn,
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
@@ -128,6 +129,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
     modelPart: part,
   };
   const metaText = sealJson({ ...meta });
+  const turn = takeCommitTurn(dir); // still before the first await: saves commit in the order of their calls
   let tmp: string | null = null;
   try {
     await cleanCheckpointDir(dir, META_FILE);
@@ -137,6 +139,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
     crashPoint('model-written');
     if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
     await writeFileAtomic(join(tmp, META_FILE), metaText);
+    await turn.ready;
     return await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
       const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
       refuseOtherPart(dir, read ? await read : null, meta.step, part);
@@ -148,6 +151,8 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
       throw new CheckpointError(`saveCheckpoint(${dir}): ${(error as Error).message}`, { cause: error });
     }
     throw error;
+  } finally {
+    turn.done();
   }
 }
 

@@ -20,6 +20,7 @@ export {
   saveCheckpoint,
 } from './checkpoint.js';
 export {
+  type CommitTurn,
   cleanCheckpointDir,
   commitEntry,
   crashPoint,
@@ -29,6 +30,7 @@ export {
   latestEntry,
   makeDirectories,
   readNewestEntry,
+  takeCommitTurn,
   temporaryEntryName,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';

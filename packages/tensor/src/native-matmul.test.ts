@@ -131,6 +131,15 @@ describe.skipIf(!native)('native BatchMatMul', () => {
     a.dispose();
   });
 
+  // MultiheadAttention on a batch of 0: "BatchMatMul: negative size or stride" from the native path only
+  it("an empty product (a batch of 0, or a zero inner size) is tfjs's: empty, or zeros", async () => {
+    await setBackend('wasm');
+    expect(tf.matMul(tf.zeros([0, 3, 4]), tf.zeros([0, 4, 5])).shape).toEqual([0, 3, 5]);
+    expect(tf.matMul(tf.zeros([2, 0, 4]), tf.zeros([2, 4, 5])).shape).toEqual([2, 0, 5]);
+    const inner = tf.matMul(tf.ones([2, 3, 0]), tf.ones([2, 0, 5]));
+    expect([...inner.dataSync()]).toEqual(new Array(30).fill(0));
+  });
+
   it('switches off and on, restoring the kernels it replaced', async () => {
     await setBackend('wasm');
     const withNative = tf.getKernel('BatchMatMul', 'wasm').kernelFunc;

@@ -31,7 +31,8 @@ export function nativeBatchMatMul(native: NativeKernels, fallback: KernelFunc): 
     if (aOffset === null || bOffset === null || k !== kb || (batchA !== batchB && batchA !== 1 && batchB !== 1))
       return fallback(args);
     const outer = tf.backend_util.assertAndGetBroadcastShape(a.shape.slice(0, -2), b.shape.slice(0, -2));
-    if (tf.util.sizeFromShape(outer) !== batch) return fallback(args);
+    // an empty product (a batch of 0, MultiheadAttention on no rows): BLAS refuses its zero strides
+    if (tf.util.sizeFromShape(outer) !== batch || m * n * k * batch === 0) return fallback(args);
     const out = makeAlignedOutput(backend, [...outer, m, n]);
     // after makeOutput: an allocation may have grown (replaced) the heap
     const heap = backend.wasm.HEAPU8;

@@ -2,12 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, Generator, Module, Parameter, WarmupCosineLR } from '@ddp/nn';
+import { Adam, AdamW, Generator, Module, Parameter, SGD, WarmupCosineLR } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShardedCheckpointError, saveShardedCheckpoint } from './sharded-checkpoint.js';
 import { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
-import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
+import { type OptimizerClass, ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 /** Two parameters of one shape, registered in either order: a refactor that keeps every name. */
 class Pair extends Module {
@@ -85,6 +85,24 @@ describe('loadShardedCheckpoint restores the LR schedule and the generator', () 
     expect((await loadShardedCheckpoint(bare, { model, optimizer: zero })).step).toBe(3);
     zero.dispose();
     model.dispose();
+  });
+});
+
+describe('loadShardedCheckpoint refuses another optimizer class', () => {
+  // the manifest recorded no class: Adam's moments loaded into SGD (with Adam's betas), or AdamW
+  // read Adam's L2 decay as decoupled, silently
+  it('an Adam checkpoint into ZeRO over SGD or AdamW: ZeroError naming both', async () => {
+    for (const Other of [SGD, AdamW]) {
+      const model = new Pair(new Generator(1), false);
+      const zero = new ZeroRedundancyOptimizer(model.parameters(), Other as unknown as OptimizerClass<{ lr: number }>, {
+        lr: 0.01,
+      });
+      await expect(loadShardedCheckpoint(dir, { model, optimizer: zero })).rejects.toThrow(
+        new RegExp(`state dict of Adam, loaded into ${Other.name}`),
+      );
+      zero.dispose();
+      model.dispose();
+    }
   });
 });
 

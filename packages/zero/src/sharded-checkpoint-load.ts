@@ -6,6 +6,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   entryToLoad,
+  type GeneratorState,
   loadSafetensors,
   type OptimizerStateDict,
   optimizerParamNames,
@@ -65,7 +66,11 @@ export async function loadShardedCheckpoint(
   const dir = await newestEntry(location);
   const manifest = await readManifest(dir);
   // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
-  const lacking = (['generator', 'scheduler'] as const).filter((k) => contents[k] && !manifest[k]);
+  const generator = contents.generator
+    ? savedGenerator(manifest, zero.processGroup.rank, zero.processGroup.size, dir)
+    : null;
+  const held = { generator, scheduler: manifest.scheduler };
+  const lacking = (['generator', 'scheduler'] as const).filter((k) => contents[k] && !held[k]);
   if (lacking.length)
     throw new ShardedCheckpointError(`${dir} holds no ${lacking.join(', ')} state`, join(dir, MANIFEST_FILE));
   const params = globalParams(zero);
@@ -127,7 +132,9 @@ export async function loadShardedCheckpoint(
       }
     }
     const weights = await loadSafetensors(join(dir, manifest.weights), options);
-    const sd = { state, paramGroups: manifest.paramGroups } as unknown as OptimizerStateDict<{ lr: number }>;
+    const sd = { state, paramGroups: manifest.paramGroups, kind: manifest.kind } as unknown as OptimizerStateDict<{
+      lr: number;
+    }>;
     if (contents.model && manifest.weights === MODEL_FILE) {
       contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
     } else {
@@ -145,9 +152,25 @@ export async function loadShardedCheckpoint(
     }
     zero.loadStateDict(sd);
     if (manifest.scheduler) contents.scheduler?.loadStateDict(manifest.scheduler);
-    if (manifest.generator) contents.generator?.setState(manifest.generator);
+    if (generator) contents.generator?.setState(generator);
   } finally {
     tf.dispose(created);
   }
   return { step: manifest.step, extra: manifest.extra, worldSize: manifest.worldSize, path: dir };
+}
+
+/**
+ * The generator state this rank resumes with: its own on the world size saved; on another, the
+ * one every rank shared (refused when they differed: no rank's stream is the right one).
+ */
+function savedGenerator(manifest: ShardedManifest, rank: number, size: number, dir: string): GeneratorState | null {
+  const states = manifest.generators;
+  if (!states) return manifest.generator ?? null; // written before: rank 0's, for every rank
+  if (manifest.worldSize === size) return states[rank];
+  if (new Set(states.map((s) => JSON.stringify(s))).size === 1) return states[0];
+  throw new ShardedCheckpointError(
+    `${dir}: each of the ${manifest.worldSize} ranks saved a generator state of its own, so none is this rank's ` +
+      `of ${size}; resume on ${manifest.worldSize} ranks, or seed the generators anew`,
+    join(dir, MANIFEST_FILE),
+  );
 }

@@ -116,3 +116,26 @@ describe('sharded ZeRO checkpoints', () => {
     TIMEOUT,
   );
 });
+
+describe("sharded ZeRO checkpoints keep each rank's generator", () => {
+  // only rank 0's was saved: every rank resumed with rank 0's stream (dropout masks of rank 0 on all)
+  it(
+    'resumed on the world size saved: each rank its own; on another: refused, unless all shared one',
+    async () => {
+      const generators = new URL('./test/generators.child.ts', import.meta.url);
+      const run = async (nprocs: number, ...args: string[]) =>
+        (await runWorld<{ rank: number; result: unknown }>({ script: generators, nprocs, args, timeoutMs: 60_000 }))
+          .results;
+      const own = join(root, 'generators-own');
+      const shared = join(root, 'generators-shared');
+      const saved = await run(2, 'save', own, 'own');
+      const [sharedState] = (await run(2, 'save', shared, 'shared')).map((r) => r.result);
+      expect((await run(2, 'load', own)).map((r) => r.result)).toEqual(saved.map((r) => r.result));
+      expect(saved[0].result).not.toEqual(saved[1].result);
+      for (const r of await run(3, 'load', own))
+        expect(r.result).toMatch(/^ShardedCheckpointError: .*each of the 2 ranks saved a generator state of its own/);
+      for (const r of await run(3, 'load', shared)) expect(r.result).toEqual(sharedState);
+    },
+    TIMEOUT,
+  );
+});

@@ -10,7 +10,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
-import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { newGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
   cleanCheckpointDir,
   commitEntry,
@@ -26,6 +26,7 @@ import {
   type SchedulerState,
   saveSafetensors,
   sealJson,
+  takeCommitTurn,
   temporaryEntryName,
   toSafeTensor,
   writeFileAtomic,
@@ -64,9 +65,14 @@ export interface ShardedManifest {
   paramGroups: Record<string, unknown>[];
   shards: string[];
   weights: string;
-  /** The LR scheduler's and the generator's state, when saved (absent in checkpoints written before). */
+  /** The LR scheduler's state, when saved (absent in checkpoints written before). */
   scheduler?: SchedulerState | null;
+  /** Rank 0's generator state: what checkpoints before `generators` hold. */
   generator?: GeneratorState | null;
+  /** Each rank's generator state, by rank (null where a rank gave none), when any was saved. */
+  generators?: (GeneratorState | null)[] | null;
+  /** The wrapped optimizer's class (absent before): Adam's moments loaded into SGD silently. */
+  kind?: string;
   extra: unknown;
 }
 
@@ -97,7 +103,12 @@ export async function onEveryRank(group: ProcessGroup, work: () => Promise<void>
   }
   const flag = new Int32Array([error === null ? 0 : 1]);
   await group.allReduce(flag, { op: ReduceOp.MAX }).wait();
-  if (flag[0] !== 0) throw error ?? new ShardedCheckpointError(failure);
+  if (flag[0] === 0) return;
+  const fs = error as NodeJS.ErrnoException | null;
+  // a plain fs error of this rank's (mkdir, rename): typed as the other ranks' is, naming what failed
+  if (fs?.name === 'Error' && typeof fs.syscall === 'string')
+    throw new ShardedCheckpointError(`${failure}: ${fs.message}`, fs.path);
+  throw error ?? new ShardedCheckpointError(failure);
 }
 
 /** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
@@ -141,11 +152,24 @@ function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: 
     shards: Array.from({ length: size }, (_, r) => shardFile(r, size)),
     weights: contents.model ? MODEL_FILE : PARAMS_FILE,
     scheduler: contents.scheduler?.stateDict() ?? null,
-    generator: contents.generator?.getState() ?? null,
+    generators: null,
+    kind: zero.stateKind(),
     extra: contents.extra ?? null,
   };
-  const manifestText = sealJson({ ...manifest });
-  return { tensors, scalars, weights, manifestText };
+  sealJson({ ...manifest }); // refuses what JSON cannot keep at the call, before anything is written
+  // a copy of the call's values (`extra` changed while the save wrote was saved changed)
+  const copy = JSON.parse(JSON.stringify(manifest)) as ShardedManifest;
+  return { tensors, scalars, weights, manifest: copy, generator: contents.generator?.getState() ?? null };
+}
+
+/**
+ * Every rank's generator state, by rank: ranks often draw streams of their own (dropout seeded by
+ * rank), and saving rank 0's alone gave every rank rank 0's stream on resume.
+ */
+async function gatherGenerators(group: ProcessGroup, state: GeneratorState | null) {
+  const all = await group.allGather(state ? Float64Array.of(state.seed, state.offset) : Float64Array.of(-1, -1)).wait();
+  const states = all.map((a) => (a[0] < 0 ? null : { seed: a[0], offset: a[1] }));
+  return states.every((s) => s === null) ? null : states;
 }
 
 /**
@@ -160,26 +184,33 @@ export async function saveShardedCheckpoint(
   const { rank, size } = zero.processGroup;
   // everything is copied before the first await: training that went on while the save wrote
   // saved shards and weights of later steps under the step given (silently)
-  const { tensors, scalars, weights, manifestText } = snapshot(contents);
-  const entry = join(dir, await fromRank0(zero.processGroup, temporaryEntryName()));
+  const { tensors, scalars, weights, manifest, generator } = snapshot(contents);
+  const turn = takeCommitTurn(dir);
+  let entry: string | null = null;
   const failed = `saveShardedCheckpoint(${dir})`;
   try {
+    // a group of its own: a save not awaited ran its collectives among the training's on the
+    // optimizer's group, and the two ranks interleaved them differently (CollectiveMismatchError)
+    const group = await checkpointGroupOf(zero);
+    const generators = await gatherGenerators(group, generator);
+    entry = join(dir, await fromRank0(group, temporaryEntryName()));
+    const temporary = entry;
     await onEveryRank(
-      zero.processGroup,
+      group,
       async () => {
         if (rank !== 0) return;
         await cleanCheckpointDir(dir, MANIFEST_FILE);
-        await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+        await createTemporaryEntry(dir, temporary.slice(dir.length + 1));
       },
       `${failed}: rank 0 could not create ${entry}`,
     );
 
     await onEveryRank(
-      zero.processGroup,
+      group,
       async () => {
-        await saveSafetensors(join(entry, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+        await saveSafetensors(join(temporary, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
         if (rank === 0) {
-          await saveSafetensors(join(entry, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, { format: 'pt' });
+          await saveSafetensors(join(temporary, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, { format: 'pt' });
         }
         crashPoint('shard-written');
       },
@@ -187,16 +218,33 @@ export async function saveShardedCheckpoint(
     );
 
     await onEveryRank(
-      zero.processGroup,
+      group,
       async () => {
         if (rank !== 0) return;
-        await writeFileAtomic(join(entry, MANIFEST_FILE), manifestText);
-        await commitEntry(dir, entry, contents.step, MANIFEST_FILE);
+        await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
+        await turn.ready;
+        await commitEntry(dir, temporary, contents.step, MANIFEST_FILE);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );
   } catch (error) {
-    if (rank === 0) await rm(entry, { recursive: true, force: true }); // nothing there once committed
+    // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
+    if (rank === 0 && entry) await rm(entry, { recursive: true, force: true }).catch(() => {});
     throw error;
+  } finally {
+    turn.done();
   }
+}
+
+const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
+
+/** The optimizer's checkpoint group (its ranks, collectives of their own), made at its first save. */
+function checkpointGroupOf(zero: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
+  let group = checkpointGroups.get(zero);
+  if (!group) {
+    const members = zero.processGroup;
+    group = newGroup([...members.ranks]).then((made) => made ?? members);
+    checkpointGroups.set(zero, group);
+  }
+  return group;
 }

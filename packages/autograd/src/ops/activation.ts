@@ -9,9 +9,9 @@ const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
 const GELU_TANH_C = 0.044715;
 
 /** tanh */
-export const tanh = unary('Tanh', tf.tanh, (y) => tf.sub(1, tf.square(y)), 'y');
+export const tanh = unary('Tanh', tf.tanh, (y) => tf.sub(1, tf.square(y)), 'y', 'float');
 /** logistic sigmoid */
-export const sigmoid = unary('Sigmoid', tf.sigmoid, (y) => tf.mul(y, tf.sub(1, y)), 'y');
+export const sigmoid = unary('Sigmoid', tf.sigmoid, (y) => tf.mul(y, tf.sub(1, y)), 'y', 'float');
 /** max(x, 0); its gradient as torch's: 0 where x <= 0, dy elsewhere, one pass (@ddp/tensor's reluGrad). */
 class Relu extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor): tf.Tensor {
@@ -29,6 +29,7 @@ export const logSigmoid = unary(
   (x) => tf.neg(tf.softplus(tf.neg(x))),
   (x) => tf.sigmoid(tf.neg(x)),
   'x',
+  'float',
 );
 
 /** GELU, erf form, as one node over @ddp/tensor's gelu / geluGrad; saves x. */
@@ -53,6 +54,7 @@ const geluTanh = unary(
     return tf.add(tf.mul(0.5, tf.add(1, t)), tf.mul(tf.mul(tf.mul(0.5, x), tf.sub(1, tf.square(t))), dInner));
   },
   'x',
+  'float',
 );
 
 /** GELU, exact erf form by default; approximate: 'tanh' as in torch.nn.functional.gelu. */

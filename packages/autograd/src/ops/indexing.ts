@@ -4,7 +4,7 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
 import { normaliseAxes, normaliseDim } from './broadcast.js';
-import { asDtype, promotedDtype } from './promotion.js';
+import { asDtype, promotedKeepingBool } from './promotion.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
 export type Indices = number[] | number[][] | tf.Tensor | Tensor;
@@ -15,12 +15,21 @@ export type Indices = number[] | number[][] | tf.Tensor | Tensor;
  */
 export function toIndexTensor(idx: Indices, op: string): tf.Tensor {
   const given = idx instanceof Tensor ? idx.data : idx instanceof tf.Tensor ? idx : null;
+  // a bool mask is not indices (torch refuses it): it was read as rows 0 and 1
+  if (given?.dtype === 'bool')
+    throw new AutogradArgumentError(`${op}: indices must be integers, got a bool tensor (a mask?)`);
   const values =
     given === null ? (idx as number[] | number[][]).flat() : given.dtype === 'int32' ? [] : given.dataSync();
   for (const v of values) {
     if (!Number.isInteger(v)) throw new AutogradArgumentError(`${op}: index ${v} is not an integer`);
   }
   return given === null ? tf.tensor(idx as number[], undefined, 'int32') : tf.cast(given, 'int32');
+}
+
+/** tf.gather, also for an empty input (tfjs gave [1, 0, 2, 1] for x [0, 3] and indices [0, 2] on dim 1). */
+export function gather(x: tf.Tensor, idx: tf.Tensor, axis: number): tf.Tensor {
+  if (x.size > 0) return tf.gather(x, idx, axis);
+  return tf.zeros([...x.shape.slice(0, axis), ...idx.shape, ...x.shape.slice(axis + 1)], x.dtype);
 }
 
 /** Refuses an index outside [0, size): a gather there reads another row or fails untyped. */
@@ -56,7 +65,8 @@ class Concat extends AutogradFunction {
   forward(_ctx: Context, dim: number, ...xs: tf.Tensor[]): tf.Tensor {
     this.dim = dim;
     this.sizes = xs.map((x) => x.shape[this.dim]);
-    const dtype = promotedDtype(xs); // torch's: tf.concat kept the first one's (int [3, 4] and [0.5]: [3, 4, 0])
+    // torch's: tf.concat kept the first one's (int [3, 4] and [0.5]: [3, 4, 0]); bools stay bool
+    const dtype = promotedKeepingBool(xs);
     const inputs = xs.map((x) => asDtype(x, dtype));
     return tf.concat(inputs, this.dim);
   }
@@ -99,7 +109,7 @@ class IndexSelect extends AutogradFunction {
     this.inShape = x.shape;
     this.dim = dim;
     ctx.saveForBackward(idx);
-    return tf.gather(x, idx, this.dim);
+    return gather(x, idx, this.dim);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [idx] = ctx.savedTensors as [tf.Tensor];
@@ -122,7 +132,9 @@ class Embedding extends AutogradFunction {
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [flat] = ctx.savedTensors as [tf.Tensor];
-    return [scatterAddRows(tf.reshape(dy, [flat.size, -1]), flat, this.rows, this.paddingRow), null, null];
+    // [n, width], not [n, -1]: with no ids, -1 cannot be inferred
+    const rows = tf.reshape(dy, [flat.size, dy.shape[dy.rank - 1]]);
+    return [scatterAddRows(rows, flat, this.rows, this.paddingRow), null, null];
   }
 }
 

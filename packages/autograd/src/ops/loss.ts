@@ -6,7 +6,7 @@ import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { sub } from './arithmetic.js';
 import { broadcastShapes } from './broadcast.js';
-import { type Indices, toIndexTensor } from './indexing.js';
+import { gather, type Indices, toIndexTensor } from './indexing.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
 
@@ -80,7 +80,7 @@ class CrossEntropy extends AutogradFunction {
     // each row's target log-probability gathered (N values), not the one-hot times every log-probability: a −∞
     // logit in another class (a masked one) made 0 · −∞ = NaN of the whole row
     const chosen = tf.sub(
-      tf.gather(tf.reshape(shifted, [-1]), tf.tensor1d(at, 'int32')),
+      gather(tf.reshape(shifted, [-1]), tf.tensor1d(at, 'int32'), 0),
       tf.log(tf.reshape(total, [-1])),
     );
     const picked = this.ignored ? tf.where(tf.tensor1d(counts, 'bool'), chosen, tf.zerosLike(chosen)) : chosen;

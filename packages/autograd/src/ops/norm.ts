@@ -91,7 +91,8 @@ class L2Normalize extends AutogradFunction {
     const denom = tf.maximum(norm, eps);
     const y = tf.div(x, denom);
     ctx.saveForBackward(y);
-    ctx.keepForBackward(denom, tf.cast(tf.greater(norm, eps), 'float32'));
+    // at norm == eps torch's clamp_min passes the gradient through: the unclamped formula
+    ctx.keepForBackward(denom, tf.cast(tf.greaterEqual(norm, eps), 'float32'));
     return y;
   }
   backward(ctx: Context, dy: tf.Tensor) {

@@ -15,8 +15,13 @@ export function promotedDtype(operands: readonly Raw[], trueDivision = false): '
   return float || trueDivision ? 'float32' : 'int32';
 }
 
+/** Bool when every operand is a bool tensor (torch's where and cat of bools), else `promotedDtype`. */
+export function promotedKeepingBool(operands: readonly Raw[]): 'float32' | 'int32' | 'bool' {
+  return operands.every((x) => typeof x !== 'number' && x.dtype === 'bool') ? 'bool' : promotedDtype(operands);
+}
+
 /** `x` as a tensor of `dtype` (a number becomes a scalar; a tensor of that dtype is returned as it is). */
-export function asDtype(x: Raw, dtype: 'float32' | 'int32'): tf.Tensor {
+export function asDtype(x: Raw, dtype: 'float32' | 'int32' | 'bool'): tf.Tensor {
   if (typeof x === 'number') return tf.scalar(x, dtype);
   return x.dtype === dtype ? x : tf.cast(x, dtype);
 }

@@ -1,9 +1,10 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { broadcastTo, sumToShape } from './broadcast.js';
-import { asDtype, promotedDtype } from './promotion.js';
+import { asDtype, promotedKeepingBool } from './promotion.js';
 
 /** cond ? a : b with all three broadcast, in the operands' promoted dtype; the gradient goes to the side taken. */
 class Where extends AutogradFunction {
@@ -11,14 +12,16 @@ class Where extends AutogradFunction {
   private bShape: number[] = [];
   forward(ctx: Context, cond: tf.Tensor, a: tf.Tensor | number, b: tf.Tensor | number): tf.Tensor {
     // torch's promotion: tf.where read an int32 operand's bits as float32 (int 5 became 7e-45)
-    const dtype = promotedDtype([a, b]);
-    const [ta, tb] = [asDtype(a, dtype), asDtype(b, dtype)];
+    const dtype = promotedKeepingBool([a, b]); // bool where bool (was int32)
+    // selected as int32 and cast back: tfjs-wasm's Select of bools took b everywhere
+    const [ta, tb] = [asDtype(a, dtype === 'bool' ? 'int32' : dtype), asDtype(b, dtype === 'bool' ? 'int32' : dtype)];
     this.aShape = ta.shape;
     this.bShape = tb.shape;
     const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
     const c = broadcastTo(tf.cast(cond, 'bool'), shape);
     ctx.saveForBackward(c);
-    return tf.where(c, broadcastTo(ta, shape), broadcastTo(tb, shape));
+    const selected = tf.where(c, broadcastTo(ta, shape), broadcastTo(tb, shape));
+    return dtype === 'bool' ? tf.cast(selected, 'bool') : selected;
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [c] = ctx.savedTensors as [tf.Tensor];
@@ -35,6 +38,22 @@ class Where extends AutogradFunction {
 export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
   Where.apply(cond, a, b);
 
-/** x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken in it. */
-export const maskedFill = (x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor =>
-  Where.apply(mask, x.dtype === 'float32' ? value : Math.trunc(value), x);
+/**
+ * x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken
+ * in it; an int32 tensor refuses a value int32 cannot hold, as torch (3e9 wrapped to -1294967296).
+ */
+export function maskedFill(x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor {
+  if (x.dtype === 'float32') return Where.apply(mask, value, x);
+  if (x.dtype === 'bool') {
+    const fill = tf.scalar(value !== 0, 'bool');
+    try {
+      return Where.apply(mask, fill, x);
+    } finally {
+      fill.dispose();
+    }
+  }
+  const filled = Math.trunc(value);
+  if (!(filled >= -(2 ** 31) && filled <= 2 ** 31 - 1))
+    throw new AutogradArgumentError(`maskedFill: value ${value} cannot be converted to int32 without overflow`);
+  return Where.apply(mask, filled, x);
+}

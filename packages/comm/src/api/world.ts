@@ -23,6 +23,7 @@ import { HEARTBEAT_CLOCK_BYTES } from '../transport/heartbeat.js';
 import { mapSegment, sharedMemory } from '../transport/shm-lane.js';
 import { type PeerAddress, wireCounterViews } from '../transport/socket-io.js';
 import { removeStaleSocketFiles } from '../transport/unix-socket.js';
+import { settleBackgroundWork } from './background-work.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
 
@@ -205,25 +206,17 @@ export function getWireStats(): WireStats {
   return { bytesSent: commThread[0] + mainThread[0], framesSent: commThread[1] + mainThread[1] };
 }
 
-/** Background work that still needs the process groups (an async checkpoint's commit). */
-const finishBeforeDestroy = new Set<Promise<void>>();
-
 /**
- * destroyProcessGroup waits for `work` to settle before tearing the groups down: a script that
- * ends right after an async save would otherwise cut the save's collectives and lose it.
+ * Closes the peer connections, the worker and (if initProcessGroup made it) the store, once the
+ * background work that needs them is done; then raises that work's unreported failure, if any.
  */
-export function finishBeforeDestroyingGroups(work: Promise<unknown>): void {
-  const settled = work.then(
-    () => {},
-    () => {},
-  );
-  finishBeforeDestroy.add(settled);
-  void settled.then(() => finishBeforeDestroy.delete(settled));
+export async function destroyProcessGroup(): Promise<void> {
+  const failure = await settleBackgroundWork();
+  await closeGroups();
+  if (failure != null) throw failure;
 }
 
-/** Closes the peer connections, the worker and (if initProcessGroup made it) the store. */
-export async function destroyProcessGroup(): Promise<void> {
-  while (finishBeforeDestroy.size > 0) await Promise.all(finishBeforeDestroy);
+async function closeGroups(): Promise<void> {
   if (mpiWorld()) return destroyMpi();
   const w = world;
   world = null;

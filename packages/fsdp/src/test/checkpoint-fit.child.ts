@@ -6,7 +6,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, BatchNorm1d, Generator, Linear, parseSealedJson, Sequential, sealJson } from '@ddp/nn';
+import { Adam, BatchNorm1d, Generator, Linear, parseSealedJson, Sequential, SGD, sealJson } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { AsyncCheckpointer, type FSDPManifest, fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../index.js';
 
@@ -65,6 +65,19 @@ if (phase === 'save') {
     ['fits', 'tracked', 'tracked'],
   ];
   const outcomes: Record<string, string | number[]> = {};
+  // were: Adam's moments loaded into SGD, and a scheduler (passed through an untyped object) ignored
+  const refused = async (what: string, load: () => Promise<unknown>) => {
+    outcomes[what] = await load().then(
+      () => 'loaded',
+      (e: Error) => `${e.name}: ${e.message}`,
+    );
+  };
+  const { root: other } = sharded('tracked');
+  await refused('an Adam checkpoint into SGD', () =>
+    loadFSDPCheckpoint(join(dir, 'tracked'), { root: other, optimizer: new SGD(other.parameters(), { lr: 0.1 }) }),
+  );
+  const withScheduler: object = { root: other, scheduler: {} };
+  await refused('a scheduler', () => loadFSDPCheckpoint(join(dir, 'tracked'), withScheduler as { root: typeof other }));
   for (const [what, saved, kind] of loads) {
     const { model, root } = sharded(kind);
     try {

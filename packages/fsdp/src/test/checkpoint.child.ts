@@ -1,8 +1,8 @@
 // A world of checkpoint.multiprocess.test.ts: trains the uneven MLP with FSDP and Adam on 12 rows
 // per step split over the ranks, optionally resuming from the newest checkpoint in `dir` and saving
-// (synchronously or with AsyncCheckpointer, which may save into several directories) after given steps; compares with a
-// single-process run
-// of every step from the start. Prints RESULT { rank, resumedAt, maxDiff }.
+// (synchronously or with AsyncCheckpointer, which may save into several directories) after given
+// steps; compares with a single-process run of every step from the start. Prints RESULT
+// { rank, resumedAt, maxDiff, destroyed: destroyProcessGroup's error or null }.
 import { type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, mse, type Sequential } from '@ddp/nn';
@@ -14,8 +14,8 @@ interface Args {
   steps: number;
   load?: boolean;
   saveSyncAt?: number;
-  /** AsyncCheckpointer saves: after step `at`, into `dir` (default: args.dir) */
-  asyncSaves?: { at: number; dir?: string }[];
+  /** AsyncCheckpointer saves: after step `at`, into `dir` (default: args.dir); `detached`: never awaited */
+  asyncSaves?: { at: number; dir?: string; detached?: boolean }[];
 }
 const args = JSON.parse(process.argv[2]) as Args;
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -44,7 +44,10 @@ for (let t = start; t < args.steps; t++) {
   opt.zeroGrad();
   if (t + 1 === args.saveSyncAt) await saveFSDPCheckpoint(args.dir, { root, optimizer: opt, step: t + 1 });
   for (const s of args.asyncSaves ?? []) {
-    if (s.at === t + 1) pending.push((await saver.save(s.dir ?? args.dir, { optimizer: opt, step: t + 1 })).done);
+    if (s.at !== t + 1) continue;
+    const saving = saver.save(s.dir ?? args.dir, { optimizer: opt, step: t + 1 });
+    if (s.detached) void saving;
+    else pending.push((await saving).done);
   }
 }
 await Promise.all(pending);
@@ -59,5 +62,9 @@ for (let t = 0; t < args.steps; t++) {
 const params = await root.summonFullParams(() => flatValues(model.parameters()));
 const want = flatValues(ref.parameters());
 const maxDiff = params.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i])), 0);
-console.log(`RESULT ${JSON.stringify({ rank, resumedAt: start, maxDiff })}`);
-await destroyProcessGroup();
+// destroyProcessGroup waits for a detached save, and raises its failure
+const destroyed = await destroyProcessGroup().then(
+  () => null,
+  (error: Error) => `${error.name}: ${error.message}`,
+);
+console.log(`RESULT ${JSON.stringify({ rank, resumedAt: start, maxDiff, destroyed })}`);

@@ -2,7 +2,7 @@
 // on a fixed global batch (12 rows per step, rank r takes its contiguous 12/N rows, gradients
 // averaged by all-reduce), so the result does not depend on the world size.
 //   --from a --to b: train steps a..b-1;  --load dir: resume from a sharded checkpoint first;
-//   --save dir: save one after (and change the state while it writes);
+//   --save dir: save one after (and train on and change the state while it writes);
 //   --broken dir (repeated): first try loading these and report the errors.
 // With --load it also trains the uninterrupted reference (one process, full batch, plain Adam,
 // steps 0..b-1) and reports the largest difference. Prints one RESULT line.
@@ -85,7 +85,7 @@ let from = Number(values.from ?? 0);
 if (values.load) from = (await loadShardedCheckpoint(values.load, { model, optimizer: zero })).step;
 const to = Number(values.to);
 const per = ROWS / size;
-for (let t = from; t < to; t++) {
+async function trainStep(t: number): Promise<void> {
   const loss = tidy(() => lossOn(model, t, rank * per, (rank + 1) * per));
   await loss.backward();
   loss.dispose();
@@ -93,11 +93,14 @@ for (let t = from; t < to; t++) {
   await zero.step();
   zero.zeroGrad();
 }
+for (let t = from; t < to; t++) await trainStep(t);
 result.params = flat(model);
 if (values.save) {
   const extra = { note: 'test' };
   const saving = saveShardedCheckpoint(values.save, { model, optimizer: zero, step: to, extra });
-  // training goes on while the save writes: what it saves must be the state at the call
+  // training goes on while the save writes, collectives included (they interleaved with the save's
+  // on the optimizer's group: CollectiveMismatchError): what it saves must be the state at the call
+  for (let t = to; t < to + 2; t++) await trainStep(t);
   for (const p of model.parameters()) p.data = tf.mul(p.data, 2);
   for (const state of zero.optim?.state.values() ?? []) state.step = Number(state.step) + 7;
   extra.note = 'changed';
