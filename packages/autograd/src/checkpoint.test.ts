@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { autocast, checkpoint, linear, randn, sum, type Tensor } from './index.js';
+import { AutogradArgumentError, autocast, checkpoint, linear, randn, sum, type Tensor } from './index.js';
 import { transformer } from './test/models.js';
 import { expectAllClose } from './test/utils.js';
 
@@ -54,5 +54,14 @@ describe('checkpoint', () => {
       }
       expect(grads[1], `forward ${forwardIn}, backward ${backwardIn}`).toEqual(grads[0]);
     }
+  });
+
+  // torch takes non-tensor arguments; here they failed untyped (`t.clone is not a function`)
+  it('refuses an input that is not a Tensor, with a typed error', () => {
+    const x = randn([2], { seed: 1, requiresGrad: true });
+    const scaled = (a: Tensor, k: Tensor) => a.mul(k);
+    expect(() => checkpoint(scaled, x, 3 as unknown as Tensor)).toThrow(AutogradArgumentError);
+    expect(() => checkpoint(scaled, x, 3 as unknown as Tensor)).toThrow(/checkpoint: input 1 is not a Tensor/);
+    x.dispose();
   });
 });

@@ -92,6 +92,13 @@ class Checkpoint extends AutogradFunction {
  * grad the graph would have no edge into the segment, so it runs plainly (recorded, no saving).
  */
 export function checkpoint(segment: Segment, ...inputs: Tensor[]): Tensor {
+  // a number or an array (torch takes them) failed untyped: `t.clone is not a function`
+  const other = inputs.findIndex((x) => !(x instanceof Tensor));
+  if (other >= 0) {
+    throw new AutogradArgumentError(
+      `checkpoint: input ${other} is not a Tensor; close over other values in the segment instead`,
+    );
+  }
   if (!isGradEnabled() || !inputs.some((x) => x.requiresGrad)) return segment(...inputs);
   return Checkpoint.apply(segment, ...inputs);
 }
