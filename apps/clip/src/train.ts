@@ -220,17 +220,23 @@ while (step < lastStep) {
   scheduler.step();
   optimizer.zeroGrad();
   step++;
+  const seconds = (performance.now() - started) / 1000;
+  // each rank's clipLoss is its rows' share: the batch's loss is their mean (rank 0's alone was
+  // 1-4 % off, and not comparable across world sizes)
+  const losses = Float64Array.of(lossSum);
+  await group.allReduce(losses).wait();
+  const loss = losses[0] / world;
   if (rank === 0) {
-    const sps = (opts.batchSize * opts.gradAccum) / ((performance.now() - started) / 1000);
+    const sps = (opts.batchSize * opts.gradAccum) / seconds;
     metrics.append({
       step,
-      loss: lossSum,
+      loss,
       lr,
       samplesPerSec: Math.round(sps),
       logitScale: Math.exp(model.logitScale.item()),
       numTensors: tf.memory().numTensors,
     });
-    bar!.update(step, { loss: lossSum.toFixed(3), sps: sps.toFixed(0) });
+    bar!.update(step, { loss: loss.toFixed(3), sps: sps.toFixed(0) });
   }
   if ((opts.evalEvery > 0 && step % opts.evalEvery === 0) || step === opts.steps) await evaluate();
   if ((opts.checkpointEvery > 0 && step % opts.checkpointEvery === 0) || step === lastStep) await checkpointNow();
@@ -244,7 +250,9 @@ if (rank === 0) {
     .at(-1);
   const files = await metrics.plot();
   console.log(
-    `final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${step} steps; wrote ` +
+    // the step of that evaluation: with --exit-after it may be older than the run's last step
+    `final zero-shot top-1 ${last ? (100 * last.zeroShotTop1!).toFixed(1) : '-'}% after ${last?.step ?? step} ` +
+      `steps; wrote ` +
       `${metrics.path}, ${files.join(', ')}`,
   );
 }

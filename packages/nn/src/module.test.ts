@@ -8,6 +8,7 @@ import { Conv2d, MaxPool2d } from './layers/conv.js';
 import { Embedding, Linear } from './layers/linear.js';
 import { BatchNorm2d } from './layers/norm.js';
 import { Module, ModuleError, StateDictError } from './module.js';
+import { Parameter } from './parameter.js';
 
 function net(seed: number) {
   const g = new Generator(seed);
@@ -179,5 +180,57 @@ describe('layers', () => {
     const c = tidy(() => drop.forward(x));
     expect(Array.from(c.dataSync())).toEqual(Array.from(x.dataSync()));
     for (const t of [x, a, b, c]) t.dispose();
+  });
+});
+
+describe('state dicts of shared modules and tied parameters (as torch)', () => {
+  // the second name was left out: torch's strict load of the file failed, and ddp's of torch's file
+  it('a module registered twice has its tensors under both names; files with the first name only still load', () => {
+    const lin = new Linear(2, 2, { generator: new Generator(1) });
+    const shared = new Sequential(lin, new ReLU(), lin);
+    expect([...shared.stateDict().keys()]).toEqual(['0.weight', '0.bias', '2.weight', '2.bias']);
+    const older = new Map([...shared.stateDict()].filter(([k]) => k.startsWith('0.')));
+    const other = new Sequential(
+      ...(() => {
+        const l = new Linear(2, 2, { generator: new Generator(2) });
+        return [l, new ReLU(), l];
+      })(),
+    );
+    expect(other.loadStateDict(older)).toEqual({ missingKeys: [], unexpectedKeys: [] });
+    expect([...other.stateDict().get('2.weight')!.dataSync()]).toEqual([...lin.weight.data.dataSync()]);
+  });
+
+  // loading a tied model's own state dict disposed the tensor the second name still pointed at: TypeError
+  it('a model with a parameter tied between two modules loads its own state dict', () => {
+    class Holder extends Module {
+      constructor(p: Parameter) {
+        super();
+        this.registerParameter('weight', p);
+      }
+      forward(): never {
+        throw new Error('not used');
+      }
+    }
+    class Tied extends Module {
+      constructor(p: Parameter) {
+        super();
+        this.registerModule('a', new Holder(p));
+        this.registerModule('b', new Holder(p));
+      }
+      forward(): never {
+        throw new Error('not used');
+      }
+    }
+    const tied = new Tied(
+      new Parameter(
+        tf.tensor([
+          [1, 2],
+          [3, 4],
+        ]),
+      ),
+    );
+    expect([...tied.stateDict().keys()]).toEqual(['a.weight', 'b.weight']);
+    tied.loadStateDict(tied.stateDict());
+    expect([...tied.stateDict().get('b.weight')!.dataSync()]).toEqual([1, 2, 3, 4]);
   });
 });

@@ -190,15 +190,24 @@ export abstract class Module {
     }
   }
 
-  /** Parameters and persistent buffers by dotted name, in registration order (borrowed). */
+  /**
+   * Parameters and persistent buffers by dotted name, in registration order (borrowed). A module
+   * registered under two names has its tensors under both, as torch's state_dict (it had them
+   * under the first only, and torch's strict load of the file failed).
+   */
   stateDict(): StateDict {
-    const out: StateDict = new Map();
-    for (const [prefix, m] of this.namedModules()) {
-      const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
-      for (const [name, p] of m.params) if (p) out.set(key(name), p.data);
-      for (const [name, b] of m.bufs) if (b && !m.nonPersistent.has(name)) out.set(key(name), b.data);
-    }
-    return out;
+    return new Map([...this.stateTensors()].map(([key, t]) => [key, t.data]));
+  }
+
+  /** Every parameter and persistent buffer by dotted name, a shared module under each of its names. */
+  private *stateTensors(prefix = '', ancestors = new Set<Module>()): Generator<[string, Tensor]> {
+    if (ancestors.has(this)) return; // a module inside itself: no end to its names
+    const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
+    for (const [name, p] of this.params) if (p) yield [key(name), p];
+    for (const [name, b] of this.bufs) if (b && !this.nonPersistent.has(name)) yield [key(name), b];
+    ancestors.add(this);
+    for (const [name, m] of this.namedChildren()) yield* m.stateTensors(key(name), ancestors);
+    ancestors.delete(this);
   }
 
   /**
@@ -211,13 +220,10 @@ export abstract class Module {
     strict = true,
   ): { missingKeys: string[]; unexpectedKeys: string[] } {
     const incoming = state instanceof Map ? state : new Map(Object.entries(state));
-    const targets = new Map<string, Tensor>();
-    for (const [prefix, m] of this.namedModules()) {
-      const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
-      for (const [name, p] of m.params) if (p) targets.set(key(name), p);
-      for (const [name, b] of m.bufs) if (b && !m.nonPersistent.has(name)) targets.set(key(name), b);
-    }
-    const missingKeys = [...targets.keys()].filter((k) => !incoming.has(k));
+    const targets = new Map(this.stateTensors());
+    // a shared tensor is loaded through any of its names (files saved before held only the first)
+    const loaded = new Set([...targets].filter(([k]) => incoming.has(k)).map(([, t]) => t));
+    const missingKeys = [...targets].filter(([k, t]) => !incoming.has(k) && !loaded.has(t)).map(([k]) => k);
     const unexpectedKeys = [...incoming.keys()].filter((k) => !targets.has(k));
     const shapeMismatches: string[] = [];
     for (const [k, t] of targets) {
@@ -229,10 +235,13 @@ export abstract class Module {
     if (shapeMismatches.length || (strict && (missingKeys.length || unexpectedKeys.length))) {
       throw new StateDictError(strict ? missingKeys : [], strict ? unexpectedKeys : [], shapeMismatches);
     }
-    for (const [k, t] of targets) {
+    // every copy made before any is assigned: assigning disposes a target's old data, which the
+    // incoming map may hold for another name (a model's own state dict, tied weights: TypeError)
+    const copies = [...targets].flatMap(([k, t]) => {
       const v = incoming.get(k);
-      if (v) t.data = tf.cast(v, t.dtype); // cast gives a fresh copy the target owns
-    }
+      return v ? [[t, tf.cast(v, t.dtype)] as const] : []; // cast gives a fresh copy the target owns
+    });
+    for (const [t, copy] of copies) t.data = copy;
     return { missingKeys, unexpectedKeys };
   }
 
