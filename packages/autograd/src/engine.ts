@@ -146,6 +146,7 @@ function checkInputGrads(
     if (!tf.util.arraysEqual(out.shape, [...shape])) {
       const broadcast = out.rank >= shape.length && broadcastsTo(shape, out.shape);
       if (!broadcast) {
+        for (const other of owned) other?.dispose(); // the engine's to free: none of them will flow on
         throw new AutogradError(
           `${node.name}.backward returned an invalid gradient at index ${i}: got [${out.shape}] but expected ` +
             `shape compatible with [${shape}]`,

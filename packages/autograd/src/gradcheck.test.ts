@@ -36,6 +36,16 @@ describe('gradcheck', () => {
     const nan = await gradcheck((t) => NanBackward.apply<Tensor>(t), [x]);
     expect(nan.ok).toBe(false);
     expect(nan.message).toMatch(/analytic NaN/);
+    // one NaN among finite gradients: the finite errors after it replaced it, and the check passed
+    class PartlyNan extends AutogradFunction {
+      forward(_ctx: Context, x: tf.Tensor) {
+        return tf.mul(x, 2);
+      }
+      backward(_ctx: Context, dy: tf.Tensor) {
+        return tf.mul(dy, tf.tensor([Number.NaN, 2, 2]));
+      }
+    }
+    expect((await gradcheck((t) => PartlyNan.apply<Tensor>(t), [x])).ok).toBe(false);
     const negative = tensor([-1, -2], undefined, { requiresGrad: true });
     expect((await gradcheck((t) => t.log(), [negative])).ok).toBe(false);
     tf.dispose([x.data, negative.data]);

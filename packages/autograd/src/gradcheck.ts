@@ -65,9 +65,10 @@ export async function gradcheck(
       const m = base.slice();
       m[j] = base[j] - eps;
       const numeric = (evalAt(p) - evalAt(m)) / (2 * eps);
-      // a NaN on either side fails, as torch's allclose: `NaN > worst` was false, so NaN passed
+      // a NaN on either side fails, as torch's allclose (`NaN > worst` was false, so NaN passed), and
+      // stays the worst: a later finite error must not replace it
       const err = Math.abs(analytic[j] - numeric) / (atol + rtol * Math.abs(numeric));
-      if (!(err <= worst)) {
+      if (!Number.isNaN(worst) && !(err <= worst)) {
         worst = err;
         message = `input ${k} element ${j}: analytic ${analytic[j]} vs numeric ${numeric}`;
       }

@@ -209,11 +209,14 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
 }
 
 /** Every tf.Tensor inside a sample (they are disposed once stacked into the batch, or dropped). */
-export function tensorsIn(x: unknown, out: tf.Tensor[] = []): tf.Tensor[] {
+export function tensorsIn(x: unknown, out: tf.Tensor[] = [], seen = new Set<object>()): tf.Tensor[] {
   if (x instanceof tf.Tensor) out.push(x);
-  else if (Array.isArray(x)) for (const v of x) tensorsIn(v, out);
-  else if (typeof x === 'object' && x !== null && !ArrayBuffer.isView(x))
-    for (const v of Object.values(x)) tensorsIn(v, out);
+  // arrays and plain objects only, once each: what collation reads (a class instance, such as a
+  // shared tokenizer an item refers to, is not the sample's to dispose), and no cycle loops
+  else if ((Array.isArray(x) || isPlainObject(x)) && !seen.has(x)) {
+    seen.add(x);
+    for (const v of Object.values(x)) tensorsIn(v, out, seen);
+  }
   return out;
 }
 

@@ -77,8 +77,10 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     if (opts.sampler && opts.shuffle) {
       throw new DataArgumentError('sampler option is mutually exclusive with shuffle');
     }
-    if (!opts.shuffle && (opts.seed !== undefined || opts.generator !== undefined)) {
-      throw new DataArgumentError('seed and generator seed the shuffle: pass shuffle: true, or leave them out');
+    // a generator without shuffle is accepted, as torch's (one options object for train and
+    // validation loaders); a seed, ours alone, only seeds the shuffle
+    if (!opts.shuffle && opts.seed !== undefined) {
+      throw new DataArgumentError('seed seeds the shuffle: pass shuffle: true, or leave it out');
     }
     if (isMapDataset(dataset)) {
       // the dataset itself, so each epoch samples its current length (torch's len(dataset))

@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { isPlainObject } from './collate.js';
+import { isPlainObject, tensorsIn } from './collate.js';
 import { startPass } from './one-shot.js';
 
 /** A map-style dataset: a known length and random access by index (torch.utils.data.Dataset). */
@@ -40,7 +40,7 @@ export class ArrayDataset<T> extends Dataset<T> {
 }
 
 function withClonedTensors<T>(x: T): T {
-  if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x)) return x;
+  if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x) || tensorsIn(x).length === 0) return x;
   if (x instanceof tf.Tensor) return tf.clone(x) as T;
   if (Array.isArray(x)) return x.map(withClonedTensors) as T;
   if (!isPlainObject(x)) return x;

@@ -1,3 +1,4 @@
+import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { DataArgumentError, NoProcessGroupError } from './errors.js';
 import { ShardedIterableDataset } from './shard.js';
@@ -55,5 +56,28 @@ describe('ShardedIterableDataset', () => {
     expect(() => new ShardedIterableDataset([], { numShards: 2, shardIndex: 2 })).toThrow(DataArgumentError);
     expect(() => new ShardedIterableDataset([], { numShards: 0, shardIndex: 0 })).toThrow(DataArgumentError);
     expect(() => new ShardedIterableDataset([])).toThrow(NoProcessGroupError);
+  });
+
+  // the other shards' items are disposed, but only their own tensors: arrays and plain objects
+  // (a class instance an item refers to, such as a shared vocabulary, was disposed with it)
+  it("disposes the other shards' tensors, not what their items merely refer to", async () => {
+    class Vocabulary {
+      constructor(readonly table: tf.Tensor) {}
+    }
+    const vocabulary = new Vocabulary(tf.ones([3]));
+    const items = [0, 1, 2, 3].map((i) => ({ x: tf.fill([2], i), vocabulary }));
+    const cyclic: Record<string, unknown> = { x: tf.zeros([1]) };
+    cyclic.self = cyclic;
+    const mine: unknown[] = [];
+    for await (const item of new ShardedIterableDataset([...items, cyclic], {
+      numShards: 2,
+      shardIndex: 0,
+      dropLast: true,
+    }))
+      mine.push(item);
+    expect(mine).toHaveLength(2);
+    expect(vocabulary.table.isDisposed).toBe(false);
+    expect(items.map((item) => item.x.isDisposed)).toEqual([false, true, false, true]);
+    expect((cyclic.x as tf.Tensor).isDisposed).toBe(true);
   });
 });

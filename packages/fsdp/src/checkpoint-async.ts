@@ -11,16 +11,19 @@ import { BackgroundWriter } from './safetensors-writer.js';
  * and writes on a thread of its own (at a lower priority), the coordination on the main thread.
  * The background save coordinates over a process group of its own, so its collectives never
  * interleave with the training's. One save writes at a time: the next one's files wait for the
- * previous one's commit (and `save` rethrows the previous one's failure). `destroyProcessGroup`
- * waits for the save in flight and raises its failure when nothing else has.
+ * previous one's commit. Each save's failure is its `done`'s; `wait()` raises the newest save's
+ * once; `destroyProcessGroup` waits for the save in flight and raises the newest save's failure
+ * unless `wait()` has (or a later save committed).
  */
 export class AsyncCheckpointer {
   private group: Promise<ProcessGroup> | null = null;
   private inFlight: Promise<void> | null = null;
   /** Saves called and not yet settled: while one is, the next copies into fresh buffers, not the staging ones. */
   private pending = 0;
-  /** The newest settled save's failure, until wait() or save() raises it (or a later save commits). */
+  /** The newest settled save's failure, until wait() raises it (or a later save commits). */
   private unreported: { error: unknown } | null = null;
+  /** Saves whose failure wait() has raised: raised once. */
+  private readonly reported = new WeakSet<Promise<void>>();
   /** Checksums and writes the files on a thread of its own (started here, not in the first save). */
   private readonly writer = new BackgroundWriter();
   /**
@@ -48,7 +51,14 @@ export class AsyncCheckpointer {
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);
     const turn = takeCommitTurn(dir);
     const previous = this.inFlight;
-    this.group ??= newGroup([...this.root.processGroup.ranks]).then((group) => group!);
+    // a failed creation is not kept: the next save tries again
+    this.group ??= newGroup([...this.root.processGroup.ranks]).then(
+      (made) => made!,
+      (error) => {
+        this.group = null;
+        throw error;
+      },
+    );
     const group = this.group;
     this.pending++;
     const done = (async () => {
@@ -66,13 +76,15 @@ export class AsyncCheckpointer {
         if (this.inFlight === done) this.unreported = null;
       },
       (error) => {
-        this.unreported = { error };
+        if (!this.reported.has(done)) this.unreported = { error };
       },
     );
     // a script ending right after its last save still commits it, or hears why not
     finishBeforeDestroyingGroups(done, () => this.unreported?.error);
-    await group;
-    if (previous) await this.raise(previous);
+    await group.catch((error) => {
+      this.reported.add(done); // raised here, to save's caller: not again by destroyProcessGroup
+      throw error;
+    });
     return { done };
   }
 
@@ -85,16 +97,14 @@ export class AsyncCheckpointer {
     return buffer;
   }
 
-  /** Waits for the save in flight, if any; rethrows its failure. */
+  /** Waits for the newest save, if any; rethrows its failure the first time. */
   async wait(): Promise<void> {
-    if (this.inFlight) await this.raise(this.inFlight);
-  }
-
-  /** Awaits `save`; its failure, raised here, is no longer unreported. */
-  private async raise(save: Promise<void>): Promise<void> {
+    const save = this.inFlight;
+    if (save === null || this.reported.has(save)) return;
     try {
       await save;
     } catch (error) {
+      this.reported.add(save);
       if (this.unreported?.error === error) this.unreported = null;
       throw error;
     }

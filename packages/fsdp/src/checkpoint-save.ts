@@ -186,6 +186,9 @@ export async function writeSnapshot(
       },
       `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
     );
+    // every rank waits its turn (their turns follow the same earlier saves): rank 0 alone would
+    // leave the others in the commit's all-reduce for as long as an earlier async save runs
+    await turn.ready;
     await onEveryRank(
       group,
       async () => {
@@ -193,7 +196,6 @@ export async function writeSnapshot(
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
-        await turn.ready;
         await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,

@@ -1,4 +1,4 @@
-import { isGradEnabled, queueCallback } from '@ddp/autograd';
+import { isGradEnabled, queueCallback, type RemovableHandle } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
@@ -7,23 +7,12 @@ import { BucketPlan } from './bucket-plan.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
-import { DDPJoinHook } from './join-hook.js';
+import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
+import { claimParameters, releaseParameters } from './ownership.js';
+import type { Reduction } from './reduction.js';
 import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
-
-/**
- * One backward's progress. `ready`: marked ready (with a gradient or as zeros); `used`: got a gradient on this rank.
- */
-interface Reduction {
-  nextBucket: number;
-  ready: Uint8Array;
-  used: Uint8Array;
-  /** When the first gradient came (the autotune's clock). */
-  startedAt: number;
-  /** Gradient storage (dataIds) reduced in place in this iteration. */
-  claimed: Set<object>;
-}
 
 /**
  * PyTorch's DistributedDataParallel: gradients are averaged across ranks during backward,
@@ -40,6 +29,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** Parameters requiring grad, in registration order. */
   readonly params: readonly { name: string; param: Parameter }[];
   private readonly hooked: ReadonlySet<Parameter>;
+  private readonly hooks: readonly RemovableHandle[];
   private readonly plan: BucketPlan;
   private hook: CommHook<unknown> | InPlaceCommHook<unknown> = allreduceHook;
   private hookState: unknown = null;
@@ -66,7 +56,17 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       .map(([name, param]) => ({ name, param }));
     this.hooked = new Set(this.params.map(({ param }) => param));
     this.plan = new BucketPlan(this.params, opts, this.processGroup.size);
-    for (const [i, { param }] of this.params.entries()) param.registerPostAccumulateGradHook(() => this.markReady(i));
+    claimParameters(this, this.params, `DistributedDataParallel.create (rank ${this.processGroup.rank})`);
+    this.hooks = this.params.map(({ param }, i) => param.registerPostAccumulateGradHook(() => this.markReady(i)));
+  }
+
+  /**
+   * Removes this wrapper's gradient hooks and gives its parameters back, so the module can be
+   * wrapped again (after freezing or unfreezing, or in a new process group). Not collective.
+   */
+  dispose(): void {
+    for (const hook of this.hooks) hook.remove();
+    releaseParameters(this, this.params);
   }
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
@@ -79,8 +79,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       );
     }
     const ddp = new DistributedDataParallel(module, opts);
-    await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
-    await broadcastTensors(moduleState(module), ddp.processGroup, 0);
+    try {
+      await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
+      await broadcastTensors(moduleState(module), ddp.processGroup, 0);
+    } catch (error) {
+      ddp.dispose(); // a failed create holds nothing
+      throw error;
+    }
     return ddp;
   }
 
@@ -238,18 +243,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const { buckets } = this.plan;
     const results: (Float32Array | null)[] = [];
     for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length));
-    let scale = 1;
-    let buffersFrom = 0;
-    if (!active || isJoinActive(this)) {
-      // [ranks still active, ranks asking to divide by the active count, then 1 for each active rank]
-      const status = new Int32Array(2 + this.processGroup.size);
-      status.set([active ? 1 : 0, !active && !this.divideByInitialWorldSize ? 1 : 0]);
-      status[2 + this.processGroup.rank] = active ? 1 : 0;
-      await this.collective('join status all-reduce', () => this.processGroup.allReduce(status).wait());
-      if (status[1] > 0 && status[0] > 0) scale = this.processGroup.size / status[0];
-      // a joined rank's buffers stopped at its last batch: take them from a rank still training
-      buffersFrom = Math.max(0, status.indexOf(1, 2) - 2);
-    }
+    const { scale, buffersFrom } =
+      !active || isJoinActive(this)
+        ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective)
+        : { scale: 1, buffersFrom: 0 };
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {
       usedAnywhere = Int32Array.from(reduction.used);

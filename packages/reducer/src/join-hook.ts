@@ -1,3 +1,4 @@
+import type { ProcessGroup } from '@ddp/comm';
 import type { JoinHook } from '@ddp/join';
 import type { DistributedDataParallel } from './ddp.js';
 
@@ -16,4 +17,24 @@ export class DDPJoinHook implements JoinHook {
   postHook(isLastJoiner: boolean): Promise<void> {
     return this.ddp.syncFinalModel(isLastJoiner);
   }
+}
+
+/**
+ * An iteration under join, agreed by every rank: the gradients' scale (the initial world over the
+ * ranks still active, when a joined rank asks for it) and the rank to take buffers from (a
+ * joined rank's stopped at its last batch: the lowest one still training).
+ */
+export async function joinStatus(
+  active: boolean,
+  divideByInitialWorldSize: boolean,
+  group: ProcessGroup,
+  collective: <T>(what: string, run: () => Promise<T>) => Promise<T>,
+): Promise<{ scale: number; buffersFrom: number }> {
+  // [ranks still active, ranks asking to divide by the active count, then 1 for each active rank]
+  const status = new Int32Array(2 + group.size);
+  status.set([active ? 1 : 0, !active && !divideByInitialWorldSize ? 1 : 0]);
+  status[2 + group.rank] = active ? 1 : 0;
+  await collective('join status all-reduce', () => group.allReduce(status).wait());
+  const scale = status[1] > 0 && status[0] > 0 ? group.size / status[0] : 1;
+  return { scale, buffersFrom: Math.max(0, status.indexOf(1, 2) - 2) };
 }

@@ -1,6 +1,8 @@
+import type { RemovableHandle } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
+import { claimParameters, releaseParameters } from './ownership.js';
 import { broadcastTensors, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
 
 /**
@@ -11,21 +13,32 @@ import { broadcastTensors, checkTrainableUnchanged, moduleState, verifyParameter
 export class DataParallelNaive<M extends Module = Module> {
   private requireSync = true;
   private readonly hooked: ReadonlySet<Parameter>;
+  private readonly params: { name: string; param: Parameter }[];
+  private readonly hooks: RemovableHandle[];
 
   private constructor(
     readonly module: M,
     readonly processGroup: ProcessGroup,
   ) {
-    this.hooked = new Set(module.parameters().filter((q) => q.requiresGrad));
-    for (const p of this.hooked) {
+    const trainable = module.namedParameters().filter(([, q]) => q.requiresGrad);
+    this.params = trainable.map(([name, param]) => ({ name, param }));
+    this.hooked = new Set(this.params.map(({ param }) => param));
+    claimParameters(this, this.params, `DataParallelNaive.create (rank ${processGroup.rank})`);
+    this.hooks = [...this.hooked].map((p) => {
       const staging = sharedArray(Float32Array, p.size);
-      p.registerPostAccumulateGradHook(async (param) => {
+      return p.registerPostAccumulateGradHook(async (param) => {
         if (!this.requireSync) return;
         copyTensorInto(param.grad!, staging);
         await this.processGroup.allReduce(staging, { op: ReduceOp.AVG }).wait();
         if (!writeInPlace(param.grad!, staging).written) param.grad = tensorFromFloat32(staging, param.shape);
       });
-    }
+    });
+  }
+
+  /** Removes the gradient hooks and gives the parameters back, so the module can be wrapped again. */
+  dispose(): void {
+    for (const hook of this.hooks) hook.remove();
+    releaseParameters(this, this.params);
   }
 
   /** Checks shapes across ranks and broadcasts rank 0's parameters and buffers. */

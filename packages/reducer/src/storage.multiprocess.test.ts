@@ -29,7 +29,7 @@ function expectAveraged(ranks: Step[]): void {
 describe.skipIf(!loadSharedMemory())('gradients reduced where they live (2 real processes)', () => {
   let results: WorldResult;
   beforeAll(async () => {
-    results = await runWorld(await findFreePort(), 2, ['inPlace', 'inPlaceSharedStorage'], 60_000);
+    results = await runWorld(await findFreePort(), 2, ['inPlace', 'inPlaceSharedStorage', 'rewrap'], 60_000);
   }, 70_000);
 
   it('default hook: no copy of a large gradient in a step, the averages in the tensors backward made', () => {
@@ -51,6 +51,17 @@ describe.skipIf(!loadSharedMemory())('gradients reduced where they live (2 real 
       expect([r.copiedOut, r.writtenInPlace, r.uploaded]).toEqual([smallOf(r) + shared, smallOf(r), shared]);
       expect(r.sameTensors).toEqual(r.sizes.map((_, i) => i !== r.large));
       expect(r.kept[0]).toEqual(r.local[r.large]);
+    }
+  });
+
+  // the second wrapper's hooks reduced the same storage in place while the first's did: 3e-3 off, on both ranks
+  it('a module already wrapped is refused a second wrapper until dispose(); wrapped again, it trains as one process', () => {
+    for (const r of okResultsOf(results, 'rewrap') as { refused: string; maxDiff: number }[]) {
+      expect(r.refused).toMatch(
+        /^DDPUsageError: DistributedDataParallel.create \(rank \d\): 0.weight, .* already belong/,
+      );
+      expect(r.refused).toMatch(/call dispose\(\) on it first/);
+      expect(r.maxDiff).toBeLessThan(1e-5);
     }
   });
 });

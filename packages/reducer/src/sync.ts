@@ -130,6 +130,6 @@ export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tens
   const names = changed.map(([name, p]) => `${name} (now ${p.requiresGrad ? 'trainable' : 'frozen'})`);
   throw new DDPUsageError(
     `${who}.forward (rank ${rank}): requiresGrad changed since create for ${names.join(', ')}; ` +
-      `wrap the module again after freezing or unfreezing parameters`,
+      `dispose() this wrapper and wrap the module again after freezing or unfreezing parameters`,
   );
 }

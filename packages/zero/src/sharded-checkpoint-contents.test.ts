@@ -91,15 +91,18 @@ describe('loadShardedCheckpoint restores the LR schedule and the generator', () 
 describe('loadShardedCheckpoint refuses another optimizer class', () => {
   // the manifest recorded no class: Adam's moments loaded into SGD (with Adam's betas), or AdamW
   // read Adam's L2 decay as decoupled, silently
-  it('an Adam checkpoint into ZeRO over SGD or AdamW: ZeroError naming both', async () => {
+  it('an Adam checkpoint into ZeRO over SGD or AdamW: ShardedCheckpointError naming both, the model untouched', async () => {
     for (const Other of [SGD, AdamW]) {
       const model = new Pair(new Generator(1), false);
       const zero = new ZeroRedundancyOptimizer(model.parameters(), Other as unknown as OptimizerClass<{ lr: number }>, {
         lr: 0.01,
       });
+      const before = model.parameters().map((p) => [...p.data.dataSync()]);
       await expect(loadShardedCheckpoint(dir, { model, optimizer: zero })).rejects.toThrow(
-        new RegExp(`state dict of Adam, loaded into ${Other.name}`),
+        new RegExp(`holds the state of Adam, not of ${Other.name}`),
       );
+      // before anything changes (the optimizer's own check came after the weights were loaded)
+      expect(model.parameters().map((p) => [...p.data.dataSync()])).toEqual(before);
       zero.dispose();
       model.dispose();
     }

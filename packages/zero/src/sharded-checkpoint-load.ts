@@ -73,6 +73,13 @@ export async function loadShardedCheckpoint(
   const lacking = (['generator', 'scheduler'] as const).filter((k) => contents[k] && !held[k]);
   if (lacking.length)
     throw new ShardedCheckpointError(`${dir} holds no ${lacking.join(', ')} state`, join(dir, MANIFEST_FILE));
+  // before anything changes (the optimizer's own check ran after the weights were loaded)
+  if (manifest.kind !== undefined && manifest.kind !== zero.stateKind()) {
+    throw new ShardedCheckpointError(
+      `${dir} holds the state of ${manifest.kind}, not of ${zero.stateKind()}`,
+      join(dir, MANIFEST_FILE),
+    );
+  }
   const params = globalParams(zero);
   if (manifest.parameters.length !== params.length) {
     throw new ShardedCheckpointError(

@@ -186,55 +186,72 @@ export async function saveShardedCheckpoint(
   // saved shards and weights of later steps under the step given (silently)
   const { tensors, scalars, weights, manifest, generator } = snapshot(contents);
   const turn = takeCommitTurn(dir);
-  let entry: string | null = null;
-  const failed = `saveShardedCheckpoint(${dir})`;
-  try {
-    // a group of its own: a save not awaited ran its collectives among the training's on the
-    // optimizer's group, and the two ranks interleaved them differently (CollectiveMismatchError)
-    const group = await checkpointGroupOf(zero);
-    const generators = await gatherGenerators(group, generator);
-    entry = join(dir, await fromRank0(group, temporaryEntryName()));
-    const temporary = entry;
-    await onEveryRank(
-      group,
-      async () => {
-        if (rank !== 0) return;
-        await cleanCheckpointDir(dir, MANIFEST_FILE);
-        await createTemporaryEntry(dir, temporary.slice(dir.length + 1));
-      },
-      `${failed}: rank 0 could not create ${entry}`,
-    );
+  // one save of this optimizer's at a time: two in flight paired their identical collectives on
+  // the checkpoint group by position, so one could commit without the other rank's shard
+  const previous = savesInFlight.get(zero);
+  const saving = (async () => {
+    await previous?.catch(() => {});
+    await writeEntry();
+  })();
+  savesInFlight.set(zero, saving);
+  return saving;
 
-    await onEveryRank(
-      group,
-      async () => {
-        await saveSafetensors(join(temporary, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
-        if (rank === 0) {
-          await saveSafetensors(join(temporary, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, { format: 'pt' });
-        }
-        crashPoint('shard-written');
-      },
-      `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
-    );
+  async function writeEntry(): Promise<void> {
+    let entry: string | null = null;
+    const failed = `saveShardedCheckpoint(${dir})`;
+    try {
+      // a group of its own: a save not awaited ran its collectives among the training's on the
+      // optimizer's group, and the two ranks interleaved them differently (CollectiveMismatchError)
+      const group = await checkpointGroupOf(zero);
+      const generators = await gatherGenerators(group, generator);
+      entry = join(dir, await fromRank0(group, temporaryEntryName()));
+      const temporary = entry;
+      await onEveryRank(
+        group,
+        async () => {
+          if (rank !== 0) return;
+          await cleanCheckpointDir(dir, MANIFEST_FILE);
+          await createTemporaryEntry(dir, temporary.slice(dir.length + 1));
+        },
+        `${failed}: rank 0 could not create ${entry}`,
+      );
 
-    await onEveryRank(
-      group,
-      async () => {
-        if (rank !== 0) return;
-        await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
-        await turn.ready;
-        await commitEntry(dir, temporary, contents.step, MANIFEST_FILE);
-      },
-      `${failed}: rank 0 failed to commit the checkpoint`,
-    );
-  } catch (error) {
-    // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
-    if (rank === 0 && entry) await rm(entry, { recursive: true, force: true }).catch(() => {});
-    throw error;
-  } finally {
-    turn.done();
+      await onEveryRank(
+        group,
+        async () => {
+          await saveSafetensors(join(temporary, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+          if (rank === 0) {
+            await saveSafetensors(join(temporary, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, {
+              format: 'pt',
+            });
+          }
+          crashPoint('shard-written');
+        },
+        `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
+      );
+
+      await turn.ready; // on every rank: rank 0 alone would leave the others waiting in the commit's all-reduce
+      await onEveryRank(
+        group,
+        async () => {
+          if (rank !== 0) return;
+          await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
+          await commitEntry(dir, temporary, contents.step, MANIFEST_FILE);
+        },
+        `${failed}: rank 0 failed to commit the checkpoint`,
+      );
+    } catch (error) {
+      // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
+      if (rank === 0 && entry) await rm(entry, { recursive: true, force: true }).catch(() => {});
+      throw error;
+    } finally {
+      turn.done();
+    }
   }
 }
+
+/** Per optimizer, its latest save (the next one's collectives wait for it). */
+const savesInFlight = new WeakMap<object, Promise<void>>();
 
 const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
 

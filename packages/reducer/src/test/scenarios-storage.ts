@@ -67,7 +67,51 @@ async function inPlaceStep(pg: ProcessGroup, keepReshape: boolean): Promise<Reco
   return result;
 }
 
+/**
+ * One model wrapped twice: the second create is refused while the first lives (both wrappers'
+ * hooks reduced the large gradient in place at once: wrong averages on every rank alike); after
+ * dispose() it wraps again and 3 SGD steps match one process on the global batch.
+ */
+async function rewrap(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const model = mlp(11, [5, 13_200, 3]);
+  const first = await DistributedDataParallel.create(model);
+  const refused = await DistributedDataParallel.create(model).then(
+    () => null,
+    (error: Error) => `${error.name}: ${error.message}`,
+  );
+  first.dispose();
+  const ddp = await DistributedDataParallel.create(model);
+  const reference = mlp(11, [5, 13_200, 3]);
+  const x = normal([2 * pg.size, 5], 70);
+  const y = normal([2 * pg.size, 3], 80);
+  const sgd = (m: typeof model) => {
+    // lr 0.001: at 0.1 this wide layer diverges and float32 rounding grows past any tolerance
+    for (const p of m.parameters()) p.data = tf.sub(p.data, tf.mul(p.grad!, 0.001));
+    for (const p of m.parameters()) p.grad = null;
+  };
+  for (let step = 0; step < 3; step++) {
+    const loss = tidy(() =>
+      mse(ddp.forward(rows(x, 2 * pg.rank, 2 * pg.rank + 2)), rows(y, 2 * pg.rank, 2 * pg.rank + 2)),
+    );
+    await loss.backward();
+    loss.dispose();
+    sgd(model);
+    const whole = tidy(() => mse(reference.forward(rows(x, 0, 2 * pg.size)), rows(y, 0, 2 * pg.size)));
+    await whole.backward();
+    whole.dispose();
+    sgd(reference);
+  }
+  const [got, want] = [model, reference].map((m) => m.parameters().flatMap((p) => [...p.data.dataSync()]));
+  const maxDiff = got.reduce((worst, v, i) => Math.max(worst, Math.abs(v - want[i])), 0);
+  ddp.dispose();
+  tf.dispose([x, y]);
+  model.dispose();
+  reference.dispose();
+  return { refused, maxDiff };
+}
+
 export const storageScenarios: Record<string, Scenario> = {
   inPlace: (pg) => inPlaceStep(pg, false),
   inPlaceSharedStorage: (pg) => inPlaceStep(pg, true),
+  rewrap,
 };
