@@ -164,7 +164,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     if (reduction.ready[index]) {
       throw new DDPUsageError(
         `parameter "${this.params[index].name}" was marked ready twice in one backward (used in a ` +
-          `checkpointed segment and outside it, or by two backward calls without an optimizer step)`,
+          'checkpointed segment and outside it, or under findUnusedParameters inside a checkpointed segment, ' +
+          'which its search cannot see into; or by two backward calls without an optimizer step)',
       );
     }
     this.place(index, true);
