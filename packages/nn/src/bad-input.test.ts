@@ -97,4 +97,20 @@ describe('bad input gets a typed error', () => {
     expect(() => new SGD(params(), positional(0.1))).toThrow(/SGD: options must be an object of named options/);
     expect(() => new Adam(params(), positional(0.5))).toThrow(OptimizerError);
   });
+
+  // torch's padding='same' failed untyped (`p.every is not a function`) at the first forward
+  it('Conv2d sizes that are not integers or pairs of them', () => {
+    expect(() => new Conv2d(1, 1, 3, { padding: 'same' as never })).toThrow(
+      /^Conv2d: padding must be an integer >= 0 or a pair of them, got "same" \(padding 'same' and 'valid' are not offered/,
+    );
+    for (const make of [
+      () => new Conv2d(1, 1, 0),
+      () => new Conv2d(1, 1, [3, 1.5] as never),
+      () => new Conv2d(1, 1, 3, { stride: 0 }),
+      () => new Conv2d(1, 1, 3, { padding: -1 }),
+      () => new Conv2d(1, 1, 3, { padding: [1, 1, 1] as never }),
+    ])
+      expect(make).toThrow(ModuleError);
+    expect(new Conv2d(1, 1, [3, 1], { stride: [2, 1], padding: [1, 0] }).padding).toEqual([1, 0]);
+  });
 });

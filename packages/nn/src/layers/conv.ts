@@ -1,13 +1,26 @@
 import { conv2d, maxPool2d, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit } from '../init.js';
-import { Module } from '../module.js';
+import { Module, ModuleError } from '../module.js';
 import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 
 /** One size for both spatial dims, or [height, width]. */
 export type Pair = number | [number, number];
-const pair = (p: Pair): [number, number] => (typeof p === 'number' ? [p, p] : p);
+/**
+ * A size given as one integer or a pair, each at least `min`. Torch's 'same' or 'valid' padding
+ * failed untyped (`p.every is not a function`) later, in the op.
+ */
+function pair(p: Pair, what: string, min: number): [number, number] {
+  const [a, b] = typeof p === 'number' ? [p, p] : Array.isArray(p) && p.length === 2 ? p : [Number.NaN, Number.NaN];
+  if (!(Number.isInteger(a) && Number.isInteger(b) && a >= min && b >= min)) {
+    throw new ModuleError(
+      `Conv2d: ${what} must be an integer >= ${min} or a pair of them, got ${JSON.stringify(p)}` +
+        (typeof p === 'string' ? " (padding 'same' and 'valid' are not offered: give the padding itself)" : ''),
+    );
+  }
+  return [a, b];
+}
 
 export interface Conv2dOptions {
   stride?: Pair;
@@ -39,9 +52,9 @@ export class Conv2d extends Module {
       ...unknown
     } = moduleOptions('Conv2d', opts);
     checkModuleOptions('Conv2d', unknown, ['stride', 'padding', 'bias', 'generator']);
-    this.kernelSize = pair(kernelSize);
-    this.stride = pair(stride);
-    this.padding = pair(padding);
+    this.kernelSize = pair(kernelSize, 'kernelSize', 1);
+    this.stride = pair(stride, 'stride', 1);
+    this.padding = pair(padding, 'padding', 0);
     const shape = [outChannels, inChannels, ...this.kernelSize];
     this.weight = this.registerParameter('weight', Parameter.fromValues(defaultWeightInit(shape, generator), shape));
     const fanIn = inChannels * this.kernelSize[0] * this.kernelSize[1];
