@@ -167,7 +167,7 @@ async function main(): Promise<void> {
         latencyUs: Math.round(s.us),
         busGBs: Number(busBandwidth(s).toFixed(3)),
         // Gloo's time over ours: > 1 means @ddp/comm is faster (same factor for bus bandwidth)
-        speedupVsGloo: !s.impl.endsWith('gloo') && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
+        speedupVsGloo: s.impl.startsWith('ddp') && gloo ? Number((gloo.us / s.us).toFixed(2)) : null,
         speedupVsMpi: s.impl.startsWith('ddp') && peerMpi ? Number((peerMpi.us / s.us).toFixed(2)) : null,
         series: `${s.impl} × ${s.world}`,
       };

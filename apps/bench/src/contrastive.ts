@@ -10,6 +10,7 @@ import { clipLoss, clipLossFullMatrix } from '@ddp/contrastive';
 import { tf } from '@ddp/tensor';
 import { CHARTS } from './lib/charts.js';
 import { benchCommand, rankFlag } from './lib/flags.js';
+import { median } from './lib/step-stats.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const GLOBAL = 1024;
@@ -52,7 +53,7 @@ async function rank(): Promise<void> {
       rank: group.rank,
       world: group.size,
       loss,
-      medianMs: times[Math.floor(times.length / 2)],
+      medianMs: median(times),
       peakMB: peak / 2 ** 20,
     };
     printSample(sample);

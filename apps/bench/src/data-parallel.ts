@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { mse, tensor } from '@ddp/autograd';
 import { CHARTS } from './lib/charts.js';
 import { benchCommand, positiveInt, rankFlag } from './lib/flags.js';
+import { median } from './lib/step-stats.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const flags = benchCommand(
@@ -42,8 +43,6 @@ interface Sample {
   way: string;
   ms: number;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Times `step` (one forward, backward and SGD update) and returns its median over the timed steps. */
 async function timeSteps(step: (i: number) => Promise<void>): Promise<number> {

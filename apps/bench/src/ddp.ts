@@ -225,7 +225,9 @@ async function main(): Promise<void> {
       `${cpuNote(hostRounds[''])}`,
     torch
       ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): ` +
-        `DDP step ours / torch at 2 ranks ${(ms('ddp', 2) / ms('torch', 2)).toFixed(2)}; torch's own weak scaling ` +
+        // `solo`: ours run alone, as the twin is (the interleaved `ddp` row runs between other variants)
+        `DDP step ours (alone) / torch at 2 ranks ${(ms('solo', 2) / ms('torch', 2)).toFixed(2)}; ` +
+        `torch's own weak scaling ` +
         `${pct(ms('torch', 1) / ms('torch', 2))}.`
       : 'PyTorch not importable under /usr/bin/python3: no comparison.',
     typeof link === 'string'

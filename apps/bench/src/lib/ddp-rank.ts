@@ -1,3 +1,4 @@
+import { median } from './step-stats.js';
 import { pinLeavingACoreFree, ThreadCpu, threadCpuNs } from './thread-cpu.js';
 import { printSample } from './world.js';
 
@@ -125,7 +126,6 @@ export async function ddpRank(variant: string, run: DdpRankRun): Promise<void> {
       }
     }
   }
-  const median = (t: number[]) => t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
   const info = {
     'info:peakRssMiB': peakRssMiB(),
     'info:rssOverNoSyncMiB': peakRssMiB() - noSyncPeakRssMiB,

@@ -8,7 +8,12 @@ import type { StepTimes } from './ddp-rounds.js';
 export const hiddenFraction = (t: StepTimes) => Math.min(1, Math.max(0, 1 - (t.ddp - t.local) / t.comm));
 /** What communicating adds to a step's CPU time (rank 0), and what the all-reduce alone costs. */
 const cpuOf = (t: StepTimes) => ({ ddpOverLocal: t['cpu:ddp'] - t['cpu:local'], comm: t['cpu:comm'] });
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** The median; of an even count the mean of the middle two (the upper one, used before, was 2 rounds' best). */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
 export const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 
 /** Where a step's CPU goes on rank 0, by process and by thread (/proc schedstat), for the report. */
