@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { isPlainObject, tensorsIn } from './collate.js';
+import { isPlainObject } from './collate.js';
 import { startPass } from './one-shot.js';
 
 /** A map-style dataset: a known length and random access by index (torch.utils.data.Dataset). */
@@ -39,12 +39,13 @@ export class ArrayDataset<T> extends Dataset<T> {
   }
 }
 
+/** x with each tensor in its arrays and plain objects cloned; x itself (no rebuild) when it holds none. */
 function withClonedTensors<T>(x: T): T {
-  if (typeof x !== 'object' || x === null || ArrayBuffer.isView(x) || tensorsIn(x).length === 0) return x;
   if (x instanceof tf.Tensor) return tf.clone(x) as T;
-  if (Array.isArray(x)) return x.map(withClonedTensors) as T;
-  if (!isPlainObject(x)) return x;
-  return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, withClonedTensors(v)])) as T;
+  if (!Array.isArray(x) && !isPlainObject(x)) return x;
+  const entries = Object.entries(x).map(([k, v]) => [k, withClonedTensors(v)] as const);
+  if (entries.every(([k, v]) => v === (x as Record<string, unknown>)[k])) return x;
+  return (Array.isArray(x) ? entries.map(([, v]) => v) : Object.fromEntries(entries)) as T;
 }
 
 /** A stream of samples of unknown length (torch.utils.data.IterableDataset). */

@@ -134,6 +134,7 @@ export async function commitEntry(
   const name = await withCommitLock(dir, async () => {
     // a committed entry always holds its metaFile: the newest without ours is another kind's (a
     // ZeRO sharded checkpoint beside an nn one), which this commit's clean-up would have deleted
+    // one listing: past this check the newest entry is complete, so it is the one beforeCommit reads
     const top = (await listEntries(dir))[0];
     if (top && !(await exists(join(dir, top.name, metaFile)))) {
       throw new CheckpointError(
@@ -141,11 +142,8 @@ export async function commitEntry(
           'which committing here would delete; save into a directory of its own',
       );
     }
-    if (beforeCommit) {
-      const newest = await newestEntry(dir, metaFile);
-      await beforeCommit(newest ? join(dir, newest.name) : null);
-    }
-    const generation = ((await listEntries(dir))[0]?.generation ?? 0) + 1;
+    await beforeCommit?.(top ? join(dir, top.name) : null);
+    const generation = (top?.generation ?? 0) + 1;
     const name = `${String(generation).padStart(8, '0')}-step-${step}`;
     await rename(temporary, join(dir, name));
     await syncDirectory(dir);
