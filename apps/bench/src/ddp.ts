@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { TwoHosts } from '@ddp/netns';
 import { CHARTS } from './lib/charts.js';
 import { ddpRank, dimsOf, paramsOf } from './lib/ddp-rank.js';
-import { type Entry, type Infos, measure, runWorld, type Sample, type StepTimes } from './lib/ddp-rounds.js';
+import { type Entry, type Infos, type InterleavedRounds, measure, runWorld, type Sample } from './lib/ddp-rounds.js';
 import { benchCommand, positiveInt, positiveNumber, rankFlag } from './lib/flags.js';
 import { byRound, cpuNote, hiddenFraction, pct } from './lib/step-stats.js';
 import { glooTorchVersion } from './lib/world.js';
@@ -96,7 +96,7 @@ const rankArgs = (self: string, variant: string, width: number, depth: number, b
 ];
 
 /** The limited-link runs (their interleaved step times by round and setting), or why they were skipped. */
-async function overLink(self: string, samples: Sample[], infos: Infos): Promise<Record<string, StepTimes[]> | string> {
+async function overLink(self: string, samples: Sample[], infos: Infos): Promise<InterleavedRounds | string> {
   if (!withLink) return 'skipped (--no-link)';
   const hosts = new TwoHosts('bl', '10.231.80');
   const skip = hosts.setUp();
@@ -153,19 +153,22 @@ async function main(): Promise<void> {
     infos.filter((i) => i.variant === variant && i.world === world).map((i) => i.value);
   const efficiency = ms('ddp', 1) / ms('ddp', 2);
   const computeScaling = ms('compute', 1) / ms('compute', 2);
-  const hidden = (runs: Record<string, StepTimes[]>, setting: string) => (runs[setting] ?? []).map(hiddenFraction);
+  const hidden = (runs: InterleavedRounds, setting: string) => (runs[2]?.[setting] ?? []).map(hiddenFraction);
   const hiddenByRound = hidden(hostRounds, '');
   const freeCoreHiddenByRound = hidden(hostRounds, 'free-core');
   const linkHiddenByRound = typeof link === 'string' ? [] : hidden(link, '');
   const linkFreeCoreHiddenByRound = typeof link === 'string' ? [] : hidden(link, 'free-core');
   const prefixes = transports.map((t) => (t ? `${t}-` : ''));
-  const ownWork = [1, 2].flatMap((w) =>
-    (w === 1 ? [''] : prefixes).map(
-      (p) =>
-        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}: ` +
-        `${pct((ms(`${p}local`, w) - ms(`${p}compute`, w)) / ms(`${p}compute`, w))}`,
+  // each round's local and compute come from the same processes, so the ratio is taken per round
+  const ownWorkByRound = Object.fromEntries(
+    [1, 2].flatMap((w) =>
+      (w === 1 ? [''] : prefixes).map((p) => [
+        `${w} rank(s)${p ? ` over ${p.slice(0, -1)}` : ''}`,
+        (hostRounds[w]?.[p.slice(0, -1)] ?? []).map((t) => (t.local - t.compute) / t.compute),
+      ]),
     ),
   );
+  const ownWork = Object.entries(ownWorkByRound).map(([where, xs]) => `${where}: ${byRound(xs)}`);
   const versus = [1, 2].flatMap((w) =>
     (w === 1 ? [''] : prefixes).map(
       (p) =>
@@ -222,7 +225,7 @@ async function main(): Promise<void> {
     `Communication hidden behind backward, 1 − (ddp − local) / comm at 2 ranks (each step timed to the ` +
       `slowest rank), on this host: ${byRound(hiddenByRound)}; with the ranks leaving a core free (rows ` +
       `free-core-*: main threads pinned to CPU 0, comm threads to CPU 1): ${byRound(freeCoreHiddenByRound)}. ` +
-      `${cpuNote(hostRounds[''])}`,
+      `${cpuNote(hostRounds[2]?.[''])}`,
     torch
       ? `PyTorch ${torch} DDP (gradient_as_bucket_view) over Gloo, same model and batch (1 thread per rank): ` +
         // `solo`: ours run alone, as the twin is (the interleaved `ddp` row runs between other variants)
@@ -238,7 +241,7 @@ async function main(): Promise<void> {
         `${kept('link-interleaved-info:bucketCapMB', linkGradMiB)}: communication hidden behind backward ` +
         `${byRound(linkHiddenByRound)}; with the ranks leaving a core free (rows link-free-core-*; cap kept ` +
         `${kept('link-free-core-interleaved-info:bucketCapMB', linkGradMiB)}): ` +
-        `${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[''])}`,
+        `${byRound(linkFreeCoreHiddenByRound)}. ${cpuNote(link[2]?.[''])}`,
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
@@ -257,6 +260,7 @@ async function main(): Promise<void> {
       computeScaling,
       hiddenByRound,
       freeCoreHiddenByRound,
+      ownWorkByRound,
       link: {
         ...LINK,
         hiddenByRound: linkHiddenByRound,

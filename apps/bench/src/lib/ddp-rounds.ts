@@ -40,13 +40,15 @@ export const SETTING_ENV: Record<Setting, Record<string, string>> = {
 };
 /** One world of the plan: a variant at a world size, and how it runs (default: shared memory, all cores shared). */
 export type Entry = [variant: string, world: number, setting?: Setting];
+/** Every round's step times of the interleaved run (compute, local, comm, ddp in the same processes), by world and setting. */
+export type InterleavedRounds = Record<number, Record<string, StepTimes[]>>;
 /** Figures that are not step times (`info:*`), by name and world, every round's. */
 export type Infos = { variant: string; world: number; value: number }[];
 
 /**
  * Runs every entry of the plan `rounds` times, alternating; keeps each step time's best round
  * in `samples` and every `info:*` figure in `infos`; returns every round's step times of the
- * interleaved run at 2 ranks, by setting ('' for the default).
+ * interleaved run, by world size and setting ('' for the default).
  */
 export async function measure(
   plan: Entry[],
@@ -55,13 +57,16 @@ export async function measure(
   samples: Sample[],
   infos: Infos,
   rounds: number,
-): Promise<Record<string, StepTimes[]>> {
-  const interleaved: Record<string, StepTimes[]> = {};
+): Promise<InterleavedRounds> {
+  const interleaved: InterleavedRounds = {};
   for (let round = 0; round < rounds; round++) {
     for (const [variant, world, setting] of plan) {
       const times = await run(variant, world, setting ? SETTING_ENV[setting] : {});
-      if (variant === 'interleaved' && world === 2)
-        interleaved[setting ?? ''] = [...(interleaved[setting ?? ''] ?? []), times];
+      if (variant === 'interleaved') {
+        const bySetting = interleaved[world] ?? {};
+        bySetting[setting ?? ''] = [...(bySetting[setting ?? ''] ?? []), times];
+        interleaved[world] = bySetting;
+      }
       for (const [mode, ms] of Object.entries(times)) {
         const name = `${label}${setting ? `${setting}-` : ''}${mode.startsWith('info:') ? `${variant}-` : ''}${mode}`;
         console.log(`round ${round + 1}/${rounds}: ${name} × ${world}: ${ms.toFixed(1)}`);
