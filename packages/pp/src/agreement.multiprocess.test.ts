@@ -13,15 +13,18 @@ describe('the stages of a pipeline agree on what they pass before running', () =
       timeoutMs: 60_000,
     });
     const n = CFG.numMicroBatches;
-    const size = CFG.microBatch * CFG.seq * CFG.dim;
+    const { microBatch: b, seq, dim } = CFG;
     for (const { rank, results: r } of results) {
       for (const schedule of ['1f1b', 'afab']) {
         expect(r[`${schedule} counts`], `rank ${rank}`).toBe(
           `PipelineStageError: stage ${rank}: pipelineStep: the stages pass different micro-batch counts or ` +
-            `activation sizes (stage 0: ${n} of ${size} values, stage 1: ${n + 1} of ${size} values)`,
+            `activation shapes (stage 0: ${n} of [${b}, ${seq}, ${dim}], stage 1: ${n + 1} of [${b}, ${seq}, ${dim}])`,
         );
-        expect(r[`${schedule} shapes`], `rank ${rank}`).toMatch(
-          `(stage 0: ${n} of ${size} values, stage 1: ${n} of ${CFG.microBatch * CFG.seq * (CFG.dim + 1)} values)`,
+        expect(r[`${schedule} shapes`], `rank ${rank}`).toContain(
+          `(stage 0: ${n} of [${b}, ${seq}, ${dim}], stage 1: ${n} of [${b}, ${seq}, ${dim + 1}])`,
+        );
+        expect(r[`${schedule} layout`], `rank ${rank}`).toContain(
+          `(stage 0: ${n} of [${b}, ${seq}, ${dim}], stage 1: ${n} of [${seq}, ${b}, ${dim}])`,
         );
       }
       expect(r.agreed).toBe('ok');

@@ -73,17 +73,31 @@ interface Stash {
 const rowsOf = (t: Indices | undefined): number =>
   t === undefined ? 0 : Array.isArray(t) ? t.length : (t.shape[0] ?? 0);
 
+/** Dims of an activation shape the agreement sends as they are; the rest are folded into the last one sent. */
+const SHAPE_DIMS = 6;
+
+/** `shape` as SHAPE_DIMS + 1 numbers: its rank, then its dims (any beyond SHAPE_DIMS − 1 multiplied into the last). */
+function shapeKey(shape: readonly number[]): number[] {
+  const dims = shape.slice(0, SHAPE_DIMS - 1);
+  if (shape.length >= SHAPE_DIMS) dims.push(shape.slice(SHAPE_DIMS - 1).reduce((a, b) => a * b, 1));
+  return [shape.length, ...dims, ...Array<number>(SHAPE_DIMS - dims.length).fill(0)];
+}
+
 /**
- * Every stage must pass the same number of micro-batches with the same activation size. Under
+ * Every stage must pass the same number of micro-batches with the same activation shape. Under
  * 1F1B a stage given one more read the next step's first activation as its last micro-batch and
- * weighted its losses by 1/4 instead of 1/3, and both steps ended without an error.
+ * weighted its losses by 1/4 instead of 1/3, and both steps ended without an error; a stage given
+ * [seq, batch, dim] where the next had [batch, seq, dim] read another layout of the same values.
  */
-async function agreeOnMicroBatches(stage: PipelineStage, ppGroup: ProcessGroup, m: number, count: number) {
-  const all = await ppGroup.allGather(Int32Array.of(m, count)).wait();
-  if (all.every((a) => a[0] === m && a[1] === count)) return;
-  const each = all.map((a, s) => `stage ${s}: ${a[0]} of ${a[1]} values`).join(', ');
+async function agreeOnMicroBatches(stage: PipelineStage, ppGroup: ProcessGroup, m: number, shape: number[]) {
+  const mine = Int32Array.from([m, ...shapeKey(shape)]);
+  const all = await ppGroup.allGather(mine).wait();
+  if (all.every((a) => a.every((v, i) => v === mine[i]))) return;
+  const each = all
+    .map((a, s) => `stage ${s}: ${a[0]} of [${[...a.subarray(2, 2 + Math.min(a[1], SHAPE_DIMS))].join(', ')}]`)
+    .join(', ');
   throw new PipelineStageError(
-    `stage ${stage.stage}: pipelineStep: the stages pass different micro-batch counts or activation sizes (${each})`,
+    `stage ${stage.stage}: pipelineStep: the stages pass different micro-batch counts or activation shapes (${each})`,
   );
 }
 
@@ -111,7 +125,7 @@ export async function pipelineStep(
     );
   }
   const count = activationShape.reduce((a, b) => a * b, 1);
-  if (ppGroup.size > 1) await agreeOnMicroBatches(stage, ppGroup, m, count);
+  if (ppGroup.size > 1) await agreeOnMicroBatches(stage, ppGroup, m, activationShape);
   // each stage holds its own parameters: the model's gradient norm sums over the stages (clipGradNormDistributed)
   if (ppGroup.size > 1) for (const p of stage.parameters()) markGradientShard(p, ppGroup);
   let schedule: Schedule;

@@ -1,5 +1,6 @@
 // One stage of agreement.multiprocess.test.ts: pipelineStep where the stages disagree on the
-// micro-batch count (the last stage passes one more) or on the activation shape, under each
+// micro-batch count (the last stage passes one more) or on the activation shape (another size, or the same
+// size in another layout), under each
 // schedule. Prints each call's outcome: 'ok' or the error.
 import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
 import { PipelineStage, pipelineStep } from '../index.js';
@@ -24,6 +25,11 @@ for (const schedule of ['1f1b', 'afab'] as const) {
   const activationShape = stage.isLast ? [CFG.microBatch, CFG.seq, CFG.dim + 1] : shape;
   results[`${schedule} shapes`] = await outcome(
     pipelineStep(stage, microBatches(0, 0), { ppGroup: grid.ppGroup, activationShape, schedule }),
+  );
+  // the same size in another layout: the last stage would read [seq, batch, dim] values as [batch, seq, dim]
+  const layout = stage.isLast ? [CFG.seq, CFG.microBatch, CFG.dim] : shape;
+  results[`${schedule} layout`] = await outcome(
+    pipelineStep(stage, microBatches(0, 0), { ppGroup: grid.ppGroup, activationShape: layout, schedule }),
   );
 }
 for (const p of stage.parameters()) p.grad = null;
