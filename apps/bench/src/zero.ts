@@ -10,7 +10,7 @@
  * state, temporaries; comm buffers are plain JS memory and not counted), measured with
  * tf.profile on every rank. Writes results/zero.*.
  *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 2] [--worlds 2,4]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 4] [--worlds 2,4]
  */
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -35,7 +35,7 @@ type Mode = (typeof MODES)[number];
 const MB = 1024 * 1024;
 
 const values = benchCommand('zero', 'memory and step time of DDP against ZeRO stages 1 and 2 and FSDP')
-  .option('--steps <n>', 'training steps per run', positiveInt, 2)
+  .option('--steps <n>', 'training steps per run (the first untimed)', positiveInt, 4)
   .option('--worlds <n,…>', 'world sizes', positiveIntList, [2, 4])
   .option('--modes <m,…>', `modes to run (${MODES.join(', ')})`, choiceList(MODES), [...MODES])
   .option('--threads <n>', 'kernel threads per rank (default: cores ÷ ranks, as ddp-run sets it)', positiveInt)
