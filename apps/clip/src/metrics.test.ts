@@ -29,6 +29,27 @@ describe('MetricsLog', () => {
     expect(resumed.rows()).toEqual([{ step: 1 }, { step: 2 }, { step: 3 }, { step: 4, loss: 0.5 }]);
   });
 
+  it("refuses to cut or continue another run's rows, and marks each row with its run", async () => {
+    const path = join(dir, 'd');
+    const first = new MetricsLog(path, { run: 'r1', checkpointDir: join(dir, 'ckpt1') });
+    first.checkRows(null, false);
+    await first.open(null);
+    for (let step = 1; step <= 3; step++) first.append({ step });
+    await first.close();
+    expect(first.rows()[0]).toEqual({ step: 1, run: 'r1', checkpointDir: join(dir, 'ckpt1') });
+    // the same run resumed, and a fresh attempt of its own directory: allowed
+    first.checkRows({ step: 2, run: 'r1' }, false);
+    new MetricsLog(path, { run: 'r9', checkpointDir: join(dir, 'ckpt1') }).checkRows(null, false);
+    // another directory's fresh run: refused unless overwrite
+    const second = new MetricsLog(path, { run: 'r2', checkpointDir: join(dir, 'ckpt2') });
+    expect(() => second.checkRows(null, false)).toThrow(/holds the metrics of the run checkpointed in .*ckpt1/);
+    second.checkRows(null, true);
+    // a resume whose checkpoint belongs to another run than the rows up to its step: refused
+    expect(() => second.checkRows({ step: 2, run: 'r2' }, false)).toThrow(/holds step 1 of another run \(.*ckpt1\)/);
+    // checkpoints and rows written before runs had ids are not checked
+    second.checkRows({ step: 2, run: null }, false);
+  });
+
   it('reports a failed write at close()', async () => {
     const log = new MetricsLog(join(dir, 'c'));
     await log.open(null);

@@ -1,8 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { type FileHandle, open, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { makeDirectories } from '@ddp/nn';
 import type { Row } from '@ddp/plot';
+import { ResumeError } from './resume.js';
 
 /** One line of metrics.jsonl: a training step, or an evaluation (with zeroShotTop1). */
 export interface MetricRow {
@@ -14,10 +15,21 @@ export interface MetricRow {
   /** tf.memory().numTensors after the step: must stay flat. */
   numTensors?: number;
   zeroShotTop1?: number;
+  /** The run that wrote the row (a random id, also in its checkpoints' extra); absent in older files. */
+  run?: string;
+  /** That run's --checkpoint-dir, resolved. */
+  checkpointDir?: string;
+}
+
+/** Which run a MetricsLog writes for: its id, and its checkpoints' directory. */
+export interface RunIdentity {
+  run: string;
+  checkpointDir: string;
 }
 
 /**
  * metrics.jsonl in the output directory; on resume, rows past the checkpoint's step are dropped.
+ * Every row names its run, so a file is never cut or continued for another run's (checkRows).
  * Lines are written in order on one open file without the step waiting for them: rank 0 awaiting
  * each append held every rank up at the next all-reduce. close() waits for them and reports a failed write.
  */
@@ -26,8 +38,46 @@ export class MetricsLog {
   private file: FileHandle | null = null;
   private writes: Promise<void> = Promise.resolve();
   private failure: Error | null = null;
-  constructor(readonly dir: string) {
+  private readonly identity: RunIdentity | null;
+  /** The id every row carries (null without an identity). */
+  get run(): string | null {
+    return this.identity?.run ?? null;
+  }
+  constructor(
+    readonly dir: string,
+    identity?: RunIdentity,
+  ) {
     this.path = join(dir, 'metrics.jsonl');
+    this.identity = identity ? { run: identity.run, checkpointDir: resolve(identity.checkpointDir) } : null;
+  }
+
+  /**
+   * Refuses a file this run must not cut or continue: resumed at `resumed.step`, rows up to it
+   * written by another run (its rows and this one's would make one curve, silently); started
+   * afresh, rows of a run with another checkpoint directory (`--resume` on a mistyped directory
+   * wiped the metrics of the run beside it), unless `overwrite`. Rows of this directory's earlier
+   * attempt that never checkpointed are this run's to replace.
+   */
+  checkRows(resumed: { step: number; run: string | null } | null, overwrite: boolean): void {
+    const rows = this.rows();
+    if (resumed !== null) {
+      // rows written before runs had ids (no `run`) pass: nothing tells whose they are
+      const other = rows.find(
+        (r) => r.step <= resumed.step && resumed.run !== null && r.run !== undefined && r.run !== resumed.run,
+      );
+      if (other)
+        throw new ResumeError(
+          `${this.path} holds step ${other.step} of another run (${other.checkpointDir ?? 'an older version'}), ` +
+            `not the one this checkpoint continues: resuming would join the two runs' curves. Pass another --out.`,
+        );
+    } else if (!overwrite) {
+      const other = rows.find((r) => r.checkpointDir !== this.identity?.checkpointDir);
+      if (other)
+        throw new ResumeError(
+          `${this.path} holds the metrics of the run checkpointed in ${other.checkpointDir ?? 'another directory'}, ` +
+            'which this new run would replace: pass --overwrite to replace them, or another --out',
+        );
+    }
   }
 
   async open(resumedStep: number | null): Promise<void> {
@@ -41,7 +91,7 @@ export class MetricsLog {
   append(row: MetricRow): void {
     const file = this.file;
     if (!file) throw new Error(`metrics: append to ${this.path} before open() or after close()`);
-    const line = `${JSON.stringify(row)}\n`;
+    const line = `${JSON.stringify({ ...row, ...this.identity })}\n`;
     this.writes = this.writes
       .then(() => file.appendFile(line))
       .catch((e: Error) => {

@@ -119,7 +119,27 @@ describe('apps/clip --resume under other options', () => {
       '--eval-size (20000) must be from 1 to the 10000 test pairs',
     );
     expect(await train('restream', ['--overwrite', '--seed', '4', '--exit-after', '1'])).not.toMatch(/resumed/);
+    const metricsOf = () => readFileSync(join(dir, 'restream', 'metrics.jsonl'), 'utf8');
+    const held = metricsOf();
+    // before: --resume on a mistyped directory found nothing, started afresh and emptied the metrics beside it
+    const typo = await train('restream', ['--resume', '--seed', '4', '--checkpoint-dir', join(dir, 'typo')], 2, 1);
+    expect(typo).toMatch(/ResumeError: .*metrics\.jsonl holds the metrics of the run checkpointed in .*restream.ckpt/);
+    expect(typo).toMatch(/ResumeError: rank [01]: /);
+    expect(metricsOf()).toBe(held);
+    // before: resumed after another run had written the same --out, its curve joined that run's first steps
+    await train('restream', ['--overwrite', '--checkpoint-dir', join(dir, 'other'), '--exit-after', '1']);
+    const joined = await train('restream', ['--resume', '--seed', '4'], 2, 1);
+    expect(joined).toMatch(/ResumeError: .*metrics\.jsonl holds step 1 of another run \(.*other\)/);
   }, 300_000);
+});
+
+describe('apps/clip refuses options it could not run through', () => {
+  it('a --seed whose last epoch passes 2^53 fails at the start (was: after a whole epoch of training)', async () => {
+    // 2 global batches of 30000 per epoch: step 6 falls in epoch 2
+    expect(await train('seed', ['--seed', String(2 ** 53 - 2), '--batch-size', '30000'], 1, 1)).toContain(
+      `--seed ${2 ** 53 - 2}: the data order of epoch 2 is drawn from seed + epoch, which must stay below 2^53`,
+    );
+  }, 60_000);
 });
 
 describe('apps/clip: 2 ranks against 1', () => {

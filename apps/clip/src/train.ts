@@ -1,5 +1,6 @@
 // CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
 
+import { randomUUID } from 'node:crypto';
 import { GradScaler, type GradScalerStateDict } from '@ddp/amp';
 import { autocast, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
@@ -15,16 +16,21 @@ import { dumpRun } from './dump.js';
 import { zeroShotTop1 } from './eval.js';
 import { MetricsLog } from './metrics.js';
 import { ClipModel } from './model.js';
-import { checkSameOptions, type ResumedOptions, refuseToReplace, savedOptions } from './resume.js';
+import { checkSameOptions, type ResumedOptions, ResumeError, refuseToReplace, savedOptions } from './resume.js';
 
 const int = (v: string) => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${v}'`);
   return n;
 };
+const atLeastOne = (v: string) => {
+  const n = int(v);
+  if (n < 1) throw new InvalidArgumentError(`expected an integer >= 1, got '${v}'`);
+  return n;
+};
 const positive = (v: string) => {
   const n = Number(v);
-  if (!(n > 0)) throw new InvalidArgumentError(`expected a positive number, got '${v}'`);
+  if (!(n > 0 && Number.isFinite(n))) throw new InvalidArgumentError(`expected a finite positive number, got '${v}'`);
   return n;
 };
 
@@ -36,10 +42,10 @@ const ampDtype = (v: string) => {
 
 const opts = new Command('clip-train')
   .description('Train a tiny CLIP on two-digit MNIST pairs; run through ddp-run for several ranks.')
-  .option('--steps <n>', 'optimizer steps', int, 150)
+  .option('--steps <n>', 'optimizer steps', atLeastOne, 150)
   .option('--batch-size <n>', 'global batch per micro-batch, split over the ranks (contrastive negatives)', int, 256)
   .option('--lr <x>', 'peak learning rate (AdamW, linear warm-up then cosine)', positive, 2e-3)
-  .option('--grad-accum <k>', 'micro-batches per optimizer step', int, 1)
+  .option('--grad-accum <k>', 'micro-batches per optimizer step', atLeastOne, 1)
   .option('--checkpoint-every <n>', 'save every n optimizer steps (0: only at the end)', int, 50)
   .option('--checkpoint-dir <dir>', 'checkpoint directory', 'runs/clip/checkpoint')
   .option('--amp <dtype>', 'mixed precision: bf16 or fp16 (autocast around the forward, GradScaler)', ampDtype)
@@ -112,6 +118,8 @@ const scheduler = new WarmupCosineLR(optimizer, {
 // the scaler agrees on skipping a step across the ranks; GradScaler({ enabled: false }) is a no-op
 const scaler = new GradScaler({ enabled: opts.amp !== undefined, processGroup: group });
 let step = 0;
+/** This run's id, in its checkpoints and its metrics rows: a resumed run keeps the one it continues. */
+let run: string | null = randomUUID().slice(0, 8);
 const stream: ResumedOptions = {
   seed: opts.seed,
   batchSize: opts.batchSize,
@@ -127,8 +135,9 @@ if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
   checkSameOptions(savedOptions(loaded.extra), stream, loaded.path, rank);
   step = loaded.step;
-  const saved = (loaded.extra as { scaler?: GradScalerStateDict } | null)?.scaler;
-  if (saved) scaler.loadStateDict(saved);
+  const extra = loaded.extra as { scaler?: GradScalerStateDict; run?: string } | null;
+  if (extra?.scaler) scaler.loadStateDict(extra.scaler);
+  run = extra?.run ?? null; // checkpoints written before runs had ids: no metrics check
   if (rank === 0) console.log(`resumed from ${loaded.path} at step ${step}`);
 }
 
@@ -139,6 +148,12 @@ const test = DigitPairs.load('test');
 if (opts.evalSize < 1 || opts.evalSize > test.length)
   throw new InvalidArgumentError(`--eval-size (${opts.evalSize}) must be from 1 to the ${test.length} test pairs`);
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
+// epoch e's order is drawn from seed + e: checked now, not when the last epoch starts
+const lastEpoch = sampler.position(opts.steps * opts.gradAccum - 1).epoch;
+if (!Number.isSafeInteger(opts.seed + lastEpoch))
+  throw new InvalidArgumentError(
+    `--seed ${opts.seed}: the data order of epoch ${lastEpoch} is drawn from seed + epoch, which must stay below 2^53`,
+  );
 if (opts.dumpInit !== undefined) {
   const { steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery } = opts;
   const run = { world, steps, gradAccum, batchSize, seed, evalEvery, evalSize, checkpointEvery };
@@ -152,7 +167,19 @@ if (opts.dumpInit !== undefined) {
   await destroyProcessGroup();
   process.exit(0);
 }
-const metrics = new MetricsLog(opts.out);
+const metrics = new MetricsLog(opts.out, { run: run ?? randomUUID().slice(0, 8), checkpointDir: opts.checkpointDir });
+// rank 0 keeps the metrics; every rank stops when it refuses them (the others would wait in the first all-reduce)
+const refused = Int32Array.of(0);
+if (rank === 0) {
+  try {
+    metrics.checkRows(step > 0 ? { step, run } : null, opts.overwrite);
+  } catch (error) {
+    refused[0] = 1;
+    console.error(`${(error as Error).name}: ${(error as Error).message}`);
+  }
+}
+await group.allReduce(refused).wait();
+if (refused[0] !== 0) throw new ResumeError(`rank ${rank}: rank 0 refused --out ${opts.out} (its message above)`);
 if (rank === 0) await metrics.open(step > 0 ? step : null);
 
 async function checkpointNow(): Promise<void> {
@@ -165,7 +192,7 @@ async function checkpointNow(): Promise<void> {
       generator,
       step,
       epoch: position.epoch,
-      extra: { sampler: position, stream, scaler: scaler.stateDict() },
+      extra: { sampler: position, stream, scaler: scaler.stateDict(), run: metrics.run },
     });
   }
   await group.barrier().wait();
