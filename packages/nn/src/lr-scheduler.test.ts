@@ -55,6 +55,37 @@ describe('learning-rate schedules', () => {
       expect(opt2.paramGroups[0]?.lr).toBe(opt.paramGroups[0]?.lr); // was: old peak, new total and floor
     }
     expect(options).toEqual({ warmupSteps: 10, totalSteps: 100, minLr: 0.05 }); // the caller's object untouched
+    // the default floor is saved too: a resume built with minLr 0.5 went on towards 0.5, not 0; and the
+    // other way round, a saved floor loaded into a scheduler built without one was refused
+    for (const [savedFloor, resumedFloor] of [
+      [undefined, 0.5],
+      [0.1, undefined],
+    ]) {
+      const a = { paramGroups: [{ lr: 1 }] };
+      const s1 = new WarmupCosineLR(a, {
+        warmupSteps: 2,
+        totalSteps: 10,
+        ...(savedFloor ? { minLr: savedFloor } : {}),
+      });
+      for (let i = 0; i < 4; i++) s1.step();
+      const b = { paramGroups: [{ lr: 1 }] };
+      const s2 = new WarmupCosineLR(b, {
+        warmupSteps: 2,
+        totalSteps: 10,
+        ...(resumedFloor ? { minLr: resumedFloor } : {}),
+      });
+      s2.loadStateDict(JSON.parse(JSON.stringify(s1.stateDict())));
+      for (let i = 0; i < 8; i++) {
+        s1.step();
+        s2.step();
+        expect(b.paramGroups[0]?.lr).toBe(a.paramGroups[0]?.lr);
+      }
+    }
+    // a state saved before the floor always was (no minLr: it was the default, 0)
+    const old = { lastEpoch: 9, baseLrs: [1], options: { warmupSteps: 2, totalSteps: 10 }, kind: 'WarmupCosineLR' };
+    const c = { paramGroups: [{ lr: 1 }] };
+    new WarmupCosineLR(c, { warmupSteps: 2, totalSteps: 10, minLr: 0.5 }).loadStateDict(old);
+    expect(c.paramGroups[0]?.lr).toBeCloseTo(warmupCosineLr(9, 1, { warmupSteps: 2, totalSteps: 10 }), 12);
     const step = new StepLR({ paramGroups: [{ lr: 1 }] }, 5, 0.5);
     const stepResumed = new StepLR({ paramGroups: [{ lr: 1 }] }, 2, 0.1);
     stepResumed.loadStateDict(step.stateDict());

@@ -93,8 +93,13 @@ export abstract class LRScheduler {
     this.checkState(state);
     this.lastEpoch = state.lastEpoch;
     this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
-    if (state.options) Object.assign(this.options, state.options);
+    if (state.options) Object.assign(this.options, this.unsavedDefaults(), state.options);
     this.apply();
+  }
+
+  /** Settings a state may lack because older versions left them out when they held their default. */
+  protected unsavedDefaults(): object {
+    return {};
   }
 
   /**
@@ -192,8 +197,14 @@ export class WarmupCosineLR extends LRScheduler {
     }
     if (!(minLr >= 0 && Number.isFinite(minLr))) throw new SchedulerError(`minLr must be >= 0, got ${minLr}`);
     super(optimizer);
-    this.options = { ...options };
+    // the floor always saved: left out when defaulted, a resume built with another floor kept its own, silently
+    this.options = { warmupSteps, totalSteps, minLr };
     this.apply();
+  }
+
+  /** States saved before the floor always was left it out when it was the default. */
+  protected override unsavedDefaults(): object {
+    return { minLr: 0 };
   }
 
   lrAt(step: number, baseLr: number): number {

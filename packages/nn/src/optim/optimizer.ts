@@ -25,23 +25,16 @@ export class OptimizerError extends Error {
   override name = 'OptimizerError';
 }
 
-/**
- * Options, and hyperparameters of parameter groups, that the optimizer does not know
- * (`weight_decay` for weightDecay) raise OptimizerError.
- */
-export function checkOptimizerOptions<O>(
-  optimizer: string,
-  options: object,
-  params: Tensor[] | ParamGroupInput<O>[],
-  known: readonly string[],
-): void {
-  const error = (message: string) => new OptimizerError(message);
-  checkOptionNames(optimizer, options, known, error);
-  if (!isGroupList(params)) return;
-  // a group may carry initialLr (a scheduler's), as torch's param_groups carry initial_lr
-  const inGroups = [...known, 'initialLr'];
-  for (const [i, { params: _, ...group }] of params.entries())
-    checkOptionNames(`${optimizer} parameter group ${i}`, group, inGroups, error);
+/** Options the optimizer does not know (`weight_decay` for weightDecay) raise OptimizerError. */
+export function checkOptimizerOptions(optimizer: string, options: object, known: readonly string[]): void {
+  checkOptionNames(optimizer, options, known, (message) => new OptimizerError(message));
+}
+
+/** How an optimizer checks each parameter group: the hyperparameters it knows, and their values (merged). */
+export interface GroupCheck<O> {
+  names: readonly string[];
+  /** Raises OptimizerError for a value the update cannot use; `where` names the group. */
+  values(o: O, where: string): void;
 }
 
 export abstract class Optimizer<O extends { lr: number }> {
@@ -51,6 +44,8 @@ export abstract class Optimizer<O extends { lr: number }> {
   constructor(
     params: Tensor[] | ParamGroupInput<O>[],
     readonly defaults: O,
+    /** Absent: the groups are checked by an optimizer this one wraps (ZeRO). */
+    private readonly groupCheck?: GroupCheck<O>,
   ) {
     if (params.length === 0) throw new OptimizerError('optimizer got an empty parameter list');
     const groups = isGroupList(params) ? params : [{ params } as ParamGroupInput<O>];
@@ -71,7 +66,18 @@ export abstract class Optimizer<O extends { lr: number }> {
       inGroup.add(p);
       if (!p.isLeaf) throw new OptimizerError("can't optimize a non-leaf Tensor");
     }
-    this.paramGroups.push({ ...this.defaults, ...group, params: [...group.params] } as ParamGroup<O>);
+    const { params, ...given } = group;
+    // a value left undefined ({ lr: cfg.headLr } without one) is one not given: spread over the
+    // default, it made the weights NaN
+    const merged: Record<string, unknown> = { ...this.defaults };
+    for (const [k, v] of Object.entries(given)) if (v !== undefined) merged[k] = v;
+    if (this.groupCheck) {
+      const where = `${this.constructor.name} parameter group ${this.paramGroups.length}`;
+      // a group may carry initialLr (a scheduler's), as torch's param_groups carry initial_lr
+      checkOptionNames(where, given, [...this.groupCheck.names, 'initialLr'], (m) => new OptimizerError(m));
+      this.groupCheck.values(merged as O, where);
+    }
+    this.paramGroups.push({ ...merged, params: [...params] } as ParamGroup<O>);
   }
 
   /** Applies one update to every parameter that has a gradient. */
@@ -157,15 +163,18 @@ export abstract class Optimizer<O extends { lr: number }> {
   /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
   loadStateDict(sd: OptimizerStateDict<O>): void {
     const byIndex = this.checkStateDict(sd);
-    for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
-    this.state.clear();
-    for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
-      Object.assign(this.paramGroups[gi] as object, hyper);
+    // copied before the old state goes: a state dict of this optimizer's own (stateDict() borrows
+    // its tensors) was disposed by the load and the moments restarted from zero
+    const copies = new Map<Tensor, ParamState>();
     for (const [i, s] of sd.state) {
       const copy: ParamState = {};
       for (const [k, v] of Object.entries(s)) copy[k] = v instanceof tf.Tensor ? v.clone() : v;
-      this.state.set(byIndex[i] as Tensor, copy);
+      copies.set(byIndex[i] as Tensor, copy);
     }
+    this.dispose();
+    for (const [p, copy] of copies) this.state.set(p, copy);
+    for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
+      Object.assign(this.paramGroups[gi] as object, hyper);
   }
 
   /** Frees the optimizer's state tensors. */
@@ -209,6 +218,11 @@ export function stateDictParams<O>(
     const p = byIndex[i];
     if (!p) throw error(`state for parameter ${i}, which no group holds`);
     for (const [k, v] of Object.entries(s)) {
+      if (v instanceof tf.Tensor && v.isDisposed)
+        throw error(
+          `state '${k}' of parameter ${i} was freed: stateDict() lends the optimizer's own tensors, which its ` +
+            'dispose() or its steps free; clone them to keep a snapshot',
+        );
       if (v instanceof tf.Tensor && (v.shape.length !== p.shape.length || v.shape.some((d, j) => d !== p.shape[j])))
         throw error(`state '${k}' of parameter ${i} has shape [${v.shape}], the parameter [${p.shape}]`);
     }

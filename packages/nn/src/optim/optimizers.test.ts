@@ -37,6 +37,8 @@ describe('optimizers against PyTorch trajectories', () => {
       const q = new Parameter(p.data.clone());
       const resumed = make([q]);
       resumed.loadStateDict(opt.stateDict());
+      // its own state dict (borrowed tensors): before, the load freed them first, raised, and the moments restarted
+      opt.loadStateDict(opt.stateDict());
       await expectNoLeaks(() => stepWith(opt, p, 2), { label: `${name} step` });
       for (let k = 2; k < 4; k++) {
         if (k === 3) stepWith(opt, p, k);
@@ -48,6 +50,22 @@ describe('optimizers against PyTorch trajectories', () => {
       tf.dispose([p, q].flatMap((t) => [t.data, ...(t.grad ? [t.grad] : [])]));
     });
   }
+
+  it('refuses a state dict whose tensors were freed with their optimizer, changing nothing', () => {
+    const p = new Parameter(tf.ones([2]));
+    const old = new Adam([p], { lr: 0.1 });
+    p.grad = tf.ones([2]);
+    old.step();
+    const kept = old.stateDict();
+    old.dispose();
+    const opt = new Adam([p], { lr: 0.1 });
+    opt.step();
+    // before: a plain "Tensor is disposed" Error, thrown after the optimizer's own state was freed
+    expect(() => opt.loadStateDict(kept)).toThrow(/state 'expAvg' of parameter 0 was freed: stateDict\(\) lends/);
+    expect(opt.state.get(p)?.step).toBe(1);
+    opt.dispose();
+    tf.dispose([p.data, p.grad]);
+  });
 
   it('applies per-group hyperparameters', () => {
     const a = new Parameter(tf.ones([2]));

@@ -1,4 +1,5 @@
 import { tensor, tidy } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { Dropout } from '../layers/activation.js';
 import { Linear } from '../layers/linear.js';
@@ -21,6 +22,29 @@ describe('options torch refuses', () => {
     expect(() => new Adam(params(), { weightDecay: -0.1 })).toThrow(/Adam: invalid weightDecay -0\.1/);
     expect(() => new AdamW(params(), { weightDecay: -0.1 })).toThrow(OptimizerError);
     expect(() => new Adam(params(), { eps: Number.NaN })).toThrow(OptimizerError);
+  });
+
+  it("a group's value left undefined takes the optimizer's; a group's invalid value or unknown name is refused, also added later", () => {
+    const cfg: { headLr?: number; wd?: number } = {};
+    const [a, b] = params();
+    // before: the spread put undefined over the default, and a step made the weights NaN
+    const adamw = new AdamW([{ params: [a] }, { params: [b], weightDecay: cfg.wd, lr: cfg.headLr }], { lr: 0.1 });
+    expect([adamw.paramGroups[1].weightDecay, adamw.paramGroups[1].lr]).toEqual([1e-2, 0.1]);
+    b.grad = tf.onesLike(b.data);
+    adamw.step();
+    expect(Array.from(b.dataSync()).every(Number.isFinite)).toBe(true);
+    expect(new SGD([{ params: [a], lr: cfg.headLr }], { lr: 0.1 }).paramGroups[0].lr).toBe(0.1);
+    expect(() => new Adam([{ params: [a], eps: -1 }], {})).toThrow(/Adam parameter group 0: invalid eps -1/);
+    expect(() => new SGD([{ params: [a] }, { params: [b], momentum: -1 }], { lr: 0.1 })).toThrow(
+      /SGD parameter group 1: invalid momentum -1/,
+    );
+    const sgd = new SGD([a], { lr: 0.1 });
+    // before: added later, a misspelt name was kept and did nothing (the constructor refused it)
+    expect(() => sgd.addParamGroup({ params: [b], weight_decay: 0.5 } as never)).toThrow(
+      /SGD parameter group 1: unknown option "weight_decay"; did you mean weightDecay\?/,
+    );
+    expect(() => sgd.addParamGroup({ params: [b], lr: Number.NaN })).toThrow(OptimizerError);
+    expect(sgd.paramGroups.length).toBe(1);
   });
 
   it('Dropout: p outside [0, 1]; p = 1 drops everything with a zero gradient, as torch', async () => {

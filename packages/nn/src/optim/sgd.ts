@@ -2,6 +2,7 @@ import type { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import {
   checkOptimizerOptions,
+  type GroupCheck,
   Optimizer,
   OptimizerError,
   type ParamGroup,
@@ -18,23 +19,34 @@ export interface SGDOptions {
   maximize: boolean;
 }
 
+const sgdNames = ['lr', 'momentum', 'dampening', 'weightDecay', 'nesterov', 'maximize'] as const;
+
+/** SGD's values, of the options and of each group. */
+const sgdGroupCheck: GroupCheck<SGDOptions> = {
+  names: sgdNames,
+  values(o, where) {
+    if (!(typeof o.lr === 'number' && o.lr >= 0))
+      throw new OptimizerError(`${where} needs a learning rate lr >= 0, got ${o.lr}`);
+    // torch refuses these too: a negative momentum or decay steps away from the minimum
+    if (!(typeof o.momentum === 'number' && o.momentum >= 0))
+      throw new OptimizerError(`${where}: invalid momentum ${o.momentum} (must be >= 0)`);
+    if (!(typeof o.dampening === 'number' && Number.isFinite(o.dampening)))
+      throw new OptimizerError(`${where}: invalid dampening ${o.dampening}`);
+    if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))
+      throw new OptimizerError(`${where}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
+    if (o.nesterov && (o.momentum <= 0 || o.dampening !== 0)) {
+      throw new OptimizerError(`${where}: Nesterov momentum requires a momentum and zero dampening`);
+    }
+  },
+};
+
 /** torch.optim.SGD: L2 weight decay added to the gradient, heavy-ball or Nesterov momentum. */
 export class SGD extends Optimizer<SGDOptions> {
   constructor(params: Tensor[] | ParamGroupInput<SGDOptions>[], options: Partial<SGDOptions> & { lr: number }) {
-    const optional = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false };
-    checkOptimizerOptions('SGD', options, params, ['lr', ...Object.keys(optional)]);
-    const defaults = { ...optional, ...options };
-    if (!(typeof defaults.lr === 'number' && defaults.lr >= 0))
-      throw new OptimizerError(`SGD needs a learning rate lr >= 0, got ${defaults.lr}`);
-    // torch refuses these too: a negative momentum or decay steps away from the minimum
-    if (!(defaults.momentum >= 0))
-      throw new OptimizerError(`SGD: invalid momentum ${defaults.momentum} (must be >= 0)`);
-    if (!(defaults.weightDecay >= 0))
-      throw new OptimizerError(`SGD: invalid weightDecay ${defaults.weightDecay} (must be >= 0)`);
-    if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
-      throw new OptimizerError('Nesterov momentum requires a momentum and zero dampening');
-    }
-    super(params, defaults);
+    checkOptimizerOptions('SGD', options, sgdNames);
+    const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false, ...options };
+    sgdGroupCheck.values(defaults, 'SGD');
+    super(params, defaults, sgdGroupCheck);
   }
 
   protected update(g: ParamGroup<SGDOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {
