@@ -164,6 +164,18 @@ describe('scheduler variables fill in the launcher plan', () => {
       { nodeRank: 0, rdzvId: 'mine', nnodes: 2 },
     ],
     [
+      'mpirun, one ddp-run per node (--map-by ppr:1:node): node count and rank from OMPI_COMM_WORLD_*',
+      {
+        OMPI_COMM_WORLD_SIZE: '3',
+        OMPI_COMM_WORLD_RANK: '2',
+        OMPI_COMM_WORLD_LOCAL_SIZE: '1',
+        PMIX_NAMESPACE: '9127',
+        MASTER_ADDR: 'node01',
+      },
+      ['--nproc-per-node', '2'],
+      { nnodes: 3, nodeRank: 2, masterAddr: 'node01', rdzvId: 'mpirun-9127' },
+    ],
+    [
       'a rank env without a pod is not a PyTorchJob',
       { RANK: '1', WORLD_SIZE: '2', MASTER_ADDR: 'x' },
       ['--nproc-per-node', '1'],
@@ -181,6 +193,9 @@ describe('scheduler variables fill in the launcher plan', () => {
 
   it('refuses srun with several tasks per node, and bad scheduler values naming the variable', () => {
     expect(fails(['--nproc-per-node', '1', rankScript], { ...slurm, SLURM_STEP_NUM_TASKS: '4' })).toBe(2);
+    // before: mpirun -np 2 on one host started two one-node worlds, each RANK 0 of 1, and exited 0
+    const twoHere = { OMPI_COMM_WORLD_SIZE: '2', OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_LOCAL_SIZE: '2' };
+    expect(fails(['--nproc-per-node', '1', rankScript], twoHere)).toBe(2);
     expect(fails([rankScript], { PET_NNODES: 'two', PET_NPROC_PER_NODE: '1' })).toBe(2);
     expect(fails([rankScript], { PET_NNODES: '1:4', PET_NPROC_PER_NODE: '1' })).toBe(2);
   });

@@ -12,7 +12,7 @@ export interface SchedulerFlags {
    * Which scheduler was recognised: 'pet' (torchrun's PET_* variables: Kubeflow Trainer v2, PyTorchJob), 'pytorchjob',
    * 'slurm'.
    */
-  source: 'pet' | 'pytorchjob' | 'slurm';
+  source: 'pet' | 'pytorchjob' | 'slurm' | 'mpirun';
   /** Flag name (as on the command line, without `--`) → value, with the variable it came from. */
   values: Map<string, { value: string; from: string }>;
 }
@@ -77,11 +77,36 @@ function slurmFlags(env: Env, set: (flag: string, value: string, from: string) =
 }
 
 /**
+ * ddp-run started by mpirun (`mpirun --map-by ppr:1:node ddp-run …`): node count and node rank
+ * from OMPI_COMM_WORLD_*; the master address is the user's (Open MPI names no host). Several per
+ * node are refused: each launcher started a world of its own on a random port, and the job
+ * trained N times alone and exited 0.
+ */
+function mpirunFlags(env: Env, set: (flag: string, value: string, from: string) => void): void {
+  const size = env.OMPI_COMM_WORLD_SIZE ?? '1';
+  const local = env.OMPI_COMM_WORLD_LOCAL_SIZE ?? '1';
+  if (local !== '1') {
+    throw new LaunchConfigError(
+      `mpirun started ${local} ddp-run processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE=${local}, ` +
+        `OMPI_COMM_WORLD_SIZE=${size}); ddp-run starts the ranks of its node itself, so run one per node ` +
+        '(mpirun --map-by ppr:1:node ddp-run --nproc-per-node N --master-addr <first node> …), or let mpirun ' +
+        'start the ranks without ddp-run (each reads OMPI_COMM_WORLD_*)',
+    );
+  }
+  set('nnodes', size, 'OMPI_COMM_WORLD_SIZE');
+  set('node-rank', env.OMPI_COMM_WORLD_RANK ?? '0', 'OMPI_COMM_WORLD_RANK');
+  if (env.MASTER_ADDR) set('master-addr', env.MASTER_ADDR, 'MASTER_ADDR');
+  if (env.MASTER_PORT) set('master-port', env.MASTER_PORT, 'MASTER_PORT');
+  if (env.PMIX_NAMESPACE) set('rdzv-id', `mpirun-${env.PMIX_NAMESPACE}`, 'PMIX_NAMESPACE');
+}
+
+/**
  * The flag values the scheduler around ddp-run implies, or undefined when none is recognised:
  * - torchrun's PET_* variables (Kubeflow Trainer v2 sets PET_NNODES, PET_NPROC_PER_NODE,
  *   PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT; PyTorchJob ≥ 1.7 some of them);
  * - a Kubeflow PyTorchJob pod (MASTER_ADDR, MASTER_PORT, WORLD_SIZE = pods, RANK = pod index);
- * - a Slurm job step (srun).
+ * - a Slurm job step (srun);
+ * - Open MPI's mpirun (OMPI_COMM_WORLD_*), one ddp-run per node.
  * The run id is the job's: the Slurm job step, else the Kubernetes job's master address
  * (`<job>-master-0`, `<trainjob>-node-0-0.<trainjob>`), unique among running jobs.
  */
@@ -95,6 +120,9 @@ export function schedulerFlags(env: Env): SchedulerFlags | undefined {
   if (env.SLURM_JOB_ID && env.SLURM_STEP_ID !== undefined && env.SLURM_NODEID !== undefined) {
     source = 'slurm';
     slurmFlags(env, set);
+  } else if (env.OMPI_COMM_WORLD_SIZE !== undefined && env.LOCAL_RANK === undefined) {
+    source = 'mpirun';
+    mpirunFlags(env, set);
   } else if (inPod && env.MASTER_ADDR && env.RANK !== undefined && env.WORLD_SIZE && env.LOCAL_RANK === undefined) {
     // PyTorchJob: one pod per node; its RANK and WORLD_SIZE count pods (torchrun --nnodes $WORLD_SIZE --node_rank
     // $RANK)
