@@ -57,6 +57,15 @@ export class RunMismatchError extends CommError {
   override name = 'RunMismatchError';
 }
 
+/**
+ * The two sides are attempts of one run (ddp-run's restarts), the server the earlier: its store
+ * lingers until that attempt's rank 0 exits, and the new one takes the port after it. A store
+ * client of the later attempt waits; the server does not warn.
+ */
+export class EarlierAttemptError extends RunMismatchError {
+  override name = 'EarlierAttemptError';
+}
+
 /** The address a server must listen on (the store's MASTER_PORT) is taken by another process. */
 export class AddressInUseError extends CommError {
   override name = 'AddressInUseError';

@@ -23,6 +23,7 @@ export {
   CollectiveMismatchError,
   CommError,
   CommTimeoutError,
+  EarlierAttemptError,
   GroupAbortedError,
   InvalidArgumentError,
   NotInitializedError,

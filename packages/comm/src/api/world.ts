@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from '../backends/mpi-world.js';
 import {
   CommError,
+  EarlierAttemptError,
   InvalidArgumentError,
   NotInitializedError,
   RunMismatchError,
@@ -68,7 +69,7 @@ let world: World | null = null;
 
 /** The store's host learns of another run's ranks knocking (its own run carries on). */
 function warnOtherRun(err: CommError): void {
-  if (err instanceof RunMismatchError) process.emitWarning(err);
+  if (err instanceof RunMismatchError && !(err instanceof EarlierAttemptError)) process.emitWarning(err);
 }
 
 /** A timeout must be a positive number of milliseconds (Infinity allowed). */

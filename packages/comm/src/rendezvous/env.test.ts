@@ -81,6 +81,9 @@ describe('readLaunchEnv', () => {
     const slurm = { SLURM_PROCID: '0', SLURM_NTASKS: '2', SLURM_JOB_ID: '9', SLURM_STEP_ID: '1' };
     expect(readLaunchEnv(slurm).runId).toBe('slurm-9.1');
     expect(readLaunchEnv({ RANK: '0', WORLD_SIZE: '2' }).runId).toBe(DEFAULT_RUN_ID);
+    // each restart of ddp-run's is an attempt of its own
+    expect(readLaunchEnv({ DDP_RUN_ID: 'a', DDP_RESTART_COUNT: '2' }).runId).toBe('a#attempt-2');
+    expect(readLaunchEnv({ DDP_RUN_ID: 'a', DDP_RESTART_COUNT: '0' }).runId).toBe('a');
     expect(() => readLaunchEnv({ DDP_RUN_ID: 'x'.repeat(256) })).toThrow(/longer than 255 bytes/);
   });
   it.each<[string, Record<string, string>, Record<string, unknown>]>([

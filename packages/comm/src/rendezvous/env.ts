@@ -130,11 +130,29 @@ function launcherRunId(env: Env, source: LaunchEnv['source']): string | undefine
 }
 
 function runIdOf(env: Env, source: LaunchEnv['source']): string {
-  const id = env.DDP_RUN_ID || env.TORCHELASTIC_RUN_ID || launcherRunId(env, source) || DEFAULT_RUN_ID;
+  const base = env.DDP_RUN_ID || env.TORCHELASTIC_RUN_ID || launcherRunId(env, source) || DEFAULT_RUN_ID;
+  // each restart of ddp-run's is a run of its own: a node that restarted first joined the store
+  // the previous attempt's rank 0 still held, and lost its restart when that rank exited
+  const attempt = Number(env.DDP_RESTART_COUNT ?? 0);
+  const id = Number.isSafeInteger(attempt) && attempt > 0 ? `${base}${ATTEMPT_MARK}${attempt}` : base;
   if (Buffer.byteLength(id) > MAX_RUN_ID_BYTES) {
     throw new InvalidArgumentError(`DDP_RUN_ID is longer than ${MAX_RUN_ID_BYTES} bytes`);
   }
   return id;
+}
+
+const ATTEMPT_MARK = '#attempt-';
+
+/** Whether run id `theirs` is an earlier attempt (restart) of the run `ours` is a later one of. */
+export function isEarlierAttempt(theirs: string, ours: string): boolean {
+  const split = (id: string) => {
+    const at = id.lastIndexOf(ATTEMPT_MARK);
+    return at < 0
+      ? { base: id, attempt: 0 }
+      : { base: id.slice(0, at), attempt: Number(id.slice(at + ATTEMPT_MARK.length)) };
+  };
+  const [t, o] = [split(theirs), split(ours)];
+  return t.base === o.base && t.attempt < o.attempt;
 }
 
 /**

@@ -128,6 +128,26 @@ describe('TCPStore security', () => {
     expect(text(await server.get('k'))).toBe('v');
   });
 
+  it("a restarted attempt's client waits out the earlier attempt's store, and joins its own on the same port", async () => {
+    const opts = { host: '127.0.0.1', secret: 'same', timeoutMs: 30_000 };
+    const refused: string[] = [];
+    const onConnectionError = (e: CommError) => refused.push(e.name);
+    const earlier = await TCPStore.create({ ...opts, port: 0, runId: 'job', isServer: true, onConnectionError });
+    const port = earlier.port;
+    // before: refused at once as another run, and the restart was lost
+    const client = TCPStore.create({ ...opts, port, runId: 'job#attempt-1' });
+    await new Promise((r) => setTimeout(r, 300));
+    await earlier.close();
+    // the winding-down attempt's store refused it without a warning's error class
+    expect(refused.length > 0 && refused.every((name) => name === 'EarlierAttemptError')).toBe(true);
+    const server = await TCPStore.create({ ...opts, port, runId: 'job#attempt-1', isServer: true });
+    opened.push(server, await client);
+    await (await client).set('k', 'v');
+    expect(text(await server.get('k'))).toBe('v');
+    // an earlier attempt's rank reaching the later store is stale: refused at once
+    await expect(TCPStore.create({ ...opts, port, runId: 'job' })).rejects.toBeInstanceOf(RunMismatchError);
+  });
+
   it('a second server on a port in use fails at once with AddressInUseError naming the port', async () => {
     const [server] = await tcpPair();
     const second = TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 's3', isServer: true });

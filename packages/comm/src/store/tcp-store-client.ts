@@ -4,6 +4,7 @@ import {
   AuthError,
   CommError,
   CommTimeoutError,
+  EarlierAttemptError,
   InvalidArgumentError,
   PeerLostError,
   ProtocolError,
@@ -86,8 +87,11 @@ export class TCPStore implements Store {
           store.attach(leftover);
           return store;
         } catch (e) {
-          // another run's store, or one that does not know the secret, will not change its mind
-          if (e instanceof AuthError || e instanceof RunMismatchError || Date.now() > deadline) {
+          // another run's store, or one that does not know the secret, will not change its mind; an
+          // earlier attempt's goes when its rank 0 exits, and this attempt's takes the port
+          const permanent =
+            e instanceof AuthError || (e instanceof RunMismatchError && !(e instanceof EarlierAttemptError));
+          if (permanent || Date.now() > deadline) {
             await server?.close();
             throw e;
           }

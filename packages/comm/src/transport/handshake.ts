@@ -1,6 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { AuthError, CommTimeoutError, ProtocolError, RunMismatchError } from '../errors.js';
+import { AuthError, CommTimeoutError, EarlierAttemptError, ProtocolError, RunMismatchError } from '../errors.js';
+import { isEarlierAttempt } from '../rendezvous/env.js';
 import { ByteQueue } from './byte-queue.js';
 
 /**
@@ -150,6 +151,11 @@ export async function clientHandshake(
     if (magic === 'DDPX') {
       const theirs = Buffer.from(await reader.read((await reader.read(1))[0])).toString('utf8');
       const runs = `the other side belongs to run "${theirs}", this rank to run "${opts.runId}"`;
+      if (isEarlierAttempt(theirs, opts.runId))
+        throw new EarlierAttemptError(`${opts.what}: ${runs}, an earlier attempt`, {
+          op: 'handshake',
+          rank: opts.rank,
+        });
       const why = `${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`;
       throw new RunMismatchError(why, { op: 'handshake', rank: opts.rank });
     }
@@ -199,7 +205,9 @@ export async function serverHandshake(
     if (theirs !== opts.runId) {
       socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), runId]));
       const runs = `refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`;
-      throw new RunMismatchError(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
+      // a later attempt of this run, come while this one winds down: it waits for its own store
+      const Refused = isEarlierAttempt(opts.runId, theirs) ? EarlierAttemptError : RunMismatchError;
+      throw new Refused(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
     }
     if (rank < -1 || (opts.maxRank !== undefined && rank > opts.maxRank)) {
       throw new ProtocolError(`${opts.what}: client claims out-of-range rank ${rank}`, { op: 'handshake' });
