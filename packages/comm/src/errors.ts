@@ -76,6 +76,11 @@ export class WorldSizeMismatchError extends CommError {
   override name = 'WorldSizeMismatchError';
 }
 
+/** Two processes claimed one rank (two launchers given one --node-rank); names both. */
+export class DuplicateRankError extends WorldSizeMismatchError {
+  override name = 'DuplicateRankError';
+}
+
 /** Bytes on a connection did not parse (bad magic, out-of-bounds length, unknown kind). */
 export class ProtocolError extends CommError {
   override name = 'ProtocolError';

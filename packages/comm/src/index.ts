@@ -23,6 +23,7 @@ export {
   CollectiveMismatchError,
   CommError,
   CommTimeoutError,
+  DuplicateRankError,
   EarlierAttemptError,
   GroupAbortedError,
   InvalidArgumentError,

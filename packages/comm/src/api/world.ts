@@ -13,7 +13,7 @@ import type { SharedMemory } from '../native.js';
 import { readLaunchEnv } from '../rendezvous/env.js';
 import { hostId } from '../rendezvous/host-id.js';
 import { hostLayout } from '../rendezvous/host-layout.js';
-import { agreeOnWorldSize, CONFLICT_LINGER_MS, readAddresses } from '../rendezvous/rendezvous.js';
+import { agreeOnWorldSize, CONFLICT_LINGER_MS, claimRank, readAddresses } from '../rendezvous/rendezvous.js';
 import { StagingPool } from '../scheduling/staging.js';
 import { CommThread, MainRunner } from '../scheduling/threads.js';
 import { HashStore } from '../store/hash-store.js';
@@ -126,6 +126,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
         }));
   try {
     if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
+    if (worldSize > 1 && ownsStore) await claimRank(store, rank);
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);

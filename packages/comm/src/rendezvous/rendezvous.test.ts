@@ -82,4 +82,20 @@ describe('rendezvous', () => {
     },
     60_000,
   );
+
+  it('a rank started twice (rank 2 never): DuplicateRankError naming it on every process, at once', async () => {
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('../test/rendezvous.child.ts', import.meta.url),
+      args: ['init'],
+      rankEnv: (r): Record<string, string> => (r === 2 ? { RANK: '1' } : {}),
+      timeoutMs: 40_000,
+    });
+    for (const o of out) {
+      const r = phase(o, 'init');
+      // before: a CommTimeoutError after the whole timeout, naming rank 2 as missing
+      expect(r?.name, explain(out)).toBe('DuplicateRankError');
+      expect(r?.message).toMatch(/rank 1 was started twice \(pid \d+ on .*, then pid \d+ on .*\): two launchers/);
+    }
+  }, 60_000);
 });

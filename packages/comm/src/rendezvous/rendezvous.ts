@@ -1,4 +1,6 @@
-import { CommError, CommTimeoutError, WorldSizeMismatchError } from '../errors.js';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { CommError, CommTimeoutError, DuplicateRankError, WorldSizeMismatchError } from '../errors.js';
 import { decodeText, type Store } from '../store/store.js';
 import type { PeerAddress } from '../transport/socket-io.js';
 
@@ -28,6 +30,38 @@ function mismatch(rank: number, worldSize: number, other: SizeClaim): WorldSizeM
   );
 }
 
+const DUPLICATE_KEY = 'ddp/duplicate_rank';
+
+/** Who claimed a rank, and who claimed it again. */
+interface RankClaim {
+  rank: number;
+  holder: string;
+  claimant: string;
+}
+
+function duplicate(rank: number, c: RankClaim): DuplicateRankError {
+  return new DuplicateRankError(
+    `rank ${rank}: rank ${c.rank} was started twice (${c.holder}, then ${c.claimant}): two launchers given one ` +
+      '--node-rank, or one RANK?',
+    { rank, ranks: [c.rank], op: 'initProcessGroup' },
+  );
+}
+
+/**
+ * Claims this rank in a store made for this world (the counts of a store reused across inits
+ * cannot tell): a second process of the same rank raises DuplicateRankError and records it, and
+ * the ranks waiting for their peers raise it too. Before, its arrival counted towards the world,
+ * and every rank ended in a timeout naming a rank that had arrived twice as missing.
+ */
+export async function claimRank(store: Store, rank: number): Promise<void> {
+  const claimant = `pid ${process.pid} on ${hostname()} (${randomBytes(4).toString('hex')})`;
+  const holder = decodeText(await store.compareSet(`ddp/rank_claim/${rank}`, '', claimant));
+  if (holder === claimant) return;
+  const claim: RankClaim = { rank, holder, claimant };
+  await store.set(DUPLICATE_KEY, JSON.stringify(claim));
+  throw duplicate(rank, claim);
+}
+
 /** Records this rank's world size, or raises WorldSizeMismatchError (telling the others) if another came first. */
 export async function agreeOnWorldSize(store: Store, rank: number, worldSize: number): Promise<void> {
   const mine = JSON.stringify({ rank, worldSize } satisfies SizeClaim);
@@ -53,7 +87,7 @@ function parseAddress(text: string, rank: number): PeerAddress {
 
 /**
  * Reads every rank's `<key>/<r>` address record from the generation's store `rdv` once all
- * are there; raises WorldSizeMismatchError as soon as `store` holds a conflict, and
+ * are there; raises WorldSizeMismatchError (or DuplicateRankError) as soon as `store` holds a conflict, and
  * CommTimeoutError naming the ranks that never arrived.
  */
 export async function readAddresses(
@@ -73,6 +107,9 @@ export async function readAddresses(
     }
     if (await store.check([CONFLICT_KEY])) {
       throw mismatch(rank, worldSize, JSON.parse(decodeText(await store.get(CONFLICT_KEY))) as SizeClaim);
+    }
+    if (await store.check([DUPLICATE_KEY])) {
+      throw duplicate(rank, JSON.parse(decodeText(await store.get(DUPLICATE_KEY))) as RankClaim);
     }
     if (Date.now() >= deadline) {
       const here = await Promise.all(keys.map((k) => rdv.check([k])));
