@@ -1,10 +1,12 @@
 import { tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { Generator, MultiheadAttention, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
+import { Generator, Linear, MultiheadAttention, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
   applyTensorParallel,
+  ColumnParallelLinear,
+  RowParallelLinear,
   TensorParallelAttention,
   TensorParallelBlock,
   TensorParallelError,
@@ -42,6 +44,17 @@ describe('applyTensorParallel', () => {
   });
 
   // torch's parallelize_module leaves such an optimizer holding the old parameters, which get no gradient
+  it("the layers' fromLinear refuse an option they do not know (was: ignored, gatherOutputs gave the ungathered slice)", () => {
+    const lin = new Linear(4, 6);
+    expect(() => ColumnParallelLinear.fromLinear(lin, groupOf(2), { gatherOutputs: true } as object)).toThrow(
+      /ColumnParallelLinear.fromLinear: unknown option "gatherOutputs" .*its options are gatherOutput/,
+    );
+    expect(() => RowParallelLinear.fromLinear(lin, groupOf(2), { inputParallel: false } as object)).toThrow(
+      TensorParallelError,
+    );
+    lin.dispose();
+  });
+
   it('an optimizer built before it refuses to step (was: every sharded layer silently untrained)', async () => {
     const model = new TinyGpt(config, new Generator(5));
     const opt = new SGD(model.parameters(), { lr: 0.1 });

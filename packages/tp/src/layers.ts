@@ -1,7 +1,7 @@
 import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
 import { replicateParameter, sameRequiresGrad, shardParameter } from './shard.js';
@@ -40,8 +40,9 @@ export class ColumnParallelLinear extends Module {
   }
 
   /** Shards an nn Linear (which stays the caller's), frozen parameters staying frozen. */
-  static fromLinear(l: Linear, group: ProcessGroup, { gatherOutput = false } = {}): ColumnParallelLinear {
-    return sameRequiresGrad(new ColumnParallelLinear(masterOf(l), group, gatherOutput), l);
+  static fromLinear(l: Linear, group: ProcessGroup, opts: { gatherOutput?: boolean } = {}): ColumnParallelLinear {
+    checkOptionNames('ColumnParallelLinear.fromLinear', opts, ['gatherOutput'], (m) => new TensorParallelError(m));
+    return sameRequiresGrad(new ColumnParallelLinear(masterOf(l), group, opts.gatherOutput ?? false), l);
   }
 
   /** This rank's output slice for an input already inside the tp region (copied once for several layers). */
@@ -75,8 +76,9 @@ export class RowParallelLinear extends Module {
     this.bias = this.registerParameter('bias', master.bias ? replicateParameter(master.bias) : null);
   }
 
-  static fromLinear(l: Linear, group: ProcessGroup, { inputIsParallel = true } = {}): RowParallelLinear {
-    return sameRequiresGrad(new RowParallelLinear(masterOf(l), group, inputIsParallel), l);
+  static fromLinear(l: Linear, group: ProcessGroup, opts: { inputIsParallel?: boolean } = {}): RowParallelLinear {
+    checkOptionNames('RowParallelLinear.fromLinear', opts, ['inputIsParallel'], (m) => new TensorParallelError(m));
+    return sameRequiresGrad(new RowParallelLinear(masterOf(l), group, opts.inputIsParallel ?? true), l);
   }
 
   async forward(x: Tensor): Promise<Tensor> {
@@ -95,9 +97,16 @@ export class VocabParallelEmbedding extends Module {
   readonly vocabStart: number;
   readonly vocabEnd: number;
 
+  /**
+   * The padding row (torch's padding_idx, in [0, vocab)) gets no gradient; null for none. Its
+   * owner passes it on to the lookup; the sharded layer once dropped it, and the row trained.
+   */
+  readonly paddingIdx: number | null;
+
   constructor(
     masterWeight: tf.Tensor,
     readonly group: ProcessGroup,
+    paddingIdx: number | null = null,
   ) {
     super();
     this.weight = this.registerParameter(
@@ -107,6 +116,10 @@ export class VocabParallelEmbedding extends Module {
     const part = this.weight.shape[0];
     this.vocabStart = group.rank * part;
     this.vocabEnd = this.vocabStart + part;
+    const vocab = part * group.size;
+    if (paddingIdx !== null && !(Number.isInteger(paddingIdx) && paddingIdx >= 0 && paddingIdx < vocab))
+      throw new TensorParallelError(`VocabParallelEmbedding: paddingIdx ${paddingIdx} is not a row of [0, ${vocab})`);
+    this.paddingIdx = paddingIdx;
   }
 
   /**
@@ -126,7 +139,7 @@ export class VocabParallelEmbedding extends Module {
   }
 
   static fromEmbedding(e: Embedding, group: ProcessGroup): VocabParallelEmbedding {
-    return sameRequiresGrad(new VocabParallelEmbedding(e.weight.data, group), e);
+    return sameRequiresGrad(new VocabParallelEmbedding(e.weight.data, group, e.paddingIdx ?? null), e);
   }
 
   /** ids: integer ids of any shape (nested arrays or an int32 tf.Tensor); returns [...ids.shape, dim]. */
@@ -141,7 +154,10 @@ export class VocabParallelEmbedding extends Module {
       ];
     });
     try {
-      return await reduceFromTp(mul(embedding(local, this.weight), keep), this.group);
+      const pad = this.paddingIdx;
+      const owned = pad !== null && pad >= this.vocabStart && pad < this.vocabEnd;
+      const lookup = embedding(local, this.weight, owned ? { paddingIdx: pad - this.vocabStart } : {});
+      return await reduceFromTp(mul(lookup, keep), this.group);
     } finally {
       tf.dispose([local, keep]);
     }

@@ -5,9 +5,9 @@
 
 import { crossEntropy, randn, type Tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, ProcessGroupManager } from '@ddp/comm';
-import { AdamW, clipGradNorm, clipGradNormDistributed, Generator, Linear, type Module, SGD } from '@ddp/nn';
+import { AdamW, clipGradNorm, clipGradNormDistributed, Embedding, Generator, Linear, type Module, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear } from '../index.js';
+import { applyTensorParallel, ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding } from '../index.js';
 import { TinyGpt } from './tiny-gpt.js';
 
 const world = await initProcessGroup({ timeoutMs: 30_000 });
@@ -41,6 +41,27 @@ async function layerDiffs(): Promise<Record<string, number>> {
     lin.zeroGrad();
     layer.dispose();
     x.dispose();
+  }
+  // the padding row (torch's padding_idx) gets no gradient on its owner, every id embeds as in nn's Embedding;
+  // before, the sharded layer dropped paddingIdx and the row trained (one SGD step moved it to [-3, -3, -3])
+  for (const paddingIdx of [0, 13]) {
+    const table = new Embedding(16, 3, { paddingIdx, generator: new Generator(2) });
+    const layer = VocabParallelEmbedding.fromEmbedding(table, group);
+    const ids = [
+      [0, 1, 13, 0],
+      [2, 13, 15, 9],
+    ];
+    const dy = tf.randomNormal([2, 4, 3], 0, 1, 'float32', 5);
+    const want = table.forward(ids);
+    await want.backward(dy);
+    const got = await layer.forward(ids);
+    await got.backward(dy);
+    const wantW = applyShard(table.weight.grad!, 0);
+    out[`embedding paddingIdx ${paddingIdx} y`] = maxDiff(got.data, want.data);
+    out[`embedding paddingIdx ${paddingIdx} dweight`] = maxDiff(layer.weight.grad!, wantW);
+    tf.dispose([wantW, dy]);
+    table.dispose();
+    layer.dispose();
   }
   return out;
 }
