@@ -45,6 +45,7 @@ for (const [storage, env] of STORAGE)
               'joinActive',
               'joinBuffers',
               'shapeMismatch',
+              'shardSpanning',
               'nonFinite',
               'nonFiniteShares',
             ];
@@ -147,6 +148,15 @@ for (const [storage, env] of STORAGE)
             expect(r.error?.name).toBe('ParameterMismatchError');
             expect(r.error?.message).toMatch(
               /"0\.weight" differs between ranks 0 and 1: shape \[8, 5\] on rank 0, \[9, 5\] on rank 1/,
+            );
+          }
+        });
+
+        it("a tensor-parallel shard with two parts in the DDP group raises DDPUsageError on every rank (was: rank 0's part copied over the other's)", () => {
+          for (const r of resultsOf(results, 'shardSpanning')) {
+            expect(r.error?.name).toBe('DDPUsageError');
+            expect(r.error?.message).toMatch(
+              /parameter 0\.weight is a tensor-parallel shard \(here part of ranks \[(0,1|2)\]\), and the DDP group \[0,1,2\] holds several parts of one shard/,
             );
           }
         });

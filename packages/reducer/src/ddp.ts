@@ -11,7 +11,7 @@ import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import type { Reduction } from './reduction.js';
-import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
+import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
 
 /**
@@ -80,8 +80,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
     const ddp = new DistributedDataParallel(module, opts);
     try {
-      await verifyParameterShapes(module.namedParameters(), ddp.processGroup);
-      await broadcastTensors(moduleState(module), ddp.processGroup, 0);
+      await syncInitialState(module, ddp.processGroup);
     } catch (error) {
       ddp.dispose(); // a failed create holds nothing
       throw error;

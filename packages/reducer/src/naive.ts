@@ -3,7 +3,7 @@ import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/
 import type { Module, Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
 import { claimParameters, releaseParameters } from './ownership.js';
-import { broadcastTensors, checkTrainableUnchanged, moduleState, verifyParameterShapes } from './sync.js';
+import { checkTrainableUnchanged, syncInitialState } from './sync.js';
 
 /**
  * picotron's DataParallelNaive: each parameter's gradient is all-reduced on its own, from
@@ -47,8 +47,7 @@ export class DataParallelNaive<M extends Module = Module> {
     opts: { processGroup?: ProcessGroup } = {},
   ): Promise<DataParallelNaive<M>> {
     const group = opts.processGroup ?? getDefaultGroup();
-    await verifyParameterShapes(module.namedParameters(), group);
-    await broadcastTensors(moduleState(module), group, 0);
+    await syncInitialState(module, group);
     return new DataParallelNaive(module, group);
   }
 

@@ -1,5 +1,5 @@
-import type { Tensor } from '@ddp/autograd';
-import type { ProcessGroup } from '@ddp/comm';
+import { parameterShardOf, type Tensor } from '@ddp/autograd';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import type { Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
@@ -63,7 +63,7 @@ function difference(a: Described, b: Described, i: number, ranks: number[]): str
  * (created or registered otherwise), or frozen on some ranks only, would take each other's
  * weights and gradients without a word.
  */
-export async function verifyParameterShapes(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
+async function verifyParameterShapes(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
   const all = ((await group.allGather(describe(params)).wait()) as Int32Array[]).map(decode);
   const count = all[group.rank].shapes.length;
   for (let r = 1; r < all.length; r++) {
@@ -77,6 +77,28 @@ export async function verifyParameterShapes(params: readonly [string, Tensor][],
       throw new ParameterMismatchError(name, ranks, detail + shapes);
     }
   }
+}
+
+/**
+ * Refuses a group that holds two parts of one tensor-parallel shard (DDP over the world where the
+ * data-parallel group was meant): its broadcast copied rank 0's shard over the other tp ranks'
+ * and its all-reduce would average different parts, silently. Collective (one small all-reduce):
+ * every rank raises, naming the first such parameter (the names agree once verified).
+ */
+async function refuseSpanningShards(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
+  const members = new Set(group.ranks);
+  const parts = (p: Tensor) => parameterShardOf(p)?.ranks.filter((r) => members.has(r)) ?? [];
+  const first = Int32Array.of(params.findIndex(([, p]) => parts(p).length > 1) + 1);
+  await group.allReduce(first, { op: ReduceOp.MAX }).wait();
+  if (first[0] === 0) return;
+  const [name, param] = params[first[0] - 1];
+  const shard = parameterShardOf(param);
+  throw new DDPUsageError(
+    `rank ${group.ranks[group.rank]}: DistributedDataParallel: parameter ${name} is a tensor-parallel shard ` +
+      `(here part of ranks [${shard?.ranks ?? '…'}]), and the DDP group [${group.ranks}] holds several parts of one ` +
+      "shard: rank 0's part would overwrite the others'. Wrap with the data-parallel group " +
+      '({ processGroup: grid.dpGroup })',
+  );
 }
 
 /** How each dtype a module may hold travels in a broadcast (bool as 0/1 words). */
@@ -132,4 +154,15 @@ export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tens
     `${who}.forward (rank ${rank}): requiresGrad changed since create for ${names.join(', ')}; ` +
       `dispose() this wrapper and wrap the module again after freezing or unfreezing parameters`,
   );
+}
+
+/**
+ * What wrapping a module does first, on every rank of `group`: checks the parameters agree
+ * (names, shapes, requiresGrad) and that no tensor-parallel shard has two parts in the group,
+ * then copies rank 0's parameters and buffers everywhere. Collective.
+ */
+export async function syncInitialState(module: Module, group: ProcessGroup): Promise<void> {
+  await verifyParameterShapes(module.namedParameters(), group);
+  await refuseSpanningShards(module.namedParameters(), group);
+  await broadcastTensors(moduleState(module), group, 0);
 }

@@ -1,6 +1,6 @@
 // Test-only: uneven inputs (join) and failure scenarios (rank.child.ts).
 
-import { tidy } from '@ddp/autograd';
+import { markParameterShard, tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { BatchNorm1d, Generator, Linear, mse, Sequential, SGD } from '@ddp/nn';
@@ -125,6 +125,18 @@ async function shapeMismatch(pg: ProcessGroup): Promise<Record<string, unknown>>
   return {};
 }
 
+/**
+ * Ranks 0 and 1 hold the two parts of a tensor-parallel shard of "0.weight" (rank 2 a whole one),
+ * and DDP is made over the world instead of a data-parallel group.
+ */
+async function shardSpanning(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const model = mlp(35);
+  const weight = model.namedParameters().find(([name]) => name === '0.weight')![1];
+  markParameterShard(weight, pg.rank < 2 ? { ranks: [0, 1], rank: pg.rank } : { ranks: [2], rank: 0 });
+  await DistributedDataParallel.create(model);
+  return {};
+}
+
 /** Rank 1's input holds a NaN: checkFinite names the parameter on every rank. */
 async function nonFinite(pg: ProcessGroup): Promise<Record<string, unknown>> {
   const model = mlp(34);
@@ -148,5 +160,6 @@ export const joinScenarios: Record<string, Scenario> = {
   unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
   unevenExit: (pg) => unevenWithoutJoin(pg, true),
   shapeMismatch,
+  shardSpanning,
   nonFinite,
 };
