@@ -1,4 +1,4 @@
-import { tidy } from '@ddp/autograd';
+import { markParameterShard, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,6 +38,15 @@ describe('PipelineStage', () => {
     expect(() => first.loss(first.forward([[1]]), [1])).toThrow(/stage 0 of 2 is not the last stage/);
     first.dispose();
     last.dispose();
+  });
+
+  it('refuses parts holding tensor-parallel shards (was: an untyped TypeError in the first step)', () => {
+    const parts = buildParts();
+    markParameterShard(parts.layers[1].parameters()[0], { ranks: [0, 1], rank: 0 });
+    expect(() => new PipelineStage(parts, 0, 2)).toThrow(
+      /stage 0: TransformerBlock holds tensor-parallel shards: pipeline stages run synchronous layers/,
+    );
+    for (const m of [parts.embedding, ...parts.layers, parts.head]) m.dispose();
   });
 });
 

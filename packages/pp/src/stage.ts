@@ -1,4 +1,4 @@
-import { type Indices, Tensor } from '@ddp/autograd';
+import { type Indices, parameterShardOf, Tensor } from '@ddp/autograd';
 import { Module, type TensorModule } from '@ddp/nn';
 
 /** A model cut into pipeline parts: embedding → layers → head, then the loss. */
@@ -68,6 +68,17 @@ export class PipelineStage extends Module {
     readonly numStages: number,
   ) {
     super();
+    // tensor-parallel layers compute asynchronously (their all-reduces are awaited), and a stage's
+    // forward is synchronous: they failed in the first step with an untyped "tidy() takes a
+    // synchronous function", the pending all-reduce outliving the process group
+    const sharded = [parts.embedding, ...parts.layers, parts.head].find((m) =>
+      m.parameters().some((p) => parameterShardOf(p) !== undefined),
+    );
+    if (sharded)
+      throw new PipelineStageError(
+        `stage ${stage}: ${sharded.constructor.name} holds tensor-parallel shards: pipeline stages run ` +
+          'synchronous layers, and tensor parallelism inside a stage is not supported',
+      );
     this.layerRange = distributeLayers(parts.layers.length, numStages, stage);
     const [start, end] = this.layerRange;
     this.embedding = this.registerModule('embedding', this.isFirst ? parts.embedding : null);
