@@ -40,7 +40,7 @@ export const SETTING_ENV: Record<Setting, Record<string, string>> = {
 };
 /** One world of the plan: a variant at a world size, and how it runs (default: shared memory, all cores shared). */
 export type Entry = [variant: string, world: number, setting?: Setting];
-/** Every round's step times of the interleaved run (compute, local, comm, ddp in the same processes), by world and setting. */
+/** Every round's step times of the interleaved run (compute, local, comm, ddp in one process), by world and setting. */
 export type InterleavedRounds = Record<number, Record<string, StepTimes[]>>;
 /** Figures that are not step times (`info:*`), by name and world, every round's. */
 export type Infos = { variant: string; world: number; value: number }[];
