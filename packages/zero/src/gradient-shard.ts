@@ -1,7 +1,7 @@
 import type { RemovableHandle, Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32 } from '@ddp/tensor';
+import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 
 /**
@@ -23,6 +23,13 @@ export class GradientSharder {
   /** The same parameters, to find one reduced twice in an iteration. */
   private reduced = new Set<Tensor>();
   private lastOrder: Tensor[] = [];
+  /**
+   * An owner's gradient from earlier steps, not zeroed since (already an average), set aside while
+   * the next backward's local gradient is reduced, then added to its average: torch's accumulation
+   * across steps. Before, the local gradient was added to it and the sum averaged again, which
+   * weighed the earlier steps by 1/N (weights 5.7e-2 off after 3 steps, silently).
+   */
+  private readonly earlier = new Map<Tensor, tf.Tensor>();
 
   constructor(
     private readonly params: readonly Tensor[],
@@ -34,7 +41,19 @@ export class GradientSharder {
     this.hooked = new Set(params.filter((p) => p.requiresGrad));
     // only the owner keeps a gradient: the norm sums over the group (nn's clipGradNormDistributed)
     if (group.size > 1) for (const p of this.hooked) markGradientShard(p, group);
-    this.handles = [...this.hooked].map((p) => p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)));
+    this.handles = [...this.hooked].flatMap((p) => [
+      p.registerHook((incoming) => this.setEarlierAside(p, incoming)),
+      p.registerPostAccumulateGradHook((t) => this.reduceGradient(t)),
+    ]);
+  }
+
+  /** Before a backward accumulates into `p` (see `earlier`); a second backward of one step is refused later. */
+  private setEarlierAside(p: Tensor, incoming: tf.Tensor): tf.Tensor {
+    if (p.grad !== null && !this.reduced.has(p) && this.owner.get(p) === this.group.rank) {
+      this.earlier.set(p, tf.clone(p.grad)); // shares the storage: p.grad = null frees only its handle
+      p.grad = null;
+    }
+    return incoming;
   }
 
   /**
@@ -76,7 +95,12 @@ export class GradientSharder {
     this.order.push(p);
     await started;
     await work.wait();
-    if (mine) p.grad = tensorFromFloat32(buf, p.shape);
+    if (!mine) return;
+    const average = tensorFromFloat32(buf, p.shape);
+    const earlier = this.earlier.get(p);
+    this.earlier.delete(p);
+    p.grad = earlier ? tf.add(earlier, average) : average;
+    if (earlier) tf.dispose([earlier, average]);
   }
 
   /**
@@ -136,6 +160,8 @@ export class GradientSharder {
   /** Removes the hooks and the shard marks (the gradients are whole again once the optimizer is gone). */
   remove(): void {
     for (const h of this.handles) h.remove();
+    for (const t of this.earlier.values()) t.dispose();
+    this.earlier.clear();
     for (const p of this.hooked) unmarkGradientShard(p, this.group);
   }
 }

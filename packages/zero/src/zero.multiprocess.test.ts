@@ -29,6 +29,7 @@ const worlds: Record<number, Case[]> = {
     { stage: 2, opt: 'adamw', mode: 'even', bucket: true },
     { stage: 1, opt: 'adam', mode: 'even', ddp: true },
     { stage: 2, opt: 'adam', mode: 'uneven' },
+    { stage: 2, opt: 'adam', mode: 'even', keepGrads: true },
   ],
   3: [
     { stage: 1, opt: 'adamw', mode: 'even', bucket: true },
@@ -86,6 +87,14 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
       expect(ranks.reduce((s, r) => s + r.stateBytes!, 0)).toBe(full);
       for (const r of ranks) expect(r.stateBytes!).toBeLessThanOrEqual((full / n) * 1.1);
       for (const r of ranks) expect(r.tensorGrowth).toBe(0);
+    },
+    TIMEOUT + 10_000,
+  );
+
+  it(
+    'stage 2 without zeroGrad between steps: gradients accumulate as in one process (was: earlier steps weighed 1/N)',
+    async () => {
+      expectSameParamsEverywhere(await caseOf(2, { stage: 2, mode: 'even', keepGrads: true }), 1e-5);
     },
     TIMEOUT + 10_000,
   );

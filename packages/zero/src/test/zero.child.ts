@@ -23,6 +23,8 @@ export interface Case {
   ddp?: boolean;
   /** checkpoint directory (mode 'checkpoint') */
   dir?: string;
+  /** no zeroGrad between steps on either side: gradients accumulate across steps, as in torch */
+  keepGrads?: boolean;
 }
 
 const STEPS = 20;
@@ -52,7 +54,7 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
     await notified;
     await averager?.average();
     await zero.step();
-    zero.zeroGrad();
+    if (!c.keepGrads) zero.zeroGrad();
   };
 
   // the reference: one process, every rank's batch of each step, the full optimizer
@@ -70,7 +72,7 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
     await loss.backward();
     loss.dispose();
     refOpt.step();
-    refOpt.zeroGrad();
+    if (!c.keepGrads) refOpt.zeroGrad();
   };
 
   const result: Record<string, unknown> = { rank };
