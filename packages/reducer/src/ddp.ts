@@ -116,7 +116,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     if (isJoinActive(this)) {
-      // awaited at the end of backward, before the buckets: raises EarlyTerminationError (throwOnEarlyTermination)
+      // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
@@ -191,15 +191,16 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const grad = slot.param.grad ?? null;
     if (grad !== null) reduction.used[index] = 1;
     bucket.place(slot, grad);
-    while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
-      buckets[reduction.nextBucket++].launch(
-        this.hook,
-        this.hookState,
-        this.processGroup,
-        reduction.claimed,
-        this.checkFinite,
-      );
-    }
+    // under join, after the iteration's notice: when it raises EarlyTerminationError no bucket has
+    // gone out, so the group stays usable (buckets sent first left it with mismatched collectives)
+    const launch = () => {
+      while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
+        const next = buckets[reduction.nextBucket++];
+        next.launch(this.hook, this.hookState, this.processGroup, reduction.claimed, this.checkFinite);
+      }
+    };
+    if (this.joinNotice) this.joinNotice.then(launch, () => {});
+    else launch();
   }
 
   private newReduction(nextBucket: number): Reduction {

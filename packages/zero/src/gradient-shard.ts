@@ -30,6 +30,8 @@ export class GradientSharder {
    * weighed the earlier steps by 1/N (weights 5.7e-2 off after 3 steps, silently).
    */
   private readonly earlier = new Map<Tensor, tf.Tensor>();
+  /** The iteration's start (its join notice), which its reduces wait for. */
+  private started: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly params: readonly Tensor[],
@@ -83,7 +85,8 @@ export class GradientSharder {
       );
     }
     this.reduced.add(p);
-    const started = this.order.length === 0 ? this.onIterationStart() : Promise.resolve();
+    if (this.order.length === 0) this.started = this.onIterationStart();
+    const started = this.started;
     const grad = p.grad;
     if (grad === null) return;
     const buf = new Float32Array(grad.size);
@@ -91,10 +94,11 @@ export class GradientSharder {
     const dst = this.owner.get(p)!;
     const mine = dst === this.group.rank;
     if (!mine) p.grad = null;
-    const work = this.group.reduce(buf, { dst, op: ReduceOp.AVG });
     this.order.push(p);
+    // issued once the iteration's join notice settled (every reduce awaits the same promise, so in
+    // hook order): when it raises EarlyTerminationError no reduce has gone out and the group stays usable
     await started;
-    await work.wait();
+    await this.group.reduce(buf, { dst, op: ReduceOp.AVG }).wait();
     if (!mine) return;
     const average = tensorFromFloat32(buf, p.shape);
     const earlier = this.earlier.get(p);

@@ -50,7 +50,7 @@ async function joinScenario(
   const model = mlp(31);
   const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
   const opt = new SGD(model.parameters(), { lr: 0.1 });
-  await join(
+  const run = join(
     [ddp],
     async () => {
       for (let s = 0; s < batchesOf(pg.rank); s++) {
@@ -65,6 +65,17 @@ async function joinScenario(
     },
     { divideByInitialWorldSize, throwOnEarlyTermination },
   );
+  if (throwOnEarlyTermination) {
+    const error = await run.then(
+      () => null,
+      (e: Error) => e,
+    );
+    // the group stays usable after the error (a checkpoint can still be saved): torch's does
+    const after = Float32Array.of(pg.rank + 1);
+    await pg.allReduce(after).wait();
+    return { earlyTermination: error?.name, message: error?.message, sumAfter: after[0] };
+  }
+  await run;
   return { params: snapshot(model), reference, iterations: ddp.iteration };
 }
 
