@@ -9,6 +9,7 @@ export { AutogradArgumentError, AutogradError, GraphFreedError, TensorDisposedEr
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';
+export { claimGradientReduction, releaseGradientReduction } from './gradient-owners.js';
 export {
   gradientShardGroups,
   markGradientShard,

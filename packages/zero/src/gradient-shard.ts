@@ -1,4 +1,4 @@
-import type { RemovableHandle, Tensor } from '@ddp/autograd';
+import { claimGradientReduction, type RemovableHandle, releaseGradientReduction, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
@@ -41,6 +41,10 @@ export class GradientSharder {
     private readonly onIterationStart: () => Promise<unknown>,
   ) {
     this.hooked = new Set(params.filter((p) => p.requiresGrad));
+    // one wrapper reduces a gradient: inside DDP each freed the other's (an untyped TypeError)
+    const named = params.flatMap((param, i) => (this.hooked.has(param) ? [{ name: `parameter ${i}`, param }] : []));
+    const who = `ZeroRedundancyOptimizer stage 2 (rank ${group.ranks[group.rank]})`;
+    claimGradientReduction(this, named, who, (message) => new ZeroError(message));
     // only the owner keeps a gradient: the norm sums over the group (nn's clipGradNormDistributed)
     if (group.size > 1) for (const p of this.hooked) markGradientShard(p, group);
     this.handles = [...this.hooked].flatMap((p) => [
@@ -112,6 +116,12 @@ export class GradientSharder {
    * same order), keeping the averaged result for the parameters this rank owns.
    */
   async replayWithZeros(): Promise<void> {
+    // the order is what the active ranks' hooks fire in, known only from a step of this rank's own
+    if (this.lastOrder.length === 0 && this.hooked.size > 0)
+      throw new ZeroError(
+        `rank ${this.group.ranks[this.group.rank]}: joined before its first step: stage 2 replays the reduces of ` +
+          "the rank's last step, and it has none; give every rank at least one batch, or use stage 1 under DDP",
+      );
     this.order = [...this.lastOrder];
     const pending = this.lastOrder.map((p) => {
       const buf = new Float32Array(p.size);
@@ -164,6 +174,10 @@ export class GradientSharder {
   /** Removes the hooks and the shard marks (the gradients are whole again once the optimizer is gone). */
   remove(): void {
     for (const h of this.handles) h.remove();
+    releaseGradientReduction(
+      this,
+      [...this.hooked].map((param) => ({ param })),
+    );
     for (const t of this.earlier.values()) t.dispose();
     this.earlier.clear();
     for (const p of this.hooked) unmarkGradientShard(p, this.group);

@@ -13,7 +13,7 @@ interface RankResult {
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose';
+type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose' | 'in-ddp';
 const run = async (stage: number, init: Init, backwards = 1) =>
   (
     await runWorld<RankResult>({
@@ -108,6 +108,15 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
       expect(r.error?.message).toMatch(/state 'expAvg' of parameter 1 has shape \[6\], the parameter \[2,6\]/);
       expect(r.lrs).toEqual([0.01, 0.01]);
+    }
+  }, 90_000);
+
+  it('stage 2 over a model DDP already reduces: refused when made (was: an untyped TypeError in the backward)', async () => {
+    for (const r of await run(2, 'in-ddp')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+      expect(r.error?.message).toMatch(
+        /ZeroRedundancyOptimizer stage 2 \(rank \d\): parameter 0, .* already belong to another live wrapper \(DistributedDataParallel.create/,
+      );
     }
   }, 90_000);
 

@@ -4,12 +4,14 @@
 // two heads of one shape after the first layer, rank r's batches taking head r only; 'add-group':
 // alike, a param group added after construction; 'layout': alike, loading a plain Adam's state
 // saved with another grouping of the same parameters; 'dispose': alike, the optimizer disposed
-// after training, `marked` counting the parameters still marked as gradient shards) and
+// after training, `marked` counting the parameters still marked as gradient shards; 'in-ddp': the
+// model wrapped in DDP before a stage 2 optimizer is made over it) and
 // backwards per step (2: gradient accumulation). Prints the error (name and message) or
 // none, whether the parameters are unchanged, and their sum.
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, gradientShardGroups, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
+import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
 import { ZeroRedundancyOptimizer } from '../index.js';
 import { flatParams } from './model.js';
@@ -31,6 +33,19 @@ const first = model.parameters().slice(0, 2);
 if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
 const [w1, b1, w2, b2] = model.parameters();
 const groups = init === 'layout' ? [{ params: [w1, w2] }, { params: [b1, b2] }] : model.parameters();
+// 'in-ddp': the model wrapped in DDP first, as for stage 1, then a stage 2 optimizer over it
+if (init === 'in-ddp') {
+  await DistributedDataParallel.create(model);
+  const refused = await Promise.resolve()
+    .then(() => new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage }))
+    .then(
+      () => null,
+      (e: Error) => ({ name: e.name, message: e.message }),
+    );
+  console.log(`RESULT ${JSON.stringify({ rank: group.rank, error: refused, unchanged: true, sum: 0, marked: 0 })}`);
+  await destroyProcessGroup();
+  process.exit(0);
+}
 const zero = new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage });
 for (const p of first) p.requiresGrad = true;
 const before = flatParams(model);
