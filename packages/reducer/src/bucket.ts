@@ -189,7 +189,7 @@ export class Bucket {
    * copied slots hold theirs in `buffer`); a failed collective becomes a DDPCommError naming
    * this bucket, a heap that moved under in-place gradients a GradientStorageMovedError.
    */
-  async reduced(rank: number, iteration: number, buckets: number): Promise<Float32Array | null> {
+  async reduced(rank: number, iteration: number, buckets: number, underJoin: boolean): Promise<Float32Array | null> {
     const result = await this.work!.catch((e: unknown) => {
       const names = this.slots.map((s) => s.name);
       const shown = `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
@@ -198,6 +198,7 @@ export class Bucket {
         `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`,
         iteration,
         e,
+        underJoin,
       );
     });
     if (this.inPlace.size > 0) checkHeapUnmoved(rank, iteration);

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignBuckets } from './bucket-layout.js';
 import type { CommHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
-import { DDPUsageError } from './errors.js';
+import { DDPCommError, DDPUsageError } from './errors.js';
 import { DataParallelNaive } from './naive.js';
 import { mlp, normal, rows } from './test/models.js';
 
@@ -230,5 +230,18 @@ describe('DistributedDataParallel in a world of one', () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), config)).rejects.toThrow(
       /DistributedDataParallel.create: unknown option "broadcast_buffers"; did you mean broadcastBuffers\?/,
     );
+  });
+});
+
+describe('DDPCommError', () => {
+  it("names join as the cure only outside join; under join, collectives join does not shadow (SyncBatchNorm's)", () => {
+    const cause = new Error('ranks called other collectives');
+    expect(new DDPCommError(0, 'gradient all-reduce', 3, cause).message).toContain(
+      'wrap the training loop in join([ddp], ...)',
+    );
+    // before: the same advice to a loop already under join
+    const underJoin = new DDPCommError(0, 'gradient all-reduce', 3, cause, true).message;
+    expect(underJoin).toContain('The loop runs under join, which shadows the collectives of its joinables only');
+    expect(underJoin).not.toContain('wrap the training loop in join');
   });
 });

@@ -243,7 +243,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
     const { buckets } = this.plan;
     const results: (Float32Array | null)[] = [];
-    for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length));
+    const underJoin = isJoinActive(this);
+    for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length, underJoin));
     const { scale, buffersFrom } =
       !active || isJoinActive(this)
         ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective)
@@ -268,7 +269,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     try {
       return await run();
     } catch (e) {
-      throw new DDPCommError(this.rank, what, this.iteration, e);
+      throw new DDPCommError(this.rank, what, this.iteration, e, isJoinActive(this));
     }
   };
 

@@ -62,13 +62,17 @@ export class DDPCommError extends DDPError {
     readonly operation: string,
     readonly iteration: number,
     override readonly cause: unknown,
+    /** Whether the loop runs under join: then uneven batches are not the cause, unshadowed collectives are. */
+    underJoin = false,
   ) {
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    super(
-      `DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${operation} failed: ${why}. ` +
-        `If ranks have different numbers of batches, wrap the training loop in join([ddp], ...) from @ddp/join; ` +
-        `if parameters get gradients on some ranks only, pass findUnusedParameters: true.`,
-    );
+    const hint = underJoin
+      ? 'The loop runs under join, which shadows the collectives of its joinables only: a collective in the ' +
+        "model's forward (SyncBatchNorm) or in the loop is not shadowed once a rank has joined (torch does not " +
+        'support it either); if parameters get gradients on some ranks only, pass findUnusedParameters: true.'
+      : 'If ranks have different numbers of batches, wrap the training loop in join([ddp], ...) from @ddp/join; ' +
+        'if parameters get gradients on some ranks only, pass findUnusedParameters: true.';
+    super(`DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${operation} failed: ${why}. ${hint}`);
   }
 }
 
