@@ -254,3 +254,17 @@ describe('engine', () => {
     disposeAll(w, x);
   });
 });
+
+describe('a freed tensor (an FSDP parameter between gathers)', () => {
+  it('refuses a write to its data (was: kept until the next gather overwrote it); restore brings it back', () => {
+    const t = tensor([1, 1], [2], { requiresGrad: true });
+    t.free('resharded: step over the shards');
+    expect(() => {
+      t.data = tf.zeros([2]);
+    }).toThrow(/resharded: step over the shards/);
+    expect(t.freedBy).toBe('resharded: step over the shards');
+    t.restore(tf.fill([2], 7));
+    expect([t.freedBy, Array.from(t.dataSync())]).toEqual([null, [7, 7]]);
+    t.dispose();
+  });
+});

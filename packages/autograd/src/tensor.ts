@@ -53,14 +53,30 @@ export class Tensor {
     return this._data;
   }
 
-  /** Replaces the data in place (optimizers); disposes the old data. Shape may not change. */
+  /**
+   * Replaces the data in place (optimizers); disposes the old data. Shape may not change. A freed
+   * tensor (an FSDP parameter between its unit's gathers) refuses: the next gather overwrote the
+   * value, and the write was lost without a word. Its owner brings it back with `restore`.
+   */
   set data(value: tf.Tensor) {
+    if (this._data === null) throw new TensorDisposedError(this.disposedBy);
+    if (this._data !== value) this._data.dispose();
+    this._data = value;
+  }
+
+  /** Gives a freed tensor its data again (FSDP's gather); as the data setter otherwise. */
+  restore(value: tf.Tensor): void {
     if (this._data !== null && this._data !== value) this._data.dispose();
     this._data = value;
   }
 
   get isDisposed(): boolean {
     return this._data === null || this._data.isDisposed;
+  }
+
+  /** Why the data is gone (free's reason, or 'dispose()'), or null while it is there. */
+  get freedBy(): string | null {
+    return this.isDisposed ? this.disposedBy : null;
   }
 
   get requiresGrad(): boolean {

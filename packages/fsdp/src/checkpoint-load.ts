@@ -170,7 +170,22 @@ export async function loadFSDPCheckpoint(
         for (const [key, data] of Object.entries(tensors)) s[key.replace(/^state\./, '')] = toTf(data, [data.length]);
         if (Object.keys(s).length > 0) state.set(indexOf(u), s);
       }
-      const paramGroups = manifest.paramGroups.map((g) => ({ ...g, params: (g.params as number[]).map(indexOf) }));
+      // in this optimizer's own order: a group listing its units in another order than the saved one
+      // took the moments of one unit into another of the same size, silently
+      const unitOf = new Map(units.flatMap((x, i) => (x.flat ? [[x.flat.shard, i] as const] : [])));
+      const paramGroups = manifest.paramGroups.map((g, gi) => {
+        const here = opt.paramGroups[gi]?.params ?? [];
+        const [saved, mine] = [g.params as number[], here.map((p) => unitOf.get(p) ?? -1)].map((l) =>
+          [...l].sort((a, b) => a - b),
+        );
+        if (saved.length !== mine.length || saved.some((x, i) => x !== mine[i]))
+          throw new ShardedCheckpointError(
+            `rank ${rank}: ${entry}: the optimizer's group ${gi} holds the shards of units [${mine}], the ` +
+              `checkpoint's [${saved}]`,
+            entry,
+          );
+        return { ...g, params: here.map((p) => position.get(p)!) };
+      });
       opt.loadStateDict({ state, paramGroups } as unknown as OptimizerStateDict<{ lr: number }>);
     }
   } finally {

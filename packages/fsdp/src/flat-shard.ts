@@ -127,7 +127,7 @@ export class FlatShard {
     if (inHeap) {
       const full = await inHeap;
       this.params.forEach((p, i) => {
-        p.data = copyOf(full, this.offsets[i], this.shapes[i]);
+        p.restore(copyOf(full, this.offsets[i], this.shapes[i]));
       });
       full.dispose();
     } else await this.allGatherOnHost(half);
@@ -150,7 +150,7 @@ export class FlatShard {
       }
       this.params.forEach((p, i) => {
         const at = this.offsets[i];
-        p.data = tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i])), this.shapes[i]);
+        p.restore(tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i])), this.shapes[i]));
       });
     } finally {
       giveBuffer(local);

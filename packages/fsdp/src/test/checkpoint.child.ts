@@ -16,6 +16,8 @@ interface Args {
   saveSyncAt?: number;
   /** AsyncCheckpointer saves: after step `at`, into `dir` (default: args.dir); `detached`: never awaited */
   asyncSaves?: { at: number; dir?: string; detached?: boolean }[];
+  /** The optimizer lists the shards in reverse order (the saving run listed them in module order). */
+  reverseOrder?: boolean;
 }
 const args = JSON.parse(process.argv[2]) as Args;
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -33,7 +35,7 @@ async function train(forward: (x: Tensor) => Promise<Tensor>, t: number, from: n
 const model: Sequential = unevenMlp();
 for (const i of [0, 2]) fullyShard(model.at(i));
 const root = fullyShard(model);
-const opt = new Adam(root.parameters(), { lr: 0.01 });
+const opt = new Adam(args.reverseOrder ? root.parameters().reverse() : root.parameters(), { lr: 0.01 });
 const saver = new AsyncCheckpointer(root);
 let start = 0;
 if (args.load) start = (await loadFSDPCheckpoint(args.dir, { root, optimizer: opt })).step;

@@ -86,6 +86,10 @@ export abstract class Optimizer<O extends { lr: number }> {
     // built (applyTensorParallel, a dispose), and the layer now in the model would never train
     for (const [g, group] of this.paramGroups.entries()) {
       const i = group.params.findIndex((p) => p.isDisposed);
+      const freed = i >= 0 ? group.params[i].freedBy : null;
+      // freed with a reason of its own (an FSDP parameter, whose reason names the shards to step over)
+      if (freed !== null && freed !== 'dispose()')
+        throw new OptimizerError(`step: parameter ${i} of group ${g} is freed: ${freed}`);
       if (i >= 0)
         throw new OptimizerError(
           `step: parameter ${i} of group ${g} was disposed (its layer replaced or disposed after the optimizer ` +
