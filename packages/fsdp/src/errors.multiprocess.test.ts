@@ -34,6 +34,10 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
     ]) {
       expect(errors[what], what).toMatch(new RegExp(`^FSDPError: rank ${rank}: ${problem}.*: ${changed}`));
     }
+    // before: accepted, then a TensorDisposedError in the first forward or backward
+    expect(errors['a module shared by a unit and a parent outside it']).toMatch(
+      /^FSDPError: fullyShard: Linear shares a parameter with a unit below Sequential \(tied weights\)/,
+    );
     expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
   }
 }, 60_000);

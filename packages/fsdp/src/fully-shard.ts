@@ -233,7 +233,9 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     if (this.flat && !this.flat.isGathered) {
       throw new FSDPError(
         `rank ${this.processGroup.rank}: ${this.module.constructor.name}'s parameters are not gathered; ` +
-          'run the model through `await root.forward(...)` of the outermost fullyShard unit',
+          'run the model through `await root.forward(...)` of the outermost fullyShard unit; a unit called ' +
+          'twice in one forward needs fullyShard(…, { reshardAfterForward: false }) (it frees its parameters ' +
+          'after each call)',
       );
     }
     if (!this.reshardAfterForward || !this.flat) return this.innerForward(...inputs);

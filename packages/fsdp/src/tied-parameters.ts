@@ -14,8 +14,19 @@ export function checkNoTieAcrossUnits(
   subunits: readonly { module: Module }[],
   under: ReadonlySet<Tensor>,
 ): void {
-  const inSubunits = new Set(subunits.flatMap((u) => u.module.modules()));
-  const tied = module.modules().find((m) => !inSubunits.has(m) && m.parameters(false).some((p) => under.has(p)));
+  const units = new Set(subunits.map((u) => u.module));
+  // every path, not each module once: a module shared by a unit and a parent outside it is reached
+  // both ways (listed once, as inside the unit, it slipped through and failed in the first forward)
+  const outside = (m: Module): Module | undefined => {
+    if (units.has(m)) return undefined;
+    if (m.parameters(false).some((p) => under.has(p))) return m;
+    for (const [, child] of m.namedChildren()) {
+      const found = outside(child);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  const tied = outside(module);
   if (!tied) return;
   throw new FSDPError(
     `fullyShard: ${tied.constructor.name} shares a parameter with a unit below ${module.constructor.name} ` +

@@ -64,5 +64,10 @@ await changedAfterSharding('layer replaced after fullyShard', requireGrad(true),
 await changedAfterSharding('parameter added after fullyShard', requireGrad(true), (m) =>
   m.at(2).registerParameter('scale', new Parameter(tf.ones([2]))),
 );
+// one Linear under two parents, only the first a unit: the other reaches it from outside the unit
+const shared = new Linear(6, 6);
+const parents = new Sequential(new Sequential(shared), new Sequential(shared), new Linear(6, 2));
+fullyShard(parents.at(0));
+await attempt('a module shared by a unit and a parent outside it', () => fullyShard(parents));
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, errors })}`);
 await destroyProcessGroup();
