@@ -114,9 +114,8 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
   it('stage 2 over a model DDP already reduces: refused when made (was: an untyped TypeError in the backward)', async () => {
     for (const r of await run(2, 'in-ddp')) {
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
-      expect(r.error?.message).toMatch(
-        /ZeroRedundancyOptimizer stage 2 \(rank \d\): parameter 0, .* already belong to another live wrapper \(DistributedDataParallel.create/,
-      );
+      expect(r.error?.message).toMatch(/ZeroRedundancyOptimizer stage 2 \(rank \d\): parameter 0, .* already belong/);
+      expect(r.error?.message).toMatch(/to another live wrapper \(DistributedDataParallel.create/);
     }
   }, 90_000);
 
