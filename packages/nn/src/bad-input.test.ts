@@ -109,6 +109,9 @@ describe('bad input gets a typed error', () => {
       () => new Conv2d(1, 1, 3, { stride: 0 }),
       () => new Conv2d(1, 1, 3, { padding: -1 }),
       () => new Conv2d(1, 1, 3, { padding: [1, 1, 1] as never }),
+      // were tfjs's "shape comprised of positive integers" and a RangeError
+      () => new Conv2d(1.5, 4, 3),
+      () => new Conv2d(3, -1, 3),
     ])
       expect(make).toThrow(ModuleError);
     expect(new Conv2d(1, 1, [3, 1], { stride: [2, 1], padding: [1, 0] }).padding).toEqual([1, 0]);

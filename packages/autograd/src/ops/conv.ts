@@ -5,9 +5,9 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 
-/** A size per spatial dim: one number for both, or [height, width]. */
-export type Pair = number | [number, number];
-const pair = (v: Pair): [number, number] => (typeof v === 'number' ? [v, v] : v);
+/** A size per spatial dim: one number for both, or [height, width] ([v] as torch: v for both). */
+export type Pair = number | [number] | [number, number];
+const pair = (v: Pair): [number, number] => (typeof v === 'number' ? [v, v] : v.length === 1 ? [v[0], v[0]] : v);
 const toNHWC = (t: tf.Tensor) => tf.transpose(t, [0, 2, 3, 1]);
 const toNCHW = (t: tf.Tensor) => tf.transpose(t, [0, 3, 1, 2]);
 type Padding = [[number, number], [number, number], [number, number], [number, number]];
@@ -189,6 +189,19 @@ class MaxPool2d extends AutogradFunction {
  * output, or pooled windows lying wholly in the padding).
  */
 function checkWindow(op: string, x: Tensor, kernel: Pair, stride: Pair, padding: Pair): void {
+  // a list of another length (or 'same') reached the kernels: NaN sizes, a wasm out-of-bounds write
+  // into other tensors' memory
+  const sizes = { kernel, stride, padding };
+  for (const [name, v] of Object.entries(sizes)) {
+    if (!(typeof v === 'number' || (Array.isArray(v) && (v.length === 1 || v.length === 2))))
+      throw new AutogradArgumentError(
+        `${op}: ${name} must be a number or a list of 1 or 2 numbers, got ${JSON.stringify(v)}`,
+      );
+  }
+  if (x.rank !== 4)
+    throw new AutogradArgumentError(
+      `${op}: input must be 4-D [N, C, H, W] (a batch of one: unsqueeze(0)), got [${x.shape}]`,
+    );
   const [k, s, p] = [pair(kernel), pair(stride), pair(padding)];
   const whole = (v: number, min: number) => Number.isInteger(v) && v >= min;
   if (!(k.every((v) => whole(v, 1)) && s.every((v) => whole(v, 1)) && p.every((v) => whole(v, 0)))) {
@@ -198,7 +211,7 @@ function checkWindow(op: string, x: Tensor, kernel: Pair, stride: Pair, padding:
   }
   if (op === 'maxPool2d' && p.some((v, i) => v > k[i] / 2))
     throw new AutogradArgumentError(`${op}: padding [${p}] must be at most half the kernel [${k}]`);
-  if (x.rank === 4 && x.shape.slice(2).some((d, i) => d + 2 * p[i] < k[i])) {
+  if (x.shape.slice(2).some((d, i) => d + 2 * p[i] < k[i])) {
     throw new AutogradArgumentError(`${op}: kernel [${k}] is larger than the input [${x.shape}] padded by [${p}]`);
   }
 }
@@ -212,7 +225,12 @@ export function conv2d(
 ): Tensor {
   checkOptions('conv2d', opts, ['stride', 'padding']);
   const [stride, padding] = [opts.stride ?? 1, opts.padding ?? 0];
+  if (weight.rank !== 4)
+    throw new AutogradArgumentError(`conv2d: weight must be 4-D [O, C, kH, kW], got [${weight.shape}]`);
   checkWindow('conv2d', x, weight.shape.slice(2, 4) as [number, number], stride, padding);
+  // the native kernel took any bias of O elements ([4, 1]: its backward failed), tfjs's refused it
+  if (bias !== null && (bias.rank !== 1 || bias.shape[0] !== weight.shape[0]))
+    throw new AutogradArgumentError(`conv2d: bias must be 1-D of ${weight.shape[0]} elements, got [${bias.shape}]`);
   return Conv2d.apply(x, weight, bias, stride, padding);
 }
 

@@ -32,4 +32,21 @@ describe('conv2d and maxPool2d windows torch refuses', () => {
     expect(() => conv2d(x(), w(2), null, { stride: 0 })).toThrow(AutogradArgumentError);
     expect(() => conv2d(x(), w(2), null, { padding: -1 })).toThrow(/padding \[-1,-1\] >= 0/);
   });
+
+  it("sizes as torch takes them: [v] is v for both; other lengths, 'same', a non-4-D input or bias refused", () => {
+    // before: [1] reached the kernels as [1, undefined]: a wasm out-of-bounds write into other tensors
+    const other = tensor([0, 1, 2, 3], [4]);
+    expect(maxPool2d(x(), 2, { padding: [1] }).shape).toEqual([1, 1, 3, 3]);
+    expect(conv2d(x(), w(2), null, { stride: [2], padding: [1] }).shape).toEqual([1, 1, 3, 3]);
+    expect(Array.from(other.dataSync())).toEqual([0, 1, 2, 3]);
+    for (const bad of [[1, 1, 1], [], 'same'])
+      expect(() => conv2d(x(), w(2), null, { padding: bad as never })).toThrow(
+        /conv2d: padding must be a number or a list of 1 or 2 numbers/,
+      );
+    expect(() => maxPool2d(x(), 2, { stride: [1, 1, 5] as never })).toThrow(AutogradArgumentError);
+    const unbatched = tensor(Array(16).fill(1), [1, 4, 4]);
+    expect(() => maxPool2d(unbatched, 2)).toThrow(/maxPool2d: input must be 4-D \[N, C, H, W\]/);
+    const bias = tensor([1], [1, 1]);
+    expect(() => conv2d(x(), w(2), bias)).toThrow(/conv2d: bias must be 1-D of 1 elements, got \[1,1\]/);
+  });
 });

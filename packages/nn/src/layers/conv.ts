@@ -52,6 +52,11 @@ export class Conv2d extends Module {
       ...unknown
     } = moduleOptions('Conv2d', opts);
     checkModuleOptions('Conv2d', unknown, ['stride', 'padding', 'bias', 'generator']);
+    for (const [what, n] of [
+      ['inChannels', inChannels],
+      ['outChannels', outChannels],
+    ] as const)
+      if (!(Number.isInteger(n) && n >= 1)) throw new ModuleError(`Conv2d: ${what} must be an integer >= 1, got ${n}`);
     this.kernelSize = pair(kernelSize, 'kernelSize', 1);
     this.stride = pair(stride, 'stride', 1);
     this.padding = pair(padding, 'padding', 0);
