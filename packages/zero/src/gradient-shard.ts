@@ -101,7 +101,10 @@ export class GradientSharder {
     this.order.push(p);
     // issued once the iteration's join notice settled (every reduce awaits the same promise, so in
     // hook order): when it raises EarlyTerminationError no reduce has gone out and the group stays usable
-    await started;
+    await started.catch((error: unknown) => {
+      this.abandonIteration();
+      throw error;
+    });
     await this.group.reduce(buf, { dst, op: ReduceOp.AVG }).wait();
     if (!mine) return;
     const average = tensorFromFloat32(buf, p.shape);
@@ -162,6 +165,19 @@ export class GradientSharder {
   /** The gradients were cleared (zeroGrad): the next backward accumulates onto nothing averaged. */
   gradientsCleared(): void {
     this.reduced.clear();
+  }
+
+  /**
+   * The iteration's start failed (EarlyTerminationError) before any reduce went out: the owners'
+   * earlier gradients go back, and the next backward starts a fresh iteration (the stale order
+   * and rejected start made every later backward fail, the set-aside gradients added later).
+   */
+  private abandonIteration(): void {
+    for (const [p, earlier] of this.earlier) p.grad = earlier;
+    this.earlier.clear();
+    this.order = [];
+    this.reduced.clear();
+    this.started = Promise.resolve();
   }
 
   /** Ends an iteration (called by the optimizer's step, or instead of it when a step is skipped). */

@@ -13,7 +13,7 @@ interface RankResult {
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose' | 'in-ddp';
+type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose' | 'in-ddp' | 'early-stop';
 const run = async (stage: number, init: Init, backwards = 1) =>
   (
     await runWorld<RankResult>({
@@ -116,6 +116,15 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
       expect(r.error?.message).toMatch(/ZeroRedundancyOptimizer stage 2 \(rank \d\): parameter 0, .* already belong/);
       expect(r.error?.message).toMatch(/to another live wrapper \(DistributedDataParallel.create/);
+    }
+  }, 90_000);
+
+  it('stage 2 under join with throwOnEarlyTermination: the error on every rank, then the group still works', async () => {
+    // before: the reduces went out before the join notice was read; the next collective met one
+    for (const r of await run(2, 'early-stop')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('EarlyTerminationError');
+      expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
+      expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);
     }
   }, 90_000);
 

@@ -10,6 +10,7 @@
 // none, whether the parameters are unchanged, and their sum.
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { join } from '@ddp/join';
 import { Adam, gradientShardGroups, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
 import { DistributedDataParallel } from '@ddp/reducer';
 import { tf } from '@ddp/tensor';
@@ -47,6 +48,41 @@ if (init === 'in-ddp') {
   process.exit(0);
 }
 const zero = new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage });
+// 'early-stop': rank r takes 1 + r batches under join with throwOnEarlyTermination; after the
+// error, is the group still usable (an all-reduce's sum) and does the next step train?
+if (init === 'early-stop') {
+  const batchStep = async (b: number) => {
+    const x = tensor(
+      Array.from({ length: 8 }, (_, i) => Math.sin(i + b + group.rank)),
+      [2, 4],
+    );
+    const loss = tidy(() => mse(model.forward(x), tensor([0, 1, 1, 0], [2, 2])));
+    await loss.backward();
+    loss.dispose();
+    x.dispose();
+    await zero.step();
+    zero.zeroGrad();
+  };
+  const stopped = await join(
+    [zero],
+    async () => {
+      for (let b = 0; b < 1 + group.rank; b++) await batchStep(b);
+    },
+    { throwOnEarlyTermination: true },
+  ).then(
+    () => null,
+    (e: Error) => ({ name: e.name, message: e.message }),
+  );
+  const sum = Float32Array.of(group.rank + 1);
+  await group.allReduce(sum).wait();
+  await batchStep(9); // every rank together again
+  const fine = flatParams(model).every(Number.isFinite);
+  console.log(
+    `RESULT ${JSON.stringify({ rank: group.rank, error: stopped, unchanged: !fine, sum: sum[0], marked: 0 })}`,
+  );
+  await destroyProcessGroup();
+  process.exit(0);
+}
 for (const p of first) p.requiresGrad = true;
 const before = flatParams(model);
 let error: { name: string; message: string } | null = null;
