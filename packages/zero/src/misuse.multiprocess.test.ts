@@ -13,7 +13,17 @@ interface RankResult {
 }
 
 const script = new URL('./test/misuse.child.ts', import.meta.url);
-type Init = 'alike' | 'per-rank' | 'unfrozen' | 'branch' | 'add-group' | 'layout' | 'dispose' | 'in-ddp' | 'early-stop';
+type Init =
+  | 'alike'
+  | 'per-rank'
+  | 'unfrozen'
+  | 'branch'
+  | 'add-group'
+  | 'layout'
+  | 'dispose'
+  | 'in-ddp'
+  | 'early-stop'
+  | 'bad-group';
 const run = async (stage: number, init: Init, backwards = 1) =>
   (
     await runWorld<RankResult>({
@@ -125,6 +135,13 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
       expect(r.error?.name, `rank ${r.rank}`).toBe('EarlyTerminationError');
       expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
       expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);
+    }
+  }, 90_000);
+
+  it('a group with an invalid value: refused on every rank when made (was: only on the rank owning it)', async () => {
+    for (const r of await run(1, 'bad-group')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('OptimizerError');
+      expect(r.error?.message).toMatch(/Adam parameter group 1: invalid learning rate NaN/);
     }
   }, 90_000);
 

@@ -67,8 +67,10 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     this.stage = zero.stage ?? 1;
     if (this.stage !== 1 && this.stage !== 2) throw new ZeroError(`stage must be 1 or 2, got ${String(this.stage)}`);
     this.parametersAsBucketView = zero.parametersAsBucketView ?? false;
-    // complete the global groups with the wrapped optimizer's defaults (a probe that never steps)
-    const probe = new optimizerClass([{ params: [this.paramGroups[0].params[0]] } as ParamGroupInput<O>], options);
+    // the wrapped optimizer's defaults complete the groups (a probe that never steps); holding every group,
+    // it checks every group's values on every rank (not only on the ranks owning a bad group's parameters)
+    const probeOf = (g: ParamGroup<O>) => ({ ...hyperparameters(g), params: [g.params[0]] }) as ParamGroupInput<O>;
+    const probe = new optimizerClass(this.paramGroups.filter((g) => g.params.length > 0).map(probeOf), options);
     this.wrappedKind = probe.stateKind();
     Object.assign(this.defaults, probe.defaults);
     for (let g = 0; g < this.paramGroups.length; g++)
@@ -266,10 +268,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   }
 }
 
-function hyperparameters<O>(group: ParamGroup<O>): Omit<ParamGroup<O>, 'params'> {
-  const { params: _params, ...hyper } = group;
-  return hyper;
-}
+const hyperparameters = <O>({ params: _params, ...hyper }: ParamGroup<O>): Omit<ParamGroup<O>, 'params'> => hyper;
 
 function flatten(params: Tensor[], n: number): Float32Array {
   const out = new Float32Array(n);

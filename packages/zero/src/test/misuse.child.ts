@@ -35,10 +35,12 @@ if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
 const [w1, b1, w2, b2] = model.parameters();
 const groups = init === 'layout' ? [{ params: [w1, w2] }, { params: [b1, b2] }] : model.parameters();
 // 'in-ddp': the model wrapped in DDP first, as for stage 1, then a stage 2 optimizer over it
-if (init === 'in-ddp') {
-  await DistributedDataParallel.create(model);
+// 'bad-group': a group whose lr is NaN, its parameters owned by one rank only
+if (init === 'in-ddp' || init === 'bad-group') {
+  if (init === 'in-ddp') await DistributedDataParallel.create(model);
+  const made = init === 'in-ddp' ? groups : [{ params: [w1, b1] }, { params: [w2, b2], lr: Number.NaN }];
   const refused = await Promise.resolve()
-    .then(() => new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage }))
+    .then(() => new ZeroRedundancyOptimizer(made, Adam, { lr: 0.01 }, { stage }))
     .then(
       () => null,
       (e: Error) => ({ name: e.name, message: e.message }),
