@@ -19,11 +19,14 @@ export function claimGradientReduction(
   const taken = params.filter(({ param }) => owners.has(param) && owners.get(param)?.owner !== owner);
   if (taken.length > 0) {
     const holder = owners.get(taken[0].param)?.who;
+    const zero = [who, holder].some((w) => w?.startsWith('ZeroRedundancyOptimizer'));
     throw error(
       `${who}: ${taken.map(({ name }) => name).join(', ')} already belong to another live wrapper (${holder}), ` +
-        'whose hooks would reduce their gradients too; call dispose() on it first (to wrap a module again), or ' +
-        'wrap one module holding every part that shares them (a backbone and its heads) once; ZeRO stage 2 ' +
-        'reduces gradients itself: use stage 1 under DDP',
+        'whose hooks would reduce their gradients too; ' +
+        (zero
+          ? 'ZeRO stage 2 reduces gradients itself: use stage 1 under DDP'
+          : 'call dispose() on it first (to wrap a module again), or wrap one module holding every part that ' +
+            'shares them (a backbone and its heads) once'),
     );
   }
   for (const { param } of params) owners.set(param, { owner, who });

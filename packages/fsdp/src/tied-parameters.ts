@@ -15,10 +15,12 @@ export function checkNoTieAcrossUnits(
   under: ReadonlySet<Tensor>,
 ): void {
   const units = new Set(subunits.map((u) => u.module));
-  // every path, not each module once: a module shared by a unit and a parent outside it is reached
-  // both ways (listed once, as inside the unit, it slipped through and failed in the first forward)
+  // walked from the top, stopping at units: a module shared by a unit and a parent outside it is reached
+  // outside too (listed once, as inside the unit, it slipped through and failed in the first forward)
+  const seen = new Set<Module>(); // once per module outside the units (a module holding itself, diamonds)
   const outside = (m: Module): Module | undefined => {
-    if (units.has(m)) return undefined;
+    if (units.has(m) || seen.has(m)) return undefined;
+    seen.add(m);
     if (m.parameters(false).some((p) => under.has(p))) return m;
     for (const [, child] of m.namedChildren()) {
       const found = outside(child);

@@ -117,12 +117,13 @@ export function schedulerFlags(env: Env): SchedulerFlags | undefined {
   };
   let source: SchedulerFlags['source'] | undefined;
   const inPod = env.KUBERNETES_SERVICE_HOST !== undefined;
-  if (env.SLURM_JOB_ID && env.SLURM_STEP_ID !== undefined && env.SLURM_NODEID !== undefined) {
-    source = 'slurm';
-    slurmFlags(env, set);
-  } else if (env.OMPI_COMM_WORLD_SIZE !== undefined && env.LOCAL_RANK === undefined) {
+  // mpirun first: inside a Slurm allocation its processes carry the SLURM_* of orted's step too
+  if (env.OMPI_COMM_WORLD_SIZE !== undefined && env.LOCAL_RANK === undefined) {
     source = 'mpirun';
     mpirunFlags(env, set);
+  } else if (env.SLURM_JOB_ID && env.SLURM_STEP_ID !== undefined && env.SLURM_NODEID !== undefined) {
+    source = 'slurm';
+    slurmFlags(env, set);
   } else if (inPod && env.MASTER_ADDR && env.RANK !== undefined && env.WORLD_SIZE && env.LOCAL_RANK === undefined) {
     // PyTorchJob: one pod per node; its RANK and WORLD_SIZE count pods (torchrun --nnodes $WORLD_SIZE --node_rank
     // $RANK)

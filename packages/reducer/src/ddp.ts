@@ -80,7 +80,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     }
     const ddp = new DistributedDataParallel(module, opts);
     try {
-      await syncInitialState(module, ddp.processGroup);
+      await syncInitialState(module, ddp.processGroup, 'DistributedDataParallel');
     } catch (error) {
       ddp.dispose(); // a failed create holds nothing
       throw error;
@@ -225,12 +225,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       const { params, processGroup, iteration } = this;
       if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, processGroup, iteration);
       for (const i of unready) this.place(i, false);
-      const notice = this.joinNotice;
-      this.joinNotice = null;
-      await notice;
+      await this.joinNotice;
       await this.completeIteration(reduction, true);
     } finally {
       this.reduction = null;
+      this.joinNotice = null; // also when raiseUnused threw: a stale notice held later launches
     }
   }
 

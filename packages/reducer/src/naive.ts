@@ -47,7 +47,7 @@ export class DataParallelNaive<M extends Module = Module> {
     opts: { processGroup?: ProcessGroup } = {},
   ): Promise<DataParallelNaive<M>> {
     const group = opts.processGroup ?? getDefaultGroup();
-    await syncInitialState(module, group);
+    await syncInitialState(module, group, 'DataParallelNaive');
     return new DataParallelNaive(module, group);
   }
 

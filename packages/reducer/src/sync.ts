@@ -85,7 +85,7 @@ async function verifyParameterShapes(params: readonly [string, Tensor][], group:
  * and its all-reduce would average different parts, silently. Collective (one small all-reduce):
  * every rank raises, naming the first such parameter (the names agree once verified).
  */
-async function refuseSpanningShards(params: readonly [string, Tensor][], group: ProcessGroup): Promise<void> {
+async function refuseSpanningShards(params: readonly [string, Tensor][], group: ProcessGroup, who: string) {
   const members = new Set(group.ranks);
   const parts = (p: Tensor) => parameterShardOf(p)?.ranks.filter((r) => members.has(r)) ?? [];
   const first = Int32Array.of(params.findIndex(([, p]) => parts(p).length > 1) + 1);
@@ -94,8 +94,8 @@ async function refuseSpanningShards(params: readonly [string, Tensor][], group: 
   const [name, param] = params[first[0] - 1];
   const shard = parameterShardOf(param);
   throw new DDPUsageError(
-    `rank ${group.ranks[group.rank]}: DistributedDataParallel: parameter ${name} is a tensor-parallel shard ` +
-      `(here part of ranks [${shard?.ranks ?? '…'}]), and the DDP group [${group.ranks}] holds several parts of one ` +
+    `rank ${group.ranks[group.rank]}: ${who}: parameter ${name} is a tensor-parallel shard ` +
+      `(here part of ranks [${shard?.ranks ?? '…'}]), and the group [${group.ranks}] holds several parts of one ` +
       "shard: rank 0's part would overwrite the others'. Wrap with the data-parallel group " +
       '({ processGroup: grid.dpGroup })',
   );
@@ -161,8 +161,8 @@ export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tens
  * (names, shapes, requiresGrad) and that no tensor-parallel shard has two parts in the group,
  * then copies rank 0's parameters and buffers everywhere. Collective.
  */
-export async function syncInitialState(module: Module, group: ProcessGroup): Promise<void> {
+export async function syncInitialState(module: Module, group: ProcessGroup, who: string): Promise<void> {
   await verifyParameterShapes(module.namedParameters(), group);
-  await refuseSpanningShards(module.namedParameters(), group);
+  await refuseSpanningShards(module.namedParameters(), group, who);
   await broadcastTensors(moduleState(module), group, 0);
 }

@@ -84,6 +84,9 @@ describe('readLaunchEnv', () => {
     // each restart of ddp-run's is an attempt of its own
     expect(readLaunchEnv({ DDP_RUN_ID: 'a', DDP_RESTART_COUNT: '2' }).runId).toBe('a#attempt-2');
     expect(readLaunchEnv({ DDP_RUN_ID: 'a', DDP_RESTART_COUNT: '0' }).runId).toBe('a');
+    // a long id that fits alone but not with the suffix: hashed, the same on every rank (was: refused at restart)
+    const long = readLaunchEnv({ DDP_RUN_ID: 'x'.repeat(250), DDP_RESTART_COUNT: '1' }).runId;
+    expect(long).toMatch(/^[0-9a-f]{64}#attempt-1$/);
     expect(() => readLaunchEnv({ DDP_RUN_ID: 'x'.repeat(256) })).toThrow(/longer than 255 bytes/);
   });
   it.each<[string, Record<string, string>, Record<string, unknown>]>([

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type NetworkInterfaceInfo, networkInterfaces } from 'node:os';
 import { InvalidArgumentError } from '../errors.js';
 
@@ -134,7 +135,10 @@ function runIdOf(env: Env, source: LaunchEnv['source']): string {
   // each restart of ddp-run's is a run of its own: a node that restarted first joined the store
   // the previous attempt's rank 0 still held, and lost its restart when that rank exited
   const attempt = Number(env.DDP_RESTART_COUNT ?? 0);
-  const id = Number.isSafeInteger(attempt) && attempt > 0 ? `${base}${ATTEMPT_MARK}${attempt}` : base;
+  const suffix = Number.isSafeInteger(attempt) && attempt > 0 ? `${ATTEMPT_MARK}${attempt}` : '';
+  // a base that fits but not with the suffix is hashed (the same on every rank): its restarts failed
+  const fits = Buffer.byteLength(base + suffix) <= MAX_RUN_ID_BYTES || Buffer.byteLength(base) > MAX_RUN_ID_BYTES;
+  const id = fits ? base + suffix : createHash('sha256').update(base).digest('hex') + suffix;
   if (Buffer.byteLength(id) > MAX_RUN_ID_BYTES) {
     throw new InvalidArgumentError(`DDP_RUN_ID is longer than ${MAX_RUN_ID_BYTES} bytes`);
   }

@@ -22,25 +22,23 @@ export interface AdamOptions {
 const adamNames = ['lr', 'betas', 'eps', 'weightDecay', 'amsgrad', 'maximize'] as const;
 
 /** Adam's and AdamW's values, of the options and of each group. */
-function adamGroupCheck(name: string): GroupCheck<AdamOptions> {
-  return {
-    names: adamNames,
-    values(o, where) {
-      if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`${where}: invalid learning rate ${o.lr}`);
-      if (!(Array.isArray(o.betas) && o.betas.length === 2 && o.betas.every((b) => b >= 0 && b < 1)))
-        throw new OptimizerError(`${where}: invalid betas ${o.betas}`);
-      if (!(typeof o.eps === 'number' && o.eps >= 0)) throw new OptimizerError(`${where}: invalid eps ${o.eps}`);
-      if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))
-        throw new OptimizerError(`${name}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
-    },
-  };
-}
+const adamGroupCheck: GroupCheck<AdamOptions> = {
+  names: adamNames,
+  values(o, where) {
+    if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`${where}: invalid learning rate ${o.lr}`);
+    if (!(Array.isArray(o.betas) && o.betas.length === 2 && o.betas.every((b) => b >= 0 && b < 1)))
+      throw new OptimizerError(`${where}: invalid betas ${o.betas}`);
+    if (!(typeof o.eps === 'number' && o.eps >= 0)) throw new OptimizerError(`${where}: invalid eps ${o.eps}`);
+    if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))
+      throw new OptimizerError(`${where}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
+  },
+};
 
 function adamDefaults(name: string, options: Partial<AdamOptions>, weightDecay: number): AdamOptions {
   checkOptimizerOptions(name, options, adamNames);
   const known = { lr: 1e-3, betas: [0.9, 0.999] as [number, number], eps: 1e-8, weightDecay };
   const o = { ...known, amsgrad: false, maximize: false, ...options };
-  adamGroupCheck(name).values(o, name);
+  adamGroupCheck.values(o, name);
   return o;
 }
 
@@ -94,7 +92,7 @@ function adamStep(
 /** torch.optim.Adam; weightDecay is L2, added to the gradient. */
 export class Adam extends Optimizer<AdamOptions> {
   constructor(params: Tensor[] | ParamGroupInput<AdamOptions>[], options: Partial<AdamOptions> = {}) {
-    super(params, adamDefaults('Adam', options, 0), adamGroupCheck('Adam'));
+    super(params, adamDefaults('Adam', options, 0), adamGroupCheck);
   }
 
   protected update(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {
@@ -105,7 +103,7 @@ export class Adam extends Optimizer<AdamOptions> {
 /** torch.optim.AdamW; weightDecay is decoupled: p ← p·(1 − lr·wd) before the Adam step. */
 export class AdamW extends Optimizer<AdamOptions> {
   constructor(params: Tensor[] | ParamGroupInput<AdamOptions>[], options: Partial<AdamOptions> = {}) {
-    super(params, adamDefaults('AdamW', options, 1e-2), adamGroupCheck('AdamW'));
+    super(params, adamDefaults('AdamW', options, 1e-2), adamGroupCheck);
   }
 
   protected update(g: ParamGroup<AdamOptions>, param: tf.Tensor, grad: tf.Tensor, state: ParamState) {

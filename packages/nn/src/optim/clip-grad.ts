@@ -70,7 +70,7 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
 /**
  * clipGradNorm over a model whose gradients are split over ranks: the norm of the whole
  * model's gradient, the same on every rank. `groups` lists, in the same order on every rank,
- * each process group a gradient may be split over (e.g. `[grid.tpGroup, grid.ppGroup]`); every
+ * each process group a gradient may be split over (e.g. `[grid.tpGroup]`, or `[ppGroup]`); every
  * rank of each calls this. A gradient marked with groups (markGradientShard) has its parts
  * summed over them; an unmarked one (replicated: a layer norm under tensor parallelism, any
  * gradient DDP averaged) counts once. One small all-reduce per group.

@@ -175,7 +175,7 @@ export abstract class Optimizer<O extends { lr: number }> {
       for (const [k, v] of Object.entries(s)) copy[k] = v instanceof tf.Tensor ? v.clone() : v;
       copies.set(byIndex[i] as Tensor, copy);
     }
-    this.dispose();
+    this.clearState();
     for (const [p, copy] of copies) this.state.set(p, copy);
     for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[gi] as object, hyper);
@@ -183,6 +183,11 @@ export abstract class Optimizer<O extends { lr: number }> {
 
   /** Frees the optimizer's state tensors. */
   dispose(): void {
+    this.clearState();
+  }
+
+  /** Frees the state tensors (dispose, and a load: a subclass's own dispose() is not a load's business). */
+  private clearState(): void {
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
   }
