@@ -198,9 +198,11 @@ describe('scheduler variables fill in the launcher plan', () => {
     expect(fails(['--nproc-per-node', '1', rankScript], twoHere)).toBe(2);
     // inside a Slurm allocation mpirun's processes carry SLURM_* too: read as mpirun's
     expect(fails(['--nproc-per-node', '1', rankScript], { ...slurm, SLURM_STEP_NUM_TASKS: '2', ...twoHere })).toBe(2);
-    expect(
-      parse(['--nproc-per-node', '2', rankScript], { ...slurm, ...twoHere, OMPI_COMM_WORLD_LOCAL_SIZE: '1' }),
-    ).toMatchObject({ nnodes: 2, nodeRank: 1 });
+    const perNode = { OMPI_COMM_WORLD_SIZE: '3', OMPI_COMM_WORLD_RANK: '2', OMPI_COMM_WORLD_LOCAL_SIZE: '1' };
+    expect(parse(['--nproc-per-node', '2', rankScript], { ...slurm, ...perNode })).toMatchObject({
+      nnodes: 3,
+      nodeRank: 2,
+    });
     expect(fails([rankScript], { PET_NNODES: 'two', PET_NPROC_PER_NODE: '1' })).toBe(2);
     expect(fails([rankScript], { PET_NNODES: '1:4', PET_NPROC_PER_NODE: '1' })).toBe(2);
   });
