@@ -18,6 +18,7 @@ import {
   MANIFEST_FILE,
   REPLICATED_FILE,
   replicatedTensors,
+  unitIndexByShard,
   unitsOf,
 } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
@@ -172,7 +173,7 @@ export async function loadFSDPCheckpoint(
       }
       // in this optimizer's own order: a group listing its units in another order than the saved one
       // took the moments of one unit into another of the same size, silently
-      const unitOf = new Map(units.flatMap((x, i) => (x.flat ? [[x.flat.shard, i] as const] : [])));
+      const unitOf = unitIndexByShard(units);
       const paramGroups = manifest.paramGroups.map((g, gi) => {
         const here = opt.paramGroups[gi]?.params ?? [];
         const [saved, mine] = [g.params as number[], here.map((p) => unitOf.get(p) ?? -1)].map((l) =>

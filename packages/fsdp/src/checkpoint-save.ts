@@ -65,6 +65,10 @@ export interface Snapshot {
 /** The units of `root` in checkpoint order. */
 export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subunits];
 
+/** Each unit's shard parameter → the unit's index in `units` (the manifest's unit numbers). */
+export const unitIndexByShard = (units: readonly FSDPModule[]): Map<unknown, number> =>
+  new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
+
 /**
  * What REPLICATED_FILE holds, by module name: the parameters in no unit's shard and the
  * persistent buffers. The load expects exactly these.
@@ -99,7 +103,7 @@ export function snapshot(
     tensors.set(key, { dtype: 'float32', shape: [...t.shape], data });
   };
   const scalars: Snapshot['scalars'] = {};
-  const unitOfShard = new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
+  const unitOfShard = unitIndexByShard(units);
   units.forEach((u, i) => {
     if (!u.flat) return;
     hostCopy(`unit.${i}.shard`, u.flat.shard.data);
