@@ -1,4 +1,4 @@
-export { EarlyTerminationError, JoinArgumentError } from './errors.js';
+export { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './errors.js';
 export {
   isJoinActive,
   type Joinable,

@@ -1,5 +1,11 @@
 import type { ProcessGroup, Work } from '@ddp/comm';
-import { EarlyTerminationError, JoinArgumentError } from './errors.js';
+import { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './errors.js';
+
+/**
+ * What a joined rank that cannot shadow adds to the "still active" all-reduce: sums at or above it
+ * tell every rank to stop (the count of active ranks is the remainder).
+ */
+const REFUSED = 1 << 20;
 
 /**
  * What a joined rank runs in place of a Joinable's per-iteration collectives
@@ -10,6 +16,12 @@ export interface JoinHook {
   mainHook(): Promise<void> | void;
   /** Called once after every rank has joined; `isLastJoiner` is true on the ranks that joined last. */
   postHook(isLastJoiner: boolean): Promise<void> | void;
+  /**
+   * Why this rank cannot shadow the next iteration (the error it raises), or null. Asked before
+   * each shadowed iteration, so that the active ranks raise too instead of waiting for collectives
+   * that never come.
+   */
+  cannotShadow?(): Error | null;
 }
 
 /** Options handed to every `joinHook` (the keyword arguments of PyTorch's `Join(...)`). */
@@ -85,8 +97,12 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
 async function joinLoop(hooks: JoinHook[], group: ProcessGroup, throwOnEarlyTermination: boolean): Promise<void> {
   let isLastJoiner = true;
   for (;;) {
-    const active = await allReduceFlag(group, 0);
+    const refusal = hooks.map((h) => h.cannotShadow?.() ?? null).find((e) => e !== null) ?? null;
+    // with throwOnEarlyTermination every rank stops at the first shadowed iteration anyway
+    const flag = await allReduceFlag(group, refusal && !throwOnEarlyTermination ? REFUSED : 0);
+    const active = flag % REFUSED;
     if (active === 0) break;
+    if (flag >= REFUSED) throw refusal ?? new JoinShadowError(group.ranks[group.rank], 'saw a joined rank');
     if (throwOnEarlyTermination) {
       // the active ranks' second all-reduce in notifyJoinContext sees this 1 and throws too
       await allReduceFlag(group, 1);
@@ -120,6 +136,7 @@ export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
     await checked?.wait();
     if (check && check[0] > 0)
       throw new EarlyTerminationError(group.ranks[group.rank], 'saw a rank that exhausted its inputs');
+    if (active[0] >= REFUSED) throw new JoinShadowError(group.ranks[group.rank], 'is active');
     return active[0];
   })();
   // a caller that never awaits must not crash the process; awaiting still sees the rejection

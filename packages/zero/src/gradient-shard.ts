@@ -114,17 +114,23 @@ export class GradientSharder {
     if (earlier) tf.dispose([earlier, average]);
   }
 
+  /** Why a joined rank cannot replay (join asks before each shadowed iteration), or null. */
+  cannotReplay(): ZeroError | null {
+    // the order is what the active ranks' hooks fire in, known only from a step of this rank's own
+    if (this.lastOrder.length > 0 || this.hooked.size === 0) return null;
+    return new ZeroError(
+      `rank ${this.group.ranks[this.group.rank]}: joined before its first step: stage 2 replays the reduces of ` +
+        "the rank's last step, and it has none; give every rank at least one batch, or use stage 1 under DDP",
+    );
+  }
+
   /**
    * On a joined rank: issue the reduces of the last iteration with zero gradients (in the
    * same order), keeping the averaged result for the parameters this rank owns.
    */
   async replayWithZeros(): Promise<void> {
-    // the order is what the active ranks' hooks fire in, known only from a step of this rank's own
-    if (this.lastOrder.length === 0 && this.hooked.size > 0)
-      throw new ZeroError(
-        `rank ${this.group.ranks[this.group.rank]}: joined before its first step: stage 2 replays the reduces of ` +
-          "the rank's last step, and it has none; give every rank at least one batch, or use stage 1 under DDP",
-      );
+    const refusal = this.cannotReplay();
+    if (refusal) throw refusal;
     this.order = [...this.lastOrder];
     const pending = this.lastOrder.map((p) => {
       const buf = new Float32Array(p.size);

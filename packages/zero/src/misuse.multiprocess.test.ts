@@ -23,6 +23,7 @@ type Init =
   | 'dispose'
   | 'in-ddp'
   | 'early-stop'
+  | 'join-first'
   | 'bad-group';
 const run = async (stage: number, init: Init, backwards = 1) =>
   (
@@ -133,6 +134,19 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
     // before: the reduces went out before the join notice was read; the next collective met one
     for (const r of await run(2, 'early-stop')) {
       expect(r.error?.name, `rank ${r.rank}`).toBe('EarlyTerminationError');
+      expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
+      expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);
+    }
+  }, 90_000);
+
+  it('stage 2, a rank joining before its first step: typed errors on every rank at once, then the group works', async () => {
+    // before: the joined rank raised alone; its next collective met the active rank's reduce (a mismatch)
+    const [joined, active] = await run(2, 'join-first');
+    expect(joined.error?.name).toBe('ZeroError');
+    expect(joined.error?.message).toMatch(/^rank 0: joined before its first step/);
+    expect(active.error?.name).toBe('JoinShadowError');
+    expect(active.error?.message).toMatch(/^join: rank 1 is active, and a rank that joined cannot shadow/);
+    for (const r of [joined, active]) {
       expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
       expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);
     }

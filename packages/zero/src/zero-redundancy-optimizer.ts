@@ -245,6 +245,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
         await this.step();
       },
       postHook: () => {},
+      cannotShadow: () => this.sharder?.cannotReplay() ?? null,
     };
   }
 

@@ -50,9 +50,10 @@ if (init === 'in-ddp' || init === 'bad-group') {
   process.exit(0);
 }
 const zero = new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage });
-// 'early-stop': rank r takes 1 + r batches under join with throwOnEarlyTermination; after the
-// error, is the group still usable (an all-reduce's sum) and does the next step train?
-if (init === 'early-stop') {
+// 'early-stop': rank r takes 1 + r batches under join with throwOnEarlyTermination; 'join-first':
+// rank r takes r batches under join (rank 0 joins before its first step). After the error, is the
+// group still usable (an all-reduce's sum) and does the next step train?
+if (init === 'early-stop' || init === 'join-first') {
   const batchStep = async (b: number) => {
     const x = tensor(
       Array.from({ length: 8 }, (_, i) => Math.sin(i + b + group.rank)),
@@ -68,9 +69,9 @@ if (init === 'early-stop') {
   const stopped = await join(
     [zero],
     async () => {
-      for (let b = 0; b < 1 + group.rank; b++) await batchStep(b);
+      for (let b = 0; b < group.rank + (init === 'early-stop' ? 1 : 0); b++) await batchStep(b);
     },
-    { throwOnEarlyTermination: true },
+    { throwOnEarlyTermination: init === 'early-stop' },
   ).then(
     () => null,
     (e: Error) => ({ name: e.name, message: e.message }),
