@@ -1,5 +1,6 @@
 import { tf } from '@ddp/tensor';
-import { checkOptions } from './errors.js';
+import { AutogradArgumentError, checkOptions } from './errors.js';
+import { checkInt32Values } from './int32-range.js';
 import { nextSeed } from './random.js';
 import { Tensor } from './tensor.js';
 
@@ -10,15 +11,22 @@ export interface CreateOptions {
 }
 
 const CREATE = ['requiresGrad', 'dtype'];
+const DTYPES: readonly string[] = ['float32', 'int32', 'bool'];
 /** The dtype of a created tensor, once its options are known good. */
 function createdDtype(where: string, opts: CreateOptions): 'float32' | 'int32' | 'bool' {
   checkOptions(where, opts, CREATE);
-  return opts.dtype ?? 'float32';
+  const dtype = opts.dtype ?? 'float32';
+  // a torch name (float64, int64, float16) reached tfjs as an untyped "Unknown data type"
+  if (!DTYPES.includes(dtype))
+    throw new AutogradArgumentError(`${where}: dtype ${String(dtype)} is not one of ${DTYPES.join(', ')}`);
+  return dtype;
 }
 
 /** A tensor from nested arrays or a typed array (with its shape), like torch.tensor. */
 export function tensor(values: tf.TensorLike, shape?: number[], opts: CreateOptions = {}): Tensor {
-  return new Tensor(tf.tensor(values, shape, createdDtype('tensor', opts)), opts);
+  const dtype = createdDtype('tensor', opts);
+  if (dtype === 'int32') checkInt32Values('tensor', values);
+  return new Tensor(tf.tensor(values, shape, dtype), opts);
 }
 
 /** Wraps a tf.Tensor; the new Tensor takes ownership of it. */
@@ -31,8 +39,11 @@ export const zeros = (shape: number[], opts: CreateOptions = {}): Tensor =>
   new Tensor(tf.zeros(shape, createdDtype('zeros', opts)), opts);
 export const ones = (shape: number[], opts: CreateOptions = {}): Tensor =>
   new Tensor(tf.ones(shape, createdDtype('ones', opts)), opts);
-export const full = (shape: number[], value: number, opts: CreateOptions = {}): Tensor =>
-  new Tensor(tf.fill(shape, value, createdDtype('full', opts)), opts);
+export function full(shape: number[], value: number, opts: CreateOptions = {}): Tensor {
+  const dtype = createdDtype('full', opts);
+  if (dtype === 'int32') checkInt32Values('full', value);
+  return new Tensor(tf.fill(shape, value, dtype), opts);
+}
 
 /** Standard-normal float32 samples; without `seed` the seed comes from manualSeed's stream. */
 export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {

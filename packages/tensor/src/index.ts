@@ -48,6 +48,7 @@ export {
   useNativeKernels,
 } from './native-kernels.js';
 export { checkOptionNames, checkOptionValue } from './options.js';
+export { sumInDouble } from './long-sums.js';
 export { type HalfPrecision, roundBitsToHalf, roundToPrecision } from './round-half.js';
 export { getTransferStats, ownedHeapView, type TransferStats, writeInPlace } from './storage.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';

@@ -7,10 +7,10 @@ import { asWasmBackend, heapOffset } from './wasm-heap.js';
 const EXACT_TERMS = 1024;
 
 /**
- * Σ of x over `axes` in double, as float32. The shape is collapsed into runs of kept or reduced
- * dims; the innermost run is walked contiguously, the outer ones with a coordinate counter.
+ * Σ of x over `axes` in double. The shape is collapsed into runs of kept or reduced dims; the
+ * innermost run is walked contiguously, the outer ones with a coordinate counter.
  */
-function sumInDouble(x: Float32Array, shape: number[], axes: number[]): Float64Array {
+export function sumInDouble(x: ArrayLike<number>, shape: readonly number[], axes: readonly number[]): Float64Array {
   const dims: { size: number; reduced: boolean }[] = [];
   shape.forEach((size, d) => {
     const reduced = axes.includes(d);

@@ -1,4 +1,4 @@
-import { tf } from '@ddp/tensor';
+import { sumInDouble, tf } from '@ddp/tensor';
 import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -14,6 +14,19 @@ export interface ReduceOptions {
 /** What a reduction takes after its input: options, or torch's positional dims (then keepdim). */
 export type ReduceDims = ReduceOptions | number | number[];
 
+/**
+ * torch sums int32 into int64; tfjs's int32 total wrapped (3 × 2^30 gave −2^30). With no int64
+ * here, a total out of int32's range is refused, found exactly (in double).
+ */
+function refuseInt32Overflow(x: tf.Tensor, axes: readonly number[]): void {
+  const totals = sumInDouble(x.dataSync() as Int32Array, x.shape, axes);
+  const over = totals.find((t) => t < -(2 ** 31) || t > 2 ** 31 - 1);
+  if (over !== undefined)
+    throw new AutogradArgumentError(
+      `sum: the int32 total ${over} does not fit int32 (torch would give int64); sum a float32 copy instead`,
+    );
+}
+
 /** Sum or mean over dims: the gradient broadcasts dy back (divided by the count for a mean). */
 class SumOrMean extends AutogradFunction {
   private inShape: number[] = [];
@@ -23,6 +36,7 @@ class SumOrMean extends AutogradFunction {
     this.inShape = x.shape;
     this.axes = normaliseAxes(opts.dim, x.rank, isMean ? 'mean' : 'sum');
     this.divisor = isMean ? this.axes.reduce((n, a) => n * x.shape[a], 1) : 1;
+    if (!isMean && x.dtype === 'int32') refuseInt32Overflow(x, this.axes);
     return (isMean ? tf.mean : tf.sum)(x, this.axes, opts.keepdim ?? false);
   }
   backward(_ctx: Context, dy: tf.Tensor) {

@@ -7,6 +7,7 @@ import {
   crossEntropy,
   embedding,
   fromTf,
+  full,
   indexSelect,
   l2Normalize,
   log,
@@ -83,5 +84,25 @@ describe('edges found by trying the ops against torch (second round)', () => {
     const y = log(fromTf(tf.tensor1d([1, 4], 'int32')));
     expect(y.dtype).toBe('float32');
     expect(values(y)[1]).toBeCloseTo(Math.log(4), 6);
+  });
+
+  it('int32 values torch cannot convert, and int32 totals past int32, are refused (tfjs wrapped them)', () => {
+    // before: tensor([3e9]) held −1294967296, NaN 0, and 3 × 2^30 summed to −2^30, silently
+    expect(() => tensor([1, 3e9], undefined, { dtype: 'int32' })).toThrow(/tensor: value 3000000000 cannot be/);
+    expect(() => tensor([[1], [Number.NaN]], undefined, { dtype: 'int32' })).toThrow(/value NaN cannot be converted/);
+    expect(() => full([1], -3e9, { dtype: 'int32' })).toThrow(/full: value -3000000000 cannot be converted/);
+    expect(values(tensor(Float32Array.of(2.7, -2.7), [2], { dtype: 'int32' }))).toEqual([2, -2]);
+    const big = tensor([2 ** 30, 2 ** 30, 2 ** 30, 1, 2, 3], [2, 3], { dtype: 'int32' });
+    expect(() => sum(big)).toThrow(/sum: the int32 total 3221225478 does not fit int32 \(torch would give int64\)/);
+    expect(() => sum(big, 1)).toThrow(/int32 total 3221225472 does not fit/);
+    expect(values(sum(big, 0))).toEqual([2 ** 30 + 1, 2 ** 30 + 2, 2 ** 30 + 3]);
+    expect(values(sum(tensor([2 ** 31 - 1, -1], [2], { dtype: 'int32' })))).toEqual([2 ** 31 - 2]);
+  });
+
+  it('a dtype name tfjs does not hold is refused with AutogradArgumentError (was: tfjs\'s untyped Error)', () => {
+    for (const dtype of ['float64', 'int64', 'float16'])
+      expect(() => tensor([1.5], undefined, { dtype: dtype as 'float32' })).toThrow(
+        new RegExp(`tensor: dtype ${dtype} is not one of float32, int32, bool`),
+      );
   });
 });

@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { checkInt32Values } from '../int32-range.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -52,8 +52,6 @@ export function maskedFill(x: Tensor, mask: Tensor | tf.Tensor, value: number): 
       fill.dispose();
     }
   }
-  const filled = Math.trunc(value);
-  if (!(filled >= -(2 ** 31) && filled <= 2 ** 31 - 1))
-    throw new AutogradArgumentError(`maskedFill: value ${value} cannot be converted to int32 without overflow`);
-  return Where.apply(mask, filled, x);
+  checkInt32Values('maskedFill', value);
+  return Where.apply(mask, Math.trunc(value), x);
 }
