@@ -176,7 +176,8 @@ export function parseSafetensors(
     spans.push({ name, begin, end, reader, shape: shape as number[] });
   }
   // The spec asks the data to be covered exactly: no overlaps, no holes.
-  const sorted = [...spans].sort((a, b) => a.begin - b.begin);
+  // by begin, then end: an empty tensor at the offset where another starts is valid in either order
+  const sorted = [...spans].sort((a, b) => a.begin - b.begin || a.end - b.end);
   let covered = 0;
   for (const s of sorted) {
     if (s.begin !== covered)
@@ -191,7 +192,7 @@ export function parseSafetensors(
   const tensors = new Map<string, SafeTensor>();
   for (const s of spans) {
     const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
-    const expected = checksums?.[s.name];
+    const expected = checksums && Object.hasOwn(checksums, s.name) ? checksums[s.name] : undefined;
     if (checksums && expected === undefined) {
       throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' has no checksum`);
     }

@@ -203,4 +203,27 @@ describe('safetensors', () => {
       /typed array/,
     );
   });
+
+  it('names such as __proto__ and constructor round-trip (was: a header without them, a file nobody could read)', () => {
+    const names = ['__proto__', 'constructor', 'w'];
+    const bytes = serializeSafetensors(
+      new Map(names.map((n, i) => [n, { dtype: 'float32' as const, shape: [1], data: Float32Array.of(i) }])),
+    );
+    const { tensors } = parseSafetensors(bytes, 'named', { requireChecksums: true });
+    expect(names.map((n) => tensors.get(n)?.data[0])).toEqual([0, 1, 2]);
+  });
+
+  it('an empty tensor at the offset where another starts is valid in either order of the header', () => {
+    // before: sorted by begin only, `w` listed before the empty `e` was "e starts at 0, expected 8"
+    const header = JSON.stringify({
+      w: { dtype: 'F32', shape: [2], data_offsets: [0, 8] },
+      e: { dtype: 'F32', shape: [0], data_offsets: [0, 0] },
+    });
+    const bytes = new Uint8Array(8 + header.length + 8);
+    new DataView(bytes.buffer).setBigUint64(0, BigInt(header.length), true);
+    bytes.set(new TextEncoder().encode(header), 8);
+    const { tensors } = parseSafetensors(bytes);
+    expect(tensors.get('e')?.shape).toEqual([0]);
+    expect(tensors.get('w')?.shape).toEqual([2]);
+  });
 });

@@ -76,8 +76,11 @@ function safetensorsParts(
   if (CHECKSUMS in metadata) {
     throw new SafetensorsError('invalid', `metadata key '${CHECKSUMS}' is reserved for the checksums`);
   }
-  const head: Record<string, unknown> = { __metadata__: null };
-  const checksums: Record<string, string> = {};
+  // objects without a prototype: a tensor named __proto__ set the prototype of a plain one, so the
+  // header left it out while its bytes were written (a file no reader could load)
+  const head: Record<string, unknown> = Object.create(null);
+  head.__metadata__ = null;
+  const checksums: Record<string, string> = Object.create(null);
   let offset = 0;
   for (const [name, t] of entries) {
     if (name === '__metadata__') throw new SafetensorsError('invalid', "a tensor may not be named '__metadata__'");
