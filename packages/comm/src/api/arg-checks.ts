@@ -44,12 +44,45 @@ export function checkReduceScatter(output: CommArray, input: CommArray, size: nu
   }
 }
 
-/** allToAll has one output and one input per member. */
-export function checkAllToAllCounts(outputs: CommArray[], inputs: CommArray[], size: number): void {
+/** allToAll has one output and one input per member, all of one array type (the dtype is taken from one). */
+export function checkAllToAll(outputs: CommArray[], inputs: CommArray[], size: number): void {
   if (outputs.length !== size || inputs.length !== size) {
     throw new InvalidArgumentError(
       `allToAll: needs ${size} outputs and inputs, got ${outputs.length} and ${inputs.length}`,
       { op: 'allToAll' },
     );
   }
+  const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
+  if (types.size > 1) {
+    const names = [...types].map((t) => t.name).join(', ');
+    throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, {
+      op: 'allToAll',
+    });
+  }
+}
+
+/**
+ * scatter's src holds one input per member, each of the output's array type (the bytes travel
+ * as the output's dtype: an Int32Array input into a Float32Array output would be reinterpreted),
+ * its own as long as the output.
+ */
+export function checkScatterInputs(
+  output: CommArray,
+  inputs: CommArray[] | undefined,
+  size: number,
+  rank: number,
+  me: number,
+): asserts inputs is CommArray[] {
+  const fail = (why: string) => {
+    throw new InvalidArgumentError(`rank ${me}: scatter: ${why}`, { op: 'scatter' });
+  };
+  if (!inputs || inputs.length !== size) fail(`the src rank needs ${size} inputs, got ${inputs?.length ?? 0}`);
+  const list = inputs as CommArray[];
+  const other = list.findIndex((a) => a.constructor !== output.constructor);
+  if (other >= 0) {
+    const got = (list[other] as CommArray).constructor.name;
+    fail(`input ${other} is a ${got}, the output a ${output.constructor.name}: inputs must be the output's type`);
+  }
+  const own = list[rank] as CommArray;
+  if (own.length !== output.length) fail(`input ${rank} has ${own.length} elements, output ${output.length}`);
 }

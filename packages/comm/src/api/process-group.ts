@@ -1,11 +1,18 @@
 import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from '../dtypes.js';
-import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
+import { CommError, NotInitializedError } from '../errors.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
 import { allGatherIntoShared, reduceScatter } from '../scheduling/shared-in-place.js';
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import type { CommThread, MainRunner } from '../scheduling/threads.js';
-import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from './arg-checks.js';
+import {
+  checkAllToAll,
+  checkGatherInto,
+  checkPeer,
+  checkReduceScatter,
+  checkRoot,
+  checkScatterInputs,
+} from './arg-checks.js';
 import type { P2POp, ProcessGroup, ReduceScatterOptions } from './group.js';
 import type { Work } from './work.js';
 
@@ -169,17 +176,8 @@ export class WorkerProcessGroup implements ProcessGroup {
       const d = dtypeOf(output, opts.dtype ?? 'float16');
       if (this.rank !== opts.src) return this.ops.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
       const inputs = opts.inputs;
-      if (!inputs || inputs.length !== this.size) {
-        throw new InvalidArgumentError(`scatter: the src rank needs ${this.size} inputs, got ${inputs?.length ?? 0}`, {
-          op: 'scatter',
-        });
-      }
+      checkScatterInputs(output, inputs, this.size, this.rank, this.me);
       const own = inputs[this.rank] as CommArray;
-      if (own.length !== output.length)
-        throw new InvalidArgumentError(
-          `scatter: input ${this.rank} has ${own.length} elements, output ${output.length}`,
-          { op: 'scatter' },
-        );
       const total = inputs.reduce((s, a) => s + a.byteLength, 0);
       return this.ops.submit(
         {
@@ -201,14 +199,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
-      checkAllToAllCounts(outputs, inputs, this.size);
-      const types = new Set([...inputs, ...outputs].map((a) => a.constructor));
-      if (types.size > 1) {
-        const names = [...types].map((t) => t.name).join(', ');
-        throw new InvalidArgumentError(`allToAll: inputs and outputs must all be one array type, got ${names}`, {
-          op: 'allToAll',
-        });
-      }
+      checkAllToAll(outputs, inputs, this.size);
       const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
       const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);

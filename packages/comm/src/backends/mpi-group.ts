@@ -1,9 +1,16 @@
 import type { Kind } from '@ddp/mpi';
-import { checkAllToAllCounts, checkGatherInto, checkPeer, checkReduceScatter, checkRoot } from '../api/arg-checks.js';
+import {
+  checkAllToAll,
+  checkGatherInto,
+  checkPeer,
+  checkReduceScatter,
+  checkRoot,
+  checkScatterInputs,
+} from '../api/arg-checks.js';
 import type { P2POp, ProcessGroup } from '../api/group.js';
 import { makeWork, type Work } from '../api/work.js';
 import { type CommArray, dtypeOf, type HalfDtype, type OpName, type ReduceOp, reduceOpOf } from '../dtypes.js';
-import { CommError, InvalidArgumentError, laterCallError, NotInitializedError } from '../errors.js';
+import { CommError, laterCallError, NotInitializedError } from '../errors.js';
 import { bytes } from '../scheduling/staging.js';
 import {
   concat,
@@ -181,12 +188,7 @@ export class MpiProcessGroup implements ProcessGroup {
           finish: () => {},
         };
       const inputs = opts.inputs;
-      if (!inputs || inputs.length !== this.size || inputs.some((a) => a.constructor !== output.constructor)) {
-        throw new InvalidArgumentError(
-          `scatter: the src rank needs ${this.size} inputs of the output's type, got ${inputs?.length ?? 0}`,
-          { op: 'scatter' },
-        );
-      }
+      checkScatterInputs(output, inputs, this.size, this.rank, this.me);
       const sizes = inputs.map((a) => a.length);
       return {
         call: moveCall(this, 'scatter', d, SAME_CALL, opts.src, output.length, concat(output, inputs), output, sizes),
@@ -197,11 +199,8 @@ export class MpiProcessGroup implements ProcessGroup {
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
-      checkAllToAllCounts(outputs, inputs, this.size);
+      checkAllToAll(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
-      if ([...inputs, ...outputs].some((a) => a.constructor !== like.constructor)) {
-        throw new InvalidArgumentError('allToAll: inputs and outputs must all be one array type', { op: 'allToAll' });
-      }
       const d = dtypeOf(like, opts.dtype ?? 'float16');
       const received = concat(like, outputs);
       const call = moveCall(

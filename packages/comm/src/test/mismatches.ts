@@ -49,4 +49,7 @@ export const BAD_CALLS: Record<string, (g: ProcessGroup) => Promise<unknown>> = 
   'broadcast src out of range': (g) => g.broadcast(f32(5), { src: g.rank === 1 ? 7 : 0 }).wait(),
   'allToAll of mixed array types': (g) =>
     g.allToAll(filled(2, g.rank === 1 ? (n) => new Int32Array(n) : f32), filled(2, f32)).wait(),
+  // rank 1 is the src: its inputs' bytes would land reinterpreted in the others' float32 outputs
+  'scatter of inputs of another array type than the output': (g) =>
+    g.scatter(f32(2), { src: 1, inputs: g.rank === 1 ? filled(2, (n) => new Int32Array(n)) : undefined }).wait(),
 };
