@@ -303,4 +303,30 @@ describe('DataLoader', () => {
     expect(() => new DataLoader(ds, { seed: 5 })).toThrow(/seed seeds the shuffle: pass shuffle: true/);
     expect(new DataLoader(ds, { shuffle: false, generator: new Generator(1) }).length).toBe(3); // as torch
   });
+
+  it('an index past the dataset is refused at its batch (was: undefined or NaN samples, a custom collate took them)', async () => {
+    const ds = new ArrayDataset([10, 11, 12]);
+    const loader = new DataLoader(ds, { batchSize: 2, sampler: [1, 2, 3, 0], collate: (x: number[]) => x });
+    const batches: number[][] = [];
+    await expect(
+      (async () => {
+        for await (const b of loader) batches.push(b);
+      })(),
+    ).rejects.toThrow(/DataLoader: index 3 is out of range for a dataset of 3 items/);
+    expect(batches).toEqual([[11, 12]]);
+    expect(() => ds.getItem(-1)).toThrow(/ArrayDataset: index -1 is out of range/);
+    expect(() => ds.getItem(1.5)).toThrow(DataArgumentError);
+  });
+
+  it('boolean options given another type are refused (shuffle: "false" shuffled), as are string seeds', () => {
+    const ds = new ArrayDataset(range(3));
+    const notBoolean = (v: string) => v as unknown as boolean;
+    expect(() => new DataLoader(ds, { shuffle: notBoolean('false') })).toThrow(/shuffle must be a boolean, got false/);
+    expect(() => new DataLoader(ds, { dropLast: notBoolean('true') })).toThrow(/dropLast must be a boolean/);
+    const sampler = (opts: object) => new DistributedSampler(10, { numReplicas: 2, rank: 0, ...opts });
+    expect(() => sampler({ shuffle: 'false' })).toThrow(/DistributedSampler: shuffle must be a boolean/);
+    expect(() => sampler({ dropLast: 1 })).toThrow(/dropLast must be a boolean/);
+    expect(() => sampler({ seed: '3' })).toThrow(/DistributedSampler: seed must be an integer, got 3/);
+    expect(Object.is(new DistributedSampler(2, { numReplicas: 5, rank: 0, dropLast: true }).length, 0)).toBe(true);
+  });
 });

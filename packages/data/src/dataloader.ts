@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { type Collated, defaultCollate, tensorsIn } from './collate.js';
 import { type Dataset, isMapDataset } from './dataset.js';
-import { checkDataOptions, DataArgumentError } from './errors.js';
+import { booleanOption, checkDataOptions, checkIndex, DataArgumentError } from './errors.js';
 import type { Generator } from './generator.js';
 import { startPass } from './one-shot.js';
 import { RandomSampler, type Sampler, SequentialSampler } from './sampler.js';
@@ -38,6 +38,7 @@ function isIterable<T>(x: object): x is AsyncIterable<T> | Iterable<T> {
  * disposed before the first failure is raised: their tensors had no other owner.
  */
 async function readSamples<T>(dataset: Dataset<T>, indices: number[]): Promise<T[]> {
+  for (const i of indices) checkIndex('DataLoader', i, dataset.length);
   const settled = await Promise.allSettled(indices.map(async (i) => dataset.getItem(i)));
   const failed = settled.find((r) => r.status === 'rejected');
   if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value);
@@ -72,21 +73,22 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     if (!Number.isInteger(this.prefetch) || this.prefetch < 0) {
       throw new DataArgumentError(`prefetch must be a non-negative integer, got ${opts.prefetch}`);
     }
-    this.dropLast = opts.dropLast ?? false;
+    this.dropLast = booleanOption('DataLoader', 'dropLast', opts.dropLast, false);
     this.collate = opts.collate ?? (defaultCollate as unknown as (samples: T[]) => B);
-    if (opts.sampler && opts.shuffle) {
+    const shuffle = booleanOption('DataLoader', 'shuffle', opts.shuffle, false);
+    if (opts.sampler && shuffle) {
       throw new DataArgumentError('sampler option is mutually exclusive with shuffle');
     }
     // a generator without shuffle is accepted, as torch's (one options object for train and
     // validation loaders); a seed, ours alone, only seeds the shuffle
-    if (!opts.shuffle && opts.seed !== undefined) {
+    if (!shuffle && opts.seed !== undefined) {
       throw new DataArgumentError('seed seeds the shuffle: pass shuffle: true, or leave it out');
     }
     if (isMapDataset(dataset)) {
       // the dataset itself, so each epoch samples its current length (torch's len(dataset))
       this.sampler =
         opts.sampler ??
-        (opts.shuffle
+        (shuffle
           ? new RandomSampler(dataset, { seed: opts.seed, generator: opts.generator })
           : new SequentialSampler(dataset));
     } else {
@@ -95,7 +97,7 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
           'DataLoader: the dataset is neither map-style (length and getItem) nor (async) iterable',
         );
       }
-      if (opts.sampler || opts.shuffle) {
+      if (opts.sampler || shuffle) {
         throw new DataArgumentError('an iterable dataset takes no sampler and no shuffle: its stream sets the order');
       }
       this.sampler = null;

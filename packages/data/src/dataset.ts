@@ -1,5 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { isPlainObject } from './collate.js';
+import { checkIndex } from './errors.js';
 import { startPass } from './one-shot.js';
 
 /** A map-style dataset: a known length and random access by index (torch.utils.data.Dataset). */
@@ -35,6 +36,7 @@ export class ArrayDataset<T> extends Dataset<T> {
     return this.items.length;
   }
   getItem(index: number): T {
+    checkIndex('ArrayDataset', index, this.items.length);
     return withClonedTensors(this.items[index]!);
   }
 }

@@ -1,5 +1,5 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
-import { checkDataOptions, DataArgumentError } from './errors.js';
+import { booleanOption, checkDataOptions, DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 import { checkLength, type Sampler } from './sampler.js';
 
@@ -18,7 +18,8 @@ export interface DistributedSamplerOptions {
 
 /** Samples per rank: ceil(n/N), or floor(n/N) with dropLast (torch's formula). */
 export function samplesPerReplica(n: number, numReplicas: number, dropLast: boolean): number {
-  if (dropLast && n % numReplicas !== 0) return Math.ceil((n - numReplicas) / numReplicas);
+  // max(0, …): fewer items than replicas gave −0
+  if (dropLast && n % numReplicas !== 0) return Math.max(0, Math.ceil((n - numReplicas) / numReplicas));
   return Math.ceil(n / numReplicas);
 }
 
@@ -87,9 +88,12 @@ export class DistributedSampler implements Sampler {
     checkReplicas(numReplicas, rank);
     this.numReplicas = numReplicas;
     this.rank = rank;
-    this.shuffle = opts.shuffle ?? true;
+    this.shuffle = booleanOption('DistributedSampler', 'shuffle', opts.shuffle, true);
+    this.dropLast = booleanOption('DistributedSampler', 'dropLast', opts.dropLast, false);
     this.seed = opts.seed ?? 0;
-    this.dropLast = opts.dropLast ?? false;
+    // a string seed was concatenated with the epoch ('3' + 0 = '30')
+    if (!Number.isSafeInteger(this.seed))
+      throw new DataArgumentError(`DistributedSampler: seed must be an integer, got ${String(opts.seed)}`);
     this.length = samplesPerReplica(this.datasetLength, numReplicas, this.dropLast);
     this.totalSize = this.length * numReplicas;
   }

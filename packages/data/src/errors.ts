@@ -15,6 +15,22 @@ export function checkDataOptions(where: string, options: object, known: readonly
   checkOptionNames(where, options, known, dataArgumentError);
 }
 
+/** A boolean option's value, or `fallback` when not given: `shuffle: 'false'` was taken as true. */
+export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new DataArgumentError(`${where}: ${name} must be a boolean, got ${value}`);
+  return value;
+}
+
+/**
+ * Refuses an index outside [0, length): a dataset read past its end gave undefined or NaN samples
+ * (torch raises IndexError), and a custom collate passed them on.
+ */
+export function checkIndex(where: string, index: number, length: number): void {
+  if (!Number.isInteger(index) || index < 0 || index >= length)
+    throw new DataArgumentError(`${where}: index ${index} is out of range for a dataset of ${length} items`);
+}
+
 /** A DataArgumentError: what @ddp/tensor's option checks raise here. */
 export const dataArgumentError = (message: string) => new DataArgumentError(message);
 

@@ -85,5 +85,8 @@ describe('loadMnist', () => {
     expect(label).toBe(7);
     expect(image.shape).toEqual([28, 28]);
     expect(Math.max(...image.data)).toBe(1);
+    // were a NaN image and an undefined label
+    expect(() => ds.getItem(10_000)).toThrow(/MnistDataset: index 10000 is out of range for a dataset of 10000/);
+    expect(() => ds.getItem(-1)).toThrow(/index -1 is out of range/);
   });
 });

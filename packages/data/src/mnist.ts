@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { NDArray } from './collate.js';
 import { Dataset } from './dataset.js';
-import { IdxFormatError, MnistNotInstalledError } from './errors.js';
+import { checkIndex, IdxFormatError, MnistNotInstalledError } from './errors.js';
 import { parseIdx } from './idx.js';
 
 export type MnistSplit = 'train' | 'test';
@@ -71,7 +71,8 @@ export class MnistDataset extends Dataset<{ image: NDArray<Float32Array>; label:
     return this.mnist.count;
   }
   getItem(index: number): { image: NDArray<Float32Array>; label: number } {
-    const { images, labels, rows, cols } = this.mnist;
+    const { images, labels, rows, cols, count } = this.mnist;
+    checkIndex('MnistDataset', index, count);
     const size = rows * cols;
     const data = new Float32Array(size);
     for (let i = 0; i < size; i++) data[i] = images[index * size + i] / 255;

@@ -1,4 +1,4 @@
-import { checkDataOptions, DataArgumentError } from './errors.js';
+import { booleanOption, checkDataOptions, DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 
 /** Yields dataset indices; `length` is how many one epoch yields. */
@@ -68,10 +68,7 @@ export class RandomSampler implements Sampler {
     if (opts.seed !== undefined && opts.generator !== undefined) {
       throw new DataArgumentError('RandomSampler: give seed or generator, not both (the generator has its own seed)');
     }
-    this.replacement = opts.replacement ?? false;
-    if (typeof this.replacement !== 'boolean') {
-      throw new DataArgumentError(`RandomSampler: replacement must be a boolean, got ${opts.replacement}`);
-    }
+    this.replacement = booleanOption('RandomSampler', 'replacement', opts.replacement, false);
     if (opts.numSamples !== undefined && (!Number.isSafeInteger(opts.numSamples) || opts.numSamples < 1)) {
       throw new DataArgumentError(`RandomSampler: numSamples must be a positive integer, got ${opts.numSamples}`);
     }
