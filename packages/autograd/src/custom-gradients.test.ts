@@ -88,3 +88,31 @@ describe("what a custom backward returns is checked as torch's validate_outputs 
     expect([...c.dataSync()]).toEqual([5, 5, 5]);
   });
 });
+
+describe('a forward that throws after saving tensors for backward', () => {
+  /** Saves a copy of its input, then fails (as conv2d's kernel did after its layout transposes). */
+  class SavesThenThrows extends AutogradFunction {
+    forward(ctx: Context, x: tf.Tensor): tf.Tensor {
+      ctx.saveForBackward(x, x);
+      throw new AutogradError('kernel failed');
+    }
+    backward(): null[] {
+      return [null];
+    }
+  }
+  class SavesThenRejects extends SavesThenThrows {
+    override async forward(ctx: Context, x: tf.Tensor): Promise<tf.Tensor> {
+      return super.forward(ctx, x);
+    }
+  }
+
+  it('frees what it saved, sync and async (was: 2 tensors leaked per failed call)', async () => {
+    const x = tensor([1, 2, 3, 4], [2, 2], { requiresGrad: true });
+    const before = tf.memory().numTensors;
+    expect(() => SavesThenThrows.apply(x)).toThrow(/kernel failed/);
+    await expect(SavesThenRejects.applyAsync(x)).rejects.toThrow(/kernel failed/);
+    expect(tf.memory().numTensors).toBe(before);
+    x.dispose();
+  });
+});
+

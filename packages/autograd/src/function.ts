@@ -31,12 +31,18 @@ export abstract class AutogradFunction {
   static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): T {
     const fn = new this();
     const { ctx, unwrapped } = prepare(args);
-    const out = tf.tidy(() => {
-      const r = fn.forward(ctx, ...unwrapped);
-      if (r instanceof Promise)
-        throw new AutogradArgumentError(`${fn.constructor.name}: async forward needs applyAsync()`);
-      return r;
-    });
+    let out: ForwardResult;
+    try {
+      out = tf.tidy(() => {
+        const r = fn.forward(ctx, ...unwrapped);
+        if (r instanceof Promise)
+          throw new AutogradArgumentError(`${fn.constructor.name}: async forward needs applyAsync()`);
+        return r;
+      });
+    } catch (error) {
+      ctx.release(); // what forward saved before it threw escaped the tidy, kept for a backward never to come
+      throw error;
+    }
     return wrapOutputs(fn, ctx, args, unwrapped, out) as T;
   }
 
@@ -47,7 +53,10 @@ export abstract class AutogradFunction {
   ): Promise<T> {
     const fn = new this();
     const { ctx, unwrapped } = prepare(args);
-    const out = await fn.forward(ctx, ...unwrapped);
+    const out = await (async () => fn.forward(ctx, ...unwrapped))().catch((error: unknown) => {
+      ctx.release();
+      throw error;
+    });
     return wrapOutputs(fn, ctx, args, unwrapped, out) as T;
   }
 }
