@@ -90,13 +90,20 @@ const opts = new Command('clip-train')
     amp?: 'bfloat16' | 'float16';
   }>();
 
+/**
+ * An option that cannot run, found once the world is known: every rank finds it, prints it as the
+ * parser prints its own errors (was an uncaught error's stack trace) and exits with its code 2.
+ */
+function refuseOption(message: string): never {
+  console.error(`error: ${message}`);
+  process.exit(2);
+}
+
 const group = await initProcessGroup();
 const rank = group.rank;
 const world = group.size;
 if (opts.batchSize < world || opts.gradAccum < 1)
-  throw new InvalidArgumentError(
-    `--batch-size (${opts.batchSize}) must be ≥ the world size (${world}) and --grad-accum ≥ 1`,
-  );
+  refuseOption(`--batch-size (${opts.batchSize}) must be ≥ the world size (${world}) and --grad-accum ≥ 1`);
 
 const generator = new Generator(opts.seed);
 const model = new ClipModel({ generator, gradCheckpointing: opts.gradCheckpointing });
@@ -146,12 +153,12 @@ const ddp = await DistributedDataParallel.create(model, { processGroup: group, c
 const train = DigitPairs.load('train');
 const test = DigitPairs.load('test');
 if (opts.evalSize < 1 || opts.evalSize > test.length)
-  throw new InvalidArgumentError(`--eval-size (${opts.evalSize}) must be from 1 to the ${test.length} test pairs`);
+  refuseOption(`--eval-size (${opts.evalSize}) must be from 1 to the ${test.length} test pairs`);
 const sampler = new GlobalBatchSampler(train.length, opts.batchSize, rank, world, opts.seed);
 // epoch e's order is drawn from seed + e: checked now, not when the last epoch starts
 const lastEpoch = sampler.position(opts.steps * opts.gradAccum - 1).epoch;
 if (!Number.isSafeInteger(opts.seed + lastEpoch))
-  throw new InvalidArgumentError(
+  refuseOption(
     `--seed ${opts.seed}: the data order of epoch ${lastEpoch} is drawn from seed + epoch, which must stay below 2^53`,
   );
 if (opts.dumpInit !== undefined) {
