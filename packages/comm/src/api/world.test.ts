@@ -1,3 +1,4 @@
+import { explain, spawnRanks } from '@ddp/launch/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   destroyProcessGroup,
@@ -59,4 +60,25 @@ describe('a world of one in this process (HashStore)', () => {
     await expect(initProcessGroup({ rank: 0, worldSize: 1, timeoutMs: Number.NaN })).rejects.toThrow(/timeoutMs/);
     expect(isInitialized()).toBe(false);
   });
+});
+
+describe('timeouts past what a Node timer holds (2^31 ms)', () => {
+  it.each([Number.POSITIVE_INFINITY, 2 ** 31])(
+    'timeoutMs %s: 2 ranks, one 300 ms late at every step, succeed',
+    async (t) => {
+      // before: Node fired these timers after 1 ms, so rank 0 raised CommTimeoutError at the first wait
+      const out = await spawnRanks({
+        nprocs: 2,
+        script: new URL('../test/long-timeout.child.ts', import.meta.url),
+        args: [String(t)],
+        timeoutMs: 40_000,
+      });
+      expect(
+        out.every((o) => o.code === 0),
+        explain(out),
+      ).toBe(true);
+      expect(out.map((o) => o.results[0])).toEqual([{ sums: [3, 20] }, { sums: [3, 20] }]);
+    },
+    60_000,
+  );
 });

@@ -1,6 +1,7 @@
 import type { CallResult, Kind, MpiAddon } from '@ddp/mpi';
 import { DTYPE_NAME, OP_NAME, REDUCE_NAME } from '../dtypes.js';
 import { CollectiveMismatchError, CommError, CommTimeoutError, GroupAbortedError, laterCallError } from '../errors.js';
+import { startTimer } from '../timer.js';
 
 // Status and descriptor layout of @ddp/mpi (src/mpi.cc), repeated here because comm loads the
 // addon only when the 'mpi' backend is chosen (a value import would make it a hard dependency).
@@ -65,10 +66,9 @@ export class MpiRuntime {
     const first = this.stuck ?? comm.failed;
     if (first) throw laterCallError(first, this.globalRank, call);
     const started = this.addon.call(c.kind, comm.handle, c.rule, c.type, c.op, c.root, c.desc, c.counts, c.a, c.b);
-    let timer: NodeJS.Timeout | undefined;
+    let stopTimer = () => {};
     const timedOut = new Promise<never>((_, reject) => {
-      if (!Number.isFinite(timeoutMs)) return;
-      timer = setTimeout(() => reject(this.timeout(comm, call, timeoutMs)), timeoutMs);
+      stopTimer = startTimer(() => reject(this.timeout(comm, call, timeoutMs)), timeoutMs);
     });
     try {
       const r = await Promise.race([started, timedOut]);
@@ -93,7 +93,7 @@ export class MpiRuntime {
       }
       return r;
     } finally {
-      clearTimeout(timer);
+      stopTimer();
     }
   }
 
@@ -105,12 +105,11 @@ export class MpiRuntime {
     if (this.stuck) return;
     desc[FAILED_HERE] = 1 + Math.max(0, FAILURE_NAMES.indexOf(err.name));
     const p = this.addon.call(BARRIER as Kind, comm.handle, SAME_CALL, 1, 0, 0, desc, null, null, null);
-    if (!Number.isFinite(timeoutMs)) return;
-    const timer = setTimeout(
+    const stopTimer = startTimer(
       () => this.timeout(comm, `${OP_NAME[desc[0]]} (announcing its failure)`, timeoutMs),
       timeoutMs,
     );
-    p.finally(() => clearTimeout(timer));
+    p.finally(stopTimer);
   }
 
   /** Records the first failure of `comm` and returns `err` for throwing. */

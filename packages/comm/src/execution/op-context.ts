@@ -1,5 +1,6 @@
 import { type NumArray, OP_NAME, type ReduceOp } from '../dtypes.js';
 import { CollectiveMismatchError, type CommError, CommTimeoutError } from '../errors.js';
+import { startTimer } from '../timer.js';
 import { type Fingerprint, type Frame, type FrameHeader, FrameKind, MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { Sink } from '../transport/mailbox.js';
 import type { PeerMesh } from '../transport/peer-mesh.js';
@@ -107,12 +108,12 @@ export class OpContext {
     const channel = this.kind === FrameKind.P2P ? `${this.group.id}:p:${this.fp.root}` : `${this.group.id}:c`;
     const { promise, cancel } = box.receive(channel, this.group.id, sink);
     this.waitingOn.set(global, (this.waitingOn.get(global) ?? 0) + 1);
-    let timer: NodeJS.Timeout | undefined;
+    let stopTimer = () => {};
     try {
       return await Promise.race([
         promise,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(
+          stopTimer = startTimer(
             () => {
               cancel();
               const waiting = [...this.waitingOn.keys()];
@@ -126,7 +127,7 @@ export class OpContext {
         }),
       ]);
     } finally {
-      clearTimeout(timer);
+      stopTimer();
       const left = (this.waitingOn.get(global) ?? 1) - 1;
       if (left > 0) this.waitingOn.set(global, left);
       else this.waitingOn.delete(global);

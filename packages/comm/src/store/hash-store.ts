@@ -1,4 +1,5 @@
 import { CommTimeoutError } from '../errors.js';
+import { startTimer } from '../timer.js';
 import { KeyValueTable } from './key-value.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
 
@@ -26,12 +27,12 @@ export class HashStore implements Store {
 
   wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     return new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
+      let stopTimer = () => {};
       const cancel = this.table.whenPresent(keys, () => {
-        clearTimeout(timer);
+        stopTimer();
         resolve();
       });
-      timer = setTimeout(() => {
+      stopTimer = startTimer(() => {
         cancel();
         const missing = keys.filter((k) => !this.table.has(k));
         reject(
@@ -40,7 +41,7 @@ export class HashStore implements Store {
           }),
         );
       }, timeoutMs);
-      if (keys.every((k) => this.table.has(k))) clearTimeout(timer);
+      if (keys.every((k) => this.table.has(k))) stopTimer();
     });
   }
 

@@ -19,26 +19,27 @@ afterEach(async () => {
   for (const s of opened.splice(0).reverse()) await s.close();
 });
 
-async function tcpPair(): Promise<[TCPStore, TCPStore]> {
-  const server = await TCPStore.create({ host: '127.0.0.1', port: 0, secret: 's3', isServer: true, timeoutMs: 2000 });
-  const client = await TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 's3', timeoutMs: 2000 });
+async function tcpPair(timeoutMs = 2000): Promise<[TCPStore, TCPStore]> {
+  const server = await TCPStore.create({ host: '127.0.0.1', port: 0, secret: 's3', isServer: true, timeoutMs });
+  const client = await TCPStore.create({ host: '127.0.0.1', port: server.port, secret: 's3', timeoutMs });
   opened.push(server, client);
   return [server, client];
 }
 
-const flavours: [string, () => Promise<[Store, Store]>][] = [
+/** Two handles on one store of each kind; `timeoutMs`: the store's own (get's) timeout. */
+const flavours: [string, (timeoutMs?: number) => Promise<[Store, Store]>][] = [
   [
     'HashStore',
-    async () => {
-      const s = new HashStore(2000);
+    async (timeoutMs = 2000) => {
+      const s = new HashStore(timeoutMs);
       return [s, s];
     },
   ],
   ['TCPStore', tcpPair],
   [
     'PrefixStore over TCPStore',
-    async () => {
-      const [a, b] = await tcpPair();
+    async (timeoutMs) => {
+      const [a, b] = await tcpPair(timeoutMs);
       return [new PrefixStore('p', a), new PrefixStore('p', b)];
     },
   ],
@@ -74,6 +75,20 @@ describe.each(flavours)('%s', (_, make) => {
     await waited;
     await setter;
   });
+
+  it.each([Number.POSITIVE_INFINITY, 2 ** 31])(
+    'get and wait with timeout %s ms wait for a key set 300 ms later',
+    async (t) => {
+      // before: Node fired timers of 2^31 ms or more after 1 ms, a CommTimeoutError at once
+      const [a, b] = await make(t);
+      const got = b.get('late');
+      const waited = b.wait(['late'], t);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await a.set('late', 'x');
+      expect(text(await got)).toBe('x');
+      await waited;
+    },
+  );
 
   it('wait raises CommTimeoutError after its timeout', async () => {
     const [, b] = await make();

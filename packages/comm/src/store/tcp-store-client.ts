@@ -11,6 +11,7 @@ import {
   RunMismatchError,
 } from '../errors.js';
 import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
+import { startTimer } from '../timer.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
@@ -37,7 +38,8 @@ export interface TCPStoreOptions {
 interface Pending {
   resolve: (r: BodyReader) => void;
   reject: (e: Error) => void;
-  timer?: NodeJS.Timeout;
+  /** Cancels the request's timeout. */
+  stopTimer?: () => void;
 }
 
 /** Client of a TCPStoreServer (and, with isServer, its host): PyTorch's TCPStore. */
@@ -139,7 +141,7 @@ export class TCPStore implements Store {
     const p = this.pending.get(id);
     if (!p) return; // the caller timed out already
     this.pending.delete(id);
-    clearTimeout(p.timer);
+    p.stopTimer?.();
     if (status === 0) p.resolve(r);
     else p.reject(new CommError(`store: ${Buffer.from(r.bytes()).toString('utf8')}`, { op: 'store', rank: this.rank }));
   }
@@ -147,7 +149,7 @@ export class TCPStore implements Store {
   private fail(e: CommError): void {
     this.failure ??= e;
     for (const p of this.pending.values()) {
-      clearTimeout(p.timer);
+      p.stopTimer?.();
       p.reject(e);
     }
     this.pending.clear();
@@ -163,7 +165,7 @@ export class TCPStore implements Store {
     return new Promise((resolve, reject) => {
       const p: Pending = { resolve, reject };
       if (timeoutMs !== undefined) {
-        p.timer = setTimeout(() => {
+        p.stopTimer = startTimer(() => {
           this.pending.delete(id);
           reject(
             new CommTimeoutError(`rank ${this.rank}: store ${what} timed out after ${timeoutMs} ms`, {

@@ -2,6 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { AuthError, CommTimeoutError, EarlierAttemptError, ProtocolError, RunMismatchError } from '../errors.js';
 import { isEarlierAttempt } from '../rendezvous/env.js';
+import { startTimer } from '../timer.js';
 import { ByteQueue } from './byte-queue.js';
 
 /**
@@ -62,7 +63,7 @@ class Reader {
   private q = new ByteQueue();
   private want: { n: number; resolve: (b: Uint8Array) => void; reject: (e: Error) => void } | null = null;
   private failure: Error | null = null;
-  private timer: NodeJS.Timeout;
+  private readonly stopTimer: () => void;
   private readonly onData = (c: Uint8Array) => {
     // copied: an onread source reuses its buffer
     this.q.push(Buffer.from(c));
@@ -84,7 +85,7 @@ class Reader {
     socket.on('end', this.onEnd);
     socket.on('close', this.onEnd);
     socket.on('error', this.onError);
-    this.timer = setTimeout(
+    this.stopTimer = startTimer(
       () => this.fail(new CommTimeoutError(`${what}: handshake timed out after ${timeoutMs} ms`, { op: 'handshake' })),
       timeoutMs,
     );
@@ -114,7 +115,7 @@ class Reader {
   }
 
   detach(): Buffer[] {
-    clearTimeout(this.timer);
+    this.stopTimer();
     this.unsubscribe();
     this.socket.off('end', this.onEnd);
     this.socket.off('close', this.onEnd);

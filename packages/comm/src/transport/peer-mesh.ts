@@ -8,6 +8,7 @@ import {
   ProtocolError,
   RunMismatchError,
 } from '../errors.js';
+import { startTimer } from '../timer.js';
 import { channelOf, controlHeader, type Frame, type FrameHeader, FrameKind } from './frame.js';
 import { FrameReader } from './frame-reader.js';
 import { type ByteSource, clientHandshake, Purpose } from './handshake.js';
@@ -143,18 +144,15 @@ export class PeerMesh {
         }),
     );
     this.arrived?.();
-    const stop = new AbortController();
-    const timeout = sleep(Math.max(0, deadline - Date.now()), null, { signal: stop.signal }).then(() => {
-      const missing = this.outbound.flatMap((s, i) => (i === rank || s ? [] : [i]));
-      const what = `rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`;
-      throw new CommTimeoutError(what, { rank, ranks: missing, op: 'connect' });
+    let stopTimer = () => {};
+    const timeout = new Promise<never>((_, reject) => {
+      stopTimer = startTimer(() => {
+        const missing = this.outbound.flatMap((s, i) => (i === rank || s ? [] : [i]));
+        const what = `rank ${rank}: ranks ${missing.join(', ')} never connected within ${timeoutMs} ms`;
+        reject(new CommTimeoutError(what, { rank, ranks: missing, op: 'connect' }));
+      }, deadline - Date.now());
     });
-    timeout.catch(() => {}); // aborted once everyone is here
-    try {
-      await Promise.race([allHere, timeout]);
-    } finally {
-      stop.abort();
-    }
+    await Promise.race([allHere, timeout]).finally(stopTimer);
     this.heartbeat.start();
   }
 
