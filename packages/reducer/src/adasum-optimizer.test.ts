@@ -8,6 +8,8 @@ import { AdasumOptimizer } from './adasum-optimizer.js';
 const brokenPair = {
   size: 2,
   rank: 0,
+  ranks: [0, 1],
+  allReduce: () => ({ wait: () => Promise.resolve() }),
   batchIsendIrecv: () => ({ wait: () => Promise.reject(new Error('rank 0: peer 1 lost')) }),
 } as unknown as ProcessGroup;
 

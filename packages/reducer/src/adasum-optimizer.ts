@@ -1,7 +1,8 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { tf } from '@ddp/tensor';
-import { adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
+import { AdasumError, adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
+import { refuseSpanningShards } from './sync.js';
 
 /** What AdasumOptimizer needs of the optimizer it wraps (any @ddp/nn optimizer). */
 export interface LocalOptimizer {
@@ -26,6 +27,8 @@ export class AdasumOptimizer {
   private readonly segments: Segment[];
   private readonly delta: Float32Array;
   private readonly start: Float32Array;
+  /** The first step's check that no tensor-parallel shard has two parts in the group (collective). */
+  private shardsChecked: Promise<void> | null = null;
 
   constructor(
     readonly optimizer: LocalOptimizer,
@@ -45,6 +48,13 @@ export class AdasumOptimizer {
 
   /** The local step, then the Adasum of every rank's delta applied from where the step began (collective). */
   async step(): Promise<void> {
+    this.shardsChecked ??= refuseSpanningShards(
+      this.params.map((p, i) => [String(i), p]),
+      this.processGroup,
+      'AdasumOptimizer',
+      (message) => new AdasumError(message),
+    );
+    await this.shardsChecked;
     this.params.forEach((p, i) => {
       this.start.set(p.data.dataSync(), this.segments[i].offset);
     });

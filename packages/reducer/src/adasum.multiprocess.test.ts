@@ -93,4 +93,17 @@ describe('Adasum across real processes', () => {
       );
     });
   }, 70_000);
+
+  it('2 ranks, a tensor-parallel shard with both parts in the group: AdasumError at the first step on every rank', async () => {
+    // before: the deltas of different parts of the shard were combined, silently
+    const ranks = (
+      await runWorld<{ error: string; unchanged: boolean }>({ script, nprocs: 2, args: ['spanning'], timeoutMs: 60_000 })
+    ).results;
+    ranks.forEach((r, rank) => {
+      expect(r.error).toMatch(
+        new RegExp(`^AdasumError: rank ${rank}: AdasumOptimizer: parameter 0 is a tensor-parallel shard`),
+      );
+      expect(r.unchanged).toBe(true);
+    });
+  }, 70_000);
 });

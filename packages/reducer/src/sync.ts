@@ -82,10 +82,15 @@ async function verifyParameterShapes(params: readonly [string, Tensor][], group:
 /**
  * Refuses a group that holds two parts of one tensor-parallel shard (DDP over the world where the
  * data-parallel group was meant): its broadcast copied rank 0's shard over the other tp ranks'
- * and its all-reduce would average different parts, silently. Collective (one small all-reduce):
+ * and its all-reduce would average different parts, silently (AdasumOptimizer's combine them). Collective (one small all-reduce):
  * every rank raises, naming the first such parameter (the names agree once verified).
  */
-async function refuseSpanningShards(params: readonly [string, Tensor][], group: ProcessGroup, who: string) {
+export async function refuseSpanningShards(
+  params: readonly [string, Tensor][],
+  group: ProcessGroup,
+  who: string,
+  error: (message: string) => Error = (message) => new DDPUsageError(message),
+): Promise<void> {
   const members = new Set(group.ranks);
   const parts = (p: Tensor) => parameterShardOf(p)?.ranks.filter((r) => members.has(r)) ?? [];
   const first = Int32Array.of(params.findIndex(([, p]) => parts(p).length > 1) + 1);
@@ -93,11 +98,10 @@ async function refuseSpanningShards(params: readonly [string, Tensor][], group: 
   if (first[0] === 0) return;
   const [name, param] = params[first[0] - 1];
   const shard = parameterShardOf(param);
-  throw new DDPUsageError(
+  throw error(
     `rank ${group.ranks[group.rank]}: ${who}: parameter ${name} is a tensor-parallel shard ` +
       `(here part of ranks [${shard?.ranks ?? '…'}]), and the group [${group.ranks}] holds several parts of one ` +
-      "shard: rank 0's part would overwrite the others'. Wrap with the data-parallel group " +
-      '({ processGroup: grid.dpGroup })',
+      "shard: different parts would be mixed. Use the data-parallel group (grid.dpGroup)",
   );
 }
 

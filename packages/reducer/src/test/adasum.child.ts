@@ -1,6 +1,6 @@
 // One rank of the Adasum test: prints its local vectors / gradients and what Adasum made of them.
 
-import { mse, tensor } from '@ddp/autograd';
+import { markParameterShard, mse, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
 import { Adam, Generator, Linear } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -8,6 +8,24 @@ import { AdasumOptimizer, AdasumState, adasumAllReduce, adasumHook, DistributedD
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const gen = new Generator(40 + group.rank);
+// 'spanning': parameter 0 is a tensor-parallel shard whose two parts are ranks 0 and 1, and the
+// optimizer is given the world instead of a data-parallel group
+if (process.argv[2] === 'spanning') {
+  const model = new Linear(2, 1);
+  markParameterShard(model.parameters()[0], { ranks: [0, 1], rank: group.rank });
+  const opt = new AdasumOptimizer(new Adam(model.parameters()), group);
+  const loss = mse(model.forward(tensor([1, 2], [1, 2])), tensor([0], [1, 1]));
+  await loss.backward();
+  const before = Array.from(model.parameters()[0].data.dataSync());
+  const error = await opt.step().then(
+    () => '',
+    (e: Error) => `${e.name}: ${e.message}`,
+  );
+  const unchanged = Array.from(model.parameters()[0].data.dataSync()).every((v, i) => v === before[i]);
+  console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, optimizerError: '', unchanged })}`);
+  await destroyProcessGroup();
+  process.exit(0);
+}
 if (process.argv[2] === 'odd') {
   const error = await adasumAllReduce(sharedArray(Float32Array, 4), group).then(
     () => '',
