@@ -33,6 +33,13 @@ describe('newGroup: the members agree on the group through the store', () => {
     expect(zero.error?.message).toMatch(/^rank 0: newGroup\(\[0,1\]\): rank 1 did not make this group/);
   }, 60_000);
 
+  it('the store host dies while the others wait in newGroup: PeerLostError, not a timeout', async () => {
+    // before: every failure of the store was relabeled "rank 0 did not make this group within 15000 ms"
+    const out = await run('gone');
+    const errors = out.slice(1).map((o) => (o.results[0] as Result).error?.name);
+    expect(errors, explain(out)).toEqual(['PeerLostError', 'PeerLostError']);
+  }, 60_000);
+
   it('the lowest member destroys the world right after making a group: the others still make it', async () => {
     // before: rank 0 returned once it had set the id, and its destroyProcessGroup closed the store the others
     // were about to read it from (PeerLostError out of newGroup, seen in CI as a flaky agreement test)

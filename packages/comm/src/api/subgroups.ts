@@ -21,12 +21,15 @@ async function agreedGroupId(w: World, members: number[], timeoutMs: number): Pr
   const key = `group/${list}/${made}`;
   const me = w.group.ranks[w.group.rank];
   const lowest = members[0];
-  const timedOut = (who: string, e: unknown) =>
-    new CommTimeoutError(
+  // only a timeout means a member did not come: a lost store (PeerLostError) and the like are raised as they are
+  const timedOut = (who: string, e: unknown) => {
+    if (!(e instanceof CommTimeoutError)) return e;
+    return new CommTimeoutError(
       `rank ${me}: newGroup([${list}]): ${who} did not make this group (group ${made + 1} of these ranks here) ` +
         `within ${timeoutMs} ms: every member must call newGroup for it, in the same order`,
       { rank: me, ranks: members, op: 'newGroup', cause: e },
     );
+  };
   if (me === lowest) {
     const id = await w.rendezvous.add('group/next', 1); // world is group 0
     await w.rendezvous.set(key, String(id));

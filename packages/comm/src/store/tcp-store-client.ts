@@ -15,7 +15,7 @@ import { startTimer } from '../timer.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
 import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
-import { BodyReader, BodyWriter, StoreCmd, takeBodies } from './tcp-store-codec.js';
+import { BodyReader, BodyWriter, StoreCmd, StoreReply, takeBodies } from './tcp-store-codec.js';
 import { TCPStoreServer } from './tcp-store-server.js';
 
 export interface TCPStoreOptions {
@@ -142,8 +142,10 @@ export class TCPStore implements Store {
     if (!p) return; // the caller timed out already
     this.pending.delete(id);
     p.stopTimer?.();
-    if (status === 0) p.resolve(r);
-    else p.reject(new CommError(`store: ${Buffer.from(r.bytes()).toString('utf8')}`, { op: 'store', rank: this.rank }));
+    if (status === 0) return p.resolve(r);
+    // the server refused this request and goes on serving (StoreReply)
+    const Cls = status === StoreReply.Refused ? InvalidArgumentError : ProtocolError;
+    p.reject(new Cls(`store: ${Buffer.from(r.bytes()).toString('utf8')}`, { op: 'store', rank: this.rank }));
   }
 
   private fail(e: CommError): void {
@@ -160,8 +162,17 @@ export class TCPStore implements Store {
     if (this.failure) return Promise.reject(this.failure);
     if (this.closed) return Promise.reject(new CommError(`store is closed (${what})`, { op: what }));
     const id = this.nextId++;
-    const w = new BodyWriter().u32(id).u8(cmd);
-    fill(w);
+    let frame: Buffer;
+    try {
+      const w = new BodyWriter().u32(id).u8(cmd);
+      fill(w);
+      frame = w.frame();
+    } catch (e) {
+      // refused before sending (a key or value over the limits): the connection stays usable
+      const op = `store.${what.replace(/\(.*$/s, '')}`;
+      const why = `rank ${this.rank}: ${op}: ${(e as Error).message}`;
+      return Promise.reject(new InvalidArgumentError(why, { rank: this.rank, op, cause: e }));
+    }
     return new Promise((resolve, reject) => {
       const p: Pending = { resolve, reject };
       if (timeoutMs !== undefined) {
@@ -176,24 +187,24 @@ export class TCPStore implements Store {
         }, timeoutMs);
       }
       this.pending.set(id, p);
-      this.socket.write(w.frame());
+      this.socket.write(frame);
     });
   }
 
   async set(key: string, value: string | Uint8Array): Promise<void> {
-    await this.request(StoreCmd.Set, (w) => w.str(key).bytes(toBytes(value)), 'set');
+    await this.request(StoreCmd.Set, (w) => w.key(key).value(toBytes(value)), 'set');
   }
   async get(key: string): Promise<Uint8Array> {
-    return (await this.request(StoreCmd.Get, (w) => w.str(key), `get(${key})`, this.timeoutMs)).bytes();
+    return (await this.request(StoreCmd.Get, (w) => w.key(key), `get(${key})`, this.timeoutMs)).bytes();
   }
   async add(key: string, amount: number): Promise<number> {
-    return (await this.request(StoreCmd.Add, (w) => w.str(key).f64(amount), 'add')).f64();
+    return (await this.request(StoreCmd.Add, (w) => w.key(key).f64(amount), 'add')).f64();
   }
   async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
     return (
       await this.request(
         StoreCmd.CompareSet,
-        (w) => w.str(key).bytes(toBytes(expected)).bytes(toBytes(desired)),
+        (w) => w.key(key).value(toBytes(expected)).value(toBytes(desired)),
         'compareSet',
       )
     ).bytes();
@@ -203,14 +214,14 @@ export class TCPStore implements Store {
       StoreCmd.Wait,
       (w) => {
         w.u32(keys.length);
-        for (const k of keys) w.str(k);
+        for (const k of keys) w.key(k);
       },
       `wait(${keys.join(', ')})`,
       timeoutMs,
     );
   }
   async deleteKey(key: string): Promise<boolean> {
-    return (await this.request(StoreCmd.Delete, (w) => w.str(key), 'deleteKey')).u8() === 1;
+    return (await this.request(StoreCmd.Delete, (w) => w.key(key), 'deleteKey')).u8() === 1;
   }
   async numKeys(): Promise<number> {
     return (await this.request(StoreCmd.NumKeys, () => {}, 'numKeys')).f64();
@@ -220,7 +231,7 @@ export class TCPStore implements Store {
       StoreCmd.Check,
       (w) => {
         w.u32(keys.length);
-        for (const k of keys) w.str(k);
+        for (const k of keys) w.key(k);
       },
       'check',
     );

@@ -1,10 +1,17 @@
-import { ProtocolError } from '../errors.js';
+import { InvalidArgumentError, ProtocolError } from '../errors.js';
 import type { ByteQueue } from '../transport/byte-queue.js';
 
-/** TCPStore wire format: every message is `u32 bodyLength | body`, little-endian. */
-export const MAX_STORE_BODY = 64 * 1024 * 1024 + 4096;
+/**
+ * TCPStore wire format: every message is `u32 bodyLength | body`, little-endian. The limits
+ * bound what a garbled length prefix makes the server buffer. 64 MiB per value (torch has no
+ * limit) is kept: the store carries rendezvous metadata, bulk data goes through collectives,
+ * and the client refuses a larger value or key before sending, so the connection survives.
+ */
+export const MAX_VALUE_BYTES = 64 * 1024 * 1024;
 export const MAX_KEY_BYTES = 4096;
 export const MAX_KEYS = 65536;
+/** compareSet carries two values and a key (plus its id, command and lengths). */
+export const MAX_STORE_BODY = 2 * MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
 
 export enum StoreCmd {
   Set = 1,
@@ -15,6 +22,15 @@ export enum StoreCmd {
   Delete = 6,
   NumKeys = 7,
   Check = 8,
+}
+
+/** A reply's status byte. */
+export enum StoreReply {
+  Ok = 0,
+  /** The request was well-formed but refused (add to a key that holds no integer): InvalidArgumentError. */
+  Refused = 1,
+  /** The request did not parse (a field over the limits, an unknown command): ProtocolError. */
+  Malformed = 2,
 }
 
 /** Builds a message body from fields. */
@@ -44,9 +60,31 @@ export class BodyWriter {
   str(v: string): this {
     return this.bytes(Buffer.from(v, 'utf8'));
   }
+  /** A key, refused (InvalidArgumentError, before anything is sent) over MAX_KEY_BYTES of UTF-8. */
+  key(k: string): this {
+    const b = Buffer.from(k, 'utf8');
+    if (b.length > MAX_KEY_BYTES)
+      throw new InvalidArgumentError(`store key of ${b.length} bytes exceeds the TCPStore's ${MAX_KEY_BYTES}`, {
+        op: 'store',
+      });
+    return this.bytes(b);
+  }
+  /** A value, refused (InvalidArgumentError, before anything is sent) over MAX_VALUE_BYTES. */
+  value(v: Uint8Array): this {
+    if (v.length > MAX_VALUE_BYTES)
+      throw new InvalidArgumentError(
+        `store value of ${v.length} bytes exceeds the TCPStore's ${MAX_VALUE_BYTES} (64 MiB)`,
+        { op: 'store' },
+      );
+    return this.bytes(v);
+  }
   /** The framed message: length prefix then body. */
   frame(): Buffer {
     const body = Buffer.concat(this.parts);
+    if (body.length > MAX_STORE_BODY)
+      throw new InvalidArgumentError(`store message of ${body.length} bytes exceeds ${MAX_STORE_BODY}`, {
+        op: 'store',
+      });
     const len = Buffer.alloc(4);
     len.writeUInt32LE(body.length);
     return Buffer.concat([len, body]);
@@ -79,7 +117,7 @@ export class BodyReader {
     this.off += 8;
     return v;
   }
-  bytes(max = MAX_STORE_BODY): Uint8Array {
+  bytes(max = MAX_VALUE_BYTES): Uint8Array {
     const n = this.u32();
     if (n > max) throw new ProtocolError(`store field of ${n} bytes exceeds ${max}`, { op: 'store' });
     this.need(n);

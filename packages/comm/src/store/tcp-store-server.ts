@@ -4,7 +4,7 @@ import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { Purpose, serverHandshake } from '../transport/handshake.js';
 import { KeyValueTable } from './key-value.js';
-import { BodyReader, BodyWriter, StoreCmd, takeBodies } from './tcp-store-codec.js';
+import { BodyReader, BodyWriter, StoreCmd, StoreReply, takeBodies } from './tcp-store-codec.js';
 
 export interface TCPStoreServerOptions {
   /** Address to bind; the server listens on this address only. */
@@ -95,9 +95,23 @@ export class TCPStoreServer {
     sock.on('data', onData);
   }
 
+  /**
+   * Serves one request. One that does not parse past its id (a field over the limits, an
+   * unknown command) gets an error reply, and the connection goes on: its framing is intact.
+   */
   private handle(sock: Socket, body: Buffer, cancels: Set<() => void>): void {
     const r = new BodyReader(body);
     const id = r.u32();
+    try {
+      this.serve(sock, r, id, cancels);
+    } catch (e) {
+      if (!(e instanceof ProtocolError)) throw e;
+      this.report(e);
+      refuse(sock, id, StoreReply.Malformed, e.message);
+    }
+  }
+
+  private serve(sock: Socket, r: BodyReader, id: number, cancels: Set<() => void>): void {
     const cmd = r.u8();
     const reply = (fill: (w: BodyWriter) => void) => {
       const w = new BodyWriter().u32(id).u8(0);
@@ -138,11 +152,7 @@ export class TCPStoreServer {
         try {
           next = t.add(key, amount);
         } catch (e) {
-          const w = new BodyWriter()
-            .u32(id)
-            .u8(1)
-            .str((e as Error).message);
-          sock.write(w.frame());
+          refuse(sock, id, StoreReply.Refused, (e as Error).message);
           return;
         }
         reply((w) => w.f64(next));
@@ -185,4 +195,9 @@ export class TCPStoreServer {
     this.server = null;
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+/** An error reply: the request `id` failed with `message`. */
+function refuse(sock: Socket, id: number, status: StoreReply, message: string): void {
+  if (!sock.destroyed) sock.write(new BodyWriter().u32(id).u8(status).str(message).frame());
 }

@@ -4,7 +4,8 @@ import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
  * newGroup when a rank skips a group it is not in ('skip': rank 2 skips [0, 1], then every
  * member makes [0, 2]), or a member never makes it ('missing': rank 0 skips [0, 1]; 'absent':
  * rank 1 does), or the lowest member destroys the world right after making it, before the
- * others start to ('late': [0, 1, 2], the others 500 ms late). Prints the all-reduced values
+ * others start to ('late': [0, 1, 2], the others 500 ms late), or rank 0, which hosts the store, exits
+ * while the others wait for it to make [0, 1, 2] ('gone'). Prints the all-reduced values
  * per group, or the error. 3 ranks. Args: scenario
  */
 const scenario = process.argv[2];
@@ -22,8 +23,14 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     result.a = (await newGroup([0, 1, 2]))?.size;
   }
+  if (scenario === 'gone') {
+    if (world.rank === 0) setTimeout(() => process.exit(0), 500);
+    else await newGroup([0, 1, 2], { timeoutMs: 15_000 });
+  }
   const skipper = { skip: 2, missing: 0, absent: 1 }[scenario];
   const a = skipper === undefined || world.rank === skipper ? null : await newGroup([0, 1], { timeoutMs: 3_000 });
+  // the store (rank 0's) stays up until the members waiting for the skipper time out
+  if (world.rank === skipper && scenario !== 'skip') await new Promise((r) => setTimeout(r, 4_000));
   const b = scenario === 'skip' ? await newGroup([0, 2]) : null;
   if (a && scenario === 'skip') {
     const buf = Float32Array.of(world.rank + 1);
