@@ -40,6 +40,19 @@ describe('newGroup: the members agree on the group through the store', () => {
     expect(errors, explain(out)).toEqual(['PeerLostError', 'PeerLostError']);
   }, 60_000);
 
+  it('members that call newGroup with different ranks: CommTimeoutError out of newGroup on every one', async () => {
+    // before: rank 2 got a group of [0, 1, 2] (rank 0 had set the id), whose first allReduce timed out
+    const out = await run('split');
+    const results = out.map((o) => o.results[0] as Result);
+    expect(
+      results.map((r) => r.error?.name),
+      explain(out),
+    ).toEqual(['CommTimeoutError', 'CommTimeoutError', 'CommTimeoutError']);
+    expect(results[0]?.error?.message).toMatch(/^rank 0: newGroup\(\[0,1,2\]\): rank 1 did not make this group/);
+    expect(results[1]?.error?.message).toMatch(/^rank 1: newGroup\(\[0,1\]\): rank 0 did not make this group/);
+    expect(results[2]?.error?.message).toMatch(/^rank 2: newGroup\(\[0,1,2\]\): rank 1 did not make this group/);
+  }, 60_000);
+
   it('the lowest member destroys the world right after making a group: the others still make it', async () => {
     // before: rank 0 returned once it had set the id, and its destroyProcessGroup closed the store the others
     // were about to read it from (PeerLostError out of newGroup, seen in CI as a flaky agreement test)

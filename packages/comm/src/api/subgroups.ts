@@ -10,9 +10,11 @@ import { addGroup, checkTimeout, current, type World } from './world.js';
  * counter under a key naming the members and how many groups of them this rank has made; the
  * others read it there. An id counted on each rank instead let a rank that skipped a group
  * (or made them in another order) give one id to two groups: its data went into a group it
- * was not in, silently. The lowest member returns once every member has read the id (as
- * torch's new_group ends in a store barrier): it may destroy the world, and with it the
- * store, right after.
+ * was not in, silently. As torch's new_group, it ends in a store barrier of every member: a
+ * member returns only once all have read the id ('all'), so when one called newGroup with
+ * other ranks, every member fails here instead of one returning a group that can never work;
+ * and the lowest returns last (every other member 'left'), so it may destroy the world, and
+ * with it the store, right after.
  */
 async function agreedGroupId(w: World, members: number[], timeoutMs: number): Promise<number> {
   const list = members.join(',');
@@ -20,39 +22,61 @@ async function agreedGroupId(w: World, members: number[], timeoutMs: number): Pr
   w.groupsMade.set(list, made + 1);
   const key = `group/${list}/${made}`;
   const me = w.group.ranks[w.group.rank];
-  const lowest = members[0];
+  const [lowest, ...others] = members as [number, ...number[]];
+  const store = w.rendezvous;
   // only a timeout means a member did not come: a lost store (PeerLostError) and the like are raised as they are
-  const timedOut = (who: string, e: unknown) => {
+  const timedOut = (missing: number[], e: unknown) => {
     if (!(e instanceof CommTimeoutError)) return e;
+    const who = `rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`;
     return new CommTimeoutError(
       `rank ${me}: newGroup([${list}]): ${who} did not make this group (group ${made + 1} of these ranks here) ` +
         `within ${timeoutMs} ms: every member must call newGroup for it, in the same order`,
-      { rank: me, ranks: members, op: 'newGroup', cause: e },
+      { rank: me, ranks: missing, op: 'newGroup', cause: e },
     );
   };
+  /** The members that have not set `${key}/${step}/<rank>`. */
+  const notYet = async (step: string) => {
+    const missing = [];
+    for (const r of others) if (!(await store.check([`${key}/${step}/${r}`]).catch(() => false))) missing.push(r);
+    return missing;
+  };
+  const waitAll = (step: string) =>
+    store.wait(
+      others.map((r) => `${key}/${step}/${r}`),
+      timeoutMs,
+    );
   if (me === lowest) {
     const id = await w.rendezvous.add('group/next', 1); // world is group 0
-    await w.rendezvous.set(key, String(id));
-    const reads = members.slice(1).map((r) => [r, `${key}/read/${r}`] as const);
-    await w.rendezvous
-      .wait(
-        reads.map(([, k]) => k),
-        timeoutMs,
-      )
-      .catch(async (e: unknown) => {
-        const missing = [];
-        for (const [r, k] of reads) if (!(await w.rendezvous.check([k]).catch(() => false))) missing.push(r);
-        throw timedOut(`rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`, e);
-      });
+    await store.set(key, String(id));
+    try {
+      await waitAll('read');
+    } catch (e) {
+      const missing = await notYet('read');
+      // the members that did read fail at once, naming the same ranks
+      await store.set(`${key}/all`, missing.join(',')).catch(() => {});
+      throw timedOut(missing, e);
+    }
+    await store.set(`${key}/all`, 'ok');
+    await waitAll('left').catch(async (e: unknown) => {
+      throw timedOut(await notYet('left'), e);
+    });
     return id;
   }
   try {
-    await w.rendezvous.wait([key], timeoutMs);
+    await store.wait([key], timeoutMs);
   } catch (e) {
-    throw timedOut(`rank ${lowest}`, e);
+    throw timedOut([lowest], e);
   }
-  const id = Number(decodeText(await w.rendezvous.get(key)));
-  await w.rendezvous.set(`${key}/read/${me}`, '1');
+  const id = Number(decodeText(await store.get(key)));
+  await store.set(`${key}/read/${me}`, '1');
+  try {
+    await store.wait([`${key}/all`], timeoutMs);
+  } catch (e) {
+    throw timedOut(await notYet('read'), e);
+  }
+  const all = decodeText(await store.get(`${key}/all`));
+  if (all !== 'ok') throw timedOut(all.split(',').map(Number), new CommTimeoutError('the lowest member timed out'));
+  await store.set(`${key}/left/${me}`, '1');
   return id;
 }
 

@@ -5,7 +5,8 @@ import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
  * member makes [0, 2]), or a member never makes it ('missing': rank 0 skips [0, 1]; 'absent':
  * rank 1 does), or the lowest member destroys the world right after making it, before the
  * others start to ('late': [0, 1, 2], the others 500 ms late), or rank 0, which hosts the store, exits
- * while the others wait for it to make [0, 1, 2] ('gone'). Prints the all-reduced values
+ * while the others wait for it to make [0, 1, 2] ('gone'), or rank 1 makes [0, 1] where the others
+ * make [0, 1, 2] ('split'). Prints the all-reduced values
  * per group, or the error. 3 ranks. Args: scenario
  */
 const scenario = process.argv[2];
@@ -23,6 +24,8 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     result.a = (await newGroup([0, 1, 2]))?.size;
   }
+  if (scenario === 'split')
+    result.a = (await newGroup(world.rank === 1 ? [0, 1] : [0, 1, 2], { timeoutMs: 3_000 }))?.size;
   if (scenario === 'gone') {
     if (world.rank === 0) setTimeout(() => process.exit(0), 500);
     else await newGroup([0, 1, 2], { timeoutMs: 15_000 });
@@ -45,5 +48,7 @@ try {
 } catch (e) {
   result.error = { name: (e as Error).name, message: (e as Error).message };
 }
+// the store (rank 0's) stays up until every rank's newGroup failed
+if (scenario === 'split') await world.barrier().wait();
 console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();
