@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
-import { bytesEqual } from './store.js';
+import { bytesEqual, checkAmount } from './store.js';
 
 /**
  * The data and waiting logic shared by HashStore and the TCPStore server: a map of byte
@@ -28,7 +28,9 @@ export class KeyValueTable {
     const n = Number(text);
     if (!Number.isSafeInteger(n))
       throw new InvalidArgumentError(`store key ${key} holds ${JSON.stringify(text)}, not an integer`, { op: 'add' });
-    const next = n + amount;
+    const next = n + checkAmount(amount);
+    if (!Number.isSafeInteger(next))
+      throw new InvalidArgumentError(`store key ${key}: ${n} + ${amount} is past a safe integer`, { op: 'add' });
     this.set(key, new TextEncoder().encode(String(next)));
     return next;
   }

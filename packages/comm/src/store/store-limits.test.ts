@@ -41,7 +41,7 @@ describe('TCPStore limits: refused with a typed error, the connection kept', () 
     expect((await server.get('max')).length).toBe(MAX_VALUE_BYTES);
   }, 60_000);
 
-  it('a request the server cannot parse (from a client without these checks): an error reply, not a lost connection', async () => {
+  it('a request the server cannot parse: an error reply (ProtocolError), not a lost connection', async () => {
     const [server, client] = await tcpPair();
     // the client's private request() writes fields unchecked, as an older client would
     type Request = (cmd: number, fill: (w: BodyWriter) => void, what: string) => Promise<BodyReader>;

@@ -6,6 +6,7 @@ import {
   type CommError,
   CommTimeoutError,
   HashStore,
+  InvalidArgumentError,
   PrefixStore,
   RunMismatchError,
   type Store,
@@ -89,6 +90,19 @@ describe.each(flavours)('%s', (_, make) => {
       await waited;
     },
   );
+
+  it('add refuses an amount that is not a safe integer (InvalidArgumentError); the key stays usable', async () => {
+    // before: 0.5, NaN or 2**60 were added, the key held "0.5" or "NaN", and the next add failed (CommError on
+    // TCPStore, InvalidArgumentError on HashStore)
+    const [a, b] = await make();
+    await a.add('counter', 2);
+    for (const bad of [0.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60])
+      await expect(b.add('counter', bad)).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(b.add('counter', Number.MAX_SAFE_INTEGER)).rejects.toThrow(/past a safe integer/);
+    expect(await a.add('counter', 1)).toBe(3);
+    await a.set('text', 'abc');
+    await expect(b.add('text', 1)).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
 
   it('wait raises CommTimeoutError after its timeout', async () => {
     const [, b] = await make();

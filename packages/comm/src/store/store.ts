@@ -1,3 +1,5 @@
+import { InvalidArgumentError } from '../errors.js';
+
 /**
  * A key-value store shared by all ranks, used for rendezvous (PyTorch's c10d::Store).
  * Values are bytes; strings are stored as UTF-8.
@@ -24,6 +26,16 @@ export interface Store {
 }
 
 export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
+
+/**
+ * add's amount: a safe integer, as torch's int64 (a fraction, NaN or a rounded huge number would
+ * leave the key holding no integer, and every later add on it failing). Returns it.
+ */
+export function checkAmount(amount: number): number {
+  if (!Number.isSafeInteger(amount))
+    throw new InvalidArgumentError(`store add: the amount must be a safe integer, got ${amount}`, { op: 'add' });
+  return amount;
+}
 
 export function toBytes(v: string | Uint8Array): Uint8Array {
   return typeof v === 'string' ? new TextEncoder().encode(v) : v;

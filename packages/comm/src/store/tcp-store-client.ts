@@ -14,7 +14,7 @@ import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { startTimer } from '../timer.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { clientHandshake, Purpose } from '../transport/handshake.js';
-import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
+import { checkAmount, DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
 import { BodyReader, BodyWriter, StoreCmd, StoreReply, takeBodies } from './tcp-store-codec.js';
 import { TCPStoreServer } from './tcp-store-server.js';
 
@@ -198,7 +198,7 @@ export class TCPStore implements Store {
     return (await this.request(StoreCmd.Get, (w) => w.key(key), `get(${key})`, this.timeoutMs)).bytes();
   }
   async add(key: string, amount: number): Promise<number> {
-    return (await this.request(StoreCmd.Add, (w) => w.key(key).f64(amount), 'add')).f64();
+    return (await this.request(StoreCmd.Add, (w) => w.key(key).f64(checkAmount(amount)), 'add')).f64();
   }
   async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
     return (
