@@ -1,12 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
-import { hostname, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
+import { HOST } from './process-owner.js';
 import { modelAtStep } from './test/checkpoint-crash-model.js';
 
 /**
@@ -87,7 +88,7 @@ describe('checkpoints under SIGKILL mid-save', () => {
     expect((await readdir(dir)).filter((f) => f.startsWith('.tmp-'))).toHaveLength(1);
     // a writer that is still running (its pid is alive) and one on another host
     const sleeper = spawn('sleep', ['60']);
-    const live = `.tmp-${hostname()}-${sleeper.pid}-0badc0de`;
+    const live = `.tmp-${HOST}-${sleeper.pid}-0badc0de`;
     const foreign = '.tmp-another-host-1-0badc0de';
     for (const name of [live, foreign]) await mkdir(join(dir, name));
     try {

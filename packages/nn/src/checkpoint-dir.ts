@@ -17,7 +17,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { syncDirectory } from './atomic.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { isStaleLock, withCommitLock } from './checkpoint-lock.js';
@@ -35,6 +35,20 @@ const LEGACY_TEMPORARY = /\.(?:tmp|old)-(\d+)-[0-9a-f]+$/;
  */
 export function crashPoint(point: string): void {
   if (process.env.DDP_CHECKPOINT_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
+}
+
+/**
+ * dir's names, or none when dir does not exist. Any other failure (EACCES on a directory that
+ * cannot be listed, EIO) is raised: taken for "empty", a --resume started afresh from step 0.
+ */
+async function namesIn(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    throw new CheckpointError(`cannot list ${dir}: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 const exists = (path: string) =>
@@ -61,7 +75,7 @@ interface Entry {
 }
 
 async function listEntries(dir: string): Promise<Entry[]> {
-  const names = await readdir(dir).catch(() => [] as string[]);
+  const names = await namesIn(dir);
   return names
     .map((name) => ENTRY.exec(name))
     .filter((m): m is RegExpExecArray => m !== null)
@@ -81,9 +95,14 @@ async function newestEntry(dir: string, metaFile: string): Promise<Entry | undef
  * `<dir>.tmp-*` / `<dir>.old-*` sibling holding one.
  */
 export async function latestEntry(dir: string, metaFile: string): Promise<string | null> {
-  const highest = (await listEntries(dir))[0];
-  if (highest) {
+  for (let highest = (await listEntries(dir))[0]; highest; ) {
     if (await exists(join(dir, highest.name, metaFile))) return join(dir, highest.name);
+    // a newer commit's clean-up may have removed it since the listing (a save beside this load)
+    const now = (await listEntries(dir))[0];
+    if (now?.generation !== highest.generation) {
+      highest = now;
+      continue;
+    }
     // a commit renames a complete entry into place: the highest one without metaFile was damaged
     // afterwards, and taking the older one (or none: a run started afresh) would hide that
     const older = await newestEntry(dir, metaFile);
@@ -96,6 +115,7 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
   const parent = dirname(dir);
   const prefix = basename(dir);
   let newest: { path: string; mtime: number } | null = null;
+  // the old layout's siblings: a parent that cannot be listed holds none we could read
   for (const name of await readdir(parent).catch(() => [] as string[])) {
     if (!name.startsWith(prefix) || LEGACY_TEMPORARY.exec(name)?.index !== prefix.length) continue;
     const mtime = await stat(join(parent, name, metaFile)).then(
@@ -148,42 +168,20 @@ export async function commitEntry(
     await rename(temporary, join(dir, name));
     await syncDirectory(dir);
     crashPoint('committed');
-    await pointLatestAt(dir, name);
+    // committed: what fails from here on is reported, not raised (a caller would take the save for
+    // lost); readers find the entry by name, and the next save or load repairs the pointer
+    await pointLatestAt(dir, name).catch((error: Error) => warnAfterCommit(dir, name, 'pointing latest at it', error));
     crashPoint('pointer-switched');
     return name;
   });
-  await cleanCheckpointDir(dir, metaFile);
+  await cleanCheckpointDir(dir, metaFile).catch((error: Error) =>
+    warnAfterCommit(dir, name, 'removing the older entries', error),
+  );
   return join(dir, name);
 }
 
-/** Per directory, the last save this process began: its turn to commit ends the chain. */
-const lastSave = new Map<string, Promise<void>>();
-
-export interface CommitTurn {
-  /** Settles once every save into the directory this process began before has committed or failed. */
-  readonly ready: Promise<void>;
-  /** Ends this save's turn (committed, failed or given up): the next may commit. Call it always. */
-  done(): void;
-}
-
-/**
- * Takes a save's turn to commit into `dir`, in the order this process called the saves: call it
- * before the save's first await, and wait for `ready` before `commitEntry`. Two overlapping saves
- * committed in the order their lock retries fell, so step 10's could commit after step 11's, and
- * its clean-up deleted step 11: the newest checkpoint lost, an older one loaded, no error.
- */
-export function takeCommitTurn(dir: string): CommitTurn {
-  const key = resolve(dir);
-  const ready = lastSave.get(key) ?? Promise.resolve();
-  let done = () => {};
-  const mine = new Promise<void>((settle) => {
-    done = settle;
-  });
-  lastSave.set(key, mine);
-  void mine.then(() => {
-    if (lastSave.get(key) === mine) lastSave.delete(key);
-  });
-  return { ready, done };
+function warnAfterCommit(dir: string, name: string, what: string, error: Error): void {
+  process.emitWarning(`${join(dir, name)} is committed; ${what} failed: ${error.message}`, 'CheckpointWarning');
 }
 
 async function pointLatestAt(dir: string, name: string): Promise<void> {
@@ -200,7 +198,7 @@ async function pointLatestAt(dir: string, name: string): Promise<void> {
  * the module comment). Safe to run at any time, by any number of processes at once.
  */
 export async function cleanCheckpointDir(dir: string, metaFile: string): Promise<void> {
-  const names = await readdir(dir).catch(() => [] as string[]);
+  const names = await namesIn(dir);
   const stale = names.filter((name) => isDeadTemporary(name) || isDeadLegacyTemporary(name));
   for (const name of names) if (await isStaleLock(dir, name)) stale.push(name);
   const newest = await newestEntry(dir, metaFile);

@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
-import { hostname, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestCheckpoint, META_FILE, MODEL_FILE, saveCheckpoint } from './checkpoint.js';
 import { readNewestEntry } from './checkpoint-dir.js';
+import { HOST } from './process-owner.js';
 import { modelAtStep } from './test/checkpoint-crash-model.js';
 
 /** The commit lock of a checkpoint directory (checkpoint-lock.ts) and loads beside saves. */
@@ -34,7 +35,7 @@ describe('the commit lock of a checkpoint directory', () => {
     const dir = join(root, 'live');
     await save(dir, 1);
     const holder = spawn('sleep', ['60']);
-    const held = join(dir, `.lock-${hostname()}-${holder.pid}-0badc0de`);
+    const held = join(dir, `.lock-${HOST}-${holder.pid}-0badc0de`);
     try {
       await writeFile(held, '');
       const pending = save(dir, 2);
@@ -53,7 +54,7 @@ describe('the commit lock of a checkpoint directory', () => {
     await save(dir, 1);
     const dead = spawn('true');
     await once(dead, 'exit');
-    await writeFile(join(dir, `.lock-${hostname()}-${dead.pid}-0badc0de`), '');
+    await writeFile(join(dir, `.lock-${HOST}-${dead.pid}-0badc0de`), '');
     const foreign = join(dir, '.lock-another-host-7-0badc0de');
     await writeFile(foreign, '');
     const longAgo = new Date(Date.now() - 120_000);

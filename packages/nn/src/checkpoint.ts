@@ -7,7 +7,7 @@
  * checkpoint or the new one, never a mix, and loading always finds the newest committed one.
  */
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
@@ -18,11 +18,11 @@ import {
   createTemporaryEntry,
   latestEntry,
   readNewestEntry,
-  takeCommitTurn,
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
 import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
+import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
@@ -47,6 +47,15 @@ export interface CheckpointContents {
   scheduler?: LRScheduler;
   /** Anything else JSON-serialisable (metrics, data-loader position). */
   extra?: unknown;
+}
+
+export interface SaveOptions {
+  /**
+   * The entry this run last saved or loaded (null: none). When given, the commit is refused unless
+   * it is still the directory's newest: another run saving into the same directory would have its
+   * checkpoints deleted by this commit's clean-up, silently.
+   */
+  expectNewest?: string | null;
 }
 
 /** 2: checkpoint.json and the safetensors metadata carry checksums (1: written before they did). */
@@ -99,7 +108,11 @@ export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
  * entry's path. A failed write (a full disk) raises a typed error naming the file and leaves the
  * previous checkpoint as it was.
  */
-export async function saveCheckpoint(dir: string, contents: CheckpointContents): Promise<string> {
+export async function saveCheckpoint(
+  dir: string,
+  contents: CheckpointContents,
+  { expectNewest }: SaveOptions = {},
+): Promise<string> {
   // everything is copied before the first await: training that goes on while the save writes
   // saved a model of one step and an optimizer of another under the step given (silently)
   checkStep(contents.step ?? 0);
@@ -141,6 +154,7 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
     await writeFileAtomic(join(tmp, META_FILE), metaText);
     await turn.ready;
     return await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
+      refuseOtherRun(dir, newest, expectNewest);
       const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
       refuseOtherPart(dir, read ? await read : null, meta.step, part);
     });
@@ -154,6 +168,16 @@ export async function saveCheckpoint(dir: string, contents: CheckpointContents):
   } finally {
     turn.done();
   }
+}
+
+function refuseOtherRun(dir: string, newest: string | null, expected: string | null | undefined): void {
+  const where = (path: string | null | undefined) => (path ? resolve(path) : null);
+  if (expected === undefined || where(newest) === where(expected)) return;
+  throw new CheckpointError(
+    `saveCheckpoint(${dir}): the newest checkpoint there is ${newest ?? 'none'}, not ${expected ?? 'none'} as this ` +
+      'run expects: another run saves into this directory, and this commit would delete its checkpoints. ' +
+      'Give each run a directory of its own',
+  );
 }
 
 /**

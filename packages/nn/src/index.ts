@@ -17,10 +17,10 @@ export {
   MODEL_FILE,
   OPTIMIZER_FILE,
   optimizerStateTensors,
+  type SaveOptions,
   saveCheckpoint,
 } from './checkpoint.js';
 export {
-  type CommitTurn,
   cleanCheckpointDir,
   commitEntry,
   crashPoint,
@@ -30,11 +30,11 @@ export {
   latestEntry,
   makeDirectories,
   readNewestEntry,
-  takeCommitTurn,
   temporaryEntryName,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
+export { type CommitTurn, takeCommitTurn } from './commit-turn.js';
 export {
   defaultGenerator,
   Generator,

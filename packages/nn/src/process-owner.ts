@@ -1,9 +1,26 @@
 // Who wrote a file that carries its writer in its name (a temporary entry, a lock file), and
 // whether that writer provably died.
+import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 
-/** This host's name as a file name part. */
-export const HOST = hostname().replaceAll('/', '_');
+/**
+ * The PID namespace this process's pids are numbered in (`/proc/self/ns/pid`'s inode), or '' where
+ * there is no /proc. Containers sharing a host name and a directory number their processes apart:
+ * a loader in one took a live writer's pid in another for a dead process and removed its entry.
+ */
+function pidNamespace(): string {
+  try {
+    return `~pidns${/\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? ''}`;
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Where this process's pid means something, as a file name part: the host's name and its PID
+ * namespace. Another namespace's writers are judged as another host's: never provably dead.
+ */
+export const HOST = hostname().replaceAll('/', '_') + pidNamespace();
 
 export function processIsAlive(pid: number): boolean {
   try {

@@ -1,0 +1,91 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { latestCheckpoint, loadCheckpoint, META_FILE, saveCheckpoint } from './checkpoint.js';
+import { cleanCheckpointDir } from './checkpoint-dir.js';
+import { Generator } from './generator.js';
+import { HOST } from './process-owner.js';
+import { Toy } from './test/checkpoint-toy.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'ddp-nn-sharing-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Root with util-linux's unshare: a PID namespace of our own can be made. */
+const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['-p', '-f', 'true']).status === 0;
+if (!canUnshare) console.log('checkpoint-sharing: the PID namespace test needs root and unshare; skipped');
+
+/** A pid no process has: past the kernel's pid_max. */
+const DEAD_PID = 4_194_304 + 7;
+
+describe('a checkpoint directory that other processes, runs or namespaces share', () => {
+  it("a save that expects another newest entry is refused: a second run's commit deleted the first's", async () => {
+    const [a, b] = [new Toy(new Generator(1)), new Toy(new Generator(2))];
+    const first = await saveCheckpoint(dir, { model: a, step: 3 }, { expectNewest: null });
+    // before: both runs committed, and run b's clean-up removed run a's step 3 (rc 0 for both)
+    await expect(saveCheckpoint(dir, { model: b, step: 3 }, { expectNewest: null })).rejects.toThrow(
+      /the newest checkpoint there is .*00000001-step-3, not none as this run expects: another run saves/,
+    );
+    const second = await saveCheckpoint(dir, { model: a, step: 6 }, { expectNewest: first });
+    expect(await latestCheckpoint(dir)).toBe(second);
+  });
+
+  it.skipIf(!canUnshare)('a process in another PID namespace (a container) names its entries apart from ours', () => {
+    // before: both named them `<host>-<pid>`, so a loader here took a live writer's pid there for a dead one
+    const owner = fileURLToPath(new URL('./process-owner.ts', import.meta.url));
+    const script = `import(${JSON.stringify(owner)}).then((m) => console.log(m.HOST))`;
+    const hostIn = (unshare: string[]) =>
+      execFileSync(
+        unshare[0] ?? process.execPath,
+        [...unshare.slice(1), ...(unshare.length ? [process.execPath] : []), '--import', 'tsx', '-e', script],
+        { encoding: 'utf8', timeout: 20_000 },
+      ).trim();
+    const [here, there] = [hostIn([]), hostIn(['unshare', '-p', '-f', '--mount-proc'])];
+    expect(here.startsWith(hostname())).toBe(true);
+    expect(there.startsWith(hostname())).toBe(true);
+    expect(there).not.toBe(here);
+  });
+
+  it("another PID namespace's temporary entry is never taken for a dead writer's (a live save lost its files)", async () => {
+    // the same host name, another namespace (a container): its pids mean nothing here
+    const foreign = `.tmp-${hostname()}~pidns1-${DEAD_PID}-0a0b0c0d`;
+    const ours = `.tmp-${HOST}-${DEAD_PID}-0a0b0c0d`;
+    await saveCheckpoint(dir, { model: new Toy(new Generator(1)), step: 1 });
+    for (const name of [foreign, ours]) await mkdir(join(dir, name));
+    await cleanCheckpointDir(dir, META_FILE);
+    const left = await readdir(dir);
+    expect(left).toContain(foreign);
+    expect(left).not.toContain(ours);
+  });
+
+  it('a directory that cannot be listed is an error, not "no checkpoint" (a --resume started from step 0)', async () => {
+    const loop = join(dir, 'loop');
+    await symlink(loop, loop); // ELOOP, as EACCES or EIO: anything but "not there"
+    await expect(latestCheckpoint(loop)).rejects.toThrow(/cannot list .*loop: ELOOP/);
+    expect(await latestCheckpoint(join(dir, 'missing'))).toBeNull();
+  });
+
+  it('a committed save whose pointer switch fails returns its entry with a warning, not an error', async () => {
+    const model = new Toy(new Generator(1));
+    await mkdir(join(dir, 'latest'));
+    await writeFile(join(dir, 'latest', 'keep'), 'x'); // `latest` cannot be replaced by the link
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      // before: the save raised ENOTEMPTY/EISDIR though its entry was committed (and loaded next)
+      const path = await saveCheckpoint(dir, { model, step: 7 });
+      await vi.waitFor(() => expect(warnings.join('\n')).toMatch(/00000001-step-7 is committed; pointing latest at/));
+      expect((await loadCheckpoint(dir, { model })).path).toBe(path);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
