@@ -1,7 +1,7 @@
 import { CommTimeoutError } from '../errors.js';
 import { startTimer } from '../timer.js';
 import { KeyValueTable } from './key-value.js';
-import { DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
+import { checkKey, DEFAULT_STORE_TIMEOUT_MS, type Store, toBytes } from './store.js';
 
 /** In-process store (PyTorch's HashStore): for tests and single-process worlds. */
 export class HashStore implements Store {
@@ -9,7 +9,7 @@ export class HashStore implements Store {
   constructor(private readonly timeoutMs = DEFAULT_STORE_TIMEOUT_MS) {}
 
   async set(key: string, value: string | Uint8Array): Promise<void> {
-    this.table.set(key, toBytes(value).slice());
+    this.table.set(checkKey(key), toBytes(value).slice());
   }
 
   async get(key: string): Promise<Uint8Array> {
@@ -18,15 +18,16 @@ export class HashStore implements Store {
   }
 
   async add(key: string, amount: number): Promise<number> {
-    return this.table.add(key, amount);
+    return this.table.add(checkKey(key), amount);
   }
 
   async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
-    return this.table.compareSet(key, toBytes(expected), toBytes(desired).slice()).slice();
+    return this.table.compareSet(checkKey(key), toBytes(expected), toBytes(desired).slice()).slice();
   }
 
   wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     return new Promise((resolve, reject) => {
+      keys.forEach(checkKey);
       let stopTimer = () => {};
       const cancel = this.table.whenPresent(keys, () => {
         stopTimer();
@@ -46,7 +47,7 @@ export class HashStore implements Store {
   }
 
   async deleteKey(key: string): Promise<boolean> {
-    return this.table.delete(key);
+    return this.table.delete(checkKey(key));
   }
 
   async numKeys(): Promise<number> {
@@ -54,7 +55,7 @@ export class HashStore implements Store {
   }
 
   async check(keys: string[]): Promise<boolean> {
-    return keys.every((k) => this.table.has(k));
+    return keys.every((k) => this.table.has(checkKey(k)));
   }
 
   async close(): Promise<void> {}

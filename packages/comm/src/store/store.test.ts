@@ -104,6 +104,22 @@ describe.each(flavours)('%s', (_, make) => {
     await expect(b.add('text', 1)).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 
+  it('refuses keys with a lone surrogate (InvalidArgumentError); well-formed ones stay distinct', async () => {
+    // before: a TCPStore sent both as UTF-8 U+FFFD, one key: the second set overwrote the first
+    const [a, b] = await make();
+    for (const bad of ['\ud800', 'x\udc00', '\udc00\ud800']) {
+      await expect(a.set(bad, '1')).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(b.get(bad)).rejects.toThrow(/not well-formed/);
+      await expect(b.add(bad, 1)).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(b.wait(['ok', bad])).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(b.check([bad])).rejects.toBeInstanceOf(InvalidArgumentError);
+    }
+    await a.set('\ud83d\ude00', 'pair');
+    await a.set('\ufffd', 'replacement');
+    expect(text(await b.get('\ud83d\ude00'))).toBe('pair');
+    expect(text(await b.get('\ufffd'))).toBe('replacement');
+  });
+
   it('wait raises CommTimeoutError after its timeout', async () => {
     const [, b] = await make();
     await expect(b.wait(['never'], 100)).rejects.toBeInstanceOf(CommTimeoutError);

@@ -28,6 +28,20 @@ export interface Store {
 export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
 
 /**
+ * A key must be well-formed UTF-16 (String.prototype.isWellFormed): a TCPStore sends keys as
+ * UTF-8, where every lone surrogate becomes U+FFFD, so '\ud800' and '\udc00' would be one key.
+ * Every store refuses them, so code that works on a HashStore works on a TCPStore. Returns it.
+ */
+export function checkKey(key: string): string {
+  // isWellFormed is ES2024: Node 20 has it, this package's TypeScript lib does not
+  if (typeof key !== 'string' || !(key as string & { isWellFormed(): boolean }).isWellFormed())
+    throw new InvalidArgumentError(`store key ${JSON.stringify(key)} is not well-formed UTF-16 (a lone surrogate)`, {
+      op: 'store',
+    });
+  return key;
+}
+
+/**
  * add's amount: a safe integer, as torch's int64 (a fraction, NaN or a rounded huge number would
  * leave the key holding no integer, and every later add on it failing). Returns it.
  */

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, ProtocolError } from '../errors.js';
 import type { ByteQueue } from '../transport/byte-queue.js';
+import { checkKey } from './store.js';
 
 /**
  * TCPStore wire format: every message is `u32 bodyLength | body`, little-endian. The limits
@@ -60,9 +61,9 @@ export class BodyWriter {
   str(v: string): this {
     return this.bytes(Buffer.from(v, 'utf8'));
   }
-  /** A key, refused (InvalidArgumentError, before anything is sent) over MAX_KEY_BYTES of UTF-8. */
+  /** A key, refused (InvalidArgumentError, before anything is sent) over MAX_KEY_BYTES of UTF-8 or not well-formed. */
   key(k: string): this {
-    const b = Buffer.from(k, 'utf8');
+    const b = Buffer.from(checkKey(k), 'utf8');
     if (b.length > MAX_KEY_BYTES)
       throw new InvalidArgumentError(`store key of ${b.length} bytes exceeds the TCPStore's ${MAX_KEY_BYTES}`, {
         op: 'store',
