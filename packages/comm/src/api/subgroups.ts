@@ -88,7 +88,11 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const mpi = mpiWorld();
   const { group, timeoutMs: defaultTimeout } = mpi ?? current('newGroup');
   const members = [...new Set(ranks)].sort((a, b) => a - b);
-  if (members.length === 0 || members.some((r) => !Number.isInteger(r) || r < 0 || r >= group.size)) {
+  if (
+    members.length === 0 ||
+    members.length !== ranks.length ||
+    members.some((r) => !Number.isInteger(r) || r < 0 || r >= group.size)
+  ) {
     throw new InvalidArgumentError(
       `newGroup: ranks [${ranks.join(', ')}] must be distinct ranks of the world of ${group.size}`,
       { op: 'newGroup' },

@@ -10,6 +10,8 @@ import {
   initProcessGroup,
   isInitialized,
   NotInitializedError,
+  newGroup,
+  type ProcessGroup,
 } from '../index.js';
 
 afterEach(async () => {
@@ -53,6 +55,15 @@ describe('a world of one in this process (HashStore)', () => {
     expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(
       /unknown reduce op "median"/,
     );
+  });
+
+  it('getRank(null) and getWorldSize(null) are -1 (a non-member), newGroup refuses repeated ranks', async () => {
+    // before: the world's rank and size, and newGroup([0, 0]) made the group [0]
+    await initProcessGroup({ rank: 0, worldSize: 1 });
+    expect([getRank(null), getWorldSize(null), getRank(), getWorldSize(undefined)]).toEqual([-1, -1, 0, 1]);
+    await expect(newGroup([0, 0])).rejects.toThrow(InvalidArgumentError);
+    await expect(newGroup([0, 0])).rejects.toThrow(/must be distinct/);
+    expect(getWorldSize((await newGroup([0])) as ProcessGroup)).toBe(1);
   });
 
   it('rejects a timeout that is not positive before forming the world', async () => {

@@ -247,11 +247,15 @@ export function getDefaultGroup(): ProcessGroup {
   return current('getDefaultGroup').group;
 }
 
-export function getRank(group?: ProcessGroup): number {
+/** This rank in `group` (default: the world); -1 for null, what newGroup gave a non-member (as torch). */
+export function getRank(group?: ProcessGroup | null): number {
+  if (group === null) return -1;
   return (group ?? getDefaultGroup()).rank;
 }
 
-export function getWorldSize(group?: ProcessGroup): number {
+/** The size of `group` (default: the world); -1 for null, what newGroup gave a non-member (as torch). */
+export function getWorldSize(group?: ProcessGroup | null): number {
+  if (group === null) return -1;
   return (group ?? getDefaultGroup()).size;
 }
 
