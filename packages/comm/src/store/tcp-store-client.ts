@@ -142,7 +142,10 @@ export class TCPStore implements Store {
     if (!p) return; // the caller timed out already
     this.pending.delete(id);
     p.stopTimer?.();
-    if (status === 0) return p.resolve(r);
+    if (status === StoreReply.Ok) {
+      p.resolve(r);
+      return;
+    }
     // the server refused this request and goes on serving (StoreReply)
     const Cls = status === StoreReply.Refused ? InvalidArgumentError : ProtocolError;
     p.reject(new Cls(`store: ${Buffer.from(r.bytes()).toString('utf8')}`, { op: 'store', rank: this.rank }));
