@@ -17,6 +17,7 @@ import {
   crashPoint,
   createTemporaryEntry,
   type Optimizer,
+  refuseOtherFormat,
   type SafeTensor,
   saveSafetensors,
   sealJson,
@@ -200,7 +201,13 @@ export async function writeSnapshot(
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
-        await commitEntry(dir, entry, manifest.step, MANIFEST_FILE);
+        await commitEntry(
+          dir,
+          entry,
+          manifest.step,
+          MANIFEST_FILE,
+          refuseOtherFormat(MANIFEST_FILE, 'ddp-fsdp-sharded-checkpoint'),
+        );
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );

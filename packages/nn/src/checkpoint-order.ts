@@ -4,7 +4,8 @@
  * parameter's moments silently wherever the shapes agree. Checkpoints record each position's
  * name and compare it on load (nn's checkpoints and @ddp/zero's sharded ones).
  */
-import type { Tensor } from '@ddp/autograd';
+import { gradientShardGroups, type Tensor } from '@ddp/autograd';
+import { CheckpointError } from './checkpoint-errors.js';
 import type { Module } from './module.js';
 
 /** The model's name of each parameter of `groups`, in the optimizer's order (null: not the model's). */
@@ -26,5 +27,22 @@ export function parameterOrderChange(saved: readonly (string | null)[] | undefin
   return (
     `the optimizer's parameters are in another order than when saved (${list.join('; ')}` +
     `${moved.length > 3 ? `; ${moved.length - 3} more` : ''}): its state would go to other parameters`
+  );
+}
+
+/**
+ * Refuses an optimizer stepping shards of flattened parameters that are no parameter of the model
+ * (FSDP's): each rank holds other moments under the same position and shape, so a file one rank
+ * wrote gave every rank that rank's state on load, silently.
+ */
+export function refuseShardedOptimizer(where: string, model: Module, groups: readonly { params: Tensor[] }[]): void {
+  const names = optimizerParamNames(model, groups);
+  const index = groups
+    .flatMap((g) => g.params)
+    .findIndex((p, i) => names[i] === null && gradientShardGroups(p).length > 0);
+  if (index < 0) return;
+  throw new CheckpointError(
+    `${where}: optimizer parameter ${index} is a shard of a flattened unit, no parameter of the model (FSDP): ` +
+      "its state differs on every rank, and one rank's file would load into all. Save with saveFSDPCheckpoint",
   );
 }

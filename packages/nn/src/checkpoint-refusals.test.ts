@@ -1,15 +1,19 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { markParameterShard } from '@ddp/autograd';
+import { markGradientShard, markParameterShard } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { Generator } from './generator.js';
+import { Sequential } from './layers/container.js';
+import { Linear } from './layers/linear.js';
 import { SchedulerError, StepLR, WarmupCosineLR } from './lr-scheduler.js';
 import { Adam } from './optim/adam.js';
 import { OptimizerError } from './optim/optimizer.js';
 import { SGD } from './optim/sgd.js';
+import { Parameter } from './parameter.js';
 import { Toy, trainSteps } from './test/checkpoint-toy.js';
 
 let dir: string;
@@ -106,5 +110,37 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     const same = shardOf(0);
     await loadCheckpoint(dir, { model: same });
     expect(values(same)).toEqual(values(saved));
+  });
+
+  it("an optimizer over FSDP's flat shards is refused at save and load (one rank's moments loaded into every rank)", async () => {
+    const model = new Toy(new Generator(1));
+    const shard = Parameter.fromValues(Float32Array.of(1, 2, 3), [3]); // a flat unit's shard: no parameter of the model
+    const group = { ranks: [0, 1], allReduce: () => ({ wait: () => Promise.resolve() }) };
+    markGradientShard(shard, group);
+    const opt = new Adam([shard], { lr: 0.1 });
+    shard.grad = tf.ones([3]);
+    opt.step();
+    await expect(saveCheckpoint(dir, { model, optimizer: opt, step: 1 })).rejects.toThrow(
+      /optimizer parameter 0 is a shard of a flattened unit, no parameter of the model \(FSDP\).*saveFSDPCheckpoint/,
+    );
+    // a file written before the refusal existed (a plain optimizer over the same shapes) is refused at load too
+    const plain = Parameter.fromValues(Float32Array.of(1, 2, 3), [3]);
+    const written = new Adam([plain], { lr: 0.1 });
+    plain.grad = tf.ones([3]);
+    written.step();
+    await saveCheckpoint(dir, { model, optimizer: written, step: 1 });
+    await expect(loadCheckpoint(dir, { model, optimizer: opt })).rejects.toThrow(/is a shard of a flattened unit/);
+  });
+
+  it('strict: false returns the keys it skipped, as torch does (a prefix mismatch loaded nothing, silently)', async () => {
+    const saved = new Toy(new Generator(1));
+    await saveCheckpoint(dir, { model: saved, step: 2 });
+    const other = new Linear(3, 2); // weight and bias of the same shapes: only the buffer is extra
+    const loaded = await loadCheckpoint(dir, { model: other, strict: false });
+    expect([loaded.missingKeys, loaded.unexpectedKeys]).toEqual([[], ['count']]);
+    const wrapped = new Sequential(new Toy(new Generator(2))); // keys under '0.', as torch's DDP adds 'module.'
+    const none = await loadCheckpoint(dir, { model: wrapped, strict: false });
+    expect(none.missingKeys).toEqual(['0.weight', '0.bias', '0.count']);
+    expect(none.unexpectedKeys).toEqual(['weight', 'bias', 'count']);
   });
 });

@@ -8,6 +8,7 @@ import { latestCheckpoint, loadCheckpoint, META_FILE, saveCheckpoint } from './c
 import { cleanCheckpointDir } from './checkpoint-dir.js';
 import { Generator } from './generator.js';
 import { HOST } from './process-owner.js';
+import { refuseOtherFormat, sealJson } from './sealed-json.js';
 import { Toy } from './test/checkpoint-toy.js';
 
 let dir: string;
@@ -87,5 +88,17 @@ describe('a checkpoint directory that other processes, runs or namespaces share'
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  it("a kind sharing another's metadata file name refuses to commit over it (FSDP's save deleted a ZeRO checkpoint)", async () => {
+    const zero = join(dir, '00000001-step-100');
+    await mkdir(zero);
+    await writeFile(join(zero, 'manifest.json'), sealJson({ format: 'ddp-zero-sharded-checkpoint', version: 2 }));
+    const fsdpCheck = refuseOtherFormat('manifest.json', 'ddp-fsdp-sharded-checkpoint');
+    await expect(fsdpCheck(zero)).rejects.toThrow(
+      /00000001-step-100 is a ddp-zero-sharded-checkpoint, not a ddp-fsdp-sharded-checkpoint, and committing beside it/,
+    );
+    await expect(refuseOtherFormat('manifest.json', 'ddp-zero-sharded-checkpoint')(zero)).resolves.toBeUndefined();
+    await expect(fsdpCheck(null)).resolves.toBeUndefined();
   });
 });

@@ -20,7 +20,7 @@ import {
   readNewestEntry,
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
-import { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
+import { optimizerParamNames, parameterOrderChange, refuseShardedOptimizer } from './checkpoint-order.js';
 import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
@@ -116,6 +116,8 @@ export async function saveCheckpoint(
   // everything is copied before the first await: training that goes on while the save writes
   // saved a model of one step and an optimizer of another under the step given (silently)
   checkStep(contents.step ?? 0);
+  if (contents.optimizer)
+    refuseShardedOptimizer(`saveCheckpoint(${dir})`, contents.model, contents.optimizer.paramGroups);
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
@@ -194,6 +196,9 @@ export interface LoadedCheckpoint {
   extra: unknown;
   /** The entry actually read. */
   path: string;
+  /** With `strict: false`: the model's keys the file lacked, and the file's keys the model lacked (torch's). */
+  missingKeys: string[];
+  unexpectedKeys: string[];
 }
 
 /** The files of one checkpoint entry, read and checked; the optimizer's only when `contents` has one. */
@@ -233,6 +238,7 @@ export async function loadCheckpoint(
   if (read === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const { path, meta, model, optimizer } = read;
   const owned: tf.Tensor[] = [];
+  let keys = { missingKeys: [] as string[], unexpectedKeys: [] as string[] };
   const toTf = (t: SafeTensor) => {
     const out = tensorFromTypedArray(t.data, t.shape, t.dtype);
     owned.push(out);
@@ -257,6 +263,7 @@ export async function loadCheckpoint(
       };
     }
     if (contents.optimizer && meta.optimizer) {
+      refuseShardedOptimizer(path, contents.model, contents.optimizer.paramGroups);
       const now = optimizerParamNames(contents.model, contents.optimizer.paramGroups);
       const change = parameterOrderChange(meta.optimizer.paramNames, now);
       if (change) throw new CheckpointError(`${path}: ${change}`);
@@ -273,12 +280,13 @@ export async function loadCheckpoint(
     // the optimizer and scheduler checked before the model changes: a refused load leaves all as they were
     if (optimizerState) contents.optimizer?.checkStateDict(optimizerState);
     if (meta.scheduler) contents.scheduler?.checkState(meta.scheduler);
-    contents.model.loadStateDict(modelState, contents.strict ?? true);
+    // returned: a strict: false load that matched no key (a 'module.' prefix) changed nothing, silently
+    keys = contents.model.loadStateDict(modelState, contents.strict ?? true);
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);
     if (meta.scheduler) contents.scheduler?.loadStateDict(meta.scheduler);
   } finally {
     tf.dispose(owned);
   }
-  return { step: meta.step, epoch: meta.epoch, extra: meta.extra, path };
+  return { step: meta.step, epoch: meta.epoch, extra: meta.extra, path, ...keys };
 }

@@ -99,4 +99,4 @@ export {
   type ParseOptions,
   parseSafetensors,
 } from './safetensors-read.js';
-export { parseSealedJson, readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
+export { parseSealedJson, readSealedJson, refuseOtherFormat, SealedJsonError, sealJson } from './sealed-json.js';

@@ -22,6 +22,7 @@ import {
   type Module,
   optimizerStateTensors,
   type ParamState,
+  refuseOtherFormat,
   type SafeTensor,
   type SchedulerState,
   saveSafetensors,
@@ -236,7 +237,13 @@ export async function saveShardedCheckpoint(
         async () => {
           if (rank !== 0) return;
           await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
-          await commitEntry(dir, temporary, contents.step, MANIFEST_FILE);
+          await commitEntry(
+            dir,
+            temporary,
+            contents.step,
+            MANIFEST_FILE,
+            refuseOtherFormat(MANIFEST_FILE, 'ddp-zero-sharded-checkpoint'),
+          );
         },
         `${failed}: rank 0 failed to commit the checkpoint`,
       );
