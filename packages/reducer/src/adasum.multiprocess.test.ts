@@ -97,7 +97,12 @@ describe('Adasum across real processes', () => {
   it('2 ranks, a tensor-parallel shard with both parts in the group: AdasumError at the first step on every rank', async () => {
     // before: the deltas of different parts of the shard were combined, silently
     const ranks = (
-      await runWorld<{ error: string; unchanged: boolean }>({ script, nprocs: 2, args: ['spanning'], timeoutMs: 60_000 })
+      await runWorld<{ error: string; unchanged: boolean }>({
+        script,
+        nprocs: 2,
+        args: ['spanning'],
+        timeoutMs: 60_000,
+      })
     ).results;
     ranks.forEach((r, rank) => {
       expect(r.error).toMatch(

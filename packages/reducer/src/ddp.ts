@@ -7,7 +7,7 @@ import { BucketPlan } from './bucket-plan.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
-import { DDPJoinHook, joinStatus } from './join-hook.js';
+import { DDPJoinHook, forwardAfterNotice, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import type { Reduction } from './reduction.js';
@@ -37,6 +37,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private reduction: Reduction | null = null;
   /** The join context's per-iteration notification, issued by forward. */
   private joinNotice: Promise<unknown> | null = null;
+  /** Whether the iteration runs under join, on a joined rank too (isJoinActive is false there): errors say so. */
+  private underJoin = false;
   /** Parameters the last forward's graph does not reach (findUnusedParameters). */
   private unusedAtForward: number[] = [];
   /** Set by joinHook on ranks that joined; travels to the active ranks in the join all-reduce. */
@@ -115,12 +117,13 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
           'await loss.backward() first',
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
+    let notice: Promise<unknown> | null = null;
     if (isJoinActive(this)) {
       // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError
       this.joinNotice?.catch(() => {});
-      this.joinNotice = notifyJoinContext(this);
+      this.joinNotice = notice = notifyJoinContext(this);
     }
-    const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
+    const out = forwardAfterNotice(notice, this.module, args);
     if (!(this.findUnusedParameters && this.requireSync && isGradEnabled())) return out as ReturnType<M['forward']>;
     return whenResolved(out, (resolved) => {
       this.unusedAtForward = unreachedParameters(resolved, this.params);
@@ -242,8 +245,8 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private async completeIteration(reduction: Reduction, active: boolean): Promise<void> {
     const { buckets } = this.plan;
     const results: (Float32Array | null)[] = [];
-    const underJoin = isJoinActive(this);
-    for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length, underJoin));
+    this.underJoin = !active || isJoinActive(this);
+    for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length, this.underJoin));
     const { scale, buffersFrom } =
       !active || isJoinActive(this)
         ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective)
@@ -259,7 +262,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const flagGroup = isInPlaceHook(this.hook) ? this.processGroup : null;
     await writeBackAgreed(buckets, results, opts, flagGroup, this.collective);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
-    if (this.broadcastBuffers && this.processGroup.size > 1) await this.syncBuffers(buffersFrom);
+    // from rank 0, or under join the lowest rank still training (torch's highest)
+    const buffers = this.broadcastBuffers && this.processGroup.size > 1 ? buffersOf(this.module) : [];
+    if (buffers.length > 0)
+      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, buffersFrom));
     this.iteration++;
   }
 
@@ -268,16 +274,9 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     try {
       return await run();
     } catch (e) {
-      throw new DDPCommError(this.rank, what, this.iteration, e, isJoinActive(this));
+      throw new DDPCommError(this.rank, what, this.iteration, e, this.underJoin);
     }
   };
-
-  /** Broadcasts the buffers from `src`: rank 0, or under join the lowest rank still training (torch's highest). */
-  private async syncBuffers(src: number): Promise<void> {
-    const buffers = buffersOf(this.module);
-    if (buffers.length > 0)
-      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, src));
-  }
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
@@ -290,6 +289,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   /** After join: every rank takes the model of the last rank to join (the JoinHook's postHook). */
   async syncFinalModel(isLastJoiner: boolean): Promise<void> {
     const src = Int32Array.of(isLastJoiner ? this.processGroup.rank : -1);
+    this.underJoin = true;
     await this.collective('last-joiner search', () => this.processGroup.allReduce(src, { op: ReduceOp.MAX }).wait());
     await this.collective('final model broadcast', () =>
       broadcastTensors(moduleState(this.module), this.processGroup, src[0]),

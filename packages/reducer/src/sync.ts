@@ -101,7 +101,7 @@ export async function refuseSpanningShards(
   throw error(
     `rank ${group.ranks[group.rank]}: ${who}: parameter ${name} is a tensor-parallel shard ` +
       `(here part of ranks [${shard?.ranks ?? '…'}]), and the group [${group.ranks}] holds several parts of one ` +
-      "shard: different parts would be mixed. Use the data-parallel group (grid.dpGroup)",
+      'shard: different parts would be mixed. Use the data-parallel group (grid.dpGroup)',
   );
 }
 
