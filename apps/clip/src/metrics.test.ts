@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { MetricsLog } from './metrics.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { MetricsError, MetricsLog } from './metrics.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'clip-metrics-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -50,12 +50,24 @@ describe('MetricsLog', () => {
     second.checkRows({ step: 2, run: null }, false);
   });
 
-  it('reports a failed write at close()', async () => {
+  it('reports a failed write at the next append and at close(), naming the file; writes nothing after it', async () => {
     const log = new MetricsLog(join(dir, 'c'));
     await log.open(null);
     // the file closed under it: the next write fails with EBADF
     await (log as unknown as { file: { close(): Promise<void> } }).file.close();
     log.append({ step: 1 });
-    await expect(log.close()).rejects.toThrow(/EBADF|closed/);
+    await vi.waitFor(() => expect(() => log.append({ step: 2 })).toThrow(MetricsError));
+    // before: training went on to the end, then close() threw a bare ENOSPC naming no file
+    expect(() => log.append({ step: 3 })).toThrow(/cannot write .*c\/metrics.jsonl: .*(EBADF|closed)/);
+    await expect(log.close()).rejects.toThrow(MetricsError);
+  });
+
+  it('drops a last line cut short, and names a damaged line elsewhere (was: a bare SyntaxError)', () => {
+    mkdirSync(join(dir, 'cut'));
+    const path = join(dir, 'cut', 'metrics.jsonl');
+    writeFileSync(path, '{"step":1}\n{"step":2}\n{"step":3,"lo');
+    expect(new MetricsLog(join(dir, 'cut')).rows().map((r) => r.step)).toEqual([1, 2]);
+    writeFileSync(path, '{"step":1}\n{"step":2,"samplesPe{"step":3}\n{"step":4}\n');
+    expect(() => new MetricsLog(join(dir, 'cut')).rows()).toThrow(/cut\/metrics.jsonl:2 is not a JSON row/);
   });
 });

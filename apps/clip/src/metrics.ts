@@ -21,6 +21,11 @@ export interface MetricRow {
   checkpointDir?: string;
 }
 
+/** metrics.jsonl could not be written or read (a full disk, a damaged line); names the file. */
+export class MetricsError extends Error {
+  override name = 'MetricsError';
+}
+
 /** Which run a MetricsLog writes for: its id, and its checkpoints' directory. */
 export interface RunIdentity {
   run: string;
@@ -31,7 +36,9 @@ export interface RunIdentity {
  * metrics.jsonl in the output directory; on resume, rows past the checkpoint's step are dropped.
  * Every row names its run, so a file is never cut or continued for another run's (checkRows).
  * Lines are written in order on one open file without the step waiting for them: rank 0 awaiting
- * each append held every rank up at the next all-reduce. close() waits for them and reports a failed write.
+ * each append held every rank up at the next all-reduce. A failed write is raised by the next
+ * append (training stops there: a full disk lost every row, reported only at the end, untyped) and
+ * by close(); nothing is written after it, so no row is glued to a cut one.
  */
 export class MetricsLog {
   readonly path: string;
@@ -91,11 +98,12 @@ export class MetricsLog {
   append(row: MetricRow): void {
     const file = this.file;
     if (!file) throw new Error(`metrics: append to ${this.path} before open() or after close()`);
+    if (this.failure) throw this.failure;
     const line = `${JSON.stringify({ ...row, ...this.identity })}\n`;
     this.writes = this.writes
-      .then(() => file.appendFile(line))
+      .then(() => (this.failure ? undefined : file.appendFile(line)))
       .catch((e: Error) => {
-        this.failure ??= e;
+        this.failure ??= new MetricsError(`cannot write ${this.path}: ${e.message}`, { cause: e });
       });
   }
 
@@ -107,12 +115,23 @@ export class MetricsLog {
     if (this.failure) throw this.failure;
   }
 
+  /**
+   * The file's rows. A last line cut short (no newline: the process died mid-write) is dropped;
+   * any other damaged line is a MetricsError naming it (was: a bare SyntaxError).
+   */
   rows(): MetricRow[] {
     if (!existsSync(this.path)) return [];
-    return readFileSync(this.path, 'utf8')
-      .split('\n')
-      .filter((l) => l.trim() !== '')
-      .map((l) => JSON.parse(l) as MetricRow);
+    const text = readFileSync(this.path, 'utf8');
+    const lines = text.split('\n');
+    return lines.flatMap((line, i) => {
+      if (line.trim() === '') return [];
+      try {
+        return [JSON.parse(line) as MetricRow];
+      } catch (e) {
+        if (i === lines.length - 1) return []; // cut short: the file does not end with its newline
+        throw new MetricsError(`${this.path}:${i + 1} is not a JSON row (${(e as Error).message}); move the file away`);
+      }
+    });
   }
 
   /** curves.png (+ .json, .md): training loss (mean of every `every` steps) and zero-shot top-1 against step. */

@@ -1,6 +1,7 @@
 // CLIP-style contrastive training on two-digit MNIST, one process per rank (ddp-run).
 
 import { randomUUID } from 'node:crypto';
+import { dirname, resolve } from 'node:path';
 import { GradScaler, type GradScalerStateDict } from '@ddp/amp';
 import { autocast, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
@@ -137,11 +138,18 @@ const stream: ResumedOptions = {
 };
 // a fresh run's first save removes the older entries: another run's checkpoint would go, silently
 if (!opts.resume && !opts.overwrite) await refuseToReplace(opts.checkpointDir, rank);
+/**
+ * The entry this run last saved or resumed from: each save commits only while it is still the newest
+ * (another run saving into the directory had its checkpoints deleted, both exiting 0). undefined: any
+ * (--overwrite's first save, or a checkpoint of the old layout).
+ */
+let newestSaved: string | null | undefined = opts.overwrite && !opts.resume ? undefined : null;
 // DDP's create broadcasts rank 0's weights; a resumed run loads the same checkpoint on every rank first
 if (opts.resume && (await latestCheckpoint(opts.checkpointDir)) !== null) {
   const loaded = await loadCheckpoint(opts.checkpointDir, { model, optimizer, scheduler, generator });
   checkSameOptions(savedOptions(loaded.extra), stream, loaded.path, rank);
   step = loaded.step;
+  newestSaved = dirname(resolve(loaded.path)) === resolve(opts.checkpointDir) ? loaded.path : undefined;
   const extra = loaded.extra as { scaler?: GradScalerStateDict; run?: string } | null;
   if (extra?.scaler) scaler.loadStateDict(extra.scaler);
   run = extra?.run ?? null; // checkpoints written before runs had ids: no metrics check
@@ -192,15 +200,9 @@ if (rank === 0) await metrics.open(step > 0 ? step : null);
 async function checkpointNow(): Promise<void> {
   if (rank === 0) {
     const position = sampler.position(step * opts.gradAccum);
-    await saveCheckpoint(opts.checkpointDir, {
-      model,
-      optimizer,
-      scheduler,
-      generator,
-      step,
-      epoch: position.epoch,
-      extra: { sampler: position, stream, scaler: scaler.stateDict(), run: metrics.run },
-    });
+    const contents = { model, optimizer, scheduler, generator, step, epoch: position.epoch };
+    const extra = { sampler: position, stream, scaler: scaler.stateDict(), run: metrics.run };
+    newestSaved = await saveCheckpoint(opts.checkpointDir, { ...contents, extra }, { expectNewest: newestSaved });
   }
   await group.barrier().wait();
 }
