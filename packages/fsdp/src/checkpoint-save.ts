@@ -186,7 +186,10 @@ export async function writeSnapshot(
         const metadata = { scalars: JSON.stringify(snap.scalars) };
         const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata);
         const replicated = snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
-        await Promise.all([shard, replicated]);
+        // both settled before a failure is raised: the clean-up removing the entry raced the other
+        // write, which then left its file in a temporary entry nothing removed
+        const failure = (await Promise.allSettled([shard, replicated])).find((r) => r.status === 'rejected');
+        if (failure) throw failure.reason;
         crashPoint(`${tag}:shard-written`);
       },
       `${failed}: another rank failed to write its shard; the checkpoint is incomplete`,
