@@ -1,85 +1,16 @@
-import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
-import { AutogradFunction, type Context, chunkSizes, isGradEnabled, type Tensor } from '@ddp/autograd';
-import type { TensorModule } from '@ddp/nn';
+import { AutogradFunction, autocastDtype, type Context, chunkSizes, isGradEnabled, Tensor } from '@ddp/autograd';
+import { defaultGenerator, type TensorModule } from '@ddp/nn';
 import { checkOptionNames, getNumThreads, tf } from '@ddp/tensor';
 import { DataParallelError } from './errors.js';
-import type { BufferValues, FromReplica, ReplicaInit, ToReplica } from './protocol.js';
+import type { BufferValues, ToReplica } from './protocol.js';
+import { Replica, startReplica } from './replica.js';
 
 export interface DataParallelOptions {
   /** Replica threads (default 2). */
   replicas?: number;
   /** The factory's export name in the module file (default 'createModule'). */
   exportName?: string;
-}
-
-const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-
-// From source, a replica thread resolves @ddp packages to their src/ as the main thread does
-// (vitest or --conditions=@ddp/source there; neither reaches a worker): a resolve hook adds the condition.
-const sourceCondition = `data:text/javascript,${encodeURIComponent(
-  "export const resolve = (s, c, next) => next(s, { ...c, conditions: [...c.conditions, '@ddp/source'] });",
-)}`;
-
-/**
- * The replica worker file beside this module; from source the thread registers tsx first (its --import hook does not
- * reach workers).
- */
-function startReplica(init: ReplicaInit): Worker {
-  const url = new URL(`./replica-worker${ext}`, import.meta.url);
-  if (ext === '.js') return new Worker(url, { workerData: init });
-  const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
-  const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
-  const code =
-    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); (await ` +
-    `import('node:module')).register(${JSON.stringify(sourceCondition)}); return ` +
-    `import(${JSON.stringify(url.href)}); })`;
-  return new Worker(code, { eval: true, workerData: init });
-}
-
-/** One replica thread: requests answered in order. */
-class Replica {
-  private readonly waiting: { resolve: (m: FromReplica) => void; reject: (e: Error) => void }[] = [];
-  private dead: Error | null = null;
-  /** Its first message, 'ready' (awaited from the start: it may come before anyone asks). */
-  readonly ready: Promise<FromReplica>;
-
-  constructor(
-    readonly index: number,
-    readonly worker: Worker,
-    readonly grads: Float32Array,
-  ) {
-    this.ready = this.answer('start');
-    this.ready.catch(() => {}); // awaited by create, which may give up on an earlier replica first
-    worker.on('message', (m: FromReplica) => this.waiting.shift()?.resolve(m));
-    worker.on('error', (e) => this.fail(new DataParallelError(`DataParallel replica ${index} crashed: ${e.message}`)));
-    worker.on('exit', (code) =>
-      this.fail(new DataParallelError(`DataParallel replica ${index} exited (code ${code})`)),
-    );
-  }
-
-  private fail(e: Error): void {
-    this.dead ??= e;
-    for (const w of this.waiting.splice(0)) w.reject(this.dead);
-  }
-
-  /** Sends m and resolves with the answer; a replica's error rejects naming it and `op`. */
-  request(m: ToReplica, op: string): Promise<FromReplica> {
-    if (this.dead) return Promise.reject(this.dead);
-    const answer = this.answer(op);
-    this.worker.postMessage(m);
-    return answer;
-  }
-
-  /** The next message from the replica (they answer in order). */
-  private async answer(op: string): Promise<FromReplica> {
-    const r = await new Promise<FromReplica>((resolve, reject) => this.waiting.push({ resolve, reject }));
-    if (r.type === 'error')
-      throw new DataParallelError(`DataParallel replica ${this.index}, ${op}: ${r.name}: ${r.message}`);
-    return r;
-  }
 }
 
 /**
@@ -98,15 +29,20 @@ class Gather extends AutogradFunction {
   override readonly asyncBackward = true;
   private dp!: DataParallel;
   private sizes: number[] = [];
+  /** The input chunks' shapes, for their gradients. */
+  private inShapes: number[][] = [];
   private id = 0;
 
-  async forward(_ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
+  async forward(ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
     this.dp = dp;
     this.id = dp.nextForwardId++;
     const version = dp.writeParameters(params);
     const record = isGradEnabled();
+    const inputGrad = record && ctx.needsInputGrad[0];
+    const cast = autocastDtype();
     this.sizes = chunkSizes(x.shape[0], dp.replicas.length);
     const chunks = tf.split(x, this.sizes, 0);
+    this.inShapes = chunks.map((c) => c.shape);
     const training = dp.module.modules().map((m) => m.training);
     const buffers = dp.module
       .buffers()
@@ -122,29 +58,51 @@ class Gather extends AutogradFunction {
           shape: c.shape,
           training,
           buffers,
+          inputGrad,
+          autocast: cast,
+          // each replica's dropout masks its own, drawn from the main stream (a seed reaches them, a resume too)
+          seed: defaultGenerator.nextUint32(),
         };
         c.dispose();
         return dp.replicas[r].request(m, 'forward');
       }),
     );
     if (outputs[0].type === 'output') dp.readBuffers(outputs[0].buffers);
+    if (outputs.some((o) => o.type === 'output' && o.shape.length === 0))
+      throw new DataParallelError(
+        'DataParallel: the module returned a scalar, which has no batch dimension to gather along; return ' +
+          'per-sample values and reduce them after the forward',
+      );
     const parts = outputs.map((o) => (o.type === 'output' ? tf.tensor(o.data, o.shape) : tf.zeros([0])));
     const y = tf.concat(parts, 0);
     tf.dispose(parts);
     return y;
   }
 
-  async backward(_ctx: Context, dy: tf.Tensor): Promise<(tf.Tensor | null)[]> {
+  async backward(ctx: Context, dy: tf.Tensor): Promise<(tf.Tensor | null)[]> {
     const { dp, sizes } = this;
     const chunks = tf.split(dy, sizes, 0);
-    await Promise.all(
+    const answers = await Promise.all(
       chunks.map((c, r) => {
         const m: ToReplica = { type: 'backward', id: this.id, grad: c.dataSync() as Float32Array, shape: c.shape };
         c.dispose();
         return dp.replicas[r].request(m, 'backward');
       }),
     );
-    return [null, null, ...dp.reduceGradients(sizes.length)];
+    // the input's gradient, gathered back (torch's Scatter.backward): a module before DataParallel got none
+    const gradOf = (r: number) => {
+      const a = answers[r];
+      return a.type === 'grads' && a.inputGrad ? tf.tensor(a.inputGrad, this.inShapes[r]) : tf.zeros(this.inShapes[r]);
+    };
+    const inputGrad = ctx.needsInputGrad[0]
+      ? tf.tidy(() =>
+          tf.concat(
+            sizes.map((_, r) => gradOf(r)),
+            0,
+          ),
+        )
+      : null;
+    return [inputGrad, null, ...dp.reduceGradients(sizes.length)];
   }
 }
 
@@ -216,6 +174,11 @@ export class DataParallel {
 
   /** The output for the whole batch `x` [N, …]; its backward fills `module`'s gradients. */
   forward(x: Tensor): Promise<Tensor> {
+    // torch scatters tuples too; here a tuple or an object failed with a TypeError deep inside
+    if (!(x instanceof Tensor) || x.rank === 0)
+      return Promise.reject(
+        new DataParallelError('DataParallel.forward takes one tensor [N, …], scattered along its first dimension'),
+      );
     return Gather.applyAsync(x, this, ...this.module.parameters());
   }
 

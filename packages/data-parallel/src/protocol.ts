@@ -1,4 +1,5 @@
 // Messages between DataParallel (main thread) and its replica worker threads.
+import type { AutocastDtype } from '@ddp/autograd';
 
 export interface ReplicaInit {
   /** A module file exporting a function that builds the model (the same on every thread). */
@@ -34,6 +35,12 @@ export type ToReplica =
       training: boolean[];
       /** The main replica's buffers, copied in before the forward (torch broadcasts them too). */
       buffers: BufferValues[];
+      /** Whether the input needs a gradient (the main graph reaches a parameter through it). */
+      inputGrad: boolean;
+      /** The main thread's autocast dtype (torch's parallel_apply re-enters autocast on each replica). */
+      autocast: AutocastDtype | null;
+      /** This forward's seed for the replica's default generators (dropout masks), drawn on the main thread. */
+      seed: number;
     }
   | { type: 'backward'; id: number; grad: Float32Array; shape: number[] };
 
@@ -41,5 +48,6 @@ export type FromReplica =
   | { type: 'ready'; numel: number }
   /** The output, and the buffers after the forward (replica 0's become the main replica's, as in torch). */
   | { type: 'output'; data: Float32Array; shape: number[]; buffers: BufferValues[] }
-  | { type: 'grads' }
+  /** After backward (the parameter gradients are in the shared buffer): the input's gradient, when asked. */
+  | { type: 'grads'; inputGrad: Float32Array | null }
   | { type: 'error'; name: string; message: string };

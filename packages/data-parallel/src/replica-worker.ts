@@ -11,13 +11,14 @@ const init = workerData as ReplicaInit;
 const port = parentPort!;
 const reply = (m: FromReplica) => port.postMessage(m);
 setNumThreads(init.threads);
-const { fromTf, noGrad } = await import('@ddp/autograd');
+const { autocast, fromTf, manualSeed, noGrad, Tensor: AutogradTensor } = await import('@ddp/autograd');
+const nn = await import('@ddp/nn');
 const factory = (await import(init.factoryUrl))[init.exportName] as () => TensorModule;
 const module = factory();
 const params = module.parameters();
 const offsets = params.map((_, i) => params.slice(0, i).reduce((s, p) => s + p.size, 0));
-/** The graphs of forwards whose backward has not come yet, by forward id. */
-const outputs = new Map<number, Tensor>();
+/** The graphs of forwards whose backward has not come yet (output and input), by forward id. */
+const outputs = new Map<number, { output: Tensor; input: Tensor }>();
 /** Forwards whose graphs were dropped when the parameters changed before their backward. */
 const released = new Set<number>();
 let loadedVersion = -1;
@@ -44,7 +45,8 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     if (m.version !== loadedVersion) {
       // new parameter values replace the ones pending graphs hold: those graphs cannot be backpropagated
       for (const [id, o] of outputs) {
-        o.dispose();
+        o.output.dispose();
+        o.input.dispose();
         released.add(id);
       }
       outputs.clear();
@@ -52,19 +54,24 @@ async function handle(m: ToReplica): Promise<FromReplica> {
       loadedVersion = m.version;
     }
     loadState(m.training, m.buffers);
-    const x = fromTf(tf.tensor(m.input, m.shape));
-    const output = m.record ? module.forward(x) : noGrad(() => module.forward(x));
-    x.dispose();
+    nn.manualSeed(m.seed);
+    manualSeed(m.seed);
+    const x = fromTf(tf.tensor(m.input, m.shape), { requiresGrad: m.inputGrad });
+    const run = () => module.forward(x);
+    const cast = () => (m.autocast ? autocast({ dtype: m.autocast }, run) : run());
+    const output = m.record ? cast() : noGrad(cast);
+    if (!(output instanceof AutogradTensor))
+      throw new TypeError('the module must return one tensor (DataParallel gathers one output along the batch)');
     const buffers = module
       .buffers()
       .map((b) => ({ data: b.data.dataSync() as Float32Array | Int32Array, shape: b.shape }));
-    const data = output.data.dataSync() as Float32Array;
-    if (m.record) outputs.set(m.id, output);
-    else output.dispose();
-    return { type: 'output', data, shape: output.shape, buffers };
+    const reply = { type: 'output' as const, data: output.data.dataSync() as Float32Array, shape: output.shape };
+    if (m.record) outputs.set(m.id, { output, input: x });
+    else tf.dispose([output.data, x.data]);
+    return { ...reply, buffers };
   }
-  const output = outputs.get(m.id);
-  if (output === undefined) {
+  const pending = outputs.get(m.id);
+  if (pending === undefined) {
     throw new Error(
       released.has(m.id)
         ? `backward of forward ${m.id}: the parameters changed after that forward (an optimizer step before its ` +
@@ -73,6 +80,7 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     );
   }
   outputs.delete(m.id);
+  const { output, input } = pending;
   const grad = tf.tensor(m.grad, m.shape);
   await output.backward(grad);
   grad.dispose();
@@ -80,8 +88,10 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     init.grads.set(p.grad === null ? new Float32Array(p.size) : (p.grad.dataSync() as Float32Array), offsets[i]);
     p.grad = null;
   });
+  const inputGrad = input.requiresGrad ? ((input.grad?.dataSync() as Float32Array | undefined) ?? null) : null;
   output.dispose();
-  return { type: 'grads' };
+  input.dispose();
+  return { type: 'grads', inputGrad };
 }
 
 port.on('message', (m: ToReplica) => {

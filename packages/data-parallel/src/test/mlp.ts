@@ -35,3 +35,16 @@ export function withBatchNorm(): Sequential {
     new Linear(8, 3, { generator }),
   );
 }
+
+/** A Linear then dropout: which mask each replica draws. */
+export function withDropout(): Sequential {
+  return new Sequential(new Linear(6, 4, { generator: new Generator(13) }), new Dropout(0.5));
+}
+
+/** A model whose output is a scalar (a loss): nothing to gather along a batch. */
+export function scalarOutput(): Sequential {
+  const m = createModule();
+  const forward = m.forward.bind(m);
+  m.forward = (x) => forward(x).sum();
+  return m;
+}
