@@ -100,9 +100,13 @@ describe('a forward that throws after saving tensors for backward', () => {
       return [null];
     }
   }
-  class SavesThenRejects extends SavesThenThrows {
-    override async forward(ctx: Context, x: tf.Tensor): Promise<tf.Tensor> {
-      return super.forward(ctx, x);
+  class SavesThenRejects extends AutogradFunction {
+    async forward(ctx: Context, x: tf.Tensor): Promise<tf.Tensor> {
+      ctx.saveForBackward(x, x);
+      throw new AutogradError('kernel failed');
+    }
+    backward(): null[] {
+      return [null];
     }
   }
 
