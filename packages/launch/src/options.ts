@@ -163,7 +163,13 @@ export function planLaunch(options: LaunchOptions): LaunchPlan {
   };
 }
 
-/** The environment of one rank: the torchrun variables plus the run's id, secret and restart count. */
+/**
+ * This launcher's id, given to its ranks (DDP_LAUNCH_ID): the store refuses a node whose ranks come
+ * from two launchers (two jobs sharing a port, run id and secret formed one world).
+ */
+const LAUNCH_ID = randomBytes(6).toString('hex');
+
+/** The environment of one rank: the torchrun variables plus the run's id, secret, launcher and restart count. */
 export function rankEnv(
   plan: LaunchPlan,
   localRank: number,
@@ -177,6 +183,7 @@ export function rankEnv(
     WORLD_SIZE: String(plan.worldSize),
     LOCAL_WORLD_SIZE: String(plan.nprocPerNode),
     GROUP_RANK: String(plan.nodeRank),
+    DDP_LAUNCH_ID: LAUNCH_ID,
     GROUP_WORLD_SIZE: String(plan.nnodes),
     MASTER_ADDR: plan.masterAddr,
     MASTER_PORT: String(masterPort),

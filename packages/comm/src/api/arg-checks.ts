@@ -81,7 +81,9 @@ export function checkScatterInputs(
   const other = list.findIndex((a) => a.constructor !== output.constructor);
   if (other >= 0) {
     const got = (list[other] as CommArray).constructor.name;
-    fail(`input ${other} is of type ${got}, the output of ${output.constructor.name}: inputs must be the output's type`);
+    fail(
+      `input ${other} is of type ${got}, the output of ${output.constructor.name}: inputs must be the output's type`,
+    );
   }
   const own = list[rank] as CommArray;
   if (own.length !== output.length) fail(`input ${rank} has ${own.length} elements, output ${output.length}`);

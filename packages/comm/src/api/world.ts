@@ -126,7 +126,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
         }));
   try {
     if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
-    if (worldSize > 1 && ownsStore) await claimRank(store, rank);
+    if (worldSize > 1 && ownsStore) await claimRank(store, rank, env.launcher);
     // a fresh namespace per init, so a store reused across inits never mixes generations
     const generation = Math.floor(((await store.add('ddp/init', 1)) - 1) / worldSize);
     const rdv = new PrefixStore(`ddp/${generation}`, store);

@@ -22,6 +22,11 @@ export interface LaunchEnv {
    * DDP_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) names; undefined: the one it reaches the store from.
    */
   bindAddr: string | undefined;
+  /**
+   * The ddp-run process that started this rank (DDP_LAUNCH_ID, a random id per invocation) and its
+   * node (GROUP_RANK): the ranks of one node must come from one launcher. undefined: another launcher.
+   */
+  launcher: { id: string; node: number } | undefined;
   /** Which variables were read: torchrun's, a Kubeflow pod's (PET_*), Open MPI's, Slurm's, or none. */
   source: 'torchrun' | 'kubeflow' | 'openmpi' | 'slurm' | 'default';
 }
@@ -164,6 +169,12 @@ export function isEarlierAttempt(theirs: string, ours: string): boolean {
  * else Slurm's. `interfaces` (default: this host's) resolves DDP_SOCKET_IFNAME.
  */
 export function readLaunchEnv(env: Env = process.env, interfaces = networkInterfaces()): LaunchEnv {
+  const node = int(env, 'GROUP_RANK');
+  const launcher = env.DDP_LAUNCH_ID && node !== undefined ? { id: env.DDP_LAUNCH_ID, node } : undefined;
+  return { ...placeOf(env, interfaces), launcher };
+}
+
+function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omit<LaunchEnv, 'launcher'> {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
   const bindAddr = env.DDP_BIND_ADDR || interfaceAddress(env, interfaces);

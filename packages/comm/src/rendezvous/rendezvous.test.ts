@@ -98,4 +98,20 @@ describe('rendezvous', () => {
       expect(r?.message).toMatch(/rank 1 was started twice \(pid \d+ on .*, then pid \d+ on .*\): two launchers/);
     }
   }, 60_000);
+
+  it('ranks of one node from two launchers (two jobs sharing port, run id and secret): DuplicateRankError on both', async () => {
+    // before: job A's rank 0 and job B's rank 1 made one world, and both jobs summed each other's values, exit 0
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('../test/rendezvous.child.ts', import.meta.url),
+      args: ['init'],
+      rankEnv: (r): Record<string, string> => ({ GROUP_RANK: '0', DDP_LAUNCH_ID: r === 0 ? 'job-a' : 'job-b' }),
+      timeoutMs: 40_000,
+    });
+    for (const o of out) {
+      const r = phase(o, 'init');
+      expect(r?.name, explain(out)).toBe('DuplicateRankError');
+      expect(r?.message).toMatch(/node 0 has ranks of two launchers \(launcher job-., then launcher job-., with rank/);
+    }
+  }, 60_000);
 });

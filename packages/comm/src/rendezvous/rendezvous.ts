@@ -32,34 +32,46 @@ function mismatch(rank: number, worldSize: number, other: SizeClaim): WorldSizeM
 
 const DUPLICATE_KEY = 'ddp/duplicate_rank';
 
-/** Who claimed a rank, and who claimed it again. */
+/** Who claimed a rank (or a node's ranks: `node`), and who claimed it again. */
 interface RankClaim {
   rank: number;
   holder: string;
   claimant: string;
+  node?: number;
 }
 
 function duplicate(rank: number, c: RankClaim): DuplicateRankError {
-  return new DuplicateRankError(
-    `rank ${rank}: rank ${c.rank} was started twice (${c.holder}, then ${c.claimant}): two launchers given one ` +
-      '--node-rank, or one RANK?',
-    { rank, ranks: [c.rank], op: 'initProcessGroup' },
-  );
+  const why =
+    c.node === undefined
+      ? `rank ${c.rank} was started twice (${c.holder}, then ${c.claimant}): two launchers given one --node-rank, ` +
+        'or one RANK?'
+      : `node ${c.node} has ranks of two launchers (${c.holder}, then ${c.claimant}, with rank ${c.rank}): two ` +
+        'jobs sharing one port, --rdzv-id and DDP_SECRET, or two launchers given one --node-rank?';
+  return new DuplicateRankError(`rank ${rank}: ${why}`, { rank, ranks: [c.rank], op: 'initProcessGroup' });
 }
 
 /**
  * Claims this rank in a store made for this world (the counts of a store reused across inits
  * cannot tell): a second process of the same rank raises DuplicateRankError and records it, and
  * the ranks waiting for their peers raise it too. Before, its arrival counted towards the world,
- * and every rank ended in a timeout naming a rank that had arrived twice as missing.
+ * and every rank ended in a timeout naming a rank that had arrived twice as missing. With
+ * `launcher` (ddp-run's), the node's ranks must also come from one launcher.
  */
-export async function claimRank(store: Store, rank: number): Promise<void> {
+export async function claimRank(store: Store, rank: number, launcher?: { id: string; node: number }): Promise<void> {
   const claimant = `pid ${process.pid} on ${hostname()} (${randomBytes(4).toString('hex')})`;
   const holder = decodeText(await store.compareSet(`ddp/rank_claim/${rank}`, '', claimant));
-  if (holder === claimant) return;
-  const claim: RankClaim = { rank, holder, claimant };
-  await store.set(DUPLICATE_KEY, JSON.stringify(claim));
-  throw duplicate(rank, claim);
+  if (holder !== claimant) await refuse({ rank, holder, claimant });
+  if (!launcher) return;
+  // two jobs given one port, run id and secret met in one store: each rank claimed its own rank, and
+  // the world they made mixed both jobs' gradients (both exited 0)
+  const launch = `launcher ${launcher.id}`;
+  const first = decodeText(await store.compareSet(`ddp/node_claim/${launcher.node}`, '', launch));
+  if (first !== launch) await refuse({ rank, holder: first, claimant: launch, node: launcher.node });
+
+  async function refuse(claim: RankClaim): Promise<never> {
+    await store.set(DUPLICATE_KEY, JSON.stringify(claim));
+    throw duplicate(rank, claim);
+  }
 }
 
 /** Records this rank's world size, or raises WorldSizeMismatchError (telling the others) if another came first. */
