@@ -131,6 +131,24 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     expect(received?.error).toMatch(/^CommTimeoutError/);
   }, 120_000);
 
+  it("-np 4: a subgroup duplicated by its members only (a ZeRO or FSDP save's group), then the world's sums", async () => {
+    // before: ZeRO's and FSDP's saves made it with newGroup by the members only: a misleading
+    // "different orders" error on every rank, then MPI unusable ("descriptor of 10 words, expected 14")
+    const out = await runMpirun({
+      np: 4,
+      script: new URL('./test/mpi-groups.child.ts', import.meta.url),
+      args: ['duplicate'],
+      timeoutMs: 60_000,
+    });
+    const sums = out.map((o) => (o.results[0] as { sums?: { value?: number[] } } | undefined)?.sums?.value);
+    expect(sums, explain(out)).toEqual([
+      [3, 10],
+      [3, 10],
+      [7, 10],
+      [7, 10],
+    ]);
+  }, 70_000);
+
   it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
     const out = await runMpirun({
       np: 3,

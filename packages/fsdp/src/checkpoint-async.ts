@@ -1,4 +1,4 @@
-import { finishBeforeDestroyingGroups, newGroup, type ProcessGroup } from '@ddp/comm';
+import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup } from '@ddp/comm';
 import { takeCommitTurn } from '@ddp/nn';
 import { type AnyOptimizer, checkContents, type StagingBuffers, snapshot, writeSnapshot } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
@@ -36,8 +36,8 @@ export class AsyncCheckpointer {
   constructor(readonly root: FSDPModule) {}
 
   /**
-   * Collective over the root's group (the first call creates the checkpoint group with
-   * `newGroup`, which every rank of the world calls). The host copy is taken at the call, before
+   * Collective over the root's group (the first call creates the checkpoint group with comm's
+   * `duplicateGroup`, over the root's group only). The host copy is taken at the call, before
    * anything is awaited: a save not awaited while training went on saved a later step's state
    * (and each rank another one) under the step given. `done` settles when the entry is committed
    * (or the save failed).
@@ -52,13 +52,10 @@ export class AsyncCheckpointer {
     const turn = takeCommitTurn(dir);
     const previous = this.inFlight;
     // a failed creation is not kept: the next save tries again
-    this.group ??= newGroup([...this.root.processGroup.ranks]).then(
-      (made) => made!,
-      (error) => {
-        this.group = null;
-        throw error;
-      },
-    );
+    this.group ??= duplicateGroup(this.root.processGroup).catch((error) => {
+      this.group = null;
+      throw error;
+    });
     const group = this.group;
     this.pending++;
     const done = (async () => {

@@ -10,7 +10,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
-import { newGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { duplicateGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
   cleanCheckpointDir,
   commitEntry,
@@ -266,8 +266,8 @@ const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
 function checkpointGroupOf(zero: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
   let group = checkpointGroups.get(zero);
   if (!group) {
-    const members = zero.processGroup;
-    group = newGroup([...members.ranks]).then((made) => made ?? members);
+    // its members only: newGroup on the mpi backend needs the whole world (a subgroup's save failed there)
+    group = duplicateGroup(zero.processGroup);
     checkpointGroups.set(zero, group);
   }
   return group;

@@ -1,3 +1,4 @@
+import { MpiProcessGroup } from '../backends/mpi-group.js';
 import { mpiWorld, newMpiGroup } from '../backends/mpi-world.js';
 import { CommTimeoutError, InvalidArgumentError } from '../errors.js';
 import { decodeText } from '../store/store.js';
@@ -106,6 +107,20 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
   const id = await agreedGroupId(w, members, timeoutMs);
   addGroup(w, id, members);
   return new WorkerProcessGroup(w.thread, w.main, w.staging, id, members, members.indexOf(me), timeoutMs);
+}
+
+/**
+ * A group of `group`'s members whose collectives run apart from `group`'s (a checkpoint written
+ * while training goes on), called by those members only. On the mpi backend newGroup needs every
+ * rank of the world: ZeRO's and FSDP's saves on a subgroup (a data-parallel group of a dp × tp grid)
+ * failed there and left MPI unusable. This splits the group's own communicator instead.
+ */
+export async function duplicateGroup(group: ProcessGroup, opts: { timeoutMs?: number } = {}): Promise<ProcessGroup> {
+  const timeoutMs = opts.timeoutMs === undefined ? undefined : checkTimeout(opts.timeoutMs, 'duplicateGroup');
+  if (group instanceof MpiProcessGroup) return group.duplicate(timeoutMs ?? group.timeoutMs);
+  const made = await newGroup([...group.ranks], { timeoutMs });
+  if (made === null) throw new InvalidArgumentError('duplicateGroup: this rank is not a member', { op: 'newGroup' });
+  return made;
 }
 
 /**

@@ -24,7 +24,7 @@ import {
   SAME_COUNT,
   splitGathered,
 } from './mpi-calls.js';
-import type { MpiComm, MpiRuntime } from './mpi-runtime.js';
+import { type MpiComm, type MpiRuntime, SPLIT } from './mpi-runtime.js';
 
 /**
  * A process group on Open MPI (PyTorch's ProcessGroupMPI): each call runs on @ddp/mpi's MPI
@@ -53,6 +53,15 @@ export class MpiProcessGroup implements ProcessGroup {
 
   private get me(): number {
     return this.rt.globalRank;
+  }
+
+  /** The same members with collectives of their own: MPI_Comm_split of this communicator (collective over it). */
+  async duplicate(timeoutMs: number): Promise<MpiProcessGroup> {
+    const call = { kind: SPLIT, rule: 0, type: 0, op: this.rank, root: 0, desc: null, counts: null, a: null, b: null };
+    const [, , , , handle] = await this.rt.run(this.comm, 'duplicateGroup', call, timeoutMs);
+    if (handle < 0) throw new CommError(`rank ${this.me}: duplicateGroup: MPI gave no communicator`);
+    const comm: MpiComm = { handle, ranks: this.comm.ranks, rank: this.comm.rank, failed: null };
+    return new MpiProcessGroup(this.rt, comm, timeoutMs, this.destroyed);
   }
 
   /**

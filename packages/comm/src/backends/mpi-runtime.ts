@@ -21,6 +21,8 @@ const FAILURE_NAMES = [
   'PeerLostError',
   'NotInitializedError',
 ];
+/** @ddp/mpi's Kind.split (its value: comm does not load the optional addon to compile). */
+export const SPLIT = 1 as const;
 const SAME_COUNT = 2;
 const BARRIER = 11;
 

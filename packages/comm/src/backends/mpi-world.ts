@@ -2,12 +2,11 @@ import { crc32 } from 'node:zlib';
 import type { ProcessGroup } from '../api/group.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
 import { MpiProcessGroup } from './mpi-group.js';
-import { type MpiComm, MpiRuntime } from './mpi-runtime.js';
+import { type MpiComm, MpiRuntime, SPLIT } from './mpi-runtime.js';
 
 // initProcessGroup({ backend: 'mpi' }) and the world functions on it: ranks and size come
 // from MPI_COMM_WORLD (mpirun, srun with PMIx), no store, no ports.
 
-const SPLIT = 1;
 const FINALIZE = 2;
 const INIT = 0;
 

@@ -1,9 +1,17 @@
-import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
+import {
+  destroyProcessGroup,
+  duplicateGroup,
+  initProcessGroup,
+  newGroup,
+  newSubgroupsByEnumeration,
+} from '../index.js';
 
 /**
  * Mistakes the mpi backend took silently. 'orders' (3 ranks): rank 0 makes [0, 1] then [0, 2],
  * the others [0, 2] then [0, 1]. 'tags' (2 ranks): a negative tag, then a good exchange. 'dtypes'
- * (2 ranks): an int32 send met by a float32 receive of the same size. Prints each outcome.
+ * (2 ranks): an int32 send met by a float32 receive of the same size. 'duplicate' (4 ranks): each
+ * half's group [0, 1] / [2, 3] duplicated by its members only, then sums on it and on the world.
+ * Prints each outcome.
  */
 const scenario = process.argv[2];
 const g = await initProcessGroup({ backend: 'mpi', timeoutMs: scenario === 'dtypes' ? 2_000 : 30_000 });
@@ -28,6 +36,18 @@ if (scenario === 'orders') {
         ];
   for (const [i, list] of lists.entries())
     result[`group${i}`] = await outcome(async () => (await newGroup(list)) !== null);
+} else if (scenario === 'duplicate') {
+  const [half] = await newSubgroupsByEnumeration([
+    [0, 1],
+    [2, 3],
+  ]);
+  result.sums = await outcome(async () => {
+    const copy = await duplicateGroup(half!);
+    const sums = [Float32Array.of(g.rank + 1), Float32Array.of(g.rank + 1)];
+    await copy.allReduce(sums[0]).wait();
+    await g.allReduce(sums[1]).wait();
+    return sums.map((b) => b[0]);
+  });
 } else if (scenario === 'tags') {
   const peer = 1 - g.rank;
   result.negative = await outcome(() =>
