@@ -12,6 +12,10 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
       new RegExp(`^FSDPError: rank ${rank}: Sequential's parameters are not gathered`),
     );
     expect(errors['sharded twice']).toMatch(/^FSDPError: fullyShard: Linear is sharded already/);
+    // before: accepted, then comm's "a Uint16Array needs opts.dtype" at the first forward
+    expect(errors['a commDtype from a config']).toMatch(
+      /^FSDPError: fullyShard: commDtype must be one of 'float16', 'bfloat16', got "float32"/,
+    );
     expect(errors['inner unit after its parent']).toMatch(
       /^FSDPError: fullyShard: Linear's parameters belong to an enclosing unit already; apply it bottom-up/,
     );

@@ -27,6 +27,7 @@ const root = fullyShard(model);
 const x = tensor(new Float32Array(12), [2, 6]);
 await attempt('forward without the root', () => model.forward(x));
 await attempt('sharded twice', () => fullyShard(model.at(0)));
+await attempt('a commDtype from a config', () => fullyShard(new Linear(3, 1), { commDtype: 'float32' as 'float16' }));
 const topDown = new Sequential(new Linear(3, 3), new Tanh());
 fullyShard(topDown);
 await attempt('inner unit after its parent', () => fullyShard(topDown.at(0)));
