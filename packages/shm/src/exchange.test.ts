@@ -19,7 +19,9 @@ const [GEN, SEQ, FP, DTYPE, OP, SPIN, PHASE, PEER] = [7, 8, 9, 14, 15, 16, 17, 1
 
 describe.skipIf(!shm)('exchange: a small all-reduce in one native call', () => {
   const mem = shm as NonNullable<typeof shm>;
-  const sab = mem.map(`/ddp-test-${randomBytes(6).toString('hex')}`, SLOTS + 2 * N * SLOT_BYTES);
+  const segment = `/ddp-test-${randomBytes(6).toString('hex')}`;
+  const sab = mem.map(segment, SLOTS + 2 * N * SLOT_BYTES);
+  mem.unlink(segment); // mapped, the name is not needed: each run left one in /dev/shm
   const words = new Int32Array(sab);
   const params = Array.from({ length: N }, (_, r) => Int32Array.from([N, r, BELLS, PROGRESS, TABLE, 0, SLOT_BYTES]));
   let gen = 0;

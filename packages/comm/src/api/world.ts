@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from '../backends/mpi-world.js';
 import {
@@ -22,6 +21,7 @@ import type { Store } from '../store/store.js';
 import { TCPStore } from '../store/tcp-store-client.js';
 import { HEARTBEAT_CLOCK_BYTES } from '../transport/heartbeat.js';
 import { mapSegment, sharedMemory } from '../transport/shm-lane.js';
+import { removeStaleSegments, segmentToken } from '../transport/shm-segments.js';
 import { type PeerAddress, wireCounterViews } from '../transport/socket-io.js';
 import { removeStaleSocketFiles } from '../transport/unix-socket.js';
 import { settleBackgroundWork } from './background-work.js';
@@ -107,6 +107,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const timeoutMs = timeout();
   // files of ranks that died (sockets from before abstract names, or off Linux)
   await removeStaleSocketFiles();
+  removeStaleSegments();
   const ownsStore = !opts.store;
   const { secret, runId } = env;
   // a world of one needs nobody to meet: no server, no port
@@ -143,7 +144,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     let addrs: PeerAddress[] = [];
     try {
       const mainAddress = await main.listen(bindHost);
-      await rdv.set(`addr/${rank}`, JSON.stringify({ ...address, shm: mem ? randomBytes(8).toString('hex') : null }));
+      await rdv.set(`addr/${rank}`, JSON.stringify({ ...address, shm: mem ? segmentToken() : null }));
       await rdv.set(`mainaddr/${rank}`, JSON.stringify(mainAddress));
       const read = (key: string) => readAddresses(rdv, store, key, { rank, worldSize, timeoutMs });
       let mainAddrs: PeerAddress[];

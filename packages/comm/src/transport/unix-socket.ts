@@ -23,7 +23,7 @@ export function isSocketFile(address: string): boolean {
 
 const SOCKET_FILE = /^ddp-(\d+)-[0-9a-f]+\.sock$/;
 
-function processExists(pid: number): boolean {
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
