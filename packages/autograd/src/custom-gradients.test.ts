@@ -119,4 +119,3 @@ describe('a forward that throws after saving tensors for backward', () => {
     x.dispose();
   });
 });
-

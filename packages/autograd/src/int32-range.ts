@@ -7,9 +7,12 @@ import { AutogradArgumentError } from './errors.js';
  */
 export function checkInt32Values(where: string, values: tf.TensorLike | number): void {
   if (values instanceof Int32Array) return;
-  const flat: ArrayLike<unknown> = typeof values === 'number' ? [values] : ArrayBuffer.isView(values)
-    ? (values as unknown as ArrayLike<number>)
-    : tf.util.flatten(values as tf.RecursiveArray<number>);
+  const flat: ArrayLike<unknown> =
+    typeof values === 'number'
+      ? [values]
+      : ArrayBuffer.isView(values)
+        ? (values as unknown as ArrayLike<number>)
+        : tf.util.flatten(values as tf.RecursiveArray<number>);
   for (let i = 0; i < flat.length; i++) {
     const v = flat[i];
     if (typeof v !== 'number') continue; // booleans: 0 or 1

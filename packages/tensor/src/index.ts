@@ -38,6 +38,7 @@ export {
   softmax,
   softmaxGrad,
 } from './fused-ops.js';
+export { sumInDouble } from './long-sums.js';
 export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export { type Conv2dGrads, type Conv2dSpec, nativeConv2d, nativeConv2dGrads } from './native-conv-nchw.js';
 export {
@@ -48,7 +49,6 @@ export {
   useNativeKernels,
 } from './native-kernels.js';
 export { checkOptionNames, checkOptionValue } from './options.js';
-export { sumInDouble } from './long-sums.js';
 export { type HalfPrecision, roundBitsToHalf, roundToPrecision } from './round-half.js';
 export { getTransferStats, ownedHeapView, type TransferStats, writeInPlace } from './storage.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';

@@ -99,7 +99,7 @@ describe('edges found by trying the ops against torch (second round)', () => {
     expect(values(sum(tensor([2 ** 31 - 1, -1], [2], { dtype: 'int32' })))).toEqual([2 ** 31 - 2]);
   });
 
-  it('a dtype name tfjs does not hold is refused with AutogradArgumentError (was: tfjs\'s untyped Error)', () => {
+  it("a dtype name tfjs does not hold is refused with AutogradArgumentError (was: tfjs's untyped Error)", () => {
     for (const dtype of ['float64', 'int64', 'float16'])
       expect(() => tensor([1.5], undefined, { dtype: dtype as 'float32' })).toThrow(
         new RegExp(`tensor: dtype ${dtype} is not one of float32, int32, bool`),

@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
-import { checkInt32Values } from '../int32-range.js';
 import { AutogradFunction } from '../function.js';
+import { checkInt32Values } from '../int32-range.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { broadcastTo, sumToShape } from './broadcast.js';
