@@ -82,8 +82,9 @@ async function verifyParameterShapes(params: readonly [string, Tensor][], group:
 /**
  * Refuses a group that holds two parts of one tensor-parallel shard (DDP over the world where the
  * data-parallel group was meant): its broadcast copied rank 0's shard over the other tp ranks'
- * and its all-reduce would average different parts, silently (AdasumOptimizer's combine them). Collective (one small all-reduce):
- * every rank raises, naming the first such parameter (the names agree once verified).
+ * and its all-reduce would average different parts, silently (AdasumOptimizer's combine them).
+ * Collective (one small all-reduce): every rank raises, naming the first such parameter (the
+ * names agree once verified).
  */
 export async function refuseSpanningShards(
   params: readonly [string, Tensor][],

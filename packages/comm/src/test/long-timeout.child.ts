@@ -19,7 +19,7 @@ try {
   await late();
   const b = Float32Array.of(10);
   await g?.allReduce(b).wait();
-  result.sums = [a[0] as number, b[0] as number];
+  result.sums = [a[0], b[0]];
 } catch (e) {
   result.error = `${(e as Error).name}: ${(e as Error).message}`;
 }
