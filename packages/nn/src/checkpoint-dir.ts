@@ -15,17 +15,16 @@
  * host (a live writer's, or another host's, are left alone); files of the old single-directory
  * layout (its metaFile and *.safetensors beside it). Anything else in dir is the user's and is kept.
  */
-import { randomBytes } from 'node:crypto';
 import { access, mkdir, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { syncDirectory } from './atomic.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { isStaleLock, withCommitLock } from './checkpoint-lock.js';
-import { diedOnThisHost, HOST, processIsAlive } from './process-owner.js';
+import { isStaleTemporary, temporaryEntryName } from './checkpoint-temporaries.js';
+import { processIsAlive } from './process-owner.js';
 
 export const LATEST_LINK = 'latest';
 const ENTRY = /^(\d{8})-step-(\d+)$/;
-const TEMPORARY = /^\.tmp-(.+)-(\d+)-[0-9a-f]+$/;
 /** Temporaries of the old layout: `<dir>.tmp-<pid>-<hex>`, `<dir>.old-<pid>-<hex>` (and files' `.tmp-`). */
 const LEGACY_TEMPORARY = /\.(?:tmp|old)-(\d+)-[0-9a-f]+$/;
 
@@ -46,7 +45,7 @@ async function namesIn(dir: string): Promise<string[]> {
     return await readdir(dir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    if (code === 'ENOENT') return [];
     throw new CheckpointError(`cannot list ${dir}: ${(error as Error).message}`, { cause: error });
   }
 }
@@ -56,17 +55,6 @@ const exists = (path: string) =>
     () => true,
     () => false,
   );
-
-/** A temporary whose writer provably died: written on this host by a process that no longer runs. */
-function isDeadTemporary(name: string): boolean {
-  const match = TEMPORARY.exec(name);
-  return match !== null && diedOnThisHost(match[1], Number(match[2]));
-}
-
-/** A name for a temporary entry in dir; it carries host and pid, so its staleness can be proved. */
-export function temporaryEntryName(): string {
-  return `.tmp-${HOST}-${process.pid}-${randomBytes(4).toString('hex')}`;
-}
 
 interface Entry {
   name: string;
@@ -188,7 +176,10 @@ async function pointLatestAt(dir: string, name: string): Promise<void> {
   if ((await readlink(join(dir, LATEST_LINK)).catch(() => null)) === name) return;
   const link = join(dir, temporaryEntryName());
   await symlink(name, link);
-  await rename(link, join(dir, LATEST_LINK));
+  await rename(link, join(dir, LATEST_LINK)).catch(async (error: unknown) => {
+    await rm(link, { force: true });
+    throw error;
+  });
   await syncDirectory(dir);
 }
 
@@ -199,15 +190,18 @@ async function pointLatestAt(dir: string, name: string): Promise<void> {
  */
 export async function cleanCheckpointDir(dir: string, metaFile: string): Promise<void> {
   const names = await namesIn(dir);
-  const stale = names.filter((name) => isDeadTemporary(name) || isDeadLegacyTemporary(name));
-  for (const name of names) if (await isStaleLock(dir, name)) stale.push(name);
+  const stale = names.filter(isDeadLegacyTemporary);
+  for (const name of names) if ((await isStaleTemporary(dir, name)) || (await isStaleLock(dir, name))) stale.push(name);
   const newest = await newestEntry(dir, metaFile);
   if (newest) {
     if ((await readlink(join(dir, LATEST_LINK)).catch(() => null)) !== newest.name) {
+      // best effort: a pointer that cannot be set (`latest` a directory) must not keep the older entries
       await withCommitLock(dir, async () => {
         const now = await newestEntry(dir, metaFile);
         if (now) await pointLatestAt(dir, now.name);
-      });
+      }).catch((error: Error) =>
+        process.emitWarning(`${dir}: pointing latest failed: ${error.message}`, 'CheckpointWarning'),
+      );
     }
     const older = (await listEntries(dir)).filter((e) => e.generation < newest.generation);
     stale.push(...older.map((e) => e.name));

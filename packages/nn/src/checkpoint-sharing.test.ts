@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,22 +54,28 @@ describe('a checkpoint directory that other processes, runs or namespaces share'
     expect(there).not.toBe(here);
   });
 
-  it("another PID namespace's temporary entry is never taken for a dead writer's (a live save lost its files)", async () => {
+  it("temporaries: another PID namespace's kept until abandoned an hour; older versions' judged by pid", async () => {
     // the same host name, another namespace (a container): its pids mean nothing here
     const foreign = `.tmp-${hostname()}~pidns1-${DEAD_PID}-0a0b0c0d`;
+    const abandoned = `.tmp-${hostname()}~pidns2-${DEAD_PID}-0a0b0c0d`; // a container restarted mid-save
     const ours = `.tmp-${HOST}-${DEAD_PID}-0a0b0c0d`;
+    const older = `.tmp-${hostname()}-${DEAD_PID}-0a0b0c0d`; // written before names carried the namespace
     await saveCheckpoint(dir, { model: new Toy(new Generator(1)), step: 1 });
-    for (const name of [foreign, ours]) await mkdir(join(dir, name));
+    for (const name of [foreign, abandoned, ours, older]) await mkdir(join(dir, name));
+    await writeFile(join(dir, abandoned, 'model.safetensors'), 'x');
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600_000);
+    for (const path of [join(dir, abandoned, 'model.safetensors'), join(dir, abandoned)])
+      await utimes(path, twoHoursAgo, twoHoursAgo);
     await cleanCheckpointDir(dir, META_FILE);
-    const left = await readdir(dir);
-    expect(left).toContain(foreign);
-    expect(left).not.toContain(ours);
+    expect((await readdir(dir)).filter((n) => n.startsWith('.tmp-'))).toEqual([foreign]);
   });
 
   it('a directory that cannot be listed is an error, not "no checkpoint" (a --resume started from step 0)', async () => {
     const loop = join(dir, 'loop');
     await symlink(loop, loop); // ELOOP, as EACCES or EIO: anything but "not there"
     await expect(latestCheckpoint(loop)).rejects.toThrow(/cannot list .*loop: ELOOP/);
+    await writeFile(join(dir, 'file'), 'x'); // a --checkpoint-dir under a file: ENOTDIR
+    await expect(latestCheckpoint(join(dir, 'file', 'ckpt'))).rejects.toThrow(/cannot list .*: ENOTDIR/);
     expect(await latestCheckpoint(join(dir, 'missing'))).toBeNull();
   });
 
@@ -85,6 +91,9 @@ describe('a checkpoint directory that other processes, runs or namespaces share'
       const path = await saveCheckpoint(dir, { model, step: 7 });
       await vi.waitFor(() => expect(warnings.join('\n')).toMatch(/00000001-step-7 is committed; pointing latest at/));
       expect((await loadCheckpoint(dir, { model })).path).toBe(path);
+      // the older entry still goes, and no link is left behind by the failed switches
+      await saveCheckpoint(dir, { model, step: 8 });
+      expect((await readdir(dir)).sort()).toEqual(['00000002-step-8', 'latest']);
     } finally {
       process.off('warning', onWarning);
     }
@@ -100,5 +109,10 @@ describe('a checkpoint directory that other processes, runs or namespaces share'
     );
     await expect(refuseOtherFormat('manifest.json', 'ddp-zero-sharded-checkpoint')(zero)).resolves.toBeUndefined();
     await expect(fsdpCheck(null)).resolves.toBeUndefined();
+    // a damaged manifest is the loader's to report: saving past it goes on, as before
+    const damaged = join(dir, '00000002-step-101');
+    await mkdir(damaged);
+    await writeFile(join(damaged, 'manifest.json'), '{"format": "ddp-fsdp-sharded');
+    await expect(fsdpCheck(damaged)).resolves.toBeUndefined();
   });
 });

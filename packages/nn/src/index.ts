@@ -30,10 +30,10 @@ export {
   latestEntry,
   makeDirectories,
   readNewestEntry,
-  temporaryEntryName,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
+export { temporaryEntryName } from './checkpoint-temporaries.js';
 export { type CommitTurn, takeCommitTurn } from './commit-turn.js';
 export {
   defaultGenerator,

@@ -21,6 +21,8 @@ function pidNamespace(): string {
  * namespace. Another namespace's writers are judged as another host's: never provably dead.
  */
 export const HOST = hostname().replaceAll('/', '_') + pidNamespace();
+/** The host's name alone: what names written before they carried the namespace hold. */
+export const HOST_NAME = hostname().replaceAll('/', '_');
 
 export function processIsAlive(pid: number): boolean {
   try {
@@ -31,7 +33,14 @@ export function processIsAlive(pid: number): boolean {
   }
 }
 
-/** The writer ran on this host as a process that no longer runs (another host's cannot be told). */
+/**
+ * The writer ran on this host, in this PID namespace, as a process that no longer runs (another
+ * host's or namespace's cannot be told). Names written before they carried the namespace are
+ * judged by the pid alone, as they were then.
+ */
 export function diedOnThisHost(host: string, pid: number): boolean {
-  return host === HOST && pid !== process.pid && !processIsAlive(pid);
+  return (host === HOST || host === HOST_NAME) && pid !== process.pid && !processIsAlive(pid);
 }
+
+/** Written on a host of this name from another PID namespace (another container, or this one before a restart). */
+export const otherNamespaceHere = (host: string) => host !== HOST && host.startsWith(`${HOST_NAME}~pidns`);

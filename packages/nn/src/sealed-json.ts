@@ -114,14 +114,14 @@ export async function readSealedJson(path: string, format: string, version: numb
 export function refuseOtherFormat(metaFile: string, format: string) {
   return async (newest: string | null): Promise<void> => {
     if (newest === null) return;
-    const found = await readFile(join(newest, metaFile), 'utf8').then(
-      (text) => (JSON.parse(text) as { format?: unknown }).format,
-      () => undefined,
-    );
-    if (found === format) return;
+    const found = await readFile(join(newest, metaFile), 'utf8')
+      .then((text) => (JSON.parse(text) as { format?: unknown }).format)
+      .catch(() => undefined);
+    // a damaged manifest of this kind is the loader's to report; saving past it goes on as before
+    if (typeof found !== 'string' || found === format) return;
     throw new CheckpointError(
-      `${newest} is ${typeof found === 'string' ? `a ${found}` : 'not readable as a checkpoint'}, not a ${format}, ` +
-        'and committing beside it would delete it; save into a directory of its own',
+      `${newest} is a ${found}, not a ${format}, and committing beside it would delete it; save into a ` +
+        'directory of its own',
     );
   };
 }
