@@ -1,5 +1,6 @@
 export { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './errors.js';
 export {
+  currentJoinNotice,
   isJoinActive,
   type Joinable,
   type JoinHook,

@@ -3,7 +3,8 @@ import { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './err
 
 /**
  * What a joined rank that cannot shadow adds to the "still active" all-reduce: sums at or above it
- * tell every rank to stop (the count of active ranks is the remainder).
+ * tell every rank to stop (the count of active ranks is the remainder). The flags are float64, exact
+ * to 2^53: in int32, 2048 refusing ranks wrapped the sum negative.
  */
 const REFUSED = 1 << 20;
 
@@ -55,6 +56,17 @@ interface JoinConfig {
 }
 
 const configs = new WeakMap<Joinable, JoinConfig>();
+/** The notice of the iteration this process is in, while a join runs (null outside one). */
+let currentNotice: Promise<number | null> | null = null;
+
+/**
+ * The join notice of this process's current iteration (null outside `join`): a collective in the
+ * model's forward (SyncBatchNorm's) awaits it first, so under throwOnEarlyTermination it raises
+ * with the others instead of going out on one rank alone.
+ */
+export function currentJoinNotice(): Promise<number | null> | null {
+  return currentNotice;
+}
 
 /**
  * Runs `fn` (a training loop over this rank's inputs) so that ranks with fewer inputs than
@@ -86,6 +98,7 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
     );
     return result;
   } finally {
+    currentNotice = null;
     joinables.forEach((j, i) => {
       const before = previous[i];
       if (before) configs.set(j, before);
@@ -126,10 +139,10 @@ export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   const config = configs.get(joinable);
   if (!config?.isFirstJoinable || config.joined) return Promise.resolve(null);
   const group = joinable.joinProcessGroup;
-  const active = Int32Array.of(1);
+  const active = Float64Array.of(1);
   const work = group.allReduce(active);
   config.pending = work;
-  const check = config.throwOnEarlyTermination ? Int32Array.of(0) : null;
+  const check = config.throwOnEarlyTermination ? Float64Array.of(0) : null;
   const checked = check ? group.allReduce(check) : null;
   const result = (async () => {
     await work.wait();
@@ -141,6 +154,7 @@ export function notifyJoinContext(joinable: Joinable): Promise<number | null> {
   })();
   // a caller that never awaits must not crash the process; awaiting still sees the rejection
   result.catch(() => {});
+  currentNotice = result;
   return result;
 }
 
@@ -151,7 +165,7 @@ export function isJoinActive(joinable: Joinable): boolean {
 }
 
 async function allReduceFlag(group: ProcessGroup, value: number): Promise<number> {
-  const flag = Int32Array.of(value);
+  const flag = Float64Array.of(value);
   await group.allReduce(flag).wait();
   return flag[0];
 }

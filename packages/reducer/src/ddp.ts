@@ -117,6 +117,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
           'await loss.backward() first',
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
+    this.underJoin = isJoinActive(this);
     let notice: Promise<unknown> | null = null;
     if (isJoinActive(this)) {
       // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError

@@ -1,5 +1,6 @@
 import { noGrad, type Tensor } from '@ddp/autograd';
 import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
+import { currentJoinNotice } from '@ddp/join';
 import { BatchNorm, type BatchNormOptions, ModuleError } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
 import { SyncBatchNormError } from './errors.js';
@@ -92,6 +93,9 @@ export class SyncBatchNorm extends BatchNorm {
           `…] of rank 2 to 5, got [${x.shape}]`,
       );
     }
+    // under join, after the iteration's notice: a rank that ran out (throwOnEarlyTermination) stops every
+    // rank there, instead of leaving the others in this all-gather until the timeout
+    await currentJoinNotice();
     const track = this.training && this.trackRunningStats;
     const onStats = track
       ? (m: tf.Tensor, v: tf.Tensor, n: number) => noGrad(() => this.updateRunningStats(m, v, n))
