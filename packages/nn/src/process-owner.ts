@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
  * The PID namespace this process's pids are numbered in (`/proc/self/ns/pid`'s inode), or '' where
  * there is no /proc. Containers sharing a host name and a directory number their processes apart:
  * a loader in one took a live writer's pid in another for a dead process and removed its entry.
+ * (comm's shm-segments.ts reads it too: the two share no package a process helper belongs in.)
  */
 function pidNamespace(): string {
   try {

@@ -9,7 +9,10 @@ import { processExists } from './unix-socket.js';
  * attached; a job killed before that left it in /dev/shm (17 MB each), and nothing removed it.
  */
 
-/** This process's PID namespace (the inode of /proc/self/ns/pid), '0' where it cannot be read. */
+/**
+ * This process's PID namespace (the inode of /proc/self/ns/pid), '0' where it cannot be read. (nn's
+ * process-owner.ts reads it too: the two share no package a process helper belongs in.)
+ */
 function pidNamespace(): string {
   try {
     return /\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
