@@ -1,7 +1,8 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWorld } from '@ddp/launch/testing';
+import { sealJson } from '@ddp/nn';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 interface Result {
@@ -31,6 +32,24 @@ const world = (nprocs: number, args: Record<string, unknown>, env: NodeJS.Proces
   });
 
 describe('FSDP sharded checkpoints', () => {
+  it(
+    'a save into a directory whose newest entry is a ZeRO checkpoint is refused (every rank raises), the entry kept',
+    async () => {
+      // before: both name their metadata manifest.json, and the FSDP save's clean-up deleted the ZeRO checkpoint
+      const dir = join(root, 'beside-zero');
+      const zero = join(dir, '00000001-step-100');
+      await mkdir(zero, { recursive: true });
+      await writeFile(join(zero, 'manifest.json'), sealJson({ format: 'ddp-zero-sharded-checkpoint', version: 2 }));
+      const refused = await world(2, { dir, steps: 1, saveSyncAt: 1 });
+      expect(refused.exitCode).not.toBe(0);
+      const [first, second] = refused.ranks.map((r) => r.stderr.join('\n'));
+      expect(first).toMatch(/CheckpointError: .* is a ddp-zero-sharded-checkpoint, not a ddp-fsdp-sharded-checkpoint/);
+      expect(second).toMatch(/ShardedCheckpointError: .*: rank 0 failed to commit the checkpoint/);
+      expect(await readdir(dir)).toContain('00000001-step-100');
+    },
+    TIMEOUT,
+  );
+
   it(
     'saved on 2 ranks (sync at step 3, async at steps 4 and 5), resumed on 3: equals 8 uninterrupted single-process steps',
     async () => {
