@@ -19,7 +19,7 @@ export const LAYERS: Record<string, readonly string[]> = {
   reducer: ['tensor', 'comm', 'autograd', 'nn', 'join'],
   zero: ['tensor', 'comm', 'autograd', 'nn', 'join'],
   fsdp: ['tensor', 'comm', 'autograd', 'nn', 'join', 'zero'],
-  syncbn: ['tensor', 'comm', 'autograd', 'nn'],
+  syncbn: ['tensor', 'comm', 'autograd', 'nn', 'join'],
   tp: ['tensor', 'comm', 'autograd', 'nn'],
   pp: ['tensor', 'comm', 'autograd', 'nn'],
   contrastive: ['tensor', 'comm', 'autograd', 'nn'],
