@@ -9,6 +9,7 @@ import type { CommHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { DataParallelNaive } from './naive.js';
+import { PowerSGDState } from './powersgd.js';
 import { mlp, normal, rows } from './test/models.js';
 
 describe('assignBuckets', () => {
@@ -243,5 +244,17 @@ describe('DDPCommError', () => {
     const underJoin = new DDPCommError(0, 'gradient all-reduce', 3, cause, true).message;
     expect(underJoin).toContain('The loop runs under join, which shadows the collectives of its joinables only');
     expect(underJoin).not.toContain('wrap the training loop in join');
+  });
+});
+
+describe('PowerSGDState options', () => {
+  it('a rank below 1, a fraction, NaN or a torch spelling is refused (rank 0 made every gradient zero, silently)', () => {
+    for (const rank of [0, -1, 1.5, Number.NaN])
+      expect(() => new PowerSGDState({ matrixApproximationRank: rank })).toThrow(
+        /PowerSGDState: matrixApproximationRank must be an integer ≥ 1/,
+      );
+    expect(() => new PowerSGDState({ startPowerSGDIter: -1 })).toThrow(/startPowerSGDIter must be an integer ≥ 0/);
+    expect(() => new PowerSGDState({ matrix_approximation_rank: 2 } as object)).toThrow(DDPUsageError);
+    expect(new PowerSGDState({ matrixApproximationRank: 2, startPowerSGDIter: 0 }).rank).toBe(2);
   });
 });

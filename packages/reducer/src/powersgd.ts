@@ -1,7 +1,8 @@
 import { ReduceOp, sharedArray } from '@ddp/comm';
 import { Generator } from '@ddp/nn';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
+import { DDPUsageError } from './errors.js';
 
 export interface PowerSGDOptions {
   /** Rank r of the approximation M ≈ P Qᵀ (default 1). */
@@ -20,6 +21,15 @@ export interface PowerSGDOptions {
    */
   minCompressionRate?: number;
 }
+
+const OPTIONS = [
+  'matrixApproximationRank',
+  'startPowerSGDIter',
+  'useErrorFeedback',
+  'warmStart',
+  'seed',
+  'minCompressionRate',
+];
 
 interface MatrixSlot {
   /** The parameter's index in DDP's list. */
@@ -76,8 +86,14 @@ export class PowerSGDState {
   chain: Promise<unknown> = Promise.resolve();
 
   constructor(opts: PowerSGDOptions = {}) {
+    checkOptionNames('PowerSGDState', opts, OPTIONS, (m) => new DDPUsageError(m));
     this.rank = opts.matrixApproximationRank ?? 1;
     this.startIter = opts.startPowerSGDIter ?? 10;
+    // rank 0 made every compressed gradient zero (torch's too), NaN turned compression off, 1.5 a RangeError
+    if (!(Number.isInteger(this.rank) && this.rank >= 1))
+      throw new DDPUsageError(`PowerSGDState: matrixApproximationRank must be an integer ≥ 1, got ${this.rank}`);
+    if (!(Number.isInteger(this.startIter) && this.startIter >= 0))
+      throw new DDPUsageError(`PowerSGDState: startPowerSGDIter must be an integer ≥ 0, got ${this.startIter}`);
     this.useErrorFeedback = opts.useErrorFeedback ?? true;
     this.warmStart = opts.warmStart ?? true;
     this.minCompressionRate = opts.minCompressionRate ?? 2;
