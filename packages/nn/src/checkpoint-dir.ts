@@ -158,18 +158,21 @@ export async function commitEntry(
     crashPoint('committed');
     // committed: what fails from here on is reported, not raised (a caller would take the save for
     // lost); readers find the entry by name, and the next save or load repairs the pointer
-    await pointLatestAt(dir, name).catch((error: Error) => warnAfterCommit(dir, name, 'pointing latest at it', error));
+    await pointLatestAt(dir, name).catch((error: Error) =>
+      warn(`${join(dir, name)} is committed`, 'pointing latest at it', error),
+    );
     crashPoint('pointer-switched');
     return name;
   });
   await cleanCheckpointDir(dir, metaFile).catch((error: Error) =>
-    warnAfterCommit(dir, name, 'removing the older entries', error),
+    warn(`${join(dir, name)} is committed`, 'removing the older entries', error),
   );
   return join(dir, name);
 }
 
-function warnAfterCommit(dir: string, name: string, what: string, error: Error): void {
-  process.emitWarning(`${join(dir, name)} is committed; ${what} failed: ${error.message}`, 'CheckpointWarning');
+/** What fails after a commit, or in a best-effort repair: reported, not raised. */
+function warn(where: string, what: string, error: Error): void {
+  process.emitWarning(`${where}; ${what} failed: ${error.message}`, 'CheckpointWarning');
 }
 
 async function pointLatestAt(dir: string, name: string): Promise<void> {
@@ -199,9 +202,7 @@ export async function cleanCheckpointDir(dir: string, metaFile: string): Promise
       await withCommitLock(dir, async () => {
         const now = await newestEntry(dir, metaFile);
         if (now) await pointLatestAt(dir, now.name);
-      }).catch((error: Error) =>
-        process.emitWarning(`${dir}: pointing latest failed: ${error.message}`, 'CheckpointWarning'),
-      );
+      }).catch((error: Error) => warn(dir, 'pointing latest', error));
     }
     const older = (await listEntries(dir)).filter((e) => e.generation < newest.generation);
     stale.push(...older.map((e) => e.name));

@@ -7,7 +7,7 @@ import { BucketPlan } from './bucket-plan.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
-import { DDPJoinHook, forwardAfterNotice, joinStatus } from './join-hook.js';
+import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import type { Reduction } from './reduction.js';
@@ -118,13 +118,12 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     this.underJoin = isJoinActive(this);
-    let notice: Promise<unknown> | null = null;
     if (isJoinActive(this)) {
       // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError
       this.joinNotice?.catch(() => {});
-      this.joinNotice = notice = notifyJoinContext(this);
+      this.joinNotice = notifyJoinContext(this);
     }
-    const out = forwardAfterNotice(notice, this.module, args);
+    const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
     if (!(this.findUnusedParameters && this.requireSync && isGradEnabled())) return out as ReturnType<M['forward']>;
     return whenResolved(out, (resolved) => {
       this.unusedAtForward = unreachedParameters(resolved, this.params);

@@ -1,7 +1,5 @@
-import { types } from 'node:util';
 import type { ProcessGroup } from '@ddp/comm';
 import type { JoinHook } from '@ddp/join';
-import type { Module } from '@ddp/nn';
 import type { DistributedDataParallel } from './ddp.js';
 
 /**
@@ -39,14 +37,4 @@ export async function joinStatus(
   await collective('join status all-reduce', () => group.allReduce(status).wait());
   const scale = status[1] > 0 && status[0] > 0 ? group.size / status[0] : 1;
   return { scale, buffersFrom: Math.max(0, status.indexOf(1, 2) - 2) };
-}
-
-/**
- * module.forward(...args), after `notice` (this iteration's join notice; null outside join) when the
- * forward is async: it may issue collectives of its own (SyncBatchNorm's), and started at once, a
- * rank that ran out (throwOnEarlyTermination) left the others waiting in one until the timeout.
- */
-export function forwardAfterNotice(notice: Promise<unknown> | null, module: Module, args: unknown[]): unknown {
-  const forward = () => (module.forward as (...a: unknown[]) => unknown)(...args);
-  return notice && types.isAsyncFunction(module.forward) ? notice.then(forward) : forward();
 }
