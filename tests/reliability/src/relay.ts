@@ -183,7 +183,9 @@ export class FaultRelay {
           queued -= head.chunk.length;
           if (cut() || dst.destroyed) continue; // a half-closed direction swallows its bytes
           this.count(head.chunk.length);
-          if (!dst.write(head.chunk)) await Promise.race([once(dst, 'drain'), once(dst, 'close')]);
+          // an error (EPIPE: the peer went, as the faults make it) ends the wait; the direction is dead
+          if (!dst.write(head.chunk))
+            await Promise.race([once(dst, 'drain'), once(dst, 'close')]).catch(() => undefined);
           if (queued < HIGH_WATER && src.isPaused() && !slowPaused) src.resume();
         }
         if (ended && !cut() && !dst.destroyed) dst.end();
