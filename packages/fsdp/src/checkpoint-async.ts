@@ -1,6 +1,14 @@
+import { resolve } from 'node:path';
 import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup } from '@ddp/comm';
-import { takeCommitTurn } from '@ddp/nn';
-import { type AnyOptimizer, checkContents, type StagingBuffers, snapshot, writeSnapshot } from './checkpoint-save.js';
+import { type SaveOptions, takeCommitTurn } from '@ddp/nn';
+import {
+  type AnyOptimizer,
+  checkContents,
+  type ShardWriter,
+  type StagingBuffers,
+  snapshot,
+  writeSnapshot,
+} from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
 import { BackgroundWriter } from './safetensors-writer.js';
 
@@ -17,13 +25,13 @@ import { BackgroundWriter } from './safetensors-writer.js';
  */
 export class AsyncCheckpointer {
   private group: Promise<ProcessGroup> | null = null;
-  private inFlight: Promise<void> | null = null;
+  private inFlight: Promise<string> | null = null;
   /** Saves called and not yet settled: while one is, the next copies into fresh buffers, not the staging ones. */
   private pending = 0;
   /** The newest settled save's failure, until wait() raises it (or a later save commits). */
   private unreported: { error: unknown } | null = null;
   /** Saves whose failure wait() has raised: raised once. */
-  private readonly reported = new WeakSet<Promise<void>>();
+  private readonly reported = new WeakSet<Promise<string>>();
   /** Checksums and writes the files on a thread of its own (started here, not in the first save). */
   private readonly writer = new BackgroundWriter();
   /**
@@ -32,6 +40,8 @@ export class AsyncCheckpointer {
    * save copies into them only when no other is pending.
    */
   private readonly staging = new Map<string, Float32Array>();
+  /** By resolved directory, the entry this checkpointer last committed there. */
+  private readonly committed = new Map<string, string>();
 
   constructor(readonly root: FSDPModule) {}
 
@@ -40,17 +50,21 @@ export class AsyncCheckpointer {
    * `duplicateGroup`, over the root's group only). The host copy is taken at the call, before
    * anything is awaited: a save not awaited while training went on saved a later step's state
    * (and each rank another one) under the step given. `done` settles when the entry is committed
-   * (or the save failed).
+   * (or the save failed), with its path. `expectNewest` (nn's SaveOptions: the entry the run
+   * loaded, or null) holds until this checkpointer commits into `dir`; from then on its own last
+   * commit there is the entry expected (a save issued while the previous one writes cannot know it).
    */
   async save(
     dir: string,
     contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
-  ): Promise<{ done: Promise<void> }> {
+    { expectNewest }: SaveOptions = {},
+  ): Promise<{ done: Promise<string> }> {
     checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
     const stage: StagingBuffers | undefined = this.pending === 0 ? (k, n) => this.stagingBuffer(k, n) : undefined;
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);
     const turn = takeCommitTurn(dir);
     const previous = this.inFlight;
+    const at = resolve(dir);
     // a failed creation is not kept: the next save tries again
     this.group ??= duplicateGroup(this.root.processGroup).catch((error) => {
       this.group = null;
@@ -61,7 +75,11 @@ export class AsyncCheckpointer {
     const done = (async () => {
       try {
         await previous?.catch(() => {});
-        await writeSnapshot(dir, snap, await group, 'async', turn, (...args) => this.writer.write(...args));
+        const expected = () => (expectNewest === undefined ? undefined : (this.committed.get(at) ?? expectNewest));
+        const write: ShardWriter = (...args) => this.writer.write(...args);
+        const path = await writeSnapshot(dir, snap, await group, 'async', turn, expected, write);
+        this.committed.set(at, path);
+        return path;
       } finally {
         turn.done();
         this.pending--;

@@ -7,7 +7,7 @@
  * host copy taken first (`snapshot`), so `saveAsync` can let training go on while it writes.
  */
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import {
@@ -18,7 +18,9 @@ import {
   createTemporaryEntry,
   type Optimizer,
   refuseOtherFormat,
+  refuseOtherRun,
   type SafeTensor,
+  type SaveOptions,
   saveSafetensors,
   sealJson,
   takeCommitTurn,
@@ -155,9 +157,10 @@ export type ShardWriter = (
 const writeHere: ShardWriter = (path, tensors, metadata) => saveSafetensors(path, tensors, metadata);
 
 /**
- * Writes a snapshot as a new entry of `dir` over `group` (collective on it); returns once the
- * entry is committed. `tag` prefixes the crash points (`sync:` / `async:`) for the tests;
- * `write` writes the files (by default here, on the calling thread).
+ * Writes a snapshot as a new entry of `dir` over `group` (collective on it); resolves with the
+ * committed entry's path, on every rank. `tag` prefixes the crash points (`sync:` / `async:`)
+ * for the tests; `expectNewest`, read at the commit, is the save's SaveOptions value; `write`
+ * writes the files (by default here, on the calling thread).
  */
 export async function writeSnapshot(
   dir: string,
@@ -165,11 +168,13 @@ export async function writeSnapshot(
   group: ProcessGroup,
   tag: string,
   turn: CommitTurn,
+  expectNewest: () => string | null | undefined,
   write: ShardWriter = writeHere,
-): Promise<void> {
+): Promise<string> {
   const { rank, size } = group;
   const entry = join(dir, await fromRank0(group, temporaryEntryName()));
   const failed = `FSDP checkpoint save (${dir})`;
+  let committed = '';
   try {
     await onEveryRank(
       group,
@@ -204,16 +209,16 @@ export async function writeSnapshot(
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
-        await commitEntry(
-          dir,
-          entry,
-          manifest.step,
-          MANIFEST_FILE,
-          refuseOtherFormat(MANIFEST_FILE, 'ddp-fsdp-sharded-checkpoint'),
-        );
+        const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-fsdp-sharded-checkpoint');
+        const otherRun = refuseOtherRun(failed, expectNewest());
+        committed = await commitEntry(dir, entry, manifest.step, MANIFEST_FILE, async (newest) => {
+          await otherFormat(newest);
+          otherRun(newest);
+        });
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );
+    return join(dir, await fromRank0(group, basename(committed)));
   } catch (error) {
     // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
     if (rank === 0) await rm(entry, { recursive: true, force: true }).catch(() => {});
@@ -235,16 +240,20 @@ export function checkContents(where: string, contents: object, known: string[]):
   );
 }
 
-/** Saves a sharded checkpoint of `root` and its optimizer; collective over the root's group. */
+/**
+ * Saves a sharded checkpoint of `root` and its optimizer; collective over the root's group.
+ * Resolves with the committed entry's path on every rank (`expectNewest` as nn's saveCheckpoint).
+ */
 export async function saveFSDPCheckpoint(
   dir: string,
   contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown },
-): Promise<void> {
+  { expectNewest }: SaveOptions = {},
+): Promise<string> {
   checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra']);
   const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
   const turn = takeCommitTurn(dir); // after an async save called before it: committed after it, so newer
   try {
-    await writeSnapshot(dir, snap, contents.root.processGroup, 'sync', turn);
+    return await writeSnapshot(dir, snap, contents.root.processGroup, 'sync', turn, () => expectNewest);
   } finally {
     turn.done();
   }

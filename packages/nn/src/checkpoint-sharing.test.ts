@@ -6,9 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, META_FILE, saveCheckpoint } from './checkpoint.js';
 import { cleanCheckpointDir } from './checkpoint-dir.js';
+import { refuseOtherFormat } from './commit-refusals.js';
 import { Generator } from './generator.js';
 import { HOST } from './process-owner.js';
-import { refuseOtherFormat, sealJson } from './sealed-json.js';
+import { sealJson } from './sealed-json.js';
 import { Toy } from './test/checkpoint-toy.js';
 
 let dir: string;

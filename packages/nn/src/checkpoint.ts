@@ -7,7 +7,7 @@
  * checkpoint or the new one, never a mix, and loading always finds the newest committed one.
  */
 import { rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
@@ -22,6 +22,7 @@ import {
 import { CheckpointError } from './checkpoint-errors.js';
 import { optimizerParamNames, parameterOrderChange, refuseShardedOptimizer } from './checkpoint-order.js';
 import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
+import { refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
@@ -156,7 +157,7 @@ export async function saveCheckpoint(
     await writeFileAtomic(join(tmp, META_FILE), metaText);
     await turn.ready;
     return await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
-      refuseOtherRun(dir, newest, expectNewest);
+      refuseOtherRun(`saveCheckpoint(${dir})`, expectNewest)(newest);
       const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
       refuseOtherPart(dir, read ? await read : null, meta.step, part);
     });
@@ -170,16 +171,6 @@ export async function saveCheckpoint(
   } finally {
     turn.done();
   }
-}
-
-function refuseOtherRun(dir: string, newest: string | null, expected: string | null | undefined): void {
-  const where = (path: string | null | undefined) => (path ? resolve(path) : null);
-  if (expected === undefined || where(newest) === where(expected)) return;
-  throw new CheckpointError(
-    `saveCheckpoint(${dir}): the newest checkpoint there is ${newest ?? 'none'}, not ${expected ?? 'none'} as this ` +
-      'run expects: another run saves into this directory, and this commit would delete its checkpoints. ' +
-      'Give each run a directory of its own',
-  );
 }
 
 /**

@@ -34,6 +34,7 @@ export {
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
 export { temporaryEntryName } from './checkpoint-temporaries.js';
+export { refuseOtherFormat, refuseOtherRun } from './commit-refusals.js';
 export { type CommitTurn, takeCommitTurn } from './commit-turn.js';
 export {
   defaultGenerator,
@@ -99,4 +100,4 @@ export {
   type ParseOptions,
   parseSafetensors,
 } from './safetensors-read.js';
-export { parseSealedJson, readSealedJson, refuseOtherFormat, SealedJsonError, sealJson } from './sealed-json.js';
+export { parseSealedJson, readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';

@@ -4,7 +4,6 @@
  * than a resumed run that differs silently (tensor data has checksums of its own: safetensors.ts).
  */
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { CheckpointError } from './checkpoint-errors.js';
 
@@ -104,24 +103,4 @@ export async function readSealedJson(path: string, format: string, version: numb
     throw new SealedJsonError(path, `is not a ${format} (version 1 or ${version})`);
   if (value.version !== 1 && !sealed) throw new SealedJsonError(path, 'has no checksum');
   return value;
-}
-
-/**
- * A `commitEntry` check for kinds whose metadata files share a name (@ddp/zero's and @ddp/fsdp's
- * manifest.json): refuses a commit over a newest entry of another format, which its clean-up
- * would delete (an FSDP save removed a ZeRO checkpoint of the same directory, silently).
- */
-export function refuseOtherFormat(metaFile: string, format: string) {
-  return async (newest: string | null): Promise<void> => {
-    if (newest === null) return;
-    const found = await readFile(join(newest, metaFile), 'utf8')
-      .then((text) => (JSON.parse(text) as { format?: unknown }).format)
-      .catch(() => undefined);
-    // a damaged manifest of this kind is the loader's to report; saving past it goes on as before
-    if (typeof found !== 'string' || found === format) return;
-    throw new CheckpointError(
-      `${newest} is a ${found}, not a ${format}, and committing beside it would delete it; save into a ` +
-        'directory of its own',
-    );
-  };
 }

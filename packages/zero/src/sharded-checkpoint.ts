@@ -8,7 +8,7 @@
  * parameter's global index, so a checkpoint loads onto any world size (resharding).
  */
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
 import { duplicateGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
@@ -23,7 +23,9 @@ import {
   optimizerStateTensors,
   type ParamState,
   refuseOtherFormat,
+  refuseOtherRun,
   type SafeTensor,
+  type SaveOptions,
   type SchedulerState,
   saveSafetensors,
   sealJson,
@@ -180,7 +182,8 @@ async function gatherGenerators(group: ProcessGroup, state: GeneratorState | nul
 export async function saveShardedCheckpoint(
   dir: string,
   contents: ShardedCheckpointContents & { step: number; extra?: unknown },
-): Promise<void> {
+  { expectNewest }: SaveOptions = {},
+): Promise<string> {
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
   // everything is copied before the first await: training that went on while the save wrote
@@ -192,13 +195,14 @@ export async function saveShardedCheckpoint(
   const previous = savesInFlight.get(zero);
   const saving = (async () => {
     await previous?.catch(() => {});
-    await writeEntry();
+    return await writeEntry();
   })();
   savesInFlight.set(zero, saving);
   return saving;
 
-  async function writeEntry(): Promise<void> {
+  async function writeEntry(): Promise<string> {
     let entry: string | null = null;
+    let committed = '';
     const failed = `saveShardedCheckpoint(${dir})`;
     try {
       // a group of its own: a save not awaited ran its collectives among the training's on the
@@ -237,16 +241,16 @@ export async function saveShardedCheckpoint(
         async () => {
           if (rank !== 0) return;
           await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
-          await commitEntry(
-            dir,
-            temporary,
-            contents.step,
-            MANIFEST_FILE,
-            refuseOtherFormat(MANIFEST_FILE, 'ddp-zero-sharded-checkpoint'),
-          );
+          const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-zero-sharded-checkpoint');
+          const otherRun = refuseOtherRun(failed, expectNewest);
+          committed = await commitEntry(dir, temporary, contents.step, MANIFEST_FILE, async (newest) => {
+            await otherFormat(newest);
+            otherRun(newest);
+          });
         },
         `${failed}: rank 0 failed to commit the checkpoint`,
       );
+      return join(dir, await fromRank0(group, basename(committed)));
     } catch (error) {
       // nothing there once committed; a failure here (its dir not a directory) must not hide why the save failed
       if (rank === 0 && entry) await rm(entry, { recursive: true, force: true }).catch(() => {});
@@ -258,7 +262,7 @@ export async function saveShardedCheckpoint(
 }
 
 /** Per optimizer, its latest save (the next one's collectives wait for it). */
-const savesInFlight = new WeakMap<object, Promise<void>>();
+const savesInFlight = new WeakMap<object, Promise<unknown>>();
 
 const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
 

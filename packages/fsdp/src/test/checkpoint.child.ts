@@ -39,7 +39,7 @@ const opt = new Adam(args.reverseOrder ? root.parameters().reverse() : root.para
 const saver = new AsyncCheckpointer(root);
 let start = 0;
 if (args.load) start = (await loadFSDPCheckpoint(args.dir, { root, optimizer: opt })).step;
-const pending: Promise<void>[] = [];
+const pending: Promise<unknown>[] = [];
 for (let t = start; t < args.steps; t++) {
   await train((x) => root.forward(x), t, (rank * 12) / size, ((rank + 1) * 12) / size);
   opt.step();

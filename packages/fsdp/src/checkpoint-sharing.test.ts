@@ -1,0 +1,61 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Adam, CheckpointError, Linear } from '@ddp/nn';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AsyncCheckpointer } from './checkpoint-async.js';
+import { loadFSDPCheckpoint } from './checkpoint-load.js';
+import { saveFSDPCheckpoint } from './checkpoint-save.js';
+import { fullyShard } from './fully-shard.js';
+
+let root = '';
+beforeAll(async () => {
+  await initProcessGroup({ rank: 0, worldSize: 1 });
+  root = await mkdtemp(join(tmpdir(), 'fsdp-sharing-'));
+});
+afterAll(async () => {
+  await destroyProcessGroup();
+  await rm(root, { recursive: true, force: true });
+});
+
+function run() {
+  const model = fullyShard(new Linear(3, 2));
+  return { root: model, optimizer: new Adam(model.parameters(), { lr: 0.01 }) };
+}
+const entries = async (dir: string) => (await readdir(dir)).filter((n) => n.includes('-step-'));
+
+// before: two runs given one directory each committed and deleted the other's entries, silently
+describe('FSDP saves with expectNewest', () => {
+  it("saveFSDPCheckpoint refuses a commit over another run's newest entry", async () => {
+    const dir = join(root, 'sync');
+    const [a, b] = [run(), run()];
+    const first = await saveFSDPCheckpoint(dir, { ...a, step: 2 }, { expectNewest: null });
+    await expect(saveFSDPCheckpoint(dir, { ...b, step: 2 }, { expectNewest: null })).rejects.toThrow(CheckpointError);
+    expect(await entries(dir)).toEqual([first.slice(dir.length + 1)]);
+    const loaded = await loadFSDPCheckpoint(dir, b);
+    expect(loaded.path).toBe(first);
+    const second = await saveFSDPCheckpoint(dir, { ...b, step: 4 }, { expectNewest: loaded.path });
+    expect(await entries(dir)).toEqual([second.slice(dir.length + 1)]);
+  });
+
+  it('AsyncCheckpointer expects the loaded entry, then its own last commit', async () => {
+    const dir = join(root, 'async');
+    const [a, b] = [run(), run()];
+    const first = await saveFSDPCheckpoint(dir, { ...a, step: 1 }, { expectNewest: null });
+    const saver = new AsyncCheckpointer(b.root);
+    // two saves issued back to back: the second cannot know the first's entry, the checkpointer does
+    const one = await saver.save(dir, { optimizer: b.optimizer, step: 2 }, { expectNewest: first });
+    const two = await saver.save(dir, { optimizer: b.optimizer, step: 3 }, { expectNewest: first });
+    await one.done;
+    const last = await two.done;
+    expect(await entries(dir)).toEqual([last.slice(dir.length + 1)]);
+    // run a, still expecting its own entry, is refused: its clean-up would delete b's
+    await expect(saveFSDPCheckpoint(dir, { ...a, step: 2 }, { expectNewest: first })).rejects.toThrow(CheckpointError);
+    const other = new AsyncCheckpointer(a.root);
+    const refused = await other.save(dir, { optimizer: a.optimizer, step: 2 }, { expectNewest: first });
+    await expect(refused.done).rejects.toThrow(CheckpointError);
+    await expect(other.wait()).rejects.toThrow(CheckpointError); // and not again by destroyProcessGroup
+    expect(await entries(dir)).toEqual([last.slice(dir.length + 1)]);
+  });
+});

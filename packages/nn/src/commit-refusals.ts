@@ -1,0 +1,44 @@
+/**
+ * Checks `commitEntry` runs under the commit lock, given the directory's newest complete entry:
+ * each refuses a commit whose clean-up would delete a checkpoint that is not this run's.
+ */
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { CheckpointError } from './checkpoint-errors.js';
+
+/**
+ * For kinds whose metadata files share a name (@ddp/zero's and @ddp/fsdp's manifest.json):
+ * refuses a commit over a newest entry of another format (an FSDP save removed a ZeRO
+ * checkpoint of the same directory, silently).
+ */
+export function refuseOtherFormat(metaFile: string, format: string) {
+  return async (newest: string | null): Promise<void> => {
+    if (newest === null) return;
+    const found = await readFile(join(newest, metaFile), 'utf8')
+      .then((text) => (JSON.parse(text) as { format?: unknown }).format)
+      .catch(() => undefined);
+    // a damaged manifest of this kind is the loader's to report; saving past it goes on as before
+    if (typeof found !== 'string' || found === format) return;
+    throw new CheckpointError(
+      `${newest} is a ${found}, not a ${format}, and committing beside it would delete it; save into a ` +
+        'directory of its own',
+    );
+  };
+}
+
+/**
+ * A save's `expectNewest` (the entry this run last saved or loaded; null: none; undefined: not
+ * checked): refuses the commit unless it is still the newest. Two runs given one directory
+ * deleted each other's checkpoints in their clean-ups, and both exited 0.
+ */
+export function refuseOtherRun(where: string, expected: string | null | undefined) {
+  const at = (path: string | null | undefined) => (path ? resolve(path) : null);
+  return (newest: string | null): void => {
+    if (expected === undefined || at(newest) === at(expected)) return;
+    throw new CheckpointError(
+      `${where}: the newest checkpoint there is ${newest ?? 'none'}, not ${expected ?? 'none'} as this run ` +
+        'expects: another run saves into this directory, and this commit would delete its checkpoints. ' +
+        'Give each run a directory of its own',
+    );
+  };
+}
