@@ -9,8 +9,8 @@ import {
   ReduceOp,
 } from '@ddp/comm';
 import { markGradientShard, Parameter } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
-import { copyOf, gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
+import { copyTensorInto, storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
+import { gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
@@ -117,17 +117,22 @@ export class FlatShard {
   }
 
   /**
-   * On the wasm heap (heap-collectives.ts): gathered into one tensor by comm, then each parameter
-   * copied out of it within the heap. Else through host memory: the shard copied out of the
-   * backend, the gathered values uploaded into the parameters.
+   * On the wasm heap (heap-collectives.ts): gathered into one tensor by comm, each parameter a
+   * view of its part (FSDP2's views of the all-gather output; the unit's storage is freed with
+   * the last of them). Else through host memory: the shard copied out of the backend, the
+   * gathered values uploaded into the parameters.
    */
   private async allGather(float32: boolean): Promise<void> {
     const half = float32 ? undefined : this.commDtype;
     const inHeap = half ? null : gatherIntoTensor(this.group, this.shard.data);
     if (inHeap) {
       const full = await inHeap;
+      const parts = storageViews(
+        full,
+        this.shapes.map((shape, i) => ({ offset: this.offsets[i], shape })),
+      )!; // gatherIntoTensor gives a wasm tensor
       this.params.forEach((p, i) => {
-        p.restore(copyOf(full, this.offsets[i], this.shapes[i]));
+        p.restore(parts[i]);
       });
       full.dispose();
     } else await this.allGatherOnHost(half);

@@ -51,6 +51,7 @@ export {
 export { checkOptionNames, checkOptionValue } from './options.js';
 export { type HalfPrecision, roundBitsToHalf, roundToPrecision } from './round-half.js';
 export { getTransferStats, ownedHeapView, type TransferStats, writeInPlace } from './storage.js';
+export { storageViews } from './storage-views.js';
 export { copyTensorInto, tensorFromFloat32 } from './transfer.js';
 export { wasmHeapBuffer } from './wasm-heap.js';
 export { tf };

@@ -1,4 +1,5 @@
 import type * as tf from '@tensorflow/tfjs-core';
+import { isStorageView } from './storage-views.js';
 import { activeWasmBackend } from './wasm-heap.js';
 
 /** Elements moved between tensors and flat buffers since the process started (copy counting in tests and benches). */
@@ -23,8 +24,8 @@ export function countTransfer(kind: keyof TransferStats, n: number): void {
 
 /**
  * The float32 values of `t` as a view of the wasm heap, when nothing but `t` owns them: the
- * backend's reference count is 1 (reshape and its kin share storage and raise it) and the
- * tensor is live. Else null (other backends, shared storage, other dtypes).
+ * backend's reference count is 1 (reshape and its kin share storage and raise it), the tensor
+ * is live and not one of storageViews' parts. Else null (other backends, shared storage, other dtypes).
  *
  * The view is valid only until the next tfjs call: a malloc may grow the heap, which replaces
  * its ArrayBuffer and leaves this view detached (length 0, writes silently lost). Use it at
@@ -35,6 +36,7 @@ export function ownedHeapView(t: tf.Tensor): Float32Array | null {
   if (!wasm || t.isDisposed || t.dtype !== 'float32') return null;
   const info = wasm.dataIdMap.get(t.dataId);
   if (info === undefined || info.refCount !== 1 || typeof info.memoryOffset !== 'number') return null;
+  if (isStorageView(t.dataId)) return null; // its storage is part of another's, shared with its siblings
   return new Float32Array(wasm.wasm.HEAPU8.buffer, info.memoryOffset, t.size);
 }
 
