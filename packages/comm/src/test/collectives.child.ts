@@ -42,6 +42,9 @@ if (large) {
   await run(pg, 'reduceScatter', { d: 'float32', n: Math.floor(n / pg.size) });
   await run(pg, 'allGatherInto', { d: 'float32', n: Math.floor(n / pg.size) });
   await run(pg, 'allReduce', { d: 'float16', n: 2 * n, op: 'max' });
+  // reduced in place in blocks and published from cache (algorithms/shm.ts): other ops and dtypes than the sum
+  await run(pg, 'allReduce', { d: 'int32', n: n + 5, op: 'max' });
+  await run(pg, 'allReduce', { d: 'float64', n: n / 2 + 3, op: 'product' });
 }
 c.report({ rank: pg.rank });
 await destroyProcessGroup();
