@@ -97,6 +97,8 @@ export function snapshot(
   extra: unknown,
   stage: StagingBuffers = freshBuffers,
 ): Snapshot {
+  // on every rank, at the call: refused before any collective when JSON would change it
+  sealJson({ extra: extra ?? null });
   const units = unitsOf(root);
   const tensors = new Map<string, SafeTensor>();
   const hostCopy = (key: string, t: tf.Tensor) => {
@@ -144,7 +146,9 @@ export function snapshot(
     kind: optimizer.stateKind(),
     extra: extra ?? null,
   };
-  return { tensors, scalars, replicated, manifest };
+  // a copy, as the tensors are: a save not awaited while training went on wrote the `extra` (a loader
+  // position) of a later step beside this step's weights
+  return { tensors, scalars, replicated, manifest: JSON.parse(JSON.stringify(manifest)) as FSDPManifest };
 }
 
 /** Writes one safetensors file of a snapshot. */

@@ -1,0 +1,56 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Adam, CheckpointError, Linear } from '@ddp/nn';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AsyncCheckpointer } from './checkpoint-async.js';
+import { loadFSDPCheckpoint } from './checkpoint-load.js';
+import { saveFSDPCheckpoint } from './checkpoint-save.js';
+import { fullyShard } from './fully-shard.js';
+
+let root = '';
+beforeAll(async () => {
+  await initProcessGroup({ rank: 0, worldSize: 1 });
+  root = await mkdtemp(join(tmpdir(), 'fsdp-call-copy-'));
+});
+afterAll(async () => {
+  await destroyProcessGroup();
+  await rm(root, { recursive: true, force: true });
+});
+
+function run() {
+  const model = fullyShard(new Linear(3, 2));
+  return { root: model, optimizer: new Adam(model.parameters(), { lr: 0.01 }) };
+}
+
+// before: `extra` was serialised when the manifest was written, after the save's awaits
+describe('FSDP saves copy `extra` at the call', () => {
+  it('AsyncCheckpointer.save and an unawaited saveFSDPCheckpoint record the values of the call', async () => {
+    const a = run();
+    const position = { step: 1, batchInEpoch: 1, betas: [0.9, 0.99] };
+    const saving = await new AsyncCheckpointer(a.root).save(join(root, 'async'), {
+      optimizer: a.optimizer,
+      step: 1,
+      extra: position,
+    });
+    const sync = saveFSDPCheckpoint(join(root, 'sync'), { ...a, step: 1, extra: position });
+    position.step = 2;
+    position.batchInEpoch = 2;
+    position.betas[1] = 0.5;
+    await Promise.all([saving.done, sync]);
+    for (const dir of ['async', 'sync']) {
+      const loaded = await loadFSDPCheckpoint(join(root, dir), run());
+      expect(loaded.extra).toEqual({ step: 1, batchInEpoch: 1, betas: [0.9, 0.99] });
+    }
+  });
+
+  it('refuses an `extra` JSON would change at the call, before anything is written', async () => {
+    const a = run();
+    const dir = join(root, 'refused');
+    await expect(saveFSDPCheckpoint(dir, { ...a, step: 1, extra: { loss: Number.NaN } })).rejects.toThrow(
+      CheckpointError,
+    );
+    await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
+  });
+});
