@@ -111,7 +111,10 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     return this.dropLast ? Math.floor(n / this.batchSize) : Math.ceil(n / this.batchSize);
   }
 
-  /** Forwards to the sampler's setEpoch (DistributedSampler); call it before each epoch. */
+  /**
+   * Forwards to the sampler's setEpoch (DistributedSampler, RandomSampler: the epoch's order from
+   * the seed and the epoch, so a resumed run draws it again); call it before each epoch.
+   */
   setEpoch(epoch: number): void {
     this.sampler?.setEpoch?.(epoch);
   }

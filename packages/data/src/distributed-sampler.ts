@@ -1,7 +1,7 @@
 import { rankAndSizeOrDefault } from './comm-defaults.js';
 import { booleanOption, checkDataOptions, DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
-import { checkLength, type Sampler } from './sampler.js';
+import { checkEpoch, checkLength, type Sampler } from './sampler.js';
 
 export interface DistributedSamplerOptions {
   /** World size; defaults to the default process group's. */
@@ -99,9 +99,7 @@ export class DistributedSampler implements Sampler {
   }
 
   setEpoch(epoch: number): void {
-    if (!Number.isSafeInteger(epoch) || epoch < 0) {
-      throw new DataArgumentError(`epoch must be a non-negative integer, got ${epoch}`);
-    }
+    checkEpoch(epoch);
     this.epoch = epoch;
   }
 

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DataArgumentError } from './errors.js';
+import { tf } from '@ddp/tensor';
+import { DataLoader } from './dataloader.js';
+import { ArrayDataset } from './dataset.js';
 import { Generator } from './generator.js';
 import { RandomSampler, SequentialSampler } from './sampler.js';
 
@@ -47,5 +50,47 @@ describe('RandomSampler (torch semantics)', () => {
     items.push(3);
     expect([...sequential]).toEqual([0, 1, 2]);
     expect(counts(random, 3)).toEqual([1, 1, 1]);
+  });
+});
+
+// before: setEpoch did nothing on a shuffling loader, so a run resumed at epoch 1 retrained epoch 0's order
+describe('setEpoch on a shuffling sampler or loader', () => {
+  const epochs = (set: (e: number) => void, orders: () => number[], from: number, to: number) =>
+    Array.from({ length: to - from }, (_, i) => {
+      set(from + i);
+      return orders();
+    });
+
+  it('gives each epoch the order of an uninterrupted run, from a fresh sampler', () => {
+    const make = () => new RandomSampler(6, { seed: 3 });
+    const a = make();
+    const uninterrupted = epochs((e) => a.setEpoch(e), () => [...a], 0, 3);
+    const b = make();
+    expect(epochs((e) => b.setEpoch(e), () => [...b], 1, 3)).toEqual(uninterrupted.slice(1));
+    expect(uninterrupted[1]).not.toEqual(uninterrupted[0]);
+  });
+
+  it('through a DataLoader with shuffle and seed', async () => {
+    const make = () => new DataLoader(new ArrayDataset([0, 1, 2, 3, 4, 5]), { batchSize: 6, shuffle: true, seed: 3 });
+    const order = async (loader: DataLoader<number>) => {
+      const out: number[] = [];
+      for await (const batch of loader) {
+        out.push(...(batch as unknown as tf.Tensor).dataSync());
+        (batch as unknown as tf.Tensor).dispose();
+      }
+      return out;
+    };
+    const a = make();
+    a.setEpoch(0);
+    await order(a);
+    a.setEpoch(1);
+    const b = make();
+    b.setEpoch(1);
+    expect(await order(b)).toEqual(await order(a));
+  });
+
+  it("refuses on a sampler drawing from the caller's generator, and a bad epoch", () => {
+    expect(() => new RandomSampler(6, { generator: new Generator(3) }).setEpoch(1)).toThrow(DataArgumentError);
+    expect(() => new RandomSampler(6).setEpoch(-1)).toThrow(DataArgumentError);
   });
 });

@@ -8,6 +8,13 @@ export interface Sampler extends Iterable<number> {
   setEpoch?(epoch: number): void;
 }
 
+/** An epoch number, checked (setEpoch). */
+export function checkEpoch(epoch: number): void {
+  if (!Number.isSafeInteger(epoch) || epoch < 0) {
+    throw new DataArgumentError(`epoch must be a non-negative integer, got ${epoch}`);
+  }
+}
+
 /** What a sampler draws from: a dataset, read anew each epoch as torch's len(data_source), or a count. */
 export type SamplerSource = { readonly length: number } | number;
 
@@ -59,6 +66,8 @@ export class RandomSampler implements Sampler {
   readonly generator: Generator;
   readonly replacement: boolean;
   private readonly numSamples: number | undefined;
+  /** The seed of the generator made for this sampler; null when it draws from the caller's. */
+  private readonly seed: number | null;
 
   constructor(
     private readonly source: SamplerSource,
@@ -73,12 +82,30 @@ export class RandomSampler implements Sampler {
       throw new DataArgumentError(`RandomSampler: numSamples must be a positive integer, got ${opts.numSamples}`);
     }
     this.numSamples = opts.numSamples;
-    this.generator = opts.generator ?? new Generator(opts.seed ?? 0);
+    this.seed = opts.generator ? null : (opts.seed ?? 0);
+    this.generator = opts.generator ?? new Generator(this.seed ?? 0);
     sourceLength(source, 'RandomSampler');
   }
 
   get length(): number {
     return this.numSamples ?? sourceLength(this.source, 'RandomSampler');
+  }
+
+  /**
+   * The next epoch's order from the seed and `epoch` alone (its generator re-seeded with seed +
+   * epoch, as DistributedSampler's), so a run resumed at an epoch draws that epoch's order again
+   * (before, setEpoch did nothing and a resumed run retrained epoch 0's order). A sampler drawing
+   * from the caller's generator refuses: its order follows that generator's state.
+   */
+  setEpoch(epoch: number): void {
+    checkEpoch(epoch);
+    if (this.seed === null) {
+      throw new DataArgumentError(
+        'RandomSampler.setEpoch: this sampler draws from the generator it was given, whose state sets the ' +
+          "order, not the epoch; save and restore that generator's state (getState/setState) to resume, or give a seed",
+      );
+    }
+    this.generator.manualSeed(this.seed + epoch);
   }
 
   *[Symbol.iterator](): Iterator<number> {
