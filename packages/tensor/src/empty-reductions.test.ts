@@ -1,10 +1,8 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { EmptyReductionError, getBackend, setBackend, tf } from './index.js';
+import { describe, expect, it } from 'vitest';
+import { EmptyReductionError, setBackend, tf, useNativeKernels } from './index.js';
+import { BACKEND_PATHS, restoreBackendAfterAll, values } from './test/backend-paths.js';
 
-const initial = getBackend();
-afterAll(() => setBackend(initial as 'wasm'));
-
-const values = (t: tf.Tensor) => Array.from(t.dataSync() as ArrayLike<number>);
+const native = restoreBackendAfterAll();
 
 describe.each(['wasm', 'cpu'] as const)('reductions over an empty dim on %s', (backend) => {
   it('give torch values, not what the heap held (sum 0, prod 1, mean NaN, max -Inf, any false)', async () => {
@@ -78,3 +76,43 @@ describe.each(['wasm', 'cpu'] as const)('reductions over an empty dim on %s', (b
     x.dispose();
   });
 });
+
+describe.each(BACKEND_PATHS)(
+  'reductions of an empty rank-4 tensor on %s (native kernels: %s)',
+  (backend, withNative) => {
+    it.skipIf(withNative && !native)(
+      'over axes that are not the innermost give torch values and shapes (was: divide by zero trapped in wasm)',
+      async () => {
+        await setBackend(backend);
+        useNativeKernels(withNative);
+        const before = tf.memory().numTensors;
+        const got = tf.tidy(() => {
+          const e = tf.zeros([2, 0, 3, 4]);
+          const shapeAndValues = (t: tf.Tensor) => [t.shape, t.dtype, values(t)];
+          return {
+            emptyOut: tf.sum(tf.zeros([1, 0, 4, 4]), [0, 2]).shape,
+            sumKeep: shapeAndValues(tf.sum(e, [1, 2], true)),
+            mean: shapeAndValues(tf.mean(e, [1, 2])),
+            prod: shapeAndValues(tf.prod(e, 1)),
+            logSumExp: shapeAndValues(tf.logSumExp(e, [1, 2])),
+            minEmptyOut: tf.min(tf.zeros([1, 3, 0, 4]), 1).shape,
+            sumBool: shapeAndValues(tf.sum(tf.zeros([2, 0, 3], 'bool'), [0, 1])),
+          };
+        });
+        // torch: z = zeros(2, 0, 3, 4); z.sum([1, 2], keepdim=True), z.mean([1, 2]), z.prod(1),
+        // logsumexp(z, [1, 2]); zeros(1, 0, 4, 4).sum([0, 2]) is [0, 4]; zeros(1, 3, 0, 4).amin(1) [1, 0, 4];
+        // zeros(2, 0, 3, dtype=bool).sum([0, 1]) int64 [0, 0, 0]
+        expect(got).toEqual({
+          emptyOut: [0, 4],
+          sumKeep: [[2, 1, 1, 4], 'float32', new Array(8).fill(0)],
+          mean: [[2, 4], 'float32', new Array(8).fill(Number.NaN)],
+          prod: [[2, 3, 4], 'float32', new Array(24).fill(1)],
+          logSumExp: [[2, 4], 'float32', new Array(8).fill(-Infinity)],
+          minEmptyOut: [1, 0, 4],
+          sumBool: [[3], 'int32', [0, 0, 0]],
+        });
+        expect(tf.memory().numTensors).toBe(before);
+      },
+    );
+  },
+);

@@ -21,26 +21,35 @@ const EMPTY_VALUE: Record<string, (dtype: DataType) => number> = {
 /** Index reductions, which have no answer over an empty dim: torch raises, tfjs returned index 0. */
 const INDEX_REDUCTIONS = { ArgMax: 'argMax', ArgMin: 'argMin' } as const;
 
+/** The kernels' output dtype: a mean is float, sums and products of bool count in int32, the rest keep x's. */
+function outputDtype(name: string, dtype: DataType): DataType {
+  if (name === 'Mean') return 'float32';
+  return name === 'Sum' || name === 'Prod' ? tf.upcastType(dtype, 'int32') : dtype;
+}
+
 /**
- * Reductions over an empty dim, made torch's on wasm and cpu. tfjs-wasm 4.22 leaves the output
- * unwritten (a sum returned what the heap held there: 3.6e-41, or a stale value of an earlier
- * tensor); tfjs-cpu's mean is 0 and its max NaN. When the input is empty and the output is not,
- * the output is filled with EMPTY_VALUE. argMax/argMin over an empty dim returned index 0 on
- * both, a row that does not exist: they raise EmptyReductionError as torch raises.
+ * Reductions of an empty input, made torch's on wasm and cpu, without running the kernel.
+ * tfjs-wasm 4.22 left a non-empty output unwritten (a sum returned what the heap held there:
+ * 3.6e-41, or a stale value of an earlier tensor), and trapped ("divide by zero") in the transpose
+ * it runs first when the reduced axes are not the innermost; tfjs-cpu's mean is 0 and its max NaN.
+ * The output is EMPTY_VALUE throughout. argMax/argMin over an empty dim returned index 0 on both,
+ * a row that does not exist: they raise EmptyReductionError as torch raises.
  */
 export function registerEmptyReductions(): void {
   for (const backendName of ['wasm', 'cpu']) {
     for (const [name, valueFor] of Object.entries(EMPTY_VALUE)) {
       wrapKernel(name, backendName, (kernelFunc) => (args) => {
-        const produced = kernelFunc(args) as TensorInfo;
         const x = args.inputs.x as TensorInfo;
-        const outSize = tf.util.sizeFromShape(produced.shape);
-        if (tf.util.sizeFromShape(x.shape) > 0 || outSize === 0) return produced;
-        const backend = args.backend as KernelBackend;
-        const values = tf.util.getTypedArrayFromDType(produced.dtype as 'float32', outSize);
-        values.fill(valueFor(produced.dtype));
-        backend.disposeData(produced.dataId);
-        return { ...produced, dataId: backend.write(values, produced.shape, produced.dtype) };
+        if (tf.util.sizeFromShape(x.shape) > 0) return kernelFunc(args);
+        const attrs = args.attrs as unknown as tf.SumAttrs & tf.MaxAttrs;
+        // Max names its axes reductionIndices, the others axis
+        const axes = tf.util.parseAxisParam(name === 'Max' ? attrs.reductionIndices : attrs.axis, x.shape);
+        const [reducedShape] = tf.backend_util.computeOutAndReduceShapes(x.shape, axes);
+        const shape = attrs.keepDims ? tf.backend_util.expandShapeToKeepDim(reducedShape, axes) : reducedShape;
+        const dtype = outputDtype(name, x.dtype);
+        const values = tf.util.getTypedArrayFromDType(dtype as 'float32', tf.util.sizeFromShape(shape));
+        values.fill(valueFor(dtype));
+        return { dataId: (args.backend as KernelBackend).write(values, shape, dtype), shape, dtype };
       });
     }
     for (const [name, op] of Object.entries(INDEX_REDUCTIONS)) {

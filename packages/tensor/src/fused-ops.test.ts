@@ -11,6 +11,7 @@ import {
   layerNorm,
   layerNormGrad,
   reluGrad,
+  roundToPrecision,
   setBackend,
   setNumThreads,
   softmax,
@@ -141,6 +142,23 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
       -Infinity,
     ]);
     tf.dispose([x, dy, dx]);
+  });
+
+  it("gelu, geluGrad and reluGrad of a 0-d tensor: torch's values (was RangeError on the native kernels)", async () => {
+    await select();
+    const before = tf.memory().numTensors;
+    const got = tf.tidy(() => {
+      const [x, dy] = [tf.scalar(2), tf.scalar(-3)];
+      const scalar = (t: tf.Tensor) => [t.shape, t.dataSync()[0]];
+      return [gelu(x), geluGrad(dy, x), reluGrad(dy, x), reluGrad(dy, tf.scalar(-0.5))].map(scalar);
+    });
+    // torch: y = F.gelu(x); y.backward(dy) with x = tensor(2.), dy = tensor(-3.); torch.relu likewise
+    const want = [1.9544997215270996, -3.255695343017578, -3, 0];
+    expect(got.map(([shape]) => shape)).toEqual([[], [], [], []]);
+    got.forEach(([, v], i) => {
+      expect(v).toBeCloseTo(want[i], 5);
+    });
+    expect(tf.memory().numTensors).toBe(before);
   });
 
   it('biasAdd and channelSum over NCHW and NHWC: the sums written out', async () => {
@@ -283,6 +301,23 @@ describe.skipIf(!native)('native fused kernels', () => {
     const got = values();
     expect(got.map((v) => Number.isNaN(v))).toEqual(want.map((v) => Number.isNaN(v)));
     expect(Math.max(...got.map((v, i) => (Number.isNaN(v) ? 0 : Math.abs(v - want[i]))))).toBeLessThan(1e-6);
+  });
+
+  it('takes a 0-d tensor as one row of one element: softmax 1, rounding as torch (was RangeError)', async () => {
+    await onWasm(true);
+    const got = tf.tidy(() =>
+      [
+        tf.engine().runKernel('DdpSoftmax', { x: tf.scalar(0.5) }) as tf.Tensor,
+        roundToPrecision(tf.scalar(1.1), 'bfloat16'),
+        roundToPrecision(tf.scalar(1.1), 'float16'),
+      ].map((t) => [t.shape, t.dataSync()[0]]),
+    );
+    // torch.softmax(tensor(0.5), 0); tensor(1.1).to(torch.bfloat16).float(), .to(torch.float16).float()
+    expect(got).toEqual([
+      [[], 1],
+      [[], 1.1015625],
+      [[], 1.099609375],
+    ]);
   });
 
   it('leaves empty tensors to tfjs ops', async () => {

@@ -34,9 +34,9 @@ function place(backend: WasmBackend, inputs: TensorInfo[], outShapes: number[][]
   return { heap: backend.wasm.HEAPU8, offsets: offsets as number[], outs };
 }
 
-/** Rows and columns of a tensor seen as [rows, last axis]. */
+/** Rows and columns of a tensor seen as [rows, last axis]; a 0-d tensor is one row of one element. */
 function rowsCols(shape: number[]): [number, number] {
-  const cols = shape[shape.length - 1];
+  const cols = shape.length > 0 ? shape[shape.length - 1] : 1;
   return [tf.util.sizeFromShape(shape) / cols, cols];
 }
 
