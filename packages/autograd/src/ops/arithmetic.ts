@@ -61,10 +61,10 @@ function binary(
     }
     backward(ctx: Context, dy: tf.Tensor) {
       const [a, b, y] = saves === 'none' ? [dy, dy, dy] : (ctx.savedTensors as [tf.Tensor, tf.Tensor, tf.Tensor]);
-      return [
-        ctx.needsInputGrad[0] ? sumToShape(da(dy, a, b, y), this.shapes[0]) : null,
-        ctx.needsInputGrad[1] ? sumToShape(db(dy, a, b, y), this.shapes[1]) : null,
-      ];
+      // an empty output: each gradient is a sum over no term, 0 (pow's tf.where(…, 0, …) gave [1, 1, 1] for [1, 0, 1])
+      const grad = (i: 0 | 1, partial: Partial) =>
+        dy.size === 0 ? tf.zeros(this.shapes[i], dy.dtype) : sumToShape(partial(dy, a, b, y), this.shapes[i]);
+      return [ctx.needsInputGrad[0] ? grad(0, da) : null, ctx.needsInputGrad[1] ? grad(1, db) : null];
     }
   }
   Object.defineProperty(Binary, 'name', { value: name });

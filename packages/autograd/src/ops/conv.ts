@@ -134,9 +134,9 @@ function spread(g: tf.Tensor, [i, j]: Dims, [sh, sw]: Dims, [hp, wp]: Dims): tf.
 /**
  * The max-pool gradient from tfjs's generic ops, not the MaxPoolGrad kernel (wasm 4.22's starts
  * its running maximum at the smallest positive float, so all-negative windows got no gradient).
- * Each window's dy goes to its first maximum in row-major order (PyTorch's tie-break), or its
- * first NaN, never to padding (an all −∞ window matched the −∞ padding and lost its gradient);
- * windows that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
+ * Each window's dy goes where torch's CPU kernel (`val > max || isnan(val)`, row-major) puts it:
+ * its first maximum, or its last NaN, never padding (an all −∞ window matched the −∞ padding and
+ * lost its gradient); windows that overlap add up. x, y, dy are NHWC. Runs inside backward's tidy.
  */
 function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, stride: Dims, padding: Dims): tf.Tensor {
   const [n, h, w, c] = x.shape as [number, number, number, number];
@@ -145,20 +145,35 @@ function maxPoolGrad(x: tf.Tensor, y: tf.Tensor, dy: tf.Tensor, kernel: Dims, st
   const padded: Dims = [h + 2 * ph, w + 2 * pw];
   const xp = tf.pad(x, explicit(padding), -Infinity);
   const inside = tf.pad(tf.onesLike(x), explicit(padding), 0);
-  const yNaN = tf.isNaN(y);
-  let taken = tf.zeros(y.shape, 'bool');
-  let dxp = tf.zeros([n, ...padded, c]);
-  for (let i = 0; i < kernel[0]; i++) {
-    for (let j = 0; j < kernel[1]; j++) {
-      const end = [n, i + stride[0] * (oh - 1) + 1, j + stride[1] * (ow - 1) + 1, c];
-      const at = (t: tf.Tensor) => tf.stridedSlice(t, [0, i, j, 0], end, [1, ...stride, 1]);
-      const candidate = at(xp);
-      const max = tf.logicalOr(tf.equal(candidate, y), tf.logicalAnd(tf.isNaN(candidate), yNaN));
-      const first = tf.logicalAnd(tf.logicalAnd(max, tf.greater(at(inside), 0)), tf.logicalNot(taken));
+  /** t at window offset [i, j] of every window, shaped as y. */
+  const at = (t: tf.Tensor, [i, j]: Dims) =>
+    tf.stridedSlice(
+      t,
+      [0, i, j, 0],
+      [n, i + stride[0] * (oh - 1) + 1, j + stride[1] * (ow - 1) + 1, c],
+      [1, ...stride, 1],
+    );
+  /** Per offset in `order`, the windows in which it is the first to match. */
+  const firstMatch = (order: Dims[], matches: (offset: Dims) => tf.Tensor) => {
+    let taken = tf.zeros(y.shape, 'bool');
+    return order.map((offset) => {
+      const first = tf.logicalAnd(matches(offset), tf.logicalNot(taken));
       taken = tf.logicalOr(taken, first);
-      dxp = tf.add(dxp, spread(tf.where(first, dy, tf.zerosLike(dy)), [i, j], stride, padded));
-    }
-  }
+      return first;
+    });
+  };
+  const offsets = Array.from(
+    { length: kernel[0] * kernel[1] },
+    (_, k): Dims => [Math.floor(k / kernel[1]), k % kernel[1]],
+  );
+  // a NaN window's y is NaN, equal to no candidate; a window without NaN has no NaN to take
+  const firstMax = firstMatch(offsets, (o) => tf.logicalAnd(tf.equal(at(xp, o), y), tf.greater(at(inside, o), 0)));
+  const lastNaN = firstMatch([...offsets].reverse(), (o) => tf.isNaN(at(xp, o))).reverse();
+  let dxp = tf.zeros([n, ...padded, c]);
+  offsets.forEach((offset, k) => {
+    const taken = tf.logicalOr(firstMax[k], lastNaN[k]);
+    dxp = tf.add(dxp, spread(tf.where(taken, dy, tf.zerosLike(dy)), offset, stride, padded));
+  });
   return tf.slice(dxp, [0, ph, pw, 0], [n, h, w, c]);
 }
 

@@ -92,9 +92,11 @@ class Slice extends AutogradFunction {
   forward(_ctx: Context, x: tf.Tensor, begin: number[], size: number[]): tf.Tensor {
     this.inShape = x.shape;
     this.begin = begin;
-    return tf.slice(x, begin, size);
+    // a 0-d x is its own only block (torch's x[()]); tf.slice refuses a scalar
+    return x.rank === 0 ? tf.clone(x) : tf.slice(x, begin, size);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
+    if (dy.rank === 0) return [dy, null, null];
     const padding = this.inShape.map(
       (d, i) => [this.begin[i] ?? 0, d - (this.begin[i] ?? 0) - dy.shape[i]] as [number, number],
     );
@@ -142,9 +144,11 @@ class Pad extends AutogradFunction {
   private paddings: [number, number][] = [];
   forward(_ctx: Context, x: tf.Tensor, paddings: [number, number][], value: number): tf.Tensor {
     this.paddings = paddings;
-    return tf.pad(x, paddings, value);
+    // a 0-d x has no dim to pad (torch's F.pad(x, []) is x); tf.pad refuses a scalar
+    return x.rank === 0 ? tf.clone(x) : tf.pad(x, paddings, value);
   }
   backward(_ctx: Context, dy: tf.Tensor) {
+    if (dy.rank === 0) return [dy, null, null];
     const begin = this.paddings.map(([b]) => b);
     const size = dy.shape.map((d, i) => d - this.paddings[i][0] - this.paddings[i][1]);
     return [tf.slice(dy, begin, size), null, null];

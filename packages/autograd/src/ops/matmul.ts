@@ -11,6 +11,9 @@ import { broadcastShapes, broadcastTo, reshapeTo, sumToShape } from './broadcast
 const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
 
+/** t as [rows, last dim], its leading dims folded into the rows; counted, not -1: tfjs cannot infer -1 beside a 0. */
+const asRows = (t: tf.Tensor) => tf.reshape(t, [tf.util.sizeFromShape(t.shape.slice(0, -1)), t.shape[t.rank - 1]!]);
+
 /**
  * tf.matMul with batch broadcasting done explicitly: tfjs 4.22 mis-broadcasts batch dims of
  * size 1 on both cpu and wasm. A rank-2 right operand folds the left's batch into its rows.
@@ -20,9 +23,8 @@ function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.T
   const batchB = b.shape.slice(0, -2);
   if (sameShape(batchA, batchB)) return tf.matMul(a, b, transA, transB);
   if (b.rank === 2 && !transA) {
-    const [m, k] = a.shape.slice(-2) as [number, number];
-    const y = tf.matMul(tf.reshape(a, [-1, k]), b, false, transB);
-    return tf.reshape(y, [...batchA, m, y.shape[1]!]);
+    const y = tf.matMul(asRows(a), b, false, transB);
+    return tf.reshape(y, [...batchA, a.shape[a.rank - 2]!, y.shape[1]!]);
   }
   const batch = tf.broadcast_util.assertAndGetBroadcastShape(batchA, batchB);
   const full = (t: tf.Tensor) => broadcastTo(t, [...batch, ...t.shape.slice(-2)]);
@@ -75,8 +77,7 @@ class MatMul extends AutogradFunction {
     }
     if (ctx.needsInputGrad[1] && b.rank === 2 && a.rank > 2 && !transA) {
       // a shared weight under a batched input: fold the batch into the rows, one matmul
-      const rows = (t: tf.Tensor) => tf.reshape(t, [-1, t.shape[t.rank - 1]]);
-      db = transB ? tf.matMul(rows(dy), rows(a), true, false) : tf.matMul(rows(a), rows(dy), true, false);
+      db = transB ? tf.matMul(asRows(dy), asRows(a), true, false) : tf.matMul(asRows(a), asRows(dy), true, false);
     } else if (ctx.needsInputGrad[1]) {
       db = transB ? bmm(dy, a, true, transA) : bmm(a, dy, !transA, false);
       db = sumToShape(db, b.shape);

@@ -3,7 +3,8 @@ import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { broadcastTo, normaliseAxes, normaliseDim, reshapeTo } from './broadcast.js';
+import { broadcastTo, normaliseAxes, reshapeTo } from './broadcast.js';
+import { alongDim } from './shape.js';
 
 /**
  * Layer norm over the trailing `normalizedDims` dims with optional affine weight and bias: one
@@ -126,4 +127,4 @@ export function batchNormStats(x: Tensor, dim: number[]): { mean: Tensor; var: T
 
 /** x / max(||x||_2, eps) along dim (F.normalize with p = 2). */
 export const l2Normalize = (x: Tensor, dim = -1, eps = 1e-12): Tensor =>
-  L2Normalize.apply(x, normaliseDim(dim, x.rank, 'l2Normalize'), eps);
+  alongDim(x, dim, 'l2Normalize', (v, d) => L2Normalize.apply(v, d, eps));

@@ -90,6 +90,15 @@ export function squeeze(x: Tensor, dim?: number): Tensor {
   );
 }
 
+/**
+ * `along(x, dim)` over one dim of x; a 0-d x taken as a 1-element vector and given back 0-d:
+ * torch takes dim 0 or -1 of a scalar, tfjs reduces no axis of one.
+ */
+export function alongDim(x: Tensor, dim: number, op: string, along: (x: Tensor, dim: number) => Tensor): Tensor {
+  const d = normaliseDim(dim, x.rank, op);
+  return x.rank > 0 ? along(x, d) : reshape(along(reshape(x, [1]), 0), []);
+}
+
 /** Collapses dims startDim..endDim into one (torch.flatten). */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   if (x.rank === 0) return reshape(x, [1]);

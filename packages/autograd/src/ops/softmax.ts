@@ -2,7 +2,7 @@ import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseDim } from './broadcast.js';
+import { alongDim } from './shape.js';
 
 /** Numerically stable log-softmax over one dim. */
 export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
@@ -48,6 +48,7 @@ class LogSoftmax extends AutogradFunction {
 }
 
 /** softmax over `dim` (default last). */
-export const softmax = (x: Tensor, dim = -1): Tensor => Softmax.apply(x, normaliseDim(dim, x.rank, 'softmax'));
+export const softmax = (x: Tensor, dim = -1): Tensor => alongDim(x, dim, 'softmax', (v, d) => Softmax.apply(v, d));
 /** log(softmax(x)) over `dim` (default last), computed stably. */
-export const logSoftmax = (x: Tensor, dim = -1): Tensor => LogSoftmax.apply(x, normaliseDim(dim, x.rank, 'logSoftmax'));
+export const logSoftmax = (x: Tensor, dim = -1): Tensor =>
+  alongDim(x, dim, 'logSoftmax', (v, d) => LogSoftmax.apply(v, d));
