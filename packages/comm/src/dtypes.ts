@@ -46,6 +46,10 @@ export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
   throw new InvalidArgumentError(`unsupported array type ${(a as object).constructor?.name}`);
 }
 
+/** Whether two arrays share bytes (the same buffer, overlapping ranges). */
+export const arraysOverlap = (a: ArrayBufferView, b: ArrayBufferView): boolean =>
+  a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
+
 export function bytesPerElement(d: Dtype): number {
   return d === 'float64' ? 8 : d === 'float16' || d === 'bfloat16' ? 2 : 4;
 }

@@ -58,7 +58,9 @@ export class MpiProcessGroup implements ProcessGroup {
   /** The same members with collectives of their own: MPI_Comm_split of this communicator (collective over it). */
   async duplicate(timeoutMs: number): Promise<MpiProcessGroup> {
     const call = { kind: SPLIT, rule: 0, type: 0, op: this.rank, root: 0, desc: null, counts: null, a: null, b: null };
-    const [, , , , handle] = await this.rt.run(this.comm, 'duplicateGroup', call, timeoutMs);
+    const [, , , , handle] = await this.rt.order.issue([], () =>
+      this.rt.run(this.comm, 'duplicateGroup', call, timeoutMs),
+    );
     if (handle < 0) throw new CommError(`rank ${this.me}: duplicateGroup: MPI gave no communicator`);
     const comm: MpiComm = { handle, ranks: this.comm.ranks, rank: this.comm.rank, failed: null };
     return new MpiProcessGroup(this.rt, comm, timeoutMs, this.destroyed);
@@ -68,17 +70,29 @@ export class MpiProcessGroup implements ProcessGroup {
    * Validates and starts a call. A call that fails here (bad arguments) still takes part in
    * the agreement, flagged as failed, so every member refuses it instead of waiting for it.
    */
-  private collective<T>(call: OpName, prepare: () => Prepared<T>): Work<T> {
+  private collective<T>(call: OpName, args: unknown[], prepare: () => Prepared<T>): Work<T> {
     if (this.destroyed())
       throw new NotInitializedError(`rank ${this.me}: ${call} on a process group after destroyProcessGroup`, {
         rank: this.me,
         op: call,
       });
-    let p: Prepared<T>;
+    let p = this.prepared(call, prepare);
+    // the call's arrays (prepare has checked them), for the issue order
+    const arrays = args.flat().filter((a): a is ArrayBufferView => ArrayBuffer.isView(a));
+    const run = this.rt.order.issue(arrays, async (restage) => {
+      if (restage) p = this.prepared(call, prepare);
+      const r = await this.rt.run(this.comm, call, p.call, this.timeoutMs);
+      return p.finish(r[2], r[1]);
+    });
+    return makeWork(run);
+  }
+
+  /** `prepare()`'s call; when it fails, the failure path of `collective`. */
+  private prepared<T>(call: OpName, prepare: () => Prepared<T>): Prepared<T> {
     try {
       const first = this.rt.stuck ?? this.comm.failed;
       if (first) throw laterCallError(first, this.me, call);
-      p = prepare();
+      return prepare();
     } catch (e) {
       const err =
         e instanceof CommError
@@ -97,12 +111,10 @@ export class MpiProcessGroup implements ProcessGroup {
       this.rt.fail(this.comm, err);
       throw err;
     }
-    const run = this.rt.run(this.comm, call, p.call, this.timeoutMs);
-    return makeWork(run.then((r) => p.finish(r[2], r[1])));
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('allReduce', () =>
+    return this.collective('allReduce', [buf], () =>
       reductionCall(
         this,
         'allReduce',
@@ -117,7 +129,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
-    return this.collective('reduce', () => {
+    return this.collective('reduce', [buf], () => {
       checkRoot(opts.dst, this.size, this.me, 'reduce dst');
       return reductionCall(
         this,
@@ -133,7 +145,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('reduceScatter', () => {
+    return this.collective('reduceScatter', [output, input], () => {
       checkReduceScatter(output, input, this.size);
       return reductionCall(
         this,
@@ -149,7 +161,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
-    return this.collective('broadcast', () => {
+    return this.collective('broadcast', [buf], () => {
       checkRoot(opts.src, this.size, this.me, 'broadcast src');
       const d = dtypeOf(buf, opts.dtype ?? 'float16');
       return { call: moveCall(this, 'broadcast', d, SAME_COUNT, opts.src, buf.length, buf, null), finish: () => {} };
@@ -157,7 +169,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
-    return this.collective('allGather', () => {
+    return this.collective('allGather', [input], () => {
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       return {
         call: moveCall(this, 'allGather', d, SAME_CALL, 0, input.length, input, null),
@@ -167,7 +179,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allGatherInto', () => {
+    return this.collective('allGatherInto', [output, input], () => {
       checkGatherInto(output, input, this.size);
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       const call = {
@@ -179,7 +191,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
-    return this.collective('gather', () => {
+    return this.collective('gather', [input], () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
       const d = dtypeOf(input, opts.dtype ?? 'float16');
       const call = moveCall(this, 'gather', d, SAME_CALL, opts.dst, input.length, input, null);
@@ -188,7 +200,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
-    return this.collective('scatter', () => {
+    return this.collective('scatter', [output, opts?.inputs], () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
       const d = dtypeOf(output, opts.dtype ?? 'float16');
       if (this.rank !== opts.src)
@@ -207,7 +219,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allToAll', () => {
+    return this.collective('allToAll', [outputs, inputs], () => {
       checkAllToAll(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
       const d = dtypeOf(like, opts.dtype ?? 'float16');
@@ -237,7 +249,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   barrier(): Work {
-    return this.collective('barrier', () => ({
+    return this.collective('barrier', [], () => ({
       call: moveCall(this, 'barrier', 'float32', SAME_CALL, 0, 0, null, null),
       finish: () => {},
     }));
@@ -265,8 +277,15 @@ export class MpiProcessGroup implements ProcessGroup {
       checkPeer(o.op, o.peer, this.size, this.rank, this.me, o.tag ?? 0);
       dtypeOf(o.buf, o.dtype ?? 'float16');
     }
-    const { call, received } = p2pCall(ops);
-    const run = this.rt.run(this.comm, 'batchIsendIrecv', call, this.timeoutMs).then(received);
+    let staged = p2pCall(ops);
+    const run = this.rt.order.issue(
+      ops.map((o) => o.buf),
+      async (restage) => {
+        if (restage) staged = p2pCall(ops);
+        await this.rt.run(this.comm, 'batchIsendIrecv', staged.call, this.timeoutMs);
+        staged.received();
+      },
+    );
     return makeWork(run);
   }
 }

@@ -2,6 +2,7 @@ import type { CallResult, Kind, MpiAddon } from '@ddp/mpi';
 import { DTYPE_NAME, OP_NAME, REDUCE_NAME } from '../dtypes.js';
 import { CollectiveMismatchError, CommError, CommTimeoutError, GroupAbortedError, laterCallError } from '../errors.js';
 import { startTimer } from '../timer.js';
+import { IssueOrder } from './mpi-issue-order.js';
 
 // Status and descriptor layout of @ddp/mpi (src/mpi.cc), repeated here because comm loads the
 // addon only when the 'mpi' backend is chosen (a value import would make it a hard dependency).
@@ -56,6 +57,8 @@ export interface MpiComm {
 export class MpiRuntime {
   /** A failure that left the MPI thread unusable (timeout, MPI error). */
   stuck: CommError | null = null;
+  /** Calls staged and dispatched in issue order, after the unfinished ones whose arrays they touch. */
+  readonly order = new IssueOrder();
 
   constructor(
     readonly addon: MpiAddon,

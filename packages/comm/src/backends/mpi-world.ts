@@ -80,7 +80,7 @@ export async function destroyMpi(): Promise<void> {
     a: null,
     b: null,
   } as const;
-  await w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs).catch(() => {});
+  await w.rt.order.issue([], () => w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs)).catch(() => {});
 }
 
 /** newGroup on the mpi backend: MPI_Comm_split of the world, collective over it like newGroup. */
@@ -99,7 +99,8 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
     a: null,
     b: null,
   } as const;
-  const [, , , , handle] = await w.rt.run(world0, 'newGroup', call, timeoutMs);
+  // behind any held call: the MPI thread runs every rank's calls in issue order
+  const [, , , , handle] = await w.rt.order.issue([], () => w.rt.run(world0, 'newGroup', call, timeoutMs));
   if (!inside) return null;
   if (handle < 0) throw new InvalidArgumentError(`rank ${me}: newGroup: MPI gave no communicator`, { op: 'newGroup' });
   const comm: MpiComm = { handle, ranks: members, rank: members.indexOf(me), failed: null };

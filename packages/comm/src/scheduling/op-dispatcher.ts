@@ -1,5 +1,5 @@
 import { makeWork, type Work } from '../api/work.js';
-import type { CommArray, Dtype, ReduceOp } from '../dtypes.js';
+import { arraysOverlap, type CommArray, type Dtype, type ReduceOp } from '../dtypes.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { bytes, type StagingPool } from './staging.js';
@@ -39,9 +39,6 @@ export interface OpIO {
   reads: readonly CommArray[];
   writes: readonly CommArray[];
 }
-
-const overlap = (a: CommArray, b: CommArray): boolean =>
-  a.buffer === b.buffer && a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 
 type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
@@ -114,7 +111,7 @@ export class OpDispatcher {
 
   /** Whether the op reads an array a pending Work writes. */
   private readsPending(io: OpIO): boolean {
-    for (const w of this.writing) if (io.reads.some((r) => overlap(r, w))) return true;
+    for (const w of this.writing) if (io.reads.some((r) => arraysOverlap(r, w))) return true;
     return false;
   }
 

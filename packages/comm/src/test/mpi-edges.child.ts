@@ -33,6 +33,36 @@ for (const d of ['float32', 'float64', 'float16', 'bfloat16'] as const) {
     }
   }
 }
+// Works issued back to back on one array (not awaited in between): each reads what the earlier wrote, as on the
+// default backend; rank 1 issues late, so rank 0 stages its later calls while the earlier one waits in MPI.
+// Before: a later call's input was staged at the call (widened halves, p2p, scatter/allToAll copies), and an earlier
+// call's copy-out overwrote a later in-place result: silently other values, different on the two ranks.
+const late = () => new Promise((resolve) => setTimeout(resolve, g.rank === 1 ? 200 : 0));
+await late();
+const h = Uint16Array.of(floatToHalf(g.rank + 1));
+await Promise.all([g.allReduce(h, { dtype: 'float16' }).wait(), g.allReduce(h, { dtype: 'float16' }).wait()]);
+c.ok('two float16 all-reduces of one array: 2 × (1 + 2)', h[0] === floatToHalf(6));
+await late();
+const x = Int32Array.of(g.rank + 1);
+await Promise.all([g.allReduce(x).wait(), g.allReduce(x, { op: 'avg' }).wait()]);
+c.ok('an int32 sum, then its average: 3', x[0] === 3);
+await late();
+const y = Float32Array.of(g.rank + 1);
+const received = new Float32Array(1);
+const sent = g.allReduce(y);
+const moved = g.rank === 0 ? g.send(y, 1) : g.recv(received, 0);
+await Promise.all([sent.wait(), moved.wait()]);
+c.ok('an all-reduce, then a send of its result', g.rank === 0 || received[0] === 3);
+await late();
+const o = new Float32Array(2);
+await Promise.all([g.allGatherInto(o, Float32Array.of(g.rank + 1)).wait(), g.allReduce(o).wait()]);
+c.ok('allGatherInto, then an all-reduce of its output: [2, 4]', o[0] === 2 && o[1] === 4);
+const z = Float32Array.of(g.rank === 0 ? 5 : 0);
+const first = g.rank === 0 ? g.send(z, 1) : g.recv(z, 0);
+if (g.rank === 0) z[0] = 1; // the send staged 5 at its call, which is its value when sent
+await Promise.all([first.wait(), g.allReduce(z).wait()]);
+c.ok('a receive, then an all-reduce of what it received: 6 on both ranks', z[0] === 6);
+
 let shortReceive = 'none';
 if (g.rank === 0) await g.send(new Float32Array(4), 1).wait();
 else

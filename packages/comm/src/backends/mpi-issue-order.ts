@@ -1,0 +1,53 @@
+import { arraysOverlap } from '../dtypes.js';
+
+/** A call issued and not yet finished (its copy-out included), with the arrays it reads or writes. */
+interface Unfinished {
+  arrays: readonly ArrayBufferView[];
+  done: Promise<unknown>;
+}
+
+/**
+ * The MPI backend's issue order, across its groups. A call is staged (its inputs copied, half
+ * words widened) when it is issued, and its results copied out when MPI is done, on this thread,
+ * while the MPI thread runs the next calls. So a call touching an array an unfinished call
+ * writes is staged and dispatched only once that one finished: it read the array before the
+ * earlier call wrote it, or the earlier copy-out overwrote its result (two float16 all-reduces
+ * of one array gave 3 where 6 is right, and ranks ended with different values). Every later call
+ * waits behind a held one, so the MPI thread still runs each rank's calls in issue order, which
+ * is how MPI matches collectives across ranks. Nothing is held while no arrays overlap.
+ */
+export class IssueOrder {
+  private readonly unfinished = new Set<Unfinished>();
+  /** Settles once the latest held call was dispatched; null when none is held. */
+  private held: Promise<void> | null = null;
+
+  /**
+   * `start(restage)` now (restage false: the call's first staging stands), or once the
+   * unfinished calls touching `arrays`, and any held call, have settled (restage true: stage
+   * again, the first staging read too early). Resolves as start's promise does.
+   */
+  issue<T>(arrays: readonly ArrayBufferView[], start: (restage: boolean) => Promise<T>): Promise<T> {
+    const waits = [...this.unfinished]
+      .filter((u) => u.arrays.some((a) => arrays.some((b) => arraysOverlap(a, b))))
+      .map((u) => u.done);
+    if (this.held) waits.push(this.held);
+    let done: Promise<T>;
+    if (waits.length === 0) done = start(false);
+    else {
+      const ready = Promise.allSettled(waits).then(() => {});
+      done = ready.then(() => start(true));
+      const dispatched = ready.then(() => {}); // registered after start's reaction, so it runs after it
+      this.held = dispatched;
+      void dispatched.then(() => {
+        if (this.held === dispatched) this.held = null;
+      });
+    }
+    const entry = { arrays, done };
+    this.unfinished.add(entry);
+    const forget = () => {
+      this.unfinished.delete(entry);
+    };
+    done.then(forget, forget);
+    return done;
+  }
+}
