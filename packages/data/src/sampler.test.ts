@@ -1,8 +1,8 @@
+import type { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { DataArgumentError } from './errors.js';
-import { tf } from '@ddp/tensor';
 import { DataLoader } from './dataloader.js';
 import { ArrayDataset } from './dataset.js';
+import { DataArgumentError } from './errors.js';
 import { Generator } from './generator.js';
 import { RandomSampler, SequentialSampler } from './sampler.js';
 
@@ -64,9 +64,21 @@ describe('setEpoch on a shuffling sampler or loader', () => {
   it('gives each epoch the order of an uninterrupted run, from a fresh sampler', () => {
     const make = () => new RandomSampler(6, { seed: 3 });
     const a = make();
-    const uninterrupted = epochs((e) => a.setEpoch(e), () => [...a], 0, 3);
+    const uninterrupted = epochs(
+      (e) => a.setEpoch(e),
+      () => [...a],
+      0,
+      3,
+    );
     const b = make();
-    expect(epochs((e) => b.setEpoch(e), () => [...b], 1, 3)).toEqual(uninterrupted.slice(1));
+    expect(
+      epochs(
+        (e) => b.setEpoch(e),
+        () => [...b],
+        1,
+        3,
+      ),
+    ).toEqual(uninterrupted.slice(1));
     expect(uninterrupted[1]).not.toEqual(uninterrupted[0]);
   });
 

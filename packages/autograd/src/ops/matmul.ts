@@ -12,7 +12,7 @@ const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
 
 /** t as [rows, last dim], its leading dims folded into the rows; counted, not -1: tfjs cannot infer -1 beside a 0. */
-const asRows = (t: tf.Tensor) => tf.reshape(t, [tf.util.sizeFromShape(t.shape.slice(0, -1)), t.shape[t.rank - 1]!]);
+const asRows = (t: tf.Tensor) => tf.reshape(t, [tf.util.sizeFromShape(t.shape.slice(0, -1)), t.shape[t.rank - 1]]);
 
 /**
  * tf.matMul with batch broadcasting done explicitly: tfjs 4.22 mis-broadcasts batch dims of
@@ -24,7 +24,7 @@ function bmm(a: tf.Tensor, b: tf.Tensor, transA: boolean, transB: boolean): tf.T
   if (sameShape(batchA, batchB)) return tf.matMul(a, b, transA, transB);
   if (b.rank === 2 && !transA) {
     const y = tf.matMul(asRows(a), b, false, transB);
-    return tf.reshape(y, [...batchA, a.shape[a.rank - 2]!, y.shape[1]!]);
+    return tf.reshape(y, [...batchA, a.shape[a.rank - 2], y.shape[1]!]);
   }
   const batch = tf.broadcast_util.assertAndGetBroadcastShape(batchA, batchB);
   const full = (t: tf.Tensor) => broadcastTo(t, [...batch, ...t.shape.slice(-2)]);
