@@ -12,7 +12,7 @@ import { fullyShard } from './fully-shard.js';
 let root = '';
 beforeAll(async () => {
   await initProcessGroup({ rank: 0, worldSize: 1 });
-  root = await mkdtemp(join(tmpdir(), 'fsdp-sharing-'));
+  root = await mkdtemp(join(tmpdir(), 'fsdp-saves-'));
 });
 afterAll(async () => {
   await destroyProcessGroup();
@@ -57,5 +57,36 @@ describe('FSDP saves with expectNewest', () => {
     await expect(refused.done).rejects.toThrow(CheckpointError);
     await expect(other.wait()).rejects.toThrow(CheckpointError); // and not again by destroyProcessGroup
     expect(await entries(dir)).toEqual([last.slice(dir.length + 1)]);
+  });
+});
+
+// before: `extra` was serialised when the manifest was written, after the save's awaits
+describe('FSDP saves copy `extra` at the call', () => {
+  it('AsyncCheckpointer.save and an unawaited saveFSDPCheckpoint record the values of the call', async () => {
+    const a = run();
+    const position = { step: 1, batchInEpoch: 1, betas: [0.9, 0.99] };
+    const saving = await new AsyncCheckpointer(a.root).save(join(root, 'async'), {
+      optimizer: a.optimizer,
+      step: 1,
+      extra: position,
+    });
+    const sync = saveFSDPCheckpoint(join(root, 'sync'), { ...a, step: 1, extra: position });
+    position.step = 2;
+    position.batchInEpoch = 2;
+    position.betas[1] = 0.5;
+    await Promise.all([saving.done, sync]);
+    for (const dir of ['async', 'sync']) {
+      const loaded = await loadFSDPCheckpoint(join(root, dir), run());
+      expect(loaded.extra).toEqual({ step: 1, batchInEpoch: 1, betas: [0.9, 0.99] });
+    }
+  });
+
+  it('refuses an `extra` JSON would change at the call, before anything is written', async () => {
+    const a = run();
+    const dir = join(root, 'refused');
+    await expect(saveFSDPCheckpoint(dir, { ...a, step: 1, extra: { loss: Number.NaN } })).rejects.toThrow(
+      CheckpointError,
+    );
+    await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
   });
 });
