@@ -1,4 +1,3 @@
-import { resolve } from 'node:path';
 import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup } from '@ddp/comm';
 import { type SaveOptions, takeCommitTurn } from '@ddp/nn';
 import {
@@ -40,8 +39,6 @@ export class AsyncCheckpointer {
    * save copies into them only when no other is pending.
    */
   private readonly staging = new Map<string, Float32Array>();
-  /** By resolved directory, the entry this checkpointer last committed there. */
-  private readonly committed = new Map<string, string>();
 
   constructor(readonly root: FSDPModule) {}
 
@@ -50,9 +47,9 @@ export class AsyncCheckpointer {
    * `duplicateGroup`, over the root's group only). The host copy is taken at the call, before
    * anything is awaited: a save not awaited while training went on saved a later step's state
    * (and each rank another one) under the step given. `done` settles when the entry is committed
-   * (or the save failed), with its path. `expectNewest` (nn's SaveOptions: the entry the run
-   * loaded, or null) holds until this checkpointer commits into `dir`; from then on its own last
-   * commit there is the entry expected (a save issued while the previous one writes cannot know it).
+   * (or the save failed), with its path. `expectNewest` as nn's SaveOptions (the entry the run
+   * last saved or loaded, or null; this checkpointer's last entry there passes too, so saves
+   * issued back to back need not know each other's entries).
    */
   async save(
     dir: string,
@@ -64,7 +61,6 @@ export class AsyncCheckpointer {
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);
     const turn = takeCommitTurn(dir);
     const previous = this.inFlight;
-    const at = resolve(dir);
     // a failed creation is not kept: the next save tries again
     this.group ??= duplicateGroup(this.root.processGroup).catch((error) => {
       this.group = null;
@@ -75,11 +71,8 @@ export class AsyncCheckpointer {
     const done = (async () => {
       try {
         await previous?.catch(() => {});
-        const expected = () => (expectNewest === undefined ? undefined : (this.committed.get(at) ?? expectNewest));
         const write: ShardWriter = (...args) => this.writer.write(...args);
-        const path = await writeSnapshot(dir, snap, await group, 'async', turn, expected, write);
-        this.committed.set(at, path);
-        return path;
+        return await writeSnapshot(dir, snap, await group, 'async', turn, { expectNewest, owner: this }, write);
       } finally {
         turn.done();
         this.pending--;

@@ -16,6 +16,7 @@ import {
   commitEntry,
   crashPoint,
   createTemporaryEntry,
+  noteCommitted,
   type Optimizer,
   refuseOtherFormat,
   refuseOtherRun,
@@ -29,7 +30,7 @@ import {
   writeFileAtomic,
 } from '@ddp/nn';
 import { copyTensorInto, tf } from '@ddp/tensor';
-import { fromRank0, onEveryRank, ShardedCheckpointError } from '@ddp/zero';
+import { afterPreviousSave, checkpointGroupOf, fromRank0, onEveryRank, ShardedCheckpointError } from '@ddp/zero';
 import type { FSDPModule } from './fully-shard.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -163,8 +164,8 @@ const writeHere: ShardWriter = (path, tensors, metadata) => saveSafetensors(path
 /**
  * Writes a snapshot as a new entry of `dir` over `group` (collective on it); resolves with the
  * committed entry's path, on every rank. `tag` prefixes the crash points (`sync:` / `async:`)
- * for the tests; `expectNewest`, read at the commit, is the save's SaveOptions value; `write`
- * writes the files (by default here, on the calling thread).
+ * for the tests; `expectNewest` is the save's SaveOptions value, `owner` what saved (its last
+ * entry passes that check too); `write` writes the files (by default here, on the calling thread).
  */
 export async function writeSnapshot(
   dir: string,
@@ -172,7 +173,7 @@ export async function writeSnapshot(
   group: ProcessGroup,
   tag: string,
   turn: CommitTurn,
-  expectNewest: () => string | null | undefined,
+  { expectNewest, owner }: SaveOptions & { owner: object },
   write: ShardWriter = writeHere,
 ): Promise<string> {
   const { rank, size } = group;
@@ -214,11 +215,12 @@ export async function writeSnapshot(
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
         const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-fsdp-sharded-checkpoint');
-        const otherRun = refuseOtherRun(failed, expectNewest());
+        const otherRun = refuseOtherRun(failed, expectNewest, owner);
         committed = await commitEntry(dir, entry, manifest.step, MANIFEST_FILE, async (newest) => {
           await otherFormat(newest);
           otherRun(newest);
         });
+        noteCommitted(owner, committed);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );
@@ -256,9 +258,14 @@ export async function saveFSDPCheckpoint(
   checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra']);
   const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
   const turn = takeCommitTurn(dir); // after an async save called before it: committed after it, so newer
-  try {
-    return await writeSnapshot(dir, snap, contents.root.processGroup, 'sync', turn, () => expectNewest);
-  } finally {
-    turn.done();
-  }
+  // on a group of its own, one save of this root's at a time: a save not awaited ran its collectives
+  // among training's on the root's group (CollectiveMismatchError at 2 ranks)
+  return afterPreviousSave(contents.root, async () => {
+    try {
+      const group = await checkpointGroupOf(contents.root);
+      return await writeSnapshot(dir, snap, group, 'sync', turn, { expectNewest, owner: contents.root });
+    } finally {
+      turn.done();
+    }
+  });
 }

@@ -35,11 +35,15 @@ describe('FSDP saves with expectNewest', () => {
     expect(await entries(dir)).toEqual([first.slice(dir.length + 1)]);
     const loaded = await loadFSDPCheckpoint(dir, b);
     expect(loaded.path).toBe(first);
-    const second = await saveFSDPCheckpoint(dir, { ...b, step: 4 }, { expectNewest: loaded.path });
+    // saves issued back to back (not awaited) expect one entry: the second finds the first's, this process's own
+    const [, second] = await Promise.all([
+      saveFSDPCheckpoint(dir, { ...b, step: 3 }, { expectNewest: loaded.path }),
+      saveFSDPCheckpoint(dir, { ...b, step: 4 }, { expectNewest: loaded.path }),
+    ]);
     expect(await entries(dir)).toEqual([second.slice(dir.length + 1)]);
   });
 
-  it('AsyncCheckpointer expects the loaded entry, then its own last commit', async () => {
+  it("AsyncCheckpointer: saves back to back, a sync save between, another run's entry refused", async () => {
     const dir = join(root, 'async');
     const [a, b] = [run(), run()];
     const first = await saveFSDPCheckpoint(dir, { ...a, step: 1 }, { expectNewest: null });
@@ -48,7 +52,10 @@ describe('FSDP saves with expectNewest', () => {
     const one = await saver.save(dir, { optimizer: b.optimizer, step: 2 }, { expectNewest: first });
     const two = await saver.save(dir, { optimizer: b.optimizer, step: 3 }, { expectNewest: first });
     await one.done;
-    const last = await two.done;
+    const afterTwo = await two.done;
+    // a sync save, then an async one expecting it (was: the checkpointer expected its own last commit)
+    const sync = await saveFSDPCheckpoint(dir, { ...b, step: 4 }, { expectNewest: afterTwo });
+    const last = await (await saver.save(dir, { optimizer: b.optimizer, step: 5 }, { expectNewest: sync })).done;
     expect(await entries(dir)).toEqual([last.slice(dir.length + 1)]);
     // run a, still expecting its own entry, is refused: its clean-up would delete b's
     await expect(saveFSDPCheckpoint(dir, { ...a, step: 2 }, { expectNewest: first })).rejects.toThrow(CheckpointError);

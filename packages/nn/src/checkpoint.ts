@@ -22,7 +22,7 @@ import {
 import { CheckpointError } from './checkpoint-errors.js';
 import { optimizerParamNames, parameterOrderChange, refuseShardedOptimizer } from './checkpoint-order.js';
 import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
-import { refuseOtherRun } from './commit-refusals.js';
+import { noteCommitted, refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
@@ -156,11 +156,13 @@ export async function saveCheckpoint(
     if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
     await writeFileAtomic(join(tmp, META_FILE), metaText);
     await turn.ready;
-    return await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
-      refuseOtherRun(`saveCheckpoint(${dir})`, expectNewest)(newest);
+    const committed = await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
+      refuseOtherRun(`saveCheckpoint(${dir})`, expectNewest, contents.model)(newest);
       const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
       refuseOtherPart(dir, read ? await read : null, meta.step, part);
     });
+    noteCommitted(contents.model, committed);
+    return committed;
   } catch (error) {
     if (tmp) await rm(tmp, { recursive: true, force: true });
     // an fs error of the directory's own (mkdir, rename): typed, naming what failed

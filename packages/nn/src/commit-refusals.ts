@@ -3,7 +3,7 @@
  * each refuses a commit whose clean-up would delete a checkpoint that is not this run's.
  */
 import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { CheckpointError } from './checkpoint-errors.js';
 
 /**
@@ -26,15 +26,28 @@ export function refuseOtherFormat(metaFile: string, format: string) {
   };
 }
 
+/** By owner (the model, optimizer, FSDP root or checkpointer that saved), by resolved directory, its last entry. */
+const committedBy = new WeakMap<object, Map<string, string>>();
+
+/** Records that `owner`'s save committed `entry` (a path inside its checkpoint directory). */
+export function noteCommitted(owner: object, entry: string): void {
+  const byDir = committedBy.get(owner) ?? new Map<string, string>();
+  byDir.set(resolve(dirname(entry)), resolve(entry));
+  committedBy.set(owner, byDir);
+}
+
 /**
  * A save's `expectNewest` (the entry this run last saved or loaded; null: none; undefined: not
- * checked): refuses the commit unless it is still the newest. Two runs given one directory
- * deleted each other's checkpoints in their clean-ups, and both exited 0.
+ * checked): refuses the commit unless the newest entry is that one, or the one `owner`'s saves
+ * committed there last (saves issued back to back, whose caller cannot know the earlier one's
+ * entry yet). Two runs given one directory deleted each other's checkpoints in their clean-ups,
+ * and both exited 0.
  */
-export function refuseOtherRun(where: string, expected: string | null | undefined) {
+export function refuseOtherRun(where: string, expected: string | null | undefined, owner: object) {
   const at = (path: string | null | undefined) => (path ? resolve(path) : null);
   return (newest: string | null): void => {
     if (expected === undefined || at(newest) === at(expected)) return;
+    if (newest !== null && committedBy.get(owner)?.get(resolve(dirname(newest))) === resolve(newest)) return;
     throw new CheckpointError(
       `${where}: the newest checkpoint there is ${newest ?? 'none'}, not ${expected ?? 'none'} as this run ` +
         'expects: another run saves into this directory, and this commit would delete its checkpoints. ' +

@@ -3,6 +3,8 @@ export { GradientSharder } from './gradient-shard.js';
 export { type Partition, partitionParameters } from './partition.js';
 export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {
+  afterPreviousSave,
+  checkpointGroupOf,
   fromRank0,
   MANIFEST_FILE,
   onEveryRank,

@@ -39,7 +39,11 @@ describe('saveShardedCheckpoint with expectNewest', () => {
     await expect(saveShardedCheckpoint(dir, { ...b, step: 3 }, { expectNewest: null })).rejects.toThrow(
       CheckpointError,
     );
-    const second = await saveShardedCheckpoint(dir, { ...a, step: 6 }, { expectNewest: first });
+    // two saves issued back to back expect the same entry: the second finds the first's, this process's own
+    const [, second] = await Promise.all([
+      saveShardedCheckpoint(dir, { ...a, step: 5 }, { expectNewest: first }),
+      saveShardedCheckpoint(dir, { ...a, step: 6 }, { expectNewest: first }),
+    ]);
     expect((await readdir(dir)).filter((n) => n.includes('-step-'))).toEqual([second.slice(dir.length + 1)]);
 
     // a resumed run expects the entry it loaded

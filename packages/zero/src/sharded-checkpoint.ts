@@ -20,6 +20,7 @@ import {
   type GeneratorState,
   type LRScheduler,
   type Module,
+  noteCommitted,
   optimizerStateTensors,
   type ParamState,
   refuseOtherFormat,
@@ -190,15 +191,7 @@ export async function saveShardedCheckpoint(
   // saved shards and weights of later steps under the step given (silently)
   const { tensors, scalars, weights, manifest, generator } = snapshot(contents);
   const turn = takeCommitTurn(dir);
-  // one save of this optimizer's at a time: two in flight paired their identical collectives on
-  // the checkpoint group by position, so one could commit without the other rank's shard
-  const previous = savesInFlight.get(zero);
-  const saving = (async () => {
-    await previous?.catch(() => {});
-    return await writeEntry();
-  })();
-  savesInFlight.set(zero, saving);
-  return saving;
+  return afterPreviousSave(zero, writeEntry);
 
   async function writeEntry(): Promise<string> {
     let entry: string | null = null;
@@ -242,11 +235,12 @@ export async function saveShardedCheckpoint(
           if (rank !== 0) return;
           await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
           const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-zero-sharded-checkpoint');
-          const otherRun = refuseOtherRun(failed, expectNewest);
+          const otherRun = refuseOtherRun(failed, expectNewest, zero);
           committed = await commitEntry(dir, temporary, contents.step, MANIFEST_FILE, async (newest) => {
             await otherFormat(newest);
             otherRun(newest);
           });
+          noteCommitted(zero, committed);
         },
         `${failed}: rank 0 failed to commit the checkpoint`,
       );
@@ -261,13 +255,31 @@ export async function saveShardedCheckpoint(
   }
 }
 
-/** Per optimizer, its latest save (the next one's collectives wait for it). */
+/** Per owner (an optimizer, an FSDP root), its latest save (the next one's collectives wait for it). */
 const savesInFlight = new WeakMap<object, Promise<unknown>>();
+
+/**
+ * `write` once `owner`'s previous save settled: one save of an owner's at a time, as two in flight
+ * paired their identical collectives on the checkpoint group by position, so one could commit
+ * without the other rank's shard. Shared with @ddp/fsdp's saves.
+ */
+export function afterPreviousSave<T>(owner: object, write: () => Promise<T>): Promise<T> {
+  const previous = savesInFlight.get(owner);
+  const saving = (async () => {
+    await previous?.catch(() => {});
+    return await write();
+  })();
+  savesInFlight.set(owner, saving);
+  return saving;
+}
 
 const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
 
-/** The optimizer's checkpoint group (its ranks, collectives of their own), made at its first save. */
-function checkpointGroupOf(zero: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
+/**
+ * The owner's checkpoint group (its group's ranks, collectives of their own), made at its first
+ * save: a save not awaited runs beside training's collectives without meeting them.
+ */
+export function checkpointGroupOf(zero: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
   let group = checkpointGroups.get(zero);
   if (!group) {
     // its members only: newGroup on the mpi backend needs the whole world (a subgroup's save failed there)

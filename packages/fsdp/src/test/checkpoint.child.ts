@@ -14,6 +14,8 @@ interface Args {
   steps: number;
   load?: boolean;
   saveSyncAt?: number;
+  /** The sync save not awaited: training goes on while it writes. */
+  syncDetached?: boolean;
   /** AsyncCheckpointer saves: after step `at`, into `dir` (default: args.dir); `detached`: never awaited */
   asyncSaves?: { at: number; dir?: string; detached?: boolean }[];
   /** The optimizer lists the shards in reverse order (the saving run listed them in module order). */
@@ -44,7 +46,11 @@ for (let t = start; t < args.steps; t++) {
   await train((x) => root.forward(x), t, (rank * 12) / size, ((rank + 1) * 12) / size);
   opt.step();
   opt.zeroGrad();
-  if (t + 1 === args.saveSyncAt) await saveFSDPCheckpoint(args.dir, { root, optimizer: opt, step: t + 1 });
+  if (t + 1 === args.saveSyncAt) {
+    const saving = saveFSDPCheckpoint(args.dir, { root, optimizer: opt, step: t + 1 });
+    if (args.syncDetached) pending.push(saving);
+    else await saving;
+  }
   for (const s of args.asyncSaves ?? []) {
     if (s.at !== t + 1) continue;
     const saving = saver.save(s.dir ?? args.dir, { optimizer: opt, step: t + 1 });
