@@ -1,6 +1,16 @@
-import { tensor } from '@ddp/autograd';
+import { type Tensor, tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { Generator, Linear, MultiheadAttention, OptimizerError, SGD, TransformerBlock } from '@ddp/nn';
+import {
+  Embedding,
+  Generator,
+  Linear,
+  Module,
+  MultiheadAttention,
+  OptimizerError,
+  Sequential,
+  SGD,
+  TransformerBlock,
+} from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
@@ -23,7 +33,33 @@ const ids = [
   [0, 11, 3, 3],
 ];
 
+/** An LM head that reuses the embedding's weight (GPT-2's tied wte / lm_head). */
+class TiedLm extends Module {
+  readonly wte: Embedding;
+  constructor() {
+    super();
+    this.wte = this.registerModule('wte', new Embedding(12, 8, { generator: new Generator(5) }));
+    const head = this.registerModule('head', new Sequential());
+    head.registerParameter('weight', this.wte.weight);
+  }
+  forward(ids: number[][]): Tensor {
+    return this.wte.forward(ids).matmul(this.wte.weight.transpose());
+  }
+}
+
 describe('applyTensorParallel', () => {
+  // before: the embedding was sharded and disposed, and the head's tied weight with it (a crash at its next use)
+  it('refuses a replaced module whose weight another module holds, and leaves the model as it was', () => {
+    const model = new TiedLm();
+    expect(() => applyTensorParallel(model, groupOf(2))).toThrow(
+      /^applyTensorParallel: wte.weight is tied to head.weight, and wte would be replaced by its shards/,
+    );
+    expect(model.wte).toBeInstanceOf(Embedding);
+    expect(model.forward(ids).shape).toEqual([2, 4, 12]);
+    expect(applyTensorParallel(model, groupOf(2), { embeddings: false })).toBe(model);
+    model.dispose();
+  });
+
   it('replaces every block and embedding in place, and with tp = 1 computes the same logits', async () => {
     const plain = new TinyGpt(config, new Generator(5));
     const sharded = new TinyGpt(config, new Generator(5));

@@ -1,23 +1,50 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { Embedding, type Module, TransformerBlock } from '@ddp/nn';
+import { Embedding, type Module, type Parameter, TransformerBlock } from '@ddp/nn';
 import { checkOptionNames } from '@ddp/tensor';
 import { TensorParallelBlock } from './block.js';
 import { TensorParallelError } from './errors.js';
 import { VocabParallelEmbedding } from './layers.js';
 
+/** Whether `m` is replaced by a tensor-parallel module (and disposed). */
+const isSharded = (m: Module, group: ProcessGroup, embeddings: boolean): boolean =>
+  m instanceof TransformerBlock || (embeddings && m instanceof Embedding && m.numEmbeddings % group.size === 0);
+
+/**
+ * Refuses a module to be replaced whose parameter another module also holds (an LM head tied to
+ * `wte.weight`): disposing the replaced module freed the tied weight under the other module.
+ * Checked before anything is replaced, so a refused model is left as it was.
+ */
+function refuseTiedParameters(model: Module, group: ProcessGroup, embeddings: boolean): void {
+  const holders = new Map<Parameter, string[]>();
+  for (const [prefix, m] of model.namedModules())
+    for (const [name, p] of m.namedParameters(false))
+      holders.set(p, [...(holders.get(p) ?? []), prefix ? `${prefix}.${name}` : name]);
+  for (const [prefix, m] of model.namedModules()) {
+    if (!isSharded(m, group, embeddings)) continue;
+    for (const p of m.parameters()) {
+      const names = holders.get(p) ?? [];
+      const outside = names.find((n) => prefix !== '' && !n.startsWith(`${prefix}.`));
+      if (outside)
+        throw new TensorParallelError(
+          `applyTensorParallel: ${names.find((n) => n !== outside)} is tied to ${outside}, and ${prefix} would be ` +
+            'replaced by its shards and disposed under it: untie them (or pass { embeddings: false } for a tied ' +
+            'embedding)',
+        );
+    }
+  }
+}
+
 function parallelize(m: Module, group: ProcessGroup, embeddings: boolean): Module {
+  if (!isSharded(m, group, embeddings)) return m;
   if (m instanceof TransformerBlock) {
     const block = new TensorParallelBlock(m, group);
     m.attn.dispose();
     for (const layer of m.mlp) layer.dispose();
     return block;
   }
-  if (embeddings && m instanceof Embedding && m.numEmbeddings % group.size === 0) {
-    const e = VocabParallelEmbedding.fromEmbedding(m, group);
-    m.dispose();
-    return e;
-  }
-  return m;
+  const e = VocabParallelEmbedding.fromEmbedding(m as Embedding, group);
+  m.dispose();
+  return e;
 }
 
 export interface ApplyTensorParallelOptions {
@@ -32,15 +59,22 @@ export interface ApplyTensorParallelOptions {
  * disabled, every Embedding a VocabParallelEmbedding. Shards are cut from the model's own
  * weights, so build the model identically on every rank (same Generator seed) first.
  * The parallel modules' forwards are async: the model's forward must await its blocks and
- * embeddings. Returns the model (a new module only when `model` itself is replaced).
+ * embeddings. Returns the model (a new module only when `model` itself is replaced). A
+ * parameter the replaced modules share with another module (a head tied to the embedding) is
+ * refused with a TensorParallelError.
  */
 export function applyTensorParallel(model: Module, group: ProcessGroup, opts: ApplyTensorParallelOptions = {}): Module {
   checkOptionNames('applyTensorParallel', opts, ['embeddings'], (m) => new TensorParallelError(m));
   const embeddings = opts.embeddings ?? true;
+  refuseTiedParameters(model, group, embeddings);
+  return parallelizeTree(model, group, embeddings);
+}
+
+function parallelizeTree(model: Module, group: ProcessGroup, embeddings: boolean): Module {
   const top = parallelize(model, group, embeddings);
   if (top !== model) return top;
   for (const [name, child] of [...model.namedChildren()]) {
-    const converted = applyTensorParallel(child, group, { embeddings });
+    const converted = parallelizeTree(child, group, embeddings);
     if (converted !== child) model.replaceModule(name, converted);
   }
   return model;
