@@ -20,6 +20,16 @@ describe('allReduceGradients across real replicas', () => {
     60_000,
   );
 
+  // before: zeros written into parameter 0's gradient, which weight decay and momentum then stepped
+  it('leaves a parameter no replica has a gradient for without one, and averages one some replicas have', async () => {
+    const { results } = await runWorld<{ rank: number; error: string | null; grads: (number[] | null)[] }>({
+      script,
+      nprocs: 2,
+      args: ['unused'],
+    });
+    for (const r of results) expect(r.grads, `rank ${r.rank}`).toEqual([null, [1, 1], [1.5, 1.5]]);
+  }, 60_000);
+
   it('passes the same frozen parameters on every replica', async () => {
     const { results } = await runWorld<{ rank: number; error: string | null }>({ script, nprocs: 2, args: ['1/1'] });
     for (const r of results) expect(r.error, `rank ${r.rank}`).toBeNull();

@@ -35,9 +35,10 @@ async function checkSameTrainable(all: Tensor[], group: ProcessGroup, layout: st
  * Averages the gradients of `params` over `group` in one all-reduce of a flat buffer (the
  * data-parallel sync of a pipeline stage, run once per step rather than per micro-batch).
  * Only parameters that require grad take part: a trainable one without a gradient contributes
- * zeros and receives the average; a frozen one keeps no gradient (a zero one would be stepped
- * by weight decay and momentum). Pass `flat` (a `sharedArray` of the trainable parameters'
- * total size) to reuse one buffer across steps.
+ * zeros and receives the average, unless no replica has a gradient for it (an unused layer),
+ * which keeps none, like a frozen one (zeros would be stepped by weight decay and momentum;
+ * torch DDP with find_unused_parameters leaves such a grad None). Pass `flat` (a `sharedArray`
+ * of the trainable parameters' total size) to reuse one buffer across steps.
  */
 export async function allReduceGradients(all: Tensor[], group: ProcessGroup, flat?: Float32Array): Promise<void> {
   await checkSameTrainable(all, group, all.map((p) => (p.requiresGrad ? p.size : -p.size)).join(','));
@@ -52,10 +53,13 @@ export async function allReduceGradients(all: Tensor[], group: ProcessGroup, fla
     if (p.grad) copyTensorInto(p.grad, flat, off);
     off += p.size;
   }
-  await group.allReduce(flat, { op: ReduceOp.AVG }).wait();
+  // how many replicas have each parameter's gradient, summed alongside the average
+  const used = Int32Array.from(params, (p) => (p.grad ? 1 : 0));
+  await Promise.all([group.allReduce(used).wait(), group.allReduce(flat, { op: ReduceOp.AVG }).wait()]);
   off = 0;
-  for (const p of params) {
-    p.grad = tensorFromFloat32(flat.subarray(off, off + p.size), p.shape); // a copy: the buffer is reused next step
+  for (const [i, p] of params.entries()) {
+    // a copy: the buffer is reused next step
+    if (used[i] > 0) p.grad = tensorFromFloat32(flat.subarray(off, off + p.size), p.shape);
     off += p.size;
   }
 }

@@ -1,5 +1,6 @@
 export { checkSchedule, ScheduleError, type ScheduleErrorKind } from './check.js';
 export { allReduceGradients } from './grad-sync.js';
+export type { LossReduction } from './loss-weights.js';
 export { type MicroBatch, type PipelineStepOptions, type PipelineStepResult, pipelineStep } from './run.js';
 export {
   type Action,

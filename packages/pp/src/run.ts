@@ -2,8 +2,10 @@ import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard } from '@ddp/nn';
 import { checkOptionNames, tf } from '@ddp/tensor';
+import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
+import { type LossReduction, lossWeights } from './loss-weights.js';
 import {
   type Channel,
   makeSchedule,
@@ -18,6 +20,9 @@ import { type PipelineStage, PipelineStageError } from './stage.js';
 export interface MicroBatch {
   input?: Indices;
   target?: Indices;
+  /** What a 'mean' loss averages over in this micro-batch (e.g. its tokens not ignored); default: the target's
+   * non-negative entries. */
+  count?: number;
 }
 
 export interface PipelineStepOptions {
@@ -29,8 +34,9 @@ export interface PipelineStepOptions {
   schedule?: ScheduleName | Schedule;
   /** Data-parallel replicas of this stage: gradients are averaged over it after the last micro-batch's backward. */
   dpGroup?: ProcessGroup;
-  /** Simulate every stage's schedule before running (default true for named schedules; explicit ones are not checkable
-   * alone). */
+  /** How lossFn reduces a micro-batch: 'mean' (default; micro-batches weighted by their counts) or 'sum' (by 1). */
+  lossReduction?: LossReduction;
+  /** Simulate every stage's schedule before running (default true; an explicit one is all-gathered every step). */
   check?: boolean;
 }
 
@@ -69,43 +75,15 @@ interface Stash {
   output: Tensor;
 }
 
-/** Rows of a micro-batch's target (its first dim), 0 when it has none. */
-const rowsOf = (t: Indices | undefined): number =>
-  t === undefined ? 0 : Array.isArray(t) ? t.length : (t.shape[0] ?? 0);
-
-/** Dims of an activation shape the agreement sends as they are; the rest are folded into the last one sent. */
-const SHAPE_DIMS = 6;
-
-/** `shape` as SHAPE_DIMS + 1 numbers: its rank, then its dims (any beyond SHAPE_DIMS − 1 multiplied into the last). */
-function shapeKey(shape: readonly number[]): number[] {
-  const dims = shape.slice(0, SHAPE_DIMS - 1);
-  if (shape.length >= SHAPE_DIMS) dims.push(shape.slice(SHAPE_DIMS - 1).reduce((a, b) => a * b, 1));
-  return [shape.length, ...dims, ...Array<number>(SHAPE_DIMS - dims.length).fill(0)];
-}
-
-/**
- * Every stage must pass the same number of micro-batches with the same activation shape. Under
- * 1F1B a stage given one more read the next step's first activation as its last micro-batch and
- * weighted its losses by 1/4 instead of 1/3, and both steps ended without an error; a stage given
- * [seq, batch, dim] where the next had [batch, seq, dim] read another layout of the same values.
- */
-async function agreeOnMicroBatches(stage: PipelineStage, ppGroup: ProcessGroup, m: number, shape: number[]) {
-  const mine = Int32Array.from([m, ...shapeKey(shape)]);
-  const all = await ppGroup.allGather(mine).wait();
-  if (all.every((a) => a.every((v, i) => v === mine[i]))) return;
-  const each = all
-    .map((a, s) => `stage ${s}: ${a[0]} of [${[...a.subarray(2, 2 + Math.min(a[1], SHAPE_DIMS))].join(', ')}]`)
-    .join(', ');
-  throw new PipelineStageError(
-    `stage ${stage.stage}: pipelineStep: the stages pass different micro-batch counts or activation shapes (${each})`,
-  );
-}
+const noTarget = (stage: PipelineStage, mb: number): never => {
+  throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
+};
 
 /**
  * Runs one training step of a pipeline stage over `microBatches`: forwards and backwards in the
  * order of the schedule, activations and their gradients sent point to point on `ppGroup`.
- * Each micro-batch's loss is weighted by its share of the batch's rows, so the accumulated
- * gradients are those of the mean loss over the whole batch, also when the last one is smaller.
+ * Each micro-batch's loss is weighted (`lossReduction`, `MicroBatch.count`) so that the accumulated
+ * gradients are those of the whole batch's loss.
  * With `dpGroup`, gradients are averaged across the replicas once, after the last micro-batch's
  * backward. The caller steps the optimizer and zeroes the gradients.
  */
@@ -115,7 +93,7 @@ export async function pipelineStep(
   opts: PipelineStepOptions,
 ): Promise<PipelineStepResult> {
   const m = microBatches.length;
-  const known = ['ppGroup', 'activationShape', 'schedule', 'dpGroup', 'check'];
+  const known = ['ppGroup', 'activationShape', 'schedule', 'dpGroup', 'lossReduction', 'check'];
   checkOptionNames('pipelineStep', opts, known, (m) => new PipelineStageError(m));
   const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
   if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
@@ -138,13 +116,12 @@ export async function pipelineStep(
     schedule = makeSchedule(named, stage.stage, stage.numStages, m);
   } else {
     schedule = named;
+    if (opts.check ?? true) checkSchedule(ppGroup.size > 1 ? await gatherSchedules(schedule, ppGroup) : [schedule], m);
   }
 
-  // each micro-batch's mean loss weighted by its rows: 1/m each gave the mean of the micro-batch means, not the
-  // batch's mean, when the last micro-batch was smaller (5 rows as 2, 2, 1: 8e-2 off, silently)
-  const rows = microBatches.map((b) => rowsOf(b.target));
-  const total = rows.reduce((a, b) => a + b, 0);
-  const shares = rows.every((r) => r > 0) ? rows.map((r) => r / total) : rows.map(() => 1 / m);
+  const targets = stage.isLast ? microBatches.map((b, mb) => b.target ?? noTarget(stage, mb)) : [];
+  const counts = microBatches.map((b) => b.count);
+  const weights = lossWeights(targets, counts, opts.lossReduction ?? 'mean', stage.stage);
   const stash = new Map<number, Stash>();
   const received = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
   const toSend = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
@@ -174,9 +151,7 @@ export async function pipelineStep(
       const x = input ?? batch.input;
       if (x === undefined) throw new PipelineStageError(`stage 0: micro-batch ${mb} has no input`);
       if (stage.isLast) {
-        const target = batch.target;
-        if (target === undefined) throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb} has no target`);
-        output = tidy(() => stage.loss(stage.forward(x), target).mul(shares[mb]));
+        output = tidy(() => stage.loss(stage.forward(x), targets[mb]).mul(weights[mb]));
         loss += output.item();
       } else {
         output = tidy(() => stage.forward(x));
@@ -204,7 +179,8 @@ export async function pipelineStep(
     const { input, output } = take(stash, mb, 'stashed forward');
     const grad = stage.isLast ? null : tf.tensor(take(received.gradient, mb, 'received gradient'), activationShape);
     try {
-      await output.backward(grad ?? undefined);
+      // a first stage with nothing trainable: nothing upstream of its output needs a gradient
+      if (input || output.requiresGrad) await output.backward(grad ?? undefined);
       if (input) {
         if (!input.grad)
           throw new PipelineStageError(`stage ${stage.stage}: micro-batch ${mb}'s input got no gradient`);
@@ -248,6 +224,11 @@ export async function pipelineStep(
       if (a.op !== 'comm') computeMs += performance.now() - t0;
     }
     await gradSync;
+    if (stash.size > 0)
+      throw new PipelineStageError(
+        `stage ${stage.stage}: the schedule never backwards micro-batch ${[...stash.keys()].join(', ')}: ` +
+          'its gradient would be dropped',
+      );
   } finally {
     for (const { input, output } of stash.values()) {
       input?.dispose();

@@ -1,9 +1,21 @@
-import { markParameterShard, tidy } from '@ddp/autograd';
+import { markParameterShard, type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PipelineStage, PipelineStageError, pipelineStep, type Schedule } from './index.js';
 import { buildParts, CFG, makeOptimizer, microBatches, namedValues, referenceRun, rows } from './test/model.js';
+
+/** An LM head that reuses the embedding's weight (GPT-2's tied wte / lm_head). */
+class TiedHead extends Module {
+  constructor(readonly weight: Parameter) {
+    super();
+    this.registerParameter('weight', weight);
+  }
+  forward(x: Tensor): Tensor {
+    return x.matmul(this.weight.transpose());
+  }
+}
 
 describe('PipelineStage', () => {
   it('keeps the embedding on the first stage, the head on the last, and names parameters as the whole model does', () => {
@@ -38,6 +50,19 @@ describe('PipelineStage', () => {
     expect(() => first.loss(first.forward([[1]]), [1])).toThrow(/stage 0 of 2 is not the last stage/);
     first.dispose();
     last.dispose();
+  });
+
+  // before: stage 1 disposed the embedding, and with it the weight its head still held (a crash at its next use)
+  it('refuses a parameter tied across stages (an embedding tied to the LM head), naming both', () => {
+    const parts = buildParts();
+    const tied = parts.embedding.parameters()[0];
+    parts.head.dispose();
+    parts.head = new TiedHead(tied);
+    expect(() => new PipelineStage(parts, 1, 2)).toThrow(
+      /^stage 1: embedding.weight \(stage 0\) and head.weight \(stage 1\) are one parameter/,
+    );
+    expect(new PipelineStage(parts, 0, 1).parameters()).toContain(tied); // one stage holds both
+    for (const m of [parts.embedding, ...parts.layers, parts.head]) m.dispose();
   });
 
   it('refuses parts holding tensor-parallel shards (was: an untyped TypeError in the first step)', () => {
@@ -120,6 +145,37 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     stage.dispose();
   });
 
+  // before: no check of explicit schedules, and the unbackwarded micro-batch's stash disposed: its gradient dropped
+  it('refuses an explicit schedule that skips a backward: checked, and at the end of the step unchecked', async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const skips: Schedule = [0, 1, 2, 3].map((mb) => ({ op: 'forward', microBatch: mb }));
+    for (const mb of [0, 1, 2]) skips.push({ op: 'backward', microBatch: mb });
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], schedule: skips };
+    const before = tf.memory().numTensors;
+    await expect(pipelineStep(stage, microBatches(0, 0), opts)).rejects.toThrow(
+      /schedule incomplete: stage 0 never backwards micro-batch 3/,
+    );
+    await expect(pipelineStep(stage, microBatches(0, 0), { ...opts, check: false })).rejects.toThrow(
+      /^stage 0: the schedule never backwards micro-batch 3: its gradient would be dropped/,
+    );
+    stage.zeroGrad();
+    expect(tf.memory().numTensors).toBe(before);
+    stage.dispose();
+  });
+
+  it("refuses micro-batch weights that cannot be right: nothing to average over, a count for a 'sum'", async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim] };
+    const padding = [0, 1, 2].map((i) => rows(0, 2 * i, 2));
+    padding[2].target.fill(-100);
+    await expect(pipelineStep(stage, padding, opts)).rejects.toThrow(/^stage 0: micro-batch 2 counts 0 targets/);
+    const counted = microBatches(0, 0).map((b) => ({ ...b, count: 12 }));
+    await expect(pipelineStep(stage, counted, { ...opts, lossReduction: 'sum' })).rejects.toThrow(
+      /micro-batch 0 has a count, which weights a 'mean' loss/,
+    );
+    stage.dispose();
+  });
+
   it('refuses a stage that does not match its pp-group rank, a micro-batch without a target, an output of another shape', async () => {
     const stage = new PipelineStage(buildParts(), 1, 2);
     await expect(pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] })).rejects.toThrow(
@@ -131,7 +187,7 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const noTarget = microBatches(0, 0).map(({ input }) => ({ input }));
     const explicit: Schedule = [{ op: 'forward', microBatch: 0 }];
     await expect(
-      pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit }),
+      pipelineStep(one, noTarget, { ppGroup: group, activationShape: [1], schedule: explicit, check: false }),
     ).rejects.toThrow(/micro-batch 0 has no target/);
     expect(tf.memory().numTensors).toBe(before);
     one.dispose();
@@ -141,6 +197,7 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
       ppGroup: fakePipelineGroup,
       activationShape: [CFG.microBatch, CFG.seq, CFG.dim + 1],
       schedule: onlyForward,
+      check: false,
     };
     const before2 = tf.memory().numTensors;
     await expect(pipelineStep(two, microBatches(0, 0), wrongShape)).rejects.toThrow(

@@ -9,7 +9,7 @@ export interface PipelineParts {
   layers: TensorModule[];
   /** Maps the last hidden state to the output (final norm and projection); kept by the last stage. */
   head: TensorModule;
-  /** The loss of the head's output against a target (mean over the micro-batch). */
+  /** The loss of the head's output against a target, a scalar (see pipelineStep's lossReduction). */
   lossFn: (output: Tensor, target: Indices) => Tensor;
 }
 
@@ -33,6 +33,36 @@ export function distributeLayers(numLayers: number, numStages: number, stage: nu
   return [start, start + base + (stage < extra ? 1 : 0)];
 }
 
+/**
+ * Refuses parameters shared by parts that go to different stages (an embedding tied to the LM
+ * head): each stage would hold a copy trained on its own gradient only, and the stage that does
+ * not keep a part disposed the shared tensor under the one it keeps. Megatron all-reduces such
+ * a tie between the first and last stages; here the model must untie it (or run on one stage).
+ */
+function refuseTiedAcrossStages(parts: PipelineParts, numStages: number, stage: number): void {
+  const owners = [
+    { prefix: 'embedding', module: parts.embedding, stage: 0 },
+    ...parts.layers.map((module, i) => ({
+      prefix: `layers.${i}`,
+      module,
+      stage: [...Array(numStages).keys()].find((s) => i < distributeLayers(parts.layers.length, numStages, s)[1]),
+    })),
+    { prefix: 'head', module: parts.head, stage: numStages - 1 },
+  ];
+  const seen = new Map<Tensor, { name: string; stage: number | undefined }>();
+  for (const owner of owners) {
+    for (const [name, p] of owner.module.namedParameters()) {
+      const first = seen.get(p);
+      if (first && first.stage !== owner.stage)
+        throw new PipelineStageError(
+          `stage ${stage}: ${first.name} (stage ${first.stage}) and ${owner.prefix}.${name} (stage ${owner.stage}) ` +
+            'are one parameter: parameters tied across pipeline stages are not supported; untie them',
+        );
+      if (!first) seen.set(p, { name: `${owner.prefix}.${name}`, stage: owner.stage });
+    }
+  }
+}
+
 /** The stage's layers, registered under their index in the whole model so names match it. */
 class LayerSlice extends Module {
   constructor(
@@ -53,7 +83,8 @@ class LayerSlice extends Module {
  * (`embedding.weight`, `layers.3.attn.in_proj_weight`, `head.1.bias`), so a stage's state
  * can be compared with, or loaded from, the unsplit model (a stage of a 1-stage pipeline).
  *
- * The stage takes ownership of `parts`: what it does not keep is disposed.
+ * The stage takes ownership of `parts`: what it does not keep is disposed. Parameters tied
+ * across stages are refused (PipelineStageError).
  */
 export class PipelineStage extends Module {
   readonly embedding: PipelineParts['embedding'] | null;
@@ -81,6 +112,7 @@ export class PipelineStage extends Module {
       );
     this.layerRange = distributeLayers(parts.layers.length, numStages, stage);
     const [start, end] = this.layerRange;
+    refuseTiedAcrossStages(parts, numStages, stage);
     this.embedding = this.registerModule('embedding', this.isFirst ? parts.embedding : null);
     this.layers = this.registerModule('layers', new LayerSlice(parts.layers.slice(start, end), start));
     this.head = this.registerModule('head', this.isLast ? parts.head : null);

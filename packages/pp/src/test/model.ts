@@ -18,14 +18,14 @@ export const CFG = {
 };
 
 /** The whole model, drawn from one seeded generator so every rank builds the same weights. */
-export function buildParts(): PipelineParts {
+export function buildParts(reduction: 'mean' | 'sum' = 'mean'): PipelineParts {
   const generator = new Generator(CFG.seed);
   const { vocab, dim, heads } = CFG;
   return {
     embedding: new Embedding(vocab, dim, { generator }),
     layers: [...Array(CFG.layers).keys()].map(() => new TransformerBlock(dim, heads, { mlpRatio: 2, generator })),
     head: new Sequential(new LayerNorm(dim), new Linear(dim, vocab, { generator })),
-    lossFn: (out, target) => crossEntropy(out.reshape([-1, vocab]), target),
+    lossFn: (out, target) => crossEntropy(out.reshape([-1, vocab]), target, { reduction }),
   };
 }
 
@@ -44,11 +44,7 @@ function row(step: number, r: number): { input: number[]; target: number[] } {
 }
 
 /** Rows [start, start + n) of step s's global batch, as ids [n, seq] and flat targets [n·seq]. */
-export function rows(
-  step: number,
-  start: number,
-  n: number,
-): Required<MicroBatch> & { input: number[][]; target: number[] } {
+export function rows(step: number, start: number, n: number): { input: number[][]; target: number[] } {
   const rs = [...Array(n).keys()].map((i) => row(step, start + i));
   return { input: rs.map((r) => r.input), target: rs.flatMap((r) => r.target) };
 }
@@ -65,17 +61,40 @@ export function namedValues(stage: PipelineStage): NamedValues {
   return Object.fromEntries(stage.namedParameters().map(([name, p]) => [name, [...p.dataSync()]]));
 }
 
-/** Trains the unsplit model on each step's whole global batch (dp replicas' rows together). */
-export async function referenceRun(
-  dp: number,
-  steps: number = CFG.steps,
+/** Row-major micro-batches of CFG.microBatch rows each from one batch (flat targets of CFG.seq per row). */
+export function split(batch: { input: number[][]; target: number[] }): MicroBatch[] {
+  const { microBatch: b, seq } = CFG;
+  return [...Array(batch.input.length / b).keys()].map((i) => ({
+    input: batch.input.slice(i * b, (i + 1) * b),
+    target: batch.target.slice(i * b * seq, (i + 1) * b * seq),
+  }));
+}
+
+/** Step s's 4 rows, row 0 with only its last 2 targets (the others -100: crossEntropy's ignored padding). */
+export function paddedRows(step: number): { input: number[][]; target: number[] } {
+  const batch = rows(step, 0, 4);
+  batch.target.fill(-100, 0, CFG.seq - 2);
+  return batch;
+}
+
+/** The parameters of stage 0 of 2 (embedding, layers 0 and 1), frozen in the frozen-first-stage runs. */
+export const onFirstOfTwo = (name: string) => /^(embedding|layers\.[01])\./.test(name);
+
+export function freeze(stage: PipelineStage, which: (name: string) => boolean): void {
+  for (const [name, p] of stage.namedParameters()) if (which(name)) p.requiresGrad = false;
+}
+
+/** Trains `model` (a 1-stage PipelineStage) on each step's whole batch; it is disposed after. */
+export async function wholeBatchRun(
+  model: PipelineStage,
+  batchOf: (step: number) => { input: number[][]; target: number[] },
+  steps: number,
 ): Promise<{ initial: NamedValues; params: NamedValues; losses: number[] }> {
-  const model = new PipelineStage(buildParts(), 0, 1);
   const initial = namedValues(model);
   const opt = makeOptimizer(model);
   const losses: number[] = [];
   for (let step = 0; step < steps; step++) {
-    const { input, target } = rows(step, 0, dp * CFG.numMicroBatches * CFG.microBatch);
+    const { input, target } = batchOf(step);
     const loss = tidy(() => model.loss(model.forward(input), target));
     await loss.backward();
     losses.push(loss.item());
@@ -88,3 +107,11 @@ export async function referenceRun(
   model.dispose();
   return { initial, params, losses };
 }
+
+/** Trains the unsplit model on each step's whole global batch (dp replicas' rows together). */
+export const referenceRun = (dp: number, steps: number = CFG.steps) =>
+  wholeBatchRun(
+    new PipelineStage(buildParts(), 0, 1),
+    (s) => rows(s, 0, dp * CFG.numMicroBatches * CFG.microBatch),
+    steps,
+  );

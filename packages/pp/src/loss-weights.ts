@@ -1,0 +1,47 @@
+import type { Indices } from '@ddp/autograd';
+import { PipelineStageError } from './stage.js';
+
+/** How the stage's loss function reduces a micro-batch: to the mean over what it counts, or to the sum. */
+export type LossReduction = 'mean' | 'sum';
+
+/** The target entries a loss can count: a negative one is an ignored index (crossEntropy's -100 padding). */
+function countedTargets(target: Indices): number {
+  const values = Array.isArray(target) ? target.flat() : target.dataSync();
+  let n = 0;
+  for (const v of values) if (v >= 0) n++;
+  return n;
+}
+
+/**
+ * Each micro-batch's weight, so that the weighted losses add up to the whole batch's loss: a
+ * 'sum' is the sum of the micro-batches' sums (weight 1); a 'mean' is the micro-batches' means
+ * weighted by their share of what the loss averages over — `counts[i]` if given, else the
+ * target's non-negative entries. Weighting by rows instead gave 2.299 for 2.270 when a row was
+ * mostly padding, and scaled a 'sum' down by the micro-batch count.
+ */
+export function lossWeights(
+  targets: Indices[],
+  counts: (number | undefined)[],
+  reduction: LossReduction,
+  stage: number,
+): number[] {
+  if (reduction === 'sum') {
+    const given = counts.findIndex((c) => c !== undefined);
+    if (given >= 0)
+      throw new PipelineStageError(
+        `stage ${stage}: micro-batch ${given} has a count, which weights a 'mean' loss; a 'sum' is weighted 1`,
+      );
+    return targets.map(() => 1);
+  }
+  if (reduction !== 'mean')
+    throw new PipelineStageError(`stage ${stage}: lossReduction is 'mean' or 'sum', not ${String(reduction)}`);
+  const n = targets.map((t, i) => counts[i] ?? countedTargets(t));
+  const bad = n.findIndex((c) => !(Number.isFinite(c) && c > 0));
+  if (bad >= 0)
+    throw new PipelineStageError(
+      `stage ${stage}: micro-batch ${bad} counts ${n[bad]} targets: its mean loss is not a number, and the ` +
+        "batch's mean cannot be made of the micro-batches' means; move its rows into another micro-batch",
+    );
+  const total = n.reduce((a, b) => a + b, 0);
+  return n.map((c) => c / total);
+}
