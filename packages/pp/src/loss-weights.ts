@@ -4,8 +4,13 @@ import { PipelineStageError } from './stage.js';
 /** How the stage's loss function reduces a micro-batch: to the mean over what it counts, or to the sum. */
 export type LossReduction = 'mean' | 'sum';
 
-/** The target entries a loss can count: a negative one is an ignored index (crossEntropy's -100 padding). */
+/**
+ * The target entries a loss averages over: every element of a float target (a regression's, whose
+ * values may be negative); of class indices, the non-negative ones (a negative one is an ignored
+ * index: crossEntropy's -100 padding).
+ */
 function countedTargets(target: Indices): number {
+  if (!Array.isArray(target) && target.dtype === 'float32') return target.size;
   const values = Array.isArray(target) ? target.flat() : target.dataSync();
   let n = 0;
   for (const v of values) if (v >= 0) n++;
