@@ -76,18 +76,32 @@ export class MpiProcessGroup implements ProcessGroup {
         rank: this.me,
         op: call,
       });
-    let p = this.prepared(call, prepare);
+    let p: Prepared<T>;
+    try {
+      p = this.prepared(call, prepare);
+    } catch (err) {
+      // announced in this call's place of the issue order: behind a held call, as the others see it
+      void this.rt.order.issue([], async () => this.announce(call, err as CommError));
+      throw err;
+    }
     // the call's arrays (prepare has checked them), for the issue order
     const arrays = args.flat().filter((a): a is ArrayBufferView => ArrayBuffer.isView(a));
     const run = this.rt.order.issue(arrays, async (restage) => {
-      if (restage) p = this.prepared(call, prepare);
+      if (restage) {
+        try {
+          p = this.prepared(call, prepare);
+        } catch (err) {
+          this.announce(call, err as CommError); // at its dispatch: its place of the issue order
+          throw err;
+        }
+      }
       const r = await this.rt.run(this.comm, call, p.call, this.timeoutMs);
       return p.finish(r[2], r[1]);
     });
     return makeWork(run);
   }
 
-  /** `prepare()`'s call; when it fails, the failure path of `collective`. */
+  /** `prepare()`'s call; when it fails, the typed error, this communicator's failure from now on. */
   private prepared<T>(call: OpName, prepare: () => Prepared<T>): Prepared<T> {
     try {
       const first = this.rt.stuck ?? this.comm.failed;
@@ -100,17 +114,15 @@ export class MpiProcessGroup implements ProcessGroup {
           : new CommError(`rank ${this.me}: ${call} failed: ${e}`, { rank: this.me, op: call, cause: e });
       err.rank ??= this.me;
       err.op ??= call;
-      // the members still waiting for this call refuse it too (and every later one this rank refuses)
-      if (this.size > 1)
-        this.rt.announceFailure(
-          this.comm,
-          descriptor(this.size, call, 'float32', undefined, 0, 0),
-          err,
-          this.timeoutMs,
-        );
       this.rt.fail(this.comm, err);
       throw err;
     }
+  }
+
+  /** The members still waiting for a call this rank failed refuse it too (and every later one this rank refuses). */
+  private announce(call: OpName, err: CommError): void {
+    if (this.size > 1)
+      this.rt.announceFailure(this.comm, descriptor(this.size, call, 'float32', undefined, 0, 0), err, this.timeoutMs);
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {

@@ -10,7 +10,7 @@ interface Unfinished {
  * The MPI backend's issue order, across its groups. A call is staged (its inputs copied, half
  * words widened) when it is issued, and its results copied out when MPI is done, on this thread,
  * while the MPI thread runs the next calls. So a call touching an array an unfinished call
- * writes is staged and dispatched only once that one finished: it read the array before the
+ * touches is staged and dispatched only once that one finished: it read the array before the
  * earlier call wrote it, or the earlier copy-out overwrote its result (two float16 all-reduces
  * of one array gave 3 where 6 is right, and ranks ended with different values). Every later call
  * waits behind a held one, so the MPI thread still runs each rank's calls in issue order, which
@@ -22,20 +22,22 @@ export class IssueOrder {
   private held: Promise<void> | null = null;
 
   /**
-   * `start(restage)` now (restage false: the call's first staging stands), or once the
-   * unfinished calls touching `arrays`, and any held call, have settled (restage true: stage
-   * again, the first staging read too early). Resolves as start's promise does.
+   * `start(restage)` now, or once the unfinished calls touching `arrays`, and any held call, have
+   * settled. restage: the call waited for an unfinished call touching its arrays, so its first
+   * staging read them too early (waiting only behind a held call, its staging at the call stands).
+   * Resolves as start's promise does.
    */
   issue<T>(arrays: readonly ArrayBufferView[], start: (restage: boolean) => Promise<T>): Promise<T> {
     const waits = [...this.unfinished]
       .filter((u) => u.arrays.some((a) => arrays.some((b) => arraysOverlap(a, b))))
       .map((u) => u.done);
+    const restage = waits.length > 0;
     if (this.held) waits.push(this.held);
     let done: Promise<T>;
     if (waits.length === 0) done = start(false);
     else {
       const ready = Promise.allSettled(waits).then(() => {});
-      done = ready.then(() => start(true));
+      done = ready.then(() => start(restage));
       const dispatched = ready.then(() => {}); // registered after start's reaction, so it runs after it
       this.held = dispatched;
       void dispatched.then(() => {

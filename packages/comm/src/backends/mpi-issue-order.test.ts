@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { IssueOrder } from './mpi-issue-order.js';
+
+describe("the MPI backend's issue order", () => {
+  it('holds a call touching an unfinished one (staged again), and every later call behind it (staged once)', async () => {
+    const order = new IssueOrder();
+    const [x, y] = [new Float32Array(4), new Float32Array(4)];
+    const log: string[] = [];
+    let finishA = () => {};
+    const a = order.issue([x], async (restage) => {
+      log.push(`A ${restage}`);
+      await new Promise<void>((resolve) => {
+        finishA = resolve;
+      });
+    });
+    const b = order.issue([x.subarray(1, 2)], async (restage) => {
+      log.push(`B ${restage}`);
+    });
+    // y overlaps nothing: it waits behind the held B only, so its staging at the call stands
+    const c = order.issue([y], async (restage) => {
+      log.push(`C ${restage}`);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(log).toEqual(['A false']);
+    finishA();
+    await Promise.all([a, b, c]);
+    expect(log).toEqual(['A false', 'B true', 'C false']);
+    // nothing unfinished or held: at once
+    const d = order.issue([x], async (restage) => {
+      log.push(`D ${restage}`);
+    });
+    expect(log.at(-1)).toBe('D false');
+    await d;
+  });
+});
