@@ -1,5 +1,5 @@
 import type { tf } from '@ddp/tensor';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DataLoader } from './dataloader.js';
 import { ArrayDataset } from './dataset.js';
 import { DataArgumentError } from './errors.js';
@@ -101,8 +101,18 @@ describe('setEpoch on a shuffling sampler or loader', () => {
     expect(await order(b)).toEqual(await order(a));
   });
 
-  it("refuses on a sampler drawing from the caller's generator, and a bad epoch", () => {
-    expect(() => new RandomSampler(6, { generator: new Generator(3) }).setEpoch(1)).toThrow(DataArgumentError);
+  it("keeps drawing from the caller's generator, and says so once; refuses a bad epoch", () => {
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const generator = new Generator(3);
+    const sampler = new RandomSampler(6, { generator });
+    const next = new Generator(3);
+    next.randperm(6);
+    sampler.setEpoch(0);
+    [...sampler];
+    sampler.setEpoch(1);
+    expect([...sampler]).toEqual([...next.randperm(6)]);
+    expect(warned).toHaveBeenCalledTimes(1);
+    warned.mockRestore();
     expect(() => new RandomSampler(6).setEpoch(-1)).toThrow(DataArgumentError);
   });
 });

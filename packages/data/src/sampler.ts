@@ -15,6 +15,9 @@ export function checkEpoch(epoch: number): void {
   }
 }
 
+/** Whether RandomSampler.setEpoch has said that a caller's generator sets the order (said once). */
+let warnedOfGenerator = false;
+
 /** What a sampler draws from: a dataset, read anew each epoch as torch's len(data_source), or a count. */
 export type SamplerSource = { readonly length: number } | number;
 
@@ -95,17 +98,22 @@ export class RandomSampler implements Sampler {
    * The next epoch's order from the seed and `epoch` alone (its generator re-seeded with seed +
    * epoch, as DistributedSampler's), so a run resumed at an epoch draws that epoch's order again
    * (before, setEpoch did nothing and a resumed run retrained epoch 0's order). A sampler drawing
-   * from the caller's generator refuses: its order follows that generator's state.
+   * from the caller's generator keeps drawing from it (generic loops call setEpoch on every
+   * loader), and says once that its order follows that generator's state.
    */
   setEpoch(epoch: number): void {
     checkEpoch(epoch);
-    if (this.seed === null) {
-      throw new DataArgumentError(
-        'RandomSampler.setEpoch: this sampler draws from the generator it was given, whose state sets the ' +
-          "order, not the epoch; save and restore that generator's state (getState/setState) to resume, or give a seed",
-      );
+    if (this.seed !== null) {
+      this.generator.manualSeed(this.seed + epoch);
+      return;
     }
-    this.generator.manualSeed(this.seed + epoch);
+    if (warnedOfGenerator) return;
+    warnedOfGenerator = true;
+    process.emitWarning(
+      'RandomSampler.setEpoch: this sampler draws from the generator it was given, whose state, not the epoch, ' +
+        "sets the order; to resume, save and restore that generator's state (getState/setState), or give a seed",
+      { code: 'DDP_SAMPLER_GENERATOR' },
+    );
   }
 
   *[Symbol.iterator](): Iterator<number> {

@@ -98,8 +98,9 @@ export function snapshot(
   extra: unknown,
   stage: StagingBuffers = freshBuffers,
 ): Snapshot {
-  // on every rank, at the call: refused before any collective when JSON would change it
-  sealJson({ extra: extra ?? null });
+  // on every rank, at the call: refused before any collective when JSON would change them (an eps of
+  // Infinity became null in the copy below, silently)
+  sealJson({ extra: extra ?? null, hyper: optimizer.paramGroups.map(({ params, ...hyper }) => hyper) });
   const units = unitsOf(root);
   const tensors = new Map<string, SafeTensor>();
   const hostCopy = (key: string, t: tf.Tensor) => {

@@ -94,6 +94,10 @@ describe('FSDP saves copy `extra` at the call', () => {
     await expect(saveFSDPCheckpoint(dir, { ...a, step: 1, extra: { loss: Number.NaN } })).rejects.toThrow(
       CheckpointError,
     );
+    // a hyperparameter JSON would change (was: the manifest's copy made eps null, silently)
+    const model = fullyShard(new Linear(3, 2));
+    const optimizer = new Adam(model.parameters(), { lr: 0.01, eps: Number.POSITIVE_INFINITY });
+    await expect(saveFSDPCheckpoint(dir, { root: model, optimizer, step: 1 })).rejects.toThrow(CheckpointError);
     await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
   });
 });
