@@ -8,6 +8,7 @@ import {
   snapshot,
   writeSnapshot,
 } from './checkpoint-save.js';
+import { FSDPError } from './errors.js';
 import type { FSDPModule } from './fully-shard.js';
 import { BackgroundWriter } from './safetensors-writer.js';
 
@@ -22,6 +23,9 @@ import { BackgroundWriter } from './safetensors-writer.js';
  * once; `destroyProcessGroup` waits for the save in flight and raises the newest save's failure
  * unless `wait()` has (or a later save committed).
  */
+/** Ends the writer thread of a checkpointer dropped without close(). */
+const writerThreads = new FinalizationRegistry<BackgroundWriter>((writer) => void writer.close());
+
 export class AsyncCheckpointer {
   private group: Promise<ProcessGroup> | null = null;
   private inFlight: Promise<string> | null = null;
@@ -40,7 +44,24 @@ export class AsyncCheckpointer {
    */
   private readonly staging = new Map<string, Float32Array>();
 
-  constructor(readonly root: FSDPModule) {}
+  private closed = false;
+
+  constructor(readonly root: FSDPModule) {
+    writerThreads.register(this, this.writer, this);
+  }
+
+  /**
+   * Waits for the save in flight, then ends the writer thread (each checkpointer has one: a
+   * program making one per run kept them all, ~60 MB each); later saves raise. A checkpointer
+   * dropped without close() ends its thread when it is garbage-collected.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    writerThreads.unregister(this);
+    await this.inFlight?.catch(() => {});
+    await this.writer.close();
+  }
 
   /**
    * Collective over the root's group (the first call creates the checkpoint group with comm's
@@ -56,6 +77,7 @@ export class AsyncCheckpointer {
     contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
     { expectNewest }: SaveOptions = {},
   ): Promise<{ done: Promise<string> }> {
+    if (this.closed) throw new FSDPError(`rank ${this.root.processGroup.rank}: AsyncCheckpointer.save after close()`);
     checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
     const stage: StagingBuffers | undefined = this.pending === 0 ? (k, n) => this.stagingBuffer(k, n) : undefined;
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);

@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AsyncCheckpointer } from './checkpoint-async.js';
 import { loadFSDPCheckpoint } from './checkpoint-load.js';
 import { saveFSDPCheckpoint } from './checkpoint-save.js';
+import { FSDPError } from './errors.js';
 import { fullyShard } from './fully-shard.js';
 
 let root = '';
@@ -99,5 +101,24 @@ describe('FSDP saves copy `extra` at the call', () => {
     const optimizer = new Adam(model.parameters(), { lr: 0.01, eps: Number.POSITIVE_INFINITY });
     await expect(saveFSDPCheckpoint(dir, { root: model, optimizer, step: 1 })).rejects.toThrow(CheckpointError);
     await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
+  });
+});
+
+// before: each checkpointer's writer thread lived as long as the process (a program making one per run kept them all)
+describe('AsyncCheckpointer.close', () => {
+  const threads = () => readdirSync('/proc/self/task').length;
+
+  it('ends the writer thread once the save in flight is done; later saves raise', async () => {
+    const a = run();
+    const warm = new AsyncCheckpointer(a.root); // the first save starts libuv's pool: count after it
+    await (await warm.save(join(root, 'close-warm'), { optimizer: a.optimizer, step: 1 })).done;
+    await warm.close();
+    const before = threads();
+    const saver = new AsyncCheckpointer(a.root);
+    const saving = await saver.save(join(root, 'close'), { optimizer: a.optimizer, step: 1 });
+    await saver.close(); // waits for the save
+    await expect(saving.done).resolves.toMatch(/-step-1$/);
+    expect(threads()).toBe(before);
+    await expect(saver.save(join(root, 'close'), { optimizer: a.optimizer, step: 2 })).rejects.toThrow(FSDPError);
   });
 });

@@ -35,13 +35,14 @@ function startWorker(): Worker {
  * copy: on the main thread, the checksums and writes stalled the step it overlapped by more than
  * a synchronous save. Arrays on a SharedArrayBuffer reach the thread without a copy (the caller
  * must leave them alone until the write settles); others are copied. The thread starts with the
- * writer and does not keep the process alive while idle.
+ * writer, does not keep the process alive while idle, and ends with `close`.
  */
 export class BackgroundWriter {
   private readonly worker = startWorker();
   private readonly waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void; path: string }>();
   private nextId = 0;
   private failure: Error | null = null;
+  private closed = false;
 
   constructor() {
     this.worker.on('message', ({ id, error }: WriteReply) => {
@@ -59,7 +60,9 @@ export class BackgroundWriter {
       }
     };
     this.worker.on('error', fail);
-    this.worker.on('exit', (code) => fail(new Error(`the checkpoint writer thread exited (code ${code})`)));
+    this.worker.on('exit', (code) => {
+      if (!this.closed) fail(new Error(`the checkpoint writer thread exited (code ${code})`));
+    });
     this.worker.unref(); // after the listeners: adding a 'message' listener refs the worker again
   }
 
@@ -71,6 +74,14 @@ export class BackgroundWriter {
     if (this.waiting.size === 1) this.worker.ref(); // keep the process alive until the file is written
     this.worker.postMessage({ id, path, tensors: [...tensors], metadata } satisfies WriteRequest);
     return done;
+  }
+
+  /** Ends the thread (a write in flight fails); later writes fail. Resolves once it has exited. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.failure ??= new Error('the checkpoint writer was closed');
+    await this.worker.terminate();
   }
 
   private settled(id: number): void {
