@@ -13,13 +13,10 @@ import type { ProcessGroup } from '@ddp/comm';
 import {
   type CommitTurn,
   cleanCheckpointDir,
-  commitEntry,
+  commitManifestEntry,
   crashPoint,
   createTemporaryEntry,
-  noteCommitted,
   type Optimizer,
-  refuseOtherFormat,
-  refuseOtherRun,
   type SafeTensor,
   type SaveOptions,
   saveSafetensors,
@@ -215,13 +212,8 @@ export async function writeSnapshot(
         const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
-        const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-fsdp-sharded-checkpoint');
-        const otherRun = refuseOtherRun(failed, expectNewest, owner);
-        committed = await commitEntry(dir, entry, manifest.step, MANIFEST_FILE, async (newest) => {
-          await otherFormat(newest);
-          otherRun(newest);
-        });
-        noteCommitted(owner, committed);
+        const kind = { file: MANIFEST_FILE, format: 'ddp-fsdp-sharded-checkpoint' };
+        committed = await commitManifestEntry(dir, entry, manifest.step, kind, { where: failed, expectNewest, owner });
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );

@@ -118,7 +118,7 @@ describe('AsyncCheckpointer.close', () => {
     const saving = await saver.save(join(root, 'close'), { optimizer: a.optimizer, step: 1 });
     await saver.close(); // waits for the save
     await expect(saving.done).resolves.toMatch(/-step-1$/);
-    expect(threads()).toBe(before);
+    expect(threads()).toBeLessThanOrEqual(before); // other threads may end meanwhile, not start
     await expect(saver.save(join(root, 'close'), { optimizer: a.optimizer, step: 2 })).rejects.toThrow(FSDPError);
   });
 });

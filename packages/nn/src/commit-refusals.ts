@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { commitEntry } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
 
 /**
@@ -54,4 +55,26 @@ export function refuseOtherRun(where: string, expected: string | null | undefine
         'Give each run a directory of its own',
     );
   };
+}
+
+/**
+ * commitEntry for the kinds whose metadata files share a name (@ddp/zero's and @ddp/fsdp's
+ * manifest.json), checked as their saves need: another format's newest entry, or another run's
+ * (`expectNewest`, `owner` the saving object), is refused; the owner's commit is recorded.
+ */
+export async function commitManifestEntry(
+  dir: string,
+  temporary: string,
+  step: number,
+  manifest: { file: string; format: string },
+  check: { where: string; expectNewest: string | null | undefined; owner: object },
+): Promise<string> {
+  const otherFormat = refuseOtherFormat(manifest.file, manifest.format);
+  const otherRun = refuseOtherRun(check.where, check.expectNewest, check.owner);
+  const committed = await commitEntry(dir, temporary, step, manifest.file, async (newest) => {
+    await otherFormat(newest);
+    otherRun(newest);
+  });
+  noteCommitted(check.owner, committed);
+  return committed;
 }

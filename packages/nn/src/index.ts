@@ -34,7 +34,7 @@ export {
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
 export { temporaryEntryName } from './checkpoint-temporaries.js';
-export { noteCommitted, refuseOtherFormat, refuseOtherRun } from './commit-refusals.js';
+export { commitManifestEntry, refuseOtherFormat } from './commit-refusals.js';
 export { type CommitTurn, takeCommitTurn } from './commit-turn.js';
 export {
   defaultGenerator,

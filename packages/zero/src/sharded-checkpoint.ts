@@ -13,18 +13,15 @@ import type { Tensor } from '@ddp/autograd';
 import { duplicateGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
   cleanCheckpointDir,
-  commitEntry,
+  commitManifestEntry,
   crashPoint,
   createTemporaryEntry,
   type Generator,
   type GeneratorState,
   type LRScheduler,
   type Module,
-  noteCommitted,
   optimizerStateTensors,
   type ParamState,
-  refuseOtherFormat,
-  refuseOtherRun,
   type SafeTensor,
   type SaveOptions,
   type SchedulerState,
@@ -234,13 +231,9 @@ export async function saveShardedCheckpoint(
         async () => {
           if (rank !== 0) return;
           await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
-          const otherFormat = refuseOtherFormat(MANIFEST_FILE, 'ddp-zero-sharded-checkpoint');
-          const otherRun = refuseOtherRun(failed, expectNewest, zero);
-          committed = await commitEntry(dir, temporary, contents.step, MANIFEST_FILE, async (newest) => {
-            await otherFormat(newest);
-            otherRun(newest);
-          });
-          noteCommitted(zero, committed);
+          const kind = { file: MANIFEST_FILE, format: 'ddp-zero-sharded-checkpoint' };
+          const check = { where: failed, expectNewest, owner: zero };
+          committed = await commitManifestEntry(dir, temporary, contents.step, kind, check);
         },
         `${failed}: rank 0 failed to commit the checkpoint`,
       );

@@ -76,25 +76,20 @@ export class MpiProcessGroup implements ProcessGroup {
         rank: this.me,
         op: call,
       });
-    let p: Prepared<T>;
-    try {
-      p = this.prepared(call, prepare);
-    } catch (err) {
-      // announced in this call's place of the issue order: behind a held call, as the others see it
-      void this.rt.order.issue([], async () => this.announce(call, err as CommError));
-      throw err;
-    }
+    // a failure is announced in this call's place of the issue order (behind a held call, as the others see it)
+    const staged = (announce: (err: CommError) => void) => {
+      try {
+        return this.prepared(call, prepare);
+      } catch (err) {
+        announce(err as CommError);
+        throw err;
+      }
+    };
+    let p = staged((err) => void this.rt.order.issue([], async () => this.announce(call, err)));
     // the call's arrays (prepare has checked them), for the issue order
     const arrays = args.flat().filter((a): a is ArrayBufferView => ArrayBuffer.isView(a));
     const run = this.rt.order.issue(arrays, async (restage) => {
-      if (restage) {
-        try {
-          p = this.prepared(call, prepare);
-        } catch (err) {
-          this.announce(call, err as CommError); // at its dispatch: its place of the issue order
-          throw err;
-        }
-      }
+      if (restage) p = staged((err) => this.announce(call, err)); // at its dispatch: its place
       const r = await this.rt.run(this.comm, call, p.call, this.timeoutMs);
       return p.finish(r[2], r[1]);
     });
