@@ -43,8 +43,9 @@ if (large) {
   await run(pg, 'allGatherInto', { d: 'float32', n: Math.floor(n / pg.size) });
   await run(pg, 'allReduce', { d: 'float16', n: 2 * n, op: 'max' });
   // reduced in place in blocks and published from cache (algorithms/shm.ts): other ops and dtypes than the sum
-  await run(pg, 'allReduce', { d: 'int32', n: n + 5, op: 'max' });
-  await run(pg, 'allReduce', { d: 'float64', n: n / 2 + 3, op: 'product' });
+  // (just over one 4 MiB slot: pieces, blocks and a tail)
+  await run(pg, 'allReduce', { d: 'int32', n: n / 4 + 5, op: 'max' });
+  await run(pg, 'allReduce', { d: 'float64', n: n / 8 + 3, op: 'product' });
 }
 c.report({ rank: pg.rank });
 await destroyProcessGroup();
