@@ -83,7 +83,7 @@ export function reduceScatterTensor(group: ProcessGroup, flat: tf.Tensor): Promi
  * through the shared alias (the allocation may grow the heap and detach a view of the old
  * ArrayBuffer). tf.slice on wasm first copies the whole input out of the heap (readSync).
  */
-export function copyOf(t: tf.Tensor, at: number, shape: number[]): tf.Tensor {
+function copyOf(t: tf.Tensor, at: number, shape: number[]): tf.Tensor {
   const values = sharedStorage(t) ?? (t.dataSync() as Float32Array);
   return tensorFromFloat32(values.subarray(at, at + shape.reduce((a, b) => a * b, 1)), shape);
 }

@@ -272,12 +272,12 @@ const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
  * The owner's checkpoint group (its group's ranks, collectives of their own), made at its first
  * save: a save not awaited runs beside training's collectives without meeting them.
  */
-export function checkpointGroupOf(zero: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
-  let group = checkpointGroups.get(zero);
+export function checkpointGroupOf(owner: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
+  let group = checkpointGroups.get(owner);
   if (!group) {
     // its members only: newGroup on the mpi backend needs the whole world (a subgroup's save failed there)
-    group = duplicateGroup(zero.processGroup);
-    checkpointGroups.set(zero, group);
+    group = duplicateGroup(owner.processGroup);
+    checkpointGroups.set(owner, group);
   }
   return group;
 }
