@@ -13,6 +13,7 @@ import { readLaunchEnv } from '../rendezvous/env.js';
 import { hostId } from '../rendezvous/host-id.js';
 import { hostLayout } from '../rendezvous/host-layout.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, claimRank, readAddresses } from '../rendezvous/rendezvous.js';
+import { connectWorldStore, finishWorldStore } from '../rendezvous/world-store.js';
 import { StagingPool } from '../scheduling/staging.js';
 import { CommThread, MainRunner } from '../scheduling/threads.js';
 import { HashStore } from '../store/hash-store.js';
@@ -63,6 +64,8 @@ export interface World {
   mem: SharedMemory | null;
   /** Shared-memory names this rank mapped (unlinked again at destroy, in case a peer never attached). */
   shmNames: string[];
+  /** The name of the TCPStore initProcessGroup connected to (rendezvous/world-store.ts). */
+  storeName: string | null;
 }
 
 let world: World | null = null;
@@ -111,11 +114,10 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const ownsStore = !opts.store;
   const { secret, runId } = env;
   // a world of one needs nobody to meet: no server, no port
-  const store =
-    opts.store ??
-    (worldSize === 1
-      ? new HashStore(timeoutMs)
-      : await TCPStore.create({
+  const { store, name: storeName } =
+    opts.store || worldSize === 1
+      ? { store: opts.store ?? new HashStore(timeoutMs), name: null }
+      : await connectWorldStore({
           host: env.masterAddr,
           port: env.masterPort,
           secret,
@@ -124,7 +126,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
           timeoutMs,
           rank,
           onConnectionError: warnOtherRun,
-        }));
+        });
   try {
     if (worldSize > 1) await agreeOnWorldSize(store, rank, worldSize);
     if (worldSize > 1 && ownsStore) await claimRank(store, rank, env.launcher);
@@ -174,6 +176,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
       addrs,
       mem,
       shmNames: [],
+      storeName,
     };
     try {
       addGroup(w, 0, ranks);
@@ -227,6 +230,7 @@ async function closeGroups(): Promise<void> {
   await w.main.close();
   await w.thread.close();
   for (const name of w.shmNames) w.mem?.unlink(name);
+  if (w.storeName) finishWorldStore(w.storeName);
   if (w.ownsStore) await w.store.close();
 }
 

@@ -13,6 +13,17 @@ interface Outcome {
 const phase = (o: RankOutcome, p: string) => (o.results as Outcome[]).find((r) => r.phase === p);
 
 describe('rendezvous', () => {
+  it('destroy, then init at once, 15 times: each world meets in its own store (rank 0 may still be closing the last)', async () => {
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('../test/rendezvous.child.ts', import.meta.url),
+      args: ['again', '15'],
+      timeoutMs: 60_000,
+    });
+    for (const o of out)
+      expect(phase(o, 'again'), explain(out)).toEqual({ phase: 'again', name: 'ok', sums: Array(15).fill(3) });
+  }, 90_000);
+
   it('a second world on the same port and secret is refused, typed, and never mixes with the first', async () => {
     const port = String(await findFreePort());
     const dir = mkdtempSync(join(tmpdir(), 'ddp-rdzv-'));

@@ -7,6 +7,7 @@ import { CommError, destroyProcessGroup, initProcessGroup } from '../index.js';
  *   init         – initProcessGroup, then one all-reduce of rank + 1
  *   hold <file>  – the same, then waits for <file> to exist and all-reduces again (keeps the
  *                  world's store and listeners up while a test starts another world)
+ *   again <n>    – n worlds in a row: init, one all-reduce, destroy; reports the sums
  */
 const [mode, stopFile] = process.argv.slice(2);
 const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.stringify(r)}`);
@@ -16,6 +17,20 @@ const sumOfRanks = async (pg: Awaited<ReturnType<typeof initProcessGroup>>): Pro
   await pg.allReduce(a).wait();
   return a[0];
 };
+
+if (mode === 'again') {
+  const sums: number[] = [];
+  try {
+    for (let i = 0; i < Number(stopFile); i++) {
+      sums.push(await sumOfRanks(await initProcessGroup({ timeoutMs: 20_000 })));
+      await destroyProcessGroup();
+    }
+    report({ phase: 'again', name: 'ok', sums });
+  } catch (e) {
+    report({ phase: 'again', name: (e as Error).name, message: (e as Error).message, sums });
+  }
+  process.exit(0);
+}
 
 let pg: Awaited<ReturnType<typeof initProcessGroup>>;
 try {
