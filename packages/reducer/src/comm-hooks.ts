@@ -73,7 +73,9 @@ function halfBufferFor(buffer: Float32Array): Uint16Array {
 /**
  * Compresses to 16 bits, all-reduces (half the bytes of float32 on the wire; the sum is
  * computed in float32 by @ddp/comm and rounded back), decompresses into the bucket.
- * Dividing by the group size before compressing keeps the sum in range, as PyTorch does.
+ * Divides by the group size in float32, then compresses: the sum stays in range. PyTorch casts
+ * first and divides in 16 bits, so its gradients above 65504 become inf and, at group sizes that
+ * are not powers of two, its results differ from these by about one 16-bit unit.
  */
 function compressHook(dtype: 'float16' | 'bfloat16'): CommHook<unknown> {
   const encode = dtype === 'float16' ? encodeFloat16 : encodeBfloat16;

@@ -179,7 +179,7 @@ for (const [storage, env] of STORAGE)
       }
 
       if (world === 2) {
-        it("buffers are rank 0's after create (bool ones too, broadcastBuffers off too), and after a synced backward unless it is off", () => {
+        it("buffers are rank 0's after create (bool ones too, broadcastBuffers off too), after a synced backward unless it is off, and after syncBuffers", () => {
           const [r0, r1] = okResultsOf(results, 'buffers');
           expect(r1.synced).toEqual(r0.synced);
           expect(r1.local).not.toEqual(r0.local);
@@ -190,6 +190,13 @@ for (const [storage, env] of STORAGE)
             expect(created).toEqual(r0[`created ${mode}`]);
             expect(created.find(([name]) => name.endsWith('mask'))?.slice(1)).toEqual(['bool', [1, 1, 1]]);
             expect(created.find(([name]) => name.endsWith('running_mean'))?.[2]).toEqual([1, 1, 1, 1]);
+          }
+          // forwards without backward: each rank's own statistics, one warning naming the mend; then rank 0's
+          expect(r1.skipped).not.toEqual(r0.skipped);
+          expect(r1.mended).toEqual(r0.skipped);
+          for (const r of [r0, r1]) {
+            expect(r.warnings).toHaveLength(1);
+            expect((r.warnings as string[])[0]).toMatch(/backward never ran.*await ddp.syncBuffers\(\)/);
           }
         });
 

@@ -4,14 +4,15 @@ import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notif
 import type { Module, Parameter } from '@ddp/nn';
 import type { BucketCapTuning } from './autotune.js';
 import { BucketPlan } from './bucket-plan.js';
+import { BufferSync } from './buffer-sync.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
-import { DDPCommError, DDPUsageError } from './errors.js';
+import { DDPCommError, DDPUsageError, markedReadyTwice } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
 import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import type { Reduction } from './reduction.js';
-import { broadcastTensors, buffersOf, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
+import { broadcastTensors, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
 
 /**
@@ -39,6 +40,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private joinNotice: Promise<unknown> | null = null;
   /** Whether the iteration runs under join, on a joined rank too (isJoinActive is false there): errors say so. */
   private underJoin = false;
+  private readonly bufferSync: BufferSync;
   /** Parameters the last forward's graph does not reach (findUnusedParameters). */
   private unusedAtForward: number[] = [];
   /** Set by joinHook on ranks that joined; travels to the active ranks in the join all-reduce. */
@@ -52,6 +54,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
     this.checkFinite = opts.checkFinite ?? true;
+    this.bufferSync = new BufferSync(module, this.processGroup, this.broadcastBuffers);
     this.params = module
       .namedParameters()
       .filter(([, p]) => p.requiresGrad)
@@ -123,11 +126,17 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
       this.joinNotice?.catch(() => {});
       this.joinNotice = notifyJoinContext(this);
     }
+    this.bufferSync.beforeForward(this.requireSync, this.rank);
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
     if (!(this.findUnusedParameters && this.requireSync && isGradEnabled())) return out as ReturnType<M['forward']>;
     return whenResolved(out, (resolved) => {
       this.unusedAtForward = unreachedParameters(resolved, this.params);
     }) as ReturnType<M['forward']>;
+  }
+
+  /** Broadcasts rank 0's buffers (collective), as a synchronized backward does: see buffer-sync.ts. */
+  async syncBuffers(): Promise<void> {
+    await this.collective('buffer broadcast', () => this.bufferSync.sync(0));
   }
 
   /** Runs fn without gradient synchronization; the next synchronized backward reduces the accumulated sum. */
@@ -163,13 +172,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   private markReady(index: number): void {
     if (!this.requireSync) return;
     const reduction = this.reduction ?? this.startReduction();
-    if (reduction.ready[index]) {
-      throw new DDPUsageError(
-        `parameter "${this.params[index].name}" was marked ready twice in one backward (used in a ` +
-          'checkpointed segment and outside it, or under findUnusedParameters inside a checkpointed segment, ' +
-          'which its search cannot see into; or by two backward calls without an optimizer step)',
-      );
-    }
+    if (reduction.ready[index]) throw markedReadyTwice(this.params[index].name);
     this.place(index, true);
   }
 
@@ -263,9 +266,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     await writeBackAgreed(buckets, results, opts, flagGroup, this.collective);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
     // from rank 0, or under join the lowest rank still training (torch's highest)
-    const buffers = this.broadcastBuffers && this.processGroup.size > 1 ? buffersOf(this.module) : [];
-    if (buffers.length > 0)
-      await this.collective('buffer broadcast', () => broadcastTensors(buffers, this.processGroup, buffersFrom));
+    await this.collective('buffer broadcast', () => this.bufferSync.sync(buffersFrom));
     this.iteration++;
   }
 

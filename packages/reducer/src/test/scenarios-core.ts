@@ -212,7 +212,7 @@ coreScenarios.unusedDivergentError = (pg) =>
 /**
  * BatchNorm statistics differ per rank after a forward; a synced backward leaves rank 0's everywhere (unless
  * broadcastBuffers is off). Create copies rank 0's buffers either way, a bool one too (torch's
- * _sync_module_states): each rank starts with its own.
+ * _sync_module_states): each rank starts with its own. Then forwards without backward.
  */
 coreScenarios.buffers = async (pg) => {
   const out: Record<string, unknown> = {};
@@ -234,8 +234,22 @@ coreScenarios.buffers = async (pg) => {
     );
     await loss.backward();
     loss.dispose();
-    x.dispose();
     out[broadcastBuffers ? 'synced' : 'local'] = [...model.namedBuffers()[0][1].dataSync()];
+    if (broadcastBuffers) {
+      // a training forward whose backward never ran (a skipped step): the next forward warns once
+      // (torch broadcasts there), and syncBuffers gives every rank rank 0's statistics
+      const warnings: string[] = [];
+      const onWarning = (w: Error & { code?: string }) => w.code === 'DDP_BUFFERS_UNSYNCED' && warnings.push(w.message);
+      process.on('warning', onWarning);
+      for (let i = 0; i < 3; i++) tidy(() => void ddp.forward(rows(x, 0, 6)));
+      out.skipped = [...model.namedBuffers()[0][1].dataSync()];
+      await ddp.syncBuffers();
+      out.mended = [...model.namedBuffers()[0][1].dataSync()];
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      process.off('warning', onWarning);
+      out.warnings = warnings;
+    }
+    x.dispose();
     model.dispose();
   }
   return out;
