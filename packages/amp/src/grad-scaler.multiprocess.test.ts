@@ -2,10 +2,16 @@ import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 
 type Steps = [stepped: boolean, scale: number, weightSum: number][];
-type RankResult = { rank: number; refused: string | null } & Record<string, Steps>;
+type UnderJoin = Record<'listed' | 'unlisted', { weights: number; warnings: string[] }>;
+type RankResult = {
+  rank: number;
+  refused: string | null;
+  refusedOwningNothing: string | null;
+  underJoin: UnderJoin;
+} & Record<string, Steps>;
 
 describe('GradScaler across 2 real processes: one rank overflows, both skip', () => {
-  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2', async () => {
+  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2; under join', async () => {
     const script = new URL('./test/overflow.child.ts', import.meta.url);
     const [r0, r1] = (await runWorld<RankResult>({ script, nprocs: 2, timeoutMs: 90_000 })).results as [
       RankResult,
@@ -14,7 +20,14 @@ describe('GradScaler across 2 real processes: one rank overflows, both skip', ()
     for (const r of [r0, r1]) {
       expect(r.refused).toMatch(/^GradScalerError: unscale_\(\): param group 0's parameter \d has its gradient split/);
       expect(r.refused).toMatch(/over the ranks \[0,1\] .*and no processGroup/);
+      // the rank that owns no parameter (so holds no gradient) refuses alike (was: "no parameter has a gradient")
+      expect(r.refusedOwningNothing).toMatch(/^GradScalerError: .*split over the ranks \[0,1\] .*and no processGroup/);
+      // under join with uneven inputs the joined rank shadows the scaler's all-reduce (was: CollectiveMismatchError)
+      expect(r.underJoin.listed.warnings).toEqual([]);
+      expect(r.underJoin.unlisted.warnings).toHaveLength(1);
+      expect(r.underJoin.unlisted.warnings[0]).toMatch(/not among join's joinables.*join\(\[ddp, scaler, optimizer\]/);
     }
+    expect(r0.underJoin.listed.weights).toBe(r1.underJoin.listed.weights);
     for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
       const [a, b] = [r0[setting], r1[setting]];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps

@@ -1,5 +1,6 @@
 import { gradientShardGroups, mul, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { currentJoinNotice, isJoinActive, type Joinable, type JoinHook } from '@ddp/join';
 import { checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
 
@@ -53,7 +54,7 @@ const f32 = Math.fround;
  * the scale after a skipped step (backoffFactor) and doubles it after growthInterval clean steps
  * (growthFactor, unless that overflows). The scale is float32 arithmetic, as torch's tensor.
  */
-export class GradScaler {
+export class GradScaler implements Joinable {
   private currentScale: number;
   private growthTracker = 0;
   private growthFactor: number;
@@ -63,6 +64,10 @@ export class GradScaler {
   private readonly processGroup: ProcessGroup | undefined;
   private readonly perOptimizer = new Map<ScalableOptimizer, OptimizerState>();
   private readonly agreement = new Float32Array(2);
+  /** The agreement all-reduces of the step in progress, and of the last step: what a joined rank shadows. */
+  private agreedThisStep = 0;
+  private agreementsPerStep = 1;
+  private warnedUnjoined = false;
 
   constructor(opts: GradScalerOptions = {}) {
     const known = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval', 'enabled', 'processGroup'];
@@ -120,6 +125,7 @@ export class GradScaler {
         p.grad = tf.mul(grad, invScale);
       }
     }
+    this.warnIfNotJoined();
     const agreed = await this.agree(found, seen);
     // torch: "No inf checks were recorded for this optimizer". A step with no gradient on any rank (a forgotten
     // backward) counted as a clean step and grew the scale
@@ -166,6 +172,28 @@ export class GradScaler {
       this.adjust(checked.some((s) => s.foundInf));
     }
     this.perOptimizer.clear();
+    this.agreementsPerStep = this.agreedThisStep || this.agreementsPerStep;
+    this.agreedThisStep = 0;
+  }
+
+  /**
+   * Under `join` with uneven inputs, a joined rank all-reduces "no inf, no gradient" in place of
+   * each agreement the active ranks make per step. List the scaler where its all-reduce falls in
+   * an iteration: after DDP, before a ZeroRedundancyOptimizer (`join([ddp, scaler, zero], …)`).
+   */
+  joinHook(): JoinHook {
+    return {
+      mainHook: async () => {
+        for (let i = 0; i < this.agreementsPerStep; i++) await this.agree(false, false);
+      },
+      postHook: () => {},
+    };
+  }
+
+  get joinProcessGroup(): ProcessGroup {
+    if (this.processGroup === undefined)
+      throw new GradScalerError('join: a GradScaler needs a processGroup to be a Joinable (it has no collective)');
+    return this.processGroup;
   }
 
   stateDict(): GradScalerStateDict {
@@ -208,7 +236,7 @@ export class GradScaler {
     const covered = new Set(this.processGroup?.ranks ?? []);
     for (const [g, group] of optimizer.paramGroups.entries()) {
       for (const [i, p] of group.params.entries()) {
-        if (p.grad === null) continue;
+        // a rank whose shard holds no gradient (ZeRO-2 with more ranks than parameters) must refuse too
         const split = gradientShardGroups(p).find((over) => over.ranks.some((r) => !covered.has(r)));
         if (split === undefined) continue;
         throw new GradScalerError(
@@ -224,9 +252,23 @@ export class GradScaler {
     }
   }
 
+  /** An active rank's agreement inside a join that does not list the scaler: uneven inputs would mismatch. */
+  private warnIfNotJoined(): void {
+    if (this.processGroup === undefined || currentJoinNotice() === null || isJoinActive(this)) return;
+    if (this.warnedUnjoined) return;
+    this.warnedUnjoined = true;
+    process.emitWarning(
+      "GradScaler: its processGroup's all-reduce runs inside join, but the scaler is not among join's " +
+        'joinables: with uneven inputs the ranks would call different collectives. List it after DDP and ' +
+        'before the optimizer: join([ddp, scaler, optimizer], …)',
+      { code: 'DDP_SCALER_NOT_JOINED' },
+    );
+  }
+
   /** Whether any rank found an inf/NaN, and whether any rank saw a gradient at all (one all-reduce). */
   private async agree(found: boolean, seen: boolean): Promise<{ found: boolean; seen: boolean }> {
     if (this.processGroup === undefined || this.processGroup.size === 1) return { found, seen };
+    this.agreedThisStep++;
     this.agreement[0] = found ? 1 : 0;
     this.agreement[1] = seen ? 1 : 0;
     await this.processGroup.allReduce(this.agreement, { op: ReduceOp.MAX }).wait();

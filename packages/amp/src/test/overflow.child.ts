@@ -3,6 +3,7 @@
 
 import { mse, type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { join } from '@ddp/join';
 import { Generator, Linear, SGD, type SGDOptions } from '@ddp/nn';
 import { bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook } from '@ddp/reducer';
 import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
@@ -73,5 +74,42 @@ const refused = await new GradScaler().step(splitOptimizer).then(
   () => null,
   (error: Error) => `${error.name}: ${error.message}`,
 );
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, ...results, refused })}`);
+// one parameter on 2 ranks: rank 1 owns nothing, holds no gradient, and must refuse alike
+const lone = new Linear(4, 2, { bias: false, generator: new Generator(7) });
+const loneOptimizer = new ZeroRedundancyOptimizer(lone.parameters(), sgdClass, { lr: 0.05 }, { stage: 2 });
+await mse(lone.forward(tensor(new Generator(3).normal(12), [3, 4])), tensor([1, 0, 0, 1, 1, 1], [3, 2])).backward();
+const refusedOwningNothing = await new GradScaler().step(loneOptimizer).then(
+  () => null,
+  (error: Error) => `${error.name}: ${error.message}`,
+);
+
+/**
+ * Uneven inputs under join (rank 0: 3 batches, rank 1: 2): listed among the joinables, the scaler's
+ * agreement is shadowed by the joined rank; not listed, it warns once (even inputs here).
+ */
+async function joined(listed: boolean): Promise<{ weights: number; warnings: string[] }> {
+  const model = new Linear(4, 2, { generator: new Generator(7) });
+  const ddp = await DistributedDataParallel.create(model, { checkFinite: false });
+  const optimizer = new SGD(model.parameters(), { lr: 0.05 });
+  const scaler = new GradScaler({ initScale: 1024, processGroup: group });
+  const warnings: string[] = [];
+  const onWarning = (w: Error & { code?: string }) => w.code === 'DDP_SCALER_NOT_JOINED' && warnings.push(w.message);
+  process.on('warning', onWarning);
+  const gen = new Generator(100 + group.rank);
+  await join(listed ? [ddp, scaler] : [ddp], async () => {
+    for (let step = 0; step < (listed && group.rank === 0 ? 3 : 2); step++) {
+      optimizer.zeroGrad();
+      await scaler
+        .scale(mse(ddp.forward(tensor(gen.normal(12), [3, 4])), tensor([1, 0, 0, 1, 1, 1], [3, 2])))
+        .backward();
+      await scaler.step(optimizer);
+      scaler.update();
+    }
+  });
+  await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+  process.off('warning', onWarning);
+  return { weights: weightSum(model.parameters()), warnings };
+}
+const underJoin = { listed: await joined(true), unlisted: await joined(false) };
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, ...results, refused, refusedOwningNothing, underJoin })}`);
 await destroyProcessGroup();
