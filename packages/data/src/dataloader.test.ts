@@ -1,3 +1,4 @@
+import { explain, type RankOutcome, spawnRanks } from '@ddp/launch/testing';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { DataLoader } from './dataloader.js';
@@ -152,6 +153,16 @@ describe('DataLoader', () => {
     }).rejects.toThrow('training step failed');
     expect(tf.memory().numTensors).toBe(before);
   });
+
+  it("an iterator dropped after one next(), without return() (torch's next(iter(loader))), leaks nothing once collected", async () => {
+    const [out] = await spawnRanks({
+      nprocs: 1,
+      script: new URL('./test/abandoned.child.ts', import.meta.url),
+      nodeArgs: ['--expose-gc'],
+      timeoutMs: 30_000,
+    });
+    expect(out?.results[0], explain([out as RankOutcome])).toEqual({ leaked: 0 });
+  }, 40_000);
 
   it('a failing getItem surfaces at its batch and leaks nothing', async () => {
     class Broken extends Dataset<number> {

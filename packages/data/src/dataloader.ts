@@ -152,9 +152,15 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     }
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<B> {
+  [Symbol.asyncIterator](): AsyncGenerator<B> {
+    const pass: Pass = { queue: [], stream: null };
+    const batches = this.batches(pass);
+    abandonedPasses.register(batches, pass, pass);
+    return batches;
+  }
+
+  private async *batches(pass: Pass): AsyncGenerator<B> {
     const dataset = this.dataset;
-    let stream: AsyncIterator<T> | Iterator<T> | null = null;
     let next: () => Promise<IteratorResult<T[]>>;
     if (isMapDataset(dataset)) {
       const indices = this.indexBatches(this.sampler!);
@@ -165,13 +171,14 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
       };
     } else {
       startPass(dataset, 'DataLoader');
-      stream = Symbol.asyncIterator in dataset ? dataset[Symbol.asyncIterator]() : dataset[Symbol.iterator]();
+      const stream = Symbol.asyncIterator in dataset ? dataset[Symbol.asyncIterator]() : dataset[Symbol.iterator]();
+      pass.stream = stream;
       const batches = this.streamBatches(stream);
       next = () => batches.next();
     }
     // In-flight batches, oldest first. Each starts after the previous one has read its samples,
     // so the order is the sampler's (or the stream's) whatever the I/O timing.
-    const queue: Promise<IteratorResult<B>>[] = [];
+    const queue = pass.queue as Promise<IteratorResult<B>>[];
     let tail: Promise<unknown> = Promise.resolve();
     const start = (): void => {
       const p = tail
@@ -191,11 +198,30 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
         yield r.value;
       }
     } finally {
-      for (const p of queue) {
-        const r = await p.catch(() => null);
-        if (r && !r.done) tf.dispose(r.value as tf.TensorContainer);
-      }
-      await stream?.return?.();
+      abandonedPasses.unregister(pass);
+      await endPass(pass);
     }
   }
 }
+
+/** What one iteration over a loader holds: its prefetched batches, and the dataset's iterator. */
+interface Pass {
+  queue: Promise<IteratorResult<unknown>>[];
+  stream: AsyncIterator<unknown> | Iterator<unknown> | null;
+}
+
+/** Disposes the batches prefetched and never handed out, and ends the dataset's iterator. */
+async function endPass({ queue, stream }: Pass): Promise<void> {
+  for (const p of queue.splice(0)) {
+    const r = await p.catch(() => null);
+    if (r && !r.done) tf.dispose(r.value as tf.TensorContainer);
+  }
+  await stream?.return?.();
+}
+
+/**
+ * An iterator dropped after next() without return() (torch's `next(iter(loader))`: read one
+ * batch, let the iterator go) never runs its finally: its prefetched batches are disposed once
+ * it is garbage-collected.
+ */
+const abandonedPasses = new FinalizationRegistry<Pass>((pass) => void endPass(pass).catch(() => {}));
