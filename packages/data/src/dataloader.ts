@@ -51,7 +51,8 @@ async function readSamples<T>(dataset: Dataset<T>, indices: number[]): Promise<T
  *
  * Ownership: each yielded batch belongs to the caller, who disposes it (`tf.dispose(batch)`)
  * when done with it. Batches the loader prefetched but never handed out (the loop ended
- * early with break/return/throw) are disposed by the loader.
+ * early with break/return/throw, or the iterator was dropped: once collected) are disposed by
+ * the loader.
  */
 export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
   readonly batchSize: number;
