@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 dist.init_process_group('gloo', rank=rank, world_size=world)
 for b in [int(x) for x in sys.argv[1].split(',')]:
     t = torch.ones(b // 4, dtype=torch.float32)
-    n = max(3, min(300, round(128 * 1024 * 1024 / b)))
+    n = max(3, min(10000, round(128 * 1024 * 1024 / b)))
     for _ in range(n): dist.all_reduce(t)
     dist.barrier()
     s = time.perf_counter()
