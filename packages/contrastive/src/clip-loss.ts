@@ -1,20 +1,11 @@
 import { concat, crossEntropy, l2Normalize, matmul, mul, narrow, type Tensor, tidy } from '@ddp/autograd';
-import { ContrastiveError } from './errors.js';
 import { logitScaleFromLog } from './scale.js';
-import { checkLossOptions, gatherForLoss, type LossOptions, lossGroup, rangeFrom, worldRankOf } from './world.js';
+import { checkFeaturePair, checkLossOptions, gatherForLoss, type LossOptions, rangeFrom } from './world.js';
 
-/** [batch, dim] and [batch, dim], or a ContrastiveError naming the loss; returns [batch, dim]. */
+/** The options and the two modalities' features, or a ContrastiveError naming the loss; returns [batch, dim]. */
 function checkPairs(image: Tensor, text: Tensor, opts: LossOptions, op: string): [number, number] {
-  checkLossOptions(op, opts);
-  const [n, d] = image.shape;
-  if (image.rank !== 2 || text.rank !== 2 || text.shape[0] !== n || text.shape[1] !== d) {
-    throw new ContrastiveError(
-      `image [${image.shape}] and text [${text.shape}] features must both be [batch, dim]`,
-      worldRankOf(lossGroup(opts)),
-      op,
-    );
-  }
-  return [n, d];
+  checkLossOptions(op, opts, ['naiveGather']);
+  return checkFeaturePair(op, image, text, opts, 'image and text features');
 }
 
 /**

@@ -5,7 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { arrayOf, casesFor, golden, runCase } from './test/cases.js';
 import { expectClose, maxAbsDiff } from './test/expect.js';
 
-type RankResult = { rank: number; results: Record<string, { loss: number; grads: Record<string, number[]> }> };
+type RankResult = {
+  rank: number;
+  results: Record<string, { loss: number; grads: Record<string, number[]> }>;
+  misfit: string;
+};
 
 /** A Writable that keeps what is written to it. */
 function collector(): Writable & { text: string } {
@@ -60,7 +64,7 @@ async function expectedGrads(name: string, world: number): Promise<{ loss: numbe
 }
 
 describe.each([2, 3, 4])('%i real ranks', (world) => {
-  it('reproduce the single-process losses and, after DDP averaging, gradients; the naive gather does not', async () => {
+  it('reproduce the single-process losses and, after DDP averaging, gradients; the naive gather does not; rows of another width are refused', async () => {
     const ranks = await runWorld(world);
     for (const c of casesFor(world)) {
       const want = await expectedGrads(c.name, world);
@@ -84,5 +88,9 @@ describe.each([2, 3, 4])('%i real ranks', (world) => {
         }
       }
     }
+    // rows of [4] beside rows of [2] (as many floats): each rank read the others at its own width and
+    // trained on a different batch, silently; now every rank refuses
+    for (const r of ranks)
+      expect(r.misfit).toMatch(/^ContrastiveError: .*rows of different shapes: rank 0's are \[4\], rank 1's \[2\]/);
   }, 120_000);
 });

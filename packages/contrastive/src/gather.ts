@@ -29,18 +29,35 @@ abstract class GatherRows extends AutogradFunction {
       );
     }
     this.group = group;
-    this.rowLen = x.shape.slice(1).reduce((a, b) => a * b, 1);
-    const pieces = (await group.allGather(Float32Array.from(x.dataSync())).wait()) as Float32Array[];
-    this.rows = pieces.map((p) => p.length / this.rowLen);
+    const rowShape = x.shape.slice(1);
+    this.rowLen = rowShape.reduce((a, b) => a * b, 1);
+    // each piece starts with its row shape (as floats: exact below 2^24), so every rank sees the same
+    // misfit: rows of [4] beside rows of [2] were read at this rank's width, a wrong batch on each rank
+    const header = [rowShape.length, ...rowShape];
+    const mine = new Float32Array(header.length + x.size);
+    mine.set(header);
+    mine.set(x.dataSync(), header.length);
+    const pieces = (await group.allGather(mine).wait()) as Float32Array[];
+    const shapes = pieces.map((p) => [...p.subarray(1, 1 + p[0])]);
+    const other = shapes.findIndex((sh) => sh.join() !== shapes[0].join());
+    if (other >= 0) {
+      throw new ContrastiveError(
+        `ranks hold rows of different shapes: rank ${group.ranks[0]}'s are [${shapes[0]}], ` +
+          `rank ${group.ranks[other]}'s [${shapes[other]}]`,
+        globalRank(group),
+        'allGatherWithGrad',
+      );
+    }
+    this.rows = pieces.map((p) => (p.length - header.length) / this.rowLen);
     sizesOut.push(...this.rows);
     const total = this.rows.reduce((a, b) => a + b, 0);
     const out = new Float32Array(total * this.rowLen);
     let at = 0;
     for (const p of pieces) {
-      out.set(p, at);
-      at += p.length;
+      out.set(p.subarray(header.length), at);
+      at += p.length - header.length;
     }
-    return tf.tensor(out, [total, ...x.shape.slice(1)]);
+    return tf.tensor(out, [total, ...rowShape]);
   }
 
   /** dy's rows that belong to this rank. */

@@ -100,7 +100,14 @@ describe('input checks and memory', () => {
     const [x, y, s] = [tensor([1, 2, 3, 4], [2, 2]), tensor([1, 2, 3, 4, 5, 6], [3, 2]), tensor([0], [])];
     await expect(clipLoss(x, y, s)).rejects.toThrow(ContrastiveError);
     await expect(ntXentLoss(x, y)).rejects.toThrow(/ntXentLoss/);
-    for (const t of [x, y, s]) t.dispose();
+    // int32 features: an untyped tfjs error from l2Normalize before any check (torch raises too)
+    const [i, j, b] = [tensor([1, 2, 3, 4], [2, 2], { dtype: 'int32' }), tensor([1, 2, 3, 4], [2, 2]), tensor([0], [])];
+    await expect(clipLoss(i, j, s)).rejects.toThrow(
+      /clipLoss: image and text features must both be float32 \[batch, dim\], got \[2,2\] int32/,
+    );
+    await expect(ntXentLoss(j, i)).rejects.toThrow(/ntXentLoss: views must both be float32/);
+    await expect(sigLipLoss(i, j, s, b)).rejects.toThrow(ContrastiveError);
+    for (const t of [x, y, s, i, j, b]) t.dispose();
   });
 
   it('rejects a temperature that is not positive with a ContrastiveError', async () => {
@@ -122,6 +129,8 @@ describe('input checks and memory', () => {
     await expect(clipLoss(x, y, s, bad({ temperature: 0.07 }))).rejects.toThrow(ContrastiveError);
     await expect(clipLossFullMatrix(x, y, s, bad({ world_size: 2 }))).rejects.toThrow(/clipLossFullMatrix: unknown/);
     await expect(sigLipLoss(x, y, s, b, bad({ bias: 1 }))).rejects.toThrow(/sigLipLoss: unknown option "bias"/);
+    // SigLIP has no all-gather to switch: naiveGather was accepted and ignored
+    await expect(sigLipLoss(x, y, s, b, bad({ naiveGather: true }))).rejects.toThrow(/unknown option "naiveGather"/);
     for (const t of [x, y, s, b]) t.dispose();
   });
 

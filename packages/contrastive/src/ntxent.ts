@@ -1,7 +1,14 @@
 import { concat, crossEntropy, div, l2Normalize, maskedFill, matmul, type Tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
-import { checkLossOptions, gatherForLoss, type LossOptions, lossGroup, worldRankOf } from './world.js';
+import {
+  checkFeaturePair,
+  checkLossOptions,
+  gatherForLoss,
+  type LossOptions,
+  lossGroup,
+  worldRankOf,
+} from './world.js';
 
 /** A self-similarity: finite (−∞ would make the one-hot product of the cross-entropy NaN), exp() of it is 0. */
 const MASKED = -1e9;
@@ -15,7 +22,7 @@ const MASKED = -1e9;
  * ranks is the single-process mean over all 2·globalBatch rows.
  */
 export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { tau?: number } = {}): Promise<Tensor> {
-  checkLossOptions('ntXentLoss', opts, ['tau']);
+  checkLossOptions('ntXentLoss', opts, ['naiveGather', 'tau']);
   const tau = opts.tau ?? 0.5;
   const n = z1.shape[0];
   if (!(typeof tau === 'number' && tau > 0 && Number.isFinite(tau))) {
@@ -25,13 +32,7 @@ export async function ntXentLoss(z1: Tensor, z2: Tensor, opts: LossOptions & { t
       'ntXentLoss',
     );
   }
-  if (z1.rank !== 2 || z2.rank !== 2 || z2.shape[0] !== n || z2.shape[1] !== z1.shape[1]) {
-    throw new ContrastiveError(
-      `views [${z1.shape}] and [${z2.shape}] must both be [batch, dim]`,
-      worldRankOf(lossGroup(opts)),
-      'ntXentLoss',
-    );
-  }
+  checkFeaturePair('ntXentLoss', z1, z2, opts, 'views');
   const local = tidy(() => l2Normalize(concat([z1, z2], 0)));
   const g = await gatherForLoss(local, opts);
   const columns = g.rowsPerRank.reduce((a, b) => a + b, 0); // 2 · global batch

@@ -1,9 +1,8 @@
 import { add, fromTf, l2Normalize, logSigmoid, matmul, mul, neg, sum, type Tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
-import { ContrastiveError } from './errors.js';
 import { ringExchange } from './ring.js';
 import { logitScaleFromLog } from './scale.js';
-import { checkLossOptions, type LossOptions, lossGroup } from './world.js';
+import { checkFeaturePair, checkLossOptions, type LossOptions, lossGroup } from './world.js';
 
 /** -Σ log σ(±logits) of one [local × block] tile; the own block has its positives on the diagonal. */
 function tileLoss(img: Tensor, block: Tensor, scale: Tensor, bias: Tensor, own: boolean): Tensor {
@@ -32,23 +31,12 @@ export async function sigLipLoss(
   logitBias: Tensor,
   opts: Omit<LossOptions, 'naiveGather'> = {},
 ): Promise<Tensor> {
-  checkLossOptions('sigLipLoss', opts);
+  checkLossOptions('sigLipLoss', opts, []);
   const group = lossGroup(opts);
   const worldSize = group?.size ?? 1;
   const rank = group?.rank ?? 0;
   const n = imageFeatures.shape[0];
-  if (
-    imageFeatures.rank !== 2 ||
-    textFeatures.rank !== 2 ||
-    textFeatures.shape[0] !== n ||
-    textFeatures.shape[1] !== imageFeatures.shape[1]
-  ) {
-    throw new ContrastiveError(
-      `image [${imageFeatures.shape}] and text [${textFeatures.shape}] features must both be [batch, dim]`,
-      group?.ranks[rank] ?? 0,
-      'sigLipLoss',
-    );
-  }
+  checkFeaturePair('sigLipLoss', imageFeatures, textFeatures, opts, 'image and text features');
   const rows =
     group && worldSize > 1 ? ((await group.allGather(Int32Array.of(n)).wait()) as Int32Array[]).map((a) => a[0]) : [n];
   const total = rows.reduce((a, b) => a + b, 0);

@@ -24,16 +24,34 @@ export function lossGroup(opts: Pick<LossOptions, 'group'>): ProcessGroup | unde
 
 /**
  * Refuses an option the loss `op` does not know (ContrastiveError): ignored, `{ temperature: 0.1 }`
- * for ntXentLoss's `tau` trained at 0.5 without a word.
+ * for ntXentLoss's `tau` trained at 0.5 without a word. `known` beside `group`.
  */
-export function checkLossOptions(op: string, opts: object, extra: readonly string[] = []): void {
-  const known = ['group', 'naiveGather', ...extra];
+export function checkLossOptions(op: string, opts: object, extra: readonly string[]): void {
+  const known = ['group', ...extra];
   checkOptionNames(
     op,
     opts,
     known,
     (m) => new ContrastiveError(m.slice(op.length + 2), worldRankOf(lossGroup(opts)), op),
   );
+}
+
+/**
+ * Two float32 [batch, dim] feature tensors of one shape (`what` names them), or a ContrastiveError
+ * naming the loss; returns [batch, dim].
+ */
+export function checkFeaturePair(op: string, a: Tensor, b: Tensor, opts: LossOptions, what: string): [number, number] {
+  const [n, d] = a.shape;
+  const pair = a.rank === 2 && b.rank === 2 && b.shape[0] === n && b.shape[1] === d;
+  if (!pair || a.dtype !== 'float32' || b.dtype !== 'float32') {
+    const got = `[${a.shape}] ${a.dtype} and [${b.shape}] ${b.dtype}`;
+    throw new ContrastiveError(
+      `${what} must both be float32 [batch, dim], got ${got}`,
+      worldRankOf(lossGroup(opts)),
+      op,
+    );
+  }
+  return [n, d];
 }
 
 /** This rank's number in the world, for error messages (0 in a world of one). */
