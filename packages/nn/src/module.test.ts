@@ -86,6 +86,20 @@ describe('Module', () => {
     m.dispose();
   });
 
+  // fn ran on the shared Linear twice (once per name): an init applied that way was applied twice
+  it('apply and children reach a child registered twice under one parent once, as torch', () => {
+    const shared = new Linear(1, 1, { bias: false });
+    const list = new ModuleList([shared, new ReLU(), shared]);
+    const order: string[] = [];
+    list.apply((x: Module) => order.push(x.constructor.name));
+    // torch: ModuleList([s, ReLU(), s]).apply(f) -> f on Linear, ReLU, ModuleList; len(list(children())) == 2
+    expect(order).toEqual(['Linear', 'ReLU', 'ModuleList']);
+    expect([...list.namedChildren()].map(([k]) => k)).toEqual(['0', '1']);
+    expect(list.children()).toEqual([shared, list.at(1)]);
+    expect([...list.stateDict().keys()]).toEqual(['0.weight', '2.weight']);
+    list.dispose();
+  });
+
   it('builds identical weights from identically seeded generators (every rank alike)', () => {
     const [a, b, c] = [net(7), net(7), net(8)];
     const values = (m: Module) => m.parameters().flatMap((p) => Array.from(p.dataSync()));

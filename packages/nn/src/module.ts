@@ -113,8 +113,17 @@ export abstract class Module {
     return t;
   }
 
+  /**
+   * Direct children by name; a child registered under several names is listed under its first
+   * only (torch's named_children), so apply() reaches it once (it ran fn on it once per name).
+   */
   *namedChildren(): Generator<[string, Module]> {
-    for (const [name, m] of this.children_) if (m) yield [name, m];
+    const seen = new Set<Module>();
+    for (const [name, m] of this.children_) {
+      if (!m || seen.has(m)) continue;
+      seen.add(m);
+      yield [name, m];
+    }
   }
 
   children(): Module[] {
@@ -206,7 +215,7 @@ export abstract class Module {
     for (const [name, p] of this.params) if (p) yield [key(name), p];
     for (const [name, b] of this.bufs) if (b && !this.nonPersistent.has(name)) yield [key(name), b];
     ancestors.add(this);
-    for (const [name, m] of this.namedChildren()) yield* m.stateTensors(key(name), ancestors);
+    for (const [name, m] of this.children_) if (m) yield* m.stateTensors(key(name), ancestors);
     ancestors.delete(this);
   }
 
