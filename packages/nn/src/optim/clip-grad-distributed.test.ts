@@ -97,4 +97,30 @@ describe('clipGradNormDistributed', () => {
     weight?.dispose();
     norm?.dispose();
   });
+
+  it('refuses a shard without a gradient too (a ZeRO-2 rank that owns no parameter returned 0 and went on)', () => {
+    const shard = new Parameter(tf.zeros([2]));
+    markGradientShard(shard, simulatedGroup([0, 1, 2]));
+    expect(() => clipGradNorm([shard], 1)).toThrow(/gradient 0 is split over the ranks \[0,1,2\]/);
+    shard.dispose();
+  });
+
+  it("refuses an option it does not know (a misspelt norm_type clipped by the 2-norm), and raises on a non-finite norm with errorIfNonfinite, as torch's error_if_nonfinite", async () => {
+    const group = simulatedGroup([0]);
+    const p = new Parameter(tf.zeros([3]));
+    p.grad = tf.tensor([3, 4, 0]);
+    const misspelt = { groups: [group], norm_type: Number.POSITIVE_INFINITY } as never;
+    await expect(clipGradNormDistributed([p], 1, misspelt)).rejects.toThrow(/unknown option "norm_type"/);
+    // torch.nn.utils.clip_grad_norm_([p], 1, norm_type=inf) → 4, grad [0.75, 1, 0]
+    expect(await clipGradNormDistributed([p], 1, { groups: [group], normType: Number.POSITIVE_INFINITY })).toBe(4);
+    expect([...p.grad.dataSync()].map((v) => Math.round(v * 1e5) / 1e5)).toEqual([0.75, 1, 0]);
+    p.grad = tf.tensor([Number.NaN, 1, 0]);
+    await expect(clipGradNormDistributed([p], 1, { groups: [group], errorIfNonfinite: true })).rejects.toThrow(
+      /clipGradNormDistributed: the total norm of the gradients is NaN, so they cannot be clipped/,
+    );
+    expect(() => clipGradNorm([p], 1, 2, true)).toThrow(/clipGradNorm: the total norm of the gradients is NaN/);
+    expect(p.grad.dataSync()[1]).toBe(1); // left as it was
+    expect(Number.isNaN(clipGradNorm([p], 1))).toBe(true); // without it, torch's default: clipped to NaN
+    p.dispose();
+  });
 });

@@ -1,5 +1,5 @@
 import { gradientShardGroups, type NormReduceGroup, type Tensor } from '@ddp/autograd';
-import { tf } from '@ddp/tensor';
+import { checkOptionNames, tf } from '@ddp/tensor';
 import { OptimizerError } from './optimizer.js';
 
 function checkArguments(what: string, maxNorm: number, normType: number): void {
@@ -19,19 +19,24 @@ function localPart(grad: tf.Tensor, normType: number): number {
 }
 
 /**
- * The parameters that have a gradient, each once: a tied weight listed under two modules
- * (`[...encoder.parameters(), ...decoder.parameters()]`) would count twice in the norm and be
- * scaled twice (by coef², as torch's clip_grad_norm_ does).
+ * Each parameter once: a tied weight listed under two modules (`[...encoder.parameters(),
+ * ...decoder.parameters()]`) would count twice in the norm and be scaled twice (by coef², as
+ * torch's clip_grad_norm_ does).
  */
-function gradientsOnce(params: Iterable<Tensor>): Tensor[] {
-  return [...new Set(params)].filter((p) => p.grad !== null);
-}
+const eachOnce = (params: Iterable<Tensor>): Tensor[] => [...new Set(params)];
 
 /**
  * Scales every gradient by min(1, maxNorm / (total + 1e-6)), as torch; a NaN total makes every
  * gradient NaN as torch's does (coef < 1 was false for NaN: the other gradients stepped unclipped).
+ * With errorIfNonfinite, a NaN or infinite total raises instead and leaves the gradients (torch's
+ * error_if_nonfinite); every rank of a distributed norm holds the same total, so all raise.
  */
-function scaleGradients(withGrad: Tensor[], maxNorm: number, total: number): void {
+function scaleGradients(what: string, withGrad: Tensor[], maxNorm: number, total: number, errorIfNonfinite: boolean) {
+  if (errorIfNonfinite && !Number.isFinite(total))
+    throw new OptimizerError(
+      `${what}: the total norm of the gradients is ${total}, so they cannot be clipped ` +
+        '(errorIfNonfinite: true; pass false to clip anyway, as torch does by default)',
+    );
   const coef = Math.min(1, maxNorm / (total + 1e-6));
   if (!(coef >= 1)) for (const p of withGrad) p.grad = tf.mul(p.grad as tf.Tensor, coef);
 }
@@ -44,18 +49,26 @@ function scaleGradients(withGrad: Tensor[], maxNorm: number, total: number): voi
  * (clipGradNormDistributed), and each rank clipping by its own part's norm steps the model
  * differently on every rank.
  */
-export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType = 2): number {
+export function clipGradNorm(
+  params: Iterable<Tensor>,
+  maxNorm: number,
+  normType = 2,
+  errorIfNonfinite = false,
+): number {
   checkArguments('clipGradNorm', maxNorm, normType);
-  const withGrad = gradientsOnce(params);
-  const split = withGrad.findIndex((p) => gradientShardGroups(p).length > 0);
+  const unique = eachOnce(params);
+  // every parameter, with a gradient or not: a rank whose shards hold none (ZeRO-2 with more ranks
+  // than parameters) returned 0 while the others refused, and went on to the next collective
+  const split = unique.findIndex((p) => gradientShardGroups(p).length > 0);
   if (split >= 0) {
-    const ranks = gradientShardGroups(withGrad[split] as Tensor).map((g) => `[${g.ranks}]`);
+    const ranks = gradientShardGroups(unique[split] as Tensor).map((g) => `[${g.ranks}]`);
     throw new OptimizerError(
       `clipGradNorm: gradient ${split} is split over the ranks ${ranks.join(' and ')} (a shard or a stage ` +
         'on each), so this rank alone cannot know the norm; use await clipGradNormDistributed(params, maxNorm, ' +
         '{ groups }) on every rank',
     );
   }
+  const withGrad = unique.filter((p) => p.grad !== null);
   if (withGrad.length === 0) return 0;
   let total = 0;
   for (const p of withGrad) {
@@ -63,7 +76,7 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
     total = normType === Number.POSITIVE_INFINITY ? Math.max(total, part) : total + part;
   }
   if (normType !== Number.POSITIVE_INFINITY) total **= 1 / normType;
-  scaleGradients(withGrad, maxNorm, total);
+  scaleGradients('clipGradNorm', withGrad, maxNorm, total, errorIfNonfinite);
   return total;
 }
 
@@ -78,14 +91,18 @@ export function clipGradNorm(params: Iterable<Tensor>, maxNorm: number, normType
 export async function clipGradNormDistributed(
   params: Iterable<Tensor>,
   maxNorm: number,
-  { groups, normType = 2 }: { groups: readonly NormReduceGroup[]; normType?: number },
+  opts: { groups: readonly NormReduceGroup[]; normType?: number; errorIfNonfinite?: boolean },
 ): Promise<number> {
+  // a misspelt `norm_type: Infinity` clipped by the 2-norm, silently
+  const known = ['groups', 'normType', 'errorIfNonfinite'];
+  checkOptionNames('clipGradNormDistributed', opts, known, (m) => new OptimizerError(m));
+  const { groups, normType = 2, errorIfNonfinite = false } = opts;
   checkArguments('clipGradNormDistributed', maxNorm, normType);
   const infinity = normType === Number.POSITIVE_INFINITY;
   const combine = (a: number, b: number) => (infinity ? Math.max(a, b) : a + b);
   // parts[mask]: gradients split over the groups whose bits are set, not yet reduced over them
   const parts = new Float64Array(2 ** groups.length);
-  const withGrad = gradientsOnce(params);
+  const withGrad = eachOnce(params).filter((p) => p.grad !== null);
   for (const [i, p] of withGrad.entries()) {
     let mask = 0;
     for (const g of gradientShardGroups(p)) {
@@ -107,6 +124,6 @@ export async function clipGradNormDistributed(
     });
   }
   const total = infinity ? parts[0] : parts[0] ** (1 / normType);
-  scaleGradients(withGrad, maxNorm, total);
+  scaleGradients('clipGradNormDistributed', withGrad, maxNorm, total, errorIfNonfinite);
   return total;
 }
