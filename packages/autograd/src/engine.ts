@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, AutogradError, GraphFreedError } from './errors.js';
+import { AutogradArgumentError, AutogradError, GradientHookError, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
 import { AccumulateGrad, type Edge, type Node } from './node.js';
 import { sumToShape } from './ops/broadcast.js';
@@ -58,7 +58,8 @@ const tensorMark = (): number => (tf.engine().constructor as unknown as { nextTe
 /**
  * Runs a tensor's hooks in order; each may replace the gradient (the old one is disposed). A
  * replacement that existed before the hook ran is the caller's: the engine takes a clone (it took
- * the tensor itself, and zeroing .grad disposed the user's tensor).
+ * the tensor itself, and zeroing .grad disposed the user's tensor). One of another shape or dtype
+ * is refused, as torch's (an int32 one became the leaf's .grad).
  */
 function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
   if (t === undefined) return grad;
@@ -67,9 +68,16 @@ function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
     let replaced = hook(grad);
     if (replaced instanceof tf.Tensor && replaced !== grad) {
       if (replaced.id < mark) replaced = replaced.clone();
-      if (!tf.util.arraysEqual(replaced.shape, grad.shape)) {
-        throw new AutogradArgumentError(
-          `a hook returned a gradient of shape [${replaced.shape}] for one of shape [${grad.shape}]`,
+      const changed = !tf.util.arraysEqual(replaced.shape, grad.shape)
+        ? `the shape of the gradient (was [${grad.shape}], got [${replaced.shape}])`
+        : replaced.dtype !== grad.dtype
+          ? `the type of the gradient (was ${grad.dtype}, got ${replaced.dtype})`
+          : null;
+      if (changed !== null) {
+        replaced.dispose();
+        throw new GradientHookError(
+          `hook '${hook.name || 'anonymous'}' on ${t} has changed ${changed}; return a gradient of the same ` +
+            'shape and dtype as the one it received',
         );
       }
       grad.dispose();
@@ -81,6 +89,11 @@ function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
 
 function accumulate(node: AccumulateGrad, incoming: tf.Tensor, run: BackwardRun): void {
   const leaf = node.variable;
+  // requiresGrad turned off after the forward: no gradient and no hooks (torch's AccumulateGrad returns early)
+  if (!leaf.requiresGrad) {
+    incoming.dispose();
+    return;
+  }
   const grad = runTensorHooks(leaf, incoming);
   if (leaf.grad === null) leaf.grad = grad;
   else {

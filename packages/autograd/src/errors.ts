@@ -32,6 +32,11 @@ export class AutogradArgumentError extends AutogradError {
   override name = 'AutogradArgumentError';
 }
 
+/** A tensor hook returned a gradient of another shape or dtype than the one it received. */
+export class GradientHookError extends AutogradArgumentError {
+  override name = 'GradientHookError';
+}
+
 /**
  * Refuses an option `where` does not know (AutogradArgumentError): an ignored one changed the
  * result silently — `sum(x, { axis: 1 })` summed every element, `conv2d(…, { dilation: 2 })`

@@ -5,7 +5,13 @@ export { checkpoint, type RngStateSource, registerCheckpointRngState } from './c
 export { allGather, allReduce, broadcast, type DiffReduceOp, reduceScatter } from './collectives.js';
 export { type CreateOptions, fromTf, full, ones, rand, randn, tensor, zeros } from './creation.js';
 export { type BackwardOptions, backward, queueCallback } from './engine.js';
-export { AutogradArgumentError, AutogradError, GraphFreedError, TensorDisposedError } from './errors.js';
+export {
+  AutogradArgumentError,
+  AutogradError,
+  GradientHookError,
+  GraphFreedError,
+  TensorDisposedError,
+} from './errors.js';
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';

@@ -1,4 +1,4 @@
-import type { tf } from '@ddp/tensor';
+import { tf } from '@ddp/tensor';
 import { type BackwardOptions, backward } from './engine.js';
 import { AutogradArgumentError, TensorDisposedError } from './errors.js';
 import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
@@ -20,8 +20,16 @@ function addHook<H>(list: H[], hook: H): RemovableHandle {
 }
 
 /**
+ * How many Tensors hold each gradient as their `.grad` (`p.grad = q.grad` shares one, as torch):
+ * the last to let go frees it. One owner freeing it left the other a disposed gradient: an
+ * untyped TypeError in its next backward.
+ */
+const gradHolders = new WeakMap<tf.Tensor, number>();
+
+/**
  * A tf.Tensor plus autograd state, like torch.Tensor. The Tensor owns `data` and `grad`:
- * dispose() frees both; assigning `grad` disposes the previous gradient.
+ * dispose() frees both; assigning `grad` disposes the previous gradient (unless another Tensor
+ * holds it too).
  */
 export class Tensor {
   private _data: tf.Tensor | null;
@@ -29,6 +37,7 @@ export class Tensor {
   private _requiresGrad: boolean;
   private accumulator: AccumulateGrad | null = null;
   private disposedBy = 'dispose()';
+  private retainingGrad = false;
   /** The node that produced this tensor (null for leaves). */
   gradFn: Node | null = null;
   /** Which output of gradFn this tensor is. */
@@ -54,17 +63,25 @@ export class Tensor {
   }
 
   /**
-   * Replaces the data in place (optimizers); disposes the old data. Shape may not change. A freed
-   * tensor (an FSDP parameter between its unit's gathers) refuses: the next gather overwrote the
-   * value, and the write was lost without a word. Its owner brings it back with `restore`.
+   * Replaces the data in place (optimizers); disposes the old data. Shape may not change
+   * (AutogradArgumentError: an update broadcast against a wrong gradient reshaped the parameter
+   * silently). A freed tensor (an FSDP parameter between its unit's gathers) refuses: the next
+   * gather overwrote the value, and the write was lost without a word. Its owner brings it back
+   * with `restore`.
    */
   set data(value: tf.Tensor) {
     if (this._data === null) throw new TensorDisposedError(this.disposedBy);
+    if (!tf.util.arraysEqual(value.shape, this._data.shape)) {
+      throw new AutogradArgumentError(
+        `assigned data of shape [${value.shape}] to ${this}: data may not change shape; make a new Tensor ` +
+          '(or Parameter) for another shape',
+      );
+    }
     if (this._data !== value) this._data.dispose();
     this._data = value;
   }
 
-  /** Gives a freed tensor its data again (FSDP's gather); as the data setter otherwise. */
+  /** Gives a freed tensor its data again (FSDP's gather), of any shape; as the data setter otherwise. */
   restore(value: tf.Tensor): void {
     if (this._data !== null && this._data !== value) this._data.dispose();
     this._data = value;
@@ -104,14 +121,50 @@ export class Tensor {
     return this.gradFn === null;
   }
 
-  /** The accumulated gradient of a leaf (borrowed: do not dispose it, assign null instead). */
+  /**
+   * The accumulated gradient of a leaf, or of a non-leaf after retainGrad() (borrowed: do not
+   * dispose it, assign null instead).
+   */
   get grad(): tf.Tensor | null {
     return this._grad;
   }
 
+  /**
+   * Takes `value` as the gradient; it must have the data's shape and dtype, as torch checks (a
+   * [2, 1] gradient on a [3] parameter became its .grad, and SGD's step broadcast the parameter
+   * to [2, 3]). A freed tensor's shape is unknown until restored: not checked.
+   */
   set grad(value: tf.Tensor | null) {
-    if (this._grad !== null && this._grad !== value) this._grad.dispose();
+    if (value === this._grad) return;
+    if (value !== null) {
+      this.checkGrad(value);
+      gradHolders.set(value, (gradHolders.get(value) ?? 0) + 1);
+    }
+    const old = this._grad;
     this._grad = value;
+    if (old === null) return;
+    const holders = (gradHolders.get(old) ?? 1) - 1;
+    if (holders > 0) gradHolders.set(old, holders);
+    else {
+      gradHolders.delete(old);
+      old.dispose();
+    }
+  }
+
+  private checkGrad(value: tf.Tensor): void {
+    if (this.isDisposed) return;
+    if (!tf.util.arraysEqual(value.shape, this.shape)) {
+      throw new AutogradArgumentError(
+        `assigned grad has data of a different size: [${value.shape}] for ${this}; assign a gradient of ` +
+          "the tensor's shape (sum a broadcast one down to it)",
+      );
+    }
+    if (value.dtype !== this.dtype) {
+      throw new AutogradArgumentError(
+        `assigned grad has data of a different type: ${value.dtype} for ${this} of dtype ${this.dtype}; ` +
+          `cast it first (tf.cast(grad, '${this.dtype}'))`,
+      );
+    }
   }
 
   get shape(): number[] {
@@ -135,6 +188,28 @@ export class Tensor {
   /** Keeps this intermediate's data alive through backward(); returns this. */
   retain(): this {
     this.retained = true;
+    return this;
+  }
+
+  /** Whether backward stores this non-leaf's gradient in `.grad` (retainGrad()). */
+  get retainsGrad(): boolean {
+    return this.retainingGrad;
+  }
+
+  /**
+   * Makes backward store this non-leaf's gradient in `.grad`, as torch's retain_grad(): each
+   * backward through it adds to it, as a leaf's accumulates (assign null to start over). It is
+   * the gradient as the hooks registered before this call left it (torch 1.13's order). A no-op
+   * on a leaf. Returns this.
+   */
+  retainGrad(): this {
+    if (!this.requiresGrad) throw new AutogradArgumentError("can't retainGrad() on a tensor that doesn't require grad");
+    if (this.isLeaf || this.retainingGrad) return this;
+    this.retainingGrad = true;
+    // the hook's argument is the engine's, freed after the hooks: .grad takes a copy
+    this.hooks.push((g) => {
+      this.grad = this._grad === null ? g.clone() : tf.add(this._grad, g);
+    });
     return this;
   }
 
