@@ -23,7 +23,7 @@ export const LAYERS: Record<string, readonly string[]> = {
   tp: ['tensor', 'comm', 'autograd', 'nn'],
   pp: ['tensor', 'comm', 'autograd', 'nn'],
   contrastive: ['tensor', 'comm', 'autograd', 'nn'],
-  amp: ['tensor', 'comm', 'autograd'],
+  amp: ['tensor', 'comm', 'autograd', 'join'],
   'data-parallel': ['tensor', 'autograd', 'nn'],
 };
 

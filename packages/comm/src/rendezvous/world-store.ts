@@ -41,7 +41,7 @@ export async function connectWorldStore(
     await store.close();
     if (Date.now() > deadline) {
       const where = `${opts.host}:${opts.port}`;
-      const why = `the store at ${where} is still the one of the world this process destroyed (has rank 0 destroyed it?)`;
+      const why = `the store at ${where} is still the one of the world this process destroyed (did rank 0 destroy it?)`;
       throw new CommTimeoutError(`rank ${opts.rank}: ${why}`, { rank: opts.rank, ranks: [0], op: 'initProcessGroup' });
     }
     await sleep(20);
