@@ -51,8 +51,9 @@ const SIZES = flags.sizes.length > 0 ? flags.sizes : SWEEP;
 const WORLDS = [2, 4];
 const ROUNDS = quick ? 1 : 2;
 /**
- * Iterations per size: ~128 MiB of traffic, at least 3, at most 10 000 (same on every rank and
- * peer; OSU's micro-benchmarks also time thousands of small ones). At most 300, the 4 KiB loop
+ * Iterations per size: ~128 MiB of traffic, at least 3, at most 10 000 (same on every rank, and
+ * for Open MPI; Gloo at most 1 000: lib/comm-peers.ts; OSU's micro-benchmarks also time
+ * thousands of small ones). At most 300, the 4 KiB loop
  * lasted ~1.5 ms after a warm-up too short for V8's optimising tiers: 5–6 µs, against ~2.5 µs
  * once warm.
  */
