@@ -1,6 +1,6 @@
 /*
  * `pnpm bench comm`'s Open MPI peer: MPI_Allreduce (sum, float32, in place) over the sizes
- * in argv[1] (bytes, comma-separated), with comm.ts's iteration rule and warm-up; rank 0
+ * in argv[1] (bytes, comma-separated), with comm.ts's iteration rule and warm-up (3× the timed loop); rank 0
  * prints one `SAMPLE {"bytes":…,"us":…}` line per size. Built by the bench with mpicc,
  * run by mpirun.
  */
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     int count = (int)(bytes / 4), n = iters_for(bytes);
     float *buf = malloc((size_t)bytes);
     for (int i = 0; i < count; i++) buf[i] = 1.0f;
-    for (int i = 0; i < n; i++) MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < 3 * n; i++) MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < n; i++) MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

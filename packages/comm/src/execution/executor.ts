@@ -104,7 +104,8 @@ export class Executor {
    * larger than a slot); null when done; else a late peer's promise that finishes it, now the
    * group's current op. It fails as execute does: thrown or rejected, the group poisoned. A
    * one-step exchange whose peers are prompt allocates nothing: the context, closures and
-   * steps of a wait are built only once a peer is late or called something else.
+   * steps of a wait are built only once a peer is late or called something else. `lateData`:
+   * where a late one-step exchange writes its result instead of `data` (which it has read).
    */
   runNow(
     groupId: number,
@@ -113,6 +114,7 @@ export class Executor {
     data: CommArray,
     dtype: Dtype,
     op: ReduceOp,
+    lateData: (() => CommArray) | null = null,
   ): Promise<void> | null | undefined {
     const g = this.groups.get(groupId);
     const lane = g?.shm;
@@ -131,7 +133,9 @@ export class Executor {
       if (status === Exchanged.Done) return null;
       const ctx = this.context(g, { timeoutMs, seq }, FrameKind.Data, { ...fp });
       if (!oneStep) lane.record(ctx.fp);
-      const steps = oneStep ? lane.exchangeRest(ctx, data, status) : shmAllReduceSteps(ctx, lane, data, op, half);
+      const steps = oneStep
+        ? lane.exchangeRest(ctx, lateData ? lateData() : data, status)
+        : shmAllReduceSteps(ctx, lane, data, op, half);
       const late = lane.driveNow(steps, ctx);
       if (!late) return null;
       const run = late.catch((e) => {

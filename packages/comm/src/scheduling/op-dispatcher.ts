@@ -1,5 +1,6 @@
 import { makeWork, type Work } from '../api/work.js';
 import { arraysOverlap, type CommArray, type Dtype, type ReduceOp } from '../dtypes.js';
+import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
 import { bytes, type StagingPool } from './staging.js';
@@ -197,38 +198,44 @@ export class OpDispatcher {
    * The fast path of a small allReduce: when no Work of the group is pending, it runs at once
    * on this thread over shared memory (Executor.runNow; a Work already done, or, if a peer is
    * late, one that finishes on the event loop). null when it cannot (onMainThread sends the op
-   * elsewhere, no shared memory): the op takes the queue. A non-shared array is copied into
-   * staging, as the queue would, so a late finish never writes memory that may have moved.
+   * elsewhere, no shared memory): the op takes the queue. A non-shared array (a view of a wasm
+   * heap moves when the heap grows) is never written after this call returns: a one-step
+   * exchange reads it in its first native call and, its peers prompt, writes it there too; a late
+   * one finishes into staging, copied out at the end. Larger ones run on staging throughout.
    */
   private now(buf: CommArray, d: Dtype, reduceOp: ReduceOp): Work | null {
     const main = this.main;
     if (!main || this.pending > 0 || !onMainThread('allReduce', buf.byteLength, this.size)) return null;
-    const sab = buf.buffer instanceof SharedArrayBuffer ? null : this.staging.acquire(buf.byteLength);
-    const data = sab ? new (buf.constructor as ArrayCtor)(sab, 0, buf.length) : buf;
-    if (sab) bytes(data).set(bytes(buf));
+    const staged: { sab: SharedArrayBuffer | null; view: CommArray | null } = { sab: null, view: null };
+    const stage = (): CommArray => {
+      staged.sab = this.staging.acquire(buf.byteLength);
+      staged.view = new (buf.constructor as ArrayCtor)(staged.sab, 0, buf.length);
+      return staged.view;
+    };
+    const shared = buf.buffer instanceof SharedArrayBuffer;
+    const inPlaceFirst = shared || buf.byteLength <= ONE_STEP_BYTES;
+    const data = inPlaceFirst ? buf : stage();
+    if (!inPlaceFirst) bytes(data).set(bytes(buf));
+    const release = () => this.staging.release(staged.sab);
     let late: Promise<void> | null | undefined;
     try {
-      late = main.executor.runNow(this.groupId, this.seq + 1, this.timeoutMs, data, d, reduceOp);
+      late = main.executor.runNow(this.groupId, this.seq + 1, this.timeoutMs, data, d, reduceOp, shared ? null : stage);
     } catch (e) {
       this.seq++;
-      this.staging.release(sab);
+      release();
       return makeWork(Promise.reject(e));
     }
     if (late === undefined) {
-      this.staging.release(sab);
+      release();
       return null;
     }
     this.seq++;
-    if (late) {
-      const copyOut = () => {
-        if (sab) bytes(buf).set(bytes(data));
-      };
-      return this.inOrder(late, copyOut, () => this.staging.release(sab), [buf]);
-    }
-    if (sab) {
-      bytes(buf).set(bytes(data));
-      this.staging.release(sab);
-    }
+    const copyOut = () => {
+      if (staged.view) bytes(buf).set(bytes(staged.view));
+    };
+    if (late) return this.inOrder(late, copyOut, release, [buf]);
+    copyOut();
+    release();
     return DONE;
   }
 
