@@ -3,7 +3,7 @@ import { arraysOverlap, type CommArray, type Dtype, type ReduceOp } from '../dty
 import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
-import { bytes, type StagingPool } from './staging.js';
+import { bytes, LateStaging, type StagingPool } from './staging.js';
 import type { CommThread, MainRunner } from './threads.js';
 
 /**
@@ -75,7 +75,11 @@ export class OpDispatcher {
     private readonly groupId: number,
     readonly size: number,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.lateStaging = new LateStaging(staging);
+  }
+
+  private readonly lateStaging: LateStaging;
 
   /**
    * Stages `bytes` of data in a shared buffer, runs the op on the worker, then lets
@@ -206,36 +210,37 @@ export class OpDispatcher {
   private now(buf: CommArray, d: Dtype, reduceOp: ReduceOp): Work | null {
     const main = this.main;
     if (!main || this.pending > 0 || !onMainThread('allReduce', buf.byteLength, this.size)) return null;
-    const staged: { sab: SharedArrayBuffer | null; view: CommArray | null } = { sab: null, view: null };
-    const stage = (): CommArray => {
-      staged.sab = this.staging.acquire(buf.byteLength);
-      staged.view = new (buf.constructor as ArrayCtor)(staged.sab, 0, buf.length);
-      return staged.view;
-    };
     const shared = buf.buffer instanceof SharedArrayBuffer;
     const inPlaceFirst = shared || buf.byteLength <= ONE_STEP_BYTES;
-    const data = inPlaceFirst ? buf : stage();
-    if (!inPlaceFirst) bytes(data).set(bytes(buf));
-    const release = () => this.staging.release(staged.sab);
+    const sab = inPlaceFirst ? null : this.staging.acquire(buf.byteLength);
+    const data = sab ? new (buf.constructor as ArrayCtor)(sab, 0, buf.length) : buf;
+    if (sab) bytes(data).set(bytes(buf));
+    // a plain array's late finish goes to staging (LateStaging: nothing allocated while peers are prompt)
+    const stageLate = shared ? null : this.lateStaging.arm(buf);
     let late: Promise<void> | null | undefined;
     try {
-      late = main.executor.runNow(this.groupId, this.seq + 1, this.timeoutMs, data, d, reduceOp, shared ? null : stage);
+      late = main.executor.runNow(this.groupId, this.seq + 1, this.timeoutMs, data, d, reduceOp, stageLate);
     } catch (e) {
       this.seq++;
-      release();
+      this.staging.release(sab ?? this.lateStaging.take()?.sab ?? null);
       return makeWork(Promise.reject(e));
     }
+    const lateStaged = this.lateStaging.take();
+    const staging = sab ?? lateStaged?.sab ?? null;
+    const result = sab ? data : (lateStaged?.view ?? null);
     if (late === undefined) {
-      release();
+      this.staging.release(staging);
       return null;
     }
     this.seq++;
-    const copyOut = () => {
-      if (staged.view) bytes(buf).set(bytes(staged.view));
-    };
-    if (late) return this.inOrder(late, copyOut, release, [buf]);
-    copyOut();
-    release();
+    if (late) {
+      const copyOut = () => {
+        if (result) bytes(buf).set(bytes(result));
+      };
+      return this.inOrder(late, copyOut, () => this.staging.release(staging), [buf]);
+    }
+    if (result) bytes(buf).set(bytes(result));
+    this.staging.release(staging);
     return DONE;
   }
 

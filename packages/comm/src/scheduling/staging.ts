@@ -64,3 +64,36 @@ export function splitResult(d: Dtype, result: OpResult): CommArray[] {
   }
   return out;
 }
+
+type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
+
+/**
+ * The staging a late one-step exchange of a plain array finishes into (op-dispatcher.ts's fast
+ * path), made only if a peer is late: `arm` names the array and hands out the one function that
+ * makes it, bound once, so a call whose peers are prompt allocates nothing.
+ */
+export class LateStaging {
+  private buf: CommArray | null = null;
+  private staged: { sab: SharedArrayBuffer; view: CommArray } | null = null;
+  private readonly stage = (): CommArray => {
+    const buf = this.buf as CommArray;
+    const sab = this.pool.acquire(buf.byteLength);
+    this.staged = { sab, view: new (buf.constructor as ArrayCtor)(sab, 0, buf.length) };
+    return this.staged.view;
+  };
+
+  constructor(private readonly pool: StagingPool) {}
+
+  arm(buf: CommArray): () => CommArray {
+    this.buf = buf;
+    return this.stage;
+  }
+
+  /** The staging made since `arm`, if any; disarms. */
+  take(): { sab: SharedArrayBuffer; view: CommArray } | null {
+    const staged = this.staged;
+    this.buf = null;
+    this.staged = null;
+    return staged;
+  }
+}
