@@ -52,7 +52,7 @@ export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/
 export { logSoftmax, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 export { maskedFill, where } from './ops/where.js';
-export { manualSeed } from './random.js';
+export { getRngState, manualSeed, setRngState } from './random.js';
 export { type SavedTensorHooks, withSavedTensorHooks } from './saved-tensor-hooks.js';
 export { tidy } from './scope.js';
 export { type RemovableHandle, Tensor } from './tensor.js';

@@ -1,3 +1,5 @@
+import { AutogradArgumentError } from './errors.js';
+
 // Seeds of unseeded random calls (dropout masks, randn, rand) come from this counter, so
 // manualSeed() makes runs reproducible and checkpoint() can replay the same draws when it
 // recomputes a segment (torch.manual_seed and preserve_rng_state).
@@ -7,8 +9,12 @@ let rngState = 0x5eed;
 export function manualSeed(seed: number): void {
   rngState = seed >>> 0;
 }
+/** The stream's state (torch.get_rng_state): save it in a checkpoint so a resumed run goes on drawing. */
 export const getRngState = (): number => rngState;
+/** Restores a state getRngState returned (torch.set_rng_state). */
 export const setRngState = (state: number): void => {
+  if (!(Number.isInteger(state) && state >= 0 && state <= 0xffffffff))
+    throw new AutogradArgumentError(`setRngState: a state is an integer in [0, 2^32), got ${state}`);
   rngState = state;
 };
 /** The next seed of the stream, for a call given none. */

@@ -1,5 +1,6 @@
+import { dropout, getRngState, ones, setRngState } from '@ddp/autograd';
 import { describe, expect, it } from 'vitest';
-import { Generator, GeneratorStateError, philox4x32 } from './generator.js';
+import { Generator, GeneratorStateError, manualSeed, philox4x32 } from './generator.js';
 
 const hex = (words: Uint32Array) => Array.from(words, (w) => w.toString(16).padStart(8, '0'));
 
@@ -55,5 +56,26 @@ describe('Generator', () => {
   it('rejects bad seeds and states', () => {
     expect(() => new Generator(-1)).toThrow(GeneratorStateError);
     expect(() => new Generator(0).setState({ seed: 1, offset: 0.5 })).toThrow(GeneratorStateError);
+  });
+
+  it("manualSeed seeds autograd's stream too (functional dropout repeats, as after torch.manual_seed), and its state resumes", () => {
+    const mask = () => {
+      const x = ones([12]);
+      const y = dropout(x, 0.5);
+      const bits = [...y.dataSync()].map((v) => (v === 0 ? 0 : 1)).join('');
+      for (const t of [x, y]) t.dispose();
+      return bits;
+    };
+    manualSeed(1);
+    const first = [mask(), mask()];
+    manualSeed(1);
+    expect([mask(), mask()]).toEqual(first); // was: another stream, nn's manualSeed seeded layers only
+    // getRngState / setRngState (torch.get_rng_state): a resumed run goes on, it does not replay
+    const state = getRngState();
+    const next = [mask(), mask()];
+    setRngState(state);
+    expect([mask(), mask()]).toEqual(next);
+    expect(next).not.toEqual(first);
+    expect(() => setRngState(-1)).toThrow(/setRngState: a state is an integer in \[0, 2\^32\)/);
   });
 });

@@ -3,7 +3,7 @@
  * CUDA generator). Its whole state is (seed, offset), so every rank seeded alike draws the
  * same numbers and a checkpoint restores the stream exactly.
  */
-import { registerCheckpointRngState } from '@ddp/autograd';
+import { manualSeed as autogradManualSeed, registerCheckpointRngState } from '@ddp/autograd';
 
 const M0 = 0xd2511f53;
 const M1 = 0xcd9e8d57;
@@ -181,6 +181,12 @@ registerCheckpointRngState({
 /** The generator layers draw from when none is given (torch.manual_seed's counterpart). */
 export const defaultGenerator = new Generator(0);
 
+/**
+ * Seeds the layers' default generator and autograd's stream of unseeded draws (functional
+ * dropout, randn, rand) alike, as torch.manual_seed seeds everything: it seeded the first only.
+ */
 export function manualSeed(seed: number): Generator {
-  return defaultGenerator.manualSeed(seed);
+  const generator = defaultGenerator.manualSeed(seed); // validates the seed first
+  autogradManualSeed(seed);
+  return generator;
 }
