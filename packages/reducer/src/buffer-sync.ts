@@ -15,19 +15,25 @@ export class BufferSync {
   private pending = false;
   private warned = false;
 
+  /** Whether the module had buffers to broadcast when wrapped (torch's modules_buffers): forwards skip the walk. */
+  private readonly watched: boolean;
+
   constructor(
     private readonly module: Module,
     private readonly group: ProcessGroup,
     private readonly enabled: boolean,
-  ) {}
+  ) {
+    this.watched = this.buffers.length > 0;
+  }
 
   private get buffers() {
     return this.enabled && this.group.size > 1 ? buffersOf(this.module) : [];
   }
 
+
   /** Called by every forward; `synchronized` is false under noSync. */
   beforeForward(synchronized: boolean, rank: number): void {
-    if (this.buffers.length === 0) return;
+    if (!this.watched) return;
     if (this.pending && !this.warned) {
       this.warned = true;
       process.emitWarning(
