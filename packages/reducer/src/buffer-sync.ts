@@ -30,7 +30,6 @@ export class BufferSync {
     return this.enabled && this.group.size > 1 ? buffersOf(this.module) : [];
   }
 
-
   /** Called by every forward; `synchronized` is false under noSync. */
   beforeForward(synchronized: boolean, rank: number): void {
     if (!this.watched) return;
