@@ -1,3 +1,4 @@
+import { SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { GradScaler, GradScalerError } from './index.js';
@@ -109,5 +110,34 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     loss.dispose();
     expect(await scaler.step(optimizer)).toBe(true);
     expect(scaler.getScale()).toBe(1);
+  });
+
+  it('a joined rank shadows as many agreements per iteration as the last step made, before and after a join', async () => {
+    let calls = 0;
+    const group = {
+      size: 2,
+      ranks: [0, 1],
+      rank: 0,
+      allReduce: () => {
+        calls++;
+        return { wait: async () => {} };
+      },
+    } as never;
+    const scaler = new GradScaler({ processGroup: group });
+    const hook = scaler.joinHook();
+    for (let i = 0; i < 3; i++) await hook.mainHook();
+    expect(calls).toBe(3); // one per shadowed iteration (no step yet: one optimizer assumed)
+    await hook.postHook(false);
+    const { weight, bias, optimizer } = makeModel();
+    const other = new SGD([bias], { lr: 0.1 });
+    const loss = scaledLoss(scaler, weight, bias, 0);
+    await loss.backward();
+    await scaler.step(optimizer);
+    await scaler.step(other);
+    scaler.update();
+    calls = 0;
+    await scaler.joinHook().mainHook();
+    expect(calls).toBe(2); // two optimizers stepped: two agreements (was 5: the shadows counted too)
+    for (const t of [loss, weight, bias]) t.dispose();
   });
 });

@@ -186,7 +186,10 @@ export class GradScaler implements Joinable {
       mainHook: async () => {
         for (let i = 0; i < this.agreementsPerStep; i++) await this.agree(false, false);
       },
-      postHook: () => {},
+      // the shadows counted as this step's agreements: the next update would take their number
+      postHook: () => {
+        this.agreedThisStep = 0;
+      },
     };
   }
 
