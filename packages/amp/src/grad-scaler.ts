@@ -64,8 +64,7 @@ export class GradScaler implements Joinable {
   private readonly processGroup: ProcessGroup | undefined;
   private readonly perOptimizer = new Map<ScalableOptimizer, OptimizerState>();
   private readonly agreement = new Float32Array(2);
-  /** The agreement all-reduces of the step in progress, and of the last step: what a joined rank shadows. */
-  private agreedThisStep = 0;
+  /** Optimizers unscaled (one agreement each) in the last step: what a joined rank shadows. */
   private agreementsPerStep = 1;
   private warnedUnjoined = false;
 
@@ -161,19 +160,18 @@ export class GradScaler implements Joinable {
    */
   update(newScale?: number): void {
     if (!this.enabled) return;
+    const checked = [...this.perOptimizer.values()].filter((s) => s.foundInf !== null);
     if (newScale !== undefined) {
       if (!(newScale > 0 && Number.isFinite(newScale)))
         throw new GradScalerError(`update: newScale must be a positive finite number, got ${newScale}`);
       this.currentScale = f32(newScale);
     } else {
-      const checked = [...this.perOptimizer.values()].filter((s) => s.foundInf !== null);
       if (checked.length === 0)
         throw new GradScalerError('update(): no inf checks were recorded (call step() or unscale_() first)');
       this.adjust(checked.some((s) => s.foundInf));
     }
+    this.agreementsPerStep = checked.length || 1;
     this.perOptimizer.clear();
-    this.agreementsPerStep = this.agreedThisStep || this.agreementsPerStep;
-    this.agreedThisStep = 0;
   }
 
   /**
@@ -186,10 +184,7 @@ export class GradScaler implements Joinable {
       mainHook: async () => {
         for (let i = 0; i < this.agreementsPerStep; i++) await this.agree(false, false);
       },
-      // the shadows counted as this step's agreements: the next update would take their number
-      postHook: () => {
-        this.agreedThisStep = 0;
-      },
+      postHook: () => {},
     };
   }
 
@@ -271,7 +266,6 @@ export class GradScaler implements Joinable {
   /** Whether any rank found an inf/NaN, and whether any rank saw a gradient at all (one all-reduce). */
   private async agree(found: boolean, seen: boolean): Promise<{ found: boolean; seen: boolean }> {
     if (this.processGroup === undefined || this.processGroup.size === 1) return { found, seen };
-    this.agreedThisStep++;
     this.agreement[0] = found ? 1 : 0;
     this.agreement[1] = seen ? 1 : 0;
     await this.processGroup.allReduce(this.agreement, { op: ReduceOp.MAX }).wait();
