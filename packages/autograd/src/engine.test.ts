@@ -4,6 +4,7 @@ import {
   AutogradArgumentError,
   AutogradError,
   AutogradFunction,
+  backward,
   type Context,
   type FunctionNode,
   GraphFreedError,
@@ -43,6 +44,19 @@ describe('engine', () => {
     c.dispose();
     a.dispose();
     b.dispose();
+  });
+
+  it('backward(t) as a function: the gradient optional, a Tensor or a tf.Tensor; unknown options refused', async () => {
+    const a = tensor([1, 2, 3], undefined, { requiresGrad: true });
+    await backward(a.mul(a).sum());
+    expect(values(a.grad)).toEqual([2, 4, 6]);
+    const g = tensor([1, 0, 2]);
+    await backward(a.mul(2), g);
+    expect(values(a.grad)).toEqual([4, 4, 10]);
+    await backward(a.mul(2), g.data, { retainGraph: false });
+    expect(values(a.grad)).toEqual([6, 4, 14]);
+    await expect(backward(a.sum(), undefined, { retain_graph: true } as never)).rejects.toThrow(AutogradArgumentError);
+    disposeAll(a, g);
   });
 
   it('fires post-accumulate hooks in readiness order along a chain, callbacks last', async () => {

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, AutogradError, GradientHookError, GraphFreedError } from './errors.js';
+import { AutogradArgumentError, AutogradError, checkOptions, GradientHookError, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
 import { AccumulateGrad, type Edge, type Node } from './node.js';
 import { sumToShape } from './ops/broadcast.js';
@@ -279,7 +279,10 @@ async function execute(
  * The engine: runs every node reachable from root once all gradients flowing into it are in,
  * later-created nodes first among the ready ones (as PyTorch does), leaves as soon as ready.
  */
-export async function backward(root: Tensor, grad: tf.Tensor | undefined, opts: BackwardOptions): Promise<void> {
+export async function backward(root: Tensor, gradient?: tf.Tensor | Tensor, opts: BackwardOptions = {}): Promise<void> {
+  checkOptions('backward', opts, ['retainGraph']);
+  // a Tensor as the gradient (torch.autograd.backward's grad_tensors) is its data
+  const grad = gradient === undefined || gradient instanceof tf.Tensor ? gradient : gradient.data;
   if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');
   if (grad === undefined && root.size !== 1) {
     throw new AutogradArgumentError(`grad can be implicitly created only for scalar outputs (shape [${root.shape}])`);

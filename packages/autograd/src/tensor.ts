@@ -272,6 +272,6 @@ export class Tensor {
 
   /** Computes gradients of this tensor w.r.t. the graph leaves. See the package README. */
   backward(grad?: tf.Tensor | Tensor, opts: BackwardOptions = {}): Promise<void> {
-    return backward(this, grad instanceof Tensor ? grad.data : grad, opts);
+    return backward(this, grad, opts);
   }
 }
