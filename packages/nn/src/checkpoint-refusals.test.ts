@@ -143,4 +143,33 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     expect(none.missingKeys).toEqual(['0.weight', '0.bias', '0.count']);
     expect(none.unexpectedKeys).toEqual(['weight', 'bias', 'count']);
   });
+
+  it('a key it does not know is refused at save and load (`optimiser`: its state was neither saved nor loaded)', async () => {
+    const model = new Toy(new Generator(1));
+    const optimizer = new Adam(model.parameters(), { lr: 0.1 });
+    trainSteps(model, optimizer, new Generator(5), 2);
+    const state: Record<string, unknown> = { model, optimiser: optimizer, step: 2 }; // built ahead: no excess-key check
+    const asContents = state as unknown as Parameters<typeof saveCheckpoint>[1];
+    await expect(saveCheckpoint(dir, asContents)).rejects.toThrow(/unknown key "optimiser"/);
+    await expect(saveCheckpoint(dir, { model, step: 2 }, { expect_newest: null } as never)).rejects.toThrow(
+      CheckpointError,
+    );
+    expect(await latestCheckpoint(dir)).toBeNull();
+    // one object for save and load (step, epoch and extra are what a load returns)
+    const contents = { model, optimizer, step: 2, extra: { seen: 64 } };
+    await saveCheckpoint(dir, contents);
+    expect((await loadCheckpoint(dir, contents)).extra).toEqual({ seen: 64 });
+    const rng = { model, rng: new Generator(3) } as unknown as Parameters<typeof loadCheckpoint>[1];
+    await expect(loadCheckpoint(dir, rng)).rejects.toThrow(/loadCheckpoint\(.*\): unknown key "rng"/);
+  });
+
+  it('step(closure) and a scheduler step(epoch) are refused (ignored where types are not checked: tsx)', () => {
+    const model = new Toy(new Generator(1));
+    const optimizer = new SGD(model.parameters(), { lr: 0.1 });
+    const scheduler = new StepLR(optimizer, 2);
+    const untyped = (f: unknown) => f as (arg: unknown) => void;
+    expect(() => untyped(optimizer.step).call(optimizer, () => 1)).toThrow(OptimizerError);
+    expect(() => untyped(scheduler.step).call(scheduler, 5)).toThrow(/takes no epoch/);
+    expect(scheduler.lastEpoch).toBe(0);
+  });
 });

@@ -8,7 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { tensorFromTypedArray, tf } from '@ddp/tensor';
+import { checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import {
   checkStep,
@@ -57,6 +57,16 @@ export interface SaveOptions {
    * checkpoints deleted by this commit's clean-up, silently.
    */
   expectNewest?: string | null;
+}
+
+const SAVED = ['model', 'optimizer', 'step', 'epoch', 'generator', 'scheduler', 'extra'];
+
+// a key it does not know refused: `{ model, optimiser }` built ahead of the call passed TypeScript, and the
+// optimizer's state was neither saved nor loaded
+function checkContents(where: string, contents: object, known: string[], options?: SaveOptions): void {
+  const error = (m: string) => new CheckpointError(m.replace('unknown option', 'unknown key'));
+  checkOptionNames(where, contents, known, error);
+  if (options) checkOptionNames(where, options, ['expectNewest'], error);
 }
 
 /** 2: checkpoint.json and the safetensors metadata carry checksums (1: written before they did). */
@@ -112,8 +122,10 @@ export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
 export async function saveCheckpoint(
   dir: string,
   contents: CheckpointContents,
-  { expectNewest }: SaveOptions = {},
+  options: SaveOptions = {},
 ): Promise<string> {
+  checkContents(`saveCheckpoint(${dir})`, contents, SAVED, options);
+  const { expectNewest } = options;
   // everything is copied before the first await: training that goes on while the save writes
   // saved a model of one step and an optimizer of another under the step given (silently)
   checkStep(contents.step ?? 0);
@@ -227,6 +239,8 @@ export async function loadCheckpoint(
     strict?: boolean;
   },
 ): Promise<LoadedCheckpoint> {
+  // step, epoch and extra are what the load returns: one contents object may serve save and load
+  checkContents(`loadCheckpoint(${dir})`, contents, [...SAVED, 'strict']);
   const read = await readNewestEntry(dir, META_FILE, (path) => readEntry(path, contents));
   if (read === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const { path, meta, model, optimizer } = read;

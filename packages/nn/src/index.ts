@@ -81,6 +81,7 @@ export {
   type ParamGroup,
   type ParamGroupInput,
   type ParamState,
+  refuseStepArguments,
   stateDictParams,
 } from './optim/optimizer.js';
 export { SGD, type SGDOptions } from './optim/sgd.js';

@@ -45,7 +45,14 @@ export abstract class LRScheduler {
    * same optimizer, or an lr set by hand, would be overwritten without a word, where torch's
    * chainable schedulers multiply the current lr.
    */
-  step(): void {
+  step(...args: []): void {
+    // torch's deprecated step(epoch) jumps to that epoch; ignored here (no types under tsx), the
+    // schedule went on one step from where it was
+    if (args.length > 0)
+      throw new SchedulerError(
+        `${this.constructor.name}.step takes no epoch (torch's step(epoch) is deprecated): call step() once ` +
+          'per step; to resume, load the scheduler state',
+      );
     this.checkGroups('step');
     this.optimizer.paramGroups.forEach((g, i) => {
       const mine = this.written[i];

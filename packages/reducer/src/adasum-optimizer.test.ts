@@ -24,4 +24,10 @@ describe('AdasumOptimizer in one process', () => {
     await expect(opt.step()).rejects.toThrow(/peer 1 lost/);
     expect(model.parameters().map((p) => Array.from(p.data.dataSync()))).toEqual(before);
   });
+
+  it('step(closure) is refused before any exchange (ignored where types are not checked: tsx)', async () => {
+    const model = new Linear(4, 2, { generator: new Generator(3) });
+    const opt = new AdasumOptimizer(new Adam(model.parameters(), { lr: 0.1 }), brokenPair);
+    await expect((opt.step as (c: unknown) => Promise<void>).call(opt, () => 1)).rejects.toThrow(/takes no argument/);
+  });
 });

@@ -1,5 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
+import { refuseStepArguments } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { AdasumError, adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
 import { refuseSpanningShards } from './sync.js';
@@ -47,7 +48,8 @@ export class AdasumOptimizer {
   }
 
   /** The local step, then the Adasum of every rank's delta applied from where the step began (collective). */
-  async step(): Promise<void> {
+  async step(...args: []): Promise<void> {
+    refuseStepArguments('AdasumOptimizer', args);
     this.shardsChecked ??= refuseSpanningShards(
       this.params.map((p, i) => [String(i), p]),
       this.processGroup,

@@ -88,6 +88,22 @@ describe('loadShardedCheckpoint restores the LR schedule and the generator', () 
   });
 });
 
+describe('a contents key the checkpoint does not know', () => {
+  // a prebuilt { model, optimizer, sched } passed TypeScript: the scheduler was neither saved nor restored
+  it('is refused at save and load; step(closure) refused; one object serves save and load', async () => {
+    const model = new Pair(new Generator(1), false);
+    const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 0.01 });
+    const sched = new WarmupCosineLR(zero, SCHEDULE);
+    const state = { model, optimizer: zero, sched, step: 3 } as unknown as Parameters<typeof saveShardedCheckpoint>[1];
+    await expect(saveShardedCheckpoint(join(root, 'typo'), state)).rejects.toThrow(/unknown key "sched"/);
+    await expect(loadShardedCheckpoint(dir, state)).rejects.toThrow(ShardedCheckpointError);
+    expect((await loadShardedCheckpoint(dir, { model, optimizer: zero, step: 0, extra: null })).step).toBe(3);
+    await expect((zero.step as (c: unknown) => Promise<void>).call(zero, () => 1)).rejects.toThrow(/takes no argument/);
+    zero.dispose();
+    model.dispose();
+  });
+});
+
 describe('loadShardedCheckpoint refuses another optimizer class', () => {
   // the manifest recorded no class: Adam's moments loaded into SGD (with Adam's betas), or AdamW
   // read Adam's L2 decay as decoupled, silently

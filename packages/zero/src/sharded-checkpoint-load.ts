@@ -18,6 +18,7 @@ import {
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import {
+  checkContents,
   globalParams,
   MANIFEST_FILE,
   MODEL_FILE,
@@ -62,6 +63,7 @@ export async function loadShardedCheckpoint(
   location: string,
   contents: ShardedCheckpointContents,
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
+  checkContents(`loadShardedCheckpoint(${location})`, contents);
   const zero = contents.optimizer;
   const dir = await newestEntry(location);
   const manifest = await readManifest(dir);

@@ -32,6 +32,7 @@ import {
   toSafeTensor,
   writeFileAtomic,
 } from '@ddp/nn';
+import { checkOptionNames } from '@ddp/tensor';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -86,6 +87,14 @@ export interface ShardedCheckpointContents {
 }
 
 type AnyZero = ShardedCheckpointContents['optimizer'];
+
+/** A key it does not know refused (`optimiser` in a prebuilt object passed TypeScript, then nothing of it was kept). */
+export function checkContents(where: string, contents: object, options?: SaveOptions): void {
+  const error = (m: string) => new ShardedCheckpointError(m.replace('unknown option', 'unknown key'));
+  // step and extra are what a load returns: one contents object may serve save and load
+  checkOptionNames(where, contents, ['model', 'optimizer', 'scheduler', 'generator', 'step', 'extra'], error);
+  if (options) checkOptionNames(where, options, ['expectNewest'], error);
+}
 
 export function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
@@ -180,8 +189,10 @@ async function gatherGenerators(group: ProcessGroup, state: GeneratorState | nul
 export async function saveShardedCheckpoint(
   dir: string,
   contents: ShardedCheckpointContents & { step: number; extra?: unknown },
-  { expectNewest }: SaveOptions = {},
+  options: SaveOptions = {},
 ): Promise<string> {
+  checkContents(`saveShardedCheckpoint(${dir})`, contents, options);
+  const { expectNewest } = options;
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;
   // everything is copied before the first await: training that went on while the save wrote

@@ -1,7 +1,14 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
-import { Optimizer, type OptimizerStateDict, type ParamGroup, type ParamGroupInput, type ParamState } from '@ddp/nn';
+import {
+  Optimizer,
+  type OptimizerStateDict,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamState,
+  refuseStepArguments,
+} from '@ddp/nn';
 import { checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
@@ -116,7 +123,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    * Steps this rank's shard with the wrapped optimizer, then sends every shard to every rank.
    * All ranks must call it (it is collective).
    */
-  override async step(): Promise<void> {
+  override async step(...args: []): Promise<void> {
+    refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
     this.sharder?.checkHooked();
     this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();

@@ -81,7 +81,8 @@ export abstract class Optimizer<O extends { lr: number }> {
   }
 
   /** Applies one update to every parameter that has a gradient. */
-  step(): void {
+  step(...args: []): void {
+    refuseStepArguments(this.constructor.name, args);
     // a disposed parameter has no gradient, so it would be skipped: its layer was replaced after the optimizer was
     // built (applyTensorParallel, a dispose), and the layer now in the model would never train
     for (const [g, group] of this.paramGroups.entries()) {
@@ -237,4 +238,17 @@ export function stateDictParams<O>(
     }
   }
   return byIndex;
+}
+
+/**
+ * torch's `step(closure)` re-evaluates the loss inside step; ddp's optimizers take no closure, and
+ * one passed where types are not checked (tsx) was ignored: the step ran on the gradients already
+ * there, never the closure's.
+ */
+export function refuseStepArguments(where: string, args: unknown[]): void {
+  if (args.length === 0) return;
+  throw new OptimizerError(
+    `${where}.step takes no argument (torch's step(closure) is not offered): run the forward and ` +
+      'backward, then step()',
+  );
 }
