@@ -227,7 +227,8 @@ async function readEntry(
 /**
  * Restores what `contents` names from a checkpoint: the model (strict), then the optimizer
  * and generator when given. All files are read and parsed before anything is changed, and
- * each of model and optimizer is checked whole before it is changed.
+ * each of model and optimizer is checked whole before it is changed. `step`, `epoch` and `extra` are
+ * not read (the load returns them): one contents object serves save and load.
  */
 export async function loadCheckpoint(
   dir: string,
@@ -237,7 +238,7 @@ export async function loadCheckpoint(
     generator?: Generator;
     scheduler?: LRScheduler;
     strict?: boolean;
-  },
+  } & Pick<CheckpointContents, 'step' | 'epoch' | 'extra'>,
 ): Promise<LoadedCheckpoint> {
   // step, epoch and extra are what the load returns: one contents object may serve save and load
   checkContents(`loadCheckpoint(${dir})`, contents, [...SAVED, 'strict']);

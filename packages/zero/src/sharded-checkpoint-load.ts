@@ -61,7 +61,8 @@ async function newestEntry(location: string): Promise<string> {
  */
 export async function loadShardedCheckpoint(
   location: string,
-  contents: ShardedCheckpointContents,
+  // step and extra allowed (not read: the load returns them), so one object serves save and load
+  contents: ShardedCheckpointContents & { step?: number; extra?: unknown },
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
   checkContents(`loadShardedCheckpoint(${location})`, contents);
   const zero = contents.optimizer;

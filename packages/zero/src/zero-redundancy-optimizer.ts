@@ -1,14 +1,8 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
-import {
-  Optimizer,
-  type OptimizerStateDict,
-  type ParamGroup,
-  type ParamGroupInput,
-  type ParamState,
-  refuseStepArguments,
-} from '@ddp/nn';
+import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
+import { Optimizer, refuseStepArguments } from '@ddp/nn';
 import { checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
@@ -27,10 +21,8 @@ export interface ZeroOptions {
   processGroup?: ProcessGroup;
   /** 1: shard optimizer state (default); 2: also shard gradients (see GradientSharder). */
   stage?: 1 | 2;
-  /**
-   * true: updated parameters travel as one all-gather of a flat buffer per rank's shard
-   * (padded to the largest shard); false (default): one broadcast per rank of its shard.
-   */
+  /** true: updated parameters travel as one all-gather of a flat buffer per rank's shard (padded to the
+   * largest shard); false (default): one broadcast per rank of its shard. */
   parametersAsBucketView?: boolean;
 }
 
