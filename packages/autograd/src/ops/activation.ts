@@ -1,8 +1,9 @@
 import { checkOptionValue, gelu as fusedGelu, geluGrad, reluGrad, tf } from '@ddp/tensor';
-import { argumentError, checkOptions } from '../errors.js';
+import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
+import { requireFloat32 } from './promotion.js';
 import { unary } from './unary.js';
 
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
@@ -22,7 +23,11 @@ class Relu extends AutogradFunction {
     return reluGrad(dy, ctx.savedTensors[0]);
   }
 }
-export const relu = (x: Tensor): Tensor => Relu.apply(x);
+/** torch's relu keeps an int32 tensor's dtype and refuses a bool (tfjs gave uninitialised bytes). */
+export const relu = (x: Tensor): Tensor => {
+  if (x.dtype === 'bool') throw new AutogradArgumentError('relu: not defined for a bool tensor (as in torch)');
+  return Relu.apply(x);
+};
 /** log(sigmoid(x)), computed stably as -softplus(-x) */
 export const logSigmoid = unary(
   'LogSigmoid',
@@ -61,5 +66,6 @@ const geluTanh = unary(
 export function gelu(x: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor {
   checkOptions('gelu', opts, ['approximate']);
   checkOptionValue('gelu', 'approximate', opts.approximate, ['none', 'tanh'], argumentError);
+  requireFloat32('gelu', x);
   return opts.approximate === 'tanh' ? geluTanh(x) : GeluErf.apply(x);
 }

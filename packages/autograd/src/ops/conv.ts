@@ -4,6 +4,7 @@ import { AutogradArgumentError, AutogradError, checkOptions } from '../errors.js
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
+import { requireFloat32 } from './promotion.js';
 
 /** A size per spatial dim: one number for both, or [height, width] ([v] as torch: v for both). */
 export type Pair = number | [number] | [number, number];
@@ -239,6 +240,7 @@ export function conv2d(
   opts: { stride?: Pair; padding?: Pair } = {},
 ): Tensor {
   checkOptions('conv2d', opts, ['stride', 'padding']);
+  requireFloat32('conv2d', x, weight, bias);
   const [stride, padding] = [opts.stride ?? 1, opts.padding ?? 0];
   if (weight.rank !== 4)
     throw new AutogradArgumentError(`conv2d: weight must be 4-D [O, C, kH, kW], got [${weight.shape}]`);
@@ -252,6 +254,7 @@ export function conv2d(
 /** F.max_pool2d on NCHW input; stride defaults to the kernel size. */
 export function maxPool2d(x: Tensor, kernelSize: Pair, opts: { stride?: Pair; padding?: Pair } = {}): Tensor {
   checkOptions('maxPool2d', opts, ['stride', 'padding']);
+  requireFloat32('maxPool2d', x);
   const [stride, padding] = [opts.stride ?? kernelSize, opts.padding ?? 0];
   checkWindow('maxPool2d', x, kernelSize, stride, padding);
   return MaxPool2d.apply(x, kernelSize, stride, padding);

@@ -5,6 +5,7 @@ import type { Context } from '../node.js';
 import { nextSeed } from '../random.js';
 import type { Tensor } from '../tensor.js';
 import { mul } from './arithmetic.js';
+import { requireFloat32 } from './promotion.js';
 
 class Dropout extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor, p: number, seed: number): tf.Tensor {
@@ -24,6 +25,7 @@ class Dropout extends AutogradFunction {
  */
 export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
   checkOptions('dropout', opts, ['training', 'seed']);
+  requireFloat32('dropout', x);
   if (!(p >= 0 && p <= 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1], got ${p}`);
   if (opts.training === false || p === 0) return mul(x, 1);
   if (p === 1) return mul(x, 0); // torch: every element dropped, no 1/(1 − p) scale to divide by

@@ -7,6 +7,7 @@ import type { Tensor } from '../tensor.js';
 import { sub } from './arithmetic.js';
 import { broadcastShapes } from './broadcast.js';
 import { gather, type Indices, toIndexTensor } from './indexing.js';
+import { requireFloat32 } from './promotion.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
 
@@ -110,6 +111,7 @@ export function crossEntropy(
 ): Tensor {
   checkOptions('crossEntropy', opts, ['ignoreIndex', 'reduction']);
   checkOptionValue('crossEntropy', 'reduction', opts.reduction, REDUCTIONS, argumentError);
+  requireFloat32('crossEntropy', logits);
   const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');

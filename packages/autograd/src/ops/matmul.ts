@@ -7,6 +7,7 @@ import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { add } from './arithmetic.js';
 import { broadcastShapes, broadcastTo, reshapeTo, sumToShape } from './broadcast.js';
+import { requireFloat32 } from './promotion.js';
 
 const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
@@ -89,17 +90,8 @@ class MatMul extends AutogradFunction {
 /** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
 export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
   checkOptions('matmul', opts, ['transposeA', 'transposeB']);
-  checkFloatOperands('matmul', a, b);
+  requireFloat32('matmul', a, b);
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false, true);
-}
-
-/**
- * The backends multiply float32 only: integer operands raised tfjs's untyped error, and under
- * autocast were rounded to 16 bits first (4097 became 4096) into a float32 product, silently.
- */
-function checkFloatOperands(op: string, ...xs: Tensor[]): void {
-  const other = xs.find((x) => x.dtype !== 'float32');
-  if (other) throw new AutogradArgumentError(`${op}: operands must be float32, got ${other.dtype} (cast them first)`);
 }
 
 /**
@@ -139,7 +131,7 @@ class Linear extends AutogradFunction {
  * the rounded product, the bias rounded too, and x W^T + b rounded once.
  */
 export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
-  checkFloatOperands('linear', x, weight, ...(bias ? [bias] : []));
+  requireFloat32('linear', x, weight, ...(bias ? [bias] : []));
   if (autocastDtype() === null) return Linear.apply(x, weight, bias);
   return tidy(() => {
     if (!bias) return matmul(x, weight, { transposeB: true });

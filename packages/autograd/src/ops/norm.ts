@@ -4,6 +4,7 @@ import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
 import { broadcastTo, normaliseAxes, reshapeTo } from './broadcast.js';
+import { requireFloat32 } from './promotion.js';
 import { alongDim } from './shape.js';
 
 /**
@@ -114,17 +115,21 @@ export function layerNorm(
   opts: { eps?: number; normalizedDims?: number } = {},
 ): Tensor {
   checkOptions('layerNorm', opts, ['eps', 'normalizedDims']);
+  requireFloat32('layerNorm', x, weight, bias);
   const dims = opts.normalizedDims ?? weight?.rank ?? 1;
   return LayerNorm.apply(x, weight, bias, dims, opts.eps ?? 1e-5);
 }
 
 /** Batch statistics { mean, var } (biased) over dims, e.g. [0, 2, 3] for NCHW; both differentiable. */
 export function batchNormStats(x: Tensor, dim: number[]): { mean: Tensor; var: Tensor } {
+  requireFloat32('batchNormStats', x);
   const dims = normaliseAxes(dim, x.rank, 'batchNormStats');
   const [mean, variance] = BatchNormStats.apply<Tensor[]>(x, dims) as [Tensor, Tensor];
   return { mean, var: variance };
 }
 
 /** x / max(||x||_2, eps) along dim (F.normalize with p = 2). */
-export const l2Normalize = (x: Tensor, dim = -1, eps = 1e-12): Tensor =>
-  alongDim(x, dim, 'l2Normalize', (v, d) => L2Normalize.apply(v, d, eps));
+export const l2Normalize = (x: Tensor, dim = -1, eps = 1e-12): Tensor => {
+  requireFloat32('l2Normalize', x);
+  return alongDim(x, dim, 'l2Normalize', (v, d) => L2Normalize.apply(v, d, eps));
+};

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 
 /** An operand of an elementwise op: a tensor or a plain number. */
 type Raw = tf.Tensor | number;
@@ -29,3 +30,13 @@ export function asDtype(x: Raw, dtype: 'float32' | 'int32' | 'bool'): tf.Tensor 
 /** True when every operand is float32 or a number: tfjs's own handling is already torch's. */
 export const allFloat = (operands: readonly Raw[]): boolean =>
   operands.every((x) => typeof x === 'number' || x.dtype === 'float32');
+
+/**
+ * Ops defined on real values only (products, convolutions, softmax, norms, a loss's logits): an
+ * int32 or bool operand was read as float32 bits (conv2d of [1, 2] gave 1.4e-45, 2.8e-45) or as
+ * tfjs's uninitialised bytes, with only a console line; torch raises. `null` operands are skipped.
+ */
+export function requireFloat32(op: string, ...xs: ({ dtype: string } | null)[]): void {
+  const other = xs.find((x) => x !== null && x.dtype !== 'float32');
+  if (other) throw new AutogradArgumentError(`${op}: operands must be float32, got ${other.dtype} (cast them first)`);
+}

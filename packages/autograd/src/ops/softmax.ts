@@ -2,6 +2,7 @@ import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
+import { requireFloat32 } from './promotion.js';
 import { alongDim } from './shape.js';
 
 /** Numerically stable log-softmax over one dim. */
@@ -48,7 +49,12 @@ class LogSoftmax extends AutogradFunction {
 }
 
 /** softmax over `dim` (default last). */
-export const softmax = (x: Tensor, dim = -1): Tensor => alongDim(x, dim, 'softmax', (v, d) => Softmax.apply(v, d));
+export const softmax = (x: Tensor, dim = -1): Tensor => {
+  requireFloat32('softmax', x);
+  return alongDim(x, dim, 'softmax', (v, d) => Softmax.apply(v, d));
+};
 /** log(softmax(x)) over `dim` (default last), computed stably. */
-export const logSoftmax = (x: Tensor, dim = -1): Tensor =>
-  alongDim(x, dim, 'logSoftmax', (v, d) => LogSoftmax.apply(v, d));
+export const logSoftmax = (x: Tensor, dim = -1): Tensor => {
+  requireFloat32('logSoftmax', x);
+  return alongDim(x, dim, 'logSoftmax', (v, d) => LogSoftmax.apply(v, d));
+};

@@ -4,10 +4,16 @@ import {
   AutogradArgumentError,
   add,
   autocast,
+  batchNormStats,
+  conv2d,
   crossEntropy,
+  dropout,
   gelu,
   indexSelect,
+  l2Normalize,
+  layerNorm,
   linear,
+  logSoftmax,
   matmul,
   max,
   maxPool2d,
@@ -17,13 +23,16 @@ import {
   mul,
   pad,
   pow,
+  relu,
   slice,
+  softmax,
   sub,
   sum,
   Tensor,
   tensor,
   where,
 } from '../index.js';
+import { disposeAll } from '../test/utils.js';
 
 // Expected values are torch 1.13's for the same calls (F.cross_entropy, F.max_pool2d, sum(x, [])…).
 const close = (got: number[], want: number[]) => {
@@ -113,6 +122,33 @@ describe('arguments torch refuses are refused, not taken for something else', ()
     expect(() => matmul(ints, col)).toThrow(/matmul: operands must be float32, got int32/);
     expect(() => autocast({ dtype: 'bfloat16' }, () => matmul(ints, col))).toThrow(AutogradArgumentError);
     expect(() => linear(ints, tensor([1, 2], [1, 2]))).toThrow(/linear: operands must be float32/);
+  });
+
+  it('int32 or bool operands to ops on real values (conv2d read int bits as floats: 1.4e-45; relu of a bool, bytes)', () => {
+    const float = (shape: number[]) => new Tensor(tf.ones(shape));
+    for (const dtype of ['int32', 'bool'] as const) {
+      const image = new Tensor(tf.ones([1, 1, 2, 2], dtype));
+      const rows = new Tensor(tf.ones([2, 3], dtype));
+      const cases: [string, () => unknown][] = [
+        ['conv2d', () => conv2d(image, float([1, 1, 1, 1]))],
+        ['conv2d', () => conv2d(float([1, 1, 2, 2]), new Tensor(tf.ones([1, 1, 1, 1], dtype)))],
+        ['maxPool2d', () => maxPool2d(image, 2)],
+        ['softmax', () => softmax(rows, 0)],
+        ['logSoftmax', () => logSoftmax(rows)],
+        ['crossEntropy', () => crossEntropy(rows, [0, 1])],
+        ['l2Normalize', () => l2Normalize(rows)],
+        ['layerNorm', () => layerNorm(rows)],
+        ['batchNormStats', () => batchNormStats(rows, [0])],
+        ['gelu', () => gelu(rows)],
+        ['dropout', () => dropout(rows, 0.5)],
+      ];
+      for (const [op, call] of cases)
+        expect(call, `${op} ${dtype}`).toThrow(`${op}: operands must be float32, got ${dtype}`);
+      disposeAll(image, rows);
+    }
+    expect(() => relu(new Tensor(tf.tensor([true, false], [2], 'bool')))).toThrow(/relu: not defined for a bool/);
+    const ints = relu(new Tensor(tf.tensor([-2, 3], [2], 'int32')));
+    expect([ints.dtype, values(ints)]).toEqual(['int32', [0, 3]]); // as torch: an int relu stays int
   });
 
   it('an integer to a negative integer power', () => {

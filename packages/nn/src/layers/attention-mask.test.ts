@@ -60,6 +60,25 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     mha.dispose();
   });
 
+  it('takes the masks as autograd Tensors too (was: tfjs\'s untyped reshape error); a float one gets its gradient', async () => {
+    const mha = build();
+    const masks = [
+      fromTf(tf.tensor(g.bias, [3, 3])),
+      fromTf(tf.tensor(g.bool.map(Number), [3, 3], 'bool')),
+      fromTf(tf.tensor(g.b3, [2, 3, 3]), { requiresGrad: true }),
+    ];
+    const [y1, y2] = masks.slice(0, 2).map((m) => run(mha, m as never));
+    expect(maxAbsDiff(y1, g.y1)).toBeLessThan(1e-5);
+    expect(maxAbsDiff(y2, g.y2)).toBeLessThan(1e-5);
+    const x = fromTf(tf.tensor(g.x, [2, 3, 4]));
+    const y = mha.forward(x, x, x, { attnMask: masks[2] });
+    expect(maxAbsDiff(Array.from(y.dataSync()), g.y3)).toBeLessThan(1e-5);
+    await y.square().sum().backward();
+    expect(masks[2].grad?.shape).toEqual([2, 3, 3]);
+    for (const t of [x, y, ...masks]) t.dispose();
+    mha.dispose();
+  });
+
   it('refuses an int mask, as torch: a 0/1 "attend here" mask would block where it allows', () => {
     const mha = build();
     const mask = tf.ones([3, 3], 'int32');

@@ -20,8 +20,9 @@ export interface AttentionCallOptions {
   /**
    * [T, S] or [B, T, S], as torch's attn_mask: boolean, true marks a position that may NOT be
    * attended; or float, added to the scores (0 allowed, −∞ blocked, or a bias such as ALiBi's).
+   * An autograd Tensor too: a float one (a learned bias) gets its gradient.
    */
-  attnMask?: tf.Tensor;
+  attnMask?: tf.Tensor | Tensor;
   /** Causal mask for this call (in addition to the module's `causal`). */
   isCausal?: boolean;
 }
@@ -112,15 +113,20 @@ export class MultiheadAttention extends Module {
         ? this.projectPacked(query)
         : [this.project(query, 0), this.project(key, 1), this.project(value, 2)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim)); // [B, H, T, S]
-    if (options.attnMask?.dtype === 'float32') {
-      const bias = fromTf(this.perHead(options.attnMask));
+    const given = options.attnMask;
+    // an autograd Tensor mask reached tf.reshape, whose untyped error named neither the module nor the mask
+    const attnMask = given === undefined || given instanceof tf.Tensor ? given : given.data;
+    if (given !== undefined && !(given instanceof tf.Tensor) && attnMask?.dtype === 'float32') {
+      scores = scores.add(given.rank === 3 ? given.reshape([given.shape[0], 1, ...given.shape.slice(1)]) : given);
+    } else if (attnMask?.dtype === 'float32') {
+      const bias = fromTf(this.perHead(attnMask));
       try {
         scores = scores.add(bias);
       } finally {
         bias.dispose();
       }
     }
-    const mask = this.mask(t, s, options);
+    const mask = this.mask(t, s, attnMask, options.isCausal);
     if (mask) {
       try {
         scores = maskedFill(scores, mask, Number.NEGATIVE_INFINITY);
@@ -146,7 +152,7 @@ export class MultiheadAttention extends Module {
    * is added instead (forward); an int one is refused, as torch refuses it: cast to bool, a 0/1
    * mask meant "attend here" would block where it allows.
    */
-  private mask(t: number, s: number, { attnMask, isCausal }: AttentionCallOptions): tf.Tensor | null {
+  private mask(t: number, s: number, attnMask: tf.Tensor | undefined, isCausal?: boolean): tf.Tensor | null {
     if (attnMask && attnMask.dtype !== 'bool' && attnMask.dtype !== 'float32') {
       throw new ModuleError(`MultiheadAttention: attnMask must be bool or float32 (as torch's), got ${attnMask.dtype}`);
     }
