@@ -93,6 +93,8 @@ export class SyncBatchNorm extends BatchNorm {
           `…] of rank 2 to 5, got [${x.shape}]`,
       );
     }
+    if (x.dtype !== 'float32')
+      throw new ModuleError(`rank ${group.ranks[group.rank]}: SyncBatchNorm: input must be float32, got ${x.dtype}`);
     // under join, after the iteration's notice: a rank that ran out (throwOnEarlyTermination) stops every
     // rank there, instead of leaving the others in this all-gather until the timeout
     await currentJoinNotice();

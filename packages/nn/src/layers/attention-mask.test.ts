@@ -60,7 +60,7 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     mha.dispose();
   });
 
-  it('takes the masks as autograd Tensors too (was: tfjs\'s untyped reshape error); a float one gets its gradient', async () => {
+  it("takes the masks as autograd Tensors too (was: tfjs's untyped reshape error); a float one gets its gradient", async () => {
     const mha = build();
     const masks = [
       fromTf(tf.tensor(g.bias, [3, 3])),

@@ -104,6 +104,19 @@ describe('BatchNorm2d reproduces PyTorch', () => {
     for (const t of [one, empty, y]) t.dispose();
     bn.dispose();
   });
+
+  it('refuses an int or bool input in training and eval alike, as torch', () => {
+    const bn = new BatchNorm2d(1);
+    for (const dtype of ['int32', 'bool'] as const) {
+      const x = fromTf(tf.ones([2, 1, 2, 2], dtype));
+      for (const mode of ['train', 'eval'] as const) {
+        bn[mode]();
+        expect(() => bn.forward(x)).toThrow(/float32, got/);
+      }
+      x.dispose();
+    }
+    bn.dispose();
+  });
 });
 
 describe('LayerNorm', () => {

@@ -121,6 +121,8 @@ export abstract class BatchNorm extends Module {
     }
     if (x.shape[1] !== this.numFeatures)
       throw new ModuleError(`${this.constructor.name}(${this.numFeatures}) got ${x.shape[1]} channels`);
+    // in eval the running statistics met an int input in tfjs's arithmetic (batchNormStats refuses it in training)
+    if (x.dtype !== 'float32') throw new ModuleError(`${this.constructor.name}: input must be float32, got ${x.dtype}`);
     const dims = x.shape.map((_, i) => i).filter((i) => i !== 1);
     const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
     const useBatch = this.training || !this.trackRunningStats;
