@@ -108,8 +108,8 @@ export class PowerSGDState {
       this.buckets.set(bucket.buffer, state);
       this.carryOver(bucket, state, carried);
     }
-    if (!state.warm)
-      for (const [x, qAt] of qOffsets(state)) if (!carried.has(x.param)) state.q.set(this.initialQ(x), qAt);
+    if (state.warm) this.renewQ(state);
+    else for (const [x, qAt] of qOffsets(state)) if (!carried.has(x.param)) state.q.set(this.initialQ(x), qAt);
     state.warm = this.warmStart;
     return state;
   }
@@ -121,8 +121,8 @@ export class PowerSGDState {
       const n = s.shape[0] ?? 1;
       const m = s.size / n;
       const r = Math.min(this.rank, n, m);
-      // compress only matrices minCompressionRate times larger than their factors (was: any larger
-      // at all, so a 4 × 4 gradient went as a rank-1 guess where torch sends it exactly)
+      // compress only matrices minCompressionRate times larger than their factors (was: any larger at all,
+      // so a 4 × 4 gradient went as a rank-1 guess where torch sends it exactly)
       if (s.shape.length >= 2 && this.minCompressionRate * (n + m) * r < n * m)
         matrices.push({ param: s.index, offset: s.offset, n, m, r });
       else plain.push({ offset: s.offset, size: s.size });
@@ -163,6 +163,15 @@ export class PowerSGDState {
   }
 
   /** A matrix's next random Q, from its own generator. */
+  /**
+   * Q of the last step orthonormalized (P = MQ keeps its span), each column that depends on the others
+   * drawn afresh: after a gradient of rank < r (M = 0: a layer no rank used) they stayed zero under warm
+   * start, the layer's gradient 0 for good, silently (torch: NaN). Q is the same on every rank, so are the draws.
+   */
+  private renewQ(state: BucketState): void {
+    for (const [x, qAt] of qOffsets(state)) orthonormalizeColumns(state.q, qAt, x.m, x.r, () => this.initialQ(x));
+  }
+
   private initialQ(x: MatrixSlot): Float32Array {
     const g = this.generators.get(x.param) ?? new Generator(this.seed * 1_000_003 + x.param + 1);
     this.generators.set(x.param, g);
@@ -180,21 +189,35 @@ function* qOffsets(state: BucketState): IterableIterator<[MatrixSlot, number]> {
 }
 
 /**
- * Gram-Schmidt on the r columns of the row-major [n, r] matrix at p[offset…]; a zero column stays
- * zero. No epsilon is added to the norm (torch's default): with warm start P = MQ scales as σ², and
- * `norm + 1e-8` shrank the factors of small gradients (|M| ~ 1e-5 passed 0.9 of it, 1e-6 nothing).
+ * Gram-Schmidt on the r columns of the row-major [n, r] matrix at p[offset…]. A column that depends on
+ * the earlier ones (its residual under 1e-4 of its norm, or zero) is taken from `redraw()` (an [n, r]
+ * array) when given, else set to zero. No epsilon is added to the norm (torch's default): with warm
+ * start P = MQ scales as σ², and `norm + 1e-8` shrank the factors of small gradients.
  */
-function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: number): void {
+function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: number, redraw?: () => Float32Array) {
+  const at = (k: number, i: number) => offset + k * r + i;
   for (let i = 0; i < r; i++) {
-    for (let j = 0; j < i; j++) {
-      let dot = 0;
-      for (let k = 0; k < n; k++) dot += p[offset + k * r + i] * p[offset + k * r + j];
-      for (let k = 0; k < n; k++) p[offset + k * r + i] -= dot * p[offset + k * r + j];
+    for (let attempt = 0; ; attempt++) {
+      let before = 0;
+      for (let k = 0; k < n; k++) before += p[at(k, i)] ** 2;
+      for (let j = 0; j < i; j++) {
+        let dot = 0;
+        for (let k = 0; k < n; k++) dot += p[at(k, i)] * p[at(k, j)];
+        for (let k = 0; k < n; k++) p[at(k, i)] -= dot * p[at(k, j)];
+      }
+      let norm = 0;
+      for (let k = 0; k < n; k++) norm += p[at(k, i)] ** 2;
+      norm = Math.sqrt(norm);
+      const dependent = norm === 0 || norm < 1e-4 * Math.sqrt(before);
+      if (dependent && redraw && attempt < 3) {
+        const fresh = redraw();
+        for (let k = 0; k < n; k++) p[at(k, i)] = fresh[k * r + i];
+        continue;
+      }
+      // a dependent column's residual is noise, not orthogonal to the rest: normalized, a rank-1 M came back 0.43 off
+      for (let k = 0; k < n; k++) p[at(k, i)] = dependent ? 0 : p[at(k, i)] / norm;
+      break;
     }
-    let norm = 0;
-    for (let k = 0; k < n; k++) norm += p[offset + k * r + i] ** 2;
-    norm = Math.sqrt(norm);
-    for (let k = 0; k < n; k++) p[offset + k * r + i] = norm > 0 ? p[offset + k * r + i] / norm : 0;
   }
 }
 
