@@ -35,6 +35,12 @@ export const REDUCE_NAME = byCode(REDUCE_CODE);
 export const OP_NAME = byCode(OP_CODE);
 
 export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
+  // a Float32Array given dtype 'float16' was reduced as float32, the option dropped (no compression)
+  if (half !== undefined && !(a instanceof Uint16Array))
+    throw new InvalidArgumentError(
+      `opts.dtype '${half}' names the 16-bit words of a Uint16Array, and this is a ${a.constructor.name}: ` +
+        'encode it with @ddp/half first (or use a 16-bit comm hook)',
+    );
   if (a instanceof Float32Array) return 'float32';
   if (a instanceof Float64Array) return 'float64';
   if (a instanceof Int32Array) return 'int32';
@@ -45,6 +51,10 @@ export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
   }
   throw new InvalidArgumentError(`unsupported array type ${(a as object).constructor?.name}`);
 }
+
+/** The dtype of an op that only moves data: a Uint16Array's words need no half dtype named. */
+export const movedDtype = (a: CommArray, half?: HalfDtype): Dtype =>
+  dtypeOf(a, half ?? (a instanceof Uint16Array ? 'float16' : undefined));
 
 /** Whether two arrays share bytes (the same buffer, overlapping ranges). */
 export const arraysOverlap = (a: ArrayBufferView, b: ArrayBufferView): boolean =>

@@ -1,4 +1,4 @@
-import { type CommArray, dtypeOf, type HalfDtype, type ReduceOp, reduceOpOf } from '../dtypes.js';
+import { type CommArray, dtypeOf, type HalfDtype, movedDtype, type ReduceOp, reduceOpOf } from '../dtypes.js';
 import { CommError, NotInitializedError } from '../errors.js';
 import { OpDispatcher } from '../scheduling/op-dispatcher.js';
 import type { OpResult, P2PEntry } from '../scheduling/protocol.js';
@@ -100,7 +100,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       return this.ops.inPlace(
         'broadcast',
         buf,
-        dtypeOf(buf, opts.dtype ?? 'float16'),
+        movedDtype(buf, opts.dtype),
         { root: opts.src },
         this.rank !== opts.src,
       );
@@ -122,7 +122,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
     return this.collective('allGather', () => {
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       return this.ops.submit(
         { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
         input.byteLength,
@@ -136,7 +136,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', () => {
       checkGatherInto(output, input, this.size);
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       if (output.buffer instanceof SharedArrayBuffer) return allGatherIntoShared(this.ops, output, input, d, this.rank);
       return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
@@ -159,7 +159,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       return this.ops.submit(
         { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
         input.byteLength,
@@ -173,7 +173,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
-      const d = dtypeOf(output, opts.dtype ?? 'float16');
+      const d = movedDtype(output, opts.dtype);
       if (this.rank !== opts.src) return this.ops.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
       const inputs = opts.inputs;
       checkScatterInputs(output, inputs, this.size, this.rank, this.me);
@@ -200,7 +200,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', () => {
       checkAllToAll(outputs, inputs, this.size);
-      const d = dtypeOf(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype ?? 'float16');
+      const d = movedDtype(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype);
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
       const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
       return this.ops.submit(
@@ -260,7 +260,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         kind: o.op === 'isend' ? 'send' : 'recv',
         peer: o.peer,
         tag: o.tag ?? 0,
-        dtype: dtypeOf(o.buf, o.dtype ?? 'float16'),
+        dtype: movedDtype(o.buf, o.dtype),
         byteOffset: off,
         count: o.buf.length,
       });

@@ -7,8 +7,8 @@ import {
   type CommArray,
   DTYPE_CODE,
   type Dtype,
-  dtypeOf,
   type HalfDtype,
+  movedDtype,
   OP_CODE,
   type OpName,
   REDUCE_CODE,
@@ -169,7 +169,7 @@ export function p2pCall(ops: P2POp[]): { call: NativeCall; received: () => void 
   for (const o of ops) {
     // the dtype rides in the tag: MPI moves bytes, so an int32 send met a float32 receive of the same size and was
     // read as floats; now they do not match (a timeout, as a tag mismatch)
-    const dtype = DTYPE_CODE[dtypeOf(o.buf, o.dtype ?? 'float16')];
+    const dtype = DTYPE_CODE[movedDtype(o.buf, o.dtype)];
     entries.push(o.op === 'isend' ? 1 : 0, o.peer, (o.tag ?? 0) * 8 + dtype, off, o.buf.byteLength);
     off += Math.ceil(o.buf.byteLength / 8) * 8;
   }

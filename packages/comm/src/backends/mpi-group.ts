@@ -9,7 +9,8 @@ import {
 } from '../api/arg-checks.js';
 import type { P2POp, ProcessGroup } from '../api/group.js';
 import { makeWork, type Work } from '../api/work.js';
-import { type CommArray, dtypeOf, type HalfDtype, type OpName, type ReduceOp, reduceOpOf } from '../dtypes.js';
+import type { CommArray, HalfDtype, OpName, ReduceOp } from '../dtypes.js';
+import { dtypeOf, movedDtype, reduceOpOf } from '../dtypes.js';
 import { CommError, laterCallError, NotInitializedError } from '../errors.js';
 import { bytes } from '../scheduling/staging.js';
 import {
@@ -170,14 +171,14 @@ export class MpiProcessGroup implements ProcessGroup {
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
     return this.collective('broadcast', [buf], () => {
       checkRoot(opts.src, this.size, this.me, 'broadcast src');
-      const d = dtypeOf(buf, opts.dtype ?? 'float16');
+      const d = movedDtype(buf, opts.dtype);
       return { call: moveCall(this, 'broadcast', d, SAME_COUNT, opts.src, buf.length, buf, null), finish: () => {} };
     });
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
     return this.collective('allGather', [input], () => {
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       return {
         call: moveCall(this, 'allGather', d, SAME_CALL, 0, input.length, input, null),
         finish: (out, all) => splitGathered(this.size, d, out, all),
@@ -188,7 +189,7 @@ export class MpiProcessGroup implements ProcessGroup {
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', [output, input], () => {
       checkGatherInto(output, input, this.size);
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       const call = {
         ...moveCall(this, 'allGatherInto', d, SAME_COUNT, 0, input.length, input, null),
         kind: K.allGather as Kind,
@@ -200,7 +201,7 @@ export class MpiProcessGroup implements ProcessGroup {
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', [input], () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
-      const d = dtypeOf(input, opts.dtype ?? 'float16');
+      const d = movedDtype(input, opts.dtype);
       const call = moveCall(this, 'gather', d, SAME_CALL, opts.dst, input.length, input, null);
       return { call, finish: (out, all) => (this.rank === opts.dst ? splitGathered(this.size, d, out, all) : null) };
     });
@@ -209,7 +210,7 @@ export class MpiProcessGroup implements ProcessGroup {
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', [output, opts?.inputs], () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
-      const d = dtypeOf(output, opts.dtype ?? 'float16');
+      const d = movedDtype(output, opts.dtype);
       if (this.rank !== opts.src)
         return {
           call: moveCall(this, 'scatter', d, SAME_CALL, opts.src, output.length, null, output),
@@ -229,7 +230,7 @@ export class MpiProcessGroup implements ProcessGroup {
     return this.collective('allToAll', [outputs, inputs], () => {
       checkAllToAll(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
-      const d = dtypeOf(like, opts.dtype ?? 'float16');
+      const d = movedDtype(like, opts.dtype);
       const received = concat(like, outputs);
       const call = moveCall(
         this,
@@ -282,7 +283,7 @@ export class MpiProcessGroup implements ProcessGroup {
       });
     for (const o of ops) {
       checkPeer(o.op, o.peer, this.size, this.rank, this.me, o.tag ?? 0);
-      dtypeOf(o.buf, o.dtype ?? 'float16');
+      movedDtype(o.buf, o.dtype);
     }
     let staged = p2pCall(ops);
     const run = this.rt.order.issue(

@@ -1,4 +1,5 @@
 import { bytesPerElement, type CommArray, type Dtype, viewAs } from '../dtypes.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { OpResult } from './protocol.js';
 
 /**
@@ -41,8 +42,22 @@ export class StagingPool {
   }
 }
 
-/** The bytes of an array (a view). */
-export const bytes = (a: CommArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+/**
+ * The bytes of an array (a view). An array whose buffer was detached while an op held it (a
+ * WebAssembly.Memory grew under a heap view, or the buffer was transferred) raised V8's
+ * untyped "Cannot perform Construct on a detached ArrayBuffer", naming neither the op nor the cause.
+ */
+export function bytes(a: CommArray): Uint8Array {
+  try {
+    return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  } catch (e) {
+    throw new InvalidArgumentError(
+      'an array an op reads or writes was detached while the op held it (a WebAssembly.Memory grew under ' +
+        'a view of it, or its buffer was transferred): its result could not be written; pass sharedArray() ' +
+        `memory or a copy: ${String(e)}`,
+    );
+  }
+}
 
 /** Copies arrays one after another into a staging buffer. */
 export function concatInto(sab: SharedArrayBuffer, offset: number, arrays: CommArray[]): void {

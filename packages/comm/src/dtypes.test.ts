@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { dtypeOf, movedDtype } from './dtypes.js';
+import { InvalidArgumentError } from './errors.js';
+import { bytes } from './scheduling/staging.js';
+
+describe('the arrays an op takes', () => {
+  it('a half dtype on an array that is not a Uint16Array is refused (was: allReduce summed it in float32, the option dropped)', () => {
+    expect(() => dtypeOf(new Float32Array(2), 'float16')).toThrow(/names the 16-bit words of a Uint16Array/);
+    expect(() => dtypeOf(new Int32Array(2), 'bfloat16')).toThrow(InvalidArgumentError);
+    expect(dtypeOf(new Uint16Array(2), 'bfloat16')).toBe('bfloat16');
+    // ops that only move data take a Uint16Array's words without a dtype named
+    expect([movedDtype(new Uint16Array(2)), movedDtype(new Float32Array(2))]).toEqual(['float16', 'float32']);
+    expect(() => movedDtype(new Float64Array(2), 'float16')).toThrow(InvalidArgumentError);
+  });
+
+  it("an array whose buffer was detached under an op: a typed error naming the cause (was: V8's TypeError)", () => {
+    const a = new Float32Array(4);
+    structuredClone(a.buffer, { transfer: [a.buffer] }); // as a WebAssembly.Memory's growth detaches a heap view
+    expect(() => bytes(a)).toThrow(/was detached while the op held it/);
+    expect(bytes(new Float32Array(4)).byteLength).toBe(16);
+  });
+});
