@@ -43,7 +43,12 @@ describe('FSDP sharded checkpoints', () => {
       const refused = await world(2, { dir, steps: 1, saveSyncAt: 1 });
       expect(refused.exitCode).not.toBe(0);
       const [first, second] = refused.ranks.map((r) => r.stderr.join('\n'));
-      expect(first).toMatch(/CheckpointError: .* is a ddp-zero-sharded-checkpoint, not a ddp-fsdp-sharded-checkpoint/);
+      // rank 0 tells the others before it throws; under load the launcher, seeing rank 1 exit, ended rank 0
+      // before its error reached stderr (CI, once): its message is asserted whenever it had the time
+      if (!refused.ranks[0].endedByLauncher)
+        expect(first).toMatch(
+          /CheckpointError: .* is a ddp-zero-sharded-checkpoint, not a ddp-fsdp-sharded-checkpoint/,
+        );
       expect(second).toMatch(/ShardedCheckpointError: .*: rank 0 failed to commit the checkpoint/);
       expect(await readdir(dir)).toContain('00000001-step-100');
     },
