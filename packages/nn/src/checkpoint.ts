@@ -64,8 +64,8 @@ const SAVED = ['model', 'optimizer', 'step', 'epoch', 'generator', 'scheduler', 
 // a key it does not know refused: `{ model, optimiser }` built ahead of the call passed TypeScript, and the
 // optimizer's state was neither saved nor loaded
 function checkContents(where: string, contents: object, known: string[], options?: SaveOptions): void {
-  const error = (m: string) => new CheckpointError(m.replace('unknown option', 'unknown key'));
-  checkOptionNames(where, contents, known, error);
+  const error = (m: string) => new CheckpointError(m);
+  checkOptionNames(where, contents, known, error, 'key');
   if (options) checkOptionNames(where, options, ['expectNewest'], error);
 }
 

@@ -6,13 +6,15 @@ const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => 
  * that is not a literal (a config ported from PyTorch, a spread) passes TypeScript's checks
  * with any extra key, which was then ignored: `{ lr, weight_decay: 1e-4 }` trained without
  * weight decay, `{ labelSmoothing: 0.1 }` without smoothing. A number or boolean in their place
- * (torch's positional arguments) is refused too. `error` builds the caller's own typed error.
+ * (torch's positional arguments) is refused too. `error` builds the caller's own typed error;
+ * `noun` names the names in it (a checkpoint's contents have keys).
  */
 export function checkOptionNames(
   where: string,
   options: object | undefined,
   known: readonly string[],
   error: (message: string) => Error,
+  noun = 'option',
 ): void {
   if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
     // torch's positional arguments (nn.Linear(3, 2, False), nn.LayerNorm(4, 1e-6)) land here, where
@@ -24,7 +26,7 @@ export function checkOptionNames(
     if (known.includes(name)) continue;
     const camel = camelCase(name);
     const hint = camel !== name && known.includes(camel) ? `; did you mean ${camel}?` : ' (ddp does not have it)';
-    throw error(`${where}: unknown option "${name}"${hint}; its options are ${known.join(', ')}`);
+    throw error(`${where}: unknown ${noun} "${name}"${hint}; its ${noun}s are ${known.join(', ')}`);
   }
 }
 

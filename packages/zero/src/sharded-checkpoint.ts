@@ -90,9 +90,9 @@ type AnyZero = ShardedCheckpointContents['optimizer'];
 
 /** A key it does not know refused (`optimiser` in a prebuilt object passed TypeScript, then nothing of it was kept). */
 export function checkContents(where: string, contents: object, options?: SaveOptions): void {
-  const error = (m: string) => new ShardedCheckpointError(m.replace('unknown option', 'unknown key'));
+  const error = (m: string) => new ShardedCheckpointError(m);
   // step and extra are what a load returns: one contents object may serve save and load
-  checkOptionNames(where, contents, ['model', 'optimizer', 'scheduler', 'generator', 'step', 'extra'], error);
+  checkOptionNames(where, contents, ['model', 'optimizer', 'scheduler', 'generator', 'step', 'extra'], error, 'key');
   if (options) checkOptionNames(where, options, ['expectNewest'], error);
 }
 
