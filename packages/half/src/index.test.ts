@@ -103,3 +103,21 @@ describe('bfloat16', () => {
     expect(decodeBfloat16(new Uint16Array([0x7fc1]))[0]).toBeNaN();
   });
 });
+
+describe('an out array', () => {
+  const values = new Float32Array([1, 2, 3, 4, 5]);
+  it('of the input length is written and returned', () => {
+    const out = new Uint16Array(5);
+    expect(encodeFloat16(values, out)).toBe(out);
+    expect(Array.from(decodeBfloat16(encodeBfloat16(values), new Float32Array(5)))).toEqual([1, 2, 3, 4, 5]);
+  });
+  it('of another length is refused by every codec (a short one dropped values, a long one kept a stale tail)', () => {
+    const halves = encodeFloat16(values);
+    expect(() => encodeFloat16(values, new Uint16Array(3))).toThrow('encodeFloat16: out has 3 elements, the input 5');
+    expect(() => encodeBfloat16(values, new Uint16Array(8))).toThrow('encodeBfloat16: out has 8 elements, the input 5');
+    expect(() => decodeFloat16(halves, new Float32Array(2))).toThrow(RangeError);
+    expect(() => decodeBfloat16(halves, new Float32Array(6))).toThrow(
+      'decodeBfloat16: out has 6 elements, the input 5',
+    );
+  });
+});

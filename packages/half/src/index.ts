@@ -50,18 +50,33 @@ export function float16BitsToNumber(h: number): number {
 
 type Encoder = (values: Float32Array | ArrayLike<number>, out?: Uint16Array) => Uint16Array;
 
+/**
+ * `out` if given, else a new array of `length`. An `out` of another length is refused: a typed
+ * array ignores writes past its end, so a short one dropped values and a long one kept a stale tail.
+ */
+function outputOf<T extends Uint16Array | Float32Array>(
+  name: string,
+  out: T | undefined,
+  length: number,
+  make: (n: number) => T,
+): T {
+  if (out === undefined) return make(length);
+  if (out.length !== length) throw new RangeError(`${name}: out has ${out.length} elements, the input ${length}`);
+  return out;
+}
+
 /** An array encoder from a per-element float32-bits-to-16-bits function. */
-function encoderOf(toBits: (f: number) => number): Encoder {
+function encoderOf(name: string, toBits: (f: number) => number): Encoder {
   return (values, out) => {
     const bits = bitsOf(values);
-    const dst = out ?? new Uint16Array(bits.length);
+    const dst = outputOf(name, out, bits.length, (n) => new Uint16Array(n));
     for (let i = 0; i < bits.length; i++) dst[i] = toBits(bits[i]);
     return dst;
   };
 }
 
 export function decodeFloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
-  const dst = out ?? new Float32Array(halves.length);
+  const dst = outputOf('decodeFloat16', out, halves.length, (n) => new Float32Array(n));
   for (let i = 0; i < halves.length; i++) dst[i] = float16BitsToNumber(halves[i]);
   return dst;
 }
@@ -73,16 +88,16 @@ export function float32BitsToBfloat16(f: number): number {
 }
 
 export function decodeBfloat16(halves: Uint16Array, out?: Float32Array): Float32Array {
-  const dst = out ?? new Float32Array(halves.length);
+  const dst = outputOf('decodeBfloat16', out, halves.length, (n) => new Float32Array(n));
   const bits = new Uint32Array(dst.buffer, dst.byteOffset, dst.length);
   for (let i = 0; i < halves.length; i++) bits[i] = halves[i] << 16;
   return dst;
 }
 
 /** float32 values to float16 bits (round to nearest even). */
-export const encodeFloat16: Encoder = encoderOf(float32BitsToFloat16);
+export const encodeFloat16: Encoder = encoderOf('encodeFloat16', float32BitsToFloat16);
 /** float32 values to bfloat16 bits (round to nearest even). */
-export const encodeBfloat16: Encoder = encoderOf(float32BitsToBfloat16);
+export const encodeBfloat16: Encoder = encoderOf('encodeBfloat16', float32BitsToBfloat16);
 
 /** One number to float16 bits (rounded to float32 first, then to nearest even). */
 export function floatToHalf(v: number): number {
