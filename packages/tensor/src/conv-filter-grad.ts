@@ -1,5 +1,6 @@
 import type { KernelBackend, KernelConfig, KernelFunc, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { explicitPadding } from './numeric-padding.js';
 
 /**
  * The conv2d weight gradient as one dilated convolution, on any backend's own kernels.
@@ -22,7 +23,7 @@ function dilatedConvFilterGrad(backendName: string, fallback: KernelFunc): Kerne
       attrs.filterShape,
       attrs.strides,
       1,
-      attrs.pad,
+      explicitPadding(attrs.pad),
       attrs.dimRoundingMode,
     );
     const { strideHeight: sh, strideWidth: sw, outHeight, outWidth, padInfo } = info;

@@ -1,6 +1,7 @@
 import type { KernelBackend, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { wrapKernel } from './kernel-wrap.js';
+import { explicitPadding } from './numeric-padding.js';
 
 type Conv2DAttrs = {
   strides: [number, number] | number;
@@ -36,7 +37,7 @@ function convOutShape(x: TensorInfo, filter: TensorInfo, attrs: NamedAttrMap, de
     filter.shape as [number, number, number, number],
     strides,
     dilations,
-    pad,
+    explicitPadding(pad, format === 'channelsFirst'),
     dimRoundingMode,
     depthwise,
     format,

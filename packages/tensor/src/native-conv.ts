@@ -2,6 +2,7 @@ import type { ConvGeometry, NativeKernels } from '@ddp/native-kernels';
 import type { KernelFunc, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { makeAlignedOutput } from './aligned-output.js';
+import { explicitPadding } from './numeric-padding.js';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 type Shape4 = [number, number, number, number];
@@ -38,7 +39,7 @@ function convInfo(
     filterShape,
     strides,
     dilations,
-    pad,
+    explicitPadding(pad, nchw),
     dimRoundingMode,
     false,
     format,

@@ -6,6 +6,7 @@ import { registerEmptyReductions } from './empty-reductions.js';
 import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
+import { registerExplicitPadding } from './numeric-padding.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -77,6 +78,8 @@ let registered = false;
 export function registerWasmFallbacks(): void {
   if (registered) return;
   registered = true;
+  registerExplicitPadding('cpu');
+  registerExplicitPadding('wasm');
   const cpuFilterGrad = tf.getKernel('Conv2DBackpropFilter', 'cpu') as KernelConfig;
   registerConvFilterGrad('cpu', cpuFilterGrad.kernelFunc);
   registerConvFilterGrad('wasm', runOnCpu(cpuFilterGrad));
