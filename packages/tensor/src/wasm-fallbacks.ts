@@ -1,4 +1,4 @@
-import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
+import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
 import { registerEmptyOperands } from './empty-operands.js';
@@ -7,6 +7,8 @@ import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
 import { registerExplicitPadding } from './numeric-padding.js';
+import { runOnCpu } from './run-on-cpu.js';
+import { registerDtypeFallbacks } from './wasm-dtypes.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
 
@@ -33,29 +35,6 @@ const NEEDED_ON_WASM = [
  * near 0 (log1p(1e-30) = 0, sin(-1e-7) = -3e-7). A cast to bool is cpu's too (below).
  */
 const WRONG_ON_WASM = ['Sign', 'Relu6', 'ClipByValue', 'Maximum', 'Minimum', 'Log1p', 'Sin'] as const;
-
-function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
-  return ({ inputs, attrs, backend }) => {
-    const wasm = backend as KernelBackend;
-    const cpu = tf.findBackend('cpu');
-    if (!cpu) throw new Error(`the cpu backend is needed to run ${kernel.kernelName} for wasm`);
-    // its first write prints tfjs's "install tfjs-node" banner, meant for a user's backend, not a helper's
-    (cpu as unknown as { firstUse: boolean }).firstUse = false;
-    const cpuInputs: NamedTensorInfoMap = {};
-    for (const [name, info] of Object.entries(inputs)) {
-      if (!info) continue;
-      cpuInputs[name] = { ...info, dataId: cpu.write(wasm.readSync(info.dataId), info.shape, info.dtype) };
-    }
-    const produced = kernel.kernelFunc({ inputs: cpuInputs, attrs, backend: cpu });
-    const outputs = Array.isArray(produced) ? produced : [produced];
-    const copied: TensorInfo[] = outputs.map((o) => ({
-      ...o,
-      dataId: wasm.write(cpu.readSync(o.dataId), o.shape, o.dtype),
-    }));
-    for (const info of [...Object.values(cpuInputs), ...outputs]) if (info) cpu.disposeData(info.dataId, true);
-    return Array.isArray(produced) ? copied : (copied[0] as TensorInfo);
-  };
-}
 
 /**
  * tfjs-wasm's Cast to bool truncates to a byte: 0.5 and 1e-7 became false, 2.5 became 2 and
@@ -94,6 +73,7 @@ export function registerWasmFallbacks(): void {
     tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')) });
   }
   registerBoolCast();
+  registerDtypeFallbacks();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

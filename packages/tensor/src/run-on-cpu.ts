@@ -1,0 +1,26 @@
+import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
+
+/** `kernel` (a cpu one) as a wasm kernel: inputs copied to the cpu backend, outputs back, cpu intermediates freed. */
+export function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
+  return ({ inputs, attrs, backend }) => {
+    const wasm = backend as KernelBackend;
+    const cpu = tf.findBackend('cpu');
+    if (!cpu) throw new Error(`the cpu backend is needed to run ${kernel.kernelName} for wasm`);
+    // its first write prints tfjs's "install tfjs-node" banner, meant for a user's backend, not a helper's
+    (cpu as unknown as { firstUse: boolean }).firstUse = false;
+    const cpuInputs: NamedTensorInfoMap = {};
+    for (const [name, info] of Object.entries(inputs)) {
+      if (!info) continue;
+      cpuInputs[name] = { ...info, dataId: cpu.write(wasm.readSync(info.dataId), info.shape, info.dtype) };
+    }
+    const produced = kernel.kernelFunc({ inputs: cpuInputs, attrs, backend: cpu });
+    const outputs = Array.isArray(produced) ? produced : [produced];
+    const copied: TensorInfo[] = outputs.map((o) => ({
+      ...o,
+      dataId: wasm.write(cpu.readSync(o.dataId), o.shape, o.dtype),
+    }));
+    for (const info of [...Object.values(cpuInputs), ...outputs]) if (info) cpu.disposeData(info.dataId, true);
+    return Array.isArray(produced) ? copied : (copied[0] as TensorInfo);
+  };
+}
