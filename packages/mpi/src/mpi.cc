@@ -16,9 +16,12 @@ using namespace ddp_mpi;
 
 namespace {
 
-std::mutex mu;
-std::condition_variable cv;
-std::deque<Task*> queue;
+// Never destroyed: at exit() glibc's pthread_cond_destroy waits for the waiters, and the detached
+// thread waits in cv forever, so a rank that exited without destroyProcessGroup never ended and
+// mpirun waited on it (the whole job hung). Leaked, they stay valid until the process is gone.
+std::mutex& mu = *new std::mutex;
+std::condition_variable& cv = *new std::condition_variable;
+std::deque<Task*>& queue = *new std::deque<Task*>;
 napi_threadsafe_function done = nullptr;
 int pending = 0;  // tasks not yet resolved (main thread only): the tsfn keeps the loop alive while > 0
 bool detached = false;  // after unref(): pending tasks no longer keep the loop alive

@@ -5,6 +5,7 @@ import { type CommError, destroyProcessGroup, initProcessGroup } from '../index.
  *   skip – it idles; the others raise CommTimeoutError (timeout 1.5 s), then refuse a later
  *          call, and exit without MPI_Finalize (the call is stuck in MPI)
  *   kill – it kills itself (SIGKILL); the others wait with a 120 s timeout
+ *   exit – it calls process.exit(1) without destroyProcessGroup (a script ending on an error)
  * Either way mpirun must end the job by itself (the test gives it less than 120 s).
  */
 const mode = process.argv[2];
@@ -20,6 +21,7 @@ const attempt = async (phase: string, fn: () => Promise<unknown>) => {
 };
 if (g.rank === 2) {
   if (mode === 'kill') process.kill(process.pid, 'SIGKILL');
+  if (mode === 'exit') process.exit(1);
   setInterval(() => {}, 1000);
 } else {
   await attempt('allReduce', () => g.allReduce(new Float32Array(4)).wait());
