@@ -73,6 +73,16 @@ describe('readLaunchEnv', () => {
   it('is a world of one without any launcher', () => {
     expect(readLaunchEnv({})).toMatchObject({ rank: 0, worldSize: 1, source: 'default' });
   });
+  it('refuses a rank without its world size, or the reverse, as torch does (was: rank 0 of 1, silently)', () => {
+    const halves: [Record<string, string>, RegExp][] = [
+      [{ RANK: '1' }, /RANK=1 is set but WORLD_SIZE is not/],
+      [{ WORLD_SIZE: '2', LOCAL_RANK: '0' }, /WORLD_SIZE=2 is set but RANK is not/],
+      [{ OMPI_COMM_WORLD_RANK: '1' }, /OMPI_COMM_WORLD_RANK=1 is set but OMPI_COMM_WORLD_SIZE is not/],
+    ];
+    for (const [env, message] of halves) expect(() => readLaunchEnv(env)).toThrow(message);
+    // an salloc shell sets the task count but no task id: one process, as before
+    expect(readLaunchEnv({ SLURM_NTASKS: '4' })).toMatchObject({ rank: 0, worldSize: 1, source: 'default' });
+  });
   it("reads the run id: DDP_RUN_ID, torchrun's, the mpirun job, the Slurm step, else torchrun's default", () => {
     expect(readLaunchEnv({ DDP_RUN_ID: 'a', TORCHELASTIC_RUN_ID: 'b' }).runId).toBe('a');
     expect(readLaunchEnv({ RANK: '0', WORLD_SIZE: '2', TORCHELASTIC_RUN_ID: 'b' }).runId).toBe('b');

@@ -174,6 +174,22 @@ export function readLaunchEnv(env: Env = process.env, interfaces = networkInterf
   return { ...placeOf(env, interfaces), launcher };
 }
 
+/**
+ * A rank variable without its world size (or the reverse), from torchrun's or Open MPI's pair,
+ * is refused, as torch's env:// refuses it: read as no launcher, the process trained alone as
+ * rank 0 of 1, silently. Slurm's is not: SLURM_NTASKS without SLURM_PROCID is any salloc shell.
+ */
+function refuseHalfSet(env: Env): void {
+  for (const l of LAUNCHERS.filter((x) => x.source !== 'slurm')) {
+    const [set, unset] = env[l.rank] !== undefined ? [l.rank, l.size] : [l.size, l.rank];
+    if (env[set] === undefined || env[unset] !== undefined) continue;
+    throw new InvalidArgumentError(
+      `${set}=${env[set]} is set but ${unset} is not: a launcher sets both (ddp-run, torchrun, mpirun); ` +
+        'set both, or neither for a world of one',
+    );
+  }
+}
+
 function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omit<LaunchEnv, 'launcher'> {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
@@ -191,6 +207,7 @@ function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omi
     return { ...pod, ...where, runId: runIdOf(env, 'kubeflow'), source: 'kubeflow' };
   }
   if (!l) {
+    refuseHalfSet(env);
     const masterAddr = env.MASTER_ADDR || '127.0.0.1';
     const runId = runIdOf(env, 'default');
     const alone = { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1 };
