@@ -40,7 +40,6 @@ export {
   type Indices,
   indexSelect,
   narrow,
-  pad,
   slice,
   split,
 } from './ops/indexing.js';
@@ -48,7 +47,7 @@ export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { linear, matmul } from './ops/matmul.js';
 export { batchNormStats, l2Normalize, layerNorm } from './ops/norm.js';
 export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
-export { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
+export { flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 export { logSoftmax, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 export { maskedFill, where } from './ops/where.js';

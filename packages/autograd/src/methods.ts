@@ -1,11 +1,11 @@
 import type { tf } from '@ddp/tensor';
 import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 import { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
-import { chunk, indexSelect, narrow, pad, slice, split } from './ops/indexing.js';
+import { chunk, indexSelect, narrow, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
 import { l2Normalize } from './ops/norm.js';
 import { max, mean, min, type ReduceDims, sum } from './ops/reduce.js';
-import { flatten, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
+import { flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 import { logSoftmax, softmax } from './ops/softmax.js';
 import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 import { maskedFill } from './ops/where.js';

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   AutogradArgumentError,
   add,
+  concat,
   crossEntropy,
   embedding,
   indexSelect,
@@ -60,6 +61,18 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(() => reshape(t23(), [4, -1])).toThrow(AutogradArgumentError);
     expect(reshape(t23(), [3, -1]).shape).toEqual([3, 2]);
     expect(reshape(zeros([0, 3]), [-1, 3]).shape).toEqual([0, 3]);
+    // torch: "the unspecified dimension size -1 can be any value"; tfjs's was an untyped error
+    expect(() => reshape(zeros([0, 3]), [0, -1])).toThrow(/reshape: .*the -1 dim could be any size/);
+  });
+
+  it('concat of tensors whose other dims differ, of other ranks, of 0-d tensors (tfjs: untyped errors)', () => {
+    expect(() => concat([zeros([2, 3]), zeros([2, 4])], 0)).toThrow(
+      /concat: tensor 1 is \[2,4\] and tensor 0 \[2,3\]: sizes must match except in dim 0/,
+    );
+    expect(() => concat([zeros([2, 3]), zeros([2, 3, 1])], 1)).toThrow(AutogradArgumentError);
+    expect(() => concat([zeros([2, 3]), zeros([0])], 0)).toThrow(AutogradArgumentError);
+    expect(() => concat([tensor(1, []), tensor(2, [])])).toThrow(/concat: a 0-d tensor cannot be concatenated/);
+    expect(concat([zeros([2, 3]), zeros([2, 4])], 1).shape).toEqual([2, 7]);
   });
 
   it('mse with input and target shapes that do not broadcast', () => {
@@ -111,5 +124,16 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(() => indexSelect(table, 1, [2])).toThrow(/indexSelect: index 2 is out of range for 2 rows/);
     expect(tf.memory().numTensors).toBe(before + 1); // the int32 ids tensor made inline above
     expect(indexSelect(table, -1, [1, 1]).shape).toEqual([3, 2]);
+  });
+
+  it('indexSelect of a 0-d tensor: the vector of one torch makes of it, value and gradient', async () => {
+    const x = tensor(5, [], { requiresGrad: true });
+    const y = indexSelect(x, 0, [0]);
+    expect(y.shape).toEqual([]);
+    expect(y.item()).toBe(5);
+    await y.backward();
+    expect(x.grad?.dataSync()[0]).toBe(1);
+    expect(() => indexSelect(tensor(5, []), 0, [1])).toThrow(AutogradArgumentError);
+    expect(() => indexSelect(tensor(5, []), 0, [0, 0])).toThrow(/a 0-d tensor takes one index, got 2/);
   });
 });

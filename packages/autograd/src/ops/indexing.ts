@@ -5,6 +5,7 @@ import type { Context } from '../node.js';
 import { Tensor } from '../tensor.js';
 import { normaliseAxes, normaliseDim } from './broadcast.js';
 import { asDtype, promotedKeepingBool } from './promotion.js';
+import { alongDim } from './shape.js';
 
 /** Integer indices: a plain list, an int32 tf.Tensor or an int32 Tensor. */
 export type Indices = number[] | number[][] | tf.Tensor | Tensor;
@@ -140,25 +141,21 @@ class Embedding extends AutogradFunction {
   }
 }
 
-class Pad extends AutogradFunction {
-  private paddings: [number, number][] = [];
-  forward(_ctx: Context, x: tf.Tensor, paddings: [number, number][], value: number): tf.Tensor {
-    this.paddings = paddings;
-    // a 0-d x has no dim to pad (torch's F.pad(x, []) is x); tf.pad refuses a scalar
-    return x.rank === 0 ? tf.clone(x) : tf.pad(x, paddings, value);
-  }
-  backward(_ctx: Context, dy: tf.Tensor) {
-    if (dy.rank === 0) return [dy, null, null];
-    const begin = this.paddings.map(([b]) => b);
-    const size = dy.shape.map((d, i) => d - this.paddings[i][0] - this.paddings[i][1]);
-    return [tf.slice(dy, begin, size), null, null];
-  }
-}
-
 /** Concatenates along dim (torch.cat). */
 export function concat(xs: Tensor[], dim = 0): Tensor {
   if (xs.length === 0) throw new AutogradArgumentError('concat needs at least one tensor');
-  return Concat.apply(normaliseDim(dim, xs[0].rank, 'concat'), ...xs);
+  const [first] = xs;
+  if (first.rank === 0) throw new AutogradArgumentError('concat: a 0-d tensor cannot be concatenated (stack it)');
+  const d = normaliseDim(dim, first.rank, 'concat');
+  // checked here: tfjs's own errors were untyped, and named neither the tensor nor the dim
+  for (const [i, x] of xs.entries()) {
+    if (x.rank !== first.rank || x.shape.some((n, j) => j !== d && n !== first.shape[j])) {
+      throw new AutogradArgumentError(
+        `concat: tensor ${i} is [${x.shape}] and tensor 0 [${first.shape}]: sizes must match except in dim ${d}`,
+      );
+    }
+  }
+  return Concat.apply(d, ...xs);
 }
 export { concat as cat };
 
@@ -245,25 +242,14 @@ export function indexSelect(x: Tensor, dim: number, indices: Indices): Tensor {
     const d = normaliseDim(dim, x.rank, 'indexSelect');
     // torch's index is a vector; a matrix gathered like x[idx] but its gradient came back misshapen
     if (idx.rank > 1) throw new AutogradArgumentError(`indexSelect: the index must be 1-D, got [${idx.shape}]`);
-    checkInRange(idx, x.shape[d], 'indexSelect');
-    return IndexSelect.apply(x, d, idx);
+    // a 0-d x is a vector of one, as torch's
+    checkInRange(idx, x.rank > 0 ? x.shape[d] : 1, 'indexSelect');
+    if (x.rank === 0 && idx.size !== 1)
+      throw new AutogradArgumentError(`indexSelect: a 0-d tensor takes one index, got ${idx.size}`);
+    return alongDim(x, d, 'indexSelect', (t, along) => IndexSelect.apply(t, along, idx));
   } finally {
     idx.dispose();
   }
-}
-
-/** Constant padding, one [before, after] pair per dim. */
-export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor {
-  // torch crops on a negative pad; tfjs-wasm read out of bounds (an untyped RuntimeError)
-  if (paddings.flat().some((p) => !(Number.isInteger(p) && p >= 0)))
-    throw new AutogradArgumentError(`pad: paddings must be non-negative integers, got ${JSON.stringify(paddings)}`);
-  // tf.pad took a shorter list as a tensor of that rank: a 1-D result of meaningless values
-  if (paddings.length !== x.rank || paddings.some((p) => p.length !== 2)) {
-    throw new AutogradArgumentError(
-      `pad: one [before, after] pair per dim of [${x.shape}], got ${JSON.stringify(paddings)}`,
-    );
-  }
-  return Pad.apply(x, paddings, value);
 }
 
 /**

@@ -15,6 +15,7 @@ function checkReshape(from: readonly number[], to: readonly number[]): void {
   if (to.some((d) => d !== -1 && !(Number.isInteger(d) && d >= 0)))
     throw fail('dims must be non-negative integers or -1');
   const known = to.reduce((n, d) => (d === -1 ? n : n * d), 1);
+  if (inferred === 1 && known === 0) throw fail('the -1 dim could be any size (the other dims hold no element)');
   if (inferred === 0 ? known !== size : known === 0 ? size !== 0 : size % known !== 0) throw fail('sizes differ');
 }
 
@@ -108,4 +109,33 @@ export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
   const shape = x.shape;
   const merged = shape.slice(s, e + 1).reduce((n, d) => n * d, 1);
   return reshape(x, [...shape.slice(0, s), merged, ...shape.slice(e + 1)]);
+}
+
+class Pad extends AutogradFunction {
+  private paddings: [number, number][] = [];
+  forward(_ctx: Context, x: tf.Tensor, paddings: [number, number][], value: number): tf.Tensor {
+    this.paddings = paddings;
+    // a 0-d x has no dim to pad (torch's F.pad(x, []) is x); tf.pad refuses a scalar
+    return x.rank === 0 ? tf.clone(x) : tf.pad(x, paddings, value);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    if (dy.rank === 0) return [dy, null, null];
+    const begin = this.paddings.map(([b]) => b);
+    const size = dy.shape.map((d, i) => d - this.paddings[i][0] - this.paddings[i][1]);
+    return [tf.slice(dy, begin, size), null, null];
+  }
+}
+
+/** Constant padding, one [before, after] pair per dim. */
+export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor {
+  // torch crops on a negative pad; tfjs-wasm read out of bounds (an untyped RuntimeError)
+  if (paddings.flat().some((p) => !(Number.isInteger(p) && p >= 0)))
+    throw new AutogradArgumentError(`pad: paddings must be non-negative integers, got ${JSON.stringify(paddings)}`);
+  // tf.pad took a shorter list as a tensor of that rank: a 1-D result of meaningless values
+  if (paddings.length !== x.rank || paddings.some((p) => p.length !== 2)) {
+    throw new AutogradArgumentError(
+      `pad: one [before, after] pair per dim of [${x.shape}], got ${JSON.stringify(paddings)}`,
+    );
+  }
+  return Pad.apply(x, paddings, value);
 }
