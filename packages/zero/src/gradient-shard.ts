@@ -1,5 +1,5 @@
 import { claimGradientReduction, type RemovableHandle, releaseGradientReduction, type Tensor } from '@ddp/autograd';
-import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { CollectiveMismatchError, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
@@ -105,7 +105,12 @@ export class GradientSharder {
       this.abandonIteration();
       throw error;
     });
-    await this.group.reduce(buf, { dst, op: ReduceOp.AVG }).wait();
+    await this.group
+      .reduce(buf, { dst, op: ReduceOp.AVG })
+      .wait()
+      .catch((e: unknown) => {
+        throw e instanceof CollectiveMismatchError ? this.differentParameters(e) : e;
+      });
     if (!mine) return;
     const average = tensorFromFloat32(buf, p.shape);
     const earlier = this.earlier.get(p);
@@ -166,6 +171,15 @@ export class GradientSharder {
           "another parameter's; every rank must use the same parameters in each step (or use stage 1 under DDP)",
       );
     }
+  }
+
+  /** What a reduce that met another size or owner on a peer means here (checkSameOrder catches equal ones). */
+  private differentParameters(e: CollectiveMismatchError): ZeroError {
+    return new ZeroError(
+      `rank ${this.group.ranks[this.group.rank]}: stage 2's gradient reduces differ between ranks (${e.message}): ` +
+        'a parameter got no gradient on some ranks (a branch taken there only); every rank must use the same ' +
+        'parameters in each step (or use stage 1 under DDP)',
+    );
   }
 
   /** The gradients were cleared (zeroGrad): the next backward accumulates onto nothing averaged. */

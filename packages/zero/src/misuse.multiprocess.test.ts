@@ -18,6 +18,7 @@ type Init =
   | 'per-rank'
   | 'unfrozen'
   | 'branch'
+  | 'one-rank'
   | 'add-group'
   | 'layout'
   | 'dispose'
@@ -84,6 +85,18 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
             'parameter 3 on rank 0, parameter 5 on rank 1\\)',
         ),
       );
+      expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
+    }
+  }, 90_000);
+
+  it('stage 2, a parameter only one rank uses (another size): the ZeroError saying why, in the backward', async () => {
+    // before: comm's CollectiveMismatchError (reduce of count 4 against count 3), naming no parameter or cause
+    for (const r of await run(2, 'one-rank')) {
+      expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
+      expect(r.error?.message).toMatch(
+        new RegExp(`^rank ${r.rank}: stage 2's gradient reduces differ between ranks \\(.*called reduce`),
+      );
+      expect(r.error?.message).toMatch(/a parameter got no gradient on some ranks/);
       expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);
     }
   }, 90_000);

@@ -1,14 +1,15 @@
 // One rank of misuse.multiprocess.test.ts: argv = stage, init ('alike': every rank seeds its
 // model the same; 'per-rank': seeded with its rank, as for data augmentation, and no DDP;
 // 'unfrozen': alike, the first layer frozen while the optimizer is created; 'branch': alike, with
-// two heads of one shape after the first layer, rank r's batches taking head r only; 'add-group':
+// two heads of one shape after the first layer, rank r's batches taking head r only; 'one-rank':
+// a head of another shape rank 1 alone uses; 'add-group':
 // alike, a param group added after construction; 'layout': alike, loading a plain Adam's state
 // saved with another grouping of the same parameters; 'dispose': alike, the optimizer disposed
 // after training, `marked` counting the parameters still marked as gradient shards; 'in-ddp': the
 // model wrapped in DDP before a stage 2 optimizer is made over it) and
 // backwards per step (2: gradient accumulation). Prints the error (name and message) or
 // none, whether the parameters are unchanged, and their sum.
-import { type Tensor, tensor, tidy } from '@ddp/autograd';
+import { add, mul, type Tensor, tensor, tidy, sum as total } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { Adam, gradientShardGroups, Linear, Module, manualSeed, mse, Sequential, Tanh } from '@ddp/nn';
@@ -28,7 +29,23 @@ class TwoHeads extends Module {
     return this.heads[group.rank % 2].forward(this.trunk.forward(x));
   }
 }
-const model = init === 'branch' ? new TwoHeads() : new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
+/** 'one-rank': a head of another shape only rank 1's batches use, besides the shared one. */
+class ExtraOnRankOne extends Module {
+  readonly trunk = this.registerModule('trunk', new Sequential(new Linear(4, 6), new Tanh()));
+  readonly head = this.registerModule('head', new Linear(6, 2));
+  readonly extra = this.registerModule('extra', new Linear(6, 3));
+  forward(x: Tensor): Tensor {
+    const h = this.trunk.forward(x);
+    const y = this.head.forward(h);
+    return group.rank === 1 ? add(y, mul(total(this.extra.forward(h)), 0)) : y;
+  }
+}
+const model =
+  init === 'branch'
+    ? new TwoHeads()
+    : init === 'one-rank'
+      ? new ExtraOnRankOne()
+      : new Sequential(new Linear(4, 6), new Tanh(), new Linear(6, 2));
 // 'unfrozen': the first layer frozen while the optimizer is created, trained afterwards
 const first = model.parameters().slice(0, 2);
 if (init === 'unfrozen') for (const p of first) p.requiresGrad = false;
