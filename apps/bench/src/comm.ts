@@ -14,7 +14,7 @@
  * hosts), best of 2 rounds; --sizes picks the one-host sizes (bytes).
  */
 import { fileURLToPath } from 'node:url';
-import { destroyProcessGroup, initProcessGroup, sharedArray } from '@ddp/comm';
+import { destroyProcessGroup, initProcessGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { TwoHosts } from '@ddp/netns';
 import { loadSharedMemory } from '@ddp/shm';
 import { CHARTS } from './lib/charts.js';
@@ -68,6 +68,18 @@ const warmupFor = (bytes: number) => 3 * itersFor(bytes);
 const PROCESS_WARMUP = { iterations: 50_000, count: 1024 };
 const busBandwidth = (s: Sample) => (((2 * (s.world - 1)) / s.world) * (s.bytes / (s.us * 1e-6))) / 1e9;
 
+/**
+ * `n` all-reduces of `buf`, in µs per call. Warm-ups and timed runs go through this one function,
+ * so the timed loop is code V8 has optimised with full feedback: timed inline after the warm-up, the
+ * loop was new bytecode of rankMain, and the first thousands of calls paid for its deopts (wrong map,
+ * insufficient type feedback) and re-optimisation, not for the all-reduce.
+ */
+async function allReduceLoop(pg: ProcessGroup, buf: Float32Array, n: number): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
+  return Number(process.hrtime.bigint() - t0) / 1e3 / n;
+}
+
 /** One rank of a @ddp/comm world (this file started with --rank). */
 async function rankMain(): Promise<void> {
   const sizes = flags.sizes;
@@ -75,22 +87,17 @@ async function rankMain(): Promise<void> {
   // the process warms up once before the sweep, Open MPI's too: the first size measured (4 KiB)
   // came out slower than 16 KiB after its own warm-up alone
   const warm = sharedArray(Float32Array, PROCESS_WARMUP.count);
-  // with a barrier every 5 000, as the timed loop follows one: the first 10 000 all-reduces after the
-  // process's first barrier ran ~2 µs slower each while V8 re-optimised the call path (measured with
-  // ddp-run: 3.4–5.6 µs blocks after a barrier, 1.8–2.4 otherwise); the bench timed exactly that window
-  for (let i = 0; i < PROCESS_WARMUP.iterations; i++) {
-    if (i % 5000 === 0) await pg.barrier().wait();
-    await pg.allReduce(warm).wait();
+  // with a barrier every 5 000, as each timed loop follows one
+  for (let i = 0; i < PROCESS_WARMUP.iterations; i += 5000) {
+    await pg.barrier().wait();
+    await allReduceLoop(pg, warm, 5000);
   }
   for (const bytes of sizes) {
     const buf = sharedArray(Float32Array, bytes / 4).fill(1);
-    const n = itersFor(bytes);
     // warm-up (JIT tiers, first-touch pages)
-    for (let i = 0; i < warmupFor(bytes); i++) await pg.allReduce(buf).wait();
+    await allReduceLoop(pg, buf, warmupFor(bytes));
     await pg.barrier().wait();
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) await pg.allReduce(buf).wait();
-    const us = Number(process.hrtime.bigint() - t0) / 1e3 / n;
+    const us = await allReduceLoop(pg, buf, itersFor(bytes));
     if (pg.rank === 0) printSample({ bytes, us });
   }
   await destroyProcessGroup();
