@@ -168,26 +168,22 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     }
   }, 70_000);
 
-  it('a rank killed (SIGKILL) while the others wait in an all-reduce: mpirun ends the job, nobody hangs', async () => {
-    const out = await runMpirun({
-      np: 3,
-      script: new URL('./test/mpi-lost.child.ts', import.meta.url),
-      args: ['kill'],
-      timeoutMs: 60_000,
-    });
-    expect(out[0]?.signal, explain(out)).toBeNull();
-    expect(out[0]?.code).not.toBe(0);
-  }, 70_000);
-
-  it('a rank that calls process.exit(1) without destroyProcessGroup while the others wait: mpirun ends the job', async () => {
-    // it never ended before: exit()'s destructors waited for the addon's MPI thread, asleep for good
-    const out = await runMpirun({
-      np: 3,
-      script: new URL('./test/mpi-lost.child.ts', import.meta.url),
-      args: ['exit'],
-      timeoutMs: 60_000,
-    });
-    expect(out[0]?.signal, explain(out)).toBeNull();
-    expect(out[0]?.code).not.toBe(0);
-  }, 70_000);
+  // exit: it never ended before: exit()'s destructors waited for the addon's MPI thread, asleep for good
+  it.each([
+    ['kill', 'killed with SIGKILL'],
+    ['exit', 'calling process.exit(1) without destroyProcessGroup'],
+  ])(
+    'a rank %s while the others wait in an all-reduce (%s): mpirun ends the job, nobody hangs',
+    async (mode) => {
+      const out = await runMpirun({
+        np: 3,
+        script: new URL('./test/mpi-lost.child.ts', import.meta.url),
+        args: [mode],
+        timeoutMs: 60_000,
+      });
+      expect(out[0]?.signal, explain(out)).toBeNull();
+      expect(out[0]?.code).not.toBe(0);
+    },
+    70_000,
+  );
 });
