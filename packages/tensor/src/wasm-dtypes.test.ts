@@ -25,13 +25,14 @@ const BINARY = (
   'lessEqual greater greaterEqual prelu'
 ).split(' ');
 
-/** An op's result as text (dtype, shape, values to 6 digits: the backends' float functions differ in the last ulp), or 'error'. */
+/** An op's result as text (dtype, shape, values to 6 digits: the backends differ in the last ulp), or 'error'. */
 async function outcome(backend: 'wasm' | 'cpu', run: () => tf.Tensor): Promise<string> {
   await setBackend(backend);
   try {
     return tf.tidy(() => {
       const y = run();
-      return `${y.dtype}[${y.shape}] ${Array.from(y.dataSync() as ArrayLike<number>).map((v) => Number(v.toPrecision(6)))}`;
+      const digits = Array.from(y.dataSync() as ArrayLike<number>).map((v) => Number(v.toPrecision(6)));
+      return `${y.dtype}[${y.shape}] ${digits}`;
     });
   } catch {
     return 'error';
