@@ -81,6 +81,46 @@ describe('tfjs ops on bool and int32 tensors: on wasm what tfjs-cpu, the referen
     expect(await differences(cases)).toEqual([]);
   });
 
+  it('the shape and copy ops (a strided slice of an int32 came back as float32 bits)', async () => {
+    const reshaping: [string, (x: tf.Tensor) => tf.Tensor][] = [
+      ['stridedSlice', (x) => tf.stridedSlice(x, [0, 0], [2, 3], [1, 2])],
+      ['split', (x) => tf.split(x, [1, 2], 1)[1]],
+      [
+        'pad',
+        (x) =>
+          tf.pad(x, [
+            [1, 0],
+            [0, 1],
+          ]),
+      ],
+      [
+        'mirrorPad',
+        (x) =>
+          tf.mirrorPad(
+            x,
+            [
+              [1, 0],
+              [0, 1],
+            ],
+            'reflect',
+          ),
+      ],
+      ['slice', (x) => tf.slice(x, [0, 1], [2, 2])],
+      ['tile', (x) => tf.tile(x, [2, 1])],
+      ['transpose', (x) => tf.transpose(x)],
+      ['gather', (x) => tf.gather(x, [1, 0])],
+      ['concat', (x) => tf.concat([x, x], 1)],
+      ['stack', (x) => tf.stack([x, x])],
+      ['topk', (x) => tf.topk(x, 2).values],
+      ['broadcastTo', (x) => tf.broadcastTo(x, [2, 2, 3])],
+      ['reverse', (x) => tf.reverse(x, 1)],
+    ];
+    const cases = reshaping.flatMap(([op, f]) =>
+      (['bool', 'int32'] as const).map((d): [string, () => tf.Tensor] => [`${op}(${d})`, () => f(tensor(d))]),
+    );
+    expect(await differences(cases)).toEqual([]);
+  });
+
   it('where over bool and int32 values (wasm aborted its module on bool: the process died)', async () => {
     const condition = () => tf.tensor([1, 0, 0, 1, 1, 0], [2, 3], 'bool');
     const cases = (['bool', 'int32'] as const).map((d): [string, () => tf.Tensor] => [

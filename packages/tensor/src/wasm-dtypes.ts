@@ -7,7 +7,8 @@ import { runOnCpu } from './run-on-cpu.js';
  * tfjs-wasm 4.22 kernels that read an input of these dtypes as another type's bytes: exp of a
  * bool gave 3.6e-41, neg, relu and abs of a bool uninitialised bytes, sqrt of an int32 4.5e8,
  * ceil of a bool wrote out of bounds, an int32 mod trapped on a zero divisor, prelu read an
- * int32 as float bits, where() over bool values aborted the wasm module (the process died). With
+ * int32 as float bits, a strided slice of an int32 came back float32 bits, where() over bool values
+ * aborted the wasm module (the process died). With
  * an input of a listed dtype they run on the cpu backend, tfjs's reference (found by sweeping
  * every op against cpu: wasm-dtypes.test.ts); float32, and the dtypes a kernel handles, stay on wasm.
  */
@@ -48,8 +49,8 @@ const WRONG_DTYPES: Record<string, readonly DataType[]> = {
   Relu: ['bool'],
   Reverse: ['bool'],
   Round: ['bool'],
-  Select: ['bool'],
   Rsqrt: ['bool', 'int32'],
+  Select: ['bool'],
   Selu: ['bool'],
   Sigmoid: ['bool', 'int32'],
   Sinh: ['bool'],
@@ -57,10 +58,12 @@ const WRONG_DTYPES: Record<string, readonly DataType[]> = {
   Sqrt: ['bool', 'int32'],
   Square: ['bool'],
   Step: ['bool', 'int32'],
+  StridedSlice: ['bool', 'int32'],
   Sub: ['bool'],
   Sum: ['bool'],
   Tan: ['int32'],
   Tanh: ['bool', 'int32'],
+  TopK: ['bool'],
 };
 
 /** The inputs whose dtype decides, where not all do (Select's condition is always bool, and fine). */
