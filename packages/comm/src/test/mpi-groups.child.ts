@@ -66,3 +66,6 @@ if (scenario === 'orders') {
 }
 console.log(`RESULT ${JSON.stringify(result)}`);
 if (scenario !== 'dtypes') await destroyProcessGroup();
+// rank 0's send completed, rank 1's receive timed out: neither can finalize. Rank 0 stays until mpirun
+// ends it (rank 1 exits after its timeout): exiting first, it had the job ended before rank 1 reported
+else if (g.rank === 0) await new Promise((resolve) => setTimeout(resolve, 30_000));
