@@ -75,13 +75,14 @@ export function registerDtypeFallbacks(): void {
     const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
     if (!cpu) continue;
     const onCpu = runOnCpu(cpu);
+    const deciding = DECIDING_INPUTS[name];
+    // on every call of kernels a training step runs often (Sub, Exp, Relu, Sum): no allocation
     wrapKernel(name, 'wasm', (onWasm) => (args) => {
-      const names = DECIDING_INPUTS[name] ?? Object.keys(args.inputs);
-      const wrong = names.some((n) => {
+      for (const n in args.inputs) {
         const t = args.inputs[n] as TensorInfo | undefined;
-        return t !== undefined && dtypes.includes(t.dtype);
-      });
-      return wrong ? onCpu(args) : onWasm(args);
+        if (t !== undefined && dtypes.includes(t.dtype) && (!deciding || deciding.includes(n))) return onCpu(args);
+      }
+      return onWasm(args);
     });
   }
 }
