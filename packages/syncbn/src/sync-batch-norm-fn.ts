@@ -1,6 +1,6 @@
 import { AutogradFunction, type Context } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { tf } from '@ddp/tensor';
+import { moments, tf } from '@ddp/tensor';
 import { SyncBatchNormError } from './errors.js';
 
 export interface SyncStatsOptions {
@@ -71,7 +71,7 @@ export class SyncBatchNormFn extends AutogradFunction {
     packed[2 * channels] = localCount;
     if (localCount > 0) {
       const stats = tf.tidy(() => {
-        const { mean, variance } = tf.moments(x, this.axes);
+        const { mean, variance } = moments(x, this.axes);
         return tf.concat([mean, tf.rsqrt(tf.add(variance, eps))]);
       });
       packed.set(await hostCopy(stats));

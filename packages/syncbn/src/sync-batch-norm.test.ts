@@ -19,8 +19,20 @@ interface RankResult {
   untracked: number | string;
 }
 
-function expectClose(actual: number[], expected: number[], what: string): void {
+/**
+ * Within 1e-4 relative and 1e-5, or (`float32Error`) no further off than 1.5× torch's own float32 result
+ * or one float32 ulp of the largest value, whichever is more.
+ */
+function expectClose(actual: number[], expected: number[], what: string, float32Error?: number): void {
   expect(actual.length, what).toBe(expected.length);
+  if (float32Error !== undefined) {
+    const error = Math.max(...actual.map((a, i) => Math.abs(a - expected[i])));
+    const ulp = 2 ** (Math.floor(Math.log2(Math.max(...expected.map(Math.abs)))) - 23);
+    expect(error, `${what}: beyond torch's float32 error`).toBeLessThanOrEqual(
+      Math.max(1.5 * float32Error, ulp) + 1e-6,
+    );
+    return;
+  }
   const worst = Math.max(0, ...actual.map((a, i) => Math.abs(a - expected[i]) - 1e-4 * Math.abs(expected[i])));
   expect(worst, `${what}: worst error beyond 1e-4 relative`).toBeLessThan(1e-5);
 }
@@ -47,6 +59,8 @@ const cases: [string, number[]][] = [
   ['batchnorm2d_n4_c3', [1, 0, 3]],
   ['batchnorm2d_n6_c2', [2, 2, 2]],
   ['batchnorm2d_n6_c2', [3, 1, 2]],
+  // channels near 1e4: each rank's float32 mean was 5–10 ulps off (torch's pairwise sums: 1)
+  ['batchnorm2d_far_from_zero', [10, 6]],
 ];
 
 describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the whole batch', () => {
@@ -64,16 +78,18 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
       for (const [rank, r] of ranks.entries()) {
         const n = split[rank];
         const at = `rank ${rank} (${n} rows)`;
-        expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`);
-        expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`);
-        expectClose(r.runningMean, g.outputs.running_mean.data, `${at} running_mean`);
+        expectClose(r.y, batchRows(g.outputs.y, start, n), `${at} y`, g.float32_error?.y);
+        expectClose(r.dx, batchRows(g.outputs.dx, start, n), `${at} dx`, g.float32_error?.dx);
+        expectClose(r.runningMean, g.outputs.running_mean.data, `${at} running_mean`, g.float32_error?.running_mean);
         expectClose(r.runningVar, g.outputs.running_var.data, `${at} running_var`);
         // Every rank's loss is its share of the whole batch's, so DDP's average is 1/N of PyTorch's gradient.
-        expectClose(
-          r.dweight.map((v) => v * split.length),
-          g.outputs.dweight.data,
-          `${at} dweight`,
-        );
+        // Far from zero dweight is ill-conditioned (a half-ulp shift of the mean moves it by torch's own 1e-2).
+        if (!g.float32_error)
+          expectClose(
+            r.dweight.map((v) => v * split.length),
+            g.outputs.dweight.data,
+            `${at} dweight`,
+          );
         expectClose(
           r.dbias.map((v) => v * split.length),
           g.outputs.dbias.data,

@@ -27,6 +27,8 @@ interface Stored {
 interface Case {
   name: string;
   eps?: number;
+  /** torch's float32 result's largest error against the float64 outputs */
+  float32Error?: Record<string, number>;
   inputs: Record<string, Stored>;
   outputs: Record<string, Stored>;
 }
@@ -71,13 +73,23 @@ function run(c: Case, op: (inputs: Record<string, tf.Tensor>) => Record<string, 
   return { values, left };
 }
 
-/** Within float32 rounding of PyTorch's float64 values: |got − want| ≤ 2e-5 + 2e-5·|want|. */
-function expectClose(got: Record<string, Stored>, want: Record<string, Stored>) {
+/**
+ * Within float32 rounding of PyTorch's float64 values: |got − want| ≤ 2e-5 + 2e-5·|want|, or no further off
+ * than torch's own float32 result where that is more (rows far from zero).
+ */
+function expectClose(
+  got: Record<string, Stored>,
+  want: Record<string, Stored>,
+  float32Error: Record<string, number> = {},
+) {
   for (const [name, w] of Object.entries(want)) {
     const g = got[name];
     expect(g.shape, name).toEqual(w.shape);
+    const bound = float32Error[name] ?? 0;
     const worst = Math.max(0, ...g.data.map((v, i) => Math.abs(v - w.data[i]) - 2e-5 * Math.abs(w.data[i])));
-    expect(worst, `${name}: largest error beyond the relative part`).toBeLessThanOrEqual(2e-5);
+    if (bound > 2e-5)
+      expect(Math.max(...g.data.map((v, i) => Math.abs(v - w.data[i]))), name).toBeLessThanOrEqual(bound);
+    else expect(worst, `${name}: largest error beyond the relative part`).toBeLessThanOrEqual(2e-5);
   }
 }
 
@@ -87,7 +99,7 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     async (_n, c) => {
       await select();
       const forward = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x, gamma, beta, c.eps!) }));
-      expectClose(forward.values, { y: c.outputs.y, mean: c.outputs.mean, rstd: c.outputs.rstd });
+      expectClose(forward.values, { y: c.outputs.y, mean: c.outputs.mean, rstd: c.outputs.rstd }, c.float32Error);
       const { mean, rstd } = c.outputs;
       const backward = run(
         { ...c, inputs: { ...c.inputs, mean: mean, rstd: rstd } },
@@ -95,10 +107,27 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
           ...layerNormGrad(dy, x, mean, rstd, gamma),
         }),
       );
-      expectClose(backward.values, { dx: c.outputs.dx, dgamma: c.outputs.dgamma, dbeta: c.outputs.dbeta });
+      expectClose(
+        backward.values,
+        { dx: c.outputs.dx, dgamma: c.outputs.dgamma, dbeta: c.outputs.dbeta },
+        c.float32Error,
+      );
       expect([forward.left, backward.left]).toEqual([0, 0]);
     },
   );
+
+  it('layerNorm of rows far from zero: the mean to one float32 ulp (torch 1.13 is 3 ulps off), y as that ulp moves it', async () => {
+    await select();
+    const c = fixtures.layerNorm.find((f) => f.name.includes('far from zero'))!;
+    const { values } = run(c, ({ x, gamma, beta }) => ({ ...layerNorm(x, gamma, beta, c.eps!) }));
+    const largest = (a: number[]) => Math.max(...a.map(Math.abs));
+    const worst = (name: string) => largest(values[name].data.map((v, i) => v - c.outputs[name].data[i]));
+    const ulp = 2 ** (Math.floor(Math.log2(largest(c.outputs.mean.data))) - 23);
+    // was 1.1e-3 and 3.2e-3 on wasm's tfjs ops: a float32 mean of the rows, 2 ulps off
+    expect(worst('mean')).toBeLessThanOrEqual(ulp);
+    const moved = ulp * largest(c.outputs.rstd.data) * largest(c.inputs.gamma.data);
+    expect(worst('y')).toBeLessThanOrEqual(moved + 2e-5);
+  });
 
   it.each(fixtures.gelu.map((c) => [c.name, c] as const))('gelu and geluGrad, %s: PyTorch values', async (_n, c) => {
     await select();

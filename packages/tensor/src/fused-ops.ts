@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { FusedOpError } from './errors.js';
+import { moments } from './moments.js';
 import { aroundAxis, runFused } from './native-fused.js';
 
 /** layerNorm's outputs: y, and the per-row statistics backward needs, shaped [..., 1] as x with its last axis kept. */
@@ -48,10 +49,9 @@ export function layerNorm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: 
   const native = runFused('DdpLayerNorm', [x, gamma, beta], { eps });
   if (native) return { y: native[0], mean: native[1], rstd: native[2] };
   return tf.tidy(() => {
-    const mean = tf.mean(x, -1, true);
-    const centered = tf.sub(x, mean);
-    const rstd = tf.rsqrt(tf.add(tf.mean(tf.square(centered), -1, true), eps));
-    const y = tf.add(tf.mul(tf.mul(centered, rstd), gamma), beta);
+    const { mean, variance } = moments(x, [x.rank - 1], true);
+    const rstd = tf.rsqrt(tf.add(variance, eps));
+    const y = tf.add(tf.mul(tf.mul(tf.sub(x, mean), rstd), gamma), beta);
     return { y, mean, rstd };
   });
 }

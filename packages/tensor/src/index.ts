@@ -39,6 +39,7 @@ export {
   softmaxGrad,
 } from './fused-ops.js';
 export { sumInDouble } from './long-sums.js';
+export { moments } from './moments.js';
 export { type AdamScalars, fusedAdamStep } from './native-adam.js';
 export { type Conv2dGrads, type Conv2dSpec, nativeConv2d, nativeConv2dGrads } from './native-conv-nchw.js';
 export {

@@ -1,4 +1,4 @@
-import { layerNorm as fusedLayerNorm, layerNormGrad, tf } from '@ddp/tensor';
+import { layerNorm as fusedLayerNorm, layerNormGrad, moments, tf } from '@ddp/tensor';
 import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
@@ -68,7 +68,7 @@ class BatchNormStats extends AutogradFunction {
   forward(ctx: Context, x: tf.Tensor, dim: number[]): tf.Tensor[] {
     this.axes = normaliseAxes(dim, x.rank, 'batchNormStats');
     this.count = this.axes.reduce((n, a) => n * x.shape[a], 1);
-    const { mean, variance } = tf.moments(x, this.axes, true);
+    const { mean, variance } = moments(x, this.axes, true);
     ctx.keepForBackward(tf.sub(x, mean));
     const outShape = x.shape.filter((_, i) => !this.axes.includes(i));
     return [tf.reshape(mean, outShape), tf.reshape(variance, outShape)];
