@@ -6,17 +6,21 @@ import { InvalidArgumentError } from '../errors.js';
  * input with the same error and wording. `me` is the caller's global rank, `size` the group's.
  */
 
-/** A root or peer must be a rank of the group. */
+/** A root or peer must be a rank of the group, given as a number (a '1' from argv or JSON says so). */
 export function checkRoot(root: number, size: number, me: number, what: string): void {
+  if (typeof root !== 'number') {
+    const shown = typeof root === 'string' ? `the string '${root}'` : `${typeof root} ${String(root)}`;
+    throw new InvalidArgumentError(`rank ${me}: ${what} must be an integer rank, got ${shown}`, { op: what });
+  }
   if (!Number.isInteger(root) || root < 0 || root >= size) {
     throw new InvalidArgumentError(`rank ${me}: ${what} ${root} is not a rank of this group of ${size}`, { op: what });
   }
 }
 
-/** A send or receive goes to another rank of the group (`rank`: the caller's rank in it). */
 /** Tags the backends carry: integers in [0, 2^24) (on MPI, −1 was MPI_ANY_TAG: a receive took any message). */
 const TAG_LIMIT = 2 ** 24;
 
+/** A send or receive goes to another rank of the group (`rank`: the caller's rank in it). */
 export function checkPeer(op: 'isend' | 'irecv', peer: number, size: number, rank: number, me: number, tag = 0): void {
   checkRoot(peer, size, me, `${op} peer`);
   if (peer === rank) throw new InvalidArgumentError(`rank ${me}: ${op} to itself`, { op });

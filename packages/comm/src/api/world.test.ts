@@ -50,6 +50,11 @@ describe('a world of one in this process (HashStore)', () => {
     const pg = await initProcessGroup({ store: new HashStore(), rank: 0, worldSize: 1 });
     expect(() => pg.reduceScatter(new Float32Array(2), new Float32Array(3))).toThrow(/reduceScatter/);
     expect(() => pg.broadcast(new Float32Array(2), { src: 1 })).toThrow(/broadcast src 1/);
+    // was "broadcast src 0 is not a rank of this group of 1": a string root read as a wrong number
+    expect(() => pg.broadcast(new Float32Array(2), { src: '0' as unknown as number })).toThrow(
+      "rank 0: broadcast src must be an integer rank, got the string '0'",
+    );
+    expect(() => pg.reduce(new Float32Array(2), { dst: null as unknown as number })).toThrow(/got object null/);
     expect(() => pg.allReduce(new Uint16Array(2))).toThrow(/float16/);
     expect(() => pg.allReduce(new Float32Array(2), { op: 'median' as 'sum' })).toThrow(InvalidArgumentError);
     expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(
