@@ -116,6 +116,23 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(embedding(tf.tensor1d([1, 0]), table).shape).toEqual([2, 2]);
   });
 
+  it('indices and labels beyond int32 (2^32 + 1, 2^32 − 100), as lists or float tensors, and typed arrays', () => {
+    const table = tensor([1, 2, 3, 4, 5, 6], [3, 2]);
+    // were wrapped by the int32 cast: row 1, row 2, row 0, and label 2^32 − 100 taken as ignoreIndex −100
+    expect(() => embedding([2 ** 32 + 1], table)).toThrow('embedding: index 4294967297 is out of range');
+    expect(() => indexSelect(table, 0, [2 ** 32 + 2])).toThrow(/indexSelect: index 4294967298 is out of range/);
+    const big = tf.tensor1d([2 ** 32]);
+    expect(() => embedding(big, table)).toThrow(/embedding: index 4294967296 is out of range/);
+    big.dispose();
+    expect(() => crossEntropy(tensor([1, 2, 3, 4, 5, 6], [2, 3]), [2 ** 32 - 100, 0])).toThrow(
+      /crossEntropy: index 4294967196 is out of range/,
+    );
+    expect(() => crossEntropy(tensor([1, 2, 3], [1, 3]), [-(2 ** 32) + 2])).toThrow(AutogradArgumentError);
+    expect(() => embedding(Int32Array.of(0, 1) as unknown as number[], table)).toThrow(
+      'embedding: indices must be a list, an int32 tf.Tensor or a Tensor, got Int32Array',
+    );
+  });
+
   it('indices outside the table, with no tensor left behind', () => {
     const table = tensor([1, 2, 3, 4, 5, 6], [3, 2]);
     const before = tf.memory().numTensors;
