@@ -137,6 +137,24 @@ describe('BatchNorm2d reproduces PyTorch', () => {
 });
 
 describe('LayerNorm', () => {
+  it.each([
+    [4, [2, 3]],
+    [
+      [3, 2],
+      [2, 3],
+    ],
+    [768, [2, 3]],
+    [[2, 3], [3]],
+  ] as const)(
+    'LayerNorm(%j) without affine refuses input %j, as torch (was: normalised over its last dims)',
+    (n, shape) => {
+      const ln = new LayerNorm(n as number | number[], { elementwiseAffine: false });
+      const x = tidy(() => fromTf(tf.ones([...shape])));
+      expect(() => ln.forward(x)).toThrow(/LayerNorm\(\[[\d, ]+\]\) expects input of shape \[\*, [\d, ]+\], got \[/);
+      x.dispose();
+    },
+  );
+
   it('normalises the trailing dims with ones/zeros affine init', () => {
     const ln = new LayerNorm(4);
     expect(Array.from(ln.weight?.dataSync() ?? [])).toEqual([1, 1, 1, 1]);

@@ -34,6 +34,12 @@ export class LayerNorm extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    // without the affine weights nothing else compares the trailing dims: [2, 3] into LayerNorm(4) normalised over 3
+    const trailing = x.shape.slice(x.rank - this.normalizedShape.length);
+    if (x.rank < this.normalizedShape.length || trailing.some((d, i) => d !== this.normalizedShape[i])) {
+      const shape = this.normalizedShape.join(', ');
+      throw new ModuleError(`LayerNorm([${shape}]) expects input of shape [*, ${shape}], got [${x.shape.join(', ')}]`);
+    }
     return layerNorm(x, this.weight, this.bias, { eps: this.eps, normalizedDims: this.normalizedShape.length });
   }
 }
