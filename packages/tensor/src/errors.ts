@@ -12,3 +12,8 @@ export class FusedOpError extends Error {
 export class EmptyReductionError extends Error {
   override name = 'EmptyReductionError';
 }
+
+/** Raised when a raw tfjs op gets an index, axis or permutation outside its input (torch raises too). */
+export class IndexBoundsError extends Error {
+  override name = 'IndexBoundsError';
+}

@@ -24,7 +24,7 @@ export {
   tensorToTypedArray,
   tensorToTypedArraySync,
 } from './dtype.js';
-export { EmptyReductionError, FusedOpError } from './errors.js';
+export { EmptyReductionError, FusedOpError, IndexBoundsError } from './errors.js';
 export {
   biasAdd,
   channelSum,

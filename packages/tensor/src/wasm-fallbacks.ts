@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
 import { registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
+import { registerIndexBounds } from './index-bounds.js';
 import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
@@ -19,7 +20,7 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
  * faster route for transposed operands (wasm-matmul.ts), its clone no copy (wasm-identity.ts),
  * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts), long
- * sums totalled in double (long-sums.ts).
+ * sums totalled in double (long-sums.ts), indices outside a raw op's input refused (index-bounds.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -74,6 +75,7 @@ export function registerWasmFallbacks(): void {
   }
   registerBoolCast();
   registerDtypeFallbacks();
+  registerIndexBounds();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;

@@ -1,0 +1,83 @@
+import type { KernelBackend, KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
+import { IndexBoundsError } from './errors.js';
+import { wrapKernel } from './kernel-wrap.js';
+import { runOnCpu } from './run-on-cpu.js';
+
+/**
+ * Raw tfjs ops (the `tf` @ddp/tensor re-exports) given an index outside their input. tfjs-wasm
+ * 4.22's kernels check none: a slice past the end read the bytes after the tensor, gatherND read
+ * them at any index, scatterND, tensorScatterUpdate and sparseToDense wrote them (then `memory
+ * access out of bounds` on a later op), a negative pad crashed where cpu crops, bincount counted
+ * a negative value where cpu refuses. Those run on cpu, tfjs's reference, which checks; a slice
+ * is checked as cpu checks it and stays on wasm (training slices often). On both backends a
+ * permutation with a repeated axis (cpu mixed in zeros, wasm returned x), a cumsum axis outside
+ * the rank (ignored) and a crop's box index outside the batch (zeros, NaN, or read past the
+ * images) are refused, as torch and TensorFlow refuse them.
+ */
+const UNCHECKED_ON_WASM = ['GatherNd', 'ScatterNd', 'TensorScatterUpdate', 'SparseToDense', 'Bincount'] as const;
+
+function refuse(op: string, message: string): never {
+  throw new IndexBoundsError(`${op}: ${message}`);
+}
+
+function checkPermutation(x: TensorInfo, perm: number[]): void {
+  const seen = new Set(perm.map((p) => (p < 0 ? p + x.shape.length : p)));
+  if (
+    perm.length !== x.shape.length ||
+    seen.size !== perm.length ||
+    [...seen].some((p) => !(p >= 0 && p < perm.length))
+  )
+    refuse('transpose', `perm [${perm}] is not a permutation of the ${x.shape.length} axes of [${x.shape}]`);
+}
+
+function checkAxis(op: string, x: TensorInfo, axis: number): void {
+  const rank = x.shape.length;
+  if (!(Number.isInteger(axis) && axis >= -rank && axis < Math.max(rank, 1)))
+    refuse(op, `axis ${axis} is out of range for a tensor of rank ${rank}`);
+}
+
+function checkBoxIndices(args: Parameters<KernelConfig['kernelFunc']>[0]): void {
+  const { image, boxInd } = args.inputs as { image: TensorInfo; boxInd: TensorInfo };
+  const batch = image.shape[0];
+  const bad = (args.backend as KernelBackend).readSync(boxInd.dataId) as Int32Array;
+  const at = bad.findIndex((b) => !(b >= 0 && b < batch));
+  if (at >= 0) refuse('cropAndResize', `box index ${bad[at]} (box ${at}) is not an image of the batch of ${batch}`);
+}
+
+export function registerIndexBounds(): void {
+  for (const name of UNCHECKED_ON_WASM) {
+    const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
+    if (!cpu || !tf.getKernel(name, 'wasm')) continue;
+    tf.unregisterKernel(name, 'wasm');
+    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(cpu) });
+  }
+  wrapKernel('Slice', 'wasm', (slice) => (args) => {
+    const { begin, size } = args.attrs as unknown as tf.SliceAttrs;
+    const x = args.inputs.x as TensorInfo;
+    const [b, s] = tf.slice_util.parseSliceParams(x as tf.Tensor, begin, size);
+    tf.slice_util.assertParamsValid(x, b, s);
+    return slice(args);
+  });
+  const cpuPad = runOnCpu(tf.getKernel('PadV2', 'cpu') as KernelConfig);
+  wrapKernel('PadV2', 'wasm', (pad) => (args) => {
+    const { paddings } = args.attrs as unknown as tf.PadV2Attrs;
+    return paddings.some(([before, after]) => before < 0 || after < 0) ? cpuPad(args) : pad(args);
+  });
+  for (const backend of ['wasm', 'cpu']) {
+    wrapKernel('Transpose', backend, (transpose) => (args) => {
+      checkPermutation(args.inputs.x as TensorInfo, (args.attrs as unknown as tf.TransposeAttrs).perm);
+      return transpose(args);
+    });
+    for (const name of ['Cumsum', 'Cumprod']) {
+      wrapKernel(name, backend, (cumulative) => (args) => {
+        checkAxis(name.toLowerCase(), args.inputs.x as TensorInfo, (args.attrs as unknown as tf.CumsumAttrs).axis);
+        return cumulative(args);
+      });
+    }
+    wrapKernel('CropAndResize', backend, (crop) => (args) => {
+      checkBoxIndices(args);
+      return crop(args);
+    });
+  }
+}
