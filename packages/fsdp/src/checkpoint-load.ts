@@ -22,6 +22,7 @@ import {
   unitsOf,
 } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
+import { recordLoaded } from './same-start.js';
 
 async function readManifest(entry: string): Promise<FSDPManifest> {
   const path = join(entry, MANIFEST_FILE);
@@ -154,19 +155,14 @@ export async function loadFSDPCheckpoint(
     return t;
   };
   try {
-    // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
-    contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
-    for (const [u, { shard, ...state }] of values) {
-      const flat = units[u].flat!;
-      flat.shard.data = tf.tensor(shard, [flat.shardSize], 'float32');
-      values.set(u, state);
-    }
+    // the optimizer's state is built and checked, and loaded, before the model changes: a refusal
+    // after the shards were written left a half-loaded model behind a caught error
     if (contents.optimizer) {
       const opt = contents.optimizer;
       const position = new Map(opt.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
       const indexOf = (u: number) => position.get(units[u].flat!.shard)!;
       const state = new Map<number, ParamState>();
-      for (const [u, tensors] of values) {
+      for (const [u, { shard: _, ...tensors }] of values) {
         const s: ParamState = { ...scalars.get(u) };
         for (const [key, data] of Object.entries(tensors)) s[key.replace(/^state\./, '')] = toTf(data, [data.length]);
         if (Object.keys(s).length > 0) state.set(indexOf(u), s);
@@ -189,6 +185,13 @@ export async function loadFSDPCheckpoint(
       });
       opt.loadStateDict({ state, paramGroups } as unknown as OptimizerStateDict<{ lr: number }>);
     }
+    // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
+    contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
+    for (const [u, { shard }] of values) {
+      const flat = units[u].flat!;
+      flat.shard.data = tf.tensor(shard, [flat.shardSize], 'float32');
+    }
+    recordLoaded(units);
   } finally {
     tf.dispose(created);
   }

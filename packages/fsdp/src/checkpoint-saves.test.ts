@@ -3,7 +3,8 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, CheckpointError, Linear } from '@ddp/nn';
+import { Adam, CheckpointError, Linear, Sequential } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AsyncCheckpointer } from './checkpoint-async.js';
 import { loadFSDPCheckpoint } from './checkpoint-load.js';
@@ -120,5 +121,29 @@ describe('AsyncCheckpointer.close', () => {
     await expect(saving.done).resolves.toMatch(/-step-1$/);
     expect(threads()).toBeLessThanOrEqual(before); // other threads may end meanwhile, not start
     await expect(saver.save(join(root, 'close'), { optimizer: a.optimizer, step: 2 })).rejects.toThrow(FSDPError);
+  });
+});
+
+// before: the shards and the replicated state were written, then the optimizer's groups refused
+describe('a refused loadFSDPCheckpoint', () => {
+  it('leaves the model as it was (an optimizer of other groups)', async () => {
+    const twoUnits = () => {
+      const model = new Sequential(new Linear(3, 2), new Linear(2, 2));
+      for (const i of [0, 1]) fullyShard(model.at(i));
+      return fullyShard(model);
+    };
+    const saved = twoUnits();
+    const [first, second] = saved.parameters();
+    const groups = new Adam([{ params: [first] }, { params: [second] }], { lr: 0.1 });
+    const dir = join(root, 'refused-load');
+    await saveFSDPCheckpoint(dir, { root: saved, optimizer: groups, step: 1 });
+    const target = twoUnits();
+    for (const p of target.parameters()) p.data = tf.fill(p.shape, 0.5);
+    const oneGroup = new Adam(target.parameters(), { lr: 0.1 });
+    await expect(loadFSDPCheckpoint(dir, { root: target, optimizer: oneGroup })).rejects.toThrow(
+      /holds the shards of units/,
+    );
+    // was: the checkpoint's shards already in the model, the optimizer's state not
+    for (const p of target.parameters()) expect(Array.from(p.data.dataSync()).every((v) => v === 0.5)).toBe(true);
   });
 });

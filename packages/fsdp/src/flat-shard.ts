@@ -8,7 +8,7 @@ import {
   type ProcessGroup,
   ReduceOp,
 } from '@ddp/comm';
-import { markGradientShard, Parameter } from '@ddp/nn';
+import { type Module, markGradientShard, Parameter } from '@ddp/nn';
 import { copyTensorInto, storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
 import { gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
 import { giveBuffer, takeBuffer } from './host-buffers.js';
@@ -55,6 +55,8 @@ export class FlatShard {
     private readonly group: ProcessGroup,
     /** float16/bfloat16: the collectives send 2-byte values (the math stays float32). */
     private readonly commDtype: HalfDtype | undefined,
+    /** The unit's module: its name and its parameters' names, for warnPartlyUnused. */
+    private readonly unit?: Module,
   ) {
     this.shapes = params.map((p) => [...p.shape]);
     this.offsets = [];
@@ -173,6 +175,7 @@ export class FlatShard {
    * same unit in the same order.
    */
   reduceScatterGrads(): Promise<tf.Tensor> {
+    this.warnPartlyUnused();
     const n = this.group.size;
     if (this.commDtype || n === 1) return this.reduceScatterOnHost();
     // on the heap: the gradients (and the padding's zeros) concatenated into one tensor, reduced in place
@@ -193,6 +196,28 @@ export class FlatShard {
     }
     for (const p of this.params) p.grad = null;
     return inHeap;
+  }
+
+  /**
+   * A parameter the loss did not use while others of its unit were: its slice of the flat gradient
+   * is zeros, so where no rank used it the optimizer still steps it (momentum, weight decay, Adam's
+   * moments move it), where one process and FSDP2's per-parameter shards leave a None gradient
+   * alone. Said once per parameter; a unit the loss skips whole gets no gradient and is left alone.
+   */
+  private warnPartlyUnused(): void {
+    const unused = this.params.flatMap((p, i) => (p.grad === null && !warnedUnused.has(p) ? [i] : []));
+    if (unused.length === 0 || this.params.every((p) => p.grad === null)) return;
+    for (const i of unused) warnedUnused.add(this.params[i]);
+    const names = new Map(this.unit?.namedParameters().map(([name, p]) => [p as Tensor, name]));
+    const named = unused.map((i) => names.get(this.params[i]) ?? `parameter ${i}`);
+    process.emitWarning(
+      `fullyShard unit ${this.unit?.constructor.name ?? ''}: ${named.join(', ')} ` +
+        'got no gradient ' +
+        `on rank ${this.group.ranks[this.group.rank]} while the rest of the unit did; FSDP averages it as zeros, and ` +
+        'if no rank used it the optimizer still steps it as a zero gradient (momentum, weight decay and Adam move ' +
+        'it, unlike one process). Give a branch the loss skips its own fullyShard unit.',
+      { code: 'DDP_FSDP_PARTLY_UNUSED_UNIT' },
+    );
   }
 
   private async reduceScatterOnHost(): Promise<tf.Tensor> {
@@ -226,6 +251,9 @@ export class FlatShard {
     }
   }
 }
+
+/** Parameters already named in a DDP_FSDP_PARTLY_UNUSED_UNIT warning. */
+const warnedUnused = new WeakSet<Tensor>();
 
 const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 

@@ -2,10 +2,10 @@ import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks }
 import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
 import { checkOptionNames, checkOptionValue } from '@ddp/tensor';
-import { checkSameParameters, parameterChecksums } from '@ddp/zero';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
+import { checkSameStart, recordStart } from './same-start.js';
 import { checkNoTieAcrossUnits } from './tied-parameters.js';
 import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
 import { type UnitGradientState, withUnreachedReduction } from './unreached-units.js';
@@ -51,8 +51,6 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   /** Set once a backward ran without gradient sync: from then on the root checks for units backward missed. */
   private trainedWithoutSync = false;
   reducedThisBackward = false;
-  /** CRC-32 of each own parameter as fullyShard found it; null once compared across ranks. */
-  private initialChecksums: Int32Array | null;
   private reduceQueued = false;
   /** The resharded unit that ran before this one in the last forward (prefetched in backward). */
   private previous: FSDPModule | null = null;
@@ -85,8 +83,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     checkNoTieAcrossUnits(module, this.subunits, under);
     const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.add(p);
-    this.initialChecksums = parameterChecksums(own); // before this rank keeps only its slice
-    this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
+    recordStart(this, own); // before this rank keeps only its slice
+    this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype, module) : null;
     if (this.flat && !this.reshardAfterForward) {
       for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
     }
@@ -106,25 +104,6 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     };
     (module as unknown as { forward: UnitForward }).forward = (...inputs) => this.unitForward(inputs);
     unitOf.set(module, this);
-  }
-
-  /**
-   * At the first forward, every rank must have sharded the same model: each keeps its slice of
-   * what it had, so models initialised per rank (a seed taken from the rank) would train as a
-   * whole made of each rank's slice, silently (torch's FSDP too, unless sync_module_states).
-   */
-  private async checkSameStart(): Promise<void> {
-    const units = [this, ...this.subunits];
-    if (units.every((u) => u.initialChecksums === null)) return;
-    const checksums = Int32Array.from(units.flatMap((u) => [...(u.initialChecksums ?? [])]));
-    for (const u of units) u.initialChecksums = null;
-    await checkSameParameters(checksums, this.processGroup, (me, i, first, other) => {
-      return new FSDPError(
-        `rank ${me}: parameter ${i} of the sharded model differs between ranks ${first} and ${other} at the first ` +
-          "forward: initialise the model alike on every rank (the same seed) or broadcast rank 0's parameters " +
-          'before fullyShard',
-      );
-    });
   }
 
   /** The shards of this unit and every unit below it: what the optimizer steps. */
@@ -163,7 +142,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
 
   private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {
     this.checkTrainableSet();
-    await this.checkSameStart();
+    await checkSameStart([this, ...this.subunits], this.processGroup);
     lastInForward = null;
     const all = [this, ...this.subunits];
     for (const u of all) u.flat?.free(); // a unit still whole from before an optimizer step is stale
@@ -195,8 +174,10 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     await gatherAll(all, true); // float32 whatever the commDtype: what is read or exported is the shards' values
     try {
       const result = await fn();
-      // what fn wrote (loadStateDict) goes into the shards, as torch's writeback (it was dropped silently)
+      // what fn wrote (loadStateDict) goes into the shards, as torch's writeback (it was dropped silently);
+      // compared across the ranks at the next forward (the same state loaded everywhere passes)
       for (const u of all) u.flat?.writeBack();
+      for (const u of all) if (u.flat) recordStart(u, u.flat.params);
       return result;
     } finally {
       for (const u of all) u.flat?.free();

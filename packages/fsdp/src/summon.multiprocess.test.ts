@@ -8,6 +8,9 @@ interface Result {
   summoned: number[];
   losses: number[];
   referenceLosses: number[];
+  sameWritten: string;
+  checkpointLoaded: string;
+  writtenApart: string;
 }
 
 it('tied weights across units refused; summonFullParams writes back and reads float32; an identity child', async () => {
@@ -23,6 +26,11 @@ it('tied weights across units refused; summonFullParams writes back and reads fl
     expect(r.loaded).toEqual([1, 1, 1, 1, 1, 1, 2, 2]);
     // before: rounded through bfloat16 (1, 2, 3, 0.1235351)
     expect(r.summoned).toEqual(Array.from(Float32Array.of(1.001, 2.003, 3.007, 0.123456)));
+    // before: FSDPError at the first forward (the checksums fullyShard took of each rank's own initialisation)
+    expect([r.sameWritten, r.checkpointLoaded]).toEqual(['ran', 'ran']);
+    expect(r.writtenApart).toMatch(
+      /^FSDPError: rank \d: parameter 0 of the sharded model differs between ranks 0 and 1/,
+    );
     // before: TensorDisposedError (the identity's output, its input, was disposed as an intermediate)
     for (const [i, l] of r.losses.entries()) expect(l).toBeCloseTo(r.referenceLosses[i], 5);
   }

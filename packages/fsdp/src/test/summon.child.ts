@@ -1,10 +1,13 @@
 // fullyShard edges (2 ranks): weights tied across a unit boundary, summonFullParams with a state
 // dict loaded inside it and with commDtype, a Sequential child returning its input. Prints RESULT.
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { matmul, type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Linear, Module, manualSeed, mse, type Parameter, Sequential, SGD, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { fullyShard } from '../index.js';
+import { fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../index.js';
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });
 const result: Record<string, unknown> = { rank: group.rank };
@@ -41,6 +44,34 @@ const lin = new Linear(3, 2);
 const root = fullyShard(lin);
 await root.summonFullParams(() => lin.loadStateDict({ weight: tf.ones([2, 3]), bias: tf.fill([2], 2) }));
 result.loaded = await root.summonFullParams(() => [...lin.weight.data.dataSync(), ...lin.bias!.data.dataSync()]);
+
+// models initialised per rank, then the same state on every rank (written in summonFullParams, or a
+// checkpoint loaded): they train (were refused at the first forward); a state written per rank is refused
+const perRank = (seed: number) => {
+  manualSeed(seed + group.rank);
+  const m = new Linear(3, 2);
+  return { m, r: fullyShard(m) };
+};
+const firstForward = (r: ReturnType<typeof perRank>['r']) =>
+  r.forward(tensor([1, 2, 3], [1, 3])).then(
+    () => 'ran',
+    (e: Error) => `${e.name}: ${e.message}`,
+  );
+const same = perRank(100);
+await same.r.summonFullParams(() => same.m.loadStateDict({ weight: tf.fill([2, 3], 0.5), bias: tf.zeros([2]) }));
+result.sameWritten = await firstForward(same.r);
+const dir = join(tmpdir(), `fsdp-summon-${process.env.MASTER_PORT}`);
+await saveFSDPCheckpoint(dir, { root: same.r, optimizer: new SGD(same.r.parameters(), { lr: 0.1 }), step: 1 });
+const loaded = perRank(200);
+await loadFSDPCheckpoint(dir, { root: loaded.r });
+result.checkpointLoaded = await firstForward(loaded.r);
+await group.barrier().wait();
+if (group.rank === 0) rmSync(dir, { recursive: true, force: true });
+const apart = perRank(300);
+await apart.r.summonFullParams(() =>
+  apart.m.loadStateDict({ weight: tf.fill([2, 3], group.rank), bias: tf.zeros([2]) }),
+);
+result.writtenApart = await firstForward(apart.r);
 
 // with 2-byte communication, summonFullParams still reads the float32 values the shards hold
 const half = new Linear(3, 1);
