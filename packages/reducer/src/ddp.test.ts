@@ -1,5 +1,5 @@
 import { tidy } from '@ddp/autograd';
-import { destroyProcessGroup, initProcessGroup, ReduceOp } from '@ddp/comm';
+import { destroyProcessGroup, initProcessGroup, PeerLostError, ReduceOp } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { mse, Sequential, Tanh } from '@ddp/nn';
 import { getTransferStats, tf } from '@ddp/tensor';
@@ -244,6 +244,14 @@ describe('DDPCommError', () => {
     const underJoin = new DDPCommError(0, 'gradient all-reduce', 3, cause, true).message;
     expect(underJoin).toContain('The loop runs under join, which shadows the collectives of its joinables only');
     expect(underJoin).not.toContain('wrap the training loop in join');
+  });
+
+  it('a peer lost to a fault is not sent to join (was the uneven-inputs advice); a peer that left is', () => {
+    const killed = new DDPCommError(0, 'gradient all-reduce', 3, new PeerLostError('lost rank 1 (connection closed)'));
+    expect(killed.message).toContain('A peer was lost (killed, crashed or unreachable)');
+    expect(killed.message).not.toContain('join');
+    const left = new PeerLostError('rank 0: rank 1 has left (destroyProcessGroup)');
+    expect(new DDPCommError(0, 'gradient all-reduce', 3, left).message).toContain('wrap the training loop in join');
   });
 });
 

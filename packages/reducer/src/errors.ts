@@ -1,3 +1,4 @@
+import { PeerLostError } from '@ddp/comm';
 /** Base class of every error @ddp/reducer raises. */
 export class DDPError extends Error {
   override name = 'DDPError';
@@ -66,12 +67,17 @@ export class DDPCommError extends DDPError {
     underJoin = false,
   ) {
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    const hint = underJoin
-      ? 'The loop runs under join, which shadows the collectives of its joinables only: a collective in the ' +
-        "model's forward (SyncBatchNorm) or in the loop is not shadowed once a rank has joined (torch does not " +
-        'support it either); if parameters get gradients on some ranks only, pass findUnusedParameters: true.'
-      : 'If ranks have different numbers of batches, wrap the training loop in join([ddp], ...) from @ddp/join; ' +
-        'if parameters get gradients on some ranks only, pass findUnusedParameters: true.';
+    // a peer that ended its loop early destroys its group ("has left"): uneven inputs; any other loss is a fault
+    const lost = cause instanceof PeerLostError && !/has left/.test(cause.message);
+    const hint = lost
+      ? "A peer was lost (killed, crashed or unreachable): its own output says why; ddp-run's --max-restarts " +
+        'restarts the world, to resume from the last checkpoint.'
+      : underJoin
+        ? 'The loop runs under join, which shadows the collectives of its joinables only: a collective in the ' +
+          "model's forward (SyncBatchNorm) or in the loop is not shadowed once a rank has joined (torch does not " +
+          'support it either); if parameters get gradients on some ranks only, pass findUnusedParameters: true.'
+        : 'If ranks have different numbers of batches, wrap the training loop in join([ddp], ...) from @ddp/join; ' +
+          'if parameters get gradients on some ranks only, pass findUnusedParameters: true.';
     super(`DistributedDataParallel (rank ${rank}, iteration ${iteration}): ${operation} failed: ${why}. ${hint}`);
   }
 }

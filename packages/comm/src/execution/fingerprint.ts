@@ -9,11 +9,12 @@ import type { Fingerprint } from '../transport/frame.js';
 
 /** A fingerprint as the call it stands for, for error messages. */
 export function describe(fp: Fingerprint): string {
-  const op = OP_NAME[fp.op] ?? `op#${fp.op}`;
+  // one code for both ends of a point-to-point transfer (they must match): the message names both
+  const op = fp.op === OP_CODE.send ? 'send/recv' : (OP_NAME[fp.op] ?? `op#${fp.op}`);
   const root =
     fp.op === 2 || fp.op === 6 || fp.op === 7 || fp.op === 8
       ? `, root ${fp.root}`
-      : fp.op === 11
+      : fp.op === OP_CODE.send
         ? `, tag ${fp.root}`
         : '';
   const red = fp.reduceOp ? `, ${REDUCE_NAME[fp.reduceOp] ?? fp.reduceOp}` : '';
