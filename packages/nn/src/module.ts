@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
-import type { Parameter } from './parameter.js';
+import { Parameter } from './parameter.js';
 
 /** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
 export type StateDict = Map<string, tf.Tensor>;
@@ -26,6 +26,36 @@ export class ModuleError extends Error {
 }
 
 const NAME = /^[^.]+$/;
+
+const fieldsChecked = new WeakSet<Module>();
+
+/**
+ * torch registers every Module or Parameter assigned to an attribute; here a plain field
+ * (`head = new Linear(4, 1)`) is no child: its parameters were missing from parameters(),
+ * stateDict() and DDP, eval() missed its dropout, silently. Said once per module, at its first
+ * traversal, for a field whose module or parameter is nowhere under this module.
+ */
+function warnUnregisteredFields(m: Module): void {
+  if (fieldsChecked.has(m)) return;
+  fieldsChecked.add(m);
+  const stray = Object.entries(m).filter(([, v]) => v instanceof Module || v instanceof Parameter);
+  if (stray.length === 0) return;
+  const under = new Set<unknown>();
+  for (const [, d] of m.namedModules('', new Set())) {
+    under.add(d);
+    for (const [, p] of d.namedParameters(false)) under.add(p);
+  }
+  for (const [field, v] of stray) {
+    if (under.has(v)) continue;
+    const what = v instanceof Module ? `a ${v.constructor.name}` : 'a Parameter';
+    const register = v instanceof Module ? 'registerModule' : 'registerParameter';
+    process.emitWarning(
+      `${m.constructor.name}.${field} holds ${what} that is not registered: it is not in parameters(), ` +
+        `stateDict() or train()/eval() (torch registers attributes itself; here call this.${register}('${field}', …))`,
+      { code: 'DDP_UNREGISTERED_FIELD' },
+    );
+  }
+}
 
 /**
  * Base class of layers and models (torch.nn.Module). Parameters, buffers and children are
@@ -134,6 +164,7 @@ export abstract class Module {
   *namedModules(prefix = '', seen = new Set<Module>()): Generator<[string, Module]> {
     if (seen.has(this)) return;
     seen.add(this);
+    warnUnregisteredFields(this);
     yield [prefix, this];
     for (const [name, m] of this.namedChildren()) yield* m.namedModules(prefix ? `${prefix}.${name}` : name, seen);
   }
