@@ -1,31 +1,17 @@
-import type { Tensor } from '@ddp/autograd';
+import { Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
+import { ModuleError, StateDictError } from './module-errors.js';
 import { Parameter } from './parameter.js';
 
 /** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
 export type StateDict = Map<string, tf.Tensor>;
 
-export class StateDictError extends Error {
-  override name = 'StateDictError';
-  constructor(
-    readonly missingKeys: string[],
-    readonly unexpectedKeys: string[],
-    readonly shapeMismatches: string[],
-  ) {
-    const parts = [
-      missingKeys.length ? `missing keys: ${missingKeys.join(', ')}` : '',
-      unexpectedKeys.length ? `unexpected keys: ${unexpectedKeys.join(', ')}` : '',
-      shapeMismatches.length ? `shape mismatches: ${shapeMismatches.join('; ')}` : '',
-    ];
-    super(`error(s) loading state dict: ${parts.filter(Boolean).join('; ')}`);
-  }
-}
-
-export class ModuleError extends Error {
-  override name = 'ModuleError';
-}
+export { ModuleError, StateDictError };
 
 const NAME = /^[^.]+$/;
+
+const kindOf = (v: unknown) =>
+  v instanceof tf.Tensor ? 'a tf.Tensor' : ((v as object)?.constructor?.name ?? typeof v);
 
 const fieldsChecked = new WeakSet<Module>();
 
@@ -45,10 +31,9 @@ function warnUnregisteredFields(m: Module): void {
     under.add(d);
     for (const [, p] of d.namedParameters(false)) under.add(p);
   }
-  for (const [field, v] of stray) {
-    if (under.has(v)) continue;
-    const what = v instanceof Module ? `a ${v.constructor.name}` : 'a Parameter';
-    const register = v instanceof Module ? 'registerModule' : 'registerParameter';
+  for (const [field, v] of stray.filter(([, v]) => !under.has(v))) {
+    const [what, register] =
+      v instanceof Module ? [`a ${kindOf(v)}`, 'registerModule'] : ['a Parameter', 'registerParameter'];
     process.emitWarning(
       `${m.constructor.name}.${field} holds ${what} that is not registered: it is not in parameters(), ` +
         `stateDict() or train()/eval() (torch registers attributes itself; here call this.${register}('${field}', …))`,
@@ -79,6 +64,9 @@ export abstract class Module {
 
   registerParameter<P extends Parameter | null>(name: string, param: P): P {
     this.checkName(name);
+    // a raw tf.Tensor was taken, then stateDict() held its methods and saveCheckpoint failed untyped
+    if (param !== null && !(param instanceof Parameter))
+      throw new ModuleError(`registerParameter('${name}'): expected a Parameter or null, got ${kindOf(param)}`);
     this.params.set(name, param);
     return param;
   }
@@ -86,6 +74,10 @@ export abstract class Module {
   /** A buffer is state that is not trained (running statistics); persistent ones are in stateDict. */
   registerBuffer<T extends Tensor | null>(name: string, tensor: T, persistent = true): T {
     this.checkName(name);
+    if (tensor !== null && !(tensor instanceof Tensor))
+      throw new ModuleError(
+        `registerBuffer('${name}'): expected a Tensor (new Tensor(t)) or null, got ${kindOf(tensor)}`,
+      );
     this.bufs.set(name, tensor);
     if (!persistent) this.nonPersistent.add(name);
     return tensor;
@@ -93,6 +85,8 @@ export abstract class Module {
 
   registerModule<M extends Module | null>(name: string, module: M): M {
     this.checkName(name);
+    if (module !== null && !(module instanceof Module))
+      throw new ModuleError(`registerModule('${name}'): expected a Module or null, got ${kindOf(module)}`);
     this.children_.set(name, module);
     return module;
   }
@@ -256,10 +250,14 @@ export abstract class Module {
    * before changing anything.
    */
   loadStateDict(
-    state: StateDict | Record<string, tf.Tensor>,
+    state: StateDict | Record<string, tf.Tensor | Tensor>,
     strict = true,
   ): { missingKeys: string[]; unexpectedKeys: string[] } {
-    const incoming = state instanceof Map ? state : new Map(Object.entries(state));
+    // autograd Tensors (another model's namedParameters()) are read through their data; anything else is refused
+    const entries = state instanceof Map ? [...state] : Object.entries(state);
+    const incoming = new Map(entries.map(([k, v]) => [k, v instanceof Tensor ? v.data : v]));
+    const odd = [...incoming].find(([, v]) => !(v instanceof tf.Tensor));
+    if (odd) throw new ModuleError(`loadStateDict: '${odd[0]}' is ${kindOf(odd[1])}, not a tensor`);
     const targets = new Map(this.stateTensors());
     // a shared tensor is loaded through any of its names (files saved before held only the first)
     const loaded = new Set([...targets].filter(([k]) => incoming.has(k)).map(([, t]) => t));

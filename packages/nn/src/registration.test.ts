@@ -2,7 +2,7 @@ import { type Tensor, tensor } from '@ddp/autograd';
 import { expect, it } from 'vitest';
 import { Dropout } from './layers/activation.js';
 import { Linear } from './layers/linear.js';
-import { Module } from './module.js';
+import { Module, ModuleError } from './module.js';
 import { Parameter } from './parameter.js';
 
 /** torch's habit: layers and a parameter kept in plain fields, which torch registers itself. */
@@ -40,4 +40,30 @@ it('a Module or Parameter in a plain field: one warning per field, once per modu
     expect.stringMatching(/^PlainFields\.drop holds a Dropout that is not registered/),
     expect.stringMatching(/^PlainFields\.scale holds a Parameter that is not registered: .*registerParameter\('scale'/),
   ]);
+});
+
+it('register* refuse what is not a Parameter, a Tensor or a Module (a raw tf.Tensor broke stateDict and saves)', () => {
+  class Raw extends Module {
+    forward(x: Tensor): Tensor {
+      return x;
+    }
+  }
+  const m = new Raw();
+  const raw = tensor([1]).data;
+  expect(() => m.registerBuffer('b', raw as unknown as Tensor)).toThrow(
+    "registerBuffer('b'): expected a Tensor (new Tensor(t)) or null, got a tf.Tensor",
+  );
+  expect(() => m.registerParameter('p', raw as unknown as Parameter)).toThrow(/expected a Parameter or null/);
+  expect(() => m.registerModule('c', {} as Module)).toThrow(ModuleError);
+  raw.dispose();
+});
+
+it("loadStateDict takes another model's parameters (autograd Tensors); a plain array is a ModuleError", () => {
+  const [a, b] = [new Linear(2, 1), new Linear(2, 1)];
+  // was: an untyped tfjs error (and a TypeError for arrays)
+  b.loadStateDict(Object.fromEntries(a.namedParameters()));
+  expect(Array.from(b.weight.data.dataSync())).toEqual(Array.from(a.weight.data.dataSync()));
+  expect(() => b.loadStateDict({ weight: [[1, 2]] as unknown as Tensor, bias: a.bias! })).toThrow(
+    "loadStateDict: 'weight' is Array, not a tensor",
+  );
 });
