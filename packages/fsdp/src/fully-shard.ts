@@ -28,7 +28,8 @@ export interface FullyShardOptions {
 type UnitForward = (...inputs: Tensor[]) => Tensor;
 
 const unitOf = new WeakMap<Module, FSDPModule>();
-const sharded = new WeakSet<Tensor>();
+/** Each sharded parameter's unit module. */
+const sharded = new WeakMap<Tensor, Module>();
 
 /** The running root forward: the last resharded unit that ran, for backward prefetch. */
 let lastInForward: FSDPModule | null = null;
@@ -74,15 +75,19 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
     const trainable = module.parameters().filter((p) => p.requiresGrad);
     const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
-    if (trainable.some((p) => sharded.has(p) && !under.has(p))) {
+    const holder = trainable.flatMap((p) => (sharded.has(p) && !under.has(p) ? [sharded.get(p)!] : []))[0];
+    // a unit holding this module was applied first (top-down), or another unit holds a weight tied to this one's
+    if (holder)
       throw new FSDPError(
-        `fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; ` +
-          'apply it bottom-up (inner units first)',
+        holder.modules().includes(module)
+          ? `fullyShard: ${module.constructor.name}'s parameters belong to an enclosing unit already; ` +
+              'apply it bottom-up (inner units first)'
+          : `fullyShard: ${module.constructor.name} shares a parameter with the unit ${holder.constructor.name} ` +
+              '(tied weights): make the modules that share it one unit, or leave the shared module unsharded',
       );
-    }
     checkNoTieAcrossUnits(module, this.subunits, under);
     const own = trainable.filter((p) => !under.has(p));
-    for (const p of own) sharded.add(p);
+    for (const p of own) sharded.set(p, module);
     recordStart(this, own); // before this rank keeps only its slice
     this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype, module) : null;
     if (this.flat && !this.reshardAfterForward) {

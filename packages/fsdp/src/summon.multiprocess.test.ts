@@ -4,6 +4,7 @@ import { expect, it } from 'vitest';
 interface Result {
   rank: number;
   tied: string;
+  tiedSiblings: string;
   loaded: number[];
   summoned: number[];
   losses: number[];
@@ -22,6 +23,9 @@ it('tied weights across units refused; summonFullParams writes back and reads fl
   for (const r of results) {
     // before: the root's part of the tied gradient stayed on the full parameter and arrived a step late
     expect(r.tied).toMatch(/^FSDPError: fullyShard: Linear shares a parameter with a unit below Tied \(tied weights\)/);
+    expect(r.tiedSiblings).toMatch(
+      /^FSDPError: fullyShard: Head shares a parameter with the unit Linear \(tied weights\)/,
+    );
     // before: the loaded values were dropped when the parameters were freed
     expect(r.loaded).toEqual([1, 1, 1, 1, 1, 1, 2, 2]);
     // before: rounded through bfloat16 (1, 2, 3, 0.1235351)

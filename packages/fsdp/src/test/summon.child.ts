@@ -39,6 +39,16 @@ try {
   result.tied = `${(e as Error).name}: ${(e as Error).message}`;
 }
 
+// the same tie between two sibling units (was: "belong to an enclosing unit already; apply it bottom-up")
+const siblings = new Tied();
+fullyShard(siblings.emb);
+try {
+  fullyShard(siblings.head);
+  result.tiedSiblings = 'no error';
+} catch (e) {
+  result.tiedSiblings = `${(e as Error).name}: ${(e as Error).message}`;
+}
+
 // a state dict loaded while the parameters are gathered reaches the shards
 const lin = new Linear(3, 2);
 const root = fullyShard(lin);
