@@ -71,6 +71,15 @@ describe('a world of one in this process (HashStore)', () => {
     expect(getWorldSize((await newGroup([0])) as ProcessGroup)).toBe(1);
   });
 
+  it('a second initProcessGroup names the rank (was: a CommError with no rank), as torch refuses it', async () => {
+    await initProcessGroup({ rank: 0, worldSize: 1 });
+    const again = initProcessGroup({ rank: 0, worldSize: 1 });
+    await expect(again).rejects.toThrow(
+      'rank 0: initProcessGroup: already initialised (call destroyProcessGroup first)',
+    );
+    await expect(again).rejects.toMatchObject({ rank: 0, op: 'initProcessGroup' });
+  });
+
   it('rejects a timeout that is not positive before forming the world', async () => {
     await expect(initProcessGroup({ rank: 0, worldSize: 1, timeoutMs: -5 })).rejects.toThrow(InvalidArgumentError);
     await expect(initProcessGroup({ rank: 0, worldSize: 1, timeoutMs: Number.NaN })).rejects.toThrow(/timeoutMs/);

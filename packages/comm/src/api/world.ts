@@ -87,10 +87,15 @@ export function checkTimeout(ms: number, op: string): number {
  * other ranks through the store, starts the comm worker and connects to every peer.
  */
 export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
-  if (world || mpiWorld())
-    throw new CommError('initProcessGroup: already initialised (call destroyProcessGroup first)', {
+  const existing = (world ?? mpiWorld())?.group;
+  // torch raises here too; the rank says which process of the job called it twice
+  if (existing) {
+    const rank = existing.ranks[existing.rank];
+    throw new CommError(`rank ${rank}: initProcessGroup: already initialised (call destroyProcessGroup first)`, {
+      rank,
       op: 'initProcessGroup',
     });
+  }
   const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
   if (backend !== 'default' && backend !== 'mpi')
     throw new InvalidArgumentError(
