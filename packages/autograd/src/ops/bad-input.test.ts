@@ -12,6 +12,7 @@ import {
   matmul,
   mse,
   mul,
+  permute,
   reshape,
   tensor,
   zeros,
@@ -130,6 +131,14 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(() => crossEntropy(tensor([1, 2, 3], [1, 3]), [-(2 ** 32) + 2])).toThrow(AutogradArgumentError);
     expect(() => embedding(Int32Array.of(0, 1) as unknown as number[], table)).toThrow(
       'embedding: indices must be a list, an int32 tf.Tensor or a Tensor, got Int32Array',
+    );
+  });
+
+  it('an embedding table that is not 2-D, a permutation naming a dim past the rank (were tfjs errors)', () => {
+    expect(() => embedding([0], tensor([1, 2, 3], [3]))).toThrow('embedding: the table must be [rows, dim], got [3]');
+    expect(() => embedding([0], tensor([1, 2, 3, 4], [1, 2, 2]))).toThrow(AutogradArgumentError);
+    expect(() => permute(tensor([1, 2, 3, 4], [2, 2]), [1, 2])).toThrow(
+      'permute: [1,2] is not a permutation of 2 dims',
     );
   });
 

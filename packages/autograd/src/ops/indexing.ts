@@ -279,6 +279,8 @@ function paddingRow(paddingIdx: number, rows: number, op: string): number {
  */
 export function embedding(ids: Indices, table: Tensor, opts: { paddingIdx?: number } = {}): Tensor {
   checkOptions('embedding', opts, ['paddingIdx']);
+  if (table.rank !== 2)
+    throw new AutogradArgumentError(`embedding: the table must be [rows, dim], got [${table.shape}]`);
   const skip = opts.paddingIdx === undefined ? -1 : paddingRow(opts.paddingIdx, table.shape[0], 'embedding');
   const idx = toIndexTensor(ids, 'embedding');
   try {

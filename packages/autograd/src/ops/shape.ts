@@ -35,7 +35,11 @@ class Permute extends AutogradFunction {
   private perm: number[] = [];
   forward(_ctx: Context, x: tf.Tensor, perm: number[]): tf.Tensor {
     this.perm = perm.map((d) => (d < 0 ? d + x.rank : d));
-    if (this.perm.length !== x.rank || new Set(this.perm).size !== x.rank) {
+    if (
+      this.perm.length !== x.rank ||
+      new Set(this.perm).size !== x.rank ||
+      this.perm.some((d) => !(d >= 0 && d < x.rank))
+    ) {
       throw new AutogradArgumentError(`permute: [${perm}] is not a permutation of ${x.rank} dims`);
     }
     return tf.transpose(x, this.perm);
