@@ -21,14 +21,17 @@ function refuse(op: string, message: string): never {
   throw new IndexBoundsError(`${op}: ${message}`);
 }
 
+/** Every axis once (a bit per axis: no allocation, Transpose runs often in training). */
 function checkPermutation(x: TensorInfo, perm: number[]): void {
-  const seen = new Set(perm.map((p) => (p < 0 ? p + x.shape.length : p)));
-  if (
-    perm.length !== x.shape.length ||
-    seen.size !== perm.length ||
-    [...seen].some((p) => !(p >= 0 && p < perm.length))
-  )
-    refuse('transpose', `perm [${perm}] is not a permutation of the ${x.shape.length} axes of [${x.shape}]`);
+  const rank = x.shape.length;
+  let seen = 0;
+  for (const p of perm) {
+    const axis = p < 0 ? p + rank : p;
+    if (!(axis >= 0 && axis < rank) || seen & (1 << axis)) break;
+    seen |= 1 << axis;
+  }
+  if (perm.length !== rank || seen !== 2 ** rank - 1)
+    refuse('transpose', `perm [${perm}] is not a permutation of the ${rank} axes of [${x.shape}]`);
 }
 
 function checkAxis(op: string, x: TensorInfo, axis: number): void {
