@@ -87,15 +87,10 @@ export function checkTimeout(ms: number, op: string): number {
  * other ranks through the store, starts the comm worker and connects to every peer.
  */
 export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessGroup> {
-  const existing = (world ?? mpiWorld())?.group;
-  // torch raises here too; the rank says which process of the job called it twice
-  if (existing) {
-    const rank = existing.ranks[existing.rank];
-    throw new CommError(`rank ${rank}: initProcessGroup: already initialised (call destroyProcessGroup first)`, {
-      rank,
-      op: 'initProcessGroup',
-    });
-  }
+  const existing = (world ?? mpiWorld())?.group; // torch raises here too; the rank says which process did it
+  const me = existing?.ranks[existing.rank];
+  const twice = `rank ${me}: initProcessGroup: already initialised (call destroyProcessGroup first)`;
+  if (existing) throw new CommError(twice, { rank: me, op: 'initProcessGroup' });
   const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
   if (backend !== 'default' && backend !== 'mpi')
     throw new InvalidArgumentError(
