@@ -18,4 +18,36 @@ describe('lossWeights', () => {
     expect(lossWeights(targets, [undefined, undefined], 'sum', 0)).toEqual([1, 1]);
     tf.dispose(targets);
   });
+
+  it('a list holding fractions is a regression target: every entry counts (was: the negative ones dropped)', () => {
+    // weights 0.2 / 0.8 before, for two micro-batches of 4 values each
+    expect(
+      lossWeights(
+        [
+          [
+            [0.5, -1.5],
+            [-2, -0.25],
+          ],
+          [
+            [1, 2],
+            [3, 4],
+          ],
+        ],
+        [undefined, undefined],
+        'mean',
+        1,
+      ),
+    ).toEqual([1 / 2, 1 / 2]);
+  });
+
+  it('a float32 tensor of integers holding -100 is refused as ambiguous (was: every entry counted, padding too)', () => {
+    const labels = [tf.tensor([3, -100]), tf.tensor([1, 2])];
+    expect(() => lossWeights(labels, [undefined, undefined], 'mean', 1)).toThrow(
+      /stage 1: micro-batch 0's target is a float32 tensor of integers holding -100: class indices/,
+    );
+    const asInt = labels.map((t) => tf.cast(t, 'int32'));
+    expect(lossWeights(asInt, [undefined, undefined], 'mean', 1)).toEqual([1 / 3, 2 / 3]);
+    expect(lossWeights(labels, [1, 2], 'mean', 1)).toEqual([1 / 3, 2 / 3]);
+    tf.dispose([...labels, ...asInt]);
+  });
 });

@@ -4,14 +4,26 @@ import { PipelineStageError } from './stage.js';
 /** How the stage's loss function reduces a micro-batch: to the mean over what it counts, or to the sum. */
 export type LossReduction = 'mean' | 'sum';
 
+/** crossEntropy's default ignoreIndex: in a float32 target it may be padding of class indices or a value. */
+const IGNORED_CLASS = -100;
+
 /**
  * The target entries a loss averages over: every element of a float target (a regression's, whose
- * values may be negative); of class indices, the non-negative ones (a negative one is an ignored
- * index: crossEntropy's -100 padding).
+ * values may be negative: a float32 tensor, or a list holding a fraction); of class indices (an
+ * int32 tensor, a list of integers), the non-negative ones (a negative one is an ignored index:
+ * crossEntropy's -100 padding). A float32 tensor of integers holding -100 could be either (class
+ * indices made with tf.tensor, which crossEntropy takes): refused, rather than guessed.
  */
-function countedTargets(target: Indices): number {
-  if (!Array.isArray(target) && target.dtype === 'float32') return target.size;
+function countedTargets(target: Indices, microBatch: number, stage: number): number {
   const values = Array.isArray(target) ? target.flat() : target.dataSync();
+  const fractional = values.some((v) => !Number.isInteger(v));
+  const float = !Array.isArray(target) && target.dtype === 'float32';
+  if (float && !fractional && values.includes(IGNORED_CLASS))
+    throw new PipelineStageError(
+      `stage ${stage}: micro-batch ${microBatch}'s target is a float32 tensor of integers holding -100: class ` +
+        "indices with crossEntropy's padding (make it int32), or a regression's values (give the micro-batch a count)?",
+    );
+  if (float || fractional) return values.length;
   let n = 0;
   for (const v of values) if (v >= 0) n++;
   return n;
@@ -40,7 +52,7 @@ export function lossWeights(
   }
   if (reduction !== 'mean')
     throw new PipelineStageError(`stage ${stage}: lossReduction is 'mean' or 'sum', not ${String(reduction)}`);
-  const n = targets.map((t, i) => counts[i] ?? countedTargets(t));
+  const n = targets.map((t, i) => counts[i] ?? countedTargets(t, i, stage));
   const bad = n.findIndex((c) => !(Number.isFinite(c) && c > 0));
   if (bad >= 0)
     throw new PipelineStageError(
