@@ -2,7 +2,7 @@ import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 
 type Steps = [stepped: boolean, scale: number, weightSum: number][];
-type UnderJoin = Record<'listed' | 'unlisted', { weights: number; warnings: string[] }>;
+type UnderJoin = Record<'listed' | 'unlisted', { weights: number; warnings: string[]; scale: number }>;
 type RankResult = {
   rank: number;
   refused: string | null;
@@ -28,6 +28,8 @@ describe('GradScaler across 2 real processes: one rank overflows, both skip', ()
       expect(r.underJoin.unlisted.warnings[0]).toMatch(/not among join's joinables.*join\(\[ddp, scaler, optimizer\]/);
     }
     expect(r0.underJoin.listed.weights).toBe(r1.underJoin.listed.weights);
+    // the joined rank follows the scale of the steps it shadowed (was: 4096 where rank 0 had 8192, then drift)
+    expect([r0.underJoin.listed.scale, r1.underJoin.listed.scale]).toEqual([8192, 8192]);
     for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
       const [a, b] = [r0[setting], r1[setting]];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps

@@ -176,13 +176,17 @@ export class GradScaler implements Joinable {
 
   /**
    * Under `join` with uneven inputs, a joined rank all-reduces "no inf, no gradient" in place of
-   * each agreement the active ranks make per step. List the scaler where its all-reduce falls in
-   * an iteration: after DDP, before a ZeroRedundancyOptimizer (`join([ddp, scaler, zero], …)`).
+   * each agreement the active ranks make per step, and updates its scale from what they agreed, as
+   * their update() does: it kept the scale it joined with, and once inputs were even again DDP
+   * averaged gradients scaled by different factors (the replicas drifted apart, silently). List the
+   * scaler where its all-reduce falls in an iteration: after DDP (`join([ddp, scaler], …)`).
    */
   joinHook(): JoinHook {
     return {
       mainHook: async () => {
-        for (let i = 0; i < this.agreementsPerStep; i++) await this.agree(false, false);
+        let found = false;
+        for (let i = 0; i < this.agreementsPerStep; i++) found = (await this.agree(false, false)).found || found;
+        if (this.enabled) this.adjust(found);
       },
       postHook: () => {},
     };

@@ -87,11 +87,12 @@ const refusedOwningNothing = await new GradScaler().step(loneOptimizer).then(
  * Uneven inputs under join (rank 0: 3 batches, rank 1: 2): listed among the joinables, the scaler's
  * agreement is shadowed by the joined rank; not listed, it warns once (even inputs here).
  */
-async function joined(listed: boolean): Promise<{ weights: number; warnings: string[] }> {
+async function joined(listed: boolean): Promise<{ weights: number; warnings: string[]; scale: number }> {
   const model = new Linear(4, 2, { generator: new Generator(7) });
   const ddp = await DistributedDataParallel.create(model, { checkFinite: false });
   const optimizer = new SGD(model.parameters(), { lr: 0.05 });
-  const scaler = new GradScaler({ initScale: 1024, processGroup: group });
+  // growth every clean step: the scale moves in the step rank 1 shadows
+  const scaler = new GradScaler({ initScale: 1024, growthInterval: 1, processGroup: group });
   const warnings: string[] = [];
   const onWarning = (w: Error & { code?: string }) => w.code === 'DDP_SCALER_NOT_JOINED' && warnings.push(w.message);
   process.on('warning', onWarning);
@@ -108,7 +109,7 @@ async function joined(listed: boolean): Promise<{ weights: number; warnings: str
   });
   await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
   process.off('warning', onWarning);
-  return { weights: weightSum(model.parameters()), warnings };
+  return { weights: weightSum(model.parameters()), warnings, scale: scaler.getScale() };
 }
 const underJoin = { listed: await joined(true), unlisted: await joined(false) };
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, ...results, refused, refusedOwningNothing, underJoin })}`);
