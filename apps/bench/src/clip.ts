@@ -10,8 +10,8 @@
  *   pnpm bench clip [--rounds 2] [--steps 150] [--check]
  *
  * --check: the equivalence check instead: both train the first CHECK_STEPS steps of the same
- * run and rank 0's losses must agree to CHECK_TOLERANCE at every step: the first (same
- * weights, same batch) checks the model and loss, the later ones the optimizer and schedule
+ * run and the batch's losses (the ranks' mean, as each logs it) must agree to CHECK_TOLERANCE at
+ * every step: the first (same weights, same batch) checks the model and loss, the later ones the optimizer and schedule
  * too (`--steps 10` makes the warm-up one step, so they run at the full learning rate).
  * Writes results/clip-check.{json,md}; exits 1 when they do not agree.
  *
@@ -72,7 +72,8 @@ async function check(run: DumpedRun, dump: string, work: string, torch: string):
   const notes = paragraphs(
     [
       `Equivalence of the PyTorch ${torch} twin and apps/clip: the same initial weights and batches (apps/clip`,
-      `--dump-init), ${run.world} ranks each, rank 0's loss of the first ${CHECK_STEPS} of ${run.steps} steps`,
+      `--dump-init), ${run.world} ranks each, the batch's loss (the ranks' mean) of the first ${CHECK_STEPS} ` +
+        `of ${run.steps} steps`,
       `(warm-up over ${run.schedule.warmupSteps}; the learning rate is 0 at step 1).`,
     ],
     [

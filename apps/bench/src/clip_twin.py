@@ -207,8 +207,13 @@ def main():
             model.logitScale.clamp_(0, log_scale_max)
         optimizer.zero_grad(set_to_none=True)
         ms = (time.perf_counter() - started) * 1e3
+        # the batch's loss, as the app logs it: each rank's clip loss is its rows' share, their mean the batch's
+        # (rank 0's alone was printed, 2e-2 to 1e-1 off the app's, and --check failed on it)
+        losses = torch.tensor([loss.item()], dtype=torch.float64)
+        dist.all_reduce(losses)
         if rank == 0:
-            print('SAMPLE ' + json.dumps({'step': step + 1, 'loss': loss.item(), 'lr': lr, 'ms': ms}), flush=True)
+            sample = {'step': step + 1, 'loss': losses.item() / world, 'lr': lr, 'ms': ms}
+            print('SAMPLE ' + json.dumps(sample), flush=True)
         done = step + 1
         if (run['evalEvery'] > 0 and done % run['evalEvery'] == 0) or done == run['steps']:
             top1 = zero_shot_top1(model, test, data['test_pairs'], caption_tokens)
