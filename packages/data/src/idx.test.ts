@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { IdxFormatError } from './errors.js';
+import { DataError, IdxFormatError } from './errors.js';
 import { parseIdx } from './idx.js';
 import { loadMnist, MnistDataset, mnistDataDir } from './mnist.js';
 
@@ -77,6 +78,13 @@ describe('loadMnist', () => {
     // Pixels are ink intensities: the border is blank, some pixels are fully inked.
     expect(test.images[0]).toBe(0);
     expect(Math.max(...test.images.subarray(0, 784))).toBe(255);
+  });
+
+  it("a split whose files are missing: a DataError naming the file (was Node's bare ENOENT)", () => {
+    expect(() => loadMnist({ split: 'test', dir: tmpdir() })).toThrow(DataError);
+    expect(() => loadMnist({ split: 'test', dir: tmpdir() })).toThrow(
+      /MNIST: cannot read .*t10k-images-idx3-ubyte: ENOENT/,
+    );
   });
 
   it('MnistDataset yields 28×28 float images in [0, 1] and labels', () => {

