@@ -75,7 +75,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
     const trainable = module.parameters().filter((p) => p.requiresGrad);
     const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
-    const holder = trainable.flatMap((p) => (sharded.has(p) && !under.has(p) ? [sharded.get(p)!] : []))[0];
+    const held = trainable.find((p) => sharded.has(p) && !under.has(p));
+    const holder = held && sharded.get(held);
     // a unit holding this module was applied first (top-down), or another unit holds a weight tied to this one's
     if (holder)
       throw new FSDPError(

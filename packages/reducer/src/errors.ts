@@ -1,4 +1,5 @@
 import { PeerLostError } from '@ddp/comm';
+
 /** Base class of every error @ddp/reducer raises. */
 export class DDPError extends Error {
   override name = 'DDPError';

@@ -2,7 +2,7 @@ import type { KernelBackend, KernelConfig, TensorInfo } from '@tensorflow/tfjs-c
 import * as tf from '@tensorflow/tfjs-core';
 import { IndexBoundsError } from './errors.js';
 import { wrapKernel } from './kernel-wrap.js';
-import { runOnCpu } from './run-on-cpu.js';
+import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
 
 /**
  * Raw tfjs ops (the `tf` @ddp/tensor re-exports) given an index outside their input. tfjs-wasm
@@ -49,12 +49,7 @@ function checkBoxIndices(args: Parameters<KernelConfig['kernelFunc']>[0]): void 
 }
 
 export function registerIndexBounds(): void {
-  for (const name of UNCHECKED_ON_WASM) {
-    const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
-    if (!cpu || !tf.getKernel(name, 'wasm')) continue;
-    tf.unregisterKernel(name, 'wasm');
-    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(cpu) });
-  }
+  for (const name of UNCHECKED_ON_WASM) replaceWithCpu(name);
   wrapKernel('Slice', 'wasm', (slice) => (args) => {
     const { begin, size } = args.attrs as unknown as tf.SliceAttrs;
     const x = args.inputs.x as TensorInfo;

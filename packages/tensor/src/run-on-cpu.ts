@@ -24,3 +24,11 @@ export function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
     return Array.isArray(produced) ? copied : (copied[0] as TensorInfo);
   };
 }
+
+/** Replaces wasm's `name` kernel outright by cpu's, run on copies (a kernel wasm computes wrongly for every input). */
+export function replaceWithCpu(name: string): void {
+  const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
+  if (!cpu || !tf.getKernel(name, 'wasm')) return;
+  tf.unregisterKernel(name, 'wasm');
+  tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(cpu) });
+}

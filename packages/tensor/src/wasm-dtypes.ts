@@ -8,9 +8,9 @@ import { runOnCpu } from './run-on-cpu.js';
  * bool gave 3.6e-41, neg, relu and abs of a bool uninitialised bytes, sqrt of an int32 4.5e8,
  * ceil of a bool wrote out of bounds, an int32 mod trapped on a zero divisor, prelu read an
  * int32 as float bits, a strided slice of an int32 came back float32 bits, where() over bool values
- * aborted the wasm module (the process died). With
- * an input of a listed dtype they run on the cpu backend, tfjs's reference (found by sweeping
- * every op against cpu: wasm-dtypes.test.ts); float32, and the dtypes a kernel handles, stay on wasm.
+ * aborted the wasm module (the process died). With an input of a listed dtype they run on the cpu
+ * backend, tfjs's reference (found by sweeping every op against cpu: wasm-dtypes.test.ts); float32,
+ * and the dtypes a kernel handles, stay on wasm.
  */
 const WRONG_DTYPES: Record<string, readonly DataType[]> = {
   Abs: ['bool'],

@@ -8,7 +8,7 @@ import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
 import { registerExplicitPadding } from './numeric-padding.js';
-import { runOnCpu } from './run-on-cpu.js';
+import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
 import { registerDtypeFallbacks } from './wasm-dtypes.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
@@ -69,10 +69,7 @@ export function registerWasmFallbacks(): void {
   registerLongSums();
   registerEmptyOperands();
   registerNaNIndices();
-  for (const name of WRONG_ON_WASM) {
-    tf.unregisterKernel(name, 'wasm');
-    tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(tf.getKernel(name, 'cpu')) });
-  }
+  for (const name of WRONG_ON_WASM) replaceWithCpu(name);
   registerBoolCast();
   registerDtypeFallbacks();
   registerIndexBounds();
