@@ -112,6 +112,9 @@ export function crossEntropy(
   checkOptions('crossEntropy', opts, ['ignoreIndex', 'reduction']);
   checkOptionValue('crossEntropy', 'reduction', opts.reduction, REDUCTIONS, argumentError);
   requireFloat32('crossEntropy', logits);
+  // a fractional ignoreIndex equals no label, so nothing was ignored (torch refuses a non-integer one)
+  if (opts.ignoreIndex !== undefined && !Number.isSafeInteger(opts.ignoreIndex))
+    throw new AutogradArgumentError(`crossEntropy: ignoreIndex must be an integer, got ${opts.ignoreIndex}`);
   const idx = toIndexTensor(labels, 'crossEntropy');
   try {
     return CrossEntropy.apply(logits, idx, opts.ignoreIndex ?? -100, opts.reduction ?? 'mean');

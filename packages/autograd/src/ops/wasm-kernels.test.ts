@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { abs, maskedFill, sum, tensor } from '../index.js';
+import { AutogradArgumentError, abs, crossEntropy, maskedFill, sum, tensor, where } from '../index.js';
 
 // On the default backend (wasm), tfjs 4.22's Sign was 0 for |x| < ~1e-6 and its cast to bool
 // truncated to a byte; @ddp/tensor now runs both as the cpu backend does (wasm-fallbacks.ts).
@@ -11,10 +11,21 @@ describe('autograd ops over the wasm kernels that were wrong', () => {
     expect(Array.from(w.grad!.dataSync())).toEqual([1, -1, 0, 1]);
   });
 
-  it('a float mask counts where it is not 0, as bool() in torch (was: 0.5 and 1e-7 false, -2.5 true as 254)', () => {
-    const mask = tf.tensor([0.5, 0, -2.5, 1e-7]);
-    const y = maskedFill(tensor([1, 2, 3, 4], [4]), mask, -1);
-    expect(Array.from(y.dataSync())).toEqual([-1, 2, -1, -1]);
-    mask.dispose();
+  it('a float or int32 mask is refused, as torch refuses it (a float mask was cast: 0.5 and -1e-9 selected)', () => {
+    const x = tensor([1, 2, 3, 4], [4]);
+    for (const mask of [tf.tensor([0.5, 0, -2.5, 1e-7]), tf.tensor([0, 2, 0, 1], undefined, 'int32')]) {
+      expect(() => maskedFill(x, mask, -1)).toThrow(AutogradArgumentError);
+      expect(() => where(mask, x, 0)).toThrow(/where: the mask must be a bool tensor, got (float32|int32)/);
+      mask.dispose();
+    }
+    const bool = tf.tensor([true, false, true, false], undefined, 'bool');
+    expect(Array.from(maskedFill(x, bool, -1).dataSync())).toEqual([-1, 2, -1, 4]);
+    bool.dispose();
+  });
+
+  it('a fractional ignoreIndex is refused (equal to no label, it ignored nothing; torch wants an integer)', () => {
+    const logits = tensor([1, 2, 3, 4], [2, 2]);
+    expect(() => crossEntropy(logits, [0, 1], { ignoreIndex: 1.5 })).toThrow(/ignoreIndex must be an integer/);
+    expect(crossEntropy(logits, [0, 1], { ignoreIndex: 1 }).dataSync()[0]).toBeCloseTo(1.3132616, 6);
   });
 });

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import { checkInt32Values } from '../int32-range.js';
 import type { Context } from '../node.js';
@@ -34,15 +35,29 @@ class Where extends AutogradFunction {
   }
 }
 
+/**
+ * A condition or mask must be bool, as torch requires: a float mask was cast, so 0.5 or -1e-9 (a mask
+ * computed in float) selected as true, and an int32 mask of 0/2 behaved unlike torch.where's refusal.
+ */
+function requireBool(op: string, mask: Tensor | tf.Tensor): void {
+  if (mask.dtype === 'bool') return;
+  throw new AutogradArgumentError(
+    `${op}: the mask must be a bool tensor, got ${mask.dtype} (compare it, e.g. x.gt(0))`,
+  );
+}
+
 /** cond ? a : b elementwise, all three broadcast (torch.where). */
-export const where = (cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor =>
-  Where.apply(cond, a, b);
+export function where(cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor {
+  requireBool('where', cond);
+  return Where.apply(cond, a, b);
+}
 
 /**
  * x with `value` where mask is true (torch.masked_fill): the result keeps x's dtype, the value taken
  * in it; an int32 tensor refuses a value int32 cannot hold, as torch (3e9 wrapped to -1294967296).
  */
 export function maskedFill(x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor {
+  requireBool('maskedFill', mask);
   if (x.dtype === 'float32') return Where.apply(mask, value, x);
   if (x.dtype === 'bool') {
     const fill = tf.scalar(value !== 0, 'bool');
