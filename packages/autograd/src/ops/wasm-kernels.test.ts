@@ -11,16 +11,19 @@ describe('autograd ops over the wasm kernels that were wrong', () => {
     expect(Array.from(w.grad!.dataSync())).toEqual([1, -1, 0, 1]);
   });
 
-  it('a float or int32 mask is refused, as torch refuses it (a float mask was cast: 0.5 and -1e-9 selected)', () => {
+  it('a float mask, or an int32 one beyond 0 and 1, is refused as torch refuses it (a float mask was cast)', () => {
     const x = tensor([1, 2, 3, 4], [4]);
-    for (const mask of [tf.tensor([0.5, 0, -2.5, 1e-7]), tf.tensor([0, 2, 0, 1], undefined, 'int32')]) {
-      expect(() => maskedFill(x, mask, -1)).toThrow(AutogradArgumentError);
-      expect(() => where(mask, x, 0)).toThrow(/where: the mask must be a bool tensor, got (float32|int32)/);
-      mask.dispose();
-    }
+    const float = tf.tensor([0.5, 0, -2.5, 1e-7]);
+    expect(() => maskedFill(x, float, -1)).toThrow(/maskedFill: the mask must be a bool tensor, got float32/);
+    expect(() => where(float, x, 0)).toThrow(/where: the mask must be a bool tensor, got float32/);
+    const two = tf.tensor([0, 2, 0, 1], undefined, 'int32');
+    expect(() => maskedFill(x, two, -1)).toThrow(/int32 mask can take 0 and 1 values only, got 2/);
+    expect(() => where(two, x, 0)).toThrow(AutogradArgumentError);
+    // torch.masked_fill takes an integer 0/1 mask and a bool one alike
+    const ints = tf.tensor([1, 0, 1, 0], undefined, 'int32');
     const bool = tf.tensor([true, false, true, false], undefined, 'bool');
-    expect(Array.from(maskedFill(x, bool, -1).dataSync())).toEqual([-1, 2, -1, 4]);
-    bool.dispose();
+    for (const mask of [ints, bool]) expect(Array.from(maskedFill(x, mask, -1).dataSync())).toEqual([-1, 2, -1, 4]);
+    for (const t of [float, two, ints, bool]) t.dispose();
   });
 
   it('a fractional ignoreIndex is refused (equal to no label, it ignored nothing; torch wants an integer)', () => {

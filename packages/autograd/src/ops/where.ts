@@ -36,11 +36,17 @@ class Where extends AutogradFunction {
 }
 
 /**
- * A condition or mask must be bool, as torch requires: a float mask was cast, so 0.5 or -1e-9 (a mask
- * computed in float) selected as true, and an int32 mask of 0/2 behaved unlike torch.where's refusal.
+ * torch.where's condition must be bool; masked_fill's mask bool, or integers 0 and 1. A float mask was cast, so
+ * 0.5 or -1e-9 (a mask computed in float) selected, and an int32 2 did where torch refuses it; torch 1.13's own
+ * masked_fill ignores a float 0/1 mask (x unchanged), so a float mask is refused here.
  */
-function requireBool(op: string, mask: Tensor | tf.Tensor): void {
+function checkMask(op: string, mask: Tensor | tf.Tensor): void {
   if (mask.dtype === 'bool') return;
+  if (op === 'maskedFill' && mask.dtype === 'int32') {
+    const bad = (mask.dataSync() as Int32Array).find((v) => v !== 0 && v !== 1);
+    if (bad === undefined) return;
+    throw new AutogradArgumentError(`maskedFill: an int32 mask can take 0 and 1 values only, got ${bad}`);
+  }
   throw new AutogradArgumentError(
     `${op}: the mask must be a bool tensor, got ${mask.dtype} (compare it, e.g. x.gt(0))`,
   );
@@ -48,7 +54,7 @@ function requireBool(op: string, mask: Tensor | tf.Tensor): void {
 
 /** cond ? a : b elementwise, all three broadcast (torch.where). */
 export function where(cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor {
-  requireBool('where', cond);
+  checkMask('where', cond);
   return Where.apply(cond, a, b);
 }
 
@@ -57,7 +63,7 @@ export function where(cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | 
  * in it; an int32 tensor refuses a value int32 cannot hold, as torch (3e9 wrapped to -1294967296).
  */
 export function maskedFill(x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor {
-  requireBool('maskedFill', mask);
+  checkMask('maskedFill', mask);
   if (x.dtype === 'float32') return Where.apply(mask, value, x);
   if (x.dtype === 'bool') {
     const fill = tf.scalar(value !== 0, 'bool');
