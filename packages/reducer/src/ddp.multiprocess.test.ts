@@ -43,6 +43,7 @@ for (const [storage, env] of STORAGE)
               'unusedOnSomeRanks',
               'joinInitial',
               'joinActive',
+              'joinActiveHook',
               'joinBuffers',
               'shapeMismatch',
               'shardSpanning',
@@ -123,13 +124,18 @@ for (const [storage, env] of STORAGE)
 
       if (world === 3) {
         it('join with 5 + r batches on rank r: every rank ends with the parameters divideByInitialWorldSize prescribes', () => {
-          for (const scenario of ['joinInitial', 'joinActive']) {
+          for (const scenario of ['joinInitial', 'joinActive', 'joinActiveHook']) {
             const ranks = okResultsOf(results, scenario);
             for (const r of ranks) {
               expectParamsClose(r.params as Params, ranks[0].reference as Params, 1e-5);
               expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
             }
           }
+          // a hook's result is not rescaled by N / active (Adasum of g and zeros is g: it became N / active · g); warned
+          for (const r of okResultsOf(results, 'joinActiveHook'))
+            expect(r.warnings).toContain('DDP_JOIN_DIVIDE_WITH_HOOK');
+          for (const r of okResultsOf(results, 'joinActive'))
+            expect(r.warnings).not.toContain('DDP_JOIN_DIVIDE_WITH_HOOK');
           // the two divisors really lead to different models
           const a = okResultsOf(results, 'joinInitial')[0].reference as Params;
           const b = okResultsOf(results, 'joinActive')[0].reference as Params;

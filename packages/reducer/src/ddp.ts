@@ -250,9 +250,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     const results: (Float32Array | null)[] = [];
     this.underJoin = !active || isJoinActive(this);
     for (const b of buckets) results.push(await b.reduced(this.rank, this.iteration, buckets.length, this.underJoin));
+    const withHook = this.hook !== allreduceHook;
     const { scale, buffersFrom } =
       !active || isJoinActive(this)
-        ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective)
+        ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective, withHook)
         : { scale: 1, buffersFrom: 0 };
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {

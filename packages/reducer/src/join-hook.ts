@@ -29,12 +29,28 @@ export async function joinStatus(
   divideByInitialWorldSize: boolean,
   group: ProcessGroup,
   collective: <T>(what: string, run: () => Promise<T>) => Promise<T>,
+  withCommHook: boolean,
 ): Promise<{ scale: number; buffersFrom: number }> {
   // [ranks still active, ranks asking to divide by the active count, then 1 for each active rank]
   const status = new Int32Array(2 + group.size);
   status.set([active ? 1 : 0, !active && !divideByInitialWorldSize ? 1 : 0]);
   status[2 + group.rank] = active ? 1 : 0;
   await collective('join status all-reduce', () => group.allReduce(status).wait());
-  const scale = status[1] > 0 && status[0] > 0 ? group.size / status[0] : 1;
+  const rescale = status[1] > 0 && status[0] > 0 && status[0] < group.size;
+  // torch divides by the active count only without a comm hook: a hook's result is not a mean (Adasum of
+  // g and zeros is g; rescaled it was 2g on 2 ranks), and fp16/bf16 hooks divide by the world themselves
+  if (rescale && withCommHook) warnDivideIgnored();
+  const scale = rescale && !withCommHook ? group.size / status[0] : 1;
   return { scale, buffersFrom: Math.max(0, status.indexOf(1, 2) - 2) };
+}
+
+let warnedDivideIgnored = false;
+function warnDivideIgnored(): void {
+  if (warnedDivideIgnored) return;
+  warnedDivideIgnored = true;
+  process.emitWarning(
+    'join: divideByInitialWorldSize: false has no effect with a registered comm hook (as in torch): the ' +
+      "hook's result is used as it is. Divide in the hook, or use DDP's default all-reduce.",
+    { code: 'DDP_JOIN_DIVIDE_WITH_HOOK' },
+  );
 }

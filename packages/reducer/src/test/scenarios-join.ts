@@ -1,14 +1,20 @@
 // Test-only: uneven inputs (join) and failure scenarios (rank.child.ts).
 
 import { markParameterShard, tidy } from '@ddp/autograd';
-import type { ProcessGroup } from '@ddp/comm';
+import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { BatchNorm1d, Generator, Linear, mse, Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { DistributedDataParallel } from '../index.js';
+import { type CommHook, DistributedDataParallel } from '../index.js';
 import { mlp, normal, rows, snapshot } from './models.js';
 
 type Scenario = (pg: ProcessGroup) => Promise<Record<string, unknown>>;
+
+/** A user's hook: the bucket averaged over the group, exactly (not the default hook, so join does not rescale it). */
+const meanHook: CommHook = async (_state, { buffer, processGroup }) => {
+  await processGroup.allReduce(buffer, { op: ReduceOp.AVG }).wait();
+  return buffer;
+};
 
 const batchesOf = (rank: number) => 5 + rank;
 const batch = (rank: number, s: number) => ({
@@ -25,7 +31,13 @@ async function joinScenario(
   pg: ProcessGroup,
   divideByInitialWorldSize: boolean,
   throwOnEarlyTermination = false,
+  hook: CommHook | null = null,
 ): Promise<Record<string, unknown>> {
+  // with a comm hook the flag has no effect (torch's): the hook's result, here a mean over N, is used as it is
+  const divideByN = divideByInitialWorldSize || hook !== null;
+  const warnings: string[] = [];
+  const onWarning = (w: Error & { code?: string }) => warnings.push(w.code ?? '');
+  process.on('warning', onWarning);
   let reference: Record<string, number[]> | null = null;
   const steps = batchesOf(pg.size - 1);
   if (pg.rank === 0 && !throwOnEarlyTermination) {
@@ -36,7 +48,7 @@ async function joinScenario(
       for (const r of active) {
         const { x, y } = batch(r, s);
         const loss = tidy(() =>
-          mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByInitialWorldSize ? pg.size : active.length),
+          mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByN ? pg.size : active.length),
         );
         await loss.backward();
         loss.dispose();
@@ -49,6 +61,7 @@ async function joinScenario(
   }
   const model = mlp(31);
   const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
+  if (hook) ddp.registerCommHook(null, hook);
   const opt = new SGD(model.parameters(), { lr: 0.1 });
   const run = join(
     [ddp],
@@ -76,7 +89,9 @@ async function joinScenario(
     return { earlyTermination: error?.name, message: error?.message, sumAfter: after[0] };
   }
   await run;
-  return { params: snapshot(model), reference, iterations: ddp.iteration };
+  await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+  process.off('warning', onWarning);
+  return { params: snapshot(model), reference, iterations: ddp.iteration, warnings };
 }
 
 /**
@@ -166,6 +181,7 @@ async function nonFinite(pg: ProcessGroup): Promise<Record<string, unknown>> {
 export const joinScenarios: Record<string, Scenario> = {
   joinInitial: (pg) => joinScenario(pg, true),
   joinActive: (pg) => joinScenario(pg, false),
+  joinActiveHook: (pg) => joinScenario(pg, false, false, meanHook),
   joinThrow: (pg) => joinScenario(pg, true, true),
   joinBuffers,
   unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
