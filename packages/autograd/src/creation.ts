@@ -45,10 +45,16 @@ export function full(shape: number[], value: number, opts: CreateOptions = {}): 
   return new Tensor(tf.fill(shape, value, dtype), opts);
 }
 
+/**
+ * A seed as tfjs's normal sampler needs it: it takes 0 for "no seed" (`seed ? seed : Math.random()`), so seed 0
+ * drew another stream on every call, on every rank; its stream is alea(String(seed)), and '0' names seed 0's.
+ */
+export const normalSeed = (seed: number): number => (seed === 0 ? ('0' as unknown as number) : seed);
+
 /** Standard-normal float32 samples; without `seed` the seed comes from manualSeed's stream. */
 export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {
   checkOptions('randn', opts, ['requiresGrad', 'seed']);
-  return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', opts.seed ?? nextSeed()), opts);
+  return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', normalSeed(opts.seed ?? nextSeed())), opts);
 }
 
 /** Uniform float32 samples in [low, high); without `seed` the seed comes from manualSeed's stream. */

@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { normalSeed } from './creation.js';
 import { noGrad } from './grad-mode.js';
 import { tidy } from './scope.js';
 import { Tensor } from './tensor.js';
@@ -37,7 +38,7 @@ export async function gradcheck(
 ): Promise<GradcheckResult> {
   const { eps = 1e-2, rtol = 1e-2, atol = 1e-3, seed = 1 } = opts;
   const y = fn(...inputs);
-  const dyT = tf.randomNormal(y.shape, 0, 1, 'float32', seed);
+  const dyT = tf.randomNormal(y.shape, 0, 1, 'float32', normalSeed(seed));
   const dy = dyT.dataSync() as Float32Array;
   for (const x of inputs) x.grad = null;
   await y.backward(dyT);
