@@ -1,3 +1,4 @@
+import { mul, tensor } from '@ddp/autograd';
 import { SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,26 @@ const close = (ours: ArrayLike<number>, torch: number[]) =>
   });
 
 describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through overflows", () => {
+  it('factors that are not powers of two: the float32 scale times the double factor, rounded once', async () => {
+    // torch's _amp_update_scale_ kernel multiplies float by double; the factor rounded to float32 first was
+    // 1 ulp off (1769.47216796875 for 1769.4720458984375 after three backoffs by 0.3)
+    const p = tensor([1], [1], { requiresGrad: true });
+    const optimizer = new SGD([p], { lr: 0 });
+    const scaler = new GradScaler({ initScale: 65536, backoffFactor: 0.3, growthFactor: 1.7, growthInterval: 1 });
+    const seen: number[] = [];
+    for (const x of [Infinity, Infinity, Infinity, 1, 1]) {
+      optimizer.zeroGrad();
+      const loss = scaler.scale(mul(p, x).sum());
+      await loss.backward();
+      loss.dispose();
+      await scaler.step(optimizer);
+      scaler.update();
+      seen.push(scaler.getScale());
+    }
+    // numpy: s = float32(float64(s) * factor), step by step
+    expect(seen).toEqual([19660.80078125, 5898.240234375, 1769.4720458984375, 3008.1025390625, 5113.7744140625]);
+  });
+
   it('scale, growth tracker, skipped steps, unscaled gradients and weights match step by step', async () => {
     const { weight, bias, optimizer } = makeModel();
     const scaler = new GradScaler(scalerOptions());

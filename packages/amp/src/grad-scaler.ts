@@ -214,16 +214,16 @@ export class GradScaler implements Joinable {
     [this.growthFactor, this.backoffFactor, this.growthInterval] = [growthFactor, backoffFactor, growthInterval];
   }
 
-  /** torch's _amp_update_scale_ kernel, in float32. */
+  /** torch's _amp_update_scale_ kernel: a float32 scale times the double factor, rounded once. */
   private adjust(foundInf: boolean): void {
     if (foundInf) {
-      this.currentScale = f32(this.currentScale * f32(this.backoffFactor));
+      this.currentScale = f32(this.currentScale * this.backoffFactor);
       this.growthTracker = 0;
       return;
     }
     this.growthTracker++;
     if (this.growthTracker < this.growthInterval) return;
-    const grown = f32(this.currentScale * f32(this.growthFactor));
+    const grown = f32(this.currentScale * this.growthFactor);
     if (Number.isFinite(grown)) this.currentScale = grown;
     this.growthTracker = 0;
   }
