@@ -131,7 +131,7 @@ for (const [storage, env] of STORAGE)
               expect(r.iterations).toBe(7); // joined ranks shadowed the iterations they had no batch for
             }
           }
-          // a hook's result is not rescaled by N / active (Adasum of g and zeros is g: it became N / active · g); warned
+          // a hook's result is not rescaled by N / active (Adasum of g and zeros is g; it became N / active · g)
           for (const r of okResultsOf(results, 'joinActiveHook'))
             expect(r.warnings).toContain('DDP_JOIN_DIVIDE_WITH_HOOK');
           for (const r of okResultsOf(results, 'joinActive'))
