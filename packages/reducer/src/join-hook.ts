@@ -36,7 +36,7 @@ export async function joinStatus(
   status.set([active ? 1 : 0, !active && !divideByInitialWorldSize ? 1 : 0]);
   status[2 + group.rank] = active ? 1 : 0;
   await collective('join status all-reduce', () => group.allReduce(status).wait());
-  const rescale = status[1] > 0 && status[0] > 0 && status[0] < group.size;
+  const rescale = status[1] > 0 && status[0] > 0; // a rank asking means one has joined: fewer than N active
   // torch divides by the active count only without a comm hook: a hook's result is not a mean (Adasum of
   // g and zeros is g; rescaled it was 2g on 2 ranks), and fp16/bf16 hooks divide by the world themselves
   if (rescale && withCommHook) warnDivideIgnored();

@@ -36,25 +36,26 @@ class Where extends AutogradFunction {
 }
 
 /**
- * torch.where's condition must be bool; masked_fill's mask bool, or integers 0 and 1. A float mask was cast, so
- * 0.5 or -1e-9 (a mask computed in float) selected, and an int32 2 did where torch refuses it; torch 1.13's own
- * masked_fill ignores a float 0/1 mask (x unchanged), so a float mask is refused here.
+ * A condition or mask must be bool, as torch's: a float one was cast, so 0.5 or -1e-9 (a mask computed in
+ * float) selected; torch 1.13's own masked_fill ignores a float 0/1 mask (x unchanged), so it is refused here.
  */
-function checkMask(op: string, mask: Tensor | tf.Tensor): void {
+function requireBool(op: string, mask: Tensor | tf.Tensor): void {
   if (mask.dtype === 'bool') return;
-  if (op === 'maskedFill' && mask.dtype === 'int32') {
-    const bad = (mask.dataSync() as Int32Array).find((v) => v !== 0 && v !== 1);
-    if (bad === undefined) return;
-    throw new AutogradArgumentError(`maskedFill: an int32 mask can take 0 and 1 values only, got ${bad}`);
-  }
   throw new AutogradArgumentError(
     `${op}: the mask must be a bool tensor, got ${mask.dtype} (compare it, e.g. x.gt(0))`,
   );
 }
 
+/** torch.masked_fill also takes integers 0 and 1 as a mask, and refuses other values (an int32 2 selected). */
+function requireZeroOne(mask: Tensor | tf.Tensor): void {
+  const bad = (mask.dataSync() as Int32Array).find((v) => v !== 0 && v !== 1);
+  if (bad !== undefined)
+    throw new AutogradArgumentError(`maskedFill: an int32 mask can take 0 and 1 values only, got ${bad}`);
+}
+
 /** cond ? a : b elementwise, all three broadcast (torch.where). */
 export function where(cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | number): Tensor {
-  checkMask('where', cond);
+  requireBool('where', cond);
   return Where.apply(cond, a, b);
 }
 
@@ -63,7 +64,8 @@ export function where(cond: Tensor | tf.Tensor, a: Tensor | number, b: Tensor | 
  * in it; an int32 tensor refuses a value int32 cannot hold, as torch (3e9 wrapped to -1294967296).
  */
 export function maskedFill(x: Tensor, mask: Tensor | tf.Tensor, value: number): Tensor {
-  checkMask('maskedFill', mask);
+  if (mask.dtype === 'int32') requireZeroOne(mask);
+  else requireBool('maskedFill', mask);
   if (x.dtype === 'float32') return Where.apply(mask, value, x);
   if (x.dtype === 'bool') {
     const fill = tf.scalar(value !== 0, 'bool');
