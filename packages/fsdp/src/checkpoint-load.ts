@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import {
   entryToLoad,
+  latestEntry,
   loadSafetensors,
   type OptimizerStateDict,
   type ParamState,
@@ -8,6 +9,7 @@ import {
   readSealedJson,
   type SafeTensor,
   SealedJsonError,
+  unboundEntry,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { ShardedCheckpointError } from '@ddp/zero';
@@ -26,11 +28,30 @@ import { recordLoaded } from './same-start.js';
 
 async function readManifest(entry: string): Promise<FSDPManifest> {
   const path = join(entry, MANIFEST_FILE);
+  let manifest: FSDPManifest;
   try {
-    return (await readSealedJson(path, 'ddp-fsdp-sharded-checkpoint', 2)) as unknown as FSDPManifest;
+    manifest = (await readSealedJson(path, 'ddp-fsdp-sharded-checkpoint', 2)) as unknown as FSDPManifest;
   } catch (e) {
     throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
   }
+  checkBound(entry, manifest, []);
+  return manifest;
+}
+
+/** Refuses files of `entry` (and its manifest) that another save wrote: one copied in from another checkpoint. */
+function checkBound(entry: string, manifest: FSDPManifest, files: [string, ParsedSafetensors][]): void {
+  const unbound = unboundEntry(entry, manifest, MANIFEST_FILE, files);
+  if (unbound) throw new ShardedCheckpointError(unbound.message, unbound.file);
+}
+
+/**
+ * The checkpoint loadFSDPCheckpoint would read: the newest committed entry of `location`, or null
+ * when there is none. Another kind's newest entry there (ZeRO's, nn's) is refused, as on load.
+ */
+export async function latestFSDPCheckpoint(location: string): Promise<string | null> {
+  const entry = await latestEntry(location, MANIFEST_FILE);
+  if (entry !== null) await readManifest(entry);
+  return entry;
 }
 
 /** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
@@ -102,7 +123,11 @@ export async function loadFSDPCheckpoint(
   // version 2 sealed its manifest and every safetensors header: a file without checksums is damage
   const options = { requireChecksums: manifest.version !== 1 };
   const shardOf = async (k: number) => {
-    if (!files.has(k)) files.set(k, await loadSafetensors(join(entry, manifest.shards[k]), options));
+    if (!files.has(k)) {
+      const file = await loadSafetensors(join(entry, manifest.shards[k]), options);
+      checkBound(entry, manifest, [[manifest.shards[k], file]]);
+      files.set(k, file);
+    }
     return files.get(k)!;
   };
   const { rank } = contents.root.processGroup;
@@ -143,6 +168,7 @@ export async function loadFSDPCheckpoint(
     values.set(u, out);
   }
   const replicated = await loadSafetensors(join(entry, REPLICATED_FILE), options);
+  checkBound(entry, manifest, [[REPLICATED_FILE, replicated]]);
   checkReplicated(replicated, contents.root, join(entry, REPLICATED_FILE));
 
   const created: tf.Tensor[] = [];

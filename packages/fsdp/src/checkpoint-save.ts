@@ -24,6 +24,7 @@ import {
   takeCommitTurn,
   temporaryEntryName,
   toSafeTensor,
+  withSaveId,
   writeFileAtomic,
 } from '@ddp/nn';
 import { copyTensorInto, tf } from '@ddp/tensor';
@@ -50,6 +51,8 @@ export interface FSDPManifest {
   /** The optimizer's class (absent before): Adam's moments loaded into SGD silently. */
   kind?: string;
   extra: unknown;
+  /** The save's id, in every file it wrote (@ddp/nn's checkpoint-binding); absent before. */
+  save?: string;
 }
 
 /** A rank's part of a checkpoint, copied to host memory. */
@@ -176,6 +179,7 @@ export async function writeSnapshot(
 ): Promise<string> {
   const { rank, size } = group;
   const entry = join(dir, await fromRank0(group, temporaryEntryName()));
+  const save = basename(entry); // the id binding the entry's files (nn's checkpoint-binding)
   const failed = `FSDP checkpoint save (${dir})`;
   let committed = '';
   try {
@@ -191,9 +195,10 @@ export async function writeSnapshot(
     await onEveryRank(
       group,
       async () => {
-        const metadata = { scalars: JSON.stringify(snap.scalars) };
+        const metadata = withSaveId(save, { scalars: JSON.stringify(snap.scalars) });
         const shard = write(join(entry, shardFile(rank, size)), snap.tensors, metadata);
-        const replicated = snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, { format: 'pt' });
+        const replicated =
+          snap.replicated && write(join(entry, REPLICATED_FILE), snap.replicated, withSaveId(save, { format: 'pt' }));
         // both settled before a failure is raised: the clean-up removing the entry raced the other
         // write, which then left its file in a temporary entry nothing removed
         const failure = (await Promise.allSettled([shard, replicated])).find((r) => r.status === 'rejected');
@@ -209,7 +214,8 @@ export async function writeSnapshot(
       group,
       async () => {
         if (!snap.manifest) return;
-        const manifest = { ...snap.manifest, shards: Array.from({ length: size }, (_, r) => shardFile(r, size)) };
+        const shards = Array.from({ length: size }, (_, r) => shardFile(r, size));
+        const manifest = { ...snap.manifest, shards, save };
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
         const kind = { file: MANIFEST_FILE, format: 'ddp-fsdp-sharded-checkpoint' };

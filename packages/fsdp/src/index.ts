@@ -1,5 +1,5 @@
 export { AsyncCheckpointer } from './checkpoint-async.js';
-export { loadFSDPCheckpoint } from './checkpoint-load.js';
+export { latestFSDPCheckpoint, loadFSDPCheckpoint } from './checkpoint-load.js';
 export { type FSDPManifest, MANIFEST_FILE, REPLICATED_FILE, saveFSDPCheckpoint, shardFile } from './checkpoint-save.js';
 export { FSDPError } from './errors.js';
 export { FlatShard } from './flat-shard.js';

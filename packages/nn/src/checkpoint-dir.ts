@@ -91,11 +91,20 @@ export async function latestEntry(dir: string, metaFile: string): Promise<string
       highest = now;
       continue;
     }
-    // a commit renames a complete entry into place: the highest one without metaFile was damaged
-    // afterwards, and taking the older one (or none: a run started afresh) would hide that
+    // a commit renames a complete entry into place: the highest one without metaFile is another
+    // kind's (its JSON is another name) or was damaged afterwards, and taking the older one (or
+    // none: a run started afresh) would hide that
+    const path = join(dir, highest.name);
+    const other = (await namesIn(path)).find((name) => name.endsWith('.json'));
+    if (other) {
+      throw new CheckpointError(
+        `${path} has no ${metaFile} but a ${other}: ${dir} holds another kind of checkpoint (nn's, ZeRO's or ` +
+          "FSDP's); load it with the function that saved it, and give each kind a directory of its own",
+      );
+    }
     const older = await newestEntry(dir, metaFile);
     throw new CheckpointError(
-      `${join(dir, highest.name)} has no ${metaFile}: the newest checkpoint is damaged; move it out of ${dir} ` +
+      `${path} has no ${metaFile}: the newest checkpoint is damaged; move it out of ${dir} ` +
         `to load ${older ? `the older ${older.name}` : 'nothing (no older checkpoint is there)'}`,
     );
   }

@@ -1,12 +1,15 @@
 /**
  * Optimizer state is kept by position, a model's by name: a model or optimizer whose parameters
  * come in another order than when saved (a refactor, groups built otherwise) would take another
- * parameter's moments silently wherever the shapes agree. Checkpoints record each position's
- * name and compare it on load (nn's checkpoints and @ddp/zero's sharded ones).
+ * parameter's moments silently wherever the shapes agree. Checkpoints write the state by position,
+ * record each position's name and compare it on load (nn's checkpoints and @ddp/zero's sharded ones).
  */
 import { gradientShardGroups, type Tensor } from '@ddp/autograd';
+import { tf } from '@ddp/tensor';
 import { CheckpointError } from './checkpoint-errors.js';
 import type { Module } from './module.js';
+import type { ParamState } from './optim/optimizer.js';
+import { type SafeTensor, toSafeTensor } from './safetensors.js';
 
 /** The model's name of each parameter of `groups`, in the optimizer's order (null: not the model's). */
 export function optimizerParamNames(model: Module, groups: readonly { params: Tensor[] }[]): (string | null)[] {
@@ -45,4 +48,23 @@ export function refuseShardedOptimizer(where: string, model: Module, groups: rea
     `${where}: optimizer parameter ${index} is a shard of a flattened unit, no parameter of the model (FSDP): ` +
       "its state differs on every rank, and one rank's file would load into all. Save with saveFSDPCheckpoint",
   );
+}
+
+/**
+ * Optimizer state by parameter index, copied for a file: tensors as `state.<index>.<key>` (each a
+ * copy of its values) and the scalars (Adam's step) apart. ZeRO's sharded checkpoints use it too.
+ */
+export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
+  const tensors = new Map<string, SafeTensor>();
+  const scalars: Record<string, Record<string, number>> = {};
+  for (const [i, paramState] of state) {
+    for (const [key, v] of Object.entries(paramState)) {
+      if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
+      else {
+        scalars[i] ??= {};
+        scalars[i][key] = v;
+      }
+    }
+  }
+  return { tensors, scalars };
 }

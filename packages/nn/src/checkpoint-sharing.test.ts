@@ -116,4 +116,17 @@ describe('a checkpoint directory that other processes, runs or namespaces share'
     await writeFile(join(damaged, 'manifest.json'), '{"format": "ddp-fsdp-sharded');
     await expect(fsdpCheck(damaged)).resolves.toBeUndefined();
   });
+
+  it("an nn load of a directory whose newest entry is ZeRO's or FSDP's says so, not that it is damaged", async () => {
+    // before: "the newest checkpoint is damaged; move it out", advice that hid a valid checkpoint from its loader
+    const zero = join(dir, '00000001-step-100');
+    await mkdir(zero);
+    await writeFile(join(zero, 'manifest.json'), sealJson({ format: 'ddp-zero-sharded-checkpoint', version: 2 }));
+    const model = new Toy(new Generator(1));
+    for (const attempt of [latestCheckpoint(dir), loadCheckpoint(dir, { model })]) {
+      await expect(attempt).rejects.toThrow(
+        /00000001-step-100 has no checkpoint.json but a manifest.json: .* holds another kind of checkpoint/,
+      );
+    }
+  });
 });

@@ -10,6 +10,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
+import { unboundEntry, withSaveId } from './checkpoint-binding.js';
 import {
   checkStep,
   cleanCheckpointDir,
@@ -20,8 +21,14 @@ import {
   readNewestEntry,
 } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
-import { optimizerParamNames, parameterOrderChange, refuseShardedOptimizer } from './checkpoint-order.js';
+import {
+  optimizerParamNames,
+  optimizerStateTensors,
+  parameterOrderChange,
+  refuseShardedOptimizer,
+} from './checkpoint-order.js';
 import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
+import { temporaryEntryName } from './checkpoint-temporaries.js';
 import { noteCommitted, refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
@@ -92,25 +99,8 @@ interface CheckpointMeta {
   parameterShards?: string | null;
   /** Digest of the model's tensor names and shards (checkpoint-parts.ts); absent before it was saved. */
   modelPart?: string;
-}
-
-/**
- * Optimizer state by parameter index, copied for a file: tensors as `state.<index>.<key>` (each a
- * copy of its values) and the scalars (Adam's step) apart. ZeRO's sharded checkpoints use it too.
- */
-export function optimizerStateTensors(state: Iterable<[number, ParamState]>) {
-  const tensors = new Map<string, SafeTensor>();
-  const scalars: Record<string, Record<string, number>> = {};
-  for (const [i, paramState] of state) {
-    for (const [key, v] of Object.entries(paramState)) {
-      if (v instanceof tf.Tensor) tensors.set(`state.${i}.${key}`, toSafeTensor(v));
-      else {
-        scalars[i] ??= {};
-        scalars[i][key] = v;
-      }
-    }
-  }
-  return { tensors, scalars };
+  /** The id of the save, in every file it wrote (checkpoint-binding.ts); absent before it was saved. */
+  save?: string;
 }
 
 /**
@@ -136,6 +126,7 @@ export async function saveCheckpoint(
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
   const shards = shardsHeld(contents.model);
   const part = modelPart(model.keys(), shards);
+  const save = temporaryEntryName(); // the entry's name while written, and the id binding its files
   const meta: CheckpointMeta = {
     format: 'ddp-checkpoint',
     version: VERSION,
@@ -155,17 +146,18 @@ export async function saveCheckpoint(
     extra: contents.extra ?? null,
     parameterShards: shards,
     modelPart: part,
+    save,
   };
   const metaText = sealJson({ ...meta });
   const turn = takeCommitTurn(dir); // still before the first await: saves commit in the order of their calls
   let tmp: string | null = null;
   try {
     await cleanCheckpointDir(dir, META_FILE);
-    tmp = await createTemporaryEntry(dir);
+    tmp = await createTemporaryEntry(dir, save);
     crashPoint('entry-created');
-    await saveSafetensors(join(tmp, MODEL_FILE), model, { format: 'pt' });
+    await saveSafetensors(join(tmp, MODEL_FILE), model, withSaveId(save, { format: 'pt' }));
     crashPoint('model-written');
-    if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors);
+    if (tensors) await saveSafetensors(join(tmp, OPTIMIZER_FILE), tensors, withSaveId(save));
     await writeFileAtomic(join(tmp, META_FILE), metaText);
     await turn.ready;
     const committed = await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
@@ -221,6 +213,11 @@ async function readEntry(
   const options = { requireChecksums: meta.version === VERSION };
   const model = await loadSafetensors(join(path, MODEL_FILE), options);
   const optimizer = contents.optimizer ? await loadSafetensors(join(path, OPTIMIZER_FILE), options) : null;
+  const unbound = unboundEntry(path, meta, META_FILE, [
+    [MODEL_FILE, model],
+    [OPTIMIZER_FILE, optimizer],
+  ]);
+  if (unbound) throw new CheckpointError(unbound.message);
   return { path, meta, model, optimizer };
 }
 

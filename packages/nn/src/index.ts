@@ -16,10 +16,10 @@ export {
   META_FILE,
   MODEL_FILE,
   OPTIMIZER_FILE,
-  optimizerStateTensors,
   type SaveOptions,
   saveCheckpoint,
 } from './checkpoint.js';
+export { SAVE_ID, unboundEntry, withSaveId } from './checkpoint-binding.js';
 export {
   cleanCheckpointDir,
   commitEntry,
@@ -32,7 +32,7 @@ export {
   readNewestEntry,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
-export { optimizerParamNames, parameterOrderChange } from './checkpoint-order.js';
+export { optimizerParamNames, optimizerStateTensors, parameterOrderChange } from './checkpoint-order.js';
 export { temporaryEntryName } from './checkpoint-temporaries.js';
 export { commitManifestEntry, refuseOtherFormat } from './commit-refusals.js';
 export { type CommitTurn, takeCommitTurn } from './commit-turn.js';

@@ -14,7 +14,7 @@ export {
   saveShardedCheckpoint,
   shardFile,
 } from './sharded-checkpoint.js';
-export { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
+export { latestShardedCheckpoint, loadShardedCheckpoint } from './sharded-checkpoint-load.js';
 export {
   type OptimizerClass,
   optimizerStateBytes,

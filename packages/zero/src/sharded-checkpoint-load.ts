@@ -7,14 +7,17 @@ import { join } from 'node:path';
 import {
   entryToLoad,
   type GeneratorState,
+  latestEntry,
   loadSafetensors,
   type OptimizerStateDict,
   optimizerParamNames,
   type ParamState,
+  type ParsedSafetensors,
   parameterOrderChange,
   readSealedJson,
   type SafeTensor,
   SealedJsonError,
+  unboundEntry,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import {
@@ -37,11 +40,30 @@ const exists = (path: string) =>
 
 async function readManifest(dir: string): Promise<ShardedManifest> {
   const path = join(dir, MANIFEST_FILE);
+  let manifest: ShardedManifest;
   try {
-    return (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
+    manifest = (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
   } catch (e) {
     throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
   }
+  checkBound(dir, manifest, []);
+  return manifest;
+}
+
+/** Refuses files of `dir` (and its manifest) that another save wrote: one copied in from another checkpoint. */
+function checkBound(dir: string, manifest: ShardedManifest, files: [string, ParsedSafetensors][]): void {
+  const unbound = unboundEntry(dir, manifest, MANIFEST_FILE, files);
+  if (unbound) throw new ShardedCheckpointError(unbound.message, unbound.file);
+}
+
+/**
+ * The checkpoint loadShardedCheckpoint would read: the newest committed entry of `location`, or
+ * null when there is none. Another kind's newest entry there (FSDP's, nn's) is refused, as on load.
+ */
+export async function latestShardedCheckpoint(location: string): Promise<string | null> {
+  const entry = await latestEntry(location, MANIFEST_FILE);
+  if (entry !== null) await readManifest(entry);
+  return entry;
 }
 
 /** The newest committed entry of `location`. */
@@ -127,6 +149,7 @@ export async function loadShardedCheckpoint(
     const wanted = new Set(owned);
     for (const s of needed) {
       const file = await loadSafetensors(join(dir, manifest.shards[s]), options);
+      checkBound(dir, manifest, [[manifest.shards[s], file]]);
       const scalars = JSON.parse(file.metadata?.scalars ?? '{}') as Record<string, Record<string, number>>;
       for (const [i, values] of Object.entries(scalars))
         if (wanted.has(Number(i))) state.set(Number(i), { ...state.get(Number(i)), ...values });
@@ -142,6 +165,7 @@ export async function loadShardedCheckpoint(
       }
     }
     const weights = await loadSafetensors(join(dir, manifest.weights), options);
+    checkBound(dir, manifest, [[manifest.weights, weights]]);
     const sd = { state, paramGroups: manifest.paramGroups, kind: manifest.kind } as unknown as OptimizerStateDict<{
       lr: number;
     }>;

@@ -30,6 +30,7 @@ import {
   takeCommitTurn,
   temporaryEntryName,
   toSafeTensor,
+  withSaveId,
   writeFileAtomic,
 } from '@ddp/nn';
 import { checkOptionNames } from '@ddp/tensor';
@@ -76,6 +77,8 @@ export interface ShardedManifest {
   /** The wrapped optimizer's class (absent before): Adam's moments loaded into SGD silently. */
   kind?: string;
   extra: unknown;
+  /** The save's id, in every file it wrote (@ddp/nn's checkpoint-binding); absent before. */
+  save?: string;
 }
 
 /** What a sharded checkpoint holds besides the optimizer's shards (the model's weights when `model` is given). */
@@ -212,6 +215,7 @@ export async function saveShardedCheckpoint(
       const generators = await gatherGenerators(group, generator);
       entry = join(dir, await fromRank0(group, temporaryEntryName()));
       const temporary = entry;
+      const save = basename(entry); // the id binding the entry's files (nn's checkpoint-binding)
       await onEveryRank(
         group,
         async () => {
@@ -225,11 +229,11 @@ export async function saveShardedCheckpoint(
       await onEveryRank(
         group,
         async () => {
-          await saveSafetensors(join(temporary, shardFile(rank, size)), tensors, { scalars: JSON.stringify(scalars) });
+          const scalarsMetadata = withSaveId(save, { scalars: JSON.stringify(scalars) });
+          await saveSafetensors(join(temporary, shardFile(rank, size)), tensors, scalarsMetadata);
           if (rank === 0) {
-            await saveSafetensors(join(temporary, contents.model ? MODEL_FILE : PARAMS_FILE), weights!, {
-              format: 'pt',
-            });
+            const file = join(temporary, contents.model ? MODEL_FILE : PARAMS_FILE);
+            await saveSafetensors(file, weights!, withSaveId(save, { format: 'pt' }));
           }
           crashPoint('shard-written');
         },
@@ -241,7 +245,7 @@ export async function saveShardedCheckpoint(
         group,
         async () => {
           if (rank !== 0) return;
-          await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators }));
+          await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators, save }));
           const kind = { file: MANIFEST_FILE, format: 'ddp-zero-sharded-checkpoint' };
           const check = { where: failed, expectNewest, owner: zero };
           committed = await commitManifestEntry(dir, temporary, contents.step, kind, check);
