@@ -33,7 +33,11 @@ export async function isStaleTemporary(dir: string, name: string): Promise<boole
   return Date.now() - Math.max(...times) > ABANDONED_MS;
 }
 
-/** A name for a temporary entry in dir; it carries host and pid, so its staleness can be proved. */
+/**
+ * A name for a temporary entry in dir; it carries host and pid, so its staleness can be proved. It is
+ * also the save's id binding the entry's files (checkpoint-binding.ts): 64 random bits keep two saves
+ * of one process apart.
+ */
 export function temporaryEntryName(): string {
-  return `.tmp-${HOST}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  return `.tmp-${HOST}-${process.pid}-${randomBytes(8).toString('hex')}`;
 }
