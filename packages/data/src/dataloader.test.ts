@@ -332,12 +332,14 @@ describe('DataLoader', () => {
   it('boolean options given another type are refused (shuffle: "false" shuffled), as are string seeds', () => {
     const ds = new ArrayDataset(range(3));
     const notBoolean = (v: string) => v as unknown as boolean;
-    expect(() => new DataLoader(ds, { shuffle: notBoolean('false') })).toThrow(/shuffle must be a boolean, got false/);
+    expect(() => new DataLoader(ds, { shuffle: notBoolean('false') })).toThrow(
+      /shuffle must be a boolean, got "false"/,
+    );
     expect(() => new DataLoader(ds, { dropLast: notBoolean('true') })).toThrow(/dropLast must be a boolean/);
     const sampler = (opts: object) => new DistributedSampler(10, { numReplicas: 2, rank: 0, ...opts });
     expect(() => sampler({ shuffle: 'false' })).toThrow(/DistributedSampler: shuffle must be a boolean/);
     expect(() => sampler({ dropLast: 1 })).toThrow(/dropLast must be a boolean/);
-    expect(() => sampler({ seed: '3' })).toThrow(/DistributedSampler: seed must be an integer, got 3/);
+    expect(() => sampler({ seed: '3' })).toThrow(/DistributedSampler: seed must be an integer in \[0, 2\^53\), got 3/);
     expect(Object.is(new DistributedSampler(2, { numReplicas: 5, rank: 0, dropLast: true }).length, 0)).toBe(true);
   });
 });

@@ -140,6 +140,11 @@ describe('DistributedSampler: coverage, epochs, agreement', () => {
     expect(() => new DistributedSampler(10, { numReplicas: 0, rank: 0 })).toThrow(DataArgumentError);
     expect(() => new DistributedSampler(10)).toThrow(NoProcessGroupError);
     expect(() => new DistributedSampler(10, { numReplicas: 2 })).toThrow(NoProcessGroupError);
+    // a negative seed was refused only at the first shuffled pass, and never without shuffle
+    for (const shuffle of [true, false])
+      expect(() => new DistributedSampler(6, { numReplicas: 2, rank: 0, seed: -1, shuffle })).toThrow(
+        /DistributedSampler: seed must be an integer in \[0, 2\^53\), got -1/,
+      );
   });
 
   it('takes the length of a dataset object', () => {

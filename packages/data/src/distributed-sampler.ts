@@ -91,9 +91,10 @@ export class DistributedSampler implements Sampler {
     this.shuffle = booleanOption('DistributedSampler', 'shuffle', opts.shuffle, true);
     this.dropLast = booleanOption('DistributedSampler', 'dropLast', opts.dropLast, false);
     this.seed = opts.seed ?? 0;
-    // a string seed was concatenated with the epoch ('3' + 0 = '30')
-    if (!Number.isSafeInteger(this.seed))
-      throw new DataArgumentError(`DistributedSampler: seed must be an integer, got ${String(opts.seed)}`);
+    // a string seed was concatenated with the epoch ('3' + 0 = '30'); a negative one was refused only
+    // at the first shuffled pass (never without shuffle), by the generator
+    if (!Number.isSafeInteger(this.seed) || this.seed < 0)
+      throw new DataArgumentError(`DistributedSampler: seed must be an integer in [0, 2^53), got ${String(opts.seed)}`);
     this.length = samplesPerReplica(this.datasetLength, numReplicas, this.dropLast);
     this.totalSize = this.length * numReplicas;
   }

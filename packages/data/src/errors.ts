@@ -1,4 +1,4 @@
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 
 /** Base class of every error @ddp/data raises. */
 export class DataError extends Error {
@@ -17,9 +17,8 @@ export function checkDataOptions(where: string, options: object, known: readonly
 
 /** A boolean option's value, or `fallback` when not given: `shuffle: 'false'` was taken as true. */
 export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') throw new DataArgumentError(`${where}: ${name} must be a boolean, got ${value}`);
-  return value;
+  checkBooleanOptions(where, { [name]: value }, [name], (message) => new DataArgumentError(message));
+  return (value as boolean | undefined) ?? fallback;
 }
 
 /**

@@ -11,6 +11,17 @@ describe('Generator', () => {
     expect(new Generator(124).nextUint32()).not.toBe(xs[0]);
     expect(new Generator(2 ** 40).nextUint32()).not.toBe(new Generator(0).nextUint32());
   });
+  it('seeds above 2^32 have streams of their own; those below keep theirs', () => {
+    // was: seeds folded into 32 bits, so 2^32 and 668265261 (and 2^32 of every 2^53) drew one order
+    const first = (seed: number) => Array.from(new Generator(seed).randperm(8)).join();
+    expect(first(2 ** 32)).not.toBe(first(668265261));
+    const seeds = [0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 2 ** 33, 2 ** 52, 2 ** 53 - 1, 1_732_000_000_000];
+    const words = seeds.map((seed) => new Generator(seed).getState().join());
+    expect(new Set(words).size).toBe(seeds.length);
+    // the streams of seeds below 2^32 are the ones written before (xoshiro128** from splitmix32 of the seed)
+    expect(new Generator(0).getState()).toEqual([2462723854, 1020716019, 454327756, 1275600319]);
+    expect(new Generator(123).getState()).toEqual([1482537201, 2737842301, 2667502145, 3175280481]);
+  });
   it('randperm is a permutation and roughly uniform', () => {
     const g = new Generator(1);
     const p = g.randperm(1000);

@@ -28,14 +28,17 @@ export class Generator {
     if (!Number.isSafeInteger(seed) || seed < 0) {
       throw new DataArgumentError(`Generator seed must be an integer in [0, 2^53), got ${seed}`);
     }
-    // Mix the high and low halves, so seeds above 2^32 differ from their low 32 bits (not from
-    // every other seed: 2^53 seeds map onto 2^32 mixes).
-    let x = (seed >>> 0) ^ Math.imul(Math.floor(seed / 2 ** 32), 0x27d4eb2d);
+    // The low 32 bits seed splitmix32; the high 21 go into the second word. The first word alone
+    // gives back the low bits (splitmix32's output is a bijection), so every seed has a state of its
+    // own: seeds folded into 32 bits (low ^ high·c) gave 2^32 and 668265261 one order, silently.
+    // Seeds below 2^32 keep the streams they always had.
+    let x = seed >>> 0;
     for (let i = 0; i < 4; i++) {
       const [next, out] = splitmix32(x);
       x = next;
       this.s[i] = out;
     }
+    this.s[1] ^= Math.floor(seed / 2 ** 32);
     if ((this.s[0] | this.s[1] | this.s[2] | this.s[3]) === 0) this.s[0] = 1;
     return this;
   }

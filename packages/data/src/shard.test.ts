@@ -1,7 +1,7 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { DataArgumentError, NoProcessGroupError } from './errors.js';
-import { ShardedIterableDataset } from './shard.js';
+import { ShardedIterableDataset, type ShardOptions } from './shard.js';
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
@@ -56,6 +56,17 @@ describe('ShardedIterableDataset', () => {
     expect(() => new ShardedIterableDataset([], { numShards: 2, shardIndex: 2 })).toThrow(DataArgumentError);
     expect(() => new ShardedIterableDataset([], { numShards: 0, shardIndex: 0 })).toThrow(DataArgumentError);
     expect(() => new ShardedIterableDataset([])).toThrow(NoProcessGroupError);
+  });
+
+  it("refuses dropLast 'false' (was: truthy, the last item dropped) and a map-style dataset (was: a TypeError later)", () => {
+    const opts = { numShards: 2, shardIndex: 0, dropLast: 'false' } as unknown as ShardOptions;
+    expect(() => new ShardedIterableDataset(range(5), opts)).toThrow(
+      /ShardedIterableDataset: dropLast must be a boolean, got "false"/,
+    );
+    const mapStyle = { length: 3, getItem: (i: number) => i } as unknown as number[];
+    expect(() => new ShardedIterableDataset(mapStyle, { numShards: 1, shardIndex: 0 })).toThrow(
+      /the source must be an iterable stream .* split a map-style dataset with DistributedSampler/,
+    );
   });
 
   // the other shards' items are disposed, but only their own tensors: arrays and plain objects

@@ -2,7 +2,7 @@ import { tf } from '@ddp/tensor';
 import { tensorsIn } from './collate.js';
 import { rankAndSizeOrDefault } from './comm-defaults.js';
 import { IterableDataset } from './dataset.js';
-import { checkDataOptions, DataArgumentError } from './errors.js';
+import { booleanOption, checkDataOptions, DataArgumentError } from './errors.js';
 import { startPass } from './one-shot.js';
 
 export interface ShardOptions {
@@ -33,6 +33,14 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
     opts: ShardOptions = {},
   ) {
     super();
+    // a map-style dataset (getItem) was accepted here and failed untyped at its first pass
+    const iterable = (x: object) => Symbol.asyncIterator in x || Symbol.iterator in x;
+    if (typeof source !== 'object' || source === null || !iterable(source)) {
+      throw new DataArgumentError(
+        'ShardedIterableDataset: the source must be an iterable stream (an IterableDataset, an array, a ' +
+          'generator); split a map-style dataset with DistributedSampler',
+      );
+    }
     checkDataOptions('ShardedIterableDataset', opts, ['numShards', 'shardIndex', 'dropLast']);
     const { rank: shardIndex, size: numShards } = rankAndSizeOrDefault(
       { rank: opts.shardIndex, size: opts.numShards },
@@ -47,7 +55,8 @@ export class ShardedIterableDataset<T> extends IterableDataset<T> {
     }
     this.numShards = numShards;
     this.shardIndex = shardIndex;
-    this.dropLast = opts.dropLast ?? false;
+    // a string ('false', from a config) was truthy, and the last partial round was dropped
+    this.dropLast = booleanOption('ShardedIterableDataset', 'dropLast', opts.dropLast, false);
   }
 
   /**

@@ -46,3 +46,21 @@ export function checkOptionValue<T extends string>(
   const list = allowed.map((a) => `'${a}'`).join(', ');
   throw error(`${where}: ${name} must be one of ${list}, got ${JSON.stringify(value) ?? String(value)}`);
 }
+
+/**
+ * Refuses a value other than true or false for each of the boolean options `names` present in
+ * `options` (undefined: the default). A string from a config or CLI is truthy: `dropLast: 'false'`
+ * dropped the last items, `maximize: 'false'` stepped uphill, `bias: 'false'` kept the bias, silently.
+ */
+export function checkBooleanOptions(
+  where: string,
+  options: object | undefined,
+  names: readonly string[],
+  error: (message: string) => Error,
+): void {
+  for (const name of names) {
+    const value = (options as Record<string, unknown> | undefined)?.[name];
+    if (value === undefined || typeof value === 'boolean') continue;
+    throw error(`${where}: ${name} must be a boolean, got ${JSON.stringify(value) ?? String(value)}`);
+  }
+}
