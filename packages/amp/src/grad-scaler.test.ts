@@ -121,6 +121,10 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     expect(() => new GradScaler({ init_scale: 1024 } as object)).toThrow(
       /GradScaler: unknown option "init_scale"; did you mean initScale\?/,
     );
+    // a config's string was truthy: the scaler ran where meant off
+    expect(() => new GradScaler({ enabled: 'false' as never })).toThrow(
+      'GradScaler: enabled must be a boolean, got "false"',
+    );
   });
 
   it('disabled: scale() is the loss itself and step() always steps', async () => {

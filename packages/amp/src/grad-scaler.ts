@@ -1,7 +1,7 @@
 import { gradientShardGroups, mul, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { currentJoinNotice, isJoinActive, type Joinable, type JoinHook } from '@ddp/join';
-import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
 
 export interface GradScalerOptions {
@@ -71,6 +71,7 @@ export class GradScaler implements Joinable {
   constructor(opts: GradScalerOptions = {}) {
     const known = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval', 'enabled', 'processGroup'];
     checkOptionNames('GradScaler', opts, known, (m) => new GradScalerError(m));
+    checkBooleanOptions('GradScaler', opts, ['enabled'], (m) => new GradScalerError(m));
     this.currentScale = f32(opts.initScale ?? 2 ** 16);
     this.growthFactor = opts.growthFactor ?? 2;
     this.backoffFactor = opts.backoffFactor ?? 0.5;

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { roundToPrecision, type tf } from '@ddp/tensor';
-import { AutogradArgumentError } from './errors.js';
+import { AutogradArgumentError, checkOptions } from './errors.js';
 import { AutogradFunction } from './function.js';
 import type { Context } from './node.js';
 import type { Tensor } from './tensor.js';
@@ -26,6 +26,7 @@ const autocastState = new AsyncLocalStorage<AutocastDtype | null>();
  * kernel accumulating in float32, as oneDNN's are, not its speed.
  */
 export function autocast<T>(opts: AutocastOptions, fn: () => T): T {
+  checkOptions('autocast', opts, ['dtype', 'enabled'], ['enabled']);
   const dtype = opts.dtype ?? 'bfloat16';
   if (dtype !== 'bfloat16' && dtype !== 'float16') {
     throw new AutogradArgumentError(`autocast: dtype must be 'bfloat16' or 'float16', got '${String(dtype)}'`);

@@ -14,7 +14,7 @@ const CREATE = ['requiresGrad', 'dtype'];
 const DTYPES: readonly string[] = ['float32', 'int32', 'bool'];
 /** The dtype of a created tensor, once its options are known good. */
 function createdDtype(where: string, opts: CreateOptions): 'float32' | 'int32' | 'bool' {
-  checkOptions(where, opts, CREATE);
+  checkOptions(where, opts, CREATE, ['requiresGrad']);
   const dtype = opts.dtype ?? 'float32';
   // a torch name (float64, int64, float16) reached tfjs as an untyped "Unknown data type"
   if (!DTYPES.includes(dtype))
@@ -31,7 +31,7 @@ export function tensor(values: tf.TensorLike, shape?: number[], opts: CreateOpti
 
 /** Wraps a tf.Tensor; the new Tensor takes ownership of it. */
 export function fromTf(data: tf.Tensor, opts: { requiresGrad?: boolean } = {}): Tensor {
-  checkOptions('fromTf', opts, ['requiresGrad']);
+  checkOptions('fromTf', opts, ['requiresGrad'], ['requiresGrad']);
   return new Tensor(data, opts);
 }
 
@@ -53,7 +53,7 @@ export const normalSeed = (seed: number): number => (seed === 0 ? ('0' as unknow
 
 /** Standard-normal float32 samples; without `seed` the seed comes from manualSeed's stream. */
 export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {
-  checkOptions('randn', opts, ['requiresGrad', 'seed']);
+  checkOptions('randn', opts, ['requiresGrad', 'seed'], ['requiresGrad']);
   return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', normalSeed(opts.seed ?? nextSeed())), opts);
 }
 
@@ -62,6 +62,6 @@ export function rand(
   shape: number[],
   opts: { requiresGrad?: boolean; seed?: number; low?: number; high?: number } = {},
 ): Tensor {
-  checkOptions('rand', opts, ['requiresGrad', 'seed', 'low', 'high']);
+  checkOptions('rand', opts, ['requiresGrad', 'seed', 'low', 'high'], ['requiresGrad']);
   return new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed ?? nextSeed()), opts);
 }

@@ -280,7 +280,7 @@ async function execute(
  * later-created nodes first among the ready ones (as PyTorch does), leaves as soon as ready.
  */
 export async function backward(root: Tensor, gradient?: tf.Tensor | Tensor, opts: BackwardOptions = {}): Promise<void> {
-  checkOptions('backward', opts, ['retainGraph']);
+  checkOptions('backward', opts, ['retainGraph'], ['retainGraph']);
   // a Tensor as the gradient (torch.autograd.backward's grad_tensors) is its data
   const grad = gradient === undefined || gradient instanceof tf.Tensor ? gradient : gradient.data;
   if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');

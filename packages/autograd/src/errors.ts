@@ -1,4 +1,4 @@
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 
 /** Base class of every error @ddp/autograd raises. */
 export class AutogradError extends Error {
@@ -40,10 +40,17 @@ export class GradientHookError extends AutogradArgumentError {
 /**
  * Refuses an option `where` does not know (AutogradArgumentError): an ignored one changed the
  * result silently — `sum(x, { axis: 1 })` summed every element, `conv2d(…, { dilation: 2 })`
- * and `maxPool2d(…, { ceilMode: true })` gave another shape.
+ * and `maxPool2d(…, { ceilMode: true })` gave another shape. Its `booleans` must be booleans
+ * when given: `{ keepdim: 'false' }` from a config kept the dim.
  */
-export function checkOptions(where: string, opts: object | undefined, known: readonly string[]): void {
+export function checkOptions(
+  where: string,
+  opts: object | undefined,
+  known: readonly string[],
+  booleans: readonly string[] = [],
+): void {
   checkOptionNames(where, opts, known, argumentError);
+  checkBooleanOptions(where, opts, booleans, argumentError);
 }
 
 /** An AutogradArgumentError: what @ddp/tensor's option checks raise here. */

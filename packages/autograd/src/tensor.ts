@@ -1,6 +1,6 @@
-import { tf } from '@ddp/tensor';
+import { checkBooleanOptions, tf } from '@ddp/tensor';
 import { type BackwardOptions, backward } from './engine.js';
-import { AutogradArgumentError, TensorDisposedError } from './errors.js';
+import { AutogradArgumentError, argumentError, TensorDisposedError } from './errors.js';
 import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
 import { trackTensor } from './scope.js';
 
@@ -48,6 +48,7 @@ export class Tensor {
   readonly postAccumulateGradHooks: PostAccumulateGradHook[] = [];
 
   constructor(data: tf.Tensor, opts: { requiresGrad?: boolean } = {}) {
+    checkBooleanOptions('Tensor', opts, ['requiresGrad'], argumentError);
     this._data = data;
     this._requiresGrad = opts.requiresGrad ?? false;
     if (this._requiresGrad && data.dtype !== 'float32') {
@@ -101,6 +102,8 @@ export class Tensor {
   }
 
   set requiresGrad(value: boolean) {
+    // a string ('false') was truthy: the leaf took gradients and stepped while meant frozen
+    checkBooleanOptions('Tensor', { requiresGrad: value }, ['requiresGrad'], argumentError);
     if (this.gradFn !== null && !value) {
       throw new AutogradArgumentError('requiresGrad can only be changed on leaf tensors; use detach()');
     }

@@ -131,6 +131,10 @@ describe('input checks and memory', () => {
     await expect(sigLipLoss(x, y, s, b, bad({ bias: 1 }))).rejects.toThrow(/sigLipLoss: unknown option "bias"/);
     // SigLIP has no all-gather to switch: naiveGather was accepted and ignored
     await expect(sigLipLoss(x, y, s, b, bad({ naiveGather: true }))).rejects.toThrow(/unknown option "naiveGather"/);
+    // a config's string was truthy: the gather whose gradient stays local (wrong on more than one rank)
+    await expect(clipLoss(x, y, s, bad({ naiveGather: 'false' }))).rejects.toThrow(
+      /rank 0: clipLoss: naiveGather must be a boolean, got "false"/,
+    );
     for (const t of [x, y, s, b]) t.dispose();
   });
 

@@ -1,6 +1,6 @@
 import type { Tensor } from '@ddp/autograd';
 import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 import { ContrastiveError } from './errors.js';
 import { allGatherLocalGrad, allGatherRows, type GatheredRows } from './gather.js';
 
@@ -27,13 +27,10 @@ export function lossGroup(opts: Pick<LossOptions, 'group'>): ProcessGroup | unde
  * for ntXentLoss's `tau` trained at 0.5 without a word. `known` beside `group`.
  */
 export function checkLossOptions(op: string, opts: object, extra: readonly string[]): void {
-  const known = ['group', ...extra];
-  checkOptionNames(
-    op,
-    opts,
-    known,
-    (m) => new ContrastiveError(m.slice(op.length + 2), worldRankOf(lossGroup(opts)), op),
-  );
+  const error = (m: string) => new ContrastiveError(m.slice(op.length + 2), worldRankOf(lossGroup(opts)), op);
+  checkOptionNames(op, opts, ['group', ...extra], error);
+  // `naiveGather: 'false'` was truthy: the gather whose gradient stays local, silently
+  checkBooleanOptions(op, opts, ['naiveGather'], error);
 }
 
 /**

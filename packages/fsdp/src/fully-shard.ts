@@ -1,7 +1,7 @@
 import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
 import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
-import { checkOptionNames, checkOptionValue } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
@@ -62,6 +62,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   ) {
     const known = ['processGroup', 'reshardAfterForward', 'prefetch', 'commDtype'];
     checkOptionNames('fullyShard', opts, known, (m) => new FSDPError(m));
+    checkBooleanOptions('fullyShard', opts, ['reshardAfterForward', 'prefetch'], (m) => new FSDPError(m));
     // a value from a config ('float32', 'fp16') failed at the first forward with comm's error about arrays
     checkOptionValue('fullyShard', 'commDtype', opts.commDtype, ['float16', 'bfloat16'], (m) => new FSDPError(m));
     if (unitOf.has(module)) throw new FSDPError(`fullyShard: ${module.constructor.name} is sharded already`);

@@ -87,6 +87,12 @@ describe('join on one rank', () => {
     await expect(join([], async () => 0)).rejects.toThrow(JoinArgumentError);
     await expect(join([a, a], async () => 0)).rejects.toThrow('listed twice');
     await expect(join([a, b], async () => 0)).rejects.toThrow('different process group');
+    // a config's strings were truthy: `enable: 'false'` joined, `divideByInitialWorldSize: 'false'` divided by it
+    for (const name of ['enable', 'throwOnEarlyTermination', 'divideByInitialWorldSize']) {
+      await expect(join([a], async () => 0, { [name]: 'false' })).rejects.toThrow(
+        `join: ${name} must be a boolean, got "false"`,
+      );
+    }
   });
 
   it('EarlyTerminationError names the rank', () => {

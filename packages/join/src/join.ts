@@ -1,4 +1,5 @@
 import type { ProcessGroup, Work } from '@ddp/comm';
+import { checkBooleanOptions } from '@ddp/tensor';
 import { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './errors.js';
 
 /**
@@ -79,6 +80,9 @@ export function currentJoinNotice(): Promise<number | null> | null {
  * collectives. When the sum is 0, every rank has joined and each `postHook(isLastJoiner)` runs.
  */
 export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts: JoinOptions = {}): Promise<T> {
+  // each was truthy: `enable: 'false'` joined, `divideByInitialWorldSize: 'false'` divided by the initial size
+  const booleans = ['enable', 'throwOnEarlyTermination', 'divideByInitialWorldSize'];
+  checkBooleanOptions('join', opts, booleans, (m) => new JoinArgumentError(m));
   const { enable = true, throwOnEarlyTermination = false, ...hookOpts } = opts;
   if (!enable) return fn();
   const group = checkJoinables(joinables);

@@ -98,6 +98,30 @@ describe('bad input gets a typed error', () => {
     expect(() => new Adam(params(), positional(0.5))).toThrow(OptimizerError);
   });
 
+  // each was truthy: `maximize: 'false'` stepped uphill, `bias: 'false'` kept the bias, `causal: 'false'` masked
+  it('boolean options given anything but true or false (a string from a config)', () => {
+    const no = 'false' as never;
+    const params = () => new Linear(2, 1).parameters();
+    const x = tensor([[[1, 2, 3, 4]]]);
+    const cases: [string, () => unknown][] = [
+      ['Linear: bias', () => new Linear(3, 2, { bias: no })],
+      ['Conv2d: bias', () => new Conv2d(1, 4, 3, { bias: no })],
+      ['LayerNorm: elementwiseAffine', () => new LayerNorm(4, { elementwiseAffine: no })],
+      ['LayerNorm: bias', () => new LayerNorm(4, { bias: no })],
+      ['BatchNorm2d: affine', () => new BatchNorm2d(3, { affine: no })],
+      ['BatchNorm2d: trackRunningStats', () => new BatchNorm2d(3, { trackRunningStats: no })],
+      ['MultiheadAttention: causal', () => new MultiheadAttention(4, 2, { causal: no })],
+      ['MultiheadAttention.forward: isCausal', () => new MultiheadAttention(4, 2).forward(x, x, x, { isCausal: no })],
+      ['TransformerBlock: causal', () => new TransformerBlock(4, 2, { causal: no })],
+      ['SGD: maximize', () => new SGD(params(), { lr: 0.1, maximize: no })],
+      ['SGD: nesterov', () => new SGD(params(), { lr: 0.1, momentum: 0.9, nesterov: no })],
+      ['Adam: amsgrad', () => new Adam(params(), { amsgrad: no })],
+      ['AdamW: maximize', () => new AdamW(params(), { maximize: no })],
+      ['clipGradNorm: errorIfNonfinite', () => clipGradNorm(params(), 1, 2, no)],
+    ];
+    for (const [what, make] of cases) expect(make, what).toThrow(`${what} must be a boolean, got "false"`);
+  });
+
   // torch's padding='same' failed untyped (`p.every is not a function`) at the first forward
   it('Conv2d sizes that are not integers or pairs of them', () => {
     const same = () => new Conv2d(1, 1, 3, { padding: 'same' as never });

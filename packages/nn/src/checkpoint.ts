@@ -8,7 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import { unboundEntry, withSaveId } from './checkpoint-binding.js';
 import {
@@ -239,6 +239,7 @@ export async function loadCheckpoint(
 ): Promise<LoadedCheckpoint> {
   // step, epoch and extra are what the load returns: one contents object may serve save and load
   checkContents(`loadCheckpoint(${dir})`, contents, [...SAVED, 'strict']);
+  checkBooleanOptions(`loadCheckpoint(${dir})`, contents, ['strict'], (message) => new CheckpointError(message));
   const read = await readNewestEntry(dir, META_FILE, (path) => readEntry(path, contents));
   if (read === null) throw new CheckpointError(`no checkpoint at ${dir}`);
   const { path, meta, model, optimizer } = read;

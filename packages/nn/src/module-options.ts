@@ -1,4 +1,4 @@
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 import { ModuleError } from './module.js';
 
 /** A layer's options besides those it knows (`unknown`, the rest of its destructuring) raise ModuleError. */
@@ -10,13 +10,15 @@ export function checkModuleOptions(layer: string, unknown: object, known: readon
  * A layer's options argument, refused unless it is an object: torch's positional arguments
  * (`new Linear(3, 2, false)`, `new LayerNorm(4, 1e-6)`, `new Conv2d(1, 4, 3, 2, 1)`) landed in
  * the options' place, where a number or boolean destructures to nothing — bias kept, eps,
- * stride and padding at their defaults, silently.
+ * stride and padding at their defaults, silently. Its `booleans` must be booleans when given
+ * (`bias: 'false'` from a config kept the bias).
  */
-export function moduleOptions<T extends object>(layer: string, opts: T): T {
+export function moduleOptions<T extends object>(layer: string, opts: T, booleans: readonly string[] = []): T {
   if (typeof opts !== 'object' || opts === null || Array.isArray(opts))
     throw new ModuleError(
       `${layer}: options must be an object of named options, got ${String(opts)} ` +
         "(torch's positional arguments are named here)",
     );
+  checkBooleanOptions(layer, opts, booleans, (message) => new ModuleError(message));
   return opts;
 }

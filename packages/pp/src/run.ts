@@ -1,7 +1,7 @@
 import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard } from '@ddp/nn';
-import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
@@ -95,6 +95,7 @@ export async function pipelineStep(
   const m = microBatches.length;
   const known = ['ppGroup', 'activationShape', 'schedule', 'dpGroup', 'lossReduction', 'check'];
   checkOptionNames('pipelineStep', opts, known, (m) => new PipelineStageError(m));
+  checkBooleanOptions('pipelineStep', opts, ['check'], (m) => new PipelineStageError(m));
   const { ppGroup, activationShape, dpGroup, schedule: named = '1f1b' } = opts;
   if (ppGroup.size !== stage.numStages || ppGroup.rank !== stage.stage) {
     throw new PipelineStageError(

@@ -94,6 +94,8 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const opts = { ppGroup: group, activationShape: [1], schedul: 'afab' } as object;
     await expect(pipelineStep(stage, microBatches(0, 0), opts as never)).rejects.toThrow(PipelineStageError);
     await expect(pipelineStep(stage, microBatches(0, 0), opts as never)).rejects.toThrow(/unknown option "schedul"/);
+    const check = { ppGroup: group, activationShape: [1], check: 'false' } as object; // truthy: checked anyway
+    await expect(pipelineStep(stage, microBatches(0, 0), check as never)).rejects.toThrow(/check must be a boolean/);
     stage.dispose();
   });
 

@@ -231,6 +231,13 @@ describe('DistributedDataParallel in a world of one', () => {
     await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), config)).rejects.toThrow(
       /DistributedDataParallel.create: unknown option "broadcast_buffers"; did you mean broadcastBuffers\?/,
     );
+    // a config's strings were truthy: `broadcastBuffers: 'false'` broadcast, `checkFinite: 'false'` checked
+    for (const name of ['findUnusedParameters', 'broadcastBuffers', 'checkFinite']) {
+      await expect(DistributedDataParallel.create(mlp(1, [5, 4, 3]), { [name]: 'false' })).rejects.toThrow(
+        `DistributedDataParallel.create: ${name} must be a boolean, got "false"`,
+      );
+    }
+    expect(() => new PowerSGDState({ warmStart: 'no' as never })).toThrow(/PowerSGDState: warmStart must be a boolean/);
   });
 });
 

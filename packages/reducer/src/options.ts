@@ -1,5 +1,5 @@
 import type { ProcessGroup } from '@ddp/comm';
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 import { DDPUsageError } from './errors.js';
 
 export interface DDPOptions {
@@ -38,7 +38,10 @@ const DDP_OPTIONS = [
 
 export function checkOptions(opts: DDPOptions): void {
   // torch's broadcast_buffers=False from a ported config was ignored: buffers broadcast anyway
-  checkOptionNames('DistributedDataParallel.create', opts, DDP_OPTIONS, (message) => new DDPUsageError(message));
+  const error = (message: string) => new DDPUsageError(message);
+  checkOptionNames('DistributedDataParallel.create', opts, DDP_OPTIONS, error);
+  const booleans = ['findUnusedParameters', 'broadcastBuffers', 'checkFinite'];
+  checkBooleanOptions('DistributedDataParallel.create', opts, booleans, error);
   for (const key of ['bucketCapMB', 'firstBucketMB'] as const) {
     const v = opts[key];
     if (v !== undefined && !(Number.isFinite(v) && v > 0))

@@ -1,8 +1,9 @@
 import { ReduceOp, sharedArray } from '@ddp/comm';
 import { Generator } from '@ddp/nn';
-import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
 import { DDPUsageError } from './errors.js';
+import { orthonormalizeColumns } from './orthonormalize.js';
 
 export interface PowerSGDOptions {
   /** Rank r of the approximation M ≈ P Qᵀ (default 1). */
@@ -82,11 +83,12 @@ export class PowerSGDState {
   private readonly homes = new Map<number, Home>();
   private readonly generators = new Map<number, Generator>();
   private readonly seed: number;
-  /** Buckets are processed one after the other, so every rank issues the same collectives in the same order. */
+  /** Buckets go one after the other: every rank issues the same collectives in the same order. */
   chain: Promise<unknown> = Promise.resolve();
 
   constructor(opts: PowerSGDOptions = {}) {
     checkOptionNames('PowerSGDState', opts, OPTIONS, (m) => new DDPUsageError(m));
+    checkBooleanOptions('PowerSGDState', opts, ['useErrorFeedback', 'warmStart'], (m) => new DDPUsageError(m));
     this.rank = opts.matrixApproximationRank ?? 1;
     this.startIter = opts.startPowerSGDIter ?? 10;
     // rank 0 made every compressed gradient zero (torch's too), NaN turned compression off, 1.5 a RangeError
@@ -162,7 +164,6 @@ export class PowerSGDState {
     }
   }
 
-  /** A matrix's next random Q, from its own generator. */
   /**
    * Q of the last step orthonormalized (P = MQ keeps its span), each column that depends on the others
    * drawn afresh: after a gradient of rank < r (M = 0: a layer no rank used) they stayed zero under warm
@@ -172,6 +173,7 @@ export class PowerSGDState {
     for (const [x, qAt] of qOffsets(state)) orthonormalizeColumns(state.q, qAt, x.m, x.r, () => this.initialQ(x));
   }
 
+  /** A matrix's next random Q, from its own generator. */
   private initialQ(x: MatrixSlot): Float32Array {
     const g = this.generators.get(x.param) ?? new Generator(this.seed * 1_000_003 + x.param + 1);
     this.generators.set(x.param, g);
@@ -185,39 +187,6 @@ function* qOffsets(state: BucketState): IterableIterator<[MatrixSlot, number]> {
   for (const x of state.matrices) {
     yield [x, qAt];
     qAt += x.m * x.r;
-  }
-}
-
-/**
- * Gram-Schmidt on the r columns of the row-major [n, r] matrix at p[offset…]. A column that depends on
- * the earlier ones (its residual under 1e-4 of its norm, or zero) is taken from `redraw()` (an [n, r]
- * array) when given, else set to zero. No epsilon is added to the norm (torch's default): with warm
- * start P = MQ scales as σ², and `norm + 1e-8` shrank the factors of small gradients.
- */
-function orthonormalizeColumns(p: Float32Array, offset: number, n: number, r: number, redraw?: () => Float32Array) {
-  const at = (k: number, i: number) => offset + k * r + i;
-  for (let i = 0; i < r; i++) {
-    for (let attempt = 0; ; attempt++) {
-      let before = 0;
-      for (let k = 0; k < n; k++) before += p[at(k, i)] ** 2;
-      for (let j = 0; j < i; j++) {
-        let dot = 0;
-        for (let k = 0; k < n; k++) dot += p[at(k, i)] * p[at(k, j)];
-        for (let k = 0; k < n; k++) p[at(k, i)] -= dot * p[at(k, j)];
-      }
-      let norm = 0;
-      for (let k = 0; k < n; k++) norm += p[at(k, i)] ** 2;
-      norm = Math.sqrt(norm);
-      const dependent = norm === 0 || norm < 1e-4 * Math.sqrt(before);
-      if (dependent && redraw && attempt < 3) {
-        const fresh = redraw();
-        for (let k = 0; k < n; k++) p[at(k, i)] = fresh[k * r + i];
-        continue;
-      }
-      // a dependent column's residual is noise, not orthogonal to the rest: normalized, a rank-1 M came back 0.43 off
-      for (let k = 0; k < n; k++) p[at(k, i)] = dependent ? 0 : p[at(k, i)] / norm;
-      break;
-    }
   }
 }
 

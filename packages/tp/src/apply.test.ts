@@ -88,6 +88,14 @@ describe('applyTensorParallel', () => {
     expect(() => RowParallelLinear.fromLinear(lin, groupOf(2), { inputParallel: false } as object)).toThrow(
       TensorParallelError,
     );
+    // a config's string was truthy: `inputIsParallel: 'false'` took the full input for its slice
+    const no = 'false' as never;
+    expect(() => RowParallelLinear.fromLinear(lin, groupOf(2), { inputIsParallel: no })).toThrow(
+      'RowParallelLinear.fromLinear: inputIsParallel must be a boolean, got "false"',
+    );
+    expect(() => ColumnParallelLinear.fromLinear(lin, groupOf(2), { gatherOutput: no })).toThrow(/must be a boolean/);
+    const model = new TinyGpt(config, new Generator(5));
+    expect(() => applyTensorParallel(model, groupOf(1), { embeddings: no })).toThrow(/embeddings must be a boolean/);
     lin.dispose();
   });
 

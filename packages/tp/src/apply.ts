@@ -1,6 +1,6 @@
 import type { ProcessGroup } from '@ddp/comm';
 import { Embedding, type Module, type Parameter, TransformerBlock } from '@ddp/nn';
-import { checkOptionNames } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 import { TensorParallelBlock } from './block.js';
 import { TensorParallelError } from './errors.js';
 import { VocabParallelEmbedding } from './layers.js';
@@ -65,6 +65,7 @@ export interface ApplyTensorParallelOptions {
  */
 export function applyTensorParallel(model: Module, group: ProcessGroup, opts: ApplyTensorParallelOptions = {}): Module {
   checkOptionNames('applyTensorParallel', opts, ['embeddings'], (m) => new TensorParallelError(m));
+  checkBooleanOptions('applyTensorParallel', opts, ['embeddings'], (m) => new TensorParallelError(m));
   const embeddings = opts.embeddings ?? true;
   refuseTiedParameters(model, group, embeddings);
   return parallelizeTree(model, group, embeddings);

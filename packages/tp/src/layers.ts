@@ -1,7 +1,7 @@
 import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
-import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
 import { replicateParameter, sameRequiresGrad, shardParameter } from './shard.js';
@@ -41,7 +41,9 @@ export class ColumnParallelLinear extends Module {
 
   /** Shards an nn Linear (which stays the caller's), frozen parameters staying frozen. */
   static fromLinear(l: Linear, group: ProcessGroup, opts: { gatherOutput?: boolean } = {}): ColumnParallelLinear {
-    checkOptionNames('ColumnParallelLinear.fromLinear', opts, ['gatherOutput'], (m) => new TensorParallelError(m));
+    const error = (m: string) => new TensorParallelError(m);
+    checkOptionNames('ColumnParallelLinear.fromLinear', opts, ['gatherOutput'], error);
+    checkBooleanOptions('ColumnParallelLinear.fromLinear', opts, ['gatherOutput'], error);
     return sameRequiresGrad(new ColumnParallelLinear(masterOf(l), group, opts.gatherOutput ?? false), l);
   }
 
@@ -77,7 +79,9 @@ export class RowParallelLinear extends Module {
   }
 
   static fromLinear(l: Linear, group: ProcessGroup, opts: { inputIsParallel?: boolean } = {}): RowParallelLinear {
-    checkOptionNames('RowParallelLinear.fromLinear', opts, ['inputIsParallel'], (m) => new TensorParallelError(m));
+    const error = (m: string) => new TensorParallelError(m);
+    checkOptionNames('RowParallelLinear.fromLinear', opts, ['inputIsParallel'], error);
+    checkBooleanOptions('RowParallelLinear.fromLinear', opts, ['inputIsParallel'], error);
     return sameRequiresGrad(new RowParallelLinear(masterOf(l), group, opts.inputIsParallel ?? true), l);
   }
 

@@ -3,7 +3,7 @@ import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
 import { Optimizer, refuseStepArguments } from '@ddp/nn';
-import { checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { type Partition, partitionParameters } from './partition.js';
@@ -61,6 +61,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   ) {
     const known = ['processGroup', 'stage', 'parametersAsBucketView'];
     checkOptionNames('ZeroRedundancyOptimizer', zero, known, (m) => new ZeroError(m));
+    checkBooleanOptions('ZeroRedundancyOptimizer', zero, ['parametersAsBucketView'], (m) => new ZeroError(m));
     super(params, options as O);
     this.processGroup = zero.processGroup ?? getDefaultGroup();
     this.stage = zero.stage ?? 1;

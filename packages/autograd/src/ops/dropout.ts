@@ -24,7 +24,7 @@ class Dropout extends AutogradFunction {
  * training; identity otherwise. `seed` fixes the mask; without it the mask comes from manualSeed's stream.
  */
 export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
-  checkOptions('dropout', opts, ['training', 'seed']);
+  checkOptions('dropout', opts, ['training', 'seed'], ['training']);
   requireFloat32('dropout', x);
   if (!(p >= 0 && p <= 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1], got ${p}`);
   if (opts.training === false || p === 0) return mul(x, 1);

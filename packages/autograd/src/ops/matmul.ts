@@ -89,7 +89,7 @@ class MatMul extends AutogradFunction {
 
 /** Matrix product of the last two dims, batch dims broadcast (torch.matmul for rank >= 2). */
 export function matmul(a: Tensor, b: Tensor, opts: { transposeA?: boolean; transposeB?: boolean } = {}): Tensor {
-  checkOptions('matmul', opts, ['transposeA', 'transposeB']);
+  checkOptions('matmul', opts, ['transposeA', 'transposeB'], ['transposeA', 'transposeB']);
   requireFloat32('matmul', a, b);
   return MatMul.apply(a, b, opts.transposeA ?? false, opts.transposeB ?? false, true);
 }

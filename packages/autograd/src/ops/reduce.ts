@@ -88,7 +88,10 @@ export const min = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor
  * ignored (a number has no keys): the sum of every element, silently.
  */
 function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undefined): ReduceOptions {
-  if (typeof dims === 'number' || Array.isArray(dims)) return { dim: dims, keepdim: keepdim ?? false };
+  if (typeof dims === 'number' || Array.isArray(dims)) {
+    checkOptions(where, { keepdim }, ['keepdim'], ['keepdim']);
+    return { dim: dims, keepdim: keepdim ?? false };
+  }
   if (typeof dims !== 'object' || dims === null)
     throw new AutogradArgumentError(
       `${where}: dims must be a number, an array or { dim, keepdim }, got ${String(dims)}`,
@@ -97,6 +100,6 @@ function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undef
     throw new AutogradArgumentError(
       `${where}: keepdim goes inside the options ({ dim, keepdim }) or after a dim number`,
     );
-  checkOptions(where, dims, ['dim', 'keepdim']);
+  checkOptions(where, dims, ['dim', 'keepdim'], ['keepdim']);
   return dims;
 }

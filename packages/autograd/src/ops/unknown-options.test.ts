@@ -2,6 +2,8 @@ import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import {
   AutogradArgumentError,
+  autocast,
+  backward,
   conv2d,
   dropout,
   fromTf,
@@ -17,6 +19,7 @@ import {
   rand,
   randn,
   sum,
+  Tensor,
   tensor,
   zeros,
 } from '../index.js';
@@ -61,5 +64,37 @@ describe('unknown options get an AutogradArgumentError', () => {
     expect(conv2d(x(), w(), null, { stride: 2, padding: 1 }).shape).toEqual([1, 2, 4, 4]);
     expect(maxPool2d(x(), 2).shape).toEqual([1, 2, 4, 4]);
     expect(randn([2], { seed: 1, requiresGrad: true }).requiresGrad).toBe(true);
+  });
+});
+
+// each was truthy: `keepdim: 'false'` kept the dim, `training: 'false'` dropped in eval, `requiresGrad: 'false'`
+// trained a frozen leaf, `enabled: 'false'` ran autocast
+describe('boolean options given anything but true or false get an AutogradArgumentError', () => {
+  const x = () => randn([2, 3], { seed: 1 });
+  const no = 'false' as never;
+  const cases: [string, () => unknown][] = [
+    ['sum: keepdim', () => sum(x(), { dim: 1, keepdim: no })],
+    ['mean: keepdim', () => mean(x(), 1, no)],
+    ['max: keepdim', () => max(x(), { dim: 0, keepdim: no })],
+    ['dropout: training', () => dropout(x(), 0.5, { training: no })],
+    ['matmul: transposeB', () => matmul(x(), x(), { transposeB: no })],
+    ['tensor: requiresGrad', () => tensor([1, 2], undefined, { requiresGrad: no })],
+    ['zeros: requiresGrad', () => zeros([2], { requiresGrad: no })],
+    ['randn: requiresGrad', () => randn([2], { requiresGrad: no })],
+    ['fromTf: requiresGrad', () => fromTf(tf.zeros([2]), { requiresGrad: no })],
+    ['Tensor: requiresGrad', () => new Tensor(tf.zeros([2]), { requiresGrad: no })],
+    [
+      'Tensor: requiresGrad',
+      () => {
+        x().requiresGrad = no;
+      },
+    ],
+    ['backward: retainGraph', () => backward(sum(randn([2], { requiresGrad: true })), undefined, { retainGraph: no })],
+    ['autocast: enabled', () => autocast({ enabled: no }, () => 1)],
+  ];
+  it.each(cases)('%s', async (what, call) => {
+    const run = async () => call(); // backward's refusal is its promise's
+    await expect(run()).rejects.toThrow(AutogradArgumentError);
+    await expect(run()).rejects.toThrow(`${what} must be a boolean, got "false"`);
   });
 });

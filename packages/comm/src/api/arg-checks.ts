@@ -39,7 +39,14 @@ export function checkGatherInto(output: CommArray, input: CommArray, size: numbe
 }
 
 /** reduceScatter's input holds `size` outputs. */
-export function checkReduceScatter(output: CommArray, input: CommArray, size: number): void {
+export function checkReduceScatter(output: CommArray, input: CommArray, size: number, overwriteInput?: unknown): void {
+  // 'false' from a config was truthy: the caller's input was overwritten where it was meant kept
+  if (overwriteInput !== undefined && typeof overwriteInput !== 'boolean') {
+    const got = JSON.stringify(overwriteInput) ?? String(overwriteInput);
+    throw new InvalidArgumentError(`reduceScatter: overwriteInput must be a boolean, got ${got}`, {
+      op: 'reduceScatter',
+    });
+  }
   if (input.length !== output.length * size || output.constructor !== input.constructor) {
     throw new InvalidArgumentError(
       `reduceScatter: input needs ${size} × ${output.length} elements of the output's type, got ${input.length}`,

@@ -150,7 +150,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   reduceScatter(output: CommArray, input: CommArray, opts: ReduceScatterOptions = {}): Work {
     return this.collective('reduceScatter', () => {
-      checkReduceScatter(output, input, this.size);
+      checkReduceScatter(output, input, this.size, opts.overwriteInput);
       const op = reduceOpOf(opts.op, 'reduceScatter');
       return reduceScatter(this.ops, output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
     });

@@ -60,6 +60,11 @@ describe('a world of one in this process (HashStore)', () => {
     expect(() => pg.reduceScatter(new Float32Array(1), new Float32Array(1), { op: 'median' as 'sum' })).toThrow(
       /unknown reduce op "median"/,
     );
+    // a config's 'false' was truthy: the caller's input overwritten where it was meant kept
+    const shared = new Float32Array(new SharedArrayBuffer(8));
+    expect(() => pg.reduceScatter(new Float32Array(2), shared, { overwriteInput: 'false' as never })).toThrow(
+      'reduceScatter: overwriteInput must be a boolean, got "false"',
+    );
   });
 
   it('getRank(null) and getWorldSize(null) are -1 (a non-member), newGroup refuses repeated ranks', async () => {

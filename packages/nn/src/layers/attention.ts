@@ -53,7 +53,7 @@ export class MultiheadAttention extends Module {
       causal = false,
       generator = defaultGenerator,
       ...unknown
-    } = moduleOptions('MultiheadAttention', opts);
+    } = moduleOptions('MultiheadAttention', opts, ['bias', 'causal']);
     checkModuleOptions('MultiheadAttention', unknown, ['bias', 'dropout', 'causal', 'generator']);
     if (embedDim % numHeads !== 0)
       throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);
@@ -102,10 +102,11 @@ export class MultiheadAttention extends Module {
     // torch's keywords (key_padding_mask, is_causal) or a mask given in this place were ignored: no masking at all
     if (options instanceof tf.Tensor || (options as unknown) instanceof Object.getPrototypeOf(query).constructor)
       throw new ModuleError('MultiheadAttention.forward: pass a mask as { attnMask } (ddp has no key padding mask)');
-    checkModuleOptions('MultiheadAttention.forward', moduleOptions('MultiheadAttention.forward', options), [
-      'attnMask',
-      'isCausal',
-    ]);
+    checkModuleOptions(
+      'MultiheadAttention.forward',
+      moduleOptions('MultiheadAttention.forward', options, ['isCausal']),
+      ['attnMask', 'isCausal'],
+    );
     const [b, t] = query.shape as [number, number, number];
     const s = key.shape[1];
     const [q, k, v] =

@@ -50,7 +50,7 @@ export class Conv2d extends Module {
       bias = true,
       generator = defaultGenerator,
       ...unknown
-    } = moduleOptions('Conv2d', opts);
+    } = moduleOptions('Conv2d', opts, ['bias']);
     checkModuleOptions('Conv2d', unknown, ['stride', 'padding', 'bias', 'generator']);
     for (const [what, n] of [
       ['inChannels', inChannels],

@@ -27,7 +27,7 @@ export class Linear extends Module {
     opts: LinearOptions = {},
   ) {
     super();
-    const { bias = true, generator = defaultGenerator, ...unknown } = moduleOptions('Linear', opts);
+    const { bias = true, generator = defaultGenerator, ...unknown } = moduleOptions('Linear', opts, ['bias']);
     checkModuleOptions('Linear', unknown, ['bias', 'generator']);
     checkSize('Linear', 'inFeatures', inFeatures);
     checkSize('Linear', 'outFeatures', outFeatures);

@@ -19,7 +19,12 @@ export class LayerNorm extends Module {
 
   constructor(normalizedShape: number | number[], opts: LayerNormOptions = {}) {
     super();
-    const { eps = 1e-5, elementwiseAffine = true, bias = true, ...unknown } = moduleOptions('LayerNorm', opts);
+    const {
+      eps = 1e-5,
+      elementwiseAffine = true,
+      bias = true,
+      ...unknown
+    } = moduleOptions('LayerNorm', opts, ['elementwiseAffine', 'bias']);
     checkModuleOptions('LayerNorm', unknown, ['eps', 'elementwiseAffine', 'bias']);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.eps = eps;
@@ -77,7 +82,7 @@ export abstract class BatchNorm extends Module {
       affine = true,
       trackRunningStats = true,
       ...unknown
-    } = moduleOptions(new.target.name, opts);
+    } = moduleOptions(new.target.name, opts, ['affine', 'trackRunningStats']);
     checkModuleOptions(new.target.name, unknown, ['eps', 'momentum', 'affine', 'trackRunningStats']);
     if (!(Number.isInteger(numFeatures) && numFeatures > 0))
       throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);

@@ -1,5 +1,5 @@
 import type { Tensor } from '@ddp/autograd';
-import { fusedAdamStep, tf } from '@ddp/tensor';
+import { checkBooleanOptions, fusedAdamStep, tf } from '@ddp/tensor';
 import {
   checkOptimizerOptions,
   type GroupCheck,
@@ -31,6 +31,7 @@ const adamGroupCheck: GroupCheck<AdamOptions> = {
     if (!(typeof o.eps === 'number' && o.eps >= 0)) throw new OptimizerError(`${where}: invalid eps ${o.eps}`);
     if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))
       throw new OptimizerError(`${where}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
+    checkBooleanOptions(where, o, ['amsgrad', 'maximize'], (message) => new OptimizerError(message));
   },
 };
 

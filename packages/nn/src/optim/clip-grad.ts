@@ -1,8 +1,9 @@
 import { gradientShardGroups, type NormReduceGroup, type Tensor } from '@ddp/autograd';
-import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { OptimizerError } from './optimizer.js';
 
-function checkArguments(what: string, maxNorm: number, normType: number): void {
+function checkArguments(what: string, maxNorm: number, normType: number, errorIfNonfinite: boolean): void {
+  checkBooleanOptions(what, { errorIfNonfinite }, ['errorIfNonfinite'], (message) => new OptimizerError(message));
   if (!(typeof maxNorm === 'number' && maxNorm >= 0))
     throw new OptimizerError(`${what}: maxNorm must be >= 0, got ${maxNorm}`);
   if (!(typeof normType === 'number' && normType > 0))
@@ -55,7 +56,7 @@ export function clipGradNorm(
   normType = 2,
   errorIfNonfinite = false,
 ): number {
-  checkArguments('clipGradNorm', maxNorm, normType);
+  checkArguments('clipGradNorm', maxNorm, normType, errorIfNonfinite);
   const unique = eachOnce(params);
   // every parameter, with a gradient or not: a rank whose shards hold none (ZeRO-2 with more ranks
   // than parameters) returned 0 while the others refused, and went on to the next collective
@@ -97,7 +98,7 @@ export async function clipGradNormDistributed(
   const known = ['groups', 'normType', 'errorIfNonfinite'];
   checkOptionNames('clipGradNormDistributed', opts, known, (m) => new OptimizerError(m));
   const { groups, normType = 2, errorIfNonfinite = false } = opts;
-  checkArguments('clipGradNormDistributed', maxNorm, normType);
+  checkArguments('clipGradNormDistributed', maxNorm, normType, errorIfNonfinite);
   const infinity = normType === Number.POSITIVE_INFINITY;
   const combine = (a: number, b: number) => (infinity ? Math.max(a, b) : a + b);
   // parts[mask]: gradients split over the groups whose bits are set, not yet reduced over them

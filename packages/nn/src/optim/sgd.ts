@@ -1,5 +1,5 @@
 import type { Tensor } from '@ddp/autograd';
-import { tf } from '@ddp/tensor';
+import { checkBooleanOptions, tf } from '@ddp/tensor';
 import {
   checkOptimizerOptions,
   type GroupCheck,
@@ -34,6 +34,7 @@ const sgdGroupCheck: GroupCheck<SGDOptions> = {
       throw new OptimizerError(`${where}: invalid dampening ${o.dampening}`);
     if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))
       throw new OptimizerError(`${where}: invalid weightDecay ${o.weightDecay} (must be >= 0)`);
+    checkBooleanOptions(where, o, ['nesterov', 'maximize'], (message) => new OptimizerError(message));
     if (o.nesterov && (o.momentum <= 0 || o.dampening !== 0)) {
       throw new OptimizerError(`${where}: Nesterov momentum requires a momentum and zero dampening`);
     }

@@ -1,0 +1,23 @@
+import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
+import { Linear } from '@ddp/nn';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { FSDPError } from './errors.js';
+import { fullyShard } from './fully-shard.js';
+
+beforeAll(async () => {
+  await initProcessGroup({ rank: 0, worldSize: 1 });
+});
+afterAll(async () => {
+  await destroyProcessGroup();
+});
+
+it('refuses options it does not know, and a boolean option given a string (truthy: taken as true)', () => {
+  expect(() => fullyShard(new Linear(3, 2), { reshard_after_forward: false } as never)).toThrow(
+    /fullyShard: unknown option "reshard_after_forward"; did you mean reshardAfterForward\?/,
+  );
+  for (const name of ['reshardAfterForward', 'prefetch']) {
+    const make = () => fullyShard(new Linear(3, 2), { [name]: 'false' });
+    expect(make).toThrow(FSDPError);
+    expect(make).toThrow(`fullyShard: ${name} must be a boolean, got "false"`);
+  }
+});
