@@ -1,6 +1,6 @@
 // Reading safetensors files: every length, offset, shape and checksum checked (format: safetensors.ts).
 import { readFile } from 'node:fs/promises';
-import { DTYPES, type DType, type TypedArray } from '@ddp/tensor';
+import { checkBooleanOptions, DTYPES, type DType, type TypedArray } from '@ddp/tensor';
 import { CHECKSUMS, CODE, checksum, METADATA, numel, type SafeTensor, SafetensorsError } from './safetensors.js';
 
 /** How a stored dtype is read: its element size and the dtype and array it becomes. */
@@ -128,8 +128,10 @@ function checkMetadataChecksum(
 export function parseSafetensors(
   bytes: Uint8Array,
   source = 'safetensors data',
-  { requireChecksums = false }: ParseOptions = {},
+  options: ParseOptions = {},
 ): ParsedSafetensors {
+  checkBooleanOptions('parseSafetensors', options, ['requireChecksums'], (m) => new SafetensorsError('invalid', m));
+  const { requireChecksums = false } = options;
   const { header, dataStart } = parseHeader(bytes, source);
   const dataLength = bytes.length - dataStart;
   const { [CHECKSUMS]: stored, ...metadata } = parseMetadata(header.__metadata__, source);

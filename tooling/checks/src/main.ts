@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type NeedlessAssertion, needlessAssertions, withoutAssertions } from './assertions.js';
+import { uncheckedBooleanOptions } from './boolean-options.js';
 import { dependencyMismatches, layerViolations, oversizedFiles } from './checks.js';
 import { breakLongLines, longLines, MAX_WIDTH } from './long-lines.js';
 import { workspacePackages } from './scan.js';
@@ -41,6 +42,7 @@ const sections = [
   ['dependencies that do not match the imports', dependencyMismatches(pkgs)],
   ["imports that cross DESIGN.md's layers", layerViolations(pkgs)],
   ['test helpers outside the one layout (src/test/, src/fixtures/)', testLayoutViolations(pkgs)],
+  ["boolean options read without checkBooleanOptions (a config's 'false' is truthy)", uncheckedBooleanOptions(pkgs)],
   [
     `lines over ${MAX_WIDTH} characters (\`pnpm fix\` breaks comments and strings; shorten the rest)`,
     tooLong.map((l) => `${l.path}:${l.line}: ${l.width} characters`),
@@ -59,5 +61,5 @@ for (const [title, problems] of sections) {
 if (failed) process.exit(1);
 console.log(
   `check: ${pkgs.length} packages, ${tsFiles.length} files: size, width, dependencies, layers, ` +
-    `test layout, assertions ok`,
+    `test layout, boolean options, assertions ok`,
 );

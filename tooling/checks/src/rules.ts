@@ -34,3 +34,26 @@ export const LAYERS: Record<string, readonly string[]> = {
 export function isTestFile(path: string): boolean {
   return !/\/src\//.test(path) || /\.test\.ts$|\.child\.ts$|\/src\/test\/|\/src\/fixtures\//.test(path);
 }
+
+/**
+ * Boolean members of *Options interfaces that are not user options, so no checkBooleanOptions call
+ * names them (boolean-options.ts): `Owner.name`, each with why.
+ */
+export const BOOLEAN_OPTIONS_UNCHECKED: readonly string[] = [
+  // comm sits below @ddp/tensor: api/arg-checks.ts checks it in its own words
+  'ReduceScatterOptions.overwriteInput',
+  // a store's role, set by initProcessGroup from the rank (a user's 'false' starts no server: the connect fails loudly)
+  'TCPStoreOptions.isServer',
+  // the mesh's and the launcher's own: set by code, or parsed from the command line as booleans
+  'MeshOptions.forceTcp',
+  'MeshOptions.heartbeat',
+  'LaunchOptions.sourceConditions',
+  'CliOptions.standalone',
+  'CliOptions.sourceConditions',
+  // test helpers' options, written by the tests
+  'MpirunOptions.parseResults',
+  'RunWorldOptions.allowFailure',
+  'SpawnRanksOptions.parseResults',
+  // the app's model options, parsed from its command line as booleans
+  'ClipModelOptions.gradCheckpointing',
+];
