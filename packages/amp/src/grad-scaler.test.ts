@@ -125,6 +125,8 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     expect(() => new GradScaler({ enabled: 'false' as never })).toThrow(
       'GradScaler: enabled must be a boolean, got "false"',
     );
+    // coerced in the arithmetic, but kept as a string in the scaler's state dict
+    expect(() => new GradScaler({ growthFactor: '2' as never })).toThrow('GradScaler: growthFactor must be a number');
   });
 
   it('disabled: scale() is the loss itself and step() always steps', async () => {

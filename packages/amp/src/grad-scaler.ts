@@ -1,7 +1,7 @@
 import { gradientShardGroups, mul, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { currentJoinNotice, isJoinActive, type Joinable, type JoinHook } from '@ddp/join';
-import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkNumberOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
 
 export interface GradScalerOptions {
@@ -72,6 +72,8 @@ export class GradScaler implements Joinable {
     const known = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval', 'enabled', 'processGroup'];
     checkOptionNames('GradScaler', opts, known, (m) => new GradScalerError(m));
     checkBooleanOptions('GradScaler', opts, ['enabled'], (m) => new GradScalerError(m));
+    const numbers = ['initScale', 'growthFactor', 'backoffFactor', 'growthInterval'];
+    checkNumberOptions('GradScaler', opts, numbers, (m) => new GradScalerError(m)); // a string went into state dicts
     this.currentScale = f32(opts.initScale ?? 2 ** 16);
     this.growthFactor = opts.growthFactor ?? 2;
     this.backoffFactor = opts.backoffFactor ?? 0.5;

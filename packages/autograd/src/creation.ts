@@ -1,5 +1,5 @@
-import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from './errors.js';
+import { checkNumberOptions, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from './errors.js';
 import { checkInt32Values } from './int32-range.js';
 import { nextSeed } from './random.js';
 import { Tensor } from './tensor.js';
@@ -54,6 +54,7 @@ export const normalSeed = (seed: number): number => (seed === 0 ? ('0' as unknow
 /** Standard-normal float32 samples; without `seed` the seed comes from manualSeed's stream. */
 export function randn(shape: number[], opts: { requiresGrad?: boolean; seed?: number } = {}): Tensor {
   checkOptions('randn', opts, ['requiresGrad', 'seed'], ['requiresGrad']);
+  checkNumberOptions('randn', opts, ['seed'], argumentError);
   return new Tensor(tf.randomNormal(shape, 0, 1, 'float32', normalSeed(opts.seed ?? nextSeed())), opts);
 }
 
@@ -63,5 +64,7 @@ export function rand(
   opts: { requiresGrad?: boolean; seed?: number; low?: number; high?: number } = {},
 ): Tensor {
   checkOptions('rand', opts, ['requiresGrad', 'seed', 'low', 'high'], ['requiresGrad']);
+  // a string low concatenated in tfjs's low + (high − low)·u: low '1' drew from [10, 11)
+  checkNumberOptions('rand', opts, ['seed', 'low', 'high'], argumentError);
   return new Tensor(tf.randomUniform(shape, opts.low ?? 0, opts.high ?? 1, 'float32', opts.seed ?? nextSeed()), opts);
 }

@@ -1,5 +1,6 @@
-import { tf } from '@ddp/tensor';
+import { checkNumberOptions, tf } from '@ddp/tensor';
 import { normalSeed } from './creation.js';
+import { argumentError } from './errors.js';
 import { noGrad } from './grad-mode.js';
 import { tidy } from './scope.js';
 import { Tensor } from './tensor.js';
@@ -36,6 +37,7 @@ export async function gradcheck(
   inputs: Tensor[],
   opts: GradcheckOptions = {},
 ): Promise<GradcheckResult> {
+  checkNumberOptions('gradcheck', opts, ['eps', 'rtol', 'atol', 'seed'], argumentError);
   const { eps = 1e-2, rtol = 1e-2, atol = 1e-3, seed = 1 } = opts;
   const y = fn(...inputs);
   const dyT = tf.randomNormal(y.shape, 0, 1, 'float32', normalSeed(seed));

@@ -122,6 +122,23 @@ describe('bad input gets a typed error', () => {
     for (const [what, make] of cases) expect(make, what).toThrow(`${what} must be a boolean, got "false"`);
   });
 
+  // each passed its constructor (a range check coerces '1e-5') and failed untyped in a kernel at the first forward
+  it('numeric options given a string (from a config)', () => {
+    const s = (v: string) => v as never;
+    const cases: [string, () => unknown][] = [
+      ['LayerNorm: eps', () => new LayerNorm(4, { eps: s('1e-5') })],
+      ['BatchNorm2d: momentum', () => new BatchNorm2d(3, { momentum: s('0.1') })],
+      ['BatchNorm2d: eps', () => new BatchNorm2d(3, { eps: s('1e-5') })],
+      ['MultiheadAttention: dropout', () => new MultiheadAttention(4, 2, { dropout: s('0.1') })],
+      ['TransformerBlock: mlpRatio', () => new TransformerBlock(4, 2, { mlpRatio: s('4') })],
+    ];
+    for (const [what, make] of cases) expect(make, what).toThrow(`${what} must be a number, got "`);
+    expect(() => new Dropout(s('0.5'))).toThrow('Dropout: probability must be a number in [0, 1], got "0.5"');
+    const params = new Linear(2, 1).parameters();
+    expect(() => new Adam(params, { betas: ['0.9', '0.999'] as never })).toThrow(/Adam: invalid betas/);
+    expect(new BatchNorm2d(3, { momentum: null }).momentum).toBeNull(); // null: a cumulative average, as torch
+  });
+
   // torch's padding='same' failed untyped (`p.every is not a function`) at the first forward
   it('Conv2d sizes that are not integers or pairs of them', () => {
     const same = () => new Conv2d(1, 1, 3, { padding: 'same' as never });

@@ -238,6 +238,9 @@ describe('DistributedDataParallel in a world of one', () => {
       );
     }
     expect(() => new PowerSGDState({ warmStart: 'no' as never })).toThrow(/PowerSGDState: warmStart must be a boolean/);
+    expect(() => new PowerSGDState({ minCompressionRate: '2' as never })).toThrow(
+      /minCompressionRate must be a number/,
+    );
   });
 });
 

@@ -1,6 +1,6 @@
 import { ReduceOp, sharedArray } from '@ddp/comm';
 import { Generator } from '@ddp/nn';
-import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkNumberOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
 import { DDPUsageError } from './errors.js';
 import { orthonormalizeColumns } from './orthonormalize.js';
@@ -89,6 +89,7 @@ export class PowerSGDState {
   constructor(opts: PowerSGDOptions = {}) {
     checkOptionNames('PowerSGDState', opts, OPTIONS, (m) => new DDPUsageError(m));
     checkBooleanOptions('PowerSGDState', opts, ['useErrorFeedback', 'warmStart'], (m) => new DDPUsageError(m));
+    checkNumberOptions('PowerSGDState', opts, ['minCompressionRate', 'seed'], (m) => new DDPUsageError(m));
     this.rank = opts.matrixApproximationRank ?? 1;
     this.startIter = opts.startPowerSGDIter ?? 10;
     // rank 0 made every compressed gradient zero (torch's too), NaN turned compression off, 1.5 a RangeError

@@ -49,7 +49,7 @@ export {
   setNumThreads,
   useNativeKernels,
 } from './native-kernels.js';
-export { checkBooleanOptions, checkOptionNames, checkOptionValue } from './options.js';
+export { checkBooleanOptions, checkNumberOptions, checkOptionNames, checkOptionValue } from './options.js';
 export { type HalfPrecision, roundBitsToHalf, roundToPrecision } from './round-half.js';
 export { getTransferStats, ownedHeapView, type TransferStats, writeInPlace } from './storage.js';
 export { storageViews } from './storage-views.js';

@@ -64,3 +64,22 @@ export function checkBooleanOptions(
     throw error(`${where}: ${name} must be a boolean, got ${JSON.stringify(value) ?? String(value)}`);
   }
 }
+
+/**
+ * Refuses a value that is not a number (or is NaN) for each of the numeric options `names` present
+ * in `options` (undefined: the default; null passes, where an option takes it). A string from a
+ * config coerces in comparisons and concatenates in sums: `rand([n], { low: '1', high: 2 })` drew
+ * from [10, 11), and `eps: '1e-5'` passed the constructor to fail inside a kernel.
+ */
+export function checkNumberOptions(
+  where: string,
+  options: object | undefined,
+  names: readonly string[],
+  error: (message: string) => Error,
+): void {
+  for (const name of names) {
+    const value = (options as Record<string, unknown> | undefined)?.[name];
+    if (value === undefined || value === null || (typeof value === 'number' && !Number.isNaN(value))) continue;
+    throw error(`${where}: ${name} must be a number, got ${JSON.stringify(value) ?? String(value)}`);
+  }
+}

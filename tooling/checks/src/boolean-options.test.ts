@@ -36,6 +36,7 @@ describe('boolean options', () => {
     expect(checkedNames(`checkOptions('sum', dims, ['dim', 'keepdim']);`)).toEqual(new Set());
     expect(checkedNames(`moduleOptions('Linear', opts);`)).toEqual(new Set());
     expect(checkedNames(`moduleOptions('Linear', opts, ['bias']);`)).toEqual(new Set(['bias']));
+    expect(checkedNames(`moduleOptions('LayerNorm', opts, ['bias'], ['eps']);`)).toEqual(new Set(['bias']));
     expect(checkedNames(`booleanOption('DataLoader', 'shuffle', opts.shuffle, false)`)).toEqual(new Set(['shuffle']));
     const named = `const flags = ['a', 'b'];\ncheckBooleanOptions('x', opts, flags, (m) => new E(m));`;
     expect(checkedNames(named)).toEqual(new Set(['a', 'b']));

@@ -3,8 +3,13 @@
 import { BOOLEAN_OPTIONS_UNCHECKED, isTestFile } from './rules.js';
 import type { WorkspacePackage } from './scan.js';
 
-/** Calls whose array-literal arguments (or a `const` array they name) list the options checked as booleans. */
-const CHECKING_CALLS = /\b(checkBooleanOptions|booleanOption|moduleOptions|checkOptions)\(/g;
+/** The checking calls, and which argument lists the names they check as booleans (an array, or a `const` one). */
+const LIST_AT: Record<string, number> = {
+  checkBooleanOptions: 2, // (where, opts, names, error)
+  moduleOptions: 2, // (layer, opts, booleans, numbers)
+  checkOptions: 3, // autograd's (where, opts, known, booleans)
+  booleanOption: 1, // data's (where, 'name', value, fallback)
+};
 
 /** The text of the call whose '(' is at `open`, up to its matching ')'. */
 function callText(text: string, open: number): string {
@@ -16,25 +21,31 @@ function callText(text: string, open: number): string {
   return text.slice(open + 1);
 }
 
+/** A call's arguments, split at its top-level commas. */
+function splitArguments(args: string): string[] {
+  const out: string[] = [];
+  let [depth, start] = [0, 0];
+  for (let i = 0; i < args.length; i++) {
+    if ('([{'.includes(args[i])) depth++;
+    else if (')]}'.includes(args[i])) depth--;
+    else if (args[i] === ',' && depth === 0) {
+      out.push(args.slice(start, i).trim());
+      start = i + 1;
+    }
+  }
+  return [...out, args.slice(start).trim()];
+}
+
 const quoted = (s: string) => [...s.matchAll(/'(\w+)'/g)].map((m) => m[1]);
 
-/** The names a file checks as booleans: in the calls' array literals, or the `const` arrays the calls name. */
+/** The names a file checks as booleans: each checking call's list, or the `const` array the call names. */
 export function checkedNames(text: string): Set<string> {
   const names = new Set<string>();
-  for (const m of text.matchAll(CHECKING_CALLS)) {
-    const args = callText(text, m.index + m[0].length - 1);
-    if (m[1] === 'booleanOption') {
-      for (const n of quoted(args.split(',')[1] ?? '')) names.add(n); // (where, 'name', value, fallback)
-      continue;
-    }
-    // the last array literal: checkOptions' and moduleOptions' first arrays are the known names
-    const arrays = [...args.matchAll(/\[([^[\]]*)\]/g)];
-    const last = arrays.at(-1);
-    if (last && (m[1] === 'checkBooleanOptions' || arrays.length > (m[1] === 'checkOptions' ? 1 : 0)))
-      for (const n of quoted(last[1])) names.add(n);
-    const named = /,\s*(\w+),\s*[^,]+\)?\s*$/.exec(args)?.[1]; // checkBooleanOptions(where, opts, booleans, error)
-    const list = named && new RegExp(`const ${named} = \\[([^\\]]*)\\]`).exec(text);
-    if (m[1] === 'checkBooleanOptions' && list) for (const n of quoted(list[1])) names.add(n);
+  for (const m of text.matchAll(/\b(checkBooleanOptions|moduleOptions|checkOptions|booleanOption)\(/g)) {
+    const list = splitArguments(callText(text, m.index + m[0].length - 1))[LIST_AT[m[1]]];
+    if (list === undefined) continue;
+    const named = /^\w+$/.test(list) ? new RegExp(`const ${list} = \\[([^\\]]*)\\]`).exec(text)?.[1] : list;
+    for (const n of quoted(named ?? '')) names.add(n);
   }
   return names;
 }

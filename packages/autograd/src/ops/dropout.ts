@@ -1,5 +1,5 @@
-import { tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from '../errors.js';
+import { checkNumberOptions, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { nextSeed } from '../random.js';
@@ -26,6 +26,7 @@ class Dropout extends AutogradFunction {
 export function dropout(x: Tensor, p = 0.5, opts: { training?: boolean; seed?: number } = {}): Tensor {
   checkOptions('dropout', opts, ['training', 'seed'], ['training']);
   requireFloat32('dropout', x);
+  checkNumberOptions('dropout', { p, ...opts }, ['p', 'seed'], argumentError); // '0.5' passed the range check
   if (!(p >= 0 && p <= 1)) throw new AutogradArgumentError(`dropout probability must be in [0, 1], got ${p}`);
   if (opts.training === false || p === 0) return mul(x, 1);
   if (p === 1) return mul(x, 0); // torch: every element dropped, no 1/(1 − p) scale to divide by

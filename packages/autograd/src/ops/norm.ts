@@ -1,5 +1,5 @@
-import { layerNorm as fusedLayerNorm, layerNormGrad, moments, tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from '../errors.js';
+import { checkNumberOptions, layerNorm as fusedLayerNorm, layerNormGrad, moments, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -115,6 +115,7 @@ export function layerNorm(
   opts: { eps?: number; normalizedDims?: number } = {},
 ): Tensor {
   checkOptions('layerNorm', opts, ['eps', 'normalizedDims']);
+  checkNumberOptions('layerNorm', opts, ['eps', 'normalizedDims'], argumentError);
   requireFloat32('layerNorm', x, weight, bias);
   const dims = opts.normalizedDims ?? weight?.rank ?? 1;
   return LayerNorm.apply(x, weight, bias, dims, opts.eps ?? 1e-5);

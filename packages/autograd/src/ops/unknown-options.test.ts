@@ -98,3 +98,25 @@ describe('boolean options given anything but true or false get an AutogradArgume
     await expect(run()).rejects.toThrow(`${what} must be a boolean, got "false"`);
   });
 });
+
+// rand's low '1' concatenated in tfjs's low + (high − low)·u: samples in [10, 11), silently; the others failed untyped
+describe('numeric options given a string get an AutogradArgumentError', () => {
+  const s = (v: string) => v as never;
+  const cases: [string, () => unknown][] = [
+    ['rand: low', () => rand([4], { low: s('1'), high: 2 })],
+    ['rand: high', () => rand([4], { high: s('2') })],
+    ['rand: seed', () => rand([4], { seed: s('3') })],
+    ['randn: seed', () => randn([4], { seed: s('3') })],
+    ['dropout: p', () => dropout(randn([4], { seed: 1 }), s('0.5'))],
+    ['layerNorm: eps', () => layerNorm(randn([2, 4], { seed: 1 }), null, null, { eps: s('1e-5') })],
+  ];
+  it.each(cases)('%s', (what, call) => {
+    expect(call).toThrow(AutogradArgumentError);
+    expect(call).toThrow(`${what} must be a number, got "`);
+  });
+  it('numbers still work: rand in [low, high)', () => {
+    const values = rand([64], { low: 1, high: 2, seed: 1 }).data.dataSync();
+    expect(Math.min(...values)).toBeGreaterThanOrEqual(1);
+    expect(Math.max(...values)).toBeLessThan(2);
+  });
+});

@@ -48,7 +48,9 @@ export class Dropout extends Module {
     super();
     const { generator = defaultGenerator, ...unknown } = moduleOptions('Dropout', opts);
     checkModuleOptions('Dropout', unknown, ['generator']);
-    if (!(p >= 0 && p <= 1)) throw new ModuleError(`Dropout: probability must be in [0, 1], got ${p}`);
+    // '0.5' from a config passed the range check and failed at the first forward
+    if (!(typeof p === 'number' && p >= 0 && p <= 1))
+      throw new ModuleError(`Dropout: probability must be a number in [0, 1], got ${JSON.stringify(p)}`);
     this.generator = generator;
   }
   forward(x: Tensor): Tensor {

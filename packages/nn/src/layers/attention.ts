@@ -53,7 +53,7 @@ export class MultiheadAttention extends Module {
       causal = false,
       generator = defaultGenerator,
       ...unknown
-    } = moduleOptions('MultiheadAttention', opts, ['bias', 'causal']);
+    } = moduleOptions('MultiheadAttention', opts, ['bias', 'causal'], ['dropout']);
     checkModuleOptions('MultiheadAttention', unknown, ['bias', 'dropout', 'causal', 'generator']);
     if (embedDim % numHeads !== 0)
       throw new ModuleError(`embedDim ${embedDim} is not divisible by numHeads ${numHeads}`);

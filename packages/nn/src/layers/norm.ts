@@ -24,7 +24,7 @@ export class LayerNorm extends Module {
       elementwiseAffine = true,
       bias = true,
       ...unknown
-    } = moduleOptions('LayerNorm', opts, ['elementwiseAffine', 'bias']);
+    } = moduleOptions('LayerNorm', opts, ['elementwiseAffine', 'bias'], ['eps']);
     checkModuleOptions('LayerNorm', unknown, ['eps', 'elementwiseAffine', 'bias']);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.eps = eps;
@@ -82,7 +82,7 @@ export abstract class BatchNorm extends Module {
       affine = true,
       trackRunningStats = true,
       ...unknown
-    } = moduleOptions(new.target.name, opts, ['affine', 'trackRunningStats']);
+    } = moduleOptions(new.target.name, opts, ['affine', 'trackRunningStats'], ['eps', 'momentum']);
     checkModuleOptions(new.target.name, unknown, ['eps', 'momentum', 'affine', 'trackRunningStats']);
     if (!(Number.isInteger(numFeatures) && numFeatures > 0))
       throw new ModuleError(`${new.target.name}: numFeatures must be a positive integer, got ${numFeatures}`);

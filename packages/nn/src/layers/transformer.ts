@@ -39,7 +39,7 @@ export class TransformerBlock extends Module {
       causal = true,
       generator = defaultGenerator,
       ...unknown
-    } = moduleOptions('TransformerBlock', opts, ['causal']);
+    } = moduleOptions('TransformerBlock', opts, ['causal'], ['mlpRatio', 'dropout']);
     checkModuleOptions('TransformerBlock', unknown, ['mlpRatio', 'dropout', 'causal', 'generator']);
     const hidden = Math.round(dModel * mlpRatio);
     this.ln1 = this.registerModule('ln1', new LayerNorm(dModel));

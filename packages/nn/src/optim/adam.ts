@@ -26,7 +26,9 @@ const adamGroupCheck: GroupCheck<AdamOptions> = {
   names: adamNames,
   values(o, where) {
     if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`${where}: invalid learning rate ${o.lr}`);
-    if (!(Array.isArray(o.betas) && o.betas.length === 2 && o.betas.every((b) => b >= 0 && b < 1)))
+    // typeof: ['0.9', '0.999'] from a config passed the range check and failed in the update kernel
+    const beta = (b: unknown) => typeof b === 'number' && b >= 0 && b < 1;
+    if (!(Array.isArray(o.betas) && o.betas.length === 2 && o.betas.every(beta)))
       throw new OptimizerError(`${where}: invalid betas ${o.betas}`);
     if (!(typeof o.eps === 'number' && o.eps >= 0)) throw new OptimizerError(`${where}: invalid eps ${o.eps}`);
     if (!(typeof o.weightDecay === 'number' && o.weightDecay >= 0))

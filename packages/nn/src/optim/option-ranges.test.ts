@@ -49,7 +49,7 @@ describe('options torch refuses', () => {
 
   it('Dropout: p outside [0, 1]; p = 1 drops everything with a zero gradient, as torch', async () => {
     expect(() => new Dropout(1.5)).toThrow(ModuleError);
-    expect(() => new Dropout(-0.5)).toThrow(/Dropout: probability must be in \[0, 1\], got -0\.5/);
+    expect(() => new Dropout(-0.5)).toThrow(/Dropout: probability must be a number in \[0, 1\], got -0\.5/);
     const x = tensor([1, -2, 3], [3], { requiresGrad: true });
     const y = tidy(() => new Dropout(1).forward(x));
     y.retain();
