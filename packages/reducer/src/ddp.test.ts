@@ -241,6 +241,10 @@ describe('DistributedDataParallel in a world of one', () => {
     expect(() => new PowerSGDState({ minCompressionRate: '2' as never })).toThrow(
       /minCompressionRate must be a number/,
     );
+    // ignored, the gradients were averaged over the whole world instead of the group given
+    await expect(DataParallelNaive.create(mlp(1, [5, 4, 3]), { process_group: null } as never)).rejects.toThrow(
+      /DataParallelNaive.create: unknown option "process_group"; did you mean processGroup\?/,
+    );
   });
 });
 

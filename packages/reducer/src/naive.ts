@@ -1,7 +1,8 @@
 import type { RemovableHandle } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module, Parameter } from '@ddp/nn';
-import { copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
+import { checkOptionNames, copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
+import { DDPUsageError } from './errors.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import { checkTrainableUnchanged, syncInitialState } from './sync.js';
 
@@ -46,6 +47,8 @@ export class DataParallelNaive<M extends Module = Module> {
     module: M,
     opts: { processGroup?: ProcessGroup } = {},
   ): Promise<DataParallelNaive<M>> {
+    // `{ process_group: tpGroup }` was ignored: the gradients averaged over the whole world
+    checkOptionNames('DataParallelNaive.create', opts, ['processGroup'], (m) => new DDPUsageError(m));
     const group = opts.processGroup ?? getDefaultGroup();
     await syncInitialState(module, group, 'DataParallelNaive');
     return new DataParallelNaive(module, group);

@@ -6,6 +6,36 @@ import { InvalidArgumentError } from '../errors.js';
  * input with the same error and wording. `me` is the caller's global rank, `size` the group's.
  */
 
+/**
+ * Refuses an option `where` does not know: an ignored one changed the call silently — a ported
+ * `{ reduce_op: ReduceOp.MAX }` summed, `initProcessGroup({ world_size: 4 })` took WORLD_SIZE
+ * from the environment. (@ddp/tensor's checkOptionNames does this above comm's layer.)
+ */
+export function checkOptionKeys(where: string, opts: object | undefined, known: readonly string[], me?: number): void {
+  for (const name in opts) {
+    if (known.includes(name)) continue;
+    const camel = name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const hint = camel !== name && known.includes(camel) ? `; did you mean ${camel}?` : ' (ddp does not have it)';
+    const list = known.length ? `its options are ${known.join(', ')}` : 'it takes none';
+    const who = me === undefined ? '' : `rank ${me}: `;
+    throw new InvalidArgumentError(`${who}${where}: unknown option "${name}"${hint}; ${list}`, { op: where });
+  }
+}
+
+/** Each collective's options, for checkOptionKeys (both backends). */
+export const COLLECTIVE_OPTIONS: Record<string, readonly string[]> = {
+  allReduce: ['op', 'dtype'],
+  reduce: ['dst', 'op', 'dtype'],
+  reduceScatter: ['op', 'dtype', 'overwriteInput'],
+  broadcast: ['src', 'dtype'],
+  allGather: ['dtype'],
+  allGatherInto: ['dtype'],
+  gather: ['dst', 'dtype'],
+  scatter: ['src', 'inputs', 'dtype'],
+  allToAll: ['dtype'],
+  barrier: [],
+};
+
 /** A root or peer must be a rank of the group, given as a number (a '1' from argv or JSON says so). */
 export function checkRoot(root: number, size: number, me: number, what: string): void {
   if (typeof root !== 'number') {

@@ -6,8 +6,10 @@ import { allGatherIntoShared, reduceScatter } from '../scheduling/shared-in-plac
 import { bytes, concatInto, type StagingPool, splitResult } from '../scheduling/staging.js';
 import type { CommThread, MainRunner } from '../scheduling/threads.js';
 import {
+  COLLECTIVE_OPTIONS,
   checkAllToAll,
   checkGatherInto,
+  checkOptionKeys,
   checkPeer,
   checkReduceScatter,
   checkRoot,
@@ -57,9 +59,10 @@ export class WorkerProcessGroup implements ProcessGroup {
    * be matched against theirs. So the failure aborts the group, here and on every member,
    * as any other failure of a collective does (a group of one has nobody to fall out of step with).
    */
-  private collective<T>(call: string, start: () => Work<T>): Work<T> {
+  private collective<T>(call: string, opts: object | undefined, start: () => Work<T>): Work<T> {
     this.checkAlive(call);
     try {
+      checkOptionKeys(call, opts, COLLECTIVE_OPTIONS[call], this.me);
       return start();
     } catch (e) {
       if (this.size > 1) {
@@ -83,7 +86,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('allReduce', () =>
+    return this.collective('allReduce', opts, () =>
       this.ops.inPlace(
         'allReduce',
         buf,
@@ -95,7 +98,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
-    return this.collective('broadcast', () => {
+    return this.collective('broadcast', opts, () => {
       checkRoot(opts.src, this.size, this.me, 'broadcast src');
       return this.ops.inPlace(
         'broadcast',
@@ -108,7 +111,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
-    return this.collective('reduce', () => {
+    return this.collective('reduce', opts, () => {
       checkRoot(opts.dst, this.size, this.me, 'reduce dst');
       return this.ops.inPlace(
         'reduce',
@@ -121,7 +124,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
-    return this.collective('allGather', () => {
+    return this.collective('allGather', opts, () => {
       const d = movedDtype(input, opts.dtype);
       return this.ops.submit(
         { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
@@ -134,7 +137,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allGatherInto', () => {
+    return this.collective('allGatherInto', opts, () => {
       checkGatherInto(output, input, this.size);
       const d = movedDtype(input, opts.dtype);
       if (output.buffer instanceof SharedArrayBuffer) return allGatherIntoShared(this.ops, output, input, d, this.rank);
@@ -149,7 +152,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   reduceScatter(output: CommArray, input: CommArray, opts: ReduceScatterOptions = {}): Work {
-    return this.collective('reduceScatter', () => {
+    return this.collective('reduceScatter', opts, () => {
       checkReduceScatter(output, input, this.size, opts.overwriteInput);
       const op = reduceOpOf(opts.op, 'reduceScatter');
       return reduceScatter(this.ops, output, input, dtypeOf(input, opts.dtype), op, this.rank, opts.overwriteInput);
@@ -157,7 +160,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
-    return this.collective('gather', () => {
+    return this.collective('gather', opts, () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
       const d = movedDtype(input, opts.dtype);
       return this.ops.submit(
@@ -171,7 +174,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
-    return this.collective('scatter', () => {
+    return this.collective('scatter', opts, () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
       const d = movedDtype(output, opts.dtype);
       if (this.rank !== opts.src) return this.ops.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
@@ -198,7 +201,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   }
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allToAll', () => {
+    return this.collective('allToAll', opts, () => {
       checkAllToAll(outputs, inputs, this.size);
       const d = movedDtype(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype);
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
@@ -230,7 +233,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   barrier(): Work {
     const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
-    return this.collective('barrier', () =>
+    return this.collective('barrier', undefined, () =>
       this.ops.submit(
         req,
         0,

@@ -2,6 +2,7 @@ import { MpiProcessGroup } from '../backends/mpi-group.js';
 import { mpiWorld, newMpiGroup } from '../backends/mpi-world.js';
 import { CommTimeoutError, InvalidArgumentError } from '../errors.js';
 import { decodeText } from '../store/store.js';
+import { checkOptionKeys } from './arg-checks.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
 import { addGroup, checkTimeout, current, type World } from './world.js';
@@ -99,6 +100,7 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
       { op: 'newGroup' },
     );
   }
+  checkOptionKeys('newGroup', opts, ['timeoutMs']);
   const timeoutMs = opts.timeoutMs === undefined ? defaultTimeout : checkTimeout(opts.timeoutMs, 'newGroup');
   if (mpi) return newMpiGroup(mpi, members, timeoutMs);
   const w = current('newGroup');
@@ -116,6 +118,7 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
  * failed there and left MPI unusable. This splits the group's own communicator instead.
  */
 export async function duplicateGroup(group: ProcessGroup, opts: { timeoutMs?: number } = {}): Promise<ProcessGroup> {
+  checkOptionKeys('duplicateGroup', opts, ['timeoutMs']);
   const timeoutMs = opts.timeoutMs === undefined ? undefined : checkTimeout(opts.timeoutMs, 'duplicateGroup');
   if (group instanceof MpiProcessGroup) return group.duplicate(timeoutMs ?? group.timeoutMs);
   const made = await newGroup([...group.ranks], { timeoutMs });

@@ -65,6 +65,15 @@ describe('a world of one in this process (HashStore)', () => {
     expect(() => pg.reduceScatter(new Float32Array(2), shared, { overwriteInput: 'false' as never })).toThrow(
       'reduceScatter: overwriteInput must be a boolean, got "false"',
     );
+    // ignored before: a ported `reduce_op` summed, torch's `async_op` and `group` keywords did nothing
+    expect(() => pg.allReduce(new Float32Array(2), { reduce_op: 'max' } as never)).toThrow(
+      'rank 0: allReduce: unknown option "reduce_op" (ddp does not have it); its options are op, dtype',
+    );
+    expect(() => pg.broadcast(new Float32Array(2), { src: 0, async_op: true } as never)).toThrow(
+      /unknown option "async_op"/,
+    );
+    expect(() => pg.barrier()).not.toThrow();
+    await expect(newGroup([0], { timeout: 5 } as never)).rejects.toThrow(/newGroup: unknown option "timeout"/);
   });
 
   it('getRank(null) and getWorldSize(null) are -1 (a non-member), newGroup refuses repeated ranks', async () => {
@@ -83,6 +92,12 @@ describe('a world of one in this process (HashStore)', () => {
       'rank 0: initProcessGroup: already initialised (call destroyProcessGroup first)',
     );
     await expect(again).rejects.toMatchObject({ rank: 0, op: 'initProcessGroup' });
+  });
+
+  it('refuses an option it does not know (was: `world_size` ignored, WORLD_SIZE read from the environment)', async () => {
+    await expect(initProcessGroup({ rank: 0, world_size: 1 } as never)).rejects.toThrow(
+      'initProcessGroup: unknown option "world_size"; did you mean worldSize?',
+    );
   });
 
   it('rejects a timeout that is not positive before forming the world', async () => {

@@ -25,6 +25,7 @@ import { mapSegment, sharedMemory } from '../transport/shm-lane.js';
 import { removeStaleSegments, segmentToken } from '../transport/shm-segments.js';
 import { type PeerAddress, wireCounterViews } from '../transport/socket-io.js';
 import { removeStaleSocketFiles } from '../transport/unix-socket.js';
+import { checkOptionKeys } from './arg-checks.js';
 import { settleBackgroundWork } from './background-work.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
@@ -91,6 +92,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
   const me = existing?.ranks[existing.rank];
   const twice = `rank ${me}: initProcessGroup: already initialised (call destroyProcessGroup first)`;
   if (existing) throw new CommError(twice, { rank: me, op: 'initProcessGroup' });
+  checkOptionKeys('initProcessGroup', opts, ['store', 'rank', 'worldSize', 'timeoutMs', 'backend']);
   const backend = opts.backend ?? process.env.DDP_COMM_BACKEND ?? 'default';
   if (backend !== 'default' && backend !== 'mpi')
     throw new InvalidArgumentError(

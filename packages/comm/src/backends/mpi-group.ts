@@ -1,7 +1,9 @@
 import type { Kind } from '@ddp/mpi';
 import {
+  COLLECTIVE_OPTIONS,
   checkAllToAll,
   checkGatherInto,
+  checkOptionKeys,
   checkPeer,
   checkReduceScatter,
   checkRoot,
@@ -71,7 +73,7 @@ export class MpiProcessGroup implements ProcessGroup {
    * Validates and starts a call. A call that fails here (bad arguments) still takes part in
    * the agreement, flagged as failed, so every member refuses it instead of waiting for it.
    */
-  private collective<T>(call: OpName, args: unknown[], prepare: () => Prepared<T>): Work<T> {
+  private collective<T>(call: OpName, opts: object | undefined, args: unknown[], prepare: () => Prepared<T>): Work<T> {
     if (this.destroyed())
       throw new NotInitializedError(`rank ${this.me}: ${call} on a process group after destroyProcessGroup`, {
         rank: this.me,
@@ -80,7 +82,7 @@ export class MpiProcessGroup implements ProcessGroup {
     // a failure is announced in this call's place of the issue order (behind a held call, as the others see it)
     const staged = (announce: (err: CommError) => void) => {
       try {
-        return this.prepared(call, prepare);
+        return this.prepared(call, opts, prepare);
       } catch (err) {
         announce(err as CommError);
         throw err;
@@ -98,10 +100,11 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   /** `prepare()`'s call; when it fails, the typed error, this communicator's failure from now on. */
-  private prepared<T>(call: OpName, prepare: () => Prepared<T>): Prepared<T> {
+  private prepared<T>(call: OpName, opts: object | undefined, prepare: () => Prepared<T>): Prepared<T> {
     try {
       const first = this.rt.stuck ?? this.comm.failed;
       if (first) throw laterCallError(first, this.me, call);
+      checkOptionKeys(call, opts, COLLECTIVE_OPTIONS[call], this.me);
       return prepare();
     } catch (e) {
       const err =
@@ -122,7 +125,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allReduce(buf: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('allReduce', [buf], () =>
+    return this.collective('allReduce', opts, [buf], () =>
       reductionCall(
         this,
         'allReduce',
@@ -137,7 +140,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   reduce(buf: CommArray, opts: { dst: number; op?: ReduceOp; dtype?: HalfDtype }): Work {
-    return this.collective('reduce', [buf], () => {
+    return this.collective('reduce', opts, [buf], () => {
       checkRoot(opts.dst, this.size, this.me, 'reduce dst');
       return reductionCall(
         this,
@@ -153,7 +156,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   reduceScatter(output: CommArray, input: CommArray, opts: { op?: ReduceOp; dtype?: HalfDtype } = {}): Work {
-    return this.collective('reduceScatter', [output, input], () => {
+    return this.collective('reduceScatter', opts, [output, input], () => {
       checkReduceScatter(output, input, this.size);
       return reductionCall(
         this,
@@ -169,7 +172,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
-    return this.collective('broadcast', [buf], () => {
+    return this.collective('broadcast', opts, [buf], () => {
       checkRoot(opts.src, this.size, this.me, 'broadcast src');
       const d = movedDtype(buf, opts.dtype);
       return { call: moveCall(this, 'broadcast', d, SAME_COUNT, opts.src, buf.length, buf, null), finish: () => {} };
@@ -177,7 +180,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
-    return this.collective('allGather', [input], () => {
+    return this.collective('allGather', opts, [input], () => {
       const d = movedDtype(input, opts.dtype);
       return {
         call: moveCall(this, 'allGather', d, SAME_CALL, 0, input.length, input, null),
@@ -187,7 +190,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allGatherInto', [output, input], () => {
+    return this.collective('allGatherInto', opts, [output, input], () => {
       checkGatherInto(output, input, this.size);
       const d = movedDtype(input, opts.dtype);
       const call = {
@@ -199,7 +202,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
-    return this.collective('gather', [input], () => {
+    return this.collective('gather', opts, [input], () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
       const d = movedDtype(input, opts.dtype);
       const call = moveCall(this, 'gather', d, SAME_CALL, opts.dst, input.length, input, null);
@@ -208,7 +211,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
-    return this.collective('scatter', [output, opts?.inputs], () => {
+    return this.collective('scatter', opts, [output, opts?.inputs], () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
       const d = movedDtype(output, opts.dtype);
       if (this.rank !== opts.src)
@@ -227,22 +230,13 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
-    return this.collective('allToAll', [outputs, inputs], () => {
+    return this.collective('allToAll', opts, [outputs, inputs], () => {
       checkAllToAll(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
       const d = movedDtype(like, opts.dtype);
       const received = concat(like, outputs);
-      const call = moveCall(
-        this,
-        'allToAll',
-        d,
-        SAME_CALL,
-        0,
-        0,
-        concat(like, inputs),
-        received,
-        [...inputs, ...outputs].map((a) => a.length),
-      );
+      const lengths = [...inputs, ...outputs].map((a) => a.length);
+      const call = moveCall(this, 'allToAll', d, SAME_CALL, 0, 0, concat(like, inputs), received, lengths);
       return {
         call,
         finish: () => {
@@ -257,7 +251,7 @@ export class MpiProcessGroup implements ProcessGroup {
   }
 
   barrier(): Work {
-    return this.collective('barrier', [], () => ({
+    return this.collective('barrier', undefined, [], () => ({
       call: moveCall(this, 'barrier', 'float32', SAME_CALL, 0, 0, null, null),
       finish: () => {},
     }));
