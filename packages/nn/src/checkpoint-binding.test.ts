@@ -1,4 +1,4 @@
-import { copyFile, cp, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
+import { copyFile, cp, mkdtemp, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tf } from '@ddp/tensor';
@@ -11,9 +11,11 @@ import {
   OPTIMIZER_FILE,
   saveCheckpoint,
 } from './checkpoint.js';
+import { sameContents } from './checkpoint-binding.js';
 import { CheckpointError } from './checkpoint-errors.js';
 import { Linear } from './layers/linear.js';
 import { SGD } from './optim/sgd.js';
+import { parseSafetensors } from './safetensors-read.js';
 import { modelAtStep } from './test/checkpoint-crash-model.js';
 
 let root: string;
@@ -90,5 +92,24 @@ describe('an entry whose files come from different saves', () => {
     await loadCheckpoint(dir, { model: fresh });
     expect(await fresh.parameters()[0].data.array()).toEqual(await other.model.parameters()[0].data.array());
     for (const m of [model, other.model, fresh]) m.dispose();
+  });
+});
+
+describe('sameContents', () => {
+  it('two saves of one state differ in their bytes (the ids), not in their contents; another state differs', async () => {
+    const [a, b, c] = await Promise.all([
+      saved(join(root, 'same-a'), 2),
+      saved(join(root, 'same-b'), 2),
+      saved(join(root, 'same-c'), 3),
+    ]);
+    const read = async (entry: string, file: string) => parseSafetensors(await readFile(join(entry, file)));
+    for (const file of [MODEL_FILE, OPTIMIZER_FILE]) {
+      const [x, y] = [await readFile(join(a.entry, file)), await readFile(join(b.entry, file))];
+      expect(x.equals(y), file).toBe(false);
+      expect(sameContents(await read(a.entry, file), await read(b.entry, file)), file).toBe(true);
+    }
+    // the models differ (the optimizers hold the same momentum: gradients of ones in both)
+    expect(sameContents(await read(a.entry, MODEL_FILE), await read(c.entry, MODEL_FILE))).toBe(false);
+    for (const m of [a.model, b.model, c.model]) m.dispose();
   });
 });

@@ -19,7 +19,7 @@ export {
   type SaveOptions,
   saveCheckpoint,
 } from './checkpoint.js';
-export { SAVE_ID, unboundEntry, withSaveId } from './checkpoint-binding.js';
+export { SAVE_ID, sameContents, unboundEntry, withSaveId } from './checkpoint-binding.js';
 export {
   cleanCheckpointDir,
   commitEntry,

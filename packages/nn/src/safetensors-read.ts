@@ -193,7 +193,9 @@ export function parseSafetensors(
     throw new SafetensorsError('corrupt', `${source}: ${dataLength - covered} trailing bytes after the last tensor`);
   const tensors = new Map<string, SafeTensor>();
   for (const s of spans) {
-    const copy = bytes.slice(dataStart + s.begin, dataStart + s.end); // copy: aligned and detached from the file buffer
+    // a copy, aligned and detached from the file buffer; not `bytes.slice`, which on a Node Buffer (a
+    // readFileSync's result) is a view: its decode read from the start of the file, garbage, silently
+    const copy = new Uint8Array(bytes.subarray(dataStart + s.begin, dataStart + s.end));
     const expected = checksums && Object.hasOwn(checksums, s.name) ? checksums[s.name] : undefined;
     if (checksums && expected === undefined) {
       throw new SafetensorsError('corrupt', `${source}: tensor '${s.name}' has no checksum`);

@@ -80,6 +80,21 @@ describe('safetensors', () => {
     }
   });
 
+  // was: the tensors' bytes copied with `bytes.slice`, a view on a Node Buffer, so each decoded from the start of
+  // the file: garbage with every checksum passing (a Buffer from readFileSync, as the CLIP test passes)
+  it('parses a Node Buffer and a view at an odd offset of a larger buffer as it parses the bytes alone', async () => {
+    const path = join(dir, 'buffer.safetensors');
+    await saveSafetensors(path, sample, { epoch: '3' });
+    const file = await readFile(path);
+    const shifted = new Uint8Array(file.length + 3);
+    shifted.set(file, 3);
+    for (const bytes of [file, shifted.subarray(3)]) {
+      const { tensors, metadata } = parseSafetensors(bytes, path, { requireChecksums: true });
+      expect(metadata).toEqual({ epoch: '3' });
+      for (const [name, t] of Object.entries(sample)) expect(tensors.get(name)?.data, name).toEqual(t.data);
+    }
+  });
+
   it('writes the same bytes from the tensors’ own arrays with saveSafetensorsSync, atomically', async () => {
     const path = join(dir, 'sync.safetensors');
     // views into a larger buffer: the writer must take each view's bytes, not its whole buffer

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { explainWorld, runWorld, type WorldRun } from '@ddp/launch/testing';
-import { LATEST_LINK, META_FILE, MODEL_FILE, OPTIMIZER_FILE } from '@ddp/nn';
+import { LATEST_LINK, META_FILE, MODEL_FILE, OPTIMIZER_FILE, parseSafetensors, sameContents } from '@ddp/nn';
 import { afterAll, describe, expect, it } from 'vitest';
 
 /**
@@ -88,7 +88,10 @@ describe('elastic restart of apps/clip under ddp-run --max-restarts 2', () => {
     expect(killed.run.attempts[0]?.exits.find((r) => r.rank === 1)?.signal, why).toBe('SIGKILL');
     expect(killed.run.ranks.flatMap((r) => r.stdout).join('\n'), why).toMatch(/resumed from .* at step \d+/);
     expect(JSON.parse(file('killed', META_FILE).toString()).step).toBe(STEPS);
-    expect(file('killed', MODEL_FILE).equals(file('straight', MODEL_FILE))).toBe(true);
-    expect(file('killed', OPTIMIZER_FILE).equals(file('straight', OPTIMIZER_FILE))).toBe(true);
+    // the same tensors and metadata; the files' bytes differ in each save's id alone
+    for (const name of [MODEL_FILE, OPTIMIZER_FILE])
+      expect(sameContents(parseSafetensors(file('killed', name)), parseSafetensors(file('straight', name))), name).toBe(
+        true,
+      );
   });
 });
