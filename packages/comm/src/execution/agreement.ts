@@ -28,7 +28,9 @@ export async function agree(ctx: OpContext, own: Float64Array, misfit: Misfit = 
       if (p === ctx.rank) return;
       const f = await ctx.recv(p);
       if (f.payload.byteLength !== mine.byteLength) ctx.lengthMismatch(p, mine.byteLength, f.payload.byteLength);
-      all[p] = new Float64Array(f.payload.slice().buffer);
+      // a copy of its own bytes: a Buffer's slice() is a view, whose .buffer may be a pool's (right here only
+      // because the reader allocates each payload alone)
+      all[p] = new Float64Array(new Uint8Array(f.payload).buffer);
     }),
   );
   const bad = misfit(all);

@@ -9,12 +9,12 @@ export class HashStore implements Store {
   constructor(private readonly timeoutMs = DEFAULT_STORE_TIMEOUT_MS) {}
 
   async set(key: string, value: string | Uint8Array): Promise<void> {
-    this.table.set(checkKey(key), toBytes(value).slice());
+    this.table.set(checkKey(key), copyOf(toBytes(value)));
   }
 
   async get(key: string): Promise<Uint8Array> {
     await this.wait([key]);
-    return (this.table.getNow(key) as Uint8Array).slice();
+    return copyOf(this.table.getNow(key) as Uint8Array);
   }
 
   async add(key: string, amount: number): Promise<number> {
@@ -22,7 +22,7 @@ export class HashStore implements Store {
   }
 
   async compareSet(key: string, expected: string | Uint8Array, desired: string | Uint8Array): Promise<Uint8Array> {
-    return this.table.compareSet(checkKey(key), toBytes(expected), toBytes(desired).slice()).slice();
+    return copyOf(this.table.compareSet(checkKey(key), toBytes(expected), copyOf(toBytes(desired))));
   }
 
   wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
@@ -60,3 +60,6 @@ export class HashStore implements Store {
 
   async close(): Promise<void> {}
 }
+
+/** A copy: `slice()` on a Node Buffer is a view, so a stored value changed with the caller's buffer. */
+const copyOf = (bytes: Uint8Array) => new Uint8Array(bytes);
