@@ -24,4 +24,11 @@ describe('seeded random tensors repeat, for every seed', () => {
     manualSeed(0);
     expect([values(randn([4])), values(rand([4]))]).toEqual(first);
   });
+
+  it('manualSeed refuses what nn.manualSeed refuses (was: 1.5 taken as 1, -1 as 2^32 − 1)', () => {
+    for (const seed of [1.5, -1, '7', Number.NaN, 2 ** 53])
+      expect(() => manualSeed(seed as number), String(seed)).toThrow(
+        /manualSeed: seed must be an integer in \[0, 2\^53\)/,
+      );
+  });
 });
