@@ -124,6 +124,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    * them into the shards' gradients in the next backward.
    */
   setRequiresGradientSync(flag: boolean): void {
+    checkBooleanOptions('setRequiresGradientSync', { flag }, ['flag'], (m) => new FSDPError(m));
     for (const u of [this, ...this.subunits]) {
       u.requiresGradientSync = flag;
       u.trainedWithoutSync ||= !flag;

@@ -20,4 +20,8 @@ it('refuses options it does not know, and a boolean option given a string (truth
     expect(make).toThrow(FSDPError);
     expect(make).toThrow(`fullyShard: ${name} must be a boolean, got "false"`);
   }
+  // truthy: the gradients were synchronized where accumulating without communication was meant
+  expect(() => fullyShard(new Linear(3, 2)).setRequiresGradientSync('false' as never)).toThrow(
+    'setRequiresGradientSync: flag must be a boolean, got "false"',
+  );
 });

@@ -120,6 +120,8 @@ describe('bad input gets a typed error', () => {
       ['clipGradNorm: errorIfNonfinite', () => clipGradNorm(params(), 1, 2, no)],
     ];
     for (const [what, make] of cases) expect(make, what).toThrow(`${what} must be a boolean, got "false"`);
+    // as torch: the string was truthy, the model stayed in training mode (dropout on) where eval was meant
+    expect(() => new Linear(2, 1).train(no)).toThrow('Module.train: mode must be a boolean, got "false"');
   });
 
   // each passed its constructor (a range check coerces '1e-5') and failed untyped in a kernel at the first forward

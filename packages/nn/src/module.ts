@@ -1,5 +1,5 @@
 import { Tensor } from '@ddp/autograd';
-import { tf } from '@ddp/tensor';
+import { checkBooleanOptions, tf } from '@ddp/tensor';
 import { ModuleError, StateDictError } from './module-errors.js';
 import { Parameter } from './parameter.js';
 
@@ -201,6 +201,8 @@ export abstract class Module {
   }
 
   train(mode = true): this {
+    // torch raises too: 'false' was truthy, and the model trained (dropout on) where eval was meant
+    checkBooleanOptions('Module.train', { mode }, ['mode'], (message) => new ModuleError(message));
     for (const m of this.modules()) m.training = mode;
     return this;
   }
