@@ -3,9 +3,10 @@ import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
 import { Optimizer, refuseStepArguments } from '@ddp/nn';
-import { checkBooleanOptions, checkOptionNames, copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
+import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
+import { ParameterExchange } from './parameter-exchange.js';
 import { type Partition, partitionParameters } from './partition.js';
 import { checkSameParameters, parameterChecksums } from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
@@ -46,6 +47,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Global group index of each of the local optimizer's groups. */
   private readonly localGroupOf: number[] = [];
   private readonly sharder: GradientSharder | null = null;
+  /** Sends this rank's stepped shard and receives the others' after each step. */
+  private readonly exchange: ParameterExchange;
   private notified = false;
   /** Whether the first step has checked that every rank starts from the same parameters. */
   private checkedParameters = false;
@@ -86,6 +89,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
       localGroups.push({ ...hyperparameters(this.paramGroups[g]), params: owned } as ParamGroupInput<O>);
     });
     this.optim = localGroups.length > 0 ? new optimizerClass(localGroups, options) : null;
+    this.exchange = new ParameterExchange(this.partition, this.processGroup, this.parametersAsBucketView);
     if (this.stage === 2) {
       this.sharder = new GradientSharder(this.allParams(), this.partition.owner, this.processGroup, () =>
         this.notifyOnce(),
@@ -135,7 +139,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     }
     this.optim?.step();
     await notified;
-    await this.exchangeParameters();
+    await this.exchange.run();
     this.notified = false;
     this.sharder?.endIteration();
   }
@@ -163,29 +167,6 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     if (this.notified) return Promise.resolve();
     this.notified = true;
     return notifyJoinContext(this);
-  }
-
-  private async exchangeParameters(): Promise<void> {
-    const { rank, size } = this.processGroup;
-    const sizes = this.partition.sizes;
-    const own = flatten(this.partition.byRank[rank].flat(), sizes[rank]);
-    let shards: Float32Array[];
-    if (this.parametersAsBucketView) {
-      const max = Math.max(...sizes);
-      if (max === 0) return;
-      const input = new Float32Array(max);
-      input.set(own);
-      const output = new Float32Array(max * size);
-      await this.processGroup.allGatherInto(output, input).wait();
-      shards = sizes.map((n, r) => output.subarray(r * max, r * max + n));
-    } else {
-      shards = sizes.map((n, r) => (r === rank ? own : new Float32Array(n)));
-      const works = shards.map((buf, r) => (buf.length > 0 ? this.processGroup.broadcast(buf, { src: r }) : null));
-      for (const w of works) await w?.wait();
-    }
-    shards.forEach((buf, r) => {
-      if (r !== rank) unflatten(buf, this.partition.byRank[r].flat());
-    });
   }
 
   /**
@@ -271,25 +252,6 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
 }
 
 const hyperparameters = <O>({ params: _params, ...hyper }: ParamGroup<O>): Omit<ParamGroup<O>, 'params'> => hyper;
-
-function flatten(params: Tensor[], n: number): Float32Array {
-  const out = new Float32Array(n);
-  let at = 0;
-  for (const p of params) {
-    copyTensorInto(p.data, out, at);
-    at += p.size;
-  }
-  return out;
-}
-
-function unflatten(buf: Float32Array, params: Tensor[]): void {
-  let at = 0;
-  for (const p of params) {
-    // A new tensor, not writeInPlace: a parameter's data may be held elsewhere (tied weights, snapshots).
-    p.data = tensorFromFloat32(buf.subarray(at, at + p.size), p.shape);
-    at += p.size;
-  }
-}
 
 /** Bytes held by an optimizer's state tensors (moments, momentum buffers). */
 export function optimizerStateBytes(optimizer: Optimizer<{ lr: number }> | null): number {
