@@ -10,8 +10,8 @@ import {
 } from '@ddp/comm';
 import { type Module, markGradientShard, Parameter } from '@ddp/nn';
 import { copyTensorInto, storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
+import { BufferPool } from '@ddp/zero';
 import { gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
-import { giveBuffer, takeBuffer } from './host-buffers.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
 const RESHARDED =
@@ -144,8 +144,8 @@ export class FlatShard {
 
   private async allGatherOnHost(half: HalfDtype | undefined): Promise<void> {
     const n = this.group.size;
-    const local = takeBuffer(this.shardSize);
-    const full = takeBuffer(this.shardSize * n);
+    const local = hostBuffers.take(this.shardSize);
+    const full = hostBuffers.take(this.shardSize * n);
     try {
       copyTensorInto(this.shard.data, local);
       if (half) {
@@ -160,8 +160,8 @@ export class FlatShard {
         p.restore(tensorFromFloat32(full.subarray(at, at + sizeOf(this.shapes[i])), this.shapes[i]));
       });
     } finally {
-      giveBuffer(local);
-      giveBuffer(full);
+      hostBuffers.give(local);
+      hostBuffers.give(full);
     }
   }
 
@@ -222,8 +222,8 @@ export class FlatShard {
 
   private async reduceScatterOnHost(): Promise<tf.Tensor> {
     const n = this.group.size;
-    const flat = takeBuffer(this.shardSize * n);
-    const mine = takeBuffer(this.shardSize);
+    const flat = hostBuffers.take(this.shardSize * n);
+    const mine = hostBuffers.take(this.shardSize);
     try {
       this.params.forEach((p, i) => {
         const at = this.offsets[i];
@@ -246,11 +246,14 @@ export class FlatShard {
       }
       return tensorFromFloat32(mine, [this.shardSize]);
     } finally {
-      giveBuffer(flat);
-      giveBuffer(mine);
+      hostBuffers.give(flat);
+      hostBuffers.give(mine);
     }
   }
 }
+
+/** The host path's buffers, shared by every unit (see @ddp/zero's BufferPool). */
+export const hostBuffers = new BufferPool(2);
 
 /** Parameters already named in a DDP_FSDP_PARTLY_UNUSED_UNIT warning. */
 const warnedUnused = new WeakSet<Tensor>();

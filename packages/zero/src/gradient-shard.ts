@@ -3,13 +3,15 @@ import { CollectiveMismatchError, type ProcessGroup, ReduceOp } from '@ddp/comm'
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
+import { BufferPool } from './host-buffers.js';
 
 /**
  * ZeRO stage 2's gradient sharding. A post-accumulate-grad hook on every parameter reduces
  * its gradient to the parameter's owner (AVG over the group) as soon as backward produces
  * it; every other rank frees it at once, so no rank holds more than its shard's gradients
  * plus the few in flight. Parameters are owned whole, so this is a reduce-scatter of the flat
- * gradient cut along parameter boundaries: one `reduce` per parameter, overlapping backward.
+ * gradient cut along parameter boundaries, done as one all-reduce per parameter in a pooled buffer
+ * of shared memory (host-buffers.ts; the owner keeps the average), overlapping backward.
  *
  * The order hooks fired in is recorded, so a rank that has joined (uneven inputs) can
  * replay the same reduces with zeros while the others still train.
@@ -30,6 +32,8 @@ export class GradientSharder {
    * weighed the earlier steps by 1/N (weights 5.7e-2 off after 3 steps, silently).
    */
   private readonly earlier = new Map<Tensor, tf.Tensor>();
+  /** The reduces' buffers, kept from step to step (as many as were in flight at once). */
+  private readonly buffers = new BufferPool(Number.POSITIVE_INFINITY);
   /** The iteration's start (its join notice), which its reduces wait for. */
   private started: Promise<unknown> = Promise.resolve();
 
@@ -93,10 +97,9 @@ export class GradientSharder {
     const started = this.started;
     const grad = p.grad;
     if (grad === null) return;
-    const buf = new Float32Array(grad.size);
+    const buf = this.buffers.take(grad.size);
     copyTensorInto(grad, buf);
-    const dst = this.owner.get(p)!;
-    const mine = dst === this.group.rank;
+    const mine = this.owner.get(p) === this.group.rank;
     if (!mine) p.grad = null;
     this.order.push(p);
     // issued once the iteration's join notice settled (every reduce awaits the same promise, so in
@@ -105,14 +108,18 @@ export class GradientSharder {
       this.abandonIteration();
       throw error;
     });
+    // an all-reduce, not a reduce to the owner: on shared memory it runs in place (comm's reduce stages the
+    // array through its own memory, and for large arrays runs the same ring all-reduce); 0.86 → 0.47 s a
+    // step for a 50 M-parameter model on 2 ranks
     await this.group
-      .reduce(buf, { dst, op: ReduceOp.AVG })
+      .allReduce(buf, { op: ReduceOp.AVG })
       .wait()
       .catch((e: unknown) => {
         throw e instanceof CollectiveMismatchError ? this.differentParameters(e) : e;
       });
-    if (!mine) return;
-    const average = tensorFromFloat32(buf, p.shape);
+    const average = mine ? tensorFromFloat32(buf, p.shape) : null;
+    this.buffers.give(buf);
+    if (!average) return;
     const earlier = this.earlier.get(p);
     this.earlier.delete(p);
     p.grad = earlier ? tf.add(earlier, average) : average;
@@ -138,13 +145,14 @@ export class GradientSharder {
     if (refusal) throw refusal;
     this.order = [...this.lastOrder];
     const pending = this.lastOrder.map((p) => {
-      const buf = new Float32Array(p.size);
-      const dst = this.owner.get(p)!;
-      return { p, buf, mine: dst === this.group.rank, work: this.group.reduce(buf, { dst, op: ReduceOp.AVG }) };
+      const buf = this.buffers.take(p.size).fill(0);
+      const mine = this.owner.get(p) === this.group.rank;
+      return { p, buf, mine, work: this.group.allReduce(buf, { op: ReduceOp.AVG }) };
     });
     for (const { p, buf, mine, work } of pending) {
       await work.wait();
       if (mine) p.grad = tensorFromFloat32(buf, p.shape);
+      this.buffers.give(buf);
     }
   }
 

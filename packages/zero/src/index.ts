@@ -1,5 +1,6 @@
 export { ZeroError } from './errors.js';
 export { GradientSharder } from './gradient-shard.js';
+export { BufferPool } from './host-buffers.js';
 export { type Partition, partitionParameters } from './partition.js';
 export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {

@@ -94,7 +94,7 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
     for (const r of await run(2, 'one-rank')) {
       expect(r.error?.name, `rank ${r.rank}`).toBe('ZeroError');
       expect(r.error?.message).toMatch(
-        new RegExp(`^rank ${r.rank}: stage 2's gradient reduces differ between ranks \\(.*called reduce`),
+        new RegExp(`^rank ${r.rank}: stage 2's gradient reduces differ between ranks \\(.*called allReduce`),
       );
       expect(r.error?.message).toMatch(/a parameter got no gradient on some ranks/);
       expect(r.unchanged, `rank ${r.rank}: nothing stepped`).toBe(true);

@@ -12,7 +12,7 @@ import {
 } from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { buffersTaken } from '../host-buffers.js';
+import { hostBuffers as pool } from '../flat-shard.js';
 import { type FSDPModule, fullyShard } from '../index.js';
 import {
   batch,
@@ -138,7 +138,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   // host buffers FSDP's own steps took (gathers and reduce-scatters on the wasm heap take none)
   let hostBuffers = 0;
   for (let t = 0; t < c.steps; t++) {
-    const before = buffersTaken();
+    const before = pool.taken;
     if (c.accumulate) {
       const mid = (from + to) / 2;
       root.setRequiresGradientSync(false);
@@ -152,7 +152,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     }
     opt.step();
     opt.zeroGrad();
-    hostBuffers += buffersTaken() - before;
+    hostBuffers += pool.taken - before;
     const refForward = async (x: Tensor) => tidy(() => ref.forward(x as never) as Tensor);
     if (c.skipInSync) {
       // every rank's two micro-batches, the second without block1: Σ_r (½ loss(first) + ½ loss(second)) / N
