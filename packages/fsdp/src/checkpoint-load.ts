@@ -1,18 +1,14 @@
 import { join } from 'node:path';
 import {
   entryToLoad,
-  latestEntry,
   loadSafetensors,
   type OptimizerStateDict,
   type ParamState,
   type ParsedSafetensors,
-  readSealedJson,
   type SafeTensor,
-  SealedJsonError,
-  unboundEntry,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
-import { ShardedCheckpointError } from '@ddp/zero';
+import { checkBound, latestManifestEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
 import {
   type AnyOptimizer,
   checkContents,
@@ -26,33 +22,13 @@ import {
 import type { FSDPModule } from './fully-shard.js';
 import { recordLoaded } from './same-start.js';
 
-async function readManifest(entry: string): Promise<FSDPManifest> {
-  const path = join(entry, MANIFEST_FILE);
-  let manifest: FSDPManifest;
-  try {
-    manifest = (await readSealedJson(path, 'ddp-fsdp-sharded-checkpoint', 2)) as unknown as FSDPManifest;
-  } catch (e) {
-    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
-  }
-  checkBound(entry, manifest, []);
-  return manifest;
-}
-
-/** Refuses files of `entry` (and its manifest) that another save wrote: one copied in from another checkpoint. */
-function checkBound(entry: string, manifest: FSDPManifest, files: [string, ParsedSafetensors][]): void {
-  const unbound = unboundEntry(entry, manifest, MANIFEST_FILE, files);
-  if (unbound) throw new ShardedCheckpointError(unbound.message, unbound.file);
-}
+const FORMAT = 'ddp-fsdp-sharded-checkpoint';
 
 /**
  * The checkpoint loadFSDPCheckpoint would read: the newest committed entry of `location`, or null
  * when there is none. Another kind's newest entry there (ZeRO's, nn's) is refused, as on load.
  */
-export async function latestFSDPCheckpoint(location: string): Promise<string | null> {
-  const entry = await latestEntry(location, MANIFEST_FILE);
-  if (entry !== null) await readManifest(entry);
-  return entry;
-}
+export const latestFSDPCheckpoint = (location: string) => latestManifestEntry(location, FORMAT, 2);
 
 /** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
 function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string): void {
@@ -109,7 +85,7 @@ export async function loadFSDPCheckpoint(
   const entry = await entryToLoad(location, MANIFEST_FILE);
   if (entry === null)
     throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
-  const manifest = await readManifest(entry);
+  const manifest = await readManifest<FSDPManifest>(entry, FORMAT, 2);
   const kind = contents.optimizer?.stateKind();
   if (kind !== undefined && manifest.kind !== undefined && manifest.kind !== kind) {
     throw new ShardedCheckpointError(

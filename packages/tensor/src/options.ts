@@ -48,38 +48,33 @@ export function checkOptionValue<T extends string>(
 }
 
 /**
- * Refuses a value other than true or false for each of the boolean options `names` present in
- * `options` (undefined: the default). A string from a config or CLI is truthy: `dropLast: 'false'`
- * dropped the last items, `maximize: 'false'` stepped uphill, `bias: 'false'` kept the bias, silently.
+ * A check that each of the options `names` present in an options object (undefined: the default)
+ * holds a value `accepts` takes, raising the caller's typed error naming the first that does not.
  */
-export function checkBooleanOptions(
-  where: string,
-  options: object | undefined,
-  names: readonly string[],
-  error: (message: string) => Error,
-): void {
-  for (const name of names) {
-    const value = (options as Record<string, unknown> | undefined)?.[name];
-    if (value === undefined || typeof value === 'boolean') continue;
-    throw error(`${where}: ${name} must be a boolean, got ${JSON.stringify(value) ?? String(value)}`);
-  }
+function typeCheck(what: string, accepts: (value: unknown) => boolean) {
+  return (where: string, options: object | undefined, names: readonly string[], error: (m: string) => Error): void => {
+    for (const name of names) {
+      const value = (options as Record<string, unknown> | undefined)?.[name];
+      if (value === undefined || accepts(value)) continue;
+      throw error(`${where}: ${name} must be ${what}, got ${JSON.stringify(value) ?? String(value)}`);
+    }
+  };
 }
 
 /**
- * Refuses a value that is not a number (or is NaN) for each of the numeric options `names` present
- * in `options` (undefined: the default; null passes, where an option takes it). A string from a
- * config coerces in comparisons and concatenates in sums: `rand([n], { low: '1', high: 2 })` drew
- * from [10, 11), and `eps: '1e-5'` passed the constructor to fail inside a kernel.
+ * Refuses a value other than true or false for each of the boolean options `names`. A string from a
+ * config or CLI is truthy: `dropLast: 'false'` dropped the last items, `maximize: 'false'` stepped
+ * uphill, `bias: 'false'` kept the bias, silently.
  */
-export function checkNumberOptions(
-  where: string,
-  options: object | undefined,
-  names: readonly string[],
-  error: (message: string) => Error,
-): void {
-  for (const name of names) {
-    const value = (options as Record<string, unknown> | undefined)?.[name];
-    if (value === undefined || value === null || (typeof value === 'number' && !Number.isNaN(value))) continue;
-    throw error(`${where}: ${name} must be a number, got ${JSON.stringify(value) ?? String(value)}`);
-  }
-}
+export const checkBooleanOptions = typeCheck('a boolean', (value) => typeof value === 'boolean');
+
+/**
+ * Refuses a value that is not a number (or is NaN) for each of the numeric options `names` (null
+ * passes, where an option takes it). A string from a config coerces in comparisons and concatenates
+ * in sums: `rand([n], { low: '1', high: 2 })` drew from [10, 11), and `eps: '1e-5'` passed the
+ * constructor to fail inside a kernel.
+ */
+export const checkNumberOptions = typeCheck(
+  'a number',
+  (value) => value === null || (typeof value === 'number' && !Number.isNaN(value)),
+);

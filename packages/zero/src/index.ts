@@ -1,6 +1,7 @@
 export { ZeroError } from './errors.js';
 export { GradientSharder } from './gradient-shard.js';
 export { BufferPool } from './host-buffers.js';
+export { checkBound, latestManifestEntry, readManifest } from './manifest-read.js';
 export { type Partition, partitionParameters } from './partition.js';
 export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {

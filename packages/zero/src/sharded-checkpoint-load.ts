@@ -7,19 +7,15 @@ import { join } from 'node:path';
 import {
   entryToLoad,
   type GeneratorState,
-  latestEntry,
   loadSafetensors,
   type OptimizerStateDict,
   optimizerParamNames,
   type ParamState,
-  type ParsedSafetensors,
   parameterOrderChange,
-  readSealedJson,
   type SafeTensor,
-  SealedJsonError,
-  unboundEntry,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
+import { checkBound, latestManifestEntry, readManifest } from './manifest-read.js';
 import {
   checkContents,
   globalParams,
@@ -38,33 +34,13 @@ const exists = (path: string) =>
     () => false,
   );
 
-async function readManifest(dir: string): Promise<ShardedManifest> {
-  const path = join(dir, MANIFEST_FILE);
-  let manifest: ShardedManifest;
-  try {
-    manifest = (await readSealedJson(path, 'ddp-zero-sharded-checkpoint', VERSION)) as unknown as ShardedManifest;
-  } catch (e) {
-    throw e instanceof SealedJsonError ? new ShardedCheckpointError(e.message, path) : e;
-  }
-  checkBound(dir, manifest, []);
-  return manifest;
-}
-
-/** Refuses files of `dir` (and its manifest) that another save wrote: one copied in from another checkpoint. */
-function checkBound(dir: string, manifest: ShardedManifest, files: [string, ParsedSafetensors][]): void {
-  const unbound = unboundEntry(dir, manifest, MANIFEST_FILE, files);
-  if (unbound) throw new ShardedCheckpointError(unbound.message, unbound.file);
-}
+const FORMAT = 'ddp-zero-sharded-checkpoint';
 
 /**
  * The checkpoint loadShardedCheckpoint would read: the newest committed entry of `location`, or
  * null when there is none. Another kind's newest entry there (FSDP's, nn's) is refused, as on load.
  */
-export async function latestShardedCheckpoint(location: string): Promise<string | null> {
-  const entry = await latestEntry(location, MANIFEST_FILE);
-  if (entry !== null) await readManifest(entry);
-  return entry;
-}
+export const latestShardedCheckpoint = (location: string) => latestManifestEntry(location, FORMAT, VERSION);
 
 /** The newest committed entry of `location`. */
 async function newestEntry(location: string): Promise<string> {
@@ -89,7 +65,7 @@ export async function loadShardedCheckpoint(
   checkContents(`loadShardedCheckpoint(${location})`, contents);
   const zero = contents.optimizer;
   const dir = await newestEntry(location);
-  const manifest = await readManifest(dir);
+  const manifest = await readManifest<ShardedManifest>(dir, FORMAT, VERSION);
   // asked to restore state the checkpoint lacks: refuse, or training resumes from a fresh one unnoticed
   const generator = contents.generator
     ? savedGenerator(manifest, zero.processGroup.rank, zero.processGroup.size, dir)
