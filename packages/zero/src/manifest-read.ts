@@ -13,7 +13,7 @@ interface BoundManifest {
   save?: string;
 }
 
-/** The manifest of the entry `entry`, checked: its format and version, its checksum, its step against the entry's name. */
+/** The entry's manifest, checked: its format, version and checksum, and its step against the entry's name. */
 export async function readManifest<M extends BoundManifest>(
   entry: string,
   format: string,
