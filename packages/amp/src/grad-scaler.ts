@@ -20,7 +20,7 @@ export interface GradScalerOptions {
    * them found a non-finite gradient. Needed whenever ranks can see different gradients (no
    * DDP, ZeRO shards, a rank whose own compression overflowed); unset: this process alone.
    */
-  processGroup?: ProcessGroup;
+  processGroup?: ProcessGroup | null;
 }
 
 /** torch.cuda.amp.GradScaler's state_dict, camelCased. */
@@ -79,7 +79,7 @@ export class GradScaler implements Joinable {
     this.backoffFactor = opts.backoffFactor ?? 0.5;
     this.growthInterval = opts.growthInterval ?? 2000;
     this.enabled = opts.enabled ?? true;
-    this.processGroup = opts.processGroup;
+    this.processGroup = opts.processGroup ?? undefined; // null (outside a group): this process alone, as unset
     if (!(this.currentScale > 0 && Number.isFinite(this.currentScale)))
       throw new GradScalerError(`initScale must be a positive finite number, got ${opts.initScale}`);
     if (!(this.growthFactor > 1)) throw new GradScalerError(`growthFactor must be > 1, got ${this.growthFactor}`);

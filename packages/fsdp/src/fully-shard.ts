@@ -1,5 +1,5 @@
 import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
-import { getDefaultGroup, type HalfDtype, type ProcessGroup } from '@ddp/comm';
+import { groupOrWorld, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
 import { FSDPError } from './errors.js';
@@ -12,7 +12,8 @@ import { type UnitGradientState, withUnreachedReduction } from './unreached-unit
 
 export interface FullyShardOptions {
   /** Default: the world group. */
-  processGroup?: ProcessGroup;
+  /** null (what newGroup gives a rank outside the group) is refused. */
+  processGroup?: ProcessGroup | null;
   /**
    * Free the unit's parameters after its forward and gather them again before its backward
    * (default true). A unit holding other units always keeps its own parameters from forward to
@@ -66,7 +67,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     // a value from a config ('float32', 'fp16') failed at the first forward with comm's error about arrays
     checkOptionValue('fullyShard', 'commDtype', opts.commDtype, ['float16', 'bfloat16'], (m) => new FSDPError(m));
     if (unitOf.has(module)) throw new FSDPError(`fullyShard: ${module.constructor.name} is sharded already`);
-    this.processGroup = opts.processGroup ?? getDefaultGroup();
+    this.processGroup = groupOrWorld(opts.processGroup, 'fullyShard');
     this.subunits = module
       .modules()
       .filter((m) => m !== module && unitOf.has(m))

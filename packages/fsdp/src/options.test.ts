@@ -24,4 +24,6 @@ it('refuses options it does not know, and a boolean option given a string (truth
   expect(() => fullyShard(new Linear(3, 2)).setRequiresGradientSync('false' as never)).toThrow(
     'setRequiresGradientSync: flag must be a boolean, got "false"',
   );
+  // null is what newGroup gives a rank outside the group: it was taken for the world
+  expect(() => fullyShard(new Linear(3, 2), { processGroup: null })).toThrow(/fullyShard: processGroup is null/);
 });

@@ -245,6 +245,11 @@ describe('DistributedDataParallel in a world of one', () => {
     await expect(DataParallelNaive.create(mlp(1, [5, 4, 3]), { process_group: null } as never)).rejects.toThrow(
       /DataParallelNaive.create: unknown option "process_group"; did you mean processGroup\?/,
     );
+    // null is what newGroup gives a rank outside the group: taken for the world, its collectives met no member's
+    for (const create of [DistributedDataParallel.create, DataParallelNaive.create])
+      await expect(create(mlp(1, [5, 4, 3]), { processGroup: null })).rejects.toThrow(
+        /processGroup is null, what newGroup gives a rank outside the group/,
+      );
   });
 });
 

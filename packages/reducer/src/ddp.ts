@@ -1,5 +1,5 @@
 import { isGradEnabled, queueCallback, type RemovableHandle } from '@ddp/autograd';
-import { getDefaultGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { groupOrWorld, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
 import type { BucketCapTuning } from './autotune.js';
@@ -50,7 +50,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     readonly module: M,
     opts: DDPOptions,
   ) {
-    this.processGroup = opts.processGroup ?? getDefaultGroup();
+    this.processGroup = groupOrWorld(opts.processGroup, 'DistributedDataParallel.create');
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
     this.checkFinite = opts.checkFinite ?? true;

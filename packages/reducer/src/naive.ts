@@ -1,5 +1,5 @@
 import type { RemovableHandle } from '@ddp/autograd';
-import { getDefaultGroup, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
+import { groupOrWorld, type ProcessGroup, ReduceOp, sharedArray } from '@ddp/comm';
 import type { Module, Parameter } from '@ddp/nn';
 import { checkOptionNames, copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
 import { DDPUsageError } from './errors.js';
@@ -45,11 +45,11 @@ export class DataParallelNaive<M extends Module = Module> {
   /** Checks shapes across ranks and broadcasts rank 0's parameters and buffers. */
   static async create<M extends Module>(
     module: M,
-    opts: { processGroup?: ProcessGroup } = {},
+    opts: { processGroup?: ProcessGroup | null } = {},
   ): Promise<DataParallelNaive<M>> {
     // `{ process_group: tpGroup }` was ignored: the gradients averaged over the whole world
     checkOptionNames('DataParallelNaive.create', opts, ['processGroup'], (m) => new DDPUsageError(m));
-    const group = opts.processGroup ?? getDefaultGroup();
+    const group = groupOrWorld(opts.processGroup, 'DataParallelNaive.create');
     await syncInitialState(module, group, 'DataParallelNaive');
     return new DataParallelNaive(module, group);
   }

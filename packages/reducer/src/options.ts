@@ -3,8 +3,8 @@ import { checkBooleanOptions, checkOptionNames } from '@ddp/tensor';
 import { DDPUsageError } from './errors.js';
 
 export interface DDPOptions {
-  /** Defaults to the world group. */
-  processGroup?: ProcessGroup;
+  /** Defaults to the world group; null (what newGroup gives a rank outside the group) is refused. */
+  processGroup?: ProcessGroup | null;
   /** Size of every bucket but the first, in MiB. Unset: tuned in the first iterations among bucketCapCandidatesMB. */
   bucketCapMB?: number;
   /**

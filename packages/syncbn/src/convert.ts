@@ -11,7 +11,7 @@ import { SyncBatchNorm } from './sync-batch-norm.js';
  */
 export function convertSyncBatchnorm<M extends Module>(
   module: M,
-  processGroup: ProcessGroup | null = null,
+  processGroup?: ProcessGroup | null,
 ): M | SyncBatchNorm {
   if (module instanceof BatchNorm && !(module instanceof SyncBatchNorm)) {
     return SyncBatchNorm.fromBatchNorm(module, processGroup);

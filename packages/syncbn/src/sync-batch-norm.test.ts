@@ -17,6 +17,7 @@ interface RankResult {
   oneValue: string;
   oneD: Record<string, number>;
   untracked: number | string;
+  outsideGroup: number | string;
 }
 
 /**
@@ -112,6 +113,9 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
         // was: SyncBatchNormError from forward, and forwardAsync normalised by every rank's batch together
         expect({ untracked: r.untracked }, `${at}: eval without running stats vs local BatchNorm2d`).toEqual({
           untracked: expect.closeTo(0, 6),
+        });
+        expect({ outsideGroup: r.outsideGroup }, `${at}: processGroup null vs local BatchNorm1d`).toEqual({
+          outsideGroup: expect.closeTo(0, 6),
         });
         for (const [what, d] of Object.entries(r.oneD))
           expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);

@@ -7,7 +7,11 @@ import { SyncBatchNormError } from './errors.js';
 import { SyncBatchNormFn } from './sync-batch-norm-fn.js';
 
 export interface SyncBatchNormOptions extends BatchNormOptions {
-  /** The ranks whose samples are normalised together (default: the world). */
+  /**
+   * The ranks whose samples are normalised together (default: the world). null, what newGroup gives a
+   * rank outside the group: this rank's batch alone, no communication (as torch's layer on a rank
+   * outside its group; it was taken for the world, whose collective the members never joined).
+   */
   processGroup?: ProcessGroup | null;
 }
 
@@ -35,11 +39,12 @@ function batchNormOptions(opts: SyncBatchNormOptions): BatchNormOptions {
  */
 export class SyncBatchNorm extends BatchNorm {
   protected readonly inputRanks = [2, 3, 4, 5];
-  processGroup: ProcessGroup | null;
+  /** See SyncBatchNormOptions.processGroup: undefined the world, null this rank alone. */
+  processGroup: ProcessGroup | null | undefined;
 
   constructor(numFeatures: number, opts: SyncBatchNormOptions = {}) {
     super(checkNumFeatures(numFeatures), batchNormOptions(opts));
-    this.processGroup = opts.processGroup ?? null;
+    this.processGroup = opts.processGroup;
   }
 
   /**
@@ -48,7 +53,7 @@ export class SyncBatchNorm extends BatchNorm {
    */
   private syncGroup(): ProcessGroup | null {
     if (!this.training) return null;
-    const group = this.processGroup ?? (isInitialized() ? getDefaultGroup() : null);
+    const group = this.processGroup === undefined ? (isInitialized() ? getDefaultGroup() : null) : this.processGroup;
     return group && group.size > 1 ? group : null;
   }
 
@@ -57,7 +62,7 @@ export class SyncBatchNorm extends BatchNorm {
    * parameters and buffers as torch's conversion does, so an optimizer (or DDP) built before
    * the conversion keeps training them; `bn` must not be used, nor disposed, after.
    */
-  static fromBatchNorm(bn: BatchNorm, processGroup: ProcessGroup | null = null): SyncBatchNorm {
+  static fromBatchNorm(bn: BatchNorm, processGroup?: ProcessGroup | null): SyncBatchNorm {
     const sync = new SyncBatchNorm(bn.numFeatures, {
       eps: bn.eps,
       momentum: bn.momentum,

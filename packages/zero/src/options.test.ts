@@ -19,4 +19,8 @@ it('refuses options it does not know, and a boolean option given a string (truth
   expect(make({ parametersAsBucketView: 'false' })).toThrow(
     'ZeroRedundancyOptimizer: parametersAsBucketView must be a boolean, got "false"',
   );
+  // null is what newGroup gives a rank outside the group: it was taken for the world
+  expect(make({ processGroup: null })).toThrow(
+    'ZeroRedundancyOptimizer: processGroup is null, what newGroup gives a rank outside the group',
+  );
 });

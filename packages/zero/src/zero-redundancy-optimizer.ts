@@ -1,5 +1,5 @@
 import type { Tensor } from '@ddp/autograd';
-import { getDefaultGroup, type ProcessGroup } from '@ddp/comm';
+import { groupOrWorld, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
 import { Optimizer, refuseStepArguments } from '@ddp/nn';
@@ -19,7 +19,7 @@ export type OptimizerClass<O extends { lr: number }> = new (
 
 export interface ZeroOptions {
   /** Default: the world group. */
-  processGroup?: ProcessGroup;
+  processGroup?: ProcessGroup | null;
   /** 1: shard optimizer state (default); 2: also shard gradients (see GradientSharder). */
   stage?: 1 | 2;
   /** true: updated parameters travel as one all-gather of a flat buffer per rank's shard (padded to the
@@ -66,7 +66,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     checkOptionNames('ZeroRedundancyOptimizer', zero, known, (m) => new ZeroError(m));
     checkBooleanOptions('ZeroRedundancyOptimizer', zero, ['parametersAsBucketView'], (m) => new ZeroError(m));
     super(params, options as O);
-    this.processGroup = zero.processGroup ?? getDefaultGroup();
+    this.processGroup = groupOrWorld(zero.processGroup, 'ZeroRedundancyOptimizer');
     this.stage = zero.stage ?? 1;
     if (this.stage !== 1 && this.stage !== 2) throw new ZeroError(`stage must be 1 or 2, got ${String(this.stage)}`);
     this.parametersAsBucketView = zero.parametersAsBucketView ?? false;

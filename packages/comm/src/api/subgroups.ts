@@ -5,7 +5,7 @@ import { decodeText } from '../store/store.js';
 import { checkOptionKeys } from './arg-checks.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
-import { addGroup, checkTimeout, current, type World } from './world.js';
+import { addGroup, checkTimeout, current, getDefaultGroup, type World } from './world.js';
 
 /**
  * The id every member of `members` gives the group: the lowest member draws it from the store's
@@ -145,4 +145,17 @@ export async function newSubgroupsByEnumeration(
   const groups: (ProcessGroup | null)[] = [];
   for (const ranks of rankLists) groups.push(await newGroup(ranks, opts));
   return [groups.find((g) => g !== null) ?? null, groups];
+}
+
+/**
+ * `group`, or the world's when it is undefined. null — what newGroup gives a rank outside the group —
+ * is refused: a wrapper given it took the world instead, and its collectives met none of the members'
+ * (a hang until the timeout, or another call's data). `where` names the caller.
+ */
+export function groupOrWorld(group: ProcessGroup | null | undefined, where: string): ProcessGroup {
+  if (group !== null) return group ?? getDefaultGroup();
+  throw new InvalidArgumentError(
+    `${where}: processGroup is null, what newGroup gives a rank outside the group: call it on the group's members only`,
+    { op: where },
+  );
 }

@@ -131,6 +131,23 @@ async function untrackedEval(): Promise<number | string> {
   }
 }
 const untracked = await untrackedEval();
+// a rank outside the layer's group (null, what newGroup gives it): its own batch, no communication, as
+// torch's (was: taken for the world, whose all-gather the group's members never joined)
+function outsideGroup(): number | string {
+  const own = tensor(
+    Array.from({ length: 4 * channels }, (_, i) => Math.sin(i + group.rank)),
+    [4, channels],
+  );
+  const [outside, local] = [new SyncBatchNorm(channels, { processGroup: null }), new BatchNorm1d(channels)];
+  try {
+    const [a, want] = [outside.forward(own), local.forward(own)];
+    const diff = tf.tidy(() => tf.max(tf.abs(tf.sub(a.data, want.data))).dataSync()[0]);
+    tf.dispose([a.data, want.data, own.data]);
+    return diff;
+  } catch (e) {
+    return `${(e as Error).name}: ${(e as Error).message}`;
+  }
+}
 const evalStats = {
   evalRunningMean: Array.from(bn.runningMean.dataSync()),
   evalRunningVar: Array.from(bn.runningVar.dataSync()),
@@ -144,6 +161,7 @@ const result = {
   evalY: evalOut,
   ...evalStats,
   untracked,
+  outsideGroup: outsideGroup(),
 };
 console.log(`RESULT ${JSON.stringify(result)}`);
 await destroyProcessGroup();
