@@ -7,7 +7,7 @@
  * whose id differs. Used by nn's checkpoints and by @ddp/zero's and @ddp/fsdp's sharded ones.
  */
 import { basename, join } from 'node:path';
-import { bytesOf, CHECKSUMS } from './safetensors.js';
+import { bytesOf } from './safetensors.js';
 import type { ParsedSafetensors } from './safetensors-read.js';
 
 /** The safetensors metadata key holding the id of the save that wrote the file. */
@@ -65,17 +65,20 @@ export function unboundEntry(
 
 /**
  * Whether two safetensors files hold the same state: the same tensors (names, dtypes, shapes and
- * bytes) and metadata, apart from the save's id and the checksums that cover it. Two saves of one
- * state differ in those bytes alone (a resumed run against an uninterrupted one).
+ * bytes) and metadata, apart from the save's id (parsed metadata holds no checksums). Two saves of
+ * one state differ in those bytes alone (a resumed run against an uninterrupted one).
  */
 export function sameContents(a: ParsedSafetensors, b: ParsedSafetensors): boolean {
-  const { [SAVE_ID]: _a, [CHECKSUMS]: _ac, ...metaA } = a.metadata;
-  const { [SAVE_ID]: _b, [CHECKSUMS]: _bc, ...metaB } = b.metadata;
+  const { [SAVE_ID]: _a, ...metaA } = a.metadata;
+  const { [SAVE_ID]: _b, ...metaB } = b.metadata;
   if (JSON.stringify(metaA) !== JSON.stringify(metaB) || a.tensors.size !== b.tensors.size) return false;
   for (const [name, t] of a.tensors) {
     const u = b.tensors.get(name);
     if (!u || u.dtype !== t.dtype || `${u.shape}` !== `${t.shape}`) return false;
-    if (!Buffer.from(bytesOf(t.data)).equals(Buffer.from(bytesOf(u.data)))) return false;
+    if (!view(bytesOf(t.data)).equals(view(bytesOf(u.data)))) return false;
   }
   return true;
 }
+
+/** A Buffer over the same bytes (Buffer.from of a Uint8Array copies them). */
+const view = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);

@@ -15,6 +15,8 @@ export class ParameterExchange {
   /** Where rank r's shard starts in `buffer`: padded to the largest shard for the all-gather. */
   private readonly offsets: number[];
   private readonly largest: number;
+  /** Elements of `buffer`: every shard, padded for the all-gather. */
+  private readonly length: number;
   private buffer: Float32Array | null = null;
 
   constructor(
@@ -31,15 +33,15 @@ export class ParameterExchange {
       at += allGather ? this.largest : n;
       return start;
     });
+    this.length = at;
   }
 
   /** Sends this rank's shard and receives every other one. Collective over the group. */
   async run(): Promise<void> {
-    const { rank, size } = this.group;
+    const { rank } = this.group;
     const { sizes, byRank } = this.partition;
     if (this.largest === 0) return;
-    const end = this.offsets[size - 1] + (this.allGather ? this.largest : sizes[size - 1]);
-    this.buffer ??= sharedArray(Float32Array, end);
+    this.buffer ??= sharedArray(Float32Array, this.length);
     const buffer = this.buffer;
     const shard = (r: number) => buffer.subarray(this.offsets[r], this.offsets[r] + sizes[r]);
     let at = this.offsets[rank];

@@ -1,5 +1,5 @@
-import { sumInDouble, tf } from '@ddp/tensor';
-import { AutogradArgumentError, checkOptions } from '../errors.js';
+import { checkBooleanOptions, sumInDouble, tf } from '@ddp/tensor';
+import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
@@ -89,7 +89,7 @@ export const min = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor
  */
 function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undefined): ReduceOptions {
   if (typeof dims === 'number' || Array.isArray(dims)) {
-    checkOptions(where, { keepdim }, ['keepdim'], ['keepdim']);
+    checkBooleanOptions(where, { keepdim }, ['keepdim'], argumentError);
     return { dim: dims, keepdim: keepdim ?? false };
   }
   if (typeof dims !== 'object' || dims === null)
