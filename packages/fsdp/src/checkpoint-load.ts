@@ -3,12 +3,14 @@ import {
   entryToLoad,
   loadSafetensors,
   type OptimizerStateDict,
+  type Parameter,
   type ParamState,
   type ParsedSafetensors,
   type SafeTensor,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { checkBound, latestManifestEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
+import { readChunk, type SavedChunk, savedGroupParams } from './checkpoint-read.js';
 import {
   type AnyOptimizer,
   checkContents,
@@ -16,7 +18,7 @@ import {
   MANIFEST_FILE,
   REPLICATED_FILE,
   replicatedTensors,
-  unitIndexByShard,
+  shardNames,
   unitsOf,
 } from './checkpoint-save.js';
 import type { FSDPModule } from './fully-shard.js';
@@ -28,7 +30,7 @@ const FORMAT = 'ddp-fsdp-sharded-checkpoint';
  * The checkpoint loadFSDPCheckpoint would read: the newest committed entry of `location`, or null
  * when there is none. Another kind's newest entry there (ZeRO's, nn's) is refused, as on load.
  */
-export const latestFSDPCheckpoint = (location: string) => latestManifestEntry(location, FORMAT, 2);
+export const latestFSDPCheckpoint = (location: string) => latestManifestEntry(location, FORMAT, 3);
 
 /** The checkpoint's units must be this model's: same count, same parameters in the same order and shapes. */
 function checkLayout(manifest: FSDPManifest, units: FSDPModule[], path: string): void {
@@ -74,7 +76,7 @@ function checkReplicated(file: ParsedSafetensors, root: FSDPModule, path: string
 /**
  * Loads the newest committed FSDP checkpoint in `location` into `root`'s shards and `optimizer`,
  * whatever world size wrote it (resharding): each rank reads only the saved shards that overlap
- * its new slice of every unit's flat buffer. The optimizer's state must be elementwise (SGD,
+ * its new chunk of every parameter. The optimizer's state must be elementwise (SGD,
  * Adam, AdamW). Not collective. Everything is read and checked before anything changes.
  */
 export async function loadFSDPCheckpoint(
@@ -85,7 +87,7 @@ export async function loadFSDPCheckpoint(
   const entry = await entryToLoad(location, MANIFEST_FILE);
   if (entry === null)
     throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
-  const manifest = await readManifest<FSDPManifest>(entry, FORMAT, 2);
+  const manifest = await readManifest<FSDPManifest>(entry, FORMAT, 3);
   const kind = contents.optimizer?.stateKind();
   if (kind !== undefined && manifest.kind !== undefined && manifest.kind !== kind) {
     throw new ShardedCheckpointError(
@@ -107,41 +109,13 @@ export async function loadFSDPCheckpoint(
     return files.get(k)!;
   };
   const { rank } = contents.root.processGroup;
-  const values = new Map<number, Record<string, Float32Array>>();
-  const scalars = new Map<number, Record<string, number>>();
+  // each shard's new chunk, from the saved chunks (or flat shards) that overlap it
+  const values = new Map<Parameter, SavedChunk>();
   for (const [u, unit] of units.entries()) {
-    if (!unit.flat) continue;
-    const { total, shardSize: oldSize } = manifest.units[u];
-    const size = unit.flat.shardSize;
-    const [from, to] = [rank * size, Math.min((rank + 1) * size, total)];
-    const out: Record<string, Float32Array> = {};
-    // the saved shards overlapping [from, to); at least one, which names the tensors when this slice is all padding
-    const first = Math.min(Math.floor(from / oldSize), manifest.shards.length - 1);
-    for (let k = first; k < manifest.shards.length && (k === first || k * oldSize < to); k++) {
-      const file = await shardOf(k);
-      const prefix = `unit.${u}.`;
-      const lo = Math.max(from, k * oldSize);
-      const hi = Math.min(to, (k + 1) * oldSize);
-      for (const [name, t] of file.tensors) {
-        if (!name.startsWith(prefix)) continue;
-        if (t.dtype !== 'float32' || t.data.length !== oldSize) {
-          const path = join(entry, manifest.shards[k]);
-          const is = `${t.dtype}[${t.data.length}]`;
-          throw new ShardedCheckpointError(
-            `rank ${rank}: ${path}: ${name} is ${is}, the manifest's shard is float32[${oldSize}]`,
-            path,
-          );
-        }
-        const key = name.slice(prefix.length);
-        out[key] ??= new Float32Array(size);
-        if (hi > lo) out[key].set((t.data as Float32Array).subarray(lo - k * oldSize, hi - k * oldSize), lo - from);
-      }
-      const saved = (JSON.parse(file.metadata.scalars ?? '{}') as Record<number, Record<string, number>>)[u];
-      if (saved) scalars.set(u, saved);
+    for (const [j, shard] of (unit.flat?.shards ?? []).entries()) {
+      const size = unit.flat!.chunks[j];
+      values.set(shard, await readChunk(entry, manifest, shardOf, { u, j, rank }, rank * size, size));
     }
-    if (!out.shard)
-      throw new ShardedCheckpointError(`${entry}: no shard of unit ${u} covers elements [${from}, ${to})`, entry);
-    values.set(u, out);
   }
   const replicated = await loadSafetensors(join(entry, REPLICATED_FILE), options);
   checkBound(entry, manifest, [[REPLICATED_FILE, replicated]]);
@@ -162,25 +136,23 @@ export async function loadFSDPCheckpoint(
     if (contents.optimizer) {
       const opt = contents.optimizer;
       const position = new Map(opt.paramGroups.flatMap((g) => g.params).map((p, i) => [p, i]));
-      const indexOf = (u: number) => position.get(units[u].flat!.shard)!;
       const state = new Map<number, ParamState>();
-      for (const [u, { shard: _, ...tensors }] of values) {
-        const s: ParamState = { ...scalars.get(u) };
-        for (const [key, data] of Object.entries(tensors)) s[key.replace(/^state\./, '')] = toTf(data, [data.length]);
-        if (Object.keys(s).length > 0) state.set(indexOf(u), s);
+      for (const [shard, chunk] of values) {
+        const s: ParamState = { ...chunk.scalars };
+        for (const [key, data] of Object.entries(chunk.state)) s[key] = toTf(data, [data.length]);
+        if (Object.keys(s).length > 0) state.set(position.get(shard)!, s);
       }
-      // in this optimizer's own order: a group listing its units in another order than the saved one
-      // took the moments of one unit into another of the same size, silently
-      const unitOf = unitIndexByShard(units);
+      // in this optimizer's own order: a group listing its shards in another order than the saved one
+      // took the moments of one parameter into another of the same size, silently
+      const names = shardNames(units);
       const paramGroups = manifest.paramGroups.map((g, gi) => {
         const here = opt.paramGroups[gi]?.params ?? [];
-        const [saved, mine] = [g.params as number[], here.map((p) => unitOf.get(p) ?? -1)].map((l) =>
-          [...l].sort((a, b) => a - b),
-        );
-        if (saved.length !== mine.length || saved.some((x, i) => x !== mine[i]))
+        const saved = savedGroupParams(manifest, g.params as unknown[]).sort();
+        const mine = here.map((p) => names.get(p) ?? '(not a shard)').sort();
+        if (`${saved}` !== `${mine}`)
           throw new ShardedCheckpointError(
-            `rank ${rank}: ${entry}: the optimizer's group ${gi} holds the shards of units [${mine}], the ` +
-              `checkpoint's [${saved}]`,
+            `rank ${rank}: ${entry}: the optimizer's group ${gi} holds the shards of parameters [${mine}] ` +
+              `(unit.parameter), the checkpoint's [${saved}]`,
             entry,
           );
         return { ...g, params: here.map((p) => position.get(p)!) };
@@ -189,10 +161,7 @@ export async function loadFSDPCheckpoint(
     }
     // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
     contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
-    for (const [u, { shard }] of values) {
-      const flat = units[u].flat!;
-      flat.shard.data = tf.tensor(shard, [flat.shardSize], 'float32');
-    }
+    for (const [shard, { value }] of values) shard.data = tf.tensor(value, [value.length], 'float32');
     recordLoaded(units);
   } finally {
     tf.dispose(created);

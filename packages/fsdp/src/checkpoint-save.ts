@@ -17,6 +17,7 @@ import {
   crashPoint,
   createTemporaryEntry,
   type Optimizer,
+  type Parameter,
   type SafeTensor,
   type SaveOptions,
   saveSafetensors,
@@ -40,12 +41,19 @@ export type AnyOptimizer = Optimizer<{ lr: number }>;
 
 export interface FSDPManifest {
   format: 'ddp-fsdp-sharded-checkpoint';
-  version: 1 | 2;
+  /** 3: each parameter sharded on its own (FlatShard); 1 and 2: each unit's parameters as one flat buffer, sharded. */
+  version: 1 | 2 | 3;
   worldSize: number;
   step: number;
-  /** Per unit (the root first, then the units below it in module order): its flat layout. */
-  units: { total: number; shardSize: number; params: { name: string; shape: number[] }[] }[];
-  /** The optimizer's groups' hyperparameters, `params` as unit indices. */
+  /**
+   * Per unit (the root first, then the units below it in module order): its parameters; versions 1
+   * and 2 also the flat buffer's layout (its elements, and each rank's share of them).
+   */
+  units: { total?: number; shardSize?: number; params: { name: string; shape: number[] }[] }[];
+  /**
+   * The optimizer's groups' hyperparameters, `params` as [unit, parameter] pairs (version 3) or
+   * unit indices (the unit's one flat shard; versions 1 and 2).
+   */
   paramGroups: Record<string, unknown>[];
   shards: string[];
   /** The optimizer's class (absent before): Adam's moments loaded into SGD silently. */
@@ -57,10 +65,10 @@ export interface FSDPManifest {
 
 /** A rank's part of a checkpoint, copied to host memory. */
 export interface Snapshot {
-  /** `unit.<u>.shard` and `unit.<u>.state.<key>`. */
+  /** `unit.<u>.param.<j>` and `unit.<u>.param.<j>.state.<key>`: parameter j of unit u's shard, its state. */
   tensors: Map<string, SafeTensor>;
-  /** Scalar optimizer state (a step count) by unit index. */
-  scalars: Record<number, Record<string, number>>;
+  /** Scalar optimizer state (a step count) by `<u>.<j>`. */
+  scalars: Record<string, Record<string, number>>;
   /** On rank 0: the replicated tensors and the manifest (its `shards` filled in at write). */
   replicated: Map<string, SafeTensor> | null;
   manifest: FSDPManifest | null;
@@ -69,9 +77,9 @@ export interface Snapshot {
 /** The units of `root` in checkpoint order. */
 export const unitsOf = (root: FSDPModule): FSDPModule[] => [root, ...root.subunits];
 
-/** Each unit's shard parameter → the unit's index in `units` (the manifest's unit numbers). */
-export const unitIndexByShard = (units: readonly FSDPModule[]): Map<unknown, number> =>
-  new Map(units.flatMap((u, i) => (u.flat ? [[u.flat.shard, i] as const] : [])));
+/** Each shard parameter → `<u>.<j>`: parameter j of unit u (the manifest's unit numbers). */
+export const shardNames = (units: readonly FSDPModule[]): Map<Parameter, string> =>
+  new Map(units.flatMap((u, i) => (u.flat?.shards ?? []).map((s, j) => [s, `${i}.${j}`] as const)));
 
 /**
  * What REPLICATED_FILE holds, by module name: the parameters in no unit's shard and the
@@ -110,39 +118,37 @@ export function snapshot(
     tensors.set(key, { dtype: 'float32', shape: [...t.shape], data });
   };
   const scalars: Snapshot['scalars'] = {};
-  const unitOfShard = unitIndexByShard(units);
-  units.forEach((u, i) => {
-    if (!u.flat) return;
-    hostCopy(`unit.${i}.shard`, u.flat.shard.data);
-    for (const [key, v] of Object.entries(optimizer.state.get(u.flat.shard) ?? {})) {
-      if (v instanceof tf.Tensor) hostCopy(`unit.${i}.state.${key}`, v);
+  const names = shardNames(units);
+  for (const [shard, name] of names) {
+    const [u, j] = name.split('.');
+    hostCopy(`unit.${u}.param.${j}`, shard.data);
+    for (const [key, v] of Object.entries(optimizer.state.get(shard) ?? {})) {
+      if (v instanceof tf.Tensor) hostCopy(`unit.${u}.param.${j}.state.${key}`, v);
       else {
-        scalars[i] ??= {};
-        scalars[i][key] = v;
+        scalars[name] ??= {};
+        scalars[name][key] = v;
       }
     }
-  });
+  }
   if (root.processGroup.rank !== 0) return { tensors, scalars, replicated: null, manifest: null };
-  const names = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
+  const moduleNames = new Map(root.module.namedParameters().map(([n, p]) => [p, n]));
   const replicated = new Map<string, SafeTensor>(
     replicatedTensors(root).map(([n, t]): [string, SafeTensor] => [n, toSafeTensor(t.data)]),
   );
   const manifest: FSDPManifest = {
     format: 'ddp-fsdp-sharded-checkpoint',
-    version: 2,
+    version: 3,
     worldSize: root.processGroup.size,
     step,
     units: units.map((u) => ({
-      total: u.flat?.total ?? 0,
-      shardSize: u.flat?.shardSize ?? 0,
       params: (u.flat?.params ?? []).map((p, j) => ({
-        name: names.get(p as never) ?? `param.${j}`,
+        name: moduleNames.get(p as never) ?? `param.${j}`,
         shape: u.flat!.shapes[j],
       })),
     })),
     paramGroups: optimizer.paramGroups.map(({ params, ...hyper }) => ({
       ...hyper,
-      params: params.map((p) => unitOfShard.get(p)!),
+      params: params.map((p) => names.get(p)!.split('.').map(Number)),
     })),
     shards: [],
     kind: optimizer.stateKind(),

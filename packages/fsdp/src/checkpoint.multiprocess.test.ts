@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runWorld } from '@ddp/launch/testing';
@@ -85,6 +85,27 @@ describe('FSDP sharded checkpoints', () => {
       for (const r of reordered.results) expect(r.maxDiff).toBeLessThan(1e-5);
       // the superseded step-3 entry is gone; one entry and `latest` remain
       expect((await readdir(dir)).sort()).toEqual(['latest', expect.stringMatching(/step-5$/)].sort());
+    },
+    2 * TIMEOUT,
+  );
+
+  it(
+    'a version-2 checkpoint (each unit one flat shard; 2 ranks) resumes on 2 and 3 ranks, in either order of the shards',
+    async () => {
+      // the per-parameter layout (version 3) must still read what the flat one wrote: step 2 of the same run
+      const dir = join(root, 'version-2');
+      await cp(new URL('./fixtures/checkpoint-v2', import.meta.url), dir, { recursive: true });
+      for (const [nprocs, reverseOrder] of [
+        [2, false],
+        [3, true],
+      ] as const) {
+        const resumed = await world(nprocs, { dir, steps: 4, load: true, reverseOrder });
+        expect(resumed.exitCode).toBe(0);
+        for (const r of resumed.results) {
+          expect(r.resumedAt).toBe(2);
+          expect(r.maxDiff).toBeLessThan(1e-5);
+        }
+      }
     },
     2 * TIMEOUT,
   );
@@ -183,7 +204,8 @@ describe('FSDP sharded checkpoints', () => {
             ),
             'a shard of another size than the manifest': expect.stringMatching(
               new RegExp(
-                `^ShardedCheckpointError: rank ${rank}: \\S+: unit.0.shard is float32\\[\\d+\\], the manifest's`,
+                `^ShardedCheckpointError: rank ${rank}: \\S+: unit.0.param.0 is float32\\[\\d+\\], ` +
+                  "the manifest's chunk",
               ),
             ),
             fits: [1, 2, 3],

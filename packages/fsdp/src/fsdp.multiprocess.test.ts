@@ -38,6 +38,7 @@ const worlds: Record<number, Case[]> = {
     { model: 'uneven', steps: 5, prefetch: false, accumulate: true },
     { model: 'golden', steps: 3, commDtype: 'bfloat16' },
     { model: 'transformer', steps: 3, reshardAfterForward: false },
+    { model: 'transformer', steps: 3, sideOnRank0: true },
   ],
   4: [
     ...base,
@@ -67,6 +68,7 @@ const label = (c: Case) =>
     c.accumulate ? 'noSync accumulation' : '',
     c.skipInSync ? 'a unit trained under noSync and skipped by the synced backward' : '',
     c.checkpoint ? 'activation checkpointing in the units' : '',
+    c.sideOnRank0 ? "a root parameter only rank 0's loss uses (elsewhere: none does)" : '',
     c.commDtype ?? '',
     c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',
   ]

@@ -37,7 +37,7 @@ let lastInForward: FSDPModule | null = null;
 
 /**
  * One FSDP unit: `module` (and the part of its subtree not under another unit) with its own
- * parameters held as a flat 1/N shard. Made by `fullyShard`; call `await forward(...)` on the
+ * parameters each held as a flat 1/N shard. Made by `fullyShard`; call `await forward(...)` on the
  * outermost one (the root).
  */
 export class FSDPModule implements ShardedUnit, UnitGradientState {
@@ -74,7 +74,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
       .map((m) => unitOf.get(m)!);
     this.reshardAfterForward = (opts.reshardAfterForward ?? true) && this.subunits.length === 0;
     this.prefetch = opts.prefetch ?? true;
-    // frozen parameters stay whole on every rank: a shard is one Parameter, trained as a whole
+    // frozen parameters stay whole on every rank (FSDP2 shards them too): the shards are cut once, here
     const trainable = module.parameters().filter((p) => p.requiresGrad);
     const under = new Set(this.subunits.flatMap((u) => u.flat?.params ?? []));
     const held = trainable.find((p) => sharded.has(p) && !under.has(p));
@@ -92,7 +92,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     const own = trainable.filter((p) => !under.has(p));
     for (const p of own) sharded.set(p, module);
     recordStart(this, own); // before this rank keeps only its slice
-    this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype, module) : null;
+    this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
     if (this.flat && !this.reshardAfterForward) {
       for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
     }
@@ -116,7 +116,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
 
   /** The shards of this unit and every unit below it: what the optimizer steps. */
   parameters(): Parameter[] {
-    return [this, ...this.subunits].flatMap((u) => (u.flat ? [u.flat.shard] : []));
+    return [this, ...this.subunits].flatMap((u) => u.flat?.shards ?? []);
   }
 
   /**
@@ -198,7 +198,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    * requires grad now but is in no shard (unfrozen or replaced since) would never be stepped nor
    * averaged; one frozen since would still get a zero gradient in its shard, which momentum or
    * weight decay step. FSDP2 shards every parameter and follows requires_grad per parameter; here
-   * a shard is one Parameter per unit, so the trainable set is fixed at fullyShard. Without
+   * the shards are cut from the trainable parameters once, so the trainable set is fixed at fullyShard. Without
    * grad (evaluation) nothing is reduced or stepped, so anything goes.
    */
   private checkTrainableSet(): void {
@@ -240,7 +240,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     lastInForward = this;
     const flat = this.flat;
     return tidy(() => {
-      const entered = EnterUnit.apply<Tensor[]>(this, flat.shard, ...inputs);
+      const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...inputs);
       // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward
       const out = withSavedTensorHooks(flat.savedParameterHooks, () => this.innerForward(...entered));
       flat.free();
@@ -255,8 +255,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   }
 
   /**
-   * The unit's backward is done: its gradients' reduce-scatter starts (the shard's gradient
-   * arrives when backward ends), its parameters are freed. Under no-sync the full gradients stay.
+   * The unit's backward is done: its gradients' reduce-scatter starts (the shards' gradients
+   * arrive when backward ends), its parameters are freed. Under no-sync the full gradients stay.
    */
   async finishBackward(): Promise<void> {
     const flat = this.flat!;
@@ -280,8 +280,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
 const gatherAll = (units: FSDPModule[], float32 = false) => Promise.all(units.map((u) => u.flat?.gather(float32)));
 
 /**
- * FSDP2's fully_shard: shards `module`'s parameters (those not already under an inner unit) as a
- * flat 1/N shard per rank. Apply it per block first, then to the root; train through the root's
+ * FSDP2's fully_shard: shards each of `module`'s parameters (those not already under an inner unit)
+ * as a flat 1/N shard per rank. Apply it per block first, then to the root; train through the root's
  * `await forward(...)` and an optimizer over the root's `parameters()` (the shards).
  */
 export function fullyShard(module: Module, opts: FullyShardOptions = {}): FSDPModule {

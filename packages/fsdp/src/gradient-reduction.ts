@@ -14,8 +14,8 @@ const MAX_IN_FLIGHT = 2;
 const inFlight: Promise<void>[] = [];
 
 /**
- * Starts averaging `flat`'s full gradients into its shard (they are copied out and dropped
- * before this returns); the shard's gradient is added once backward's graph is done, in a
+ * Starts averaging `flat`'s full gradients into its shards (they are copied out and dropped
+ * before this returns); the shards' gradients are added once backward's graph is done, in a
  * queued callback, which rethrows the collective's failure. Call during backward.
  */
 export async function reduceInBackground(flat: FlatShard): Promise<void> {
@@ -27,14 +27,18 @@ export async function reduceInBackground(flat: FlatShard): Promise<void> {
   );
   inFlight.push(settled);
   void settled.then(() => inFlight.splice(inFlight.indexOf(settled), 1));
-  queueCallback(async () => accumulate(flat.shard, await grad));
+  queueCallback(async () => accumulate(flat.shards, await grad));
 }
 
-/** Adds a reduce-scattered gradient to its shard's. */
-export function accumulate(shard: Parameter, grad: tf.Tensor): void {
-  if (shard.grad === null) shard.grad = grad;
-  else {
-    shard.grad = tf.add(shard.grad, grad);
-    grad.dispose();
-  }
+/** Adds reduce-scattered gradients to their shards' (null: no rank gave that parameter one). */
+export function accumulate(shards: readonly Parameter[], grads: (tf.Tensor | null)[]): void {
+  shards.forEach((shard, i) => {
+    const grad = grads[i];
+    if (grad === null) return;
+    if (shard.grad === null) shard.grad = grad;
+    else {
+      shard.grad = tf.add(shard.grad, grad);
+      grad.dispose();
+    }
+  });
 }

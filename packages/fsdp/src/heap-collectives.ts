@@ -27,21 +27,37 @@ function checkUnmoved(group: ProcessGroup, op: string): void {
 }
 
 /**
- * All-gathers `shard` (this rank's) of every rank into a new tensor of size × shard.size
- * elements, written by comm in place; null when the heap cannot be shared (the caller copies
- * through host memory). Collective.
+ * All-gathers every parameter's shard (this rank's, `shards[i]` of c_i elements) of every rank into a
+ * new tensor: parameter i's region of N·c_i elements, rank r's chunk at r·c_i within it, the regions
+ * back to back; one all-gather per region, written by comm in place. null when the heap cannot be
+ * shared (the caller copies through host memory). Collective.
  */
-export function gatherIntoTensor(group: ProcessGroup, shard: tf.Tensor): Promise<tf.Tensor> | null {
-  const s = shard.size;
-  const full = tf.keep(unfilled(s * group.size));
+export function gatherIntoTensor(group: ProcessGroup, shards: readonly tf.Tensor[]): Promise<tf.Tensor> | null {
+  const n = group.size;
+  const full = tf.keep(unfilled(n * shards.reduce((sum, s) => sum + s.size, 0)));
   const view = sharedStorage(full);
   if (view === null) {
     full.dispose();
     return null;
   }
-  const mine = view.subarray(group.rank * s, (group.rank + 1) * s);
-  copyTensorInto(shard, mine);
-  return settle(group.allGatherInto(view, mine).wait(), full, group, 'allGatherInto of parameters');
+  const regions = regionsOf(
+    view,
+    shards.map((s) => s.size),
+    group,
+  );
+  for (const [i, { mine }] of regions.entries()) copyTensorInto(shards[i], mine);
+  const gathers = regions.map(({ region, mine }) => group.allGatherInto(region, mine).wait());
+  return settle(gathers, full, group, 'allGatherInto of parameters');
+}
+
+/** Each parameter's region of `view` (N·c_i elements, back to back) and this rank's chunk of it. */
+function regionsOf(view: Float32Array, chunks: readonly number[], group: ProcessGroup) {
+  let at = 0;
+  return chunks.map((c) => {
+    const region = view.subarray(at, at + group.size * c);
+    at += group.size * c;
+    return { region, mine: region.subarray(group.rank * c, (group.rank + 1) * c) };
+  });
 }
 
 /** What tfjs-backend-wasm offers beyond the Backend interface: an output allocated (malloc) and left as it is. */
@@ -61,20 +77,31 @@ function unfilled(size: number): tf.Tensor {
 }
 
 /**
- * Reduce-scatters (AVG) `flat` (size × shardSize elements, a tensor this call takes and
- * disposes) in place; resolves with this rank's chunk as a new tensor. null, with `flat`
- * untouched, when the heap cannot be shared. Collective.
+ * Reduce-scatters (AVG) `flat` (the regions of gatherIntoTensor: parameter i's gradient padded to N·c_i
+ * elements; a tensor this call takes and disposes) in place, one reduce-scatter per region; resolves
+ * with this rank's chunk of each as new tensors. null, with `flat` untouched, when the heap cannot be
+ * shared. Collective.
  */
-export function reduceScatterTensor(group: ProcessGroup, flat: tf.Tensor): Promise<tf.Tensor> | null {
+export function reduceScatterTensor(
+  group: ProcessGroup,
+  flat: tf.Tensor,
+  chunks: readonly number[],
+): Promise<tf.Tensor[]> | null {
   const view = sharedStorage(flat);
   if (view === null) return null;
-  const s = flat.size / group.size;
-  const mine = view.subarray(group.rank * s, (group.rank + 1) * s);
-  const reduced = group.reduceScatter(mine, view, { op: ReduceOp.AVG, overwriteInput: true }).wait();
+  const regions = regionsOf(view, chunks, group);
+  const reduced = regions.map(({ region, mine }) =>
+    group.reduceScatter(mine, region, { op: ReduceOp.AVG, overwriteInput: true }).wait(),
+  );
   return settle(reduced, flat, group, 'reduceScatter of gradients').then(() => {
-    const chunk = copyOf(flat, group.rank * s, [s]);
+    let at = 0;
+    const out = chunks.map((c) => {
+      const chunk = copyOf(flat, at + group.rank * c, [c]);
+      at += group.size * c;
+      return chunk;
+    });
     flat.dispose();
-    return chunk;
+    return out;
   });
 }
 
@@ -88,13 +115,17 @@ function copyOf(t: tf.Tensor, at: number, shape: number[]): tf.Tensor {
   return tensorFromFloat32(values.subarray(at, at + shape.reduce((a, b) => a * b, 1)), shape);
 }
 
-/** Once `op` settled: `held` if it succeeded on an unmoved heap, else `held` freed and the failure rethrown. */
-async function settle(op: Promise<void>, held: tf.Tensor, group: ProcessGroup, what: string): Promise<tf.Tensor> {
+/**
+ * Once every op settled: `held` if all succeeded on an unmoved heap, else `held` freed and the first
+ * failure rethrown (after the others ended: they write into `held`).
+ */
+async function settle(ops: Promise<void>[], held: tf.Tensor, group: ProcessGroup, what: string): Promise<tf.Tensor> {
   try {
-    await op;
+    const failed = (await Promise.allSettled(ops)).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     checkUnmoved(group, what);
   } catch (error) {
-    held.dispose(); // the op is over: comm no longer writes there
+    held.dispose(); // the ops are over: comm no longer writes there
     throw error;
   }
   return held;

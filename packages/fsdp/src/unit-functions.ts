@@ -10,10 +10,10 @@ export interface ShardedUnit {
 }
 
 /**
- * Identity on the unit's inputs, with the unit's shard as an extra input: the graph always has
+ * Identity on the unit's inputs, with one of the unit's shards as an extra input: the graph always has
  * an edge into the unit (even when no input requires grad), and this backward runs after the
  * unit's whole backward, so it starts the reduce-scatter of the parameters' gradients; the
- * shard's gradient is added to `shard.grad` when backward ends (gradient-reduction.ts).
+ * shards' gradients are added to their `grad` when backward ends (gradient-reduction.ts).
  */
 export class EnterUnit extends AutogradFunction {
   private unit: ShardedUnit | null = null;

@@ -31,7 +31,7 @@ async function reduceUnreached(units: readonly UnitGradientState[], group: Proce
   if (syncing.length === 0) return;
   await group.allReduce(flags, { op: ReduceOp.MAX }).wait();
   for (const [i, u] of syncing.entries()) {
-    if (flags[2 * i] === 0 && flags[2 * i + 1] === 1) accumulate(u.flat!.shard, await u.flat!.reduceScatterGrads());
+    if (flags[2 * i] === 0 && flags[2 * i + 1] === 1) accumulate(u.flat!.shards, await u.flat!.reduceScatterGrads());
   }
 }
 

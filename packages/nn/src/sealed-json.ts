@@ -90,17 +90,18 @@ export function parseSealedJson(text: string, path: string): { value: Record<str
 }
 
 /**
- * Reads a checkpoint's JSON file of `format`: `version` (sealed) or version 1, which predates the
- * checksums and is read without. Every failure (missing, not JSON, a checksum, another format)
- * is a SealedJsonError naming the file.
+ * Reads a checkpoint's JSON file of `format`: a sealed version from 2 up to `version` (the newest a
+ * reader knows), or version 1, which predates the checksums and is read without. Every failure
+ * (missing, not JSON, a checksum, another format) is a SealedJsonError naming the file.
  */
 export async function readSealedJson(path: string, format: string, version: number): Promise<Record<string, unknown>> {
   const text = await readFile(path, 'utf8').catch((error: Error) => {
     throw new SealedJsonError(path, `cannot be read: ${error.message}`);
   });
   const { value, sealed } = parseSealedJson(text, path);
-  if (value.format !== format || (value.version !== 1 && value.version !== version))
-    throw new SealedJsonError(path, `is not a ${format} (version 1 or ${version})`);
+  const known = typeof value.version === 'number' && Number.isInteger(value.version) && value.version >= 1;
+  if (value.format !== format || !known || (value.version as number) > version)
+    throw new SealedJsonError(path, `is not a ${format} (versions 1 to ${version})`);
   if (value.version !== 1 && !sealed) throw new SealedJsonError(path, 'has no checksum');
   return value;
 }

@@ -47,11 +47,12 @@ if (phase === 'save') {
   await done;
   if (group.rank === 0) {
     const entry = join(dir, 'tampered', 'latest');
-    // a sealed manifest whose shard size disagrees with its files (its checksum alone cannot tell)
+    // a sealed manifest whose world size (so each parameter's chunk) disagrees with its files (its checksum
+    // alone cannot tell)
     const path = join(entry, 'manifest.json');
     const { value } = parseSealedJson(await readFile(path, 'utf8'), path);
     const manifest = value as unknown as FSDPManifest;
-    manifest.units[0].shardSize += 1;
+    manifest.worldSize += 1;
     await writeFile(path, sealJson({ ...manifest }));
   }
   console.log(`RESULT ${JSON.stringify({ rank: group.rank, outcomes: {} })}`);

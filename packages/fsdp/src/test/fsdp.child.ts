@@ -12,7 +12,7 @@ import {
 } from '@ddp/comm';
 import { Adam, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { hostBuffers as pool } from '../flat-shard.js';
+import { hostBuffers as pool } from '../host-collectives.js';
 import { type FSDPModule, fullyShard } from '../index.js';
 import {
   batch,
@@ -42,6 +42,8 @@ export interface Case {
   checkpoint?: boolean;
   /** with accumulate: the synced micro-batch skips block1, which the first one trained */
   skipInSync?: boolean;
+  /** transformer: rank 0's loss uses the side head, the other ranks' do not (without it, no rank's does) */
+  sideOnRank0?: boolean;
 }
 
 const maxDiff = (a: number[], b: number[]) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
@@ -134,6 +136,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   const ref = build(c);
   const refOpt = makeOptimizer(c, ref.parameters());
   const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
+  if (c.sideOnRank0) (model as TwoBlockTransformer).useSide = rank === 0;
   let tensorsAfterFirst = 0;
   // host buffers FSDP's own steps took (gathers and reduce-scatters on the wasm heap take none)
   let hostBuffers = 0;
@@ -163,6 +166,12 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
         await backwardOn(refForward, c, t + shift, (lo + hi) / 2, hi, 0.5 / size);
         (ref as TwoBlockTransformer).skipBlock1 = false;
       }
+    } else if (c.sideOnRank0) {
+      // rank 0's rows through the side head, the others' not: Σ_r loss_r / N
+      for (let r = 0; r < size; r++) {
+        (ref as TwoBlockTransformer).useSide = r === 0;
+        await backwardOn(refForward, c, t + shift, (r * 12) / size, ((r + 1) * 12) / size, 1 / size);
+      }
     } else await backwardOn(refForward, c, t + shift, 0, 12, 1);
     refOpt.step();
     refOpt.zeroGrad();
@@ -178,7 +187,9 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   };
   if (model instanceof TwoBlockTransformer) {
     // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
-    const own = [model.inProj, model.norm, model.head].flatMap((m) => m.parameters()).filter((p) => p.requiresGrad);
+    const own = [model.inProj, model.norm, model.head, model.side]
+      .flatMap((m) => m.parameters())
+      .filter((p) => p.requiresGrad);
     const held = new Set(root.flat?.params);
     result.rootHoldsOnlyItsOwn = held.size === own.length && own.every((p) => held.has(p));
   }

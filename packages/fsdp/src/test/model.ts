@@ -52,8 +52,11 @@ export class TwoBlockTransformer extends Module {
   readonly blocks: [TransformerBlock, TransformerBlock];
   readonly norm: LayerNorm;
   readonly head: Linear;
+  /** A second head in the root's unit, added to the output only when `useSide` (a branch the loss may skip). */
+  readonly side: Linear;
   /** Leaves block1 out of the forward (a layer some micro-batches skip). */
   skipBlock1 = false;
+  useSide = false;
   constructor() {
     super();
     const gen = new Generator(11);
@@ -64,6 +67,7 @@ export class TwoBlockTransformer extends Module {
     ];
     this.norm = this.registerModule('norm', new LayerNorm(16));
     this.head = this.registerModule('head', new Linear(16, 5, { generator: gen }));
+    this.side = this.registerModule('side', new Linear(16, 5, { generator: gen }));
     // the key bias's exact gradient is 0 (softmax ignores a per-query shift): its float noise,
     // which Adam scales to steps of size lr, differs between any two summation orders
     for (const [name, p] of this.namedParameters()) if (name.endsWith('in_proj_bias')) p.requiresGrad_(false);
@@ -71,7 +75,9 @@ export class TwoBlockTransformer extends Module {
   forward(x: Tensor): Tensor {
     let h = this.inProj.forward(x);
     for (const b of this.skipBlock1 ? [this.blocks[0]] : this.blocks) h = b.forward(h);
-    return this.head.forward(this.norm.forward(h));
+    const normed = this.norm.forward(h);
+    const out = this.head.forward(normed);
+    return this.useSide ? out.add(this.side.forward(normed)) : out;
   }
 }
 
