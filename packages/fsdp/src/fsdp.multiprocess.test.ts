@@ -32,6 +32,7 @@ const worlds: Record<number, Case[]> = {
     { model: 'transformer', steps: 3, reshardAfterForward: false, accumulate: true },
     { model: 'transformer', steps: 3, checkpoint: true, accumulate: true },
     { model: 'transformer', steps: 3, accumulate: true, skipInSync: true },
+    { model: 'uneven', steps: 5, decayGroups: true },
   ],
   3: [
     ...base,
@@ -68,6 +69,7 @@ const label = (c: Case) =>
     c.accumulate ? 'noSync accumulation' : '',
     c.skipInSync ? 'a unit trained under noSync and skipped by the synced backward' : '',
     c.checkpoint ? 'activation checkpointing in the units' : '',
+    c.decayGroups ? 'AdamW groups by parameter: weight decay on the weights, none on the biases' : '',
     c.sideOnRank0 ? "a root parameter only rank 0's loss uses (elsewhere: none does)" : '',
     c.commDtype ?? '',
     c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',

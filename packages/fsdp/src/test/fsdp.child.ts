@@ -10,7 +10,7 @@ import {
   type ProcessGroup,
   ProcessGroupManager,
 } from '@ddp/comm';
-import { Adam, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
+import { Adam, AdamW, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { hostBuffers as pool } from '../host-collectives.js';
 import { type FSDPModule, fullyShard } from '../index.js';
@@ -42,6 +42,8 @@ export interface Case {
   checkpoint?: boolean;
   /** with accumulate: the synced micro-batch skips block1, which the first one trained */
   skipInSync?: boolean;
+  /** AdamW, weight decay on the matrices only: one group per kind of parameter, across the units */
+  decayGroups?: boolean;
   /** transformer: rank 0's loss uses the side head, the other ranks' do not (without it, no rank's does) */
   sideOnRank0?: boolean;
 }
@@ -96,6 +98,24 @@ function stillHeld(storage: object[]): number {
 const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> =>
   c.model === 'golden' ? new SGD(params, { lr: 0.1 }) : new Adam(params, { lr: 0.01 });
 
+/**
+ * AdamW with weight decay on the weights only (biases without, as OpenCLIP trains), the groups picked
+ * by each parameter's name (a resharded parameter has no data, so no shape to read): `of` maps a model
+ * parameter to what the optimizer steps.
+ */
+function decayGroups(model: Module, of: (p: Tensor) => Tensor | undefined): Optimizer<{ lr: number }> {
+  const trained = model.namedParameters().filter(([, p]) => p.requiresGrad);
+  const pick = (decay: boolean) =>
+    trained.filter(([name, p]) => name.endsWith('weight') === decay && of(p)).map(([, p]) => of(p)!);
+  return new AdamW(
+    [
+      { params: pick(true), weightDecay: 0.5 },
+      { params: pick(false), weightDecay: 0 },
+    ],
+    { lr: 0.01 },
+  );
+}
+
 async function backwardOn(
   forward: (x: Tensor) => Promise<Tensor>,
   c: Case,
@@ -132,9 +152,13 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     heldAfterForward = Math.max(heldAfterForward, stillHeld(seen.storage));
     seen.storage = [];
   };
-  const opt = makeOptimizer(c, root.parameters());
+  // each shard stands for its parameter: groups by parameter name
+  const shardOf = new Map(
+    [root, ...root.subunits].flatMap((u) => u.flat?.params.map((p, j) => [p, u.flat!.shards[j]] as const) ?? []),
+  );
+  const opt = c.decayGroups ? decayGroups(model, (p) => shardOf.get(p)) : makeOptimizer(c, root.parameters());
   const ref = build(c);
-  const refOpt = makeOptimizer(c, ref.parameters());
+  const refOpt = c.decayGroups ? decayGroups(ref, (p) => p) : makeOptimizer(c, ref.parameters());
   const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
   if (c.sideOnRank0) (model as TwoBlockTransformer).useSide = rank === 0;
   let tensorsAfterFirst = 0;
