@@ -1,5 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { tf } from '@ddp/tensor';
+import { type BackwardRun, runBackward } from './backward-run.js';
 import { AutogradArgumentError, AutogradError, checkOptions, GradientHookError, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
 import { AccumulateGrad, type Edge, type Node } from './node.js';
@@ -9,30 +9,6 @@ import type { Tensor } from './tensor.js';
 export interface BackwardOptions {
   /** Keep saved tensors and intermediate outputs so the graph can be backwarded again. */
   retainGraph?: boolean;
-}
-
-type Callback = () => void | Promise<void>;
-
-interface BackwardRun {
-  callbacks: Callback[];
-  pending: Promise<void>[];
-  /** The backward this one runs inside (checkpoint's recomputation), if any. */
-  parent: BackwardRun | undefined;
-}
-
-// The backward a hook or Function runs under; async-context local, so concurrent backwards
-// (several simulated ranks in one process) keep their callbacks apart.
-const currentRun = new AsyncLocalStorage<BackwardRun>();
-
-/**
- * Queues fn to run once the outermost running backward() has processed every node (and
- * awaited the promises returned by post-accumulate hooks), like queue_callback in PyTorch.
- */
-export function queueCallback(fn: Callback): void {
-  let run = currentRun.getStore();
-  if (run === undefined) throw new AutogradError('queueCallback() can only be called during backward()');
-  while (run.parent !== undefined) run = run.parent;
-  run.callbacks.push(fn);
 }
 
 /** Counts, for every node reachable from root, how many edges point at it. */
@@ -292,6 +268,6 @@ export async function backward(root: Tensor, gradient?: tf.Tensor | Tensor, opts
   }
   const deps = countDependencies(root.isLeaf ? root.gradAccumulator() : root.gradFn!);
   const rootGrad = grad === undefined ? tf.onesLike(root.data) : grad.clone();
-  const run: BackwardRun = { callbacks: [], pending: [], parent: currentRun.getStore() };
-  await currentRun.run(run, () => execute(root, rootGrad, deps, opts, run));
+  const leaves = [...deps.keys()].flatMap((n) => (n instanceof AccumulateGrad ? [n.variable] : []));
+  await runBackward(leaves, (run) => execute(root, rootGrad, deps, opts, run));
 }

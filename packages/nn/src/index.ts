@@ -81,6 +81,7 @@ export {
   type ParamGroup,
   type ParamGroupInput,
   type ParamState,
+  refusePendingGradients,
   refuseStepArguments,
   stateDictParams,
 } from './optim/optimizer.js';

@@ -2,7 +2,7 @@ import type { ProcessGroup } from '@ddp/comm';
 import type { Parameter } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf, writeInPlace } from '@ddp/tensor';
 import { type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
-import { DDPCommError, NonFiniteGradientError } from './errors.js';
+import { DDPCommError, DDPUsageError, NonFiniteGradientError } from './errors.js';
 import { allFinite, checkHeapUnmoved, sharedGradientView, shareFiniteOffThread } from './heap-views.js';
 
 /**
@@ -191,18 +191,31 @@ export class Bucket {
    */
   async reduced(rank: number, iteration: number, buckets: number, underJoin: boolean): Promise<Float32Array | null> {
     const result = await this.work!.catch((e: unknown) => {
-      const names = this.slots.map((s) => s.name);
-      const shown = `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
       throw new DDPCommError(
         rank,
-        `gradient all-reduce of bucket ${this.index} of ${buckets} (${shown})`,
+        `gradient all-reduce of bucket ${this.index} of ${buckets} (${this.shownNames()})`,
         iteration,
         e,
         underJoin,
       );
     });
     if (this.inPlace.size > 0) checkHeapUnmoved(rank, iteration);
+    // one short failed in the copy back as a bare RangeError; one longer was taken, its tail ignored
+    if (result !== null && (!(result instanceof Float32Array) || result.length !== this.buffer.length)) {
+      const got = result instanceof Float32Array ? `${result.length} values` : String(result);
+      throw new DDPUsageError(
+        `rank ${rank}: the comm hook returned ${got} for bucket ${this.index} of ${buckets} ` +
+          `(${this.shownNames()}), whose buffer holds ${this.buffer.length}: a hook resolves with the averaged ` +
+          'bucket.buffer, a Float32Array as long as it',
+      );
+    }
     return result;
+  }
+
+  /** The first few of the bucket's parameter names, for messages. */
+  private shownNames(): string {
+    const names = this.slots.map((s) => s.name);
+    return `${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}`;
   }
 
   /** A slot's averages: its gradient's own storage when reduced in place (`own`), else its stretch of the result. */

@@ -72,6 +72,22 @@ describe('DistributedDataParallel in a world of one', () => {
     tf.dispose([x, y]);
     model.dispose();
   });
+  it('a forward while the last backward was not awaited: DDPUsageError saying so, then training goes on', async () => {
+    // was: let through before the backward's first bucket; the two backwards' hooks then failed as "marked ready
+    // twice … used by several forwards", naming causes that did not apply
+    const model = mlp(2);
+    const ddp = await DistributedDataParallel.create(model);
+    const [x, y] = [normal([4, 5], 3), normal([4, 3], 4)];
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    const running = loss.backward();
+    expect(() => ddp.forward(rows(x, 0, 4))).toThrow(DDPUsageError);
+    expect(() => ddp.forward(rows(x, 0, 4))).toThrow(/^rank 0: .* still running .* await loss\.backward\(\) first/);
+    await running;
+    loss.dispose();
+    tidy(() => ddp.forward(rows(x, 0, 4))).dispose();
+    tf.dispose([x, y]);
+    model.dispose();
+  });
   it('refuses noSync inside join (was: CollectiveMismatchError on every rank at the next backward)', async () => {
     const model = mlp(2);
     const ddp = await DistributedDataParallel.create(model);
@@ -80,6 +96,23 @@ describe('DistributedDataParallel in a world of one', () => {
     );
     expect(await ddp.noSync(() => 1)).toBe(1); // outside join as before
     model.dispose();
+  });
+  it('a comm hook resolving with fewer or more values than its bucket: DDPUsageError naming the hook and the bucket', async () => {
+    // was: one short a bare RangeError out of the copy back; one longer accepted, its tail ignored
+    for (const delta of [-1, 1]) {
+      const model = mlp(3, [5, 16, 3]);
+      const ddp = await DistributedDataParallel.create(model);
+      const resized: CommHook<null> = async (_s, bucket) => new Float32Array(bucket.buffer.length + delta);
+      ddp.registerCommHook(null, resized);
+      const [x, y] = [normal([4, 5], 5), normal([4, 3], 6)];
+      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+      const length = model.parameters().reduce((n, p) => n + p.size, 0);
+      await expect(loss.backward()).rejects.toThrow(
+        new RegExp(`^rank 0: the comm hook returned ${length + delta} values for bucket 0 of 1 .*holds ${length}:`),
+      );
+      tf.dispose([x, y, loss.data]);
+      model.dispose();
+    }
   });
   it('copies each gradient once into its bucket and once back into its own storage: no new tensor, no allocation', async () => {
     const model = mlp(3, [5, 16, 3]);

@@ -2,7 +2,7 @@ import type { Tensor } from '@ddp/autograd';
 import { groupOrWorld, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
-import { Optimizer, refuseStepArguments } from '@ddp/nn';
+import { Optimizer, refusePendingGradients, refuseStepArguments } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
@@ -122,6 +122,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    */
   override async step(...args: []): Promise<void> {
     refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
+    refusePendingGradients('ZeroRedundancyOptimizer.step()', this.allParams());
     this.sharder?.checkHooked();
     this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();

@@ -1,6 +1,6 @@
 import { gradientShardGroups, type NormReduceGroup, type Tensor } from '@ddp/autograd';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
-import { OptimizerError } from './optimizer.js';
+import { OptimizerError, refusePendingGradients } from './optimizer.js';
 
 function checkArguments(what: string, maxNorm: number, normType: number, errorIfNonfinite: boolean): void {
   checkBooleanOptions(what, { errorIfNonfinite }, ['errorIfNonfinite'], (message) => new OptimizerError(message));
@@ -58,6 +58,7 @@ export function clipGradNorm(
 ): number {
   checkArguments('clipGradNorm', maxNorm, normType, errorIfNonfinite);
   const unique = eachOnce(params);
+  refusePendingGradients('clipGradNorm', unique);
   // every parameter, with a gradient or not: a rank whose shards hold none (ZeRO-2 with more ranks
   // than parameters) returned 0 while the others refused, and went on to the next collective
   const split = unique.findIndex((p) => gradientShardGroups(p).length > 0);
@@ -103,7 +104,9 @@ export async function clipGradNormDistributed(
   const combine = (a: number, b: number) => (infinity ? Math.max(a, b) : a + b);
   // parts[mask]: gradients split over the groups whose bits are set, not yet reduced over them
   const parts = new Float64Array(2 ** groups.length);
-  const withGrad = eachOnce(params).filter((p) => p.grad !== null);
+  const unique = eachOnce(params);
+  refusePendingGradients('clipGradNormDistributed', unique);
+  const withGrad = unique.filter((p) => p.grad !== null);
   for (const [i, p] of withGrad.entries()) {
     let mask = 0;
     for (const g of gradientShardGroups(p)) {

@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import { gradientPending, type Tensor } from '@ddp/autograd';
 import { checkOptionNames, tf } from '@ddp/tensor';
 
 /** Per-parameter optimizer state: tensors (momentum buffers, moments) and numbers (step). */
@@ -83,6 +83,7 @@ export abstract class Optimizer<O extends { lr: number }> {
   /** Applies one update to every parameter that has a gradient. */
   step(...args: []): void {
     refuseStepArguments(this.constructor.name, args);
+    for (const group of this.paramGroups) refusePendingGradients('step()', group.params);
     // a disposed parameter has no gradient, so it would be skipped: its layer was replaced after the optimizer was
     // built (applyTensorParallel, a dispose), and the layer now in the model would never train
     for (const [g, group] of this.paramGroups.entries()) {
@@ -125,6 +126,7 @@ export abstract class Optimizer<O extends { lr: number }> {
   ): { param: tf.Tensor } & ParamState;
 
   zeroGrad(setToNone = true): void {
+    for (const g of this.paramGroups) refusePendingGradients('zeroGrad()', g.params);
     for (const g of this.paramGroups) {
       for (const p of g.params) {
         if (p.grad !== null) p.grad = setToNone ? null : tf.zerosLike(p.grad);
@@ -251,4 +253,21 @@ export function refuseStepArguments(where: string, args: unknown[]): void {
     `${where}.step takes no argument (torch's step(closure) is not offered): run the forward and ` +
       'backward, then step()',
   );
+}
+
+/**
+ * Refuses gradients a backward() still writes: `void loss.backward(); opt.step()` (torch's backward is
+ * synchronous, ddp's returns a promise) stepped before the gradients were there, silently doing
+ * nothing or part of a step.
+ */
+export function refusePendingGradients(where: string, params: Iterable<Tensor>): void {
+  let i = 0;
+  for (const p of params) {
+    if (gradientPending(p))
+      throw new OptimizerError(
+        `${where}: parameter ${i}'s gradient is still being computed by a running backward(): ` +
+          `await loss.backward() before ${where}`,
+      );
+    i++;
+  }
 }
