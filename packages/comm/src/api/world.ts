@@ -12,6 +12,7 @@ import type { SharedMemory } from '../native.js';
 import { readLaunchEnv } from '../rendezvous/env.js';
 import { hostId } from '../rendezvous/host-id.js';
 import { hostLayout } from '../rendezvous/host-layout.js';
+import { placeFromOptions } from '../rendezvous/launch-agreement.js';
 import { agreeOnWorldSize, CONFLICT_LINGER_MS, claimRank, readAddresses } from '../rendezvous/rendezvous.js';
 import { connectWorldStore, finishWorldStore } from '../rendezvous/world-store.js';
 import { StagingPool } from '../scheduling/staging.js';
@@ -101,14 +102,9 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     );
   const timeout = () =>
     checkTimeout(opts.timeoutMs ?? (Number(process.env.DDP_TIMEOUT_MS) || DEFAULT_TIMEOUT_MS), 'initProcessGroup');
-  if (backend === 'mpi') return initMpi(timeout());
+  if (backend === 'mpi') return initMpi(timeout(), { rank: opts.rank, worldSize: opts.worldSize });
   const env = readLaunchEnv();
-  const rank = opts.rank ?? env.rank;
-  const worldSize = opts.worldSize ?? env.worldSize;
-  if (!(rank >= 0 && rank < worldSize))
-    throw new InvalidArgumentError(`initProcessGroup: rank ${rank} is outside a world of ${worldSize}`, {
-      op: 'initProcessGroup',
-    });
+  const { rank, worldSize } = placeFromOptions(opts, env);
   const timeoutMs = timeout();
   // files of ranks that died (sockets from before abstract names, or off Linux)
   await removeStaleSocketFiles();

@@ -15,6 +15,7 @@ import {
   type ReduceOp,
   viewAs,
 } from '../dtypes.js';
+import { InvalidArgumentError } from '../errors.js';
 import { bytes } from '../scheduling/staging.js';
 import type { NativeCall } from './mpi-runtime.js';
 
@@ -70,6 +71,7 @@ export function descriptor(
   count: number,
   perMember?: number[],
 ): Int32Array {
+  refuseBeyondInt(op, count, 'elements');
   const a = new Int32Array(FIXED + 2 * size);
   a.set([OP_CODE[op], DTYPE_CODE[d], reduce ? REDUCE_CODE[reduce] : 0, root, count, 0]);
   if (perMember) a.set(perMember, FIXED);
@@ -173,6 +175,7 @@ export function p2pCall(ops: P2POp[]): { call: NativeCall; received: () => void 
     entries.push(o.op === 'isend' ? 1 : 0, o.peer, (o.tag ?? 0) * 8 + dtype, off, o.buf.byteLength);
     off += Math.ceil(o.buf.byteLength / 8) * 8;
   }
+  refuseBeyondInt('batchIsendIrecv', off, "bytes (all the batch's messages, staged together)");
   const staged = new Uint8Array(off);
   const at = (i: number) => entries[i * 5 + 3];
   ops.forEach((o, i) => {
@@ -194,4 +197,17 @@ export function p2pCall(ops: P2POp[]): { call: NativeCall; received: () => void 
       if (o.op === 'irecv') bytes(o.buf).set(staged.subarray(at(i), at(i) + o.buf.byteLength));
     });
   return { call, received };
+}
+
+/**
+ * MPI counts in C ints: past 2^31 − 1 a count wrapped (a point-to-point batch of 2 GiB crashed the
+ * process; one past 4 GiB would have written over an earlier message's bytes).
+ */
+function refuseBeyondInt(op: string, n: number, what: string): void {
+  if (n <= 0x7fffffff) return;
+  throw new InvalidArgumentError(
+    `${op}: ${n} ${what} on the mpi backend, whose counts are C ints (at most 2^31 − 1): split it into ` +
+      'several calls, or use the default backend',
+    { op },
+  );
 }

@@ -1,6 +1,8 @@
 import { crc32 } from 'node:zlib';
 import type { ProcessGroup } from '../api/group.js';
 import { CommError, InvalidArgumentError, NotInitializedError } from '../errors.js';
+import { readLaunchEnv } from '../rendezvous/env.js';
+import { refuseNonMpiLaunch, worldClash } from '../rendezvous/launch-agreement.js';
 import { MpiProcessGroup } from './mpi-group.js';
 import { type MpiComm, MpiRuntime, SPLIT } from './mpi-runtime.js';
 
@@ -25,8 +27,11 @@ export function mpiWorld(): MpiWorld | null {
   return world;
 }
 
-/** Loads @ddp/mpi, starts MPI on its thread and returns the world group. */
-export async function initMpi(timeoutMs: number): Promise<ProcessGroup> {
+/**
+ * Loads @ddp/mpi, starts MPI on its thread and returns the world group. `given`: initProcessGroup's
+ * rank and worldSize, which must agree with MPI's (as the launch variables must).
+ */
+export async function initMpi(timeoutMs: number, given: { rank?: number; worldSize?: number }): Promise<ProcessGroup> {
   if (finalized)
     throw new CommError(
       'initProcessGroup: MPI was finalised by destroyProcessGroup and cannot start again in this process',
@@ -37,6 +42,8 @@ export async function initMpi(timeoutMs: number): Promise<ProcessGroup> {
       op: 'initProcessGroup',
     });
   });
+  const env = readLaunchEnv();
+  refuseNonMpiLaunch(env);
   const addon = mod.loadMpi();
   if (!addon)
     throw new CommError(`initProcessGroup: backend 'mpi' is unavailable: ${mod.whyMissing()}`, {
@@ -54,6 +61,15 @@ export async function initMpi(timeoutMs: number): Promise<ProcessGroup> {
     group: new MpiProcessGroup(rt, comm, timeoutMs, () => w.destroyed),
   };
   world = w;
+  const clash = worldClash(given, env, rank, size);
+  if (clash) {
+    await destroyMpi();
+    throw new InvalidArgumentError(
+      `rank ${rank}: initProcessGroup: MPI started this process as rank ${rank} of ${size}, but ${clash}: the ` +
+        "mpi backend's world is MPI's; start the job with as many processes as the script expects (mpirun -np N)",
+      { rank, op: 'initProcessGroup' },
+    );
+  }
   return w.group;
 }
 
@@ -100,7 +116,13 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
     b: null,
   } as const;
   // behind any held call: the MPI thread runs every rank's calls in issue order
-  const [, , , , handle] = await w.rt.order.issue([], () => w.rt.run(world0, 'newGroup', call, timeoutMs));
+  const split = w.rt.order.issue([], () => w.rt.run(world0, 'newGroup', call, timeoutMs));
+  const [, , , , handle] = await split.catch((error: Error) => {
+    // a rank that skipped the call (the default backend allows it): MPI said only MPI_ERR_TRUNCATE
+    if (error.message.includes('MPI error'))
+      error.message += '; on the mpi backend every rank of the world calls newGroup, members or not, in one order';
+    throw error;
+  });
   if (!inside) return null;
   if (handle < 0) throw new InvalidArgumentError(`rank ${me}: newGroup: MPI gave no communicator`, { op: 'newGroup' });
   const comm: MpiComm = { handle, ranks: members, rank: members.indexOf(me), failed: null };

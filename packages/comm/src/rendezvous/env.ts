@@ -106,6 +106,38 @@ function checkPlace([rankName, rank]: [string, number], [sizeName, size]: [strin
   throw new InvalidArgumentError(`${rankName}=${rank} is outside ${sizeName}=${size} (ranks count from 0)`);
 }
 
+/**
+ * Processes on this node. Slurm's counts ("2(x2)", "3,2") are read for this node (SLURM_NODEID) from
+ * the step's list, else the job's, else SLURM_NTASKS_PER_NODE (the allocation's, which a smaller step
+ * inherits: read first, a 2-task step of a 4-per-node job said 4). Others: a positive count (one that
+ * did not read as a number was taken for the world size, silently).
+ */
+function localSizeOf(env: Env, l: (typeof LAUNCHERS)[number], worldSize: number): number {
+  if (l.source === 'slurm') {
+    const node = int(env, 'SLURM_NODEID') ?? 0;
+    for (const name of ['SLURM_STEP_TASKS_PER_NODE', 'SLURM_TASKS_PER_NODE', 'SLURM_NTASKS_PER_NODE']) {
+      const counts = env[name] ? slurmTaskCounts(env[name]) : undefined;
+      if (counts) return counts.length === 1 ? counts[0] : (counts[node] ?? worldSize);
+    }
+    return worldSize;
+  }
+  // larger than the world: left to the rendezvous, which names the ranks whose sizes disagree
+  const size = int(env, l.localSize);
+  if (size === 0) throw new InvalidArgumentError(`${l.localSize}=0: a node runs at least one process`);
+  return size ?? worldSize;
+}
+
+/** Slurm's tasks per node, expanded: "2(x3),1" → [2, 2, 2, 1]; undefined when not of that form. */
+export function slurmTaskCounts(list: string): number[] | undefined {
+  const counts: number[] = [];
+  for (const part of list.split(',')) {
+    const m = /^(\d+)(?:\(x(\d+)\))?$/.exec(part.trim());
+    if (!m) return undefined;
+    for (let i = 0; i < Number(m[2] ?? 1); i++) counts.push(Number(m[1]));
+  }
+  return counts;
+}
+
 /** Variable names of each launcher, in the order they are tried. */
 const LAUNCHERS = [
   { source: 'torchrun', rank: 'RANK', size: 'WORLD_SIZE', localRank: 'LOCAL_RANK', localSize: 'LOCAL_WORLD_SIZE' },
@@ -215,9 +247,9 @@ function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omi
   }
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;
-  // torchrun without LOCAL_RANK: a single host; Slurm's per-node count may read "2(x4)"
+  // torchrun without LOCAL_RANK: a single host
   const localRank = int(env, l.localRank) ?? (l.source === 'torchrun' ? rank : 0);
-  const localWorldSize = Number.parseInt(env[l.localSize] ?? '', 10) || worldSize;
+  const localWorldSize = localSizeOf(env, l, worldSize);
   checkPlace([l.rank, rank], [l.size, worldSize]);
   checkPlace([l.localRank, localRank], [env[l.localSize] ? l.localSize : l.size, localWorldSize]);
   const nodeList = env.SLURM_STEP_NODELIST ?? env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1';
