@@ -6,6 +6,23 @@ import { disposeAll } from './test/utils.js';
 const values = (t: tf.Tensor | null): number[] => Array.from(t!.dataSync());
 
 describe('assigning .grad and .data', () => {
+  // was: taken as the gradient, and the optimizer's step failed inside tfjs (probe U)
+  it("takes an autograd Tensor (torch's p.grad = torch.zeros_like(p)) as a copy of its data", () => {
+    const x = tensor([1, 2, 3], [3], { requiresGrad: true });
+    const g = tensor([4, 5, 6], [3]);
+    x.grad = g;
+    expect(x.grad).toBeInstanceOf(tf.Tensor);
+    expect(values(x.grad)).toEqual([4, 5, 6]);
+    x.grad = null; // frees the copy, not the user's tensor
+    expect(values(g.data)).toEqual([4, 5, 6]);
+    const before = tf.memory().numTensors;
+    expect(() => {
+      x.grad = tensor([1, 2], [2]);
+    }).toThrow(/different size/);
+    expect(tf.memory().numTensors).toBe(before + 1); // the refused [2] tensor itself, not a copy of it
+    disposeAll(x, g);
+  });
+
   // was: a [2, 1] gradient was taken, the next backward made it [2, 3], and SGD broadcast the parameter to [2, 3]
   it('refuses a gradient of another shape or dtype, as torch', async () => {
     const x = tensor([1, 2, 3], [3], { requiresGrad: true });

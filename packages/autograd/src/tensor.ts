@@ -135,12 +135,20 @@ export class Tensor {
   /**
    * Takes `value` as the gradient; it must have the data's shape and dtype, as torch checks (a
    * [2, 1] gradient on a [3] parameter became its .grad, and SGD's step broadcast the parameter
-   * to [2, 3]). A freed tensor's shape is unknown until restored: not checked.
+   * to [2, 3]). A freed tensor's shape is unknown until restored: not checked. An autograd Tensor
+   * (torch's `p.grad = torch.zeros_like(p)`) gives a copy of its data (it was taken, and the step
+   * crashed in tfjs).
    */
-  set grad(value: tf.Tensor | null) {
+  set grad(given: tf.Tensor | Tensor | null) {
+    const value = given instanceof Tensor ? given.data.clone() : given;
     if (value === this._grad) return;
     if (value !== null) {
-      this.checkGrad(value);
+      try {
+        this.checkGrad(value);
+      } catch (error) {
+        if (value !== given) value.dispose(); // the copy made above
+        throw error;
+      }
       gradHolders.set(value, (gradHolders.get(value) ?? 0) + 1);
     }
     const old = this._grad;

@@ -4,6 +4,7 @@
  * same numbers and a checkpoint restores the stream exactly.
  */
 import { manualSeed as autogradManualSeed, registerCheckpointRngState } from '@ddp/autograd';
+import { checkNumberOptions } from '@ddp/tensor';
 
 const M0 = 0xd2511f53;
 const M1 = 0xcd9e8d57;
@@ -117,6 +118,7 @@ export class Generator {
 
   /** `n` draws from U[low, high). */
   uniform(n: number, low = 0, high = 1): Float32Array {
+    checkDraw('uniform', n, { low, high });
     const out = new Float32Array(n);
     for (let i = 0; i < n; i++) out[i] = low + (high - low) * this.nextFloat();
     return out;
@@ -124,6 +126,7 @@ export class Generator {
 
   /** `n` draws from N(mean, std²) by Box-Muller, two words a draw. */
   normal(n: number, mean = 0, std = 1): Float32Array {
+    checkDraw('normal', n, { mean, std });
     const out = new Float32Array(n);
     for (let i = 0; i < n; i++) {
       const u1 = (this.nextUint32() + 1) / TWO_POW_32; // (0, 1]: log is finite
@@ -145,6 +148,7 @@ export class Generator {
 
   /** A random permutation of 0..n-1 (Fisher-Yates). */
   randperm(n: number): Int32Array {
+    checkDraw('randperm', n, {});
     const out = Int32Array.from({ length: n }, (_, i) => i);
     for (let i = n - 1; i > 0; i--) {
       const j = this.randint(i + 1);
@@ -189,4 +193,14 @@ export function manualSeed(seed: number): Generator {
   const generator = defaultGenerator.manualSeed(seed); // validates the seed first
   autogradManualSeed(seed);
   return generator;
+}
+
+/**
+ * A count and numbers, as torch's TypeError: a config's '1' concatenated with each draw (uniform
+ * gave 10.4–10.9 for [1, 2), normal NaN for every negative draw), silently.
+ */
+function checkDraw(where: string, n: number, numbers: Record<string, unknown>): void {
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new GeneratorStateError(`Generator.${where}: n must be a non-negative integer, got ${JSON.stringify(n)}`);
+  checkNumberOptions(`Generator.${where}`, numbers, Object.keys(numbers), (m) => new GeneratorStateError(m));
 }

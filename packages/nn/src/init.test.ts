@@ -1,13 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { Generator } from './generator.js';
+import { Generator, GeneratorStateError } from './generator.js';
 import {
   calculateFanInAndFanOut,
   calculateGain,
+  constantInit,
   defaultBiasInit,
   defaultWeightInit,
   InitError,
   kaimingUniform,
   normalInit,
+  xavierUniform,
 } from './init.js';
 
 describe('initialisation', () => {
@@ -48,5 +50,19 @@ describe('initialisation', () => {
       /unknown option "nonLinearity"/,
     );
     expect(Math.max(...kaimingUniform([1000, 10], { mode: 'fan_out', nonlinearity: 'relu' }))).toBeLessThan(0.0775);
+  });
+
+  // was silent (probe U): a config's '1' concatenated with each draw (10.02, NaN), an options object as the gain NaN
+  it('init functions and Generator draws refuse numbers given as strings or objects, as torch', () => {
+    const gen = new Generator(0);
+    expect(() => normalInit([6], '1' as never, 0.02, gen)).toThrow(/normalInit: mean must be a number, got "1"/);
+    expect(() => xavierUniform([4, 4], { gain: 2 } as never, gen)).toThrow(InitError);
+    expect(() => kaimingUniform([4, 4], { a: '2' as never })).toThrow(/kaimingUniform: a must be a number/);
+    expect(() => constantInit([2], '0.5' as never)).toThrow(InitError);
+    expect(() => calculateGain('leaky_relu', '0.2' as never)).toThrow(InitError);
+    expect(() => gen.uniform(4, '1' as never, 2)).toThrow(/Generator.uniform: low must be a number, got "1"/);
+    expect(() => gen.normal(4, 0, '1' as never)).toThrow(GeneratorStateError);
+    expect(() => gen.uniform(2.5)).toThrow(/n must be a non-negative integer/);
+    expect([...normalInit([2], 1, 0, gen)]).toEqual([1, 1]);
   });
 });

@@ -2,7 +2,7 @@
  * PyTorch's default initialisations, as values (Float32Array) drawn from a Generator.
  * Shapes here are PyTorch's: Linear [out, in], Conv2d [out, in, kh, kw].
  */
-import { checkOptionNames, checkOptionValue } from '@ddp/tensor';
+import { checkNumberOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from './generator.js';
 
 /** torch.nn.init's linear functions: gain 1. */
@@ -35,6 +35,7 @@ export function calculateFanInAndFanOut(shape: readonly number[]): { fanIn: numb
 /** torch.nn.init.calculate_gain; a name torch does not know is refused (it gave undefined, then NaN weights). */
 export function calculateGain(nonlinearity: Nonlinearity, param?: number): number {
   checkOptionValue('calculateGain', 'nonlinearity', nonlinearity, NONLINEARITIES, (m) => new InitError(m));
+  numbers('calculateGain', { param });
   switch (nonlinearity) {
     case 'tanh':
       return 5 / 3;
@@ -65,6 +66,7 @@ export function kaimingUniform(shape: readonly number[], options: KaimingOptions
   const error = (m: string) => new InitError(m);
   checkOptionNames('kaimingUniform', options, ['a', 'mode', 'nonlinearity', 'generator'], error);
   checkOptionValue('kaimingUniform', 'mode', options.mode, FAN_MODES, error);
+  checkNumberOptions('kaimingUniform', options, ['a'], error);
   const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
   const fan = (options.mode ?? 'fan_in') === 'fan_in' ? fanIn : fanOut;
   const gain = calculateGain(options.nonlinearity ?? 'leaky_relu', options.a ?? 0);
@@ -78,6 +80,7 @@ export function xavierUniform(
   gain = 1,
   generator: Generator = defaultGenerator,
 ): Float32Array {
+  numbers('xavierUniform', { gain });
   const { fanIn, fanOut } = calculateFanInAndFanOut(shape);
   const bound = gain * Math.sqrt(6 / (fanIn + fanOut));
   return generator.uniform(numel(shape), -bound, bound);
@@ -101,9 +104,19 @@ export function normalInit(
   std = 1,
   generator: Generator = defaultGenerator,
 ): Float32Array {
+  numbers('normalInit', { mean, std });
   return generator.normal(numel(shape), mean, std);
 }
 
 export function constantInit(shape: readonly number[], value: number): Float32Array {
+  numbers('constantInit', { value });
   return new Float32Array(numel(shape)).fill(value);
+}
+
+/**
+ * Numbers given positionally, as torch's TypeError: normalInit(shape, '1', 0.02) (a config's mean)
+ * gave 10.02 and NaN, xavierUniform(shape, { gain: 2 }) NaN everywhere, silently.
+ */
+function numbers(where: string, values: Record<string, unknown>): void {
+  checkNumberOptions(where, values, Object.keys(values), (m) => new InitError(m));
 }

@@ -1,4 +1,4 @@
-import { fromTf, tidy } from '@ddp/autograd';
+import { fromTf, Tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { Generator } from './generator.js';
@@ -246,5 +246,33 @@ describe('state dicts of shared modules and tied parameters (as torch)', () => {
     expect([...tied.stateDict().keys()]).toEqual(['a.weight', 'b.weight']);
     tied.loadStateDict(tied.stateDict());
     expect([...tied.stateDict().get('b.weight')!.dataSync()]).toEqual([1, 2, 3, 4]);
+  });
+});
+
+// probe U: both were untyped or differed from torch
+describe('state dicts kept past a step, and buffers two modules share', () => {
+  it('loading a stateDict() whose tensors a step replaced: ModuleError naming them and saying to clone', () => {
+    const [m, other] = [net(1), net(2)];
+    const borrowed = m.stateDict();
+    for (const p of m.parameters()) p.data = tf.mul(p.data, 2); // what an optimizer step does
+    expect(() => other.loadStateDict(borrowed)).toThrow(ModuleError);
+    expect(() => other.loadStateDict(borrowed)).toThrow(/'0\.weight', .* disposed: stateDict\(\) lends/);
+    other.loadStateDict(m.stateDict()); // taken after the step: fine
+  });
+
+  it('a buffer shared by two modules is listed once, under its first name (torch de-duplicates)', () => {
+    class Holder extends Module {
+      constructor(b: Tensor) {
+        super();
+        this.registerBuffer('buf', b);
+      }
+      forward(x: Tensor): Tensor {
+        return x;
+      }
+    }
+    const shared = new Tensor(tf.ones([1]));
+    const two = new Sequential(new Holder(shared), new Holder(shared));
+    expect(two.namedBuffers().map(([n]) => n)).toEqual(['0.buf']);
+    expect(two.buffers()).toHaveLength(1);
   });
 });

@@ -10,7 +10,7 @@ export { ModuleError, StateDictError };
 
 const NAME = /^[^.]+$/;
 
-const kindOf = (v: unknown) =>
+export const kindOf = (v: unknown) =>
   v instanceof tf.Tensor ? 'a tf.Tensor' : ((v as object)?.constructor?.name ?? typeof v);
 
 const fieldsChecked = new WeakSet<Module>();
@@ -169,16 +169,7 @@ export abstract class Module {
 
   /** Parameters by dotted name in registration order; a shared parameter is listed once. */
   namedParameters(recurse = true): [string, Parameter][] {
-    const out: [string, Parameter][] = [];
-    const seen = new Set<Parameter>();
-    for (const [prefix, m] of recurse ? this.namedModules() : [['', this] as [string, Module]]) {
-      for (const [name, p] of m.params) {
-        if (!p || seen.has(p)) continue;
-        seen.add(p);
-        out.push([prefix ? `${prefix}.${name}` : name, p]);
-      }
-    }
-    return out;
+    return this.named(recurse, (m) => m.params);
   }
 
   parameters(recurse = true): Parameter[] {
@@ -186,11 +177,18 @@ export abstract class Module {
   }
 
   namedBuffers(recurse = true, persistentOnly = false): [string, Tensor][] {
-    const out: [string, Tensor][] = [];
+    return this.named(recurse, (m) => [...m.bufs].filter(([name]) => !(persistentOnly && m.nonPersistent.has(name))));
+  }
+
+  /** Each tensor once, under the first name it is reached by (torch's; a shared buffer was listed twice). */
+  private named<T>(recurse: boolean, own: (m: Module) => Iterable<[string, T | null]>): [string, T][] {
+    const out: [string, T][] = [];
+    const seen = new Set<T>();
     for (const [prefix, m] of recurse ? this.namedModules() : [['', this] as [string, Module]]) {
-      for (const [name, b] of m.bufs) {
-        if (!b || (persistentOnly && m.nonPersistent.has(name))) continue;
-        out.push([prefix ? `${prefix}.${name}` : name, b]);
+      for (const [name, t] of own(m)) {
+        if (!t || seen.has(t)) continue;
+        seen.add(t);
+        out.push([prefix ? `${prefix}.${name}` : name, t]);
       }
     }
     return out;
@@ -260,6 +258,13 @@ export abstract class Module {
     const incoming = new Map(entries.map(([k, v]) => [k, v instanceof Tensor ? v.data : v]));
     const odd = [...incoming].find(([, v]) => !(v instanceof tf.Tensor));
     if (odd) throw new ModuleError(`loadStateDict: '${odd[0]}' is ${kindOf(odd[1])}, not a tensor`);
+    // a stateDict() taken before an optimizer step holds the tensors the step replaced (was: an untyped TypeError)
+    const gone = [...incoming].filter(([, v]) => v.isDisposed).map(([k]) => `'${k}'`);
+    if (gone.length > 0)
+      throw new ModuleError(
+        `loadStateDict: ${gone.join(', ')} disposed: stateDict() lends the module's own tensors, which an ` +
+          'optimizer step or a load replaces; clone them to keep a state dict (tf.clone of each value)',
+      );
     const targets = new Map(this.stateTensors());
     // a shared tensor is loaded through any of its names (files saved before held only the first)
     const loaded = new Set([...targets].filter(([k]) => incoming.has(k)).map(([, t]) => t));

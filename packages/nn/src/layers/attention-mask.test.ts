@@ -99,3 +99,15 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     mha.dispose();
   });
 });
+
+// were: an untyped TypeError (options as key), "linear: operands must be float32, got undefined" (as value)
+it('options given where key or value go: ModuleError saying to pass them fourth', () => {
+  const mha = new MultiheadAttention(4, 2);
+  const x = fromTf(tf.ones([1, 3, 4]));
+  expect(() => mha.forward(x, { isCausal: true } as never)).toThrow(ModuleError);
+  expect(() => mha.forward(x, x, { isCausal: true } as never)).toThrow(
+    /MultiheadAttention.forward: value must be a Tensor, got Object; pass the options fourth/,
+  );
+  tidy(() => mha.forward(x, x, x, { isCausal: true })).dispose();
+  x.dispose();
+});

@@ -2,7 +2,7 @@ import { chunk, dropout, fromTf, linear, maskedFill, matmul, narrow, softmax, ty
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
-import { Module, ModuleError } from '../module.js';
+import { kindOf, Module, ModuleError } from '../module.js';
 import { checkModuleOptions, moduleOptions } from '../module-options.js';
 import { Parameter } from '../parameter.js';
 import { Linear } from './linear.js';
@@ -99,6 +99,17 @@ export class MultiheadAttention extends Module {
     if (query.rank !== 3 || query.shape[2] !== this.embedDim) {
       throw new ModuleError(`MultiheadAttention expects [batch, seq, ${this.embedDim}], got [${query.shape}]`);
     }
+    // options given as key or value: an untyped TypeError, or "linear: operands must be float32, got undefined"
+    const Autograd = Object.getPrototypeOf(query).constructor;
+    for (const [name, t] of [
+      ['key', key],
+      ['value', value],
+    ] as const)
+      if (!(t instanceof Autograd))
+        throw new ModuleError(
+          `MultiheadAttention.forward: ${name} must be a Tensor, got ${kindOf(t)}; pass the options fourth: ` +
+            'forward(x, x, x, { attnMask, isCausal })',
+        );
     // torch's keywords (key_padding_mask, is_causal) or a mask given in this place were ignored: no masking at all
     if (options instanceof tf.Tensor || (options as unknown) instanceof Object.getPrototypeOf(query).constructor)
       throw new ModuleError('MultiheadAttention.forward: pass a mask as { attnMask } (ddp has no key padding mask)');
