@@ -281,4 +281,17 @@ describe('a freed tensor (an FSDP parameter between gathers)', () => {
     expect([t.freedBy, Array.from(t.dataSync())]).toEqual([null, [7, 7]]);
     t.dispose();
   });
+
+  // FSDP's resharded parameters: torch's DTensor keeps its global shape, and optimizer groups pick by ndim
+  it('freed with keepShape, shape, rank and size still answer; data does not; restore or dispose ends it', () => {
+    const t = tensor([1, 2, 3, 4, 5, 6], [2, 3], { requiresGrad: true });
+    t.free('resharded', { keepShape: true });
+    expect([t.shape, t.rank, t.size]).toEqual([[2, 3], 2, 6]);
+    expect(() => t.data).toThrow(/resharded/);
+    t.restore(tf.zeros([3]));
+    expect(t.shape).toEqual([3]);
+    t.free('freed by backward()');
+    expect(() => t.shape).toThrow(/freed by backward/);
+    t.dispose();
+  });
 });

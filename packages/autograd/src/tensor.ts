@@ -37,6 +37,8 @@ export class Tensor {
   private _requiresGrad: boolean;
   private accumulator: AccumulateGrad | null = null;
   private disposedBy = 'dispose()';
+  /** What a tensor freed with keepShape still reports (an FSDP parameter between its gathers, as torch's DTensor). */
+  private freedShape: number[] | null = null;
   private retainingGrad = false;
   /** The node that produced this tensor (null for leaves). */
   gradFn: Node | null = null;
@@ -86,6 +88,7 @@ export class Tensor {
   restore(value: tf.Tensor): void {
     if (this._data !== null && this._data !== value) this._data.dispose();
     this._data = value;
+    this.freedShape = null;
   }
 
   get isDisposed(): boolean {
@@ -179,16 +182,17 @@ export class Tensor {
   }
 
   get shape(): number[] {
+    if (this.freedShape !== null && this.isDisposed) return [...this.freedShape];
     return this.data.shape;
   }
   get dtype(): tf.DataType {
     return this.data.dtype;
   }
   get rank(): number {
-    return this.data.rank;
+    return this.freedShape !== null && this.isDisposed ? this.freedShape.length : this.data.rank;
   }
   get size(): number {
-    return this.data.size;
+    return this.freedShape !== null && this.isDisposed ? this.freedShape.reduce((a, b) => a * b, 1) : this.data.size;
   }
 
   /** A new leaf sharing no graph with this one (its own handle on the same values). */
@@ -250,9 +254,13 @@ export class Tensor {
     this.grad = null;
   }
 
-  /** Frees data only (backward uses this on intermediates); the graph node loses this reference. */
-  free(reason: string): void {
+  /**
+   * Frees data only (backward uses this on intermediates); the graph node loses this reference.
+   * `keepShape`: shape, rank and size still answer (grouping parameters by ndim while resharded).
+   */
+  free(reason: string, { keepShape = false } = {}): void {
     if (this._data === null) return;
+    this.freedShape = keepShape ? [...this._data.shape] : null;
     this._data.dispose();
     this._data = null;
     this.disposedBy = reason;

@@ -108,7 +108,7 @@ export class FlatShard {
 
   /** Frees the full parameters' data (their gradients stay). */
   free(): void {
-    for (const p of this.params) p.free(RESHARDED);
+    for (const p of this.params) p.free(RESHARDED, { keepShape: true });
     this.gathered = false;
   }
 

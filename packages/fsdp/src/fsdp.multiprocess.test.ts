@@ -69,7 +69,7 @@ const label = (c: Case) =>
     c.accumulate ? 'noSync accumulation' : '',
     c.skipInSync ? 'a unit trained under noSync and skipped by the synced backward' : '',
     c.checkpoint ? 'activation checkpointing in the units' : '',
-    c.decayGroups ? 'AdamW groups by parameter: weight decay on the weights, none on the biases' : '',
+    c.decayGroups ? 'AdamW groups by parameter shape: weight decay on the matrices, none on the biases' : '',
     c.sideOnRank0 ? "a root parameter only rank 0's loss uses (elsewhere: none does)" : '',
     c.commDtype ?? '',
     c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',

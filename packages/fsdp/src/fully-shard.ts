@@ -119,6 +119,15 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     return [this, ...this.subunits].flatMap((u) => u.flat?.shards ?? []);
   }
 
+  /** The shard the optimizer steps for `param`, a parameter of this unit or one below (undefined: not sharded). */
+  shardOf(param: Tensor): Parameter | undefined {
+    for (const u of [this, ...this.subunits]) {
+      const i = u.flat?.params.indexOf(param) ?? -1;
+      if (i >= 0) return u.flat!.shards[i];
+    }
+    return undefined;
+  }
+
   /**
    * FSDP2's set_requires_gradient_sync, for this unit and those below: false keeps the full
    * gradients (accumulating over backwards, no communication), true (default) reduce-scatters

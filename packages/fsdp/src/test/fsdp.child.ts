@@ -99,14 +99,14 @@ const makeOptimizer = (c: Case, params: Tensor[]): Optimizer<{ lr: number }> =>
   c.model === 'golden' ? new SGD(params, { lr: 0.1 }) : new Adam(params, { lr: 0.01 });
 
 /**
- * AdamW with weight decay on the weights only (biases without, as OpenCLIP trains), the groups picked
- * by each parameter's name (a resharded parameter has no data, so no shape to read): `of` maps a model
- * parameter to what the optimizer steps.
+ * AdamW with weight decay on the matrices only (biases and norms without, as OpenCLIP trains), the
+ * groups picked by each parameter's shape, which a resharded parameter still reports: `of` maps a
+ * model parameter to what the optimizer steps (FSDPModule.shardOf).
  */
 function decayGroups(model: Module, of: (p: Tensor) => Tensor | undefined): Optimizer<{ lr: number }> {
   const trained = model.namedParameters().filter(([, p]) => p.requiresGrad);
   const pick = (decay: boolean) =>
-    trained.filter(([name, p]) => name.endsWith('weight') === decay && of(p)).map(([, p]) => of(p)!);
+    trained.filter(([, p]) => p.shape.length > 1 === decay && of(p)).map(([, p]) => of(p)!);
   return new AdamW(
     [
       { params: pick(true), weightDecay: 0.5 },
@@ -152,11 +152,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     heldAfterForward = Math.max(heldAfterForward, stillHeld(seen.storage));
     seen.storage = [];
   };
-  // each shard stands for its parameter: groups by parameter name
-  const shardOf = new Map(
-    [root, ...root.subunits].flatMap((u) => u.flat?.params.map((p, j) => [p, u.flat!.shards[j]] as const) ?? []),
-  );
-  const opt = c.decayGroups ? decayGroups(model, (p) => shardOf.get(p)) : makeOptimizer(c, root.parameters());
+  const opt = c.decayGroups ? decayGroups(model, (p) => root.shardOf(p)) : makeOptimizer(c, root.parameters());
   const ref = build(c);
   const refOpt = c.decayGroups ? decayGroups(ref, (p) => p) : makeOptimizer(c, ref.parameters());
   const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
