@@ -33,6 +33,7 @@ const worlds: Record<number, Case[]> = {
     { model: 'transformer', steps: 3, checkpoint: true, accumulate: true },
     { model: 'transformer', steps: 3, accumulate: true, skipInSync: true },
     { model: 'uneven', steps: 5, decayGroups: true },
+    { model: 'transformer', steps: 3, reshardAfterForward: false, block1OnRank0: true },
   ],
   3: [
     ...base,
@@ -70,6 +71,7 @@ const label = (c: Case) =>
     c.skipInSync ? 'a unit trained under noSync and skipped by the synced backward' : '',
     c.checkpoint ? 'activation checkpointing in the units' : '',
     c.decayGroups ? 'AdamW groups by parameter shape: weight decay on the matrices, none on the biases' : '',
+    c.block1OnRank0 ? 'a unit only rank 0 runs' : '',
     c.sideOnRank0 ? "a root parameter only rank 0's loss uses (elsewhere: none does)" : '',
     c.commDtype ?? '',
     c.tp ? `FSDP over the dp groups of a dp 2 × tp ${c.tp} grid, a replica per tp rank` : '',
@@ -95,7 +97,8 @@ describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
         if (r.goldenDiff !== undefined) expect(r.goldenDiff).toBeLessThan(tol);
         expect(r.tensorGrowth).toBe(0);
         // block1 skips one of each step's two micro-batches: 3 forwards of 4
-        expect(r.forwardsPerUnit).toBe(c.skipInSync ? 0.75 : 1);
+        // block1 runs on rank 0 only: half the inner units' forwards on the others
+        expect(r.forwardsPerUnit).toBe(c.skipInSync ? 0.75 : c.block1OnRank0 && r.rank !== 0 ? 0.5 : 1);
         // resharded units: the graph keeps no parameter storage; kept ones show the probe sees it
         if (c.reshardAfterForward === false) expect(r.heldAfterForward).toBeGreaterThan(0);
         else expect(r.heldAfterForward).toBe(0);

@@ -7,8 +7,9 @@ import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
 import { checkSameStart, recordStart } from './same-start.js';
 import { checkNoTieAcrossUnits } from './tied-parameters.js';
+import { checkTrainableSet } from './trainable-set.js';
 import { EnterUnit, LeaveUnit, type ShardedUnit } from './unit-functions.js';
-import { type UnitGradientState, withUnreachedReduction } from './unreached-units.js';
+import { type BackwardEndState, type UnitGradientState, withBackwardEnd } from './unreached-units.js';
 
 export interface FullyShardOptions {
   /** Default: the world group. */
@@ -54,6 +55,9 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   private trainedWithoutSync = false;
   reducedThisBackward = false;
   private reduceQueued = false;
+  /** This root's end-of-backward pass (withBackwardEnd), and the one of the root this unit last ran under. */
+  private readonly ownBackwardEnd: BackwardEndState = { queued: false };
+  private backwardEnd: BackwardEndState = this.ownBackwardEnd;
   /** The resharded unit that ran before this one in the last forward (prefetched in backward). */
   private previous: FSDPModule | null = null;
 
@@ -93,6 +97,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     for (const p of own) sharded.set(p, module);
     recordStart(this, own); // before this rank keeps only its slice
     this.flat = own.length > 0 ? new FlatShard(own, this.processGroup, opts.commDtype) : null;
+    // a backward not through the root's output (no end-of-backward pass) still reduces a kept unit
     if (this.flat && !this.reshardAfterForward) {
       for (const p of this.flat.params) p.registerPostAccumulateGradHook(() => this.queueReduce());
     }
@@ -154,12 +159,14 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   async forward(...inputs: Tensor[]): Promise<Tensor> {
     const out = await this.gatheredForward(inputs);
     const all = [this, ...this.subunits];
-    if (!isGradEnabled() || !all.some((u) => u.trainedWithoutSync)) return out;
-    return tidy(() => withUnreachedReduction(out, all, this.processGroup));
+    const unreached = all.some((u) => u.trainedWithoutSync);
+    if (!isGradEnabled() || !(unreached || all.some((u) => u.flat && !u.reshardAfterForward))) return out;
+    for (const u of all) u.backwardEnd = this.ownBackwardEnd;
+    return tidy(() => withBackwardEnd(out, all, this.processGroup, unreached, this.ownBackwardEnd));
   }
 
   private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {
-    this.checkTrainableSet();
+    checkTrainableSet(this.module, [this, ...this.subunits], this.processGroup.rank);
     await checkSameStart([this, ...this.subunits], this.processGroup);
     lastInForward = null;
     const all = [this, ...this.subunits];
@@ -200,34 +207,6 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     } finally {
       for (const u of all) u.flat?.free();
     }
-  }
-
-  /**
-   * The shards were cut from the parameters that required grad at fullyShard. A parameter that
-   * requires grad now but is in no shard (unfrozen or replaced since) would never be stepped nor
-   * averaged; one frozen since would still get a zero gradient in its shard, which momentum or
-   * weight decay step. FSDP2 shards every parameter and follows requires_grad per parameter; here
-   * the shards are cut from the trainable parameters once, so the trainable set is fixed at fullyShard. Without
-   * grad (evaluation) nothing is reduced or stepped, so anything goes.
-   */
-  private checkTrainableSet(): void {
-    if (!isGradEnabled()) return;
-    const inShards = new Set([this, ...this.subunits].flatMap((u) => u.flat?.params ?? []));
-    const named = this.module.namedParameters();
-    const present = new Set(named.map(([, p]) => p));
-    const problems = [
-      ...named
-        .filter(([, p]) => p.requiresGrad && !inShards.has(p))
-        .map(([n]) => `${n} requires grad but is in no shard`),
-      ...named.filter(([, p]) => !p.requiresGrad && inShards.has(p)).map(([n]) => `${n} is sharded but frozen`),
-    ];
-    const gone = [...inShards].filter((p) => !present.has(p as Parameter)).length;
-    if (gone > 0) problems.push(`${gone} sharded parameter(s) no longer in the module`);
-    if (problems.length === 0) return;
-    throw new FSDPError(
-      `rank ${this.processGroup.rank}: ${problems.join('; ')}: the parameters requiring grad changed after ` +
-        'fullyShard (unfrozen, frozen, replaced or added); call fullyShard after changing them',
-    );
   }
 
   private unitForward(inputs: Tensor[]): Tensor {
@@ -275,9 +254,12 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     await reducing;
   }
 
-  /** A unit that keeps its parameters through backward reduces its gradients once backward is done. */
+  /**
+   * A unit that keeps its parameters through backward reduces its gradients once backward is done:
+   * in the root's end-of-backward pass, or, in a backward that does not pass the root's output, here.
+   */
   private queueReduce(): void {
-    if (this.reduceQueued) return;
+    if (this.reduceQueued || this.backwardEnd.queued) return;
     this.reduceQueued = true;
     queueCallback(async () => {
       this.reduceQueued = false;

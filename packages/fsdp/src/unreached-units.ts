@@ -11,6 +11,14 @@ export interface UnitGradientState {
   readonly syncsGradients: boolean;
   /** Its backward ran in the current backward and reduce-scattered its gradients. */
   reducedThisBackward: boolean;
+  /** false: it keeps its parameters until the end of backward, and reduces its gradients there. */
+  readonly reshardAfterForward: boolean;
+  finishBackward(): Promise<void>;
+}
+
+/** Whether a backward through the root's output queued the end-of-backward pass (once per backward). */
+export interface BackwardEndState {
+  queued: boolean;
 }
 
 /**
@@ -35,29 +43,46 @@ async function reduceUnreached(units: readonly UnitGradientState[], group: Proce
   }
 }
 
-/** Identity on the root's output; its backward, the first of a backward, queues reduceUnreached. */
+/** Identity on the root's output; its backward, the first of a backward, queues the end-of-backward pass once. */
 class BackwardEnd extends AutogradFunction {
   private atEnd: () => Promise<void> = async () => {};
+  private state: BackwardEndState = { queued: false };
 
-  forward(_ctx: Context, atEnd: () => Promise<void>, output: tf.Tensor): tf.Tensor {
-    this.atEnd = atEnd;
+  forward(_ctx: Context, atEnd: () => Promise<void>, state: BackwardEndState, output: tf.Tensor): tf.Tensor {
+    [this.atEnd, this.state] = [atEnd, state];
     return output;
   }
 
   backward(_ctx: Context, grad: tf.Tensor) {
-    queueCallback(this.atEnd);
-    return [null, grad.clone()];
+    // two root forwards under one backward (two views): one pass
+    if (!this.state.queued) {
+      this.state.queued = true;
+      queueCallback(async () => {
+        this.state.queued = false;
+        await this.atEnd();
+      });
+    }
+    return [null, null, grad.clone()];
   }
 }
 
 /**
- * The root's output, with the end-of-backward pass for `units` attached; only once a unit has
- * trained without gradient sync (every rank sets it alike, so every rank attaches it alike).
+ * The root's output, with the end-of-backward pass for `units` attached. There, on every rank alike,
+ * the units that keep their parameters reduce-scatter their gradients in unit order (zeros where a
+ * rank's loss used none of a unit's parameters: started from their parameters' hooks, such a unit
+ * was reduced on the other ranks only, CollectiveMismatchError; probe W); then, once a unit has
+ * trained without gradient sync (`unreached`: every rank sets it alike), reduceUnreached.
  */
-export function withUnreachedReduction(
+export function withBackwardEnd(
   output: Tensor,
   units: readonly UnitGradientState[],
   group: ProcessGroup,
+  unreached: boolean,
+  state: BackwardEndState,
 ): Tensor {
-  return BackwardEnd.apply(() => reduceUnreached(units, group), output);
+  const atEnd = async () => {
+    for (const u of units) if (u.flat && !u.reshardAfterForward) await u.finishBackward();
+    if (unreached) await reduceUnreached(units, group);
+  };
+  return BackwardEnd.apply(atEnd, state, output);
 }

@@ -44,6 +44,8 @@ export interface Case {
   skipInSync?: boolean;
   /** AdamW, weight decay on the matrices only: one group per kind of parameter, across the units */
   decayGroups?: boolean;
+  /** transformer: rank 0 runs block1, the other ranks skip it */
+  block1OnRank0?: boolean;
   /** transformer: rank 0's loss uses the side head, the other ranks' do not (without it, no rank's does) */
   sideOnRank0?: boolean;
 }
@@ -157,6 +159,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   const refOpt = c.decayGroups ? decayGroups(ref, (p) => p) : makeOptimizer(c, ref.parameters());
   const [from, to] = [(rank * 12) / size, ((rank + 1) * 12) / size];
   if (c.sideOnRank0) (model as TwoBlockTransformer).useSide = rank === 0;
+  if (c.block1OnRank0) (model as TwoBlockTransformer).skipBlock1 = rank !== 0;
   let tensorsAfterFirst = 0;
   // host buffers FSDP's own steps took (gathers and reduce-scatters on the wasm heap take none)
   let hostBuffers = 0;
@@ -186,10 +189,11 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
         await backwardOn(refForward, c, t + shift, (lo + hi) / 2, hi, 0.5 / size);
         (ref as TwoBlockTransformer).skipBlock1 = false;
       }
-    } else if (c.sideOnRank0) {
-      // rank 0's rows through the side head, the others' not: Σ_r loss_r / N
+    } else if (c.sideOnRank0 || c.block1OnRank0) {
+      // rank 0's rows through the side head (or block1), the others' not: Σ_r loss_r / N
       for (let r = 0; r < size; r++) {
-        (ref as TwoBlockTransformer).useSide = r === 0;
+        (ref as TwoBlockTransformer).useSide = c.sideOnRank0 === true && r === 0;
+        (ref as TwoBlockTransformer).skipBlock1 = c.block1OnRank0 === true && r !== 0;
         await backwardOn(refForward, c, t + shift, (r * 12) / size, ((r + 1) * 12) / size, 1 / size);
       }
     } else await backwardOn(refForward, c, t + shift, 0, 12, 1);
