@@ -168,3 +168,31 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     for (const t of [loss, weight, bias]) t.dispose();
   });
 });
+
+// probe X: not awaited, unscale_ had divided the gradients but not yet recorded it, and step() divided them again
+// (1024× too small, silently); update() after a step not awaited dropped its inf check (an overflow kept the scale)
+describe('unscale_() and step() not awaited', () => {
+  it('step() takes the running unscale_ instead of dividing again; update() waits for neither, it refuses', async () => {
+    const p = tensor([1, 2], [2], { requiresGrad: true });
+    const optimizer = new SGD([p], { lr: 0 });
+    const scaler = new GradScaler({ initScale: 1024 });
+    const loss = scaler.scale(mul(p, 3).sum());
+    await loss.backward();
+    loss.dispose();
+    void scaler.unscale_(optimizer);
+    await expect(scaler.unscale_(optimizer)).rejects.toThrow(/unscale_\(\) is still running: await it/);
+    await scaler.step(optimizer);
+    expect(Array.from(p.grad!.dataSync())).toEqual([3, 3]); // once divided by 1024, as torch
+    scaler.update();
+    optimizer.zeroGrad();
+    const again = scaler.scale(mul(p, Infinity).sum());
+    await again.backward();
+    again.dispose();
+    const stepping = scaler.step(optimizer);
+    expect(() => scaler.update()).toThrow(/update\(\): a step\(\) or unscale_\(\) is still running/);
+    expect(await stepping).toBe(false);
+    scaler.update();
+    expect(scaler.getScale()).toBe(512); // the overflow backed off
+    p.dispose();
+  });
+});

@@ -43,16 +43,17 @@ export interface ScalableOptimizer {
 interface OptimizerState {
   foundInf: boolean | null;
   stepped: boolean;
+  running: Promise<unknown> | null; // an unscale_ not yet done (called without await)
 }
 
 const f32 = Math.fround;
 
 /**
- * Loss scaling for mixed precision with PyTorch's GradScaler semantics: scale(loss) multiplies
- * by the scale; unscale_ divides the gradients back and records whether any is inf/NaN; step
- * skips the optimizer's update when one was (on every rank of processGroup alike); update halves
- * the scale after a skipped step (backoffFactor) and doubles it after growthInterval clean steps
- * (growthFactor, unless that overflows). The scale is float32 arithmetic, as torch's tensor.
+ * Loss scaling for mixed precision with PyTorch's GradScaler semantics: scale(loss) multiplies by the
+ * scale; unscale_ divides the gradients back and records whether any is inf/NaN; step skips the
+ * optimizer's update when one was (on every rank of processGroup alike); update halves the scale after a
+ * skipped step (backoffFactor), doubles it after growthInterval clean steps (growthFactor, unless that
+ * overflows). The scale is float32 arithmetic, as torch's tensor.
  */
 export class GradScaler implements Joinable {
   private currentScale: number;
@@ -105,13 +106,19 @@ export class GradScaler implements Joinable {
   }
 
   /**
-   * Divides the optimizer's gradients by the scale in place and records whether any rank of
-   * processGroup holds an inf/NaN among them (one all-reduce). Call it before clipping
-   * gradients; step() calls it when you did not. Once per optimizer between updates.
+   * Divides the optimizer's gradients by the scale in place and records whether any rank of processGroup
+   * holds an inf/NaN among them (one all-reduce). Call it before clipping gradients; step() calls it when
+   * you did not, or awaits it when not awaited (step divided the gradients again). Once between updates.
    */
   async unscale_(optimizer: ScalableOptimizer): Promise<void> {
     if (!this.enabled) return;
     const state = this.stateOf(optimizer);
+    if (state.running) throw new GradScalerError('unscale_() is still running: await it');
+    state.running = this.unscaleNow(optimizer, state);
+    await state.running.finally(() => (state.running = null));
+  }
+
+  private async unscaleNow(optimizer: ScalableOptimizer, state: OptimizerState): Promise<void> {
     if (state.foundInf !== null)
       throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
     if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
@@ -147,6 +154,7 @@ export class GradScaler implements Joinable {
     }
     const state = this.stateOf(optimizer);
     if (state.stepped) throw new GradScalerError('step() has already been called since the last update()');
+    if (state.running) await state.running; // an unscale_ not awaited: its result, not a second division
     if (state.foundInf === null) await this.unscale_(optimizer);
     state.stepped = true;
     if (state.foundInf) {
@@ -158,11 +166,13 @@ export class GradScaler implements Joinable {
   }
 
   /**
-   * Adjusts the scale from the steps since the last update (or sets it to newScale) and
-   * forgets them: back off after an inf/NaN, grow after growthInterval clean steps.
+   * Adjusts the scale from the steps since the last update (or sets it to newScale) and forgets them: back off
+   * after an inf/NaN, grow after growthInterval clean steps. Refuses a step not awaited (an overflow was missed).
    */
   update(newScale?: number): void {
     if (!this.enabled) return;
+    if ([...this.perOptimizer.values()].some((s) => s.running !== null || (s.stepped && s.foundInf === null)))
+      throw new GradScalerError('update(): a step() or unscale_() is still running (not awaited): await it first');
     const checked = [...this.perOptimizer.values()].filter((s) => s.foundInf !== null);
     if (newScale !== undefined) {
       if (!(newScale > 0 && Number.isFinite(newScale)))
@@ -282,7 +292,7 @@ export class GradScaler implements Joinable {
   private stateOf(optimizer: ScalableOptimizer): OptimizerState {
     let state = this.perOptimizer.get(optimizer);
     if (state === undefined) {
-      state = { foundInf: null, stepped: false };
+      state = { foundInf: null, stepped: false, running: null };
       this.perOptimizer.set(optimizer, state);
     }
     return state;

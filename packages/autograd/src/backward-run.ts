@@ -16,17 +16,49 @@ export interface BackwardRun {
 // (several simulated ranks in one process) keep their callbacks apart.
 const currentRun = new AsyncLocalStorage<BackwardRun>();
 
-/** Leaves whose gradient a running backward() still writes, with how many backwards do. */
-const filling = new Map<Tensor, number>();
+/**
+ * Tensors an async operation still writes (their values or gradients), with what writes them: a
+ * running backward() its leaves' gradients, a load their values, a distributed clip or step both.
+ */
+const writers = new Map<Tensor, string[]>();
+/** Inside one of those operations (its own steps and reads are its business). */
+const insideWriter = new AsyncLocalStorage<true>();
 
 /**
- * True when a backward() still running writes `t`'s gradient and the caller is not part of it
- * (a hook or callback of that backward may step or read it, as torch's optimizer-in-backward does).
- * `void loss.backward(); opt.step()` (torch's habit: its backward is synchronous) stepped
- * gradients not yet there: nothing, or half a step, silently.
+ * What still writes `t` (`loss.backward()`, `loadCheckpoint()`, …), seen by a caller that is not part
+ * of it (a hook or callback of a running backward may step or read it, as torch's optimizer-in-backward
+ * does), or null. `void loss.backward(); opt.step()` (torch's habit: its backward is synchronous) stepped
+ * gradients not yet there; a load not awaited overwrote the steps taken meanwhile: silently.
  */
-export function gradientPending(t: Tensor): boolean {
-  return filling.has(t) && currentRun.getStore() === undefined;
+export function pendingWriter(t: Tensor): string | null {
+  if (currentRun.getStore() !== undefined || insideWriter.getStore()) return null;
+  return writers.get(t)?.at(-1) ?? null;
+}
+
+export const gradientPending = (t: Tensor): boolean => pendingWriter(t) !== null;
+
+/** Runs `fn` (an async operation writing `tensors`, named `what` for messages) with them marked as written. */
+export async function whileWriting<T>(tensors: Iterable<Tensor>, what: string, fn: () => Promise<T>): Promise<T> {
+  const held = mark(tensors, what);
+  try {
+    return await insideWriter.run(true, fn);
+  } finally {
+    unmark(held, what);
+  }
+}
+
+function mark(tensors: Iterable<Tensor>, what: string): Tensor[] {
+  const held = [...new Set(tensors)];
+  for (const t of held) writers.set(t, [...(writers.get(t) ?? []), what]);
+  return held;
+}
+
+function unmark(held: Tensor[], what: string): void {
+  for (const t of held) {
+    const left = writers.get(t)!;
+    left.splice(left.lastIndexOf(what), 1);
+    if (left.length === 0) writers.delete(t);
+  }
 }
 
 /**
@@ -42,18 +74,14 @@ export function queueCallback(fn: Callback): void {
 
 /**
  * Runs a backward over `leaves` (the tensors whose gradients it writes) as the current run: its
- * hooks and Functions see it (queueCallback), and gradientPending sees the leaves until it ends.
+ * hooks and Functions see it (queueCallback), and pendingWriter sees the leaves until it ends.
  */
 export async function runBackward(leaves: Tensor[], execute: (run: BackwardRun) => Promise<void>): Promise<void> {
   const run: BackwardRun = { callbacks: [], pending: [], parent: currentRun.getStore() };
-  for (const t of leaves) filling.set(t, (filling.get(t) ?? 0) + 1);
+  const held = mark(leaves, 'loss.backward()');
   try {
     await currentRun.run(run, () => execute(run));
   } finally {
-    for (const t of leaves) {
-      const left = filling.get(t)! - 1;
-      if (left === 0) filling.delete(t);
-      else filling.set(t, left);
-    }
+    unmark(held, 'loss.backward()');
   }
 }

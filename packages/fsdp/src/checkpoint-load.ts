@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { whileWriting } from '@ddp/autograd';
 import {
   entryToLoad,
   loadSafetensors,
@@ -80,6 +81,15 @@ function checkReplicated(file: ParsedSafetensors, root: FSDPModule, path: string
  * Adam, AdamW). Not collective. Everything is read and checked before anything changes.
  */
 export async function loadFSDPCheckpoint(
+  location: string,
+  contents: { root: FSDPModule; optimizer?: AnyOptimizer },
+): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
+  // not awaited, training went on and the load overwrote its steps (probe X): a step refuses until it ends
+  const shards = (contents as { root?: Partial<FSDPModule> } | undefined)?.root?.parameters?.() ?? [];
+  return whileWriting(shards, 'loadFSDPCheckpoint()', () => loadNow(location, contents));
+}
+
+async function loadNow(
   location: string,
   contents: { root: FSDPModule; optimizer?: AnyOptimizer },
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {

@@ -8,6 +8,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { whileWriting } from '@ddp/autograd';
 import { checkBooleanOptions, checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
 import { unboundEntry, withSaveId } from './checkpoint-binding.js';
@@ -227,16 +228,17 @@ async function readEntry(
  * each of model and optimizer is checked whole before it is changed. `step`, `epoch` and `extra` are
  * not read (the load returns them): one contents object serves save and load.
  */
-export async function loadCheckpoint(
-  dir: string,
-  contents: {
-    model: Module;
-    optimizer?: AnyOptimizer;
-    generator?: Generator;
-    scheduler?: LRScheduler;
-    strict?: boolean;
-  } & Pick<CheckpointContents, 'step' | 'epoch' | 'extra'>,
-): Promise<LoadedCheckpoint> {
+export async function loadCheckpoint(dir: string, contents: LoadContents): Promise<LoadedCheckpoint> {
+  // not awaited, training went on and the load overwrote its steps (probe X): a step refuses until it ends
+  const params = (contents as Partial<LoadContents> | undefined)?.model?.parameters?.() ?? [];
+  return whileWriting(params, 'loadCheckpoint()', () => loadNow(dir, contents));
+}
+
+type LoadContents = { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler } & {
+  strict?: boolean;
+} & Pick<CheckpointContents, 'step' | 'epoch' | 'extra'>;
+
+async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheckpoint> {
   // step, epoch and extra are what the load returns: one contents object may serve save and load
   checkContents(`loadCheckpoint(${dir})`, contents, [...SAVED, 'strict']);
   checkBooleanOptions(`loadCheckpoint(${dir})`, contents, ['strict'], (message) => new CheckpointError(message));

@@ -1,4 +1,4 @@
-import { Tensor } from '@ddp/autograd';
+import { pendingWriter, Tensor } from '@ddp/autograd';
 import { checkBooleanOptions, tf } from '@ddp/tensor';
 import { ModuleError, StateDictError } from './module-errors.js';
 import { Parameter } from './parameter.js';
@@ -218,6 +218,8 @@ export abstract class Module {
 
   /** Drops every parameter's gradient (setToNone) or zeroes it in place. */
   zeroGrad(setToNone = true): void {
+    const busy = this.parameters().find((p) => pendingWriter(p) !== null); // a backward not awaited
+    if (busy) throw new ModuleError(`zeroGrad(): ${pendingWriter(busy)} still runs (not awaited): await it first`);
     for (const p of this.parameters()) {
       if (p.grad === null) continue;
       p.grad = setToNone ? null : tf.zerosLike(p.grad);

@@ -31,3 +31,15 @@ describe('AdasumOptimizer in one process', () => {
     await expect((opt.step as (c: unknown) => Promise<void>).call(opt, () => 1)).rejects.toThrow(/takes no argument/);
   });
 });
+
+// probe X: not awaited, zeroGrad cleared the gradients before the local step read them: it never trained
+it('AdasumOptimizer: zeroGrad while a step not awaited runs is refused', async () => {
+  const model = new Linear(4, 2, { generator: new Generator(3) });
+  const opt = new AdasumOptimizer(new Adam(model.parameters(), { lr: 0.1 }), brokenPair);
+  const loss = mse(model.forward(tensor(new Generator(1).normal(8), [2, 4])), tensor([1, 2, 3, 4], [2, 2]));
+  await loss.backward();
+  loss.dispose();
+  const stepping = opt.step();
+  expect(() => opt.zeroGrad()).toThrow(/running AdasumOptimizer\.step\(\) \(not awaited\)/);
+  await expect(stepping).rejects.toThrow(/peer 1 lost/);
+});

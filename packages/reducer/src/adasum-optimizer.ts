@@ -1,6 +1,6 @@
-import type { Tensor } from '@ddp/autograd';
+import { type Tensor, whileWriting } from '@ddp/autograd';
 import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
-import { refuseStepArguments } from '@ddp/nn';
+import { refusePendingGradients, refuseStepArguments } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { AdasumError, adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
 import { refuseSpanningShards } from './sync.js';
@@ -50,6 +50,12 @@ export class AdasumOptimizer {
   /** The local step, then the Adasum of every rank's delta applied from where the step began (collective). */
   async step(...args: []): Promise<void> {
     refuseStepArguments('AdasumOptimizer', args);
+    refusePendingGradients('AdasumOptimizer.step()', this.params);
+    // not awaited, zeroGrad cleared the gradients before the local step read them: it never trained (probe X)
+    return whileWriting(this.params, 'AdasumOptimizer.step()', () => this.stepNow());
+  }
+
+  private async stepNow(): Promise<void> {
     this.shardsChecked ??= refuseSpanningShards(
       this.params.map((p, i) => [String(i), p]),
       this.processGroup,

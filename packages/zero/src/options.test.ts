@@ -1,5 +1,7 @@
+import { fromTf } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Linear } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ZeroError } from './errors.js';
 import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
@@ -23,4 +25,18 @@ it('refuses options it does not know, and a boolean option given a string (truth
   expect(make({ processGroup: null })).toThrow(
     'ZeroRedundancyOptimizer: processGroup is null, what newGroup gives a rank outside the group',
   );
+});
+
+// probe X: not awaited, zeroGrad cleared the gradients before the local step read them: no step, silently
+it('zeroGrad while a step not awaited runs: refused; awaited, the step happened', async () => {
+  const layer = new Linear(3, 2);
+  const opt = new ZeroRedundancyOptimizer(layer.parameters(), Adam, { lr: 0.1 });
+  const before = Array.from(layer.weight.data.dataSync());
+  const loss = layer.forward(fromTf(tf.ones([2, 3]))).sum();
+  await loss.backward();
+  const stepping = opt.step();
+  expect(() => opt.zeroGrad()).toThrow(/running ZeroRedundancyOptimizer\.step\(\) \(not awaited\)/);
+  await stepping;
+  opt.zeroGrad();
+  expect(Array.from(layer.weight.data.dataSync())).not.toEqual(before);
 });

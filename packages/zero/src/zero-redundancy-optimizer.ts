@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import { type Tensor, whileWriting } from '@ddp/autograd';
 import { groupOrWorld, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
@@ -123,6 +123,11 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   override async step(...args: []): Promise<void> {
     refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
     refusePendingGradients('ZeroRedundancyOptimizer.step()', this.allParams());
+    // not awaited, zeroGrad cleared the gradients before the local step read them (probe X)
+    return whileWriting(this.allParams(), 'ZeroRedundancyOptimizer.step()', () => this.stepNow());
+  }
+
+  private async stepNow(): Promise<void> {
     this.sharder?.checkHooked();
     this.disposeConsolidated(); // stale from here on: stateDict() must not save it with newer weights
     const notified = this.notifyOnce();

@@ -1,4 +1,4 @@
-import { gradientShardGroups, type NormReduceGroup, type Tensor } from '@ddp/autograd';
+import { gradientShardGroups, type NormReduceGroup, type Tensor, whileWriting } from '@ddp/autograd';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { OptimizerError, refusePendingGradients } from './optimizer.js';
 
@@ -95,6 +95,17 @@ export async function clipGradNormDistributed(
   maxNorm: number,
   opts: { groups: readonly NormReduceGroup[]; normType?: number; errorIfNonfinite?: boolean },
 ): Promise<number> {
+  const unique = eachOnce(params);
+  refusePendingGradients('clipGradNormDistributed', unique);
+  // not awaited, the step took the gradients unclipped, and the clip scaled them after (probe X)
+  return whileWriting(unique, 'clipGradNormDistributed()', () => clipDistributed(unique, maxNorm, opts));
+}
+
+async function clipDistributed(
+  unique: Tensor[],
+  maxNorm: number,
+  opts: { groups: readonly NormReduceGroup[]; normType?: number; errorIfNonfinite?: boolean },
+): Promise<number> {
   // a misspelt `norm_type: Infinity` clipped by the 2-norm, silently
   const known = ['groups', 'normType', 'errorIfNonfinite'];
   checkOptionNames('clipGradNormDistributed', opts, known, (m) => new OptimizerError(m));
@@ -104,8 +115,6 @@ export async function clipGradNormDistributed(
   const combine = (a: number, b: number) => (infinity ? Math.max(a, b) : a + b);
   // parts[mask]: gradients split over the groups whose bits are set, not yet reduced over them
   const parts = new Float64Array(2 ** groups.length);
-  const unique = eachOnce(params);
-  refusePendingGradients('clipGradNormDistributed', unique);
   const withGrad = unique.filter((p) => p.grad !== null);
   for (const [i, p] of withGrad.entries()) {
     let mask = 0;

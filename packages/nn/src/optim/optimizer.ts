@@ -1,4 +1,4 @@
-import { gradientPending, type Tensor } from '@ddp/autograd';
+import { pendingWriter, type Tensor } from '@ddp/autograd';
 import { checkOptionNames, tf } from '@ddp/tensor';
 
 /** Per-parameter optimizer state: tensors (momentum buffers, moments) and numbers (step). */
@@ -256,17 +256,18 @@ export function refuseStepArguments(where: string, args: unknown[]): void {
 }
 
 /**
- * Refuses gradients a backward() still writes: `void loss.backward(); opt.step()` (torch's backward is
- * synchronous, ddp's returns a promise) stepped before the gradients were there, silently doing
- * nothing or part of a step.
+ * Refuses parameters an async operation not awaited still writes: `void loss.backward(); opt.step()`
+ * (torch's backward is synchronous, ddp's returns a promise) stepped before the gradients were there;
+ * a load not awaited overwrote the steps taken meanwhile; silently.
  */
 export function refusePendingGradients(where: string, params: Iterable<Tensor>): void {
   let i = 0;
   for (const p of params) {
-    if (gradientPending(p))
+    const writer = pendingWriter(p);
+    if (writer !== null)
       throw new OptimizerError(
-        `${where}: parameter ${i}'s gradient is still being computed by a running backward(): ` +
-          `await loss.backward() before ${where}`,
+        `${where}: parameter ${i} is still being written by a running ${writer} (not awaited): ` +
+          `await ${writer} before ${where}`,
       );
     i++;
   }
