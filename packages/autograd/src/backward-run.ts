@@ -31,11 +31,10 @@ const insideWriter = new AsyncLocalStorage<true>();
  * gradients not yet there; a load not awaited overwrote the steps taken meanwhile: silently.
  */
 export function pendingWriter(t: Tensor): string | null {
-  if (currentRun.getStore() !== undefined || insideWriter.getStore()) return null;
-  return writers.get(t)?.at(-1) ?? null;
+  const what = writers.get(t)?.at(-1);
+  if (what === undefined || currentRun.getStore() !== undefined || insideWriter.getStore()) return null;
+  return what;
 }
-
-export const gradientPending = (t: Tensor): boolean => pendingWriter(t) !== null;
 
 /** Runs `fn` (an async operation writing `tensors`, named `what` for messages) with them marked as written. */
 export async function whileWriting<T>(tensors: Iterable<Tensor>, what: string, fn: () => Promise<T>): Promise<T> {

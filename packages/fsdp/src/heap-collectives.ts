@@ -121,12 +121,17 @@ function copyOf(t: tf.Tensor, at: number, shape: number[]): tf.Tensor {
  */
 async function settle(ops: Promise<void>[], held: tf.Tensor, group: ProcessGroup, what: string): Promise<tf.Tensor> {
   try {
-    const failed = (await Promise.allSettled(ops)).find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    await allSettled(ops);
     checkUnmoved(group, what);
   } catch (error) {
     held.dispose(); // the ops are over: comm no longer writes there
     throw error;
   }
   return held;
+}
+
+/** Resolves once every op ended (they write into shared buffers), rejecting with the first failure. */
+export async function allSettled(ops: Promise<void>[]): Promise<void> {
+  const failed = (await Promise.allSettled(ops)).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }

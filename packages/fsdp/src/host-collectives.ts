@@ -2,6 +2,7 @@ import { bfloatToFloat, floatToBfloat, floatToHalf, type HalfDtype, halfToFloat,
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { BufferPool } from '@ddp/zero';
 import type { FlatShard } from './flat-shard.js';
+import { allSettled } from './heap-collectives.js';
 
 /**
  * FlatShard's collectives through host memory, for when its heap path cannot run (2-byte values
@@ -96,11 +97,8 @@ function spans({ group, chunks, starts }: Layout) {
   };
 }
 
-/** One collective per parameter's region, all in flight; resolves once all ended, with the first failure. */
-async function perRegion({ chunks }: Layout, op: (i: number) => Promise<void>): Promise<void> {
-  const failed = (await Promise.allSettled(chunks.map((_, i) => op(i)))).find((r) => r.status === 'rejected');
-  if (failed) throw failed.reason;
-}
+/** One collective per parameter's region, all in flight. */
+const perRegion = ({ chunks }: Layout, op: (i: number) => Promise<void>) => allSettled(chunks.map((_, i) => op(i)));
 
 const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 

@@ -234,9 +234,7 @@ export async function loadCheckpoint(dir: string, contents: LoadContents): Promi
   return whileWriting(params, 'loadCheckpoint()', () => loadNow(dir, contents));
 }
 
-type LoadContents = { model: Module; optimizer?: AnyOptimizer; generator?: Generator; scheduler?: LRScheduler } & {
-  strict?: boolean;
-} & Pick<CheckpointContents, 'step' | 'epoch' | 'extra'>;
+type LoadContents = CheckpointContents & { strict?: boolean };
 
 async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheckpoint> {
   // step, epoch and extra are what the load returns: one contents object may serve save and load

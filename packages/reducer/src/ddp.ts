@@ -1,4 +1,4 @@
-import { gradientPending, isGradEnabled, queueCallback, type RemovableHandle } from '@ddp/autograd';
+import { isGradEnabled, pendingWriter, queueCallback, type RemovableHandle } from '@ddp/autograd';
 import { groupOrWorld, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { isJoinActive, type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
 import type { Module, Parameter } from '@ddp/nn';
@@ -114,10 +114,10 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** module.forward plus DDP's per-iteration bookkeeping (join notification, unused-parameter search). */
   forward(...args: Parameters<M['forward']>): ReturnType<M['forward']> {
-    if (this.reduction !== null || this.params.some(({ param }) => gradientPending(param)))
+    const writer = this.reduction ? 'loss.backward()' : this.params.map((p) => pendingWriter(p.param)).find(Boolean);
+    if (writer)
       throw new DDPUsageError(
-        `rank ${this.rank}: DistributedDataParallel.forward called while the previous backward is still running ` +
-          '(computing or reducing gradients); await loss.backward() first',
+        `rank ${this.rank}: forward while ${writer} is still running (not awaited); await ${writer} first`,
       );
     checkTrainableUnchanged(this.module, this.hooked, 'DistributedDataParallel', this.processGroup.rank);
     this.underJoin = isJoinActive(this);
