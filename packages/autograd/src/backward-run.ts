@@ -31,7 +31,7 @@ const insideWriter = new AsyncLocalStorage<true>();
  * gradients not yet there; a load not awaited overwrote the steps taken meanwhile: silently.
  */
 export function pendingWriter(t: Tensor): string | null {
-  const what = writers.get(t)?.at(-1);
+  const what = writers.get(t)?.[0]; // the outermost: what the caller called
   if (what === undefined || currentRun.getStore() !== undefined || insideWriter.getStore()) return null;
   return what;
 }

@@ -55,3 +55,15 @@ export function checkOptions(
 
 /** An AutogradArgumentError: what @ddp/tensor's option checks raise here. */
 export const argumentError = (message: string) => new AutogradArgumentError(message);
+
+/**
+ * ddp's forwards that communicate return Promises where torch's return tensors, so one not
+ * awaited reached an op as its input and failed deep inside it, untyped.
+ */
+export function refusePromises(op: string, args: readonly unknown[]): void {
+  const i = args.findIndex((a) => a instanceof Promise);
+  if (i >= 0)
+    throw new AutogradArgumentError(
+      `${op}: argument ${i} is a Promise, not a Tensor: await the call that returned it (an async forward)`,
+    );
+}

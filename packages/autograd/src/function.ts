@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError } from './errors.js';
+import { AutogradArgumentError, refusePromises } from './errors.js';
 import { isGradEnabled } from './grad-mode.js';
 import { Context, type Edge, Node } from './node.js';
 import { Tensor } from './tensor.js';
@@ -30,7 +30,7 @@ export abstract class AutogradFunction {
   /** Applies a Function whose forward is synchronous; returns a Tensor (or Tensor[] if forward does). */
   static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): T {
     const fn = new this();
-    const { ctx, unwrapped } = prepare(args);
+    const { ctx, unwrapped } = prepare(fn, args);
     let out: ForwardResult;
     try {
       out = tf.tidy(() => {
@@ -52,7 +52,7 @@ export abstract class AutogradFunction {
     ...args: unknown[]
   ): Promise<T> {
     const fn = new this();
-    const { ctx, unwrapped } = prepare(args);
+    const { ctx, unwrapped } = prepare(fn, args);
     const out = await (async () => fn.forward(ctx, ...unwrapped))().catch((error: unknown) => {
       ctx.release();
       throw error;
@@ -88,7 +88,8 @@ export class FunctionNode extends Node {
   }
 }
 
-function prepare(args: unknown[]): { ctx: Context; unwrapped: unknown[] } {
+function prepare(fn: AutogradFunction, args: unknown[]): { ctx: Context; unwrapped: unknown[] } {
+  refusePromises(fn.constructor.name, args);
   const recording = isGradEnabled();
   const needsInputGrad = args.map((a) => recording && a instanceof Tensor && a.requiresGrad);
   return { ctx: new Context(needsInputGrad), unwrapped: args.map((a) => (a instanceof Tensor ? a.data : a)) };

@@ -1,6 +1,6 @@
 import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
 import { groupOrWorld, type HalfDtype, type ProcessGroup } from '@ddp/comm';
-import { type Module, type Parameter, Sequential } from '@ddp/nn';
+import { type Module, type Parameter, Sequential, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
 import { FSDPError } from './errors.js';
 import { FlatShard } from './flat-shard.js';
@@ -157,7 +157,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    * first (tfjs's forward is synchronous, so nothing can be awaited inside it).
    */
   async forward(...inputs: Tensor[]): Promise<Tensor> {
-    const out = await this.gatheredForward(inputs);
+    // an eval() before this is awaited is refused: the module would read its mode after the gathers
+    const out = await whileForwarding(this.module, 'fullyShard', () => this.gatheredForward(inputs));
     const all = [this, ...this.subunits];
     const unreached = all.some((u) => u.trainedWithoutSync);
     if (!isGradEnabled() || !(unreached || all.some((u) => u.flat && !u.reshardAfterForward))) return out;

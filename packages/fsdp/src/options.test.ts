@@ -1,5 +1,6 @@
+import { randn } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Linear } from '@ddp/nn';
+import { Dropout, Linear, mse, Sequential } from '@ddp/nn';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FSDPError } from './errors.js';
 import { fullyShard } from './fully-shard.js';
@@ -26,4 +27,16 @@ it('refuses options it does not know, and a boolean option given a string (truth
   );
   // null is what newGroup gives a rank outside the group: it was taken for the world
   expect(() => fullyShard(new Linear(3, 2), { processGroup: null })).toThrow(/fullyShard: processGroup is null/);
+});
+
+// probe X: eval() before the forward was awaited: the module read its mode after the gathers
+it('eval() or a fed loss before the forward is awaited: refused, typed', async () => {
+  const model = new Sequential(new Linear(3, 2), new Dropout(0.5));
+  const root = fullyShard(model);
+  const x = randn([4, 3], { seed: 1 });
+  const pending = root.forward(x);
+  expect(() => model.eval()).toThrow(/Sequential\.eval\(\) while fullyShard's forward still runs \(not awaited\)/);
+  expect(() => mse(pending as never, x)).toThrow(/mse: argument 0 is a Promise/); // was: an untyped TypeError
+  (await pending).dispose();
+  model.eval();
 });

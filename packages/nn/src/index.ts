@@ -87,6 +87,7 @@ export {
 } from './optim/optimizer.js';
 export { SGD, type SGDOptions } from './optim/sgd.js';
 export { Parameter } from './parameter.js';
+export { whileForwarding } from './running-forward.js';
 export {
   type SafeTensor,
   SafetensorsError,

@@ -1,3 +1,5 @@
+import { tf } from '@ddp/tensor';
+
 /** Raised by loadStateDict, naming every problem before anything changed. */
 export class StateDictError extends Error {
   override name = 'StateDictError';
@@ -19,3 +21,7 @@ export class StateDictError extends Error {
 export class ModuleError extends Error {
   override name = 'ModuleError';
 }
+
+/** What a value is, for messages: 'a tf.Tensor', its class name, or its typeof. */
+export const kindOf = (v: unknown) =>
+  v instanceof tf.Tensor ? 'a tf.Tensor' : ((v as object)?.constructor?.name ?? typeof v);

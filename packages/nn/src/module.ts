@@ -1,17 +1,16 @@
 import { pendingWriter, Tensor } from '@ddp/autograd';
 import { checkBooleanOptions, tf } from '@ddp/tensor';
-import { ModuleError, StateDictError } from './module-errors.js';
+import { kindOf, ModuleError, StateDictError } from './module-errors.js';
 import { Parameter } from './parameter.js';
+import { refuseDuringForward } from './running-forward.js';
+import { incomingState } from './state-dict-input.js';
 
 /** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
 export type StateDict = Map<string, tf.Tensor>;
 
-export { ModuleError, StateDictError };
+export { kindOf, ModuleError, StateDictError };
 
 const NAME = /^[^.]+$/;
-
-export const kindOf = (v: unknown) =>
-  v instanceof tf.Tensor ? 'a tf.Tensor' : ((v as object)?.constructor?.name ?? typeof v);
 
 const fieldsChecked = new WeakSet<Module>();
 
@@ -201,6 +200,7 @@ export abstract class Module {
   train(mode = true): this {
     // torch raises too: 'false' was truthy, and the model trained (dropout on) where eval was meant
     checkBooleanOptions('Module.train', { mode }, ['mode'], (message) => new ModuleError(message));
+    refuseDuringForward(this.modules(), `${this.constructor.name}.${mode ? 'train()' : 'eval()'}`);
     for (const m of this.modules()) m.training = mode;
     return this;
   }
@@ -255,18 +255,8 @@ export abstract class Module {
     state: StateDict | Record<string, tf.Tensor | Tensor>,
     strict = true,
   ): { missingKeys: string[]; unexpectedKeys: string[] } {
-    // autograd Tensors (another model's namedParameters()) are read through their data; anything else is refused
-    const entries = state instanceof Map ? [...state] : Object.entries(state);
-    const incoming = new Map(entries.map(([k, v]) => [k, v instanceof Tensor ? v.data : v]));
-    const odd = [...incoming].find(([, v]) => !(v instanceof tf.Tensor));
-    if (odd) throw new ModuleError(`loadStateDict: '${odd[0]}' is ${kindOf(odd[1])}, not a tensor`);
-    // a stateDict() taken before an optimizer step holds the tensors the step replaced (was: an untyped TypeError)
-    const gone = [...incoming].filter(([, v]) => v.isDisposed).map(([k]) => `'${k}'`);
-    if (gone.length > 0)
-      throw new ModuleError(
-        `loadStateDict: ${gone.join(', ')} disposed: stateDict() lends the module's own tensors, which an ` +
-          'optimizer step or a load replaces; clone them to keep a state dict (tf.clone of each value)',
-      );
+    refuseDuringForward(this.modules(), `${this.constructor.name}.loadStateDict`);
+    const incoming = incomingState(state);
     const targets = new Map(this.stateTensors());
     // a shared tensor is loaded through any of its names (files saved before held only the first)
     const loaded = new Set([...targets].filter(([k]) => incoming.has(k)).map(([, t]) => t));

@@ -1,6 +1,6 @@
-import { fromTf, type Indices, type Tensor, tidy } from '@ddp/autograd';
+import { fromTf, type Indices, type Tensor, tidy, whileWriting } from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
-import { markGradientShard } from '@ddp/nn';
+import { markGradientShard, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
 import { checkSchedule } from './check.js';
@@ -88,6 +88,27 @@ const noTarget = (stage: PipelineStage, mb: number): never => {
  * backward. The caller steps the optimizer and zeroes the gradients.
  */
 export async function pipelineStep(
+  stage: PipelineStage,
+  microBatches: MicroBatch[],
+  opts: PipelineStepOptions,
+): Promise<PipelineStepResult> {
+  // a step not awaited, then the next: the two schedules' transfers met each other until the timeout
+  if (running.has(stage))
+    throw new PipelineStageError(`stage ${stage.stage}: pipelineStep while the last one still runs (not awaited)`);
+  running.add(stage);
+  try {
+    // the optimizer refuses the gradients, and eval() the stage, until the step is awaited
+    return await whileWriting(stage.parameters(), 'pipelineStep()', () =>
+      whileForwarding(stage, 'pipelineStep', () => runSchedule(stage, microBatches, opts)),
+    );
+  } finally {
+    running.delete(stage);
+  }
+}
+
+const running = new WeakSet<PipelineStage>();
+
+async function runSchedule(
   stage: PipelineStage,
   microBatches: MicroBatch[],
   opts: PipelineStepOptions,

@@ -99,6 +99,23 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     stage.dispose();
   });
 
+  // probe X: not awaited (torch's step is synchronous), the next step's schedule met this one's until the
+  // timeout, and opt.step() in between stepped gradients not yet there
+  it('a step not awaited: the next step, opt.step and eval() are refused until it is', async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const opt = makeOptimizer(stage);
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim] };
+    const running = pipelineStep(stage, microBatches(0, 0), opts);
+    await expect(pipelineStep(stage, microBatches(1, 0), opts)).rejects.toThrow(/while the last one still runs/);
+    expect(() => opt.step()).toThrow(/still being written by a running pipelineStep\(\) \(not awaited\)/);
+    expect(() => stage.eval()).toThrow(/PipelineStage\.eval\(\) while pipelineStep's forward still runs/);
+    await running;
+    opt.step();
+    await pipelineStep(stage, microBatches(1, 0), opts);
+    opt.dispose();
+    stage.dispose();
+  });
+
   for (const schedule of ['afab', '1f1b'] as const) {
     it(`${schedule}: ${CFG.steps} steps on ${CFG.numMicroBatches} micro-batches match the whole batch, with flat tensor counts`, async () => {
       const reference = await referenceRun(1);

@@ -16,6 +16,7 @@ interface RankResult {
   syncForwardError: string;
   oneValue: string;
   oneD: Record<string, number>;
+  evalRefused: string;
   untracked: number | string;
   outsideGroup: number | string;
 }
@@ -117,6 +118,7 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
         expect({ outsideGroup: r.outsideGroup }, `${at}: processGroup null vs local BatchNorm1d`).toEqual({
           outsideGroup: expect.closeTo(0, 6),
         });
+        expect(r.evalRefused, `${at}: eval() before forwardAsync is awaited`).toBe('ModuleError');
         for (const [what, d] of Object.entries(r.oneD))
           expect(d, `${at}: 1d ${what} vs BatchNorm1d on the whole batch`).toBeLessThan(1e-5);
         start += n;

@@ -1,7 +1,7 @@
 import { noGrad, type Tensor } from '@ddp/autograd';
 import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
 import { currentJoinNotice } from '@ddp/join';
-import { BatchNorm, type BatchNormOptions, ModuleError } from '@ddp/nn';
+import { BatchNorm, type BatchNormOptions, ModuleError, whileForwarding } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
 import { SyncBatchNormError } from './errors.js';
 import { SyncBatchNormFn } from './sync-batch-norm-fn.js';
@@ -100,13 +100,15 @@ export class SyncBatchNorm extends BatchNorm {
     }
     if (x.dtype !== 'float32')
       throw new ModuleError(`rank ${group.ranks[group.rank]}: SyncBatchNorm: input must be float32, got ${x.dtype}`);
-    // under join, after the iteration's notice: a rank that ran out (throwOnEarlyTermination) stops every
-    // rank there, instead of leaving the others in this all-gather until the timeout
-    await currentJoinNotice();
-    const track = this.training && this.trackRunningStats;
-    const onStats = track
+    const onStats = this.trackRunningStats
       ? (m: tf.Tensor, v: tf.Tensor, n: number) => noGrad(() => this.updateRunningStats(m, v, n))
       : undefined;
-    return SyncBatchNormFn.applyAsync(x, this.weight, this.bias, { group, eps: this.eps, onStats });
+    // eval() before this is awaited is refused (it read the mode after the await: statistics untracked)
+    return whileForwarding(this, 'SyncBatchNorm', async () => {
+      // under join, after the iteration's notice: a rank that ran out (throwOnEarlyTermination) stops every
+      // rank there, instead of leaving the others in this all-gather until the timeout
+      await currentJoinNotice();
+      return SyncBatchNormFn.applyAsync(x, this.weight, this.bias, { group, eps: this.eps, onStats });
+    });
   }
 }

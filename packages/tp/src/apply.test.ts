@@ -69,6 +69,11 @@ describe('applyTensorParallel', () => {
     expect(sharded.modules().some((m) => m instanceof TransformerBlock)).toBe(false);
     const [want, got] = [await plain.forward(ids), await sharded.forward(ids)];
     expect(tf.max(tf.abs(tf.sub(want.data, got.data))).dataSync()[0]).toBeLessThan(1e-6);
+    // probe X: eval() before the forward was awaited ran the blocks after the first collective in eval mode
+    const pending = sharded.forward(ids);
+    expect(() => sharded.eval()).toThrow(/TinyGpt\.eval\(\) while VocabParallelEmbedding's forward still runs/);
+    (await pending).dispose();
+    sharded.eval();
   });
 
   it('refuses an option it does not know (ignored, it sharded the embeddings anyway)', () => {

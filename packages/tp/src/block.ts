@@ -1,6 +1,14 @@
 import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { type Dropout, type GELU, type LayerNorm, type Linear, Module, type TransformerBlock } from '@ddp/nn';
+import {
+  type Dropout,
+  type GELU,
+  type LayerNorm,
+  type Linear,
+  Module,
+  type TransformerBlock,
+  whileForwarding,
+} from '@ddp/nn';
 import { TensorParallelAttention } from './attention.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
 
@@ -23,8 +31,11 @@ export class TensorParallelMLP extends Module {
     this.registerModule('3', dropout);
   }
 
-  async forward(x: Tensor): Promise<Tensor> {
-    return this.dropout.forward(await this.down.forward(this.act.forward(await this.up.forward(x))));
+  /** An eval() before this is awaited is refused: the dropout would read the mode after the collectives. */
+  forward(x: Tensor): Promise<Tensor> {
+    return whileForwarding(this, 'TensorParallelMLP', async () =>
+      this.dropout.forward(await this.down.forward(this.act.forward(await this.up.forward(x)))),
+    );
   }
 }
 
@@ -51,8 +62,10 @@ export class TensorParallelBlock extends Module {
     this.mlp = this.registerModule('mlp', new TensorParallelMLP(up, act, down, drop, group));
   }
 
-  async forward(x: Tensor): Promise<Tensor> {
-    const h = x.add(this.dropout.forward(await this.attn.forward(this.ln1.forward(x))));
-    return h.add(await this.mlp.forward(this.ln2.forward(h)));
+  forward(x: Tensor): Promise<Tensor> {
+    return whileForwarding(this, 'TensorParallelBlock', async () => {
+      const h = x.add(this.dropout.forward(await this.attn.forward(this.ln1.forward(x))));
+      return h.add(await this.mlp.forward(this.ln2.forward(h)));
+    });
   }
 }

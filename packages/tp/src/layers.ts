@@ -1,6 +1,6 @@
 import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import { type Embedding, type Linear, Module, type Parameter } from '@ddp/nn';
+import { type Embedding, type Linear, Module, type Parameter, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
@@ -52,9 +52,11 @@ export class ColumnParallelLinear extends Module {
     return linear(xParallel, this.weight, this.bias);
   }
 
-  async forward(x: Tensor): Promise<Tensor> {
-    const y = this.local(copyToTp(x, this.group));
-    return this.gatherOutput ? gatherFromTp(y, this.group) : y;
+  forward(x: Tensor): Promise<Tensor> {
+    return whileForwarding(this, 'ColumnParallelLinear', async () => {
+      const y = this.local(copyToTp(x, this.group));
+      return this.gatherOutput ? gatherFromTp(y, this.group) : y;
+    });
   }
 }
 
@@ -85,10 +87,12 @@ export class RowParallelLinear extends Module {
     return sameRequiresGrad(new RowParallelLinear(masterOf(l), group, opts.inputIsParallel ?? true), l);
   }
 
-  async forward(x: Tensor): Promise<Tensor> {
-    const input = this.inputIsParallel ? x : splitToTp(x, this.group);
-    const y = await reduceFromTp(linear(input, this.weight), this.group);
-    return this.bias ? y.add(this.bias) : y;
+  forward(x: Tensor): Promise<Tensor> {
+    return whileForwarding(this, 'RowParallelLinear', async () => {
+      const input = this.inputIsParallel ? x : splitToTp(x, this.group);
+      const y = await reduceFromTp(linear(input, this.weight), this.group);
+      return this.bias ? y.add(this.bias) : y;
+    });
   }
 }
 
@@ -147,23 +151,25 @@ export class VocabParallelEmbedding extends Module {
   }
 
   /** ids: integer ids of any shape (nested arrays or an int32 tf.Tensor); returns [...ids.shape, dim]. */
-  async forward(ids: number[] | number[][] | tf.Tensor): Promise<Tensor> {
-    this.checkIds(ids);
-    const [local, keep] = tf.tidy(() => {
-      const t = ids instanceof tf.Tensor ? tf.cast(ids, 'int32') : tf.tensor(ids as number[], undefined, 'int32');
-      const owned = tf.logicalAnd(tf.greaterEqual(t, this.vocabStart), tf.less(t, this.vocabEnd));
-      return [
-        tf.where(owned, tf.sub(t, this.vocabStart), tf.zerosLike(t)),
-        tf.expandDims(tf.cast(owned, 'float32'), -1),
-      ];
+  forward(ids: number[] | number[][] | tf.Tensor): Promise<Tensor> {
+    return whileForwarding(this, 'VocabParallelEmbedding', async () => {
+      this.checkIds(ids);
+      const [local, keep] = tf.tidy(() => {
+        const t = ids instanceof tf.Tensor ? tf.cast(ids, 'int32') : tf.tensor(ids as number[], undefined, 'int32');
+        const owned = tf.logicalAnd(tf.greaterEqual(t, this.vocabStart), tf.less(t, this.vocabEnd));
+        return [
+          tf.where(owned, tf.sub(t, this.vocabStart), tf.zerosLike(t)),
+          tf.expandDims(tf.cast(owned, 'float32'), -1),
+        ];
+      });
+      try {
+        const pad = this.paddingIdx;
+        const owned = pad !== null && pad >= this.vocabStart && pad < this.vocabEnd;
+        const lookup = embedding(local, this.weight, owned ? { paddingIdx: pad - this.vocabStart } : {});
+        return await reduceFromTp(mul(lookup, keep), this.group);
+      } finally {
+        tf.dispose([local, keep]);
+      }
     });
-    try {
-      const pad = this.paddingIdx;
-      const owned = pad !== null && pad >= this.vocabStart && pad < this.vocabEnd;
-      const lookup = embedding(local, this.weight, owned ? { paddingIdx: pad - this.vocabStart } : {});
-      return await reduceFromTp(mul(lookup, keep), this.group);
-    } finally {
-      tf.dispose([local, keep]);
-    }
   }
 }

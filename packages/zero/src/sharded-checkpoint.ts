@@ -10,7 +10,7 @@
 import { rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
-import { duplicateGroup, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import {
   cleanCheckpointDir,
   commitManifestEntry,
@@ -278,6 +278,8 @@ export function afterPreviousSave<T>(owner: object, write: () => Promise<T>): Pr
     return await write();
   })();
   savesInFlight.set(owner, saving);
+  // a script's last save not awaited before destroyProcessGroup: its collectives were cut, no entry
+  finishBeforeDestroyingGroups(saving);
   return saving;
 }
 

@@ -162,4 +162,13 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(() => indexSelect(tensor(5, []), 0, [1])).toThrow(AutogradArgumentError);
     expect(() => indexSelect(tensor(5, []), 0, [0, 0])).toThrow(/a 0-d tensor takes one index, got 2/);
   });
+
+  // probe X: an async forward (FSDP's, tensor-parallel layers') not awaited, fed to a loss: an untyped TypeError
+  it('a Promise where a Tensor goes: refused, saying to await it', () => {
+    const pending = Promise.resolve(t23()) as unknown as ReturnType<typeof t23>;
+    expect(() => mse(pending, t23())).toThrow(/mse: argument 0 is a Promise, not a Tensor: await the call/);
+    expect(() => crossEntropy(pending, [0, 1])).toThrow(AutogradArgumentError);
+    expect(() => add(t23(), pending)).toThrow(/argument 1 is a Promise/);
+    expect(() => t23().mul(pending)).toThrow(AutogradArgumentError);
+  });
 });

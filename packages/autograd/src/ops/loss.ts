@@ -1,5 +1,5 @@
 import { checkOptionValue, tf } from '@ddp/tensor';
-import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
+import { AutogradArgumentError, argumentError, checkOptions, refusePromises } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import { tidy } from '../scope.js';
@@ -109,6 +109,7 @@ export function crossEntropy(
   labels: Indices,
   opts: { ignoreIndex?: number; reduction?: Reduction } = {},
 ): Tensor {
+  refusePromises('crossEntropy', [logits, labels]);
   checkOptions('crossEntropy', opts, ['ignoreIndex', 'reduction']);
   checkOptionValue('crossEntropy', 'reduction', opts.reduction, REDUCTIONS, argumentError);
   requireFloat32('crossEntropy', logits);
@@ -143,6 +144,7 @@ function warnIfBroadcast(op: string, input: number[], target: number[], shape: n
 
 /** F.mse_loss: mean (or sum / none) of (input - target)^2; both sides may require grad. */
 export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction } = {}): Tensor {
+  refusePromises('mse', [input, target]);
   checkOptions('mse', opts, ['reduction']);
   checkOptionValue('mse', 'reduction', opts.reduction, REDUCTIONS, argumentError);
   const reduction = opts.reduction ?? 'mean';

@@ -69,6 +69,7 @@ try {
   syncForwardError = e instanceof SyncBatchNormError ? e.name : String(e);
 }
 
+let evalRefused = 'no error';
 /** 1d ([N, C]) against nn.BatchNorm1d on the whole batch in this process: largest differences. */
 async function oneD(): Promise<Record<string, number>> {
   const total = split.reduce((a, b) => a + b, 0);
@@ -81,7 +82,14 @@ async function oneD(): Promise<Record<string, number>> {
   await yFull.backward(tf.tensor(dys, [total, 3]));
   const sync = new SyncBatchNorm(3, { momentum: 0.2 });
   const xl = tensor(xs.slice(start * 3, (start + count) * 3), [count, 3], { requiresGrad: true });
-  const y = await sync.forwardAsync(xl);
+  const pending = sync.forwardAsync(xl);
+  // eval() before the forward is awaited (was: its running stats left untouched)
+  try {
+    sync.eval();
+  } catch (e) {
+    evalRefused = (e as Error).name;
+  }
+  const y = await pending;
   await y.backward(tf.tensor(dys.slice(start * 3, (start + count) * 3), [count, 3]));
   const dw = Float32Array.from(sync.weight!.grad!.dataSync());
   await group.allReduce(dw).wait();
@@ -158,6 +166,7 @@ const result = {
   syncForwardError,
   oneValue,
   oneD: oneDDiffs,
+  evalRefused,
   evalY: evalOut,
   ...evalStats,
   untracked,
