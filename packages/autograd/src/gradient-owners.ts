@@ -24,7 +24,7 @@ export function claimGradientReduction(
       `${who}: ${taken.map(({ name }) => name).join(', ')} already belong to another live wrapper (${holder}), ` +
         'whose hooks would reduce their gradients too; ' +
         (zero
-          ? 'ZeRO stage 2 reduces gradients itself: use stage 1 under DDP'
+          ? "ZeRO stage 2 reduces gradients itself: use stage 1 under DDP or a pipeline's dpGroup, or stage 2 alone"
           : 'call dispose() on it first (to wrap a module again), or wrap one module holding every part that ' +
             'shares them (a backbone and its heads) once'),
     );

@@ -1,4 +1,12 @@
-import { fromTf, type Indices, type Tensor, tidy, whileWriting } from '@ddp/autograd';
+import {
+  claimGradientReduction,
+  fromTf,
+  type Indices,
+  releaseGradientReduction,
+  type Tensor,
+  tidy,
+  whileWriting,
+} from '@ddp/autograd';
 import { type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
@@ -95,6 +103,11 @@ export async function pipelineStep(
   // a step not awaited, then the next: the two schedules' transfers met each other until the timeout
   if (running.has(stage))
     throw new PipelineStageError(`stage ${stage.stage}: pipelineStep while the last one still runs (not awaited)`);
+  // averaged over dpGroup here: a wrapper reducing them too (DDP; ZeRO stage 2, whose non-owners free
+  // theirs, so the average met zeros) gave half the gradient, silently
+  const reduced =
+    opts.dpGroup && opts.dpGroup.size > 1 ? stage.namedParameters().map(([name, param]) => ({ name, param })) : [];
+  claimGradientReduction(stage, reduced, 'pipelineStep (dpGroup)', (message) => new PipelineStageError(message));
   running.add(stage);
   try {
     // the optimizer refuses the gradients, and eval() the stage, until the step is awaited
@@ -103,6 +116,7 @@ export async function pipelineStep(
     );
   } finally {
     running.delete(stage);
+    releaseGradientReduction(stage, reduced);
   }
 }
 

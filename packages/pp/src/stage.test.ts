@@ -1,4 +1,4 @@
-import { markParameterShard, type Tensor, tidy } from '@ddp/autograd';
+import { claimGradientReduction, markParameterShard, releaseGradientReduction, type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -113,6 +113,21 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     opt.step();
     await pipelineStep(stage, microBatches(1, 0), opts);
     opt.dispose();
+    stage.dispose();
+  });
+
+  // probe Z: ZeRO stage 2 frees the gradients of parameters other ranks own, so dpGroup's average met zeros
+  it('a dpGroup over parameters another wrapper reduces (ZeRO stage 2, DDP): refused, naming it', async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const zero = {}; // what ZeroRedundancyOptimizer({ stage: 2 }) claims at construction
+    const params = stage.namedParameters().map(([name, param]) => ({ name, param }));
+    claimGradientReduction(zero, params, 'ZeroRedundancyOptimizer stage 2', (m) => new Error(m));
+    const dpGroup = { rank: 0, size: 2, ranks: [0, 1] } as unknown as ProcessGroup; // refused before it is used
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], dpGroup };
+    await expect(pipelineStep(stage, microBatches(0, 0), opts)).rejects.toThrow(
+      /pipelineStep \(dpGroup\): .* already belong to another live wrapper \(ZeroRedundancyOptimizer stage 2\)/,
+    );
+    releaseGradientReduction(zero, params);
     stage.dispose();
   });
 
