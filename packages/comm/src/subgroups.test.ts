@@ -53,6 +53,17 @@ describe('newGroup: the members agree on the group through the store', () => {
     expect(results[2]?.error?.message).toMatch(/^rank 2: newGroup\(\[0,1,2\]\): rank 1 did not make this group/);
   }, 60_000);
 
+  // probe Z: the argument was ignored and the world torn down (its peers: PeerLostError, NotInitializedError)
+  it('destroyProcessGroup(subgroup) ends that group alone; null (a non-member) nothing', async () => {
+    const results = (await run('destroy')).map((o) => o.results[0] as Result);
+    expect(results.map((r) => [r.a, r.error?.name])).toEqual([
+      [6, 'NotInitializedError'],
+      [6, 'NotInitializedError'],
+      [6, undefined],
+    ]);
+    expect(results[1].error?.message).toBe('rank 1: allReduce on a process group after destroyProcessGroup');
+  }, 60_000);
+
   it('the lowest member destroys the world right after making a group: the others still make it', async () => {
     // before: rank 0 returned once it had set the id, and its destroyProcessGroup closed the store the others
     // were about to read it from (PeerLostError out of newGroup, seen in CI as a flaky agreement test)

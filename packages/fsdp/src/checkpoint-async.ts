@@ -8,7 +8,7 @@ import {
   snapshot,
   writeSnapshot,
 } from './checkpoint-save.js';
-import { FSDPError } from './errors.js';
+import { FSDPError, globalRank } from './errors.js';
 import type { FSDPModule } from './fully-shard.js';
 import { BackgroundWriter } from './safetensors-writer.js';
 
@@ -77,7 +77,8 @@ export class AsyncCheckpointer {
     contents: { optimizer: AnyOptimizer; step: number; extra?: unknown },
     { expectNewest }: SaveOptions = {},
   ): Promise<{ done: Promise<string> }> {
-    if (this.closed) throw new FSDPError(`rank ${this.root.processGroup.rank}: AsyncCheckpointer.save after close()`);
+    if (this.closed)
+      throw new FSDPError(`rank ${globalRank(this.root.processGroup)}: AsyncCheckpointer.save after close()`);
     checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
     const stage: StagingBuffers | undefined = this.pending === 0 ? (k, n) => this.stagingBuffer(k, n) : undefined;
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);

@@ -22,6 +22,7 @@ import {
   shardNames,
   unitsOf,
 } from './checkpoint-save.js';
+import { globalRank } from './errors.js';
 import type { FSDPModule } from './fully-shard.js';
 import { recordLoaded } from './same-start.js';
 
@@ -69,7 +70,7 @@ function checkReplicated(file: ParsedSafetensors, root: FSDPModule, path: string
   ].filter(Boolean);
   const what = "the model's unsharded parameters and buffers";
   throw new ShardedCheckpointError(
-    `rank ${root.processGroup.rank}: ${path} does not fit ${what}: ${parts.join('; ')}`,
+    `rank ${globalRank(root.processGroup)}: ${path} does not fit ${what}: ${parts.join('; ')}`,
     path,
   );
 }
@@ -119,12 +120,13 @@ async function loadNow(
     return files.get(k)!;
   };
   const { rank } = contents.root.processGroup;
+  const me = globalRank(contents.root.processGroup);
   // each shard's new chunk, from the saved chunks (or flat shards) that overlap it
   const values = new Map<Parameter, SavedChunk>();
   for (const [u, unit] of units.entries()) {
     for (const [j, shard] of (unit.flat?.shards ?? []).entries()) {
       const size = unit.flat!.chunks[j];
-      values.set(shard, await readChunk(entry, manifest, shardOf, { u, j, rank }, rank * size, size));
+      values.set(shard, await readChunk(entry, manifest, shardOf, { u, j, rank: me }, rank * size, size));
     }
   }
   const replicated = await loadSafetensors(join(entry, REPLICATED_FILE), options);
@@ -161,7 +163,7 @@ async function loadNow(
         const mine = here.map((p) => names.get(p) ?? '(not a shard)').sort();
         if (`${saved}` !== `${mine}`)
           throw new ShardedCheckpointError(
-            `rank ${rank}: ${entry}: the optimizer's group ${gi} holds the shards of parameters [${mine}] ` +
+            `rank ${me}: ${entry}: the optimizer's group ${gi} holds the shards of parameters [${mine}] ` +
               `(unit.parameter), the checkpoint's [${saved}]`,
             entry,
           );

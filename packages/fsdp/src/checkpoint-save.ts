@@ -16,6 +16,7 @@ import {
   commitManifestEntry,
   crashPoint,
   createTemporaryEntry,
+  modelPart,
   type Optimizer,
   type Parameter,
   type SafeTensor,
@@ -61,6 +62,8 @@ export interface FSDPManifest {
   extra: unknown;
   /** The save's id, in every file it wrote (@ddp/nn's checkpoint-binding); absent before. */
   save?: string;
+  /** A digest of the parameters' names and shapes (nn's modelPart): pipeline stages differ; absent before. */
+  modelPart?: string;
 }
 
 /** A rank's part of a checkpoint, copied to host memory. */
@@ -154,6 +157,10 @@ export function snapshot(
     kind: optimizer.stateKind(),
     extra: extra ?? null,
   };
+  manifest.modelPart = modelPart(
+    manifest.units.flatMap((u) => u.params.map((q) => `${q.name}[${q.shape}]`)),
+    null,
+  );
   // a copy, as the tensors are: a save not awaited while training went on wrote the `extra` (a loader
   // position) of a later step beside this step's weights
   return { tensors, scalars, replicated, manifest: JSON.parse(JSON.stringify(manifest)) as FSDPManifest };
@@ -225,7 +232,8 @@ export async function writeSnapshot(
         await writeFileAtomic(join(entry, MANIFEST_FILE), sealJson({ ...manifest }));
         crashPoint(`${tag}:before-commit`);
         const kind = { file: MANIFEST_FILE, format: 'ddp-fsdp-sharded-checkpoint' };
-        committed = await commitManifestEntry(dir, entry, manifest.step, kind, { where: failed, expectNewest, owner });
+        const check = { where: failed, expectNewest, owner, part: manifest.modelPart! };
+        committed = await commitManifestEntry(dir, entry, manifest.step, kind, check);
       },
       `${failed}: rank 0 failed to commit the checkpoint`,
     );

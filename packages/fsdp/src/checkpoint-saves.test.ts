@@ -70,6 +70,18 @@ describe('FSDP saves with expectNewest', () => {
   });
 });
 
+// probe Z: pipeline stages saving one step into one directory: each commit deleted the other's entry
+it("saveFSDPCheckpoint refuses a commit over the same step of another part of the model (a pipeline stage's)", async () => {
+  const dir = join(root, 'stages');
+  const [first, second] = [new Linear(3, 2), new Linear(2, 4)].map((m) => {
+    const stage = fullyShard(m);
+    return { root: stage, optimizer: new Adam(stage.parameters(), { lr: 0.01 }) };
+  });
+  await saveFSDPCheckpoint(dir, { ...first, step: 2 });
+  await expect(saveFSDPCheckpoint(dir, { ...second, step: 2 })).rejects.toThrow(/another part of the model/);
+  expect(await entries(dir)).toHaveLength(1);
+});
+
 // before: `extra` was serialised when the manifest was written, after the save's awaits
 describe('FSDP saves copy `extra` at the call', () => {
   it('AsyncCheckpointer.save and an unawaited saveFSDPCheckpoint record the values of the call', async () => {

@@ -2,7 +2,7 @@ import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks }
 import { groupOrWorld, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
-import { FSDPError } from './errors.js';
+import { FSDPError, globalRank } from './errors.js';
 import { FlatShard } from './flat-shard.js';
 import { reduceInBackground } from './gradient-reduction.js';
 import { checkSameStart, recordStart } from './same-start.js';
@@ -109,7 +109,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
         // an async forward (tensor-parallel layers, whose collectives run inside it) would run on
         // after the unit freed its parameters and left its saved-tensor hooks
         throw new FSDPError(
-          `rank ${this.processGroup.rank}: ${module.constructor.name}'s forward is async; a fullyShard unit's ` +
+          `rank ${globalRank(this.processGroup)}: ${module.constructor.name}'s forward is async; a fullyShard unit's ` +
             'forward must be synchronous and return a Tensor (tensor-parallel modules cannot be units)',
         );
       }
@@ -167,7 +167,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   }
 
   private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {
-    checkTrainableSet(this.module, [this, ...this.subunits], this.processGroup.rank);
+    checkTrainableSet(this.module, [this, ...this.subunits], globalRank(this.processGroup));
     await checkSameStart([this, ...this.subunits], this.processGroup);
     lastInForward = null;
     const all = [this, ...this.subunits];
@@ -213,7 +213,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   private unitForward(inputs: Tensor[]): Tensor {
     if (this.flat && !this.flat.isGathered) {
       throw new FSDPError(
-        `rank ${this.processGroup.rank}: ${this.module.constructor.name}'s parameters are not gathered; ` +
+        `rank ${globalRank(this.processGroup)}: ${this.module.constructor.name}'s parameters are not gathered; ` +
           'run the model through `await root.forward(...)` of the outermost fullyShard unit; a unit called ' +
           'twice in one forward needs fullyShard(…, { reshardAfterForward: false }) (it frees its parameters ' +
           'after each call)',

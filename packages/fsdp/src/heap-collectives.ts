@@ -1,7 +1,7 @@
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { aliasGrowingHeap, growingHeapMoved } from '@ddp/shm';
 import { copyTensorInto, ownedHeapView, tensorFromFloat32, tf, wasmHeapBuffer } from '@ddp/tensor';
-import { FSDPError } from './errors.js';
+import { FSDPError, globalRank } from './errors.js';
 
 /**
  * FSDP's collectives on the wasm heap itself, as DDP reduces gradients where they live (DESIGN,
@@ -23,7 +23,9 @@ function sharedStorage(t: tf.Tensor): Float32Array | null {
 /** Raises when the heap moved while `op` wrote through the alias (its result never reached the tensors). */
 function checkUnmoved(group: ProcessGroup, op: string): void {
   if (growingHeapMoved(wasmHeapBuffer()))
-    throw new FSDPError(`rank ${group.rank}: ${op}: the wasm heap moved while comm wrote into it; the values are lost`);
+    throw new FSDPError(
+      `rank ${globalRank(group)}: ${op}: the wasm heap moved while comm wrote into it; the values are lost`,
+    );
 }
 
 /**

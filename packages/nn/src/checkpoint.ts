@@ -28,7 +28,7 @@ import {
   parameterOrderChange,
   refuseShardedOptimizer,
 } from './checkpoint-order.js';
-import { modelPart, recordedShards, refuseOtherPart, shardsHeld } from './checkpoint-parts.js';
+import { modelPart, refuseOtherPart, refuseOtherShards, shardsHeld } from './checkpoint-parts.js';
 import { temporaryEntryName } from './checkpoint-temporaries.js';
 import { noteCommitted, refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
@@ -125,7 +125,7 @@ export async function saveCheckpoint(
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
-  const shards = shardsHeld(contents.model);
+  const shards = shardsHeld(contents.model.parameters());
   const part = modelPart(model.keys(), shards);
   const save = temporaryEntryName(); // the entry's name while written, and the id binding its files
   const meta: CheckpointMeta = {
@@ -164,7 +164,7 @@ export async function saveCheckpoint(
     const committed = await commitEntry(dir, tmp, meta.step, META_FILE, async (newest) => {
       refuseOtherRun(`saveCheckpoint(${dir})`, expectNewest, contents.model)(newest);
       const read = newest && readSealedJson(join(newest, META_FILE), 'ddp-checkpoint', VERSION).catch(() => null);
-      refuseOtherPart(dir, read ? await read : null, meta.step, part);
+      refuseOtherPart(`saveCheckpoint(${dir})`, dir, read ? await read : null, meta.step, part);
     });
     noteCommitted(contents.model, committed);
     return committed;
@@ -274,15 +274,7 @@ async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheck
       const change = parameterOrderChange(meta.optimizer.paramNames, now);
       if (change) throw new CheckpointError(`${path}: ${change}`);
     }
-    // a tensor-parallel shard has the same name and shape on every rank: another rank's loaded silently
-    const held = shardsHeld(contents.model);
-    const saved = meta.parameterShards === undefined ? held : recordedShards(meta.parameterShards);
-    if (saved !== held) {
-      throw new CheckpointError(
-        `${path} holds ${saved ?? 'whole parameters'}, this model ${held ?? 'whole parameters'}: ` +
-          'save each rank of a tensor-parallel model into its own directory and load it on the same rank',
-      );
-    }
+    refuseOtherShards(path, meta.parameterShards, contents.model.parameters(), (m) => new CheckpointError(m));
     // the optimizer and scheduler checked before the model changes: a refused load leaves all as they were
     if (optimizerState) contents.optimizer?.checkStateDict(optimizerState);
     if (meta.scheduler) contents.scheduler?.checkState(meta.scheduler);

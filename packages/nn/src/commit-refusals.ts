@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { commitEntry } from './checkpoint-dir.js';
 import { CheckpointError } from './checkpoint-errors.js';
+import { refuseOtherPart } from './checkpoint-parts.js';
 
 /**
  * For kinds whose metadata files share a name (@ddp/zero's and @ddp/fsdp's manifest.json):
@@ -15,9 +16,7 @@ import { CheckpointError } from './checkpoint-errors.js';
 export function refuseOtherFormat(metaFile: string, format: string) {
   return async (newest: string | null): Promise<void> => {
     if (newest === null) return;
-    const found = await readFile(join(newest, metaFile), 'utf8')
-      .then((text) => (JSON.parse(text) as { format?: unknown }).format)
-      .catch(() => undefined);
+    const found = (await readJson(join(newest, metaFile)))?.format;
     // a damaged manifest of this kind is the loader's to report; saving past it goes on as before
     if (typeof found !== 'string' || found === format) return;
     throw new CheckpointError(
@@ -26,6 +25,12 @@ export function refuseOtherFormat(metaFile: string, format: string) {
     );
   };
 }
+
+/** A manifest's fields, or null when it cannot be read (a damaged one is the loader's to report). */
+const readJson = (path: string) =>
+  readFile(path, 'utf8')
+    .then((text) => JSON.parse(text) as Record<string, unknown>)
+    .catch(() => null);
 
 /** By owner (the model, optimizer, FSDP root or checkpointer that saved), by resolved directory, its last entry. */
 const committedBy = new WeakMap<object, Map<string, string>>();
@@ -59,21 +64,24 @@ export function refuseOtherRun(where: string, expected: string | null | undefine
 
 /**
  * commitEntry for the kinds whose metadata files share a name (@ddp/zero's and @ddp/fsdp's
- * manifest.json), checked as their saves need: another format's newest entry, or another run's
- * (`expectNewest`, `owner` the saving object), is refused; the owner's commit is recorded.
+ * manifest.json), checked as their saves need: another format's newest entry, another run's
+ * (`expectNewest`, `owner` the saving object), or this step of another part of the model (`part`:
+ * checkpoint-parts.ts's modelPart) is refused; the owner's commit is recorded.
  */
 export async function commitManifestEntry(
   dir: string,
   temporary: string,
   step: number,
   manifest: { file: string; format: string },
-  check: { where: string; expectNewest: string | null | undefined; owner: object },
+  check: { where: string; expectNewest: string | null | undefined; owner: object; part: string },
 ): Promise<string> {
   const otherFormat = refuseOtherFormat(manifest.file, manifest.format);
   const otherRun = refuseOtherRun(check.where, check.expectNewest, check.owner);
   const committed = await commitEntry(dir, temporary, step, manifest.file, async (newest) => {
     await otherFormat(newest);
     otherRun(newest);
+    const read = newest && (await readJson(join(newest, manifest.file)));
+    refuseOtherPart(check.where, dir, read || null, step, check.part);
   });
   noteCommitted(check.owner, committed);
   return committed;

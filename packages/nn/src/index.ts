@@ -33,6 +33,7 @@ export {
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
 export { optimizerParamNames, optimizerStateTensors, parameterOrderChange } from './checkpoint-order.js';
+export { modelPart, refuseOtherShards, shardsHeld } from './checkpoint-parts.js';
 export { temporaryEntryName } from './checkpoint-temporaries.js';
 export { commitManifestEntry, refuseOtherFormat } from './commit-refusals.js';
 export { type CommitTurn, takeCommitTurn } from './commit-turn.js';

@@ -1,3 +1,4 @@
+export { afterPreviousSave, checkpointGroupOf, fromRank0, onEveryRank } from './checkpoint-group.js';
 export { ZeroError } from './errors.js';
 export { GradientSharder } from './gradient-shard.js';
 export { BufferPool } from './host-buffers.js';
@@ -5,11 +6,7 @@ export { checkBound, latestManifestEntry, readManifest } from './manifest-read.j
 export { type Partition, partitionParameters } from './partition.js';
 export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
 export {
-  afterPreviousSave,
-  checkpointGroupOf,
-  fromRank0,
   MANIFEST_FILE,
-  onEveryRank,
   type ShardedCheckpointContents,
   ShardedCheckpointError,
   type ShardedManifest,

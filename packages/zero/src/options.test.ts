@@ -1,9 +1,10 @@
-import { fromTf } from '@ddp/autograd';
+import { fromTf, markParameterShard } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Linear } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ZeroError } from './errors.js';
+import { zeroDiffers } from './same-parameters.js';
 import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 beforeAll(async () => {
@@ -39,4 +40,15 @@ it('zeroGrad while a step not awaited runs: refused; awaited, the step happened'
   await stepping;
   opt.zeroGrad();
   expect(Array.from(layer.weight.data.dataSync())).not.toEqual(before);
+});
+
+// probe Z: ZeRO over the tp group of a dp × tp grid advised broadcasting rank 0's parameters, which
+// would copy tp rank 0's part of each shard over rank 1's
+it("parameters that differ because they are a tensor-parallel shard's parts: named as such", () => {
+  const [shard, plain] = [new Linear(2, 2), new Linear(2, 2)].map((l) => l.weight);
+  markParameterShard(shard, { ranks: [0, 1], rank: 0 });
+  expect(zeroDiffers([plain, shard])(0, 1, 0, 1).message).toMatch(
+    /^rank 0: parameter 1 is a tensor-parallel shard \(here part of ranks \[0,1\]\), .*data-parallel group/,
+  );
+  expect(zeroDiffers([plain, shard])(0, 0, 0, 1).message).toMatch(/parameter 0 differs between ranks 0 and 1/);
 });

@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib';
-import type { Tensor } from '@ddp/autograd';
+import { parameterShardOf, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { ZeroError } from './errors.js';
 
@@ -14,12 +14,27 @@ export function parameterChecksums(params: readonly Tensor[]): Int32Array {
 /** The error for parameter i differing between group ranks `first` and `other`, raised on rank `me`. */
 export type DifferingParameterError = (me: number, i: number, first: number, other: number) => Error;
 
-const zeroDiffers: DifferingParameterError = (me, i, first, other) =>
-  new ZeroError(
-    `rank ${me}: parameter ${i} differs between ranks ${first} and ${other} at the first step: initialise ` +
-      "the model alike on every rank (the same seed) or broadcast rank 0's parameters first " +
-      '(DistributedDataParallel.create does)',
-  );
+/**
+ * ZeRO's error: a tensor-parallel shard two of whose parts the group holds (ZeRO over the world
+ * or the tp group, where the data-parallel group was meant) is named as such, as the advice to
+ * broadcast rank 0's parameters would copy one part over the others.
+ */
+export const zeroDiffers =
+  (params: readonly Tensor[]): DifferingParameterError =>
+  (me, i, first, other) => {
+    const shard = parameterShardOf(params[i]);
+    if (shard?.ranks.includes(first) && shard.ranks.includes(other))
+      return new ZeroError(
+        `rank ${me}: parameter ${i} is a tensor-parallel shard (here part of ranks [${shard.ranks}]), and ranks ` +
+          `${first} and ${other} of the group hold different parts of it: run ZeRO over the data-parallel ` +
+          'group (grid.dpGroup)',
+      );
+    return new ZeroError(
+      `rank ${me}: parameter ${i} differs between ranks ${first} and ${other} at the first step: initialise ` +
+        "the model alike on every rank (the same seed) or broadcast rank 0's parameters first " +
+        '(DistributedDataParallel.create does)',
+    );
+  };
 
 /**
  * Raises an error on every rank when the ranks' parameters differ (collective). ZeRO (and FSDP)
@@ -30,7 +45,7 @@ const zeroDiffers: DifferingParameterError = (me, i, first, other) =>
 export async function checkSameParameters(
   checksums: Int32Array,
   group: ProcessGroup,
-  differs: DifferingParameterError = zeroDiffers,
+  differs: DifferingParameterError,
 ): Promise<void> {
   const all = (await group.allGather(checksums).wait()) as Int32Array[];
   for (let r = 1; r < all.length; r++) {

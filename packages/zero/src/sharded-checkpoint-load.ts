@@ -12,6 +12,7 @@ import {
   optimizerParamNames,
   type ParamState,
   parameterOrderChange,
+  refuseOtherShards,
   type SafeTensor,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
@@ -97,6 +98,8 @@ export async function loadShardedCheckpoint(
       );
     }
   });
+  const damaged = (m: string) => new ShardedCheckpointError(m, join(dir, MANIFEST_FILE));
+  refuseOtherShards(dir, manifest.parameterShards, contents.model?.parameters() ?? params, damaged);
   // the model loads by name, the optimizer state by position: both must still pair alike
   if (contents.model && manifest.weights === MODEL_FILE) {
     const saved = manifest.parameters.map((p) => p.name);

@@ -10,7 +10,7 @@
 import { rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Tensor } from '@ddp/autograd';
-import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import type { ProcessGroup } from '@ddp/comm';
 import {
   cleanCheckpointDir,
   commitManifestEntry,
@@ -20,6 +20,7 @@ import {
   type GeneratorState,
   type LRScheduler,
   type Module,
+  modelPart,
   optimizerStateTensors,
   type ParamState,
   type SafeTensor,
@@ -27,6 +28,7 @@ import {
   type SchedulerState,
   saveSafetensors,
   sealJson,
+  shardsHeld,
   takeCommitTurn,
   temporaryEntryName,
   toSafeTensor,
@@ -34,6 +36,8 @@ import {
   writeFileAtomic,
 } from '@ddp/nn';
 import { checkOptionNames } from '@ddp/tensor';
+import { afterPreviousSave, checkpointGroupOf, fromRank0, onEveryRank } from './checkpoint-group.js';
+import { ShardedCheckpointError } from './errors.js';
 import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -43,16 +47,7 @@ export const PARAMS_FILE = 'params.safetensors';
 
 export const shardFile = (rank: number, worldSize: number) => `optimizer-shard-${rank}-of-${worldSize}.safetensors`;
 
-/** A sharded checkpoint that is missing, incomplete, unreadable or does not fit the optimizer. */
-export class ShardedCheckpointError extends Error {
-  override readonly name = 'ShardedCheckpointError';
-  /** The file at fault, when one is. */
-  readonly file: string | undefined;
-  constructor(message: string, file?: string) {
-    super(message);
-    this.file = file;
-  }
-}
+export { ShardedCheckpointError };
 
 /** 2: the manifest and the safetensors metadata carry checksums (1: written before they did). */
 export const VERSION = 2;
@@ -79,6 +74,10 @@ export interface ShardedManifest {
   extra: unknown;
   /** The save's id, in every file it wrote (@ddp/nn's checkpoint-binding); absent before. */
   save?: string;
+  /** Which tensor-parallel shards the parameters are (nn's shardsHeld), and a digest of the model's part
+   * (nn's modelPart: names, shapes, shards); absent before. */
+  parameterShards?: string | null;
+  modelPart?: string;
 }
 
 /** What a sharded checkpoint holds besides the optimizer's shards (the model's weights when `model` is given). */
@@ -103,35 +102,6 @@ export function globalParams(zero: AnyZero): Tensor[] {
   return zero.paramGroups.flatMap((g) => g.params);
 }
 
-/**
- * Runs `work` on every rank, then every rank learns whether every rank succeeded (MAX of the
- * failure flags), so none waits on a failed peer and all fail together.
- */
-export async function onEveryRank(group: ProcessGroup, work: () => Promise<void>, failure: string): Promise<void> {
-  let error: unknown = null;
-  try {
-    await work();
-  } catch (e) {
-    error = e;
-  }
-  const flag = new Int32Array([error === null ? 0 : 1]);
-  await group.allReduce(flag, { op: ReduceOp.MAX }).wait();
-  if (flag[0] === 0) return;
-  const fs = error as NodeJS.ErrnoException | null;
-  // a plain fs error of this rank's (mkdir, rename): typed as the other ranks' is, naming what failed
-  if (fs?.name === 'Error' && typeof fs.syscall === 'string')
-    throw new ShardedCheckpointError(`${failure}: ${fs.message}`, fs.path);
-  throw error ?? new ShardedCheckpointError(failure);
-}
-
-/** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
-export async function fromRank0(group: ProcessGroup, name: string): Promise<string> {
-  const buf = new Int32Array(512);
-  if (group.rank === 0) buf.set(new TextEncoder().encode(name));
-  await group.broadcast(buf, { src: 0 }).wait();
-  return new TextDecoder().decode(Uint8Array.from(buf.subarray(0, buf.indexOf(0))));
-}
-
 /** What one rank writes of a sharded checkpoint, copied from the live state. */
 function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: unknown }) {
   const zero = contents.optimizer;
@@ -148,16 +118,18 @@ function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: 
         ? [...contents.model.stateDict()].map(([k, t]): [string, SafeTensor] => [k, toSafeTensor(t)])
         : params.map((p, i): [string, SafeTensor] => [`param.${i}`, toSafeTensor(p.data)]);
   const names = new Map(contents.model?.namedParameters().map(([n, p]) => [p as Tensor, n]) ?? []);
+  const parameters = params.map((p, i) => ({
+    name: names.get(p) ?? `param.${i}`,
+    shape: [...p.shape],
+    shard: zero.partition.owner.get(p)!,
+  }));
+  const parameterShards = shardsHeld(contents.model?.parameters() ?? params);
   const manifest: ShardedManifest = {
     format: 'ddp-zero-sharded-checkpoint',
     version: VERSION,
     worldSize: size,
     step: contents.step,
-    parameters: params.map((p, i) => ({
-      name: names.get(p) ?? `param.${i}`,
-      shape: [...p.shape],
-      shard: zero.partition.owner.get(p)!,
-    })),
+    parameters,
     paramGroups: zero.paramGroups.map(({ params: ps, ...hyper }) => ({
       ...hyper,
       params: ps.map((q) => index.get(q)!),
@@ -168,6 +140,11 @@ function snapshot(contents: ShardedCheckpointContents & { step: number; extra?: 
     generators: null,
     kind: zero.stateKind(),
     extra: contents.extra ?? null,
+    parameterShards,
+    modelPart: modelPart(
+      parameters.map((p) => `${p.name}[${p.shape}]`),
+      parameterShards,
+    ),
   };
   sealJson({ ...manifest }); // refuses what JSON cannot keep at the call, before anything is written
   // a copy of the call's values (`extra` changed while the save wrote was saved changed)
@@ -247,7 +224,7 @@ export async function saveShardedCheckpoint(
           if (rank !== 0) return;
           await writeFileAtomic(join(temporary, MANIFEST_FILE), sealJson({ ...manifest, generators, save }));
           const kind = { file: MANIFEST_FILE, format: 'ddp-zero-sharded-checkpoint' };
-          const check = { where: failed, expectNewest, owner: zero };
+          const check = { where: failed, expectNewest, owner: zero, part: manifest.modelPart! };
           committed = await commitManifestEntry(dir, temporary, contents.step, kind, check);
         },
         `${failed}: rank 0 failed to commit the checkpoint`,
@@ -261,40 +238,4 @@ export async function saveShardedCheckpoint(
       turn.done();
     }
   }
-}
-
-/** Per owner (an optimizer, an FSDP root), its latest save (the next one's collectives wait for it). */
-const savesInFlight = new WeakMap<object, Promise<unknown>>();
-
-/**
- * `write` once `owner`'s previous save settled: one save of an owner's at a time, as two in flight
- * paired their identical collectives on the checkpoint group by position, so one could commit
- * without the other rank's shard. Shared with @ddp/fsdp's saves.
- */
-export function afterPreviousSave<T>(owner: object, write: () => Promise<T>): Promise<T> {
-  const previous = savesInFlight.get(owner);
-  const saving = (async () => {
-    await previous?.catch(() => {});
-    return await write();
-  })();
-  savesInFlight.set(owner, saving);
-  // a script's last save not awaited before destroyProcessGroup: its collectives were cut, no entry
-  finishBeforeDestroyingGroups(saving);
-  return saving;
-}
-
-const checkpointGroups = new WeakMap<object, Promise<ProcessGroup>>();
-
-/**
- * The owner's checkpoint group (its group's ranks, collectives of their own), made at its first
- * save: a save not awaited runs beside training's collectives without meeting them.
- */
-export function checkpointGroupOf(owner: { readonly processGroup: ProcessGroup }): Promise<ProcessGroup> {
-  let group = checkpointGroups.get(owner);
-  if (!group) {
-    // its members only: newGroup on the mpi backend needs the whole world (a subgroup's save failed there)
-    group = duplicateGroup(owner.processGroup);
-    checkpointGroups.set(owner, group);
-  }
-  return group;
 }

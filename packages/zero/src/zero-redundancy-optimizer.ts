@@ -8,7 +8,7 @@ import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { ParameterExchange } from './parameter-exchange.js';
 import { type Partition, partitionParameters } from './partition.js';
-import { checkSameParameters, parameterChecksums } from './same-parameters.js';
+import { checkSameParameters, parameterChecksums, zeroDiffers } from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
@@ -136,7 +136,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     if (!this.checkedParameters) {
       const checksums = parameterChecksums(this.allParams());
       await notified; // the join notification is the iteration's first collective
-      await checkSameParameters(checksums, this.processGroup); // before any change: a refused step changes nothing
+      await checkSameParameters(checksums, this.processGroup, zeroDiffers(this.allParams())); // before any change: a refused step changes nothing
       this.checkedParameters = true;
     }
     if (this.sharder) {

@@ -15,6 +15,7 @@ import {
   checkRoot,
   checkScatterInputs,
 } from './arg-checks.js';
+import { isDestroyed } from './destroyed-groups.js';
 import type { P2POp, ProcessGroup, ReduceScatterOptions } from './group.js';
 import type { Work } from './work.js';
 
@@ -46,7 +47,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   /** Any use after destroyProcessGroup raises at once (no op may reach a closed mesh or a peer's shared memory). */
   private checkAlive(call: string): void {
-    if (this.comm.closed || this.main?.closed) {
+    if (this.comm.closed || this.main?.closed || isDestroyed(this)) {
       const me = this.me;
       const why = `rank ${me}: ${call} on a process group after destroyProcessGroup`;
       throw new NotInitializedError(why, { rank: me, op: call });

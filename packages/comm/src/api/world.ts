@@ -28,6 +28,7 @@ import { type PeerAddress, wireCounterViews } from '../transport/socket-io.js';
 import { removeStaleSocketFiles } from '../transport/unix-socket.js';
 import { checkOptionKeys } from './arg-checks.js';
 import { settleBackgroundWork } from './background-work.js';
+import { markDestroyed } from './destroyed-groups.js';
 import type { ProcessGroup } from './group.js';
 import { WorkerProcessGroup } from './process-group.js';
 
@@ -213,8 +214,12 @@ export function getWireStats(): WireStats {
 /**
  * Closes the peer connections, the worker and (if initProcessGroup made it) the store, once the
  * background work that needs them is done; then raises that work's unreported failure, if any.
+ * Given a subgroup, ends that group alone (its later calls raise NotInitializedError), as torch's
+ * destroy_process_group(group); given null (what newGroup gave a non-member), nothing.
  */
-export async function destroyProcessGroup(): Promise<void> {
+export async function destroyProcessGroup(group?: ProcessGroup | null): Promise<void> {
+  if (group === null) return;
+  if (group !== undefined && isInitialized() && group !== getDefaultGroup()) return markDestroyed(group);
   const failure = await settleBackgroundWork();
   await closeGroups();
   if (failure != null) throw failure;

@@ -9,6 +9,7 @@ import {
   checkRoot,
   checkScatterInputs,
 } from '../api/arg-checks.js';
+import { isDestroyed } from '../api/destroyed-groups.js';
 import type { P2POp, ProcessGroup } from '../api/group.js';
 import { makeWork, type Work } from '../api/work.js';
 import type { CommArray, HalfDtype, OpName, ReduceOp } from '../dtypes.js';
@@ -74,7 +75,7 @@ export class MpiProcessGroup implements ProcessGroup {
    * the agreement, flagged as failed, so every member refuses it instead of waiting for it.
    */
   private collective<T>(call: OpName, opts: object | undefined, args: unknown[], prepare: () => Prepared<T>): Work<T> {
-    if (this.destroyed())
+    if (this.destroyed() || isDestroyed(this))
       throw new NotInitializedError(`rank ${this.me}: ${call} on a process group after destroyProcessGroup`, {
         rank: this.me,
         op: call,
@@ -270,7 +271,7 @@ export class MpiProcessGroup implements ProcessGroup {
    * No agreement: a receive of a different size than was sent is an error on the receiver.
    */
   batchIsendIrecv(ops: P2POp[]): Work {
-    if (this.destroyed())
+    if (this.destroyed() || isDestroyed(this))
       throw new NotInitializedError(`rank ${this.me}: batchIsendIrecv after destroyProcessGroup`, {
         rank: this.me,
         op: 'batchIsendIrecv',

@@ -6,7 +6,7 @@ import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
  * rank 1 does), or the lowest member destroys the world right after making it, before the
  * others start to ('late': [0, 1, 2], the others 500 ms late), or rank 0, which hosts the store, exits
  * while the others wait for it to make [0, 1, 2] ('gone'), or rank 1 makes [0, 1] where the others
- * make [0, 1, 2] ('split'). Prints the all-reduced values
+ * make [0, 1, 2] ('split'), or [0, 1] is destroyed and the world used after ('destroy'). Prints the all-reduced values
  * per group, or the error. 3 ranks. Args: scenario
  */
 const scenario = process.argv[2];
@@ -23,6 +23,14 @@ try {
     }
     await new Promise((r) => setTimeout(r, 500));
     result.a = (await newGroup([0, 1, 2]))?.size;
+  }
+  if (scenario === 'destroy') {
+    const group = await newGroup([0, 1]);
+    await destroyProcessGroup(group); // null on rank 2: nothing to end
+    const buf = Float32Array.of(world.rank + 1);
+    await world.allReduce(buf).wait(); // the world goes on
+    result.a = buf[0];
+    group?.allReduce(buf); // ended: raises
   }
   if (scenario === 'split')
     result.a = (await newGroup(world.rank === 1 ? [0, 1] : [0, 1, 2], { timeoutMs: 3_000 }))?.size;
