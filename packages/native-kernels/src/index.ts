@@ -204,7 +204,12 @@ export function loadNativeKernels(): NativeKernelsLoad {
       reason = `addon not built: ${readFileSync(new URL('../build/not-built.txt', import.meta.url), 'utf8').trim()}`;
     } catch {
       const { code, message } = err as NodeJS.ErrnoException;
-      reason = code === 'MODULE_NOT_FOUND' ? 'addon not built' : `addon failed to load: ${message.split('\n')[0]}`;
+      // no not-built.txt: the install script never ran (pnpm 10 runs only the build scripts it was allowed)
+      reason =
+        code === 'MODULE_NOT_FOUND'
+          ? 'addon not built: its install script never ran; with pnpm 10, `pnpm approve-builds` or list ' +
+            '@ddp/native-kernels under onlyBuiltDependencies, then `pnpm rebuild @ddp/native-kernels`'
+          : `addon failed to load: ${message.split('\n')[0]}`;
     }
     loaded = { kernels: null, reason };
   }

@@ -1,9 +1,8 @@
 // Sum of a row-major [rows, cols] float32 matrix over its rows (column sums: tfjs's Sum over
-// leading axes, e.g. a bias gradient) or over its columns (row sums: trailing axes), as
-// cblas_sgemv against a vector of ones. Over more than kBlock terms the sum goes in blocks of
-// kBlock, each an sgemv, totalled in double: one float sgemv over a million terms lost 0.09 %
-// and stopped growing at 2^24 (the mean of 40 M ones was 0.42), where torch keeps the digits.
-#include <cblas.h>
+// leading axes, e.g. a bias gradient) or over its columns (row sums: trailing axes), every term
+// added in double. Float partial sums lost what cancels: one float sgemv over a million terms lost
+// 0.09 % and stopped growing at 2^24 (the mean of 40 M ones was 0.42); blocks of 128 summed in float
+// gave 72 for 1e8, 200 ones and -1e8 (torch 199, the sum 200).
 #include <algorithm>
 #include <vector>
 #include "heap.h"
@@ -11,19 +10,15 @@
 
 namespace {
 
-constexpr int64_t kBlock = 128;
-
-// out = Σ over the block's terms: the columns [from, to) of each row, or the rows [from, to)
-void sumBlock(const float* x, float* out, int64_t rows, int64_t cols, bool overRows, int64_t from, int64_t to,
-              const float* ones) {
-  const int64_t terms = to - from;
-  if (overRows) {
-    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(terms), static_cast<int>(cols), 1.0f, x + from * cols,
-                static_cast<int>(cols), ones, 1, 0.0f, out, 1);
-  } else {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(rows), static_cast<int>(terms), 1.0f, x + from,
-                static_cast<int>(cols), ones, 1, 0.0f, out, 1);
-  }
+// Σ x[0..n) in double, in 8 independent chains (one chain waits on each add's latency)
+double rowSum(const float* x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += x[i + j];
+  double total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; i++) total += x[i];
+  return total;
 }
 
 }  // namespace
@@ -38,27 +33,18 @@ napi_value Sum(napi_env env, napi_callback_info info) {
   const float* x = args.floats(1, rows * cols);
   float* out = args.floats(2, overRows ? cols : rows);
   if (args.failed) return nullptr;
-  const int64_t length = overRows ? cols : rows, terms = overRows ? rows : cols;
-  if (length == 0) return nullptr;
-  if (terms == 0) {
-    std::fill(out, out + length, 0.0f);
+  if (!overRows || cols == 1) {  // a column of one: its rows are one contiguous run
+    if (overRows) out[0] = static_cast<float>(rowSum(x, rows));
+    else
+      for (int64_t r = 0; r < rows; r++) out[r] = static_cast<float>(rowSum(x + r * cols, cols));
     return nullptr;
   }
-  thread_local std::vector<float> ones;
-  if (ones.size() < static_cast<size_t>(std::min(terms, kBlock))) ones.assign(std::min(terms, kBlock), 1.0f);
-  if (terms <= kBlock) {
-    sumBlock(x, out, rows, cols, overRows, 0, terms, ones.data());
-    return nullptr;
-  }
-  thread_local std::vector<float> block;
   thread_local std::vector<double> total;
-  block.resize(length);
-  total.assign(length, 0.0);
-  for (int64_t from = 0; from < terms; from += kBlock) {
-    sumBlock(x, block.data(), rows, cols, overRows, from, std::min(from + kBlock, terms),
-             ones.data());
-    for (int64_t i = 0; i < length; i++) total[i] += block[i];
+  total.assign(cols, 0.0);
+  for (int64_t r = 0; r < rows; r++) {
+    const float* row = x + r * cols;
+    for (int64_t c = 0; c < cols; c++) total[c] += row[c];
   }
-  for (int64_t i = 0; i < length; i++) out[i] = static_cast<float>(total[i]);
+  for (int64_t c = 0; c < cols; c++) out[c] = static_cast<float>(total[c]);
   return nullptr;
 }

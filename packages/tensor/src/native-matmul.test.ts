@@ -153,3 +153,57 @@ describe.skipIf(!native)('native BatchMatMul', () => {
     expect(nativeKernelsSummary()).toMatch(/^ddp: native kernels on \(OpenBLAS .*\): BatchMatMul, Conv2D, /);
   });
 });
+
+// probe Y: tfjs pairs flattened batches, so batch dims that broadcast both ways gave other products than torch's
+describe('raw tf.matMul broadcasts batch dims as torch', () => {
+  /** torch.matmul's result: each output batch from the a and b batches broadcasting pairs. */
+  function reference(sa: number[], sb: number[]): number[] {
+    const [a, b] = [values(sa, 1), values(sb, 2)];
+    const out = tf.tidy(() => {
+      const rank = Math.max(sa.length, sb.length);
+      const outer = tf.backend_util.assertAndGetBroadcastShape(sa.slice(0, -2), sb.slice(0, -2));
+      const full = (t: tf.Tensor, s: number[]) =>
+        tf.broadcastTo(tf.reshape(t, [...Array(rank - s.length).fill(1), ...s]), [...outer, ...s.slice(-2)]);
+      const [fa, fb] = [full(a, sa), full(b, sb)];
+      const flat = (t: tf.Tensor) => tf.unstack(tf.reshape(t, [-1, ...t.shape.slice(-2)]));
+      const [as, bs] = [flat(fa), flat(fb)];
+      return tf.stack(as.map((x, i) => tf.matMul(x as tf.Tensor2D, bs[i] as tf.Tensor2D)));
+    });
+    const data = Array.from(out.dataSync());
+    tf.dispose([a, b, out]);
+    return data;
+  }
+
+  it.each([
+    [
+      [2, 1, 2, 3],
+      [1, 3, 3, 2],
+    ],
+    [
+      [2, 1, 2, 3],
+      [2, 3, 2],
+    ],
+    [
+      [1, 2, 2, 3],
+      [2, 1, 3, 2],
+    ],
+    [
+      [3, 2, 3],
+      [1, 3, 3, 2],
+    ],
+  ])('%j · %j: torch’s pairs on native, wasm and cpu, no temporaries left', async (sa, sb) => {
+    for (const [backend, nativeOn] of [
+      ['cpu', false],
+      ['wasm', false],
+      ['wasm', true],
+    ] as const) {
+      await setBackend(backend);
+      useNativeKernels(nativeOn);
+      const want = reference(sa, sb);
+      const got = await product(sa, sb, false, false);
+      expect([backend, nativeOn, got.temporaries]).toEqual([backend, nativeOn, 0]);
+      expect(worstRelative(got.data, want)).toBeLessThan(1e-5);
+    }
+    useNativeKernels(true);
+  });
+});

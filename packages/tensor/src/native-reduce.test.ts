@@ -51,6 +51,14 @@ describe.skipIf(!native)('native Sum', () => {
     }
   });
 
+  // probe Y: blocks of 128 terms summed in float lost what cancels (72; torch 199, the sum 200)
+  it('totals in double what cancels: 1e8, 200 ones and −1e8, along either axis', async () => {
+    await setBackend('wasm');
+    const terms = [1e8, ...Array(200).fill(1), -1e8];
+    const along = (shape: number[], axis: number) => tf.tidy(() => tf.sum(tf.tensor(terms, shape), axis).dataSync()[0]);
+    expect([along([202], 0), along([1, 202], 1), along([202, 1], 0)]).toEqual([200, 200, 200]);
+  });
+
   it('leaves int32 and empty tensors to tfjs', async () => {
     await setBackend('wasm');
     expect(
