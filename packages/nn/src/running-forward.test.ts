@@ -39,3 +39,18 @@ it('train/eval and loadStateDict during an async forward not awaited: refused, o
   expect(outer.modules().every((m) => !m.training)).toBe(true);
   inner.loadStateDict(inner.stateDict());
 });
+
+it('the forward itself may change its modules (a teacher put in eval mode inside it), as in torch', async () => {
+  class Distilling extends Awaiting {
+    override forward(x: Tensor): Promise<Tensor> {
+      return whileForwarding(this, 'Distilling', async () => {
+        await new Promise((r) => setTimeout(r, 1));
+        this.body.eval();
+        return this.body.forward(x);
+      });
+    }
+  }
+  const model = new Distilling();
+  (await model.forward(new Tensor(tf.ones([1, 2])))).dispose();
+  expect(model.body.training).toBe(false);
+});

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ModuleError } from './module-errors.js';
 
 /**
@@ -7,6 +8,8 @@ import { ModuleError } from './module-errors.js';
  * forward marks its module and every descendant while it runs; changing a marked module refuses.
  */
 const running = new WeakMap<object, { count: number; owner: string }>();
+/** Inside one of those forwards: its own changes (a teacher put in eval mode) are its business, as in torch. */
+const insideForward = new AsyncLocalStorage<true>();
 
 interface ModuleTree {
   modules(): object[];
@@ -21,7 +24,7 @@ export async function whileForwarding<T>(module: ModuleTree, owner: string, forw
     else running.set(m, { count: 1, owner });
   }
   try {
-    return await forward();
+    return await insideForward.run(true, forward);
   } finally {
     for (const m of tree) {
       const mark = running.get(m)!;
@@ -32,6 +35,7 @@ export async function whileForwarding<T>(module: ModuleTree, owner: string, forw
 
 /** Throws ModuleError when one of `modules` is inside a running forward; `what` names the change. */
 export function refuseDuringForward(modules: object[], what: string): void {
+  if (insideForward.getStore()) return;
   const mark = modules.map((m) => running.get(m)).find((m) => m !== undefined);
   if (mark)
     throw new ModuleError(
