@@ -14,19 +14,34 @@ const sourceCondition = `data:text/javascript,${encodeURIComponent(
 )}`;
 
 /**
- * The replica worker file beside this module; from source the thread registers tsx first (its --import hook does not
- * reach workers).
+ * The replica worker file beside this module. From source, or for a model module in TypeScript (a tsx
+ * script's `./model.ts`: installed, the thread could not load it), the thread registers tsx first: its
+ * --import hook does not reach workers.
  */
 export function startReplica(init: ReplicaInit): Worker {
   const url = new URL(`./replica-worker${ext}`, import.meta.url);
-  if (ext === '.js') return new Worker(url, { workerData: init });
-  const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
-  const api = pathToFileURL(`${tsxDir}/dist/esm/api/index.mjs`).href;
+  const typescript = /\.[cm]?ts$/.test(new URL(init.factoryUrl).pathname);
+  if (ext === '.js' && !typescript) return new Worker(url, { workerData: init });
+  const api = pathToFileURL(`${tsxFor(init.factoryUrl)}/dist/esm/api/index.mjs`).href;
+  const fromSource =
+    ext === '.ts' ? `(await import('node:module')).register(${JSON.stringify(sourceCondition)}); ` : '';
   const code =
-    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); (await ` +
-    `import('node:module')).register(${JSON.stringify(sourceCondition)}); return ` +
-    `import(${JSON.stringify(url.href)}); })`;
+    `import(${JSON.stringify(api)}).then(async (m) => { m.register(); ${fromSource}` +
+    `return import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true, workerData: init });
+}
+
+/** tsx's folder, as this package or the model module finds it. */
+function tsxFor(factoryUrl: string): string {
+  for (const from of [import.meta.url, factoryUrl]) {
+    try {
+      return dirname(createRequire(from).resolve('tsx/package.json'));
+    } catch {}
+  }
+  throw new DataParallelError(
+    `DataParallel: the model module ${new URL(factoryUrl).pathname} is TypeScript, and tsx (which runs it on the ` +
+      'replica threads) is not installed beside it: install tsx, or give a .js or .mjs module',
+  );
 }
 
 /** One replica thread: requests answered in order. */

