@@ -315,6 +315,30 @@ describe.skipIf(!native)('native fused kernels', () => {
     }
   });
 
+  // probe Y: each thread's share ended in a scalar remainder, whose erff differs from the vector one in the last bit
+  it('element-wise kernels give the same bits at 1 and 2 threads (gelu, geluGrad, exp)', async () => {
+    await onWasm(true);
+    const n = 90_000; // shares of 45 000 = 2812.5 vectors of 16
+    // the tail of 1 + erf(x/√2), where the two erff differ most
+    const x = tf.tensor(Array.from({ length: n }, (_, i) => -4.5 + (i % 97) * 0.01));
+    const bits = () =>
+      [gelu(x), geluGrad(x, x), tf.exp(x)].map((t) => {
+        const out = Array.from(new Uint32Array((t.dataSync() as Float32Array).slice().buffer));
+        t.dispose();
+        return out;
+      });
+    setNumThreads(1);
+    const one = bits();
+    setNumThreads(2);
+    const two = bits();
+    for (const [k, values] of one.entries())
+      expect(
+        values.findIndex((v, i) => v !== two[k][i]),
+        `output ${k}: first differing element`,
+      ).toBe(-1);
+    x.dispose();
+  });
+
   it('softmax: rows with −∞, a leading NaN and ±1000 (a row of 37: vector remainder) as tfjs ops give them', async () => {
     const rows = [
       [-Infinity, 0, 1],
