@@ -11,6 +11,7 @@ export {
   AutogradError,
   GradientHookError,
   GraphFreedError,
+  refusePromises,
   TensorDisposedError,
 } from './errors.js';
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';

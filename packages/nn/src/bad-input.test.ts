@@ -159,4 +159,19 @@ describe('bad input gets a typed error', () => {
       expect(make).toThrow(ModuleError);
     expect(new Conv2d(1, 1, [3, 1], { stride: [2, 1], padding: [1, 0] }).padding).toEqual([1, 0]);
   });
+
+  // an async forward (FSDP's, a tensor-parallel block's) not awaited, fed to a layer: TypeErrors from deep inside
+  it('a Promise given as the input: refused by each layer, saying to await it', () => {
+    const pending = Promise.resolve(tensor([1, 2, 3, 4], [1, 4])) as never;
+    const layers: [string, () => unknown][] = [
+      ['Linear', () => new Linear(4, 2).forward(pending)],
+      ['LayerNorm', () => new LayerNorm(4).forward(pending)],
+      ['BatchNorm2d', () => new BatchNorm2d(1).forward(pending)],
+      ['MultiheadAttention', () => new MultiheadAttention(4, 2).forward(pending)],
+      ['conv2d', () => new Conv2d(1, 1, 1).forward(pending)],
+      ['TransformerBlock', () => new TransformerBlock(4, 2).forward(pending)],
+    ];
+    for (const [name, call] of layers)
+      expect(call, name).toThrow(/argument 0 is a Promise, not a Tensor: await the call that returned it/);
+  });
 });

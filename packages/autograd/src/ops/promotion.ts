@@ -1,5 +1,5 @@
 import { tf } from '@ddp/tensor';
-import { AutogradArgumentError } from '../errors.js';
+import { AutogradArgumentError, refusePromises } from '../errors.js';
 
 /** An operand of an elementwise op: a tensor or a plain number. */
 type Raw = tf.Tensor | number;
@@ -37,6 +37,7 @@ export const allFloat = (operands: readonly Raw[]): boolean =>
  * tfjs's uninitialised bytes, with only a console line; torch raises. `null` operands are skipped.
  */
 export function requireFloat32(op: string, ...xs: ({ dtype: string } | null)[]): void {
+  refusePromises(op, xs);
   const other = xs.find((x) => x !== null && x.dtype !== 'float32');
   if (other) throw new AutogradArgumentError(`${op}: operands must be float32, got ${other.dtype} (cast them first)`);
 }

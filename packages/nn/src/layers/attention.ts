@@ -1,4 +1,15 @@
-import { chunk, dropout, fromTf, linear, maskedFill, matmul, narrow, softmax, type Tensor } from '@ddp/autograd';
+import {
+  chunk,
+  dropout,
+  fromTf,
+  linear,
+  maskedFill,
+  matmul,
+  narrow,
+  refusePromises,
+  softmax,
+  type Tensor,
+} from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { xavierUniform } from '../init.js';
@@ -96,6 +107,7 @@ export class MultiheadAttention extends Module {
   }
 
   forward(query: Tensor, key: Tensor = query, value: Tensor = key, options: AttentionCallOptions = {}): Tensor {
+    refusePromises('MultiheadAttention', [query, key, value]);
     if (query.rank !== 3 || query.shape[2] !== this.embedDim) {
       throw new ModuleError(`MultiheadAttention expects [batch, seq, ${this.embedDim}], got [${query.shape}]`);
     }

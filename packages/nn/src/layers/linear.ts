@@ -1,4 +1,4 @@
-import { embedding, linear, type Tensor } from '@ddp/autograd';
+import { embedding, linear, refusePromises, type Tensor } from '@ddp/autograd';
 import { defaultGenerator, type Generator } from '../generator.js';
 import { defaultBiasInit, defaultWeightInit, normalInit } from '../init.js';
 import { Module, ModuleError } from '../module.js';
@@ -42,6 +42,7 @@ export class Linear extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    refusePromises('Linear', [x]);
     if (x.shape[x.shape.length - 1] !== this.inFeatures) {
       throw new ModuleError(
         `Linear(${this.inFeatures}, ${this.outFeatures}): input [${x.shape}] must end in ${this.inFeatures} features`,

@@ -1,4 +1,4 @@
-import { batchNormStats, layerNorm, noGrad, Tensor } from '@ddp/autograd';
+import { batchNormStats, layerNorm, noGrad, refusePromises, Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { Module, ModuleError } from '../module.js';
 import { checkModuleOptions, moduleOptions } from '../module-options.js';
@@ -39,6 +39,7 @@ export class LayerNorm extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    refusePromises('LayerNorm', [x]);
     // without the affine weights nothing else compares the trailing dims: [2, 3] into LayerNorm(4) normalised over 3
     const trailing = x.shape.slice(x.rank - this.normalizedShape.length);
     if (x.rank < this.normalizedShape.length || trailing.some((d, i) => d !== this.normalizedShape[i])) {
@@ -125,6 +126,7 @@ export abstract class BatchNorm extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    refusePromises(this.constructor.name, [x]);
     if (!this.inputRanks.includes(x.rank)) {
       throw new ModuleError(
         `${this.constructor.name} expects input of rank ${this.inputRanks.join(' or ')}, got shape [${x.shape}]`,
