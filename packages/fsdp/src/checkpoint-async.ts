@@ -19,7 +19,8 @@ import { BackgroundWriter } from './safetensors-writer.js';
  * and writes on a thread of its own (at a lower priority), the coordination on the main thread.
  * The background save coordinates over a process group of its own, so its collectives never
  * interleave with the training's. One save writes at a time: the next one's files wait for the
- * previous one's commit. Each save's failure is its `done`'s; `wait()` raises the newest save's
+ * previous one's commit, and the next `save` returns only once it has (its copy taken at the call
+ * all the same), so a backlog never grows past the save writing and the one waiting. Each save's failure is its `done`'s; `wait()` raises the newest save's
  * once; `destroyProcessGroup` waits for the save in flight and raises the newest save's failure
  * unless `wait()` has (or a later save committed).
  */
@@ -116,6 +117,10 @@ export class AsyncCheckpointer {
       this.reported.add(done); // raised here, to save's caller: not again by destroyProcessGroup
       throw error;
     });
+    // back-pressure, as torch advises waiting on the last async_save's future before the next: saves issued
+    // faster than the low-priority writer commits them piled up, each holding a host copy, and none
+    // committed for 46 steps of 80 (a kill then resumed from nothing; probe AC). One waits at most.
+    await previous?.catch(() => {});
     return { done };
   }
 

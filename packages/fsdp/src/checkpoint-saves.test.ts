@@ -70,6 +70,22 @@ describe('FSDP saves with expectNewest', () => {
   });
 });
 
+// probe AC: saves issued every 4 steps while the writer (nice 19) got no core committed nothing for 46 steps
+it('AsyncCheckpointer.save while the previous save still writes returns once that one has committed', async () => {
+  const a = run();
+  const saver = new AsyncCheckpointer(a.root);
+  const dir = join(root, 'backlog');
+  const first = await saver.save(dir, { optimizer: a.optimizer, step: 1 });
+  let firstCommitted = false;
+  void first.done.then(() => {
+    firstCommitted = true;
+  });
+  const second = await saver.save(dir, { optimizer: a.optimizer, step: 2 });
+  expect(firstCommitted).toBe(true);
+  expect(await second.done).toMatch(/step-2$/);
+  await saver.close();
+});
+
 // probe Z: pipeline stages saving one step into one directory: each commit deleted the other's entry
 it("saveFSDPCheckpoint refuses a commit over the same step of another part of the model (a pipeline stage's)", async () => {
   const dir = join(root, 'stages');
