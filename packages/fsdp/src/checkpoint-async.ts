@@ -20,9 +20,10 @@ import { BackgroundWriter } from './safetensors-writer.js';
  * The background save coordinates over a process group of its own, so its collectives never
  * interleave with the training's. One save writes at a time: the next one's files wait for the
  * previous one's commit, and the next `save` returns only once it has (its copy taken at the call
- * all the same), so a backlog never grows past the save writing and the one waiting. Each save's failure is its `done`'s; `wait()` raises the newest save's
- * once; `destroyProcessGroup` waits for the save in flight and raises the newest save's failure
- * unless `wait()` has (or a later save committed).
+ * all the same), so a backlog never grows past the save writing and the one waiting. Each save's
+ * failure is its `done`'s; `wait()` raises the newest save's once; `destroyProcessGroup` waits for
+ * the save in flight and raises the newest save's failure unless `wait()` has (or a later save
+ * committed).
  */
 /** Ends the writer thread of a checkpointer dropped without close(). */
 const writerThreads = new FinalizationRegistry<BackgroundWriter>((writer) => void writer.close());

@@ -19,7 +19,8 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * (embedding) gradient and the depthwise gradients. On wasm they run on the cpu backend:
  * inputs are copied over, outputs copied back, cpu intermediates freed. The conv2d weight
  * gradient gets a faster form on both backends (conv-filter-grad.ts), wasm's matmul a
- * faster route for transposed operands (wasm-matmul.ts) and torch's batch broadcasting (batch-broadcast.ts), its clone no copy (wasm-identity.ts),
+ * faster route for transposed operands (wasm-matmul.ts), matmuls torch's batch broadcasting
+ * (batch-broadcast.ts), wasm's clone no copy (wasm-identity.ts),
  * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts), long
  * sums totalled in double (long-sums.ts), indices outside a raw op's input refused (index-bounds.ts).
  */

@@ -136,7 +136,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     if (!this.checkedParameters) {
       const checksums = parameterChecksums(this.allParams());
       await notified; // the join notification is the iteration's first collective
-      await checkSameParameters(checksums, this.processGroup, zeroDiffers(this.allParams())); // before any change: a refused step changes nothing
+      // before any change: a refused step changes nothing
+      await checkSameParameters(checksums, this.processGroup, zeroDiffers(this.allParams()));
       this.checkedParameters = true;
     }
     if (this.sharder) {
