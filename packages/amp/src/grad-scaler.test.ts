@@ -1,5 +1,5 @@
 import { mul, tensor } from '@ddp/autograd';
-import { SGD } from '@ddp/nn';
+import { clipGradNorm, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { GradScaler, GradScalerError } from './index.js';
@@ -193,6 +193,25 @@ describe('unscale_() and step() not awaited', () => {
     expect(await stepping).toBe(false);
     scaler.update();
     expect(scaler.getScale()).toBe(512); // the overflow backed off
+    p.dispose();
+  });
+
+  // probe AB: torch's order `scaler.step(opt); opt.zero_grad()` without await: zeroGrad cleared the gradients
+  // before the step (which awaits the overflow agreement) took them, and step() still resolved true
+  it('zeroGrad() or clipping while step() or unscale_() still runs: refused, naming it', async () => {
+    const p = tensor([1, 2], [2], { requiresGrad: true });
+    const optimizer = new SGD([p], { lr: 0.5 });
+    const scaler = new GradScaler({ initScale: 4 });
+    const loss = scaler.scale(mul(p, 3).sum());
+    await loss.backward();
+    loss.dispose();
+    const unscaling = scaler.unscale_(optimizer);
+    expect(() => clipGradNorm([p], 1)).toThrow(/still being written by a running scaler\.unscale_\(\)/);
+    await unscaling;
+    const stepping = scaler.step(optimizer);
+    expect(() => optimizer.zeroGrad()).toThrow(/still being written by a running scaler\.step\(\) \(not awaited\)/);
+    expect(await stepping).toBe(true);
+    expect(Array.from(p.data.dataSync())).toEqual([-0.5, 0.5]); // stepped by −lr·3
     p.dispose();
   });
 });

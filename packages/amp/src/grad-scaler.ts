@@ -1,44 +1,11 @@
-import { gradientShardGroups, mul, type Tensor } from '@ddp/autograd';
+import { gradientShardGroups, mul, type Tensor, whileWriting } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { currentJoinNotice, isJoinActive, type Joinable, type JoinHook } from '@ddp/join';
 import { checkBooleanOptions, checkNumberOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { GradScalerError } from './errors.js';
+import type { GradScalerOptions, GradScalerStateDict, ScalableOptimizer } from './grad-scaler-options.js';
 
-export interface GradScalerOptions {
-  /** Default 2^16. */
-  initScale?: number;
-  /** Default 2. */
-  growthFactor?: number;
-  /** Default 0.5. */
-  backoffFactor?: number;
-  /** Consecutive steps without inf/NaN after which the scale grows (default 2000). */
-  growthInterval?: number;
-  /** false: scale() returns the loss, step() just steps (default true). */
-  enabled?: boolean;
-  /**
-   * The ranks that must agree on skipping a step: unscale_ all-reduces (MAX) whether any of
-   * them found a non-finite gradient. Needed whenever ranks can see different gradients (no
-   * DDP, ZeRO shards, a rank whose own compression overflowed); unset: this process alone.
-   */
-  processGroup?: ProcessGroup | null;
-}
-
-/** torch.cuda.amp.GradScaler's state_dict, camelCased. */
-export interface GradScalerStateDict {
-  scale: number;
-  growthFactor: number;
-  backoffFactor: number;
-  growthInterval: number;
-  growthTracker: number;
-}
-
-/** What GradScaler needs of an optimizer: @ddp/nn's (step is sync) and ZeRO's (async) both fit. */
-export interface ScalableOptimizer {
-  readonly paramGroups: readonly { params: readonly Tensor[] }[];
-  step(): void | Promise<void>;
-  /** Called instead of step() when the step is skipped: ends an iteration's bookkeeping (ZeRO stage 2's). */
-  skipStep?(): void;
-}
+export type { GradScalerOptions, GradScalerStateDict, ScalableOptimizer };
 
 interface OptimizerState {
   foundInf: boolean | null;
@@ -47,6 +14,7 @@ interface OptimizerState {
 }
 
 const f32 = Math.fround;
+const paramsOf = (optimizer: ScalableOptimizer) => optimizer.paramGroups.flatMap((g) => g.params);
 
 /**
  * Loss scaling for mixed precision with PyTorch's GradScaler semantics: scale(loss) multiplies by the
@@ -114,7 +82,8 @@ export class GradScaler implements Joinable {
     if (!this.enabled) return;
     const state = this.stateOf(optimizer);
     if (state.running) throw new GradScalerError('unscale_() is still running: await it');
-    state.running = this.unscaleNow(optimizer, state);
+    // the gradients are marked written until it settles: clipping before it is awaited clipped scaled gradients
+    state.running = whileWriting(paramsOf(optimizer), 'scaler.unscale_()', () => this.unscaleNow(optimizer, state));
     await state.running.finally(() => (state.running = null));
   }
 
@@ -147,7 +116,12 @@ export class GradScaler implements Joinable {
    * Unscales (unless unscale_ ran) and steps the optimizer unless some rank found an inf/NaN
    * gradient. Returns whether it stepped.
    */
-  async step(optimizer: ScalableOptimizer): Promise<boolean> {
+  step(optimizer: ScalableOptimizer): Promise<boolean> {
+    // marked written until it settles: zeroGrad() before it was awaited cleared the gradients first (no step)
+    return whileWriting(paramsOf(optimizer), 'scaler.step()', () => this.stepNow(optimizer));
+  }
+
+  private async stepNow(optimizer: ScalableOptimizer): Promise<boolean> {
     if (!this.enabled) {
       await optimizer.step();
       return true;

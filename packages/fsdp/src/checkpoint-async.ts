@@ -1,5 +1,6 @@
 import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup } from '@ddp/comm';
-import { type SaveOptions, takeCommitTurn } from '@ddp/nn';
+import { refusePendingGradients, type SaveOptions, takeCommitTurn } from '@ddp/nn';
+import { ShardedCheckpointError } from '@ddp/zero';
 import {
   type AnyOptimizer,
   checkContents,
@@ -82,6 +83,11 @@ export class AsyncCheckpointer {
     if (this.closed)
       throw new FSDPError(`rank ${globalRank(this.root.processGroup)}: AsyncCheckpointer.save after close()`);
     checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
+    refusePendingGradients(
+      `AsyncCheckpointer.save(${dir})`,
+      this.root.parameters(),
+      (m) => new ShardedCheckpointError(m),
+    );
     const stage: StagingBuffers | undefined = this.pending === 0 ? (k, n) => this.stagingBuffer(k, n) : undefined;
     const snap = snapshot(this.root, contents.optimizer, contents.step, contents.extra, stage);
     const turn = takeCommitTurn(dir);

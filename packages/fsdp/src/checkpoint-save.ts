@@ -19,6 +19,7 @@ import {
   modelPart,
   type Optimizer,
   type Parameter,
+  refusePendingGradients,
   type SafeTensor,
   type SaveOptions,
   saveSafetensors,
@@ -269,6 +270,12 @@ export async function saveFSDPCheckpoint(
   { expectNewest }: SaveOptions = {},
 ): Promise<string> {
   checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra']);
+  // what a backward, step, summon or join loop not awaited still writes: the save held the state of before
+  refusePendingGradients(
+    `saveFSDPCheckpoint(${dir})`,
+    contents.root.parameters(),
+    (m) => new ShardedCheckpointError(m),
+  );
   const snap = snapshot(contents.root, contents.optimizer, contents.step, contents.extra);
   const turn = takeCommitTurn(dir); // after an async save called before it: committed after it, so newer
   // on a group of its own, one save of this root's at a time: a save not awaited ran its collectives

@@ -1,4 +1,4 @@
-import { isGradEnabled, queueCallback, type Tensor, tidy, withSavedTensorHooks } from '@ddp/autograd';
+import { isGradEnabled, queueCallback, type Tensor, tidy, whileWriting, withSavedTensorHooks } from '@ddp/autograd';
 import { groupOrWorld, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
@@ -194,20 +194,23 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    * Runs `fn` with every parameter of this unit and those below gathered (e.g. to read or save
    * the whole model), then frees them. Collective.
    */
-  async summonFullParams<T>(fn: () => T | Promise<T>): Promise<T> {
-    const all = [this, ...this.subunits];
-    for (const u of all) u.flat?.free(); // a unit still whole may be stale after an optimizer step
-    await gatherAll(all, true); // float32 whatever the commDtype: what is read or exported is the shards' values
-    try {
-      const result = await fn();
-      // what fn wrote (loadStateDict) goes into the shards, as torch's writeback (it was dropped silently);
-      // compared across the ranks at the next forward (the same state loaded everywhere passes)
-      for (const u of all) u.flat?.writeBack();
-      for (const u of all) if (u.flat) recordStart(u, u.flat.params);
-      return result;
-    } finally {
-      for (const u of all) u.flat?.free();
-    }
+  summonFullParams<T>(fn: () => T | Promise<T>): Promise<T> {
+    // it writes the gathered values back into the shards: a step taken before it is awaited was undone
+    return whileWriting(this.parameters(), 'summonFullParams()', async () => {
+      const all = [this, ...this.subunits];
+      for (const u of all) u.flat?.free(); // a unit still whole may be stale after an optimizer step
+      await gatherAll(all, true); // float32 whatever the commDtype: what is read or exported is the shards' values
+      try {
+        const result = await fn();
+        // what fn wrote (loadStateDict) goes into the shards, as torch's writeback (it was dropped silently);
+        // compared across the ranks at the next forward (the same state loaded everywhere passes)
+        for (const u of all) u.flat?.writeBack();
+        for (const u of all) if (u.flat) recordStart(u, u.flat.params);
+        return result;
+      } finally {
+        for (const u of all) u.flat?.free();
+      }
+    });
   }
 
   private unitForward(inputs: Tensor[]): Tensor {

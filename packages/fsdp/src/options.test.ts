@@ -1,6 +1,7 @@
 import { randn } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Dropout, Linear, mse, Sequential } from '@ddp/nn';
+import { Dropout, Linear, mse, Sequential, SGD } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FSDPError } from './errors.js';
 import { fullyShard } from './fully-shard.js';
@@ -39,4 +40,19 @@ it('eval() or a fed loss before the forward is awaited: refused, typed', async (
   expect(() => mse(pending as never, x)).toThrow(/mse: argument 0 is a Promise/); // was: an untyped TypeError
   (await pending).dispose();
   model.eval();
+});
+
+// probe AB: the summon wrote its gathered (pre-step) values back into the shards: the step taken meanwhile was undone
+it('a step while summonFullParams still runs (not awaited): refused; awaited, the step stays', async () => {
+  const root = fullyShard(new Linear(3, 2));
+  const opt = new SGD(root.parameters(), { lr: 0.1 });
+  for (const p of root.parameters()) p.grad = tf.onesLike(p.data);
+  const summoning = root.summonFullParams(() => undefined);
+  expect(() => opt.step()).toThrow(/still being written by a running summonFullParams\(\) \(not awaited\)/);
+  await summoning;
+  const before = root.parameters().map((p) => Array.from(p.data.dataSync()));
+  opt.step();
+  await root.summonFullParams(() => undefined);
+  const moved = root.parameters().flatMap((p, i) => Array.from(p.data.dataSync(), (v, j) => before[i][j] - v));
+  for (const d of moved) expect(d).toBeCloseTo(0.1, 6);
 });

@@ -1,3 +1,4 @@
+import { type Tensor, whileWriting } from '@ddp/autograd';
 import type { ProcessGroup, Work } from '@ddp/comm';
 import { checkBooleanOptions } from '@ddp/tensor';
 import { EarlyTerminationError, JoinArgumentError, JoinShadowError } from './errors.js';
@@ -37,6 +38,12 @@ export interface JoinHookOptions {
 export interface Joinable {
   joinHook(opts: JoinHookOptions): JoinHook;
   readonly joinProcessGroup: ProcessGroup;
+  /**
+   * The tensors the loop writes (a model's parameters): marked as written while `join` runs
+   * (autograd's whileWriting), so what reads them from outside the loop (a save, a forward)
+   * refuses until the join is awaited, where it read the weights of before the loop, silently.
+   */
+  readonly joinWrites?: readonly Tensor[];
 }
 
 export interface JoinOptions extends JoinHookOptions {
@@ -92,7 +99,8 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
   );
   for (const [i, j] of joinables.entries()) configs.set(j, own[i]);
   try {
-    const result = await fn();
+    const writes = joinables.flatMap((j) => j.joinWrites ?? []);
+    const result = await whileWriting(writes, 'join()', fn);
     for (const config of own) config.joined = true;
     await own[0].pending?.wait();
     await joinLoop(

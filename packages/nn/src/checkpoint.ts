@@ -35,7 +35,7 @@ import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import type { Module } from './module.js';
-import type { Optimizer, OptimizerStateDict, ParamState } from './optim/optimizer.js';
+import { type Optimizer, type OptimizerStateDict, type ParamState, refusePendingGradients } from './optim/optimizer.js';
 import { type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
 import { loadSafetensors } from './safetensors-read.js';
 import { readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
@@ -120,6 +120,8 @@ export async function saveCheckpoint(
   // everything is copied before the first await: training that goes on while the save writes
   // saved a model of one step and an optimizer of another under the step given (silently)
   checkStep(contents.step ?? 0);
+  // the weights a backward, step or join loop not awaited still writes: the save held those of before
+  refusePendingGradients(`saveCheckpoint(${dir})`, contents.model.parameters(), (m) => new CheckpointError(m));
   if (contents.optimizer)
     refuseShardedOptimizer(`saveCheckpoint(${dir})`, contents.model, contents.optimizer.paramGroups);
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));

@@ -11,7 +11,7 @@ import { writeBackAgreed } from './finite-agreement.js';
 import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
-import type { Reduction } from './reduction.js';
+import { newReduction, type Reduction } from './reduction.js';
 import { broadcastTensors, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
 
@@ -97,6 +97,11 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     return this.processGroup;
   }
 
+  /** What the join loop writes: join marks them while it runs, so a save or forward meanwhile is refused. */
+  get joinWrites(): readonly Parameter[] {
+    return this.params.map(({ param }) => param);
+  }
+
   /** The buckets' parameter names, in bucket order (for inspection and tests). */
   get bucketLayout(): string[][] {
     return this.plan.layout;
@@ -177,7 +182,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
   }
 
   private startReduction(): Reduction {
-    const reduction = this.newReduction(0);
+    const reduction = newReduction(this.params.length, 0);
     this.reduction = reduction;
     for (const b of this.plan.buckets) b.reset();
     queueCallback(() => this.finishReduction(reduction));
@@ -207,17 +212,6 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     };
     if (this.joinNotice) this.joinNotice.then(launch, () => {});
     else launch();
-  }
-
-  private newReduction(nextBucket: number): Reduction {
-    const n = this.params.length;
-    return {
-      nextBucket,
-      ready: new Uint8Array(n),
-      used: new Uint8Array(n),
-      startedAt: performance.now(),
-      claimed: new Set(),
-    };
   }
 
   private get rank(): number {
@@ -282,7 +276,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** A joined rank's share of one iteration of the active ranks (the JoinHook's mainHook). */
   async shadowIteration(): Promise<void> {
-    const reduction = this.newReduction(this.plan.buckets.length);
+    const reduction = newReduction(this.params.length, this.plan.buckets.length);
     for (const bucket of this.plan.buckets)
       bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed, this.checkFinite);
     await this.completeIteration(reduction, false);

@@ -1,7 +1,10 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join as join_ } from 'node:path';
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { BatchNorm1d, Generator, Linear, Module, mse, Sequential } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, Module, mse, Sequential, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
@@ -162,6 +165,30 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     expect(gradSnapshot(model)).toEqual(gradSnapshot(reference));
     model.dispose();
     reference.dispose();
+  });
+
+  // probe AB: join not awaited (torch's `with Join(...)` is synchronous), then a save: it held the weights of before
+  // the loop under the final step, silently; a forward read them too
+  it('a save or a forward while join() still runs (not awaited): refused; awaited, both go', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model);
+    const dir = await mkdtemp(join_(tmpdir(), 'ddp-join-save-'));
+    const loop = join([ddp], async () => {
+      for (let step = 0; step < 2; step++) {
+        model.zeroGrad();
+        await new Promise((r) => setTimeout(r, 1)); // the next batch
+        await backward((x) => ddp.forward(x));
+      }
+    });
+    // the loop waits for its batch: no backward runs
+    const saving = saveCheckpoint(dir, { model, step: 2 });
+    saving.catch(() => {}); // looked at below, once the loop is done
+    expect(() => ddp.forward(normal([4, 5], 1) as never)).toThrow(/forward while join\(\) is still running/);
+    await loop;
+    await expect(saving).rejects.toThrow(/still being written by a running join\(\)/);
+    await saveCheckpoint(dir, { model, step: 2 });
+    await rm(dir, { recursive: true, force: true });
+    model.dispose();
   });
 
   it('buffers are not broadcast to oneself', async () => {

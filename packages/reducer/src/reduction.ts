@@ -10,3 +10,14 @@ export interface Reduction {
   /** Gradient storage (dataIds) reduced in place in this iteration. */
   claimed: Set<object>;
 }
+
+/** A reduction of `params` gradients starting at bucket `nextBucket` (a joined rank's shadow starts past the last). */
+export function newReduction(params: number, nextBucket: number): Reduction {
+  return {
+    nextBucket,
+    ready: new Uint8Array(params),
+    used: new Uint8Array(params),
+    startedAt: performance.now(),
+    claimed: new Set(),
+  };
+}

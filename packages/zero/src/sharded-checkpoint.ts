@@ -23,6 +23,7 @@ import {
   modelPart,
   optimizerStateTensors,
   type ParamState,
+  refusePendingGradients,
   type SafeTensor,
   type SaveOptions,
   type SchedulerState,
@@ -172,6 +173,9 @@ export async function saveShardedCheckpoint(
   options: SaveOptions = {},
 ): Promise<string> {
   checkContents(`saveShardedCheckpoint(${dir})`, contents, options);
+  // what a backward, step or join loop not awaited still writes: the save held the state of before
+  const where = `saveShardedCheckpoint(${dir})`;
+  refusePendingGradients(where, globalParams(contents.optimizer), (m) => new ShardedCheckpointError(m));
   const { expectNewest } = options;
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;

@@ -111,6 +111,11 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     return this.processGroup;
   }
 
+  /** What the join loop writes: join marks them while it runs, so a save meanwhile is refused. */
+  get joinWrites(): readonly Tensor[] {
+    return this.allParams();
+  }
+
   /** The parameters this rank updates. */
   get ownedParams(): Tensor[] {
     return this.partition.byRank[this.processGroup.rank].flat();

@@ -258,14 +258,19 @@ export function refuseStepArguments(where: string, args: unknown[]): void {
 /**
  * Refuses parameters an async operation not awaited still writes: `void loss.backward(); opt.step()`
  * (torch's backward is synchronous, ddp's returns a promise) stepped before the gradients were there;
- * a load not awaited overwrote the steps taken meanwhile; silently.
+ * a load not awaited overwrote the steps taken meanwhile; a save took the weights from before a
+ * `join` loop still running; silently. `error` makes the package's own error (OptimizerError).
  */
-export function refusePendingGradients(where: string, params: Iterable<Tensor>): void {
+export function refusePendingGradients(
+  where: string,
+  params: Iterable<Tensor>,
+  error: (message: string) => Error = (message) => new OptimizerError(message),
+): void {
   let i = 0;
   for (const p of params) {
     const writer = pendingWriter(p);
     if (writer !== null)
-      throw new OptimizerError(
+      throw error(
         `${where}: parameter ${i} is still being written by a running ${writer} (not awaited): ` +
           `await ${writer} before ${where}`,
       );
