@@ -172,13 +172,18 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
 // probe X: not awaited, unscale_ had divided the gradients but not yet recorded it, and step() divided them again
 // (1024× too small, silently); update() after a step not awaited dropped its inf check (an overflow kept the scale)
 describe('unscale_() and step() not awaited', () => {
-  it('step() takes the running unscale_ instead of dividing again; update() waits for neither, it refuses', async () => {
+  /** p = [1, 2] holding the scaled gradient of 3·Σp, with its SGD optimizer and the scaler. */
+  async function scaledGradient(lr: number, initScale: number) {
     const p = tensor([1, 2], [2], { requiresGrad: true });
-    const optimizer = new SGD([p], { lr: 0 });
-    const scaler = new GradScaler({ initScale: 1024 });
+    const [optimizer, scaler] = [new SGD([p], { lr }), new GradScaler({ initScale })];
     const loss = scaler.scale(mul(p, 3).sum());
     await loss.backward();
     loss.dispose();
+    return { p, optimizer, scaler };
+  }
+
+  it('step() takes the running unscale_ instead of dividing again; update() waits for neither, it refuses', async () => {
+    const { p, optimizer, scaler } = await scaledGradient(0, 1024);
     void scaler.unscale_(optimizer);
     await expect(scaler.unscale_(optimizer)).rejects.toThrow(/unscale_\(\) is still running: await it/);
     await scaler.step(optimizer);
@@ -199,12 +204,7 @@ describe('unscale_() and step() not awaited', () => {
   // probe AB: torch's order `scaler.step(opt); opt.zero_grad()` without await: zeroGrad cleared the gradients
   // before the step (which awaits the overflow agreement) took them, and step() still resolved true
   it('zeroGrad() or clipping while step() or unscale_() still runs: refused, naming it', async () => {
-    const p = tensor([1, 2], [2], { requiresGrad: true });
-    const optimizer = new SGD([p], { lr: 0.5 });
-    const scaler = new GradScaler({ initScale: 4 });
-    const loss = scaler.scale(mul(p, 3).sum());
-    await loss.backward();
-    loss.dispose();
+    const { p, optimizer, scaler } = await scaledGradient(0.5, 4);
     const unscaling = scaler.unscale_(optimizer);
     expect(() => clipGradNorm([p], 1)).toThrow(/still being written by a running scaler\.unscale_\(\)/);
     await unscaling;
