@@ -7,7 +7,7 @@ import {
   tidy,
   whileWriting,
 } from '@ddp/autograd';
-import { type ProcessGroup, sharedArray } from '@ddp/comm';
+import { checkGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
@@ -100,6 +100,8 @@ export async function pipelineStep(
   microBatches: MicroBatch[],
   opts: PipelineStepOptions,
 ): Promise<PipelineStepResult> {
+  checkGroup(opts.ppGroup, 'pipelineStep (ppGroup)');
+  checkGroup(opts.dpGroup, 'pipelineStep (dpGroup)'); // a Promise (newGroup not awaited): no replica was averaged
   // a step not awaited, then the next: the two schedules' transfers met each other until the timeout
   if (running.has(stage))
     throw new PipelineStageError(`stage ${stage.stage}: pipelineStep while the last one still runs (not awaited)`);

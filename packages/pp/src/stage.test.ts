@@ -80,6 +80,7 @@ const fakePipelineGroup = {
   rank: 0,
   size: 2,
   allGather: (input: Int32Array) => ({ wait: async () => [input, input] }),
+  allReduce: () => ({ wait: async () => {} }),
 } as unknown as ProcessGroup;
 
 describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro-batches)', () => {
@@ -122,12 +123,24 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const zero = {}; // what ZeroRedundancyOptimizer({ stage: 2 }) claims at construction
     const params = stage.namedParameters().map(([name, param]) => ({ name, param }));
     claimGradientReduction(zero, params, 'ZeroRedundancyOptimizer stage 2', (m) => new Error(m));
-    const dpGroup = { rank: 0, size: 2, ranks: [0, 1] } as unknown as ProcessGroup; // refused before it is used
+    const dpGroup = { rank: 0, size: 2, ranks: [0, 1], allReduce: () => {} } as unknown as ProcessGroup; // refused first
     const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], dpGroup };
     await expect(pipelineStep(stage, microBatches(0, 0), opts)).rejects.toThrow(
       /pipelineStep \(dpGroup\): .* already belong to another live wrapper \(ZeroRedundancyOptimizer stage 2\)/,
     );
     releaseGradientReduction(zero, params);
+    stage.dispose();
+  });
+
+  // probe AD: newGroup(…) not awaited, given as dpGroup: its size undefined, no replica was averaged (silently)
+  it('a dpGroup or ppGroup that is a Promise is refused', async () => {
+    const stage = new PipelineStage(buildParts(), 0, 1);
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim] };
+    const pending = Promise.resolve(group) as never;
+    await expect(pipelineStep(stage, microBatches(0, 0), { ...opts, dpGroup: pending })).rejects.toThrow(
+      /pipelineStep \(dpGroup\): processGroup is a Promise/,
+    );
+    await expect(pipelineStep(stage, microBatches(0, 0), { ...opts, ppGroup: pending })).rejects.toThrow(/ppGroup/);
     stage.dispose();
   });
 

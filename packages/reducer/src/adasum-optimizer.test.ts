@@ -1,4 +1,4 @@
-import { mse, tensor } from '@ddp/autograd';
+import { markGradientShard, mse, tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { Adam, Generator, Linear } from '@ddp/nn';
 import { describe, expect, it } from 'vitest';
@@ -42,4 +42,23 @@ it('AdasumOptimizer: zeroGrad while a step not awaited runs is refused', async (
   const stepping = opt.step();
   expect(() => opt.zeroGrad()).toThrow(/running AdasumOptimizer\.step\(\) \(not awaited\)/);
   await expect(stepping).rejects.toThrow(/peer 1 lost/);
+});
+
+// probe AD: over FSDP's shards each rank's delta is another part of the parameter, and Adasum combined them as one
+it('AdasumOptimizer refuses shards whose parts other ranks of its group hold, and a group that is a Promise', () => {
+  const pair = {
+    rank: 0,
+    size: 2,
+    ranks: [0, 1],
+    allReduce: () => ({ wait: async () => {} }),
+  } as unknown as ProcessGroup;
+  const layer = new Linear(2, 2);
+  markGradientShard(layer.weight, pair); // what fullyShard marks each shard with
+  expect(() => new AdasumOptimizer(new Adam(layer.parameters(), { lr: 0.1 }), pair)).toThrow(
+    /parameter 0 is a shard whose parts other ranks of the group hold/,
+  );
+  const pending = Promise.resolve(pair) as never; // newGroup(…) not awaited
+  expect(() => new AdasumOptimizer(new Adam(new Linear(2, 2).parameters(), { lr: 0.1 }), pending)).toThrow(
+    /processGroup is a Promise \(await newGroup\(…\) first\)/,
+  );
 });

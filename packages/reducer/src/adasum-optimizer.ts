@@ -1,5 +1,5 @@
-import { type Tensor, whileWriting } from '@ddp/autograd';
-import { getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
+import { gradientShardGroups, type Tensor, whileWriting } from '@ddp/autograd';
+import { checkGroup, getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { refusePendingGradients, refuseStepArguments } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { AdasumError, adasumAllReduce, checkAdasumGroup, type Segment } from './adasum.js';
@@ -35,8 +35,19 @@ export class AdasumOptimizer {
     readonly optimizer: LocalOptimizer,
     readonly processGroup: ProcessGroup = getDefaultGroup(),
   ) {
-    checkAdasumGroup(processGroup);
+    checkAdasumGroup(checkGroup(processGroup, 'AdasumOptimizer'));
     this.params = optimizer.paramGroups.flatMap((g) => g.params);
+    // FSDP's shards (gradient shards over this group): each rank's delta is another part of the
+    // parameter, and Adasum combined them as one (silently)
+    const members = new Set(processGroup.ranks);
+    const split = this.params.findIndex((p) =>
+      gradientShardGroups(p).some((g) => g.ranks.filter((r) => members.has(r)).length > 1),
+    );
+    if (split >= 0)
+      throw new AdasumError(
+        `AdasumOptimizer: parameter ${split} is a shard whose parts other ranks of the group hold (FSDP's, ZeRO's): ` +
+          "Adasum combines replicas' deltas; wrap an optimizer over whole, replicated parameters",
+      );
     let offset = 0;
     this.segments = this.params.map((p) => {
       const segment = { offset, size: p.data.size };

@@ -85,3 +85,11 @@ describe('convertSyncBatchnorm', () => {
     expect(Array.from(bare.forward(x.slice([0, 0], [3, 2])).dataSync()).every(Number.isFinite)).toBe(true);
   });
 });
+
+// probe AD: newGroup(…) not awaited (torch's new_group is synchronous): the Promise was taken for a group of no
+// size, and each rank normalised its own batch alone, silently
+it('a processGroup that is a Promise is refused, by the layer and by convertSyncBatchnorm', () => {
+  const pending = Promise.resolve(null) as never;
+  expect(() => new SyncBatchNorm(3, { processGroup: pending })).toThrow(/processGroup is a Promise \(await newGroup/);
+  expect(() => convertSyncBatchnorm(new Sequential(new Linear(2, 2)), pending)).toThrow(/convertSyncBatchnorm/);
+});

@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@ddp/comm';
+import { checkGroup, type ProcessGroup } from '@ddp/comm';
 import { BatchNorm, type Module } from '@ddp/nn';
 import { SyncBatchNorm } from './sync-batch-norm.js';
 
@@ -13,6 +13,7 @@ export function convertSyncBatchnorm<M extends Module>(
   module: M,
   processGroup?: ProcessGroup | null,
 ): M | SyncBatchNorm {
+  checkGroup(processGroup, 'convertSyncBatchnorm');
   if (module instanceof BatchNorm && !(module instanceof SyncBatchNorm)) {
     return SyncBatchNorm.fromBatchNorm(module, processGroup);
   }

@@ -1,5 +1,5 @@
 import { noGrad, type Tensor } from '@ddp/autograd';
-import { getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
+import { checkGroup, getDefaultGroup, isInitialized, type ProcessGroup } from '@ddp/comm';
 import { currentJoinNotice } from '@ddp/join';
 import { BatchNorm, type BatchNormOptions, ModuleError, whileForwarding } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
@@ -44,7 +44,7 @@ export class SyncBatchNorm extends BatchNorm {
 
   constructor(numFeatures: number, opts: SyncBatchNormOptions = {}) {
     super(checkNumFeatures(numFeatures), batchNormOptions(opts));
-    this.processGroup = opts.processGroup;
+    this.processGroup = checkGroup(opts.processGroup, 'SyncBatchNorm');
   }
 
   /**

@@ -148,12 +148,24 @@ export async function newSubgroupsByEnumeration(
 }
 
 /**
+ * `group` if it is a process group. newGroup is async (torch's new_group is not): a Promise of one
+ * passed as a group was taken for a group of no size, and SyncBatchNorm and pipelineStep's dpGroup
+ * exchanged nothing (each rank alone, silently); DDP, ZeRO and FSDP failed untyped.
+ */
+export function checkGroup<G extends ProcessGroup | null | undefined>(group: G, where: string): G {
+  if (group === null || group === undefined || typeof (group as ProcessGroup).allReduce === 'function') return group;
+  const what =
+    group instanceof Promise ? 'a Promise (await newGroup(…) first)' : `not a process group (${typeof group})`;
+  throw new InvalidArgumentError(`${where}: processGroup is ${what}`, { op: where });
+}
+
+/**
  * `group`, or the world's when it is undefined. null — what newGroup gives a rank outside the group —
  * is refused: a wrapper given it took the world instead, and its collectives met none of the members'
  * (a hang until the timeout, or another call's data). `where` names the caller.
  */
 export function groupOrWorld(group: ProcessGroup | null | undefined, where: string): ProcessGroup {
-  if (group !== null) return group ?? getDefaultGroup();
+  if (group !== null) return group === undefined ? getDefaultGroup() : checkGroup(group, where);
   throw new InvalidArgumentError(
     `${where}: processGroup is null, what newGroup gives a rank outside the group: call it on the group's members only`,
     { op: where },
