@@ -123,7 +123,7 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const zero = {}; // what ZeroRedundancyOptimizer({ stage: 2 }) claims at construction
     const params = stage.namedParameters().map(([name, param]) => ({ name, param }));
     claimGradientReduction(zero, params, 'ZeroRedundancyOptimizer stage 2', (m) => new Error(m));
-    const dpGroup = { rank: 0, size: 2, ranks: [0, 1], allReduce: () => {} } as unknown as ProcessGroup; // refused first
+    const dpGroup = { rank: 0, size: 2, ranks: [0, 1], allReduce() {} } as unknown as ProcessGroup; // refused first
     const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim], dpGroup };
     await expect(pipelineStep(stage, microBatches(0, 0), opts)).rejects.toThrow(
       /pipelineStep \(dpGroup\): .* already belong to another live wrapper \(ZeroRedundancyOptimizer stage 2\)/,
