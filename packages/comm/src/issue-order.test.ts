@@ -29,6 +29,10 @@ it("an op issued on an earlier in-flight op's output reads that result, as if aw
         wrong.push(`rank ${o.rank} ${what}: ${JSON.stringify(got[what])}, expected ${v}`);
   }
   expect(wrong).toEqual([]);
+  // the op settles: it completes, or fails typed because this rank's group (NotInitializedError) or the
+  // peer's (PeerLostError: its sockets closed first) was destroyed under it; 'never settled' is the hang
   for (const o of out)
-    expect(['completed', 'NotInitializedError']).toContain((o.results[1] as { destroyed: string }).destroyed);
+    expect(['completed', 'NotInitializedError', 'PeerLostError']).toContain(
+      (o.results[1] as { destroyed: string }).destroyed,
+    );
 }, 90_000);
