@@ -83,7 +83,9 @@ export class GradScaler implements Joinable {
     const state = this.stateOf(optimizer);
     if (state.running) throw new GradScalerError('unscale_() is still running: await it');
     // the gradients are marked written until it settles: clipping before it is awaited clipped scaled gradients
-    state.running = whileWriting(paramsOf(optimizer), 'scaler.unscale_()', () => this.unscaleNow(optimizer, state));
+    state.running = whileWriting(paramsOf(optimizer), 'scaler.unscale_()', 'gradients', () =>
+      this.unscaleNow(optimizer, state),
+    );
     await state.running.finally(() => (state.running = null));
   }
 
@@ -118,7 +120,7 @@ export class GradScaler implements Joinable {
    */
   step(optimizer: ScalableOptimizer): Promise<boolean> {
     // marked written until it settles: zeroGrad() before it was awaited cleared the gradients first (no step)
-    return whileWriting(paramsOf(optimizer), 'scaler.step()', () => this.stepNow(optimizer));
+    return whileWriting(paramsOf(optimizer), 'scaler.step()', 'values', () => this.stepNow(optimizer));
   }
 
   private async stepNow(optimizer: ScalableOptimizer): Promise<boolean> {

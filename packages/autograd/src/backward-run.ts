@@ -16,13 +16,20 @@ export interface BackwardRun {
 // (several simulated ranks in one process) keep their callbacks apart.
 const currentRun = new AsyncLocalStorage<BackwardRun>();
 
+/** What an async operation writes of a tensor: its values (a step, a load) or only its gradient (a backward). */
+export type Writes = 'values' | 'gradients';
+
 /**
  * Tensors an async operation still writes (their values or gradients), with what writes them: a
  * running backward() its leaves' gradients, a load their values, a distributed clip or step both.
  */
-const writers = new Map<Tensor, string[]>();
+const writers = new Map<Tensor, { what: string; writes: Writes }[]>();
 /** Inside one of those operations (its own steps and reads are its business). */
 const insideWriter = new AsyncLocalStorage<true>();
+
+function outsideWriters(): boolean {
+  return currentRun.getStore() === undefined && !insideWriter.getStore();
+}
 
 /**
  * What still writes `t` (`loss.backward()`, `loadCheckpoint()`, …), seen by a caller that is not part
@@ -31,14 +38,47 @@ const insideWriter = new AsyncLocalStorage<true>();
  * gradients not yet there; a load not awaited overwrote the steps taken meanwhile: silently.
  */
 export function pendingWriter(t: Tensor): string | null {
-  const what = writers.get(t)?.[0]; // the outermost: what the caller called
-  if (what === undefined || currentRun.getStore() !== undefined || insideWriter.getStore()) return null;
-  return what;
+  const what = writers.get(t)?.[0]?.what; // the outermost: what the caller called
+  return what !== undefined && outsideWriters() ? what : null;
 }
 
-/** Runs `fn` (an async operation writing `tensors`, named `what` for messages) with them marked as written. */
-export async function whileWriting<T>(tensors: Iterable<Tensor>, what: string, fn: () => Promise<T>): Promise<T> {
-  const held = mark(tensors, what);
+/**
+ * What still writes `t`'s values (a step, a load, `join`'s loop; not a backward, which writes its
+ * gradient only), seen from outside it, or null: what reads the values now reads those of before.
+ */
+export function pendingValueWriter(t: Tensor): string | null {
+  if (writers.size === 0) return null; // every op asks: the common case costs one comparison
+  const what = writers.get(t)?.find((w) => w.writes === 'values')?.what;
+  return what !== undefined && outsideWriters() ? what : null;
+}
+
+/**
+ * Refuses an op's argument whose values an async operation not awaited still writes (`void opt.step()`,
+ * a `join` loop, a load, then a forward): the op read the values of before, silently.
+ */
+export function refuseValuesBeingWritten(op: string, args: readonly unknown[]): void {
+  if (writers.size === 0) return;
+  for (const [i, a] of args.entries()) {
+    const writer = writers.has(a as Tensor) ? pendingValueWriter(a as Tensor) : null;
+    if (writer !== null)
+      throw new AutogradError(
+        `${op}: argument ${i} is still being written by a running ${writer} (not awaited), ` +
+          `so this would read its values of before: await ${writer} first`,
+      );
+  }
+}
+
+/**
+ * Runs `fn` (an async operation writing `tensors`' values or only their gradients, named `what` for
+ * messages) with them marked as written.
+ */
+export async function whileWriting<T>(
+  tensors: Iterable<Tensor>,
+  what: string,
+  writes: Writes,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const held = mark(tensors, what, writes);
   try {
     return await insideWriter.run(true, fn);
   } finally {
@@ -46,16 +86,16 @@ export async function whileWriting<T>(tensors: Iterable<Tensor>, what: string, f
   }
 }
 
-function mark(tensors: Iterable<Tensor>, what: string): Tensor[] {
+function mark(tensors: Iterable<Tensor>, what: string, writes: Writes): Tensor[] {
   const held = [...new Set(tensors)];
-  for (const t of held) writers.set(t, [...(writers.get(t) ?? []), what]);
+  for (const t of held) writers.set(t, [...(writers.get(t) ?? []), { what, writes }]);
   return held;
 }
 
 function unmark(held: Tensor[], what: string): void {
   for (const t of held) {
     const left = writers.get(t)!;
-    left.splice(left.lastIndexOf(what), 1);
+    left.splice(left.map((w) => w.what).lastIndexOf(what), 1);
     if (left.length === 0) writers.delete(t);
   }
 }
@@ -77,7 +117,7 @@ export function queueCallback(fn: Callback): void {
  */
 export async function runBackward(leaves: Tensor[], execute: (run: BackwardRun) => Promise<void>): Promise<void> {
   const run: BackwardRun = { callbacks: [], pending: [], parent: currentRun.getStore() };
-  const held = mark(leaves, 'loss.backward()');
+  const held = mark(leaves, 'loss.backward()', 'gradients');
   try {
     await currentRun.run(run, () => execute(run));
   } finally {

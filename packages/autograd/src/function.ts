@@ -1,4 +1,5 @@
 import { tf } from '@ddp/tensor';
+import { refuseValuesBeingWritten } from './backward-run.js';
 import { AutogradArgumentError, refusePromises } from './errors.js';
 import { isGradEnabled } from './grad-mode.js';
 import { Context, type Edge, Node } from './node.js';
@@ -90,6 +91,7 @@ export class FunctionNode extends Node {
 
 function prepare(fn: AutogradFunction, args: unknown[]): { ctx: Context; unwrapped: unknown[] } {
   refusePromises(fn.constructor.name, args);
+  refuseValuesBeingWritten(fn.constructor.name, args);
   const recording = isGradEnabled();
   const needsInputGrad = args.map((a) => recording && a instanceof Tensor && a.requiresGrad);
   return { ctx: new Context(needsInputGrad), unwrapped: args.map((a) => (a instanceof Tensor ? a.data : a)) };

@@ -36,3 +36,8 @@ export function claimGradientReduction(
 export function releaseGradientReduction(owner: object, params: readonly { param: Tensor }[]): void {
   for (const { param } of params) if (owners.get(param)?.owner === owner) owners.delete(param);
 }
+
+/** The live wrapper that reduces `param`'s gradient across ranks (its `who`), or null. */
+export function gradientReducer(param: Tensor): string | null {
+  return owners.get(param)?.who ?? null;
+}

@@ -38,6 +38,16 @@ export function gradientShardGroups(param: Tensor): readonly NormReduceGroup[] {
   return shardGroups.get(param) ?? [];
 }
 
+/**
+ * The index of the first of `params` whose gradient is split over two or more of `ranks` (those
+ * ranks hold parts of it, not replicas: FSDP's shards, tensor-parallel ones, pipeline stages'), or
+ * -1. What treats the ranks' copies as replicas (ZeRO, Adasum) would combine the parts as one.
+ */
+export function firstSplitAmong(params: readonly Tensor[], ranks: readonly number[]): number {
+  const members = new Set(ranks);
+  return params.findIndex((p) => gradientShardGroups(p).some((g) => g.ranks.filter((r) => members.has(r)).length > 1));
+}
+
 /** A parameter whose value is this rank's part of a whole split over `ranks` (a tensor-parallel shard). */
 export interface ParameterShard {
   readonly ranks: readonly number[];

@@ -1,7 +1,7 @@
 import './methods.js';
 
 export { type AutocastDtype, type AutocastOptions, autocast, autocastDtype, roundToPrecision } from './autocast.js';
-export { pendingWriter, queueCallback, whileWriting } from './backward-run.js';
+export { pendingValueWriter, pendingWriter, queueCallback, type Writes, whileWriting } from './backward-run.js';
 export { checkpoint, type RngStateSource, registerCheckpointRngState } from './checkpoint.js';
 export { allGather, allReduce, broadcast, type DiffReduceOp, reduceScatter } from './collectives.js';
 export { type CreateOptions, fromTf, full, ones, rand, randn, tensor, zeros } from './creation.js';
@@ -17,8 +17,9 @@ export {
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';
-export { claimGradientReduction, releaseGradientReduction } from './gradient-owners.js';
+export { claimGradientReduction, gradientReducer, releaseGradientReduction } from './gradient-owners.js';
 export {
+  firstSplitAmong,
   gradientShardGroups,
   markGradientShard,
   markParameterShard,

@@ -87,7 +87,7 @@ export async function loadFSDPCheckpoint(
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
   // not awaited, training went on and the load overwrote its steps (probe X): a step refuses until it ends
   const shards = (contents as { root?: Partial<FSDPModule> } | undefined)?.root?.parameters?.() ?? [];
-  return whileWriting(shards, 'loadFSDPCheckpoint()', () => loadNow(location, contents));
+  return whileWriting(shards, 'loadFSDPCheckpoint()', 'values', () => loadNow(location, contents));
 }
 
 async function loadNow(

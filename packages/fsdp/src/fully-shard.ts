@@ -196,7 +196,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    */
   summonFullParams<T>(fn: () => T | Promise<T>): Promise<T> {
     // it writes the gathered values back into the shards: a step taken before it is awaited was undone
-    return whileWriting(this.parameters(), 'summonFullParams()', async () => {
+    return whileWriting(this.parameters(), 'summonFullParams()', 'values', async () => {
       const all = [this, ...this.subunits];
       for (const u of all) u.flat?.free(); // a unit still whole may be stale after an optimizer step
       await gatherAll(all, true); // float32 whatever the commDtype: what is read or exported is the shards' values

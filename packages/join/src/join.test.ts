@@ -1,3 +1,4 @@
+import { pendingValueWriter, tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { describe, expect, it } from 'vitest';
 import {
@@ -100,4 +101,24 @@ describe('join on one rank', () => {
     expect(e.name).toBe('EarlyTerminationError');
     expect(e.message).toContain('rank 3');
   });
+});
+
+// probe AD: a rank that joins first steps in the shadow loop (ZeRO's hook) after its loop returned; the
+// mark was released with the loop, so a save or forward meanwhile (join not awaited) read the weights of before
+it("the joinables' writes stay marked until the shadowing ends, not only while the loop runs", async () => {
+  let release = () => {};
+  const gate = new Promise<void>((r) => (release = r));
+  const group = { rank: 0, size: 1, ranks: [0], allReduce: () => ({ wait: () => gate }) } as unknown as ProcessGroup;
+  const weight = tensor([1, 2], [2]);
+  const joinable: Joinable = { ...recorder(group, []), joinWrites: [weight] };
+  let loopDone = false;
+  const running = join([joinable], async () => {
+    loopDone = true;
+  });
+  await new Promise((r) => setImmediate(r)); // the loop returned; the shadow loop awaits its all-reduce
+  expect(loopDone).toBe(true);
+  expect(pendingValueWriter(weight)).toBe('join()');
+  release();
+  await running;
+  expect(pendingValueWriter(weight)).toBe(null);
 });

@@ -99,16 +99,20 @@ export async function join<T>(joinables: Joinable[], fn: () => Promise<T>, opts:
   );
   for (const [i, j] of joinables.entries()) configs.set(j, own[i]);
   try {
+    // marked until the shadowing ends too: a rank that joined first steps there (ZeRO's hook), and
+    // what read the weights meanwhile (join not awaited) read those of before, silently (probe AD)
     const writes = joinables.flatMap((j) => j.joinWrites ?? []);
-    const result = await whileWriting(writes, 'join()', fn);
-    for (const config of own) config.joined = true;
-    await own[0].pending?.wait();
-    await joinLoop(
-      joinables.map((j) => j.joinHook(hookOpts)),
-      group,
-      throwOnEarlyTermination,
-    );
-    return result;
+    return await whileWriting(writes, 'join()', 'values', async () => {
+      const result = await fn();
+      for (const config of own) config.joined = true;
+      await own[0].pending?.wait();
+      await joinLoop(
+        joinables.map((j) => j.joinHook(hookOpts)),
+        group,
+        throwOnEarlyTermination,
+      );
+      return result;
+    });
   } finally {
     currentNotice = null;
     joinables.forEach((j, i) => {

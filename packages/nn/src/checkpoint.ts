@@ -233,7 +233,7 @@ async function readEntry(
 export async function loadCheckpoint(dir: string, contents: LoadContents): Promise<LoadedCheckpoint> {
   // not awaited, training went on and the load overwrote its steps (probe X): a step refuses until it ends
   const params = (contents as Partial<LoadContents> | undefined)?.model?.parameters?.() ?? [];
-  return whileWriting(params, 'loadCheckpoint()', () => loadNow(dir, contents));
+  return whileWriting(params, 'loadCheckpoint()', 'values', () => loadNow(dir, contents));
 }
 
 type LoadContents = CheckpointContents & { strict?: boolean };

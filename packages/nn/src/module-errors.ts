@@ -1,3 +1,4 @@
+import { pendingValueWriter, type Tensor } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 
 /** Raised by loadStateDict, naming every problem before anything changed. */
@@ -25,3 +26,17 @@ export class ModuleError extends Error {
 /** What a value is, for messages: 'a tf.Tensor', its class name, or its typeof. */
 export const kindOf = (v: unknown) =>
   v instanceof tf.Tensor ? 'a tf.Tensor' : ((v as object)?.constructor?.name ?? typeof v);
+
+/**
+ * Refuses a module's state an async operation not awaited still writes (`void opt.step()`, a `join`
+ * loop, a load): stateDict() took the values of before, loadStateDict's were overwritten, silently.
+ */
+export function refuseStateBeingWritten(where: string, state: Iterable<[string, Tensor]>): void {
+  for (const [key, t] of state) {
+    const writer = pendingValueWriter(t);
+    if (writer !== null)
+      throw new ModuleError(
+        `${where}: ${key} is still being written by a running ${writer} (not awaited): await it first`,
+      );
+  }
+}

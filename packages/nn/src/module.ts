@@ -1,6 +1,6 @@
 import { pendingWriter, Tensor } from '@ddp/autograd';
 import { checkBooleanOptions, tf } from '@ddp/tensor';
-import { kindOf, ModuleError, StateDictError } from './module-errors.js';
+import { kindOf, ModuleError, refuseStateBeingWritten, StateDictError } from './module-errors.js';
 import { Parameter } from './parameter.js';
 import { refuseDuringForward } from './running-forward.js';
 import { incomingState } from './state-dict-input.js';
@@ -232,7 +232,9 @@ export abstract class Module {
    * under the first only, and torch's strict load of the file failed).
    */
   stateDict(): StateDict {
-    return new Map([...this.stateTensors()].map(([key, t]) => [key, t.data]));
+    const state = [...this.stateTensors()];
+    refuseStateBeingWritten(`${this.constructor.name}.stateDict()`, state);
+    return new Map(state.map(([key, t]) => [key, t.data]));
   }
 
   /** Every parameter and persistent buffer by dotted name, a shared module under each of its names. */
@@ -258,6 +260,7 @@ export abstract class Module {
     refuseDuringForward(this.modules(), `${this.constructor.name}.loadStateDict`);
     const incoming = incomingState(state);
     const targets = new Map(this.stateTensors());
+    refuseStateBeingWritten(`${this.constructor.name}.loadStateDict()`, targets);
     // a shared tensor is loaded through any of its names (files saved before held only the first)
     const loaded = new Set([...targets].filter(([k]) => incoming.has(k)).map(([, t]) => t));
     const missingKeys = [...targets].filter(([k, t]) => !incoming.has(k) && !loaded.has(t)).map(([k]) => k);

@@ -113,7 +113,7 @@ export async function pipelineStep(
   running.add(stage);
   try {
     // the optimizer refuses the gradients, and eval() the stage, until the step is awaited
-    return await whileWriting(stage.parameters(), 'pipelineStep()', () =>
+    return await whileWriting(stage.parameters(), 'pipelineStep()', 'gradients', () =>
       whileForwarding(stage, 'pipelineStep', () => runSchedule(stage, microBatches, opts)),
     );
   } finally {

@@ -62,3 +62,16 @@ it('AdasumOptimizer refuses shards whose parts other ranks of its group hold, an
     /processGroup is a Promise \(await newGroup\(…\) first\)/,
   );
 });
+
+// probe AD: ZeRO's step is async and averages the gradients; Adasum read the deltas before it ran (zero)
+it('AdasumOptimizer over an optimizer whose step is async (ZeRO): refused when made', () => {
+  const model = new Linear(4, 2, { generator: new Generator(3) });
+  class ZeroLike extends Adam {
+    override async step(): Promise<void> {
+      super.step();
+    }
+  }
+  expect(() => new AdasumOptimizer(new ZeroLike(model.parameters(), { lr: 0.1 }), brokenPair)).toThrow(
+    /ZeroLike\.step\(\) is asynchronous \(a distributed optimizer\): wrap a local optimizer/,
+  );
+});

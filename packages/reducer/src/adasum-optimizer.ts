@@ -1,4 +1,4 @@
-import { gradientShardGroups, type Tensor, whileWriting } from '@ddp/autograd';
+import { firstSplitAmong, gradientReducer, type Tensor, whileWriting } from '@ddp/autograd';
 import { checkGroup, getDefaultGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { refusePendingGradients, refuseStepArguments } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -39,14 +39,18 @@ export class AdasumOptimizer {
     this.params = optimizer.paramGroups.flatMap((g) => g.params);
     // FSDP's shards (gradient shards over this group): each rank's delta is another part of the
     // parameter, and Adasum combined them as one (silently)
-    const members = new Set(processGroup.ranks);
-    const split = this.params.findIndex((p) =>
-      gradientShardGroups(p).some((g) => g.ranks.filter((r) => members.has(r)).length > 1),
-    );
+    const split = firstSplitAmong(this.params, processGroup.ranks);
     if (split >= 0)
       throw new AdasumError(
         `AdasumOptimizer: parameter ${split} is a shard whose parts other ranks of the group hold (FSDP's, ZeRO's): ` +
           "Adasum combines replicas' deltas; wrap an optimizer over whole, replicated parameters",
+      );
+    // a distributed optimizer (ZeRO's step is async and averages the gradients): its step ran after
+    // the deltas were read, and the deltas were every rank's same step anyway (silently no Adasum)
+    if (optimizer.step.constructor.name === 'AsyncFunction')
+      throw new AdasumError(
+        `AdasumOptimizer: ${optimizer.constructor.name}.step() is asynchronous (a distributed optimizer): ` +
+          'wrap a local optimizer (SGD, Adam, …); Adasum does the combining',
       );
     let offset = 0;
     this.segments = this.params.map((p) => {
@@ -62,8 +66,9 @@ export class AdasumOptimizer {
   async step(...args: []): Promise<void> {
     refuseStepArguments('AdasumOptimizer', args);
     refusePendingGradients('AdasumOptimizer.step()', this.params);
+    refuseReducedGradients(this.params);
     // not awaited, zeroGrad cleared the gradients before the local step read them: it never trained (probe X)
-    return whileWriting(this.params, 'AdasumOptimizer.step()', () => this.stepNow());
+    return whileWriting(this.params, 'AdasumOptimizer.step()', 'values', () => this.stepNow());
   }
 
   private async stepNow(): Promise<void> {
@@ -107,4 +112,19 @@ export class AdasumOptimizer {
   zeroGrad(setToNone = true): void {
     this.optimizer.zeroGrad(setToNone);
   }
+}
+
+/**
+ * Refuses gradients a wrapper averages across ranks (DDP, ZeRO stage 2, a pipeline's dpGroup): every
+ * rank then took the same step, and Adasum of equal deltas is that step (plain averaging, silently).
+ * Asked at each step: the wrapper may come after the optimizer.
+ */
+function refuseReducedGradients(params: readonly Tensor[]): void {
+  const i = params.findIndex((p) => gradientReducer(p) !== null);
+  if (i >= 0)
+    throw new AdasumError(
+      `AdasumOptimizer.step(): parameter ${i}'s gradient is averaged across ranks by ${gradientReducer(params[i])}, ` +
+        'so every rank took the same step and Adasum would combine nothing: use AdasumOptimizer without it ' +
+        '(or adasumHook as the DDP comm hook)',
+    );
 }

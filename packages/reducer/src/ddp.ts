@@ -12,7 +12,7 @@ import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import { newReduction, type Reduction } from './reduction.js';
-import { broadcastTensors, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
+import { broadcastTensors, checkModule, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
 
 /**
@@ -76,6 +76,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
   static async create<M extends Module>(module: M, opts: DDPOptions = {}): Promise<DistributedDataParallel<M>> {
+    checkModule(module, 'DistributedDataParallel.create');
     checkOptions(opts);
     if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
       throw new DDPUsageError(

@@ -4,7 +4,7 @@ import type { Module, Parameter } from '@ddp/nn';
 import { checkOptionNames, copyTensorInto, tensorFromFloat32, writeInPlace } from '@ddp/tensor';
 import { DDPUsageError } from './errors.js';
 import { claimParameters, releaseParameters } from './ownership.js';
-import { checkTrainableUnchanged, syncInitialState } from './sync.js';
+import { checkModule, checkTrainableUnchanged, syncInitialState } from './sync.js';
 
 /**
  * picotron's DataParallelNaive: each parameter's gradient is all-reduced on its own, from
@@ -48,6 +48,7 @@ export class DataParallelNaive<M extends Module = Module> {
     opts: { processGroup?: ProcessGroup | null } = {},
   ): Promise<DataParallelNaive<M>> {
     // `{ process_group: tpGroup }` was ignored: the gradients averaged over the whole world
+    checkModule(module, 'DataParallelNaive.create');
     checkOptionNames('DataParallelNaive.create', opts, ['processGroup'], (m) => new DDPUsageError(m));
     const group = groupOrWorld(opts.processGroup, 'DataParallelNaive.create');
     await syncInitialState(module, group, 'DataParallelNaive');

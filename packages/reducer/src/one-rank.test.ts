@@ -4,9 +4,10 @@ import { join as join_ } from 'node:path';
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { BatchNorm1d, Generator, Linear, Module, mse, Sequential, saveCheckpoint } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, Module, mse, Sequential, SGD, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AdasumOptimizer } from './adasum-optimizer.js';
 import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
 import { type InPlaceBucket, inPlaceHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
@@ -169,7 +170,7 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
 
   // probe AB: join not awaited (torch's `with Join(...)` is synchronous), then a save: it held the weights of before
   // the loop under the final step, silently; a forward read them too
-  it('a save or a forward while join() still runs (not awaited): refused; awaited, both go', async () => {
+  it('a save, a forward or a state dict while join() still runs (not awaited): refused; awaited, they go', async () => {
     const model = withLargeGradient();
     const ddp = await DistributedDataParallel.create(model);
     const dir = await mkdtemp(join_(tmpdir(), 'ddp-join-save-'));
@@ -184,6 +185,9 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     const saving = saveCheckpoint(dir, { model, step: 2 });
     saving.catch(() => {}); // looked at below, once the loop is done
     expect(() => ddp.forward(normal([4, 5], 1) as never)).toThrow(/forward while join\(\) is still running/);
+    // probe AD: the wrapped module's own forward, and its state dict, read the weights of before the loop
+    expect(() => model.forward(normal([4, 5], 1) as never)).toThrow(/still being written by a running join\(\)/);
+    expect(() => model.stateDict()).toThrow(/stateDict\(\): .* still being written by a running join\(\)/);
     await loop;
     await expect(saving).rejects.toThrow(/still being written by a running join\(\)/);
     await saveCheckpoint(dir, { model, step: 2 });
@@ -198,6 +202,20 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
       for (let step = 0; step < 2; step++) await backward((x) => ddp.forward(x), 41 + step);
     });
     expect(sent).toBe(1); // the bucket order, after the first iteration
+    model.dispose();
+  });
+
+  // probe AD: DDP averaged the gradients, every rank took the same step, and Adasum of equal deltas is that step
+  it('AdasumOptimizer over a model DDP reduces: refused at the step, nothing moved', async () => {
+    const model = withLargeGradient();
+    const ddp = await DistributedDataParallel.create(model);
+    const opt = new AdasumOptimizer(new SGD(model.parameters(), { lr: 0.1 }));
+    await backward((x) => ddp.forward(x));
+    const before = model.parameters().map((p) => Array.from(p.data.dataSync()));
+    await expect(opt.step()).rejects.toThrow(
+      /parameter 0's gradient is averaged across ranks by DistributedDataParallel/,
+    );
+    expect(model.parameters().map((p) => Array.from(p.data.dataSync()))).toEqual(before);
     model.dispose();
   });
 });

@@ -79,6 +79,29 @@ async function verifyParameterShapes(params: readonly [string, Tensor][], group:
   }
 }
 
+const FSDP_ADVICE = "FSDP reduces its shards' gradients itself: train fullyShard's root without DDP";
+
+/**
+ * Refuses what is not an nn Module (fullyShard's FSDPModule, a tf.LayersModel) and a module whose
+ * parameters are freed (the module fullyShard sharded): DDP failed untyped reading them
+ * (`module.namedParameters is not a function`, TensorDisposedError).
+ */
+export function checkModule(module: unknown, who: string): void {
+  if (typeof (module as Module | null)?.namedParameters !== 'function') {
+    const kind = (module as object | null)?.constructor?.name ?? typeof module;
+    throw new DDPUsageError(
+      `${who}: the module (${kind}) is not an nn Module${kind === 'FSDPModule' ? `: ${FSDP_ADVICE}` : ''}`,
+    );
+  }
+  const freed = (module as Module).namedParameters().find(([, p]) => p.isDisposed);
+  if (freed !== undefined) {
+    const why = freed[1].freedBy ?? 'dispose()';
+    throw new DDPUsageError(
+      `${who}: parameter ${freed[0]} is freed (${why})${why.startsWith('fsdp') ? `; ${FSDP_ADVICE}` : ''}`,
+    );
+  }
+}
+
 /**
  * Refuses a group that holds two parts of one tensor-parallel shard (DDP over the world where the
  * data-parallel group was meant): its broadcast copied rank 0's shard over the other tp ranks'

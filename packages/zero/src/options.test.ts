@@ -1,4 +1,4 @@
-import { fromTf, markParameterShard } from '@ddp/autograd';
+import { fromTf, markGradientShard, markParameterShard } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Linear } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -51,4 +51,16 @@ it("parameters that differ because they are a tensor-parallel shard's parts: nam
     /^rank 0: parameter 1 is a tensor-parallel shard \(here part of ranks \[0,1\]\), .*data-parallel group/,
   );
   expect(zeroDiffers([plain, shard])(0, 0, 0, 1).message).toMatch(/parameter 0 differs between ranks 0 and 1/);
+});
+
+// probe AD: ZeRO over FSDP's shards took their parts for differing replicas and advised broadcasting rank 0's
+it("parameters whose parts ranks of ZeRO's group hold (FSDP's shards): refused when made, naming FSDP", () => {
+  const pair = { rank: 0, size: 2, ranks: [0, 1], allReduce: () => ({ wait: () => Promise.resolve() }) };
+  const [whole, shard] = [new Linear(2, 2), new Linear(2, 2)].map((l) => l.weight);
+  markGradientShard(shard, pair);
+  const make = () => new ZeroRedundancyOptimizer([whole, shard], Adam, { lr: 0.01 }, { processGroup: pair as never });
+  expect(make).toThrow(ZeroError);
+  expect(make).toThrow(
+    /parameter 1 is a shard whose parts ranks of its group hold \(FSDP's.*give it a plain optimizer/,
+  );
 });

@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib';
-import { parameterShardOf, type Tensor } from '@ddp/autograd';
+import { firstSplitAmong, parameterShardOf, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { ZeroError } from './errors.js';
 
@@ -13,6 +13,21 @@ export function parameterChecksums(params: readonly Tensor[]): Int32Array {
 
 /** The error for parameter i differing between group ranks `first` and `other`, raised on rank `me`. */
 export type DifferingParameterError = (me: number, i: number, first: number, other: number) => Error;
+
+/**
+ * Refuses parameters whose parts ranks of `group` hold (FSDP's shards, tensor-parallel ones over the
+ * tp group): ZeRO averages replicas, and the first step's check took FSDP's parts for differing
+ * replicas and advised broadcasting rank 0's, which would copy one part over the others.
+ */
+export function refuseSplitParameters(params: readonly Tensor[], group: ProcessGroup): void {
+  const i = firstSplitAmong(params, group.ranks);
+  if (i >= 0)
+    throw new ZeroError(
+      `ZeroRedundancyOptimizer: parameter ${i} is a shard whose parts ranks of its group hold (FSDP's, or a ` +
+        "tensor-parallel layer's): FSDP shards the optimizer state itself (give it a plain optimizer); run ZeRO " +
+        'over the data-parallel group (grid.dpGroup) for tensor-parallel shards',
+    );
+}
 
 /**
  * ZeRO's error: a tensor-parallel shard two of whose parts the group holds (ZeRO over the world

@@ -8,7 +8,7 @@ import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { ParameterExchange } from './parameter-exchange.js';
 import { type Partition, partitionParameters } from './partition.js';
-import { checkSameParameters, parameterChecksums, zeroDiffers } from './same-parameters.js';
+import { checkSameParameters, parameterChecksums, refuseSplitParameters, zeroDiffers } from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
@@ -67,6 +67,10 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     checkBooleanOptions('ZeroRedundancyOptimizer', zero, ['parametersAsBucketView'], (m) => new ZeroError(m));
     super(params, options as O);
     this.processGroup = groupOrWorld(zero.processGroup, 'ZeroRedundancyOptimizer');
+    refuseSplitParameters(
+      this.paramGroups.flatMap((g) => g.params),
+      this.processGroup,
+    );
     this.stage = zero.stage ?? 1;
     if (this.stage !== 1 && this.stage !== 2) throw new ZeroError(`stage must be 1 or 2, got ${String(this.stage)}`);
     this.parametersAsBucketView = zero.parametersAsBucketView ?? false;
@@ -129,7 +133,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
     refusePendingGradients('ZeroRedundancyOptimizer.step()', this.allParams());
     // not awaited, zeroGrad cleared the gradients before the local step read them (probe X)
-    return whileWriting(this.allParams(), 'ZeroRedundancyOptimizer.step()', () => this.stepNow());
+    return whileWriting(this.allParams(), 'ZeroRedundancyOptimizer.step()', 'values', () => this.stepNow());
   }
 
   private async stepNow(): Promise<void> {

@@ -23,3 +23,27 @@ describe('silent wrong results: an optimizer over replaced parameters', () => {
     }
   }, 90_000);
 });
+
+/**
+ * FSDP's shards given to what averages replicas (probe AD): ZeRO's first-step check took the parts
+ * for differing replicas and advised broadcasting rank 0's (one part over the other); DDP failed
+ * untyped given its root; Adasum refused already. Each is now refused when made, on every rank.
+ */
+describe("FSDP's shards under a wrapper of replicas", () => {
+  it('fsdp: DDP, ZeRO and AdasumOptimizer over its root are refused on every rank, naming the shard', async () => {
+    const run = await runWorld<{ rank: number; errors: Record<string, string | null> }>({
+      script: child('fsdp-under-replica-wrappers.child.ts'),
+      nprocs: 2,
+    });
+    for (const { rank, errors } of run.results) {
+      expect(errors.ddp ?? 'no error', `rank ${rank}`).toMatch(
+        /^DDPUsageError: DistributedDataParallel.create: parameter 0.weight is freed \(fsdp: .*\); FSDP reduces/,
+      );
+      expect(errors.ddpOverRoot ?? 'no error', `rank ${rank}`).toMatch(
+        /^DDPUsageError: DistributedDataParallel.create: the module \(FSDPModule\) is not an nn Module: FSDP reduces/,
+      );
+      expect(errors.zero ?? 'no error', `rank ${rank}`).toMatch(/^ZeroError: .* parameter 0 is a shard .*\(FSDP's/);
+      expect(errors.adasum ?? 'no error', `rank ${rank}`).toMatch(/^AdasumError: .* parameter 0 is a shard/);
+    }
+  }, 90_000);
+});

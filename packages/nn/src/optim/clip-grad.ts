@@ -98,7 +98,7 @@ export async function clipGradNormDistributed(
   const unique = eachOnce(params);
   refusePendingGradients('clipGradNormDistributed', unique);
   // not awaited, the step took the gradients unclipped, and the clip scaled them after (probe X)
-  return whileWriting(unique, 'clipGradNormDistributed()', () => clipDistributed(unique, maxNorm, opts));
+  return whileWriting(unique, 'clipGradNormDistributed()', 'gradients', () => clipDistributed(unique, maxNorm, opts));
 }
 
 async function clipDistributed(
