@@ -10,5 +10,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     teardownTimeout: 10_000,
+    // two test files at once even on 2 cores (vitest's default there is one): most of a multi-process
+    // test is its ranks starting and waiting on each other, so the comm suite takes 316 s, not 421 s
+    maxWorkers: 2,
   },
 });
