@@ -25,6 +25,19 @@ describe('RandomSampler (torch semantics)', () => {
     expect([...new RandomSampler(5, { numSamples: 3, seed: 3 })]).toHaveLength(3);
   });
 
+  // probe AF: a shuffled DataLoader over an empty dataset gave no batch and trained nothing (torch refuses it)
+  it('an empty dataset: refused when drawn, as torch refuses it, by a shuffling DataLoader too', async () => {
+    expect(() => [...new RandomSampler(0)]).toThrow(/^RandomSampler: cannot draw an epoch from an empty dataset/);
+    const empty = new ArrayDataset<number>([]);
+    const batches = async (shuffle: boolean) => {
+      const out: unknown[] = [];
+      for await (const b of new DataLoader(empty, { batchSize: 2, shuffle })) out.push(b);
+      return out;
+    };
+    await expect(batches(true)).rejects.toThrow(/from an empty dataset/);
+    expect(await batches(false)).toEqual([]); // unshuffled: no batch, as torch
+  });
+
   // were ignored: a plain permutation of length 5 came out
   it('with replacement: numSamples uniform draws', () => {
     const s = new RandomSampler(4, { replacement: true, numSamples: 4000, seed: 1 });
@@ -40,7 +53,6 @@ describe('RandomSampler (torch semantics)', () => {
     expect(() => new RandomSampler(5, { numSamples: 0 })).toThrow(DataArgumentError);
     expect(() => new RandomSampler(5, options('{ "replacement": "yes" }'))).toThrow(DataArgumentError);
     expect(() => [...new RandomSampler(0, { numSamples: 2 })]).toThrow(/cannot draw 2 indices from an empty dataset/);
-    expect([...new RandomSampler(0)]).toEqual([]);
   });
 
   it('follows a dataset whose length changes between epochs', () => {

@@ -119,8 +119,11 @@ export class RandomSampler implements Sampler {
   *[Symbol.iterator](): Iterator<number> {
     const n = sourceLength(this.source, 'RandomSampler');
     const count = this.length;
-    if (count > 0 && n === 0)
-      throw new DataArgumentError(`RandomSampler: cannot draw ${count} indices from an empty dataset`);
+    // torch refuses an empty one too: a shuffled loader over it gave no batch, and nothing trained
+    if (n === 0)
+      throw new DataArgumentError(
+        `RandomSampler: cannot draw ${count > 0 ? `${count} indices` : 'an epoch'} from an empty dataset`,
+      );
     if (this.replacement) {
       for (let i = 0; i < count; i++) yield this.generator.randint(n);
       return;

@@ -34,19 +34,27 @@ export function parameterOrderChange(saved: readonly (string | null)[] | undefin
 }
 
 /**
- * Refuses an optimizer stepping shards of flattened parameters that are no parameter of the model
- * (FSDP's): each rank holds other moments under the same position and shape, so a file one rank
- * wrote gave every rank that rank's state on load, silently.
+ * Refuses an optimizer stepping a parameter that is not the model's: the checkpoint held its state
+ * but not its value, so a resumed run stepped it on from its initial value (probe AE); FSDP's
+ * shards of flattened units differ on every rank besides, and one rank's file loaded into all.
  */
-export function refuseShardedOptimizer(where: string, model: Module, groups: readonly { params: Tensor[] }[]): void {
-  const names = optimizerParamNames(model, groups);
-  const index = groups
-    .flatMap((g) => g.params)
-    .findIndex((p, i) => names[i] === null && gradientShardGroups(p).length > 0);
+export function refuseParamsOutsideModel(
+  where: string,
+  model: Module,
+  groups: readonly { params: Tensor[] }[],
+  error: (message: string) => Error = (message) => new CheckpointError(message),
+): void {
+  const index = optimizerParamNames(model, groups).indexOf(null);
   if (index < 0) return;
-  throw new CheckpointError(
-    `${where}: optimizer parameter ${index} is a shard of a flattened unit, no parameter of the model (FSDP): ` +
-      "its state differs on every rank, and one rank's file would load into all. Save with saveFSDPCheckpoint",
+  if (gradientShardGroups(groups.flatMap((g) => g.params)[index]).length > 0)
+    throw error(
+      `${where}: optimizer parameter ${index} is a shard of a flattened unit, no parameter of the model (FSDP): ` +
+        "its state differs on every rank, and one rank's file would load into all. Save with saveFSDPCheckpoint",
+    );
+  throw error(
+    `${where}: optimizer parameter ${index} is no parameter of the model: the checkpoint would hold its state ` +
+      'but not its value, and a resumed run would step it on from its initial value. Register it in the model ' +
+      "(registerParameter), or give the optimizer the model's parameters only",
   );
 }
 

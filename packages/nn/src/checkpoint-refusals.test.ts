@@ -123,13 +123,23 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     await expect(saveCheckpoint(dir, { model, optimizer: opt, step: 1 })).rejects.toThrow(
       /optimizer parameter 0 is a shard of a flattened unit, no parameter of the model \(FSDP\).*saveFSDPCheckpoint/,
     );
-    // a file written before the refusal existed (a plain optimizer over the same shapes) is refused at load too
-    const plain = Parameter.fromValues(Float32Array.of(1, 2, 3), [3]);
-    const written = new Adam([plain], { lr: 0.1 });
-    plain.grad = tf.ones([3]);
-    written.step();
-    await saveCheckpoint(dir, { model, optimizer: written, step: 1 });
+    // and at load, into a file of a plain optimizer
+    await saveCheckpoint(dir, { model, optimizer: new Adam(model.parameters(), { lr: 0.1 }), step: 1 });
     await expect(loadCheckpoint(dir, { model, optimizer: opt })).rejects.toThrow(/is a shard of a flattened unit/);
+  });
+
+  // probe AE: the file held the parameter's Adam state but not its value: resumed, it stepped on from its initial one
+  it("an optimizer parameter that is not the model's is refused at save and load, naming it", async () => {
+    const model = new Toy(new Generator(1));
+    const temperature = Parameter.fromValues(Float32Array.of(1), [1]);
+    const opt = new Adam([...model.parameters(), temperature], { lr: 0.1 });
+    const index = model.parameters().length;
+    await expect(saveCheckpoint(dir, { model, optimizer: opt, step: 1 })).rejects.toThrow(
+      new RegExp(`optimizer parameter ${index} is no parameter of the model: the checkpoint would hold its state`),
+    );
+    expect(await latestCheckpoint(dir)).toBeNull();
+    await saveCheckpoint(dir, { model, optimizer: new Adam(model.parameters(), { lr: 0.1 }), step: 1 });
+    await expect(loadCheckpoint(dir, { model, optimizer: opt })).rejects.toThrow(/is no parameter of the model/);
   });
 
   it('strict: false returns the keys it skipped, as torch does (a prefix mismatch loaded nothing, silently)', async () => {

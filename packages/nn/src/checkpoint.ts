@@ -26,7 +26,7 @@ import {
   optimizerParamNames,
   optimizerStateTensors,
   parameterOrderChange,
-  refuseShardedOptimizer,
+  refuseParamsOutsideModel,
 } from './checkpoint-order.js';
 import { modelPart, refuseOtherPart, refuseOtherShards, shardsHeld } from './checkpoint-parts.js';
 import { temporaryEntryName } from './checkpoint-temporaries.js';
@@ -123,7 +123,7 @@ export async function saveCheckpoint(
   // the weights a backward, step or join loop not awaited still writes: the save held those of before
   refusePendingGradients(`saveCheckpoint(${dir})`, contents.model.parameters(), (m) => new CheckpointError(m));
   if (contents.optimizer)
-    refuseShardedOptimizer(`saveCheckpoint(${dir})`, contents.model, contents.optimizer.paramGroups);
+    refuseParamsOutsideModel(`saveCheckpoint(${dir})`, contents.model, contents.optimizer.paramGroups);
   const model = new Map([...contents.model.stateDict()].map(([k, t]) => [k, toSafeTensor(t)]));
   const sd = contents.optimizer?.stateDict();
   const { tensors, scalars } = sd ? optimizerStateTensors(sd.state) : { tensors: null, scalars: {} };
@@ -271,7 +271,7 @@ async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheck
       };
     }
     if (contents.optimizer && meta.optimizer) {
-      refuseShardedOptimizer(path, contents.model, contents.optimizer.paramGroups);
+      refuseParamsOutsideModel(path, contents.model, contents.optimizer.paramGroups);
       const now = optimizerParamNames(contents.model, contents.optimizer.paramGroups);
       const change = parameterOrderChange(meta.optimizer.paramNames, now);
       if (change) throw new CheckpointError(`${path}: ${change}`);

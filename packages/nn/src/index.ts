@@ -32,7 +32,12 @@ export {
   readNewestEntry,
 } from './checkpoint-dir.js';
 export { CheckpointError, CheckpointLockError } from './checkpoint-errors.js';
-export { optimizerParamNames, optimizerStateTensors, parameterOrderChange } from './checkpoint-order.js';
+export {
+  optimizerParamNames,
+  optimizerStateTensors,
+  parameterOrderChange,
+  refuseParamsOutsideModel,
+} from './checkpoint-order.js';
 export { modelPart, refuseOtherShards, shardsHeld } from './checkpoint-parts.js';
 export { temporaryEntryName } from './checkpoint-temporaries.js';
 export { commitManifestEntry, refuseOtherFormat } from './commit-refusals.js';
@@ -84,9 +89,9 @@ export {
   type ParamState,
   refusePendingGradients,
   refuseStepArguments,
-  stateDictParams,
 } from './optim/optimizer.js';
 export { SGD, type SGDOptions } from './optim/sgd.js';
+export { stateDictParams } from './optim/state-dict-check.js';
 export { Parameter } from './parameter.js';
 export { whileForwarding } from './running-forward.js';
 export {

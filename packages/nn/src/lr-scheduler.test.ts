@@ -98,19 +98,39 @@ describe('learning-rate schedules', () => {
   it('refuses to step when another scheduler or the user changed the lr it set', () => {
     const opt = { paramGroups: [{ lr: 1 }] };
     const warm = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });
-    const decay = new StepLR(opt, 3, 0.5);
-    expect(() => warm.step()).toThrow(/WarmupCosineLR\.step: param group 0's lr is 1, not the 0 this scheduler set/);
-    decay.step();
+    const decay = new StepLR(opt, 3, 0.5); // made over warm's lr 0 and initialLr 1: it writes nothing
+    expect(() => decay.step()).toThrow(/StepLR\.step: param group 0 had lr 0 when this scheduler was made/);
+    warm.step();
     for (const group of opt.paramGroups) group.lr = 0.3;
-    expect(() => decay.step()).toThrow(SchedulerError);
+    expect(() => warm.step()).toThrow(
+      /WarmupCosineLR\.step: param group 0's lr is 0\.3, not the 0\.5 this scheduler set/,
+    );
   });
 
-  it('a new scheduler replacing an old one that is no longer stepped is fine', () => {
-    const opt = { paramGroups: [{ lr: 1 }] };
+  // probe AE: a new schedule wrote the earlier initial lr over the lr the group had (an lr set by hand to
+  // fine-tune, or where an old schedule had decayed it), 10x too high, where torch's chains from that lr
+  it('a new scheduler over groups whose lr is not their initialLr: refused at its step until told where to start', () => {
+    const opt = { paramGroups: [{ lr: 1 }] as { lr: number; initialLr?: number }[] };
     new StepLR(opt, 1, 0.5).step();
+    expect(() => new StepLR(opt, 1, 0.1).step()).toThrow(
+      /had lr 0\.5 when this scheduler was made, and initialLr 1 from an earlier schedule or a loaded optimizer state/,
+    );
+    expect(opt.paramGroups[0]?.lr).toBe(0.5); // not overwritten with 1
+    for (const group of opt.paramGroups) group.initialLr = group.lr;
     const next = new StepLR(opt, 1, 0.1);
     next.step();
-    expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.1, 12);
+    expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.05, 12);
+  });
+
+  it("made over a loaded optimizer state, then given the schedule's state: resumes it", () => {
+    const opt = { paramGroups: [{ lr: 0.025, initialLr: 0.1 }] };
+    const sched = new StepLR(opt, 3, 0.5);
+    sched.loadStateDict({ lastEpoch: 6, baseLrs: [0.1], options: { stepSize: 3, gamma: 0.5 }, kind: 'StepLR' });
+    sched.step();
+    expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.025, 12);
+    sched.step();
+    sched.step();
+    expect(opt.paramGroups[0]?.lr).toBeCloseTo(0.0125, 12);
   });
 
   it("a group's cosine floor is the same fraction of its own initial lr: a frozen group (lr 0) stays frozen", () => {

@@ -27,8 +27,17 @@ export abstract class LRScheduler {
   lastEpoch = 0;
   /** The lr this scheduler last wrote into each group: a different value at step() means someone else wrote it. */
   private written: number[] = [];
+  /**
+   * Groups that carried an initialLr (an earlier schedule's, or a loaded optimizer state's) and
+   * another lr when this scheduler was made, with that lr: which one to schedule from is unknown
+   * until its state is loaded. The schedule wrote the initial lr's over the lr set by hand (probe AE).
+   */
+  private unresolved: { group: number; lr: number }[];
 
   constructor(readonly optimizer: HasParamGroups) {
+    this.unresolved = optimizer.paramGroups.flatMap((g, group) =>
+      g.initialLr !== undefined && g.initialLr !== g.lr ? [{ group, lr: g.lr }] : [],
+    );
     for (const group of optimizer.paramGroups) group.initialLr ??= group.lr;
     this.baseLrs = optimizer.paramGroups.map((g) => g.initialLr as number);
   }
@@ -54,6 +63,14 @@ export abstract class LRScheduler {
           'per step; to resume, load the scheduler state',
       );
     this.checkGroups('step');
+    const [first] = this.unresolved;
+    if (first !== undefined)
+      throw new SchedulerError(
+        `${this.constructor.name}.step: param group ${first.group} had lr ${first.lr} when this scheduler was made, ` +
+          `and initialLr ${this.baseLrs[first.group]} from an earlier schedule or a loaded optimizer state, which ` +
+          "this schedule computes from: load the earlier schedule's state to resume it, or set the group's " +
+          'initialLr to its lr before making a schedule from the lr it has now (as torch chains from it)',
+      );
     this.optimizer.paramGroups.forEach((g, i) => {
       const mine = this.written[i];
       if (mine !== undefined && !Object.is(g.lr, mine))
@@ -100,6 +117,10 @@ export abstract class LRScheduler {
     this.checkState(state);
     this.lastEpoch = state.lastEpoch;
     this.baseLrs.splice(0, this.baseLrs.length, ...state.baseLrs);
+    this.unresolved = [];
+    this.optimizer.paramGroups.forEach((g, i) => {
+      g.initialLr = this.baseLrs[i];
+    });
     if (state.options) Object.assign(this.options, this.unsavedDefaults(), state.options);
     this.apply();
   }
@@ -124,6 +145,7 @@ export abstract class LRScheduler {
 
   /** Writes the current step's lr into every group; subclasses call it once constructed. */
   protected apply(): void {
+    if (this.unresolved.length > 0) return; // the lr set by hand stays until the state is loaded
     this.written = this.optimizer.paramGroups.map((g, i) => {
       g.lr = this.lrAt(this.lastEpoch, this.baseLrs[i]);
       return g.lr;

@@ -64,3 +64,12 @@ it("parameters whose parts ranks of ZeRO's group hold (FSDP's shards): refused w
     /parameter 1 is a shard whose parts ranks of its group hold \(FSDP's.*give it a plain optimizer/,
   );
 });
+
+// probe AE: torch's names were kept beside the wrapped optimizer's and ignored (weight decay off), silently
+it("a state dict of torch's names: refused as the wrapped optimizer refuses it", () => {
+  const zero = new ZeroRedundancyOptimizer(new Linear(3, 2).parameters(), Adam, { lr: 0.1 });
+  const group = { lr: 0.1, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.05, params: [0, 1] };
+  expect(() => zero.loadStateDict({ state: new Map(), paramGroups: [group], kind: 'Adam' } as never)).toThrow(
+    /^loadStateDict: Adam parameter group 0: unknown option "weight_decay"; did you mean weightDecay/,
+  );
+});

@@ -23,6 +23,7 @@ import {
   modelPart,
   optimizerStateTensors,
   type ParamState,
+  refuseParamsOutsideModel,
   refusePendingGradients,
   type SafeTensor,
   type SaveOptions,
@@ -176,6 +177,13 @@ export async function saveShardedCheckpoint(
   // what a backward, step or join loop not awaited still writes: the save held the state of before
   const where = `saveShardedCheckpoint(${dir})`;
   refusePendingGradients(where, globalParams(contents.optimizer), (m) => new ShardedCheckpointError(m));
+  if (contents.model)
+    refuseParamsOutsideModel(
+      where,
+      contents.model,
+      contents.optimizer.paramGroups,
+      (m) => new ShardedCheckpointError(m),
+    );
   const { expectNewest } = options;
   const zero = contents.optimizer;
   const { rank, size } = zero.processGroup;

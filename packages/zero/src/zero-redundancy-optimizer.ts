@@ -79,6 +79,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     const probeOf = (g: ParamGroup<O>) => ({ ...hyperparameters(g), params: [g.params[0]] }) as ParamGroupInput<O>;
     const probe = new optimizerClass(this.paramGroups.filter((g) => g.params.length > 0).map(probeOf), options);
     this.wrappedKind = probe.stateKind();
+    this.adoptGroupCheck(probe);
     Object.assign(this.defaults, probe.defaults);
     for (let g = 0; g < this.paramGroups.length; g++)
       this.paramGroups[g] = { ...probe.defaults, ...this.paramGroups[g] };
@@ -224,6 +225,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */
   override loadStateDict(sd: OptimizerStateDict<O>): void {
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf, this.stateKind());
+    this.checkLoadedValues(sd); // as the wrapped optimizer checks them, on every rank (one owning none too)
     this.disposeConsolidated();
     for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[g], hyper);

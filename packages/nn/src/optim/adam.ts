@@ -24,6 +24,7 @@ const adamNames = ['lr', 'betas', 'eps', 'weightDecay', 'amsgrad', 'maximize'] a
 /** Adam's and AdamW's values, of the options and of each group. */
 const adamGroupCheck: GroupCheck<AdamOptions> = {
   names: adamNames,
+  state: ['step', 'expAvg', 'expAvgSq', 'maxExpAvgSq'],
   values(o, where) {
     if (!(typeof o.lr === 'number' && o.lr >= 0)) throw new OptimizerError(`${where}: invalid learning rate ${o.lr}`);
     // typeof: ['0.9', '0.999'] from a config passed the range check and failed in the update kernel

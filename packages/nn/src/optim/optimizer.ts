@@ -1,5 +1,6 @@
 import { pendingWriter, type Tensor } from '@ddp/autograd';
 import { checkOptionNames, tf } from '@ddp/tensor';
+import { checkStateValues, stateDictParams } from './state-dict-check.js';
 
 /** Per-parameter optimizer state: tensors (momentum buffers, moments) and numbers (step). */
 export type ParamState = Record<string, tf.Tensor | number>;
@@ -33,6 +34,8 @@ export function checkOptimizerOptions(optimizer: string, options: object, known:
 /** How an optimizer checks each parameter group: the hyperparameters it knows, and their values (merged). */
 export interface GroupCheck<O> {
   names: readonly string[];
+  /** The per-parameter state its update keeps (what a loaded state may hold). */
+  state: readonly string[];
   /** Raises OptimizerError for a value the update cannot use; `where` names the group. */
   values(o: O, where: string): void;
 }
@@ -44,8 +47,8 @@ export abstract class Optimizer<O extends { lr: number }> {
   constructor(
     params: Tensor[] | ParamGroupInput<O>[],
     readonly defaults: O,
-    /** Absent: the groups are checked by an optimizer this one wraps (ZeRO). */
-    private readonly groupCheck?: GroupCheck<O>,
+    /** Absent: the groups are checked by an optimizer this one wraps (ZeRO: see adoptGroupCheck). */
+    private groupCheck?: GroupCheck<O>,
   ) {
     if (params.length === 0) throw new OptimizerError('optimizer got an empty parameter list');
     const groups = isGroupList(params) ? params : [{ params } as ParamGroupInput<O>];
@@ -164,7 +167,19 @@ export abstract class Optimizer<O extends { lr: number }> {
   checkStateDict(sd: OptimizerStateDict<O>): Tensor[] {
     if (sd.kind !== undefined && sd.kind !== this.stateKind())
       throw new OptimizerError(`state dict of ${sd.kind}, loaded into ${this.stateKind()}`);
-    return stateDictParams(sd, this.paramGroups, (m) => new OptimizerError(m));
+    const byIndex = stateDictParams(sd, this.paramGroups, (m) => new OptimizerError(m));
+    this.checkLoadedValues(sd);
+    return byIndex;
+  }
+
+  /** Refuses groups' hyperparameters and state entries this optimizer does not know or cannot use. */
+  protected checkLoadedValues(sd: OptimizerStateDict<O>): void {
+    if (this.groupCheck) checkStateValues(sd, this.paramGroups, this.groupCheck, this.stateKind());
+  }
+
+  /** Checks loaded groups and state as `wrapped` checks its own (ZeRO, after making the optimizer it wraps). */
+  protected adoptGroupCheck(wrapped: Optimizer<O>): void {
+    this.groupCheck = wrapped.groupCheck;
   }
 
   /** Restores hyperparameters and state (tensors are copied); group sizes must match. */
@@ -198,48 +213,6 @@ export abstract class Optimizer<O extends { lr: number }> {
 
 function isGroupList<O>(params: Tensor[] | ParamGroupInput<O>[]): params is ParamGroupInput<O>[] {
   return params.length > 0 && Array.isArray((params[0] as { params?: unknown }).params);
-}
-
-/**
- * The parameter each index of `sd` names in `groups` (the same layout: as many groups, each as
- * many parameters), after checking that every state entry names one and that each state tensor
- * has its parameter's shape. Nothing is changed; `error` builds the caller's typed error. ZeRO
- * checks a whole state dict with it on every rank before any rank loads its shard.
- */
-export function stateDictParams<O>(
-  sd: OptimizerStateDict<O>,
-  groups: readonly { params: readonly Tensor[] }[],
-  error: (message: string) => Error,
-): Tensor[] {
-  if (sd.paramGroups.length !== groups.length)
-    throw error(`state dict has ${sd.paramGroups.length} parameter groups, the optimizer ${groups.length}`);
-  const byIndex: Tensor[] = [];
-  sd.paramGroups.forEach((saved, gi) => {
-    const params = groups[gi].params;
-    if (saved.params.length !== params.length) {
-      throw error(
-        `parameter group ${gi} has ${saved.params.length} parameters in the state dict, ` +
-          `${params.length} in the optimizer`,
-      );
-    }
-    saved.params.forEach((idx, j) => {
-      byIndex[idx] = params[j];
-    });
-  });
-  for (const [i, s] of sd.state) {
-    const p = byIndex[i];
-    if (!p) throw error(`state for parameter ${i}, which no group holds`);
-    for (const [k, v] of Object.entries(s)) {
-      if (v instanceof tf.Tensor && v.isDisposed)
-        throw error(
-          `state '${k}' of parameter ${i} was freed: stateDict() lends the optimizer's own tensors, which its ` +
-            'dispose() or its steps free; clone them to keep a snapshot',
-        );
-      if (v instanceof tf.Tensor && (v.shape.length !== p.shape.length || v.shape.some((d, j) => d !== p.shape[j])))
-        throw error(`state '${k}' of parameter ${i} has shape [${v.shape}], the parameter [${p.shape}]`);
-    }
-  }
-  return byIndex;
 }
 
 /**

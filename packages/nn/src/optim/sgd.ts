@@ -24,6 +24,7 @@ const sgdNames = ['lr', 'momentum', 'dampening', 'weightDecay', 'nesterov', 'max
 /** SGD's values, of the options and of each group. */
 const sgdGroupCheck: GroupCheck<SGDOptions> = {
   names: sgdNames,
+  state: ['momentumBuffer'],
   values(o, where) {
     if (!(typeof o.lr === 'number' && o.lr >= 0))
       throw new OptimizerError(`${where} needs a learning rate lr >= 0, got ${o.lr}`);
