@@ -193,6 +193,15 @@ describe('launch: log files (torchrun --log-dir, --redirects, --tee)', () => {
     }
   });
 
+  // probe AG: ddp-run crashed with an uncaught `listen EADDRNOTAVAIL` (exit 1, which says a rank failed)
+  it("refuses a master address that is not this machine's, naming it, before any rank starts", async () => {
+    const run = setup(1, ['env'], { masterAddr: '192.0.2.1' });
+    await expect(launch(run.options)).rejects.toThrow(
+      /^--master-addr 192\.0\.2\.1 \(EADDRNOTAVAIL\): not an address of this machine/,
+    );
+    expect(run.out.lines).toEqual([]);
+  });
+
   it('refuses redirects without a log directory', async () => {
     await expect(launch(setup(1, ['env'], { redirects: 3 }).options)).rejects.toThrow(
       /redirects and tee write to files under logDir/,

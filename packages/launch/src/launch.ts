@@ -1,4 +1,5 @@
 import { constants } from 'node:os';
+import { LaunchConfigError } from './errors.js';
 import { type LaunchOptions, planLaunch } from './options.js';
 import { findFreePort } from './port.js';
 import { describeExit, failureSummary } from './summary.js';
@@ -55,7 +56,7 @@ export async function launch(options: LaunchOptions, controls: LaunchControls = 
   try {
     if (options.signal?.aborted) onAbort();
     for (let restartCount = 0; interrupted === undefined; restartCount++) {
-      const masterPort = plan.masterPort ?? (await findFreePort(plan.masterAddr));
+      const masterPort = plan.masterPort ?? (await freePortOn(plan.masterAddr));
       if (interrupted !== undefined) break;
       world = new World(plan, restartCount, masterPort);
       options.onWorldStart?.({ restartCount, masterPort, pids: world.pids });
@@ -84,4 +85,18 @@ export async function launch(options: LaunchOptions, controls: LaunchControls = 
     log(`interrupted by ${interrupted}; ranks ended`);
   }
   return { exitCode, restarts, attempts, failure: last?.failed, interrupted, summary };
+}
+
+/** A free port on the master address, which must be this node's (ddp-run crashed with a plain Node error). */
+async function freePortOn(masterAddr: string): Promise<number> {
+  try {
+    return await findFreePort(masterAddr);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND' && code !== 'EAI_AGAIN') throw e;
+    throw new LaunchConfigError(
+      `--master-addr ${masterAddr} (${code}): not an address of this machine, where rank 0 hosts the store: ` +
+        "leave it out or give one of this machine's (across nodes, give node 0's with --master-port too)",
+    );
+  }
 }

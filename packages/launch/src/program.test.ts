@@ -196,6 +196,8 @@ describe('scheduler variables fill in the launcher plan', () => {
     // before: mpirun -np 2 on one host started two one-node worlds, each RANK 0 of 1, and exited 0
     const twoHere = { OMPI_COMM_WORLD_SIZE: '2', OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_LOCAL_SIZE: '2' };
     expect(fails(['--nproc-per-node', '1', rankScript], twoHere)).toBe(2);
+    // probe AG: a LOCAL_RANK left in the environment let it through
+    expect(fails(['--nproc-per-node', '1', rankScript], { ...twoHere, LOCAL_RANK: '0' })).toBe(2);
     // inside a Slurm allocation mpirun's processes carry SLURM_* too: read as mpirun's
     expect(fails(['--nproc-per-node', '1', rankScript], { ...slurm, SLURM_STEP_NUM_TASKS: '2', ...twoHere })).toBe(2);
     const perNode = { OMPI_COMM_WORLD_SIZE: '3', OMPI_COMM_WORLD_RANK: '2', OMPI_COMM_WORLD_LOCAL_SIZE: '1' };

@@ -118,7 +118,8 @@ export function schedulerFlags(env: Env): SchedulerFlags | undefined {
   let source: SchedulerFlags['source'] | undefined;
   const inPod = env.KUBERNETES_SERVICE_HOST !== undefined;
   // mpirun first: inside a Slurm allocation its processes carry the SLURM_* of orted's step too
-  if (env.OMPI_COMM_WORLD_SIZE !== undefined && env.LOCAL_RANK === undefined) {
+  // whatever LOCAL_RANK says: one left over in the environment let two launchers per node start two worlds
+  if (env.OMPI_COMM_WORLD_SIZE !== undefined) {
     source = 'mpirun';
     mpirunFlags(env, set);
   } else if (env.SLURM_JOB_ID && env.SLURM_STEP_ID !== undefined && env.SLURM_NODEID !== undefined) {

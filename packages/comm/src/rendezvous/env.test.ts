@@ -200,6 +200,21 @@ describe('readLaunchEnv', () => {
       /DDP_SOCKET_IFNAME=eth7: no interface eth7 .*lo, ib0, v6/,
     );
   });
+  // probe AG: RANK=0 WORLD_SIZE=1 left in the environment were read over mpirun's: two worlds of one, exit 0
+  it("refuses RANK and WORLD_SIZE no launcher set that disagree with Open MPI's or Slurm's", () => {
+    const leftover = { RANK: '0', WORLD_SIZE: '1' };
+    const mpirun = { OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '2', OMPI_COMM_WORLD_LOCAL_RANK: '1' };
+    expect(() => readLaunchEnv({ ...leftover, ...mpirun })).toThrow(
+      /^RANK=0 and WORLD_SIZE=1 disagree with OMPI_COMM_WORLD_RANK=1 and OMPI_COMM_WORLD_SIZE=2, and no launcher/,
+    );
+    const srun = { SLURM_PROCID: '1', SLURM_NTASKS: '2', SLURM_JOB_ID: '7' };
+    expect(() => readLaunchEnv({ ...leftover, ...srun })).toThrow(/disagree with SLURM_PROCID=1 and SLURM_NTASKS=2/);
+    // set alike by the user's script, or by a launcher (ddp-run under srun: its world counts every node's ranks)
+    expect(readLaunchEnv({ RANK: '1', WORLD_SIZE: '2', ...mpirun }).rank).toBe(1);
+    expect(readLaunchEnv({ ...leftover, ...srun, DDP_LAUNCH_ID: 'x', LOCAL_RANK: '0' }).worldSize).toBe(1);
+    expect(readLaunchEnv({ RANK: '3', WORLD_SIZE: '4', ...srun, TORCHELASTIC_RUN_ID: 'j' }).rank).toBe(3);
+  });
+
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);
   });

@@ -222,6 +222,26 @@ function refuseHalfSet(env: Env): void {
   }
 }
 
+/**
+ * RANK and WORLD_SIZE that no launcher set (ddp-run and torchrun set DDP_LAUNCH_ID or
+ * TORCHELASTIC_RUN_ID beside them) and that disagree with the scheduler's own (Open MPI's, else
+ * Slurm's): leftovers exported in a shell or an image were read first, and every process mpirun
+ * or srun started trained as a world of its own, silently (probe AG).
+ */
+function refuseLeftoverTorchrun(env: Env): void {
+  if (env.DDP_LAUNCH_ID || env.TORCHELASTIC_RUN_ID) return;
+  const other = LAUNCHERS.find(
+    (x) => x.source !== 'torchrun' && env[x.rank] !== undefined && env[x.size] !== undefined,
+  );
+  if (!other || (env[other.rank] === env.RANK && env[other.size] === env.WORLD_SIZE)) return;
+  throw new InvalidArgumentError(
+    `RANK=${env.RANK} and WORLD_SIZE=${env.WORLD_SIZE} disagree with ${other.rank}=${env[other.rank]} and ` +
+      `${other.size}=${env[other.size]}, and no launcher set them (ddp-run and torchrun set DDP_LAUNCH_ID or ` +
+      'TORCHELASTIC_RUN_ID): left over in the shell or the image, they would make each process a world of its ' +
+      `own. Unset RANK and WORLD_SIZE (each process then reads ${other.rank}), or start the ranks with ddp-run`,
+  );
+}
+
 function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omit<LaunchEnv, 'launcher'> {
   const secret = env.DDP_SECRET || INSECURE_DEFAULT_SECRET;
   const masterPort = int(env, 'MASTER_PORT') ?? DEFAULT_MASTER_PORT;
@@ -245,6 +265,7 @@ function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omi
     const alone = { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1 };
     return { ...alone, masterAddr, masterPort, secret, runId, bindAddr, source: 'default' };
   }
+  if (l.source === 'torchrun') refuseLeftoverTorchrun(env);
   const rank = int(env, l.rank) ?? 0;
   const worldSize = int(env, l.size) ?? 1;
   // torchrun without LOCAL_RANK: a single host

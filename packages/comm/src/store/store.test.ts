@@ -207,6 +207,13 @@ describe('TCPStore security', () => {
     await expect(second).rejects.toThrow(`port ${server.port} is in use`);
   });
 
+  // probe AG: rank 0 given another host's MASTER_ADDR failed with a plain `listen EADDRNOTAVAIL`
+  it("a server on an address not this machine's: InvalidArgumentError naming MASTER_ADDR", async () => {
+    const store = TCPStore.create({ host: '192.0.2.1', port: 0, secret: 's', isServer: true, timeoutMs: 5_000 });
+    await expect(store).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(store).rejects.toThrow(/cannot listen on 192\.0\.2\.1:0 \(EADDRNOTAVAIL\): MASTER_ADDR must be/);
+  });
+
   it('refuses a port that cannot exist before trying to connect', async () => {
     for (const port of [-1, 65536, 1.5]) {
       const store = TCPStore.create({ host: '127.0.0.1', port, secret: 's', timeoutMs: 30_000 });

@@ -1,5 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { AddressInUseError, CommError, ProtocolError } from '../errors.js';
+import { AddressInUseError, CommError, InvalidArgumentError, ProtocolError } from '../errors.js';
 import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { Purpose, serverHandshake } from '../transport/handshake.js';
@@ -39,8 +39,17 @@ export class TCPStoreServer {
     const { host, port } = this.opts;
     return new Promise((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => {
-        if (e.code !== 'EADDRINUSE') return reject(e);
         const where = `${host}:${port}`;
+        // a MASTER_ADDR of another host or no host: rank 0 hosts the store there (was a plain Node error)
+        if (e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN')
+          return reject(
+            new InvalidArgumentError(
+              `store: cannot listen on ${where} (${e.code}): MASTER_ADDR must be an address or name of rank 0's ` +
+                'own host, where it hosts the store',
+              { op: 'store.listen' },
+            ),
+          );
+        if (e.code !== 'EADDRINUSE') return reject(e);
         const why = `port ${port} is in use (another run's store? pick another MASTER_PORT)`;
         reject(new AddressInUseError(`store: cannot listen on ${where}: ${why}`, { op: 'store.listen' }));
       });
