@@ -227,6 +227,21 @@ describe('launch: failures', () => {
     for (const pid of run.worlds[0]?.pids ?? []) expect(isAlive(pid)).toBe(false);
   });
 
+  // probe AG: the rank that threw was listed "exited with code 1 (ended by ddp-run)", its error left out
+  it('a rank that fails by itself after ddp-run signalled it is listed with its own error', {
+    timeout: 30_000,
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ddp-launch-'));
+    try {
+      const result = await launch(setup(2, ['fail-after-peer', dir]).options);
+      expect(result.failure).toMatchObject({ rank: 0, code: 1 });
+      expect(result.summary).toContain('rank 1: exited with code 4 — Error: rank 1 failing in its own cleanup');
+      expect(result.summary).not.toContain('(ended by ddp-run)');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('names the signal when a rank is killed by SIGKILL', { timeout: 30_000 }, async () => {
     const run = setup(2, ['sigkill', '0']);
     const result = await launch(run.options);

@@ -198,6 +198,10 @@ export class World {
     r.exited = true;
     r.exit.code = code;
     r.exit.signal = signal;
+    // signalled, yet it ended with an error code of its own, not by the signal (ranks install no handler):
+    // it failed by itself (the rank that threw, while its peer's PeerLostError reached ddp-run first), and
+    // the summary labelled its own error "ended by ddp-run" (probe AG)
+    if (r.exit.endedByLauncher && signal === null && code !== null && code !== 0) r.exit.endedByLauncher = false;
     const failedItself = code !== 0 && !r.exit.endedByLauncher;
     if (failedItself && this.failed === undefined && this.interrupted === undefined) {
       this.failed = r.exit;
