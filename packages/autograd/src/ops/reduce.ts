@@ -48,9 +48,15 @@ class SumOrMean extends AutogradFunction {
   }
 }
 
-/** Max or min over dims; the gradient is split evenly between tied extremes (like PyTorch's amax). */
+/**
+ * Max or min over dims. Over one dim given as a number (torch's `x.max(dim)`) the gradient goes to
+ * the first extreme along it, as torch.max(x, dim)'s values; over every dim or a list of dims it is
+ * split evenly between tied extremes, as torch.amax's (and torch.max(x)'s). One rule for both gave a
+ * torch user's `x.max(1)` after a ReLU (many tied zeros) other gradients, silently (probe AH).
+ */
 class Extreme extends AutogradFunction {
   private axes: number[] = [];
+  private firstOnly = false;
   forward(ctx: Context, x: tf.Tensor, opts: ReduceOptions, which: 'max' | 'min'): tf.Tensor {
     this.axes = normaliseAxes(opts.dim, x.rank, which);
     const empty = this.axes.find((a) => x.shape[a] === 0);
@@ -59,14 +65,19 @@ class Extreme extends AutogradFunction {
       throw new AutogradArgumentError(`${which}: dim ${empty} of [${x.shape}] is empty, so it has no ${which}imum`);
     }
     const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
-    ctx.saveForBackward(tf.cast(tf.equal(x, kept), 'float32'));
+    const ties = tf.cast(tf.equal(x, kept), 'float32');
+    this.firstOnly = typeof opts.dim === 'number';
+    // the first of the ties: where the running count of ties along the dim reaches one
+    const axis = this.axes[0] as number;
+    const mask = this.firstOnly ? tf.mul(ties, tf.cast(tf.equal(tf.cumsum(ties, axis), 1), 'float32')) : ties;
+    ctx.saveForBackward(mask);
     return opts.keepdim ? kept : tf.squeeze(kept, this.axes);
   }
   backward(ctx: Context, dy: tf.Tensor) {
     const [mask] = ctx.savedTensors as [tf.Tensor];
-    const ties = tf.sum(mask, this.axes, true);
     const dyKept = tf.reshape(dy, keptShape(mask.shape, this.axes));
-    return [tf.div(tf.mul(mask, dyKept), ties), null, null];
+    const spread = tf.mul(mask, dyKept);
+    return [this.firstOnly ? spread : tf.div(spread, tf.sum(mask, this.axes, true)), null, null];
   }
 }
 
@@ -76,10 +87,10 @@ export const sum = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor
 /** Mean over dims (all by default). */
 export const mean = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
   SumOrMean.apply(x, reduceOptions('mean', dims, keepdim), true);
-/** Maximum over dims (torch.amax: the values alone, no indices). */
+/** Maximum over dims: torch.max(x, dim)'s values over one dim given as a number, else torch.amax (no indices). */
 export const max = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
   Extreme.apply(x, reduceOptions('max', dims, keepdim), 'max');
-/** Minimum over dims (torch.amin). */
+/** Minimum over dims: torch.min(x, dim)'s values over one dim given as a number, else torch.amin. */
 export const min = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor =>
   Extreme.apply(x, reduceOptions('min', dims, keepdim), 'min');
 

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { max, min, tensor } from '../index.js';
+
+/** The gradient of sum(reduce(x)) for x = [[3, 1, 3], [2, 2, 0]]. */
+async function gradOf(reduce: (x: ReturnType<typeof tensor>) => ReturnType<typeof tensor>): Promise<number[]> {
+  const x = tensor([3, 1, 3, 2, 2, 0], [2, 3], { requiresGrad: true });
+  await reduce(x).sum().backward();
+  return Array.from(x.grad?.dataSync() ?? []);
+}
+
+// torch 1.13: x.max(1)[0] / torch.amax(x, [1]) / x.min(0)[0] / x.max(), each .sum().backward()
+// probe AH: `x.max(1)` split the gradient between tied maxima, where torch's gives it all to the first
+describe('tied extremes: the gradient as torch gives it', () => {
+  it("over one dim given as a number (torch.max(x, dim)'s values): all to the first tied extreme", async () => {
+    expect(await gradOf((x) => x.max(1))).toEqual([1, 0, 0, 1, 0, 0]);
+    expect(await gradOf((x) => max(x, { dim: 1, keepdim: true }))).toEqual([1, 0, 0, 1, 0, 0]);
+    expect(await gradOf((x) => min(x, 0))).toEqual([0, 1, 0, 1, 0, 1]);
+    const y = tensor([1, 1, 0, 1], [4], { requiresGrad: true });
+    await y.max(0).backward();
+    expect(Array.from(y.grad?.dataSync() ?? [])).toEqual([1, 0, 0, 0]);
+  });
+
+  it('over every dim or a list of dims (torch.amax, torch.max(x)): split evenly between ties', async () => {
+    expect(await gradOf((x) => max(x, [1]))).toEqual([0.5, 0, 0.5, 0.5, 0.5, 0]);
+    expect(await gradOf((x) => x.max())).toEqual([0.5, 0, 0.5, 0, 0, 0]);
+  });
+});
