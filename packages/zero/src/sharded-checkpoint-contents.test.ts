@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, AdamW, Generator, Module, Parameter, SGD, WarmupCosineLR } from '@ddp/nn';
+import { Adam, AdamW, Generator, Module, Parameter, SGD, StepLR, WarmupCosineLR } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShardedCheckpointError, saveShardedCheckpoint } from './sharded-checkpoint.js';
@@ -155,6 +155,27 @@ describe('loadShardedCheckpoint keeps each parameter with its own optimizer stat
     expect((await loadShardedCheckpoint(dir, { model, optimizer: zero })).step).toBe(3);
     expect(zero.optim?.state.size).toBe(2);
     zero.dispose();
+    model.dispose();
+  });
+});
+
+// probe AI: the weights were loaded before the optimizer's and the scheduler's checks, so a refused load
+// left the model at the checkpoint's weights (a `catch` that starts afresh trained them from step 0)
+describe('a load refused for its optimizer or scheduler state changes nothing', () => {
+  it('another grouping of the parameters, another schedule: ShardedCheckpointError, the model untouched', async () => {
+    const model = new Pair(new Generator(1), false);
+    const before = model.parameters().map((p) => Array.from(p.data.dataSync()));
+    const [a, b] = model.parameters();
+    const grouped = new ZeroRedundancyOptimizer([{ params: [a] }, { params: [b] }], Adam, { lr: 0.01 });
+    await expect(loadShardedCheckpoint(dir, { model, optimizer: grouped })).rejects.toThrow(ShardedCheckpointError);
+    const zero = new ZeroRedundancyOptimizer(model.parameters(), Adam, { lr: 0.01 });
+    const scheduler = new StepLR(zero, 2, 0.5);
+    await expect(loadShardedCheckpoint(dir, { model, optimizer: zero, scheduler })).rejects.toThrow(
+      /state of a WarmupCosineLR, loaded into a StepLR/,
+    );
+    expect(model.parameters().map((p) => Array.from(p.data.dataSync()))).toEqual(before);
+    expect(zero.optim?.state.size ?? 0).toBe(0);
+    for (const z of [grouped, zero]) z.dispose();
     model.dispose();
   });
 });

@@ -148,11 +148,21 @@ export async function loadShardedCheckpoint(
     const sd = { state, paramGroups: manifest.paramGroups, kind: manifest.kind } as unknown as OptimizerStateDict<{
       lr: number;
     }>;
+    // the optimizer's and the scheduler's state checked before the weights change: a refused load left
+    // the model loaded (and a `catch` that starts afresh trained the checkpoint's weights from step 0)
+    const refused = (e: unknown) =>
+      new ShardedCheckpointError(`${dir}: ${(e as Error).message}`, join(dir, MANIFEST_FILE));
+    try {
+      zero.checkStateDict(sd);
+      if (manifest.scheduler) contents.scheduler?.checkState(manifest.scheduler);
+    } catch (e) {
+      throw refused(e);
+    }
     if (contents.model && manifest.weights === MODEL_FILE) {
       contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
     } else {
-      // no model given (or none saved): the parameters by their saved names
-      params.forEach((p, i) => {
+      // no model given (or none saved): the parameters by their saved names, every one found first
+      const values = params.map((_, i) => {
         const { name } = manifest.parameters[i];
         const t = weights.tensors.get(manifest.weights === PARAMS_FILE ? `param.${i}` : name);
         if (!t)
@@ -160,7 +170,10 @@ export async function loadShardedCheckpoint(
             `${manifest.weights} has no tensor for parameter ${i} (${name})`,
             join(dir, manifest.weights),
           );
-        p.data = tensorFromTypedArray(t.data, t.shape, t.dtype);
+        return t;
+      });
+      params.forEach((p, i) => {
+        p.data = tensorFromTypedArray(values[i].data, values[i].shape, values[i].dtype);
       });
     }
     zero.loadStateDict(sd);
