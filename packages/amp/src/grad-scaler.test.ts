@@ -87,6 +87,18 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     expect(b.stateDict()).toEqual(scalerFixture.stateDict); // a rejected state changes nothing
   });
 
+  // probe AI: a disabled scaler's state (its initScale, never kept) restarted an enabled one's scale, silently
+  it("a disabled scaler's state is empty, as torch's; an enabled one refuses it, a disabled one ignores states", () => {
+    const disabled = new GradScaler({ enabled: false, initScale: 1024 });
+    expect(disabled.stateDict()).toEqual({});
+    const enabled = new GradScaler();
+    enabled.loadStateDict({ ...scalerFixture.stateDict });
+    expect(() => enabled.loadStateDict(disabled.stateDict())).toThrow(/the state dict is empty, as a disabled/);
+    expect(enabled.stateDict()).toEqual(scalerFixture.stateDict);
+    disabled.loadStateDict({ ...scalerFixture.stateDict });
+    expect(disabled.getScale()).toBe(1);
+  });
+
   it('growth stops at float32 overflow; update(newScale) sets the scale', async () => {
     const { weight, bias, optimizer } = makeModel();
     const scaler = new GradScaler({ initScale: 2 ** 127, growthInterval: 1 });

@@ -187,14 +187,25 @@ export class GradScaler implements Joinable {
     return this.processGroup;
   }
 
-  stateDict(): GradScalerStateDict {
+  /** The scale, growth tracker, factors and interval; empty for a disabled scaler, as torch's. */
+  stateDict(): GradScalerStateDict | Record<string, never> {
+    if (!this.enabled) return {};
     const { currentScale: scale, growthFactor, backoffFactor, growthInterval, growthTracker } = this;
     return { scale, growthFactor, backoffFactor, growthInterval, growthTracker };
   }
 
-  /** Restores the scale and growth tracker (factors and interval too, as torch does). */
-  loadStateDict(sd: GradScalerStateDict): void {
-    const { scale, growthFactor, backoffFactor, growthInterval, growthTracker } = sd;
+  /**
+   * Restores the scale and growth tracker (factors and interval too, as torch does); a disabled
+   * scaler ignores it. An empty one (a disabled scaler's) is refused, as torch refuses it: a disabled
+   * scaler's full state restarted an enabled one at the disabled one's initScale, silently (probe AI).
+   */
+  loadStateDict(sd: GradScalerStateDict | Record<string, never>): void {
+    if (!this.enabled) return;
+    if (Object.keys(sd).length === 0)
+      throw new GradScalerError(
+        "loadStateDict: the state dict is empty, as a disabled GradScaler's is: its scale was never kept",
+      );
+    const { scale, growthFactor, backoffFactor, growthInterval, growthTracker } = sd as GradScalerStateDict;
     const checked = new GradScaler({ initScale: scale, growthFactor, backoffFactor, growthInterval }); // validates them
     if (!(Number.isInteger(growthTracker) && growthTracker >= 0))
       throw new GradScalerError(`growthTracker must be a non-negative integer, got ${growthTracker}`);
