@@ -68,7 +68,7 @@ class Extreme extends AutogradFunction {
     const ties = tf.cast(tf.equal(x, kept), 'float32');
     this.firstOnly = typeof opts.dim === 'number';
     // the first of the ties: where the running count of ties along the dim reaches one
-    const axis = this.axes[0] as number;
+    const axis = this.axes[0];
     const mask = this.firstOnly ? tf.mul(ties, tf.cast(tf.equal(tf.cumsum(ties, axis), 1), 'float32')) : ties;
     ctx.saveForBackward(mask);
     return opts.keepdim ? kept : tf.squeeze(kept, this.axes);
