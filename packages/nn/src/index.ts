@@ -78,6 +78,7 @@ export {
   warmupCosineLr,
 } from './lr-scheduler.js';
 export { Module, ModuleError, type StateDict, StateDictError } from './module.js';
+export { kindOf } from './module-errors.js';
 export { Adam, type AdamOptions, AdamW } from './optim/adam.js';
 export { clipGradNorm, clipGradNormDistributed } from './optim/clip-grad.js';
 export {

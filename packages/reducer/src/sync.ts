@@ -1,6 +1,6 @@
 import { parameterShardOf, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import type { Module } from '@ddp/nn';
+import { kindOf, type Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
@@ -88,7 +88,7 @@ const FSDP_ADVICE = "FSDP reduces its shards' gradients itself: train fullyShard
  */
 export function checkModule(module: unknown, who: string): void {
   if (typeof (module as Module | null)?.namedParameters !== 'function') {
-    const kind = (module as object | null)?.constructor?.name ?? typeof module;
+    const kind = kindOf(module);
     throw new DDPUsageError(
       `${who}: the module (${kind}) is not an nn Module${kind === 'FSDPModule' ? `: ${FSDP_ADVICE}` : ''}`,
     );

@@ -150,13 +150,11 @@ export async function loadShardedCheckpoint(
     }>;
     // the optimizer's and the scheduler's state checked before the weights change: a refused load left
     // the model loaded (and a `catch` that starts afresh trained the checkpoint's weights from step 0)
-    const refused = (e: unknown) =>
-      new ShardedCheckpointError(`${dir}: ${(e as Error).message}`, join(dir, MANIFEST_FILE));
     try {
       zero.checkStateDict(sd);
       if (manifest.scheduler) contents.scheduler?.checkState(manifest.scheduler);
     } catch (e) {
-      throw refused(e);
+      throw damaged(`${dir}: ${(e as Error).message}`);
     }
     if (contents.model && manifest.weights === MODEL_FILE) {
       contents.model.loadStateDict(new Map([...weights.tensors].map(([k, t]) => [k, toTf(t)])));
