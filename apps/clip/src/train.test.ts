@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { launch } from '@ddp/launch';
+import { launchOptionsFor } from '@ddp/launch/testing';
 import {
   LATEST_LINK,
   loadSafetensors,
@@ -47,7 +48,7 @@ async function train(name: string, extra: string[], nprocPerNode = 2, exitCode =
   });
   const result = await launch(
     {
-      script: fileURLToPath(new URL('./train.ts', import.meta.url)),
+      ...launchOptionsFor(fileURLToPath(new URL('./train.ts', import.meta.url))),
       args: [...TINY, '--out', join(dir, name), '--checkpoint-dir', join(dir, name, 'ckpt'), ...extra],
       nprocPerNode,
       stdout: sink,

@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { launch } from '@ddp/launch';
+import { runWorld } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 import { arrayOf, casesFor, golden, runCase } from './test/cases.js';
 import { expectClose, maxAbsDiff } from './test/expect.js';
@@ -11,42 +9,14 @@ type RankResult = {
   misfit: string;
 };
 
-/** A Writable that keeps what is written to it. */
-function collector(): Writable & { text: string } {
-  const sink = Object.assign(
-    new Writable({
-      write(chunk: Buffer, _enc, done) {
-        sink.text += chunk.toString();
-        done();
-      },
-    }),
-    { text: '' },
-  );
-  return sink;
-}
-
-/** Runs contrastive.child.ts on `world` real rank processes through @ddp/launch; one RESULT per rank. */
-async function runWorld(world: number): Promise<RankResult[]> {
-  const [stdout, stderr] = [collector(), collector()];
-  const result = await launch(
-    {
-      script: fileURLToPath(new URL('./test/contrastive.child.ts', import.meta.url)),
-      args: [],
-      nprocPerNode: world,
-      stdout,
-      stderr,
-      signal: AbortSignal.timeout(100_000),
-    },
-    { forwardSignals: false },
-  );
-  expect(result.exitCode, `${result.summary}\n${stderr.text.slice(-3000)}`).toBe(0);
-  const ranks = stdout.text
-    .split('\n')
-    .map((l) => /^\[rank \d+\] RESULT (.*)$/.exec(l)?.[1])
-    .filter((l): l is string => l !== undefined)
-    .map((l) => JSON.parse(l) as RankResult);
-  expect(ranks).toHaveLength(world);
-  return ranks.sort((a, b) => a.rank - b.rank);
+/** contrastive.child.ts on `world` real rank processes; one RESULT per rank, by rank. */
+async function runRanks(world: number): Promise<RankResult[]> {
+  const run = await runWorld<RankResult>({
+    script: new URL('./test/contrastive.child.ts', import.meta.url),
+    nprocs: world,
+    timeoutMs: 100_000,
+  });
+  return run.results;
 }
 
 /** What each leaf's gradient must be: PyTorch's for the golden cases, a single process's for SigLIP. */
@@ -65,7 +35,7 @@ async function expectedGrads(name: string, world: number): Promise<{ loss: numbe
 
 describe.each([2, 3, 4])('%i real ranks', (world) => {
   it('reproduce the single-process losses and, after DDP averaging, gradients; the naive gather does not; rows of another width are refused', async () => {
-    const ranks = await runWorld(world);
+    const ranks = await runRanks(world);
     for (const c of casesFor(world)) {
       const want = await expectedGrads(c.name, world);
       const losses = ranks.map((r) => r.results[c.name].loss);

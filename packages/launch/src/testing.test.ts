@@ -2,7 +2,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { explainWorld, RankLines, runWorld, spawnRanks, WorldRunError } from './testing.js';
+import {
+  explainWorld,
+  launchOptionsFor,
+  mpirunMissing,
+  RankLines,
+  runMpirun,
+  runWorld,
+  spawnRanks,
+  WorldRunError,
+} from './testing.js';
 
 const script = new URL('./test/rank.child.ts', import.meta.url);
 
@@ -103,5 +112,37 @@ describe('spawnRanks', () => {
     const [o] = await spawnRanks({ script, nprocs: 1, args: ['result'], parseResults: false });
     expect(o?.results).toEqual([]);
     expect(o?.stdout).toContain('RESULT {"rank":0');
+  });
+});
+
+describe('the compiled twin (tooling/vitest/compiled.js)', () => {
+  type Runtime = { ext: string; execArgv: string[]; at: string };
+  const fromTwin = (r: Runtime) => {
+    expect(r.ext).toBe('.js');
+    expect(r.execArgv.join(' ')).not.toMatch(/tsx|@ddp\/source/);
+    expect(r.at).toMatch(/rank\.child\.ts:35:/); // source maps: the .ts line
+  };
+
+  it('runWorld, spawnRanks and runMpirun start a workspace script as its JavaScript twin, without tsx', async () => {
+    expect(process.env.DDP_TEST_COMPILED).toBeDefined();
+    for (const r of (await runWorld<Runtime>({ script, nprocs: 2, args: ['runtime'] })).results) fromTwin(r);
+    const spawned = await spawnRanks({ script, nprocs: 2, args: ['runtime'] });
+    for (const o of spawned) fromTwin(o.results[0] as Runtime);
+    if (mpirunMissing() === null)
+      for (const o of await runMpirun({ script, np: 2, args: ['runtime'] })) fromTwin(o.results[0] as Runtime);
+  }, 60_000);
+
+  it('without a twin (or for a script outside the workspace), the .ts runs under tsx', async () => {
+    const twin = process.env.DDP_TEST_COMPILED;
+    delete process.env.DDP_TEST_COMPILED;
+    try {
+      const [r] = (await runWorld<Runtime>({ script, nprocs: 1, args: ['runtime'] })).results;
+      expect(r.ext).toBe('.ts');
+      expect(r.execArgv.join(' ')).toMatch(/--conditions=@ddp\/source --import \S*tsx/);
+    } finally {
+      process.env.DDP_TEST_COMPILED = twin;
+    }
+    const outside = join(tmpdir(), 'x.ts');
+    expect(launchOptionsFor(outside)).toEqual({ script: outside, sourceConditions: true, env: process.env });
   });
 });

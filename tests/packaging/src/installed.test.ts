@@ -70,14 +70,33 @@ describe('@ddp/comm + @ddp/launch: the README’s first distributed program', ()
   });
 });
 
-describe('@ddp/contrastive: the README’s clipLoss program', () => {
+// One install for the programs of the packages above comm: each install builds the native addons (~25 s),
+// and what a package may import without declaring it is checked on every tarball (tarballs.test.ts).
+describe('@ddp/contrastive, @ddp/reducer + @ddp/data (+ @ddp/data-parallel): the README’s clipLoss and DDP programs', () => {
   let p: ScratchProject;
   beforeAll(() => {
-    p = project(['@ddp/contrastive', '@ddp/nn', '@ddp/launch'])
+    p = project(['@ddp/contrastive', '@ddp/nn', '@ddp/reducer', '@ddp/data', '@ddp/launch', '@ddp/data-parallel'])
       .write('clip.ts', readmeExample('packages/contrastive/README.md'))
       .write(
         'fails.ts',
         "import { tf } from '@ddp/tensor';\ntf.ones([2]);\nthrow new RangeError('the user’s own error');\n",
+      )
+      .write('train.ts', readmeExample('packages/reducer/README.md'))
+      .write(
+        'model.ts',
+        "import { Linear, Sequential, Tanh } from '@ddp/nn';\nexport const createModule = () => " +
+          'new Sequential(new Linear(6, 16), new Tanh(), new Linear(16, 3));\n',
+      )
+      .write(
+        'replicas.ts',
+        "import { randn } from '@ddp/autograd';\nimport { DataParallel } from '@ddp/data-parallel';\n" +
+          "const dp = await DataParallel.create(new URL('./model.ts', import.meta.url), { replicas: 2 });\n" +
+          'console.log((await dp.forward(randn([4, 6]))).shape);\nawait dp.dispose();\n',
+      )
+      .write(
+        'mnist.ts',
+        "import { loadMnist } from '@ddp/data';\ntry {\n  loadMnist({ split: 'test' });\n} catch (e) {\n  " +
+          'console.log((e as Error).name);\n}\n',
       );
   }, INSTALL_MS);
 
@@ -100,34 +119,6 @@ describe('@ddp/contrastive: the README’s clipLoss program', () => {
     expect(Math.max(...r.stderr.split('\n').map((line) => line.length))).toBeLessThan(300);
     expect(r.stderr.length).toBeLessThan(5000);
   });
-
-  it('type-checks against the published declarations without skipLibCheck', () => {
-    expect(p.typecheck(['clip.ts', 'fails.ts'])).toBe('');
-  });
-});
-
-describe('@ddp/reducer + @ddp/data (+ @ddp/data-parallel): the README’s DDP program', () => {
-  let p: ScratchProject;
-  beforeAll(() => {
-    p = project(['@ddp/reducer', '@ddp/data', '@ddp/launch', '@ddp/data-parallel'])
-      .write('train.ts', readmeExample('packages/reducer/README.md'))
-      .write(
-        'model.ts',
-        "import { Linear, Sequential, Tanh } from '@ddp/nn';\nexport const createModule = () => " +
-          'new Sequential(new Linear(6, 16), new Tanh(), new Linear(16, 3));\n',
-      )
-      .write(
-        'replicas.ts',
-        "import { randn } from '@ddp/autograd';\nimport { DataParallel } from '@ddp/data-parallel';\n" +
-          "const dp = await DataParallel.create(new URL('./model.ts', import.meta.url), { replicas: 2 });\n" +
-          'console.log((await dp.forward(randn([4, 6]))).shape);\nawait dp.dispose();\n',
-      )
-      .write(
-        'mnist.ts',
-        "import { loadMnist } from '@ddp/data';\ntry {\n  loadMnist({ split: 'test' });\n} catch (e) {\n  " +
-          'console.log((e as Error).name);\n}\n',
-      );
-  }, INSTALL_MS);
 
   it('trains on 2 ranks with uneven inputs and ends with the same weights on both', () => {
     const r = p.ddpRun('train.ts', 2);
@@ -166,6 +157,6 @@ describe('@ddp/reducer + @ddp/data (+ @ddp/data-parallel): the README’s DDP pr
   });
 
   it('type-checks against the published declarations without skipLibCheck', () => {
-    expect(p.typecheck(['train.ts', 'mnist.ts', 'model.ts', 'replicas.ts'])).toBe('');
+    expect(p.typecheck(['clip.ts', 'fails.ts', 'train.ts', 'mnist.ts', 'model.ts', 'replicas.ts'])).toBe('');
   });
 });

@@ -27,10 +27,21 @@ export function makeArray(d: Dtype, n: number): CommArray {
   }
 }
 
-export function generate(d: Dtype, rank: number, n: number, salt: number): CommArray {
-  const a = makeArray(d, n);
-  for (let i = 0; i < n; i++) a[i] = encode(d, value(rank, i, salt));
+// value(rank, i, salt) repeats every PERIOD elements: arrays are one period, tiled (millions of elements per check)
+const PERIOD = 11;
+
+/** `a` filled with `period` repeated (doubling copies). */
+function tile(a: CommArray, period: number[]): CommArray {
+  a.set(period.slice(0, a.length));
+  for (let filled = period.length; filled < a.length; filled *= 2) a.copyWithin(filled, 0, filled);
   return a;
+}
+
+export function generate(d: Dtype, rank: number, n: number, salt: number): CommArray {
+  return tile(
+    makeArray(d, n),
+    Array.from({ length: PERIOD }, (_, i) => encode(d, value(rank, i, salt))),
+  );
 }
 
 function combine(d: Dtype, op: ReduceOp, a: number, b: number): number {
@@ -45,15 +56,14 @@ function combine(d: Dtype, op: ReduceOp, a: number, b: number): number {
 
 /** Reference of a reduction of generate(d, r, n, salt) over ranks `ranks`. */
 export function reference(d: Dtype, op: ReduceOp, ranks: number[], n: number, salt: number): CommArray {
-  const out = makeArray(d, n);
-  for (let i = 0; i < n; i++) {
+  const period = Array.from({ length: PERIOD }, (_, i) => {
     let acc = value(ranks[0], i, salt);
     for (const r of ranks.slice(1)) acc = combine(d, op, acc, value(r, i, salt));
     if (op === 'avg') acc = d === 'int32' ? Math.trunc(acc / ranks.length) : acc / ranks.length;
     if (d === 'float32' || d === 'float16' || d === 'bfloat16') acc = Math.fround(acc);
-    out[i] = encode(d, acc);
-  }
-  return out;
+    return encode(d, acc);
+  });
+  return tile(makeArray(d, n), period);
 }
 
 /** First differing index, or −1 (compares bits: NaN-safe, −0 ≠ +0 is not an issue here). */
@@ -61,6 +71,7 @@ export function firstDiff(a: CommArray, b: CommArray): number {
   if (a.length !== b.length) return Math.min(a.length, b.length);
   const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  if (Buffer.compare(x, y) === 0) return -1;
   for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return Math.floor(i / a.BYTES_PER_ELEMENT);
   return -1;
 }

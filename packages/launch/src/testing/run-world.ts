@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { launch } from '../launch.js';
 import type { LaunchOptions } from '../options.js';
 import type { WorldResult } from '../world.js';
+import { launchOptionsFor } from './compiled.js';
 import { RankLines } from './rank-lines.js';
 
 export interface RunWorldOptions<R = unknown> extends Pick<LaunchOptions, 'secret' | 'maxRestarts' | 'onWorldStart'> {
@@ -80,13 +81,12 @@ export async function runWorld<R = unknown>(options: RunWorldOptions<R>): Promis
   const stderr = new RankLines();
   const signal = AbortSignal.timeout(timeoutMs);
   const launched = await launch({
-    script,
+    ...launchOptionsFor(script, { ...process.env, ...options.env }),
     args,
     nprocPerNode: nprocs,
     secret: options.secret,
     maxRestarts: options.maxRestarts,
     onWorldStart: options.onWorldStart,
-    env: { ...process.env, ...options.env },
     stdout,
     stderr,
     killGraceMs: options.killGraceMs ?? 2000,
