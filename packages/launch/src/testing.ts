@@ -2,7 +2,7 @@
 // printed. runWorld goes through launch() (the environment ddp-run gives); spawnRanks and runMpirun
 // start the ranks themselves, for fault tests and for Open MPI.
 export { findFreePort } from './port.js';
-export { launchOptionsFor } from './testing/compiled.js';
+export { launchOptionsFor, nodeArgsFor } from './testing/compiled.js';
 export { type MpirunOptions, mpirunMissing, runMpirun } from './testing/mpirun.js';
 export { RankLines } from './testing/rank-lines.js';
 export {

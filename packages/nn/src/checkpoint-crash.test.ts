@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeArgsFor } from '@ddp/launch/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 import { LATEST_LINK } from './checkpoint-dir.js';
@@ -29,12 +30,11 @@ afterAll(async () => {
 });
 
 function start(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  const node = ['--conditions=@ddp/source', '--import', 'tsx'];
-  return spawn(process.execPath, [...node, ...args], { env: { ...process.env, ...env }, stdio: 'ignore' });
+  return spawn(process.execPath, nodeArgsFor(CHILD, args), { env: { ...process.env, ...env }, stdio: 'ignore' });
 }
 
 async function saveInChild(dir: string, step: number, crashAt: string): Promise<NodeJS.Signals | null> {
-  const child = start([CHILD, dir, String(step)], { DDP_CHECKPOINT_CRASH_AT: crashAt });
+  const child = start([dir, String(step)], { DDP_CHECKPOINT_CRASH_AT: crashAt });
   const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
   if (signal === null) throw new Error(`the save of step ${step} was to die at ${crashAt} but exited with ${code}`);
   return signal;

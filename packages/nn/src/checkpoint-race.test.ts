@@ -64,7 +64,6 @@ describe('several processes saving into one checkpoint directory at once', () =>
       nprocs: WRITERS,
       script: new URL('./test/checkpoint-race.child.ts', import.meta.url),
       args: [dir, String(SAVES)],
-      nodeArgs: ['--conditions=@ddp/source', '--import', 'tsx'],
       timeoutMs: 100_000,
     }).finally(() => {
       running = false;

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { RankLines } from '@ddp/launch/testing';
+import { launchOptionsFor, RankLines } from '@ddp/launch/testing';
 import { ip, TwoHosts as NetnsHosts } from '@ddp/netns';
 
 const ddpRun = fileURLToPath(new URL('../node_modules/@ddp/launch/bin/ddp-run.js', import.meta.url));
@@ -82,16 +82,23 @@ export class TwoHosts extends NetnsHosts {
       const out = new RankLines<Record<string, unknown>>((rank, r) => opts.onResult?.(host, rank, r));
       const err = new RankLines();
       const place = (opts.launch ?? plainFlags)(host, this.addr[0], port);
-      const flags = [...place.flags, '--kill-grace-ms', '2000'];
-      const child = spawn(
-        'ip',
-        ['netns', 'exec', n, process.execPath, ddpRun, ...flags, fileURLToPath(script), ...args],
-        {
-          // the secret in the environment, not on the command line, where ps shows it
-          env: { ...process.env, DDP_SECRET: 'netns-secret', ...opts.env, ...place.env },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      );
+      // the secret in the environment, not on the command line, where ps shows it
+      const rank = launchOptionsFor(fileURLToPath(script), {
+        ...process.env,
+        DDP_SECRET: 'netns-secret',
+        ...opts.env,
+        ...place.env,
+      });
+      const flags = [
+        ...place.flags,
+        '--kill-grace-ms',
+        '2000',
+        ...(rank.sourceConditions ? [] : ['--no-source-conditions']),
+      ];
+      const child = spawn('ip', ['netns', 'exec', n, process.execPath, ddpRun, ...flags, rank.script, ...args], {
+        env: rank.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       children.push(child);
       child.stdout?.pipe(out);
       child.stderr?.pipe(err);

@@ -2,6 +2,7 @@
 // JavaScript once per state of the sources and names it in DDP_TEST_COMPILED ({ source, twin }), so
 // the ranks a test starts run plain node instead of each starting tsx (~0.8 s of CPU per rank).
 import { existsSync } from 'node:fs';
+import { scriptArgs } from '../world.js';
 
 export interface RankScript {
   script: string;
@@ -23,6 +24,12 @@ export function rankScript(script: string): RankScript {
       return { script: js, sourceConditions: false, nodeArgs: [SOURCE_MAPS] };
   }
   return { script, sourceConditions: true, nodeArgs: [] };
+}
+
+/** Node's arguments that run `script` with `args` as rankScript says: for a test that starts node itself. */
+export function nodeArgsFor(script: string, args: string[] = []): string[] {
+  const run = rankScript(script);
+  return [...run.nodeArgs, ...scriptArgs(run.script, args, run.sourceConditions)];
 }
 
 /**

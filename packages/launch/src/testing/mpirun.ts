@@ -3,8 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { scriptArgs } from '../world.js';
-import { rankScript } from './compiled.js';
+import { nodeArgsFor } from './compiled.js';
 import type { RankOutcome } from './spawn-ranks.js';
 
 /** Test helper: runs a TypeScript script under `mpirun -np N` and collects each rank's output. */
@@ -34,7 +33,7 @@ export interface MpirunOptions {
 
 /** Ranks' outcomes: every rank gets mpirun's exit code; stdout, stderr and RESULT lines are the rank's own. */
 export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
-  const run = rankScript(opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script);
+  const script = opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script;
   const exported = Object.entries(opts.env ?? {}).flatMap(([k, v]) => ['-x', `${k}=${v}`]);
   // no torchrun variables: ranks must come from Open MPI's
   const env = Object.fromEntries(
@@ -53,20 +52,10 @@ export async function runMpirun(opts: MpirunOptions): Promise<RankOutcome[]> {
     ...exported,
   ];
   const [cmd, ...prefix] = [...(opts.wrap ?? []), 'mpirun'];
-  const child = spawn(
-    cmd,
-    [
-      ...prefix,
-      ...args,
-      process.execPath,
-      ...run.nodeArgs,
-      ...scriptArgs(run.script, opts.args ?? [], run.sourceConditions),
-    ],
-    {
-      env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
+  const child = spawn(cmd, [...prefix, ...args, process.execPath, ...nodeArgsFor(script, opts.args)], {
+    env: { ...env, OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let launcher = '';
   child.stderr.on('data', (c: Buffer) => {
     launcher += c.toString();

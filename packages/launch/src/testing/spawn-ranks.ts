@@ -4,8 +4,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { findFreePort } from '../port.js';
-import { scriptArgs } from '../world.js';
-import { rankScript } from './compiled.js';
+import { nodeArgsFor } from './compiled.js';
 
 export interface RankOutcome {
   rank: number;
@@ -41,16 +40,15 @@ export interface SpawnRanksOptions {
 /** Runs `script` on `nprocs` processes with the torchrun variables; resolves when every rank has exited. */
 export async function spawnRanks(opts: SpawnRanksOptions): Promise<RankOutcome[]> {
   const port = opts.env?.MASTER_PORT ?? String(await findFreePort());
-  const run = rankScript(opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script);
+  const script = opts.script instanceof URL ? fileURLToPath(opts.script) : opts.script;
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const children: ChildProcess[] = [];
   const runs = Array.from({ length: opts.nprocs }, (_, rank) => {
     const cmd = [
       ...(opts.wrap?.(rank) ?? []),
       process.execPath,
-      ...run.nodeArgs,
       ...(opts.nodeArgs ?? []),
-      ...scriptArgs(run.script, opts.args ?? [], run.sourceConditions),
+      ...nodeArgsFor(script, opts.args),
     ];
     const child = spawn(cmd[0], cmd.slice(1), {
       env: {
