@@ -9,8 +9,10 @@ const example = (name: string): string =>
 
 /** ddp-run's arguments in a recipe's command, with the script swapped for the test fixture. */
 function ddpRunArgs(words: string[]): string[] {
-  const args = words.slice(words.indexOf('ddp-run') + 1);
-  return args.map((a) => (a === 'train.ts' ? rankScript : a));
+  const at = words.findIndex((w) => /(^|\/)ddp-run$/.test(w));
+  // ddp-run itself: npx or npm exec in front exits on the scheduler's SIGTERM without passing it on
+  expect(words.slice(0, at + 1).filter((w) => /^(npx|npm|pnpm|yarn)$/.test(w))).toEqual([]);
+  return words.slice(at + 1).map((a) => (a === 'train.ts' ? rankScript : a));
 }
 
 const yamlCommand = (text: string): string[] =>
