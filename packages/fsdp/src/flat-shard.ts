@@ -8,7 +8,7 @@ import { gatherOnHost, reduceScatterOnHost } from './host-collectives.js';
 /** Why a full parameter has no data: its unit is resharded. */
 const RESHARDED =
   "fsdp: this parameter is resharded (a unit's parameters exist only inside its forward and backward); " +
-  'step the optimizer over FSDPModule.parameters(), the shards';
+  'step the optimizer and clip (clipGradNormDistributed) over FSDPModule.parameters(), the shards';
 
 /**
  * One unit's parameters, each held as a flat 1/N shard (FSDP2's per-parameter sharding): parameter i

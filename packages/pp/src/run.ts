@@ -14,6 +14,7 @@ import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
 import { type LossReduction, lossWeights } from './loss-weights.js';
+import { warnMicroBatchNorm } from './micro-batch-norm.js';
 import {
   type Channel,
   makeSchedule,
@@ -110,6 +111,7 @@ export async function pipelineStep(
   const reduced =
     opts.dpGroup && opts.dpGroup.size > 1 ? stage.namedParameters().map(([name, param]) => ({ name, param })) : [];
   claimGradientReduction(stage, reduced, 'pipelineStep (dpGroup)', (message) => new PipelineStageError(message));
+  warnMicroBatchNorm(stage, microBatches.length);
   running.add(stage);
   try {
     // the optimizer refuses the gradients, and eval() the stage, until the step is awaited

@@ -1,8 +1,8 @@
 import { claimGradientReduction, markParameterShard, releaseGradientReduction, type Tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
-import { Module, type Parameter } from '@ddp/nn';
+import { BatchNorm1d, Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PipelineStage, PipelineStageError, pipelineStep, type Schedule } from './index.js';
 import { buildParts, CFG, makeOptimizer, microBatches, namedValues, referenceRun, rows } from './test/model.js';
 
@@ -14,6 +14,18 @@ class TiedHead extends Module {
   }
   forward(x: Tensor): Tensor {
     return x.matmul(this.weight.transpose());
+  }
+}
+
+/** A BatchNorm over each position's features: [b, seq, dim] rows normalised as [b·seq, dim]. */
+class RowNorm extends Module {
+  readonly norm = new BatchNorm1d(CFG.dim);
+  constructor() {
+    super();
+    this.registerModule('norm', this.norm);
+  }
+  forward(x: Tensor): Tensor {
+    return this.norm.forward(x.reshape([-1, CFG.dim])).reshape(x.shape);
   }
 }
 
@@ -98,6 +110,38 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     const check = { ppGroup: group, activationShape: [1], check: 'false' } as object; // truthy: checked anyway
     await expect(pipelineStep(stage, microBatches(0, 0), check as never)).rejects.toThrow(/check must be a boolean/);
     stage.dispose();
+  });
+
+  // probe AK: silent before; the numbers are torch's Pipe's (each micro-batch its own statistics)
+  it('says once when a stage runs a BatchNorm in training mode over several micro-batches; not over one, nor in eval', async () => {
+    const stageWith = (training: boolean) => {
+      const parts = buildParts();
+      parts.layers[0].dispose();
+      parts.layers[0] = new RowNorm();
+      if (!training) parts.layers[0].eval();
+      return new PipelineStage(parts, 0, 1);
+    };
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const told = () =>
+      warned.mock.calls.filter(([, o]) => (o as { code?: string })?.code === 'DDP_PIPELINE_BATCH_NORM');
+    const opts = { ppGroup: group, activationShape: [CFG.microBatch, CFG.seq, CFG.dim] };
+    const [training, inEval] = [stageWith(true), stageWith(false)];
+    try {
+      await pipelineStep(training, microBatches(0, 0).slice(0, 1), opts);
+      await pipelineStep(inEval, microBatches(0, 0), opts);
+      expect(told()).toEqual([]);
+      await pipelineStep(training, microBatches(0, 0), opts);
+      await pipelineStep(training, microBatches(1, 0), opts);
+      expect(told().map(([message]) => message)).toEqual([
+        expect.stringMatching(
+          /^pipelineStep: stage 0 holds BatchNorm in training mode \(layers\.0\.norm\): each of the 4 /,
+        ),
+      ]);
+    } finally {
+      warned.mockRestore();
+      training.dispose();
+      inEval.dispose();
+    }
   });
 
   // probe X: not awaited (torch's step is synchronous), the next step's schedule met this one's until the

@@ -8,8 +8,9 @@ import { childScript as child } from './child-script.js';
  * and were skipped, so nothing trained. @ddp/nn's Optimizer.step now refuses a disposed parameter.
  */
 describe('silent wrong results: an optimizer over replaced parameters', () => {
-  it('fsdp: an optimizer built before fullyShard raises OptimizerError at the step, nothing moves', async () => {
-    const run = await runWorld<{ rank: number; error: string | null; moved: boolean }>({
+  it('fsdp: an optimizer built before fullyShard raises OptimizerError at the step, nothing moves; a clip over those parameters too', async () => {
+    type Result = { rank: number; error: string | null; moved: boolean; clip: string; clipDistributed: string };
+    const run = await runWorld<Result>({
       script: child('fsdp-early-optimizer.child.ts'),
       nprocs: 2,
     });
@@ -17,9 +18,14 @@ describe('silent wrong results: an optimizer over replaced parameters', () => {
       // before: no error, and no weight moved
       // and it says what to step over (it advised model.parameters(), what the user had done)
       expect(r.error ?? 'no error', `rank ${r.rank}`).toMatch(
-        /^OptimizerError: step: parameter 0 of group 0 is freed: fsdp: .* step the optimizer over FSDPModule/,
+        /^OptimizerError: step: parameter 0 of group 0 is freed: fsdp: .* step the optimizer and clip .* FSDPModule/,
       );
       expect(r.moved, `rank ${r.rank}`).toBe(false);
+      // before: each returned 0 and clipped nothing (probe AJ)
+      expect(r.clip, `rank ${r.rank}`).toMatch(/^OptimizerError: clipGradNorm: parameter 0 is freed: fsdp: .* clip/);
+      expect(r.clipDistributed, `rank ${r.rank}`).toMatch(
+        /^OptimizerError: clipGradNormDistributed: parameter 0 is freed/,
+      );
     }
   }, 90_000);
 });

@@ -105,6 +105,25 @@ describe('clipGradNormDistributed', () => {
     shard.dispose();
   });
 
+  it("refuses a disposed or freed parameter, as the optimizer (over FSDP's resharded parameters it returned 0 and clipped nothing)", async () => {
+    const kept = new Parameter(tf.ones([2]));
+    kept.grad = tf.fill([2], 3);
+    const replaced = new Parameter(tf.ones([2]));
+    replaced.dispose();
+    const freed = new Parameter(tf.ones([2]));
+    freed.free('fsdp: resharded; clip over the shards');
+    expect(() => clipGradNorm([kept, replaced], 1)).toThrow(
+      /clipGradNorm: parameter 1 was disposed .*model\.parameters\(\)/,
+    );
+    expect(() => clipGradNorm([freed, kept], 1)).toThrow(/clipGradNorm: parameter 0 is freed: fsdp: resharded/);
+    const group = simulatedGroup([0]);
+    await expect(clipGradNormDistributed([kept, freed], 1, { groups: [group] })).rejects.toThrow(
+      /clipGradNormDistributed: parameter 1 is freed/,
+    );
+    expect(kept.grad?.dataSync()).toEqual(new Float32Array([3, 3])); // nothing scaled
+    kept.dispose();
+  });
+
   it("refuses an option it does not know (a misspelt norm_type clipped by the 2-norm), and raises on a non-finite norm with errorIfNonfinite, as torch's error_if_nonfinite", async () => {
     const group = simulatedGroup([0]);
     const p = new Parameter(tf.zeros([3]));

@@ -1,6 +1,6 @@
 import { gradientShardGroups, type NormReduceGroup, type Tensor, whileWriting } from '@ddp/autograd';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
-import { OptimizerError, refusePendingGradients } from './optimizer.js';
+import { OptimizerError, refuseFreedParameters, refusePendingGradients } from './optimizer.js';
 
 function checkArguments(what: string, maxNorm: number, normType: number, errorIfNonfinite: boolean): void {
   checkBooleanOptions(what, { errorIfNonfinite }, ['errorIfNonfinite'], (message) => new OptimizerError(message));
@@ -59,6 +59,7 @@ export function clipGradNorm(
   checkArguments('clipGradNorm', maxNorm, normType, errorIfNonfinite);
   const unique = eachOnce(params);
   refusePendingGradients('clipGradNorm', unique);
+  refuseFreedParameters('clipGradNorm', unique, 'they were taken');
   // every parameter, with a gradient or not: a rank whose shards hold none (ZeRO-2 with more ranks
   // than parameters) returned 0 while the others refused, and went on to the next collective
   const split = unique.findIndex((p) => gradientShardGroups(p).length > 0);
@@ -97,6 +98,7 @@ export async function clipGradNormDistributed(
 ): Promise<number> {
   const unique = eachOnce(params);
   refusePendingGradients('clipGradNormDistributed', unique);
+  refuseFreedParameters('clipGradNormDistributed', unique, 'they were taken');
   // not awaited, the step took the gradients unclipped, and the clip scaled them after (probe X)
   return whileWriting(unique, 'clipGradNormDistributed()', 'gradients', () => clipDistributed(unique, maxNorm, opts));
 }

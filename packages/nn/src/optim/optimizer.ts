@@ -87,20 +87,8 @@ export abstract class Optimizer<O extends { lr: number }> {
   step(...args: []): void {
     refuseStepArguments(this.constructor.name, args);
     for (const group of this.paramGroups) refusePendingGradients('step()', group.params);
-    // a disposed parameter has no gradient, so it would be skipped: its layer was replaced after the optimizer was
-    // built (applyTensorParallel, a dispose), and the layer now in the model would never train
-    for (const [g, group] of this.paramGroups.entries()) {
-      const i = group.params.findIndex((p) => p.isDisposed);
-      const freed = i >= 0 ? group.params[i].freedBy : null;
-      // freed with a reason of its own (an FSDP parameter, whose reason names the shards to step over)
-      if (freed !== null && freed !== 'dispose()')
-        throw new OptimizerError(`step: parameter ${i} of group ${g} is freed: ${freed}`);
-      if (i >= 0)
-        throw new OptimizerError(
-          `step: parameter ${i} of group ${g} was disposed (its layer replaced or disposed after the optimizer ` +
-            'was built): build the optimizer over model.parameters() after changing the model',
-        );
-    }
+    for (const [g, group] of this.paramGroups.entries())
+      refuseFreedParameters('step', group.params, 'the optimizer was built', (i) => `parameter ${i} of group ${g}`);
     for (const group of this.paramGroups) {
       for (const p of group.params) {
         if (p.grad === null) continue;
@@ -249,4 +237,27 @@ export function refusePendingGradients(
       );
     i++;
   }
+}
+
+/**
+ * A disposed parameter has no gradient, so it would be skipped: its layer was replaced after the
+ * optimizer (or the list given to a clip) was made (applyTensorParallel, a dispose), and the layer now in
+ * the model would never train; FSDP's full parameters are freed while resharded, and a clip over them
+ * clipped nothing and returned 0 (probe AJ). `since`: when the parameters were taken.
+ */
+export function refuseFreedParameters(
+  where: string,
+  params: readonly Tensor[],
+  since: string,
+  which: (i: number) => string = (i) => `parameter ${i}`,
+): void {
+  const i = params.findIndex((p) => p.isDisposed);
+  if (i < 0) return;
+  const freed = params[i].freedBy;
+  // freed with a reason of its own (an FSDP parameter, whose reason names the shards to use)
+  if (freed !== null && freed !== 'dispose()') throw new OptimizerError(`${where}: ${which(i)} is freed: ${freed}`);
+  throw new OptimizerError(
+    `${where}: ${which(i)} was disposed (its layer replaced or disposed after ${since}): ` +
+      'take model.parameters() after changing the model',
+  );
 }

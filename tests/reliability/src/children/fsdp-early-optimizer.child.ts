@@ -1,9 +1,11 @@
 // An optimizer built over the model's parameters before fullyShard (as one may with DDP), 2 ranks,
-// one Adam step. Prints the step's error, if any, and whether any weight moved (summonFullParams).
+// one Adam step. Prints the step's error, if any, and whether any weight moved (summonFullParams);
+// then the errors of a clip over the model's parameters (freed while resharded), as torch's
+// clip_grad_norm_(model.parameters()) is written (probe AJ: it returned 0 and clipped nothing).
 import { type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { fullyShard } from '@ddp/fsdp';
-import { Adam, Generator, Linear, mse, Sequential, Tanh } from '@ddp/nn';
+import { Adam, clipGradNorm, clipGradNormDistributed, Generator, Linear, mse, Sequential, Tanh } from '@ddp/nn';
 import { errorOf, rankBatch } from './step.js';
 
 const group = await initProcessGroup({ timeoutMs: 20_000 });
@@ -20,6 +22,13 @@ const error = await errorOf(async () => {
   await loss.backward();
   opt.step();
 });
+const clip = await errorOf(async () => {
+  clipGradNorm(model.parameters(), 0.5);
+});
+const clipDistributed = await errorOf(async () => {
+  await clipGradNormDistributed(model.parameters(), 0.5, { groups: [group] });
+});
 const after = await full();
-console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, moved: after.some((v, i) => v !== before[i]) })}`);
+const moved = after.some((v, i) => v !== before[i]);
+console.log(`RESULT ${JSON.stringify({ rank: group.rank, error, moved, clip, clipDistributed })}`);
 await destroyProcessGroup();
