@@ -47,7 +47,8 @@ export class NonFiniteGradientError extends DDPError {
   ) {
     super(
       `DistributedDataParallel (iteration ${iteration}): the gradient of "${parameter}" holds ${value} after ` +
-        `the all-reduce (some rank produced a non-finite gradient)`,
+        'the all-reduce (some rank produced a non-finite gradient; under a GradScaler, which skips such a step ' +
+        'itself, create DDP with checkFinite: false)',
     );
   }
 }
