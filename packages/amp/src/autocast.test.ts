@@ -147,6 +147,25 @@ describe('autocast(bfloat16) against PyTorch', () => {
     expect(at(() => matmul(a, b))).toBe(1 + 2 ** -12);
   });
 
+  it('linear of one sample [in] gives [out] as outside autocast, the row of a batch of one (was: a matmul rank error)', async () => {
+    const w = tensor([0.5, -1.25, 2, 0.75, 1.5, -0.5], [2, 3]);
+    const b = tensor([0.1, -0.3], [2]);
+    const one = tensor([1.1, 2.3, -0.7], [3], { requiresGrad: true });
+    const batch = tensor([1.1, 2.3, -0.7], [1, 3], { requiresGrad: true });
+    for (const bias of [b, null]) {
+      const [y1, yb] = autocast({ dtype: 'bfloat16' }, () => [linear(one, w, bias), linear(batch, w, bias)]);
+      expect(y1.shape).toEqual([2]);
+      expect([...y1.dataSync()]).toEqual([...yb.dataSync()]);
+      await sum(y1).backward();
+      await sum(yb).backward();
+      expect([...(one.grad?.dataSync() ?? [])]).toEqual([...(batch.grad?.dataSync() ?? [])]);
+      for (const t of [y1, yb, one.grad, batch.grad]) t?.dispose();
+      one.grad = null;
+      batch.grad = null;
+    }
+    for (const t of [w, b, one, batch]) t.dispose();
+  });
+
   it('float16 overflows to inf above 65504 (what GradScaler guards against); bfloat16 does not', () => {
     const x = tensor([300], [1, 1]);
     const at = (dtype: 'float16' | 'bfloat16') => autocast({ dtype }, () => matmul(x, x).data.dataSync()[0]);

@@ -134,7 +134,11 @@ export function linear(x: Tensor, weight: Tensor, bias: Tensor | null = null): T
   requireFloat32('linear', x, weight, ...(bias ? [bias] : []));
   if (autocastDtype() === null) return Linear.apply(x, weight, bias);
   return tidy(() => {
-    if (!bias) return matmul(x, weight, { transposeB: true });
-    return castToAutocastDtype(add(MatMul.apply<Tensor>(x, weight, false, true, false), castToAutocastDtype(bias)));
+    // one sample [in] as one row, as outside autocast (MatMul takes rank ≥ 2; it raised here; probe AM)
+    const rows = x.rank === 1 ? x.reshape([1, -1]) : x;
+    const y = bias
+      ? castToAutocastDtype(add(MatMul.apply<Tensor>(rows, weight, false, true, false), castToAutocastDtype(bias)))
+      : matmul(rows, weight, { transposeB: true });
+    return x.rank === 1 ? y.reshape([-1]) : y;
   });
 }
