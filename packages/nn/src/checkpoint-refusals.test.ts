@@ -171,6 +171,14 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     expect((await loadCheckpoint(dir, contents)).extra).toEqual({ seen: 64 });
     const rng = { model, rng: new Generator(3) } as unknown as Parameters<typeof loadCheckpoint>[1];
     await expect(loadCheckpoint(dir, rng)).rejects.toThrow(/loadCheckpoint\(.*\): unknown key "rng"/);
+    // probe AL: a wrapper (DDP's) given as the model failed untyped ("model.namedParameters is not a function")
+    class DistributedDataParallel {
+      constructor(readonly module: Toy) {}
+    }
+    const wrapper = { model: new DistributedDataParallel(model), optimizer } as never;
+    const notModule = /the model is DistributedDataParallel, not an nn Module: give the Module itself/;
+    await expect(saveCheckpoint(dir, wrapper)).rejects.toThrow(notModule);
+    await expect(loadCheckpoint(dir, wrapper)).rejects.toThrow(notModule);
   });
 
   it('step(closure) and a scheduler step(epoch) are refused (ignored where types are not checked: tsx)', () => {

@@ -34,7 +34,7 @@ import { noteCommitted, refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
-import type { Module } from './module.js';
+import { Module } from './module.js';
 import { type Optimizer, type OptimizerStateDict, type ParamState, refusePendingGradients } from './optim/optimizer.js';
 import { type SafeTensor, saveSafetensors, toSafeTensor } from './safetensors.js';
 import { loadSafetensors } from './safetensors-read.js';
@@ -75,6 +75,13 @@ function checkContents(where: string, contents: object, known: string[], options
   const error = (m: string) => new CheckpointError(m);
   checkOptionNames(where, contents, known, error, 'key');
   if (options) checkOptionNames(where, options, ['expectNewest'], error);
+  // a wrapper given as the model (`ddp` for `ddp.module`) failed untyped, deep inside (probe AL)
+  const { model } = contents as { model?: unknown };
+  if (!(model instanceof Module))
+    throw error(
+      `${where}: the model is ${model?.constructor?.name ?? model}, not an nn Module: give the Module ` +
+        "itself (a DistributedDataParallel's .module)",
+    );
 }
 
 /** 2: checkpoint.json and the safetensors metadata carry checksums (1: written before they did). */

@@ -9,6 +9,7 @@ import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } fro
 import { DDPCommError, DDPUsageError, markedReadyTwice } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
 import { DDPJoinHook, joinStatus } from './join-hook.js';
+import { ModuleDelegates } from './module-delegates.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
 import { newReduction, type Reduction } from './reduction.js';
@@ -20,7 +21,7 @@ import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
  * bucket by bucket, each bucket's all-reduce running on the comm thread while backward
  * computes the next gradients. Build with `await DistributedDataParallel.create(module)`.
  */
-export class DistributedDataParallel<M extends Module = Module> implements Joinable {
+export class DistributedDataParallel<M extends Module = Module> extends ModuleDelegates<M> implements Joinable {
   readonly processGroup: ProcessGroup;
   readonly findUnusedParameters: boolean;
   readonly broadcastBuffers: boolean;
@@ -50,6 +51,7 @@ export class DistributedDataParallel<M extends Module = Module> implements Joina
     readonly module: M,
     opts: DDPOptions,
   ) {
+    super();
     this.processGroup = groupOrWorld(opts.processGroup, 'DistributedDataParallel.create');
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;

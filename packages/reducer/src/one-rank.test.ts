@@ -195,6 +195,31 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     model.dispose();
   });
 
+  // probe AL: a torch script's calls on the wrapper failed in plain JavaScript with "… is not a function"
+  it("answers a Module's calls for its module (train, eval, parameters, stateDict …); checkpoints want the module", async () => {
+    const model = new Sequential(new Linear(5, 3, { generator: new Generator(41) }), new BatchNorm1d(3));
+    const ddp = await DistributedDataParallel.create(model);
+    expect(ddp.eval()).toBe(ddp);
+    expect([model.training, ddp.training]).toEqual([false, false]);
+    ddp.train();
+    expect(model.training).toBe(true);
+    expect(ddp.parameters()).toEqual(model.parameters());
+    expect(ddp.namedParameters().map(([n]) => n)).toEqual(['0.weight', '0.bias', '1.weight', '1.bias']);
+    expect(ddp.buffers()).toEqual(model.buffers());
+    expect([...ddp.stateDict().keys()]).toEqual([...model.stateDict().keys()]); // torch's: module.0.weight …
+    const other = new Sequential(new Linear(5, 3, { generator: new Generator(42) }), new BatchNorm1d(3));
+    ddp.loadStateDict(other.stateDict());
+    expect(model.parameters()[0].dataSync()).toEqual(other.parameters()[0].dataSync());
+    other.dispose();
+    const dir = await mkdtemp(join_(tmpdir(), 'ddp-wrapper-save-'));
+    await expect(saveCheckpoint(dir, { model: ddp as never, step: 1 })).rejects.toThrow(
+      /the model is DistributedDataParallel, not an nn Module: give the Module itself/,
+    );
+    await rm(dir, { recursive: true, force: true });
+    ddp.dispose();
+    model.dispose();
+  });
+
   it('buffers are not broadcast to oneself', async () => {
     const model = new Sequential(new Linear(5, 3, { generator: new Generator(40) }), new BatchNorm1d(3));
     const ddp = await DistributedDataParallel.create(model);
