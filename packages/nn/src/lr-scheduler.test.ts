@@ -1,5 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { tf } from '@ddp/tensor';
+import { describe, expect, it, vi } from 'vitest';
 import { SchedulerError, StepLR, WarmupCosineLR, warmupCosineLr } from './lr-scheduler.js';
+import { SGD } from './optim/sgd.js';
+import { Parameter } from './parameter.js';
 
 describe('learning-rate schedules', () => {
   it('StepLR decays every stepSize steps', () => {
@@ -95,6 +98,31 @@ describe('learning-rate schedules', () => {
   // Two schedulers stepping one optimizer: each wrote its own closed-form lr over the other's,
   // so only the last constructed or stepped schedule applied, silently (torch multiplies
   // chained schedulers). An lr set by hand between steps was overwritten the same way.
+  // probe AL: stepped per micro-batch under accumulation, a 4-step warmup was over after the first optimizer step
+  it("says once when it steps before the optimizer's first step (torch's warning), not once the optimizer stepped", () => {
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const told = () =>
+      warned.mock.calls.filter(([, o]) => (o as { code?: string })?.code === 'DDP_SCHEDULER_BEFORE_OPTIMIZER');
+    const p = new Parameter(tf.ones([2]));
+    try {
+      const early = new WarmupCosineLR(new SGD([p], { lr: 1 }), { warmupSteps: 4, totalSteps: 10 });
+      early.step();
+      early.step();
+      expect(told().map(([m]) => m)).toEqual([
+        expect.stringMatching(/^WarmupCosineLR\.step\(\) before the optimizer's first step\(\)/),
+      ]);
+      const opt = new SGD([p], { lr: 1 });
+      const inOrder = new StepLR(opt, 2);
+      p.grad = tf.ones([2]);
+      opt.step();
+      inOrder.step();
+      expect(told()).toHaveLength(1);
+    } finally {
+      warned.mockRestore();
+      p.dispose();
+    }
+  });
+
   it('refuses to step when another scheduler or the user changed the lr it set', () => {
     const opt = { paramGroups: [{ lr: 1 }] };
     const warm = new WarmupCosineLR(opt, { warmupSteps: 2, totalSteps: 10 });

@@ -80,8 +80,28 @@ export abstract class LRScheduler {
             'initial lr; torch multiplies chained schedulers): use one schedule per optimizer',
         );
     });
+    this.warnIfBeforeOptimizer();
     this.lastEpoch++;
     this.apply();
+  }
+
+  private warned = false;
+
+  /**
+   * torch's warning: a schedule stepped before the optimizer's first step skips its first value; the
+   * usual cause is a step per micro-batch under gradient accumulation, whose warmup then ends early
+   * (probe AL: a 4-step warmup over after the first optimizer step). Optimizers that count steps only.
+   */
+  private warnIfBeforeOptimizer(): void {
+    const { stepCount } = this.optimizer as { stepCount?: unknown };
+    if (this.warned || stepCount !== 0) return;
+    this.warned = true;
+    process.emitWarning(
+      `${this.constructor.name}.step() before the optimizer's first step(): the schedule's first value is ` +
+        'skipped. Step the scheduler once per optimizer step, after it (not per micro-batch); a GradScaler ' +
+        'that skipped the first steps (non-finite gradients) causes this too',
+      { code: 'DDP_SCHEDULER_BEFORE_OPTIMIZER' },
+    );
   }
 
   getLastLr(): number[] {

@@ -133,6 +133,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   override async step(...args: []): Promise<void> {
     refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
     refusePendingGradients('ZeroRedundancyOptimizer.step()', this.allParams());
+    this.stepCount++;
     // not awaited, zeroGrad cleared the gradients before the local step read them (probe X)
     return whileWriting(this.allParams(), 'ZeroRedundancyOptimizer.step()', 'values', () => this.stepNow());
   }

@@ -43,6 +43,8 @@ export interface GroupCheck<O> {
 export abstract class Optimizer<O extends { lr: number }> {
   readonly paramGroups: ParamGroup<O>[] = [];
   readonly state = new Map<Tensor, ParamState>();
+  /** Steps called (as torch counts them: a scheduler stepped before the first says so). */
+  stepCount = 0;
 
   constructor(
     params: Tensor[] | ParamGroupInput<O>[],
@@ -86,6 +88,7 @@ export abstract class Optimizer<O extends { lr: number }> {
   /** Applies one update to every parameter that has a gradient. */
   step(...args: []): void {
     refuseStepArguments(this.constructor.name, args);
+    this.stepCount++;
     for (const group of this.paramGroups) refusePendingGradients('step()', group.params);
     for (const [g, group] of this.paramGroups.entries())
       refuseFreedParameters('step', group.params, 'the optimizer was built', (i) => `parameter ${i} of group ${g}`);
