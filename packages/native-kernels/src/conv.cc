@@ -1,5 +1,6 @@
 // The Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter entry points: arguments checked
 // against the heap, then conv-dnnl.cc computes.
+#include <vector>
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -99,9 +100,16 @@ napi_value ConvBackward(napi_env env, napi_callback_info info) {
   float* dBias = optional(args, 6, g.co);
   if (args.failed) return nullptr;
   g.bias = dBias != nullptr;
-  if (xSize == 0 || ySize == 0 || wSize == 0) {  // sums over nothing: zero gradients
-    for (auto [p, size] : {std::pair{dx, xSize}, std::pair{dWeight, wSize}, std::pair{dBias, g.co}}) {
+  if (xSize == 0 || ySize == 0 || wSize == 0) {  // sums over nothing: zero gradients, but the bias's
+    for (auto [p, size] : {std::pair{dx, xSize}, std::pair{dWeight, wSize}}) {
       if (p) std::fill(p, p + size, 0.0f);
+    }
+    // no input channels still gives outputs (the bias alone): its gradient sums dy per channel
+    if (dBias) {
+      const int64_t plane = g.channelsFirst ? g.ho * g.wo : 1;
+      std::vector<double> sums(g.co, 0.0);
+      for (int64_t i = 0; i < ySize; i++) sums[(i / plane) % g.co] += dy[i];
+      for (int64_t c = 0; c < g.co; c++) dBias[c] = static_cast<float>(sums[c]);
     }
     return nullptr;
   }

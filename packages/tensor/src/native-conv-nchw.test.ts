@@ -21,6 +21,8 @@ const cases: Case[] = [
   { name: 'CLIP stem: 5×5, stride 2, pad 2', x: [3, 1, 12, 16], w: [16, 1, 5, 5], strides: [2, 2], padding: [2, 2] },
   { name: 'CLIP body: 3×3, stride 2, pad 1', x: [2, 16, 7, 10], w: [32, 16, 3, 3], strides: [2, 2], padding: [1, 1] },
   { name: '3×2 kernel, strides 1×2, pad 1×0', x: [2, 3, 6, 7], w: [5, 3, 3, 2], strides: [1, 2], padding: [1, 0] },
+  // a sum over no input channel: y is the bias alone, so the bias's gradient is still dy's channel sums
+  { name: 'no input channel', x: [2, 0, 8, 8], w: [4, 0, 3, 3], strides: [1, 1], padding: [1, 1] },
 ];
 const flags = [
   { bias: true, dx: true },
