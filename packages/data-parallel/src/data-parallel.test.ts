@@ -1,9 +1,9 @@
-import { mse, tensor } from '@ddp/autograd';
+import { concat, mse, tensor } from '@ddp/autograd';
 import { Generator, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSizes, DataParallel, DataParallelError } from './index.js';
-import { createModule, withBatchNorm } from './test/mlp.js';
+import { createModule, rowsOfItsOwn, withBatchNorm } from './test/mlp.js';
 
 const factory = new URL('./test/mlp.ts', import.meta.url);
 const BATCH = 10;
@@ -49,6 +49,34 @@ describe('DataParallel: replicas on worker threads', () => {
         expect(v).toBeCloseTo(ref[j], 6);
       });
     });
+  });
+
+  it("backward gives each replica its own output's rows where it returns other rows than its chunk (torch's Gather)", async () => {
+    // was: tfjs's "The sum of sizes must match the size of the axis dimension" (dy split by the input chunks)
+    const single = rowsOfItsOwn();
+    dp = await DataParallel.create(factory, { replicas: 3, exportName: 'rowsOfItsOwn' });
+    const { x: xs, y: ys } = batches[0];
+    const sizes = chunkSizes(BATCH, 3);
+    const starts = sizes.map((_, r) => sizes.slice(0, r).reduce((a, b) => a + b, 0));
+    const chunkOf = (r: number) => tensor(xs.slice(6 * starts[r], 6 * (starts[r] + sizes[r])), [sizes[r], 6]);
+    const wantOut = concat(
+      sizes.map((_, r) => single.forward(chunkOf(r))),
+      0,
+    );
+    const y = tensor(ys.slice(0, 6 * 3), [6, 3]);
+    const want = mse(wantOut, y);
+    await want.backward();
+    const x = tensor(xs, [BATCH, 6]);
+    const got = mse(await dp.forward(x), y);
+    await got.backward();
+    expect(got.item()).toBeCloseTo(want.item(), 6);
+    dp.module.parameters().forEach((p, i) => {
+      const ref = single.parameters()[i].grad!.dataSync();
+      p.grad!.dataSync().forEach((v, j) => {
+        expect(v).toBeCloseTo(ref[j], 5);
+      });
+    });
+    for (const t of [x, y, want, got, wantOut]) t.dispose();
   });
 
   it('two forwards before one backward: each backward reaches its own graph, as torch keeps one per forward', async () => {

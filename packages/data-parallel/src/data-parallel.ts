@@ -29,6 +29,8 @@ class Gather extends AutogradFunction {
   override readonly asyncBackward = true;
   private dp!: DataParallel;
   private sizes: number[] = [];
+  /** Rows of each replica's output, which backward gives each its slice of (a replica may return other than its chunk's). */
+  private outRows: number[] = [];
   /** The input chunks' shapes, for their gradients. */
   private inShapes: number[][] = [];
   private id = 0;
@@ -74,6 +76,7 @@ class Gather extends AutogradFunction {
           'per-sample values and reduce them after the forward',
       );
     const parts = outputs.map((o) => (o.type === 'output' ? tf.tensor(o.data, o.shape) : tf.zeros([0])));
+    this.outRows = parts.map((p) => p.shape[0]);
     const y = tf.concat(parts, 0);
     tf.dispose(parts);
     return y;
@@ -81,7 +84,8 @@ class Gather extends AutogradFunction {
 
   async backward(ctx: Context, dy: tf.Tensor): Promise<(tf.Tensor | null)[]> {
     const { dp, sizes } = this;
-    const chunks = tf.split(dy, sizes, 0);
+    // torch's Gather.backward: each replica's output rows, not its input chunk's (a per-replica loss row)
+    const chunks = tf.split(dy, this.outRows, 0);
     const answers = await Promise.all(
       chunks.map((c, r) => {
         const m: ToReplica = { type: 'backward', id: this.id, grad: c.dataSync() as Float32Array, shape: c.shape };

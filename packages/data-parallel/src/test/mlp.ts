@@ -1,5 +1,6 @@
 // Test-only: the model factories the replica threads build.
 import { isMainThread } from 'node:worker_threads';
+import { concat } from '@ddp/autograd';
 import { BatchNorm1d, Dropout, Generator, Linear, Sequential, Tanh } from '@ddp/nn';
 
 /** The same weights on every thread. */
@@ -46,5 +47,16 @@ export function scalarOutput(): Sequential {
   const m = createModule();
   const forward = m.forward.bind(m);
   m.forward = (x) => forward(x).sum();
+  return m;
+}
+
+/** Other rows than its input's: each chunk's outputs summed into one row (a replica's own loss row), then doubled. */
+export function rowsOfItsOwn(): Sequential {
+  const m = createModule();
+  const forward = m.forward.bind(m);
+  m.forward = (x) => {
+    const row = forward(x).sum(0, true);
+    return concat([row, row.mul(2)], 0);
+  };
   return m;
 }
