@@ -17,6 +17,17 @@ describe('MetricsLog', () => {
     expect(() => log.append({ step: 301 })).toThrow(/after close/);
   });
 
+  it('flush() has every queued line written, the file still open (a checkpoint then commits their step)', async () => {
+    const log = new MetricsLog(join(dir, 'e'));
+    await log.open(null);
+    for (let step = 1; step <= 300; step++) log.append({ step });
+    await log.flush();
+    expect(log.rows()).toHaveLength(300);
+    log.append({ step: 301 });
+    await log.close();
+    expect(log.rows()).toHaveLength(301);
+  });
+
   it('keeps the rows up to the resumed step and appends after them', async () => {
     const log = new MetricsLog(join(dir, 'b'));
     await log.open(null);

@@ -107,6 +107,16 @@ export class MetricsLog {
       });
   }
 
+  /**
+   * Waits for every queued line to be written; throws the first write's error, if one failed. Before
+   * a checkpoint commits step k: a resume from it keeps the rows up to k, and a kill right after the
+   * commit left the rows still queued missing from the resumed run's file.
+   */
+  async flush(): Promise<void> {
+    await this.writes;
+    if (this.failure) throw this.failure;
+  }
+
   /** Waits for every queued line, closes the file; throws the first write's error, if one failed. */
   async close(): Promise<void> {
     await this.writes;

@@ -202,6 +202,7 @@ async function checkpointNow(): Promise<void> {
     const position = sampler.position(step * opts.gradAccum);
     const contents = { model, optimizer, scheduler, generator, step, epoch: position.epoch };
     const extra = { sampler: position, stream, scaler: scaler.stateDict(), run: metrics.run };
+    await metrics.flush(); // the rows up to this step are on disk before the checkpoint says they are
     newestSaved = await saveCheckpoint(opts.checkpointDir, { ...contents, extra }, { expectNewest: newestSaved });
   }
   await group.barrier().wait();
