@@ -1,14 +1,17 @@
 import type { SavedTensorHooks, Tensor } from '@ddp/autograd';
 import { type HalfDtype, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { markGradientShard, Parameter } from '@ddp/nn';
-import { storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
-import { gatherIntoTensor, reduceScatterTensor } from './heap-collectives.js';
+import { ownedHeapView, storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
+import { gatherIntoTensor, reduceScatterInPlace } from './heap-collectives.js';
 import { gatherOnHost, reduceScatterOnHost } from './host-collectives.js';
 
 /** Why a full parameter has no data: its unit is resharded. */
 const RESHARDED =
   "fsdp: this parameter is resharded (a unit's parameters exist only inside its forward and backward); " +
   'step the optimizer and clip (clipGradNormDistributed) over FSDPModule.parameters(), the shards';
+
+/** How the heap path's reduce-scatters got their regions, summed over every unit (tests count the copies). */
+export const gradientRegions = { inPlace: 0, copied: 0 };
 
 /**
  * One unit's parameters, each held as a flat 1/N shard (FSDP2's per-parameter sharding): parameter i
@@ -167,8 +170,8 @@ export class FlatShard {
    * Averages the full parameters' gradients across the ranks and frees them; returns this rank's
    * chunk of each as new tensors of the shards' shapes, or null for a parameter no rank gave a gradient
    * (keepUsed); one without a gradient here counts as zeros.
-   * On the heap the gradients (each padded to its region) are concatenated into one tensor and
-   * reduce-scattered with AVG in place (comm divides only this rank's chunks, in its addon, with AVG's
+   * On the heap each gradient is reduce-scattered with AVG in its own storage (a copy padded to its
+   * region where it does not fill it; comm divides only this rank's chunks, in its addon, with AVG's
    * overflow fallback); through host memory each is divided by N in the backend first (FSDP's
    * pre-divide: a sum of x / N cannot overflow, and 2-byte values cannot carry the fallback).
    * Collective: every rank calls it for the same unit in the same order.
@@ -177,24 +180,31 @@ export class FlatShard {
     const used = Int32Array.from(this.params, (p) => (p.grad === null ? 0 : 1));
     const n = this.group.size;
     if (this.commDtype || n === 1) return this.keepUsed(used, this.reduceScatterOnHost());
-    // on the heap: the gradients (and their regions' padding of zeros) concatenated into one tensor, reduced in place
-    const flat = tf.keep(
-      tf.tidy(() => {
-        const parts = this.params.flatMap((p, i) => {
-          const size = sizeOf(this.shapes[i]);
-          const padding = n * this.chunks[i] - size;
-          const grad = p.grad ? tf.reshape(p.grad, [-1]) : tf.fill([size], 0);
-          return padding > 0 ? [grad, tf.fill([padding], 0)] : [grad];
-        });
-        // a storage of its own even when one part (tf.clone shares it): `flat` is overwritten in place
-        return parts.length === 1 ? tf.mul(parts[0], 1) : tf.concat(parts);
-      }),
-    );
-    const inHeap = reduceScatterTensor(this.group, flat, this.chunks);
-    if (inHeap === null) {
-      flat.dispose();
-      return this.keepUsed(used, this.reduceScatterOnHost());
-    }
+    // on the heap each gradient is reduced in its own storage where it fills its region alone there
+    // (no copy); else a copy padded with zeros (zeros without a gradient) stands in for it
+    const storages = new Set<object>();
+    const copies: tf.Tensor[] = [];
+    const regions = this.params.map((p, i) => {
+      const grad = p.grad;
+      const region = n * this.chunks[i];
+      if (grad && grad.size === region && ownedHeapView(grad) && !storages.has(grad.dataId)) {
+        storages.add(grad.dataId); // one gradient given to two parameters is reduced once in place, then copied
+        gradientRegions.inPlace++;
+        return grad;
+      }
+      const copy = tf.tidy(() => {
+        if (!grad) return tf.fill([region], 0);
+        const flat = tf.reshape(grad, [-1]);
+        // a storage of its own (a reshape or clone shares it): comm overwrites it in place
+        return region > flat.size ? tf.concat([flat, tf.fill([region - flat.size], 0)]) : tf.mul(flat, 1);
+      });
+      copies.push(copy);
+      gradientRegions.copied++;
+      return copy;
+    });
+    const inHeap = reduceScatterInPlace(this.group, regions);
+    tf.dispose(copies);
+    if (inHeap === null) return this.keepUsed(used, this.reduceScatterOnHost());
     for (const p of this.params) p.grad = null;
     return this.keepUsed(used, inHeap);
   }
@@ -223,5 +233,3 @@ export class FlatShard {
     });
   }
 }
-
-const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);

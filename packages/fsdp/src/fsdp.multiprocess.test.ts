@@ -17,6 +17,9 @@ interface CaseResult {
   heldAfterForward: number;
   /** Host buffers FSDP's steps took (its host-copy path). */
   hostBuffers: number;
+  /** The heap path's reduce-scatter regions: gradients reduced in their own storage, and copies. */
+  regions: { inPlace: number; copied: number };
+  expectedRegions?: { inPlace: number; copied: number };
 }
 
 const TIMEOUT = 150_000;
@@ -106,6 +109,8 @@ describe.each([2, 3, 4])('fullyShard on %i ranks', (n) => {
         // float32 gathers and reduce-scatters run on the wasm heap (comm writes the tensors); 16-bit ones copy
         if (c.commDtype) expect(r.hostBuffers).toBeGreaterThan(0);
         else expect(r.hostBuffers).toBe(0);
+        // a gradient that fills its region is reduce-scattered where backward left it, not copied
+        if (r.expectedRegions) expect(r.regions).toEqual(r.expectedRegions);
       }
     },
     TIMEOUT,

@@ -79,30 +79,28 @@ function unfilled(size: number): tf.Tensor {
 }
 
 /**
- * Reduce-scatters (AVG) `flat` (the regions of gatherIntoTensor: parameter i's gradient padded to N·c_i
- * elements; a tensor this call takes and disposes) in place, one reduce-scatter per region; resolves
- * with this rank's chunk of each as new tensors. null, with `flat` untouched, when the heap cannot be
- * shared. Collective.
+ * Reduce-scatters (AVG) each of `regions` in place (parameter i's gradient padded to N·c_i elements:
+ * the gradient itself where it fills its region alone in its storage, else a padded copy), one
+ * reduce-scatter per region; resolves with this rank's chunk of each as new tensors. The call holds
+ * each region's storage until then: the caller may drop its tensors (a parameter's gradient) at once.
+ * null, nothing held, when the heap cannot be shared. Collective.
  */
-export function reduceScatterTensor(
-  group: ProcessGroup,
-  flat: tf.Tensor,
-  chunks: readonly number[],
-): Promise<tf.Tensor[]> | null {
-  const view = sharedStorage(flat);
-  if (view === null) return null;
-  const regions = regionsOf(view, chunks, group);
-  const reduced = regions.map(({ region, mine }) =>
-    group.reduceScatter(mine, region, { op: ReduceOp.AVG, overwriteInput: true }).wait(),
-  );
-  return settle(reduced, flat, group, 'reduceScatter of gradients').then(() => {
-    let at = 0;
-    const out = chunks.map((c) => {
-      const chunk = copyOf(flat, at + group.rank * c, [c]);
-      at += group.size * c;
-      return chunk;
+export function reduceScatterInPlace(group: ProcessGroup, regions: readonly tf.Tensor[]): Promise<tf.Tensor[]> | null {
+  const views = regions.map(sharedStorage);
+  if (views.some((v) => v === null)) return null;
+  // a clone shares the storage (wasm counts its references): it outlives the caller's tensor
+  const held = regions.map((t) => tf.keep(tf.clone(t)));
+  const reduced = (views as Float32Array[]).map((region) => {
+    const c = region.length / group.size;
+    const mine = region.subarray(group.rank * c, (group.rank + 1) * c);
+    return group.reduceScatter(mine, region, { op: ReduceOp.AVG, overwriteInput: true }).wait();
+  });
+  return settle(reduced, held, group, 'reduceScatter of gradients').then(() => {
+    const out = held.map((t) => {
+      const c = t.size / group.size;
+      return copyOf(t, group.rank * c, [c]);
     });
-    flat.dispose();
+    tf.dispose(held);
     return out;
   });
 }
@@ -121,12 +119,17 @@ function copyOf(t: tf.Tensor, at: number, shape: number[]): tf.Tensor {
  * Once every op settled: `held` if all succeeded on an unmoved heap, else `held` freed and the first
  * failure rethrown (after the others ended: they write into `held`).
  */
-async function settle(ops: Promise<void>[], held: tf.Tensor, group: ProcessGroup, what: string): Promise<tf.Tensor> {
+async function settle<T extends tf.Tensor | tf.Tensor[]>(
+  ops: Promise<void>[],
+  held: T,
+  group: ProcessGroup,
+  what: string,
+): Promise<T> {
   try {
     await allSettled(ops);
     checkUnmoved(group, what);
   } catch (error) {
-    held.dispose(); // the ops are over: comm no longer writes there
+    tf.dispose(held); // the ops are over: comm no longer writes there
     throw error;
   }
   return held;

@@ -12,6 +12,7 @@ import {
 } from '@ddp/comm';
 import { Adam, AdamW, type Module, mse, type Optimizer, type Sequential, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
+import { gradientRegions } from '../flat-shard.js';
 import { hostBuffers as pool } from '../host-collectives.js';
 import { type FSDPModule, fullyShard } from '../index.js';
 import {
@@ -140,6 +141,24 @@ async function backwardOn(
   loss.dispose();
 }
 
+/**
+ * The reduce-scatters' regions over the case, against what each step should take: every gradient that
+ * fills its region (a size dividing by N) reduced in its own storage, the others copied (padded), and
+ * zeros for a parameter without one. Only where the ranks agree on which parameters get one.
+ */
+function reduceScatterRegions(c: Case, model: Module, n: number, before: typeof gradientRegions) {
+  const regions = { inPlace: gradientRegions.inPlace - before.inPlace, copied: gradientRegions.copied - before.copied };
+  if (c.commDtype || c.skipInSync || c.block1OnRank0 || c.sideOnRank0 || n === 1) return { regions };
+  // the transformer's side head gets no gradient here: zeros stand in, a copy
+  const unused = model instanceof TwoBlockTransformer ? model.side.parameters() : [];
+  const sizes = model
+    .parameters()
+    .filter((p) => p.requiresGrad)
+    .map((p) => (unused.includes(p) ? -1 : p.size));
+  const even = sizes.filter((s) => s >= 0 && s % n === 0).length;
+  return { regions, expectedRegions: { inPlace: c.steps * even, copied: c.steps * (sizes.length - even) } };
+}
+
 async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unknown>> {
   const grid = c.tp ? await ProcessGroupManager.create({ tp: c.tp }) : null;
   const group = grid?.dpGroup ?? world;
@@ -163,6 +182,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
   let tensorsAfterFirst = 0;
   // host buffers FSDP's own steps took (gathers and reduce-scatters on the wasm heap take none)
   let hostBuffers = 0;
+  const regionsBefore = { ...gradientRegions };
   for (let t = 0; t < c.steps; t++) {
     const before = pool.taken;
     if (c.accumulate) {
@@ -208,6 +228,7 @@ async function runCase(c: Case, world: ProcessGroup): Promise<Record<string, unk
     forwardsPerUnit: seen.forwards / (units * c.steps * (c.accumulate ? 2 : 1)),
     heldAfterForward,
     hostBuffers,
+    ...reduceScatterRegions(c, model, size, regionsBefore),
   };
   if (model instanceof TwoBlockTransformer) {
     // a root that is not a Sequential shards only what no inner unit holds: inProj, norm, head
