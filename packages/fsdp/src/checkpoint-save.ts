@@ -202,7 +202,7 @@ export async function writeSnapshot(
       async () => {
         if (rank !== 0) return;
         await cleanCheckpointDir(dir, MANIFEST_FILE);
-        await createTemporaryEntry(dir, entry.slice(dir.length + 1));
+        await createTemporaryEntry(dir, save);
       },
       `${failed}: rank 0 could not create ${entry}`,
     );

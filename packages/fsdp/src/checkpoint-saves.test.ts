@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, CheckpointError, Linear, Sequential } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -67,6 +67,24 @@ describe('FSDP saves with expectNewest', () => {
     await expect(refused.done).rejects.toThrow(CheckpointError);
     await expect(other.wait()).rejects.toThrow(CheckpointError); // and not again by destroyProcessGroup
     expect(await entries(dir)).toEqual([last.slice(dir.length + 1)]);
+  });
+});
+
+// before, every save there failed (ENOENT: the temporary entry's name was cut out of the normalised
+// path, one character off), left an empty directory behind each time, and an async one's load then crashed
+describe('a checkpoint directory written with a trailing slash, ./ or a doubled slash', () => {
+  it.each([
+    ['a trailing slash', () => `${join(root, 'trailing')}/`],
+    ['./ in front', () => `./${relative(process.cwd(), join(root, 'dot'))}`],
+    ['a doubled slash', () => `${root}//doubled`],
+  ])('%s: sync and async saves commit and load, and leave only the entry', async (_, dir) => {
+    const a = run();
+    await saveFSDPCheckpoint(dir(), { ...a, step: 1 }, { expectNewest: null });
+    const saver = new AsyncCheckpointer(a.root);
+    const last = await (await saver.save(dir(), { optimizer: a.optimizer, step: 2 })).done;
+    await saver.close();
+    expect((await loadFSDPCheckpoint(dir(), run())).step).toBe(2);
+    expect((await readdir(dir())).filter((n) => n !== 'latest')).toEqual([basename(last)]);
   });
 });
 

@@ -1,6 +1,6 @@
-import { copyFile, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { Adam, Generator, Linear, sealJson } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -97,5 +97,19 @@ describe('latestShardedCheckpoint', () => {
     await mkdir(fsdp);
     await writeFile(join(fsdp, MANIFEST_FILE), sealJson({ format: 'ddp-fsdp-sharded-checkpoint', version: 2 }));
     await expect(latestShardedCheckpoint(dir)).rejects.toThrow(/is not a ddp-zero-sharded-checkpoint/);
+  });
+});
+
+// before, every save there failed (ENOENT: the temporary entry's name was cut out of the normalised
+// path, one character off) and left an empty directory behind each time
+describe('a checkpoint directory written with a trailing slash, ./ or a doubled slash', () => {
+  it.each([
+    ['a trailing slash', () => `${join(root, 'trailing')}/`],
+    ['./ in front', () => `./${relative(process.cwd(), join(root, 'dot'))}`],
+    ['a doubled slash', () => `${root}//doubled`],
+  ])('%s: saves, loads, and leaves only the entry', async (_, dir) => {
+    const entry = await saved(dir(), 1, 2);
+    expect(await loadError(dir())).toBeNull();
+    expect((await readdir(dir())).filter((n) => n !== 'latest')).toEqual([entry.split('/').at(-1)]);
   });
 });

@@ -210,7 +210,7 @@ export async function saveShardedCheckpoint(
         async () => {
           if (rank !== 0) return;
           await cleanCheckpointDir(dir, MANIFEST_FILE);
-          await createTemporaryEntry(dir, temporary.slice(dir.length + 1));
+          await createTemporaryEntry(dir, save);
         },
         `${failed}: rank 0 could not create ${entry}`,
       );
