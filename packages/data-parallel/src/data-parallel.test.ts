@@ -1,5 +1,5 @@
 import { concat, mse, tensor } from '@ddp/autograd';
-import { Generator, SGD } from '@ddp/nn';
+import { Generator, type Module, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSizes, DataParallel, DataParallelError } from './index.js';
@@ -11,6 +11,16 @@ const batches = (() => {
   const g = new Generator(5);
   return [0, 1, 2].map(() => ({ x: Array.from(g.normal(BATCH * 6)), y: Array.from(g.normal(BATCH * 3)) }));
 })();
+
+/** Each parameter's gradient in `got` equals `want`'s to `digits` digits. */
+function expectSameGradients(got: Module, want: Module, digits: number): void {
+  got.parameters().forEach((p, i) => {
+    const ref = want.parameters()[i].grad!.dataSync();
+    p.grad!.dataSync().forEach((v, j) => {
+      expect(v).toBeCloseTo(ref[j], digits);
+    });
+  });
+}
 
 let dp: DataParallel | null = null;
 afterEach(async () => {
@@ -31,12 +41,7 @@ describe('DataParallel: replicas on worker threads', () => {
       const got = mse(await dp.forward(x), y);
       await got.backward();
       expect(got.item()).toBeCloseTo(want.item(), 6);
-      dp.module.parameters().forEach((p, i) => {
-        const ref = single.parameters()[i].grad!.dataSync();
-        p.grad!.dataSync().forEach((v, j) => {
-          expect(v).toBeCloseTo(ref[j], 6);
-        });
-      });
+      expectSameGradients(dp.module, single, 6);
       singleOpt.step();
       opt.step();
       singleOpt.zeroGrad();
@@ -70,12 +75,7 @@ describe('DataParallel: replicas on worker threads', () => {
     const got = mse(await dp.forward(x), y);
     await got.backward();
     expect(got.item()).toBeCloseTo(want.item(), 6);
-    dp.module.parameters().forEach((p, i) => {
-      const ref = single.parameters()[i].grad!.dataSync();
-      p.grad!.dataSync().forEach((v, j) => {
-        expect(v).toBeCloseTo(ref[j], 5);
-      });
-    });
+    expectSameGradients(dp.module, single, 5);
     for (const t of [x, y, want, got, wantOut]) t.dispose();
   });
 

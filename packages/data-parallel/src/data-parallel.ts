@@ -29,7 +29,7 @@ class Gather extends AutogradFunction {
   override readonly asyncBackward = true;
   private dp!: DataParallel;
   private sizes: number[] = [];
-  /** Rows of each replica's output, which backward gives each its slice of (a replica may return other than its chunk's). */
+  /** Rows of each replica's output, backward's split (a replica may return other rows than its chunk's). */
   private outRows: number[] = [];
   /** The input chunks' shapes, for their gradients. */
   private inShapes: number[][] = [];
