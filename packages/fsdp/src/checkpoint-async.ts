@@ -82,7 +82,7 @@ export class AsyncCheckpointer {
   ): Promise<{ done: Promise<string> }> {
     if (this.closed)
       throw new FSDPError(`rank ${globalRank(this.root.processGroup)}: AsyncCheckpointer.save after close()`);
-    checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra']);
+    checkContents('AsyncCheckpointer.save', contents, ['optimizer', 'step', 'extra'], ['optimizer', 'step']);
     refusePendingGradients(
       `AsyncCheckpointer.save(${dir})`,
       this.root.parameters(),

@@ -10,7 +10,7 @@ import {
   type SafeTensor,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
-import { checkBound, latestManifestEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
+import { checkBound, latestManifestEntry, loadedEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
 import { readChunk, type SavedChunk, savedGroupParams } from './checkpoint-read.js';
 import {
   type AnyOptimizer,
@@ -94,7 +94,7 @@ async function loadNow(
   location: string,
   contents: { root: FSDPModule; optimizer?: AnyOptimizer },
 ): Promise<{ step: number; extra: unknown; worldSize: number; path: string }> {
-  checkContents('loadFSDPCheckpoint', contents, ['root', 'optimizer']);
+  checkContents('loadFSDPCheckpoint', contents, ['root', 'optimizer'], ['root']);
   const entry = await entryToLoad(location, MANIFEST_FILE);
   if (entry === null)
     throw new ShardedCheckpointError(`no complete FSDP checkpoint at ${location}`, join(location, MANIFEST_FILE));
@@ -174,7 +174,7 @@ async function loadNow(
     // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
     contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
     for (const [shard, { value }] of values) shard.data = tf.tensor(value, [value.length], 'float32');
-    recordLoaded(units);
+    recordLoaded(units, loadedEntry(entry, manifest));
   } finally {
     tf.dispose(created);
   }

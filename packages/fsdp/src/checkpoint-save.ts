@@ -249,9 +249,12 @@ export async function writeSnapshot(
 /**
  * Refuses what an FSDP checkpoint does not keep: a scheduler or a generator (which nn's and ZeRO's
  * checkpoints take) passed through an untyped object was ignored, and the resumed run restarted
- * its schedule silently.
+ * its schedule silently. And what it needs (`required`; a save without its optimizer was a TypeError).
  */
-export function checkContents(where: string, contents: object, known: string[]): void {
+export function checkContents(where: string, contents: object, known: string[], required: string[] = []): void {
+  const missing = required.filter((key) => (contents as Record<string, unknown>)[key] == null);
+  if (missing.length > 0)
+    throw new ShardedCheckpointError(`${where}: contents.${missing.join(', contents.')} missing (required)`);
   const unknown = Object.keys(contents).filter((key) => !known.includes(key));
   if (unknown.length === 0) return;
   throw new ShardedCheckpointError(
@@ -269,7 +272,7 @@ export async function saveFSDPCheckpoint(
   contents: { root: FSDPModule; optimizer: AnyOptimizer; step: number; extra?: unknown },
   { expectNewest }: SaveOptions = {},
 ): Promise<string> {
-  checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra']);
+  checkContents('saveFSDPCheckpoint', contents, ['root', 'optimizer', 'step', 'extra'], ['root', 'optimizer', 'step']);
   // what a backward, step, summon or join loop not awaited still writes: the save held the state of before
   refusePendingGradients(
     `saveFSDPCheckpoint(${dir})`,

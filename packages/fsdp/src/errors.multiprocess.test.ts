@@ -43,5 +43,15 @@ it('misuse raises typed errors on every rank, naming the rank or the file', asyn
       /^FSDPError: fullyShard: Linear shares a parameter with a unit below Sequential \(tied weights\)/,
     );
     expect(errors['load from an empty directory']).toMatch(/^ShardedCheckpointError: no complete FSDP checkpoint at /);
+    // before: TypeError: Cannot read properties of undefined (reading 'paramGroups')
+    expect(errors['a save without its optimizer']).toMatch(
+      /^ShardedCheckpointError: saveFSDPCheckpoint: contents.optimizer missing \(required\)/,
+    );
+    // before: each rank trained on from the entry it saw, silently (probe AO)
+    expect(errors['ranks loaded different entries']).toMatch(
+      new RegExp(
+        `^FSDPError: rank ${rank}: ranks 0 and 1 loaded different checkpoint entries \\(this rank: .*/${'ab'[rank]}/`,
+      ),
+    );
   }
 }, 60_000);

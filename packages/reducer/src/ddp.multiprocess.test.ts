@@ -46,6 +46,7 @@ for (const [storage, env] of STORAGE)
               'joinActiveHook',
               'joinBuffers',
               'shapeMismatch',
+              'loadedOtherSaves',
               'shardSpanning',
               'nonFinite',
               'nonFiniteShares',
@@ -155,6 +156,15 @@ for (const [storage, env] of STORAGE)
             expect(r.error?.message).toMatch(
               /"0\.weight" differs between ranks 0 and 1: shape \[8, 5\] on rank 0, \[9, 5\] on rank 1/,
             );
+          }
+        });
+
+        it('modules loaded from different saves on different ranks raise DDPUsageError at create, on every rank', () => {
+          // before: rank 0's weights broadcast over them, each rank's own optimizer state and step kept (probe AO)
+          for (const [rank, r] of okResultsOf(results, 'loadedOtherSaves').entries()) {
+            expect(r.mixed).toMatch(/^DDPUsageError: .*loaded their module from different checkpoint saves/);
+            expect(r.mixed).toMatch(new RegExp(`\\(this rank: .*/${(rank % 2) + 1}/`));
+            expect(r.rank0Only).toBe('created');
           }
         });
 

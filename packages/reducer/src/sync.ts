@@ -1,6 +1,7 @@
+import { crc32 } from 'node:zlib';
 import { parameterShardOf, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { kindOf, type Module } from '@ddp/nn';
+import { kindOf, loadedSaveOf, type Module } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
@@ -190,7 +191,25 @@ export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tens
  * then copies rank 0's parameters and buffers everywhere. Collective.
  */
 export async function syncInitialState(module: Module, group: ProcessGroup, who: string): Promise<void> {
+  await refuseOtherSaves(module, group, who);
   await verifyParameterShapes(module.namedParameters(), group);
   await refuseSpanningShards(module.namedParameters(), group, who);
   await broadcastTensors(moduleState(module), group, 0);
+}
+
+/**
+ * Refuses ranks whose module was loaded from different checkpoint saves (nn's loadedSaveOf; a rank
+ * that loaded none passes: rank 0's weights are broadcast). Each rank resolves the newest entry by
+ * itself, and a save committed between their loads resumed them at different steps, silently.
+ */
+async function refuseOtherSaves(module: Module, group: ProcessGroup, who: string): Promise<void> {
+  const mine = loadedSaveOf(module);
+  const all = (await group.allGather(Int32Array.of(mine ? crc32(mine.save) | 1 : 0)).wait()) as Int32Array[];
+  if (new Set(all.map((a) => a[0]).filter((c) => c !== 0)).size <= 1) return;
+  throw new DDPUsageError(
+    `${who} (rank ${group.ranks[group.rank]}): the ranks loaded their module from different checkpoint saves ` +
+      `(this rank: ${mine?.path ?? 'none'}): each resolved the directory's newest by itself (a save committed ` +
+      'between the loads, or a file system listing it late on one node); load one entry on every rank: the path ' +
+      "rank 0's load returned, broadcast to the others",
+  );
 }

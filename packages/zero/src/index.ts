@@ -4,7 +4,15 @@ export { GradientSharder } from './gradient-shard.js';
 export { BufferPool } from './host-buffers.js';
 export { checkBound, latestManifestEntry, readManifest } from './manifest-read.js';
 export { type Partition, partitionParameters } from './partition.js';
-export { checkSameParameters, type DifferingParameterError, parameterChecksums } from './same-parameters.js';
+export {
+  afterLoadedEntry,
+  checkSameParameters,
+  type DifferingParameterError,
+  type LoadedEntry,
+  loadedEntry,
+  parameterChecksums,
+  withLoadedEntry,
+} from './same-parameters.js';
 export {
   MANIFEST_FILE,
   type ShardedCheckpointContents,

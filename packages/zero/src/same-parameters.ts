@@ -1,3 +1,4 @@
+import { basename } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { firstSplitAmong, parameterShardOf, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
@@ -50,6 +51,45 @@ export const zeroDiffers =
         '(DistributedDataParallel.create does)',
     );
   };
+
+/** A checkpoint entry a rank loaded: its path, and its save's id (the entry's name before saves had ids). */
+export interface LoadedEntry {
+  path: string;
+  save: string;
+}
+
+/**
+ * The save this rank loaded (its id's CRC-32; 0: none) ahead of the parameters' checksums. A load
+ * resolves the directory's newest entry on each rank by itself, so a save committed between two
+ * ranks' loads (or a file system that lists it late on one node) resumed the ranks from different
+ * steps, silently; the first step (ZeRO) or forward (FSDP) after a load compares them.
+ */
+export function withLoadedEntry(loaded: LoadedEntry | null, checksums: Int32Array): Int32Array {
+  return Int32Array.from([loaded === null ? 0 : crc32(loaded.save) | 0, ...checksums]);
+}
+
+/** The entry `path` whose manifest is `manifest`, as withLoadedEntry takes it. */
+export const loadedEntry = (path: string, manifest: { save?: string }): LoadedEntry => ({
+  path,
+  save: manifest.save ?? basename(path),
+});
+
+/** `differs` for checksums after withLoadedEntry's fingerprint; a differing fingerprint is `Kind`'s own error. */
+export const afterLoadedEntry =
+  (
+    loaded: LoadedEntry | null,
+    differs: DifferingParameterError,
+    Kind: new (m: string) => Error,
+  ): DifferingParameterError =>
+  (me, i, first, other) =>
+    i > 0
+      ? differs(me, i - 1, first, other)
+      : new Kind(
+          `rank ${me}: ranks ${first} and ${other} loaded different checkpoint entries (this rank: ` +
+            `${loaded?.path ?? 'none'}): each resolved the directory's newest by itself (a save committed ` +
+            'between the loads, or a file system listing it late on one node); load one entry on every rank: ' +
+            "the path rank 0's load returned, broadcast to the others",
+        );
 
 /**
  * Raises an error on every rank when the ranks' parameters differ (collective). ZeRO (and FSDP)

@@ -17,6 +17,7 @@ import {
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { checkBound, latestManifestEntry, readManifest } from './manifest-read.js';
+import { loadedEntry } from './same-parameters.js';
 import {
   checkContents,
   globalParams,
@@ -175,6 +176,7 @@ export async function loadShardedCheckpoint(
       });
     }
     zero.loadStateDict(sd);
+    zero.noteLoadedEntry(loadedEntry(dir, manifest));
     if (manifest.scheduler) contents.scheduler?.loadStateDict(manifest.scheduler);
     if (generator) contents.generator?.setState(generator);
   } finally {

@@ -10,6 +10,7 @@ interface RankResult {
   maxDiff?: number;
   resumedAt?: number;
   broken?: ({ name: string; message: string; file?: string } | null)[];
+  stepError?: { name: string; message: string };
 }
 
 const TIMEOUT = 110_000;
@@ -116,6 +117,28 @@ describe('sharded ZeRO checkpoints', () => {
     TIMEOUT,
   );
 });
+
+// before, each rank trained on from the entry it had resolved, silently (probe AO: a save committed
+// between two ranks' loads); a copy of the same save is the same state
+it(
+  "the first step after a load refuses ranks that loaded different saves, on every rank; a copy's is the same",
+  async () => {
+    const later = join(root, 'later');
+    const copy = join(root, 'copy');
+    await runWorld<RankResult>({ script, nprocs: 2, args: ['--to', '6', '--save', later], timeoutMs: 60_000 });
+    await cp(ckpt, copy, { recursive: true, verbatimSymlinks: true });
+    const loadEach = async (...dirs: string[]) =>
+      (await runWorld<RankResult>({ script, nprocs: 2, args: dirs.flatMap((d) => ['--load-by-rank', d]) })).results;
+    for (const r of await loadEach(ckpt, later)) {
+      expect(r.stepError?.name).toBe('ZeroError');
+      const mine = join([ckpt, later][r.rank], r.rank === 0 ? ENTRY : '00000001-step-6');
+      expect(r.stepError?.message).toContain(`rank ${r.rank}: ranks 0 and 1 loaded different checkpoint entries`);
+      expect(r.stepError?.message).toContain(`(this rank: ${mine})`);
+    }
+    for (const r of await loadEach(ckpt, copy)) expect(r.stepError).toBeUndefined();
+  },
+  TIMEOUT,
+);
 
 describe("sharded ZeRO checkpoints keep each rank's generator", () => {
   // only rank 0's was saved: every rank resumed with rank 0's stream (dropout masks of rank 0 on all)

@@ -8,7 +8,15 @@ import { ZeroError } from './errors.js';
 import { GradientSharder } from './gradient-shard.js';
 import { ParameterExchange } from './parameter-exchange.js';
 import { type Partition, partitionParameters } from './partition.js';
-import { checkSameParameters, parameterChecksums, refuseSplitParameters, zeroDiffers } from './same-parameters.js';
+import {
+  afterLoadedEntry,
+  checkSameParameters,
+  type LoadedEntry,
+  parameterChecksums,
+  refuseSplitParameters,
+  withLoadedEntry,
+  zeroDiffers,
+} from './same-parameters.js';
 import { gatherStateDict, shardStateDict } from './state-dict.js';
 
 /** An optimizer class of @ddp/nn (SGD, Adam, AdamW, or your own Optimizer subclass). */
@@ -52,6 +60,8 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private notified = false;
   /** Whether the first step has checked that every rank starts from the same parameters. */
   private checkedParameters = false;
+  /** The checkpoint entry loadShardedCheckpoint last loaded, compared across the ranks at the next step. */
+  private loadedEntry: LoadedEntry | null = null;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
   /** The wrapped optimizer's class: what its state dicts are of. */
   private readonly wrappedKind: string;
@@ -145,11 +155,13 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     for (const [i, g] of this.localGroupOf.entries())
       Object.assign(this.optim!.paramGroups[i], hyperparameters(this.paramGroups[g]));
     if (!this.checkedParameters) {
-      const checksums = parameterChecksums(this.allParams());
+      const checksums = withLoadedEntry(this.loadedEntry, parameterChecksums(this.allParams()));
       await notified; // the join notification is the iteration's first collective
       // before any change: a refused step changes nothing
-      await checkSameParameters(checksums, this.processGroup, zeroDiffers(this.allParams()));
+      const differs = afterLoadedEntry(this.loadedEntry, zeroDiffers(this.allParams()), ZeroError);
+      await checkSameParameters(checksums, this.processGroup, differs);
       this.checkedParameters = true;
+      this.loadedEntry = null;
     }
     if (this.sharder) {
       await notified; // sent in backward, before the gradient reduces
@@ -221,6 +233,12 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
       );
     }
     return this.consolidated.state;
+  }
+
+  /** A sharded checkpoint's entry was loaded: the next step compares it and the parameters across the ranks. */
+  noteLoadedEntry(entry: LoadedEntry): void {
+    this.loadedEntry = entry;
+    this.checkedParameters = false;
   }
 
   /** Loads a whole (consolidated) state dict on every rank; each keeps its own shard's state. */

@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Linear, Module, Parameter, Sequential, Tanh } from '@ddp/nn';
+import { Linear, Module, Parameter, Sequential, SGD, Tanh } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
-import { fullyShard, loadFSDPCheckpoint } from '../index.js';
+import { fromRank0 } from '@ddp/zero';
+import { fullyShard, loadFSDPCheckpoint, saveFSDPCheckpoint } from '../index.js';
 import { unevenMlp } from './model.js';
 
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -70,5 +71,14 @@ const shared = new Linear(6, 6);
 const parents = new Sequential(new Sequential(shared), new Sequential(shared), new Linear(6, 2));
 fullyShard(parents.at(0));
 await attempt('a module shared by a unit and a parent outside it', () => fullyShard(parents));
+// each rank resolved another newest entry (a save committed between their loads): refused at the next forward
+const mixed = fullyShard(new Sequential(new Linear(6, 3), new Tanh(), new Linear(3, 2)));
+const base = await fromRank0(group, group.rank === 0 ? await mkdtemp(join(tmpdir(), 'fsdp-mixed-')) : '');
+await attempt('a save without its optimizer', () => saveFSDPCheckpoint(base, { root: mixed, step: 1 } as never));
+const optimizer = new SGD(mixed.parameters(), { lr: 0.1 });
+await saveFSDPCheckpoint(join(base, 'a'), { root: mixed, optimizer, step: 1 });
+await saveFSDPCheckpoint(join(base, 'b'), { root: mixed, optimizer, step: 2 });
+await loadFSDPCheckpoint(join(base, group.rank === 0 ? 'a' : 'b'), { root: mixed, optimizer });
+await attempt('ranks loaded different entries', () => mixed.forward(x));
 console.log(`RESULT ${JSON.stringify({ rank: group.rank, errors })}`);
 await destroyProcessGroup();

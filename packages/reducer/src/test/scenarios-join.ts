@@ -1,9 +1,12 @@
 // Test-only: uneven inputs (join) and failure scenarios (rank.child.ts).
 
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join as inDir } from 'node:path';
 import { markParameterShard, tidy } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { BatchNorm1d, Generator, Linear, mse, Sequential, SGD } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, loadCheckpoint, mse, Sequential, SGD, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { type CommHook, DistributedDataParallel } from '../index.js';
 import { mlp, normal, rows, snapshot } from './models.js';
@@ -152,6 +155,31 @@ async function shapeMismatch(pg: ProcessGroup): Promise<Record<string, unknown>>
 }
 
 /**
+ * Each rank loads its module from another save (its own newest entry: a save committed between the
+ * loads), then DDP is made over it; and only rank 0 loads one (its weights are broadcast: allowed).
+ */
+async function loadedOtherSaves(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const dir = inDir(tmpdir(), `ddp-loaded-saves-${process.env.MASTER_PORT}`);
+  if (pg.rank === 0) for (const step of [1, 2]) await saveCheckpoint(inDir(dir, `${step}`), { model: mlp(36), step });
+  await pg.barrier().wait();
+  const create = async (from: string | null) => {
+    const model = mlp(37);
+    if (from !== null) await loadCheckpoint(inDir(dir, from), { model });
+    try {
+      await DistributedDataParallel.create(model);
+      return 'created';
+    } catch (e) {
+      return `${(e as Error).name}: ${(e as Error).message}`;
+    }
+  };
+  const mixed = await create(`${(pg.rank % 2) + 1}`);
+  const rank0Only = await create(pg.rank === 0 ? '1' : null);
+  await pg.barrier().wait();
+  if (pg.rank === 0) await rm(dir, { recursive: true, force: true });
+  return { mixed, rank0Only };
+}
+
+/**
  * Ranks 0 and 1 hold the two parts of a tensor-parallel shard of "0.weight" (rank 2 a whole one),
  * and DDP is made over the world instead of a data-parallel group.
  */
@@ -187,6 +215,7 @@ export const joinScenarios: Record<string, Scenario> = {
   unevenWithoutJoin: (pg) => unevenWithoutJoin(pg, false),
   unevenExit: (pg) => unevenWithoutJoin(pg, true),
   shapeMismatch,
+  loadedOtherSaves,
   shardSpanning,
   nonFinite,
 };

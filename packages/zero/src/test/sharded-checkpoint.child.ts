@@ -3,7 +3,8 @@
 // averaged by all-reduce), so the result does not depend on the world size.
 //   --from a --to b: train steps a..b-1;  --load dir: resume from a sharded checkpoint first;
 //   --save dir: save one after (and train on and change the state while it writes);
-//   --broken dir (repeated): first try loading these and report the errors.
+//   --broken dir (repeated): first try loading these and report the errors;
+//   --load-by-rank dir (repeated): rank r loads the r-th, then reports the first step's error.
 // With --load it also trains the uninterrupted reference (one process, full batch, plain Adam,
 // steps 0..b-1) and reports the largest difference. Prints one RESULT line.
 import { parseArgs } from 'node:util';
@@ -63,6 +64,7 @@ const { values } = parseArgs({
     load: { type: 'string' },
     save: { type: 'string' },
     broken: { type: 'string', multiple: true },
+    'load-by-rank': { type: 'string', multiple: true },
   },
 });
 const group = await initProcessGroup({ timeoutMs: 30_000 });
@@ -81,6 +83,15 @@ for (const dir of values.broken ?? []) {
   }
 }
 if (values.broken) result.broken = broken;
+const byRank = values['load-by-rank'];
+if (byRank) {
+  await loadShardedCheckpoint(byRank[rank], { model, optimizer: zero });
+  try {
+    await zero.step();
+  } catch (e) {
+    result.stepError = { name: (e as Error).name, message: (e as Error).message };
+  }
+}
 let from = Number(values.from ?? 0);
 if (values.load) from = (await loadShardedCheckpoint(values.load, { model, optimizer: zero })).step;
 const to = Number(values.to);

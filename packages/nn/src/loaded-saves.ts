@@ -1,0 +1,24 @@
+/**
+ * Which checkpoint save each module was last loaded from (loadCheckpoint). Each rank resolves a
+ * directory's newest entry by itself, so a save committed between two ranks' loads resumed them from
+ * different steps; DistributedDataParallel then broadcast rank 0's weights, but every rank kept its
+ * own optimizer state and step, silently. A wrapper created over the module compares them across its
+ * ranks (as ZeRO's and FSDP's next step compares the saves they loaded).
+ */
+export interface LoadedSave {
+  /** The entry read. */
+  path: string;
+  /** Its save's id (the entry's name where the save had none). */
+  save: string;
+}
+
+const loaded = new WeakMap<object, LoadedSave>();
+
+export function noteLoadedSave(module: object, save: LoadedSave): void {
+  loaded.set(module, save);
+}
+
+/** The save `module` was last loaded from, or null. */
+export function loadedSaveOf(module: object): LoadedSave | null {
+  return loaded.get(module) ?? null;
+}
