@@ -1,10 +1,19 @@
-import type { NumArray, ReduceOp } from '../dtypes.js';
+import type { CommArray, NumArray, ReduceOp } from '../dtypes.js';
 import type { OpContext } from '../execution/op-context.js';
 import { native, type SharedMemory } from '../native.js';
 import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
 import { finishAverage, NATIVE_OP, reduceInto } from './reduce.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => NumArray;
+
+/**
+ * dst.set(src), a large one with non-temporal stores (@ddp/shm copyStreaming): the slots' copies in
+ * and out skip the read-for-ownership of their destination (64 MiB, same run, shared host: 2 ranks
+ * 20.5 vs 22.2 ms, 4 ranks 45.7 vs 52.5 ms; 8 of 10 alternating pairs faster).
+ */
+export function copyStreaming(dst: CommArray | Uint8Array, src: CommArray | Uint8Array): void {
+  (native as SharedMemory).copyStreaming(dst, src);
+}
 
 /**
  * Reduces chunk `me` (this rank owns it) from every rank's input into `result` (not an input, so
@@ -58,14 +67,14 @@ function* reduceScatterSteps(
       const s = lane.slot(set, r);
       return new C(s.buffer, s.byteOffset + owner * sub * data.BYTES_PER_ELEMENT, part(owner).length);
     };
-    for (let r = 0; r < n; r++) if (r !== me) slot(me, r).set(part(r));
+    for (let r = 0; r < n; r++) if (r !== me) copyStreaming(slot(me, r), part(r));
     yield* lane.step();
     const own = part(me);
     const inputs = Array.from({ length: n }, (_, r) => (r === me ? own : slot(r, me)));
     const result = slot(me, me);
     reduceChunk(result, inputs, me, op);
     if (op === 'avg') finishAverage(result, n, (r, i) => (inputs[r] as NumArray)[i]);
-    own.set(result);
+    copyStreaming(own, result);
   }
 }
 
@@ -91,9 +100,10 @@ function* allGatherSteps(ctx: OpContext, lane: ShmLane, bytes: Uint8Array, bound
   for (let at = 0; at < longest(bounds); at += lane.slotBytes) {
     const set = lane.nextSet();
     const own = part(me, at);
-    lane.slot(set, me).set(own);
+    copyStreaming(lane.slot(set, me).subarray(0, own.length), own);
     yield* lane.step();
-    for (let r = 0; r < n; r++) if (r !== me) part(r, at).set(lane.slot(set, r).subarray(0, part(r, at).length));
+    for (let r = 0; r < n; r++)
+      if (r !== me) copyStreaming(part(r, at), lane.slot(set, r).subarray(0, part(r, at).length));
   }
 }
 

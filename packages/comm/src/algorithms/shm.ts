@@ -8,7 +8,7 @@ import { narrowHalf } from './half-codec.js';
 import { type AcrossHosts, acrossHosts } from './hierarchical.js';
 import { chunkBounds } from './partition.js';
 import { finishAverage } from './reduce.js';
-import { reduceChunk } from './shm-gather.js';
+import { copyStreaming, reduceChunk } from './shm-gather.js';
 
 type Ctor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => CommArray;
 
@@ -107,13 +107,4 @@ function reduceAndPublish(own: NumArray, inputs: NumArray[], me: number, op: Red
     );
     copyStreaming(result.subarray(i, end), mine);
   }
-}
-
-/**
- * dst.set(src), a large one with non-temporal stores (@ddp/shm copyStreaming): the slots' copies in
- * and out skip the read-for-ownership of their destination (64 MiB, same run, shared host: 2 ranks
- * 20.5 vs 22.2 ms, 4 ranks 45.7 vs 52.5 ms; 8 of 10 alternating pairs faster).
- */
-function copyStreaming(dst: CommArray, src: CommArray): void {
-  (native as SharedMemory).copyStreaming(dst, src);
 }
