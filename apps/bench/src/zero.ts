@@ -10,7 +10,7 @@
  * state, temporaries; comm buffers are plain JS memory and not counted), measured with
  * tf.profile on every rank. Writes results/zero.*.
  *
- *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 4] [--worlds 2,4]
+ *   node --conditions=@ddp/source --import tsx apps/bench/src/zero.ts [--steps 4] [--worlds 2,4] [--rounds 1]
  */
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,7 @@ import { Option } from 'commander';
 import { CHARTS } from './lib/charts.js';
 import { benchCommand, choiceList, positiveInt, positiveIntList, rankFlag } from './lib/flags.js';
 import { checkpointStall, OVERLAPPED_STEPS, SAVE_REPEATS } from './lib/fsdp-save-stall.js';
+import { median } from './lib/step-stats.js';
 import { printSample, runSampleWorld } from './lib/world.js';
 
 const WIDTH = 2048;
@@ -39,10 +40,19 @@ const values = benchCommand('zero', 'memory and step time of DDP against ZeRO st
   .option('--worlds <n,…>', 'world sizes', positiveIntList, [2, 4])
   .option('--modes <m,…>', `modes to run (${MODES.join(', ')})`, choiceList(MODES), [...MODES])
   .option('--threads <n>', 'kernel threads per rank (default: cores ÷ ranks, as ddp-run sets it)', positiveInt)
+  .option('--rounds <n>', 'rounds, each running every mode once; ratios to DDP taken within a round', positiveInt, 1)
   .addOption(new Option('--mode <mode>', "a rank's mode").choices(MODES).default('ddp').hideHelp())
   .addOption(rankFlag())
   .parse()
-  .opts<{ steps: number; worlds: number[]; modes: Mode[]; mode: Mode; threads?: number; rank?: boolean }>();
+  .opts<{
+    steps: number;
+    worlds: number[];
+    modes: Mode[];
+    mode: Mode;
+    threads?: number;
+    rounds: number;
+    rank?: boolean;
+  }>();
 
 interface RankSample {
   rank: number;
@@ -189,35 +199,50 @@ type SaveKey =
   | 'asyncSaveSeconds'
   | 'asyncMainCpuSeconds'
   | 'asyncOtherCpuSeconds';
-const maxOf = (ranks: RankSample[], key: SaveKey) =>
-  ranks[0][key] === undefined ? '' : round2(Math.max(...ranks.map((r) => r[key]!)));
+const maxOf = (ranks: RankSample[], key: SaveKey) => Math.max(...ranks.map((r) => r[key]!));
+/** Over the rounds: the fastest round's figure (each the slowest rank's); '' where the mode does not measure it. */
+const bestOf = (rounds: RankSample[][], key: SaveKey) =>
+  rounds[0][0][key] === undefined ? '' : round2(Math.min(...rounds.map((ranks) => maxOf(ranks, key))));
+/** A round's step time (s): the slowest rank's mean step. */
+const stepOf = (ranks: RankSample[]) => Math.max(...ranks.map((r) => r.stepSeconds));
 
 async function main(): Promise<void> {
-  const { steps, worlds } = values;
+  const { steps, worlds, rounds } = values;
   const rows = [];
-  const samples: Record<string, RankSample[]> = {};
+  // the machine's speed drifts from one run to the next: every mode runs once per round, and each ratio to
+  // DDP is taken within its round (the median of the rounds' ratios is the figure)
+  const samples: Record<string, RankSample[][]> = {};
+  for (let round = 0; round < rounds; round++)
+    for (const world of worlds)
+      for (const mode of values.modes) {
+        console.log(`round ${round + 1}/${rounds}: ${mode} on ${world} ranks …`);
+        const key = `${mode}@${world}`;
+        samples[key] = [...(samples[key] ?? []), await runWorld(world, mode, steps)];
+      }
   for (const world of worlds) {
     for (const mode of values.modes) {
-      const ranks = await runWorld(world, mode, steps);
-      samples[`${mode}@${world}`] = ranks;
-      const peak = Math.max(...ranks.map((r) => r.peakBytes));
-      const state = Math.max(...ranks.map((r) => r.stateBytes));
+      const byRound = samples[`${mode}@${world}`];
+      const ddp = samples[`ddp@${world}`];
+      const all = byRound.flat();
+      const peak = Math.max(...all.map((r) => r.peakBytes));
+      const state = Math.max(...all.map((r) => r.stateBytes));
       rows.push({
         ranks: world,
         threadsPerRank: threadsPerRank(world, mode) ?? 'env',
         mode,
-        params: ranks[0].params,
+        params: all[0].params,
         peakMBPerRank: Math.round((peak / MB) * 10) / 10,
         optimizerStateMBPerRank: Math.round((state / MB) * 10) / 10,
-        seconds: Math.round(Math.max(...ranks.map((r) => r.seconds)) * 10) / 10,
-        stepSeconds: round2(Math.max(...ranks.map((r) => r.stepSeconds))),
-        stepCpuSeconds: round2(Math.max(...ranks.map((r) => r.stepCpuSeconds))),
-        syncSaveSeconds: maxOf(ranks, 'syncSaveSeconds'),
-        asyncStallSeconds: maxOf(ranks, 'asyncStallSeconds'),
-        asyncSaveCallSeconds: maxOf(ranks, 'asyncSaveCallSeconds'),
-        asyncMainCpuSeconds: maxOf(ranks, 'asyncMainCpuSeconds'),
-        asyncOtherCpuSeconds: maxOf(ranks, 'asyncOtherCpuSeconds'),
-        asyncSaveSeconds: maxOf(ranks, 'asyncSaveSeconds'),
+        seconds: Math.round(median(byRound.map((ranks) => Math.max(...ranks.map((r) => r.seconds)))) * 10) / 10,
+        stepSeconds: round2(median(byRound.map(stepOf))),
+        stepVsDdp: ddp ? round2(median(byRound.map((ranks, i) => stepOf(ranks) / stepOf(ddp[i])))) : '',
+        stepCpuSeconds: round2(median(byRound.map((ranks) => Math.max(...ranks.map((r) => r.stepCpuSeconds))))),
+        syncSaveSeconds: bestOf(byRound, 'syncSaveSeconds'),
+        asyncStallSeconds: bestOf(byRound, 'asyncStallSeconds'),
+        asyncSaveCallSeconds: bestOf(byRound, 'asyncSaveCallSeconds'),
+        asyncMainCpuSeconds: bestOf(byRound, 'asyncMainCpuSeconds'),
+        asyncOtherCpuSeconds: bestOf(byRound, 'asyncOtherCpuSeconds'),
+        asyncSaveSeconds: bestOf(byRound, 'asyncSaveSeconds'),
       });
       console.log(JSON.stringify(rows.at(-1)));
     }
@@ -241,9 +266,10 @@ async function main(): Promise<void> {
       '(gradients reduced to their owner in backward); fsdp: @ddp/fsdp fullyShard per Linear and on the root, ' +
       'Adam over the shards (fsdp-no-prefetch: all-gathers issued only when needed; fsdp-free-core: the save ' +
       "figures with each rank's main thread on CPU 0 and its other threads, the checkpoint writer's too, on CPU 1, " +
-      'one kernel thread per rank). stepSeconds: mean of the ' +
-      'steps after the first; stepCpuSeconds: their mean CPU time per rank, every thread (steadier on ' +
-      'a shared machine); ' +
+      `one kernel thread per rank). ${rounds} round(s), each running every mode once. stepSeconds: mean of the ` +
+      "steps after the first (the slowest rank; median of the rounds); stepVsDdp: over DDP's of the same round " +
+      '(median of the rounds); stepCpuSeconds: their mean CPU time per rank, every thread (steadier on ' +
+      "a shared machine); save figures: the fastest round's; " +
       `syncSaveSeconds: saveFSDPCheckpoint (fastest of ${SAVE_REPEATS}); asyncStallSeconds: ` +
       `AsyncCheckpointer.save, the ${OVERLAPPED_STEPS} steps after it and any wait left for its commit ` +
       `(fastest of ${SAVE_REPEATS}), minus as ` +
