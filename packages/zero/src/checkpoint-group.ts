@@ -2,12 +2,13 @@
  * The collectives of a sharded save (@ddp/zero's and @ddp/fsdp's): on a group of the owner's own,
  * one save of an owner's at a time, every rank learning whether every rank succeeded.
  */
-import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import { duplicateGroup, finishBeforeDestroyingGroups, type ProcessGroup } from '@ddp/comm';
 import { ShardedCheckpointError } from './errors.js';
 
 /**
- * Runs `work` on every rank, then every rank learns whether every rank succeeded (MAX of the
- * failure flags), so none waits on a failed peer and all fail together.
+ * Runs `work` on every rank, then every rank learns which ranks failed (their flags gathered), so
+ * none waits on a failed peer, all fail together, and the others' errors name the failed ranks
+ * (each of those raises its own error, naming its file and cause).
  */
 export async function onEveryRank(group: ProcessGroup, work: () => Promise<void>, failure: string): Promise<void> {
   let error: unknown = null;
@@ -16,14 +17,16 @@ export async function onEveryRank(group: ProcessGroup, work: () => Promise<void>
   } catch (e) {
     error = e;
   }
-  const flag = new Int32Array([error === null ? 0 : 1]);
-  await group.allReduce(flag, { op: ReduceOp.MAX }).wait();
-  if (flag[0] === 0) return;
+  const flags = (await group.allGather(Int32Array.of(error === null ? 0 : 1)).wait()) as Int32Array[];
+  const failed = group.ranks.filter((_, r) => flags[r][0] !== 0);
+  if (failed.length === 0) return;
   const fs = error as NodeJS.ErrnoException | null;
   // a plain fs error of this rank's (mkdir, rename): typed as the other ranks' is, naming what failed
   if (fs?.name === 'Error' && typeof fs.syscall === 'string')
     throw new ShardedCheckpointError(`${failure}: ${fs.message}`, fs.path);
-  throw error ?? new ShardedCheckpointError(failure);
+  throw (
+    error ?? new ShardedCheckpointError(`${failure} (failed on rank ${failed.join(', ')}: its error names the cause)`)
+  );
 }
 
 /** Rank 0's choice of `name` (a temporary entry's: under 300 bytes, host names being at most 253), on every rank. */
