@@ -48,6 +48,7 @@ export {
 } from './ops/indexing.js';
 export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { linear, matmul } from './ops/matmul.js';
+export { withMeanCounts } from './ops/mean-counts.js';
 export { batchNormStats, l2Normalize, layerNorm } from './ops/norm.js';
 export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 export { flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';

@@ -6,6 +6,7 @@ import {
   type Tensor,
   tidy,
   whileWriting,
+  withMeanCounts,
 } from '@ddp/autograd';
 import { checkGroup, type ProcessGroup, sharedArray } from '@ddp/comm';
 import { markGradientShard, whileForwarding } from '@ddp/nn';
@@ -13,7 +14,7 @@ import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { agreeOnMicroBatches, gatherSchedules } from './agreement.js';
 import { checkSchedule } from './check.js';
 import { allReduceGradients, trainable } from './grad-sync.js';
-import { type LossReduction, lossWeights } from './loss-weights.js';
+import { checkWeights, type LossReduction, lossWeights } from './loss-weights.js';
 import { warnMicroBatchNorm } from './micro-batch-norm.js';
 import {
   type Channel,
@@ -162,6 +163,8 @@ async function runSchedule(
   const targets = stage.isLast ? microBatches.map((b, mb) => b.target ?? noTarget(stage, mb)) : [];
   const counts = microBatches.map((b) => b.count);
   const weights = lossWeights(targets, counts, opts.lossReduction ?? 'mean', stage.stage);
+  /** What each micro-batch's loss averaged over, where one 'mean' loss reported it (checkWeights). */
+  const averaged: (number | null)[] = [];
   const stash = new Map<number, Stash>();
   const received = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
   const toSend = { activation: new Map<number, Float32Array>(), gradient: new Map<number, Float32Array>() };
@@ -191,7 +194,9 @@ async function runSchedule(
       const x = input ?? batch.input;
       if (x === undefined) throw new PipelineStageError(`stage 0: micro-batch ${mb} has no input`);
       if (stage.isLast) {
-        output = tidy(() => stage.loss(stage.forward(x), targets[mb]).mul(weights[mb]));
+        const weighted = withMeanCounts(() => tidy(() => stage.loss(stage.forward(x), targets[mb]).mul(weights[mb])));
+        output = weighted.value;
+        averaged[mb] = weighted.counts.length === 1 ? weighted.counts[0] : null;
         loss += output.item();
       } else {
         output = tidy(() => stage.forward(x));
@@ -264,6 +269,7 @@ async function runSchedule(
       if (a.op !== 'comm') computeMs += performance.now() - t0;
     }
     await gradSync;
+    if (stage.isLast && (opts.lossReduction ?? 'mean') === 'mean') checkWeights(averaged, weights, counts, stage.stage);
     if (stash.size > 0)
       throw new PipelineStageError(
         `stage ${stage.stage}: the schedule never backwards micro-batch ${[...stash.keys()].join(', ')}: ` +

@@ -1,4 +1,12 @@
-import { claimGradientReduction, markParameterShard, releaseGradientReduction, type Tensor, tidy } from '@ddp/autograd';
+import {
+  claimGradientReduction,
+  crossEntropy,
+  type Indices,
+  markParameterShard,
+  releaseGradientReduction,
+  type Tensor,
+  tidy,
+} from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { BatchNorm1d, Module, type Parameter } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -265,6 +273,39 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
       /micro-batch 0 has a count, which weights a 'mean' loss/,
     );
     stage.dispose();
+  });
+
+  // before: weighted by the targets' non-negative entries, silently (probe AT: loss 1.598 for the batch's 1.705)
+  it("refuses weights the loss contradicts: ignoreIndex 0, float32 class indices padded with -1; int32's -1 is right", async () => {
+    const opts = { ppGroup: group, activationShape: [2, CFG.seq, CFG.dim] };
+    const stageIgnoring = (ignoreIndex: number) => {
+      const lossFn = (out: Tensor, t: Indices) => crossEntropy(out.reshape([-1, CFG.vocab]), t, { ignoreIndex });
+      return new PipelineStage({ ...buildParts(), lossFn }, 0, 1);
+    };
+    // the first micro-batch all padding but its first token, the second none (no target 0 left)
+    const padded = (pad: number) => {
+      const batch = [rows(0, 0, 2), rows(0, 2, 2)].map((b) => ({ ...b, target: b.target.map((v) => v || 1) }));
+      batch[0].target = batch[0].target.map((v, i) => (i === 0 ? v : pad));
+      return batch;
+    };
+    for (const [ignoreIndex, float] of [
+      [0, false],
+      [-1, true],
+    ] as const) {
+      const stage = stageIgnoring(ignoreIndex);
+      const batch = padded(ignoreIndex).map((b) => ({ ...b, target: float ? tf.tensor(b.target) : b.target }));
+      await expect(pipelineStep(stage, batch, opts)).rejects.toThrow(
+        /^stage 0: micro-batch 0's loss averaged over 1 of the batch's \d+ entries/,
+      );
+      stage.dispose();
+    }
+    const [stage, whole] = [stageIgnoring(-1), stageIgnoring(-1)];
+    const [a, b] = padded(-1);
+    const res = await pipelineStep(stage, [a, b], opts);
+    const loss = tidy(() => whole.loss(whole.forward([...a.input, ...b.input]), [...a.target, ...b.target]));
+    expect(res.loss).toBeCloseTo(loss.item(), 5);
+    loss.dispose();
+    for (const s of [stage, whole]) s.dispose();
   });
 
   it('refuses a stage that does not match its pp-group rank, a micro-batch without a target, an output of another shape', async () => {

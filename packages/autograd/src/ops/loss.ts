@@ -7,6 +7,7 @@ import type { Tensor } from '../tensor.js';
 import { sub } from './arithmetic.js';
 import { broadcastShapes } from './broadcast.js';
 import { gather, type Indices, toIndexTensor } from './indexing.js';
+import { reportMeanCount } from './mean-counts.js';
 import { requireFloat32 } from './promotion.js';
 import { mean, sum } from './reduce.js';
 import { square } from './unary.js';
@@ -86,6 +87,7 @@ class CrossEntropy extends AutogradFunction {
     );
     const picked = this.ignored ? tf.where(tf.tensor1d(counts, 'bool'), chosen, tf.zerosLike(chosen)) : chosen;
     if (reduction === 'none') return tf.neg(picked);
+    if (reduction === 'mean') reportMeanCount(valid);
     // torch's mean over no label (all ignored, or no rows) is 0/0 = NaN; its gradient stays 0
     if (reduction === 'mean' && valid === 0) return tf.scalar(Number.NaN);
     return tf.mul(tf.sum(picked), reduction === 'sum' ? -1 : -1 / this.count);
@@ -151,6 +153,7 @@ export function mse(input: Tensor, target: Tensor, opts: { reduction?: Reduction
   warnIfBroadcast('mse', input.shape, target.shape, broadcastShapes('mse (input, target)', input.shape, target.shape));
   return tidy(() => {
     const sq = square(sub(input, target));
+    if (reduction === 'mean') reportMeanCount(sq.size);
     return reduction === 'none' ? sq : reduction === 'sum' ? sum(sq) : mean(sq);
   });
 }
