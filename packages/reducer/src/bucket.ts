@@ -202,7 +202,10 @@ export class Bucket {
     if (this.inPlace.size > 0) checkHeapUnmoved(rank, iteration);
     // one short failed in the copy back as a bare RangeError; one longer was taken, its tail ignored
     if (result !== null && (!(result instanceof Float32Array) || result.length !== this.buffer.length)) {
-      const got = result instanceof Float32Array ? `${result.length} values` : String(result);
+      // its kind, not its values (String() of a Float64Array listed every one: megabytes of message)
+      const kind = (result as object | undefined)?.constructor?.name ?? String(result);
+      const length = (result as { length?: unknown } | undefined)?.length;
+      const got = typeof length === 'number' ? `a ${kind} of ${length} values` : String(result);
       throw new DDPUsageError(
         `rank ${rank}: the comm hook returned ${got} for bucket ${this.index} of ${buckets} ` +
           `(${this.shownNames()}), whose buffer holds ${this.buffer.length}: a hook resolves with the averaged ` +

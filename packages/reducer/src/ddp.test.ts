@@ -97,18 +97,25 @@ describe('DistributedDataParallel in a world of one', () => {
     expect(await ddp.noSync(() => 1)).toBe(1); // outside join as before
     model.dispose();
   });
-  it('a comm hook resolving with fewer or more values than its bucket: DDPUsageError naming the hook and the bucket', async () => {
-    // was: one short a bare RangeError out of the copy back; one longer accepted, its tail ignored
-    for (const delta of [-1, 1]) {
+  it('a comm hook resolving with fewer or more values than its bucket, or another array: DDPUsageError naming them', async () => {
+    // was: one short a bare RangeError out of the copy back; one longer accepted, its tail ignored; a Float64Array
+    // listed every value (probe AU)
+    for (const delta of [-1, 1, 0]) {
       const model = mlp(3, [5, 16, 3]);
       const ddp = await DistributedDataParallel.create(model);
-      const resized: CommHook<null> = async (_s, bucket) => new Float32Array(bucket.buffer.length + delta);
+      const resized: CommHook<null> = async (_s, bucket) =>
+        delta === 0
+          ? (new Float64Array(bucket.buffer.length) as never)
+          : new Float32Array(bucket.buffer.length + delta);
       ddp.registerCommHook(null, resized);
       const [x, y] = [normal([4, 5], 5), normal([4, 3], 6)];
       const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
       const length = model.parameters().reduce((n, p) => n + p.size, 0);
       await expect(loss.backward()).rejects.toThrow(
-        new RegExp(`^rank 0: the comm hook returned ${length + delta} values for bucket 0 of 1 .*holds ${length}:`),
+        new RegExp(
+          `^rank 0: the comm hook returned a ${delta === 0 ? 'Float64Array' : 'Float32Array'} of ${length + delta} ` +
+            `values for bucket 0 of 1 .*holds ${length}:`,
+        ),
       );
       tf.dispose([x, y, loss.data]);
       model.dispose();

@@ -4,13 +4,14 @@ import { join as join_ } from 'node:path';
 import { tidy } from '@ddp/autograd';
 import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
-import { BatchNorm1d, Generator, Linear, Module, mse, Sequential, SGD, saveCheckpoint } from '@ddp/nn';
+import { BatchNorm1d, Generator, Linear, loadCheckpoint, Module, mse, Sequential, SGD, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AdasumOptimizer } from './adasum-optimizer.js';
 import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
 import { type InPlaceBucket, inPlaceHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
+import { PowerSGDState, powerSGDHook } from './powersgd.js';
 import { gradSnapshot, mlp, normal, rows } from './test/models.js';
 import { branchy, branchyLoss, gradsVsReference } from './test/unused-reference.js';
 
@@ -218,6 +219,27 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     await rm(dir, { recursive: true, force: true });
     ddp.dispose();
     model.dispose();
+  });
+
+  // probe AU: a resumed PowerSGD run restarted its compression and ended 7.5e-3 off the uninterrupted one, silently
+  it('a fresh PowerSGDState over a module loaded from a checkpoint warns that its state was not resumed', async () => {
+    const dir = await mkdtemp(join_(tmpdir(), 'ddp-powersgd-resume-'));
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const codes = () => warned.mock.calls.map((c) => (c[1] as { code?: string } | undefined)?.code);
+    const fresh = new Linear(5, 3, { generator: new Generator(43) });
+    await saveCheckpoint(dir, { model: fresh, step: 1 });
+    const first = await DistributedDataParallel.create(fresh);
+    first.registerCommHook(new PowerSGDState(), powerSGDHook);
+    expect(codes()).not.toContain('DDP_POWERSGD_NOT_RESUMED');
+    const resumed = new Linear(5, 3);
+    await loadCheckpoint(dir, { model: resumed });
+    const second = await DistributedDataParallel.create(resumed);
+    second.registerCommHook(new PowerSGDState(), powerSGDHook);
+    expect(codes()).toContain('DDP_POWERSGD_NOT_RESUMED');
+    for (const ddp of [first, second]) ddp.dispose();
+    warned.mockRestore();
+    await rm(dir, { recursive: true, force: true });
+    for (const m of [fresh, resumed]) m.dispose();
   });
 
   it('buffers are not broadcast to oneself', async () => {
