@@ -117,6 +117,20 @@ describe('bad input gets an AutogradArgumentError', () => {
     expect(embedding(tf.tensor1d([1, 0]), table).shape).toEqual([2, 2]);
   });
 
+  // probe AS: a ragged list was a RangeError from inside tfjs; 3-deep ids refused as "index 0,2 is not an integer";
+  // int32 data taken on a leaf requiring grad (backward then advised casting to int32); a fractional permutation taken
+  it('ragged id lists, int32 data on a leaf requiring grad, a fractional permutation; ids of any depth taken', () => {
+    const table = tensor([1, 2, 3, 4, 5, 6], [3, 2]);
+    expect(() => embedding([[0, 1], [2]], table)).toThrow(/embedding: ids is ragged: .*\(2, 1\)/);
+    expect(() => indexSelect(table, 0, [[0, 1], [2]] as number[][])).toThrow(AutogradArgumentError);
+    expect(embedding([[[0, 2]], [[1, 1]]] as unknown as number[][], table).shape).toEqual([2, 1, 2, 2]);
+    const leaf = tensor([1, 2], [2], { requiresGrad: true });
+    expect(() => {
+      leaf.data = tf.tensor1d([1, 2], 'int32');
+    }).toThrow(/only float32 tensors can require grad: data of int32/);
+    expect(() => permute(table, [0.5, 1])).toThrow(/permute: \[0.5,1\] is not a permutation of 2 dims/);
+  });
+
   it('indices and labels beyond int32 (2^32 + 1, 2^32 − 100), as lists or float tensors, and typed arrays', () => {
     const table = tensor([1, 2, 3, 4, 5, 6], [3, 2]);
     // were wrapped by the int32 cast: row 1, row 2, row 0, and label 2^32 − 100 taken as ignoreIndex −100

@@ -28,13 +28,33 @@ export function toIndexTensor(idx: Indices, op: string): tf.Tensor {
     const kind = (idx as object)?.constructor?.name ?? typeof idx;
     throw new AutogradArgumentError(`${op}: indices must be a list, an int32 tf.Tensor or a Tensor, got ${kind}`);
   }
+  if (given === null) checkRectangular(idx as unknown[], op);
   const values =
-    given === null ? (idx as number[] | number[][]).flat() : given.dtype === 'int32' ? [] : given.dataSync();
+    given === null
+      ? ((idx as unknown[]).flat(Number.POSITIVE_INFINITY) as number[])
+      : given.dtype === 'int32'
+        ? []
+        : given.dataSync();
   for (const v of values) {
     if (!Number.isInteger(v)) throw new AutogradArgumentError(`${op}: index ${v} is not an integer`);
     if (v < INT32_MIN || v >= INT32_LIMIT) throw new AutogradArgumentError(`${op}: index ${v} is out of range`);
   }
   return given === null ? tf.tensor(idx as number[], undefined, 'int32') : tf.cast(given, 'int32');
+}
+
+/**
+ * Refuses a ragged list of ids ([[0, 1], [2]]: a RangeError from inside tfjs), naming where its rows
+ * differ; lists of any depth are fine (torch takes ids of any shape).
+ */
+function checkRectangular(list: unknown[], op: string, at = 'ids'): void {
+  const lengths = list.map((row) => (Array.isArray(row) ? row.length : -1));
+  if (new Set(lengths).size > 1)
+    throw new AutogradArgumentError(
+      `${op}: ${at} is ragged: its entries have different lengths (${lengths.join(', ')})`,
+    );
+  list.forEach((row, i) => {
+    if (Array.isArray(row)) checkRectangular(row, op, `${at}[${i}]`);
+  });
 }
 
 /** tf.gather, also for an empty input (tfjs gave [1, 0, 2, 1] for x [0, 3] and indices [0, 2] on dim 1). */

@@ -65,8 +65,12 @@ class Extreme extends AutogradFunction {
       throw new AutogradArgumentError(`${which}: dim ${empty} of [${x.shape}] is empty, so it has no ${which}imum`);
     }
     const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
-    const ties = tf.cast(tf.equal(x, kept), 'float32');
-    this.firstOnly = typeof opts.dim === 'number';
+    // a 0-d tensor has no dim to run along: it is its own extreme (tf.cumsum of it hung on wasm; probe AS)
+    this.firstOnly = typeof opts.dim === 'number' && this.axes.length > 0;
+    // torch.max(x, dim) picks a NaN as the extreme and gives it the gradient; NaN equals nothing, not even kept
+    const equal = tf.equal(x, kept);
+    const tie = this.firstOnly ? tf.logicalOr(equal, tf.logicalAnd(tf.isNaN(x), tf.isNaN(kept))) : equal;
+    const ties = tf.cast(tie, 'float32');
     // the first of the ties: where the running count of ties along the dim reaches one
     const axis = this.axes[0];
     const mask = this.firstOnly ? tf.mul(ties, tf.cast(tf.equal(tf.cumsum(ties, axis), 1), 'float32')) : ties;

@@ -38,7 +38,7 @@ class Permute extends AutogradFunction {
     if (
       this.perm.length !== x.rank ||
       new Set(this.perm).size !== x.rank ||
-      this.perm.some((d) => !(d >= 0 && d < x.rank))
+      this.perm.some((d) => !(Number.isInteger(d) && d >= 0 && d < x.rank))
     ) {
       throw new AutogradArgumentError(`permute: [${perm}] is not a permutation of ${x.rank} dims`);
     }

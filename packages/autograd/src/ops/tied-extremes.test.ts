@@ -20,6 +20,18 @@ describe('tied extremes: the gradient as torch gives it', () => {
     expect(Array.from(y.grad?.dataSync() ?? [])).toEqual([1, 0, 0, 0]);
   });
 
+  // probe AS: a 0-d tensor's max(0) hung on wasm (tf.cumsum of a scalar), gradient 0 on cpu; a NaN maximum got none
+  it("x.max(0) of a 0-d tensor is x, gradient 1; a NaN extreme takes the gradient, as torch.max(x, dim)'s", async () => {
+    const s = tensor(3, [], { requiresGrad: true });
+    const m = s.max(0);
+    expect(m.item()).toBe(3);
+    await m.backward();
+    expect(s.grad?.dataSync()[0]).toBe(1);
+    const x = tensor([1, Number.NaN, 3, 2, 5, 1], [2, 3], { requiresGrad: true });
+    await max(x, 1).sum().backward();
+    expect(Array.from(x.grad?.dataSync() ?? [])).toEqual([0, 1, 0, 0, 1, 0]);
+  });
+
   it('over every dim or a list of dims (torch.amax, torch.max(x)): split evenly between ties', async () => {
     expect(await gradOf((x) => max(x, [1]))).toEqual([0.5, 0, 0.5, 0.5, 0.5, 0]);
     expect(await gradOf((x) => x.max())).toEqual([0.5, 0, 0.5, 0, 0, 0]);
