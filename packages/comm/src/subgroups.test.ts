@@ -1,7 +1,13 @@
 import { explain, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 
-type Result = { rank: number; a?: number; b?: number; error?: { name: string; message: string } };
+type Result = {
+  rank: number;
+  a?: number;
+  b?: number;
+  duplicated?: unknown;
+  error?: { name: string; message: string };
+};
 const run = (scenario: string) =>
   spawnRanks({ nprocs: 3, script: new URL('./test/subgroup-ids.child.ts', import.meta.url), args: [scenario] });
 
@@ -62,6 +68,7 @@ describe('newGroup: the members agree on the group through the store', () => {
       [6, undefined],
     ]);
     expect(results[1].error?.message).toBe('rank 1: allReduce on a process group after destroyProcessGroup');
+    expect(results[2].duplicated).toMatch(/^duplicateGroup: processGroup is null, what newGroup gives a rank outside/);
   }, 60_000);
 
   it('the lowest member destroys the world right after making a group: the others still make it', async () => {

@@ -117,7 +117,9 @@ export async function newGroup(ranks: number[], opts: { timeoutMs?: number } = {
  * rank of the world: ZeRO's and FSDP's saves on a subgroup (a data-parallel group of a dp × tp grid)
  * failed there and left MPI unusable. This splits the group's own communicator instead.
  */
-export async function duplicateGroup(group: ProcessGroup, opts: { timeoutMs?: number } = {}): Promise<ProcessGroup> {
+export async function duplicateGroup(given: ProcessGroup, opts: { timeoutMs?: number } = {}): Promise<ProcessGroup> {
+  // null (newGroup's answer outside the group) was a TypeError reading its ranks (probe AR)
+  const group = groupOrWorld(given, 'duplicateGroup');
   checkOptionKeys('duplicateGroup', opts, ['timeoutMs']);
   const timeoutMs = opts.timeoutMs === undefined ? undefined : checkTimeout(opts.timeoutMs, 'duplicateGroup');
   if (group instanceof MpiProcessGroup) return group.duplicate(timeoutMs ?? group.timeoutMs);

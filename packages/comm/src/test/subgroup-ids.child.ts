@@ -1,4 +1,4 @@
-import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
+import { destroyProcessGroup, duplicateGroup, initProcessGroup, newGroup } from '../index.js';
 
 /**
  * newGroup when a rank skips a group it is not in ('skip': rank 2 skips [0, 1], then every
@@ -11,7 +11,13 @@ import { destroyProcessGroup, initProcessGroup, newGroup } from '../index.js';
  */
 const scenario = process.argv[2];
 const world = await initProcessGroup({ timeoutMs: 20_000 });
-const result: { rank: number; a?: number; b?: number; error?: { name: string; message: string } } = {
+const result: {
+  rank: number;
+  a?: number;
+  b?: number;
+  duplicated?: unknown;
+  error?: { name: string; message: string };
+} = {
   rank: world.rank,
 };
 try {
@@ -26,6 +32,8 @@ try {
   }
   if (scenario === 'destroy') {
     const group = await newGroup([0, 1]);
+    // null on rank 2: duplicating it is refused, typed (was a TypeError reading its ranks; probe AR)
+    if (group === null) result.duplicated = await duplicateGroup(group as never).catch((e: Error) => e.message);
     await destroyProcessGroup(group); // null on rank 2: nothing to end
     const buf = Float32Array.of(world.rank + 1);
     await world.allReduce(buf).wait(); // the world goes on
