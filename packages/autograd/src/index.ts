@@ -34,13 +34,13 @@ export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
 export { sumToShape } from './ops/broadcast.js';
 export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
 export { dropout } from './ops/dropout.js';
+export type { Indices } from './ops/index-tensor.js';
 export {
   cat,
   chunk,
   chunkSizes,
   concat,
   embedding,
-  type Indices,
   indexSelect,
   narrow,
   slice,

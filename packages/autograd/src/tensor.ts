@@ -82,9 +82,7 @@ export class Tensor {
     }
     // was taken, then backward advised casting the float gradient to int32 (probe AS; torch refuses it here)
     if (this.requiresGrad && value.dtype !== 'float32')
-      throw new AutogradArgumentError(
-        `only float32 tensors can require grad: data of ${value.dtype} assigned to ${this}`,
-      );
+      throw new AutogradArgumentError(`only float32 tensors can require grad: data of ${value.dtype} given`);
     if (this._data !== value) this._data.dispose();
     this._data = value;
   }
