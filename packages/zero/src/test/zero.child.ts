@@ -132,7 +132,8 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
     model.dispose();
     model = makeModel();
     zero = makeZero(model);
-    averager = new GradAverager(model.parameters(), group);
+    // as at the start: stage 2 reduces its own gradients (an averager too reduced them twice; probe AR)
+    averager = c.stage === 1 && !ddp ? new GradAverager(model.parameters(), group) : null;
     result.resumedAt = (await loadCheckpoint(dir, { model, optimizer: zero })).step;
     for (let t = half; t < maxSteps; t++) {
       await trainStep(t);
