@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { whileWriting } from '@ddp/autograd';
 import {
   entryToLoad,
+  loadedSave,
   loadSafetensors,
   type OptimizerStateDict,
   type Parameter,
@@ -10,7 +11,7 @@ import {
   type SafeTensor,
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
-import { checkBound, latestManifestEntry, loadedEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
+import { checkBound, latestManifestEntry, readManifest, ShardedCheckpointError } from '@ddp/zero';
 import { readChunk, type SavedChunk, savedGroupParams } from './checkpoint-read.js';
 import {
   type AnyOptimizer,
@@ -174,7 +175,7 @@ async function loadNow(
     // non-strict: the sharded parameters are not in this file (checked above against exactly what it must hold)
     contents.root.module.loadStateDict(new Map([...replicated.tensors].map(([k, t]) => [k, toTf(t, t.shape)])), false);
     for (const [shard, { value }] of values) shard.data = tf.tensor(value, [value.length], 'float32');
-    recordLoaded(units, loadedEntry(entry, manifest));
+    recordLoaded(units, loadedSave(entry, manifest));
   } finally {
     tf.dispose(created);
   }

@@ -1,12 +1,7 @@
 import type { Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import {
-  afterLoadedEntry,
-  checkSameParameters,
-  type LoadedEntry,
-  parameterChecksums,
-  withLoadedEntry,
-} from '@ddp/zero';
+import type { LoadedSave } from '@ddp/nn';
+import { afterLoadedEntry, checkSameParameters, parameterChecksums, withLoadedEntry } from '@ddp/zero';
 import { FSDPError } from './errors.js';
 
 /**
@@ -15,7 +10,7 @@ import { FSDPError } from './errors.js';
  * rank's slice, silently (torch's FSDP too, unless sync_module_states). What each unit held is
  * kept here until the root's first forward compares it across the ranks.
  */
-const pending = new WeakMap<object, { checksums: Int32Array; loaded?: LoadedEntry }>();
+const pending = new WeakMap<object, { checksums: Int32Array; loaded?: LoadedSave }>();
 
 /** CRC-32 of each of the unit's parameters, whole (at fullyShard, or after summonFullParams wrote them). */
 export function recordStart(unit: object, params: readonly Tensor[]): void {
@@ -28,7 +23,7 @@ export function recordStart(unit: object, params: readonly Tensor[]): void {
  * but every rank must have loaded the same entry (@ddp/zero's withLoadedEntry): compared at the next
  * root forward. Ranks that did not load still disagree with those that did.
  */
-export function recordLoaded(units: readonly object[], loaded: LoadedEntry): void {
+export function recordLoaded(units: readonly object[], loaded: LoadedSave): void {
   for (const u of units) pending.set(u, { checksums: new Int32Array(0), loaded });
 }
 

@@ -7,7 +7,7 @@
  * checkpoint or the new one, never a mix, and loading always finds the newest committed one.
  */
 import { rm } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { whileWriting } from '@ddp/autograd';
 import { checkBooleanOptions, checkOptionNames, tensorFromTypedArray, tf } from '@ddp/tensor';
 import { writeFileAtomic } from './atomic.js';
@@ -33,7 +33,7 @@ import { temporaryEntryName } from './checkpoint-temporaries.js';
 import { noteCommitted, refuseOtherRun } from './commit-refusals.js';
 import { takeCommitTurn } from './commit-turn.js';
 import type { Generator, GeneratorState } from './generator.js';
-import { noteLoadedSave } from './loaded-saves.js';
+import { loadedSave, noteLoadedSave } from './loaded-saves.js';
 import type { LRScheduler, SchedulerState } from './lr-scheduler.js';
 import { Module } from './module.js';
 import { type Optimizer, type OptimizerStateDict, type ParamState, refusePendingGradients } from './optim/optimizer.js';
@@ -292,7 +292,7 @@ async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheck
     if (optimizerState) contents.optimizer?.loadStateDict(optimizerState);
     if (meta.generator) contents.generator?.setState(meta.generator);
     if (meta.scheduler) contents.scheduler?.loadStateDict(meta.scheduler);
-    noteLoadedSave(contents.model, { path, save: meta.save ?? basename(path) });
+    noteLoadedSave(contents.model, loadedSave(path, meta));
   } finally {
     tf.dispose(owned);
   }

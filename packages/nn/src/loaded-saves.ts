@@ -1,3 +1,5 @@
+import { basename } from 'node:path';
+
 /**
  * Which checkpoint save each module was last loaded from (loadCheckpoint). Each rank resolves a
  * directory's newest entry by itself, so a save committed between two ranks' loads resumed them from
@@ -11,6 +13,12 @@ export interface LoadedSave {
   /** Its save's id (the entry's name where the save had none). */
   save: string;
 }
+
+/** The entry at `path` whose JSON or manifest is `meta`, as a LoadedSave. */
+export const loadedSave = (path: string, meta: { save?: string }): LoadedSave => ({
+  path,
+  save: meta.save ?? basename(path),
+});
 
 const loaded = new WeakMap<object, LoadedSave>();
 

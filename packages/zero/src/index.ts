@@ -8,8 +8,6 @@ export {
   afterLoadedEntry,
   checkSameParameters,
   type DifferingParameterError,
-  type LoadedEntry,
-  loadedEntry,
   parameterChecksums,
   withLoadedEntry,
 } from './same-parameters.js';

@@ -1,7 +1,7 @@
-import { basename } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { firstSplitAmong, parameterShardOf, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
+import type { LoadedSave } from '@ddp/nn';
 import { ZeroError } from './errors.js';
 
 /** Each parameter's CRC-32 (of its bytes), taken before this rank's shard is updated. */
@@ -52,32 +52,20 @@ export const zeroDiffers =
     );
   };
 
-/** A checkpoint entry a rank loaded: its path, and its save's id (the entry's name before saves had ids). */
-export interface LoadedEntry {
-  path: string;
-  save: string;
-}
-
 /**
  * The save this rank loaded (its id's CRC-32; 0: none) ahead of the parameters' checksums. A load
  * resolves the directory's newest entry on each rank by itself, so a save committed between two
  * ranks' loads (or a file system that lists it late on one node) resumed the ranks from different
  * steps, silently; the first step (ZeRO) or forward (FSDP) after a load compares them.
  */
-export function withLoadedEntry(loaded: LoadedEntry | null, checksums: Int32Array): Int32Array {
+export function withLoadedEntry(loaded: LoadedSave | null, checksums: Int32Array): Int32Array {
   return Int32Array.from([loaded === null ? 0 : crc32(loaded.save) | 0, ...checksums]);
 }
-
-/** The entry `path` whose manifest is `manifest`, as withLoadedEntry takes it. */
-export const loadedEntry = (path: string, manifest: { save?: string }): LoadedEntry => ({
-  path,
-  save: manifest.save ?? basename(path),
-});
 
 /** `differs` for checksums after withLoadedEntry's fingerprint; a differing fingerprint is `Kind`'s own error. */
 export const afterLoadedEntry =
   (
-    loaded: LoadedEntry | null,
+    loaded: LoadedSave | null,
     differs: DifferingParameterError,
     Kind: new (m: string) => Error,
   ): DifferingParameterError =>

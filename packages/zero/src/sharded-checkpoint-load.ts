@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import {
   entryToLoad,
   type GeneratorState,
+  loadedSave,
   loadSafetensors,
   type OptimizerStateDict,
   optimizerParamNames,
@@ -17,7 +18,6 @@ import {
 } from '@ddp/nn';
 import { tensorFromTypedArray, tf } from '@ddp/tensor';
 import { checkBound, latestManifestEntry, readManifest } from './manifest-read.js';
-import { loadedEntry } from './same-parameters.js';
 import {
   checkContents,
   globalParams,
@@ -176,7 +176,7 @@ export async function loadShardedCheckpoint(
       });
     }
     zero.loadStateDict(sd);
-    zero.noteLoadedEntry(loadedEntry(dir, manifest));
+    zero.noteLoadedEntry(loadedSave(dir, manifest));
     if (manifest.scheduler) contents.scheduler?.loadStateDict(manifest.scheduler);
     if (generator) contents.generator?.setState(generator);
   } finally {

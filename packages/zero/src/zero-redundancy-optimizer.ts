@@ -1,7 +1,7 @@
 import { type Tensor, whileWriting } from '@ddp/autograd';
 import { groupOrWorld, type ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, type JoinHookOptions, notifyJoinContext } from '@ddp/join';
-import type { OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
+import type { LoadedSave, OptimizerStateDict, ParamGroup, ParamGroupInput, ParamState } from '@ddp/nn';
 import { Optimizer, refusePendingGradients, refuseStepArguments } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
@@ -11,7 +11,6 @@ import { type Partition, partitionParameters } from './partition.js';
 import {
   afterLoadedEntry,
   checkSameParameters,
-  type LoadedEntry,
   parameterChecksums,
   refuseSplitParameters,
   withLoadedEntry,
@@ -61,7 +60,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   /** Whether the first step has checked that every rank starts from the same parameters. */
   private checkedParameters = false;
   /** The checkpoint entry loadShardedCheckpoint last loaded, compared across the ranks at the next step. */
-  private loadedEntry: LoadedEntry | null = null;
+  private loadedEntry: LoadedSave | null = null;
   private consolidated: { state: OptimizerStateDict<O>; owned: tf.Tensor[] } | null = null;
   /** The wrapped optimizer's class: what its state dicts are of. */
   private readonly wrappedKind: string;
@@ -236,7 +235,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   }
 
   /** A sharded checkpoint's entry was loaded: the next step compares it and the parameters across the ranks. */
-  noteLoadedEntry(entry: LoadedEntry): void {
+  noteLoadedEntry(entry: LoadedSave): void {
     this.loadedEntry = entry;
     this.checkedParameters = false;
   }
