@@ -66,7 +66,7 @@ export {
   type LayerNormOptions,
 } from './layers/norm.js';
 export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer.js';
-export { type LoadedSave, loadedSave, loadedSaveOf } from './loaded-saves.js';
+export { type LoadedSave, loadedSave, loadedSaveOf, saveFingerprint } from './loaded-saves.js';
 export { CrossEntropyLoss, crossEntropy, MSELoss, mse } from './losses.js';
 export {
   type HasParamGroups,

@@ -1,4 +1,5 @@
 import { basename } from 'node:path';
+import { crc32 } from 'node:zlib';
 
 /**
  * Which checkpoint save each module was last loaded from (loadCheckpoint). Each rank resolves a
@@ -30,3 +31,6 @@ export function noteLoadedSave(module: object, save: LoadedSave): void {
 export function loadedSaveOf(module: object): LoadedSave | null {
   return loaded.get(module) ?? null;
 }
+
+/** What ranks compare of the saves they loaded: 0 for none, else its id's CRC-32 with the low bit set (never 0). */
+export const saveFingerprint = (save: LoadedSave | null): number => (save === null ? 0 : crc32(save.save) | 1);

@@ -1,7 +1,6 @@
-import { crc32 } from 'node:zlib';
 import { parameterShardOf, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { kindOf, loadedSaveOf, type Module } from '@ddp/nn';
+import { kindOf, loadedSaveOf, type Module, saveFingerprint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { DDPUsageError, ParameterMismatchError } from './errors.js';
 
@@ -204,7 +203,7 @@ export async function syncInitialState(module: Module, group: ProcessGroup, who:
  */
 async function refuseOtherSaves(module: Module, group: ProcessGroup, who: string): Promise<void> {
   const mine = loadedSaveOf(module);
-  const all = (await group.allGather(Int32Array.of(mine ? crc32(mine.save) | 1 : 0)).wait()) as Int32Array[];
+  const all = (await group.allGather(Int32Array.of(saveFingerprint(mine))).wait()) as Int32Array[];
   if (new Set(all.map((a) => a[0]).filter((c) => c !== 0)).size <= 1) return;
   throw new DDPUsageError(
     `${who} (rank ${group.ranks[group.rank]}): the ranks loaded their module from different checkpoint saves ` +

@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib';
 import { firstSplitAmong, parameterShardOf, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
-import type { LoadedSave } from '@ddp/nn';
+import { type LoadedSave, saveFingerprint } from '@ddp/nn';
 import { ZeroError } from './errors.js';
 
 /** Each parameter's CRC-32 (of its bytes), taken before this rank's shard is updated. */
@@ -53,13 +53,13 @@ export const zeroDiffers =
   };
 
 /**
- * The save this rank loaded (its id's CRC-32; 0: none) ahead of the parameters' checksums. A load
+ * The save this rank loaded (nn's saveFingerprint; 0: none) ahead of the parameters' checksums. A load
  * resolves the directory's newest entry on each rank by itself, so a save committed between two
  * ranks' loads (or a file system that lists it late on one node) resumed the ranks from different
  * steps, silently; the first step (ZeRO) or forward (FSDP) after a load compares them.
  */
 export function withLoadedEntry(loaded: LoadedSave | null, checksums: Int32Array): Int32Array {
-  return Int32Array.from([loaded === null ? 0 : crc32(loaded.save) | 0, ...checksums]);
+  return Int32Array.from([saveFingerprint(loaded), ...checksums]);
 }
 
 /** `differs` for checksums after withLoadedEntry's fingerprint; a differing fingerprint is `Kind`'s own error. */
