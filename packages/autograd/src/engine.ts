@@ -1,23 +1,27 @@
 import { tf } from '@ddp/tensor';
 import { type BackwardRun, runBackward } from './backward-run.js';
-import { AutogradArgumentError, AutogradError, checkOptions, GradientHookError, GraphFreedError } from './errors.js';
+import { AutogradArgumentError, AutogradError, checkOptions, GraphFreedError } from './errors.js';
 import type { FunctionNode, GradResult } from './function.js';
 import { AccumulateGrad, type Edge, type Node } from './node.js';
 import { sumToShape } from './ops/broadcast.js';
 import type { Tensor } from './tensor.js';
+import { hookedGradOutputs, runTensorHooks, tensorMark } from './tensor-hooks.js';
 
 export interface BackwardOptions {
   /** Keep saved tensors and intermediate outputs so the graph can be backwarded again. */
   retainGraph?: boolean;
 }
 
-/** Counts, for every node reachable from root, how many edges point at it. */
-function countDependencies(root: Node): Map<Node, number> {
+/**
+ * Counts, for every node reachable from root, how many edges point at it; a backward that frees the
+ * graph claims its nodes before its first await, so one started meanwhile is refused.
+ */
+function countDependencies(root: Node, claim: boolean): Map<Node, number> {
   const deps = new Map<Node, number>([[root, 0]]);
   const stack = [root];
   while (stack.length > 0) {
     const node = stack.pop()!;
-    if (node.freed) throw new GraphFreedError(node.name);
+    if (node.freed || node.claimed) throw new GraphFreedError(node.name);
     for (const edge of node.next) {
       if (edge === null) continue;
       const seen = deps.has(edge.node);
@@ -25,42 +29,8 @@ function countDependencies(root: Node): Map<Node, number> {
       if (!seen) stack.push(edge.node);
     }
   }
+  if (claim) for (const node of deps.keys()) if (!(node instanceof AccumulateGrad)) node.claimed = true;
   return deps;
-}
-
-/** tfjs numbers tensors in creation order: a tensor numbered below the mark existed before it was taken. */
-const tensorMark = (): number => (tf.engine().constructor as unknown as { nextTensorId?: number }).nextTensorId ?? 0;
-
-/**
- * Runs a tensor's hooks in order; each may replace the gradient (the old one is disposed). A
- * replacement that existed before the hook ran is the caller's: the engine takes a clone (it took
- * the tensor itself, and zeroing .grad disposed the user's tensor). One of another shape or dtype
- * is refused, as torch's (an int32 one became the leaf's .grad).
- */
-function runTensorHooks(t: Tensor | undefined, grad: tf.Tensor): tf.Tensor {
-  if (t === undefined) return grad;
-  for (const hook of t.hooks) {
-    const mark = tensorMark();
-    let replaced = hook(grad);
-    if (replaced instanceof tf.Tensor && replaced !== grad) {
-      if (replaced.id < mark) replaced = replaced.clone();
-      const changed = !tf.util.arraysEqual(replaced.shape, grad.shape)
-        ? `the shape of the gradient (was [${grad.shape}], got [${replaced.shape}])`
-        : replaced.dtype !== grad.dtype
-          ? `the type of the gradient (was ${grad.dtype}, got ${replaced.dtype})`
-          : null;
-      if (changed !== null) {
-        replaced.dispose();
-        throw new GradientHookError(
-          `hook '${hook.name || 'anonymous'}' on ${t} has changed ${changed}; return a gradient of the same ` +
-            'shape and dtype as the one it received',
-        );
-      }
-      grad.dispose();
-      grad = replaced;
-    }
-  }
-  return grad;
 }
 
 function accumulate(node: AccumulateGrad, incoming: tf.Tensor, run: BackwardRun): void {
@@ -225,9 +195,7 @@ async function execute(
         continue;
       }
       const fnNode = node as FunctionNode;
-      const gradOutputs = incoming.map((g, i) =>
-        g === null ? tf.zeros(fnNode.outputShapes[i]) : runTensorHooks(fnNode.outputs[i], g),
-      );
+      const gradOutputs = hookedGradOutputs(fnNode, incoming);
       let inputGrads: (tf.Tensor | null)[] = [];
       const mark = tensorMark();
       try {
@@ -246,6 +214,12 @@ async function execute(
     }
     await Promise.all(run.pending);
     for (let i = 0; i < run.callbacks.length; i++) await run.callbacks[i]();
+  } catch (error) {
+    // the graph is spent either way (claimed): what the nodes not reached saved would leak, the loss's
+    // disposal stops at the freed nodes above them
+    if (!opts.retainGraph)
+      for (const n of deps.keys()) if (!(n instanceof AccumulateGrad || n.freed)) release(n as FunctionNode, root);
+    throw error;
   } finally {
     for (const buf of buffers.values()) for (const g of buf) g?.dispose();
   }
@@ -266,7 +240,7 @@ export async function backward(root: Tensor, gradient?: tf.Tensor | Tensor, opts
   if (grad !== undefined && !tf.util.arraysEqual(grad.shape, root.shape)) {
     throw new AutogradArgumentError(`backward: grad shape [${grad.shape}] does not match the tensor's [${root.shape}]`);
   }
-  const deps = countDependencies(root.isLeaf ? root.gradAccumulator() : root.gradFn!);
+  const deps = countDependencies(root.isLeaf ? root.gradAccumulator() : root.gradFn!, !opts.retainGraph);
   const rootGrad = grad === undefined ? tf.onesLike(root.data) : grad.clone();
   const leaves = [...deps.keys()].flatMap((n) => (n instanceof AccumulateGrad ? [n.variable] : []));
   await runBackward(leaves, (run) => execute(root, rootGrad, deps, opts, run));

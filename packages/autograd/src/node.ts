@@ -29,6 +29,11 @@ export abstract class Node {
   /** One edge per forward input; null where the input needs no gradient. */
   readonly next: (Edge | null)[];
   freed = false;
+  /**
+   * Taken by a backward that frees it (no retainGraph) and has not finished: a second backward over it
+   * is refused at once (two un-awaited backwards both ran every node, the gradients doubled silently).
+   */
+  claimed = false;
 
   constructor(next: (Edge | null)[], sequenceNr = nextSequenceNr++) {
     this.next = next;

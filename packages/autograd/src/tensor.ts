@@ -226,6 +226,8 @@ export class Tensor {
     this.retainingGrad = true;
     // the hook's argument is the engine's, freed after the hooks: .grad takes a copy
     this.hooks.push((g) => {
+      // disposed (a tidy's intermediate): nobody can read it, and nothing would free the gradient (probe AY)
+      if (this.isDisposed) return;
       this.grad = this._grad === null ? g.clone() : tf.add(this._grad, g);
     });
     return this;

@@ -1,6 +1,5 @@
 import type { CommArray, HalfDtype, NumArray, ReduceOp } from '../dtypes.js';
 import type { OpContext } from '../execution/op-context.js';
-import { native, type SharedMemory } from '../native.js';
 import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import type { ShmLane, ShmSteps } from '../transport/shm-lane.js';
 import { combineHalves } from './half.js';
