@@ -1,6 +1,6 @@
 import type { SavedTensorHooks, Tensor } from '@ddp/autograd';
 import { type HalfDtype, type ProcessGroup, ReduceOp } from '@ddp/comm';
-import { markGradientShard, Parameter } from '@ddp/nn';
+import { markGradientShard, markShardOf, Parameter } from '@ddp/nn';
 import { ownedHeapView, storageViews, tensorFromFloat32, tf } from '@ddp/tensor';
 import { gatherIntoTensor, reduceScatterInPlace } from './heap-collectives.js';
 import { gatherOnHost, reduceScatterOnHost } from './host-collectives.js';
@@ -67,6 +67,7 @@ export class FlatShard {
     this.shards = params.map((p, i) => Parameter.fromValues(this.chunkOf(p.data, i), [this.chunks[i]]));
     // each rank holds a distinct part of the gradient: its norm sums over the group (nn's clipGradNormDistributed)
     if (group.size > 1) for (const s of this.shards) markGradientShard(s, group);
+    for (const [i, p] of params.entries()) markShardOf(p, this.shards[i]); // model.zeroGrad() clears the shards
     this.free();
   }
 

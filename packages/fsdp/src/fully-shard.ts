@@ -124,6 +124,11 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     return [this, ...this.subunits].flatMap((u) => u.flat?.shards ?? []);
   }
 
+  /** Drops (or zeroes) the gradients of the shards and of the full parameters: torch's model.zero_grad(). */
+  zeroGrad(setToNone = true): void {
+    this.module.zeroGrad(setToNone);
+  }
+
   /** The shard the optimizer steps for `param`, a parameter of this unit or one below (undefined: not sharded). */
   shardOf(param: Tensor): Parameter | undefined {
     for (const u of [this, ...this.subunits]) {
@@ -161,7 +166,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     const out = await whileForwarding(this.module, 'fullyShard', () => this.gatheredForward(inputs));
     const all = [this, ...this.subunits];
     const unreached = all.some((u) => u.trainedWithoutSync);
-    if (!isGradEnabled() || !(unreached || all.some((u) => u.flat && !u.reshardAfterForward))) return out;
+    if (!isGradEnabled() || !all.some((u) => u.flat)) return out;
     for (const u of all) u.backwardEnd = this.ownBackwardEnd;
     return tidy(() => withBackwardEnd(out, all, this.processGroup, unreached, this.ownBackwardEnd));
   }

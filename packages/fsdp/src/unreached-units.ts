@@ -1,11 +1,14 @@
 import { AutogradFunction, type Context, queueCallback, type Tensor } from '@ddp/autograd';
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
+import type { Module } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
+import { FSDPError, globalRank } from './errors.js';
 import type { FlatShard } from './flat-shard.js';
 import { accumulate } from './gradient-reduction.js';
 
 /** What the end-of-backward pass needs of a unit. */
 export interface UnitGradientState {
+  readonly module: Module;
   readonly flat: FlatShard | null;
   /** Gradients are reduce-scattered in this backward (set_requires_gradient_sync). */
   readonly syncsGradients: boolean;
@@ -35,11 +38,30 @@ async function reduceUnreached(units: readonly UnitGradientState[], group: Proce
     flags[2 * i] = u.reducedThisBackward ? 1 : 0;
     flags[2 * i + 1] = u.flat!.params.some((p) => p.grad !== null) ? 1 : 0;
   }
-  for (const u of units) u.reducedThisBackward = false;
   if (syncing.length === 0) return;
   await group.allReduce(flags, { op: ReduceOp.MAX }).wait();
   for (const [i, u] of syncing.entries()) {
     if (flags[2 * i] === 0 && flags[2 * i + 1] === 1) accumulate(u.flat!.shards, await u.flat!.reduceScatterGrads());
+  }
+}
+
+/**
+ * After a synced backward every unit's full gradients went into its shards; one still holding a
+ * gradient got it after its unit's reduce-scatter: the parameter was used outside its unit's forward
+ * (the root multiplying by a block's weight itself), and that part of its gradient went into the
+ * next step's, one step late (silently; probe AV). Every rank runs the same graph: all raise.
+ */
+function refuseLateGradients(units: readonly UnitGradientState[], group: ProcessGroup): void {
+  for (const u of units) {
+    if (!u.flat || !u.syncsGradients) continue;
+    const late = u.module.namedParameters().filter(([, p]) => u.flat!.params.includes(p) && p.grad !== null);
+    if (late.length === 0) continue;
+    throw new FSDPError(
+      `rank ${globalRank(group)}: ${late.map(([n]) => n).join(', ')} of the unit ${u.module.constructor.name} got ` +
+        "gradient after the unit's reduce-scatter: a parameter used outside its unit's forward (the root " +
+        'reading it directly) needs fullyShard(…, { reshardAfterForward: false }) on that unit, or use it ' +
+        "only inside the unit's forward",
+    );
   }
 }
 
@@ -83,6 +105,8 @@ export function withBackwardEnd(
   const atEnd = async () => {
     for (const u of units) if (u.flat && !u.reshardAfterForward) await u.finishBackward();
     if (unreached) await reduceUnreached(units, group);
+    for (const u of units) u.reducedThisBackward = false;
+    refuseLateGradients(units, group);
   };
   return BackwardEnd.apply(atEnd, state, output);
 }

@@ -112,3 +112,4 @@ export {
   parseSafetensors,
 } from './safetensors-read.js';
 export { parseSealedJson, readSealedJson, SealedJsonError, sealJson } from './sealed-json.js';
+export { markShardOf, shardOf } from './sharded-gradients.js';

@@ -1,8 +1,10 @@
 import { pendingWriter, Tensor } from '@ddp/autograd';
 import { checkBooleanOptions, tf } from '@ddp/tensor';
 import { kindOf, ModuleError, refuseStateBeingWritten, StateDictError } from './module-errors.js';
+import { adoptAssignedFields, warnUnregisteredFields } from './module-fields.js';
 import { Parameter } from './parameter.js';
 import { refuseDuringForward } from './running-forward.js';
+import { shardOf } from './sharded-gradients.js';
 import { incomingState } from './state-dict-input.js';
 
 /** Module state by dotted name. Values are borrowed: clone what you keep, never dispose them. */
@@ -11,35 +13,6 @@ export type StateDict = Map<string, tf.Tensor>;
 export { kindOf, ModuleError, StateDictError };
 
 const NAME = /^[^.]+$/;
-
-const fieldsChecked = new WeakSet<Module>();
-
-/**
- * torch registers every Module or Parameter assigned to an attribute; here a plain field
- * (`head = new Linear(4, 1)`) is no child: its parameters were missing from parameters(),
- * stateDict() and DDP, eval() missed its dropout, silently. Said once per module, at its first
- * traversal, for a field whose module or parameter is nowhere under this module.
- */
-function warnUnregisteredFields(m: Module): void {
-  if (fieldsChecked.has(m)) return;
-  fieldsChecked.add(m);
-  const stray = Object.entries(m).filter(([, v]) => v instanceof Module || v instanceof Parameter);
-  if (stray.length === 0) return;
-  const under = new Set<unknown>();
-  for (const [, d] of m.namedModules('', new Set())) {
-    under.add(d);
-    for (const [, p] of d.namedParameters(false)) under.add(p);
-  }
-  for (const [field, v] of stray.filter(([, v]) => !under.has(v))) {
-    const [what, register] =
-      v instanceof Module ? [`a ${kindOf(v)}`, 'registerModule'] : ['a Parameter', 'registerParameter'];
-    process.emitWarning(
-      `${m.constructor.name}.${field} holds ${what} that is not registered: it is not in parameters(), ` +
-        `stateDict() or train()/eval() (torch registers attributes itself; here call this.${register}('${field}', …))`,
-      { code: 'DDP_UNREGISTERED_FIELD' },
-    );
-  }
-}
 
 /**
  * Base class of layers and models (torch.nn.Module). Parameters, buffers and children are
@@ -94,15 +67,17 @@ export abstract class Module {
    * Puts `module` in place of the child registered as `name` (PyTorch's setattr on a submodule),
    * keeping its place in registration order, and points this module's own fields and array
    * slots (ModuleList's items) that held the old child at the new one. Returns the old child,
-   * which the caller disposes or reuses. A child registered under several names keeps its
-   * fields until the last of its names is replaced.
+   * which the caller disposes or reuses. A child registered under several names keeps its other
+   * fields until the last of its names is replaced (the field named `name` follows at once).
    */
   replaceModule(name: string, module: Module | null): Module | null {
     if (!this.children_.has(name)) throw new ModuleError(`no child module '${name}' on ${this.constructor.name}`);
     const old = this.children_.get(name)!;
     this.children_.set(name, module);
-    if (old === null || old === module || [...this.children_.values()].includes(old)) return old;
     const slots = this as unknown as Record<string, unknown>;
+    // the field of that name follows (torch's setattr): it kept the old module while another name held it (probe AX)
+    if (Object.hasOwn(this, name) && slots[name] === old) slots[name] = module;
+    if (old === null || old === module || [...this.children_.values()].includes(old)) return old;
     for (const [key, value] of Object.entries(slots)) {
       if (value === old) slots[key] = module;
       else if (Array.isArray(value)) for (const [i, v] of value.entries()) if (v === old) value[i] = module;
@@ -120,6 +95,13 @@ export abstract class Module {
     const old = this.params.get(name);
     if (old && old !== param) old.dispose();
     this.params.set(name, param);
+    const fields = this as unknown as Record<string, unknown>;
+    if (Object.hasOwn(this, name) && fields[name] === old) fields[name] = param;
+  }
+
+  /** torch's setattr on a registered name, at each traversal (module-fields.ts). */
+  private adoptAssignedFields(): void {
+    adoptAssignedFields(this, this.children_, this.params, this.bufs);
   }
 
   /** Replaces a registered buffer's tensor (e.g. a running mean after an update), disposing the old one. */
@@ -141,6 +123,7 @@ export abstract class Module {
    * only (torch's named_children), so apply() reaches it once (it ran fn on it once per name).
    */
   *namedChildren(): Generator<[string, Module]> {
+    this.adoptAssignedFields();
     const seen = new Set<Module>();
     for (const [name, m] of this.children_) {
       if (!m || seen.has(m)) continue;
@@ -157,7 +140,8 @@ export abstract class Module {
   *namedModules(prefix = '', seen = new Set<Module>()): Generator<[string, Module]> {
     if (seen.has(this)) return;
     seen.add(this);
-    warnUnregisteredFields(this);
+    this.adoptAssignedFields();
+    warnUnregisteredFields(this, (v) => [...this.params.values(), ...this.children_.values()].includes(v as never));
     yield [prefix, this];
     for (const [name, m] of this.namedChildren()) yield* m.namedModules(prefix ? `${prefix}.${name}` : name, seen);
   }
@@ -183,6 +167,7 @@ export abstract class Module {
   private named<T>(recurse: boolean, own: (m: Module) => Iterable<[string, T | null]>): [string, T][] {
     const out: [string, T][] = [];
     const seen = new Set<T>();
+    if (!recurse) this.adoptAssignedFields();
     for (const [prefix, m] of recurse ? this.namedModules() : [['', this] as [string, Module]]) {
       for (const [name, t] of own(m)) {
         if (!t || seen.has(t)) continue;
@@ -216,11 +201,12 @@ export abstract class Module {
     return this;
   }
 
-  /** Drops every parameter's gradient (setToNone) or zeroes it in place. */
+  /** Drops every parameter's gradient (setToNone) or zeroes it in place; a sharded one's shard's too. */
   zeroGrad(setToNone = true): void {
-    const busy = this.parameters().find((p) => pendingWriter(p) !== null); // a backward not awaited
+    const params = this.parameters().flatMap((p) => [p, ...(shardOf(p) ? [shardOf(p)!] : [])]);
+    const busy = params.find((p) => pendingWriter(p) !== null); // a backward not awaited
     if (busy) throw new ModuleError(`zeroGrad(): ${pendingWriter(busy)} still runs (not awaited): await it first`);
-    for (const p of this.parameters()) {
+    for (const p of params) {
       if (p.grad === null) continue;
       p.grad = setToNone ? null : tf.zerosLike(p.grad);
     }
@@ -240,6 +226,7 @@ export abstract class Module {
   /** Every parameter and persistent buffer by dotted name, a shared module under each of its names. */
   private *stateTensors(prefix = '', ancestors = new Set<Module>()): Generator<[string, Tensor]> {
     if (ancestors.has(this)) return; // a module inside itself: no end to its names
+    this.adoptAssignedFields();
     const key = (name: string) => (prefix ? `${prefix}.${name}` : name);
     for (const [name, p] of this.params) if (p) yield [key(name), p];
     for (const [name, b] of this.bufs) if (b && !this.nonPersistent.has(name)) yield [key(name), b];

@@ -72,7 +72,6 @@ export class SyncBatchNorm extends BatchNorm {
     });
     sync.replaceParameter('weight', bn.weight);
     sync.replaceParameter('bias', bn.bias);
-    Object.assign(sync, { weight: bn.weight, bias: bn.bias }); // the readonly fields follow the registered ones
     for (const [name, buffer] of bn.namedBuffers(false)) sync.setBuffer(name, buffer);
     sync.train(bn.training);
     return sync;

@@ -23,6 +23,14 @@ export class ModuleList<M extends Module = Module> extends Module {
     if (!m) throw new ModuleError(`${this.constructor.name} has ${this.items.length} modules, no index ${i}`);
     return m;
   }
+  /** Also the item at that index (`seq[0] = m` is taken over the same way, at the next traversal). */
+  override replaceModule(name: string, module: Module | null): Module | null {
+    if (module === null) throw new ModuleError(`${this.constructor.name}[${name}]: an item cannot be null`);
+    const old = super.replaceModule(name, module);
+    const i = Number(name);
+    if (Number.isInteger(i) && this.items[i] === old) this.items[i] = module as M;
+    return old;
+  }
   [Symbol.iterator](): Iterator<M> {
     return this.items[Symbol.iterator]();
   }
