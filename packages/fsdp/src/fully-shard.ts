@@ -168,7 +168,11 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     const unreached = all.some((u) => u.trainedWithoutSync);
     if (!isGradEnabled() || !all.some((u) => u.flat)) return out;
     for (const u of all) u.backwardEnd = this.ownBackwardEnd;
-    return tidy(() => withBackwardEnd(out, all, this.processGroup, unreached, this.ownBackwardEnd));
+    const ended = tidy(() => withBackwardEnd(out, all, this.processGroup, unreached, this.ownBackwardEnd));
+    // the caller holds `ended`; `out`, left alive, kept the graph (activations, kept units' gathered
+    // parameters) after the caller disposed theirs unbackwarded: a validation forward leaked (probe AV)
+    out.dispose();
+    return ended;
   }
 
   private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {

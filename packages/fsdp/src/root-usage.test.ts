@@ -82,3 +82,20 @@ it("a unit's parameter the root reads itself is refused under resharding, and ri
   expect(maxDiff(await keptRoot.summonFullParams(() => values(kept)), values(ref))).toBeLessThan(1e-6);
   x.dispose();
 });
+
+// was: +8 tensors per call (the graph, a kept unit's gathered parameters with it): a validation loop without
+// noGrad leaked, and tidy refuses the async root forward (probe AV)
+it('a forward with grad whose output is disposed unbackwarded leaves no tensor behind, kept or resharded', async () => {
+  const x = fromTf(tf.ones([2, 4]));
+  for (const reshardAfterForward of [true, false]) {
+    const net = mlp();
+    fullyShard(net.at(2), { reshardAfterForward });
+    const root = fullyShard(net, { reshardAfterForward });
+    const forward = async () => ((await root.forward(x)) as Tensor).dispose();
+    await forward();
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++) await forward();
+    expect(tf.memory().numTensors).toBe(before);
+  }
+  x.dispose();
+});
