@@ -265,7 +265,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
     const flagGroup = isInPlaceHook(this.hook) ? this.processGroup : null;
     await writeBackAgreed(buckets, results, opts, flagGroup, this.collective);
     await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
-    // from rank 0, or under join the lowest rank still training (torch's highest)
+    // from rank 0, or under join the highest rank still training (torch's)
     await this.collective('buffer broadcast', () => this.bufferSync.sync(buffersFrom));
     this.iteration++;
   }

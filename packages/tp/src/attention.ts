@@ -1,8 +1,9 @@
-import { maskedFill, matmul, softmax, type Tensor } from '@ddp/autograd';
+import { maskedFill, matmul, softmax, type Tensor, tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type AttentionCallOptions, Module, type MultiheadAttention } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
+import { freeAfter } from './intermediates.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
 import { copyToTp } from './regions.js';
 
@@ -77,6 +78,12 @@ export class TensorParallelAttention extends Module {
         `rank ${rank}: TensorParallelAttention does not support ${attnMask ? 'attnMask' : `option "${rest[0]}"`}; ` +
           'only isCausal (its heads would attend where the mask forbids)',
       );
+    const merged = tidy(() => this.localHeadsAttention(x, isCausal === true));
+    return freeAfter(this.outProj.forward(merged), merged);
+  }
+
+  /** Attention over this rank's heads, their outputs side by side: the output projection's input. */
+  private localHeadsAttention(x: Tensor, isCausal: boolean): Tensor {
     const [b, t] = x.shape as [number, number, number];
     // One copyToTp for q, k and v: one all-reduce of the input gradient in backward, not three.
     const xParallel = copyToTp(x, this.group);
@@ -84,16 +91,15 @@ export class TensorParallelAttention extends Module {
       proj.local(xParallel).reshape([b, t, this.localHeads, this.headDim]).permute([0, 2, 1, 3]);
     const [q, k, v] = [heads(this.qProj), heads(this.kProj), heads(this.vProj)];
     let scores = matmul(q, k, { transposeB: true }).mul(1 / Math.sqrt(this.headDim));
-    if (this.causal || isCausal === true) {
+    if (this.causal || isCausal) {
       const future = tf.tidy(() =>
         tf.greater(tf.reshape(tf.range(0, t, 1, 'int32'), [1, t]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
       );
       scores = maskedFill(scores, future, Number.NEGATIVE_INFINITY);
       future.dispose();
     }
-    const merged = matmul(softmax(scores, -1), v)
+    return matmul(softmax(scores, -1), v)
       .permute([0, 2, 1, 3])
       .reshape([b, t, this.localHeads * this.headDim]);
-    return this.outProj.forward(merged);
   }
 }

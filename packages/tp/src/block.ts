@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import { type Tensor, tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import {
   type Dropout,
@@ -10,6 +10,7 @@ import {
   whileForwarding,
 } from '@ddp/nn';
 import { TensorParallelAttention } from './attention.js';
+import { freeAfter } from './intermediates.js';
 import { ColumnParallelLinear, RowParallelLinear } from './layers.js';
 
 /** The MLP Linear → GELU → Linear → Dropout with the up projection column- and the down projection row-parallel. */
@@ -33,9 +34,12 @@ export class TensorParallelMLP extends Module {
 
   /** An eval() before this is awaited is refused: the dropout would read the mode after the collectives. */
   forward(x: Tensor): Promise<Tensor> {
-    return whileForwarding(this, 'TensorParallelMLP', async () =>
-      this.dropout.forward(await this.down.forward(this.act.forward(await this.up.forward(x)))),
-    );
+    return whileForwarding(this, 'TensorParallelMLP', async () => {
+      const up = await this.up.forward(x);
+      const act = tidy(() => this.act.forward(up));
+      const down = await freeAfter(this.down.forward(act), up, act);
+      return freeAfter(Promise.resolve(tidy(() => this.dropout.forward(down))), down);
+    });
   }
 }
 
@@ -64,8 +68,12 @@ export class TensorParallelBlock extends Module {
 
   forward(x: Tensor): Promise<Tensor> {
     return whileForwarding(this, 'TensorParallelBlock', async () => {
-      const h = x.add(this.dropout.forward(await this.attn.forward(this.ln1.forward(x))));
-      return h.add(await this.mlp.forward(this.ln2.forward(h)));
+      const normed = tidy(() => this.ln1.forward(x));
+      const attended = await freeAfter(this.attn.forward(normed), normed);
+      const h = await freeAfter(Promise.resolve(tidy(() => x.add(this.dropout.forward(attended)))), attended);
+      const normed2 = tidy(() => this.ln2.forward(h));
+      const mlp = await freeAfter(this.mlp.forward(normed2), normed2);
+      return freeAfter(Promise.resolve(tidy(() => h.add(mlp))), h, mlp);
     });
   }
 }

@@ -1,8 +1,9 @@
-import { embedding, linear, mul, type Tensor } from '@ddp/autograd';
+import { embedding, linear, mul, type Tensor, tidy } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type Embedding, type Linear, Module, type Parameter, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, tf } from '@ddp/tensor';
 import { TensorParallelError } from './errors.js';
+import { freeAfter } from './intermediates.js';
 import { copyToTp, gatherFromTp, reduceFromTp, splitToTp } from './regions.js';
 import { replicateParameter, sameRequiresGrad, shardParameter } from './shard.js';
 
@@ -54,8 +55,8 @@ export class ColumnParallelLinear extends Module {
 
   forward(x: Tensor): Promise<Tensor> {
     return whileForwarding(this, 'ColumnParallelLinear', async () => {
-      const y = this.local(copyToTp(x, this.group));
-      return this.gatherOutput ? gatherFromTp(y, this.group) : y;
+      const y = tidy(() => this.local(copyToTp(x, this.group)));
+      return this.gatherOutput ? freeAfter(gatherFromTp(y, this.group), y) : y;
     });
   }
 }
@@ -89,9 +90,9 @@ export class RowParallelLinear extends Module {
 
   forward(x: Tensor): Promise<Tensor> {
     return whileForwarding(this, 'RowParallelLinear', async () => {
-      const input = this.inputIsParallel ? x : splitToTp(x, this.group);
-      const y = await reduceFromTp(linear(input, this.weight), this.group);
-      return this.bias ? y.add(this.bias) : y;
+      const partial = tidy(() => linear(this.inputIsParallel ? x : splitToTp(x, this.group), this.weight));
+      const y = await freeAfter(reduceFromTp(partial, this.group), partial);
+      return this.bias ? freeAfter(Promise.resolve(y.add(this.bias)), y) : y;
     });
   }
 }
@@ -165,8 +166,10 @@ export class VocabParallelEmbedding extends Module {
       try {
         const pad = this.paddingIdx;
         const owned = pad !== null && pad >= this.vocabStart && pad < this.vocabEnd;
-        const lookup = embedding(local, this.weight, owned ? { paddingIdx: pad - this.vocabStart } : {});
-        return await reduceFromTp(mul(lookup, keep), this.group);
+        const masked = tidy(() =>
+          mul(embedding(local, this.weight, owned ? { paddingIdx: pad - this.vocabStart } : {}), keep),
+        );
+        return await freeAfter(reduceFromTp(masked, this.group), masked);
       } finally {
         tf.dispose([local, keep]);
       }

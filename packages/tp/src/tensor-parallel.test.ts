@@ -6,6 +6,7 @@ interface RankResult {
   weights: number;
   worst: string[];
   leaked: number;
+  evalLeaked: number;
   layers: Record<string, number>;
   dpRank: number;
   tpRank: number;
@@ -18,6 +19,7 @@ function check(results: RankResult[]): void {
     expect(r.logits, `rank ${rank}: logits vs the unsharded model`).toBeLessThan(1e-5);
     expect(r.weights, `rank ${rank}: weights after one step (${r.worst.join(', ')})`).toBeLessThan(1e-5);
     expect(r.leaked, `rank ${rank}: tensors leaked per training step`).toBe(0);
+    expect(r.evalLeaked, `rank ${rank}: tensors leaked by evaluation forwards`).toBe(0);
     for (const [what, d] of Object.entries(r.layers))
       expect(d, `rank ${rank}: ${what} vs nn.Linear`).toBeLessThan(1e-5);
   }

@@ -98,13 +98,13 @@ async function joinScenario(
 }
 
 /**
- * Batch norm under join, rank r with 2 + r batches: at each step the running statistics of a
- * rank still training are the current ones (they came in synced and took one more batch).
- * rank 0 computes them from the batches in order: each step's first active rank's batch.
+ * Batch norm under join, rank r with 2 + r batches: each step's buffers come from the highest
+ * rank still training (torch's), which is the last rank throughout, and so does the final model:
+ * rank 0 computes its running statistics over the last rank's batches in order.
  */
 async function joinBuffers(pg: ProcessGroup): Promise<Record<string, unknown>> {
   const steps = 2 + pg.size - 1;
-  const stepBatch = (s: number) => batch(Math.max(0, s - 1), s).x; // rank r runs out after step r + 1
+  const stepBatch = (s: number) => batch(pg.size - 1, s).x; // rank r runs out after step r + 1
   let reference: number[] | null = null;
   if (pg.rank === 0) {
     const norm = new BatchNorm1d(5);

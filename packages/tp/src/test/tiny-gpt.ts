@@ -37,10 +37,22 @@ export class TinyGpt extends Module {
   }
 
   /** ids [B, T] → logits [B, T, vocab]. */
+  /** Each intermediate disposed once used (an async forward cannot run in tidy): evaluation leaves nothing. */
   async forward(ids: number[][]): Promise<Tensor> {
     const t = ids[0].length;
-    let x = (await this.wte.forward(ids)).add(await this.wpe.forward([[...Array(t).keys()]]));
-    for (const block of this.blocks) x = await block.forward(x);
-    return this.head.forward(this.lnf.forward(x));
+    const [tokens, positions] = [await this.wte.forward(ids), await this.wpe.forward([[...Array(t).keys()]])];
+    let x = tokens.add(positions);
+    tokens.dispose();
+    positions.dispose();
+    for (const block of this.blocks) {
+      const next = await block.forward(x);
+      x.dispose();
+      x = next;
+    }
+    const normed = this.lnf.forward(x);
+    x.dispose();
+    const logits = await this.head.forward(normed);
+    normed.dispose();
+    return logits;
   }
 }
