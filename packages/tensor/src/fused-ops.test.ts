@@ -129,6 +129,22 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     expect(worst('y')).toBeLessThanOrEqual(moved + 2e-5);
   });
 
+  // the exact values, in double; torch 1.13 gives NaN (its float32 variance overflows too)
+  it('layerNorm of a row spread beyond 1.8e19: the normalised row (was 0 on the wasm path, silently; probe AW)', async () => {
+    await select();
+    const x = tf.tensor2d([
+      [1e20, 1e20, -1e20, 1e20],
+      [1, 2, 3, 4],
+    ]);
+    const [gamma, beta] = [tf.ones([4]), tf.zeros([4])];
+    const { y, mean, rstd } = layerNorm(x, gamma, beta, 1e-5);
+    const rows = y.arraySync() as number[][];
+    const want = [1, 1, -3, 1].map((v) => v / Math.sqrt(3));
+    rows[0].forEach((v, i) => expect(v).toBeCloseTo(want[i], 5));
+    rows[1].forEach((v, i) => expect(v).toBeCloseTo((i - 1.5) / Math.sqrt(1.25 + 1e-5), 5));
+    tf.dispose([x, gamma, beta, y, mean, rstd]);
+  });
+
   it.each(fixtures.gelu.map((c) => [c.name, c] as const))('gelu and geluGrad, %s: PyTorch values', async (_n, c) => {
     await select();
     const r = run(c, ({ x, dy }) => ({ y: gelu(x), dx: geluGrad(dy, x) }));

@@ -50,10 +50,26 @@ export function layerNorm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, eps: 
   if (native) return { y: native[0], mean: native[1], rstd: native[2] };
   return tf.tidy(() => {
     const { mean, variance } = moments(x, [x.rank - 1], true);
-    const rstd = tf.rsqrt(tf.add(variance, eps));
+    const rstd = rowRstd(x, mean, variance, eps);
     const y = tf.add(tf.mul(tf.mul(tf.sub(x, mean), rstd), gamma), beta);
     return { y, mean, rstd };
   });
+}
+
+/**
+ * 1 / √(variance + eps) per row. A row spread beyond ~1.8e19 overflows its float32 variance: rstd
+ * came out 0 and y 0 (the bias) silently, where the native kernel, in double, is right (probe AW);
+ * such rows are scaled by their largest deviation s first: rstd = rsqrt(var(d / s) + eps / s²) / s.
+ */
+function rowRstd(x: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor, eps: number): tf.Tensor {
+  const rstd = tf.rsqrt(tf.add(variance, eps));
+  const overflowed = tf.isInf(variance);
+  if (tf.any(overflowed).dataSync()[0] === 0) return rstd;
+  const d = tf.sub(x, mean);
+  const s = tf.maximum(tf.max(tf.abs(d), -1, true), 1);
+  const scaledVariance = tf.mean(tf.square(tf.div(d, s)), -1, true);
+  const scaled = tf.div(tf.rsqrt(tf.add(scaledVariance, tf.div(eps, tf.square(s)))), s);
+  return tf.where(overflowed, scaled, rstd);
 }
 
 /**
