@@ -53,7 +53,7 @@ export {
 export * as init from './init.js';
 export { Dropout, GELU, ReLU, Tanh } from './layers/activation.js';
 export { type AttentionCallOptions, MultiheadAttention, type MultiheadAttentionOptions } from './layers/attention.js';
-export { ModuleList, Sequential, type TensorModule } from './layers/container.js';
+export { ModuleDict, ModuleList, Sequential, type TensorModule } from './layers/container.js';
 export { Conv2d, type Conv2dOptions, MaxPool2d, type Pair } from './layers/conv.js';
 export { Flatten } from './layers/flatten.js';
 export { Embedding, type EmbeddingOptions, Linear, type LinearOptions } from './layers/linear.js';

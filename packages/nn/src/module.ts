@@ -194,6 +194,13 @@ export abstract class Module {
     return this.train(false);
   }
 
+  /** Sets requiresGrad on every parameter (torch's requires_grad_: freezing a module); returns this. */
+  requiresGrad_(requiresGrad = true): this {
+    checkBooleanOptions('Module.requiresGrad_', { requiresGrad }, ['requiresGrad'], (m) => new ModuleError(m));
+    for (const p of this.parameters()) p.requiresGrad = requiresGrad;
+    return this;
+  }
+
   /** Calls fn on every descendant, then on this module (torch's order). */
   apply(fn: (m: Module) => void): this {
     for (const child of this.children()) child.apply(fn);

@@ -3,7 +3,7 @@ import { tf } from '@ddp/tensor';
 import { expect, it } from 'vitest';
 import { Generator } from './generator.js';
 import { Dropout, ReLU } from './layers/activation.js';
-import { Sequential } from './layers/container.js';
+import { ModuleDict, Sequential } from './layers/container.js';
 import { Linear } from './layers/linear.js';
 import { Module, ModuleError } from './module.js';
 import { Parameter } from './parameter.js';
@@ -147,4 +147,19 @@ it('a plain field added after the first traversal is warned about too', async ()
   }
   const ours = warnings.filter((w) => w.code === 'DDP_UNREGISTERED_FIELD').map((w) => w.message);
   expect(ours).toEqual([expect.stringMatching(/^Net\.extra holds a Linear that is not registered/)]);
+});
+
+it("requiresGrad_ freezes a module's parameters; ModuleDict registers by key as torch's nn.ModuleDict", () => {
+  const net = new Net();
+  expect(net.body.requiresGrad_(false)).toBe(net.body);
+  expect(net.parameters().map((p) => p.requiresGrad)).toEqual([false, false, true, true]);
+  const heads = new ModuleDict({ cls: new Linear(2, 3), box: new Linear(2, 4) });
+  expect([...heads.keys()]).toEqual(['cls', 'box']);
+  expect([...heads.stateDict().keys()]).toEqual(['cls.weight', 'cls.bias', 'box.weight', 'box.bias']);
+  const fresh = new Linear(2, 3);
+  heads.set('cls', fresh); // torch's heads['cls'] = …: same place, the new module
+  expect(heads.get('cls')).toBe(fresh);
+  expect(heads.parameters()[0]).toBe(fresh.weight);
+  expect(() => heads.set('training', new Linear(1, 1))).toThrow(/'training' is an attribute of the dict/);
+  expect(() => heads.get('mask')).toThrow(ModuleError);
 });

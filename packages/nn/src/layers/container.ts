@@ -48,3 +48,52 @@ export class Sequential extends ModuleList<TensorModule> {
     return [...this].reduce((h, layer) => layer.forward(h), x);
   }
 }
+
+/** Submodules by name (nn.ModuleDict), in insertion order; it has no forward of its own. */
+export class ModuleDict<M extends Module = Module> extends Module {
+  private readonly items = new Map<string, M>();
+  constructor(modules: Record<string, M> | Iterable<[string, M]> = {}) {
+    super();
+    for (const [key, m] of Symbol.iterator in modules ? modules : Object.entries(modules)) this.set(key, m);
+  }
+  /** Adds `m` under `key`, or puts it in place of the module there (torch's `d[key] = m`). */
+  set(key: string, m: M): this {
+    // torch refuses a key that is an attribute too ('training', 'forward'): here it would shadow a field
+    if (!this.items.has(key) && key in this)
+      throw new ModuleError(`${this.constructor.name}: '${key}' is an attribute of the dict; use another key`);
+    if (this.items.has(key)) this.replaceModule(key, m);
+    else this.registerModule(key, m);
+    this.items.set(key, m);
+    return this;
+  }
+  get(key: string): M {
+    const m = this.items.get(key);
+    if (!m) throw new ModuleError(`${this.constructor.name} has no module '${key}' (it has ${[...this.items.keys()]})`);
+    return m;
+  }
+  has(key: string): boolean {
+    return this.items.has(key);
+  }
+  get size(): number {
+    return this.items.size;
+  }
+  keys(): IterableIterator<string> {
+    return this.items.keys();
+  }
+  values(): IterableIterator<M> {
+    return this.items.values();
+  }
+  entries(): IterableIterator<[string, M]> {
+    return this.items.entries();
+  }
+  /** Keeps `get` in step with a module put in place by name (replaceModule, convertSyncBatchnorm). */
+  override replaceModule(name: string, module: Module | null): Module | null {
+    if (module === null) throw new ModuleError(`${this.constructor.name}['${name}']: a module cannot be null`);
+    const old = super.replaceModule(name, module);
+    this.items.set(name, module as M);
+    return old;
+  }
+  forward(..._inputs: never[]): unknown {
+    throw new ModuleError(`${this.constructor.name} has no forward; look its modules up by name`);
+  }
+}
