@@ -4,22 +4,25 @@ import { Module } from './module.js';
 import { kindOf, ModuleError } from './module-errors.js';
 import { Parameter } from './parameter.js';
 
-/** Each module's field values already looked at (a field assigned later is looked at when first seen). */
-const fieldsSeen = new WeakMap<Module, Set<unknown>>();
+/** Each module's own field count when last looked at, and the fields warned about. */
+const looked = new WeakMap<Module, { keys: number; warned: Set<string> }>();
 
 /**
  * torch registers every Module or Parameter assigned to an attribute; here a plain field
  * (`head = new Linear(4, 1)`) is no child: its parameters were missing from parameters(),
- * stateDict() and DDP, eval() missed its dropout, silently. Said once per field value, at the first
- * traversal that sees it, for a module or parameter that is nowhere under this module.
+ * stateDict() and DDP, eval() missed its dropout, silently. Said once per field, at the first
+ * traversal, and again once fields were added (a traversal costs one key count otherwise), for a
+ * module or parameter that is nowhere under this module.
  */
 export function warnUnregisteredFields(m: Module, registered: (v: unknown) => boolean): void {
-  const seen = fieldsSeen.get(m) ?? new Set<unknown>();
-  fieldsSeen.set(m, seen);
+  const keys = Object.keys(m).length;
+  const last = looked.get(m);
+  if (last?.keys === keys) return;
+  const warned = last?.warned ?? new Set<string>();
+  looked.set(m, { keys, warned });
   const stray = Object.entries(m).filter(
-    ([, v]) => (v instanceof Module || v instanceof Parameter) && !seen.has(v) && !registered(v),
+    ([field, v]) => (v instanceof Module || v instanceof Parameter) && !warned.has(field) && !registered(v),
   );
-  for (const [, v] of stray) seen.add(v);
   if (stray.length === 0) return;
   const under = new Set<unknown>();
   for (const [, d] of m.namedModules('', new Set())) {
@@ -27,6 +30,7 @@ export function warnUnregisteredFields(m: Module, registered: (v: unknown) => bo
     for (const [, p] of d.namedParameters(false)) under.add(p);
   }
   for (const [field, v] of stray.filter(([, v]) => !under.has(v))) {
+    warned.add(field);
     const [what, register] =
       v instanceof Module ? [`a ${kindOf(v)}`, 'registerModule'] : ['a Parameter', 'registerParameter'];
     process.emitWarning(

@@ -140,10 +140,10 @@ export abstract class Module {
   *namedModules(prefix = '', seen = new Set<Module>()): Generator<[string, Module]> {
     if (seen.has(this)) return;
     seen.add(this);
-    this.adoptAssignedFields();
+    const children = [...this.namedChildren()]; // fields assigned since are taken over first
     warnUnregisteredFields(this, (v) => [...this.params.values(), ...this.children_.values()].includes(v as never));
     yield [prefix, this];
-    for (const [name, m] of this.namedChildren()) yield* m.namedModules(prefix ? `${prefix}.${name}` : name, seen);
+    for (const [name, m] of children) yield* m.namedModules(prefix ? `${prefix}.${name}` : name, seen);
   }
 
   modules(): Module[] {
