@@ -1,4 +1,4 @@
-import { explain, spawnRanks } from '@ddp/launch/testing';
+import { explain, runWorld, spawnRanks } from '@ddp/launch/testing';
 import { describe, expect, it } from 'vitest';
 
 interface Summary {
@@ -35,4 +35,17 @@ describe('collectives across real processes', () => {
       }
     }, 220_000);
   }
+});
+
+// was: a Work has no then, so `await work` returned at once: the buffer still held this rank's own values
+describe.each(['default', 'uds'])('a Work awaited as it is waits for the collective (%s transport)', (transport) => {
+  it('await pg.allReduce(buf), broadcast, allGatherInto: the result is in the buffer right after the await', async () => {
+    const env: Record<string, string> = transport === 'uds' ? { DDP_TRANSPORT: 'uds' } : {};
+    const { results } = await runWorld<Record<string, number[]>>({
+      script: new URL('./test/awaited-work.child.ts', import.meta.url),
+      nprocs: 2,
+      env,
+    });
+    for (const seen of results) for (const values of Object.values(seen)) expect(values).toEqual([3, 3, 7, 7, 1, 2]);
+  }, 90_000);
 });

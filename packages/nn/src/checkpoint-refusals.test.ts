@@ -10,6 +10,7 @@ import { Generator } from './generator.js';
 import { Sequential } from './layers/container.js';
 import { Linear } from './layers/linear.js';
 import { SchedulerError, StepLR, WarmupCosineLR } from './lr-scheduler.js';
+import { StateDictError } from './module.js';
 import { Adam } from './optim/adam.js';
 import { OptimizerError } from './optim/optimizer.js';
 import { SGD } from './optim/sgd.js';
@@ -189,5 +190,16 @@ describe('what a checkpoint cannot keep is refused at save, and what does not fi
     expect(() => untyped(optimizer.step).call(optimizer, () => 1)).toThrow(OptimizerError);
     expect(() => untyped(scheduler.step).call(scheduler, 5)).toThrow(/takes no epoch/);
     expect(scheduler.lastEpoch).toBe(0);
+  });
+
+  // was: OptimizerError (the parameter count) on one stage, CheckpointError (the order) on another (probe BD)
+  it("a whole model's checkpoint loaded into a part of it (a pipeline stage) names the keys, before the optimizer", async () => {
+    const g = new Generator(3);
+    const whole = new Sequential(new Linear(3, 4, { generator: g }), new Linear(4, 2, { generator: g }));
+    await saveCheckpoint(dir, { model: whole, optimizer: new Adam(whole.parameters()), step: 1 });
+    const stage = new Sequential(new Linear(4, 2, { generator: g }));
+    const load = loadCheckpoint(dir, { model: stage, optimizer: new Adam(stage.parameters()) });
+    await expect(load).rejects.toThrow(StateDictError);
+    await expect(loadCheckpoint(dir, { model: stage })).rejects.toThrow(/unexpected.*1\.weight|1\.weight.*unexpected/s);
   });
 });

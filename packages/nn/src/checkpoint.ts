@@ -61,9 +61,8 @@ export interface CheckpointContents {
 
 export interface SaveOptions {
   /**
-   * The entry this run last saved or loaded (null: none). When given, the commit is refused unless
-   * it is still the directory's newest: another run saving into the same directory would have its
-   * checkpoints deleted by this commit's clean-up, silently.
+   * The entry this run last saved or loaded (null: none): the commit is refused unless it is still the
+   * directory's newest (another run saving there would have its checkpoints deleted by this clean-up).
    */
   expectNewest?: string | null;
 }
@@ -261,6 +260,7 @@ async function loadNow(dir: string, contents: LoadContents): Promise<LoadedCheck
   };
   try {
     const modelState = new Map([...model.tensors].map(([k, t]) => [k, toTf(t)]));
+    contents.model.checkStateDict(modelState, contents.strict ?? true);
     let optimizerState: OptimizerStateDict<{ lr: number }> | null = null;
     if (optimizer && meta.optimizer) {
       const state = new Map<number, ParamState>();

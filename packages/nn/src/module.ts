@@ -253,6 +253,24 @@ export abstract class Module {
   ): { missingKeys: string[]; unexpectedKeys: string[] } {
     refuseDuringForward(this.modules(), `${this.constructor.name}.loadStateDict`);
     const incoming = incomingState(state);
+    const { targets, missingKeys, unexpectedKeys } = this.checkStateDict(incoming, strict);
+    // every copy made before any is assigned: assigning disposes a target's old data, which the
+    // incoming map may hold for another name (a model's own state dict, tied weights: TypeError)
+    const copies = [...targets].flatMap(([k, t]) => {
+      const v = incoming.get(k);
+      return v ? [[t, tf.cast(v, t.dtype)] as const] : []; // cast gives a fresh copy the target owns
+    });
+    for (const [t, copy] of copies) t.data = copy;
+    return { missingKeys, unexpectedKeys };
+  }
+
+  /** loadStateDict's refusals without loading. Checkpoint loads check the model first (probe BD: a whole model
+   * loaded into a pipeline stage failed on the optimizer's parameter count or order, differently per rank). */
+  checkStateDict(
+    state: StateDict | Record<string, tf.Tensor | Tensor>,
+    strict = true,
+  ): { targets: Map<string, Tensor>; missingKeys: string[]; unexpectedKeys: string[] } {
+    const incoming = incomingState(state);
     const targets = new Map(this.stateTensors());
     refuseStateBeingWritten(`${this.constructor.name}.loadStateDict()`, targets);
     // a shared tensor is loaded through any of its names (files saved before held only the first)
@@ -269,14 +287,7 @@ export abstract class Module {
     if (shapeMismatches.length || (strict && (missingKeys.length || unexpectedKeys.length))) {
       throw new StateDictError(strict ? missingKeys : [], strict ? unexpectedKeys : [], shapeMismatches);
     }
-    // every copy made before any is assigned: assigning disposes a target's old data, which the
-    // incoming map may hold for another name (a model's own state dict, tied weights: TypeError)
-    const copies = [...targets].flatMap(([k, t]) => {
-      const v = incoming.get(k);
-      return v ? [[t, tf.cast(v, t.dtype)] as const] : []; // cast gives a fresh copy the target owns
-    });
-    for (const [t, copy] of copies) t.data = copy;
-    return { missingKeys, unexpectedKeys };
+    return { targets, missingKeys, unexpectedKeys };
   }
 
   /** Frees every parameter and buffer of this module and its descendants. */

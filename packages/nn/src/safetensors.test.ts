@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsError, saveSafetensors, saveSafetensorsSync, serializeSafetensors } from './safetensors.js';
 import { loadSafetensors, parseSafetensors } from './safetensors-read.js';
@@ -217,6 +218,12 @@ describe('safetensors', () => {
     expect(() => serializeSafetensors({ a: { dtype: 'float16', shape: [1], data: new Float32Array(1) } })).toThrow(
       /typed array/,
     );
+    // a stateDict()'s values: was "dtype float32 needs its own typed array, got Function"
+    const weight = tf.ones([2]);
+    expect(() => serializeSafetensors({ w: weight as never })).toThrow(
+      "tensor 'w' is a tf.Tensor; give { dtype, shape, data } (toSafeTensor(t) makes one)",
+    );
+    weight.dispose();
   });
 
   it('names such as __proto__ and constructor round-trip (was: a header without them, a file nobody could read)', () => {

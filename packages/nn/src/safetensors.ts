@@ -10,7 +10,7 @@
  * flipped in the key's name must not pass as a file written elsewhere, unchecked.
  */
 import { crc32 } from 'node:zlib';
-import { DTYPES, type DType, type TypedArray, tensorToTypedArraySync, type tf } from '@ddp/tensor';
+import { DTYPES, type DType, type TypedArray, tensorToTypedArraySync, tf } from '@ddp/tensor';
 import { writeFileAtomic, writeFileAtomicSync } from './atomic.js';
 
 export interface SafeTensor {
@@ -84,6 +84,12 @@ function safetensorsParts(
   let offset = 0;
   for (const [name, t] of entries) {
     if (name === '__metadata__') throw new SafetensorsError('invalid', "a tensor may not be named '__metadata__'");
+    // a tf.Tensor (a stateDict()'s values) has dtype, shape and a data() method: said as such (probe BD)
+    if (t instanceof tf.Tensor)
+      throw new SafetensorsError(
+        'invalid',
+        `tensor '${name}' is a tf.Tensor; give { dtype, shape, data } (toSafeTensor(t) makes one)`,
+      );
     const info = DTYPES[t.dtype];
     if (!info || !(t.data instanceof info.ArrayType)) {
       throw new SafetensorsError(

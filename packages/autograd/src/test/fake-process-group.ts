@@ -2,7 +2,11 @@
 // ProcessGroup collectives the differentiable Functions use. Not exported by the package.
 import type { CommArray, ProcessGroup, ReduceOp, Work } from '@ddp/comm';
 
-const work = <T>(promise: Promise<T>): Work<T> => ({ promise, wait: () => promise });
+const work = <T>(promise: Promise<T>): Work<T> => ({
+  promise,
+  wait: () => promise,
+  then: (f, r) => promise.then(f, r),
+});
 
 class Rendezvous {
   private rounds = new Map<
