@@ -4,6 +4,7 @@ import {
   AutogradError,
   AutogradFunction,
   type Context,
+  checkpoint,
   GradientHookError,
   GraphFreedError,
   type Tensor,
@@ -111,6 +112,39 @@ describe('a backward that fails leaves nothing behind (probe AY: what the nodes 
       await l.backward();
       l.dispose();
       x.grad = null;
+      expect(tf.memory().numTensors).toBe(before);
+    }
+    x.dispose();
+  });
+});
+
+describe('a scope left by a throw frees what it made (probe BA)', () => {
+  it("tidy whose fn throws disposes the tensors made inside, as tf.tidy (was: leaked each time, a module's typed error caught)", () => {
+    const x = tensor([1, 2, 3], [3], { requiresGrad: true });
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++)
+      expect(() =>
+        tidy(() => {
+          x.mul(2).add(1);
+          throw new Error('bad input');
+        }),
+      ).toThrow('bad input');
+    expect(tf.memory().numTensors).toBe(before);
+    x.dispose();
+  });
+
+  it('checkpoint whose recomputation throws in backward leaves the cloned inputs behind no more', async () => {
+    const x = tensor([1, 2, 3, 4], [2, 2], { requiresGrad: true });
+    let calls = 0;
+    const segment = (h: Tensor) => {
+      if (++calls % 2 === 0) throw new Error('recomputation failed');
+      return h.tanh().mul(h);
+    };
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++) {
+      const l = tidy(() => checkpoint(segment, x.exp()).sum());
+      await expect(l.backward()).rejects.toThrow('recomputation failed');
+      l.dispose();
       expect(tf.memory().numTensors).toBe(before);
     }
     x.dispose();

@@ -70,6 +70,9 @@ class Checkpoint extends AutogradFunction {
       const recompute = () => enableGrad(() => tidy(() => this.segment(...inputs)));
       const precision = this.precision;
       out = autocast({ dtype: precision ?? undefined, enabled: precision !== null }, recompute);
+    } catch (error) {
+      for (const x of inputs) x.dispose(); // a recomputation that throws leaked them (probe BA)
+      throw error;
     } finally {
       restore(rngNow);
     }

@@ -28,6 +28,13 @@ export abstract class AutogradFunction {
   abstract forward(ctx: Context, ...args: unknown[]): ForwardResult | Promise<ForwardResult>;
   abstract backward(ctx: Context, ...gradOutputs: tf.Tensor[]): GradResult | Promise<GradResult>;
 
+  /**
+   * Called once when this application's graph node is freed: after its backward, or when nothing
+   * can reach it any more (its outputs disposed unbackwarded). For state a Function keeps outside
+   * its context (DataParallel's replicas hold their forward's graph until then).
+   */
+  onRelease?(): void;
+
   /** Applies a Function whose forward is synchronous; returns a Tensor (or Tensor[] if forward does). */
   static apply<T extends Tensor | Tensor[] = Tensor>(this: new () => AutogradFunction, ...args: unknown[]): T {
     const fn = new this();
@@ -84,6 +91,7 @@ export class FunctionNode extends Node {
     return this.outputs.length;
   }
   override releaseSaved(): void {
+    if (!this.freed) this.fn.onRelease?.();
     this.ctx.release();
     super.releaseSaved();
   }

@@ -27,16 +27,24 @@ export function tidy<T>(fn: () => T): T {
   let result: T;
   try {
     result = fn();
-  } finally {
+  } catch (error) {
     scopes.pop();
+    release(scope, new Set()); // as tf.tidy: a typed error caught, training going on, leaked what fn made (probe BA)
+    throw error;
   }
+  scopes.pop();
   if (result instanceof Promise) throw new TypeError('tidy() takes a synchronous function');
   const kept = new Set<Tensor>();
   collectTensors(result, kept, (v): v is Tensor => scope.has(v as Tensor));
+  release(scope, kept);
+  return result;
+}
+
+/** Disposes a scope's tensors but `kept` and leaves that require grad, which go to the enclosing scope. */
+function release(scope: Set<Tensor>, kept: Set<Tensor>): void {
   const outer = scopes[scopes.length - 1];
   for (const t of scope) {
     if (kept.has(t) || (t.isLeaf && t.requiresGrad)) outer?.add(t);
     else t.dispose();
   }
-  return result;
 }

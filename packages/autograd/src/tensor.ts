@@ -215,18 +215,17 @@ export class Tensor {
   }
 
   /**
-   * Makes backward store this non-leaf's gradient in `.grad`, as torch's retain_grad(): each
-   * backward through it adds to it, as a leaf's accumulates (assign null to start over). It is
-   * the gradient as the hooks registered before this call left it (torch 1.13's order). A no-op
-   * on a leaf. Returns this.
+   * Makes backward store this non-leaf's gradient in `.grad`, as torch's retain_grad(): each backward through
+   * it adds to it, as a leaf's accumulates (assign null to start over). It is the gradient as the hooks
+   * registered before this call left it (torch 1.13's order). A no-op on a leaf. Returns this.
    */
   retainGrad(): this {
     if (!this.requiresGrad) throw new AutogradArgumentError("can't retainGrad() on a tensor that doesn't require grad");
     if (this.isLeaf || this.retainingGrad) return this;
     this.retainingGrad = true;
-    // the hook's argument is the engine's, freed after the hooks: .grad takes a copy
+    // the hook's argument is the engine's, freed after the hooks: .grad takes a copy; none once disposed (a tidy's
+    // intermediate: nobody could read it, nothing would free it; probe AY)
     this.hooks.push((g) => {
-      // disposed (a tidy's intermediate): nobody can read it, and nothing would free the gradient (probe AY)
       if (this.isDisposed) return;
       this.grad = this._grad === null ? g.clone() : tf.add(this._grad, g);
     });

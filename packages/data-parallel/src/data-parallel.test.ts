@@ -1,4 +1,4 @@
-import { concat, mse, tensor } from '@ddp/autograd';
+import { concat, mse, noGrad, tensor } from '@ddp/autograd';
 import { Generator, type Module, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -132,6 +132,21 @@ describe('DataParallel: replicas on worker threads', () => {
       counts.push(tf.memory().numTensors);
     }
     expect(new Set(counts.slice(1)).size).toBe(1);
+  });
+
+  // was: 13 tensors per noGrad forward left on each replica thread, 26 with grad until the next step (probe BA)
+  it('evaluation forwards leave nothing behind on the replica threads (noGrad, and with grad unbackwarded)', async () => {
+    dp = await DataParallel.create(factory, { replicas: 2, exportName: 'reportsTensors' });
+    dp.module.eval();
+    const x = tensor(batches[0].x, [BATCH, 6]);
+    const counts: string[] = []; // each replica's live tensors during the forward, with grad then under noGrad
+    for (let i = 0; i < 6; i++) {
+      const out = i % 2 ? await noGrad(() => dp!.forward(x)) : await dp.forward(x);
+      counts.push([...new Set(out.data.dataSync())].sort().join('/'));
+      out.dispose();
+    }
+    x.dispose();
+    expect(counts.slice(2), `replica tensor counts ${counts}`).toEqual(counts.slice(0, 4));
   });
 
   it("eval on the main replica is eval on every replica; batch norm's running statistics are replica 0's, as in torch", async () => {

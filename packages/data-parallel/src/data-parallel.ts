@@ -34,12 +34,15 @@ class Gather extends AutogradFunction {
   /** The input chunks' shapes, for their gradients. */
   private inShapes: number[][] = [];
   private id = 0;
+  /** Whether the replicas keep this forward's graph. */
+  private recorded = false;
 
   async forward(ctx: Context, x: tf.Tensor, dp: DataParallel, ...params: tf.Tensor[]): Promise<tf.Tensor> {
     this.dp = dp;
     this.id = dp.nextForwardId++;
     const version = dp.writeParameters(params);
     const record = isGradEnabled();
+    this.recorded = record;
     const inputGrad = record && ctx.needsInputGrad[0];
     const cast = autocastDtype();
     this.sizes = chunkSizes(x.shape[0], dp.replicas.length);
@@ -80,6 +83,11 @@ class Gather extends AutogradFunction {
     const y = tf.concat(parts, 0);
     tf.dispose(parts);
     return y;
+  }
+
+  /** Unbackwarded (its output disposed): the replicas drop this forward's graph now, not at the next step. */
+  override onRelease(): void {
+    if (this.recorded) for (const r of this.dp.replicas) r.notify({ type: 'release', id: this.id });
   }
 
   async backward(ctx: Context, dy: tf.Tensor): Promise<(tf.Tensor | null)[]> {

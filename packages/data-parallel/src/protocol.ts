@@ -42,7 +42,9 @@ export type ToReplica =
       /** This forward's seed for the replica's default generators (dropout masks), drawn on the main thread. */
       seed: number;
     }
-  | { type: 'backward'; id: number; grad: Float32Array; shape: number[] };
+  | { type: 'backward'; id: number; grad: Float32Array; shape: number[] }
+  /** The main graph of that forward was freed unbackwarded (its output disposed): drop the replica's. No answer. */
+  | { type: 'release'; id: number };
 
 export type FromReplica =
   | { type: 'ready'; numel: number }

@@ -11,7 +11,7 @@ const init = workerData as ReplicaInit;
 const port = parentPort!;
 const reply = (m: FromReplica) => port.postMessage(m);
 setNumThreads(init.threads);
-const { autocast, fromTf, manualSeed, noGrad, Tensor: AutogradTensor } = await import('@ddp/autograd');
+const { autocast, fromTf, manualSeed, noGrad, Tensor: AutogradTensor, tidy } = await import('@ddp/autograd');
 const nn = await import('@ddp/nn');
 const factory = (await import(init.factoryUrl))[init.exportName] as () => TensorModule;
 const module = factory();
@@ -40,7 +40,7 @@ function loadState(training: boolean[], buffers: BufferValues[]): void {
   });
 }
 
-async function handle(m: ToReplica): Promise<FromReplica> {
+async function handle(m: Exclude<ToReplica, { type: 'release' }>): Promise<FromReplica> {
   if (m.type === 'forward') {
     if (m.version !== loadedVersion) {
       // new parameter values replace the ones pending graphs hold: those graphs cannot be backpropagated
@@ -57,11 +57,20 @@ async function handle(m: ToReplica): Promise<FromReplica> {
     nn.manualSeed(m.seed);
     manualSeed(m.seed);
     const x = fromTf(tf.tensor(m.input, m.shape), { requiresGrad: m.inputGrad });
-    const run = () => module.forward(x);
+    // in a tidy: the forward's intermediates (all of them under noGrad) leaked every call (probe BA)
+    const run = () => tidy(() => module.forward(x));
     const cast = () => (m.autocast ? autocast({ dtype: m.autocast }, run) : run());
-    const output = m.record ? cast() : noGrad(cast);
-    if (!(output instanceof AutogradTensor))
+    let output: unknown;
+    try {
+      output = m.record ? cast() : noGrad(cast);
+    } catch (error) {
+      x.dispose();
+      throw error;
+    }
+    if (!(output instanceof AutogradTensor)) {
+      x.dispose();
       throw new TypeError('the module must return one tensor (DataParallel gathers one output along the batch)');
+    }
     const buffers = module
       .buffers()
       .map((b) => ({ data: b.data.dataSync() as Float32Array | Int32Array, shape: b.shape }));
@@ -95,6 +104,14 @@ async function handle(m: ToReplica): Promise<FromReplica> {
 }
 
 port.on('message', (m: ToReplica) => {
+  if (m.type === 'release') {
+    // an evaluation forward with grad whose output was disposed: its graph held until the next step (probe BA)
+    const pending = outputs.get(m.id);
+    outputs.delete(m.id);
+    pending?.output.dispose();
+    pending?.input.dispose();
+    return;
+  }
   handle(m).then(reply, (e: Error) => reply({ type: 'error', name: e.name, message: e.message }));
 });
 reply({ type: 'ready', numel: params.reduce((s, p) => s + p.size, 0) });

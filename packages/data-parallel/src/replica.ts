@@ -90,6 +90,11 @@ export class Replica {
     return answer;
   }
 
+  /** Sends m, which the replica does not answer ('release'). */
+  notify(m: ToReplica): void {
+    if (!this.dead) this.worker.postMessage(m);
+  }
+
   /** The next message from the replica (they answer in order). */
   private async answer(op: string): Promise<FromReplica> {
     const r = await new Promise<FromReplica>((resolve, reject) => {

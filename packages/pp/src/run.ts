@@ -2,6 +2,7 @@ import {
   claimGradientReduction,
   fromTf,
   type Indices,
+  isGradEnabled,
   releaseGradientReduction,
   type Tensor,
   tidy,
@@ -102,6 +103,13 @@ export async function pipelineStep(
   microBatches: MicroBatch[],
   opts: PipelineStepOptions,
 ): Promise<PipelineStepResult> {
+  // it backwards every micro-batch: under noGrad the last stage's backward failed alone, untyped, and the
+  // others waited in their receives until the timeout, the group dead after (probe BA)
+  if (!isGradEnabled())
+    throw new PipelineStageError(
+      `stage ${stage.stage}: pipelineStep trains (forward and backward of every micro-batch) and cannot run ` +
+        "under noGrad; for evaluation run each stage's forward and pass the activations on yourself",
+    );
   checkGroup(opts.ppGroup, 'pipelineStep (ppGroup)');
   checkGroup(opts.dpGroup, 'pipelineStep (dpGroup)'); // a Promise (newGroup not awaited): no replica was averaged
   // a step not awaited, then the next: the two schedules' transfers met each other until the timeout

@@ -3,6 +3,7 @@ import {
   crossEntropy,
   type Indices,
   markParameterShard,
+  noGrad,
   releaseGradientReduction,
   type Tensor,
   tidy,
@@ -117,6 +118,9 @@ describe('pipelineStep on a one-stage pipeline (gradient accumulation over micro
     await expect(pipelineStep(stage, microBatches(0, 0), opts as never)).rejects.toThrow(/unknown option "schedul"/);
     const check = { ppGroup: group, activationShape: [1], check: 'false' } as object; // truthy: checked anyway
     await expect(pipelineStep(stage, microBatches(0, 0), check as never)).rejects.toThrow(/check must be a boolean/);
+    // was: the last stage's backward failed alone (AutogradArgumentError), the others waited out the timeout
+    const underNoGrad = noGrad(() => pipelineStep(stage, microBatches(0, 0), { ppGroup: group, activationShape: [1] }));
+    await expect(underNoGrad).rejects.toThrow(/stage 0: pipelineStep trains .* cannot run under noGrad/);
     stage.dispose();
   });
 

@@ -64,9 +64,13 @@ export class BucketPlan {
     return this.tuner?.result ?? null;
   }
 
-  /** A parameter got its gradient: remembered in the first synchronized backward, for the rebuild. */
+  /**
+   * A parameter got its gradient: remembered until the buckets are rebuilt, once each (an iteration
+   * that failed, a NonFiniteGradientError caught, never reached the rebuild: the next listed every
+   * parameter twice, buckets held slots no work was issued for, and every later step failed; probe BA).
+   */
   noteReady(index: number): void {
-    if (!this.rebuilt) this.readyOrder.push(index);
+    if (!this.rebuilt && !this.readyOrder.includes(index)) this.readyOrder.push(index);
   }
 
   /** After an iteration of `ms`: rebuild the buckets after the first, then time the autotune's trials. */

@@ -104,6 +104,39 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     model.dispose();
   });
 
+  // was: the failed iteration's ready order stayed, the next rebuilt the buckets with every parameter twice, and each
+  // later step failed with "TypeError: Cannot read properties of null (reading 'catch')" (probe BA)
+  it('a NonFiniteGradientError caught in the first iteration: training goes on, gradients as one process', async () => {
+    const [model, reference] = [mlp(5), mlp(5)];
+    const ddp = await DistributedDataParallel.create(model);
+    const [bad, good] = [tf.tensor2d([[Number.NaN, 0, 0, 0, 0]]), tf.tensor2d([[0.5, -1, 2, 0.1, 0.3]])];
+    const loss = tidy(() =>
+      ddp
+        .forward(rows(bad, 0, 1))
+        .square()
+        .mean(),
+    );
+    await expect(loss.backward()).rejects.toMatchObject({ name: 'NonFiniteGradientError' });
+    loss.dispose();
+    for (let step = 0; step < 3; step++) {
+      model.zeroGrad();
+      reference.zeroGrad();
+      for (const [m, forward] of [
+        [model, (x: tf.Tensor) => ddp.forward(rows(x, 0, 1))],
+        [reference, (x: tf.Tensor) => reference.forward(rows(x, 0, 1))],
+      ] as const) {
+        const l = tidy(() => forward(good).square().mean());
+        await l.backward();
+        l.dispose();
+        expect(m.parameters().every((p) => p.grad !== null)).toBe(true);
+      }
+      expect(gradSnapshot(model)).toEqual(gradSnapshot(reference));
+    }
+    tf.dispose([bad, good]);
+    model.dispose();
+    reference.dispose();
+  });
+
   it('unused parameters: named without findUnusedParameters, the exact local gradients with it', async () => {
     const pg = getDefaultGroup();
     const error = await gradsVsReference(

@@ -10,6 +10,7 @@ interface RankResult {
   runningMean: number[];
   runningVar: number[];
   leaked: number;
+  evalLeaked: number;
   evalY: number[];
   evalRunningMean: number[];
   evalRunningVar: number[];
@@ -98,6 +99,7 @@ describe('SyncBatchNorm over real ranks reproduces PyTorch BatchNorm2d on the wh
           `${at} dbias`,
         );
         expect(r.leaked, `${at} tensors leaked per step`).toBe(0);
+        expect(r.evalLeaked, `${at} tensors leaked per eval forwardAsync`).toBe(0);
         const x = batchRows(g.inputs.x, start, n);
         const wt = g.inputs.weight.data;
         const bs = g.inputs.bias.data;

@@ -140,8 +140,8 @@ describe.each(paths)('fused ops on %s', (_path, select) => {
     const { y, mean, rstd } = layerNorm(x, gamma, beta, 1e-5);
     const rows = y.arraySync() as number[][];
     const want = [1, 1, -3, 1].map((v) => v / Math.sqrt(3));
-    rows[0].forEach((v, i) => expect(v).toBeCloseTo(want[i], 5));
-    rows[1].forEach((v, i) => expect(v).toBeCloseTo((i - 1.5) / Math.sqrt(1.25 + 1e-5), 5));
+    for (const [i, v] of rows[0].entries()) expect(v).toBeCloseTo(want[i], 5);
+    for (const [i, v] of rows[1].entries()) expect(v).toBeCloseTo((i - 1.5) / Math.sqrt(1.25 + 1e-5), 5);
     tf.dispose([x, gamma, beta, y, mean, rstd]);
   });
 

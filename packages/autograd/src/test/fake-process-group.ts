@@ -5,6 +5,7 @@ import type { CommArray, ProcessGroup, ReduceOp, Work } from '@ddp/comm';
 const work = <T>(promise: Promise<T>): Work<T> => ({
   promise,
   wait: () => promise,
+  // biome-ignore lint/suspicious/noThenProperty: a Work is thenable (comm's makeWork)
   then: (f, r) => promise.then(f, r),
 });
 

@@ -12,5 +12,6 @@ export interface Work<T = void> extends PromiseLike<T> {
 export function makeWork<T>(promise: Promise<T>): Work<T> {
   // a Work nobody waits on must not crash the process with an unhandled rejection
   promise.catch(() => {});
+  // biome-ignore lint/suspicious/noThenProperty: thenable on purpose, so `await work` waits (see Work)
   return { promise, wait: () => promise, then: (onDone, onFailed) => promise.then(onDone, onFailed) };
 }

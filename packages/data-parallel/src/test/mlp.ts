@@ -2,6 +2,7 @@
 import { isMainThread } from 'node:worker_threads';
 import { concat } from '@ddp/autograd';
 import { BatchNorm1d, Dropout, Generator, Linear, Sequential, Tanh } from '@ddp/nn';
+import { tf } from '@ddp/tensor';
 
 /** The same weights on every thread. */
 export function createModule(): Sequential {
@@ -58,5 +59,15 @@ export function rowsOfItsOwn(): Sequential {
     const row = forward(x).sum(0, true);
     return concat([row, row.mul(2)], 0);
   };
+  return m;
+}
+
+/** withBatchNorm whose output is, on the replica threads, that thread's live tensor count (its forward's memory). */
+export function reportsTensors(): Sequential {
+  const m = withBatchNorm();
+  if (!isMainThread) {
+    const forward = m.forward.bind(m);
+    m.forward = (x) => forward(x).mul(0).add(tf.memory().numTensors);
+  }
   return m;
 }

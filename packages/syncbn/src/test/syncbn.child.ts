@@ -112,6 +112,11 @@ bn.eval();
 const evalY = bn.forward(x); // running stats, no communication
 const evalOut = Array.from(evalY.dataSync());
 evalY.dispose();
+// forwardAsync in eval, as training code calls it: nothing left behind (was 13 tensors a call; probe BA)
+(await bn.forwardAsync(x)).dispose();
+const beforeEval = tf.memory().numTensors;
+for (let i = 0; i < 3; i++) (await bn.forwardAsync(x)).dispose();
+const evalLeaked = tf.memory().numTensors - beforeEval;
 const oneDDiffs = await oneD();
 // one value per channel over the whole group (rank 0 one row, the others none): an error on every rank
 let oneValue = 'no error';
@@ -163,6 +168,7 @@ const evalStats = {
 const result = {
   ...first,
   leaked,
+  evalLeaked,
   syncForwardError,
   oneValue,
   oneD: oneDDiffs,
