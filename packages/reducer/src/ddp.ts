@@ -12,7 +12,7 @@ import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { ModuleDelegates } from './module-delegates.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
-import { warnIfPowerSGDRestarts } from './powersgd.js';
+import { warnIfPowerSGDRestarts } from './powersgd-warnings.js';
 import { newReduction, type Reduction } from './reduction.js';
 import { broadcastTensors, checkModule, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';

@@ -259,6 +259,38 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     for (const m of [fresh, resumed]) m.dispose();
   });
 
+  // probe BL: with GradScaler, one overflow made every later step skipped and the scale fall to 1.8e-43, unsaid
+  it('PowerSGD warns once when its error feedback takes a non-finite value (every later result would be)', async () => {
+    const warned = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const codes = () => warned.mock.calls.map((c) => (c[1] as { code?: string } | undefined)?.code);
+    const model = mlp(7, [5, 16, 8]);
+    const ddp = await DistributedDataParallel.create(model, { checkFinite: false });
+    ddp.registerCommHook(new PowerSGDState({ startPowerSGDIter: 0, minCompressionRate: 1 }), powerSGDHook);
+    const [good, overflow] = [
+      [0.5, -1, 2, 0.1, 0.3],
+      [Number.POSITIVE_INFINITY, 0, 0, 0, 0],
+    ];
+    const warnings: number[] = [];
+    for (const input of [good, overflow, good, good]) {
+      const x = tf.tensor2d([input]);
+      const loss = tidy(() =>
+        ddp
+          .forward(rows(x, 0, 1))
+          .square()
+          .mean(),
+      );
+      await loss.backward();
+      warnings.push(codes().filter((c) => c === 'DDP_POWERSGD_ERROR_NOT_FINITE').length);
+      tf.dispose([x]);
+      loss.dispose();
+      model.zeroGrad();
+    }
+    expect(warnings).toEqual([0, 1, 1, 1]);
+    warned.mockRestore();
+    ddp.dispose();
+    model.dispose();
+  });
+
   it('buffers are not broadcast to oneself', async () => {
     const model = new Sequential(new Linear(5, 3, { generator: new Generator(40) }), new BatchNorm1d(3));
     const ddp = await DistributedDataParallel.create(model);

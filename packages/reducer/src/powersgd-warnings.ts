@@ -1,0 +1,35 @@
+/** PowerSGD's warnings: the states it cannot carry on from, said once each. */
+import { loadedSaveOf, type Module } from '@ddp/nn';
+import { PowerSGDState } from './powersgd.js';
+
+let warnedNotFinite = false;
+/**
+ * A non-finite gradient stays in the error feedback (torch's too): every later result is non-finite, and
+ * under GradScaler every later step is skipped while the scale falls to 0 (probe BL). Said once.
+ */
+export function warnErrorNotFinite(): void {
+  if (warnedNotFinite) return;
+  warnedNotFinite = true;
+  process.emitWarning(
+    "PowerSGD's error feedback holds a non-finite value (a gradient overflowed): every later gradient will be " +
+      'non-finite, and under GradScaler every later step skipped. Use useErrorFeedback: false with loss scaling, ' +
+      'or a fresh PowerSGDState',
+    { code: 'DDP_POWERSGD_ERROR_NOT_FINITE' },
+  );
+}
+
+/**
+ * A fresh PowerSGDState over a module loaded from a checkpoint: its iteration count, error feedback
+ * and warm-start Q are in no checkpoint (torch pickles its PowerSGDState), so the resumed run starts
+ * compression over (plain all-reduce for startPowerSGDIter steps, no error carried) and ends on other
+ * weights than an uninterrupted one (probe AU: 7.5e-3 after 3 + 3 steps). Said once, not silent.
+ */
+export function warnIfPowerSGDRestarts(state: unknown, module: Module): void {
+  const loaded = loadedSaveOf(module);
+  if (!(state instanceof PowerSGDState) || state.iter > 0 || loaded === null) return;
+  process.emitWarning(
+    `PowerSGD starts afresh over a module loaded from ${loaded.path}: its state (iteration, error feedback, ` +
+      'warm-start Q) is not in checkpoints, so the resumed run differs from an uninterrupted one',
+    { code: 'DDP_POWERSGD_NOT_RESUMED' },
+  );
+}
