@@ -53,9 +53,9 @@ async function reduceUnreached(units: readonly UnitGradientState[], group: Proce
  */
 function refuseLateGradients(units: readonly UnitGradientState[], group: ProcessGroup): void {
   for (const u of units) {
-    if (!u.flat || !u.syncsGradients) continue;
+    // every backward passes here: the names (a traversal of the module) only once one is late
+    if (!u.flat || !u.syncsGradients || u.flat.params.every((p) => p.grad === null)) continue;
     const late = u.module.namedParameters().filter(([, p]) => u.flat!.params.includes(p) && p.grad !== null);
-    if (late.length === 0) continue;
     throw new FSDPError(
       `rank ${globalRank(group)}: ${late.map(([n]) => n).join(', ')} of the unit ${u.module.constructor.name} got ` +
         "gradient after the unit's reduce-scatter: a parameter used outside its unit's forward (the root " +

@@ -210,7 +210,7 @@ export abstract class Module {
 
   /** Drops every parameter's gradient (setToNone) or zeroes it in place; a sharded one's shard's too. */
   zeroGrad(setToNone = true): void {
-    const params = this.parameters().flatMap((p) => [p, ...(shardOf(p) ? [shardOf(p)!] : [])]);
+    const params = this.parameters().flatMap((p) => [p, shardOf(p) ?? []].flat());
     const busy = params.find((p) => pendingWriter(p) !== null); // a backward not awaited
     if (busy) throw new ModuleError(`zeroGrad(): ${pendingWriter(busy)} still runs (not awaited): await it first`);
     for (const p of params) {

@@ -38,7 +38,10 @@ export class TensorParallelMLP extends Module {
       const up = await this.up.forward(x);
       const act = tidy(() => this.act.forward(up));
       const down = await freeAfter(this.down.forward(act), up, act);
-      return freeAfter(Promise.resolve(tidy(() => this.dropout.forward(down))), down);
+      return freeAfter(
+        tidy(() => this.dropout.forward(down)),
+        down,
+      );
     });
   }
 }
@@ -70,10 +73,17 @@ export class TensorParallelBlock extends Module {
     return whileForwarding(this, 'TensorParallelBlock', async () => {
       const normed = tidy(() => this.ln1.forward(x));
       const attended = await freeAfter(this.attn.forward(normed), normed);
-      const h = await freeAfter(Promise.resolve(tidy(() => x.add(this.dropout.forward(attended)))), attended);
+      const h = await freeAfter(
+        tidy(() => x.add(this.dropout.forward(attended))),
+        attended,
+      );
       const normed2 = tidy(() => this.ln2.forward(h));
       const mlp = await freeAfter(this.mlp.forward(normed2), normed2);
-      return freeAfter(Promise.resolve(tidy(() => h.add(mlp))), h, mlp);
+      return freeAfter(
+        tidy(() => h.add(mlp)),
+        h,
+        mlp,
+      );
     });
   }
 }

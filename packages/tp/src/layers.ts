@@ -92,7 +92,7 @@ export class RowParallelLinear extends Module {
     return whileForwarding(this, 'RowParallelLinear', async () => {
       const partial = tidy(() => linear(this.inputIsParallel ? x : splitToTp(x, this.group), this.weight));
       const y = await freeAfter(reduceFromTp(partial, this.group), partial);
-      return this.bias ? freeAfter(Promise.resolve(y.add(this.bias)), y) : y;
+      return this.bias ? freeAfter(y.add(this.bias), y) : y;
     });
   }
 }
