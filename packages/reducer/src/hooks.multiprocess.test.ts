@@ -21,7 +21,7 @@ describe('communication hooks on 2 real processes', () => {
     results = await runWorld(
       await findFreePort(),
       2,
-      ['compression', 'powerSGDExact', 'powerSGDTrain', 'powerSGDRelayout'],
+      ['compression', 'powerSGDExact', 'powerSGDTrain', 'powerSGDRelayout', 'powerSGDResume'],
       120_000,
       {
         DDP_TRANSPORT: 'uds',
@@ -65,6 +65,16 @@ describe('communication hooks on 2 real processes', () => {
       const { fixed, tuned } = r as Record<string, { params: Grads; layouts: number }>;
       expect(tuned.layouts).toBeGreaterThan(2); // the autotune's trials moved the buckets
       for (const [k, v] of Object.entries(fixed.params)) expect(maxAbsDiff(v, tuned.params[k])).toBeLessThan(1e-6);
+    }
+  });
+
+  it("PowerSGD resumed with its saved state ends on the uninterrupted run's parameters; a fresh state does not", () => {
+    for (const r of okResultsOf(results, 'powerSGDResume')) {
+      const { uninterrupted, loaded, fresh } = r as Record<string, Grads>;
+      const worst = (a: Grads) =>
+        Math.max(...Object.keys(uninterrupted).map((k) => maxAbsDiff(a[k], uninterrupted[k])));
+      expect(worst(loaded)).toBe(0);
+      expect(worst(fresh)).toBeGreaterThan(1e-4); // the state matters: starting over lands elsewhere
     }
   });
 

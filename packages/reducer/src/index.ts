@@ -26,4 +26,11 @@ export {
 export { DDPJoinHook } from './join-hook.js';
 export { DataParallelNaive } from './naive.js';
 export type { DDPOptions } from './options.js';
-export { type PowerSGDOptions, PowerSGDState, powerSGDHook } from './powersgd.js';
+export {
+  type PowerSGDOptions,
+  PowerSGDState,
+  type PowerSGDStateDict,
+  type SavedPowerSGDParameter,
+} from './powersgd.js';
+export { loadPowerSGDState, savePowerSGDState } from './powersgd-checkpoint.js';
+export { powerSGDHook } from './powersgd-hook.js';

@@ -11,7 +11,8 @@ import { AdasumOptimizer } from './adasum-optimizer.js';
 import { IN_PLACE_MIN_ELEMENTS } from './bucket.js';
 import { type InPlaceBucket, inPlaceHook } from './comm-hooks.js';
 import { DistributedDataParallel } from './ddp.js';
-import { PowerSGDState, powerSGDHook } from './powersgd.js';
+import { PowerSGDState } from './powersgd.js';
+import { powerSGDHook } from './powersgd-hook.js';
 import { gradSnapshot, mlp, normal, rows } from './test/models.js';
 import { branchy, branchyLoss, gradsVsReference } from './test/unused-reference.js';
 

@@ -20,16 +20,18 @@ export function warnErrorNotFinite(): void {
 
 /**
  * A fresh PowerSGDState over a module loaded from a checkpoint: its iteration count, error feedback
- * and warm-start Q are in no checkpoint (torch pickles its PowerSGDState), so the resumed run starts
- * compression over (plain all-reduce for startPowerSGDIter steps, no error carried) and ends on other
- * weights than an uninterrupted one (probe AU: 7.5e-3 after 3 + 3 steps). Said once, not silent.
+ * and warm-start Q are not in the model's checkpoint but in each rank's savePowerSGDState file, so a
+ * resumed run that did not load them starts compression over (plain all-reduce for startPowerSGDIter
+ * steps, no error carried) and ends on other weights than an uninterrupted one (probe AU: 7.5e-3
+ * after 3 + 3 steps). Said once, not silent.
  */
 export function warnIfPowerSGDRestarts(state: unknown, module: Module): void {
   const loaded = loadedSaveOf(module);
   if (!(state instanceof PowerSGDState) || state.iter > 0 || loaded === null) return;
   process.emitWarning(
     `PowerSGD starts afresh over a module loaded from ${loaded.path}: its state (iteration, error feedback, ` +
-      'warm-start Q) is not in checkpoints, so the resumed run differs from an uninterrupted one',
+      'warm-start Q) was not loaded (loadPowerSGDState, before registerCommHook), so the resumed run differs ' +
+      'from an uninterrupted one',
     { code: 'DDP_POWERSGD_NOT_RESUMED' },
   );
 }

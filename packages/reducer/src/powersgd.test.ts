@@ -1,7 +1,12 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { destroyProcessGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
 import { Generator } from '@ddp/nn';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PowerSGDState, powerSGDHook } from './powersgd.js';
+import { PowerSGDState } from './powersgd.js';
+import { loadPowerSGDState, savePowerSGDState } from './powersgd-checkpoint.js';
+import { powerSGDHook } from './powersgd-hook.js';
 
 let pg: ProcessGroup;
 beforeAll(async () => {
@@ -52,5 +57,46 @@ describe('PowerSGD after a gradient of lower rank than its own (warm start)', ()
     expect(maxDiff(await hook(g1), g1)).toBeLessThan(1e-4);
     const g2 = ofRank(2, 5);
     expect(maxDiff(await hook(g2), g2)).toBeLessThan(1e-4);
+  });
+});
+
+describe("PowerSGD's state saved and loaded (each rank's own file, bound to the checkpoint's step)", () => {
+  const options = { matrixApproximationRank: 1, startPowerSGDIter: 1, minCompressionRate: 0 };
+
+  it('a loaded state continues exactly as the saved one; what does not match is refused, naming it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ddp-powersgd-state-'));
+    const file = join(dir, 'powersgd.safetensors');
+    const saved = new PowerSGDState(options);
+    const hook = hookOn(saved);
+    for (const seed of [6, 7, 8]) await hook(ofRank(2, seed));
+    await savePowerSGDState(file, saved, { step: 3 });
+    const loaded = new PowerSGDState(options);
+    await loadPowerSGDState(file, loaded, { step: 3 });
+    expect(loaded.iter).toBe(3);
+    const [next, again] = [await hook(ofRank(2, 9)), await hookOn(loaded)(ofRank(2, 9))];
+    expect(maxDiff(again, next)).toBe(0);
+
+    await expect(loadPowerSGDState(file, new PowerSGDState(options), { step: 4 })).rejects.toThrow(
+      /the state is of step 3, the model was loaded at step 4/,
+    );
+    await expect(
+      loadPowerSGDState(file, new PowerSGDState({ ...options, matrixApproximationRank: 2 }), { step: 3 }),
+    ).rejects.toThrow(/saved with matrixApproximationRank 1, this one has 2/);
+    await expect(loadPowerSGDState(file, loaded, { step: 3 })).rejects.toThrow(/before the first backward/);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("another rank's or world's state, or another model's, is a DDPUsageError at its first compression", async () => {
+    const saved = new PowerSGDState(options);
+    for (const seed of [6, 7]) await hookOn(saved)(ofRank(2, seed));
+    const otherRank = new PowerSGDState(options);
+    otherRank.loadStateDict({ ...saved.stateDict(), rank: 1, worldSize: 2 });
+    await expect(hookOn(otherRank)(ofRank(2, 9))).rejects.toThrow(
+      /rank 0: PowerSGD state loaded from rank 1 of 2, this is rank 0 of 1/,
+    );
+    const sd = saved.stateDict();
+    const otherModel = new PowerSGDState(options);
+    otherModel.loadStateDict({ ...sd, parameters: new Map([[0, { error: new Float32Array(9) }]]) });
+    await expect(hookOn(otherModel)(ofRank(2, 9))).rejects.toThrow(/parameter 0 holds 9 error and 0 Q values/);
   });
 });

@@ -1,10 +1,9 @@
-import { ReduceOp, sharedArray } from '@ddp/comm';
-import { Generator } from '@ddp/nn';
-import { checkBooleanOptions, checkNumberOptions, checkOptionNames, tf } from '@ddp/tensor';
-import { allreduceHook, type CommHook, type GradBucket } from './comm-hooks.js';
+import { type ProcessGroup, sharedArray } from '@ddp/comm';
+import { Generator, type GeneratorState } from '@ddp/nn';
+import { checkBooleanOptions, checkNumberOptions, checkOptionNames } from '@ddp/tensor';
+import type { GradBucket } from './comm-hooks.js';
 import { DDPUsageError } from './errors.js';
 import { orthonormalizeColumns } from './orthonormalize.js';
-import { warnErrorNotFinite } from './powersgd-warnings.js';
 
 export interface PowerSGDOptions {
   /** Rank r of the approximation M ≈ P Qᵀ (default 1). */
@@ -33,7 +32,7 @@ const OPTIONS = [
   'minCompressionRate',
 ];
 
-interface MatrixSlot {
+export interface MatrixSlot {
   /** The parameter's index in DDP's list. */
   param: number;
   offset: number;
@@ -43,7 +42,7 @@ interface MatrixSlot {
 }
 
 /** One bucket's layout (matrices compressed, other tensors all-reduced as they are) and buffers. */
-interface BucketState {
+export interface BucketState {
   matrices: MatrixSlot[];
   plain: { offset: number; size: number }[];
   /** The uncompressed tensors, concatenated. */
@@ -61,7 +60,30 @@ interface BucketState {
 interface Home {
   state: BucketState;
   offset: number;
+  size: number;
   qAt: number | null;
+  qSize: number;
+}
+
+/** One parameter's saved state: its error feedback, warm-start Q and Q generator, each if it had one. */
+export interface SavedPowerSGDParameter {
+  error?: Float32Array;
+  q?: Float32Array;
+  generator?: GeneratorState;
+}
+
+/** The options that shape the state; a state is loaded only into one made with the same. */
+const SHAPING = ['matrixApproximationRank', 'useErrorFeedback', 'warmStart', 'minCompressionRate'] as const;
+
+/** What stateDict gives and loadStateDict takes: one rank's state (the error feedback is that rank's own). */
+export interface PowerSGDStateDict {
+  iter: number;
+  /** The group rank and size that made it; null before its first compression. */
+  rank: number | null;
+  worldSize: number | null;
+  options: Record<(typeof SHAPING)[number], number | boolean>;
+  /** By parameter index in DDP's list. */
+  parameters: Map<number, SavedPowerSGDParameter>;
 }
 
 /**
@@ -83,6 +105,10 @@ export class PowerSGDState {
   private readonly buckets = new WeakMap<Float32Array, BucketState>();
   private readonly homes = new Map<number, Home>();
   private readonly generators = new Map<number, Generator>();
+  /** From loadStateDict: each parameter's state until its first bucket takes it, and who saved it. */
+  private loaded = new Map<number, SavedPowerSGDParameter>();
+  private savedWorld: { rank: number; size: number } | null = null;
+  private world: { rank: number; size: number } | null = null;
   private readonly seed: number;
   /** Buckets go one after the other: every rank issues the same collectives in the same order. */
   chain: Promise<unknown> = Promise.resolve();
@@ -104,7 +130,14 @@ export class PowerSGDState {
     this.seed = opts.seed ?? 0;
   }
 
+  /**
+   * The bucket's state, its Q ready: last step's orthonormalized (P = MQ keeps its span), each column
+   * that depends on the others drawn afresh (after a gradient of rank < r, M = 0 for a layer no rank used,
+   * they stayed zero under warm start, the layer's gradient 0 for good, silently; torch: NaN). Q is the
+   * same on every rank, so are the draws. Without warm start, or new, a random Q.
+   */
   stateOf(bucket: GradBucket): BucketState {
+    this.checkWorld(bucket.processGroup);
     let state = this.buckets.get(bucket.buffer);
     const carried = new Set<number>();
     if (state === undefined) {
@@ -112,10 +145,69 @@ export class PowerSGDState {
       this.buckets.set(bucket.buffer, state);
       this.carryOver(bucket, state, carried);
     }
-    if (state.warm) this.renewQ(state);
-    else for (const [x, qAt] of qOffsets(state)) if (!carried.has(x.param)) state.q.set(this.initialQ(x), qAt);
+    // a carried Q is renewed as it would have been in its old bucket, so a resumed run matches an uninterrupted one
+    for (const [x, qAt] of qOffsets(state))
+      if (state.warm || carried.has(x.param)) orthonormalizeColumns(state.q, qAt, x.m, x.r, () => this.initialQ(x));
+      else state.q.set(this.initialQ(x), qAt);
     state.warm = this.warmStart;
     return state;
+  }
+
+  /**
+   * This rank's state, for a checkpoint (torch pickles its PowerSGDState per rank): the iteration,
+   * each parameter's error feedback and warm-start Q, and where its Q generator stands.
+   */
+  stateDict(): PowerSGDStateDict {
+    const parameters = new Map(this.loaded);
+    for (const [index, { state, offset, size, qAt, qSize }] of this.homes)
+      parameters.set(index, {
+        error: state.error?.slice(offset, offset + size),
+        q: state.warm && qAt !== null ? state.q.slice(qAt, qAt + qSize) : undefined,
+      });
+    for (const [index, g] of this.generators)
+      parameters.set(index, { ...parameters.get(index), generator: g.getState() });
+    const options = Object.fromEntries(SHAPING.map((k) => [k, this.optionValue(k)])) as PowerSGDStateDict['options'];
+    return {
+      iter: this.iter,
+      rank: this.world?.rank ?? null,
+      worldSize: this.world?.size ?? null,
+      options,
+      parameters,
+    };
+  }
+
+  /** Takes a state stateDict gave (this rank's own) before the first backward; errors name what differs. */
+  loadStateDict(saved: PowerSGDStateDict): void {
+    if (this.iter > 0 || this.homes.size > 0)
+      throw new DDPUsageError('PowerSGDState.loadStateDict: load it before the first backward that uses this state');
+    for (const k of SHAPING)
+      if (saved.options[k] !== this.optionValue(k))
+        throw new DDPUsageError(
+          `PowerSGDState.loadStateDict: the state was saved with ${k} ${saved.options[k]}, this one has ` +
+            `${this.optionValue(k)}: make the PowerSGDState with the saved options`,
+        );
+    this.iter = saved.iter;
+    this.savedWorld =
+      saved.rank === null || saved.worldSize === null ? null : { rank: saved.rank, size: saved.worldSize };
+    this.loaded = new Map(saved.parameters);
+    for (const [index, { generator }] of saved.parameters)
+      if (generator) this.generators.set(index, new Generator().setState(generator));
+  }
+
+  private optionValue(k: (typeof SHAPING)[number]): number | boolean {
+    return k === 'matrixApproximationRank' ? this.rank : this[k];
+  }
+
+  /** The error feedback is per rank: a loaded state serves only the rank and world size that saved it. */
+  private checkWorld(group: ProcessGroup): void {
+    this.world = { rank: group.rank, size: group.size };
+    const saved = this.savedWorld;
+    if (saved === null || (saved.rank === group.rank && saved.size === group.size)) return;
+    throw new DDPUsageError(
+      `rank ${group.rank}: PowerSGD state loaded from rank ${saved.rank} of ${saved.size}, this is rank ` +
+        `${group.rank} of ${group.size}: load each rank's own, ` +
+        'or start a fresh PowerSGDState (compression starts over)',
+    );
   }
 
   private layOut(bucket: GradBucket): BucketState {
@@ -152,27 +244,39 @@ export class PowerSGDState {
   private carryOver(bucket: GradBucket, state: BucketState, carried: Set<number>): void {
     const compressed = new Map([...qOffsets(state)].map(([x, qAt]) => [x.param, { x, qAt }]));
     for (const s of bucket.parameters) {
-      const home = this.homes.get(s.index);
       const matrix = compressed.get(s.index);
-      if (home?.state.error) {
+      const qSize = matrix ? matrix.x.m * matrix.x.r : 0;
+      const { error, q } = this.takeCarried(s.index, s.size, qSize);
+      if (error) {
         state.error ??= new Float32Array(bucket.buffer.length);
-        state.error.set(home.state.error.subarray(home.offset, home.offset + s.size), s.offset);
+        state.error.set(error, s.offset);
       }
-      if (home && this.warmStart && home.state.warm && home.qAt !== null && matrix) {
-        state.q.set(home.state.q.subarray(home.qAt, home.qAt + matrix.x.m * matrix.x.r), matrix.qAt);
+      if (q && this.warmStart && matrix) {
+        state.q.set(q, matrix.qAt);
         carried.add(s.index);
       }
-      this.homes.set(s.index, { state, offset: s.offset, qAt: matrix?.qAt ?? null });
+      this.homes.set(s.index, { state, offset: s.offset, size: s.size, qAt: matrix?.qAt ?? null, qSize });
     }
   }
 
-  /**
-   * Q of the last step orthonormalized (P = MQ keeps its span), each column that depends on the others
-   * drawn afresh: after a gradient of rank < r (M = 0: a layer no rank used) they stayed zero under warm
-   * start, the layer's gradient 0 for good, silently (torch: NaN). Q is the same on every rank, so are the draws.
-   */
-  private renewQ(state: BucketState): void {
-    for (const [x, qAt] of qOffsets(state)) orthonormalizeColumns(state.q, qAt, x.m, x.r, () => this.initialQ(x));
+  /** A parameter's error and warm Q from its last bucket, or from a loaded state (checked against its sizes). */
+  private takeCarried(index: number, size: number, qSize: number): SavedPowerSGDParameter {
+    const home = this.homes.get(index);
+    if (home) {
+      const { state, offset, qAt } = home;
+      const q = state.warm && qAt !== null ? state.q.subarray(qAt, qAt + home.qSize) : undefined;
+      return { error: state.error?.subarray(offset, offset + size), q };
+    }
+    const saved = this.loaded.get(index);
+    this.loaded.delete(index);
+    if (saved === undefined) return {};
+    if ((saved.error && saved.error.length !== size) || (saved.q && saved.q.length !== qSize))
+      throw new DDPUsageError(
+        `PowerSGD state loaded for parameter ${index} holds ${saved.error?.length ?? 0} error and ` +
+          `${saved.q?.length ?? 0} Q values, its gradient needs ${size} and ${qSize}: ` +
+          'the state was saved for another model',
+      );
+    return saved;
   }
 
   /** A matrix's next random Q, from its own generator. */
@@ -191,86 +295,3 @@ function* qOffsets(state: BucketState): IterableIterator<[MatrixSlot, number]> {
     qAt += x.m * x.r;
   }
 }
-
-/** [n, k] and [m, k] views of row-major data for tf. */
-const mat = (data: Float32Array, offset: number, rows: number, cols: number) =>
-  tf.tensor2d(data.subarray(offset, offset + rows * cols), [rows, cols]);
-
-async function compress(state: PowerSGDState, bucket: GradBucket): Promise<Float32Array> {
-  const { buffer, processGroup: group } = bucket;
-  const b = state.stateOf(bucket);
-  if (b.error) for (let i = 0; i < buffer.length; i++) buffer[i] += b.error[i];
-  const input = state.useErrorFeedback ? buffer.slice() : null;
-  // the other tensors: one all-reduce of their concatenation
-  let at = 0;
-  for (const t of b.plain) {
-    b.plainBuf.set(buffer.subarray(t.offset, t.offset + t.size), at);
-    at += t.size;
-  }
-  const plainWork = b.plainBuf.length > 0 ? group.allReduce(b.plainBuf, { op: ReduceOp.AVG }) : null;
-  // P = M Q for every matrix, summed over ranks, orthonormalized; Q = Mᵀ P averaged over ranks; M ≈ P Qᵀ
-  const each = (fn: (x: MatrixSlot, pAt: number, qAt: number) => void) => {
-    let pAt = 0;
-    let qAt = 0;
-    for (const x of b.matrices) {
-      fn(x, pAt, qAt);
-      pAt += x.n * x.r;
-      qAt += x.m * x.r;
-    }
-  };
-  each(({ offset, n, m, r }, pAt, qAt) =>
-    b.p.set(
-      tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.q, qAt, m, r)).dataSync() as Float32Array),
-      pAt,
-    ),
-  );
-  await group.allReduce(b.p, { op: ReduceOp.SUM }).wait();
-  each(({ offset, n, m, r }, pAt, qAt) => {
-    orthonormalizeColumns(b.p, pAt, n, r);
-    b.q.set(
-      tf.tidy(() => tf.matMul(mat(buffer, offset, n, m), mat(b.p, pAt, n, r), true, false).dataSync() as Float32Array),
-      qAt,
-    );
-  });
-  await group.allReduce(b.q, { op: ReduceOp.AVG }).wait();
-  each(({ offset, n, m, r }, pAt, qAt) =>
-    buffer.set(
-      tf.tidy(() => tf.matMul(mat(b.p, pAt, n, r), mat(b.q, qAt, m, r), false, true).dataSync() as Float32Array),
-      offset,
-    ),
-  );
-  await plainWork?.wait();
-  at = 0;
-  for (const t of b.plain) {
-    buffer.set(b.plainBuf.subarray(at, at + t.size), t.offset);
-    at += t.size;
-  }
-  if (input !== null) {
-    let finite = true;
-    for (let i = 0; i < input.length; i++) {
-      input[i] -= buffer[i];
-      finite &&= Number.isFinite(input[i]);
-    }
-    b.error = input;
-    if (!finite) warnErrorNotFinite();
-  }
-  return buffer;
-}
-
-/**
- * PowerSGD (Vogels et al. 2019; PyTorch's powerSGD_hook): each gradient matrix M (n × m)
- * travels as P (n × r) and Q (m × r), r ≪ n, m; the compression error is added back to the
- * next iteration's gradient (error feedback) and Q is reused (warm start). Tensors of rank
- * 1 and matrices too small to gain are all-reduced as they are.
- */
-export const powerSGDHook: CommHook<PowerSGDState> = (state, bucket) => {
-  const vanilla = state.iter < state.startIter;
-  const run = state.chain.then(() =>
-    vanilla
-      ? allreduceHook(null, { ...bucket, arrays: [bucket.buffer] }).then(() => bucket.buffer)
-      : compress(state, bucket),
-  );
-  state.chain = run.catch(() => {});
-  if (bucket.isLast) state.iter++;
-  return run;
-};

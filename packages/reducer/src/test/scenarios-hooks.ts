@@ -1,8 +1,12 @@
 // Test-only: communication hook scenarios (rank.child.ts).
 
+import { mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { tidy } from '@ddp/autograd';
 import { getWireStats, type ProcessGroup } from '@ddp/comm';
-import { mse, type Sequential, SGD } from '@ddp/nn';
+import { loadCheckpoint, mse, type Sequential, SGD, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import {
   allreduceHook,
@@ -11,8 +15,10 @@ import {
   DistributedDataParallel,
   fp16CompressHook,
   type InPlaceCommHook,
+  loadPowerSGDState,
   PowerSGDState,
   powerSGDHook,
+  savePowerSGDState,
 } from '../index.js';
 import { gradSnapshot, mlp, normal, rows, shareOf, snapshot } from './models.js';
 
@@ -149,6 +155,53 @@ async function powerSGDRelayout(pg: ProcessGroup): Promise<Record<string, unknow
 }
 
 /**
+ * PowerSGD (rank 1, error feedback, warm start, the bucket cap tuned) trained 8 steps, checkpointed
+ * with its state after 4; resumed from there with the state loaded, and with a fresh one: the
+ * loaded resume must end on the uninterrupted run's parameters (was: its state was in no checkpoint).
+ */
+async function powerSGDResume(pg: ProcessGroup): Promise<Record<string, unknown>> {
+  const dir = join(tmpdir(), `ddp-powersgd-resume-${process.env.MASTER_PORT}`);
+  const stateFile = join(dir, `powersgd-rank${pg.rank}.safetensors`);
+  mkdirSync(dir, { recursive: true });
+  const x = normal([12, 16], 94);
+  const y = normal([12, 8], 95);
+  const [from, to] = shareOf(12, pg.rank, pg.size);
+  const options = { matrixApproximationRank: 1, startPowerSGDIter: 2 };
+  const train = async (resume: 'none' | 'loaded' | 'fresh') => {
+    const model = mlp(24, [16, 32, 8]);
+    const opt = new SGD(model.parameters(), { lr: 0.2, momentum: 0.9 });
+    const state = new PowerSGDState(options);
+    let step = 0;
+    if (resume !== 'none') {
+      ({ step } = await loadCheckpoint(join(dir, 'ckpt'), { model, optimizer: opt }));
+      if (resume === 'loaded') await loadPowerSGDState(stateFile, state, { step });
+    }
+    const ddp = await DistributedDataParallel.create(model, { bucketCapCandidatesMB: [0.0001, 0.002, 1] });
+    ddp.registerCommHook(state, powerSGDHook);
+    for (; step < 8; step++) {
+      if (resume === 'none' && step === 4) {
+        if (pg.rank === 0) await saveCheckpoint(join(dir, 'ckpt'), { model, optimizer: opt, step });
+        await savePowerSGDState(stateFile, state, { step });
+        await pg.barrier().wait();
+      }
+      const loss = tidy(() => mse(ddp.forward(rows(x, from, to)).mul(step + 1), rows(y, from, to)));
+      await loss.backward();
+      loss.dispose();
+      opt.step();
+      opt.zeroGrad();
+    }
+    const params = snapshot(model);
+    model.dispose();
+    return params;
+  };
+  const out = { uninterrupted: await train('none'), loaded: await train('loaded'), fresh: await train('fresh') };
+  tf.dispose([x, y]);
+  await pg.barrier().wait();
+  if (pg.rank === 0) await rm(dir, { recursive: true, force: true });
+  return out;
+}
+
+/**
  * Six steps; at step 2 rank 1's hook passes a reduce op the group rejects. Both ranks catch
  * each step's error and go on, as a training loop that logs and skips a bad batch would.
  * Every step from 2 on must fail on both ranks (no step may match rank 1's next all-reduce
@@ -191,5 +244,6 @@ export const hookScenarios: Record<string, Scenario> = {
   powerSGDExact,
   powerSGDTrain,
   powerSGDRelayout,
+  powerSGDResume,
   hookFailureCaught,
 };
