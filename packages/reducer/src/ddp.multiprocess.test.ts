@@ -1,6 +1,6 @@
 import { findFreePort } from '@ddp/launch';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { expectParamsClose, okResultsOf, resultsOf } from './test/expect.js';
+import { expectParamsClose, maxAbsDiff, okResultsOf, resultsOf } from './test/expect.js';
 import { loadGolden, MLP_KEYS } from './test/models.js';
 import { runWorld, type WorldResult } from './test/run-ranks.js';
 
@@ -35,6 +35,7 @@ for (const [storage, env] of STORAGE)
               'unusedAfterNoSync',
               'tied',
               'buffers',
+              'twoModels',
             ]
           : [
               'golden',
@@ -50,6 +51,7 @@ for (const [storage, env] of STORAGE)
               'shardSpanning',
               'nonFinite',
               'nonFiniteShares',
+              'twoModels',
             ];
       beforeAll(async () => {
         results = await runWorld(await findFreePort(), world, scenarios, 150_000, env);
@@ -246,5 +248,16 @@ for (const [storage, env] of STORAGE)
           for (const r of ranks) expectParamsClose(r.grads as Params, ranks[0].reference as Params, 1e-6);
         });
       }
+
+      it("two DDP models on one group, backwards at once: each model's own averages; in another order per rank: typed", () => {
+        const ranks = okResultsOf(results, 'twoModels') as Record<string, Record<'a' | 'b', Params>>[];
+        for (const r of ranks) {
+          for (const order of ['sequential', 'concurrent'])
+            for (const m of ['a', 'b'] as const) expectParamsClose(r[order][m], ranks[0].sequential[m], 1e-7);
+          expect(r.reversed).toMatch(/^DDPCommError: .*(CommTimeoutError|PeerLostError)/);
+        }
+        const { a, b } = ranks[0].sequential;
+        expect(maxAbsDiff(a['0.weight'], b['0.weight'])).toBeGreaterThan(1e-3); // the models differ: a mix would show
+      });
     });
   }

@@ -5,6 +5,7 @@ import type { Module, Parameter } from '@ddp/nn';
 import type { BucketCapTuning } from './autotune.js';
 import { BucketPlan } from './bucket-plan.js';
 import { BufferSync } from './buffer-sync.js';
+import { commGroupFor, holdCommGroup, releaseCommGroup } from './comm-group.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError, markedReadyTwice } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
@@ -24,6 +25,8 @@ import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
  */
 export class DistributedDataParallel<M extends Module = Module> extends ModuleDelegates<M> implements Joinable {
   readonly processGroup: ProcessGroup;
+  /** Where this wrapper's collectives run: processGroup, or its duplicate beside another wrapper (comm-group.ts). */
+  private readonly comm: ProcessGroup;
   readonly findUnusedParameters: boolean;
   readonly broadcastBuffers: boolean;
   readonly checkFinite: boolean;
@@ -51,13 +54,15 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   private constructor(
     readonly module: M,
     opts: DDPOptions,
+    [group, comm]: [ProcessGroup, ProcessGroup],
   ) {
     super();
-    this.processGroup = groupOrWorld(opts.processGroup, 'DistributedDataParallel.create');
+    [this.processGroup, this.comm] = [group, comm];
+    holdCommGroup(this, group);
     this.findUnusedParameters = opts.findUnusedParameters ?? false;
     this.broadcastBuffers = opts.broadcastBuffers ?? true;
     this.checkFinite = opts.checkFinite ?? true;
-    this.bufferSync = new BufferSync(module, this.processGroup, this.broadcastBuffers);
+    this.bufferSync = new BufferSync(module, this.comm, this.broadcastBuffers);
     this.params = module
       .namedParameters()
       .filter(([, p]) => p.requiresGrad)
@@ -75,23 +80,21 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   dispose(): void {
     for (const hook of this.hooks) hook.remove();
     releaseParameters(this, this.params);
+    releaseCommGroup(this, this.processGroup, this.comm);
   }
 
   /** Checks shapes agree across ranks, then copies rank 0's parameters and buffers everywhere. */
   static async create<M extends Module>(module: M, opts: DDPOptions = {}): Promise<DistributedDataParallel<M>> {
-    checkModule(module, 'DistributedDataParallel.create');
+    checkModule(module, 'DistributedDataParallel.create', { trainable: true });
     checkOptions(opts);
-    if (!module.namedParameters().some(([, p]) => p.requiresGrad)) {
-      throw new DDPUsageError(
-        'DistributedDataParallel.create: the module has no parameter that requires grad; there is ' +
-          'nothing to synchronise',
-      );
-    }
-    const ddp = new DistributedDataParallel(module, opts);
+    const group = groupOrWorld(opts.processGroup, 'DistributedDataParallel.create');
+    const groups: [ProcessGroup, ProcessGroup] = [group, await commGroupFor(group)];
+    let ddp: DistributedDataParallel<M> | undefined;
     try {
-      await syncInitialState(module, ddp.processGroup, 'DistributedDataParallel');
+      ddp = new DistributedDataParallel(module, opts, groups);
+      await syncInitialState(module, groups[1], 'DistributedDataParallel');
     } catch (error) {
-      ddp.dispose(); // a failed create holds nothing
+      ddp ? ddp.dispose() : releaseCommGroup(null, ...groups); // a failed create holds nothing
       throw error;
     }
     return ddp;
@@ -212,7 +215,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
     const launch = () => {
       while (reduction.nextBucket < buckets.length && buckets[reduction.nextBucket].full) {
         const next = buckets[reduction.nextBucket++];
-        next.launch(this.hook, this.hookState, this.processGroup, reduction.claimed, this.checkFinite);
+        next.launch(this.hook, this.hookState, this.comm, reduction.claimed, this.checkFinite);
       }
     };
     if (this.joinNotice) this.joinNotice.then(launch, () => {});
@@ -227,8 +230,8 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   private async finishReduction(reduction: Reduction): Promise<void> {
     try {
       const unready = this.params.flatMap((_, i) => (reduction.ready[i] ? [] : [i]));
-      const { params, processGroup, iteration } = this;
-      if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, processGroup, iteration);
+      const { params, comm, iteration } = this;
+      if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, comm, iteration);
       for (const i of unready) this.place(i, false);
       await this.joinNotice;
       await this.completeIteration(reduction, true);
@@ -252,19 +255,19 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
     const withHook = this.hook !== allreduceHook;
     const { scale, buffersFrom } =
       !active || isJoinActive(this)
-        ? await joinStatus(active, this.divideByInitialWorldSize, this.processGroup, this.collective, withHook)
+        ? await joinStatus(active, this.divideByInitialWorldSize, this.comm, this.collective, withHook)
         : { scale: 1, buffersFrom: 0 };
     let usedAnywhere: Int32Array | null = null;
     if (this.findUnusedParameters) {
       usedAnywhere = Int32Array.from(reduction.used);
-      if (this.processGroup.size > 1)
-        await this.collective('used-parameter all-reduce', () => this.processGroup.allReduce(usedAnywhere!).wait());
+      if (this.comm.size > 1)
+        await this.collective('used-parameter all-reduce', () => this.comm.allReduce(usedAnywhere!).wait());
     }
     // joined ranks get the averages too: a Joinable optimizer (ZeRO) still steps its shard with them
     const opts = { scale, usedAnywhere, checkFinite: this.checkFinite, iteration: this.iteration };
-    const flagGroup = isInPlaceHook(this.hook) ? this.processGroup : null;
+    const flagGroup = isInPlaceHook(this.hook) ? this.comm : null;
     await writeBackAgreed(buckets, results, opts, flagGroup, this.collective);
-    await this.plan.afterIteration(performance.now() - reduction.startedAt, this.processGroup, this.collective);
+    await this.plan.afterIteration(performance.now() - reduction.startedAt, this.comm, this.collective);
     // from rank 0, or under join the highest rank still training (torch's)
     await this.collective('buffer broadcast', () => this.bufferSync.sync(buffersFrom));
     this.iteration++;
@@ -283,17 +286,15 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   async shadowIteration(): Promise<void> {
     const reduction = newReduction(this.params.length, this.plan.buckets.length);
     for (const bucket of this.plan.buckets)
-      bucket.placeZeros().launch(this.hook, this.hookState, this.processGroup, reduction.claimed, this.checkFinite);
+      bucket.placeZeros().launch(this.hook, this.hookState, this.comm, reduction.claimed, this.checkFinite);
     await this.completeIteration(reduction, false);
   }
 
   /** After join: every rank takes the model of the last rank to join (the JoinHook's postHook). */
   async syncFinalModel(isLastJoiner: boolean): Promise<void> {
-    const src = Int32Array.of(isLastJoiner ? this.processGroup.rank : -1);
+    const src = Int32Array.of(isLastJoiner ? this.comm.rank : -1);
     this.underJoin = true;
-    await this.collective('last-joiner search', () => this.processGroup.allReduce(src, { op: ReduceOp.MAX }).wait());
-    await this.collective('final model broadcast', () =>
-      broadcastTensors(moduleState(this.module), this.processGroup, src[0]),
-    );
+    await this.collective('last-joiner search', () => this.comm.allReduce(src, { op: ReduceOp.MAX }).wait());
+    await this.collective('final model broadcast', () => broadcastTensors(moduleState(this.module), this.comm, src[0]));
   }
 }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join as join_ } from 'node:path';
 import { type Tensor, tidy } from '@ddp/autograd';
-import { destroyProcessGroup, getDefaultGroup, initProcessGroup, type ProcessGroup } from '@ddp/comm';
+import { destroyProcessGroup, getDefaultGroup, initProcessGroup, newGroup, type ProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { BatchNorm1d, Generator, Linear, loadCheckpoint, Module, mse, Sequential, SGD, saveCheckpoint } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
@@ -294,11 +294,14 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
 
   it('buffers are not broadcast to oneself', async () => {
     const model = new Sequential(new Linear(5, 3, { generator: new Generator(40) }), new BatchNorm1d(3));
-    const ddp = await DistributedDataParallel.create(model);
-    const sent = await collectivesDuring(getDefaultGroup(), async () => {
+    // a group of its own: with another wrapper alive on the world, DDP would work on a duplicate of it
+    const processGroup = (await newGroup([0]))!;
+    const ddp = await DistributedDataParallel.create(model, { processGroup });
+    const sent = await collectivesDuring(processGroup, async () => {
       for (let step = 0; step < 2; step++) await backward((x) => ddp.forward(x), 41 + step);
     });
     expect(sent).toBe(1); // the bucket order, after the first iteration
+    ddp.dispose();
     model.dispose();
   });
 

@@ -84,9 +84,10 @@ const FSDP_ADVICE = "FSDP reduces its shards' gradients itself: train fullyShard
 /**
  * Refuses what is not an nn Module (fullyShard's FSDPModule, a tf.LayersModel) and a module whose
  * parameters are freed (the module fullyShard sharded): DDP failed untyped reading them
- * (`module.namedParameters is not a function`, TensorDisposedError).
+ * (`module.namedParameters is not a function`, TensorDisposedError). `trainable`: also one with no
+ * parameter that requires grad (nothing to synchronise).
  */
-export function checkModule(module: unknown, who: string): void {
+export function checkModule(module: unknown, who: string, { trainable = false } = {}): void {
   if (typeof (module as Module | null)?.namedParameters !== 'function') {
     const kind = kindOf(module);
     throw new DDPUsageError(
@@ -100,6 +101,8 @@ export function checkModule(module: unknown, who: string): void {
       `${who}: parameter ${freed[0]} is freed (${why})${why.startsWith('fsdp') ? `; ${FSDP_ADVICE}` : ''}`,
     );
   }
+  if (trainable && !(module as Module).namedParameters().some(([, p]) => p.requiresGrad))
+    throw new DDPUsageError(`${who}: the module has no parameter that requires grad; there is nothing to synchronise`);
 }
 
 /**

@@ -123,7 +123,9 @@ export async function duplicateGroup(given: ProcessGroup, opts: { timeoutMs?: nu
   checkOptionKeys('duplicateGroup', opts, ['timeoutMs']);
   const timeoutMs = opts.timeoutMs === undefined ? undefined : checkTimeout(opts.timeoutMs, 'duplicateGroup');
   if (group instanceof MpiProcessGroup) return group.duplicate(timeoutMs ?? group.timeoutMs);
-  const made = await newGroup([...group.ranks], { timeoutMs });
+  // the group's own timeout, as on mpi (was: the world's, so a duplicate of a short-timeout group waited longer)
+  const own = (group as { timeoutMs?: number }).timeoutMs;
+  const made = await newGroup([...group.ranks], { timeoutMs: timeoutMs ?? own });
   if (made === null) throw new InvalidArgumentError('duplicateGroup: this rank is not a member', { op: 'newGroup' });
   return made;
 }

@@ -5,9 +5,17 @@ import { coreScenarios } from './scenarios-core.js';
 import { finiteScenarios } from './scenarios-finite.js';
 import { hookScenarios } from './scenarios-hooks.js';
 import { joinScenarios } from './scenarios-join.js';
+import { modelScenarios } from './scenarios-models.js';
 import { storageScenarios } from './scenarios-storage.js';
 
-const scenarios = { ...coreScenarios, ...finiteScenarios, ...hookScenarios, ...joinScenarios, ...storageScenarios };
+const scenarios = {
+  ...coreScenarios,
+  ...finiteScenarios,
+  ...hookScenarios,
+  ...joinScenarios,
+  ...modelScenarios,
+  ...storageScenarios,
+};
 const group = await initProcessGroup({ timeoutMs: Number(process.env.DDP_TIMEOUT_MS ?? 30_000) });
 for (const name of process.argv.slice(2)) {
   const run = scenarios[name as keyof typeof scenarios];
