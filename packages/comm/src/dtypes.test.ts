@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { dtypeOf, movedDtype } from './dtypes.js';
+import { checkGatherInto, checkReduceScatter } from './api/arg-checks.js';
+import { dtypeOf, MAX_MOVED_BYTES, movedDtype } from './dtypes.js';
 import { InvalidArgumentError } from './errors.js';
 import { bytes } from './scheduling/staging.js';
 
@@ -18,5 +19,18 @@ describe('the arrays an op takes', () => {
     structuredClone(a.buffer, { transfer: [a.buffer] }); // as a WebAssembly.Memory's growth detaches a heap view
     expect(() => bytes(a)).toThrow(/was detached while the op held it/);
     expect(bytes(new Float32Array(4)).byteLength).toBe(16);
+  });
+
+  // probe BM: broadcast raised a bare RangeError, allGatherInto and reduceScatter an error saying it was detached
+  it('an array over 4 GiB that an op would move: a typed error naming the limit, before any byte is touched', () => {
+    const big = new Float32Array(2 ** 30 + 1); // 4 GiB + 4 bytes, its pages never touched
+    expect(big.byteLength).toBeGreaterThan(MAX_MOVED_BYTES);
+    for (const refused of [
+      () => movedDtype(big, undefined, 'broadcast'),
+      () => bytes(big),
+      () => checkGatherInto(big, new Float32Array(2 ** 29 + 1), 2),
+      () => checkReduceScatter(new Float32Array(2 ** 29 + 1), big, 2),
+    ])
+      expect(refused).toThrow(/arrays an op moves hold at most 2\^32 − 1 bytes \(4 GiB\)/);
   });
 });

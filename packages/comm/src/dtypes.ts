@@ -52,9 +52,27 @@ export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
   throw new InvalidArgumentError(`unsupported array type ${(a as object).constructor?.name}`);
 }
 
+/**
+ * Moving an array takes a byte view of it, and V8 (Node 20) makes none over 2^32 − 1 bytes: a bigger
+ * array failed deep in the op (a RangeError, or an error saying it was detached; probe BM).
+ */
+export const MAX_MOVED_BYTES = 2 ** 32 - 1;
+
+/** Refuses an array too large to move, naming the limit. */
+export function checkMovable(a: ArrayBufferView, op: string): void {
+  if (a.byteLength > MAX_MOVED_BYTES)
+    throw new InvalidArgumentError(
+      `${op}: an array of ${a.byteLength} bytes; arrays an op moves hold at most 2^32 − 1 bytes (4 GiB), ` +
+        "V8's limit on a byte view: split it",
+      { op },
+    );
+}
+
 /** The dtype of an op that only moves data: a Uint16Array's words need no half dtype named. */
-export const movedDtype = (a: CommArray, half?: HalfDtype): Dtype =>
-  dtypeOf(a, half ?? (a instanceof Uint16Array ? 'float16' : undefined));
+export function movedDtype(a: CommArray, half?: HalfDtype, op = 'a collective'): Dtype {
+  checkMovable(a, op);
+  return dtypeOf(a, half ?? (a instanceof Uint16Array ? 'float16' : undefined));
+}
 
 /** Whether two arrays share bytes (the same buffer, overlapping ranges). */
 export const arraysOverlap = (a: ArrayBufferView, b: ArrayBufferView): boolean =>

@@ -66,4 +66,22 @@ describe('bytes on the wire (getWireStats)', () => {
     },
     120_000,
   );
+
+  // probe BM: 64 MiB segments went out as frames the peer refused, naming a healthy rank as lost
+  it('DDP_SEGMENT_BYTES above the frame limit: segments clamped to it, said once, the all-reduce right', async () => {
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('./test/segment.child.ts', import.meta.url),
+      timeoutMs: 100_000,
+      env: { DDP_TRANSPORT: 'uds', DDP_SEGMENT_BYTES: String(64 * 2 ** 20) },
+    });
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
+    for (const o of out) {
+      expect(o.results[0]).toEqual({ firstDiff: -1 });
+      expect(o.stderr).toContain('DDP_SEGMENT_BYTES=67108864 exceeds the frame limit');
+    }
+  }, 120_000);
 });

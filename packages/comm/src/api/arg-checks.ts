@@ -1,4 +1,4 @@
-import type { CommArray } from '../dtypes.js';
+import { type CommArray, checkMovable } from '../dtypes.js';
 import { InvalidArgumentError } from '../errors.js';
 
 /**
@@ -60,6 +60,7 @@ export function checkPeer(op: 'isend' | 'irecv', peer: number, size: number, ran
 
 /** allGatherInto's output holds `size` inputs. */
 export function checkGatherInto(output: CommArray, input: CommArray, size: number): void {
+  checkMovable(output, 'allGatherInto');
   if (output.length !== input.length * size || output.constructor !== input.constructor) {
     throw new InvalidArgumentError(
       `allGatherInto: output needs ${size} × ${input.length} elements of the input's type, got ${output.length}`,
@@ -77,6 +78,7 @@ export function checkReduceScatter(output: CommArray, input: CommArray, size: nu
       op: 'reduceScatter',
     });
   }
+  checkMovable(input, 'reduceScatter');
   if (input.length !== output.length * size || output.constructor !== input.constructor) {
     throw new InvalidArgumentError(
       `reduceScatter: input needs ${size} × ${output.length} elements of the output's type, got ${input.length}`,

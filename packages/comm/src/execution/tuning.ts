@@ -1,3 +1,4 @@
+import { MAX_FRAME_PAYLOAD } from '../transport/frame.js';
 import type { OpContext } from './op-context.js';
 
 /**
@@ -11,9 +12,22 @@ function envBytes(name: string, fallback: number): number {
   return Number.isFinite(v) && v > 0 ? v : fallback;
 }
 
+/**
+ * A segment travels as one frame: one above the frame limit was refused by the peer's reader, which
+ * named a healthy rank as lost (probe BM, DDP_SEGMENT_BYTES=64 MiB); clamped, said once.
+ */
+function segmentBytes(): number {
+  const asked = envBytes('DDP_SEGMENT_BYTES', 1024 * 1024);
+  if (asked <= MAX_FRAME_PAYLOAD) return asked;
+  process.emitWarning(`DDP_SEGMENT_BYTES=${asked} exceeds the frame limit; segments of ${MAX_FRAME_PAYLOAD} bytes`, {
+    code: 'DDP_SEGMENT_BYTES_CLAMPED',
+  });
+  return MAX_FRAME_PAYLOAD;
+}
+
 export const tuning = {
   ringThresholdBytes: envBytes('DDP_RING_THRESHOLD_BYTES', 128 * 1024),
-  segmentBytes: envBytes('DDP_SEGMENT_BYTES', 1024 * 1024),
+  segmentBytes: segmentBytes(),
   /**
    * Shared-memory waits (shm-lane.ts) spin for spinMs [comm lane, main lane], then block on
    * a futex for up to blockMs, then sleep on the thread pool. Measured by `pnpm bench

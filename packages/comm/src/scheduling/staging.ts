@@ -1,4 +1,4 @@
-import { bytesPerElement, type CommArray, type Dtype, viewAs } from '../dtypes.js';
+import { bytesPerElement, type CommArray, checkMovable, type Dtype, viewAs } from '../dtypes.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { OpResult } from './protocol.js';
 
@@ -48,6 +48,7 @@ export class StagingPool {
  * untyped "Cannot perform Construct on a detached ArrayBuffer", naming neither the op nor the cause.
  */
 export function bytes(a: CommArray): Uint8Array {
+  checkMovable(a, 'a collective');
   try {
     return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   } catch (e) {
