@@ -181,9 +181,13 @@ export function checkTrainableUnchanged(module: Module, hooked: ReadonlySet<Tens
   if (module.parameters().every((p) => p.requiresGrad === hooked.has(p))) return;
   const changed = module.namedParameters().filter(([, p]) => p.requiresGrad !== hooked.has(p));
   const names = changed.map(([name, p]) => `${name} (now ${p.requiresGrad ? 'trainable' : 'frozen'})`);
+  // a GAN's generator step freezes the discriminator for one pass (probe BO): say how to do that here
+  const onePass = changed.some(([, p]) => !p.requiresGrad)
+    ? "; to keep them out of one pass (a GAN's generator step), call the wrapped module's own forward for it"
+    : '';
   throw new DDPUsageError(
     `${who}.forward (rank ${rank}): requiresGrad changed since create for ${names.join(', ')}; ` +
-      `dispose() this wrapper and wrap the module again after freezing or unfreezing parameters`,
+      `dispose() this wrapper and wrap the module again after freezing or unfreezing parameters${onePass}`,
   );
 }
 
