@@ -90,7 +90,9 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
       timeoutMs: 60_000,
     });
     expect(out[0]?.code, explain(out)).toBe(0);
-    const [r0, r1] = out.map((o) => o.results[0] as Summary & { shortReceive: string; after: string });
+    const [r0, r1] = out.map(
+      (o) => o.results[0] as Summary & { shortReceive: string; after: string; bigGather: string },
+    );
     for (const r of [r0, r1]) expect(r?.failures).toEqual([]);
     expect(r0?.checks).toBe(37);
     expect(r0?.shortReceive).toBe('none');
@@ -98,6 +100,9 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
       /^CollectiveMismatchError: rank 1: .*rank 0 sent 16 bytes \(tag 0\), this receive expects 24/,
     );
     expect([r0?.after, r1?.after]).toEqual(['GroupAbortedError', 'CollectiveMismatchError']);
+    // probe BM: the addon's int displacements overflowed (a wrong-sized output, memory past its end)
+    for (const r of [r0, r1])
+      expect(r?.bigGather).toMatch(/^InvalidArgumentError: rank \d: allGather: .* add up to 2147483650 elements/);
   }, 70_000);
 
   it('groups made in different orders, a negative tag, an int32 send met by a float32 receive: refused', async () => {

@@ -4,6 +4,7 @@
 // rank is refused on every rank instead of deadlocking or moving the wrong bytes (Agrees;
 // JavaScript words the error from the descriptors).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -54,6 +55,22 @@ std::string ErrorString(int rc) {
   return std::string(s, n);
 }
 
+// Whether the counts a call adds up fit MPI's int displacements (a gather of more elements in all
+// overflowed them: a wrong-sized output, memory past its end). Refused as a mismatch; comm names it.
+bool Fits(Task* t, int size) {
+  const int stride = D_FIXED + 2 * size;
+  const int32_t* all = t->all.data();
+  int64_t gathered = 0;
+  for (int r = 0; r < size; r++) {
+    const int32_t* d = all + r * stride;
+    gathered += d[D_COUNT];
+    int64_t sent = 0, received = 0;
+    for (int j = 0; j < size; j++) sent += d[D_FIXED + j], received += d[D_FIXED + size + j];
+    if (sent > INT32_MAX || received > INT32_MAX) return false;
+  }
+  return gathered <= INT32_MAX || (t->kind != ALLGATHER && t->kind != GATHER);
+}
+
 // Every member called the same thing and none failed before calling. Each member evaluates
 // the same condition on the same descriptors, so all run the call or all refuse it.
 bool Agrees(Task* t, int size) {
@@ -71,7 +88,7 @@ bool Agrees(Task* t, int size) {
       if (d[D_FIXED + j] != all[j * stride + D_FIXED + size + r]) return false;
     }
   }
-  return true;
+  return Fits(t, size);
 }
 
 // Element counts of every member (from the descriptors) and their displacements.

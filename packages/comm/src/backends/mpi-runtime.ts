@@ -1,6 +1,13 @@
 import type { CallResult, Kind, MpiAddon } from '@ddp/mpi';
 import { DTYPE_NAME, OP_NAME, REDUCE_NAME } from '../dtypes.js';
-import { CollectiveMismatchError, CommError, CommTimeoutError, GroupAbortedError, laterCallError } from '../errors.js';
+import {
+  CollectiveMismatchError,
+  CommError,
+  CommTimeoutError,
+  GroupAbortedError,
+  InvalidArgumentError,
+  laterCallError,
+} from '../errors.js';
 import { startTimer } from '../timer.js';
 import { IssueOrder } from './mpi-issue-order.js';
 
@@ -194,9 +201,30 @@ function refusal(
       });
     }
   }
+  const over = overflowingTotal(all, size, call);
+  if (over !== null)
+    return new InvalidArgumentError(
+      `rank ${me}: ${call}: the members' counts add up to ${over} elements, and MPI's displacements are ` +
+        'int (at most 2^31 − 1 in all): split the call',
+      { rank: me, op: call },
+    );
   return new CollectiveMismatchError(`rank ${me}: ${call}: the members' sizes do not fit together`, {
     rank: me,
     ranks: [...comm.ranks],
     op: call,
   });
+}
+
+/** The count a call adds up past int32 (the addon's Fits refused it), or null: gathered, or one member's sends or receives. */
+function overflowingTotal(all: Int32Array, size: number, call: string): number | null {
+  const stride = FIXED + 2 * size;
+  const sum = (from: number, n: number) => all.subarray(from, from + n).reduce((t, v) => t + v, 0);
+  const totals = Array.from({ length: size }, (_, r) => [
+    sum(r * stride + FIXED, size),
+    sum(r * stride + FIXED + size, size),
+  ]);
+  if (call.startsWith('allGather') || call === 'gather')
+    totals.push([Array.from({ length: size }, (_, r) => all[r * stride + 4]).reduce((t, v) => t + v, 0)]);
+  const worst = Math.max(...totals.flat());
+  return worst > 2 ** 31 - 1 ? worst : null;
 }
