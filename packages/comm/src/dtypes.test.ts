@@ -33,4 +33,12 @@ describe('the arrays an op takes', () => {
     ])
       expect(refused).toThrow(/arrays an op moves hold at most 2\^32 − 1 bytes \(4 GiB\)/);
   });
+
+  it('an array over a resizable ArrayBuffer is refused (was: shrunk under an op, its result cut short silently)', () => {
+    const resizable = new (ArrayBuffer as unknown as new (n: number, o: object) => ArrayBuffer)(16, {
+      maxByteLength: 64,
+    });
+    for (const refused of [() => dtypeOf(new Float32Array(resizable)), () => movedDtype(new Float32Array(resizable))])
+      expect(refused).toThrow(/resizable ArrayBuffer: its length may change while an op holds it/);
+  });
 });

@@ -35,6 +35,11 @@ export const REDUCE_NAME = byCode(REDUCE_CODE);
 export const OP_NAME = byCode(OP_CODE);
 
 export function dtypeOf(a: CommArray, half?: HalfDtype): Dtype {
+  // resized under an op, its result was cut short silently or an untyped RangeError (probe BM)
+  if ((a?.buffer as { resizable?: boolean } | undefined)?.resizable)
+    throw new InvalidArgumentError(
+      'an array over a resizable ArrayBuffer: its length may change while an op holds it; pass a fixed-length one',
+    );
   // a Float32Array given dtype 'float16' was reduced as float32, the option dropped (no compression)
   if (half !== undefined && !(a instanceof Uint16Array))
     throw new InvalidArgumentError(
