@@ -94,6 +94,9 @@ describe("PowerSGD's state saved and loaded (each rank's own file, bound to the 
     await expect(hookOn(otherRank)(ofRank(2, 9))).rejects.toThrow(
       /rank 0: PowerSGD state loaded from rank 1 of 2, this is rank 0 of 1/,
     );
+    const resaved = new PowerSGDState(options); // loaded, saved again before compressing: still rank 1 of 2's
+    resaved.loadStateDict({ ...saved.stateDict(), rank: 1, worldSize: 2 });
+    expect([resaved.stateDict().rank, resaved.stateDict().worldSize]).toEqual([1, 2]);
     const sd = saved.stateDict();
     const otherModel = new PowerSGDState(options);
     otherModel.loadStateDict({ ...sd, parameters: new Map([[0, { error: new Float32Array(9) }]]) });

@@ -167,13 +167,8 @@ export class PowerSGDState {
     for (const [index, g] of this.generators)
       parameters.set(index, { ...parameters.get(index), generator: g.getState() });
     const options = Object.fromEntries(SHAPING.map((k) => [k, this.optionValue(k)])) as PowerSGDStateDict['options'];
-    return {
-      iter: this.iter,
-      rank: this.world?.rank ?? null,
-      worldSize: this.world?.size ?? null,
-      options,
-      parameters,
-    };
+    const world = this.world ?? this.savedWorld; // saved again before its first compression: still the loaded one's
+    return { iter: this.iter, rank: world?.rank ?? null, worldSize: world?.size ?? null, options, parameters };
   }
 
   /** Takes a state stateDict gave (this rank's own) before the first backward; errors name what differs. */
