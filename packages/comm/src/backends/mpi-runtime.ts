@@ -215,7 +215,7 @@ function refusal(
   });
 }
 
-/** The count a call adds up past int32 (the addon's Fits refused it), or null: gathered, or one member's sends or receives. */
+/** The count a call adds up past int32 (the addon's Fits refused it): gathered, or one member's sends or receives. */
 function overflowingTotal(all: Int32Array, size: number, call: string): number | null {
   const stride = FIXED + 2 * size;
   const sum = (from: number, n: number) => all.subarray(from, from + n).reduce((t, v) => t + v, 0);
