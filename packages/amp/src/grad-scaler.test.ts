@@ -133,6 +133,15 @@ describe("GradScaler against torch.cuda.amp.GradScaler's scale sequence through 
     expect(() => new GradScaler({ init_scale: 1024 } as object)).toThrow(
       /GradScaler: unknown option "init_scale"; did you mean initScale\?/,
     );
+    // probe BR: freed parameters (FSDP's resharded ones) were skipped, and the error said backward had not run
+    const fsdpLike = makeModel();
+    for (const p of [fsdpLike.weight, fsdpLike.bias]) p.grad = tf.onesLike(p.data);
+    fsdpLike.bias.free('fsdp: this parameter is resharded; step the shards');
+    await expect(scaler.step(fsdpLike.optimizer)).rejects.toThrow(
+      'unscale_(): parameter 1 of group 0 is freed: fsdp: this parameter is resharded; step the shards',
+    );
+    fsdpLike.weight.dispose();
+    await expect(scaler.step(fsdpLike.optimizer)).rejects.toThrow(/parameter 0 of group 0 was disposed/);
     // a config's string was truthy: the scaler ran where meant off
     expect(() => new GradScaler({ enabled: 'false' as never })).toThrow(
       'GradScaler: enabled must be a boolean, got "false"',

@@ -2,7 +2,7 @@ import { gradientShardGroups, mul, type Tensor, whileWriting } from '@ddp/autogr
 import { type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { currentJoinNotice, isJoinActive, type Joinable, type JoinHook } from '@ddp/join';
 import { checkBooleanOptions, checkNumberOptions, checkOptionNames, tf } from '@ddp/tensor';
-import { GradScalerError } from './errors.js';
+import { GradScalerError, refuseFreed } from './errors.js';
 import type { GradScalerOptions, GradScalerStateDict, ScalableOptimizer } from './grad-scaler-options.js';
 
 export type { GradScalerOptions, GradScalerStateDict, ScalableOptimizer };
@@ -94,6 +94,7 @@ export class GradScaler implements Joinable {
       throw new GradScalerError('unscale_() has already been called on this optimizer since the last update()');
     if (state.stepped) throw new GradScalerError('unscale_() is being called after step()');
     this.checkSplitGradients(optimizer);
+    refuseFreed(optimizer);
     const invScale = f32(1 / this.currentScale);
     let [found, seen] = [false, false];
     for (const group of optimizer.paramGroups) {

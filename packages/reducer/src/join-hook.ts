@@ -1,5 +1,6 @@
 import type { ProcessGroup } from '@ddp/comm';
 import type { JoinHook } from '@ddp/join';
+import type { tf } from '@ddp/tensor';
 import type { DistributedDataParallel } from './ddp.js';
 
 /**
@@ -8,14 +9,28 @@ import type { DistributedDataParallel } from './ddp.js';
  * join is broadcast to all.
  */
 export class DDPJoinHook implements JoinHook {
+  /**
+   * A joined rank's gradients before its first shadowed iteration, given back after join. The shadowed
+   * iterations write the averages there (a Joinable optimizer, ZeRO, steps its shard with them), and
+   * they stayed: the next epoch's first backward added to them (probe BP; torch's shadows write nothing).
+   */
+  private before: (tf.Tensor | null)[] | null = null;
+
   constructor(private readonly ddp: DistributedDataParallel) {}
 
   mainHook(): Promise<void> {
+    // a clone shares the storage, so the write-back makes a new tensor instead of writing into it
+    this.before ??= this.ddp.params.map(({ param }) => param.grad?.clone() ?? null);
     return this.ddp.shadowIteration();
   }
 
-  postHook(isLastJoiner: boolean): Promise<void> {
-    return this.ddp.syncFinalModel(isLastJoiner);
+  async postHook(isLastJoiner: boolean): Promise<void> {
+    await this.ddp.syncFinalModel(isLastJoiner);
+    const before = this.before;
+    this.before = null;
+    before?.forEach((grad, i) => {
+      this.ddp.params[i].param.grad = grad;
+    });
   }
 }
 

@@ -26,9 +26,11 @@ const batch = (rank: number, s: number) => ({
 });
 
 /**
- * Rank r trains on 5 + r batches inside join; rank 0 also computes what
+ * Rank r trains on 5 + r batches inside join, for two epochs (a join each); rank 0 also computes what
  * divideByInitialWorldSize prescribes: at step s the gradient is the sum over the ranks
  * still active of their batch's gradient, divided by N (true) or by the active count (false).
+ * A joined rank's gradients must be its own again after join (was: the last shadowed step's
+ * averages, added into the next epoch's first gradient; probe BP).
  */
 async function joinScenario(
   pg: ProcessGroup,
@@ -43,13 +45,14 @@ async function joinScenario(
   process.on('warning', onWarning);
   let reference: Record<string, number[]> | null = null;
   const steps = batchesOf(pg.size - 1);
+  const epochs = throwOnEarlyTermination ? 1 : 2;
   if (pg.rank === 0 && !throwOnEarlyTermination) {
     const ref = mlp(31);
     const opt = new SGD(ref.parameters(), { lr: 0.1 });
-    for (let s = 0; s < steps; s++) {
-      const active = [...Array(pg.size).keys()].filter((r) => batchesOf(r) > s);
+    for (let s = 0; s < steps * epochs; s++) {
+      const active = [...Array(pg.size).keys()].filter((r) => batchesOf(r) > s % steps);
       for (const r of active) {
-        const { x, y } = batch(r, s);
+        const { x, y } = batch(r, s % steps);
         const loss = tidy(() =>
           mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByN ? pg.size : active.length),
         );
@@ -61,28 +64,31 @@ async function joinScenario(
       opt.zeroGrad();
     }
     reference = snapshot(ref);
+    ref.dispose();
   }
   const model = mlp(31);
   const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
   if (hook) ddp.registerCommHook(null, hook);
   const opt = new SGD(model.parameters(), { lr: 0.1 });
-  const run = join(
-    [ddp],
-    async () => {
-      for (let s = 0; s < batchesOf(pg.rank); s++) {
-        const { x, y } = batch(pg.rank, s);
-        const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
-        await loss.backward();
-        loss.dispose();
-        tf.dispose([x, y]);
-        opt.step();
-        opt.zeroGrad();
-      }
-    },
-    { divideByInitialWorldSize, throwOnEarlyTermination },
-  );
+  const gradsAfterJoin: boolean[] = [];
+  const epoch = () =>
+    join(
+      [ddp],
+      async () => {
+        for (let s = 0; s < batchesOf(pg.rank); s++) {
+          const { x, y } = batch(pg.rank, s);
+          const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+          await loss.backward();
+          loss.dispose();
+          tf.dispose([x, y]);
+          opt.step();
+          opt.zeroGrad();
+        }
+      },
+      { divideByInitialWorldSize, throwOnEarlyTermination },
+    );
   if (throwOnEarlyTermination) {
-    const error = await run.then(
+    const error = await epoch().then(
       () => null,
       (e: Error) => e,
     );
@@ -91,10 +97,13 @@ async function joinScenario(
     await pg.allReduce(after).wait();
     return { earlyTermination: error?.name, message: error?.message, sumAfter: after[0] };
   }
-  await run;
+  for (let e = 0; e < epochs; e++) {
+    await epoch();
+    gradsAfterJoin.push(...model.parameters().map((p) => p.grad !== null));
+  }
   await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
   process.off('warning', onWarning);
-  return { params: snapshot(model), reference, iterations: ddp.iteration, warnings };
+  return { params: snapshot(model), reference, iterations: ddp.iteration, warnings, gradsAfterJoin };
 }
 
 /**
