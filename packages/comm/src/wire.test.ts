@@ -84,4 +84,24 @@ describe('bytes on the wire (getWireStats)', () => {
       expect(o.stderr).toContain('DDP_SEGMENT_BYTES=67108864 exceeds the frame limit');
     }
   }, 120_000);
+
+  // probe BP: a plain array's staging copy raised a bare RangeError; the op was not named
+  it('arrays over 4 GiB an op would copy or move: InvalidArgumentError naming the op and the limit, on every rank', async () => {
+    const out = await spawnRanks({
+      nprocs: 2,
+      script: new URL('./test/too-large.child.ts', import.meta.url),
+      timeoutMs: 60_000,
+    });
+    expect(
+      out.every((o) => o.code === 0),
+      explain(out),
+    ).toBe(true);
+    for (const o of out) {
+      const r = o.results[0] as Record<string, string>;
+      expect(r.allReducePlain).toMatch(
+        /^InvalidArgumentError: .*allReduce: an array of 4294967300 bytes; .* 2\^32 − 1 bytes/,
+      );
+      expect(r.broadcastShared).toMatch(/^InvalidArgumentError: .*broadcast: an array of 4294967300 bytes/);
+    }
+  }, 70_000);
 });

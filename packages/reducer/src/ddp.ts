@@ -13,7 +13,7 @@ import { DDPJoinHook, joinStatus } from './join-hook.js';
 import { ModuleDelegates } from './module-delegates.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
-import { warnIfPowerSGDRestarts } from './powersgd-warnings.js';
+import { admitPowerSGDState } from './powersgd-warnings.js';
 import { newReduction, type Reduction } from './reduction.js';
 import { broadcastTensors, checkModule, checkTrainableUnchanged, moduleState, syncInitialState } from './sync.js';
 import { raiseUnused, unreachedParameters, whenResolved } from './unused.js';
@@ -171,7 +171,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   registerCommHook<S>(state: S, hook: CommHook<S> | InPlaceCommHook<S>): void {
     if (this.iteration > 0 || this.reduction !== null)
       throw new DDPUsageError('registerCommHook must be called before the first backward');
-    warnIfPowerSGDRestarts(state, this.module);
+    admitPowerSGDState(state, this, this.module);
     this.hook = hook as CommHook<unknown> | InPlaceCommHook<unknown>;
     this.hookState = state;
   }

@@ -254,7 +254,20 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     const second = await DistributedDataParallel.create(resumed);
     second.registerCommHook(new PowerSGDState(), powerSGDHook);
     expect(codes()).toContain('DDP_POWERSGD_NOT_RESUMED');
-    for (const ddp of [first, second]) ddp.dispose();
+    // probe BP: a state restored from a save of iteration 0 is a resumed one too
+    warned.mockClear();
+    const restored = new PowerSGDState();
+    restored.loadStateDict(new PowerSGDState().stateDict());
+    const third = await DistributedDataParallel.create(new Linear(5, 3));
+    await loadCheckpoint(dir, { model: third.module });
+    third.registerCommHook(restored, powerSGDHook);
+    expect(codes()).not.toContain('DDP_POWERSGD_NOT_RESUMED');
+    // probe BP: one state for two models mixed their error feedback and Q (kept by parameter index)
+    expect(() => first.registerCommHook(restored, powerSGDHook)).toThrow(
+      /this PowerSGDState already serves another DistributedDataParallel/,
+    );
+    third.module.dispose();
+    for (const ddp of [first, second, third]) ddp.dispose();
     warned.mockRestore();
     await rm(dir, { recursive: true, force: true });
     for (const m of [fresh, resumed]) m.dispose();

@@ -1,5 +1,6 @@
-/** PowerSGD's warnings: the states it cannot carry on from, said once each. */
+/** PowerSGD's warnings (the states it cannot carry on from, said once each) and the state's one owner. */
 import { loadedSaveOf, type Module } from '@ddp/nn';
+import { DDPUsageError } from './errors.js';
 import { PowerSGDState } from './powersgd.js';
 
 let warnedNotFinite = false;
@@ -25,13 +26,36 @@ export function warnErrorNotFinite(): void {
  * steps, no error carried) and ends on other weights than an uninterrupted one (probe AU: 7.5e-3
  * after 3 + 3 steps). Said once, not silent.
  */
-export function warnIfPowerSGDRestarts(state: unknown, module: Module): void {
+function warnIfPowerSGDRestarts(state: unknown, module: Module): void {
   const loaded = loadedSaveOf(module);
-  if (!(state instanceof PowerSGDState) || state.iter > 0 || loaded === null) return;
+  if (!(state instanceof PowerSGDState) || state.iter > 0 || state.restored || loaded === null) return;
   process.emitWarning(
     `PowerSGD starts afresh over a module loaded from ${loaded.path}: its state (iteration, error feedback, ` +
       'warm-start Q) was not loaded (loadPowerSGDState, before registerCommHook), so the resumed run differs ' +
       'from an uninterrupted one',
     { code: 'DDP_POWERSGD_NOT_RESUMED' },
   );
+}
+
+const owners = new WeakMap<PowerSGDState, object>();
+
+/**
+ * One PowerSGDState per DDP model: its error feedback and Q are kept by parameter index, so a second
+ * model's gradients took the first's (and counted its iterations twice), silently for like models, a
+ * RangeError for others (probe BP; torch's state, kept by bucket, mixes alike).
+ */
+function claimPowerSGDState(state: unknown, owner: object): void {
+  if (!(state instanceof PowerSGDState)) return;
+  if ((owners.get(state) ?? owner) !== owner)
+    throw new DDPUsageError(
+      'registerCommHook: this PowerSGDState already serves another DistributedDataParallel: give each model ' +
+        'a state of its own (its error feedback and Q are kept per parameter of one model)',
+    );
+  owners.set(state, owner);
+}
+
+/** What registerCommHook checks of a hook's state: one owner for a PowerSGDState, and a resume that restores it. */
+export function admitPowerSGDState(state: unknown, owner: object, module: Module): void {
+  claimPowerSGDState(state, owner);
+  warnIfPowerSGDRestarts(state, module);
 }

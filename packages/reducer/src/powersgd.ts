@@ -102,6 +102,8 @@ export class PowerSGDState {
   readonly minCompressionRate: number;
   /** Completed iterations (counted on each last bucket). */
   iter = 0;
+  /** Whether loadStateDict gave it a saved state (a resumed run's, even of iteration 0). */
+  restored = false;
   private readonly buckets = new WeakMap<Float32Array, BucketState>();
   private readonly homes = new Map<number, Home>();
   private readonly generators = new Map<number, Generator>();
@@ -182,6 +184,7 @@ export class PowerSGDState {
             `${this.optionValue(k)}: make the PowerSGDState with the saved options`,
         );
     this.iter = saved.iter;
+    this.restored = true;
     this.savedWorld =
       saved.rank === null || saved.worldSize === null ? null : { rank: saved.rank, size: saved.worldSize };
     this.loaded = new Map(saved.parameters);

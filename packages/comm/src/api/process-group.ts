@@ -104,7 +104,7 @@ export class WorkerProcessGroup implements ProcessGroup {
       return this.ops.inPlace(
         'broadcast',
         buf,
-        movedDtype(buf, opts.dtype),
+        movedDtype(buf, opts.dtype, 'broadcast'),
         { root: opts.src },
         this.rank !== opts.src,
       );
@@ -126,7 +126,7 @@ export class WorkerProcessGroup implements ProcessGroup {
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
     return this.collective('allGather', opts, () => {
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'allGather');
       return this.ops.submit(
         { op: 'allGather', dtype: d, reduceOp: 'sum', root: 0, count: 0, length: input.length },
         input.byteLength,
@@ -140,7 +140,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', opts, () => {
       checkGatherInto(output, input, this.size);
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'allGatherInto');
       if (output.buffer instanceof SharedArrayBuffer) return allGatherIntoShared(this.ops, output, input, d, this.rank);
       return this.ops.submit(
         { op: 'allGatherInto', dtype: d, reduceOp: 'sum', root: 0, count: input.length, length: output.length },
@@ -163,7 +163,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', opts, () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'gather');
       return this.ops.submit(
         { op: 'gather', dtype: d, reduceOp: 'sum', root: opts.dst, count: 0, length: input.length },
         input.byteLength,
@@ -177,7 +177,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', opts, () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
-      const d = movedDtype(output, opts.dtype);
+      const d = movedDtype(output, opts.dtype, 'scatter');
       if (this.rank !== opts.src) return this.ops.inPlace('scatter', output, d, { root: opts.src, count: 0 }, true);
       const inputs = opts.inputs;
       checkScatterInputs(output, inputs, this.size, this.rank, this.me);
@@ -204,7 +204,7 @@ export class WorkerProcessGroup implements ProcessGroup {
   allToAll(outputs: CommArray[], inputs: CommArray[], opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allToAll', opts, () => {
       checkAllToAll(outputs, inputs, this.size);
-      const d = movedDtype(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype);
+      const d = movedDtype(inputs[0] ?? outputs[0] ?? new Float32Array(0), opts.dtype, 'allToAll');
       const inBytes = inputs.reduce((s, a) => s + a.byteLength, 0);
       const outBytes = outputs.reduce((s, a) => s + a.byteLength, 0);
       return this.ops.submit(
@@ -264,7 +264,7 @@ export class WorkerProcessGroup implements ProcessGroup {
         kind: o.op === 'isend' ? 'send' : 'recv',
         peer: o.peer,
         tag: o.tag ?? 0,
-        dtype: movedDtype(o.buf, o.dtype),
+        dtype: movedDtype(o.buf, o.dtype, o.op),
         byteOffset: off,
         count: o.buf.length,
       });

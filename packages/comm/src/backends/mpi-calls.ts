@@ -171,7 +171,7 @@ export function p2pCall(ops: P2POp[]): { call: NativeCall; received: () => void 
   for (const o of ops) {
     // the dtype rides in the tag: MPI moves bytes, so an int32 send met a float32 receive of the same size and was
     // read as floats; now they do not match (a timeout, as a tag mismatch)
-    const dtype = DTYPE_CODE[movedDtype(o.buf, o.dtype)];
+    const dtype = DTYPE_CODE[movedDtype(o.buf, o.dtype, o.op)];
     entries.push(o.op === 'isend' ? 1 : 0, o.peer, (o.tag ?? 0) * 8 + dtype, off, o.buf.byteLength);
     off += Math.ceil(o.buf.byteLength / 8) * 8;
   }

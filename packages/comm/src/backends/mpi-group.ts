@@ -175,14 +175,14 @@ export class MpiProcessGroup implements ProcessGroup {
   broadcast(buf: CommArray, opts: { src: number; dtype?: HalfDtype }): Work {
     return this.collective('broadcast', opts, [buf], () => {
       checkRoot(opts.src, this.size, this.me, 'broadcast src');
-      const d = movedDtype(buf, opts.dtype);
+      const d = movedDtype(buf, opts.dtype, 'broadcast');
       return { call: moveCall(this, 'broadcast', d, SAME_COUNT, opts.src, buf.length, buf, null), finish: () => {} };
     });
   }
 
   allGather(input: CommArray, opts: { dtype?: HalfDtype } = {}): Work<CommArray[]> {
     return this.collective('allGather', opts, [input], () => {
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'allGather');
       return {
         call: moveCall(this, 'allGather', d, SAME_CALL, 0, input.length, input, null),
         finish: (out, all) => splitGathered(this.size, d, out, all),
@@ -193,7 +193,7 @@ export class MpiProcessGroup implements ProcessGroup {
   allGatherInto(output: CommArray, input: CommArray, opts: { dtype?: HalfDtype } = {}): Work {
     return this.collective('allGatherInto', opts, [output, input], () => {
       checkGatherInto(output, input, this.size);
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'allGatherInto');
       const call = {
         ...moveCall(this, 'allGatherInto', d, SAME_COUNT, 0, input.length, input, null),
         kind: K.allGather as Kind,
@@ -205,7 +205,7 @@ export class MpiProcessGroup implements ProcessGroup {
   gather(input: CommArray, opts: { dst: number; dtype?: HalfDtype }): Work<CommArray[] | null> {
     return this.collective('gather', opts, [input], () => {
       checkRoot(opts.dst, this.size, this.me, 'gather dst');
-      const d = movedDtype(input, opts.dtype);
+      const d = movedDtype(input, opts.dtype, 'gather');
       const call = moveCall(this, 'gather', d, SAME_CALL, opts.dst, input.length, input, null);
       return { call, finish: (out, all) => (this.rank === opts.dst ? splitGathered(this.size, d, out, all) : null) };
     });
@@ -214,7 +214,7 @@ export class MpiProcessGroup implements ProcessGroup {
   scatter(output: CommArray, opts: { src: number; inputs?: CommArray[]; dtype?: HalfDtype }): Work {
     return this.collective('scatter', opts, [output, opts?.inputs], () => {
       checkRoot(opts.src, this.size, this.me, 'scatter src');
-      const d = movedDtype(output, opts.dtype);
+      const d = movedDtype(output, opts.dtype, 'scatter');
       if (this.rank !== opts.src)
         return {
           call: moveCall(this, 'scatter', d, SAME_CALL, opts.src, output.length, null, output),
@@ -234,7 +234,7 @@ export class MpiProcessGroup implements ProcessGroup {
     return this.collective('allToAll', opts, [outputs, inputs], () => {
       checkAllToAll(outputs, inputs, this.size);
       const like = inputs[0] as CommArray;
-      const d = movedDtype(like, opts.dtype);
+      const d = movedDtype(like, opts.dtype, 'allToAll');
       const received = concat(like, outputs);
       const lengths = [...inputs, ...outputs].map((a) => a.length);
       const call = moveCall(this, 'allToAll', d, SAME_CALL, 0, 0, concat(like, inputs), received, lengths);
@@ -278,7 +278,7 @@ export class MpiProcessGroup implements ProcessGroup {
       });
     for (const o of ops) {
       checkPeer(o.op, o.peer, this.size, this.rank, this.me, o.tag ?? 0);
-      movedDtype(o.buf, o.dtype);
+      movedDtype(o.buf, o.dtype, o.op);
     }
     let staged = p2pCall(ops);
     const run = this.rt.order.issue(

@@ -1,5 +1,5 @@
 import { makeWork, type Work } from '../api/work.js';
-import { arraysOverlap, type CommArray, type Dtype, type ReduceOp } from '../dtypes.js';
+import { arraysOverlap, type CommArray, checkMovable, type Dtype, type ReduceOp } from '../dtypes.js';
 import { ONE_STEP_BYTES } from '../transport/shm-exchange.js';
 import { int32Average } from './int32-average.js';
 import type { OpRequest, OpResult } from './protocol.js';
@@ -255,6 +255,7 @@ export class OpDispatcher {
       // the caller's array is shared memory already: the worker works on it in place
       return this.onShared(op, buf, d, extra, { reads: [buf], writes: [buf] });
     }
+    checkMovable(buf, op); // staged: a plain array over 4 GiB was a bare RangeError here (probe BP)
     return this.submit(
       { op, dtype: d, reduceOp: 'sum', root: 0, count: buf.length, length: buf.length, ...extra },
       buf.byteLength,
