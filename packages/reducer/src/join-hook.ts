@@ -25,12 +25,12 @@ export class DDPJoinHook implements JoinHook {
   }
 
   async postHook(isLastJoiner: boolean): Promise<void> {
-    await this.ddp.syncFinalModel(isLastJoiner);
-    const before = this.before;
-    this.before = null;
-    before?.forEach((grad, i) => {
-      this.ddp.params[i].param.grad = grad;
-    });
+    try {
+      await this.ddp.syncFinalModel(isLastJoiner);
+    } finally {
+      for (const [i, grad] of this.before?.entries() ?? []) this.ddp.params[i].param.grad = grad;
+      this.before = null;
+    }
   }
 }
 

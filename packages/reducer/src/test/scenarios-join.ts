@@ -70,7 +70,7 @@ async function joinScenario(
   const ddp = await DistributedDataParallel.create(model, { firstBucketMB: 1e-4, bucketCapMB: 1e-4 });
   if (hook) ddp.registerCommHook(null, hook);
   const opt = new SGD(model.parameters(), { lr: 0.1 });
-  const gradsAfterJoin: boolean[] = [];
+  const gradsAfterJoin: number[] = [];
   const epoch = () =>
     join(
       [ddp],
@@ -82,7 +82,7 @@ async function joinScenario(
           loss.dispose();
           tf.dispose([x, y]);
           opt.step();
-          opt.zeroGrad();
+          opt.zeroGrad(hook === null); // with a hook: zeros kept (torch's set_to_none=False), the clone path
         }
       },
       { divideByInitialWorldSize, throwOnEarlyTermination },
@@ -99,7 +99,9 @@ async function joinScenario(
   }
   for (let e = 0; e < epochs; e++) {
     await epoch();
-    gradsAfterJoin.push(...model.parameters().map((p) => p.grad !== null));
+    gradsAfterJoin.push(
+      ...model.parameters().map((p) => (p.grad ? Math.max(...[...p.grad.dataSync()].map(Math.abs)) : 0)),
+    );
   }
   await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
   process.off('warning', onWarning);
