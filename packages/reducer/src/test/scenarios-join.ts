@@ -25,6 +25,25 @@ const batch = (rank: number, s: number) => ({
   y: normal([4, 3], 500 + 1000 * rank + s),
 });
 
+/** Rank `rank`'s first `count` batches through `ddp`, an SGD step after each. */
+async function trainOn(
+  ddp: DistributedDataParallel<Sequential>,
+  opt: SGD,
+  rank: number,
+  count: number,
+  setToNone = true,
+) {
+  for (let s = 0; s < count; s++) {
+    const { x, y } = batch(rank, s);
+    const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
+    await loss.backward();
+    loss.dispose();
+    tf.dispose([x, y]);
+    opt.step();
+    opt.zeroGrad(setToNone);
+  }
+}
+
 /**
  * Rank r trains on 5 + r batches inside join, for two epochs (a join each); rank 0 also computes what
  * divideByInitialWorldSize prescribes: at step s the gradient is the sum over the ranks
@@ -74,17 +93,8 @@ async function joinScenario(
   const epoch = () =>
     join(
       [ddp],
-      async () => {
-        for (let s = 0; s < batchesOf(pg.rank); s++) {
-          const { x, y } = batch(pg.rank, s);
-          const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
-          await loss.backward();
-          loss.dispose();
-          tf.dispose([x, y]);
-          opt.step();
-          opt.zeroGrad(hook === null); // with a hook: zeros kept (torch's set_to_none=False), the clone path
-        }
-      },
+      // with a hook: zeros kept (torch's set_to_none=False), the join hook's clone path
+      () => trainOn(ddp, opt, pg.rank, batchesOf(pg.rank), hook === null),
       { divideByInitialWorldSize, throwOnEarlyTermination },
     );
   if (throwOnEarlyTermination) {
@@ -130,17 +140,7 @@ async function joinBuffers(pg: ProcessGroup): Promise<Record<string, unknown>> {
   const model = new Sequential(new BatchNorm1d(5), new Linear(5, 3, { generator: new Generator(41) }));
   const ddp = await DistributedDataParallel.create(model);
   const opt = new SGD(model.parameters(), { lr: 0.1 });
-  await join([ddp], async () => {
-    for (let s = 0; s < 2 + pg.rank; s++) {
-      const { x, y } = batch(pg.rank, s);
-      const loss = tidy(() => mse(ddp.forward(rows(x, 0, 4)), rows(y, 0, 4)));
-      await loss.backward();
-      loss.dispose();
-      tf.dispose([x, y]);
-      opt.step();
-      opt.zeroGrad();
-    }
-  });
+  await join([ddp], () => trainOn(ddp, opt, pg.rank, 2 + pg.rank));
   return { runningMean: [...model.buffers()[0].dataSync()], reference };
 }
 
