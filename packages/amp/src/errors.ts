@@ -1,3 +1,4 @@
+import { freedParameterProblem } from '@ddp/autograd';
 import type { ScalableOptimizer } from './grad-scaler-options.js';
 
 /** GradScaler used out of order (unscale_ or step twice before update) or given bad options or state. */
@@ -11,13 +12,11 @@ export class GradScalerError extends Error {
  */
 export function refuseFreed(optimizer: ScalableOptimizer): void {
   optimizer.paramGroups.forEach((group, g) => {
-    const i = group.params.findIndex((p) => p.isDisposed);
-    if (i < 0) return;
-    const freed = group.params[i].freedBy;
-    const why =
-      freed !== null && freed !== 'dispose()'
-        ? `is freed: ${freed}`
-        : 'was disposed (its layer replaced or disposed after the optimizer was made): take model.parameters() again';
-    throw new GradScalerError(`unscale_(): parameter ${i} of group ${g} ${why}`);
+    const problem = freedParameterProblem(
+      group.params,
+      'the optimizer was built',
+      (i) => `parameter ${i} of group ${g}`,
+    );
+    if (problem !== null) throw new GradScalerError(`unscale_(): ${problem}`);
   });
 }

@@ -14,6 +14,7 @@ export {
   refusePromises,
   TensorDisposedError,
 } from './errors.js';
+export { freedParameterProblem } from './freed.js';
 export { AutogradFunction, Function, FunctionNode, type GradResult } from './function.js';
 export { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 export { type GradcheckOptions, type GradcheckResult, gradcheck } from './gradcheck.js';

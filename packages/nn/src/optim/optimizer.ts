@@ -1,4 +1,4 @@
-import { pendingWriter, type Tensor } from '@ddp/autograd';
+import { freedParameterProblem, pendingWriter, type Tensor } from '@ddp/autograd';
 import { checkOptionNames, tf } from '@ddp/tensor';
 import { checkStateValues, stateDictParams } from './state-dict-check.js';
 
@@ -242,25 +242,13 @@ export function refusePendingGradients(
   }
 }
 
-/**
- * A disposed parameter has no gradient, so it would be skipped: its layer was replaced after the
- * optimizer (or the list given to a clip) was made (applyTensorParallel, a dispose), and the layer now in
- * the model would never train; FSDP's full parameters are freed while resharded, and a clip over them
- * clipped nothing and returned 0 (probe AJ). `since`: when the parameters were taken.
- */
+/** Refuses a freed parameter (see `freedParameterProblem`) before `where` would skip it. */
 export function refuseFreedParameters(
   where: string,
   params: readonly Tensor[],
   since: string,
-  which: (i: number) => string = (i) => `parameter ${i}`,
+  which?: (i: number) => string,
 ): void {
-  const i = params.findIndex((p) => p.isDisposed);
-  if (i < 0) return;
-  const freed = params[i].freedBy;
-  // freed with a reason of its own (an FSDP parameter, whose reason names the shards to use)
-  if (freed !== null && freed !== 'dispose()') throw new OptimizerError(`${where}: ${which(i)} is freed: ${freed}`);
-  throw new OptimizerError(
-    `${where}: ${which(i)} was disposed (its layer replaced or disposed after ${since}): ` +
-      'take model.parameters() after changing the model',
-  );
+  const problem = freedParameterProblem(params, since, which);
+  if (problem !== null) throw new OptimizerError(`${where}: ${problem}`);
 }
