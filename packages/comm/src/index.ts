@@ -2,6 +2,7 @@ export { bfloatToFloat, floatToBfloat, floatToHalf, halfToFloat } from '@ddp/hal
 export { finishBeforeDestroyingGroups } from './api/background-work.js';
 export { type GridSizes, gridGroupLists, ProcessGroupManager } from './api/grid.js';
 export type { P2POp, ProcessGroup, ReduceScatterOptions } from './api/group.js';
+export { allGatherObject, broadcastObject, gatherObject, scatterObject } from './api/object-collectives.js';
 export { checkGroup, duplicateGroup, groupOrWorld, newGroup, newSubgroupsByEnumeration } from './api/subgroups.js';
 export type { Work } from './api/work.js';
 export {

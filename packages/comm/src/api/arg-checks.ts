@@ -22,6 +22,19 @@ export function checkOptionKeys(where: string, opts: object | undefined, known: 
   }
 }
 
+/**
+ * barrier takes nothing: a timeout given to it, as to torch's monitored_barrier, was ignored and the
+ * call waited the group's whole timeout (probe BW).
+ */
+export function checkNoArguments(where: string, args: unknown[], me: number): void {
+  if (args.every((a) => a === undefined)) return;
+  throw new InvalidArgumentError(
+    `rank ${me}: ${where} takes no arguments (${args.length} given): the group's timeoutMs bounds it; ` +
+      'for a shorter one, call it on duplicateGroup(group, { timeoutMs })',
+    { op: where },
+  );
+}
+
 /** Each collective's options, for checkOptionKeys (both backends). */
 export const COLLECTIVE_OPTIONS: Record<string, readonly string[]> = {
   allReduce: ['op', 'dtype'],

@@ -9,6 +9,7 @@ import {
   COLLECTIVE_OPTIONS,
   checkAllToAll,
   checkGatherInto,
+  checkNoArguments,
   checkOptionKeys,
   checkPeer,
   checkReduceScatter,
@@ -232,17 +233,18 @@ export class WorkerProcessGroup implements ProcessGroup {
     });
   }
 
-  barrier(): Work {
+  barrier(...args: unknown[]): Work {
     const req = { op: 'barrier', dtype: 'float32', reduceOp: 'sum', root: 0, count: 0, length: 0 } as const;
-    return this.collective('barrier', undefined, () =>
-      this.ops.submit(
+    return this.collective('barrier', undefined, () => {
+      checkNoArguments('barrier', args, this.me);
+      return this.ops.submit(
         req,
         0,
         () => {},
         () => {},
         { reads: [], writes: [] },
-      ),
-    );
+      );
+    });
   }
 
   send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {

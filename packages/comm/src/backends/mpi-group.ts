@@ -3,6 +3,7 @@ import {
   COLLECTIVE_OPTIONS,
   checkAllToAll,
   checkGatherInto,
+  checkNoArguments,
   checkOptionKeys,
   checkPeer,
   checkReduceScatter,
@@ -251,11 +252,11 @@ export class MpiProcessGroup implements ProcessGroup {
     });
   }
 
-  barrier(): Work {
-    return this.collective('barrier', undefined, [], () => ({
-      call: moveCall(this, 'barrier', 'float32', SAME_CALL, 0, 0, null, null),
-      finish: () => {},
-    }));
+  barrier(...args: unknown[]): Work {
+    return this.collective('barrier', undefined, [], () => {
+      checkNoArguments('barrier', args, this.me);
+      return { call: moveCall(this, 'barrier', 'float32', SAME_CALL, 0, 0, null, null), finish: () => {} };
+    });
   }
 
   send(buf: CommArray, dst: number, tag = 0, opts: { dtype?: HalfDtype } = {}): Work {
