@@ -17,7 +17,7 @@ import { Checker } from './checker.js';
  */
 const g = await initProcessGroup({ timeoutMs: 20_000 });
 const c = new Checker();
-const valueOf = (r: number) => {
+const sentBy = (r: number) => {
   const cycle: { self?: unknown; r: number } = { r };
   cycle.self = cycle;
   return {
@@ -32,15 +32,15 @@ const valueOf = (r: number) => {
 };
 const same = (a: unknown, b: unknown) => isDeepStrictEqual(a, b);
 
-const gathered = await allGatherObject(valueOf(g.rank));
-c.ok('allGatherObject: every rank value, in rank order', same(gathered, [0, 1, 2].map(valueOf)));
+const gathered = await allGatherObject(sentBy(g.rank));
+c.ok('allGatherObject: every rank value, in rank order', same(gathered, [0, 1, 2].map(sentBy)));
 c.ok('allGatherObject: a cycle stays a cycle', (gathered[2].cycle as { self: unknown }).self === gathered[2].cycle);
-c.ok('broadcastObject from 1', same(await broadcastObject(g.rank === 1 ? valueOf(1) : null, { src: 1 }), valueOf(1)));
-const atTwo = await gatherObject(valueOf(g.rank), { dst: 2 });
-c.ok('gatherObject to 2', g.rank === 2 ? same(atTwo, [0, 1, 2].map(valueOf)) : atTwo === null);
+c.ok('broadcastObject from 1', same(await broadcastObject(g.rank === 1 ? sentBy(1) : null, { src: 1 }), sentBy(1)));
+const atTwo = await gatherObject(sentBy(g.rank), { dst: 2 });
+c.ok('gatherObject to 2', g.rank === 2 ? same(atTwo, [0, 1, 2].map(sentBy)) : atTwo === null);
 const big = 'x'.repeat(5_000_003);
-const mine = await scatterObject(g.rank === 0 ? [big, valueOf(1), undefined] : null, { src: 0 });
-c.ok('scatterObject from 0', same(mine, [big, valueOf(1), undefined][g.rank]));
+const mine = await scatterObject(g.rank === 0 ? [big, sentBy(1), undefined] : null, { src: 0 });
+c.ok('scatterObject from 0', same(mine, [big, sentBy(1), undefined][g.rank]));
 
 const errors: Record<string, string> = {};
 const attempt = async (name: string, run: () => Promise<unknown>) => {
