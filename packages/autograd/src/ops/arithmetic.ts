@@ -104,12 +104,27 @@ export const div = binary(
   'ab',
 );
 /**
+ * tf.pow, with C's pow(±1, ±inf) = pow(1, NaN) = 1 (torch's) on tfjs's cpu backend, whose Math.pow gives NaN
+ * there (probe BV); the wasm kernel is C's already.
+ */
+function powAsC(a: Raw, b: Raw): tf.Tensor {
+  if (tf.getBackend() !== 'cpu') return tf.pow(a, b);
+  return tf.tidy(() => {
+    const y = tf.pow(a, b);
+    if (y.dtype !== 'float32') return y;
+    const [base, exponent] = [a, b].map((v) => (typeof v === 'number' ? tf.scalar(v) : v));
+    const nonFinite = tf.logicalOr(tf.isInf(exponent), tf.logicalAnd(tf.isNaN(exponent), tf.equal(base, 1)));
+    return tf.where(tf.logicalAnd(tf.equal(tf.abs(base), 1), nonFinite), 1, y);
+  });
+}
+
+/**
  * a ** b elementwise with broadcasting. As torch: where b is 0 the gradient w.r.t. a is 0 (not
  * 0·a⁻¹, NaN at a = 0), and where a is 0 and b ≥ 0 the one w.r.t. b is 0 (not 0·log 0, NaN).
  */
 export const pow = binary(
   'Pow',
-  tf.pow,
+  powAsC,
   (dy, a, b) => tf.where(tf.equal(b, 0), 0, tf.mul(dy, tf.mul(b, tf.pow(a, tf.sub(b, 1))))),
   (dy, a, b, y) => tf.where(tf.logicalAnd(tf.equal(a, 0), tf.greaterEqual(b, 0)), 0, tf.mul(dy, tf.mul(y, tf.log(a)))),
   'aby',

@@ -1,6 +1,6 @@
 import { getBackend, setBackend } from '@ddp/tensor';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AutogradArgumentError, add, cat, div, maskedFill, mul, sum, tensor, where } from '../index.js';
+import { AutogradArgumentError, add, cat, div, maskedFill, mul, pow, sum, tensor, where } from '../index.js';
 
 const initial = getBackend();
 afterAll(() => setBackend(initial as 'wasm'));
@@ -40,6 +40,18 @@ describe.each(['wasm', 'cpu'] as const)("integer and mixed dtypes promote as tor
     expect([kept.dtype, values(kept)]).toEqual(['int32', [16777217]]); // was float32 16777216
     expect(values(add(ints([2147483647]), 1))).toEqual([-2147483648]); // int32 wraps, as torch's
     expect(values(mul(ints([3]), 0.5))).toEqual([1.5]);
+  });
+
+  // probe BV: the cpu backend's Math.pow gave NaN for pow(1, inf), pow(-1, inf), pow(1, NaN); torch (and C) give 1
+  it('pow(±1, ±inf) and pow(1, NaN) are 1, and the exponent gets no NaN gradient from a base of 1', async () => {
+    await setBackend(backend);
+    const inf = Number.POSITIVE_INFINITY;
+    const e = tensor([inf, -inf, Number.NaN, 2], [4], { requiresGrad: true });
+    const y = pow(floats([1, -1, 1, 1]), e);
+    expect(values(y)).toEqual([1, 1, 1, 1]);
+    await sum(pow(1, e)).backward();
+    expect(values(e.grad!)).toEqual([0, 0, 0, 0]);
+    expect(values(pow(floats([1]), 3))).toEqual([1]);
   });
 
   it('an int32 leaf cannot be made to require grad', async () => {

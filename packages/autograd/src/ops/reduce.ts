@@ -67,9 +67,11 @@ class Extreme extends AutogradFunction {
     const kept = which === 'max' ? tf.max(x, this.axes, true) : tf.min(x, this.axes, true);
     // a 0-d tensor has no dim to run along: it is its own extreme (tf.cumsum of it hung on wasm; probe AS)
     this.firstOnly = typeof opts.dim === 'number' && this.axes.length > 0;
-    // torch.max(x, dim) picks a NaN as the extreme and gives it the gradient; NaN equals nothing, not even kept
+    // torch.max(x, dim) and torch.max(x) pick a NaN as the extreme and give it the gradient (torch.amax over
+    // a list of dims gives NaN everywhere); NaN equals nothing, not even kept (probe BV: max(x) gave all NaN)
     const equal = tf.equal(x, kept);
-    const tie = this.firstOnly ? tf.logicalOr(equal, tf.logicalAnd(tf.isNaN(x), tf.isNaN(kept))) : equal;
+    const nanWins = this.firstOnly || opts.dim === undefined;
+    const tie = nanWins ? tf.logicalOr(equal, tf.logicalAnd(tf.isNaN(x), tf.isNaN(kept))) : equal;
     const ties = tf.cast(tie, 'float32');
     // the first of the ties: where the running count of ties along the dim reaches one
     const axis = this.axes[0];

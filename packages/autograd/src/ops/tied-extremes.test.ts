@@ -36,4 +36,17 @@ describe('tied extremes: the gradient as torch gives it', () => {
     expect(await gradOf((x) => max(x, [1]))).toEqual([0.5, 0, 0.5, 0.5, 0.5, 0]);
     expect(await gradOf((x) => x.max())).toEqual([0.5, 0, 0.5, 0, 0, 0]);
   });
+
+  // probe BV: max(x) / min(x) of a tensor holding a NaN gave NaN everywhere (no element equals a NaN extreme)
+  it('over every dim with a NaN (torch.max(x), evenly_distribute_backward): the NaNs share it; amax gives NaN', async () => {
+    const gradient = async (reduce: (x: ReturnType<typeof tensor>) => ReturnType<typeof tensor>) => {
+      const x = tensor([1, Number.NaN, 3, Number.NaN, 5, 5], [2, 3], { requiresGrad: true });
+      await reduce(x).sum().backward();
+      return Array.from(x.grad?.dataSync() ?? []);
+    };
+    expect(await gradient((x) => x.max())).toEqual([0, 0.5, 0, 0.5, 0, 0]);
+    expect(await gradient((x) => min(x))).toEqual([0, 0.5, 0, 0.5, 0, 0]);
+    // torch 1.13: torch.amax(x, [0, 1]).backward() gives NaN everywhere (its mask, result == x, is all false)
+    expect((await gradient((x) => max(x, [0, 1]))).every(Number.isNaN)).toBe(true);
+  });
 });
