@@ -208,6 +208,21 @@ describe('engine', () => {
     disposeAll(w, x, kept);
   });
 
+  // probe BS: an async forward under tidy (a root's forward replaced after fullyShard) leaked what it made first
+  it('tidy of an async function: a TypeError saying so, and what it made before its first await freed', async () => {
+    const x = randn([3, 4], { seed: 5 });
+    const before = tf.memory().numTensors;
+    const asyncForward = async () => {
+      const y = x.mul(2).exp();
+      await Promise.resolve();
+      return y;
+    };
+    expect(() => tidy(asyncForward)).toThrow(/tidy\(\) takes a synchronous function.*returned a Promise/);
+    await new Promise((r) => setTimeout(r, 0)); // the floating promise settles (its rejection is caught)
+    expect(tf.memory().numTensors).toBe(before);
+    disposeAll(x);
+  });
+
   it('frees a graph when its last tensor is disposed, backwarded or not', async () => {
     const w = randn([4, 4], { requiresGrad: true, seed: 4 });
     const x = randn([3, 4], { seed: 5 });
