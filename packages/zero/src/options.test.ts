@@ -1,10 +1,12 @@
 import { fromTf, markGradientShard, markParameterShard } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Adam, Linear } from '@ddp/nn';
+import { Adam, AdamW, Linear } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ZeroError } from './errors.js';
+import { ShardedCheckpointError, ZeroError } from './errors.js';
 import { zeroDiffers } from './same-parameters.js';
+import { saveShardedCheckpoint } from './sharded-checkpoint.js';
+import { loadShardedCheckpoint } from './sharded-checkpoint-load.js';
 import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 beforeAll(async () => {
@@ -71,5 +73,23 @@ it("a state dict of torch's names: refused as the wrapped optimizer refuses it",
   const group = { lr: 0.1, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.05, params: [0, 1] };
   expect(() => zero.loadStateDict({ state: new Map(), paramGroups: [group], kind: 'Adam' } as never)).toThrow(
     /^loadStateDict: Adam parameter group 0: unknown option "weight_decay"; did you mean weightDecay/,
+  );
+});
+
+// probe BU: ZeRO completed its defaults inside the caller's object: an AdamW built from the same config next
+// trained with Adam's weightDecay 0 (torch's AdamW: 0.01), 2.8e-3 off after 50 steps, silently
+it("leaves the caller's options object as given; a later optimizer built from it keeps its own defaults", () => {
+  const cfg = { lr: 0.01 };
+  new ZeroRedundancyOptimizer(new Linear(3, 2).parameters(), Adam, cfg);
+  expect(cfg).toEqual({ lr: 0.01 });
+  expect(new AdamW(new Linear(3, 2).parameters(), cfg).paramGroups[0].weightDecay).toBe(0.01);
+});
+
+it("the sharded checkpoint of a plain optimizer: ShardedCheckpointError naming nn's checkpoint (was a TypeError)", async () => {
+  const plain = new Adam(new Linear(3, 2).parameters(), { lr: 0.01 });
+  const message = /contents\.optimizer must be a ZeroRedundancyOptimizer, got Adam; .*saveCheckpoint/;
+  await expect(saveShardedCheckpoint('/nonexistent', { optimizer: plain as never, step: 1 })).rejects.toThrow(message);
+  await expect(loadShardedCheckpoint('/nonexistent', { optimizer: plain as never })).rejects.toThrow(
+    ShardedCheckpointError,
   );
 });

@@ -40,7 +40,7 @@ import {
 import { checkOptionNames } from '@ddp/tensor';
 import { afterPreviousSave, checkpointGroupOf, fromRank0, onEveryRank } from './checkpoint-group.js';
 import { ShardedCheckpointError } from './errors.js';
-import type { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
+import { ZeroRedundancyOptimizer } from './zero-redundancy-optimizer.js';
 
 export const MANIFEST_FILE = 'manifest.json';
 export const MODEL_FILE = 'model.safetensors';
@@ -98,6 +98,14 @@ export function checkContents(where: string, contents: object, options?: SaveOpt
   // step and extra are what a load returns: one contents object may serve save and load
   checkOptionNames(where, contents, ['model', 'optimizer', 'scheduler', 'generator', 'step', 'extra'], error, 'key');
   if (options) checkOptionNames(where, options, ['expectNewest'], error);
+  // a plain optimizer (a one-process run resuming a ZeRO run) failed deep inside with a TypeError (probe BU)
+  const { optimizer } = contents as { optimizer?: unknown };
+  if (!(optimizer instanceof ZeroRedundancyOptimizer))
+    throw error(
+      `${where}: contents.optimizer must be a ZeroRedundancyOptimizer, got ${optimizer?.constructor?.name ?? optimizer}; ` +
+        "a plain optimizer's state moves through @ddp/nn's saveCheckpoint / loadCheckpoint (a ZeRO run's " +
+        'after consolidateStateDict())',
+    );
 }
 
 export function globalParams(zero: AnyZero): Tensor[] {

@@ -141,6 +141,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
    */
   override async step(...args: []): Promise<void> {
     refuseStepArguments('ZeroRedundancyOptimizer', args); // before any collective: on every rank alike
+    this.checkGroupsAtStep(); // every group on every rank, not only where a rank owns its parameters
     refusePendingGradients('ZeroRedundancyOptimizer.step()', this.allParams());
     this.stepCount++;
     // not awaited, zeroGrad cleared the gradients before the local step read them (probe X)

@@ -46,12 +46,18 @@ export abstract class Optimizer<O extends { lr: number }> {
   /** Steps called (as torch counts them: a scheduler stepped before the first says so). */
   stepCount = 0;
 
+  /** The hyperparameters a group not giving its own takes: this optimizer's copy of those it was given. */
+  readonly defaults: O;
+
   constructor(
     params: Tensor[] | ParamGroupInput<O>[],
-    readonly defaults: O,
+    defaults: O,
     /** Absent: the groups are checked by an optimizer this one wraps (ZeRO: see adoptGroupCheck). */
     private groupCheck?: GroupCheck<O>,
   ) {
+    // the caller's object (a config shared by two optimizers) is theirs: ZeRO completing its defaults
+    // wrote Adam's weightDecay 0 into it, and an AdamW built from it next lost its 0.01, silently (probe BU)
+    this.defaults = ownValues(defaults) as O;
     if (params.length === 0) throw new OptimizerError('optimizer got an empty parameter list');
     const groups = isGroupList(params) ? params : [{ params } as ParamGroupInput<O>];
     for (const g of groups) this.addParamGroup(g);
@@ -74,20 +80,34 @@ export abstract class Optimizer<O extends { lr: number }> {
     const { params, ...given } = group;
     // a value left undefined ({ lr: cfg.headLr } without one) is one not given: spread over the
     // default, it made the weights NaN
-    const merged: Record<string, unknown> = { ...this.defaults };
-    for (const [k, v] of Object.entries(given)) if (v !== undefined) merged[k] = v;
-    if (this.groupCheck) {
-      const where = `${this.constructor.name} parameter group ${this.paramGroups.length}`;
-      // a group may carry initialLr (a scheduler's), as torch's param_groups carry initial_lr
-      checkOptionNames(where, given, [...this.groupCheck.names, 'initialLr'], (m) => new OptimizerError(m));
-      this.groupCheck.values(merged as O, where);
-    }
+    const merged = ownValues(this.defaults);
+    for (const [k, v] of Object.entries(given)) if (v !== undefined) merged[k] = ownValue(v);
+    this.checkGroup(merged as O, given, this.paramGroups.length, 'parameter group');
     this.paramGroups.push({ ...merged, params: [...params] } as ParamGroup<O>);
+  }
+
+  /** Refuses a group's unknown hyperparameters (`given`) and values its update cannot use. */
+  private checkGroup(group: O, given: object, index: number, what: string): void {
+    if (!this.groupCheck) return;
+    const where = `${this.constructor.name} ${what} ${index}`;
+    // a group may carry initialLr (a scheduler's), as torch's param_groups carry initial_lr
+    const known = [...this.groupCheck.names, 'initialLr', 'params'];
+    checkOptionNames(where, given, known, (m) => new OptimizerError(m));
+    this.groupCheck.values(group, where);
+  }
+
+  /**
+   * The groups' hyperparameters as they are now: a value set by hand between steps (`g.weight_decay = 0.5`,
+   * an lr read from a config as '0.2') was ignored or failed inside the update kernel (probe BU).
+   */
+  protected checkGroupsAtStep(groups: readonly ParamGroup<O>[] = this.paramGroups): void {
+    for (const [i, g] of groups.entries()) this.checkGroup(g, g, i, 'step(): param group');
   }
 
   /** Applies one update to every parameter that has a gradient. */
   step(...args: []): void {
     refuseStepArguments(this.constructor.name, args);
+    this.checkGroupsAtStep();
     this.stepCount++;
     for (const group of this.paramGroups) refusePendingGradients('step()', group.params);
     for (const [g, group] of this.paramGroups.entries())
@@ -187,7 +207,7 @@ export abstract class Optimizer<O extends { lr: number }> {
     this.clearState();
     for (const [p, copy] of copies) this.state.set(p, copy);
     for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
-      Object.assign(this.paramGroups[gi] as object, hyper);
+      Object.assign(this.paramGroups[gi] as object, ownValues(hyper));
   }
 
   /** Frees the optimizer's state tensors. */
@@ -200,6 +220,18 @@ export abstract class Optimizer<O extends { lr: number }> {
     for (const s of this.state.values()) for (const v of Object.values(s)) if (v instanceof tf.Tensor) v.dispose();
     this.state.clear();
   }
+}
+
+/**
+ * A hyperparameter as a group keeps it: an array (betas) copied and frozen, so changing one group's in place
+ * is a TypeError, as on torch's tuple, not a change to every group sharing the defaults' array (probe BU).
+ */
+function ownValue(v: unknown): unknown {
+  return Array.isArray(v) ? Object.freeze([...v]) : v;
+}
+
+function ownValues(o: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, ownValue(v)]));
 }
 
 function isGroupList<O>(params: Tensor[] | ParamGroupInput<O>[]): params is ParamGroupInput<O>[] {

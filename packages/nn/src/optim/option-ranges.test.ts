@@ -47,6 +47,35 @@ describe('options torch refuses', () => {
     expect(sgd.paramGroups.length).toBe(1);
   });
 
+  // probe BU: set by hand between steps, a misspelt name was ignored and a string lr failed in the kernel
+  it('hyperparameters set by hand between steps are checked at step(); betas are per group and frozen', () => {
+    const [a, b] = params();
+    const sgd = new SGD([{ params: [a] }, { params: [b] }], { lr: 0.1 });
+    const byHand = (g: number) => sgd.paramGroups[g] as unknown as Record<string, unknown>;
+    a.grad = tf.onesLike(a.data);
+    byHand(1).weight_decay = 0.5;
+    expect(() => sgd.step()).toThrow(
+      /SGD step\(\): param group 1: unknown option "weight_decay"; did you mean weightDecay\?/,
+    );
+    delete byHand(1).weight_decay;
+    byHand(0).lr = '0.2';
+    expect(() => sgd.step()).toThrow(/SGD step\(\): param group 0 needs a learning rate lr >= 0, got 0.2/);
+    // torch's betas is a tuple: a group's changed in place changed every group's and the defaults' (one array)
+    const adam = new Adam([{ params: [a] }, { params: [b] }], { lr: 0.1 });
+    expect(() => {
+      (adam.paramGroups[1].betas as number[])[0] = 0.5;
+    }).toThrow(TypeError);
+    adam.paramGroups[1].betas = [0.5, 0.999];
+    expect([adam.paramGroups[0].betas, adam.defaults.betas]).toEqual([
+      [0.9, 0.999],
+      [0.9, 0.999],
+    ]);
+    // the caller's options object stays theirs (ZeRO completing its defaults wrote into a shared config)
+    const cfg = { lr: 0.01, betas: [0.8, 0.9] as [number, number] };
+    const first = new AdamW([a], cfg);
+    expect([cfg, first.defaults.betas === cfg.betas]).toEqual([{ lr: 0.01, betas: [0.8, 0.9] }, false]);
+  });
+
   it('Dropout: p outside [0, 1]; p = 1 drops everything with a zero gradient, as torch', async () => {
     expect(() => new Dropout(1.5)).toThrow(ModuleError);
     expect(() => new Dropout(-0.5)).toThrow(/Dropout: probability must be a number in \[0, 1\], got -0\.5/);
