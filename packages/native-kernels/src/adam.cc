@@ -12,12 +12,15 @@ namespace {
 ROW_KERNEL void adamLoop(int64_t n, const float* p, const float* g, const float* m0,
                          const float* v0, float* p1, float* m1, float* v1,
                          float decay, float c1, float beta2, float c2, float bias2, float eps, float stepSize) {
+  const bool fromStart = __builtin_fabsf(c1) < 0.5f;
+  const float c1Rest = 1.0f - c1;
 #pragma omp simd
   for (int64_t i = 0; i < n; i++) {
     const float decayed = p[i] * decay;  // × 1 when there is no weight decay: the same bits
     const float d = g[i];
-    const float m = m0[i] + (d - m0[i]) * c1;
-    const float v = v0[i] * beta2 + (d * d) * c2;
+    // torch.lerp's two formulas (exactly d at β1 = 0); (d·c2)·d as torch's addcmul (d·d overflows first)
+    const float m = fromStart ? m0[i] + (d - m0[i]) * c1 : d - (d - m0[i]) * c1Rest;
+    const float v = v0[i] * beta2 + (d * c2) * d;
     const float denom = __builtin_sqrtf(v) / bias2 + eps;
     m1[i] = m;
     v1[i] = v;

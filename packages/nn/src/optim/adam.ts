@@ -79,8 +79,10 @@ function adamStep(
   if (decay !== 1) param = tf.mul(param, decay);
   let d = g.maximize ? tf.neg(grad) : grad;
   if (l2 !== 0) d = tf.add(d, tf.mul(param, l2));
-  const expAvg = tf.add(m0, tf.mul(tf.sub(d, m0), 1 - beta1)); // lerp, as torch
-  const expAvgSq = tf.add(tf.mul(v0, beta2), tf.mul(tf.square(d), 1 - beta2));
+  const expAvg = lerp(m0, d, 1 - beta1);
+  // (1 − β2)·d·d in that order, as torch's addcmul: d² alone overflowed float32 from |d| ≈ 1.8e19, and an
+  // infinite moment froze the parameter for good (probe BY)
+  const expAvgSq = tf.add(tf.mul(v0, beta2), tf.mul(tf.mul(d, 1 - beta2), d));
   const out: { param: tf.Tensor } & ParamState = { param, step, expAvg, expAvgSq };
   let second = expAvgSq;
   if (g.amsgrad) {
@@ -91,6 +93,16 @@ function adamStep(
   const denom = tf.add(tf.div(tf.sqrt(second), sqrtBiasCorrection2), g.eps);
   out.param = tf.sub(param, tf.mul(tf.div(expAvg, denom), stepSize));
   return out;
+}
+
+/**
+ * torch.lerp(start, end, weight) with its two formulas: from the far end when weight ≥ 0.5, so weight 1
+ * (β1 = 0, as GANs use) gives `end` exactly; start + (end − start)·1 lost a small gradient against a
+ * large moment (probe BY). `1 − weight` in float32, as torch and the native kernel compute it.
+ */
+function lerp(start: tf.Tensor, end: tf.Tensor, weight: number): tf.Tensor {
+  if (Math.abs(weight) < 0.5) return tf.add(start, tf.mul(tf.sub(end, start), weight));
+  return tf.sub(end, tf.mul(tf.sub(end, start), Math.fround(1 - Math.fround(weight))));
 }
 
 /** torch.optim.Adam; weightDecay is L2, added to the gradient. */
