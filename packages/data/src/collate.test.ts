@@ -61,6 +61,13 @@ describe('defaultCollate', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  // probe CA: a dataset handing out tensors it keeps (torch's TensorDataset) failed in its second epoch inside tfjs
+  it('a disposed tensor sample (consumed by an earlier batch) is a CollateError saying to clone it', () => {
+    const kept = tf.ones([2]);
+    defaultCollate([kept, tf.zeros([2])]).dispose();
+    expect(() => defaultCollate([tf.zeros([2]), kept])).toThrow(/sample 1 is a disposed tensor: .*clone one/);
+  });
+
   it('mismatched samples raise CollateError naming the field, and leak nothing', () => {
     const before = tf.memory().numTensors;
     const bad = [

@@ -154,6 +154,12 @@ function collateField(samples: unknown[], path: string, opts: CollateOptions): u
     const ts = samples as tf.Tensor[];
     ts.forEach((t, i) => {
       if (!(t instanceof tf.Tensor)) throw new CollateError(`${path}: sample ${i} is not a tensor`);
+      // a tensor the dataset keeps (torch's TensorDataset) was consumed by the batch before: a TypeError from tfjs
+      if (t.isDisposed)
+        throw new CollateError(
+          `${path}: sample ${i} is a disposed tensor: collate consumes the samples it stacks, so getItem must hand ` +
+            'out a new tensor each time (clone one the dataset keeps; ArrayDataset does)',
+        );
       if (!tf.util.arraysEqual(t.shape, ts[0].shape) || t.dtype !== ts[0].dtype) {
         throw new CollateError(
           `${path}: sample ${i} is a ${t.dtype} tensor of shape [${t.shape}], ` +

@@ -313,6 +313,15 @@ describe('DataLoader', () => {
     // were ignored: the order was sequential
     expect(() => new DataLoader(ds, { seed: 5 })).toThrow(/seed seeds the shuffle: pass shuffle: true/);
     expect(new DataLoader(ds, { shuffle: false, generator: new Generator(1) }).length).toBe(3); // as torch
+    // probe CA: null was taken as 1; another object as generator failed at the first epoch, untyped; a sampler
+    // without a length gave a NaN length
+    expect(() => new DataLoader(ds, { batchSize: null as never })).toThrow(/batchSize null \(no batching\)/);
+    expect(() => new DataLoader(ds, { shuffle: true, generator: {} as never })).toThrow(
+      /RandomSampler: generator must be a Generator of @ddp\/data/,
+    );
+    expect(() => new DataLoader(ds, { sampler: new Set([0, 1]) as never }).length).toThrow(
+      /DataLoader.length: its sampler has no length/,
+    );
   });
 
   it('an index past the dataset is refused at its batch (was: undefined or NaN samples, a custom collate took them)', async () => {

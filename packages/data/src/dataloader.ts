@@ -66,6 +66,11 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
     opts: DataLoaderOptions<T, B> = {},
   ) {
     checkDataOptions('DataLoader', opts, DATA_LOADER_OPTIONS);
+    // torch's batch_size=None (no batching) is not offered: null was taken as 1, silently (probe CA)
+    if (opts.batchSize === null)
+      throw new DataArgumentError(
+        'batchSize null (no batching) is not offered: give a batch size, 1 for single samples',
+      );
     this.batchSize = opts.batchSize ?? 1;
     if (!Number.isInteger(this.batchSize) || this.batchSize < 1) {
       throw new DataArgumentError(`batchSize must be a positive integer, got ${opts.batchSize}`);
@@ -109,6 +114,8 @@ export class DataLoader<T, B = Collated<T>> implements AsyncIterable<B> {
   get length(): number {
     if (!this.sampler) throw new DataArgumentError('an iterable dataset has no length');
     const n = this.sampler.length;
+    // a sampler without one (a Set, a generator) gave NaN batches (torch's len() raises)
+    if (typeof n !== 'number') throw new DataArgumentError('DataLoader.length: its sampler has no length');
     return this.dropLast ? Math.floor(n / this.batchSize) : Math.ceil(n / this.batchSize);
   }
 

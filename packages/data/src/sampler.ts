@@ -85,6 +85,10 @@ export class RandomSampler implements Sampler {
       throw new DataArgumentError(`RandomSampler: numSamples must be a positive integer, got ${opts.numSamples}`);
     }
     this.numSamples = opts.numSamples;
+    const given = opts.generator as Partial<Generator> | undefined;
+    if (given !== undefined && !(typeof given.randperm === 'function' && typeof given.randint === 'function'))
+      // another object ({}, a torch-style seed) failed at the first epoch with "randperm is not a function"
+      throw new DataArgumentError('RandomSampler: generator must be a Generator of @ddp/data (randperm, randint)');
     this.seed = opts.generator ? null : (opts.seed ?? 0);
     this.generator = opts.generator ?? new Generator(this.seed ?? 0);
     sourceLength(source, 'RandomSampler');
