@@ -14,6 +14,8 @@ interface MaskGolden {
   y1: number[];
   y2: number[];
   y3: number[];
+  bh: number[];
+  y4: number[];
 }
 
 // torch 1.13 (fixtures/make_mha_masks_fixture.py): a float attn_mask is added to the scores, a
@@ -79,6 +81,23 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     mha.dispose();
   });
 
+  // probe BX: any shape that broadcast was taken: a [B, S, 1] padding bias (unsqueezed the wrong way) biased
+  // queries instead of keys, silently; torch refuses each. Its own 3-D layout is [B·H, T, S]
+  it("takes torch's [B·H, T, S] layout, and refuses a mask of another shape", () => {
+    const mha = build();
+    const perHead = tf.tensor(g.bh, [4, 3, 3]);
+    expect(maxAbsDiff(run(mha, perHead), g.y4)).toBeLessThan(1e-5);
+    const asFour = tf.reshape(perHead, [2, 2, 3, 3]);
+    expect(maxAbsDiff(run(mha, asFour), g.y4)).toBeLessThan(1e-5);
+    for (const shape of [[2, 3, 1], [3, 1], [3], [1, 3, 3], [2, 1, 3, 3], [3, 3, 3]]) {
+      const mask = tf.zeros(shape);
+      expect(() => run(mha, mask), `[${shape}]`).toThrow(/MultiheadAttention: attnMask is \[.*\]; it must be \[3, 3\]/);
+      mask.dispose();
+    }
+    tf.dispose([perHead, asFour]);
+    mha.dispose();
+  });
+
   it('refuses an int mask, as torch: a 0/1 "attend here" mask would block where it allows', () => {
     const mha = build();
     const mask = tf.ones([3, 3], 'int32');
@@ -110,4 +129,17 @@ it('options given where key or value go: ModuleError saying to pass them fourth'
   );
   tidy(() => mha.forward(x, x, x, { isCausal: true })).dispose();
   x.dispose();
+});
+
+// probe BX: a key batch of 1 was broadcast to every query batch (torch raises)
+it('a key or value of another batch, length or width than the query and key: ModuleError', () => {
+  const mha = new MultiheadAttention(4, 2);
+  const q = fromTf(tf.ones([2, 3, 4]));
+  const kv = fromTf(tf.ones([1, 5, 4]));
+  const other = fromTf(tf.ones([2, 5, 4]));
+  expect(() => mha.forward(q, kv, kv)).toThrow(/key is \[1,5,4\]; .* it must be \[2, 5, 4\]/);
+  expect(() => mha.forward(q, other, q)).toThrow(/value is \[2,3,4\]; .* it must be \[2, 5, 4\]/);
+  tidy(() => mha.forward(q, other, other)).dispose();
+  for (const t of [q, kv, other]) t.dispose();
+  mha.dispose();
 });

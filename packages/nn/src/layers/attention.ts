@@ -132,6 +132,16 @@ export class MultiheadAttention extends Module {
     );
     const [b, t] = query.shape as [number, number, number];
     const s = key.shape[1];
+    // another batch was broadcast (matmul's batch rule): one key batch served every query batch (probe BX)
+    for (const [name, x] of [
+      ['key', key],
+      ['value', value],
+    ] as const)
+      if (x.rank !== 3 || x.shape[0] !== b || x.shape[1] !== s || x.shape[2] !== this.embedDim)
+        throw new ModuleError(
+          `MultiheadAttention.forward: ${name} is [${x.shape}]; with query [${query.shape}] and key ` +
+            `[${key.shape}] it must be [${b}, ${s}, ${this.embedDim}]`,
+        );
     const [q, k, v] =
       query === key && key === value
         ? this.projectPacked(query)
@@ -140,17 +150,18 @@ export class MultiheadAttention extends Module {
     const given = options.attnMask;
     // an autograd Tensor mask reached tf.reshape, whose untyped error named neither the module nor the mask
     const attnMask = given === undefined || given instanceof tf.Tensor ? given : given.data;
+    const layout = attnMask ? this.maskLayout(attnMask.shape, b, t, s) : [];
     if (given !== undefined && !(given instanceof tf.Tensor) && attnMask?.dtype === 'float32') {
-      scores = scores.add(given.rank === 3 ? given.reshape([given.shape[0], 1, ...given.shape.slice(1)]) : given);
+      scores = scores.add(given.reshape(layout));
     } else if (attnMask?.dtype === 'float32') {
-      const bias = fromTf(this.perHead(attnMask));
+      const bias = fromTf(tf.reshape(attnMask, layout));
       try {
         scores = scores.add(bias);
       } finally {
         bias.dispose();
       }
     }
-    const mask = this.mask(t, s, attnMask, options.isCausal);
+    const mask = this.mask(t, s, attnMask, layout, options.isCausal);
     if (mask) {
       try {
         scores = maskedFill(scores, mask, Number.NEGATIVE_INFINITY);
@@ -166,9 +177,25 @@ export class MultiheadAttention extends Module {
     return this.outProj.forward(merged);
   }
 
-  /** A [T, S] or [B, T, S] mask as a new handle broadcastable to the scores [B, H, T, S]. */
-  private perHead(mask: tf.Tensor): tf.Tensor {
-    return tf.reshape(mask, mask.rank === 3 ? [mask.shape[0], 1, ...mask.shape.slice(1)] : mask.shape);
+  /**
+   * The shape a mask takes to broadcast to the scores [B, H, T, S]: [T, S], [B, T, S] (one per batch
+   * element), torch's [B·H, T, S] (batch-major, then heads) or [B, H, T, S]. Any other shape was
+   * broadcast as it came: a [B, S, 1] padding bias unsqueezed the wrong way biased queries, not keys,
+   * silently (probe BX; torch refuses it).
+   */
+  private maskLayout(mask: readonly number[], b: number, t: number, s: number): number[] {
+    const h = this.numHeads;
+    const [rows, cols] = mask.slice(-2);
+    if (rows === t && cols === s) {
+      if (mask.length === 2) return [t, s];
+      if (mask.length === 3 && mask[0] === b) return [b, 1, t, s];
+      if (mask.length === 3 && mask[0] === b * h) return [b, h, t, s];
+      if (mask.length === 4 && mask[0] === b && mask[1] === h) return [b, h, t, s];
+    }
+    throw new ModuleError(
+      `MultiheadAttention: attnMask is [${mask}]; it must be [${t}, ${s}] (target × source), [${b}, ${t}, ${s}] ` +
+        `(per batch element), torch's [${b * h}, ${t}, ${s}] (batch × heads) or [${b}, ${h}, ${t}, ${s}]`,
+    );
   }
 
   /**
@@ -176,7 +203,13 @@ export class MultiheadAttention extends Module {
    * is added instead (forward); an int one is refused, as torch refuses it: cast to bool, a 0/1
    * mask meant "attend here" would block where it allows.
    */
-  private mask(t: number, s: number, attnMask: tf.Tensor | undefined, isCausal?: boolean): tf.Tensor | null {
+  private mask(
+    t: number,
+    s: number,
+    attnMask: tf.Tensor | undefined,
+    layout: number[],
+    isCausal?: boolean,
+  ): tf.Tensor | null {
     if (attnMask && attnMask.dtype !== 'bool' && attnMask.dtype !== 'float32') {
       throw new ModuleError(`MultiheadAttention: attnMask must be bool or float32 (as torch's), got ${attnMask.dtype}`);
     }
@@ -189,7 +222,7 @@ export class MultiheadAttention extends Module {
         parts.push(
           tf.greater(tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]), tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1])),
         );
-      if (blocked) parts.push(this.perHead(blocked));
+      if (blocked) parts.push(tf.reshape(blocked, layout));
       return parts.reduce((a, c) => tf.logicalOr(a, c));
     });
   }
