@@ -33,6 +33,7 @@ export { AccumulateGrad, Context, type Edge, Node, type PostAccumulateGradHook, 
 export { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
 export { sumToShape } from './ops/broadcast.js';
+export { clamp } from './ops/clamp.js';
 export { conv2d, maxPool2d, type Pair } from './ops/conv.js';
 export { dropout } from './ops/dropout.js';
 export type { Indices } from './ops/index-tensor.js';
@@ -46,14 +47,26 @@ export {
   narrow,
   slice,
   split,
+  stack,
 } from './ops/indexing.js';
 export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { linear, matmul } from './ops/matmul.js';
 export { withMeanCounts } from './ops/mean-counts.js';
 export { batchNormStats, l2Normalize, layerNorm } from './ops/norm.js';
-export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
-export { flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
-export { logSoftmax, softmax } from './ops/softmax.js';
+export {
+  argmax,
+  argmin,
+  max,
+  mean,
+  min,
+  type ReduceOptions,
+  std,
+  sum,
+  type VarOptions,
+  variance,
+} from './ops/reduce.js';
+export { expand, flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
+export { logSoftmax, logsumexp, softmax } from './ops/softmax.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 export { maskedFill, where } from './ops/where.js';
 export { getRngState, manualSeed, setRngState } from './random.js';

@@ -1,12 +1,13 @@
 import type { tf } from '@ddp/tensor';
 import { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 import { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';
+import { clamp } from './ops/clamp.js';
 import { chunk, indexSelect, narrow, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
 import { l2Normalize } from './ops/norm.js';
-import { max, mean, min, type ReduceDims, sum } from './ops/reduce.js';
-import { flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
-import { logSoftmax, softmax } from './ops/softmax.js';
+import { argmax, argmin, max, mean, min, type ReduceDims, std, sum, type VarOptions, variance } from './ops/reduce.js';
+import { expand, flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
+import { logSoftmax, logsumexp, softmax } from './ops/softmax.js';
 import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 import { maskedFill } from './ops/where.js';
 import { Tensor } from './tensor.js';
@@ -53,6 +54,14 @@ declare module './tensor.js' {
     pad(paddings: [number, number][], value?: number): Tensor;
     maskedFill(mask: Tensor | tf.Tensor, value: number): Tensor;
     l2Normalize(dim?: number, eps?: number): Tensor;
+    clamp(min?: number | null, max?: number | null): Tensor;
+    argmax(dim?: number, keepdim?: boolean): Tensor;
+    argmin(dim?: number, keepdim?: boolean): Tensor;
+    var(dims?: ReduceDims | VarOptions, keepdim?: boolean): Tensor;
+    std(dims?: ReduceDims | VarOptions, keepdim?: boolean): Tensor;
+    logsumexp(dim: number | number[], keepdim?: boolean): Tensor;
+    /** `x.expand([2, -1, 3])` or torch's `x.expand(2, -1, 3)`. */
+    expand(...sizes: Sizes): Tensor;
   }
 }
 
@@ -175,6 +184,27 @@ const methods: Record<string, Method> = {
   },
   l2Normalize(dim?: number, eps?: number) {
     return l2Normalize(this, dim, eps);
+  },
+  clamp(lo?: number | null, hi?: number | null) {
+    return clamp(this, lo, hi);
+  },
+  argmax(dim?: number, keepdim?: boolean) {
+    return argmax(this, dim, keepdim);
+  },
+  argmin(dim?: number, keepdim?: boolean) {
+    return argmin(this, dim, keepdim);
+  },
+  var(dims?: ReduceDims | VarOptions, keepdim?: boolean) {
+    return variance(this, dims, keepdim);
+  },
+  std(dims?: ReduceDims | VarOptions, keepdim?: boolean) {
+    return std(this, dims, keepdim);
+  },
+  logsumexp(dim: number | number[], keepdim?: boolean) {
+    return logsumexp(this, dim, keepdim);
+  },
+  expand(...given: Sizes) {
+    return expand(this, sizes(given));
   },
 };
 Object.assign(Tensor.prototype, methods);

@@ -6,7 +6,7 @@ import type { Tensor } from '../tensor.js';
 import { normaliseAxes, normaliseDim } from './broadcast.js';
 import { type Indices, toIndexTensor } from './index-tensor.js';
 import { asDtype, promotedKeepingBool } from './promotion.js';
-import { alongDim } from './shape.js';
+import { alongDim, unsqueeze } from './shape.js';
 
 /** tf.gather, also for an empty input (tfjs gave [1, 0, 2, 1] for x [0, 3] and indices [0, 2] on dim 1). */
 export function gather(x: tf.Tensor, idx: tf.Tensor, axis: number): tf.Tensor {
@@ -139,6 +139,20 @@ export function concat(xs: Tensor[], dim = 0): Tensor {
   return Concat.apply(d, ...xs);
 }
 export { concat as cat };
+
+/** Joins tensors of one shape along a new dim (torch.stack); dim may also be rank (after the last). */
+export function stack(xs: Tensor[], dim = 0): Tensor {
+  if (xs.length === 0) throw new AutogradArgumentError('stack needs at least one tensor');
+  const bad = xs.findIndex((x) => x.shape.length !== xs[0].rank || x.shape.some((d, i) => d !== xs[0].shape[i]));
+  if (bad >= 0)
+    throw new AutogradArgumentError(
+      `stack: tensor ${bad} is [${xs[bad].shape}] and tensor 0 [${xs[0].shape}]: they must match`,
+    );
+  return concat(
+    xs.map((x) => unsqueeze(x, dim)),
+    dim < 0 ? dim + xs[0].rank + 1 : dim,
+  );
+}
 
 /** Pieces of `size` covering `length`, the last the rest (one empty piece when length is 0). */
 function pieces(length: number, size: number): number[] {

@@ -3,7 +3,7 @@ import { AutogradArgumentError } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { normaliseAxes, normaliseDim } from './broadcast.js';
+import { broadcastTo, normaliseAxes, normaliseDim, sumToShape } from './broadcast.js';
 
 /** A reshape target must hold as many elements as the input (one -1 dim is inferred). */
 function checkReshape(from: readonly number[], to: readonly number[]): void {
@@ -142,4 +142,36 @@ export function pad(x: Tensor, paddings: [number, number][], value = 0): Tensor 
     );
   }
   return Pad.apply(x, paddings, value);
+}
+
+class Expand extends AutogradFunction {
+  private inShape: number[] = [];
+  forward(_ctx: Context, x: tf.Tensor, shape: number[]): tf.Tensor {
+    this.inShape = x.shape;
+    return broadcastTo(x, shape);
+  }
+  backward(_ctx: Context, dy: tf.Tensor) {
+    return [sumToShape(dy, this.inShape), null];
+  }
+}
+
+/**
+ * x repeated along its size-1 dims (and new leading ones) to `sizes` (torch.expand; -1 keeps a dim).
+ * A copy here (tfjs has no strided views); the gradient sums back, as torch's.
+ */
+export function expand(x: Tensor, sizes: number[]): Tensor {
+  const lead = sizesArray('expand', sizes).length - x.rank;
+  const fail = (why: string) => new AutogradArgumentError(`expand: [${x.shape}] to [${sizes}]: ${why}`);
+  if (lead < 0) throw fail('fewer sizes than dims');
+  const shape = sizes.map((d, i) => {
+    const own = i < lead ? null : x.shape[i - lead];
+    if (d === -1) {
+      if (own === null) throw fail(`-1 for the new leading dim ${i}`);
+      return own;
+    }
+    if (!(Number.isInteger(d) && d >= 0)) throw fail(`size ${d} is not a non-negative integer`);
+    if (own !== null && own !== 1 && own !== d) throw fail(`dim ${i} is ${own}, which only expands from 1`);
+    return d;
+  });
+  return Expand.apply(x, shape);
 }

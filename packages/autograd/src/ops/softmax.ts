@@ -1,9 +1,13 @@
 import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
-import type { Tensor } from '../tensor.js';
+import { Tensor } from '../tensor.js';
+import { add, sub } from './arithmetic.js';
+import { normaliseAxes } from './broadcast.js';
 import { requireFloat32 } from './promotion.js';
+import { sum } from './reduce.js';
 import { alongDim } from './shape.js';
+import { exp, log } from './unary.js';
 
 /** Numerically stable log-softmax over one dim. */
 export function logSoftmaxKernel(x: tf.Tensor, dim: number): tf.Tensor {
@@ -58,3 +62,24 @@ export const logSoftmax = (x: Tensor, dim = -1): Tensor => {
   requireFloat32('logSoftmax', x);
   return alongDim(x, dim, 'logSoftmax', (v, d) => LogSoftmax.apply(v, d));
 };
+
+/**
+ * log(sum(exp(x))) over `dim` (torch.logsumexp), shifted by the (detached) maximum so that large values do
+ * not overflow; a maximum of ±inf is not subtracted (inf − inf would be NaN). Its gradient is softmax's.
+ */
+export function logsumexp(x: Tensor, dim: number | number[], keepdim = false): Tensor {
+  requireFloat32('logsumexp', x);
+  const axes = normaliseAxes(dim, x.rank, 'logsumexp');
+  const shift = new Tensor(
+    tf.tidy(() => {
+      const m = tf.max(x.data, axes, true);
+      return tf.where(tf.isInf(m), tf.zerosLike(m), m);
+    }),
+  );
+  try {
+    const total = log(sum(exp(sub(x, shift)), { dim: axes, keepdim: true }));
+    return sum(add(total, shift), { dim: axes, keepdim }); // the sum over size-1 dims drops them
+  } finally {
+    shift.dispose();
+  }
+}
