@@ -36,7 +36,8 @@ export function tidy<T>(fn: () => T): T {
   if (result instanceof Promise) {
     result.catch(() => undefined); // reported as the TypeError below
     release(scope, new Set()); // what it made before its first await
-    // an async module forward called where a synchronous one runs (a root's forward replaced after fullyShard; probe BS)
+    // an async module forward called where a synchronous one runs (a root's forward replaced after fullyShard;
+    // probe BS)
     throw new TypeError('tidy() takes a synchronous function, and this one returned a Promise (an async forward?)');
   }
   const kept = new Set<Tensor>();

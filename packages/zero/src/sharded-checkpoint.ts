@@ -102,7 +102,8 @@ export function checkContents(where: string, contents: object, options?: SaveOpt
   const { optimizer } = contents as { optimizer?: unknown };
   if (!(optimizer instanceof ZeroRedundancyOptimizer))
     throw error(
-      `${where}: contents.optimizer must be a ZeroRedundancyOptimizer, got ${optimizer?.constructor?.name ?? optimizer}; ` +
+      `${where}: contents.optimizer must be a ZeroRedundancyOptimizer, got ` +
+        `${optimizer?.constructor?.name ?? optimizer}; ` +
         "a plain optimizer's state moves through @ddp/nn's saveCheckpoint / loadCheckpoint (a ZeRO run's " +
         'after consolidateStateDict())',
     );
