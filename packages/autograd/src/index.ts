@@ -53,20 +53,10 @@ export { crossEntropy, mse, type Reduction } from './ops/loss.js';
 export { linear, matmul } from './ops/matmul.js';
 export { withMeanCounts } from './ops/mean-counts.js';
 export { batchNormStats, l2Normalize, layerNorm } from './ops/norm.js';
-export {
-  argmax,
-  argmin,
-  max,
-  mean,
-  min,
-  type ReduceOptions,
-  std,
-  sum,
-  type VarOptions,
-  variance,
-} from './ops/reduce.js';
+export { max, mean, min, type ReduceOptions, sum } from './ops/reduce.js';
 export { expand, flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 export { logSoftmax, logsumexp, softmax } from './ops/softmax.js';
+export { argmax, argmin, std, type VarOptions, variance } from './ops/statistics.js';
 export { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 export { maskedFill, where } from './ops/where.js';
 export { getRngState, manualSeed, setRngState } from './random.js';

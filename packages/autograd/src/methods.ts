@@ -5,9 +5,10 @@ import { clamp } from './ops/clamp.js';
 import { chunk, indexSelect, narrow, slice, split } from './ops/indexing.js';
 import { matmul } from './ops/matmul.js';
 import { l2Normalize } from './ops/norm.js';
-import { argmax, argmin, max, mean, min, type ReduceDims, std, sum, type VarOptions, variance } from './ops/reduce.js';
+import { max, mean, min, type ReduceDims, sum } from './ops/reduce.js';
 import { expand, flatten, pad, permute, reshape, squeeze, transpose, unsqueeze } from './ops/shape.js';
 import { logSoftmax, logsumexp, softmax } from './ops/softmax.js';
+import { argmax, argmin, std, type VarOptions, variance } from './ops/statistics.js';
 import { abs, exp, log, neg, sqrt, square } from './ops/unary.js';
 import { maskedFill } from './ops/where.js';
 import { Tensor } from './tensor.js';
@@ -57,8 +58,9 @@ declare module './tensor.js' {
     clamp(min?: number | null, max?: number | null): Tensor;
     argmax(dim?: number, keepdim?: boolean): Tensor;
     argmin(dim?: number, keepdim?: boolean): Tensor;
-    var(dims?: ReduceDims | VarOptions, keepdim?: boolean): Tensor;
-    std(dims?: ReduceDims | VarOptions, keepdim?: boolean): Tensor;
+    /** torch's forms: `x.var()`, `x.var(false)`, `x.var(1, false, true)` (dim, unbiased, keepdim), or options. */
+    var(dims?: ReduceDims | VarOptions | boolean, unbiased?: boolean, keepdim?: boolean): Tensor;
+    std(dims?: ReduceDims | VarOptions | boolean, unbiased?: boolean, keepdim?: boolean): Tensor;
     logsumexp(dim: number | number[], keepdim?: boolean): Tensor;
     /** `x.expand([2, -1, 3])` or torch's `x.expand(2, -1, 3)`. */
     expand(...sizes: Sizes): Tensor;
@@ -194,11 +196,11 @@ const methods: Record<string, Method> = {
   argmin(dim?: number, keepdim?: boolean) {
     return argmin(this, dim, keepdim);
   },
-  var(dims?: ReduceDims | VarOptions, keepdim?: boolean) {
-    return variance(this, dims, keepdim);
+  var(dims?: ReduceDims | VarOptions | boolean, unbiased?: boolean, keepdim?: boolean) {
+    return variance(this, dims, unbiased, keepdim);
   },
-  std(dims?: ReduceDims | VarOptions, keepdim?: boolean) {
-    return std(this, dims, keepdim);
+  std(dims?: ReduceDims | VarOptions | boolean, unbiased?: boolean, keepdim?: boolean) {
+    return std(this, dims, unbiased, keepdim);
   },
   logsumexp(dim: number | number[], keepdim?: boolean) {
     return logsumexp(this, dim, keepdim);

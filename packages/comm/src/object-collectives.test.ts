@@ -35,6 +35,9 @@ function expectObjectCollectives(out: RankOutcome[]): void {
     expect(e.allGather).toContain(sendFailed(me, 1, 'allGatherObject:'));
     expect(e.broadcast).toContain(sendFailed(me, 1, 'broadcastObject:'));
     expect(e.scatter).toContain(sendFailed(me, 0, 'scatterObject:'));
+    expect(e.noOptions).toBe(
+      'InvalidArgumentError: broadcastObject: takes its options ({ src, group }) after the value',
+    );
     // before: barrier({ timeoutMs }) waited the group's whole timeout without a word (probe BW)
     expect(e.barrier).toMatch(/^InvalidArgumentError: rank \d: barrier takes no arguments \(1 given\)/);
   }

@@ -2,8 +2,7 @@ import { checkBooleanOptions, sumInDouble, tf } from '@ddp/tensor';
 import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
-import { Tensor } from '../tensor.js';
-import { div, mul, sub } from './arithmetic.js';
+import type { Tensor } from '../tensor.js';
 import { broadcastTo, keptShape, normaliseAxes } from './broadcast.js';
 
 /** Reduction options: which dims (default all; negative counts from the end) and keepdim. */
@@ -105,7 +104,7 @@ export const min = (x: Tensor, dims: ReduceDims = {}, keepdim?: boolean): Tensor
  * The options of a reduction given either way. torch's `x.sum(1)` was read as options and
  * ignored (a number has no keys): the sum of every element, silently.
  */
-function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undefined): ReduceOptions {
+export function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undefined): ReduceOptions {
   if (typeof dims === 'number' || Array.isArray(dims)) {
     checkBooleanOptions(where, { keepdim }, ['keepdim'], argumentError);
     return { dim: dims, keepdim: keepdim ?? false };
@@ -120,69 +119,4 @@ function reduceOptions(where: string, dims: ReduceDims, keepdim: boolean | undef
     );
   checkOptions(where, dims, ['dim', 'keepdim'], ['keepdim']);
   return dims;
-}
-
-/**
- * The index of the maximum (torch.argmax) over `dim`, or over the flattened tensor without one; int32
- * (torch's int64), no gradient. The first of tied maxima, and a NaN counts as the maximum, as torch.
- */
-export function argmax(x: Tensor, dim?: number, keepdim = false): Tensor {
-  return argExtreme(x, dim, keepdim, 'argmax');
-}
-
-/** The index of the minimum (torch.argmin): as argmax. */
-export function argmin(x: Tensor, dim?: number, keepdim = false): Tensor {
-  return argExtreme(x, dim, keepdim, 'argmin');
-}
-
-function argExtreme(x: Tensor, dim: number | undefined, keepdim: boolean, which: 'argmax' | 'argmin'): Tensor {
-  checkBooleanOptions(which, { keepdim }, ['keepdim'], argumentError);
-  const flat = dim === undefined;
-  const axis = flat ? 0 : (normaliseAxes(dim, x.rank, which)[0] ?? 0);
-  const data = flat || x.rank === 0 ? tf.reshape(x.data, [-1]) : x.data;
-  if (data.shape[axis] === 0) throw new AutogradArgumentError(`${which}: dim ${axis} of [${x.shape}] is empty`);
-  const found = tf.tidy(() => {
-    const v = data.dtype === 'bool' ? tf.cast(data, 'int32') : data;
-    const nan = tf.isNaN(tf.cast(v, 'float32'));
-    // tfjs's ArgMax skips a NaN; torch's treats it as the extreme: the first NaN, where a slice has one
-    const index = which === 'argmax' ? tf.argMax(v, axis) : tf.argMin(v, axis);
-    const i = tf.where(tf.any(nan, axis), tf.argMax(tf.cast(nan, 'int32'), axis), index);
-    if (!keepdim) return i;
-    return flat
-      ? tf.reshape(
-          i,
-          x.shape.map(() => 1),
-        )
-      : tf.expandDims(i, axis);
-  });
-  if (data !== x.data) data.dispose();
-  return new Tensor(found);
-}
-
-/** var/std options: dims as a reduction's, and Bessel's `correction` (torch's, default 1). */
-export type VarOptions = { dim?: number | number[]; keepdim?: boolean; correction?: number };
-
-/**
- * Variance over dims (all by default) with Bessel's correction (torch.var: `correction` 1, or 0 for the
- * population variance): sum((x − mean)²) / (N − correction), through autograd's ops, so its gradient is
- * torch's. `var(x, 1)`, `var(x, [0, 1], true)` or `var(x, { dim, keepdim, correction })`.
- */
-export function variance(x: Tensor, dims: ReduceDims | VarOptions = {}, keepdim?: boolean): Tensor {
-  const isOptions = typeof dims === 'object' && !Array.isArray(dims) && dims !== null;
-  const { correction = 1, ...reduce } = isOptions ? (dims as VarOptions) : { correction: 1 };
-  if (isOptions) checkOptions('var', dims as object, ['dim', 'keepdim', 'correction'], ['keepdim']);
-  if (typeof correction !== 'number' || !(correction >= 0))
-    throw new AutogradArgumentError(`var: correction must be a number >= 0, got ${String(correction)}`);
-  const opts = reduceOptions('var', isOptions ? reduce : (dims as ReduceDims), keepdim);
-  if (x.dtype !== 'float32') throw new AutogradArgumentError(`var: needs a float32 tensor, got ${x.dtype} (as torch)`);
-  const axes = normaliseAxes(opts.dim, x.rank, 'var');
-  const n = axes.reduce((count, a) => count * x.shape[a], 1);
-  const centred = sub(x, mean(x, { dim: axes, keepdim: true }));
-  // N − correction ≤ 0 divides by 0 or less: inf or NaN, as torch (with its warning)
-  return div(sum(mul(centred, centred), { dim: axes, keepdim: opts.keepdim ?? false }), Math.max(0, n - correction));
-}
-
-/** Standard deviation: the square root of `variance`, with the same arguments (torch.std). */
-export function std(x: Tensor, dims: ReduceDims | VarOptions = {}, keepdim?: boolean): Tensor {
-  return variance(x, dims, keepdim).sqrt();
 }

@@ -79,6 +79,8 @@ describe('ops a torch port reaches for, against torch 1.13', () => {
     expect(v(argmax(x(), undefined, true))).toEqual(['int32', [2], [1, 1]]);
     const nan = tensor([1, Number.NaN, 3, 2, 5, Number.NaN], [2, 3]);
     expect([v(argmax(nan, 1))[1], v(argmin(nan, 1))[1], v(argmax(nan))[1]]).toEqual([[1, 2], [1, 2], [1]]);
+    expect(v(argmax(tensor(3, []), 0, true))).toEqual(['int32', [0], []]); // torch: a 0-d input stays 0-d
+    expect(() => argmax(tensor([true, false], [2], { dtype: 'bool' }))).toThrow(/not defined for a bool tensor/);
   });
 
   it('var and std: Bessel-corrected by default, correction 0, their gradients', async () => {
@@ -97,6 +99,22 @@ describe('ops a torch port reaches for, against torch 1.13', () => {
       [...sd.y, ...sd.grad],
       [2.5166116, 2.020726, 0.0662266, -0.5298129, 0.4635863, 1.072222, -0.1649572, -0.9072646],
     );
+  });
+
+  // probe CB: torch's second positional argument is unbiased (read as keepdim, var(1, false) was corrected);
+  // std's gradient where it is 0 was NaN (a constant row normalised by its std put NaN in the weights)
+  it("var and std take torch's (dim, unbiased, keepdim); std's gradient is 0 where std is 0", async () => {
+    const t = x();
+    close(Array.from(t.var(1, false).dataSync()), [4.2222223, 2.7222223]);
+    close(Array.from(std(t, 0, false).dataSync()), [1, 1.25, 2]);
+    expect(t.var(1, true, true).shape).toEqual([2, 1]);
+    close(Array.from(variance(t, false).dataSync()), [3.4791667]);
+    expect(() => variance(t, { correction: 0, unbiased: false })).toThrow(/correction or unbiased, not both/);
+    t.dispose();
+    const rows = tensor([2, 2, 2, 1, -2, 3], [2, 3], { requiresGrad: true });
+    const normalised = await run((r) => r.sub(r.mean(1, true)).div(r.std(1, true, true).add(1e-5)), rows);
+    close(normalised.grad, [-100000, 0, 100000, -0.4183, 0.1673, 0.251], 3);
+    expect((await run((r) => r.std(), tensor([2, 2, 2], [3], { requiresGrad: true }))).grad).toEqual([0, 0, 0]);
   });
 
   it('logsumexp: stable for large values, -inf rows as torch, softmax as its gradient', async () => {

@@ -54,14 +54,19 @@ function decode(words: Int32Array): unknown {
   return deserialize(new Uint8Array(words.buffer, words.byteOffset + 4, words[0]));
 }
 
-function groupFor(where: string, opts: object, known: string[], group?: ProcessGroup | null): ProcessGroup {
+function groupFor(where: string, opts: object | undefined, known: string[]): ProcessGroup {
+  // broadcastObject(v) without its options read opts.group of undefined: a TypeError (probe CB)
+  if (typeof opts !== 'object' || opts === null)
+    throw new InvalidArgumentError(`${where}: takes its options ({ ${known.join(', ')} }) after the value`, {
+      op: where,
+    });
   checkOptionKeys(where, opts, known);
-  return groupOrWorld(group, where);
+  return groupOrWorld((opts as { group?: ProcessGroup | null }).group, where);
 }
 
 /** Every member's `value`, in group-rank order (torch's all_gather_object). */
 export async function allGatherObject<T>(value: T, opts: { group?: ProcessGroup | null } = {}): Promise<T[]> {
-  const group = groupFor('allGatherObject', opts, ['group'], opts.group);
+  const group = groupFor('allGatherObject', opts, ['group']);
   const mine = encode(value);
   const all = (await group.allGather(mine.words).wait()) as Int32Array[];
   return decodeAll(group, 'allGatherObject', all, mine) as T[];
@@ -69,7 +74,7 @@ export async function allGatherObject<T>(value: T, opts: { group?: ProcessGroup 
 
 /** `src`'s value on every member (torch's broadcast_object_list, one value); others pass anything. */
 export async function broadcastObject<T>(value: T, opts: { src: number; group?: ProcessGroup | null }): Promise<T> {
-  const group = groupFor('broadcastObject', opts, ['src', 'group'], opts.group);
+  const group = groupFor('broadcastObject', opts, ['src', 'group']);
   const mine = group.rank === opts.src ? encode(value) : { words: Int32Array.of(0), error: null };
   const length = Int32Array.of(mine.words.length);
   await group.broadcast(length, { src: opts.src }).wait();
@@ -84,7 +89,7 @@ export async function gatherObject<T>(
   value: T,
   opts: { dst: number; group?: ProcessGroup | null },
 ): Promise<T[] | null> {
-  const group = groupFor('gatherObject', opts, ['dst', 'group'], opts.group);
+  const group = groupFor('gatherObject', opts, ['dst', 'group']);
   const mine = encode(value);
   const all = (await group.gather(mine.words, { dst: opts.dst }).wait()) as Int32Array[] | null;
   // only dst sees the others' words: a member that could not clone its value raises there and on itself
@@ -98,7 +103,7 @@ export async function scatterObject<T>(
   values: T[] | null,
   opts: { src: number; group?: ProcessGroup | null },
 ): Promise<T> {
-  const group = groupFor('scatterObject', opts, ['src', 'group'], opts.group);
+  const group = groupFor('scatterObject', opts, ['src', 'group']);
   const isSrc = group.rank === opts.src;
   let encoded: Encoded[] = [];
   if (isSrc && (!Array.isArray(values) || values.length !== group.size)) {

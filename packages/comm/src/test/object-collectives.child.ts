@@ -56,6 +56,8 @@ await attempt('allGather', () => allGatherObject(g.rank === 1 ? { fn } : g.rank)
 await attempt('broadcast', () => broadcastObject(fn, { src: 1 }));
 await attempt('gather', () => gatherObject(g.rank === 1 ? fn : 0, { dst: 0 }));
 await attempt('scatter', () => scatterObject(g.rank === 0 ? [1, 2] : null, { src: 0 }));
+// probe CB: no options object was a TypeError reading its group
+await attempt('noOptions', () => (broadcastObject as (v: unknown) => Promise<unknown>)(1));
 // the group is still in step: the collectives completed on every rank before they raised
 c.ok('after the refusals', same(await allGatherObject(g.rank), [0, 1, 2]));
 await attempt('barrier', () => (g.barrier as (o: unknown) => { wait(): Promise<void> })({ timeoutMs: 1000 }).wait());
