@@ -13,13 +13,14 @@ export interface SyncStatsOptions {
 const hostCopy = async (t: tf.Tensor): Promise<Float32Array> => Float32Array.from((await t.data()) as Float32Array);
 
 /**
- * Global statistics from every rank's [mean, invstd, count] (PyTorch's
- * batch_norm_gather_stats_with_counts): ranks with no samples weigh nothing.
+ * Global statistics from every rank's [mean, biased variance, count] (PyTorch's
+ * batch_norm_gather_stats_with_counts, which gathers invstd instead: 1/invstd² − eps lost the
+ * variance of a channel far below eps, even to a negative running_var; probe CD): ranks with no
+ * samples weigh nothing.
  */
 export function combineStats(
   gathered: Float32Array,
   channels: number,
-  eps: number,
 ): { mean: Float64Array; variance: Float64Array; count: number } {
   const stride = 2 * channels + 1;
   const ranks = gathered.length / stride;
@@ -36,8 +37,7 @@ export function combineStats(
       const n = gathered[r * stride + 2 * channels];
       if (n === 0) continue;
       const m = gathered[r * stride + c];
-      const invstd = gathered[r * stride + channels + c];
-      v += n * (1 / (invstd * invstd) - eps + (m - mean[c]) ** 2);
+      v += n * (gathered[r * stride + channels + c] + (m - mean[c]) ** 2);
     }
     variance[c] = v / count;
   }
@@ -67,19 +67,19 @@ export class SyncBatchNormFn extends AutogradFunction {
     const channels = x.shape[1]!;
     this.axes = x.shape.map((_, i) => i).filter((i) => i !== 1);
     const localCount = x.size / channels;
-    const packed = new Float32Array(2 * channels + 1).fill(0, 0, channels).fill(1, channels);
+    const packed = new Float32Array(2 * channels + 1);
     packed[2 * channels] = localCount;
     if (localCount > 0) {
       const stats = tf.tidy(() => {
         const { mean, variance } = moments(x, this.axes);
-        return tf.concat([mean, tf.rsqrt(tf.add(variance, eps))]);
+        return tf.concat([mean, variance]);
       });
       packed.set(await hostCopy(stats));
       stats.dispose();
     }
     const gathered = new Float32Array(packed.length * group.size);
     await group.allGatherInto(gathered, packed).wait();
-    const { mean, variance, count } = combineStats(gathered, channels, eps);
+    const { mean, variance, count } = combineStats(gathered, channels);
     if (count === 0)
       throw new SyncBatchNormError(
         `rank ${group.ranks[group.rank]}: SyncBatchNorm got no samples on any of the ${group.size} ranks`,

@@ -101,7 +101,26 @@ async function oneD(): Promise<Record<string, number>> {
     dx: diff(xl.grad!.dataSync(), rows(xFull.grad!)),
     runningVar: diff(sync.runningVar.dataSync(), ref.runningVar.dataSync()),
     dweight: diff(dw, ref.weight!.grad!.dataSync()),
+    tinyRunningVar: await tinyVarianceError(xs.map((v) => 1e-6 * v)),
   };
+}
+
+/**
+ * Relative error of running_var (momentum 1: the batch's unbiased variance) for a batch whose variance
+ * is far below eps, against BatchNorm1d on the whole batch (probe CD: gathered as invstd, 1/invstd² − eps
+ * kept 2–190 % of it, some channels negative).
+ */
+async function tinyVarianceError(xs: number[]): Promise<number> {
+  const total = xs.length / 3;
+  const ref = new BatchNorm1d(3, { momentum: 1 });
+  const [whole, mine] = [tensor(xs, [total, 3]), tensor(xs.slice(start * 3, (start + count) * 3), [count, 3])];
+  ref.forward(whole).dispose();
+  const sync = new SyncBatchNorm(3, { momentum: 1 });
+  (await sync.forwardAsync(mine)).dispose();
+  whole.dispose();
+  mine.dispose();
+  const want = ref.runningVar.dataSync();
+  return Math.max(...Array.from(sync.runningVar.dataSync(), (v, i) => Math.abs(v - want[i]) / want[i]));
 }
 
 const first = await step();
