@@ -204,5 +204,9 @@ describe('applyTensorParallel', () => {
     expect(() => applyTensorParallel(new TinyGpt(config, new Generator(5)), groupOf(3))).toThrow(
       /2 heads are not divisible by the tp size 3/,
     );
+    // probe CC: the embedding (vocab 12 divides by 3) was sharded and disposed before the block was refused
+    expect(model.wte).toBeInstanceOf(Embedding);
+    expect([...model.blocks].every((b) => b instanceof TransformerBlock)).toBe(true);
+    expect((model.wte as Embedding).weight.isDisposed).toBe(false);
   });
 });

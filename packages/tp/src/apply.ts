@@ -34,17 +34,19 @@ function refuseTiedParameters(model: Module, group: ProcessGroup, embeddings: bo
   }
 }
 
-function parallelize(m: Module, group: ProcessGroup, embeddings: boolean): Module {
-  if (!isSharded(m, group, embeddings)) return m;
+/** The tensor-parallel module `m` becomes (its shards cut from its weights; `m` itself left as it is). */
+function parallelize(m: TransformerBlock | Embedding, group: ProcessGroup): Module {
+  return m instanceof TransformerBlock
+    ? new TensorParallelBlock(m, group)
+    : VocabParallelEmbedding.fromEmbedding(m, group);
+}
+
+/** Frees a module replaced by its shards (a block's own LayerNorms live on in the parallel block). */
+function disposeReplaced(m: Module): void {
   if (m instanceof TransformerBlock) {
-    const block = new TensorParallelBlock(m, group);
     m.attn.dispose();
     for (const layer of m.mlp) layer.dispose();
-    return block;
-  }
-  const e = VocabParallelEmbedding.fromEmbedding(m as Embedding, group);
-  m.dispose();
-  return e;
+  } else m.dispose();
 }
 
 export interface ApplyTensorParallelOptions {
@@ -71,12 +73,27 @@ export function applyTensorParallel(model: Module, group: ProcessGroup, opts: Ap
   return parallelizeTree(model, group, embeddings);
 }
 
+/**
+ * Every replacement is built before any module is replaced: a block refused late (heads or a width
+ * not divisible by the tp size) left the embeddings before it sharded and disposed, a half-parallel
+ * model for a script that caught the error (probe CC).
+ */
 function parallelizeTree(model: Module, group: ProcessGroup, embeddings: boolean): Module {
-  const top = parallelize(model, group, embeddings);
-  if (top !== model) return top;
-  for (const [name, child] of [...model.namedChildren()]) {
-    const converted = parallelizeTree(child, group, embeddings);
-    if (converted !== child) model.replaceModule(name, converted);
+  const planned: { parent: Module | null; name: string; old: Module; replacement: Module }[] = [];
+  const visit = (m: Module, parent: Module | null, name: string): void => {
+    if (isSharded(m, group, embeddings))
+      planned.push({ parent, name, old: m, replacement: parallelize(m as TransformerBlock | Embedding, group) });
+    else for (const [childName, child] of [...m.namedChildren()]) visit(child, m, childName);
+  };
+  try {
+    visit(model, null, '');
+  } catch (e) {
+    for (const { replacement } of planned) replacement.dispose();
+    throw e;
   }
-  return model;
+  for (const { parent, name, old, replacement } of planned) {
+    parent?.replaceModule(name, replacement);
+    disposeReplaced(old);
+  }
+  return planned.find((p) => p.parent === null)?.replacement ?? model;
 }
