@@ -54,6 +54,8 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   /** Set once a backward ran without gradient sync: from then on the root checks for units backward missed. */
   private trainedWithoutSync = false;
   reducedThisBackward = false;
+  /** No gradient reaches its inputs (an Embedding's ids): EnterUnit's backward never runs; backward's end reduces. */
+  reducesAtBackwardEnd = false;
   private reduceQueued = false;
   /** This root's end-of-backward pass (withBackwardEnd), and the one of the root this unit last ran under. */
   private readonly ownBackwardEnd: BackwardEndState = { queued: false };
@@ -240,6 +242,10 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     this.previous = lastInForward;
     lastInForward = this;
     const flat = this.flat;
+    // int inputs get no gradient, nor float ones when neither they nor the edge's shard require one (probe CH)
+    const floats = inputs.filter((t) => t.dtype === 'float32');
+    this.reducesAtBackwardEnd =
+      !floats.some((t) => t.requiresGrad) && !(floats.length > 0 && flat.shards[0].requiresGrad);
     return tidy(() => {
       const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...inputs);
       // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward

@@ -16,6 +16,8 @@ export interface UnitGradientState {
   reducedThisBackward: boolean;
   /** false: it keeps its parameters until the end of backward, and reduces its gradients there. */
   readonly reshardAfterForward: boolean;
+  /** Resharded, but its last forward's inputs carry no gradient: reduced at the end of backward too. */
+  readonly reducesAtBackwardEnd: boolean;
   finishBackward(): Promise<void>;
 }
 
@@ -90,7 +92,9 @@ class BackwardEnd extends AutogradFunction {
 
 /**
  * The root's output, with the end-of-backward pass for `units` attached. There, on every rank alike,
- * the units that keep their parameters reduce-scatter their gradients in unit order (zeros where a
+ * the units that keep their parameters, and resharded ones whose inputs carry no gradient (an
+ * Embedding's ids: "got gradient after the unit's reduce-scatter", falsely; probe CH), reduce-scatter
+ * their gradients in unit order (zeros where a
  * rank's loss used none of a unit's parameters: started from their parameters' hooks, such a unit
  * was reduced on the other ranks only, CollectiveMismatchError; probe W); then, once a unit has
  * trained without gradient sync (`unreached`: every rank sets it alike), reduceUnreached.
@@ -103,7 +107,7 @@ export function withBackwardEnd(
   state: BackwardEndState,
 ): Tensor {
   const atEnd = async () => {
-    for (const u of units) if (u.flat && !u.reshardAfterForward) await u.finishBackward();
+    for (const u of units) if (u.flat && (!u.reshardAfterForward || u.reducesAtBackwardEnd)) await u.finishBackward();
     if (unreached) await reduceUnreached(units, group);
     for (const u of units) u.reducedThisBackward = false;
     refuseLateGradients(units, group);

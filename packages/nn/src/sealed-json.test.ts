@@ -25,3 +25,20 @@ it('reads every sealed version up to its own; a newer or unknown one is refused,
     await expect(readSealedJson(path, 'f', 3)).rejects.toThrow(/is not a f \(versions 1 to 3\)/);
   }
 });
+
+// probe CE: a value holding itself overflowed the stack (a RangeError, nothing written); an undefined array
+// element was called "empty"
+it('refuses a cycle and an undefined array element, naming where', () => {
+  const extra: Record<string, unknown> = { step: 1 };
+  extra.self = extra;
+  expect(() => sealJson({ extra })).toThrow(/checkpoint metadata: extra\.self holds itself \(a cycle\)/);
+  const list: unknown[] = [1];
+  list.push(list);
+  expect(() => sealJson({ extra: { list } })).toThrow(/extra\.list\[1\] holds itself/);
+  expect(() => sealJson({ extra: { v: [1, undefined, 3] } })).toThrow(
+    /extra\.v\[1\] is undefined \(it would read back as null\)/,
+  );
+  // the same object twice, not inside itself, is no cycle
+  const shared = { a: 1 };
+  expect(() => sealJson({ extra: { x: shared, y: [shared] } })).not.toThrow();
+});

@@ -24,31 +24,36 @@ export class SealedJsonError extends Error {
 
 /**
  * Where `value` holds something JSON would not give back (path and what), or null. An undefined
- * property is dropped, which reads back the same (absent); -0 reads back as 0, equal.
+ * property is dropped, which reads back the same (absent); -0 reads back as 0, equal. `within`: the
+ * arrays and objects on the way down (a value holding itself overflowed the stack, a RangeError; probe CE).
  */
-function lossyJson(value: unknown, path: string): string | null {
+function lossyJson(value: unknown, path: string, within: object[] = []): string | null {
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return null;
   if (typeof value === 'number')
     return Number.isFinite(value) ? null : `${path} is ${value} (it would read back as null)`;
+  if (typeof value !== 'object') return `${path} is a ${typeof value}`;
+  if (within.includes(value)) return `${path} holds itself (a cycle)`;
+  const inner = [...within, value];
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const why =
-        i in value && value[i] !== undefined ? lossyJson(value[i], `${path}[${i}]`) : `${path}[${i}] is empty`;
+      const at = `${path}[${i}]`;
+      const why = !(i in value)
+        ? `${at} is empty`
+        : value[i] === undefined
+          ? `${at} is undefined (it would read back as null)`
+          : lossyJson(value[i], at, inner);
       if (why) return why;
     }
     return null;
   }
-  if (typeof value === 'object') {
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null)
-      return `${path} is a ${value.constructor?.name ?? 'class instance'}`;
-    for (const [k, v] of Object.entries(value)) {
-      const why = v === undefined ? null : lossyJson(v, path ? `${path}.${k}` : k);
-      if (why) return why;
-    }
-    return null;
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null)
+    return `${path} is a ${value.constructor?.name ?? 'class instance'}`;
+  for (const [k, v] of Object.entries(value)) {
+    const why = v === undefined ? null : lossyJson(v, path ? `${path}.${k}` : k, inner);
+    if (why) return why;
   }
-  return `${path} is a ${typeof value}`;
+  return null;
 }
 
 /**
