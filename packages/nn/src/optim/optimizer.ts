@@ -100,8 +100,8 @@ export abstract class Optimizer<O extends { lr: number }> {
    * The groups' hyperparameters as they are now: a value set by hand between steps (`g.weight_decay = 0.5`,
    * an lr read from a config as '0.2') was ignored or failed inside the update kernel (probe BU).
    */
-  protected checkGroupsAtStep(groups: readonly ParamGroup<O>[] = this.paramGroups): void {
-    for (const [i, g] of groups.entries()) this.checkGroup(g, g, i, 'step(): param group');
+  protected checkGroupsAtStep(): void {
+    for (const [i, g] of this.paramGroups.entries()) this.checkGroup(g, g, i, 'step(): param group');
   }
 
   /** Applies one update to every parameter that has a gradient. */
