@@ -109,13 +109,17 @@ export class GradientStorageMovedError extends DDPError {
 /**
  * A parameter's gradient arrived twice in one backward. Its usual causes: several forwards before
  * one backward, where findUnusedParameters searched the last forward's output only; a parameter
- * used in a checkpointed segment and outside it; two backward calls without an optimizer step.
+ * used in a checkpointed segment and outside it; two backward calls without an optimizer step; under
+ * findUnusedParameters, a parameter the forward left unused but the loss reads itself (an L2 penalty
+ * over model.parameters(); the message left it out, probe CI).
  */
 export function markedReadyTwice(name: string): DDPUsageError {
   return new DDPUsageError(
     `parameter "${name}" was marked ready twice in one backward: used by several forwards before one ` +
       'backward (under findUnusedParameters its search sees the last forward only: one backward per forward), ' +
       'in a checkpointed segment and outside it (or under findUnusedParameters inside one, where its search ' +
-      'cannot see), or by two backward calls without an optimizer step',
+      'cannot see), by two backward calls without an optimizer step, or, under findUnusedParameters, by the ' +
+      'loss itself on a step the forward left it unused (an L2 penalty over model.parameters(): penalise ' +
+      "inside the forward, or through the optimizer's weightDecay)",
   );
 }

@@ -141,6 +141,34 @@ describe('DistributedDataParallel at world size 1: nothing to average, every che
     expect(found.grads).toEqual(found.reference);
   });
 
+  // probe CI: the error listed every cause but this one (torch raises "marked ready twice" here too)
+  it('findUnusedParameters and a loss that reads a parameter the forward left unused: the error names that cause', async () => {
+    class Branchy extends Module {
+      readonly used = this.registerModule('used', new Linear(5, 3, { generator: new Generator(4) }));
+      readonly branch = this.registerModule('branch', new Linear(5, 3, { generator: new Generator(5) }));
+      forward(x: ReturnType<typeof rows>) {
+        return this.used.forward(x);
+      }
+    }
+    const model = new Branchy();
+    const ddp = await DistributedDataParallel.create(model, { findUnusedParameters: true });
+    const x = normal([4, 5], 31);
+    const loss = tidy(() =>
+      model.parameters().reduce(
+        (l, p) => l.add(p.square().sum()),
+        ddp
+          .forward(rows(x, 0, 4))
+          .square()
+          .mean(),
+      ),
+    );
+    await expect(loss.backward()).rejects.toThrow(/the loss itself on a step the forward left it unused/);
+    loss.dispose();
+    x.dispose();
+    ddp.dispose();
+    model.dispose();
+  });
+
   it('findUnusedParameters with an async forward (SyncBatchNorm, tensor-parallel layers) searches the resolved output', async () => {
     // was: the Promise held no tensor, every parameter was taken for unused, and backward raised "marked ready twice"
     class AsyncForward extends Module {
