@@ -208,5 +208,12 @@ describe('applyTensorParallel', () => {
     expect(model.wte).toBeInstanceOf(Embedding);
     expect([...model.blocks].every((b) => b instanceof TransformerBlock)).toBe(true);
     expect((model.wte as Embedding).weight.isDisposed).toBe(false);
+    // a block built before the refused one shares its layer norms with the original: they stay alive
+    const blocks = new Sequential(new TransformerBlock(8, 2), new TransformerBlock(8, 1));
+    expect(() => applyTensorParallel(blocks, groupOf(2))).toThrow(/1 heads are not divisible by the tp size 2/);
+    expect(blocks.parameters().some((p) => p.isDisposed)).toBe(false);
+    const x = tensor(Array(24).fill(0.5), [1, 3, 8]);
+    expect((blocks.forward(x) as Tensor).shape).toEqual([1, 3, 8]);
+    x.dispose();
   });
 });

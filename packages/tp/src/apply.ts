@@ -88,7 +88,11 @@ function parallelizeTree(model: Module, group: ProcessGroup, embeddings: boolean
   try {
     visit(model, null, '');
   } catch (e) {
-    for (const { replacement } of planned) replacement.dispose();
+    // a parallel block holds the original's layer norms: free only what it made (its shards)
+    for (const { replacement: r } of planned) {
+      if (r instanceof TensorParallelBlock) for (const own of [r.attn, r.mlp]) own.dispose();
+      else r.dispose();
+    }
     throw e;
   }
   for (const { parent, name, old, replacement } of planned) {

@@ -2,6 +2,7 @@ import { tf } from '@ddp/tensor';
 import { AutogradArgumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
+import { tidy } from '../scope.js';
 import type { Tensor } from '../tensor.js';
 import { normaliseAxes, normaliseDim } from './broadcast.js';
 import { type Indices, toIndexTensor } from './index-tensor.js';
@@ -148,9 +149,12 @@ export function stack(xs: Tensor[], dim = 0): Tensor {
     throw new AutogradArgumentError(
       `stack: tensor ${bad} is [${xs[bad].shape}] and tensor 0 [${xs[0].shape}]: they must match`,
     );
-  return concat(
-    xs.map((x) => unsqueeze(x, dim)),
-    dim < 0 ? dim + xs[0].rank + 1 : dim,
+  // the unsqueezed views freed here (they shared their inputs' storage beyond the inputs' dispose)
+  return tidy(() =>
+    concat(
+      xs.map((x) => unsqueeze(x, dim)),
+      dim < 0 ? dim + xs[0].rank + 1 : dim,
+    ),
   );
 }
 

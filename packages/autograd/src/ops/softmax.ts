@@ -1,6 +1,7 @@
 import { softmax as fusedSoftmax, softmaxGrad, tf } from '@ddp/tensor';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
+import { tidy } from '../scope.js';
 import { Tensor } from '../tensor.js';
 import { add, sub } from './arithmetic.js';
 import { normaliseAxes } from './broadcast.js';
@@ -77,8 +78,10 @@ export function logsumexp(x: Tensor, dim: number | number[], keepdim = false): T
     }),
   );
   try {
-    const total = log(sum(exp(sub(x, shift)), { dim: axes, keepdim: true }));
-    return sum(add(total, shift), { dim: axes, keepdim }); // the sum over size-1 dims drops them
+    return tidy(() => {
+      const total = log(sum(exp(sub(x, shift)), { dim: axes, keepdim: true }));
+      return sum(add(total, shift), { dim: axes, keepdim }); // the sum over size-1 dims drops them
+    });
   } finally {
     shift.dispose();
   }

@@ -2,6 +2,7 @@ import { checkBooleanOptions, tf } from '@ddp/tensor';
 import { AutogradArgumentError, argumentError, checkOptions } from '../errors.js';
 import { AutogradFunction } from '../function.js';
 import type { Context } from '../node.js';
+import { tidy } from '../scope.js';
 import { Tensor } from '../tensor.js';
 import { div, mul, sub } from './arithmetic.js';
 import { normaliseAxes } from './broadcast.js';
@@ -25,8 +26,9 @@ function argExtreme(x: Tensor, dim: number | undefined, keepdim: boolean, which:
   if (x.dtype === 'bool') throw new AutogradArgumentError(`${which}: not defined for a bool tensor (as in torch)`);
   const flat = dim === undefined;
   const axis = flat ? 0 : (normaliseAxes(dim, x.rank, which)[0] ?? 0);
+  if ((flat ? x.size : (x.shape[axis] ?? 1)) === 0)
+    throw new AutogradArgumentError(`${which}: dim ${axis} of [${x.shape}] is empty`);
   const data = flat || x.rank === 0 ? tf.reshape(x.data, [-1]) : x.data;
-  if (data.shape[axis] === 0) throw new AutogradArgumentError(`${which}: dim ${axis} of [${x.shape}] is empty`);
   const found = tf.tidy(() => {
     const nan = tf.isNaN(tf.cast(data, 'float32'));
     // tfjs's ArgMax skips a NaN; torch's treats it as the extreme: the first NaN, where a slice has one
@@ -94,9 +96,12 @@ export function variance(
   if (x.dtype !== 'float32') throw new AutogradArgumentError(`var: needs a float32 tensor, got ${x.dtype} (as torch)`);
   const axes = normaliseAxes(args.dim, x.rank, 'var');
   const n = axes.reduce((count, a) => count * x.shape[a], 1);
-  const centred = sub(x, mean(x, { dim: axes, keepdim: true }));
-  // N − correction ≤ 0 divides by 0 or less: inf or NaN, as torch (with its warning)
-  return div(sum(mul(centred, centred), { dim: axes, keepdim: args.keepdim }), Math.max(0, n - args.correction));
+  // a composite: its intermediates freed here, as mse's (the graph keeps what backward needs)
+  return tidy(() => {
+    const centred = sub(x, mean(x, { dim: axes, keepdim: true }));
+    // N − correction ≤ 0 divides by 0 or less: inf or NaN, as torch (with its warning)
+    return div(sum(mul(centred, centred), { dim: axes, keepdim: args.keepdim }), Math.max(0, n - args.correction));
+  });
 }
 
 /** √v whose gradient is 0 where v is 0 (torch's std_backward masks it there; sqrt's own is ∞ · 0 = NaN). */
@@ -121,5 +126,7 @@ export function std(
 ): Tensor {
   // named for the error messages
   const args = varArguments('std', dims, unbiased, keepdim);
-  return StdFromVariance.apply(variance(x, { dim: args.dim, keepdim: args.keepdim, correction: args.correction }));
+  return tidy(() =>
+    StdFromVariance.apply<Tensor>(variance(x, { dim: args.dim, keepdim: args.keepdim, correction: args.correction })),
+  );
 }

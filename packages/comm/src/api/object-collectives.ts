@@ -92,10 +92,11 @@ export async function gatherObject<T>(
   const group = groupFor('gatherObject', opts, ['dst', 'group']);
   const mine = encode(value);
   const all = (await group.gather(mine.words, { dst: opts.dst }).wait()) as Int32Array[] | null;
-  // only dst sees the others' words: a member that could not clone its value raises there and on itself
-  if (all !== null) return decodeAll(group, 'gatherObject', all, mine) as T[];
-  if (mine.error !== null) throw unsent(group, 'gatherObject', group.rank, mine.error);
-  return null;
+  // only dst sees the others' words: it tells every member which one could not send (−1: none), so all raise
+  const failed = Int32Array.of(all ? all.findIndex((w) => w[0] === UNCLONABLE) : 0);
+  await group.broadcast(failed, { src: opts.dst }).wait();
+  if (failed[0] >= 0) throw unsent(group, 'gatherObject', failed[0], mine.error);
+  return all === null ? null : (all.map(decode) as T[]);
 }
 
 /** values[r] from `src` on member r (torch's scatter_object_list); only src's `values` are read. */

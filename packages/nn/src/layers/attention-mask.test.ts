@@ -89,11 +89,17 @@ describe("MultiheadAttention's attnMask as torch's", () => {
     expect(maxAbsDiff(run(mha, perHead), g.y4)).toBeLessThan(1e-5);
     const asFour = tf.reshape(perHead, [2, 2, 3, 3]);
     expect(maxAbsDiff(run(mha, asFour), g.y4)).toBeLessThan(1e-5);
-    for (const shape of [[2, 3, 1], [3, 1], [3], [1, 3, 3], [2, 1, 3, 3], [3, 3, 3]]) {
+    // a 1 for the batch, head or target dim broadcasts (a key-padding mask [B, 1, S] or [B, 1, 1, S])
+    const padding = tf.tensor([0, -1e9, 0, 0, 0, -1e9], [2, 1, 3]);
+    const expanded = tf.tile(padding, [1, 3, 1]);
+    const want = run(mha, expanded);
+    for (const m of [padding, tf.reshape(padding, [2, 1, 1, 3])]) expect(maxAbsDiff(run(mha, m), want)).toBe(0);
+    for (const shape of [[2, 3, 1], [3, 1], [3], [3, 3, 3], [2, 3, 3, 1]]) {
       const mask = tf.zeros(shape);
       expect(() => run(mha, mask), `[${shape}]`).toThrow(/MultiheadAttention: attnMask is \[.*\]; it must be \[3, 3\]/);
       mask.dispose();
     }
+    tf.dispose([padding, expanded]);
     tf.dispose([perHead, asFour]);
     mha.dispose();
   });

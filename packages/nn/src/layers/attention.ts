@@ -179,22 +179,25 @@ export class MultiheadAttention extends Module {
 
   /**
    * The shape a mask takes to broadcast to the scores [B, H, T, S]: [T, S], [B, T, S] (one per batch
-   * element), torch's [B·H, T, S] (batch-major, then heads) or [B, H, T, S]. Any other shape was
-   * broadcast as it came: a [B, S, 1] padding bias unsqueezed the wrong way biased queries, not keys,
+   * element), torch's [B·H, T, S] (batch-major, then heads) or [B, H, T, S]; a 1 may stand for B, H or T
+   * (a key-padding mask [B, 1, 1, S] or [B, 1, S]). The source dim must be S itself: any shape that only
+   * broadcast was taken, and a [B, S, 1] padding bias unsqueezed the wrong way biased queries, not keys,
    * silently (probe BX; torch refuses it).
    */
   private maskLayout(mask: readonly number[], b: number, t: number, s: number): number[] {
     const h = this.numHeads;
+    const fits = (got: number | undefined, want: number) => got === want || got === 1;
     const [rows, cols] = mask.slice(-2);
-    if (rows === t && cols === s) {
-      if (mask.length === 2) return [t, s];
-      if (mask.length === 3 && mask[0] === b) return [b, 1, t, s];
-      if (mask.length === 3 && mask[0] === b * h) return [b, h, t, s];
-      if (mask.length === 4 && mask[0] === b && mask[1] === h) return [b, h, t, s];
+    if (cols === s && fits(rows, t)) {
+      if (mask.length === 2) return [rows, s];
+      if (mask.length === 3 && mask[0] === b * h && h > 1 && b * h !== 1) return [b, h, rows, s];
+      if (mask.length === 3 && fits(mask[0], b)) return [mask[0], 1, rows, s];
+      if (mask.length === 4 && fits(mask[0], b) && fits(mask[1], h)) return [...mask];
     }
     throw new ModuleError(
       `MultiheadAttention: attnMask is [${mask}]; it must be [${t}, ${s}] (target × source), [${b}, ${t}, ${s}] ` +
-        `(per batch element), torch's [${b * h}, ${t}, ${s}] (batch × heads) or [${b}, ${h}, ${t}, ${s}]`,
+        `(per batch element), torch's [${b * h}, ${t}, ${s}] (batch × heads) or [${b}, ${h}, ${t}, ${s}], a 1 ` +
+        `standing for a batch, head or target dim`,
     );
   }
 

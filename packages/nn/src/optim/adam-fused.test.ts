@@ -43,6 +43,8 @@ const cases: [string, (p: Tensor[]) => Adam | AdamW][] = [
   ['Adam', (p) => new Adam(p, { lr: 3e-2 })],
   // torch.lerp's second formula (weight 1 − β1 ≥ 0.5)
   ['Adam, β1 = 0', (p) => new Adam(p, { lr: 3e-2, betas: [0, 0.99] })],
+  // 1 − β1 is 0.5 only once rounded to float32: the formula chosen on the float32 weight, as the kernel does
+  ['Adam, β1 just above 0.5', (p) => new Adam(p, { lr: 3e-2, betas: [0.5 + 2 ** -27, 0.99] })],
 ];
 
 describe.skipIf(!native)('Adam(W) in one native pass', () => {

@@ -101,7 +101,8 @@ function adamStep(
  * large moment (probe BY). `1 − weight` in float32, as torch and the native kernel compute it.
  */
 function lerp(start: tf.Tensor, end: tf.Tensor, weight: number): tf.Tensor {
-  if (Math.abs(weight) < 0.5) return tf.add(start, tf.mul(tf.sub(end, start), weight));
+  // the test on the float32 weight, as torch's and the native kernel's (β1 just above 0.5 rounds to 0.5)
+  if (Math.abs(Math.fround(weight)) < 0.5) return tf.add(start, tf.mul(tf.sub(end, start), weight));
   return tf.sub(end, tf.mul(tf.sub(end, start), Math.fround(1 - Math.fround(weight))));
 }
 
