@@ -242,10 +242,9 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     this.previous = lastInForward;
     lastInForward = this;
     const flat = this.flat;
-    // int inputs get no gradient, nor float ones when neither they nor the edge's shard require one (probe CH)
-    const floats = inputs.filter((t) => t.dtype === 'float32');
-    this.reducesAtBackwardEnd =
-      !floats.some((t) => t.requiresGrad) && !(floats.length > 0 && flat.shards[0].requiresGrad);
+    // EnterUnit's outputs require grad through its shard edge (a trainable shard): a float input carries its
+    // backward; int inputs (token ids) get none, so the end of backward reduces (probe CH)
+    this.reducesAtBackwardEnd = !inputs.some((t) => t.dtype === 'float32');
     return tidy(() => {
       const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...inputs);
       // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward
