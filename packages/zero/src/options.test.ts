@@ -85,6 +85,21 @@ it("leaves the caller's options object as given; a later optimizer built from it
   expect(new AdamW(new Linear(3, 2).parameters(), cfg).paramGroups[0].weightDecay).toBe(0.01);
 });
 
+// before: a loaded state dict's betas became the group's own array, unfrozen and shared with the caller's dict
+it("a loaded state dict's betas: the group's own frozen copy, as the constructor makes them", () => {
+  const zero = new ZeroRedundancyOptimizer(new Linear(3, 2).parameters(), Adam, { lr: 0.1 });
+  const group = { lr: 0.1, betas: [0.8, 0.9], eps: 1e-8, weightDecay: 0, amsgrad: false, params: [0, 1] };
+  const sd = { state: new Map(), paramGroups: [group], kind: 'Adam' };
+  zero.loadStateDict(sd as never);
+  expect(() => {
+    (zero.paramGroups[0].betas as number[])[0] = 0.5;
+  }).toThrow(TypeError);
+  expect([zero.paramGroups[0].betas, sd.paramGroups[0].betas]).toEqual([
+    [0.8, 0.9],
+    [0.8, 0.9],
+  ]);
+});
+
 it("the sharded checkpoint of a plain optimizer: ShardedCheckpointError naming nn's checkpoint (was a TypeError)", async () => {
   const plain = new Adam(new Linear(3, 2).parameters(), { lr: 0.01 });
   const message = /contents\.optimizer must be a ZeroRedundancyOptimizer, got Adam; .*saveCheckpoint/;

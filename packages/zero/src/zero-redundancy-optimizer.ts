@@ -246,8 +246,7 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
     const local = shardStateDict(sd, this.paramGroups, this.optim, this.localGroupOf, this.stateKind());
     this.checkLoadedValues(sd); // as the wrapped optimizer checks them, on every rank (one owning none too)
     this.disposeConsolidated();
-    for (const [g, { params: _params, ...hyper }] of sd.paramGroups.entries())
-      Object.assign(this.paramGroups[g], hyper);
+    this.assignLoadedHyperparameters(sd);
     if (local) this.optim!.loadStateDict(local);
   }
 

@@ -206,6 +206,11 @@ export abstract class Optimizer<O extends { lr: number }> {
     }
     this.clearState();
     for (const [p, copy] of copies) this.state.set(p, copy);
+    this.assignLoadedHyperparameters(sd);
+  }
+
+  /** A loaded state dict's hyperparameters, copied into the groups as the constructor copies its options. */
+  protected assignLoadedHyperparameters(sd: OptimizerStateDict<O>): void {
     for (const [gi, { params: _params, ...hyper }] of sd.paramGroups.entries())
       Object.assign(this.paramGroups[gi] as object, ownValues(hyper));
   }
