@@ -1,4 +1,4 @@
-import { isGradEnabled, queueCallback, type Tensor, tidy, whileWriting, withSavedTensorHooks } from '@ddp/autograd';
+import { isGradEnabled, queueCallback, Tensor, tidy, whileWriting, withSavedTensorHooks } from '@ddp/autograd';
 import { groupOrWorld, type HalfDtype, type ProcessGroup } from '@ddp/comm';
 import { type Module, type Parameter, Sequential, whileForwarding } from '@ddp/nn';
 import { checkBooleanOptions, checkOptionNames, checkOptionValue } from '@ddp/tensor';
@@ -27,7 +27,7 @@ export interface FullyShardOptions {
   commDtype?: HalfDtype;
 }
 
-type UnitForward = (...inputs: Tensor[]) => Tensor;
+type UnitForward = (...inputs: unknown[]) => Tensor;
 
 const unitOf = new WeakMap<Module, FSDPModule>();
 /** Each sharded parameter's unit module. */
@@ -54,8 +54,11 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   /** Set once a backward ran without gradient sync: from then on the root checks for units backward missed. */
   private trainedWithoutSync = false;
   reducedThisBackward = false;
-  /** No gradient reaches its inputs (an Embedding's ids): EnterUnit's backward never runs; backward's end reduces. */
-  reducesAtBackwardEnd = false;
+  /**
+   * Gathered for its backward, not yet reduced: when no gradient reaches its inputs (an Embedding's ids, a mask
+   * read without gradient) EnterUnit's backward never runs, and backward's end reduces (as FSDP2's final callback).
+   */
+  awaitingReduce = false;
   private reduceQueued = false;
   /** This root's end-of-backward pass (withBackwardEnd), and the one of the root this unit last ran under. */
   private readonly ownBackwardEnd: BackwardEndState = { queued: false };
@@ -163,7 +166,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    * prefetched), so only about two units are whole at a time; any other root gathers every unit
    * first (tfjs's forward is synchronous, so nothing can be awaited inside it).
    */
-  async forward(...inputs: Tensor[]): Promise<Tensor> {
+  async forward(...inputs: unknown[]): Promise<Tensor> {
     // an eval() before this is awaited is refused: the module would read its mode after the gathers
     const out = await whileForwarding(this.module, 'fullyShard', () => this.gatheredForward(inputs));
     const all = [this, ...this.subunits];
@@ -177,7 +180,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     return ended;
   }
 
-  private async gatheredForward(inputs: Tensor[]): Promise<Tensor> {
+  private async gatheredForward(inputs: unknown[]): Promise<Tensor> {
     checkTrainableSet(this.module, [this, ...this.subunits], globalRank(this.processGroup));
     await checkSameStart([this, ...this.subunits], this.processGroup);
     lastInForward = null;
@@ -190,7 +193,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     await this.flat?.gather();
     const children = [...this.module];
     const unitsIn = (m: Module) => m.modules().flatMap((x) => (unitOf.has(x) ? [unitOf.get(x)!] : []));
-    let h = inputs[0];
+    let h = inputs[0] as Tensor;
     for (const [i, child] of children.entries()) {
       await gatherAll(unitsIn(child));
       if (this.prefetch && i + 1 < children.length) for (const u of unitsIn(children[i + 1])) u.flat?.prefetch();
@@ -224,7 +227,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     });
   }
 
-  private unitForward(inputs: Tensor[]): Tensor {
+  private unitForward(inputs: unknown[]): Tensor {
     if (this.flat && !this.flat.isGathered) {
       throw new FSDPError(
         `rank ${globalRank(this.processGroup)}: ${this.module.constructor.name}'s parameters are not gathered; ` +
@@ -242,19 +245,21 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     this.previous = lastInForward;
     lastInForward = this;
     const flat = this.flat;
-    // EnterUnit's outputs require grad through its shard edge (a trainable shard): a float input carries its
-    // backward; int inputs (token ids) get none, so the end of backward reduces (probe CH)
-    this.reducesAtBackwardEnd = !inputs.some((t) => t.dtype === 'float32');
     return tidy(() => {
-      const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...inputs);
+      // the tensors among the inputs enter (an optional argument left undefined, a number, stay as they are)
+      const at = inputs.flatMap((x, i) => (x instanceof Tensor ? [i] : []));
+      const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...at.map((i) => inputs[i]));
+      const args = [...inputs];
+      for (const [k, i] of at.entries()) args[i] = entered[k];
       // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward
-      const out = withSavedTensorHooks(flat.savedParameterHooks, () => this.innerForward(...entered));
+      const out = withSavedTensorHooks(flat.savedParameterHooks, () => this.innerForward(...args));
       flat.free();
       return LeaveUnit.apply(this, out);
     });
   }
 
   async gatherForBackward(): Promise<void> {
+    this.awaitingReduce = true;
     const gathering = this.flat!.gather();
     if (this.prefetch) this.previous?.flat?.prefetch();
     await gathering;
@@ -266,6 +271,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
    */
   async finishBackward(): Promise<void> {
     const flat = this.flat!;
+    this.awaitingReduce = false;
     const reducing = this.requiresGradientSync ? reduceInBackground(flat) : null;
     this.reducedThisBackward ||= this.requiresGradientSync;
     flat.free();

@@ -16,8 +16,8 @@ export interface UnitGradientState {
   reducedThisBackward: boolean;
   /** false: it keeps its parameters until the end of backward, and reduces its gradients there. */
   readonly reshardAfterForward: boolean;
-  /** Resharded, but its last forward's inputs carry no gradient: reduced at the end of backward too. */
-  readonly reducesAtBackwardEnd: boolean;
+  /** Resharded and gathered for this backward, but no gradient reached its inputs: reduced at its end too. */
+  readonly awaitingReduce: boolean;
   finishBackward(): Promise<void>;
 }
 
@@ -92,8 +92,8 @@ class BackwardEnd extends AutogradFunction {
 
 /**
  * The root's output, with the end-of-backward pass for `units` attached. There, on every rank alike,
- * the units that keep their parameters, and resharded ones whose inputs carry no gradient (an
- * Embedding's ids: "got gradient after the unit's reduce-scatter", falsely; probe CH), reduce-scatter
+ * the units that keep their parameters, and resharded ones no gradient reached the inputs of (an
+ * Embedding's ids, a mask read without gradient: "got gradient after the unit's reduce-scatter", falsely; probe CH), reduce-scatter
  * their gradients in unit order (zeros where a
  * rank's loss used none of a unit's parameters: started from their parameters' hooks, such a unit
  * was reduced on the other ranks only, CollectiveMismatchError; probe W); then, once a unit has
@@ -107,7 +107,7 @@ export function withBackwardEnd(
   state: BackwardEndState,
 ): Tensor {
   const atEnd = async () => {
-    for (const u of units) if (u.flat && (!u.reshardAfterForward || u.reducesAtBackwardEnd)) await u.finishBackward();
+    for (const u of units) if (u.flat && (!u.reshardAfterForward || u.awaitingReduce)) await u.finishBackward();
     if (unreached) await reduceUnreached(units, group);
     for (const u of units) u.reducedThisBackward = false;
     refuseLateGradients(units, group);

@@ -1,23 +1,46 @@
-// One rank of token-input.multiprocess.test.ts: args = the wrapping ('root' | 'units').
+// One rank of token-input.multiprocess.test.ts: args = the wrapping ('root' | 'units'), the inputs ('ids' | 'masked').
 import { crossEntropy, type Tensor, tensor, tidy } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
-import { Embedding, Generator, Linear, Sequential, SGD } from '@ddp/nn';
+import { Embedding, Generator, Linear, Module, SGD } from '@ddp/nn';
 import { tf } from '@ddp/tensor';
 import { fullyShard } from '../index.js';
 
+/** An embedding whose output a float mask zeroes, read without gradient (a padding mask). */
+class MaskedEmbedding extends Module {
+  readonly emb: Embedding;
+  constructor(gen: Generator) {
+    super();
+    this.emb = this.registerModule('emb', new Embedding(7, 5, { generator: gen }));
+  }
+  forward(ids: Tensor, mask?: Tensor): Tensor {
+    const e = this.emb.forward(ids);
+    return mask ? e.mul(mask.detach()) : e;
+  }
+}
+
+class TokenModel extends Module {
+  readonly embed: MaskedEmbedding;
+  readonly head: Linear;
+  constructor() {
+    super();
+    const gen = new Generator(4);
+    this.embed = this.registerModule('embed', new MaskedEmbedding(gen));
+    this.head = this.registerModule('head', new Linear(5, 3, { generator: gen }));
+  }
+  forward(ids: Tensor, mask?: Tensor): Tensor {
+    return this.head.forward(this.embed.forward(ids, mask));
+  }
+}
+
 /**
- * A model whose first layer takes token ids (Embedding, then Linear), under FSDP wrapped at the root
- * only or with the embedding as a unit of its own, trained 3 steps with SGD against the same model in
- * this process on the global batch. Prints RESULT { maxDiff, error }.
+ * A model whose first layer takes token ids (and, 'masked', a float mask that gets no gradient), under FSDP
+ * wrapped at the root only or with the embedding as a unit of its own, trained 3 steps with SGD against the
+ * same model in this process on the global batch. Prints RESULT { maxDiff, error }.
  */
-const wrapping = process.argv[2] as 'root' | 'units';
+const [wrapping, inputs] = process.argv.slice(2) as ['root' | 'units', 'ids' | 'masked'];
 const group = await initProcessGroup({ timeoutMs: 30_000 });
-const build = () => {
-  const gen = new Generator(4);
-  return new Sequential(new Embedding(7, 5, { generator: gen }), new Linear(5, 3, { generator: gen }));
-};
-const [model, ref] = [build(), build()];
-if (wrapping === 'units') fullyShard(model.at(0), { processGroup: group });
+const [model, ref] = [new TokenModel(), new TokenModel()];
+if (wrapping === 'units') fullyShard(model.embed, { processGroup: group });
 const root = fullyShard(model, { processGroup: group });
 const [opt, refOpt] = [new SGD(root.parameters(), { lr: 0.5 }), new SGD(ref.parameters(), { lr: 0.5 })];
 /** Token ids [to − from, 2] of step t, an int32 tensor (as a tokenizer's batch). */
@@ -32,6 +55,14 @@ const labels = (t: number, from: number, to: number) =>
     Array.from({ length: 2 * (to - from) }, (_, i) => (2 * from + i + t) % 3),
     'int32',
   );
+/** A float mask [to − from, 2, 1] of step t: ones but for one token. */
+const maskOf = (t: number, from: number, to: number): Tensor | undefined =>
+  inputs === 'masked'
+    ? tensor(
+        Array.from({ length: 2 * (to - from) }, (_, i) => ((2 * from + i + t) % 4 === 0 ? 0 : 1)),
+        [to - from, 2, 1],
+      )
+    : undefined;
 const lossOf = (out: ReturnType<typeof ref.forward>, t: number, from: number, to: number) => {
   const y = labels(t, from, to);
   const loss = tidy(() => crossEntropy(out.reshape(-1, 3), y));
@@ -42,17 +73,19 @@ let error: string | null = null;
 try {
   const [from, to] = [group.rank * 2, group.rank * 2 + 2];
   for (let t = 0; t < 3; t++) {
-    const batch = ids(t, from, to);
-    const out = await root.forward(batch);
+    const [batch, mask] = [ids(t, from, to), maskOf(t, from, to)];
+    const out = await root.forward(batch, mask);
     batch.dispose();
+    mask?.dispose();
     const loss = lossOf(out, t, from, to);
     out.dispose();
     await loss.backward();
     opt.step();
     opt.zeroGrad();
-    const whole = ids(t, 0, 2 * group.size);
-    const refOut = tidy(() => ref.forward(whole as never));
+    const [whole, wholeMask] = [ids(t, 0, 2 * group.size), maskOf(t, 0, 2 * group.size)];
+    const refOut = tidy(() => ref.forward(whole, wholeMask));
     whole.dispose();
+    wholeMask?.dispose();
     const refLoss = lossOf(refOut, t, 0, 2 * group.size);
     refOut.dispose();
     await refLoss.backward();
