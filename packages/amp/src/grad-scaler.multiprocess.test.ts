@@ -11,7 +11,7 @@ type RankResult = {
 } & Record<string, Steps>;
 
 describe('GradScaler across 2 real processes: one rank overflows, both skip', () => {
-  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2; under join', async () => {
+  it('without DDP, with DDP, DDP + fp16/bf16 compression hooks, DDP + ZeRO stage 1, ZeRO stage 2, Adasum; under join', async () => {
     const script = new URL('./test/overflow.child.ts', import.meta.url);
     const [r0, r1] = (await runWorld<RankResult>({ script, nprocs: 2, timeoutMs: 90_000 })).results as [
       RankResult,
@@ -30,7 +30,7 @@ describe('GradScaler across 2 real processes: one rank overflows, both skip', ()
     expect(r0.underJoin.listed.weights).toBe(r1.underJoin.listed.weights);
     // the joined rank follows the scale of the steps it shadowed (was: 4096 where rank 0 had 8192, then drift)
     expect([r0.underJoin.listed.scale, r1.underJoin.listed.scale]).toEqual([8192, 8192]);
-    for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2']) {
+    for (const setting of ['alone', 'ddp', 'ddpFp16Hook', 'ddpBf16Hook', 'zero', 'zero2', 'adasum']) {
       const [a, b] = [r0[setting], r1[setting]];
       // step 2 overflowed on rank 1 only: both skipped it and backed off; growth every 2 clean steps
       const initial = setting === 'ddpFp16Hook' ? 256 : 1024;

@@ -62,6 +62,11 @@ export class AdasumOptimizer {
     this.start = new Float32Array(offset);
   }
 
+  /** The wrapped optimizer's groups (Horovod's DistributedOptimizer has param_groups: GradScaler unscales them). */
+  get paramGroups(): LocalOptimizer['paramGroups'] {
+    return this.optimizer.paramGroups;
+  }
+
   /** The local step, then the Adasum of every rank's delta applied from where the step began (collective). */
   async step(...args: []): Promise<void> {
     refuseStepArguments('AdasumOptimizer', args);

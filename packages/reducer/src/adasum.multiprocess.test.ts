@@ -15,7 +15,8 @@ function pair(a: number[], b: number[]): number[] {
   const dot = a.reduce((s, x, i) => s + x * b[i], 0);
   const na = a.reduce((s, x) => s + x * x, 0);
   const nb = b.reduce((s, x) => s + x * x, 0);
-  return a.map((x, i) => (1 - dot / (2 * na)) * x + (1 - dot / (2 * nb)) * b[i]);
+  const [ca, cb] = [na, nb].map((n) => (n >= 1e-8 ? 1 - dot / (2 * n) : 1)); // Horovod's adasum.h
+  return a.map((x, i) => ca * x + cb * b[i]);
 }
 /** The binary tree over ranks 0..n−1: Adasum(Adasum(g0, g1), Adasum(g2, g3)). */
 const tree = (vs: number[][]): number[] =>

@@ -14,9 +14,29 @@ export interface Segment {
 }
 
 /**
+ * Refuses segments that do not tile the buffer in order: a gap kept each rank's own values, an overlap
+ * read a pair already combined in place (ranks disagreed), one past the end made NaN, all silently.
+ */
+function checkSegments(segments: readonly Segment[], length: number, where: string): void {
+  let end = 0;
+  for (const [i, s] of segments.entries()) {
+    if (s?.offset !== end || !Number.isInteger(s.size) || s.size < 0) {
+      throw new AdasumError(
+        `${where}: segments must tile the buffer in order (each offset the previous segment's end); ` +
+          `segment ${i} is ${JSON.stringify(s)}, expected offset ${end}`,
+      );
+    }
+    end += s.size;
+  }
+  if (end !== length)
+    throw new AdasumError(`${where}: segments must tile the buffer; they cover ${end} of its ${length} elements`);
+}
+
+/**
  * Horovod's Adasum of two gradients, per segment: (1 − a·b / 2|a|²) a + (1 − a·b / 2|b|²) b.
  * Orthogonal gradients add up, equal ones average, opposite ones cancel less than a sum would.
- * Dot products in float64; a zero vector contributes nothing (its coefficient is moot).
+ * Dot products in float64; as Horovod's, a vector of squared norm below 1e-8 keeps coefficient 1
+ * (a pair of such small vectors adds up).
  */
 export function adasumPair(
   a: Float32Array,
@@ -24,6 +44,9 @@ export function adasumPair(
   out: Float32Array,
   segments: readonly Segment[] = [{ offset: 0, size: a.length }],
 ): void {
+  if (b.length !== a.length || out.length !== a.length)
+    throw new AdasumError(`adasumPair: a, b and out must have one length, got ${a.length}, ${b.length}, ${out.length}`);
+  checkSegments(segments, a.length, 'adasumPair');
   for (const { offset, size } of segments) {
     let dot = 0;
     let aa = 0;
@@ -35,8 +58,8 @@ export function adasumPair(
       aa += x * x;
       bb += y * y;
     }
-    const ca = aa === 0 ? 1 : 1 - dot / (2 * aa);
-    const cb = bb === 0 ? 1 : 1 - dot / (2 * bb);
+    const ca = aa >= 1e-8 ? 1 - dot / (2 * aa) : 1;
+    const cb = bb >= 1e-8 ? 1 - dot / (2 * bb) : 1;
     for (let i = offset; i < offset + size; i++) out[i] = ca * a[i] + cb * b[i];
   }
 }
@@ -65,6 +88,7 @@ export async function adasumAllReduce(
   segments?: readonly Segment[],
 ): Promise<Float32Array> {
   checkAdasumGroup(group);
+  if (segments) checkSegments(segments, buf.length, `adasumAllReduce (rank ${group.rank})`);
   const { size, rank } = group;
   let theirs = partnerBuffers.get(buf);
   if (theirs === undefined) {

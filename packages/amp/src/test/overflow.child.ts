@@ -5,7 +5,13 @@ import { mse, type Tensor, tensor } from '@ddp/autograd';
 import { destroyProcessGroup, initProcessGroup } from '@ddp/comm';
 import { join } from '@ddp/join';
 import { Generator, Linear, SGD, type SGDOptions } from '@ddp/nn';
-import { bf16CompressHook, type CommHook, DistributedDataParallel, fp16CompressHook } from '@ddp/reducer';
+import {
+  AdasumOptimizer,
+  bf16CompressHook,
+  type CommHook,
+  DistributedDataParallel,
+  fp16CompressHook,
+} from '@ddp/reducer';
 import { type OptimizerClass, ZeroRedundancyOptimizer } from '@ddp/zero';
 import { GradScaler, type ScalableOptimizer } from '../index.js';
 
@@ -20,6 +26,7 @@ interface Setting {
   ddp: boolean;
   hook?: CommHook;
   zero?: 1 | 2;
+  adasum?: boolean;
 }
 const settings: Record<string, Setting> = {
   // no DDP: each rank sees only its own gradients, so only the scaler's all-reduce makes them agree
@@ -30,6 +37,8 @@ const settings: Record<string, Setting> = {
   zero: { big: 1e36, initScale: 1024, ddp: true, zero: 1 },
   // stage 2 on the bare model: each rank keeps only the gradients it owns, so ranks see different ones
   zero2: { big: 1e36, initScale: 1024, ddp: false, zero: 2 },
+  // Horovod's scaler.step(DistributedOptimizer(opt, op=Adasum)): was a TypeError reading its paramGroups
+  adasum: { big: 1e36, initScale: 1024, ddp: false, adasum: true },
 };
 
 const weightSum = (ps: Tensor[]) =>
@@ -45,7 +54,9 @@ for (const [name, s] of Object.entries(settings)) {
   const params = model.parameters();
   const optimizer: ScalableOptimizer = s.zero
     ? new ZeroRedundancyOptimizer(params, sgdClass, { lr: 0.05 }, { stage: s.zero })
-    : new SGD(params, { lr: 0.05 });
+    : s.adasum
+      ? new AdasumOptimizer(new SGD(params, { lr: 0.05 }), group)
+      : new SGD(params, { lr: 0.05 });
   const scaler = new GradScaler({ initScale: s.initScale, growthInterval: 2, processGroup: group });
   const gen = new Generator(100 + group.rank);
   const steps: [boolean, number, number][] = [];
