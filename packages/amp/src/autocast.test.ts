@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import {
   type AutocastDtype,
   autocast,
+  autocastDtype,
   conv2d,
   crossEntropy,
   linear,
@@ -145,6 +146,17 @@ describe('autocast(bfloat16) against PyTorch', () => {
     expect(autocast({ dtype: 'float16' }, () => at(() => matmul(a, b)))).toBe(1);
     expect(autocast({}, () => autocast({ enabled: false }, () => at(() => matmul(a, b))))).toBe(1 + 2 ** -12);
     expect(at(() => matmul(a, b))).toBe(1 + 2 ** -12);
+  });
+
+  // probe CK: an inner autocast without a dtype took bfloat16 inside a float16 region (torch: the enclosing one's)
+  it("an inner autocast without a dtype takes the enclosing one's, through a disabled region too", () => {
+    const inFloat16 = (inner: () => AutocastDtype | null) => autocast({ dtype: 'float16' }, inner);
+    expect(inFloat16(() => autocast({}, autocastDtype))).toBe('float16');
+    expect(inFloat16(() => autocast({ enabled: false }, () => autocast({ enabled: true }, autocastDtype)))).toBe(
+      'float16',
+    );
+    expect(inFloat16(() => autocast({ enabled: false }, autocastDtype))).toBeNull();
+    expect(autocast({}, autocastDtype)).toBe('bfloat16');
   });
 
   it('linear of one sample [in] gives [out] as outside autocast, the row of a batch of one (was: a matmul rank error)', async () => {

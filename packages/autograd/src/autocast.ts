@@ -9,14 +9,15 @@ import type { Tensor } from './tensor.js';
 export type AutocastDtype = 'bfloat16' | 'float16';
 
 export interface AutocastOptions {
-  /** Default 'bfloat16', as torch.autocast('cpu'). */
+  /** Default: the enclosing autocast's dtype (even a disabled one's), else 'bfloat16', as torch.autocast('cpu'). */
   dtype?: AutocastDtype;
   /** false runs fn in float32 (a region excluded from an enclosing autocast). */
   enabled?: boolean;
 }
 
-// Async-context local like grad mode: an autocast forward awaiting data leaves other flows alone.
-const autocastState = new AsyncLocalStorage<AutocastDtype | null>();
+// Async-context local like grad mode: an autocast forward awaiting data leaves other flows alone. A disabled
+// region keeps its dtype: an autocast inside it without one takes it (torch's get_autocast_cpu_dtype)
+const autocastState = new AsyncLocalStorage<{ dtype: AutocastDtype; enabled: boolean }>();
 
 /**
  * Runs fn with PyTorch's CPU autocast op list (matmul, linear, conv2d) in `dtype`, like
@@ -27,16 +28,17 @@ const autocastState = new AsyncLocalStorage<AutocastDtype | null>();
  */
 export function autocast<T>(opts: AutocastOptions, fn: () => T): T {
   checkOptions('autocast', opts, ['dtype', 'enabled'], ['enabled']);
-  const dtype = opts.dtype ?? 'bfloat16';
+  const dtype = opts.dtype ?? autocastState.getStore()?.dtype ?? 'bfloat16';
   if (dtype !== 'bfloat16' && dtype !== 'float16') {
     throw new AutogradArgumentError(`autocast: dtype must be 'bfloat16' or 'float16', got '${String(dtype)}'`);
   }
-  return autocastState.run(opts.enabled === false ? null : dtype, fn);
+  return autocastState.run({ dtype, enabled: opts.enabled !== false }, fn);
 }
 
 /** The dtype autocast ops run in here, or null outside autocast (torch.is_autocast_enabled). */
 export function autocastDtype(): AutocastDtype | null {
-  return autocastState.getStore() ?? null;
+  const state = autocastState.getStore();
+  return state?.enabled ? state.dtype : null;
 }
 
 /**
