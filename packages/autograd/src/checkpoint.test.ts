@@ -1,6 +1,6 @@
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
-import { AutogradArgumentError, autocast, checkpoint, linear, randn, sum, type Tensor } from './index.js';
+import { AutogradArgumentError, autocast, checkpoint, linear, noGrad, randn, sum, type Tensor, tidy } from './index.js';
 import { transformer } from './test/models.js';
 import { expectAllClose } from './test/utils.js';
 
@@ -63,5 +63,41 @@ describe('checkpoint', () => {
     expect(() => checkpoint(scaled, x, 3 as unknown as Tensor)).toThrow(AutogradArgumentError);
     expect(() => checkpoint(scaled, x, 3 as unknown as Tensor)).toThrow(/checkpoint: input 1 is not a Tensor/);
     x.dispose();
+  });
+
+  // probe CM: a forward inside tidy (the training-step pattern) disposed what the segment closed over, and
+  // its recomputation raised TensorDisposedError (torch's reads them); the plain path leaked its intermediates
+  it('recomputes with the tensors it captured as they were, a tidy having disposed them; as without it', async () => {
+    const before = tf.memory().numTensors;
+    const grads: number[][][] = [];
+    for (const wrap of [false, true]) {
+      const w = randn([3], { seed: 1, requiresGrad: true });
+      const x = randn([3], { seed: 2, requiresGrad: true });
+      const loss = tidy(() => {
+        const h = w.mul(3); // a non-leaf: its gradient reaches w through the recomputation
+        const shift = randn([3], { seed: 3 }); // a constant
+        const segment = (a: Tensor) => a.tanh().add(a.mul(h)).add(shift);
+        return sum(wrap ? checkpoint(segment, x) : segment(x));
+      });
+      await loss.backward();
+      grads.push([w, x].map((t) => Array.from(t.grad!.dataSync())));
+      for (const t of [w, x, loss]) t.dispose();
+    }
+    expect(grads[1]).toEqual(grads[0]);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('frees what it holds when its output goes unbackwarded, and runs plainly without leaking', () => {
+    const before = tf.memory().numTensors;
+    const w = randn([3], { seed: 1, requiresGrad: true });
+    const x = randn([3], { seed: 2, requiresGrad: true });
+    const constant = randn([3], { seed: 3 });
+    const h = w.mul(3);
+    checkpoint((a) => a.mul(h).tanh(), x).dispose();
+    h.dispose();
+    noGrad(() => checkpoint((a) => a.mul(w).tanh().add(1), constant)).dispose();
+    checkpoint((a) => a.mul(w).tanh().add(1), constant).dispose(); // no input requires grad: runs plainly
+    for (const t of [w, x, constant]) t.dispose();
+    expect(tf.memory().numTensors).toBe(before);
   });
 });

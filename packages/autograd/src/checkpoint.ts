@@ -1,10 +1,11 @@
 import type { tf } from '@ddp/tensor';
 import { type AutocastDtype, autocast, autocastDtype } from './autocast.js';
+import { recordingReads, withCapturedValues } from './data-reads.js';
 import { backward } from './engine.js';
 import { AutogradArgumentError } from './errors.js';
 import { AutogradFunction } from './function.js';
 import { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
-import type { Context } from './node.js';
+import type { Context, Node } from './node.js';
 import { getRngState, setRngState } from './random.js';
 import { tidy } from './scope.js';
 import { Tensor } from './tensor.js';
@@ -44,30 +45,50 @@ class Checkpoint extends AutogradFunction {
   private rng: unknown[] = [];
   /** The forward's autocast: the recomputation runs under it, whatever autocast backward is called in. */
   private precision: AutocastDtype | null = null;
+  /**
+   * Tensors from outside the segment it read, but trainable leaves (read live, as parameters are): their
+   * values are saved after the inputs', and the recomputation reads those (a `tidy` disposed them since).
+   */
+  private captured: Tensor[] = [];
+  /** The captured non-leaves' nodes, held until this node goes: the recomputation backwards through them. */
+  private held: Node[] = [];
 
   forward(ctx: Context, segment: Segment, ...inputs: tf.Tensor[]): tf.Tensor {
     this.segment = segment;
     this.rng = snapshot();
     this.precision = autocastDtype();
-    ctx.saveForBackward(...inputs);
-    const out = noGrad(() => tidy(() => segment(...inputs.map((x) => new Tensor(x.clone())))));
+    const reads = new Set<Tensor>();
+    const run = () => segment(...inputs.map((x) => new Tensor(x.clone())));
+    const out = noGrad(() => tidy(() => recordingReads(reads, run)));
     if (!(out instanceof Tensor)) throw new AutogradArgumentError('checkpoint: the segment must return one Tensor');
+    // the segment's own tensors are disposed by now
+    this.captured = [...reads].filter((t) => t !== out && !t.isDisposed && !(t.isLeaf && t.requiresGrad));
+    ctx.saveForBackward(...inputs, ...this.captured.map((t) => t.data));
+    this.held = this.captured.flatMap((t) => (t.gradFn ? [t.gradFn] : []));
+    for (const node of this.held) node.addRef();
     const data = out.data.clone();
     out.dispose();
     return data;
   }
 
+  onRelease(): void {
+    for (const node of this.held) node.releaseRef();
+    this.held = [];
+  }
+
   async backward(ctx: Context, dy: tf.Tensor) {
-    const inputs = ctx.savedTensors.map(
-      (x, i) => new Tensor(x.clone(), { requiresGrad: ctx.needsInputGrad[i + 1] ?? false }),
-    );
+    const n = ctx.savedTensors.length - this.captured.length;
+    const values = new Map(this.captured.map((t, i) => [t, ctx.savedTensors[n + i]]));
+    const inputs = ctx.savedTensors
+      .slice(0, n)
+      .map((x, i) => new Tensor(x.clone(), { requiresGrad: ctx.needsInputGrad[i + 1] ?? false }));
     const rngNow = snapshot();
     restore(this.rng); // replay the same dropout masks
     let out: Tensor;
     try {
       // torch's checkpoint recomputes under the forward's autocast: under backward's own (none, usually) a
       // bfloat16 forward was recomputed in float32, and the gradients were another computation's
-      const recompute = () => enableGrad(() => tidy(() => this.segment(...inputs)));
+      const recompute = () => enableGrad(() => tidy(() => withCapturedValues(values, () => this.segment(...inputs))));
       const precision = this.precision;
       out = autocast({ dtype: precision ?? undefined, enabled: precision !== null }, recompute);
     } catch (error) {
@@ -91,7 +112,8 @@ class Checkpoint extends AutogradFunction {
  * recomputes it during backward. Leaves the segment captures (parameters) receive their
  * gradients, and fire their hooks, during that recomputation's backward; pass a leaf as an
  * input if it is also used outside the segment and must fire its hooks only once. The segment
- * must be synchronous and return one Tensor; dropout masks are replayed. When no input requires
+ * must be synchronous and return one Tensor; dropout masks are replayed. Other tensors it captures are read
+ * in the recomputation as they were at its forward (a `tidy` around the step may have disposed them). When no input requires
  * grad the graph would have no edge into the segment, so it runs plainly (recorded, no saving).
  */
 export function checkpoint(segment: Segment, ...inputs: Tensor[]): Tensor {
@@ -102,6 +124,7 @@ export function checkpoint(segment: Segment, ...inputs: Tensor[]): Tensor {
       `checkpoint: input ${other} is not a Tensor; close over other values in the segment instead`,
     );
   }
-  if (!isGradEnabled() || !inputs.some((x) => x.requiresGrad)) return segment(...inputs);
+  // in tidy as the recorded path's forward: its intermediates leaked here (probe CM)
+  if (!isGradEnabled() || !inputs.some((x) => x.requiresGrad)) return tidy(() => segment(...inputs));
   return Checkpoint.apply(segment, ...inputs);
 }

@@ -10,6 +10,21 @@ import type { Tensor } from './tensor.js';
  * `retainGrad()` on the tensor to find its gradient in `.grad` after backward.
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: a hook that returns nothing keeps the gradient
+/** Removes a registered hook. */
+export interface RemovableHandle {
+  remove(): void;
+}
+
+export function addHook<H>(list: H[], hook: H): RemovableHandle {
+  list.push(hook);
+  return {
+    remove: () => {
+      const i = list.indexOf(hook);
+      if (i >= 0) list.splice(i, 1);
+    },
+  };
+}
+
 export type TensorHook = (grad: tf.Tensor) => tf.Tensor | void;
 /** Fires on a leaf after its .grad was updated. A returned promise is awaited before backward resolves. */
 export type PostAccumulateGradHook = (tensor: Tensor) => void | Promise<void>;

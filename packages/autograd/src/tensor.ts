@@ -1,23 +1,18 @@
 import { checkBooleanOptions, tf } from '@ddp/tensor';
+import { traceRead, tracingReads } from './data-reads.js';
 import { type BackwardOptions, backward } from './engine.js';
 import { AutogradArgumentError, argumentError, TensorDisposedError } from './errors.js';
-import { AccumulateGrad, type Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
+import {
+  AccumulateGrad,
+  addHook,
+  type Node,
+  type PostAccumulateGradHook,
+  type RemovableHandle,
+  type TensorHook,
+} from './node.js';
 import { trackTensor } from './scope.js';
 
-/** Removes a registered hook. */
-export interface RemovableHandle {
-  remove(): void;
-}
-
-function addHook<H>(list: H[], hook: H): RemovableHandle {
-  list.push(hook);
-  return {
-    remove: () => {
-      const i = list.indexOf(hook);
-      if (i >= 0) list.splice(i, 1);
-    },
-  };
-}
+export type { RemovableHandle };
 
 /**
  * How many Tensors hold each gradient as their `.grad` (`p.grad = q.grad` shares one, as torch):
@@ -61,6 +56,8 @@ export class Tensor {
   }
 
   get data(): tf.Tensor {
+    const captured = tracingReads ? traceRead(this) : undefined; // checkpoint's (data-reads.ts)
+    if (captured) return captured;
     if (this._data === null || this._data.isDisposed) throw new TensorDisposedError(this.disposedBy);
     return this._data;
   }
@@ -95,6 +92,7 @@ export class Tensor {
   }
 
   get isDisposed(): boolean {
+    if (tracingReads && traceRead(this)) return false;
     return this._data === null || this._data.isDisposed;
   }
 
