@@ -71,7 +71,7 @@ class Checkpoint extends AutogradFunction {
     return data;
   }
 
-  onRelease(): void {
+  override onRelease(): void {
     for (const node of this.held) node.releaseRef();
     this.held = [];
   }
