@@ -93,7 +93,11 @@ export class SyncBatchNormFn extends AutogradFunction {
     this.totalCount = count;
     const bshape = x.shape.map((d, i) => (i === 1 ? d : 1));
     const meanT = tf.tensor(Float32Array.from(mean), bshape);
-    const invstdT = tf.tidy(() => tf.rsqrt(tf.add(tf.tensor(Float32Array.from(variance), bshape), eps)));
+    // eps 0 and a constant channel: invstd 0, as torch's (rsqrt(0) = inf made its output and gradients NaN)
+    const invstdT = tf.tidy(() => {
+      const v = tf.add(tf.tensor(Float32Array.from(variance), bshape), eps);
+      return tf.where(tf.equal(v, 0), tf.zerosLike(v), tf.rsqrt(v));
+    });
     if (opts.onStats) {
       const v = tf.tensor1d(Float32Array.from(variance));
       const m = tf.reshape(meanT, [channels]);

@@ -1,4 +1,4 @@
-import { batchNormStats, layerNorm, noGrad, refusePromises, Tensor } from '@ddp/autograd';
+import { batchNormStats, layerNorm, noGrad, refusePromises, Tensor, where } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { Module, ModuleError } from '../module.js';
 import { checkModuleOptions, moduleOptions } from '../module-options.js';
@@ -157,10 +157,20 @@ export abstract class BatchNorm extends Module {
       mean = new Tensor(tf.reshape(this.runningMean.data, bshape));
       variance = new Tensor(tf.reshape(this.runningVar.data, bshape));
     }
-    let y = x.sub(mean).div(variance.add(this.eps).sqrt());
+    let y = this.eps === 0 ? normalizedWithoutEps(x, mean, variance) : x.sub(mean).div(variance.add(this.eps).sqrt());
     if (this.weight) y = y.mul(this.weight.reshape(bshape));
     if (this.bias) y = y.add(this.bias.reshape(bshape));
     return y;
+  }
+}
+
+/** (x − mean) / √var with eps 0: a channel of variance 0 normalises to 0, as torch's (its invstd is 0 there, not inf). */
+function normalizedWithoutEps(x: Tensor, mean: Tensor, variance: Tensor): Tensor {
+  const constant = tf.equal(variance.data, 0);
+  try {
+    return where(constant, 0, x.sub(mean).div(where(constant, 1, variance).sqrt()));
+  } finally {
+    constant.dispose();
   }
 }
 
