@@ -203,7 +203,8 @@ async function pointLatestAt(dir: string, name: string): Promise<void> {
 export async function cleanCheckpointDir(dir: string, metaFile: string): Promise<void> {
   const names = await namesIn(dir);
   const stale = names.filter(isDeadLegacyTemporary);
-  for (const name of names) if ((await isStaleTemporary(dir, name)) || (await isStaleLock(dir, name))) stale.push(name);
+  for (const name of names)
+    if ((await isStaleTemporary(dir, name)) || (await isStaleLock(dir, name, null))) stale.push(name);
   const newest = await newestEntry(dir, metaFile);
   if (newest) {
     if ((await readlink(join(dir, LATEST_LINK)).catch(() => null)) !== newest.name) {

@@ -63,6 +63,31 @@ describe('the commit lock of a checkpoint directory', () => {
     expect(await locks(dir)).toEqual([]);
   });
 
+  // probe CO: a live holder stopped past 30 s had its lock broken; two commits took one generation and the
+  // later acknowledged save never loaded
+  it('an old lock of a live process of this host is respected; one whose pid was reused since is stale', async () => {
+    const dir = join(root, 'old-live');
+    await save(dir, 1);
+    const longAgo = new Date(Date.now() - 120_000);
+    const init = join(dir, `.lock-${HOST}-1-0badc0de`); // pid 1 runs since boot: the holder, stalled
+    await writeFile(init, '');
+    await utimes(init, longAgo, longAgo);
+    const pending = save(dir, 2);
+    expect(await settled(pending), 'broke a live holder’s lock').toBe(false);
+    await rm(init);
+    expect(basename(await pending)).toBe('00000002-step-2');
+    const newcomer = spawn('sleep', ['60']); // started after the lock naming its pid was written
+    const reused = join(dir, `.lock-${HOST}-${newcomer.pid}-0badc0de`);
+    try {
+      await writeFile(reused, '');
+      await utimes(reused, longAgo, longAgo);
+      expect(basename(await save(dir, 3))).toBe('00000003-step-3');
+      expect(await locks(dir)).toEqual([]);
+    } finally {
+      newcomer.kill('SIGKILL');
+    }
+  });
+
   it('a fresh lock of another host is respected', async () => {
     const dir = join(root, 'foreign');
     await save(dir, 1);

@@ -1,6 +1,6 @@
 // Who wrote a file that carries its writer in its name (a temporary entry, a lock file), and
 // whether that writer provably died.
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 
 /**
@@ -41,6 +41,22 @@ export function processIsAlive(pid: number): boolean {
  */
 export function diedOnThisHost(host: string, pid: number): boolean {
   return (host === HOST || host === HOST_NAME) && pid !== process.pid && !processIsAlive(pid);
+}
+
+/**
+ * Whether the process `pid` of this host started after `ms` (epoch milliseconds): a pid reused since a
+ * file naming it was written. From /proc (start in clock ticks of 1/100 s since boot); false without it.
+ */
+export function startedAfter(pid: number, ms: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const boot = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
+    // btime is whole seconds: a start up to 1 s early looks 1 s late, so only later than that counts
+    return boot * 1000 + ticks * 10 > ms + 1000;
+  } catch {
+    return false;
+  }
 }
 
 /** Written on a host of this name from another PID namespace (another container, or this one before a restart). */
