@@ -112,4 +112,17 @@ describe('Adasum across real processes', () => {
       expect(r.unchanged).toBe(true);
     });
   }, 70_000);
+
+  it("DDP's adasumHook over a bucket that packs biases before 65 536-weight matrices: as adasumAllReduce", async () => {
+    const { results } = await runWorld<{ error: string; maxDiff: number }>({
+      script,
+      nprocs: 2,
+      args: ['big'],
+      timeoutMs: 60_000,
+    });
+    for (const r of results) {
+      expect(r.error).toBe('');
+      expect(r.maxDiff).toBeLessThan(1e-7);
+    }
+  }, 70_000);
 });

@@ -14,16 +14,18 @@ export interface Segment {
 }
 
 /**
- * Refuses segments that do not tile the buffer in order: a gap kept each rank's own values, an overlap
- * read a pair already combined in place (ranks disagreed), one past the end made NaN, all silently.
+ * Refuses segments that do not tile the buffer (in any order: DDP's buckets list their members first
+ * to last, their small gradients packed first): a gap kept each rank's own values, an overlap read a
+ * pair already combined in place (ranks disagreed), one past the end made NaN, all silently.
  */
 function checkSegments(segments: readonly Segment[], length: number, where: string): void {
+  const byOffset = [...segments].sort((a, b) => (a?.offset ?? 0) - (b?.offset ?? 0));
   let end = 0;
-  for (const [i, s] of segments.entries()) {
+  for (const s of byOffset) {
     if (s?.offset !== end || !Number.isInteger(s.size) || s.size < 0) {
       throw new AdasumError(
-        `${where}: segments must tile the buffer in order (each offset the previous segment's end); ` +
-          `segment ${i} is ${JSON.stringify(s)}, expected offset ${end}`,
+        `${where}: segments must tile the buffer (each element in one segment); ` +
+          `segment ${segments.indexOf(s)} is ${JSON.stringify(s)}, where offset ${end} was expected`,
       );
     }
     end += s.size;
