@@ -42,6 +42,15 @@ export function autocastDtype(): AutocastDtype | null {
 }
 
 /**
+ * The autocast region here as options that re-enter it: its dtype even when disabled (what an inner
+ * autocast without a dtype takes; checkpoint's recomputation restores both, as torch's does).
+ */
+export function autocastRegion(): Required<AutocastOptions> {
+  const state = autocastState.getStore();
+  return { dtype: state?.dtype ?? 'bfloat16', enabled: state?.enabled ?? false };
+}
+
+/**
  * t's values rounded to the nearest `dtype` value (ties to even; overflow to ±inf), as a new float32
  * tensor: @ddp/tensor's, one native pass where the native kernels run.
  */

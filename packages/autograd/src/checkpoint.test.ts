@@ -100,4 +100,45 @@ describe('checkpoint', () => {
     for (const t of [w, x, constant]) t.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
+
+  // review: a captured non-leaf also used outside the segment: backward reached its graph twice (GraphFreedError
+  // advising retainGraph); torch takes it, ddp says to pass it as an input
+  it('a captured non-leaf used outside the segment too: a typed error saying to pass it as an input', async () => {
+    const w = randn([3], { seed: 1, requiresGrad: true });
+    const x = randn([3], { seed: 2, requiresGrad: true });
+    const h = w.mul(3);
+    const loss = sum(checkpoint((a) => a.mul(h).tanh(), x).add(h));
+    await expect(loss.backward()).rejects.toThrow(AutogradArgumentError);
+    for (const t of [w, x, h, loss]) t.dispose();
+  });
+
+  // probe CP: an autocast({}) inside the segment was recomputed in the dtype of the region backward ran in
+  it("recomputes in the forward's autocast region, its dtype kept when disabled", async () => {
+    const grads: number[][] = [];
+    for (const [wrap, forwardIn, backwardIn] of [
+      [false, { dtype: 'float16', enabled: false }, {}],
+      [true, { dtype: 'float16', enabled: false }, { dtype: 'bfloat16' }],
+      [false, {}, {}],
+      [true, { enabled: false }, { dtype: 'float16' }],
+    ] as const) {
+      const w = randn([4, 4], { seed: 1, requiresGrad: true });
+      const x = randn([3, 4], { seed: 2, requiresGrad: true });
+      const segment = (a: Tensor) => autocast({}, () => linear(a, w).tanh());
+      const loss = autocast(forwardIn, () => sum(wrap ? checkpoint(segment, x) : segment(x)));
+      await autocast(backwardIn, () => loss.backward());
+      grads.push(Array.from(w.grad!.dataSync()));
+      for (const t of [w, x, loss]) t.dispose();
+    }
+    expect(grads[1]).toEqual(grads[0]);
+    expect(grads[3]).toEqual(grads[2]);
+  });
+
+  // probe CP: a segment handing back a tensor it captured disposed the caller's
+  it('a segment that hands back a tensor it captured leaves it to the caller', () => {
+    const h = randn([3], { seed: 3 });
+    const x = randn([3], { seed: 4, requiresGrad: true });
+    checkpoint(() => h, x).dispose();
+    expect(h.isDisposed).toBe(false);
+    for (const t of [h, x]) t.dispose();
+  });
 });

@@ -1,13 +1,13 @@
 import type { tf } from '@ddp/tensor';
-import { type AutocastDtype, autocast, autocastDtype } from './autocast.js';
+import { type AutocastOptions, autocast, autocastRegion } from './autocast.js';
 import { recordingReads, withCapturedValues } from './data-reads.js';
 import { backward } from './engine.js';
-import { AutogradArgumentError } from './errors.js';
+import { AutogradArgumentError, GraphFreedError } from './errors.js';
 import { AutogradFunction } from './function.js';
 import { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
 import type { Context, Node } from './node.js';
 import { getRngState, setRngState } from './random.js';
-import { tidy } from './scope.js';
+import { tidy, tidyMade } from './scope.js';
 import { Tensor } from './tensor.js';
 
 type Segment = (...inputs: Tensor[]) => Tensor;
@@ -44,7 +44,7 @@ class Checkpoint extends AutogradFunction {
   };
   private rng: unknown[] = [];
   /** The forward's autocast: the recomputation runs under it, whatever autocast backward is called in. */
-  private precision: AutocastDtype | null = null;
+  private precision: Required<AutocastOptions> = autocastRegion();
   /**
    * Tensors from outside the segment it read, but trainable leaves (read live, as parameters are): their
    * values are saved after the inputs', and the recomputation reads those (a `tidy` disposed them since).
@@ -56,10 +56,10 @@ class Checkpoint extends AutogradFunction {
   forward(ctx: Context, segment: Segment, ...inputs: tf.Tensor[]): tf.Tensor {
     this.segment = segment;
     this.rng = snapshot();
-    this.precision = autocastDtype();
+    this.precision = autocastRegion();
     const reads = new Set<Tensor>();
     const run = () => segment(...inputs.map((x) => new Tensor(x.clone())));
-    const out = noGrad(() => tidy(() => recordingReads(reads, run)));
+    const { result: out, made } = noGrad(() => tidyMade(() => recordingReads(reads, run)));
     if (!(out instanceof Tensor)) throw new AutogradArgumentError('checkpoint: the segment must return one Tensor');
     // the segment's own tensors are disposed by now
     this.captured = [...reads].filter((t) => t !== out && !t.isDisposed && !(t.isLeaf && t.requiresGrad));
@@ -67,7 +67,7 @@ class Checkpoint extends AutogradFunction {
     this.held = this.captured.flatMap((t) => (t.gradFn ? [t.gradFn] : []));
     for (const node of this.held) node.addRef();
     const data = out.data.clone();
-    out.dispose();
+    if (made) out.dispose(); // not a tensor from outside handed back: the caller's (probe CP)
     return data;
   }
 
@@ -85,12 +85,13 @@ class Checkpoint extends AutogradFunction {
     const rngNow = snapshot();
     restore(this.rng); // replay the same dropout masks
     let out: Tensor;
+    let made: boolean;
     try {
-      // torch's checkpoint recomputes under the forward's autocast: under backward's own (none, usually) a
-      // bfloat16 forward was recomputed in float32, and the gradients were another computation's
-      const recompute = () => enableGrad(() => tidy(() => withCapturedValues(values, () => this.segment(...inputs))));
-      const precision = this.precision;
-      out = autocast({ dtype: precision ?? undefined, enabled: precision !== null }, recompute);
+      // torch's checkpoint recomputes under the forward's autocast region (its dtype even when disabled): under
+      // backward's own a bfloat16 forward was recomputed in float32, and the gradients were another computation's
+      const recompute = () =>
+        enableGrad(() => tidyMade(() => withCapturedValues(values, () => this.segment(...inputs))));
+      ({ result: out, made } = autocast(this.precision, recompute));
     } catch (error) {
       for (const x of inputs) x.dispose(); // a recomputation that throws leaked them (probe BA)
       throw error;
@@ -98,13 +99,27 @@ class Checkpoint extends AutogradFunction {
       restore(rngNow);
     }
     try {
-      if (out.requiresGrad) await backward(out, dy, {});
+      if (out.requiresGrad)
+        await backward(out, dy, {}).catch((error: unknown) => refuseSharedCapture(error, this.held));
       return [null, ...inputs.map((x) => (x.requiresGrad && x.grad ? x.grad.clone() : null))];
     } finally {
-      out.dispose();
+      if (made) out.dispose();
       for (const x of inputs) x.dispose();
     }
   }
+}
+
+/**
+ * The recomputation backwards through a captured non-leaf's own graph: one that is also used outside
+ * the segment (or by another segment) was claimed by that backward first. Says so, and what to do.
+ */
+function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
+  if (!(error instanceof GraphFreedError) || held.length === 0) throw error;
+  throw new AutogradArgumentError(
+    `checkpoint: its segment reads a tensor computed outside it that requires grad (made by ${held.map((n) => n.name).join(', ')}) ` +
+      'and that is used outside the segment too: backward reached its graph twice; pass that tensor as an input ' +
+      '(checkpoint(segment, x, h))',
+  );
 }
 
 /**

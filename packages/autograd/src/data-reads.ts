@@ -4,8 +4,9 @@ import type { Tensor } from './tensor.js';
 /**
  * What checkpoint needs of Tensor's `data`: while it records a segment, which Tensors the segment
  * read (those from outside are what it captured); while it recomputes one, the values the captured
- * tensors had at its forward (a forward inside `tidy` disposed them since: torch's recomputation
- * reads them, ddp's raised TensorDisposedError; probe CM).
+ * tensors had at its forward, read for those disposed since (a forward inside `tidy`: torch's
+ * recomputation reads them, ddp's raised TensorDisposedError; probe CM). A live one reads live, as
+ * torch's does (a BatchNorm's running statistics, updated again by the recomputation).
  */
 let reads: Set<Tensor> | null = null;
 let values: ReadonlyMap<Tensor, tf.Tensor> | null = null;

@@ -56,7 +56,11 @@ describe('engine', () => {
     await backward(a.mul(2), g.data, { retainGraph: false });
     expect(values(a.grad)).toEqual([6, 4, 14]);
     await expect(backward(a.sum(), undefined, { retain_graph: true } as never)).rejects.toThrow(AutogradArgumentError);
-    disposeAll(a, g);
+    // probe CP: the options given first were taken for no gradient, and retainGraph was lost
+    const l = a.sum();
+    await expect(l.backward({ retainGraph: true } as never)).rejects.toThrow(/options go second/);
+    expect(values(a.grad)).toEqual([6, 4, 14]);
+    disposeAll(a, g, l);
   });
 
   it('fires post-accumulate hooks in readiness order along a chain, callbacks last', async () => {

@@ -231,7 +231,15 @@ async function execute(
  */
 export async function backward(root: Tensor, gradient?: tf.Tensor | Tensor, opts: BackwardOptions = {}): Promise<void> {
   checkOptions('backward', opts, ['retainGraph'], ['retainGraph']);
-  // a Tensor as the gradient (torch.autograd.backward's grad_tensors) is its data
+  // a Tensor as the gradient (torch.autograd.backward's grad_tensors) is its data; anything else (the options
+  // given first, `backward({ retainGraph: true })`) was taken for no gradient and the options lost (probe CP)
+  const isTensor = typeof gradient === 'object' && gradient !== null && 'gradFn' in gradient; // no cycle import
+  if (gradient !== undefined && !(gradient instanceof tf.Tensor) && !isTensor) {
+    throw new AutogradArgumentError(
+      'backward: the gradient must be a Tensor (or undefined for a scalar); options go second: ' +
+        'backward(undefined, { retainGraph: true })',
+    );
+  }
   const grad = gradient === undefined || gradient instanceof tf.Tensor ? gradient : gradient.data;
   if (!root.requiresGrad) throw new AutogradArgumentError('backward() on a tensor that does not require grad');
   if (grad === undefined && root.size !== 1) {

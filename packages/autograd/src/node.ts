@@ -2,14 +2,6 @@ import { tf } from '@ddp/tensor';
 import { PackedSaved, packSaved } from './saved-tensor-hooks.js';
 import type { Tensor } from './tensor.js';
 
-/**
- * A gradient hook on a tensor: may return a replacement gradient of the same shape and dtype (the
- * engine disposes the old one). The argument is lent for the call: the engine disposes it once
- * the hooks ran, so reading it later throws tfjs's "Tensor is disposed". Keep a copy with
- * `grad.clone()` (tf.keep does not help: the engine disposes it explicitly), or call
- * `retainGrad()` on the tensor to find its gradient in `.grad` after backward.
- */
-// biome-ignore lint/suspicious/noConfusingVoidType: a hook that returns nothing keeps the gradient
 /** Removes a registered hook. */
 export interface RemovableHandle {
   remove(): void;
@@ -25,6 +17,14 @@ export function addHook<H>(list: H[], hook: H): RemovableHandle {
   };
 }
 
+/**
+ * A gradient hook on a tensor: may return a replacement gradient of the same shape and dtype (the
+ * engine disposes the old one). The argument is lent for the call: the engine disposes it once
+ * the hooks ran, so reading it later throws tfjs's "Tensor is disposed". Keep a copy with
+ * `grad.clone()` (tf.keep does not help: the engine disposes it explicitly), or call
+ * `retainGrad()` on the tensor to find its gradient in `.grad` after backward.
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook that returns nothing keeps the gradient
 export type TensorHook = (grad: tf.Tensor) => tf.Tensor | void;
 /** Fires on a leaf after its .grad was updated. A returned promise is awaited before backward resolves. */
 export type PostAccumulateGradHook = (tensor: Tensor) => void | Promise<void>;

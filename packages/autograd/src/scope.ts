@@ -47,6 +47,17 @@ export function tidy<T>(fn: () => T): T {
 }
 
 /** Disposes a scope's tensors but `kept` and leaves that require grad, which go to the enclosing scope. */
+/** tidy that also says whether its result was made inside it (not a tensor from outside handed back). */
+export function tidyMade<T>(fn: () => T): { result: T; made: boolean } {
+  let made = false;
+  const result = tidy(() => {
+    const r = fn();
+    made = scopes[scopes.length - 1].has(r as Tensor);
+    return r;
+  });
+  return { result, made };
+}
+
 function release(scope: Set<Tensor>, kept: Set<Tensor>): void {
   const outer = scopes[scopes.length - 1];
   for (const t of scope) {

@@ -56,10 +56,12 @@ export class Tensor {
   }
 
   get data(): tf.Tensor {
-    const captured = tracingReads ? traceRead(this) : undefined; // checkpoint's (data-reads.ts)
-    if (captured) return captured;
-    if (this._data === null || this._data.isDisposed) throw new TensorDisposedError(this.disposedBy);
-    return this._data;
+    const gone = this._data === null || this._data.isDisposed;
+    // checkpoint's (data-reads.ts): a captured tensor gone since its forward reads as it was then
+    const captured = tracingReads ? traceRead(this) : undefined;
+    if (gone && captured) return captured;
+    if (gone) throw new TensorDisposedError(this.disposedBy);
+    return this._data!;
   }
 
   /**
@@ -92,8 +94,8 @@ export class Tensor {
   }
 
   get isDisposed(): boolean {
-    if (tracingReads && traceRead(this)) return false;
-    return this._data === null || this._data.isDisposed;
+    const gone = this._data === null || this._data.isDisposed;
+    return gone && !(tracingReads && traceRead(this));
   }
 
   /** Why the data is gone (free's reason, or 'dispose()'), or null while it is there. */

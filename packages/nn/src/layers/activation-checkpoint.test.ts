@@ -1,4 +1,4 @@
-import { checkpoint, fromTf, type Tensor, tidy } from '@ddp/autograd';
+import { add, checkpoint, fromTf, mul, sum, type Tensor, tensor, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
 import { Generator, manualSeed } from '../generator.js';
@@ -6,6 +6,7 @@ import type { Module } from '../module.js';
 import { Dropout } from './activation.js';
 import { Sequential } from './container.js';
 import { Linear } from './linear.js';
+import { BatchNorm1d } from './norm.js';
 import { TransformerBlock } from './transformer.js';
 
 const values = (t: tf.Tensor | null | undefined) => Array.from((t as tf.Tensor).dataSync());
@@ -58,4 +59,31 @@ describe('activation checkpointing with dropout layers', () => {
       });
     }
   }
+});
+
+// probe CP: the running statistics a BatchNorm wrote inside a checkpointed forward were freed with that
+// forward's tf.tidy (stateDict() raised, a second segment crashed); torch 1.13 updates them twice per segment
+it('a BatchNorm in two checkpointed segments: gradients and running statistics as torch 1.13', async () => {
+  const bn = new BatchNorm1d(2);
+  const data = [0, 1].map((k) =>
+    Array.from({ length: 8 }, (_, i) => (k ? Math.cos(i * 0.9) * 3 - 2 : Math.sin(i * 1.3) * 2 + 1)),
+  );
+  const [x1, x2] = data.map((d) => tensor(d, [4, 2], { requiresGrad: true }));
+  const loss = tidy(() => {
+    const segment = (a: Tensor) => bn.forward(a).tanh();
+    const both = add(checkpoint(segment, x1), checkpoint(segment, x2));
+    return sum(mul(both, tensor([1, 2, 3, 4, 5, 6, 7, 8], [4, 2])));
+  });
+  expect(bn.runningMean.isDisposed).toBe(false);
+  await loss.backward();
+  const close = (got: tf.Tensor | null, want: number[]) =>
+    Array.from(got!.dataSync()).forEach((v, i) => {
+      expect(v).toBeCloseTo(want[i], 5);
+    });
+  close(x1.grad, [-0.36155, -3.07142, 0.340934, -2.164263, 0.104321, 1.920676, -0.083705, 3.315007]);
+  close(bn.runningMean.data, [-0.049084, -0.034103]);
+  close(bn.runningVar.data, [2.229461, 2.095769]);
+  expect(bn.stateDict().get('num_batches_tracked')!.dataSync()[0]).toBe(4);
+  for (const t of [x1, x2, loss]) t.dispose();
+  bn.dispose();
 });

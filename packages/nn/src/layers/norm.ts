@@ -117,12 +117,15 @@ export abstract class BatchNorm extends Module {
   protected updateRunningStats(mean: tf.Tensor, biasedVar: tf.Tensor, count: number): void {
     const tracked = this.getBuffer('num_batches_tracked');
     const batches = tracked.dataSync()[0] + 1;
-    tracked.data = tf.scalar(batches, 'int32');
+    // kept: a forward inside a tf.tidy (checkpoint's) freed the new buffers when it ended (probe CP)
+    tracked.data = tf.keep(tf.scalar(batches, 'int32'));
     if (count === 0) return;
     const m = this.momentum ?? 1 / batches;
     const unbiased = count > 1 ? count / (count - 1) : 1;
-    this.runningMean.data = tf.tidy(() => tf.add(tf.mul(this.runningMean.data, 1 - m), tf.mul(mean, m)));
-    this.runningVar.data = tf.tidy(() => tf.add(tf.mul(this.runningVar.data, 1 - m), tf.mul(biasedVar, m * unbiased)));
+    const update = (old: tf.Tensor, batch: tf.Tensor, k: number) =>
+      tf.keep(tf.tidy(() => tf.add(tf.mul(old, 1 - m), tf.mul(batch, k))));
+    this.runningMean.data = update(this.runningMean.data, mean, m);
+    this.runningVar.data = update(this.runningVar.data, biasedVar, m * unbiased);
   }
 
   forward(x: Tensor): Tensor {
@@ -157,7 +160,11 @@ export abstract class BatchNorm extends Module {
       mean = new Tensor(tf.reshape(this.runningMean.data, bshape));
       variance = new Tensor(tf.reshape(this.runningVar.data, bshape));
     }
-    let y = this.eps === 0 ? normalizedWithoutEps(x, mean, variance) : x.sub(mean).div(variance.add(this.eps).sqrt());
+    // batch statistics only: torch's eval divides by √running_var as it is
+    let y =
+      this.eps === 0 && useBatch
+        ? normalizedWithoutEps(x, mean, variance)
+        : x.sub(mean).div(variance.add(this.eps).sqrt());
     if (this.weight) y = y.mul(this.weight.reshape(bshape));
     if (this.bias) y = y.add(this.bias.reshape(bshape));
     return y;
