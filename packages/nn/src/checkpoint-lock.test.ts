@@ -65,26 +65,35 @@ describe('the commit lock of a checkpoint directory', () => {
 
   // probe CO: a live holder stopped past 30 s had its lock broken; two commits took one generation and the
   // later acknowledged save never loaded
-  it('an old lock of a live process of this host is respected; one whose pid was reused since is stale', async () => {
+  it('an old lock of a live process of this host is respected, however old', async () => {
     const dir = join(root, 'old-live');
     await save(dir, 1);
-    const longAgo = new Date(Date.now() - 120_000);
     const init = join(dir, `.lock-${HOST}-1-0badc0de`); // pid 1 runs since boot: the holder, stalled
     await writeFile(init, '');
-    await utimes(init, longAgo, longAgo);
+    await utimes(init, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000));
     const pending = save(dir, 2);
     expect(await settled(pending), 'broke a live holder’s lock').toBe(false);
     await rm(init);
     expect(basename(await pending)).toBe('00000002-step-2');
-    const newcomer = spawn('sleep', ['60']); // started after the lock naming its pid was written
-    const reused = join(dir, `.lock-${HOST}-${newcomer.pid}-0badc0de`);
+  });
+
+  it("stale: a lock whose pid now names another process (reused), a zombie's, this pid's from a former process", async () => {
+    const dir = join(root, 'reused');
+    await save(dir, 1);
+    const newcomer = spawn('sleep', ['60']);
+    // a zombie: sh's background child, never reaped once sh has become `sleep 60`
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60']);
+    const [zombie] = (await once(parent.stdout!, 'data')) as [Buffer];
     try {
-      await writeFile(reused, '');
-      await utimes(reused, longAgo, longAgo);
-      expect(basename(await save(dir, 3))).toBe('00000003-step-3');
+      await sleep(200);
+      await writeFile(join(dir, `.lock-${HOST}-${newcomer.pid}-0badc0de`), '1:1'); // recorded another start
+      await writeFile(join(dir, `.lock-${HOST}-${Number(String(zombie))}-0badc0de`), '');
+      await writeFile(join(dir, `.lock-${HOST}-${process.pid}-0badc0de`), ''); // not one this process holds
+      expect(basename(await save(dir, 2))).toBe('00000002-step-2');
       expect(await locks(dir)).toEqual([]);
     } finally {
       newcomer.kill('SIGKILL');
+      parent.kill('SIGKILL');
     }
   });
 

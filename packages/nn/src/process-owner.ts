@@ -25,13 +25,25 @@ export const HOST = hostname().replaceAll('/', '_') + pidNamespace();
 /** The host's name alone: what names written before they carried the namespace hold. */
 export const HOST_NAME = hostname().replaceAll('/', '_');
 
+/** /proc/<pid>/stat's fields after the command name (state first), or null without it. */
+function procStat(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** Runs (a zombie does not: killed, not yet reaped, it holds nothing). */
 export function processIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+  const state = procStat(pid)?.[0];
+  return state !== 'Z' && state !== 'X';
 }
 
 /**
@@ -44,18 +56,17 @@ export function diedOnThisHost(host: string, pid: number): boolean {
 }
 
 /**
- * Whether the process `pid` of this host started after `ms` (epoch milliseconds): a pid reused since a
- * file naming it was written. From /proc (start in clock ticks of 1/100 s since boot); false without it.
+ * When the process `pid` of this host started, as `<boot time>:<clock ticks since boot>` (/proc), or
+ * null without /proc: what a file naming a pid records beside it, so that a pid reused since is told
+ * apart from its writer by the local clock alone (a file's mtime is the file system's clock).
  */
-export function startedAfter(pid: number, ms: number): boolean {
+export function processStart(pid: number): string | null {
+  const ticks = procStat(pid)?.[19];
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-    const boot = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
-    // btime is whole seconds: a start up to 1 s early looks 1 s late, so only later than that counts
-    return boot * 1000 + ticks * 10 > ms + 1000;
+    const boot = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
+    return ticks && boot ? `${boot}:${ticks}` : null;
   } catch {
-    return false;
+    return null;
   }
 }
 
