@@ -120,6 +120,8 @@ describe('ddp-run CLI', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
+    ['SIGHUP', 129], // probe CS: killed ddp-run at once, its ranks SIGKILLed by the watch, no handler ran
+    ['SIGQUIT', 131],
   ] as const)('forwards %s to the ranks and leaves no process behind', { timeout: 30_000 }, async (signal, code) => {
     const dir = mkdtempSync(join(tmpdir(), 'ddp-cli-'));
     try {

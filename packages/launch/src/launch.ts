@@ -23,11 +23,12 @@ export interface LaunchResult {
 
 /** Extra launch controls for the CLI and embedders. */
 export interface LaunchControls {
-  /** Forward SIGINT and SIGTERM received by this process to the ranks (the CLI does). */
+  /** Forward SIGINT, SIGTERM, SIGHUP and SIGQUIT received by this process to the ranks (the CLI does). */
   forwardSignals?: boolean;
 }
 
-const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+// torchrun's: a lost ssh session (SIGHUP) killed ddp-run at once, and its ranks' save-on-signal never ran (probe CS)
+const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
 
 /**
  * Starts `nprocPerNode` ranks of `script` with the torchrun environment, prefixes their output,

@@ -15,6 +15,9 @@ const fails = (args: string[], env: Record<string, string> = {}): number | undef
   return 'exitCode' in parsed ? parsed.exitCode : undefined;
 };
 
+/** A complete multi-node c10d command line but for the node rank. */
+const c10dNodes = ['--rdzv-backend', 'c10d', '--rdzv-endpoint', 'h:29400', '--rdzv-id', 'j', '--secret', 's'];
+
 describe('torchrun spellings', () => {
   it.each<[string, string[], Partial<LaunchOptions>]>([
     [
@@ -44,6 +47,11 @@ describe('torchrun spellings', () => {
       '--rdzv-endpoint [v6]:port',
       ['--nproc-per-node', '1', '--rdzv-endpoint', '[fd00::1]:5'],
       { masterAddr: 'fd00::1', masterPort: 5 },
+    ],
+    [
+      'c10d across nodes with --node-rank',
+      ['--nproc-per-node', '1', '--nnodes', '2', '--node-rank', '1', ...c10dNodes],
+      { nnodes: 2, nodeRank: 1 },
     ],
     [
       '--rdzv-backend c10d --rdzv-id',
@@ -79,6 +87,8 @@ describe('torchrun spellings', () => {
     ['gpu', ['--nproc-per-node', 'gpu']],
     ['--redirects 4', ['--nproc-per-node', '1', '--log-dir', 'l', '--redirects', '4']],
     ['an etcd backend', ['--nproc-per-node', '1', '--rdzv-backend', 'etcd']],
+    // probe CS: torchrun's c10d recipe, the same command on every node: each took node rank 0
+    ['c10d across nodes without --node-rank', ['--nproc-per-node', '1', '--nnodes', '2', ...c10dNodes]],
     ['--standalone with two nodes', ['--standalone', '--nproc-per-node', '1', '--nnodes', '2']],
     [
       'an endpoint that disagrees with --master-port',
@@ -150,6 +160,13 @@ describe('scheduler variables fill in the launcher plan', () => {
       slurm,
       ['--nproc-per-node', '2'],
       { nnodes: 2, nodeRank: 1, masterAddr: 'gpu07', masterPort: 15000 + 4242, rdzvId: 'slurm-4242.0' },
+    ],
+    [
+      // probe CS: two steps of one job run at once (a sweep) took one port, and one failed AddressInUseError
+      'a second Slurm step of the job: a port of its own',
+      { ...slurm, SLURM_STEP_ID: '1' },
+      ['--nproc-per-node', '2'],
+      { masterPort: 15000 + ((4242 + 1009) % 10000), rdzvId: 'slurm-4242.1' },
     ],
     [
       'Slurm with MASTER_ADDR/MASTER_PORT exported',

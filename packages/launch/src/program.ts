@@ -188,6 +188,15 @@ export function parseCommandLine(args: string[], env: Record<string, string | un
   }
   const opts = program.opts<CliOptions>();
   const [script, scriptArgs] = program.processedArgs as [string, string[]];
+  // torchrun's c10d rendezvous hands out node ranks; ddp-run's does not: every node took 0 and the first waited
+  // out its timeout for ranks that never came (probe CS)
+  if (opts.rdzvBackend === 'c10d' && opts.nnodes > 1 && program.getOptionValueSource('nodeRank') === 'default') {
+    process.stderr.write(
+      `ddp-run: --rdzv-backend c10d with --nnodes ${opts.nnodes} needs --node-rank on each node (0 … ${opts.nnodes - 1}): ` +
+        "ddp-run's rendezvous does not assign node ranks (under Slurm, mpirun or a PyTorchJob it reads them)\n",
+    );
+    return { exitCode: USAGE_EXIT_CODE };
+  }
   let { masterAddr, masterPort, nnodes, rdzvId } = opts;
   if (opts.rdzvEndpoint) {
     const { host, port } = opts.rdzvEndpoint;

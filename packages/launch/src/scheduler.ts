@@ -48,9 +48,14 @@ function firstSlurmHost(nodeList: string): string {
   }
 }
 
-/** Slurm gives no port: one derived from the job id, so every node agrees and two jobs rarely collide. */
-export function slurmMasterPort(jobId: string): string {
-  return String(15000 + (Number.parseInt(jobId, 10) % 10000));
+/**
+ * Slurm gives no port: one derived from the job and step ids, so every node agrees and two jobs, or two
+ * steps of one job run at once (a sweep: `srun … & srun … &`; probe CS), rarely collide. Step 0 keeps
+ * the job's own port.
+ */
+export function slurmMasterPort(jobId: string, stepId = '0'): string {
+  const step = Number.parseInt(stepId, 10) || 0;
+  return String(15000 + ((Number.parseInt(jobId, 10) + 1009 * step) % 10000));
 }
 
 /**
@@ -72,7 +77,7 @@ function slurmFlags(env: Env, set: (flag: string, value: string, from: string) =
   if (env.MASTER_ADDR) set('master-addr', env.MASTER_ADDR, 'MASTER_ADDR');
   else if (list) set('master-addr', firstSlurmHost(list), 'SLURM_STEP_NODELIST');
   if (env.MASTER_PORT) set('master-port', env.MASTER_PORT, 'MASTER_PORT');
-  else set('master-port', slurmMasterPort(env.SLURM_JOB_ID ?? '0'), 'SLURM_JOB_ID');
+  else set('master-port', slurmMasterPort(env.SLURM_JOB_ID ?? '0', env.SLURM_STEP_ID), 'SLURM_JOB_ID');
   set('rdzv-id', `slurm-${env.SLURM_JOB_ID}.${env.SLURM_STEP_ID}`, 'SLURM_JOB_ID');
 }
 
