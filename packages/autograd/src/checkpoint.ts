@@ -116,7 +116,8 @@ class Checkpoint extends AutogradFunction {
 function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
   if (!(error instanceof GraphFreedError) || held.length === 0) throw error;
   throw new AutogradArgumentError(
-    `checkpoint: its segment reads a tensor computed outside it that requires grad (made by ${held.map((n) => n.name).join(', ')}) ` +
+    'checkpoint: its segment reads a tensor computed outside it that requires grad ' +
+      `(made by ${held.map((n) => n.name).join(', ')}) ` +
       'and that is used outside the segment too: backward reached its graph twice; pass that tensor as an input ' +
       '(checkpoint(segment, x, h))',
   );
@@ -127,9 +128,10 @@ function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
  * recomputes it during backward. Leaves the segment captures (parameters) receive their
  * gradients, and fire their hooks, during that recomputation's backward; pass a leaf as an
  * input if it is also used outside the segment and must fire its hooks only once. The segment
- * must be synchronous and return one Tensor; dropout masks are replayed. Other tensors it captures are read
- * in the recomputation as they were at its forward (a `tidy` around the step may have disposed them). When no input requires
- * grad the graph would have no edge into the segment, so it runs plainly (recorded, no saving).
+ * must be synchronous and return one Tensor; dropout masks are replayed. Other tensors it captures
+ * read in the recomputation as they were at its forward when disposed since (a `tidy` around the
+ * step), live otherwise. When no input requires grad the graph would have no edge into the segment,
+ * so it runs plainly (recorded, no saving).
  */
 export function checkpoint(segment: Segment, ...inputs: Tensor[]): Tensor {
   // a number or an array (torch takes them) failed untyped: `t.clone is not a function`

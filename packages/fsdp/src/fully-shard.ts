@@ -54,10 +54,7 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
   /** Set once a backward ran without gradient sync: from then on the root checks for units backward missed. */
   private trainedWithoutSync = false;
   reducedThisBackward = false;
-  /**
-   * Gathered for its backward, not yet reduced: when no gradient reaches its inputs (an Embedding's ids, a mask
-   * read without gradient) EnterUnit's backward never runs, and backward's end reduces (as FSDP2's final callback).
-   */
+  /** Gathered for backward, not reduced: no gradient reached its inputs (ids, a mask), so backward's end reduces. */
   awaitingReduce = false;
   private reduceQueued = false;
   /** This root's end-of-backward pass (withBackwardEnd), and the one of the root this unit last ran under. */
@@ -247,10 +244,9 @@ export class FSDPModule implements ShardedUnit, UnitGradientState {
     const flat = this.flat;
     return tidy(() => {
       // the tensors among the inputs enter (an optional argument left undefined, a number, stay as they are)
-      const at = inputs.flatMap((x, i) => (x instanceof Tensor ? [i] : []));
-      const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...at.map((i) => inputs[i]));
-      const args = [...inputs];
-      for (const [k, i] of at.entries()) args[i] = entered[k];
+      const entered = EnterUnit.apply<Tensor[]>(this, flat.shards[0], ...inputs.filter((x) => x instanceof Tensor));
+      let k = 0;
+      const args = inputs.map((x) => (x instanceof Tensor ? entered[k++] : x));
       // recorded (activations kept), the parameters saved by reference: freed here, gathered again for backward
       const out = withSavedTensorHooks(flat.savedParameterHooks, () => this.innerForward(...args));
       flat.free();

@@ -93,11 +93,11 @@ class BackwardEnd extends AutogradFunction {
 /**
  * The root's output, with the end-of-backward pass for `units` attached. There, on every rank alike,
  * the units that keep their parameters, and resharded ones no gradient reached the inputs of (an
- * Embedding's ids, a mask read without gradient: "got gradient after the unit's reduce-scatter", falsely; probe CH), reduce-scatter
- * their gradients in unit order (zeros where a
- * rank's loss used none of a unit's parameters: started from their parameters' hooks, such a unit
- * was reduced on the other ranks only, CollectiveMismatchError; probe W); then, once a unit has
- * trained without gradient sync (`unreached`: every rank sets it alike), reduceUnreached.
+ * Embedding's ids, a mask read without gradient: "got gradient after the unit's reduce-scatter",
+ * falsely; probe CH), reduce-scatter their gradients in unit order (zeros where a rank's loss used
+ * none of a unit's parameters: started from their parameters' hooks, such a unit was reduced on the
+ * other ranks only, CollectiveMismatchError; probe W); then, once a unit has trained without
+ * gradient sync (`unreached`: every rank sets it alike), reduceUnreached.
  */
 export function withBackwardEnd(
   output: Tensor,

@@ -192,7 +192,8 @@ export function parseCommandLine(args: string[], env: Record<string, string | un
   // out its timeout for ranks that never came (probe CS)
   if (opts.rdzvBackend === 'c10d' && opts.nnodes > 1 && program.getOptionValueSource('nodeRank') === 'default') {
     process.stderr.write(
-      `ddp-run: --rdzv-backend c10d with --nnodes ${opts.nnodes} needs --node-rank on each node (0 … ${opts.nnodes - 1}): ` +
+      `ddp-run: --rdzv-backend c10d with --nnodes ${opts.nnodes} needs --node-rank on each node ` +
+        `(0 … ${opts.nnodes - 1}): ` +
         "ddp-run's rendezvous does not assign node ranks (under Slurm, mpirun or a PyTorchJob it reads them)\n",
     );
     return { exitCode: USAGE_EXIT_CODE };

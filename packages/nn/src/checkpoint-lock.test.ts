@@ -83,7 +83,7 @@ describe('the commit lock of a checkpoint directory', () => {
     const newcomer = spawn('sleep', ['60']);
     // a zombie: sh's background child, never reaped once sh has become `sleep 60`
     const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60']);
-    const [zombie] = (await once(parent.stdout!, 'data')) as [Buffer];
+    const [zombie] = (await once(parent.stdout, 'data')) as [Buffer];
     try {
       await sleep(200);
       await writeFile(join(dir, `.lock-${HOST}-${newcomer.pid}-0badc0de`), '1:1'); // recorded another start

@@ -171,7 +171,7 @@ export abstract class BatchNorm extends Module {
   }
 }
 
-/** (x − mean) / √var with eps 0: a channel of variance 0 normalises to 0, as torch's (its invstd is 0 there, not inf). */
+/** (x − mean) / √var with eps 0: a channel of variance 0 normalises to 0, as torch's (invstd 0 there, not inf). */
 function normalizedWithoutEps(x: Tensor, mean: Tensor, variance: Tensor): Tensor {
   const constant = tf.equal(variance.data, 0);
   try {
