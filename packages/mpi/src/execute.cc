@@ -107,33 +107,22 @@ std::vector<int> Prefix(const int32_t* counts, int n) {
   return d;
 }
 
-int RunP2P(Task* t, MPI_Comm c) {
+// Posts every send and receive of the call; the MPI thread tests them between later calls (Progress).
+// Waiting here held the thread: a send past Open MPI's eager limit (~4 KB) waited for its receive, while
+// the peer's matching receive queued behind the peer's own send (send and recv at once hung; probe CJ).
+int StartP2P(Task* t, MPI_Comm c) {
   const size_t n = t->counts.size() / 5;  // per entry: is send, peer, tag, byte offset, bytes
-  std::vector<MPI_Request> reqs(n);
+  t->reqs.assign(n, MPI_REQUEST_NULL);
   for (size_t i = 0; i < n; i++) {
     const int32_t* e = &t->counts[i * 5];
-    int rc = e[0] ? MPI_Isend(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &reqs[i])
-                  : MPI_Irecv(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &reqs[i]);
-    if (rc != MPI_SUCCESS) return rc;
-  }
-  std::vector<MPI_Status> st(n);
-  int rc = MPI_Waitall(static_cast<int>(n), reqs.data(), st.data());
-  for (size_t i = 0; (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && i < n; i++) {
-    const int32_t* e = &t->counts[i * 5];
-    if (e[0]) continue;
-    int got = 0;
-    MPI_Get_count(&st[i], MPI_BYTE, &got);
-    // a shorter message completes a receive without error in MPI: here it is one, as a longer one is
-    const bool truncated = rc == MPI_ERR_IN_STATUS && st[i].MPI_ERROR == MPI_ERR_TRUNCATE;
-    if (truncated || got != e[4]) {
-      t->status = SIZE_MISMATCH;
-      // the caller's tag: @ddp/comm puts the dtype in the MPI tag's low 3 bits (mpi-calls.ts)
-      t->error = "rank " + std::to_string(e[1]) + " sent " + (truncated ? "more than " : "") + std::to_string(got) +
-                 " bytes (tag " + std::to_string(e[2] >> 3) + "), this receive expects " + std::to_string(e[4]);
-      return MPI_SUCCESS;
+    int rc = e[0] ? MPI_Isend(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &t->reqs[i])
+                  : MPI_Irecv(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &t->reqs[i]);
+    if (rc != MPI_SUCCESS) {
+      Abandon(t);
+      return rc;
     }
   }
-  return rc;
+  return MPI_SUCCESS;
 }
 
 // One reduction of `in` into `out` (in place when they are the same) for allReduce, reduce or reduceScatter.
@@ -259,12 +248,51 @@ void Execute(Task* t) {
       rc = MPI_Allgather(t->desc.data(), stride, MPI_INT32_T, t->all.data(), stride, MPI_INT32_T, c);
       if (rc == MPI_SUCCESS && !Agrees(t, size)) t->status = REFUSED;
     }
-    if (rc == MPI_SUCCESS && t->status == OK) rc = t->kind == P2P ? RunP2P(t, c) : RunCollective(t, c, me, size);
+    if (rc == MPI_SUCCESS && t->status == OK) rc = t->kind == P2P ? StartP2P(t, c) : RunCollective(t, c, me, size);
   }
   if (rc != MPI_SUCCESS && t->status != SIZE_MISMATCH) {
     t->status = MPI_FAILED;
     t->error = ErrorString(rc) + (t->error.empty() ? "" : ": " + t->error);
   }
+}
+
+bool Progress(Task* t) {
+  const int n = static_cast<int>(t->reqs.size());
+  int complete = 0;
+  std::vector<MPI_Status> st(n);
+  int rc = MPI_Testall(n, t->reqs.data(), &complete, st.data());
+  if (rc == MPI_SUCCESS && !complete) return false;
+  for (int i = 0; (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && i < n; i++) {
+    const int32_t* e = &t->counts[i * 5];
+    if (e[0]) continue;
+    int got = 0;
+    MPI_Get_count(&st[i], MPI_BYTE, &got);
+    // a shorter message completes a receive without error in MPI: here it is one, as a longer one is
+    const bool truncated = rc == MPI_ERR_IN_STATUS && st[i].MPI_ERROR == MPI_ERR_TRUNCATE;
+    if (truncated || got != e[4]) {
+      t->status = SIZE_MISMATCH;
+      // the caller's tag: @ddp/comm puts the dtype in the MPI tag's low 3 bits (mpi-calls.ts)
+      t->error = "rank " + std::to_string(e[1]) + " sent " + (truncated ? "more than " : "") + std::to_string(got) +
+                 " bytes (tag " + std::to_string(e[2] >> 3) + "), this receive expects " + std::to_string(e[4]);
+      rc = MPI_SUCCESS;
+      break;
+    }
+  }
+  if (rc != MPI_SUCCESS) {
+    t->status = MPI_FAILED;
+    t->error = ErrorString(rc);
+  }
+  t->reqs.clear();
+  return true;
+}
+
+void Abandon(Task* t) {
+  for (MPI_Request& r : t->reqs) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Request_free(&r);
+  }
+  t->reqs.clear();
 }
 
 }  // namespace ddp_mpi

@@ -1,7 +1,10 @@
 // Open MPI for @ddp/comm's 'mpi' backend. Every MPI call runs on one dedicated thread
 // (MPI_THREAD_SERIALIZED), taken from a FIFO in the order JavaScript issued the calls, so each
-// rank runs its calls in program order whatever the communicator (execute.cc runs them). Each
-// call resolves a promise through a thread-safe function.
+// rank runs its calls in program order whatever the communicator (execute.cc runs them); sends and
+// receives are posted in that order and complete in the background. Each call resolves a promise
+// through a thread-safe function.
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -26,19 +29,53 @@ napi_threadsafe_function done = nullptr;
 int pending = 0;  // tasks not yet resolved (main thread only): the tsfn keeps the loop alive while > 0
 bool detached = false;  // after unref(): pending tasks no longer keep the loop alive
 
+// Takes calls in order; point-to-point calls are tested between them (and while none comes, backing off
+// from 10 µs to 1 ms) and resolved as they complete, in whatever order.
 void Loop() {
+  std::vector<Task*> inflight;
+  auto idle = std::chrono::microseconds(10);
   for (;;) {
-    Task* t;
+    Task* t = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [] { return !queue.empty(); });
-      t = queue.front();
-      queue.pop_front();
+      const auto ready = [] { return !queue.empty(); };
+      if (inflight.empty()) cv.wait(lock, ready);
+      else cv.wait_for(lock, idle, ready);
+      if (!queue.empty()) {
+        t = queue.front();
+        queue.pop_front();
+      }
     }
-    Execute(t);
-    const bool last = t->kind == FINALIZE;
-    napi_call_threadsafe_function(done, t, napi_tsfn_blocking);
-    if (last) return;
+    if (t != nullptr && t->kind == FINALIZE) {
+      for (Task* p : inflight) {
+        Abandon(p);
+        p->status = MPI_FAILED;
+        p->error = "ended by destroyProcessGroup before it completed";
+        napi_call_threadsafe_function(done, p, napi_tsfn_blocking);
+      }
+      inflight.clear();
+    }
+    bool progressed = t != nullptr;
+    if (t != nullptr) {
+      Execute(t);
+      if (!t->reqs.empty()) {
+        inflight.push_back(t);
+      } else {
+        const bool last = t->kind == FINALIZE;
+        napi_call_threadsafe_function(done, t, napi_tsfn_blocking);
+        if (last) return;
+      }
+    }
+    for (auto it = inflight.begin(); it != inflight.end();) {
+      if (!Progress(*it)) {
+        ++it;
+        continue;
+      }
+      napi_call_threadsafe_function(done, *it, napi_tsfn_blocking);
+      it = inflight.erase(it);
+      progressed = true;
+    }
+    idle = progressed ? std::chrono::microseconds(10) : std::min(2 * idle, std::chrono::microseconds(1000));
   }
 }
 

@@ -34,9 +34,17 @@ struct Task {
   std::string error;
   int ints[2] = {0, 0};
   napi_deferred deferred = nullptr;
+  std::vector<MPI_Request> reqs;  // a point-to-point call's, while in flight
 };
 
-// Runs one call on the MPI thread (every MPI call of the process goes through here).
+// Runs one call on the MPI thread (every MPI call of the process goes through here). A point-to-point
+// call only posts its requests (t->reqs): Progress tests them between calls.
 void Execute(Task* t);
+
+// Tests a posted point-to-point call: true once it completed (status set), false while in flight.
+bool Progress(Task* t);
+
+// Cancels a posted point-to-point call that will not complete (destroyProcessGroup came first).
+void Abandon(Task* t);
 
 }  // namespace ddp_mpi

@@ -8,7 +8,7 @@ import { makeArray } from './reference.js';
  * Edges of the mpi backend (2 ranks): MAX and MIN propagate a NaN of one rank (MPI_MAX on
  * floats would drop it, or keep it depending on the order), in every float dtype; then a
  * receive larger than what was sent is an error on the receiver (MPI completes it silently),
- * and the next call fails on both ranks.
+ * and the next call fails on both ranks; sends and receives at once complete, large or small.
  */
 const g = await initProcessGroup({ backend: 'mpi', timeoutMs: 30_000 });
 const c = new Checker();
@@ -62,6 +62,16 @@ const first = g.rank === 0 ? g.send(z, 1) : g.recv(z, 0);
 if (g.rank === 0) z[0] = 1; // the send staged 5 at its call, which is its value when sent
 await Promise.all([first.wait(), g.allReduce(z).wait()]);
 c.ok('a receive, then an all-reduce of what it received: 6 on both ranks', z[0] === 6);
+// a send and a receive at once past Open MPI's eager limit (~4 KB): the send waited for its receive on the MPI
+// thread, while the peer's matching receive queued behind the peer's own send (probe CJ: CommTimeoutError)
+for (const n of [1100, 1 << 18]) {
+  const [mine, theirs] = [new Float32Array(n).fill(g.rank + 1), new Float32Array(n)];
+  await Promise.all([g.send(mine, 1 - g.rank).wait(), g.recv(theirs, 1 - g.rank).wait()]);
+  c.ok(
+    `a send and a receive of ${4 * n} bytes at once`,
+    theirs.every((v) => v === 2 - g.rank),
+  );
+}
 
 // counts that fit one by one but not in all (2^31 + 2 float16 elements): MPI's int displacements overflowed
 // on a group of its own: a refused call fails its group
