@@ -217,6 +217,10 @@ describe('readLaunchEnv', () => {
 
   it('rejects garbage numbers', () => {
     expect(() => readLaunchEnv({ RANK: 'x', WORLD_SIZE: '2' })).toThrow(/RANK/);
+    // probe CS: Number() read these as 1, where torch's int() raises
+    for (const v of ['0x1', '1.0', '1e0', '-0'])
+      expect(() => readLaunchEnv({ RANK: v, WORLD_SIZE: '2' })).toThrow(`RANK=${v} is not a non-negative integer`);
+    expect(readLaunchEnv({ RANK: ' 1 ', WORLD_SIZE: '+2' }).rank).toBe(1);
   });
   it('refuses a rank outside its world, from every launcher', () => {
     const outside: [Record<string, string>, RegExp][] = [
@@ -237,6 +241,11 @@ describe('readLaunchEnv', () => {
       [{ SLURM_PROCID: '8', SLURM_NTASKS: '8' }, /SLURM_PROCID=8 is outside SLURM_NTASKS=8/],
       [{ SLURM_PROCID: '1', SLURM_NTASKS: '8', SLURM_LOCALID: '2', SLURM_NTASKS_PER_NODE: '2(x4)' }, /SLURM_LOCALID=2/],
       [{ PET_NNODES: '2', PET_NPROC_PER_NODE: '1', PET_NODE_RANK: '2' }, /PET_NODE_RANK=2 is outside PET_NNODES=2/],
+      // probe CS: the local size came from SLURM_TASKS_PER_NODE, the message named SLURM_NTASKS=1
+      [
+        { SLURM_PROCID: '1', SLURM_NTASKS: '2', SLURM_LOCALID: '1', SLURM_TASKS_PER_NODE: '1(x2)' },
+        /SLURM_LOCALID=1 is outside SLURM_TASKS_PER_NODE=1/,
+      ],
     ];
     for (const [env, message] of outside) expect(() => readLaunchEnv(env)).toThrow(message);
     expect(readLaunchEnv({ RANK: '3', WORLD_SIZE: '4', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' }).localRank).toBe(1);

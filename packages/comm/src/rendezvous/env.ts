@@ -45,8 +45,9 @@ type Env = Record<string, string | undefined>;
 function int(env: Env, name: string): number | undefined {
   const v = env[name];
   if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name}=${v} is not a non-negative integer`);
+  // digits only, as torch's int(): Number() read RANK=0x1, 1.0 or 1e0 as rank 1 (probe CS)
+  const n = /^\s*\+?\d+\s*$/.test(v) ? Number(v) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`${name}=${v} is not a non-negative integer`);
   return n;
 }
 
@@ -112,19 +113,20 @@ function checkPlace([rankName, rank]: [string, number], [sizeName, size]: [strin
  * inherits: read first, a 2-task step of a 4-per-node job said 4). Others: a positive count (one that
  * did not read as a number was taken for the world size, silently).
  */
-function localSizeOf(env: Env, l: (typeof LAUNCHERS)[number], worldSize: number): number {
+function localSizeOf(env: Env, l: (typeof LAUNCHERS)[number], worldSize: number): [string, number] {
   if (l.source === 'slurm') {
     const node = int(env, 'SLURM_NODEID') ?? 0;
     for (const name of ['SLURM_STEP_TASKS_PER_NODE', 'SLURM_TASKS_PER_NODE', 'SLURM_NTASKS_PER_NODE']) {
       const counts = env[name] ? slurmTaskCounts(env[name]) : undefined;
-      if (counts) return counts.length === 1 ? counts[0] : (counts[node] ?? worldSize);
+      if (counts) return [name, counts.length === 1 ? counts[0] : (counts[node] ?? worldSize)];
     }
-    return worldSize;
+    return [l.size, worldSize];
   }
-  // larger than the world: left to the rendezvous, which names the ranks whose sizes disagree
   const size = int(env, l.localSize);
   if (size === 0) throw new InvalidArgumentError(`${l.localSize}=0: a node runs at least one process`);
-  return size ?? worldSize;
+  // larger than the world: not refused here, where one rank alone would raise and the others wait out their
+  // timeout; the sizes are read for LOCAL_RANK's range only (a WORLD_SIZE that differs is the rendezvous's)
+  return size === undefined ? [l.size, worldSize] : [l.localSize, size];
 }
 
 /** Slurm's tasks per node, expanded: "2(x3),1" → [2, 2, 2, 1]; undefined when not of that form. */
@@ -270,9 +272,9 @@ function placeOf(env: Env, interfaces: NodeJS.Dict<NetworkInterfaceInfo[]>): Omi
   const worldSize = int(env, l.size) ?? 1;
   // torchrun without LOCAL_RANK: a single host
   const localRank = int(env, l.localRank) ?? (l.source === 'torchrun' ? rank : 0);
-  const localWorldSize = localSizeOf(env, l, worldSize);
+  const [localSizeName, localWorldSize] = localSizeOf(env, l, worldSize);
   checkPlace([l.rank, rank], [l.size, worldSize]);
-  checkPlace([l.localRank, localRank], [env[l.localSize] ? l.localSize : l.size, localWorldSize]);
+  checkPlace([l.localRank, localRank], [localSizeName, localWorldSize]); // the variable the size came from
   const nodeList = env.SLURM_STEP_NODELIST ?? env.SLURM_NODELIST ?? env.SLURM_JOB_NODELIST ?? '127.0.0.1';
   const slurmHost = l.source === 'slurm' ? firstSlurmHost(nodeList) : '127.0.0.1';
   return {
