@@ -103,6 +103,8 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     // probe BM: the addon's int displacements overflowed (a wrong-sized output, memory past its end)
     for (const r of [r0, r1])
       expect(r?.bigGather).toMatch(/^InvalidArgumentError: rank \d: allGather: .* add up to 2147483650 elements/);
+    // probe CW: a send in flight at destroyProcessGroup was reported failed while its data arrived
+    expect(out.map((o) => (o.results[1] as { inFlight: string }).inFlight)).toEqual(['completed', 'received']);
   }, 70_000);
 
   it('groups made in different orders, a negative tag, an int32 send met by a float32 receive: refused', async () => {

@@ -118,6 +118,7 @@ int StartP2P(Task* t, MPI_Comm c) {
     int rc = e[0] ? MPI_Isend(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &t->reqs[i])
                   : MPI_Irecv(t->a.data + e[3], e[4], MPI_BYTE, e[1], e[2], c, &t->reqs[i]);
     if (rc != MPI_SUCCESS) {
+      t->reqs.resize(i);  // the ones posted: the failed one holds no request
       Abandon(t);
       return rc;
     }
@@ -286,13 +287,18 @@ bool Progress(Task* t) {
   return true;
 }
 
-void Abandon(Task* t) {
-  for (MPI_Request& r : t->reqs) {
-    if (r == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
+bool Abandon(Task* t) {
+  bool cancelled = false;
+  for (size_t i = 0; i < t->reqs.size(); i++) {
+    if (t->reqs[i] == MPI_REQUEST_NULL || t->counts[i * 5]) continue;
+    MPI_Cancel(&t->reqs[i]);
+    cancelled = true;
   }
+  // sends are delivered (MPI_Finalize would wait for them too): reported done, not failed while their data arrives
+  std::vector<MPI_Status> st(t->reqs.size());
+  MPI_Waitall(static_cast<int>(t->reqs.size()), t->reqs.data(), st.data());
   t->reqs.clear();
+  return cancelled;
 }
 
 }  // namespace ddp_mpi

@@ -48,9 +48,10 @@ void Loop() {
     }
     if (t != nullptr && t->kind == FINALIZE) {
       for (Task* p : inflight) {
-        Abandon(p);
-        p->status = MPI_FAILED;
-        p->error = "ended by destroyProcessGroup before it completed";
+        if (Abandon(p)) {
+          p->status = MPI_FAILED;
+          p->error = "a receive ended by destroyProcessGroup before it completed";
+        }
         napi_call_threadsafe_function(done, p, napi_tsfn_blocking);
       }
       inflight.clear();

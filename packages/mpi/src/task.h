@@ -44,7 +44,8 @@ void Execute(Task* t);
 // Tests a posted point-to-point call: true once it completed (status set), false while in flight.
 bool Progress(Task* t);
 
-// Cancels a posted point-to-point call that will not complete (destroyProcessGroup came first).
-void Abandon(Task* t);
+// Ends a posted point-to-point call before destroyProcessGroup: its receives are cancelled, its sends
+// delivered. Returns whether a receive was cancelled.
+bool Abandon(Task* t);
 
 }  // namespace ddp_mpi

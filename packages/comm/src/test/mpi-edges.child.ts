@@ -11,6 +11,7 @@ import { makeArray } from './reference.js';
  * and the next call fails on both ranks; sends and receives at once complete, large or small.
  */
 const g = await initProcessGroup({ backend: 'mpi', timeoutMs: 30_000 });
+const spare = await duplicateGroup(g); // for a send left in flight at the end: g's calls fail before that
 const c = new Checker();
 const word = (d: Dtype, v: number) => (d === 'float16' ? floatToHalf(v) : d === 'bfloat16' ? floatToBfloat(v) : v);
 const isNaNWord = (d: Dtype, w: number) =>
@@ -97,4 +98,20 @@ try {
   after = (e as Error).name;
 }
 c.report({ rank: g.rank, shortReceive, after, bigGather });
-await destroyProcessGroup();
+// a send still in flight at destroyProcessGroup is delivered and resolves (it was failed while its data arrived)
+const big = new Float32Array(1 << 16).fill(g.rank === 0 ? 7 : 0);
+let inFlight: string;
+if (g.rank === 0) {
+  const sending = spare.send(big, 1).wait();
+  await destroyProcessGroup();
+  inFlight = await sending.then(
+    () => 'completed',
+    (e: Error) => `${e.name}: ${e.message}`,
+  );
+} else {
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await spare.recv(big, 0).wait();
+  inFlight = big.every((v) => v === 7) ? 'received' : 'other values';
+  await destroyProcessGroup();
+}
+console.log(`RESULT ${JSON.stringify({ inFlight })}`);
