@@ -12,7 +12,7 @@ import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
  * a negative value where cpu refuses. Those run on cpu, tfjs's reference, which checks; a slice
  * is checked as cpu checks it and stays on wasm (training slices often). On both backends a
  * permutation with a repeated axis (cpu mixed in zeros, wasm returned x), a cumsum axis outside
- * the rank (ignored) and a crop's box index outside the batch (zeros, NaN, or read past the
+ * the rank (ignored; a negative one is counted from the end, as torch counts it) and a crop's box index outside the batch (zeros, NaN, or read past the
  * images) are refused, as torch and TensorFlow refuse them.
  */
 const UNCHECKED_ON_WASM = ['GatherNd', 'ScatterNd', 'TensorScatterUpdate', 'SparseToDense', 'Bincount'] as const;
@@ -69,8 +69,12 @@ export function registerIndexBounds(): void {
     });
     for (const name of ['Cumsum', 'Cumprod']) {
       wrapKernel(name, backend, (cumulative) => (args) => {
-        checkAxis(name.toLowerCase(), args.inputs.x as TensorInfo, (args.attrs as unknown as tf.CumsumAttrs).axis);
-        return cumulative(args);
+        const x = args.inputs.x as TensorInfo;
+        const attrs = args.attrs as unknown as tf.CumsumAttrs;
+        checkAxis(name.toLowerCase(), x, attrs.axis);
+        // counted from the end as torch counts it: wasm wrote out of bounds (later ops crashed), cpu gave no values
+        if (attrs.axis >= 0) return cumulative(args);
+        return cumulative({ ...args, attrs: { ...attrs, axis: attrs.axis + x.shape.length } as never });
       });
     }
     wrapKernel('CropAndResize', backend, (crop) => (args) => {

@@ -4,6 +4,7 @@ import { registerBatchBroadcast } from './batch-broadcast.js';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
 import { registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
+import { registerHighRankFallbacks } from './high-rank.js';
 import { registerIndexBounds } from './index-bounds.js';
 import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
@@ -22,7 +23,8 @@ import { registerUntransposedMatMul } from './wasm-matmul.js';
  * faster route for transposed operands (wasm-matmul.ts), matmuls torch's batch broadcasting
  * (batch-broadcast.ts), wasm's clone no copy (wasm-identity.ts),
  * reductions over an empty dim torch's value or error on wasm and cpu (empty-reductions.ts), long
- * sums totalled in double (long-sums.ts), indices outside a raw op's input refused (index-bounds.ts).
+ * sums totalled in double (long-sums.ts), indices outside a raw op's input refused (index-bounds.ts),
+ * XNNPACK's kernels above rank 6 on cpu (high-rank.ts).
  */
 const NEEDED_ON_WASM = [
   'DepthwiseConv2dNativeBackpropFilter',
@@ -76,6 +78,7 @@ export function registerWasmFallbacks(): void {
   registerBoolCast();
   registerDtypeFallbacks();
   registerIndexBounds();
+  registerHighRankFallbacks();
   const onWasm = new Set(tf.getKernelsForBackend('wasm').map((k) => k.kernelName));
   for (const kernel of tf.getKernelsForBackend('cpu')) {
     if (!(NEEDED_ON_WASM as readonly string[]).includes(kernel.kernelName) || onWasm.has(kernel.kernelName)) continue;
