@@ -214,9 +214,10 @@ function checkWindow(op: string, x: Tensor, kernel: Pair, stride: Pair, padding:
         `${op}: ${name} must be a number or a list of 1 or 2 numbers, got ${JSON.stringify(v)}`,
       );
   }
-  if (x.rank !== 4)
+  // a batch may be empty, not the channels or the image: [1, 0, 4, 4] came back empty (torch raises; probe CY)
+  if (x.rank !== 4 || (op === 'maxPool2d' && x.shape.slice(1).includes(0)))
     throw new AutogradArgumentError(
-      `${op}: input must be 4-D [N, C, H, W] (a batch of one: unsqueeze(0)), got [${x.shape}]`,
+      `${op}: input must be 4-D [N, C, H, W] with C, H, W > 0 (a batch of one: unsqueeze(0)), got [${x.shape}]`,
     );
   const [k, s, p] = [pair(kernel), pair(stride), pair(padding)];
   const whole = (v: number, min: number) => Number.isInteger(v) && v >= min;

@@ -106,8 +106,9 @@ export function alongDim(x: Tensor, dim: number, op: string, along: (x: Tensor, 
 
 /** Collapses dims startDim..endDim into one (torch.flatten). */
 export function flatten(x: Tensor, startDim = 0, endDim = -1): Tensor {
+  // a 0-d x takes the dims of a 1-d one, as torch's (Flatten()'s startDim 1 on a scalar raised there; probe CY)
+  const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, Math.max(x.rank, 1), 'flatten')[0]);
   if (x.rank === 0) return reshape(x, [1]);
-  const [s, e] = [startDim, endDim].map((d) => normaliseAxes(d, x.rank, 'flatten')[0]);
   if (s > e)
     throw new AutogradArgumentError(`flatten: startDim ${startDim} comes after endDim ${endDim} of [${x.shape}]`);
   const shape = x.shape;

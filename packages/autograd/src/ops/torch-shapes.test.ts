@@ -72,6 +72,9 @@ describe('shape ops as torch', () => {
     expect(() => flatten(m, 1, 0)).toThrow(/flatten: startDim 1 comes after endDim 0/);
     expect(flatten(m, -2, -1).shape).toEqual([4]);
     expect(flatten(tensor([7], [])).shape).toEqual([1]);
+    // probe CY: a scalar took any dims (nn.Flatten()'s startDim 1 among them); torch's are those of a vector
+    expect(flatten(tensor([7], []), -1, 0).shape).toEqual([1]);
+    expect(() => flatten(tensor([7], []), 1)).toThrow(AutogradArgumentError);
     expect(() => pad(tensor([1, 2, 3, 4], [4]), [[-1, 0]])).toThrow(/pad: paddings must be non-negative integers/);
   });
 

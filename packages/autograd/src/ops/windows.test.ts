@@ -46,6 +46,10 @@ describe('conv2d and maxPool2d windows torch refuses', () => {
     expect(() => maxPool2d(x(), 2, { stride: [1, 1, 5] as never })).toThrow(AutogradArgumentError);
     const unbatched = tensor(Array(16).fill(1), [1, 4, 4]);
     expect(() => maxPool2d(unbatched, 2)).toThrow(/maxPool2d: input must be 4-D \[N, C, H, W\]/);
+    // probe CY: no channels came back empty, with XNNPACK's errors on stderr (torch raises); an empty batch is fine
+    const noChannels = tensor(new Float32Array(0), [1, 0, 4, 4]);
+    expect(() => maxPool2d(noChannels, 2)).toThrow(/with C, H, W > 0 .*got \[1,0,4,4\]/);
+    noChannels.dispose();
     const bias = tensor([1], [1, 1]);
     expect(() => conv2d(x(), w(2), bias)).toThrow(/conv2d: bias must be 1-D of 1 elements, got \[1,1\]/);
   });

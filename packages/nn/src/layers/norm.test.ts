@@ -1,6 +1,7 @@
 import { fromTf, noGrad, tidy } from '@ddp/autograd';
 import { tf } from '@ddp/tensor';
 import { describe, expect, it } from 'vitest';
+import { ModuleError } from '../module.js';
 import { type GoldenTensor, goldenToTf, loadFixture, maxAbsDiff } from '../test/fixtures.js';
 import { BatchNorm1d, BatchNorm2d, LayerNorm } from './norm.js';
 
@@ -154,6 +155,13 @@ describe('BatchNorm2d reproduces PyTorch', () => {
 });
 
 describe('LayerNorm', () => {
+  // probe CY: tfjs's untyped "shape comprised of positive integers" (a string showed as [4]), or, without the
+  // affine weights, nothing until the first forward
+  it.each([2.5, [4, -1], Number.NaN, '4'])('refuses normalizedShape %j with a ModuleError', (shape) => {
+    expect(() => new LayerNorm(shape as number)).toThrow(/LayerNorm: normalizedShape must be integers >= 0/);
+    expect(() => new LayerNorm(shape as number, { elementwiseAffine: false })).toThrow(ModuleError);
+  });
+
   it.each([
     [4, [2, 3]],
     [

@@ -27,6 +27,9 @@ export class LayerNorm extends Module {
     } = moduleOptions('LayerNorm', opts, ['elementwiseAffine', 'bias'], ['eps']);
     checkModuleOptions('LayerNorm', unknown, ['eps', 'elementwiseAffine', 'bias']);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
+    // 2.5, -1, NaN or '4' failed in tfjs, untyped (or at the first forward without affine weights; probe CY)
+    if (!this.normalizedShape.every((d) => Number.isInteger(d) && d >= 0))
+      throw new ModuleError(`LayerNorm: normalizedShape must be integers >= 0, got ${String(normalizedShape)}`);
     this.eps = eps;
     this.weight = this.registerParameter(
       'weight',
