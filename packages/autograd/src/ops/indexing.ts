@@ -195,6 +195,7 @@ export function split(x: Tensor, splitSizeOrSizes: number | number[], dim = 0): 
   const sizes = typeof given === 'number' ? pieces(length, given) : given;
   if (sizes.reduce((a, b) => a + b, 0) !== length || sizes.some((n) => !(Number.isInteger(n) && n >= 0)))
     throw new AutogradArgumentError(`split: sizes [${sizes}] do not add up to dim ${d} of [${x.shape}]`);
+  if (sizes.length === 0) return []; // an empty dim split into no pieces, as torch's (a TypeError; probe CZ)
   return Split.apply<Tensor[]>(x, sizes, d);
 }
 

@@ -19,6 +19,7 @@ import {
   tensor,
   transpose,
   unsqueeze,
+  where,
 } from '../index.js';
 
 const x6 = () => tensor([0, 1, 2, 3, 4, 5], [6]);
@@ -75,6 +76,10 @@ describe('shape ops as torch', () => {
     // probe CY: a scalar took any dims (nn.Flatten()'s startDim 1 among them); torch's are those of a vector
     expect(flatten(tensor([7], []), -1, 0).shape).toEqual([1]);
     expect(() => flatten(tensor([7], []), 1)).toThrow(AutogradArgumentError);
+    // probe CZ: tfjs's plain Error for operands that do not broadcast, and a TypeError splitting an empty dim
+    const [a, b] = [tensor([1, 2], [2]), tensor([1, 2, 3], [3])];
+    expect(() => where(tensor([1, 0], [2], { dtype: 'bool' }), a, b)).toThrow(/where: shapes \[2\] and \[3\] cannot/);
+    expect(split(tensor([], [0]), [], 0)).toEqual([]);
     expect(() => pad(tensor([1, 2, 3, 4], [4]), [[-1, 0]])).toThrow(/pad: paddings must be non-negative integers/);
   });
 

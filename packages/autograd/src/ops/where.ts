@@ -4,7 +4,7 @@ import { AutogradFunction } from '../function.js';
 import { checkInt32Values } from '../int32-range.js';
 import type { Context } from '../node.js';
 import type { Tensor } from '../tensor.js';
-import { broadcastTo, sumToShape } from './broadcast.js';
+import { broadcastShapes, broadcastTo, sumToShape } from './broadcast.js';
 import { asDtype, promotedKeepingBool } from './promotion.js';
 
 /** cond ? a : b with all three broadcast, in the operands' promoted dtype; the gradient goes to the side taken. */
@@ -18,7 +18,8 @@ class Where extends AutogradFunction {
     const [ta, tb] = [asDtype(a, dtype === 'bool' ? 'int32' : dtype), asDtype(b, dtype === 'bool' ? 'int32' : dtype)];
     this.aShape = ta.shape;
     this.bShape = tb.shape;
-    const shape = [cond.shape, ta.shape, tb.shape].reduce((s, t) => tf.broadcast_util.assertAndGetBroadcastShape(s, t));
+    // typed, as every other op's (tfjs's plain Error for shapes that do not broadcast; probe CZ)
+    const shape = [ta.shape, tb.shape].reduce((s, t) => broadcastShapes('where', s, t), cond.shape);
     const c = broadcastTo(tf.cast(cond, 'bool'), shape);
     ctx.saveForBackward(c);
     const selected = tf.where(c, broadcastTo(ta, shape), broadcastTo(tb, shape));
