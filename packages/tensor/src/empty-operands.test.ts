@@ -61,4 +61,26 @@ describe.each(BACKEND_PATHS)('kernels with an empty operand on %s (native kernel
       expect(tf.memory().numTensors).toBe(before);
     },
   );
+
+  // probe CZ: wasm's gather of a [0, 3] tensor gave shape [1, 0, 1, 1]; topk, cumsum and cumprod trapped
+  it("raw gather, topk, cumsum and cumprod of an empty input: torch's shapes, no trap", async () => {
+    await setBackend(backend);
+    useNativeKernels(withNative && native !== null);
+    const before = tf.memory().numTensors;
+    const shapes = tf.tidy(() => [
+      tf.gather(tf.zeros([0, 3]), tf.tensor1d([2], 'int32'), 1).shape,
+      tf.gather(tf.zeros([2, 0]), tf.tensor2d([0, 1, 1, 0], [2, 2], 'int32'), 0).shape,
+      tf.topk(tf.zeros([3, 0]), 0).values.shape,
+      tf.cumsum(tf.zeros([0, 2, 2]), 1).shape,
+      tf.cumprod(tf.zeros([0, 2, 2]), 1).shape,
+    ]);
+    expect(shapes).toEqual([
+      [0, 1],
+      [2, 2, 0],
+      [3, 0],
+      [0, 2, 2],
+      [0, 2, 2],
+    ]);
+    expect(tf.memory().numTensors).toBe(before);
+  });
 });

@@ -2,6 +2,7 @@ import type { KernelBackend, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-c
 import * as tf from '@tensorflow/tfjs-core';
 import { wrapKernel } from './kernel-wrap.js';
 import { explicitPadding } from './numeric-padding.js';
+import { runOnCpu } from './run-on-cpu.js';
 
 type Conv2DAttrs = {
   strides: [number, number] | number;
@@ -65,5 +66,24 @@ export function registerEmptyOperands(): void {
         return { dataId: (args.backend as KernelBackend).write(zeros, shape, dtype), shape, dtype };
       });
     }
+  }
+}
+
+/**
+ * Raw ops tfjs-wasm 4.22 gets wrong on an empty input, run on cpu then: gather of a [0, 3] tensor
+ * gave shape [1, 0, 1, 1] (cpu and torch: [0, 1]), topk, cumsum and cumprod trapped with "divide by
+ * zero" (probe CZ). Autograd's own gather works around it; the `tf` @ddp/tensor re-exports did not.
+ */
+const WRONG_WHEN_EMPTY_ON_WASM = ['GatherV2', 'TopK', 'Cumsum', 'Cumprod'] as const;
+
+export function registerEmptyOnCpu(): void {
+  for (const name of WRONG_WHEN_EMPTY_ON_WASM) {
+    const cpu = tf.getKernel(name, 'cpu') as tf.KernelConfig | undefined;
+    if (!cpu) continue;
+    const onCpu = runOnCpu(cpu);
+    wrapKernel(name, 'wasm', (kernel) => (args) => {
+      const inputs = Object.values(args.inputs) as TensorInfo[];
+      return inputs.some((t) => tf.util.sizeFromShape(t.shape) === 0) ? onCpu(args) : kernel(args);
+    });
   }
 }

@@ -2,7 +2,7 @@ import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
 import { registerBatchBroadcast } from './batch-broadcast.js';
 import { registerConvFilterGrad } from './conv-filter-grad.js';
-import { registerEmptyOperands } from './empty-operands.js';
+import { registerEmptyOnCpu, registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
 import { registerHighRankFallbacks } from './high-rank.js';
 import { registerIndexBounds } from './index-bounds.js';
@@ -73,6 +73,7 @@ export function registerWasmFallbacks(): void {
   registerEmptyReductions();
   registerLongSums();
   registerEmptyOperands();
+  registerEmptyOnCpu();
   registerNaNIndices();
   for (const name of WRONG_ON_WASM) replaceWithCpu(name);
   registerBoolCast();
