@@ -118,7 +118,8 @@ function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
   throw new AutogradArgumentError(
     'checkpoint: its segment reads a tensor computed outside it that requires grad ' +
       `(made by ${held.map((n) => n.name).join(', ')}) ` +
-      'and that is used outside the segment too: backward reached its graph twice; pass that tensor as an input ' +
+      'and that is used outside the segment too, or backwarded again (retainGraph): the recomputation reached its ' +
+      'graph a second time; pass that tensor as an input ' +
       '(checkpoint(segment, x, h))',
   );
 }

@@ -248,6 +248,9 @@ export async function main(argv: string[]): Promise<number> {
   const { options, notes } = parsed;
   for (const note of notes) process.stderr.write(`[ddp-run] ${note}\n`);
   if (options.secret !== undefined) process.stderr.write(`${SECRET_FLAG_WARNING}\n`);
+  // a terminal gone (ssh lost: EIO) or a closed pipe (EPIPE): the ranks' output has nowhere to go, and the
+  // unhandled write error killed ddp-run while its ranks ran their SIGHUP handlers (review)
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   try {
     const result = await launch(options, { forwardSignals: true });
     return result.exitCode;

@@ -288,15 +288,18 @@ bool Progress(Task* t) {
 }
 
 bool Abandon(Task* t) {
-  bool cancelled = false;
-  for (size_t i = 0; i < t->reqs.size(); i++) {
-    if (t->reqs[i] == MPI_REQUEST_NULL || t->counts[i * 5]) continue;
-    MPI_Cancel(&t->reqs[i]);
-    cancelled = true;
-  }
-  // sends are delivered (MPI_Finalize would wait for them too): reported done, not failed while their data arrives
+  for (size_t i = 0; i < t->reqs.size(); i++)
+    if (t->reqs[i] != MPI_REQUEST_NULL && !t->counts[i * 5]) MPI_Cancel(&t->reqs[i]);
+  // sends are delivered (MPI_Finalize would wait for them too): reported done, not failed while their data
+  // arrives; a receive already matched cannot be cancelled and completes with its data (review)
   std::vector<MPI_Status> st(t->reqs.size());
   MPI_Waitall(static_cast<int>(t->reqs.size()), t->reqs.data(), st.data());
+  bool cancelled = false;
+  for (size_t i = 0; i < st.size(); i++) {
+    int was = 0;
+    if (!t->counts[i * 5]) MPI_Test_cancelled(&st[i], &was);
+    cancelled = cancelled || was;
+  }
   t->reqs.clear();
   return cancelled;
 }

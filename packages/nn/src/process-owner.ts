@@ -56,14 +56,15 @@ export function diedOnThisHost(host: string, pid: number): boolean {
 }
 
 /**
- * When the process `pid` of this host started, as `<boot time>:<clock ticks since boot>` (/proc), or
+ * When the process `pid` of this host started, as `<boot id>:<clock ticks since boot>` (/proc), or
  * null without /proc: what a file naming a pid records beside it, so that a pid reused since is told
- * apart from its writer by the local clock alone (a file's mtime is the file system's clock).
+ * apart from its writer without a wall clock (a file's mtime is the file system's; /proc/stat's btime
+ * moves when the clock is stepped, and a live holder's lock looked stale; review).
  */
 export function processStart(pid: number): string | null {
   const ticks = procStat(pid)?.[19];
   try {
-    const boot = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
     return ticks && boot ? `${boot}:${ticks}` : null;
   } catch {
     return null;
