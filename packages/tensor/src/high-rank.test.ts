@@ -15,7 +15,7 @@ const b = () =>
     Array.from({ length: 24 }, (_, i) => Math.cos(i) + 2),
     shape,
   );
-/** Every op of two rank-7 operands a training graph makes (and pad): wasm's XNNPACK kernels left their output unwritten. */
+/** Ops of rank-7 operands a training graph makes (and pad): wasm's XNNPACK kernels left their output unwritten. */
 const ops: Record<string, (x: tf.Tensor, y: tf.Tensor) => tf.Tensor> = {
   add: (x, y) => tf.add(x, y),
   sub: (x, y) => tf.sub(x, y),

@@ -12,8 +12,9 @@ import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
  * a negative value where cpu refuses. Those run on cpu, tfjs's reference, which checks; a slice
  * is checked as cpu checks it and stays on wasm (training slices often). On both backends a
  * permutation with a repeated axis (cpu mixed in zeros, wasm returned x), a cumsum axis outside
- * the rank (ignored; a negative one is counted from the end, as torch counts it) and a crop's box index outside the batch (zeros, NaN, or read past the
- * images) are refused, as torch and TensorFlow refuse them.
+ * the rank (ignored; a negative one is counted from the end, as torch counts it) and a crop's box
+ * index outside the batch (zeros, NaN, or read past the images) are refused, as torch and
+ * TensorFlow refuse them.
  */
 const UNCHECKED_ON_WASM = ['GatherNd', 'ScatterNd', 'TensorScatterUpdate', 'SparseToDense', 'Bincount'] as const;
 
