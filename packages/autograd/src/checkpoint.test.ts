@@ -141,4 +141,21 @@ describe('checkpoint', () => {
     expect(h.isDisposed).toBe(false);
     for (const t of [h, x]) t.dispose();
   });
+
+  // review: the recomputation's backward freed a captured non-leaf's graph whatever the outer retainGraph
+  it('a captured non-leaf, backwarded twice with retainGraph: gradients as without checkpoint', async () => {
+    const grads: number[][] = [];
+    for (const wrap of [false, true]) {
+      const w = randn([3], { seed: 1, requiresGrad: true });
+      const x = randn([3], { seed: 2, requiresGrad: true });
+      const h = w.mul(3);
+      const segment = (a: Tensor) => a.mul(h).tanh();
+      const loss = sum(wrap ? checkpoint(segment, x) : segment(x));
+      await loss.backward(undefined, { retainGraph: true });
+      await loss.backward(undefined, { retainGraph: true });
+      grads.push([...w.grad!.dataSync(), ...x.grad!.dataSync()]);
+      for (const t of [w, x, h, loss]) t.dispose();
+    }
+    expect(grads[1]).toEqual(grads[0]);
+  });
 });

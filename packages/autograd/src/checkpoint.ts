@@ -100,7 +100,9 @@ class Checkpoint extends AutogradFunction {
     }
     try {
       if (out.requiresGrad)
-        await backward(out, dy, {}).catch((error: unknown) => refuseSharedCapture(error, this.held));
+        await backward(out, dy, { retainGraph: ctx.retainsGraph }).catch((error: unknown) =>
+          refuseSharedCapture(error, this.held),
+        );
       return [null, ...inputs.map((x) => (x.requiresGrad && x.grad ? x.grad.clone() : null))];
     } finally {
       if (made) out.dispose();
@@ -118,8 +120,8 @@ function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
   throw new AutogradArgumentError(
     'checkpoint: its segment reads a tensor computed outside it that requires grad ' +
       `(made by ${held.map((n) => n.name).join(', ')}) ` +
-      'and that is used outside the segment too, or backwarded again (retainGraph): the recomputation reached its ' +
-      'graph a second time; pass that tensor as an input ' +
+      'and that is used outside the segment too: the recomputation reached its graph a second time; pass that ' +
+      'tensor as an input ' +
       '(checkpoint(segment, x, h))',
   );
 }

@@ -199,6 +199,7 @@ async function execute(
       let inputGrads: (tf.Tensor | null)[] = [];
       const mark = tensorMark();
       try {
+        fnNode.ctx.retainsGraph = opts.retainGraph === true;
         inputGrads = await callFunction(fnNode, gradOutputs);
       } finally {
         // a backward may pass a gradient through unchanged: that one now belongs to the input

@@ -88,6 +88,8 @@ export class Context {
   readonly needsInputGrad: readonly boolean[];
   /** Whether a graph is recorded at all; saveForBackward is a no-op otherwise. */
   readonly recording: boolean;
+  /** Set for the backward running it: whether that backward keeps the graph (checkpoint's recomputation does too). */
+  retainsGraph = false;
 
   constructor(needsInputGrad: boolean[]) {
     this.needsInputGrad = needsInputGrad;
