@@ -2,7 +2,7 @@ import type { KernelBackend, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs-c
 import * as tf from '@tensorflow/tfjs-core';
 import { wrapKernel } from './kernel-wrap.js';
 import { explicitPadding } from './numeric-padding.js';
-import { runOnCpu } from './run-on-cpu.js';
+import { runOnCpuWhen, someInput } from './run-on-cpu.js';
 
 type Conv2DAttrs = {
   strides: [number, number] | number;
@@ -11,6 +11,8 @@ type Conv2DAttrs = {
   dilations: [number, number] | number;
   dimRoundingMode?: 'floor' | 'round' | 'ceil';
 };
+
+const isEmpty = (shape: number[]) => shape.includes(0);
 
 /** The output shape of a kernel below from its inputs' shapes and attributes, without running it. */
 const OUTPUT_SHAPE: Record<string, (inputs: TensorInfo[], attrs: NamedAttrMap) => number[]> = {
@@ -59,7 +61,7 @@ export function registerEmptyOperands(): void {
     for (const [name, outputShape] of Object.entries(OUTPUT_SHAPE)) {
       wrapKernel(name, backendName, (kernelFunc) => (args) => {
         const inputs = Object.values(args.inputs) as TensorInfo[];
-        if (inputs.every((t) => tf.util.sizeFromShape(t.shape) > 0)) return kernelFunc(args);
+        if (!inputs.some((t) => isEmpty(t.shape))) return kernelFunc(args);
         const shape = outputShape(inputs, args.attrs ?? {});
         const dtype = inputs[0].dtype;
         const zeros = tf.util.getTypedArrayFromDType(dtype as 'float32', tf.util.sizeFromShape(shape));
@@ -77,13 +79,5 @@ export function registerEmptyOperands(): void {
 const WRONG_WHEN_EMPTY_ON_WASM = ['GatherV2', 'TopK', 'Cumsum', 'Cumprod'] as const;
 
 export function registerEmptyOnCpu(): void {
-  for (const name of WRONG_WHEN_EMPTY_ON_WASM) {
-    const cpu = tf.getKernel(name, 'cpu') as tf.KernelConfig | undefined;
-    if (!cpu) continue;
-    const onCpu = runOnCpu(cpu);
-    wrapKernel(name, 'wasm', (kernel) => (args) => {
-      const inputs = Object.values(args.inputs) as TensorInfo[];
-      return inputs.some((t) => tf.util.sizeFromShape(t.shape) === 0) ? onCpu(args) : kernel(args);
-    });
-  }
+  for (const name of WRONG_WHEN_EMPTY_ON_WASM) runOnCpuWhen(name, (args) => someInput(args, (t) => isEmpty(t.shape)));
 }

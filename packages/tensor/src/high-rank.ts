@@ -1,7 +1,4 @@
-import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
-import * as tf from '@tensorflow/tfjs-core';
-import { wrapKernel } from './kernel-wrap.js';
-import { runOnCpu } from './run-on-cpu.js';
+import { runOnCpuWhen, someInput } from './run-on-cpu.js';
 
 /**
  * tfjs-wasm 4.22 runs these kernels through XNNPACK, which takes at most 6 dims: on a tensor of
@@ -14,13 +11,6 @@ const XNNPACK_ON_WASM = ['Add', 'Sub', 'Multiply', 'RealDiv', 'SquaredDifference
 const XNNPACK_MAX_RANK = 6;
 
 export function registerHighRankFallbacks(): void {
-  for (const name of XNNPACK_ON_WASM) {
-    const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
-    if (!cpu) continue;
-    const onCpu = runOnCpu(cpu);
-    wrapKernel(name, 'wasm', (kernel) => (args) => {
-      const inputs = Object.values(args.inputs) as TensorInfo[];
-      return inputs.some((x) => x.shape.length > XNNPACK_MAX_RANK) ? onCpu(args) : kernel(args);
-    });
-  }
+  for (const name of XNNPACK_ON_WASM)
+    runOnCpuWhen(name, (args) => someInput(args, (x) => x.shape.length > XNNPACK_MAX_RANK));
 }

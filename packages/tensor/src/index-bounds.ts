@@ -2,7 +2,7 @@ import type { KernelBackend, KernelConfig, TensorInfo } from '@tensorflow/tfjs-c
 import * as tf from '@tensorflow/tfjs-core';
 import { IndexBoundsError } from './errors.js';
 import { wrapKernel } from './kernel-wrap.js';
-import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
+import { replaceWithCpu, runOnCpuWhen } from './run-on-cpu.js';
 
 /**
  * Raw tfjs ops (the `tf` @ddp/tensor re-exports) given an index outside their input. tfjs-wasm
@@ -58,11 +58,9 @@ export function registerIndexBounds(): void {
     tf.slice_util.assertParamsValid(x, b, s);
     return slice(args);
   });
-  const cpuPad = runOnCpu(tf.getKernel('PadV2', 'cpu') as KernelConfig);
-  wrapKernel('PadV2', 'wasm', (pad) => (args) => {
-    const { paddings } = args.attrs as unknown as tf.PadV2Attrs;
-    return paddings.some(([before, after]) => before < 0 || after < 0) ? cpuPad(args) : pad(args);
-  });
+  runOnCpuWhen('PadV2', (args) =>
+    (args.attrs as unknown as tf.PadV2Attrs).paddings.some(([before, after]) => before < 0 || after < 0),
+  );
   for (const backend of ['wasm', 'cpu']) {
     wrapKernel('Transpose', backend, (transpose) => (args) => {
       checkPermutation(args.inputs.x as TensorInfo, (args.attrs as unknown as tf.TransposeAttrs).perm);

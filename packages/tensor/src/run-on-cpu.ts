@@ -1,5 +1,8 @@
 import type { KernelBackend, KernelConfig, NamedTensorInfoMap, TensorInfo } from '@tensorflow/tfjs-core';
 import * as tf from '@tensorflow/tfjs-core';
+import { wrapKernel } from './kernel-wrap.js';
+
+type KernelArgs = Parameters<KernelConfig['kernelFunc']>[0];
 
 /** `kernel` (a cpu one) as a wasm kernel: inputs copied to the cpu backend, outputs back, cpu intermediates freed. */
 export function runOnCpu(kernel: KernelConfig): KernelConfig['kernelFunc'] {
@@ -31,4 +34,24 @@ export function replaceWithCpu(name: string): void {
   if (!cpu || !tf.getKernel(name, 'wasm')) return;
   tf.unregisterKernel(name, 'wasm');
   tf.registerKernel({ kernelName: name, backendName: 'wasm', kernelFunc: runOnCpu(cpu) });
+}
+
+/**
+ * Wraps wasm's `name` kernel: the calls `when` picks run cpu's kernel on copies (a case wasm computes
+ * wrongly), the others stay on wasm. Nothing when cpu lacks the kernel.
+ */
+export function runOnCpuWhen(name: string, when: (args: KernelArgs) => boolean): void {
+  const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
+  if (!cpu) return;
+  const onCpu = runOnCpu(cpu);
+  wrapKernel(name, 'wasm', (onWasm) => (args) => (when(args) ? onCpu(args) : onWasm(args)));
+}
+
+/** Whether an input of the call passes `test`; no allocation (kernels a training step runs often: Sub, Mul). */
+export function someInput(args: KernelArgs, test: (t: TensorInfo, name: string) => boolean): boolean {
+  for (const name in args.inputs) {
+    const t = args.inputs[name] as TensorInfo | undefined;
+    if (t !== undefined && test(t, name)) return true;
+  }
+  return false;
 }

@@ -1,7 +1,5 @@
-import type { DataType, KernelConfig, TensorInfo } from '@tensorflow/tfjs-core';
-import * as tf from '@tensorflow/tfjs-core';
-import { wrapKernel } from './kernel-wrap.js';
-import { runOnCpu } from './run-on-cpu.js';
+import type { DataType } from '@tensorflow/tfjs-core';
+import { runOnCpuWhen, someInput } from './run-on-cpu.js';
 
 /**
  * tfjs-wasm 4.22 kernels that read an input of these dtypes as another type's bytes: exp of a
@@ -72,17 +70,9 @@ const DECIDING_INPUTS: Record<string, readonly string[]> = { Select: ['t', 'e'] 
 /** Routes each WRONG_DTYPES kernel to cpu when a deciding input has one of its dtypes. */
 export function registerDtypeFallbacks(): void {
   for (const [name, dtypes] of Object.entries(WRONG_DTYPES)) {
-    const cpu = tf.getKernel(name, 'cpu') as KernelConfig | undefined;
-    if (!cpu) continue;
-    const onCpu = runOnCpu(cpu);
     const deciding = DECIDING_INPUTS[name];
-    // on every call of kernels a training step runs often (Sub, Exp, Relu, Sum): no allocation
-    wrapKernel(name, 'wasm', (onWasm) => (args) => {
-      for (const n in args.inputs) {
-        const t = args.inputs[n] as TensorInfo | undefined;
-        if (t !== undefined && dtypes.includes(t.dtype) && (!deciding || deciding.includes(n))) return onCpu(args);
-      }
-      return onWasm(args);
-    });
+    runOnCpuWhen(name, (args) =>
+      someInput(args, (t, n) => dtypes.includes(t.dtype) && (!deciding || deciding.includes(n))),
+    );
   }
 }

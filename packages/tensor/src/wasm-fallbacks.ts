@@ -6,11 +6,10 @@ import { registerEmptyOnCpu, registerEmptyOperands } from './empty-operands.js';
 import { registerEmptyReductions } from './empty-reductions.js';
 import { registerHighRankFallbacks } from './high-rank.js';
 import { registerIndexBounds } from './index-bounds.js';
-import { wrapKernel } from './kernel-wrap.js';
 import { registerLongSums } from './long-sums.js';
 import { registerNaNIndices } from './nan-indices.js';
 import { registerExplicitPadding } from './numeric-padding.js';
-import { replaceWithCpu, runOnCpu } from './run-on-cpu.js';
+import { replaceWithCpu, runOnCpu, runOnCpuWhen } from './run-on-cpu.js';
 import { registerDtypeFallbacks } from './wasm-dtypes.js';
 import { registerSharingIdentity } from './wasm-identity.js';
 import { registerUntransposedMatMul } from './wasm-matmul.js';
@@ -47,11 +46,7 @@ const WRONG_ON_WASM = ['Sign', 'Relu6', 'ClipByValue', 'Maximum', 'Minimum', 'Lo
  * bool()); every other cast stays on wasm.
  */
 function registerBoolCast(): void {
-  const cpuCast = runOnCpu(tf.getKernel('Cast', 'cpu') as KernelConfig);
-  wrapKernel('Cast', 'wasm', (wasmCast) => (args) => {
-    const from = (args.inputs.x as TensorInfo).dtype;
-    return args.attrs?.dtype === 'bool' && from !== 'bool' ? cpuCast(args) : wasmCast(args);
-  });
+  runOnCpuWhen('Cast', (args) => args.attrs?.dtype === 'bool' && (args.inputs.x as TensorInfo).dtype !== 'bool');
 }
 
 let registered = false;
