@@ -49,6 +49,11 @@ export function adasumPair(
   if (b.length !== a.length || out.length !== a.length)
     throw new AdasumError(`adasumPair: a, b and out must have one length, got ${a.length}, ${b.length}, ${out.length}`);
   checkSegments(segments, a.length, 'adasumPair');
+  combine(a, b, out, segments);
+}
+
+/** adasumPair on checked arguments (adasumAllReduce checks its segments once, not at every level). */
+function combine(a: Float32Array, b: Float32Array, out: Float32Array, segments: readonly Segment[]): void {
   for (const { offset, size } of segments) {
     let dot = 0;
     let aa = 0;
@@ -91,6 +96,7 @@ export async function adasumAllReduce(
 ): Promise<Float32Array> {
   checkAdasumGroup(group);
   if (segments) checkSegments(segments, buf.length, `adasumAllReduce (rank ${group.rank})`);
+  const whole = segments ?? [{ offset: 0, size: buf.length }];
   const { size, rank } = group;
   let theirs = partnerBuffers.get(buf);
   if (theirs === undefined) {
@@ -105,8 +111,8 @@ export async function adasumAllReduce(
         { op: 'irecv', buf: theirs, peer },
       ])
       .wait();
-    if (rank < peer) adasumPair(buf, theirs, buf, segments);
-    else adasumPair(theirs, buf, buf, segments);
+    if (rank < peer) combine(buf, theirs, buf, whole);
+    else combine(theirs, buf, buf, whole);
   }
   return buf;
 }
