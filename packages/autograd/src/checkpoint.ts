@@ -121,8 +121,7 @@ function refuseSharedCapture(error: unknown, held: readonly Node[]): never {
     'checkpoint: its segment reads a tensor computed outside it that requires grad ' +
       `(made by ${held.map((n) => n.name).join(', ')}) ` +
       'and that is used outside the segment too: the recomputation reached its graph a second time; pass that ' +
-      'tensor as an input ' +
-      '(checkpoint(segment, x, h))',
+      'tensor as an input (checkpoint(segment, x, h))',
   );
 }
 

@@ -46,7 +46,6 @@ export function tidy<T>(fn: () => T): T {
   return result;
 }
 
-/** Disposes a scope's tensors but `kept` and leaves that require grad, which go to the enclosing scope. */
 /** tidy that also says whether its result was made inside it (not a tensor from outside handed back). */
 export function tidyMade<T>(fn: () => T): { result: T; made: boolean } {
   let made = false;
@@ -58,6 +57,7 @@ export function tidyMade<T>(fn: () => T): { result: T; made: boolean } {
   return { result, made };
 }
 
+/** Disposes a scope's tensors but `kept` and leaves that require grad, which go to the enclosing scope. */
 function release(scope: Set<Tensor>, kept: Set<Tensor>): void {
   const outer = scopes[scopes.length - 1];
   for (const t of scope) {
