@@ -187,7 +187,9 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     return group;
   } catch (e) {
     const hostsStore = ownsStore && store instanceof TCPStore && store.server !== null;
-    if (hostsStore && e instanceof WorldSizeMismatchError) await sleep(CONFLICT_LINGER_MS);
+    // the ranks still waiting read why from its store
+    const told = e instanceof WorldSizeMismatchError || e instanceof EarlierAttemptError;
+    if (hostsStore && told) await sleep(CONFLICT_LINGER_MS);
     if (ownsStore) await store.close();
     throw e;
   }

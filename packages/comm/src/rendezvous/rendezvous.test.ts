@@ -125,4 +125,26 @@ describe('rendezvous', () => {
       expect(r?.message).toMatch(/node 0 has ranks of two launchers \(launcher job-., then launcher job-., with rank/);
     }
   }, 60_000);
+
+  it("a later attempt knocking (its node's launcher restarted): the ranks meeting in the earlier one end it, typed", async () => {
+    // before: they waited out their timeout and restarted once the later attempt had given up: never met (probe CS)
+    const out = await spawnRanks({
+      nprocs: 3,
+      script: new URL('../test/rendezvous.child.ts', import.meta.url),
+      args: ['init'],
+      rankEnv: (r): Record<string, string> => ({
+        DDP_RUN_ID: 'job',
+        ...(r === 2 ? { DDP_RESTART_COUNT: '1', RDZV_TIMEOUT_MS: '10000' } : {}),
+      }),
+      timeoutMs: 40_000,
+    });
+    const [r0, r1, r2] = out.map((o) => phase(o, 'init'));
+    for (const r of [r0, r1]) {
+      expect(r?.name, explain(out)).toBe('EarlierAttemptError');
+      expect(r?.message).toMatch(/rendezvous: a rank of "job#attempt-1", a later attempt of this run, is waiting/);
+    }
+    // the later attempt waited for its own store, which nobody restarted to host here
+    expect(r2?.name, explain(out)).toBe('CommTimeoutError');
+    expect(r2?.message).toMatch(/could not reach the store at 127\.0\.0\.1:\d+ within 10000 ms/);
+  }, 60_000);
 });

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { CommError, CommTimeoutError, DuplicateRankError, WorldSizeMismatchError } from '../errors.js';
+import {
+  CommError,
+  CommTimeoutError,
+  DuplicateRankError,
+  EarlierAttemptError,
+  WorldSizeMismatchError,
+} from '../errors.js';
 import { decodeText, type Store } from '../store/store.js';
+import { LATER_ATTEMPT_KEY } from '../store/tcp-store-server.js';
 import type { PeerAddress } from '../transport/socket-io.js';
 
 /**
@@ -99,7 +106,8 @@ function parseAddress(text: string, rank: number): PeerAddress {
 
 /**
  * Reads every rank's `<key>/<r>` address record from the generation's store `rdv` once all
- * are there; raises WorldSizeMismatchError (or DuplicateRankError) as soon as `store` holds a conflict, and
+ * are there; raises WorldSizeMismatchError (or DuplicateRankError) as soon as `store` holds a conflict,
+ * EarlierAttemptError once a later attempt of this run (a node's launcher restarted) knocked at it, and
  * CommTimeoutError naming the ranks that never arrived.
  */
 export async function readAddresses(
@@ -122,6 +130,12 @@ export async function readAddresses(
     }
     if (await store.check([DUPLICATE_KEY])) {
       throw duplicate(rank, JSON.parse(decodeText(await store.get(DUPLICATE_KEY))) as RankClaim);
+    }
+    if (await store.check([LATER_ATTEMPT_KEY])) {
+      // its node restarted (a rank failed before meeting): every node restarts, or they never meet again
+      const later = decodeText(await store.get(LATER_ATTEMPT_KEY));
+      const why = `a rank of "${later}", a later attempt of this run, is waiting: this attempt ends so that it restarts too`;
+      throw new EarlierAttemptError(`rank ${rank}: rendezvous: ${why}`, { rank, op: 'initProcessGroup' });
     }
     if (Date.now() >= deadline) {
       const here = await Promise.all(keys.map((k) => rdv.check([k])));

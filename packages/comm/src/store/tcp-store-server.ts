@@ -4,6 +4,7 @@ import { DEFAULT_RUN_ID } from '../rendezvous/env.js';
 import { ByteQueue } from '../transport/byte-queue.js';
 import { Purpose, serverHandshake } from '../transport/handshake.js';
 import { KeyValueTable } from './key-value.js';
+import { toBytes } from './store.js';
 import { BodyReader, BodyWriter, StoreCmd, StoreReply, takeBodies } from './tcp-store-codec.js';
 
 export interface TCPStoreServerOptions {
@@ -17,6 +18,12 @@ export interface TCPStoreServerOptions {
   /** Called for each refused or broken connection (never throws to the caller). */
   onConnectionError?: (err: CommError) => void;
 }
+
+/**
+ * The key a server sets to the run id of a later attempt of its run that knocked (its launcher
+ * restarted), so the ranks still meeting in this attempt end it and restart too.
+ */
+export const LATER_ATTEMPT_KEY = 'ddp/later_attempt';
 
 /** The TCPStore server (rank 0 hosts it): a KeyValueTable served to authenticated clients. */
 export class TCPStoreServer {
@@ -80,6 +87,7 @@ export class TCPStoreServer {
         purpose: Purpose.Store,
         timeoutMs: 10_000,
         what: `store server on port ${this.port}`,
+        onLaterAttempt: (runId) => this.table.set(LATER_ATTEMPT_KEY, toBytes(runId)),
       }));
     } catch (e) {
       this.report(e instanceof CommError ? e : new CommError(String(e)));

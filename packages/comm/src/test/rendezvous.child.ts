@@ -8,6 +8,7 @@ import { CommError, destroyProcessGroup, initProcessGroup } from '../index.js';
  *   hold <file>  – the same, then waits for <file> to exist and all-reduces again (keeps the
  *                  world's store and listeners up while a test starts another world)
  *   again <n>    – n worlds in a row: init, one all-reduce, destroy; reports the sums
+ * RDZV_TIMEOUT_MS: initProcessGroup's timeout (default 20 s).
  */
 const [mode, stopFile] = process.argv.slice(2);
 const report = (r: Record<string, unknown>) => console.log(`RESULT ${JSON.stringify(r)}`);
@@ -34,7 +35,7 @@ if (mode === 'again') {
 
 let pg: Awaited<ReturnType<typeof initProcessGroup>>;
 try {
-  pg = await initProcessGroup({ timeoutMs: 20_000 });
+  pg = await initProcessGroup({ timeoutMs: Number(process.env.RDZV_TIMEOUT_MS ?? 20_000) });
   report({ phase: 'init', name: 'ok', sum: await sumOfRanks(pg) });
 } catch (e) {
   const err = e instanceof CommError ? e : new CommError(String(e));

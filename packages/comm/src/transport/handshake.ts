@@ -9,13 +9,15 @@ import { ByteQueue } from './byte-queue.js';
  * Mutual HMAC-SHA256 challenge-response, run on every new connection (store and peer)
  * before any other byte is trusted. Neither side ever sends the secret itself. Both sides
  * also name their run (DDP_RUN_ID): a server of another run refuses with its own id, so two
- * worlds that share a port and a secret fail with RunMismatchError instead of mixing.
+ * worlds that share a port and a secret fail with RunMismatchError instead of mixing. A client
+ * of a later attempt of the server's run (its launcher restarted) proves the secret for its own
+ * run id and is then refused with verdict 2: the server may believe it, and end its attempt.
  *
  *   client → server  HELLO  "DDPH" v purpose rank:i32 nonceC[16] idLen:u8 runId   (27 + idLen bytes)
  *   server → client  "DDPS" nonceS[16] HMAC(secret, "S"|purpose|runId|nonceC|nonceS) (52 bytes)
  *               or   "DDPX" idLen:u8 runId: another run, connection closed
  *   client → server  HMAC(secret, "C"|purpose|rank|runId|nonceS|nonceC)            (32 bytes)
- *   server → client  1 byte: 1 = accepted, 0 = refused
+ *   server → client  1 byte: 1 = accepted, 0 = refused, 2 = the server is an earlier attempt (closed)
  */
 export enum Purpose {
   Store = 1,
@@ -28,6 +30,8 @@ const HELLO_LEN = 27;
 const MAGIC_LEN = 4;
 const CHALLENGE_LEN = 52;
 const MAC_LEN = 32;
+const ACCEPTED = 1;
+const EARLIER_ATTEMPT = 2;
 
 /** A run id as sent: one length byte, then its UTF-8 bytes. */
 function encodeRunId(runId: string): Buffer {
@@ -152,13 +156,10 @@ export async function clientHandshake(
     if (magic === 'DDPX') {
       const theirs = Buffer.from(await reader.read((await reader.read(1))[0])).toString('utf8');
       const runs = `the other side belongs to run "${theirs}", this rank to run "${opts.runId}"`;
-      if (isEarlierAttempt(theirs, opts.runId))
-        throw new EarlierAttemptError(`${opts.what}: ${runs}, an earlier attempt`, {
-          op: 'handshake',
-          rank: opts.rank,
-        });
-      const why = `${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`;
-      throw new RunMismatchError(why, { op: 'handshake', rank: opts.rank });
+      throw new RunMismatchError(`${opts.what}: ${runs} (two worlds on one MASTER_PORT?)`, {
+        op: 'handshake',
+        rank: opts.rank,
+      });
     }
     if (magic !== 'DDPS') throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
     const ch = Buffer.from(await reader.read(CHALLENGE_LEN - MAGIC_LEN));
@@ -175,7 +176,15 @@ export async function clientHandshake(
     rankBuf.writeInt32LE(opts.rank);
     socket.write(mac(opts.secret, [Buffer.from('C'), purposeByte, rankBuf, runId, nonceS, nonceC]));
     const verdict = await reader.read(1);
-    if (verdict[0] !== 1) {
+    if (verdict[0] === EARLIER_ATTEMPT)
+      throw new EarlierAttemptError(
+        `${opts.what}: the other side belongs to an earlier attempt of this rank's run "${opts.runId}"`,
+        {
+          op: 'handshake',
+          rank: opts.rank,
+        },
+      );
+    if (verdict[0] !== ACCEPTED) {
       throw new AuthError(`${opts.what}: refused by the server (wrong secret)`, { op: 'handshake', rank: opts.rank });
     }
     return { peerRank: -1, leftover: reader.detach() };
@@ -189,7 +198,16 @@ export async function clientHandshake(
 /** Server side: challenges the client; refuses (and closes) on a wrong proof or garbage. */
 export async function serverHandshake(
   socket: Socket,
-  opts: { secret: string; runId: string; purpose: Purpose; timeoutMs: number; what: string; maxRank?: number },
+  opts: {
+    secret: string;
+    runId: string;
+    purpose: Purpose;
+    timeoutMs: number;
+    what: string;
+    maxRank?: number;
+    /** Called with the run id of a later attempt's client once it has proved the secret. */
+    onLaterAttempt?: (runId: string) => void;
+  },
 ): Promise<Handshaken> {
   const reader = new Reader(socket, opts.what, opts.timeoutMs);
   try {
@@ -202,32 +220,30 @@ export async function serverHandshake(
     const rank = hello.readInt32LE(6);
     // the run before the rank: a rank of another world may well be out of this one's range
     const theirs = Buffer.from(await reader.read(hello[26])).toString('utf8');
-    const runId = encodeRunId(opts.runId);
-    if (theirs !== opts.runId) {
-      socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), runId]));
-      const runs = `refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`;
-      // a later attempt of this run, come while this one winds down: it waits for its own store
-      const Refused = isEarlierAttempt(opts.runId, theirs) ? EarlierAttemptError : RunMismatchError;
-      throw new Refused(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
+    const later = theirs !== opts.runId && isEarlierAttempt(opts.runId, theirs);
+    const runs = `refused a client of run "${theirs}" claiming rank ${rank}: this is run "${opts.runId}"`;
+    if (theirs !== opts.runId && !later) {
+      socket.end(Buffer.concat([Buffer.from('DDPX', 'latin1'), encodeRunId(opts.runId)]));
+      throw new RunMismatchError(`${opts.what}: ${runs}`, { op: 'handshake', ranks: [rank] });
     }
-    if (rank < -1 || (opts.maxRank !== undefined && rank > opts.maxRank)) {
+    if (!later && (rank < -1 || (opts.maxRank !== undefined && rank > opts.maxRank))) {
       throw new ProtocolError(`${opts.what}: client claims out-of-range rank ${rank}`, { op: 'handshake' });
     }
-    const nonceC = hello.subarray(10, 26);
-    const nonceS = randomBytes(16);
-    const purposeByte = Buffer.from([opts.purpose]);
-    const proofS = mac(opts.secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
-    socket.write(Buffer.concat([Buffer.from('DDPS', 'latin1'), nonceS, proofS]));
-    const proof = Buffer.from(await reader.read(MAC_LEN));
-    const expected = mac(opts.secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), runId, nonceS, nonceC]);
-    if (!timingSafeEqual(expected, proof)) {
+    // a later attempt proves the secret for its own run id: only then may it end this attempt
+    if (!(await provesSecret(socket, reader, opts.secret, hello, encodeRunId(theirs)))) {
       socket.end(Buffer.from([0]));
       throw new AuthError(`${opts.what}: refused a client claiming rank ${rank}: wrong secret`, {
         op: 'handshake',
         ranks: [rank],
       });
     }
-    socket.write(Buffer.from([1]));
+    if (later) {
+      socket.end(Buffer.from([EARLIER_ATTEMPT]));
+      opts.onLaterAttempt?.(theirs);
+      // it waits for its own store, which this attempt's end frees
+      throw new EarlierAttemptError(`${opts.what}: ${runs}, an earlier attempt`, { op: 'handshake', ranks: [rank] });
+    }
+    socket.write(Buffer.from([ACCEPTED]));
     return { peerRank: rank, leftover: reader.detach() };
   } catch (e) {
     reader.detach();
@@ -235,4 +251,16 @@ export async function serverHandshake(
     socket.on('error', () => {});
     throw e;
   }
+}
+
+/** Proves the secret to the client for `runId` and checks the client's proof; true when it holds. */
+async function provesSecret(socket: Socket, reader: Reader, secret: string, hello: Buffer, runId: Buffer) {
+  const nonceC = hello.subarray(10, 26);
+  const nonceS = randomBytes(16);
+  const purposeByte = hello.subarray(5, 6);
+  const proofS = mac(secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
+  socket.write(Buffer.concat([Buffer.from('DDPS', 'latin1'), nonceS, proofS]));
+  const proof = Buffer.from(await reader.read(MAC_LEN));
+  const expected = mac(secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), runId, nonceS, nonceC]);
+  return timingSafeEqual(expected, proof);
 }
