@@ -5,6 +5,7 @@ import {
   AuthError,
   type CommError,
   CommTimeoutError,
+  EarlierAttemptError,
   HashStore,
   InvalidArgumentError,
   PrefixStore,
@@ -13,6 +14,7 @@ import {
   TCPStore,
 } from '../index.js';
 import { decodeText } from './store.js';
+import { LATER_ATTEMPT_KEY } from './tcp-store-server.js';
 
 const text = (v: Uint8Array) => decodeText(v);
 const opened: Store[] = [];
@@ -198,6 +200,19 @@ describe('TCPStore security', () => {
     expect(text(await server.get('k'))).toBe('v');
     // an earlier attempt's rank reaching the later store is stale: refused at once
     await expect(TCPStore.create({ ...opts, port, runId: 'job' })).rejects.toBeInstanceOf(RunMismatchError);
+  });
+
+  it("a later attempt marks the earlier attempt's store only once it has proved the secret", async () => {
+    const opts = { host: '127.0.0.1', timeoutMs: 1_500 };
+    const earlier = await TCPStore.create({ ...opts, port: 0, secret: 's', runId: 'job', isServer: true });
+    opened.push(earlier);
+    const port = earlier.port;
+    const stranger = TCPStore.create({ ...opts, port, secret: 'wrong', runId: 'job#attempt-1' });
+    await expect(stranger).rejects.toBeInstanceOf(AuthError);
+    expect(await earlier.check([LATER_ATTEMPT_KEY])).toBe(false);
+    const restarted = TCPStore.create({ ...opts, port, secret: 's', runId: 'job#attempt-1' });
+    await expect(restarted).rejects.toBeInstanceOf(EarlierAttemptError);
+    expect(decodeText(await earlier.get(LATER_ATTEMPT_KEY))).toBe('job#attempt-1');
   });
 
   it('a second server on a port in use fails at once with AddressInUseError naming the port', async () => {
