@@ -62,6 +62,24 @@ describe.each(BACKEND_PATHS)('kernels with an empty operand on %s (native kernel
     },
   );
 
+  // probe DA: the empty shortcut skipped the kernel's inner-dimension check: [0, 3]·[4, 2] gave [0, 2]
+  it.skipIf(withNative && !native)('a product with an empty operand and inner dims that differ raises', async () => {
+    await setBackend(backend);
+    useNativeKernels(withNative);
+    const before = tf.memory().numTensors;
+    const cases: [number[], number[], boolean][] = [
+      [[0, 3], [4, 2], false],
+      [[1, 0], [1, 0], false],
+      [[2, 3, 0, 33], [2, 3, 0, 33], false],
+      [[2, 0], [3, 2], true],
+    ];
+    for (const [a, b, transposeA] of cases)
+      expect(() => tf.tidy(() => tf.matMul(tf.zeros(a), tf.zeros(b), transposeA)), `${a}·${b}`).toThrow(
+        /Error in matMul: inner shapes \(\d+\) and \(\d+\)/,
+      );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
   // probe CZ: wasm's gather of a [0, 3] tensor gave shape [1, 0, 1, 1]; topk, cumsum and cumprod trapped
   it("raw gather, topk, cumsum and cumprod of an empty input: torch's shapes, no trap", async () => {
     await setBackend(backend);

@@ -18,6 +18,13 @@ const isEmpty = (shape: number[]) => shape.includes(0);
 const OUTPUT_SHAPE: Record<string, (inputs: TensorInfo[], attrs: NamedAttrMap) => number[]> = {
   BatchMatMul: ([a, b], attrs) => {
     const { transposeA, transposeB } = attrs as unknown as tf.BatchMatMulAttrs;
+    const inner = [a.shape[a.shape.length - (transposeA ? 2 : 1)], b.shape[b.shape.length - (transposeB ? 1 : 2)]];
+    // the kernel's own check, which this shortcut skips: [0, 3]·[4, 2] gave [0, 2] (probe DA; torch raises)
+    if (inner[0] !== inner[1])
+      throw new Error(
+        `Error in matMul: inner shapes (${inner[0]}) and (${inner[1]}) of Tensors with shapes ${a.shape} and ` +
+          `${b.shape} and transposeA=${transposeA} and transposeB=${transposeB} must match.`,
+      );
     const batch = tf.broadcast_util.assertAndGetBroadcastShape(a.shape.slice(0, -2), b.shape.slice(0, -2));
     const rows = a.shape[a.shape.length - (transposeA ? 1 : 2)];
     const cols = b.shape[b.shape.length - (transposeB ? 2 : 1)];

@@ -90,4 +90,32 @@ describe.each(BACKEND_PATHS)('a numeric padding on %s (native kernels: %s)', (ba
       expect(tf.memory().numTensors).toBe(before);
     },
   );
+
+  // probe DA: tfjs-wasm's XNNPACK convolution took TF's negative 'same' padding unclamped, off by O(1), silently
+  const sameCases = [
+    { x: [2, 3, 8, 5], f: [3, 1, 5, 7], s: [3, 3] as Pair, rows: [0, 0], columns: [0, 0] },
+    { x: [3, 12, 11, 2], f: [1, 2, 2, 1], s: [3, 2] as Pair, rows: [0, 0], columns: [0, 1] },
+    { x: [2, 2, 5, 2], f: [1, 3, 2, 2], s: [2, 1] as Pair, rows: [0, 0], columns: [1, 1] },
+  ];
+  it.skipIf(withNative && !native).each(sameCases)(
+    "'same' on $x, filter $f, stride $s: TF's padding, made explicit (at least 0), in conv, depthwise and fused",
+    async ({ x: xShape, f: fShape, s, rows, columns }) => {
+      await setBackend(backend);
+      useNativeKernels(withNative);
+      const before = tf.memory().numTensors;
+      const got = tf.tidy(() => {
+        const [x, f] = [random(xShape, 5) as tf.Tensor4D, random(fShape, 6) as tf.Tensor4D];
+        const depthwiseFilter = tf.slice(f, [0, 0, 0, 0], [-1, -1, -1, 1]);
+        const bias = random([fShape[3]], 7) as tf.Tensor1D;
+        const all = (pad: 'same' | [[0, 0], number[], number[], [0, 0]]) => ({
+          conv: values(tf.conv2d(x, f, s, pad as 'same')),
+          depthwise: values(tf.depthwiseConv2d(x, depthwiseFilter, s, pad as 'same')),
+          fused: values(tf.fused.conv2d({ x, filter: f, strides: s, pad: pad as 'same', bias, activation: 'relu' })),
+        });
+        return { same: all('same'), byDim: all([[0, 0], rows, columns, [0, 0]]) };
+      });
+      expect(got.same).toEqual(got.byDim);
+      expect(tf.memory().numTensors).toBe(before);
+    },
+  );
 });
