@@ -156,6 +156,19 @@ describe.skipIf(missing !== null)("the 'mpi' backend under mpirun", () => {
     ]);
   }, 70_000);
 
+  it('-np 2: two groups whose calls the ranks issue in opposite orders both complete', async () => {
+    // probe DD: one MPI thread for every group ran each rank's calls in its own order: rank 0 waited in the
+    // duplicate's sum, rank 1 in the world's, until the timeout (a checkpoint saved in the background, lost)
+    const out = await runMpirun({
+      np: 2,
+      script: new URL('./test/mpi-groups.child.ts', import.meta.url),
+      args: ['interleaved'],
+      timeoutMs: 60_000,
+    });
+    const sums = out.map((o) => (o.results[0] as { sums?: { value?: number[]; error?: string } } | undefined)?.sums);
+    expect(sums, explain(out)).toEqual([{ value: [3, 30] }, { value: [3, 30] }]);
+  }, 70_000);
+
   it('a rank that never joins: CommTimeoutError on the others, later calls refused, and mpirun ends the job', async () => {
     const out = await runMpirun({
       np: 3,

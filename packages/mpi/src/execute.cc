@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,13 @@
 namespace ddp_mpi {
 namespace {
 
+std::mutex commsMu;  // SPLIT adds to comms on the world's thread while other communicators' threads read it
 std::vector<MPI_Comm> comms;  // handle → communicator; 0 is MPI_COMM_WORLD
+
+MPI_Comm CommOf(int handle) {
+  std::lock_guard<std::mutex> lock(commsMu);
+  return comms[handle];
+}
 MPI_Op nanMax[2], nanMin[2];  // float, double
 
 // PyTorch's max/min: NaN propagates (MPI_MAX on floats keeps whichever the comparison picks).
@@ -215,7 +222,8 @@ void Execute(Task* t) {
   int rc = MPI_SUCCESS;
   if (t->kind == INIT) {
     int provided = 0;
-    rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    t->multiple = provided >= MPI_THREAD_MULTIPLE;
     if (rc == MPI_SUCCESS) {
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // errors come back as codes, not exit()
       comms.assign(1, MPI_COMM_WORLD);
@@ -230,11 +238,12 @@ void Execute(Task* t) {
     rc = MPI_Finalize();
   } else if (t->kind == SPLIT) {
     MPI_Comm sub = MPI_COMM_NULL;
-    rc = MPI_Comm_split(comms[t->comm], t->root < 0 ? MPI_UNDEFINED : t->root, t->op, &sub);
+    rc = MPI_Comm_split(CommOf(t->comm), t->root < 0 ? MPI_UNDEFINED : t->root, t->op, &sub);
+    std::lock_guard<std::mutex> lock(commsMu);
     t->ints[0] = sub == MPI_COMM_NULL ? -1 : static_cast<int>(comms.size());
     if (sub != MPI_COMM_NULL) comms.push_back(sub);
   } else {
-    MPI_Comm c = comms[t->comm];
+    MPI_Comm c = CommOf(t->comm);
     int me = 0, size = 1;
     MPI_Comm_rank(c, &me);
     MPI_Comm_size(c, &size);

@@ -41,7 +41,7 @@ export type CallResult = [
 
 type Bytes = ArrayBufferView | null;
 
-/** The native addon (src/mpi.cc). Every call runs on its one MPI thread in issue order. */
+/** The native addon (src/mpi.cc). Each communicator's calls run on an MPI thread of its own, in issue order. */
 export interface MpiAddon {
   /**
    * init: MPI_Init_thread (i0 rank, i1 size). split: MPI_Comm_split of `comm` with color `root`

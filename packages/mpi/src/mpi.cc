@@ -1,9 +1,13 @@
-// Open MPI for @ddp/comm's 'mpi' backend. Every MPI call runs on one dedicated thread
-// (MPI_THREAD_SERIALIZED), taken from a FIFO in the order JavaScript issued the calls, so each
-// rank runs its calls in program order whatever the communicator (execute.cc runs them); sends and
-// receives are posted in that order and complete in the background. Each call resolves a promise
+// Open MPI for @ddp/comm's 'mpi' backend. Each communicator's calls run on a thread of its own
+// (MPI_THREAD_MULTIPLE), taken from its FIFO in the order JavaScript issued them (execute.cc runs
+// them): a group's calls keep program order, and groups progress independently, as on the default
+// backend. One thread for all of them deadlocked when ranks interleaved two groups' calls
+// differently: a checkpoint's background collectives on a duplicated group beside training (probe
+// DD). Where MPI grants less than MULTIPLE, every call runs on the world's thread, as before. Sends
+// and receives are posted in that order and complete in the background. Each call resolves a promise
 // through a thread-safe function.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -19,31 +23,64 @@ using namespace ddp_mpi;
 
 namespace {
 
-// Never destroyed: at exit() glibc's pthread_cond_destroy waits for the waiters, and the detached
-// thread waits in cv forever, so a rank that exited without destroyProcessGroup never ended and
+// Never destroyed: at exit() glibc's pthread_cond_destroy waits for the waiters, and a detached
+// thread waits in its cv forever, so a rank that exited without destroyProcessGroup never ended and
 // mpirun waited on it (the whole job hung). Leaked, they stay valid until the process is gone.
-std::mutex& mu = *new std::mutex;
-std::condition_variable& cv = *new std::condition_variable;
-std::deque<Task*>& queue = *new std::deque<Task*>;
+struct Lane {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Task*> queue;
+  std::thread thread;  // the world's is detached; the others are joined by its FINALIZE
+};
+std::mutex& lanesMu = *new std::mutex;
+std::vector<Lane*>& lanes = *new std::vector<Lane*>;  // by communicator handle (null: no call yet)
+std::atomic<bool> multiple{false};  // MPI granted MPI_THREAD_MULTIPLE: a thread per communicator
+bool finalizing = false;  // under lanesMu: the world's FINALIZE has begun; later calls fail at once
 napi_threadsafe_function done = nullptr;
 int pending = 0;  // tasks not yet resolved (main thread only): the tsfn keeps the loop alive while > 0
 bool detached = false;  // after unref(): pending tasks no longer keep the loop alive
 
-// Takes calls in order; point-to-point calls are tested between them (and while none comes, backing off
-// from 1 µs to 100 µs) and resolved as they complete, in whatever order.
-void Loop() {
+void Enqueue(Lane* lane, Task* t) {
+  {
+    std::lock_guard<std::mutex> lock(lane->mu);
+    lane->queue.push_back(t);
+  }
+  lane->cv.notify_one();
+}
+
+// The world's FINALIZE, before MPI_Finalize: every other lane runs what was issued on it before,
+// then ends (its receives still posted cancelled); MPI_Finalize needs every other thread out of MPI.
+void StopOtherLanes() {
+  std::vector<Lane*> others;
+  {
+    std::lock_guard<std::mutex> lock(lanesMu);
+    finalizing = true;
+    for (size_t i = 1; i < lanes.size(); i++)
+      if (lanes[i] != nullptr) others.push_back(lanes[i]);
+  }
+  for (Lane* lane : others) {
+    Task* stop = new Task();
+    stop->kind = FINALIZE;
+    Enqueue(lane, stop);
+  }
+  for (Lane* lane : others) lane->thread.join();
+}
+
+// Takes one communicator's calls in order; point-to-point calls are tested between them (and while none
+// comes, backing off from 1 µs to 100 µs) and resolved as they complete, in whatever order.
+void Loop(Lane* lane, bool world) {
   std::vector<Task*> inflight;
   auto idle = std::chrono::microseconds(1);
   for (;;) {
     Task* t = nullptr;
     {
-      std::unique_lock<std::mutex> lock(mu);
-      const auto ready = [] { return !queue.empty(); };
-      if (inflight.empty()) cv.wait(lock, ready);
-      else cv.wait_for(lock, idle, ready);
-      if (!queue.empty()) {
-        t = queue.front();
-        queue.pop_front();
+      std::unique_lock<std::mutex> lock(lane->mu);
+      const auto ready = [lane] { return !lane->queue.empty(); };
+      if (inflight.empty()) lane->cv.wait(lock, ready);
+      else lane->cv.wait_for(lock, idle, ready);
+      if (!lane->queue.empty()) {
+        t = lane->queue.front();
+        lane->queue.pop_front();
       }
     }
     if (t != nullptr && t->kind == FINALIZE) {
@@ -55,10 +92,16 @@ void Loop() {
         napi_call_threadsafe_function(done, p, napi_tsfn_blocking);
       }
       inflight.clear();
+      if (!world) {  // StopOtherLanes' task: nothing to resolve
+        delete t;
+        return;
+      }
+      StopOtherLanes();
     }
     bool progressed = t != nullptr;
     if (t != nullptr) {
       Execute(t);
+      if (t->kind == INIT) multiple = t->multiple;
       if (!t->reqs.empty()) {
         inflight.push_back(t);
       } else {
@@ -79,6 +122,22 @@ void Loop() {
     // a completion is noticed at most 100 µs late (Open MPI's rendezvous also advances only when tested)
     idle = progressed ? std::chrono::microseconds(1) : std::min(2 * idle, std::chrono::microseconds(100));
   }
+}
+
+// The lane of communicator `comm` (all on the world's without MPI_THREAD_MULTIPLE), started on its first
+// call; null once finalising (a call then would reach MPI after MPI_Finalize, or never run).
+Lane* LaneOf(int comm) {
+  const size_t at = multiple ? static_cast<size_t>(comm) : 0;
+  std::lock_guard<std::mutex> lock(lanesMu);
+  if (finalizing) return nullptr;
+  if (lanes.size() <= at) lanes.resize(at + 1, nullptr);
+  if (lanes[at] == nullptr) {
+    lanes[at] = new Lane();
+    lanes[at]->thread = std::thread(Loop, lanes[at], at == 0);
+    // never joined: a call stuck in MPI must not keep the process from exiting
+    if (at == 0) lanes[at]->thread.detach();
+  }
+  return lanes[at];
 }
 
 napi_value Str(napi_env env, const std::string& s) {
@@ -174,16 +233,18 @@ napi_value Call(napi_env env, napi_callback_info info) {
   if (t->kind == INIT) {
     napi_value name = Str(env, "ddp_mpi");
     napi_create_threadsafe_function(env, nullptr, nullptr, name, 0, 1, nullptr, nullptr, nullptr, Resolve, &done);
-    std::thread(Loop).detach();  // never joined: a call stuck in MPI must not keep the process from exiting
   }
   napi_value promise;
   napi_create_promise(env, &t->deferred, &promise);
   if (pending++ == 0 && !detached) napi_ref_threadsafe_function(env, done);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    queue.push_back(t);
+  Lane* lane = LaneOf(t->comm);
+  if (lane == nullptr) {
+    t->status = MPI_FAILED;
+    t->error = "MPI was finalised by destroyProcessGroup";
+    Resolve(env, nullptr, nullptr, t);
+  } else {
+    Enqueue(lane, t);
   }
-  cv.notify_one();
   return promise;
 }
 

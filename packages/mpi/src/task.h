@@ -33,6 +33,7 @@ struct Task {
   Status status = OK;
   std::string error;
   int ints[2] = {0, 0};
+  bool multiple = false;  // init: MPI granted MPI_THREAD_MULTIPLE
   napi_deferred deferred = nullptr;
   std::vector<MPI_Request> reqs;  // a point-to-point call's, while in flight
 };

@@ -11,10 +11,13 @@ import {
  * the others [0, 2] then [0, 1]. 'tags' (2 ranks): a negative tag, then a good exchange. 'dtypes'
  * (2 ranks): an int32 send met by a float32 receive of the same size. 'duplicate' (4 ranks): each
  * half's group [0, 1] / [2, 3] duplicated by its members only, then sums on it and on the world.
+ * 'interleaved' (2 ranks): a sum on a duplicate of the world and one on the world, issued in
+ * opposite orders by the two ranks (a checkpoint's background collectives beside training).
  * Prints each outcome.
  */
 const scenario = process.argv[2];
-const g = await initProcessGroup({ backend: 'mpi', timeoutMs: scenario === 'dtypes' ? 2_000 : 30_000 });
+const timeoutMs = scenario === 'dtypes' || scenario === 'interleaved' ? 5_000 : 30_000;
+const g = await initProcessGroup({ backend: 'mpi', timeoutMs });
 const outcome = async (fn: () => Promise<unknown>) => {
   try {
     return { value: await fn() };
@@ -47,6 +50,14 @@ if (scenario === 'orders') {
     await copy.allReduce(sums[0]).wait();
     await g.allReduce(sums[1]).wait();
     return sums.map((b) => b[0]);
+  });
+} else if (scenario === 'interleaved') {
+  const copy = await duplicateGroup(g);
+  const [onCopy, onWorld] = [Float32Array.of(g.rank + 1), Float32Array.of(10 * (g.rank + 1))];
+  const issue = [() => copy.allReduce(onCopy), () => g.allReduce(onWorld)];
+  result.sums = await outcome(async () => {
+    await Promise.all((g.rank === 0 ? issue : issue.reverse()).map((start) => start().wait()));
+    return [onCopy[0], onWorld[0]];
   });
 } else if (scenario === 'tags') {
   const peer = 1 - g.rank;
