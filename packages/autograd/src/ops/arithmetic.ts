@@ -95,12 +95,16 @@ export const mul = binary(
   (dy, a) => tf.mul(dy, a),
   'ab',
 );
-/** a / b elementwise with broadcasting. */
+/**
+ * a / b elementwise with broadcasting. b's gradient as torch's −dy·((a/b)/b): through b² it
+ * overflowed above |b| ≈ 1.8e19 (−0 for a = b = 1e20, torch −1e-20) and underflowed below ~1e-19.5
+ * (probe DC).
+ */
 export const div = binary(
   'Div',
   tf.div,
   (dy, _a, b) => tf.div(dy, b),
-  (dy, a, b) => tf.neg(tf.div(tf.mul(dy, a), tf.square(b))),
+  (dy, a, b) => tf.neg(tf.mul(dy, tf.div(tf.div(a, b), b))),
   'ab',
 );
 /**

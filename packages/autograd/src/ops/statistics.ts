@@ -98,7 +98,11 @@ export function variance(
   const n = axes.reduce((count, a) => count * x.shape[a], 1);
   // a composite: its intermediates freed here, as mse's (the graph keeps what backward needs)
   return tidy(() => {
-    const centred = sub(x, mean(x, { dim: axes, keepdim: true }));
+    // the corrected two-pass form: the float32 mean is off by up to half its ulp, which the squares
+    // gained (2.8e-3 off for 1e4 ± 1e-2, torch's 3e-8; probe DC); x − mean is exact near the mean
+    // (Sterbenz), and its own mean is that error
+    const firstPass = sub(x, mean(x, { dim: axes, keepdim: true }));
+    const centred = sub(firstPass, mean(firstPass, { dim: axes, keepdim: true }));
     // N − correction ≤ 0 divides by 0 or less: inf or NaN, as torch (with its warning)
     return div(sum(mul(centred, centred), { dim: axes, keepdim: args.keepdim }), Math.max(0, n - args.correction));
   });
