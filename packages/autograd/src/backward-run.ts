@@ -112,6 +112,17 @@ export function queueCallback(fn: Callback): void {
 }
 
 /**
+ * The outermost running backward() as an identity (null outside one): hooks tell one backward
+ * from the next, e.g. to keep a failure for the rest of the backward it happened in.
+ */
+export function currentBackward(): object | null {
+  let run = currentRun.getStore();
+  if (run === undefined) return null;
+  while (run.parent !== undefined) run = run.parent;
+  return run;
+}
+
+/**
  * Runs a backward over `leaves` (the tensors whose gradients it writes) as the current run: its
  * hooks and Functions see it (queueCallback), and pendingWriter sees the leaves until it ends.
  */

@@ -1,7 +1,14 @@
 import './methods.js';
 
 export { type AutocastDtype, type AutocastOptions, autocast, autocastDtype, roundToPrecision } from './autocast.js';
-export { pendingValueWriter, pendingWriter, queueCallback, type Writes, whileWriting } from './backward-run.js';
+export {
+  currentBackward,
+  pendingValueWriter,
+  pendingWriter,
+  queueCallback,
+  type Writes,
+  whileWriting,
+} from './backward-run.js';
 export { checkpoint, type RngStateSource, registerCheckpointRngState } from './checkpoint.js';
 export { allGather, allReduce, broadcast, type DiffReduceOp, reduceScatter } from './collectives.js';
 export { type CreateOptions, fromTf, full, ones, rand, randn, tensor, zeros } from './creation.js';

@@ -9,7 +9,7 @@ import { commGroupFor, holdCommGroup, releaseCommGroup } from './comm-group.js';
 import { allreduceHook, type CommHook, type InPlaceCommHook, isInPlaceHook } from './comm-hooks.js';
 import { DDPCommError, DDPUsageError, markedReadyTwice } from './errors.js';
 import { writeBackAgreed } from './finite-agreement.js';
-import { DDPJoinHook, joinStatus } from './join-hook.js';
+import { DDPJoinHook, IterationNotice, joinStatus } from './join-hook.js';
 import { ModuleDelegates } from './module-delegates.js';
 import { checkOptions, type DDPOptions } from './options.js';
 import { claimParameters, releaseParameters } from './ownership.js';
@@ -42,7 +42,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
   private requireSync = true;
   private reduction: Reduction | null = null;
   /** The join context's per-iteration notification, issued by forward. */
-  private joinNotice: Promise<unknown> | null = null;
+  private joinNotice: IterationNotice | null = null;
   /** Whether the iteration runs under join, on a joined rank too (isJoinActive is false there): errors say so. */
   private underJoin = false;
   private readonly bufferSync: BufferSync;
@@ -135,8 +135,8 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
     this.underJoin = isJoinActive(this);
     if (isJoinActive(this)) {
       // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError
-      this.joinNotice?.catch(() => {});
-      this.joinNotice = notifyJoinContext(this);
+      this.joinNotice?.release();
+      this.joinNotice = new IterationNotice(notifyJoinContext(this), this.params);
     }
     this.bufferSync.beforeForward(this.requireSync, this.rank);
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
@@ -218,7 +218,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
         next.launch(this.hook, this.hookState, this.comm, reduction.claimed, this.checkFinite);
       }
     };
-    if (this.joinNotice) this.joinNotice.then(launch, () => {});
+    if (this.joinNotice) this.joinNotice.sent.then(launch, () => {});
     else launch();
   }
 
@@ -233,7 +233,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
       const { params, comm, iteration } = this;
       if (unready.length > 0 && !this.findUnusedParameters) await raiseUnused(params, unready, comm, iteration);
       for (const i of unready) this.place(i, false);
-      await this.joinNotice;
+      await this.joinNotice?.settle();
       await this.completeIteration(reduction, true);
     } finally {
       this.reduction = null;

@@ -1,5 +1,6 @@
 import type { ProcessGroup } from '@ddp/comm';
 import type { JoinHook } from '@ddp/join';
+import type { Parameter } from '@ddp/nn';
 import type { tf } from '@ddp/tensor';
 import type { DistributedDataParallel } from './ddp.js';
 
@@ -72,4 +73,46 @@ function warnDivideIgnored(): void {
       "hook's result is used as it is. Divide in the hook, or use DDP's default all-reduce.",
     { code: 'DDP_JOIN_DIVIDE_WITH_HOOK' },
   );
+}
+
+/**
+ * An iteration's join notice (issued by DDP's forward) and the gradients of before the iteration,
+ * given back when it fails (EarlyTerminationError, JoinShadowError): torch raises in forward,
+ * before backward wrote any; here the notice settles at the end of backward, and this backward's
+ * local gradients stayed: a caught error's next epoch averaged them into its first step (7e-2
+ * off; probe DB).
+ */
+export class IterationNotice {
+  // clones share the storage: backward's accumulation makes new tensors, and no bucket goes out
+  // before the notice succeeds (release), so these keep the values
+  private before: (tf.Tensor | null)[];
+
+  constructor(
+    /** The buckets go out once it succeeded. */
+    readonly sent: Promise<unknown>,
+    private readonly params: readonly { param: Parameter }[],
+  ) {
+    this.before = params.map(({ param }) => param.grad?.clone() ?? null);
+    sent.then(
+      () => this.release(),
+      () => {},
+    );
+  }
+
+  /** At the end of backward: the notice's error, with the gradients of before the iteration given back. */
+  async settle(): Promise<void> {
+    try {
+      await this.sent;
+    } catch (error) {
+      for (const [i, grad] of this.before.entries()) this.params[i].param.grad = grad;
+      this.before = [];
+      throw error;
+    }
+  }
+
+  /** Not needed: the notice succeeded, or a new iteration began without a backward. */
+  release(): void {
+    for (const grad of this.before) grad?.dispose();
+    this.before = [];
+  }
 }

@@ -1,4 +1,10 @@
-import { claimGradientReduction, type RemovableHandle, releaseGradientReduction, type Tensor } from '@ddp/autograd';
+import {
+  claimGradientReduction,
+  currentBackward,
+  type RemovableHandle,
+  releaseGradientReduction,
+  type Tensor,
+} from '@ddp/autograd';
 import { CollectiveMismatchError, type ProcessGroup, ReduceOp } from '@ddp/comm';
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
@@ -36,6 +42,11 @@ export class GradientSharder {
   private readonly buffers = new BufferPool(Number.POSITIVE_INFINITY);
   /** The iteration's start (its join notice), which its reduces wait for. */
   private started: Promise<unknown> = Promise.resolve();
+  /** Whether this iteration's start was issued (from its first reduce until step). */
+  private open = false;
+  /** The backward that issued it, and whether it failed: the rest of that backward reduces nothing. */
+  private startedIn: object | null = null;
+  private failed = false;
 
   constructor(
     private readonly params: readonly Tensor[],
@@ -93,7 +104,8 @@ export class GradientSharder {
       );
     }
     this.reduced.add(p);
-    if (this.order.length === 0) this.started = this.onIterationStart();
+    const backward = currentBackward();
+    if (!this.open || (this.failed && backward !== this.startedIn)) this.startIteration(backward);
     const started = this.started;
     const grad = p.grad;
     if (grad === null) return;
@@ -105,7 +117,8 @@ export class GradientSharder {
     // issued once the iteration's join notice settled (every reduce awaits the same promise, so in
     // hook order): when it raises EarlyTerminationError no reduce has gone out and the group stays usable
     await started.catch((error: unknown) => {
-      this.abandonIteration();
+      this.abandon(p, mine);
+      this.buffers.give(buf);
       throw error;
     });
     // an all-reduce, not a reduce to the owner: on shared memory it runs in place (comm's reduce stages the
@@ -196,16 +209,29 @@ export class GradientSharder {
   }
 
   /**
-   * The iteration's start failed (EarlyTerminationError) before any reduce went out: the owners'
-   * earlier gradients go back, and the next backward starts a fresh iteration (the stale order
-   * and rejected start made every later backward fail, the set-aside gradients added later).
+   * Issues the iteration's join notice. Its failure holds for the rest of the backward: a hook firing
+   * after it began a new iteration whose notice was already sent, and that reduce went out alone (the
+   * group unusable for good, probe DB); the next backward starts afresh.
    */
-  private abandonIteration(): void {
-    for (const [p, earlier] of this.earlier) p.grad = earlier;
-    this.earlier.clear();
+  private startIteration(backward: object | null): void {
+    this.open = true;
+    this.failed = false;
+    this.startedIn = backward;
+    this.started = this.onIterationStart();
+  }
+
+  /**
+   * The iteration's start failed (EarlyTerminationError, JoinShadowError) before any reduce went out:
+   * `p`'s gradient goes back to what it was before the backward, as torch's error in forward leaves
+   * it (the stale order made every later backward fail; an owner's local gradient stayed and was
+   * averaged into the next epoch's first step, 7e-2 off, probe DB).
+   */
+  private abandon(p: Tensor, mine: boolean): void {
+    if (mine) p.grad = this.earlier.get(p) ?? null;
+    this.earlier.delete(p);
     this.order = [];
     this.reduced.clear();
-    this.started = Promise.resolve();
+    this.failed = true;
   }
 
   /** Ends an iteration (called by the optimizer's step, or instead of it when a step is skipped). */
@@ -213,6 +239,7 @@ export class GradientSharder {
     if (this.order.length > 0) this.lastOrder = this.order;
     this.order = [];
     this.reduced.clear();
+    this.open = false;
   }
 
   /** Removes the hooks and the shard marks (the gradients are whole again once the optimizer is gone). */

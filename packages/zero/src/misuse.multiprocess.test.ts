@@ -25,6 +25,7 @@ type Init =
   | 'in-ddp'
   | 'early-stop'
   | 'join-first'
+  | 'join-divide'
   | 'bad-group';
 const run = async (stage: number, init: Init, backwards = 1) =>
   (
@@ -159,6 +160,18 @@ describe('ZeroRedundancyOptimizer misuse raises ZeroError on every rank', () => 
     expect(joined.error?.message).toMatch(/^rank 0: joined before its first step/);
     expect(active.error?.name).toBe('JoinShadowError');
     expect(active.error?.message).toMatch(/^join: rank 1 is active, and a rank that joined cannot shadow/);
+    for (const r of [joined, active]) {
+      expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
+      expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);
+    }
+  }, 90_000);
+
+  it('stage 2 under join with divideByInitialWorldSize: false: refused on every rank at once, then the group works', async () => {
+    // before: only the joined rank raised; the active one waited out its timeout in its next step (probe DB)
+    const [joined, active] = await run(2, 'join-divide');
+    expect(joined.error?.name).toBe('ZeroError');
+    expect(joined.error?.message).toMatch(/^rank 0: stage 2 averages gradients over the initial world size/);
+    expect(active.error?.name).toBe('JoinShadowError');
     for (const r of [joined, active]) {
       expect(r.sum, `rank ${r.rank}: an all-reduce after it`).toBe(3);
       expect(r.unchanged, `rank ${r.rank}: a finite step after it`).toBe(false);

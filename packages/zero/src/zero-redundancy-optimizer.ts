@@ -196,7 +196,13 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
   private notifyOnce(): Promise<unknown> {
     if (this.notified) return Promise.resolve();
     this.notified = true;
-    return notifyJoinContext(this);
+    const notice = notifyJoinContext(this);
+    // a failed iteration (EarlyTerminationError, JoinShadowError) is over: the next one notifies again (it
+    // sent its reduces without a notice, which met the other ranks' notices: every later step failed, probe DB)
+    notice.catch(() => {
+      this.notified = false;
+    });
+    return notice;
   }
 
   /**
@@ -252,18 +258,29 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
 
   /** A joined rank still steps its shard and sends it (stage 2: after replaying the gradient reduces). */
   joinHook(opts: JoinHookOptions): JoinHook {
-    if (this.stage === 2 && opts.divideByInitialWorldSize === false) {
-      throw new ZeroError(
-        'stage 2 averages gradients over the initial world size; divideByInitialWorldSize: false is not supported',
-      );
-    }
+    // refused through cannotShadow, so the active ranks raise too (thrown here, on the joined rank only,
+    // the others waited out their timeout; probe DB)
+    const refusal =
+      this.stage === 2 && opts.divideByInitialWorldSize === false
+        ? new ZeroError(
+            `rank ${this.processGroup.ranks[this.processGroup.rank]}: stage 2 averages gradients over the initial ` +
+              'world size; divideByInitialWorldSize: false is not supported',
+          )
+        : null;
+    // stage 2's replays leave the averages in the owner's gradients: given back after join, as DDP's
+    // hook does (they stayed, and the next epoch's first step added to them, 4e-2 off; probe DB)
+    let before: Map<Tensor, tf.Tensor | null> | null = null;
     return {
       mainHook: async () => {
+        if (this.sharder) before ??= new Map(this.allParams().map((p) => [p, p.grad?.clone() ?? null]));
         await this.sharder?.replayWithZeros();
         await this.step();
       },
-      postHook: () => {},
-      cannotShadow: () => this.sharder?.cannotReplay() ?? null,
+      postHook: () => {
+        for (const [p, grad] of before ?? []) p.grad = grad;
+        before = null;
+      },
+      cannotShadow: () => refusal ?? this.sharder?.cannotReplay() ?? null,
     };
   }
 

@@ -112,7 +112,7 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
     { n: 3, stage: 1 },
     { n: 2, stage: 2 },
   ] as const)(
-    'uneven inputs (rank r gets 5 + r batches) under join, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes',
+    'uneven inputs (rank r gets 5 + r batches) under join, two epochs, stage $stage, $n ranks: identical parameters, as divideByInitialWorldSize prescribes',
     async ({ n, stage }) => {
       expectSameParamsEverywhere(await caseOf(n, { stage, mode: 'uneven', ddp: false }), 1e-6);
     },
@@ -120,7 +120,7 @@ describe('ZeroRedundancyOptimizer across real processes, against one process wit
   );
 
   it(
-    'DDP + ZeRO under join with uneven inputs, 3 ranks: identical parameters, as divideByInitialWorldSize prescribes',
+    'DDP + ZeRO under join with uneven inputs, two epochs, 3 ranks: identical parameters, as divideByInitialWorldSize prescribes',
     async () => {
       expectSameParamsEverywhere(await caseOf(3, { mode: 'uneven', ddp: true }), 1e-6);
     },

@@ -64,14 +64,17 @@ async function joinScenario(
   process.on('warning', onWarning);
   let reference: Record<string, number[]> | null = null;
   const steps = batchesOf(pg.size - 1);
-  const epochs = throwOnEarlyTermination ? 1 : 2;
-  if (pg.rank === 0 && !throwOnEarlyTermination) {
+  const ranks = [...Array(pg.size).keys()];
+  // [batch, ranks active] per step; with throwOnEarlyTermination: the steps before the error, then 2 without join
+  const plan = throwOnEarlyTermination
+    ? [...[...Array(batchesOf(0)).keys()], 0, 1].map((s) => [s, ranks] as const)
+    : [...Array(2 * steps).keys()].map((s) => [s % steps, ranks.filter((r) => batchesOf(r) > s % steps)] as const);
+  if (pg.rank === 0) {
     const ref = mlp(31);
     const opt = new SGD(ref.parameters(), { lr: 0.1 });
-    for (let s = 0; s < steps * epochs; s++) {
-      const active = [...Array(pg.size).keys()].filter((r) => batchesOf(r) > s % steps);
+    for (const [s, active] of plan) {
       for (const r of active) {
-        const { x, y } = batch(r, s % steps);
+        const { x, y } = batch(r, s);
         const loss = tidy(() =>
           mse(ref.forward(rows(x, 0, 4)), rows(y, 0, 4)).div(divideByN ? pg.size : active.length),
         );
@@ -105,9 +108,13 @@ async function joinScenario(
     // the group stays usable after the error (a checkpoint can still be saved): torch's does
     const after = Float32Array.of(pg.rank + 1);
     await pg.allReduce(after).wait();
-    return { earlyTermination: error?.name, message: error?.message, sumAfter: after[0] };
+    // from the gradients of before the failed step, as torch's error in forward leaves them: its local gradient
+    // stayed in .grad (the error skipped zeroGrad) and was averaged into the next step (7e-2 off; probe DB)
+    await trainOn(ddp, opt, pg.rank, 2);
+    const result = { earlyTermination: error?.name, message: error?.message, sumAfter: after[0] };
+    return { ...result, params: snapshot(model), reference };
   }
-  for (let e = 0; e < epochs; e++) {
+  for (let e = 0; e < 2; e++) {
     await epoch();
     gradsAfterJoin.push(
       ...model.parameters().map((p) => (p.grad ? Math.max(...[...p.grad.dataSync()].map(Math.abs)) : 0)),

@@ -6,7 +6,7 @@ import { tf } from '@ddp/tensor';
 /**
  * Test stand-in for DDP's gradient sync: all-reduces every gradient and divides by the
  * initial world size. Joinable: a joined rank contributes zeros and keeps the averaged
- * result as its gradient (so ZeRO's joined rank steps its shard with the true average).
+ * result as its gradient while joined (so ZeRO's joined rank steps its shard with the true average).
  */
 export class GradAverager implements Joinable {
   constructor(
@@ -33,7 +33,17 @@ export class GradAverager implements Joinable {
     });
   }
 
+  /** As DDP's: a joined rank's own gradients are given back after join (the shadows' averages stayed in them). */
   joinHook(): JoinHook {
-    return { mainHook: () => this.average(true), postHook: () => {} };
+    let before: (tf.Tensor | null)[] | null = null;
+    return {
+      mainHook: () => {
+        before ??= this.params.map((p) => p.grad?.clone() ?? null);
+        return this.average(true);
+      },
+      postHook: () => {
+        for (const [i, grad] of before?.entries() ?? []) this.params[i].grad = grad;
+      },
+    };
   }
 }

@@ -68,9 +68,10 @@ if (init === 'in-ddp' || init === 'bad-group') {
 }
 const zero = new ZeroRedundancyOptimizer(groups, Adam, { lr: 0.01 }, { stage });
 // 'early-stop': rank r takes 1 + r batches under join with throwOnEarlyTermination; 'join-first':
-// rank r takes r batches under join (rank 0 joins before its first step). After the error, is the
-// group still usable (an all-reduce's sum) and does the next step train?
-if (init === 'early-stop' || init === 'join-first') {
+// rank r takes r batches under join (rank 0 joins before its first step); 'join-divide': 1 + r
+// batches under join with divideByInitialWorldSize: false. After the error, is the group still
+// usable (an all-reduce's sum) and does the next step train?
+if (init === 'early-stop' || init === 'join-first' || init === 'join-divide') {
   const batchStep = async (b: number) => {
     const x = tensor(
       Array.from({ length: 8 }, (_, i) => Math.sin(i + b + group.rank)),
@@ -86,9 +87,9 @@ if (init === 'early-stop' || init === 'join-first') {
   const stopped = await join(
     [zero],
     async () => {
-      for (let b = 0; b < group.rank + (init === 'early-stop' ? 1 : 0); b++) await batchStep(b);
+      for (let b = 0; b < group.rank + (init === 'join-first' ? 0 : 1); b++) await batchStep(b);
     },
-    { throwOnEarlyTermination: init === 'early-stop' },
+    { throwOnEarlyTermination: init === 'early-stop', divideByInitialWorldSize: init !== 'join-divide' },
   ).then(
     () => null,
     (e: Error) => ({ name: e.name, message: e.message }),

@@ -77,10 +77,14 @@ async function runCase(c: Case, group: ProcessGroup): Promise<Record<string, unk
 
   const result: Record<string, unknown> = { rank };
   if (c.mode === 'uneven') {
-    await join(ddp ? [ddp, zero] : averager ? [averager, zero] : [zero], async () => {
-      for (let t = 0; t < stepsOf(rank); t++) await trainStep(t);
-    });
-    for (let t = 0; t < maxSteps; t++) await refStep(t);
+    // two epochs, a join each: the ranks that joined first begin the second from their own gradients (stage 2's
+    // replays left the averages there, and the next step added them in; probe DB)
+    for (let epoch = 0; epoch < 2; epoch++) {
+      await join(ddp ? [ddp, zero] : averager ? [averager, zero] : [zero], async () => {
+        for (let t = 0; t < stepsOf(rank); t++) await trainStep(t);
+      });
+      for (let t = 0; t < maxSteps; t++) await refStep(t);
+    }
   } else if (c.mode === 'even') {
     let tensorsAfter5 = 0;
     for (let t = 0; t < maxSteps; t++) {
