@@ -108,7 +108,9 @@ type Where = { masterAddr?: string; wrap?: (rank: number) => string[] };
 async function runDdp(world: number, sizes: number[], env: Record<string, string> = {}, where: Where = {}) {
   const self = fileURLToPath(import.meta.url);
   const args = ['--conditions=@ddp/source', '--import', 'tsx', self, '--rank', `--sizes=${sizes.join(',')}`];
-  return (await runSampleWorld<Timing>(world, process.execPath, args, { env, timeoutMs: 300_000, ...where })).flat();
+  // the flat ring's world over the 100 Mbit/s link takes ~4 min (50 000 warm-up all-reduces across it, then
+  // 16 MiB ones): 5 min killed it on a busy machine
+  return (await runSampleWorld<Timing>(world, process.execPath, args, { env, timeoutMs: 900_000, ...where })).flat();
 }
 
 /** The two-host section: 2 × 2 ranks in network namespaces over a veth link limited by tc tbf. */

@@ -6,6 +6,7 @@ import {
   type Tensor,
 } from '@ddp/autograd';
 import { CollectiveMismatchError, type ProcessGroup, ReduceOp } from '@ddp/comm';
+import type { JoinHook } from '@ddp/join';
 import { markGradientShard, unmarkGradientShard } from '@ddp/nn';
 import { copyTensorInto, tensorFromFloat32, tf } from '@ddp/tensor';
 import { ZeroError } from './errors.js';
@@ -137,6 +138,29 @@ export class GradientSharder {
     this.earlier.delete(p);
     p.grad = earlier ? tf.add(earlier, average) : average;
     if (earlier) tf.dispose([earlier, average]);
+  }
+
+  /**
+   * Stage 2's side of join: a joined rank replays the last iteration's reduces with zeros, then `step`s
+   * its shard. The replays leave the averages in the owner's gradients: given back after join, as DDP's
+   * hook does (they stayed, and the next epoch's first step added them in, 4e-2 off; probe DB).
+   * `refusal`: why this rank cannot shadow at all, raised through cannotShadow so the active ranks raise
+   * too (thrown by the hook, on the joined rank alone, the others waited out their timeout).
+   */
+  joinHook(step: () => Promise<void>, refusal: ZeroError | null): JoinHook {
+    let before: Map<Tensor, tf.Tensor | null> | null = null;
+    return {
+      mainHook: async () => {
+        before ??= new Map(this.params.map((p) => [p, p.grad?.clone() ?? null]));
+        await this.replayWithZeros();
+        await step();
+      },
+      postHook: () => {
+        for (const [p, grad] of before ?? []) p.grad = grad;
+        before = null;
+      },
+      cannotShadow: () => refusal ?? this.cannotReplay(),
+    };
   }
 
   /** Why a joined rank cannot replay (join asks before each shadowed iteration), or null. */

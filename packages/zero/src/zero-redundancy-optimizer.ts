@@ -258,30 +258,11 @@ export class ZeroRedundancyOptimizer<O extends { lr: number }> extends Optimizer
 
   /** A joined rank still steps its shard and sends it (stage 2: after replaying the gradient reduces). */
   joinHook(opts: JoinHookOptions): JoinHook {
-    // refused through cannotShadow, so the active ranks raise too (thrown here, on the joined rank only,
-    // the others waited out their timeout; probe DB)
-    const refusal =
-      this.stage === 2 && opts.divideByInitialWorldSize === false
-        ? new ZeroError(
-            `rank ${this.processGroup.ranks[this.processGroup.rank]}: stage 2 averages gradients over the initial ` +
-              'world size; divideByInitialWorldSize: false is not supported',
-          )
-        : null;
-    // stage 2's replays leave the averages in the owner's gradients: given back after join, as DDP's
-    // hook does (they stayed, and the next epoch's first step added to them, 4e-2 off; probe DB)
-    let before: Map<Tensor, tf.Tensor | null> | null = null;
-    return {
-      mainHook: async () => {
-        if (this.sharder) before ??= new Map(this.allParams().map((p) => [p, p.grad?.clone() ?? null]));
-        await this.sharder?.replayWithZeros();
-        await this.step();
-      },
-      postHook: () => {
-        for (const [p, grad] of before ?? []) p.grad = grad;
-        before = null;
-      },
-      cannotShadow: () => refusal ?? this.sharder?.cannotReplay() ?? null,
-    };
+    if (!this.sharder) return { mainHook: () => this.step(), postHook: () => {} };
+    const why = `rank ${this.processGroup.ranks[this.processGroup.rank]}: stage 2 averages gradients over the`;
+    const unsupported = `${why} initial world size; divideByInitialWorldSize: false is not supported`;
+    const refusal = opts.divideByInitialWorldSize === false ? new ZeroError(unsupported) : null;
+    return this.sharder.joinHook(() => this.step(), refusal);
   }
 
   override dispose(): void {

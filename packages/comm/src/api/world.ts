@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { destroyMpi, initMpi, mpiNotAvailable, mpiWorld } from '../backends/mpi-world.js';
 import {
   CommError,
@@ -6,14 +5,13 @@ import {
   InvalidArgumentError,
   NotInitializedError,
   RunMismatchError,
-  WorldSizeMismatchError,
 } from '../errors.js';
 import type { SharedMemory } from '../native.js';
 import { readLaunchEnv } from '../rendezvous/env.js';
 import { hostId } from '../rendezvous/host-id.js';
 import { hostLayout } from '../rendezvous/host-layout.js';
 import { placeFromOptions } from '../rendezvous/launch-agreement.js';
-import { agreeOnWorldSize, CONFLICT_LINGER_MS, claimRank, readAddresses } from '../rendezvous/rendezvous.js';
+import { agreeOnWorldSize, claimRank, lingerIfTold, readAddresses } from '../rendezvous/rendezvous.js';
 import { connectWorldStore, finishWorldStore } from '../rendezvous/world-store.js';
 import { StagingPool } from '../scheduling/staging.js';
 import { CommThread, MainRunner } from '../scheduling/threads.js';
@@ -187,9 +185,7 @@ export async function initProcessGroup(opts: InitOptions = {}): Promise<ProcessG
     return group;
   } catch (e) {
     const hostsStore = ownsStore && store instanceof TCPStore && store.server !== null;
-    // the ranks still waiting read why from its store
-    const told = e instanceof WorldSizeMismatchError || e instanceof EarlierAttemptError;
-    if (hostsStore && told) await sleep(CONFLICT_LINGER_MS);
+    if (hostsStore) await lingerIfTold(e);
     if (ownsStore) await store.close();
     throw e;
   }

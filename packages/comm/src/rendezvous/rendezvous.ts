@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CommError,
   CommTimeoutError,
@@ -21,7 +22,12 @@ const SIZE_KEY = 'ddp/world_size';
 const CONFLICT_KEY = 'ddp/world_size_conflict';
 const CONFLICT_POLL_MS = 500;
 /** How long the store's host keeps serving after a conflict, so the ranks still waiting can read it. */
-export const CONFLICT_LINGER_MS = 3 * CONFLICT_POLL_MS;
+const CONFLICT_LINGER_MS = 3 * CONFLICT_POLL_MS;
+
+/** On the store's host, after an error the ranks still waiting read from its store: keeps serving a while. */
+export async function lingerIfTold(e: unknown): Promise<void> {
+  if (e instanceof WorldSizeMismatchError || e instanceof EarlierAttemptError) await sleep(CONFLICT_LINGER_MS);
+}
 
 /** Which rank claimed which size. */
 interface SizeClaim {
@@ -133,8 +139,8 @@ export async function readAddresses(
     }
     if (await store.check([LATER_ATTEMPT_KEY])) {
       // its node restarted (a rank failed before meeting): every node restarts, or they never meet again
-      const later = decodeText(await store.get(LATER_ATTEMPT_KEY));
-      const why = `a rank of "${later}", a later attempt of this run, is waiting: this attempt ends so that it restarts too`;
+      const later = `a rank of "${decodeText(await store.get(LATER_ATTEMPT_KEY))}", a later attempt of this run`;
+      const why = `${later}, is waiting: this attempt ends so that it restarts too`;
       throw new EarlierAttemptError(`rank ${rank}: rendezvous: ${why}`, { rank, op: 'initProcessGroup' });
     }
     if (Date.now() >= deadline) {
