@@ -60,7 +60,8 @@ export class RunMismatchError extends CommError {
 /**
  * The two sides are attempts of one run (ddp-run's restarts), the server the earlier: its store
  * lingers until that attempt's rank 0 exits, and the new one takes the port after it. A store
- * client of the later attempt waits; the server does not warn.
+ * client of the later attempt waits; the server does not warn. The earlier attempt's ranks still
+ * meeting in that store raise it too: a later attempt knocked (its node restarted), so theirs ends.
  */
 export class EarlierAttemptError extends RunMismatchError {
   override name = 'EarlierAttemptError';

@@ -15,7 +15,7 @@
 namespace ddp_mpi {
 namespace {
 
-std::mutex commsMu;  // SPLIT adds to comms on the world's thread while other communicators' threads read it
+std::mutex commsMu;  // SPLIT adds to comms on its parent's thread while other communicators' threads read it
 std::vector<MPI_Comm> comms;  // handle → communicator; 0 is MPI_COMM_WORLD
 
 MPI_Comm CommOf(int handle) {
@@ -224,6 +224,11 @@ void Execute(Task* t) {
     int provided = 0;
     rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     t->multiple = provided >= MPI_THREAD_MULTIPLE;
+    if (rc == MPI_SUCCESS && !t->multiple)  // comm warns with it
+      t->error = "MPI granted thread level " + std::to_string(provided) +
+                 " (not MPI_THREAD_MULTIPLE): every group's calls run on one thread, in the order this rank issued "
+                 "them, so groups whose calls ranks issue in different orders (a checkpoint saved in the background "
+                 "beside training) wait on each other until the timeout";
     if (rc == MPI_SUCCESS) {
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // errors come back as codes, not exit()
       comms.assign(1, MPI_COMM_WORLD);

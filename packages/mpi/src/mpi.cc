@@ -35,7 +35,7 @@ struct Lane {
 std::mutex& lanesMu = *new std::mutex;
 std::vector<Lane*>& lanes = *new std::vector<Lane*>;  // by communicator handle (null: no call yet)
 std::atomic<bool> multiple{false};  // MPI granted MPI_THREAD_MULTIPLE: a thread per communicator
-bool finalizing = false;  // under lanesMu: the world's FINALIZE has begun; later calls fail at once
+bool finalizing = false;  // under lanesMu: FINALIZE was issued; later calls fail at once
 napi_threadsafe_function done = nullptr;
 int pending = 0;  // tasks not yet resolved (main thread only): the tsfn keeps the loop alive while > 0
 bool detached = false;  // after unref(): pending tasks no longer keep the loop alive
@@ -53,8 +53,9 @@ void Enqueue(Lane* lane, Task* t) {
 void StopOtherLanes() {
   std::vector<Lane*> others;
   {
+    // no call reaches a lane after FINALIZE was issued (Call holds lanesMu while it enqueues): each stop
+    // comes after every call of its lane
     std::lock_guard<std::mutex> lock(lanesMu);
-    finalizing = true;
     for (size_t i = 1; i < lanes.size(); i++)
       if (lanes[i] != nullptr) others.push_back(lanes[i]);
   }
@@ -125,11 +126,9 @@ void Loop(Lane* lane, bool world) {
 }
 
 // The lane of communicator `comm` (all on the world's without MPI_THREAD_MULTIPLE), started on its first
-// call; null once finalising (a call then would reach MPI after MPI_Finalize, or never run).
+// call. Under lanesMu.
 Lane* LaneOf(int comm) {
   const size_t at = multiple ? static_cast<size_t>(comm) : 0;
-  std::lock_guard<std::mutex> lock(lanesMu);
-  if (finalizing) return nullptr;
   if (lanes.size() <= at) lanes.resize(at + 1, nullptr);
   if (lanes[at] == nullptr) {
     lanes[at] = new Lane();
@@ -146,33 +145,37 @@ napi_value Str(napi_env env, const std::string& s) {
   return v;
 }
 
-// On the main thread: [status, descriptors, output, message] for a call; ints for init/split.
+// On the main thread: a call's promise resolved with [status, descriptors, output, message, i0, i1].
+void Settle(napi_env env, Task* t) {
+  napi_value r, v;
+  napi_create_array_with_length(env, 4, &r);
+  napi_create_int32(env, t->status, &v);
+  napi_set_element(env, r, 0, v);
+  if (!t->all.empty()) {
+    napi_value ab;
+    void* p;
+    napi_create_arraybuffer(env, t->all.size() * 4, &p, &ab);
+    std::memcpy(p, t->all.data(), t->all.size() * 4);
+    napi_create_typedarray(env, napi_int32_array, t->all.size(), ab, 0, &v);
+    napi_set_element(env, r, 1, v);
+  }
+  void* p;
+  napi_create_arraybuffer(env, t->out.size(), &p, &v);
+  if (!t->out.empty()) std::memcpy(p, t->out.data(), t->out.size());
+  napi_set_element(env, r, 2, v);
+  napi_set_element(env, r, 3, Str(env, t->error));
+  for (int i = 0; i < 2; i++) {
+    napi_create_int32(env, t->ints[i], &v);
+    napi_set_element(env, r, 4 + i, v);
+  }
+  for (Buf* b : {&t->a, &t->b}) if (b->ref) napi_delete_reference(env, b->ref);
+  napi_resolve_deferred(env, t->deferred, r);
+}
+
 void Resolve(napi_env env, napi_value, void*, void* data) {
   Task* t = static_cast<Task*>(data);
   if (env != nullptr) {
-    napi_value r, v;
-    napi_create_array_with_length(env, 4, &r);
-    napi_create_int32(env, t->status, &v);
-    napi_set_element(env, r, 0, v);
-    if (!t->all.empty()) {
-      napi_value ab;
-      void* p;
-      napi_create_arraybuffer(env, t->all.size() * 4, &p, &ab);
-      std::memcpy(p, t->all.data(), t->all.size() * 4);
-      napi_create_typedarray(env, napi_int32_array, t->all.size(), ab, 0, &v);
-      napi_set_element(env, r, 1, v);
-    }
-    void* p;
-    napi_create_arraybuffer(env, t->out.size(), &p, &v);
-    if (!t->out.empty()) std::memcpy(p, t->out.data(), t->out.size());
-    napi_set_element(env, r, 2, v);
-    napi_set_element(env, r, 3, Str(env, t->error));
-    for (int i = 0; i < 2; i++) {
-      napi_create_int32(env, t->ints[i], &v);
-      napi_set_element(env, r, 4 + i, v);
-    }
-    for (Buf* b : {&t->a, &t->b}) if (b->ref) napi_delete_reference(env, b->ref);
-    napi_resolve_deferred(env, t->deferred, r);
+    Settle(env, t);
     if (--pending == 0) napi_unref_threadsafe_function(env, done);
     if (t->kind == FINALIZE) napi_release_threadsafe_function(done, napi_tsfn_release);
   }
@@ -236,15 +239,20 @@ napi_value Call(napi_env env, napi_callback_info info) {
   }
   napi_value promise;
   napi_create_promise(env, &t->deferred, &promise);
-  if (pending++ == 0 && !detached) napi_ref_threadsafe_function(env, done);
-  Lane* lane = LaneOf(t->comm);
-  if (lane == nullptr) {
-    t->status = MPI_FAILED;
-    t->error = "MPI was finalised by destroyProcessGroup";
-    Resolve(env, nullptr, nullptr, t);
-  } else {
-    Enqueue(lane, t);
+  {
+    // a call after FINALIZE would reach MPI after MPI_Finalize, or never run; `done` may be released by then
+    std::lock_guard<std::mutex> lock(lanesMu);
+    if (!finalizing) {
+      if (pending++ == 0 && !detached) napi_ref_threadsafe_function(env, done);
+      Enqueue(LaneOf(t->comm), t);
+      finalizing = t->kind == FINALIZE;
+      return promise;
+    }
   }
+  t->status = MPI_FAILED;
+  t->error = "MPI was finalised by destroyProcessGroup";
+  Settle(env, t);
+  delete t;
   return promise;
 }
 

@@ -135,8 +135,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
     this.underJoin = isJoinActive(this);
     if (isJoinActive(this)) {
       // the buckets go out once it settles; awaited at the end of backward: raises EarlyTerminationError
-      this.joinNotice?.release();
-      this.joinNotice = new IterationNotice(notifyJoinContext(this), this.params);
+      this.joinNotice = IterationNotice.replacing(this.joinNotice, notifyJoinContext(this), this.params);
     }
     this.bufferSync.beforeForward(this.requireSync, this.rank);
     const out = (this.module.forward as (...a: unknown[]) => unknown)(...args);
@@ -237,6 +236,7 @@ export class DistributedDataParallel<M extends Module = Module> extends ModuleDe
       await this.completeIteration(reduction, true);
     } finally {
       this.reduction = null;
+      this.joinNotice?.release(); // its clones, when raiseUnused threw before it settled
       this.joinNotice = null; // also when raiseUnused threw: a stale notice held later launches
     }
   }

@@ -99,6 +99,16 @@ export class IterationNotice {
     );
   }
 
+  /** The next iteration's notice; `previous`, if any, is not needed any more (a forward without a backward). */
+  static replacing(
+    previous: IterationNotice | null,
+    sent: Promise<unknown>,
+    params: readonly { param: Parameter }[],
+  ): IterationNotice {
+    previous?.release();
+    return new IterationNotice(sent, params);
+  }
+
   /** At the end of backward: the notice's error, with the gradients of before the iteration given back. */
   async settle(): Promise<void> {
     try {

@@ -63,7 +63,7 @@ export class MpiProcessGroup implements ProcessGroup {
   /** The same members with collectives of their own: MPI_Comm_split of this communicator (collective over it). */
   async duplicate(timeoutMs: number): Promise<MpiProcessGroup> {
     const call = { kind: SPLIT, rule: 0, type: 0, op: this.rank, root: 0, desc: null, counts: null, a: null, b: null };
-    const [, , , , handle] = await this.rt.order.issue([], () =>
+    const [, , , , handle] = await this.rt.order.issue(this.comm.handle, [], () =>
       this.rt.run(this.comm, 'duplicateGroup', call, timeoutMs),
     );
     if (handle < 0) throw new CommError(`rank ${this.me}: duplicateGroup: MPI gave no communicator`);
@@ -90,10 +90,10 @@ export class MpiProcessGroup implements ProcessGroup {
         throw err;
       }
     };
-    let p = staged((err) => void this.rt.order.issue([], async () => this.announce(call, err)));
+    let p = staged((err) => void this.rt.order.issue(this.comm.handle, [], async () => this.announce(call, err)));
     // the call's arrays (prepare has checked them), for the issue order
     const arrays = args.flat().filter((a): a is ArrayBufferView => ArrayBuffer.isView(a));
-    const run = this.rt.order.issue(arrays, async (restage) => {
+    const run = this.rt.order.issue(this.comm.handle, arrays, async (restage) => {
       if (restage) p = staged((err) => this.announce(call, err)); // at its dispatch: its place
       const r = await this.rt.run(this.comm, call, p.call, this.timeoutMs);
       return p.finish(r[2], r[1]);
@@ -283,6 +283,7 @@ export class MpiProcessGroup implements ProcessGroup {
     }
     let staged = p2pCall(ops);
     const run = this.rt.order.issue(
+      this.comm.handle,
       ops.map((o) => o.buf),
       async (restage) => {
         if (restage) staged = p2pCall(ops);

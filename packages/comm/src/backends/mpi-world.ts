@@ -52,6 +52,7 @@ export async function initMpi(timeoutMs: number, given: { rank?: number; worldSi
   const [status, , , message, rank, size] = await addon.call(INIT, 0, 0, 0, 0, 0, null, null, null, null);
   if (status !== 0)
     throw new CommError(`initProcessGroup: MPI_Init_thread failed: ${message}`, { op: 'initProcessGroup' });
+  if (message) process.emitWarning(`rank ${rank}: ${message}`, { code: 'DDP_MPI_THREAD_LEVEL' });
   const rt = new MpiRuntime(addon, rank);
   const comm: MpiComm = { handle: 0, ranks: Array.from({ length: size }, (_, r) => r), rank, failed: null };
   const w: MpiWorld = {
@@ -96,7 +97,8 @@ export async function destroyMpi(): Promise<void> {
     a: null,
     b: null,
   } as const;
-  await w.rt.order.issue([], () => w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs)).catch(() => {});
+  // behind the held calls of every group: dispatched after MPI_Finalize, they would fail
+  await w.rt.order.issue('every', [], () => w.rt.run(comm, 'destroyProcessGroup', call, w.timeoutMs)).catch(() => {});
 }
 
 /** newGroup on the mpi backend: MPI_Comm_split of the world, collective over it like newGroup. */
@@ -115,8 +117,8 @@ export async function newMpiGroup(w: MpiWorld, members: number[], timeoutMs: num
     a: null,
     b: null,
   } as const;
-  // behind any held call: the MPI thread runs every rank's calls in issue order
-  const split = w.rt.order.issue([], () => w.rt.run(world0, 'newGroup', call, timeoutMs));
+  // behind any held call of the world: its thread runs every rank's calls on it in issue order
+  const split = w.rt.order.issue(0, [], () => w.rt.run(world0, 'newGroup', call, timeoutMs));
   const [, , , , handle] = await split.catch((error: Error) => {
     // a rank that skipped the call (the default backend allows it): MPI said only MPI_ERR_TRUNCATE
     if (error.message.includes('MPI error'))

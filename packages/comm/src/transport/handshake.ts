@@ -10,11 +10,14 @@ import { ByteQueue } from './byte-queue.js';
  * before any other byte is trusted. Neither side ever sends the secret itself. Both sides
  * also name their run (DDP_RUN_ID): a server of another run refuses with its own id, so two
  * worlds that share a port and a secret fail with RunMismatchError instead of mixing. A client
- * of a later attempt of the server's run (its launcher restarted) proves the secret for its own
- * run id and is then refused with verdict 2: the server may believe it, and end its attempt.
+ * of a later attempt of the server's run (its launcher restarted) is challenged without the
+ * server's proof ("DDPL": a proof for a run id the server is not of would serve anyone who asks),
+ * proves the secret for its own run id and is refused with verdict 2: the server may believe it,
+ * and end its attempt.
  *
  *   client → server  HELLO  "DDPH" v purpose rank:i32 nonceC[16] idLen:u8 runId   (27 + idLen bytes)
  *   server → client  "DDPS" nonceS[16] HMAC(secret, "S"|purpose|runId|nonceC|nonceS) (52 bytes)
+ *               or   "DDPL" nonceS[16]: a later attempt of the server's run        (20 bytes)
  *               or   "DDPX" idLen:u8 runId: another run, connection closed
  *   client → server  HMAC(secret, "C"|purpose|rank|runId|nonceS|nonceC)            (32 bytes)
  *   server → client  1 byte: 1 = accepted, 0 = refused, 2 = the server is an earlier attempt (closed)
@@ -30,6 +33,7 @@ const HELLO_LEN = 27;
 const MAGIC_LEN = 4;
 const CHALLENGE_LEN = 52;
 const MAC_LEN = 32;
+const NONCE_LEN = 16;
 const ACCEPTED = 1;
 const EARLIER_ATTEMPT = 2;
 
@@ -161,12 +165,14 @@ export async function clientHandshake(
         rank: opts.rank,
       });
     }
-    if (magic !== 'DDPS') throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
-    const ch = Buffer.from(await reader.read(CHALLENGE_LEN - MAGIC_LEN));
-    const nonceS = ch.subarray(0, 16);
+    if (magic !== 'DDPS' && magic !== 'DDPL')
+      throw new ProtocolError(`${opts.what}: not a ddp server (bad magic)`, { op: 'handshake' });
+    const laterThanServer = magic === 'DDPL';
+    const ch = Buffer.from(await reader.read(laterThanServer ? NONCE_LEN : CHALLENGE_LEN - MAGIC_LEN));
+    const nonceS = ch.subarray(0, NONCE_LEN);
     const purposeByte = Buffer.from([opts.purpose]);
     const expected = mac(opts.secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
-    if (!timingSafeEqual(expected, ch.subarray(16, 48))) {
+    if (!laterThanServer && !timingSafeEqual(expected, ch.subarray(NONCE_LEN, NONCE_LEN + MAC_LEN))) {
       throw new AuthError(`${opts.what}: the server does not know this run's secret (DDP_SECRET differs)`, {
         op: 'handshake',
         rank: opts.rank,
@@ -230,7 +236,7 @@ export async function serverHandshake(
       throw new ProtocolError(`${opts.what}: client claims out-of-range rank ${rank}`, { op: 'handshake' });
     }
     // a later attempt proves the secret for its own run id: only then may it end this attempt
-    if (!(await provesSecret(socket, reader, opts.secret, hello, encodeRunId(theirs)))) {
+    if (!(await clientProvesSecret(socket, reader, opts.secret, hello, encodeRunId(theirs), !later))) {
       socket.end(Buffer.from([0]));
       throw new AuthError(`${opts.what}: refused a client claiming rank ${rank}: wrong secret`, {
         op: 'handshake',
@@ -253,13 +259,23 @@ export async function serverHandshake(
   }
 }
 
-/** Proves the secret to the client for `runId` and checks the client's proof; true when it holds. */
-async function provesSecret(socket: Socket, reader: Reader, secret: string, hello: Buffer, runId: Buffer) {
+/**
+ * Challenges the client (with the server's own proof for `runId` when `proveFirst`) and checks the
+ * client's proof for `runId`; true when it holds.
+ */
+async function clientProvesSecret(
+  socket: Socket,
+  reader: Reader,
+  secret: string,
+  hello: Buffer,
+  runId: Buffer,
+  proveFirst: boolean,
+): Promise<boolean> {
   const nonceC = hello.subarray(10, 26);
-  const nonceS = randomBytes(16);
+  const nonceS = randomBytes(NONCE_LEN);
   const purposeByte = hello.subarray(5, 6);
-  const proofS = mac(secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]);
-  socket.write(Buffer.concat([Buffer.from('DDPS', 'latin1'), nonceS, proofS]));
+  const proofS = proveFirst ? mac(secret, [Buffer.from('S'), purposeByte, runId, nonceC, nonceS]) : Buffer.alloc(0);
+  socket.write(Buffer.concat([Buffer.from(proveFirst ? 'DDPS' : 'DDPL', 'latin1'), nonceS, proofS]));
   const proof = Buffer.from(await reader.read(MAC_LEN));
   const expected = mac(secret, [Buffer.from('C'), purposeByte, hello.subarray(6, 10), runId, nonceS, nonceC]);
   return timingSafeEqual(expected, proof);
