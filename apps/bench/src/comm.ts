@@ -6,7 +6,7 @@
  * sockets, the direct (one-round) and ring algorithms each on their own, to place the
  * switch-over. Then two "hosts" (network namespaces, needs root) of 2 ranks each over a
  * tbf-limited link: the hierarchical all-reduce against the flat ring and Gloo. Writes
- * results/comm.{json,md,png}.
+ * results/comm.{json,md,png} (a two-hosts-only run: results/comm-two-hosts.*).
  *
  *   node --conditions=@ddp/source --import tsx apps/bench/src/comm.ts [--quick] [--sections one-host,two-hosts]
  *
@@ -281,7 +281,9 @@ async function main(): Promise<void> {
   ].join('\n');
   const { writeReport } = await import('@ddp/plot');
   const outDir = fileURLToPath(new URL('../results', import.meta.url));
-  const files = await writeReport(outDir, 'comm', rows, {
+  // a two-hosts-only run beside the stored one-host sweep, not over it
+  const name = flags.sections.includes('one-host') ? 'comm' : 'comm-two-hosts';
+  const files = await writeReport(outDir, name, rows, {
     meta: { quick, torch, samples, latencyPairs: pairs },
     notes,
     chart: CHARTS.comm.chart({}, rows),

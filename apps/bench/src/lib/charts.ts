@@ -119,3 +119,5 @@ export const CHARTS: Record<string, BenchChart> = {
     }),
   },
 };
+// a two-hosts-only `pnpm bench comm` run's report: the same chart
+CHARTS['comm-two-hosts'] = CHARTS.comm;
