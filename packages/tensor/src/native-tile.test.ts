@@ -17,6 +17,9 @@ const cases: [string, number[], number[], 'float32' | 'int32' | 'bool'][] = [
   ['no repeats', [4, 2], [1, 1], 'float32'],
   ['a zero repeat', [2, 3], [0, 2], 'float32'],
   ['a vector', [7], [3], 'bool'],
+  // the addon takes ranks 1–9: above, wasm's kernel (probe DI: `expand` of a rank-10 tensor raised)
+  ['rank 10', [1, 1, 1, 1, 1, 1, 1, 1, 2, 3], [2, 1, 1, 1, 1, 1, 1, 1, 1, 2], 'float32'],
+  ['rank 11', [2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2], [1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1], 'int32'],
 ];
 
 function tile(shape: number[], reps: number[], dtype: 'float32' | 'int32' | 'bool') {

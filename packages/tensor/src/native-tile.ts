@@ -3,11 +3,13 @@ import type { KernelFunc, TensorInfo, TileAttrs } from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 const ELEMENT_BYTES: Partial<Record<string, 1 | 4>> = { float32: 4, int32: 4, bool: 1 };
+/** The addon's Tile takes ranks 1–9 (tile.cc); above, `expand` of a rank-10 tensor raised its argument error (probe DI). */
+const MAX_RANK = 9;
 
 /**
  * Tile (also what tf.broadcastTo runs) through the addon, whole inner blocks copied at once:
  * tfjs-wasm's took 3–12 ms to spread one value over the [8, 4, 32, 32] attention mask of
- * `pnpm bench kernels`' transformer. Other dtypes (strings, complex) go to `fallback`.
+ * `pnpm bench kernels`' transformer. Other dtypes (strings, complex) and ranks above 9 go to `fallback`.
  */
 export function nativeTile(native: NativeKernels, fallback: KernelFunc): KernelFunc {
   return (args) => {
@@ -16,7 +18,8 @@ export function nativeTile(native: NativeKernels, fallback: KernelFunc): KernelF
     const { reps } = args.attrs as unknown as TileAttrs;
     const bytes = ELEMENT_BYTES[x.dtype];
     const xOffset = backend && bytes ? heapOffset(backend, x) : null;
-    if (!backend || !bytes || xOffset === null || reps.length !== x.shape.length || x.shape.length === 0)
+    const rank = x.shape.length;
+    if (!backend || !bytes || xOffset === null || reps.length !== rank || rank === 0 || rank > MAX_RANK)
       return fallback(args);
     const out = backend.makeOutput(
       x.shape.map((d, i) => d * reps[i]),
