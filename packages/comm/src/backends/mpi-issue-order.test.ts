@@ -37,4 +37,29 @@ describe("the MPI backend's issue order", () => {
     expect(log.at(-1)).toBe('D false');
     await d;
   });
+
+  it('with one MPI thread for every group (MPI_THREAD_MULTIPLE not granted): every later call behind a held one', async () => {
+    // review: per group there, a rank whose call on g1 was held dispatched g2's first, another g1's: both waited
+    const order = new IssueOrder(false);
+    const [x, z] = [new Float32Array(4), new Float32Array(4)];
+    const log: string[] = [];
+    let finishA = () => {};
+    const a = order.issue(0, [x], async () => {
+      log.push('A');
+      await new Promise<void>((resolve) => {
+        finishA = resolve;
+      });
+    });
+    const b = order.issue(0, [x], async () => {
+      log.push('B');
+    });
+    const other = order.issue(1, [z], async () => {
+      log.push('C');
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(log).toEqual(['A']);
+    finishA();
+    await Promise.all([a, b, other]);
+    expect(log).toEqual(['A', 'B', 'C']);
+  });
 });

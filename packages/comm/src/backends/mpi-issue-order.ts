@@ -24,6 +24,12 @@ export class IssueOrder {
   private readonly held = new Map<number, Promise<void>>();
 
   /**
+   * `threadPerGroup` false: @ddp/mpi runs every communicator on one thread (MPI granted less than
+   * MPI_THREAD_MULTIPLE), which must get each rank's calls in issue order: one hold for all of them.
+   */
+  constructor(private readonly threadPerGroup = true) {}
+
+  /**
    * `start(restage)` on communicator `comm` now, or once the unfinished calls touching `arrays`, and
    * any held call of `comm` ('every': of any communicator), have settled. restage: the call waited
    * for an unfinished call touching its arrays, so its first staging read them too early (waiting
@@ -38,18 +44,19 @@ export class IssueOrder {
       .filter((u) => u.arrays.some((a) => arrays.some((b) => arraysOverlap(a, b))))
       .map((u) => u.done);
     const restage = waits.length > 0;
-    if (comm === 'every') waits.push(...this.held.values());
-    else if (this.held.has(comm)) waits.push(this.held.get(comm)!);
+    const key = comm === 'every' || this.threadPerGroup ? comm : 0;
+    if (key === 'every') waits.push(...this.held.values());
+    else if (this.held.has(key)) waits.push(this.held.get(key)!);
     let done: Promise<T>;
     if (waits.length === 0) done = start(false);
     else {
       const ready = Promise.allSettled(waits).then(() => {});
       done = ready.then(() => start(restage));
       const dispatched = ready.then(() => {}); // registered after start's reaction, so it runs after it
-      if (comm !== 'every') {
-        this.held.set(comm, dispatched);
+      if (key !== 'every') {
+        this.held.set(key, dispatched);
         void dispatched.then(() => {
-          if (this.held.get(comm) === dispatched) this.held.delete(comm);
+          if (this.held.get(key) === dispatched) this.held.delete(key);
         });
       }
     }

@@ -65,13 +65,17 @@ export class MpiRuntime {
   /** A failure that left the MPI thread unusable (timeout, MPI error). */
   stuck: CommError | null = null;
   /** Calls staged and dispatched in issue order, after the unfinished ones whose arrays they touch. */
-  readonly order = new IssueOrder();
+  readonly order: IssueOrder;
 
   constructor(
     readonly addon: MpiAddon,
     /** This process's rank in MPI_COMM_WORLD. */
     readonly globalRank: number,
-  ) {}
+    /** Whether @ddp/mpi runs each communicator on a thread of its own (MPI_THREAD_MULTIPLE granted). */
+    threadPerGroup: boolean,
+  ) {
+    this.order = new IssueOrder(threadPerGroup);
+  }
 
   /** Runs `c` on `comm`; the result once done, or the typed error every member raises. */
   async run(comm: MpiComm, call: string, c: NativeCall, timeoutMs: number): Promise<CallResult> {

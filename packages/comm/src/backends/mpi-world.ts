@@ -52,8 +52,9 @@ export async function initMpi(timeoutMs: number, given: { rank?: number; worldSi
   const [status, , , message, rank, size] = await addon.call(INIT, 0, 0, 0, 0, 0, null, null, null, null);
   if (status !== 0)
     throw new CommError(`initProcessGroup: MPI_Init_thread failed: ${message}`, { op: 'initProcessGroup' });
+  // the addon's one message on success: MPI granted less than MPI_THREAD_MULTIPLE (one thread for every group)
   if (message) process.emitWarning(`rank ${rank}: ${message}`, { code: 'DDP_MPI_THREAD_LEVEL' });
-  const rt = new MpiRuntime(addon, rank);
+  const rt = new MpiRuntime(addon, rank, !message);
   const comm: MpiComm = { handle: 0, ranks: Array.from({ length: size }, (_, r) => r), rank, failed: null };
   const w: MpiWorld = {
     rt,

@@ -1,4 +1,4 @@
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AuthError, RunMismatchError } from '../errors.js';
 import { clientHandshake, Purpose } from './handshake.js';
@@ -70,5 +70,23 @@ describe('peer handshake', () => {
     const { addr } = await listening();
     const sock = await dial({ host: '127.0.0.1', port: addr.port });
     await expect(clientHandshake(sock, hello('other', 'run-a'))).rejects.toThrow(/server does not know/);
+  });
+
+  // review: a later attempt's challenge ("DDPL") carries no server proof; accepting after it trusted an impostor
+  it('a server that challenges as an earlier attempt (no proof of its own) and then accepts is refused', async () => {
+    const impostor = createServer((sock) => {
+      sock.once('data', () => {
+        sock.write(Buffer.concat([Buffer.from('DDPL', 'latin1'), Buffer.alloc(16, 7)]));
+        sock.once('data', () => sock.end(Buffer.from([1])));
+      });
+    });
+    await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = impostor.address() as { port: number };
+      const sock = await dial({ host: '127.0.0.1', port });
+      await expect(clientHandshake(sock, hello('right', 'run-a#attempt-1'))).rejects.toBeInstanceOf(AuthError);
+    } finally {
+      await new Promise((resolve) => impostor.close(resolve));
+    }
   });
 });

@@ -27,7 +27,7 @@ export enum Purpose {
   Peer = 2,
 }
 
-const VERSION = 2;
+const VERSION = 3;
 /** The fixed part of HELLO, up to and including the run id's length byte. */
 const HELLO_LEN = 27;
 const MAGIC_LEN = 4;
@@ -190,7 +190,8 @@ export async function clientHandshake(
           rank: opts.rank,
         },
       );
-    if (verdict[0] !== ACCEPTED) {
+    // only a server that proved the secret accepts: after DDPL (no proof) anything but 2 is refused
+    if (verdict[0] !== ACCEPTED || laterThanServer) {
       throw new AuthError(`${opts.what}: refused by the server (wrong secret)`, { op: 'handshake', rank: opts.rank });
     }
     return { peerRank: -1, leftover: reader.detach() };
