@@ -3,7 +3,7 @@ import type { KernelFunc, TensorInfo, TileAttrs } from '@tensorflow/tfjs-core';
 import { asWasmBackend, heapOffset } from './wasm-heap.js';
 
 const ELEMENT_BYTES: Partial<Record<string, 1 | 4>> = { float32: 4, int32: 4, bool: 1 };
-/** The addon's Tile takes ranks 1–9 (tile.cc); above, `expand` of a rank-10 tensor raised its argument error (probe DI). */
+/** The addon's Tile takes ranks 1–9 (tile.cc): `expand` of a rank-10 tensor raised its argument error (probe DI). */
 const MAX_RANK = 9;
 
 /**
