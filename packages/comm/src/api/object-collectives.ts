@@ -64,6 +64,19 @@ function groupFor(where: string, opts: object | undefined, known: string[]): Pro
   return groupOrWorld((opts as { group?: ProcessGroup | null }).group, where);
 }
 
+/**
+ * The group rank of `global`, a source or destination given as torch's object collectives take it: a
+ * global rank (on a subgroup [1, 2], `src: 1` was read as group rank 1, global rank 2: another rank's
+ * value, silently; probe DD). One not in the group is refused.
+ */
+function memberRank(group: ProcessGroup, where: string, name: string, global: number): number {
+  const r = Number.isInteger(global) ? group.ranks.indexOf(global) : -1;
+  if (r >= 0) return r;
+  const me = group.ranks[group.rank];
+  const why = `${name} ${global} is not a rank of the group [${group.ranks.join(', ')}] (a global rank, as torch's)`;
+  throw new InvalidArgumentError(`rank ${me}: ${where}: ${why}`, { op: where, rank: me });
+}
+
 /** Every member's `value`, in group-rank order (torch's all_gather_object). */
 export async function allGatherObject<T>(value: T, opts: { group?: ProcessGroup | null } = {}): Promise<T[]> {
   const group = groupFor('allGatherObject', opts, ['group']);
@@ -75,12 +88,13 @@ export async function allGatherObject<T>(value: T, opts: { group?: ProcessGroup 
 /** `src`'s value on every member (torch's broadcast_object_list, one value); others pass anything. */
 export async function broadcastObject<T>(value: T, opts: { src: number; group?: ProcessGroup | null }): Promise<T> {
   const group = groupFor('broadcastObject', opts, ['src', 'group']);
-  const mine = group.rank === opts.src ? encode(value) : { words: Int32Array.of(0), error: null };
+  const src = memberRank(group, 'broadcastObject', 'src', opts.src);
+  const mine = group.rank === src ? encode(value) : { words: Int32Array.of(0), error: null };
   const length = Int32Array.of(mine.words.length);
-  await group.broadcast(length, { src: opts.src }).wait();
-  const words = group.rank === opts.src ? mine.words : new Int32Array(length[0]);
-  await group.broadcast(words, { src: opts.src }).wait();
-  if (words[0] === UNCLONABLE) throw unsent(group, 'broadcastObject', opts.src, mine.error);
+  await group.broadcast(length, { src }).wait();
+  const words = group.rank === src ? mine.words : new Int32Array(length[0]);
+  await group.broadcast(words, { src }).wait();
+  if (words[0] === UNCLONABLE) throw unsent(group, 'broadcastObject', src, mine.error);
   return decode(words) as T;
 }
 
@@ -90,11 +104,12 @@ export async function gatherObject<T>(
   opts: { dst: number; group?: ProcessGroup | null },
 ): Promise<T[] | null> {
   const group = groupFor('gatherObject', opts, ['dst', 'group']);
+  const dst = memberRank(group, 'gatherObject', 'dst', opts.dst);
   const mine = encode(value);
-  const all = (await group.gather(mine.words, { dst: opts.dst }).wait()) as Int32Array[] | null;
+  const all = (await group.gather(mine.words, { dst }).wait()) as Int32Array[] | null;
   // only dst sees the others' words: it tells every member which one could not send (−1: none), so all raise
   const failed = Int32Array.of(all ? all.findIndex((w) => w[0] === UNCLONABLE) : 0);
-  await group.broadcast(failed, { src: opts.dst }).wait();
+  await group.broadcast(failed, { src: dst }).wait();
   if (failed[0] >= 0) throw unsent(group, 'gatherObject', failed[0], mine.error);
   return all === null ? null : (all.map(decode) as T[]);
 }
@@ -105,7 +120,8 @@ export async function scatterObject<T>(
   opts: { src: number; group?: ProcessGroup | null },
 ): Promise<T> {
   const group = groupFor('scatterObject', opts, ['src', 'group']);
-  const isSrc = group.rank === opts.src;
+  const src = memberRank(group, 'scatterObject', 'src', opts.src);
+  const isSrc = group.rank === src;
   let encoded: Encoded[] = [];
   if (isSrc && (!Array.isArray(values) || values.length !== group.size)) {
     const error = `values must be an array of ${group.size} values, one per member`;
@@ -114,14 +130,14 @@ export async function scatterObject<T>(
   // the longest encoding first, so every member receives into a buffer of one size; UNCLONABLE: src cannot send
   const bad = encoded.find((e) => e.error !== null);
   const longest = Int32Array.of(bad ? UNCLONABLE : Math.max(0, ...encoded.map((e) => e.words.length)));
-  await group.broadcast(longest, { src: opts.src }).wait();
-  if (longest[0] === UNCLONABLE) throw unsent(group, 'scatterObject', opts.src, bad?.error ?? null);
+  await group.broadcast(longest, { src }).wait();
+  if (longest[0] === UNCLONABLE) throw unsent(group, 'scatterObject', src, bad?.error ?? null);
   const padded = encoded.map((e) => {
     const w = new Int32Array(longest[0]);
     w.set(e.words);
     return w;
   });
   const output = new Int32Array(longest[0]);
-  await group.scatter(output, isSrc ? { src: opts.src, inputs: padded } : { src: opts.src }).wait();
+  await group.scatter(output, isSrc ? { src, inputs: padded } : { src }).wait();
   return decode(output) as T;
 }

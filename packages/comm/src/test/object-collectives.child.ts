@@ -5,6 +5,7 @@ import {
   destroyProcessGroup,
   gatherObject,
   initProcessGroup,
+  newGroup,
   scatterObject,
 } from '../index.js';
 import { Checker } from './checker.js';
@@ -41,6 +42,20 @@ c.ok('gatherObject to 2', g.rank === 2 ? same(atTwo, [0, 1, 2].map(sentBy)) : at
 const big = 'x'.repeat(5_000_003);
 const mine = await scatterObject(g.rank === 0 ? [big, sentBy(1), undefined] : null, { src: 0 });
 c.ok('scatterObject from 0', same(mine, [big, sentBy(1), undefined][g.rank]));
+// on a subgroup, src and dst are global ranks, as torch's (probe DD: src 1 of [1, 2] was read as its group rank 1)
+const pair = await newGroup([1, 2]);
+if (pair) {
+  c.ok('subgroup broadcastObject from global 2', same(await broadcastObject(g.rank, { src: 2, group: pair }), 2));
+  const atOne = await gatherObject(g.rank, { dst: 1, group: pair });
+  c.ok('subgroup gatherObject to global 1', same(atOne, g.rank === 1 ? [1, 2] : null));
+  const part = await scatterObject(g.rank === 2 ? ['a', 'b'] : null, { src: 2, group: pair });
+  c.ok('subgroup scatterObject from global 2', part === (g.rank === 1 ? 'a' : 'b'));
+  const outside = await broadcastObject(0, { src: 0, group: pair }).then(
+    () => 'none',
+    (e: Error) => e.message,
+  );
+  c.ok('subgroup src outside the group refused', /src 0 is not a rank of the group \[1, 2\]/.test(outside));
+}
 
 const errors: Record<string, string> = {};
 const attempt = async (name: string, run: () => Promise<unknown>) => {
