@@ -23,12 +23,24 @@ export type Writes = 'values' | 'gradients';
  * Tensors an async operation still writes (their values or gradients), with what writes them: a
  * running backward() its leaves' gradients, a load their values, a distributed clip or step both.
  */
-const writers = new Map<Tensor, { what: string; writes: Writes }[]>();
-/** Inside one of those operations (its own steps and reads are its business). */
-const insideWriter = new AsyncLocalStorage<true>();
+const writers = new Map<Tensor, Writer[]>();
+interface Writer {
+  what: string;
+  writes: Writes;
+  id: symbol;
+}
+/**
+ * The operations this code runs inside (their own steps and reads are their business; another's, started
+ * in there and not awaited, is not: inside `join`'s loop every check was off, and `opt.step(); opt.zeroGrad()`
+ * zeroed the gradients ZeRO's step was still reading, silently; probe DE).
+ */
+const insideWriters = new AsyncLocalStorage<ReadonlySet<symbol>>();
 
-function outsideWriters(): boolean {
-  return currentRun.getStore() === undefined && !insideWriter.getStore();
+/** The outermost writer of `t` (`only`: of that kind) that this code is not part of; none inside a backward's hooks. */
+function writerFromOutside(t: Tensor, only?: Writes): string | null {
+  if (currentRun.getStore() !== undefined) return null;
+  const inside = insideWriters.getStore();
+  return writers.get(t)?.find((w) => (only === undefined || w.writes === only) && !inside?.has(w.id))?.what ?? null;
 }
 
 /**
@@ -38,8 +50,7 @@ function outsideWriters(): boolean {
  * gradients not yet there; a load not awaited overwrote the steps taken meanwhile: silently.
  */
 export function pendingWriter(t: Tensor): string | null {
-  const what = writers.get(t)?.[0]?.what; // the outermost: what the caller called
-  return what !== undefined && outsideWriters() ? what : null;
+  return writers.size === 0 ? null : writerFromOutside(t);
 }
 
 /**
@@ -48,8 +59,7 @@ export function pendingWriter(t: Tensor): string | null {
  */
 export function pendingValueWriter(t: Tensor): string | null {
   if (writers.size === 0) return null; // every op asks: the common case costs one comparison
-  const what = writers.get(t)?.find((w) => w.writes === 'values')?.what;
-  return what !== undefined && outsideWriters() ? what : null;
+  return writerFromOutside(t, 'values');
 }
 
 /**
@@ -78,25 +88,26 @@ export async function whileWriting<T>(
   writes: Writes,
   fn: () => Promise<T>,
 ): Promise<T> {
-  const held = mark(tensors, what, writes);
+  const id = Symbol(what);
+  const held = mark(tensors, { what, writes, id });
   try {
-    return await insideWriter.run(true, fn);
+    return await insideWriters.run(new Set([...(insideWriters.getStore() ?? []), id]), fn);
   } finally {
-    unmark(held, what);
+    unmark(held, id);
   }
 }
 
-function mark(tensors: Iterable<Tensor>, what: string, writes: Writes): Tensor[] {
+function mark(tensors: Iterable<Tensor>, writer: Writer): Tensor[] {
   const held = [...new Set(tensors)];
-  for (const t of held) writers.set(t, [...(writers.get(t) ?? []), { what, writes }]);
+  for (const t of held) writers.set(t, [...(writers.get(t) ?? []), writer]);
   return held;
 }
 
-function unmark(held: Tensor[], what: string): void {
+function unmark(held: Tensor[], id: symbol): void {
   for (const t of held) {
-    const left = writers.get(t)!;
-    left.splice(left.map((w) => w.what).lastIndexOf(what), 1);
+    const left = writers.get(t)!.filter((w) => w.id !== id);
     if (left.length === 0) writers.delete(t);
+    else writers.set(t, left);
   }
 }
 
@@ -128,10 +139,11 @@ export function currentBackward(): object | null {
  */
 export async function runBackward(leaves: Tensor[], execute: (run: BackwardRun) => Promise<void>): Promise<void> {
   const run: BackwardRun = { callbacks: [], pending: [], parent: currentRun.getStore() };
-  const held = mark(leaves, 'loss.backward()', 'gradients');
+  const id = Symbol('loss.backward()');
+  const held = mark(leaves, { what: 'loss.backward()', writes: 'gradients', id });
   try {
     await currentRun.run(run, () => execute(run));
   } finally {
-    unmark(held, 'loss.backward()');
+    unmark(held, id);
   }
 }

@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { type Writes, whileWriting } from './backward-run.js';
+import { pendingWriter, type Writes, whileWriting } from './backward-run.js';
 import { AutogradError } from './errors.js';
 import { mul, tensor } from './index.js';
 
@@ -38,4 +38,20 @@ it('the writing operation itself reads what it writes', async () => {
   const w = tensor([1, 2], [2], { requiresGrad: true });
   const read = await whileWriting([w], 'loadCheckpoint()', 'values', async () => Array.from(mul(w, 2).data.dataSync()));
   expect(read).toEqual([2, 4]);
+});
+
+// probe DE: inside `join`'s loop every check was off, so `opt.step(); opt.zeroGrad()` (torch's habit, a ZeRO step
+// not awaited) zeroed the gradients the step still read: 0.18 off torch, silently
+it('inside one writing operation, another started there and not awaited is still refused', async () => {
+  const w = tensor([1, 2], [2], { requiresGrad: true });
+  await whileWriting([w], 'join()', 'values', async () => {
+    expect(Array.from(mul(w, 2).data.dataSync())).toEqual([2, 4]); // join's own loop reads what it writes
+    let release = () => {};
+    const step = whileWriting([w], 'opt.step()', 'values', () => new Promise<void>((r) => (release = r)));
+    expect(() => mul(w, 2)).toThrow(/argument 0 is still being written by a running opt\.step\(\) \(not awaited\)/);
+    expect(pendingWriter(w)).toBe('opt.step()');
+    release();
+    await step;
+    expect(pendingWriter(w)).toBeNull();
+  });
 });
