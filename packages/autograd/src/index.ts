@@ -36,6 +36,7 @@ export {
   parameterShardOf,
   unmarkGradientShard,
 } from './gradient-shards.js';
+export { GradientSnapshot } from './gradient-snapshot.js';
 export { AccumulateGrad, Context, type Edge, Node, type PostAccumulateGradHook, type TensorHook } from './node.js';
 export { gelu, logSigmoid, relu, sigmoid, tanh } from './ops/activation.js';
 export { add, div, mul, type Operand, pow, sub } from './ops/arithmetic.js';

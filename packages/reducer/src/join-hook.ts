@@ -1,7 +1,7 @@
+import { GradientSnapshot } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import type { JoinHook } from '@ddp/join';
 import type { Parameter } from '@ddp/nn';
-import type { tf } from '@ddp/tensor';
 import type { DistributedDataParallel } from './ddp.js';
 
 /**
@@ -15,13 +15,12 @@ export class DDPJoinHook implements JoinHook {
    * iterations write the averages there (a Joinable optimizer, ZeRO, steps its shard with them), and
    * they stayed: the next epoch's first backward added to them (probe BP; torch's shadows write nothing).
    */
-  private before: (tf.Tensor | null)[] | null = null;
+  private before: GradientSnapshot | null = null;
 
   constructor(private readonly ddp: DistributedDataParallel) {}
 
   mainHook(): Promise<void> {
-    // a clone shares the storage, so the write-back makes a new tensor instead of writing into it
-    this.before ??= this.ddp.params.map(({ param }) => param.grad?.clone() ?? null);
+    this.before ??= new GradientSnapshot(this.ddp.params.map(({ param }) => param));
     return this.ddp.shadowIteration();
   }
 
@@ -29,7 +28,7 @@ export class DDPJoinHook implements JoinHook {
     try {
       await this.ddp.syncFinalModel(isLastJoiner);
     } finally {
-      for (const [i, grad] of this.before?.entries() ?? []) this.ddp.params[i].param.grad = grad;
+      this.before?.restore();
       this.before = null;
     }
   }
@@ -83,16 +82,15 @@ function warnDivideIgnored(): void {
  * off; probe DB).
  */
 export class IterationNotice {
-  // clones share the storage: backward's accumulation makes new tensors, and no bucket goes out
-  // before the notice succeeds (release), so these keep the values
-  private before: (tf.Tensor | null)[];
+  // no bucket goes out before the notice succeeds (release): nothing writes into the snapshot's storage
+  private readonly before: GradientSnapshot;
 
   constructor(
     /** The buckets go out once it succeeded. */
     readonly sent: Promise<unknown>,
-    private readonly params: readonly { param: Parameter }[],
+    params: readonly { param: Parameter }[],
   ) {
-    this.before = params.map(({ param }) => param.grad?.clone() ?? null);
+    this.before = new GradientSnapshot(params.map(({ param }) => param));
     sent.then(
       () => this.release(),
       () => {},
@@ -114,15 +112,13 @@ export class IterationNotice {
     try {
       await this.sent;
     } catch (error) {
-      for (const [i, grad] of this.before.entries()) this.params[i].param.grad = grad;
-      this.before = [];
+      this.before.restore();
       throw error;
     }
   }
 
   /** Not needed: the notice succeeded, or a new iteration began without a backward. */
   release(): void {
-    for (const grad of this.before) grad?.dispose();
-    this.before = [];
+    this.before.release();
   }
 }

@@ -1,6 +1,7 @@
 import {
   claimGradientReduction,
   currentBackward,
+  GradientSnapshot,
   type RemovableHandle,
   releaseGradientReduction,
   type Tensor,
@@ -148,15 +149,15 @@ export class GradientSharder {
    * too (thrown by the hook, on the joined rank alone, the others waited out their timeout).
    */
   joinHook(step: () => Promise<void>, refusal: ZeroError | null): JoinHook {
-    let before: Map<Tensor, tf.Tensor | null> | null = null;
+    let before: GradientSnapshot | null = null;
     return {
       mainHook: async () => {
-        before ??= new Map(this.params.map((p) => [p, p.grad?.clone() ?? null]));
+        before ??= new GradientSnapshot(this.params);
         await this.replayWithZeros();
         await step();
       },
       postHook: () => {
-        for (const [p, grad] of before ?? []) p.grad = grad;
+        before?.restore();
         before = null;
       },
       cannotShadow: () => refusal ?? this.cannotReplay(),

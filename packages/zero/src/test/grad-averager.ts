@@ -1,4 +1,4 @@
-import type { Tensor } from '@ddp/autograd';
+import { GradientSnapshot, type Tensor } from '@ddp/autograd';
 import type { ProcessGroup } from '@ddp/comm';
 import { type Joinable, type JoinHook, notifyJoinContext } from '@ddp/join';
 import { tf } from '@ddp/tensor';
@@ -35,14 +35,14 @@ export class GradAverager implements Joinable {
 
   /** As DDP's: a joined rank's own gradients are given back after join (the shadows' averages stayed in them). */
   joinHook(): JoinHook {
-    let before: (tf.Tensor | null)[] | null = null;
+    let before: GradientSnapshot | null = null;
     return {
       mainHook: () => {
-        before ??= this.params.map((p) => p.grad?.clone() ?? null);
+        before ??= new GradientSnapshot(this.params);
         return this.average(true);
       },
       postHook: () => {
-        for (const [i, grad] of before?.entries() ?? []) this.params[i].grad = grad;
+        before?.restore();
       },
     };
   }
